@@ -1,0 +1,477 @@
+// Elementwise kernels with PyTorch's broadcasting. Each op is a small functor; the drivers
+// handle strides (0 for broadcast dims), pick a contiguous fast path the compiler vectorises,
+// split work over the pool, and write into a moved-in input when its buffer is unique.
+#include <cmath>
+#include <type_traits>
+
+#include "iter.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace ember::detail::cpu {
+namespace {
+
+constexpr std::size_t kGrain = 1 << 15;  // elements per parallel chunk
+
+// ---- dtype rules ----------------------------------------------------------------------------
+int rank_of(DType d) {
+    switch (d) {
+        case DType::Bool: return 0;
+        case DType::U8: return 1;
+        case DType::I8: return 2;
+        case DType::I16: return 3;
+        case DType::I32: return 4;
+        case DType::I64: return 5;
+        case DType::BF16: return 6;
+        case DType::F16: return 7;
+        case DType::F32: return 8;
+        default: return 9;
+    }
+}
+DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+bool is_half(DType d) { return d == DType::F16 || d == DType::BF16; }
+// f16/bf16 compute in f32 and round once at the end.
+DType compute_dtype(DType d) { return is_half(d) ? DType::F32 : d; }
+
+// visit_dtype over the compute dtypes only, so that no kernel is instantiated for f16/bf16.
+template <typename F>
+decltype(auto) visit_compute(DType d, F&& f) {
+    switch (d) {
+        case DType::F32: return f(TypeTag<float>{});
+        case DType::F64: return f(TypeTag<double>{});
+        case DType::I64: return f(TypeTag<std::int64_t>{});
+        case DType::I32: return f(TypeTag<std::int32_t>{});
+        case DType::I16: return f(TypeTag<std::int16_t>{});
+        case DType::I8: return f(TypeTag<std::int8_t>{});
+        case DType::U8: return f(TypeTag<std::uint8_t>{});
+        default: return f(TypeTag<bool>{});
+    }
+}
+
+// ---- drivers --------------------------------------------------------------------------------
+// Calls f(offsets, n, strides) over the whole iteration, in parallel; a single run (the fully
+// contiguous case) is split into element ranges.
+template <std::size_t K, typename F>
+void run_parallel(const Iter<K>& it, F&& f) {
+    const std::size_t rows = it.rows(), inner = it.inner();
+    if (rows == 1) {
+        parallel_for(inner, kGrain, [&](std::size_t b, std::size_t e) {
+            std::array<std::int64_t, K> off{}, st{};
+            for (std::size_t k = 0; k < K; ++k) {
+                st[k] = it.strides[k][it.rank - 1];
+                off[k] = static_cast<std::int64_t>(b) * st[k];
+            }
+            f(off, e - b, st);
+        });
+        return;
+    }
+    parallel_for(rows, std::max<std::size_t>(1, kGrain / std::max<std::size_t>(1, inner)),
+                 [&](std::size_t b, std::size_t e) { for_each_run(it, b, e, f); });
+}
+
+// out = f(in), out contiguous with in's shape.
+template <typename TI, typename TO, typename F>
+void map_unary(const CpuTensor& in, const CpuTensor& out, F f) {
+    const TI* x = in.data<TI>();
+    TO* y = out.data<TO>();
+    auto it = make_iter<2>(out.shape, {&out.strides, &in.strides});
+    run_parallel(it, [&](const auto& off, std::size_t n, const auto& st) {
+        TO* o = y + off[0];
+        const TI* i = x + off[1];
+        if (st[0] == 1 && st[1] == 1) {
+            for (std::size_t k = 0; k < n; ++k) o[k] = f(i[k]);
+        } else {
+            for (std::size_t k = 0; k < n; ++k)
+                o[k * st[0]] = f(i[static_cast<std::int64_t>(k) * st[1]]);
+        }
+    });
+}
+
+// out = f(a, b) with broadcasting; out contiguous with the broadcast shape.
+template <typename TA, typename TB, typename TO, typename F>
+void map_binary(const CpuTensor& a, const CpuTensor& b, const CpuTensor& out, F f) {
+    const Strides sa = broadcast_strides(a, out.shape), sb = broadcast_strides(b, out.shape);
+    const TA* pa = a.data<TA>();
+    const TB* pb = b.data<TB>();
+    TO* po = out.data<TO>();
+    auto it = make_iter<3>(out.shape, {&out.strides, &sa, &sb});
+    run_parallel(it, [&](const auto& off, std::size_t n, const auto& st) {
+        TO* o = po + off[0];
+        const TA* x = pa + off[1];
+        const TB* y = pb + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+            for (std::size_t k = 0; k < n; ++k) o[k] = f(x[k], y[k]);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+            const TB v = *y;
+            for (std::size_t k = 0; k < n; ++k) o[k] = f(x[k], v);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+            const TA v = *x;
+            for (std::size_t k = 0; k < n; ++k) o[k] = f(v, y[k]);
+        } else {
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto i = static_cast<std::int64_t>(k);
+                o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+            }
+        }
+    });
+}
+
+// A destination for a result of `shape` and `dtype`: `a`'s own buffer when it may be reused.
+CpuTensor output_like(const CpuTensor& a, const Shape& shape, DType dtype) {
+    if (a.is_unique() && a.shape == shape && a.dtype == dtype) return a;
+    return empty(shape, dtype);
+}
+
+// Converts f16/bf16 (and, for binary ops, mismatched dtypes) to the compute dtype.
+CpuTensor to_compute(CpuTensor t, DType d) { return t.dtype == d ? t : cast(std::move(t), d); }
+CpuTensor from_compute(CpuTensor t, DType d) { return t.dtype == d ? t : cast(std::move(t), d); }
+
+// ---- scalar functions -----------------------------------------------------------------------
+template <typename T>
+T floor_div(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return std::floor(a / b);
+    } else {
+        T q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+        return q;
+    }
+}
+template <typename T>
+T py_rem(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        T r = std::fmod(a, b);
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    } else {
+        T r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+}
+template <typename T>
+T int_pow(T base, T exp) {
+    if (exp < 0) return (base == 1) ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+    T r = 1;
+    while (exp) {
+        if (exp & 1) r = static_cast<T>(r * base);
+        base = static_cast<T>(base * base);
+        exp >>= 1;
+    }
+    return r;
+}
+template <typename T>
+T nan_max(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+    return a > b ? a : b;
+}
+template <typename T>
+T nan_min(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+    return a < b ? a : b;
+}
+
+const char* binary_name(BinaryOp op) {
+    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
+                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
+    return names[static_cast<int>(op)];
+}
+
+// Calls f(functor) with the functor for `op` on element type T (the scalar forms pass the
+// scalar as the right operand; the R* ops swap operands).
+template <typename T, typename F>
+void with_binary_fn(BinaryOp op, F&& f) {
+    if constexpr (std::is_same_v<T, bool>) {
+        switch (op) {
+            case BinaryOp::And: return f([](bool a, bool b) { return a && b; });
+            case BinaryOp::Or:
+            case BinaryOp::Add:
+            case BinaryOp::Max: return f([](bool a, bool b) { return a || b; });
+            case BinaryOp::Xor: return f([](bool a, bool b) { return a != b; });
+            case BinaryOp::Mul:
+            case BinaryOp::Min: return f([](bool a, bool b) { return a && b; });
+            default:
+                EMBER_FAIL(DType, binary_name(op), ": not defined for bool tensors");
+        }
+    } else {
+        switch (op) {
+            case BinaryOp::Add: return f([](T a, T b) { return static_cast<T>(a + b); });
+            case BinaryOp::Sub: return f([](T a, T b) { return static_cast<T>(a - b); });
+            case BinaryOp::RSub: return f([](T a, T b) { return static_cast<T>(b - a); });
+            case BinaryOp::Mul: return f([](T a, T b) { return static_cast<T>(a * b); });
+            case BinaryOp::Div:
+                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return a / b; });
+                else return f([](T a, T b) { return floor_div(a, b); });
+            case BinaryOp::RDiv:
+                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return b / a; });
+                else return f([](T a, T b) { return floor_div(b, a); });
+            case BinaryOp::Rem: return f([](T a, T b) { return py_rem(a, b); });
+            case BinaryOp::RRem: return f([](T a, T b) { return py_rem(b, a); });
+            case BinaryOp::Pow:
+                if constexpr (std::is_floating_point_v<T>)
+                    return f([](T a, T b) { return static_cast<T>(std::pow(a, b)); });
+                else return f([](T a, T b) { return int_pow(a, b); });
+            case BinaryOp::RPow:
+                if constexpr (std::is_floating_point_v<T>)
+                    return f([](T a, T b) { return static_cast<T>(std::pow(b, a)); });
+                else return f([](T a, T b) { return int_pow(b, a); });
+            case BinaryOp::Max: return f([](T a, T b) { return nan_max(a, b); });
+            case BinaryOp::Min: return f([](T a, T b) { return nan_min(a, b); });
+            default:
+                EMBER_FAIL(DType, binary_name(op), ": only defined for bool tensors");
+        }
+    }
+}
+
+// Integer division and remainder by zero are errors (PyTorch raises too).
+template <typename T>
+void check_int_divisor(BinaryOp op, const CpuTensor& divisor) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (op != BinaryOp::Div && op != BinaryOp::Rem && op != BinaryOp::RDiv &&
+            op != BinaryOp::RRem)
+            return;
+        bool zero = false;
+        const T* p = divisor.data<T>();
+        for_each_offset(divisor, [&](std::int64_t o) { zero |= p[o] == 0; });
+        EMBER_CHECK(!zero, Argument, binary_name(op), ": integer division by zero");
+    }
+}
+template <typename T>
+void check_int_pow(BinaryOp op, const CpuTensor& exponent) {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        if (op != BinaryOp::Pow && op != BinaryOp::RPow) return;
+        bool neg = false;
+        const T* p = exponent.data<T>();
+        for_each_offset(exponent, [&](std::int64_t o) { neg |= p[o] < 0; });
+        EMBER_CHECK(!neg, Argument, "pow: integers to negative integer powers are not allowed");
+    }
+}
+
+}  // namespace
+
+CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b) {
+    const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
+    const DType result = promote(a.dtype, b.dtype);
+    const DType cd = compute_dtype(result);
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    CpuTensor out = output_like(a, shape, cd);
+    if (out.storage != a.storage) {
+        CpuTensor alt = output_like(b, shape, cd);
+        if (alt.storage == b.storage) out = std::move(alt);
+    }
+    if (shape.num_elements() > 0) {
+        visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+            const bool rev = op == BinaryOp::RSub || op == BinaryOp::RDiv || op == BinaryOp::RRem ||
+                             op == BinaryOp::RPow;
+            check_int_divisor<T>(op, rev ? a : b);
+            check_int_pow<T>(op, rev ? a : b);
+            with_binary_fn<T>(op, [&](auto f) { map_binary<T, T, T>(a, b, out, f); });
+        });
+    }
+    return from_compute(std::move(out), result);
+}
+
+CpuTensor binary_scalar(BinaryOp op, CpuTensor a, Scalar s) {
+    const DType result = a.dtype;
+    const DType cd = compute_dtype(result);
+    a = to_compute(std::move(a), cd);
+    CpuTensor out = output_like(a, a.shape, cd);
+    if (a.num_elements() > 0) {
+        visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+            const T v = is_float(cd) ? elem_cast<T>(s.f) : elem_cast<T>(s.i);
+            if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+                const bool div = op == BinaryOp::Div || op == BinaryOp::Rem;
+                EMBER_CHECK(!(div && v == 0), Argument, binary_name(op),
+                            ": integer division by zero");
+                EMBER_CHECK(!(op == BinaryOp::Pow && v < 0), Argument,
+                            "pow: integers to negative integer powers are not allowed");
+                if (op == BinaryOp::RDiv || op == BinaryOp::RRem) check_int_divisor<T>(op, a);
+            }
+            with_binary_fn<T>(op, [&](auto f) {
+                map_unary<T, T>(a, out, [f, v](T x) { return f(x, v); });
+            });
+        });
+    }
+    return from_compute(std::move(out), result);
+}
+
+CpuTensor powf_scalar(CpuTensor t, double p) {
+    EMBER_CHECK(is_float(t.dtype), DType, "powf_scalar: needs a float tensor, got ",
+                dtype_name(t.dtype));
+    if (p == 2.0) return binary(BinaryOp::Mul, t, t);
+    return binary_scalar(BinaryOp::Pow, std::move(t), Scalar(p));
+}
+
+CpuTensor unary(UnaryOp op, CpuTensor t) {
+    const DType result = op == UnaryOp::IsNan ? DType::Bool : t.dtype;
+    if (op == UnaryOp::IsNan && !is_float(t.dtype)) return full(t.shape, Scalar(false), DType::Bool);
+    const DType cd = compute_dtype(t.dtype);
+    t = to_compute(std::move(t), cd);
+    CpuTensor out = output_like(t, t.shape, op == UnaryOp::IsNan ? DType::Bool : cd);
+    if (t.num_elements() == 0) return from_compute(std::move(out), result);
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        auto run = [&](auto f) { map_unary<T, T>(t, out, f); };
+        if constexpr (std::is_same_v<T, bool>) {
+            EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
+                        " is not defined for bool tensors");
+            run([](bool x) { return !x; });
+        } else if constexpr (std::is_integral_v<T>) {
+            switch (op) {
+                case UnaryOp::Neg: return run([](T x) { return static_cast<T>(-x); });
+                case UnaryOp::Abs: return run([](T x) { return static_cast<T>(x < 0 ? -x : x); });
+                case UnaryOp::Sign: return run([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+                case UnaryOp::Relu: return run([](T x) { return x > 0 ? x : T{0}; });
+                default:
+                    EMBER_FAIL(DType, "unary op ", static_cast<int>(op),
+                               " is not defined for integer tensors");
+            }
+        } else {
+            switch (op) {
+                case UnaryOp::Neg: return run([](T x) { return -x; });
+                case UnaryOp::Abs: return run([](T x) { return std::fabs(x); });
+                case UnaryOp::Exp: return run([](T x) { return std::exp(x); });
+                case UnaryOp::Log: return run([](T x) { return std::log(x); });
+                case UnaryOp::Log1p: return run([](T x) { return std::log1p(x); });
+                case UnaryOp::Sqrt: return run([](T x) { return std::sqrt(x); });
+                case UnaryOp::Sin: return run([](T x) { return std::sin(x); });
+                case UnaryOp::Cos: return run([](T x) { return std::cos(x); });
+                case UnaryOp::Tanh: return run([](T x) { return std::tanh(x); });
+                case UnaryOp::Erf: return run([](T x) { return std::erf(x); });
+                case UnaryOp::Recip: return run([](T x) { return T{1} / x; });
+                case UnaryOp::Floor: return run([](T x) { return std::floor(x); });
+                case UnaryOp::Ceil: return run([](T x) { return std::ceil(x); });
+                case UnaryOp::Round: return run([](T x) { return std::nearbyint(x); });
+                case UnaryOp::Sign: return run([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+                case UnaryOp::Sigmoid:
+                    return run([](T x) {
+                        // Written so that neither branch overflows exp.
+                        if (x >= 0) return T{1} / (T{1} + std::exp(-x));
+                        const T e = std::exp(x);
+                        return e / (T{1} + e);
+                    });
+                case UnaryOp::Relu: return run([](T x) { return x > 0 ? x : (x != x ? x : T{0}); });
+                case UnaryOp::Gelu:
+                    return run([](T x) {
+                        return x * T(0.5) * (T{1} + std::erf(x * T(0.70710678118654752440)));
+                    });
+                case UnaryOp::IsNan:
+                    return map_unary<T, bool>(t, out, [](T x) { return x != x; });
+                case UnaryOp::Not:
+                    EMBER_FAIL(DType, "not: only defined for bool tensors");
+            }
+        }
+    });
+    return op == UnaryOp::IsNan ? out : from_compute(std::move(out), result);
+}
+
+namespace {
+template <typename T, typename F>
+void with_compare_fn(CompareOp op, F&& f) {
+    switch (op) {
+        case CompareOp::Eq: return f([](T a, T b) { return a == b; });
+        case CompareOp::Ne: return f([](T a, T b) { return a != b; });
+        case CompareOp::Gt: return f([](T a, T b) { return a > b; });
+        case CompareOp::Ge: return f([](T a, T b) { return a >= b; });
+        case CompareOp::Lt: return f([](T a, T b) { return a < b; });
+        case CompareOp::Le: return f([](T a, T b) { return a <= b; });
+    }
+}
+const char* compare_name(CompareOp op) {
+    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
+                                     "lower_equal"};
+    return names[static_cast<int>(op)];
+}
+}  // namespace
+
+CpuTensor compare(CompareOp op, CpuTensor a, CpuTensor b) {
+    const Shape shape = broadcast_shapes(a.shape, b.shape, compare_name(op));
+    const DType cd = compute_dtype(promote(a.dtype, b.dtype));
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    CpuTensor out = empty(shape, DType::Bool);
+    if (shape.num_elements() == 0) return out;
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        with_compare_fn<T>(op, [&](auto f) { map_binary<T, T, bool>(a, b, out, f); });
+    });
+    return out;
+}
+
+CpuTensor compare_scalar(CompareOp op, CpuTensor a, Scalar s) {
+    const DType cd = compute_dtype(a.dtype);
+    a = to_compute(std::move(a), cd);
+    CpuTensor out = empty(a.shape, DType::Bool);
+    if (a.num_elements() == 0) return out;
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        // Compare in double for float tensors so that `x > 0.1` means what it says.
+        using C = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+        const C v = std::is_floating_point_v<T> ? static_cast<C>(s.f) : elem_cast<C>(s.i);
+        with_compare_fn<C>(op, [&](auto f) {
+            map_unary<T, bool>(a, out, [f, v](T x) { return f(static_cast<C>(x), v); });
+        });
+    });
+    return out;
+}
+
+CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b) {
+    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_where: mask must be bool, got ",
+                dtype_name(mask.dtype));
+    const Shape shape = broadcast_shapes(broadcast_shapes(mask.shape, a.shape, "mask_where"),
+                                         b.shape, "mask_where");
+    const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    CpuTensor out = empty(shape, cd);
+    if (shape.num_elements() == 0) return from_compute(std::move(out), result);
+    const Strides sm = broadcast_strides(mask, shape), sa = broadcast_strides(a, shape),
+                  sb = broadcast_strides(b, shape);
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        const bool* pm = mask.data<bool>();
+        const T* pa = a.data<T>();
+        const T* pb = b.data<T>();
+        T* po = out.data<T>();
+        auto it = make_iter<4>(shape, {&out.strides, &sm, &sa, &sb});
+        run_parallel(it, [&](const auto& off, std::size_t n, const auto& st) {
+            for (std::size_t k = 0; k < n; ++k) {
+                const auto i = static_cast<std::int64_t>(k);
+                po[off[0] + i * st[0]] =
+                    pm[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
+            }
+        });
+    });
+    return from_compute(std::move(out), result);
+}
+
+CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value) {
+    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_fill: mask must be bool, got ",
+                dtype_name(mask.dtype));
+    const Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_fill");
+    EMBER_CHECK(shape == t.shape, Shape, "mask_fill: mask ", mask.shape.to_string(),
+                " does not broadcast to the tensor's shape ", t.shape.to_string());
+    const DType cd = compute_dtype(t.dtype), result = t.dtype;
+    t = to_compute(std::move(t), cd);
+    CpuTensor out = output_like(t, shape, cd);
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        const T v = is_float(cd) ? elem_cast<T>(value.f) : elem_cast<T>(value.i);
+        map_binary<T, bool, T>(t, mask, out, [v](T x, bool m) { return m ? v : x; });
+    });
+    return from_compute(std::move(out), result);
+}
+
+CpuTensor clamp(CpuTensor t, Scalar lo, Scalar hi) {
+    EMBER_CHECK(is_float(t.dtype) ? lo.f <= hi.f : lo.i <= hi.i, Argument, "clamp: min ",
+                lo.f, " is greater than max ", hi.f);
+    const DType cd = compute_dtype(t.dtype), result = t.dtype;
+    t = to_compute(std::move(t), cd);
+    CpuTensor out = output_like(t, t.shape, cd);
+    visit_compute(cd, [&]<typename T>(TypeTag<T>) {
+        const T l = is_float(cd) ? elem_cast<T>(lo.f) : elem_cast<T>(lo.i);
+        const T h = is_float(cd) ? elem_cast<T>(hi.f) : elem_cast<T>(hi.i);
+        map_unary<T, T>(t, out, [l, h](T x) { return nan_min(nan_max(x, l), h); });
+    });
+    return from_compute(std::move(out), result);
+}
+
+}  // namespace ember::detail::cpu

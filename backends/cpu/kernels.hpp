@@ -1,0 +1,125 @@
+#pragma once
+// The CPU backend's kernels, dtype-generic at run time. Each group lives in its own source
+// file (named beside each block). Tensors are taken by value: a moved-in tensor whose buffer
+// is unique (`is_unique()`) may be reused for the result.
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "ember/backend/detail/cpu_tensor.hpp"
+#include "ember/tensor/data.hpp"
+#include "ember/tensor/distribution.hpp"
+#include "ember/tensor/ops.hpp"
+
+namespace ember::detail::cpu {
+
+// ---- creation.cpp: creation, host transfer, casts -------------------------------------------
+CpuTensor empty(const Shape& shape, DType dtype);
+CpuTensor full(const Shape& shape, Scalar value, DType dtype);
+CpuTensor from_data(const TensorData& data, DType dtype);
+TensorData to_data(const CpuTensor& t);
+CpuTensor random(const Shape& shape, const Distribution& dist, DType dtype);
+void seed(std::uint64_t seed);
+CpuTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, DType dtype);
+/// A contiguous tensor with the same values (the same handle when already contiguous).
+CpuTensor contiguous(CpuTensor t);
+/// Converts elements (float → int truncates toward zero, as PyTorch).
+CpuTensor cast(CpuTensor t, DType dtype);
+
+// ---- views.cpp: zero-copy where the strides allow -------------------------------------------
+CpuTensor reshape(CpuTensor t, const Shape& shape);
+CpuTensor permute(CpuTensor t, std::span<const std::size_t> axes);
+CpuTensor expand(CpuTensor t, const Shape& shape);
+/// One Slice per leading dim (fewer than the rank is allowed).
+CpuTensor slice(CpuTensor t, std::span<const Slice> ranges);
+
+// ---- elementwise.cpp: broadcasting, strided inputs ------------------------------------------
+CpuTensor unary(UnaryOp op, CpuTensor t);
+CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b);
+CpuTensor binary_scalar(BinaryOp op, CpuTensor a, Scalar s);
+/// Bool result.
+CpuTensor compare(CompareOp op, CpuTensor a, CpuTensor b);
+CpuTensor compare_scalar(CompareOp op, CpuTensor a, Scalar s);
+/// mask ? a : b, all three broadcast together.
+CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b);
+/// mask ? value : t.
+CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value);
+CpuTensor clamp(CpuTensor t, Scalar lo, Scalar hi);
+/// x^p for a float exponent on float tensors.
+CpuTensor powf_scalar(CpuTensor t, double p);
+
+// ---- shape_ops.cpp ------------------------------------------------------------------------
+CpuTensor cat(std::span<const CpuTensor> tensors, std::size_t dim);
+/// Returns `t` with the region `ranges` replaced by `values` (shape of the region).
+CpuTensor slice_assign(CpuTensor t, std::span<const Slice> ranges, CpuTensor values);
+CpuTensor flip(CpuTensor t, std::span<const std::size_t> axes);
+CpuTensor repeat_dim(CpuTensor t, std::size_t dim, std::size_t times);
+
+// ---- reduce.cpp ---------------------------------------------------------------------------
+/// Whole tensor → shape [1]. Sum/Prod of ints stay int64-like in the input dtype; Mean of
+/// ints is an error (as PyTorch); Any/All give bool.
+CpuTensor reduce_all(ReduceOp op, CpuTensor t);
+/// Along `dim`, keeping it with size 1.
+CpuTensor reduce_dim(ReduceOp op, CpuTensor t, std::size_t dim);
+/// Along `dim`, keeping it with size 1; int64 indices of the first extreme (NaN wins, as
+/// PyTorch).
+CpuTensor arg_reduce(ArgReduceOp op, CpuTensor t, std::size_t dim);
+/// Fused softmax / log-softmax along `dim` (float only).
+CpuTensor softmax(CpuTensor t, std::size_t dim);
+CpuTensor log_softmax(CpuTensor t, std::size_t dim);
+
+// ---- index.cpp ----------------------------------------------------------------------------
+/// torch.gather.
+CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices);
+/// torch.scatter_add (Burn's scatter adds).
+CpuTensor scatter_add(std::size_t dim, CpuTensor t, CpuTensor indices, CpuTensor values);
+/// torch.index_select with a 1-d index.
+CpuTensor select(CpuTensor t, std::size_t dim, CpuTensor indices);
+/// Adds `values` into the rows of `t` picked by the 1-d `indices` along `dim`.
+CpuTensor select_assign(CpuTensor t, std::size_t dim, CpuTensor indices, CpuTensor values);
+/// Indices of non-zero elements, shape [n, rank], int64 (torch.argwhere).
+CpuTensor argwhere(CpuTensor t);
+
+// ---- sort.cpp -----------------------------------------------------------------------------
+/// Stable sort along `dim`; NaN sorts as the largest value (as PyTorch). Returns values and
+/// int64 indices.
+std::pair<CpuTensor, CpuTensor> sort_with_indices(CpuTensor t, std::size_t dim, bool descending);
+/// The k largest (or smallest) along `dim`, sorted, with int64 indices.
+std::pair<CpuTensor, CpuTensor> topk(CpuTensor t, std::size_t k, std::size_t dim, bool largest);
+
+// ---- matmul.cpp: OpenBLAS when EMBER_CPU_BLAS, a portable blocked GEMM otherwise ----------
+/// Batched matmul with broadcast batch dims; rank >= 1 each as torch.matmul.
+CpuTensor matmul(CpuTensor a, CpuTensor b);
+
+// ---- conv.cpp: im2col + GEMM; N = 1, 2 or 3 spatial dims -------------------------------------
+/// Dynamic-rank conv parameters (arrays hold N used entries).
+struct ConvParams {
+    std::size_t n = 2;
+    std::array<std::size_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1},
+        padding_out{0, 0, 0};
+    std::size_t groups = 1;
+};
+CpuTensor conv(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias, const ConvParams& p);
+CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias,
+                         const ConvParams& p);
+CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optional<CpuTensor> mask,
+                        std::optional<CpuTensor> bias, const DeformConvOptions& o);
+
+// ---- pool.cpp ------------------------------------------------------------------------------
+struct PoolParams {
+    std::size_t n = 2;
+    std::array<std::size_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0},
+        dilation{1, 1, 1};
+    bool ceil_mode = false;
+    bool count_include_pad = true;
+};
+CpuTensor avg_pool(CpuTensor x, const PoolParams& p);
+/// Max pooling; indices are flat positions within each input plane (as PyTorch), int64.
+std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolParams& p);
+CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_size);
+/// [N, C, H, W] (or [N, C, L]) to the given spatial size.
+CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
+                      const InterpolateOptions& o);
+
+}  // namespace ember::detail::cpu

@@ -1,0 +1,76 @@
+#pragma once
+// The CPU backend's tensor primitive: a strided view of a shared, aligned buffer. It is the
+// same type for float, int and bool tensors; the dtype travels with it.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "../../tensor/dtype.hpp"
+#include "../../tensor/shape.hpp"
+
+namespace ember::detail::cpu {
+
+/// An aligned host buffer, returned to the caching allocator on destruction.
+struct Storage {
+    void* data = nullptr;   ///< 64-byte aligned
+    std::size_t bytes = 0;  ///< usable size
+    Storage() = default;
+    Storage(const Storage&) = delete;
+    Storage& operator=(const Storage&) = delete;
+    ~Storage();
+};
+
+/// Allocates a buffer of at least `bytes` bytes (from the cache when one fits).
+std::shared_ptr<Storage> allocate(std::size_t bytes);
+
+/// Strides in elements, one per dim.
+using Strides = std::array<std::int64_t, kMaxRank>;
+
+/// Row-major strides of a shape.
+inline Strides contiguous_strides(const Shape& s) {
+    Strides st{};
+    std::int64_t acc = 1;
+    for (std::size_t i = s.rank(); i-- > 0;) {
+        st[i] = acc;
+        acc *= static_cast<std::int64_t>(s[i]);
+    }
+    return st;
+}
+
+/// A strided view of a buffer.
+struct CpuTensor {
+    std::shared_ptr<Storage> storage;  ///< the buffer (shared between views)
+    Shape shape;                       ///< dims
+    Strides strides{};                 ///< element strides per dim (0 for broadcast dims)
+    std::int64_t offset = 0;           ///< first element, in elements
+    DType dtype = DType::F32;          ///< element type
+
+    /// Typed pointer to the first element.
+    template <typename T>
+    T* data() const {
+        return static_cast<T*>(storage->data) + offset;
+    }
+    /// Untyped pointer to the first element.
+    std::byte* bytes() const {
+        return static_cast<std::byte*>(storage->data) +
+               offset * static_cast<std::int64_t>(dtype_size(dtype));
+    }
+    /// Row-major with no gaps (dims of size 1 may have any stride).
+    bool is_contiguous() const {
+        std::int64_t acc = 1;
+        for (std::size_t i = shape.rank(); i-- > 0;) {
+            if (shape[i] != 1 && strides[i] != acc) return false;
+            acc *= static_cast<std::int64_t>(shape[i]);
+        }
+        return true;
+    }
+    /// True when this handle is the only reference to a contiguous buffer that it covers
+    /// exactly, so an op may write its result in place.
+    bool is_unique() const {
+        return storage && storage.use_count() == 1 && offset == 0 && is_contiguous();
+    }
+    std::size_t num_elements() const { return shape.num_elements(); }
+};
+
+}  // namespace ember::detail::cpu

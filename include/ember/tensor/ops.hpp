@@ -1,0 +1,99 @@
+#pragma once
+// The op vocabulary shared by every backend: op codes for the elementwise and reduction
+// families (so that Fusion can record them as data) and the option structs of module ops.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace ember {
+
+/// A scalar operand, held both as double (float tensors) and as int64 (int tensors) so that
+/// int ops keep full 64-bit precision.
+struct Scalar {
+    double f = 0.0;     ///< value used by float tensors
+    std::int64_t i = 0;  ///< value used by int and bool tensors
+    constexpr Scalar() = default;
+    constexpr Scalar(double v) : f(v), i(static_cast<std::int64_t>(v)) {}  // NOLINT
+    constexpr Scalar(float v) : Scalar(static_cast<double>(v)) {}          // NOLINT
+    constexpr Scalar(std::int64_t v) : f(static_cast<double>(v)), i(v) {}  // NOLINT
+    constexpr Scalar(int v) : Scalar(static_cast<std::int64_t>(v)) {}      // NOLINT
+    constexpr Scalar(long long v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
+    constexpr Scalar(unsigned long v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
+    constexpr Scalar(unsigned v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
+    constexpr Scalar(bool v) : f(v ? 1.0 : 0.0), i(v ? 1 : 0) {}           // NOLINT
+};
+
+/// Elementwise functions of one tensor.
+enum class UnaryOp : std::uint8_t {
+    Neg, Abs, Exp, Log, Log1p, Sqrt, Sin, Cos, Tanh, Erf, Recip, Floor, Ceil, Round, Sign,
+    Sigmoid, Relu, Gelu, IsNan, Not
+};
+/// Elementwise functions of two tensors (or a tensor and a scalar). RSub/RDiv/RPow/RRem take
+/// the scalar on the left (`2 - x`), for the scalar forms.
+enum class BinaryOp : std::uint8_t {
+    Add, Sub, Mul, Div, Rem, Pow, Max, Min, And, Or, Xor, RSub, RDiv, RPow, RRem
+};
+/// Elementwise comparisons, producing bool tensors.
+enum class CompareOp : std::uint8_t { Eq, Ne, Gt, Ge, Lt, Le };
+/// Reductions (whole tensor or along one dim).
+enum class ReduceOp : std::uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
+/// Index-producing reductions along one dim.
+enum class ArgReduceOp : std::uint8_t { ArgMax, ArgMin };
+
+namespace detail {
+template <std::size_t N>
+constexpr std::array<std::size_t, N> filled_array(std::size_t v) {
+    std::array<std::size_t, N> a{};
+    for (auto& x : a) x = v;
+    return a;
+}
+}  // namespace detail
+
+/// Options of an N-d convolution (PyTorch's Conv*d arguments).
+template <std::size_t N>
+struct ConvOptions {
+    std::array<std::size_t, N> stride = detail::filled_array<N>(1);    ///< step per spatial dim
+    std::array<std::size_t, N> padding = detail::filled_array<N>(0);   ///< zero padding per side
+    std::array<std::size_t, N> dilation = detail::filled_array<N>(1);  ///< kernel dilation
+    std::size_t groups = 1;  ///< channel groups (in and out channels divisible by it)
+};
+
+/// Options of an N-d transposed convolution (PyTorch's ConvTranspose*d arguments).
+template <std::size_t N>
+struct ConvTransposeOptions {
+    std::array<std::size_t, N> stride = detail::filled_array<N>(1);       ///< step
+    std::array<std::size_t, N> padding = detail::filled_array<N>(0);      ///< input padding
+    std::array<std::size_t, N> padding_out = detail::filled_array<N>(0);  ///< output_padding
+    std::array<std::size_t, N> dilation = detail::filled_array<N>(1);     ///< kernel dilation
+    std::size_t groups = 1;                                               ///< channel groups
+};
+
+/// Options of a deformable 2-d convolution (torchvision's deform_conv2d).
+struct DeformConvOptions {
+    std::array<std::size_t, 2> stride{1, 1};    ///< step
+    std::array<std::size_t, 2> padding{0, 0};   ///< zero padding
+    std::array<std::size_t, 2> dilation{1, 1};  ///< kernel dilation
+    std::size_t weight_groups = 1;              ///< groups of the weight
+    std::size_t offset_groups = 1;              ///< groups of the offsets
+};
+
+/// Options of N-d pooling.
+template <std::size_t N>
+struct PoolOptions {
+    std::array<std::size_t, N> kernel_size = detail::filled_array<N>(2);  ///< window
+    std::array<std::size_t, N> stride = detail::filled_array<N>(2);       ///< step
+    std::array<std::size_t, N> padding = detail::filled_array<N>(0);      ///< implicit padding
+    std::array<std::size_t, N> dilation = detail::filled_array<N>(1);     ///< max pool only
+    bool ceil_mode = false;          ///< round the output size up, as PyTorch's ceil_mode
+    bool count_include_pad = true;   ///< avg pool only: padded zeros count in the divisor
+};
+
+/// Interpolation modes.
+enum class InterpolateMode : std::uint8_t { Nearest, Bilinear, Bicubic };
+/// Options of `interpolate`.
+struct InterpolateOptions {
+    InterpolateMode mode = InterpolateMode::Nearest;  ///< how values between samples are made
+    bool align_corners = true;  ///< Burn's default; ignored by Nearest
+};
+
+}  // namespace ember

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what building and testing ember needs on Debian 12, with apt-get.
+# Run as root (or as a user with sudo). Idempotent and quiet: when every package is already
+# installed it does nothing; otherwise it prints one line and apt's log only on failure.
+#
+#   bash scripts/setup.sh            build + test dependencies
+#   bash scripts/setup.sh --bench    also PyTorch and NumPy (benchmarks, regenerating fixtures)
+set -euo pipefail
+
+packages=(
+  build-essential   # g++ 12, make, libc headers
+  cmake             # 3.25
+  ninja-build
+  ccache
+  pkg-config        # finds OpenBLAS
+  libopenblas-dev   # CPU matmul
+  catch2            # tests (v2, prebuilt main)
+)
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(python3 python3-numpy python3-torch) ;;
+    *) echo "setup.sh: unknown argument '$arg' (known: --bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "setup.sh: missing packages (${missing[*]}); run as root to install them" >&2
+    exit 1
+  fi
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+export DEBIAN_FRONTEND=noninteractive
+if ! { "${sudo[@]}" apt-get update -qq &&
+       "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 \
+         "${missing[@]}"; } >"$log" 2>&1; then
+  cat "$log" >&2
+  echo "setup.sh: apt-get failed" >&2
+  exit 1
+fi

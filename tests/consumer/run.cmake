@@ -1,0 +1,131 @@
+# Driver of the consumer tests (cmake -P). Variables (-D):
+#   MODE                find_package | add_subdirectory
+#   EMBER_SOURCE_DIR    ember's source tree
+#   EMBER_BINARY_DIR    ember's build tree (find_package: installed from here)
+#   EMBER_VERSION       the version the consumer asks find_package for
+#   CONSUMER_SOURCE_DIR tests/consumer/project
+#   WORK_DIR            scratch folder (the install prefix and the consumer's build)
+#   GENERATOR MAKE_PROGRAM CXX_COMPILER CXX_LAUNCHER ("|"-separated) CXX_FLAGS BUILD_TYPE
+#   SANITIZE            ON when ember was built with -DEMBER_SANITIZE=ON
+#   JOBS                parallel build jobs (default 2)
+cmake_minimum_required(VERSION 3.25)
+
+foreach(var MODE EMBER_SOURCE_DIR EMBER_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+if(NOT JOBS)
+  set(JOBS 2)
+endif()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+# Runs one step, streaming its output; stops the test when it fails.
+function(step what)
+  string(TIMESTAMP t0 "%s")
+  message(STATUS "consumer[${MODE}]: ${what}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc COMMAND_ECHO STDOUT)
+  string(TIMESTAMP t1 "%s")
+  math(EXPR dt "${t1} - ${t0}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer[${MODE}]: ${what} failed (${rc}) after ${dt} s")
+  endif()
+  message(STATUS "consumer[${MODE}]: ${what} done in ${dt} s")
+endfunction()
+
+# Arguments every configure of the consumer project gets: the main build's toolchain.
+set(configure_args -G "${GENERATOR}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}"
+    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+if(MAKE_PROGRAM)
+  list(APPEND configure_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+endif()
+if(CXX_COMPILER)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}")
+endif()
+if(CXX_LAUNCHER)
+  # Only the launcher program itself travels (arguments would split through execute_process).
+  string(REPLACE "|" ";" launcher "${CXX_LAUNCHER}")
+  list(GET launcher 0 launcher)
+  list(APPEND configure_args "-DCMAKE_CXX_COMPILER_LAUNCHER=${launcher}")
+endif()
+if(CXX_FLAGS)
+  list(APPEND configure_args "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
+endif()
+
+# The consumer's executable lands in <build>/bin for every generator ($<0:> in the project).
+function(run_consumer build_dir)
+  if(CMAKE_HOST_WIN32)
+    set(exe "${build_dir}/bin/consumer.exe")
+  else()
+    set(exe "${build_dir}/bin/consumer")
+  endif()
+  step("run the consumer" "${exe}")
+endfunction()
+
+if(MODE STREQUAL "find_package")
+  set(prefix "${WORK_DIR}/prefix")
+  file(REMOVE_RECURSE "${WORK_DIR}")
+  file(MAKE_DIRECTORY "${WORK_DIR}")
+
+  step("install ember into ${prefix}"
+       "${CMAKE_COMMAND}" --install "${EMBER_BINARY_DIR}" --prefix "${prefix}"
+       --config "${BUILD_TYPE}")
+  file(GLOB_RECURSE config_files "${prefix}/*/EmberConfig.cmake")
+  file(GLOB_RECURSE version_files "${prefix}/*/EmberConfigVersion.cmake")
+  file(GLOB_RECURSE target_files "${prefix}/*/EmberTargets.cmake")
+  if(NOT config_files OR NOT version_files OR NOT target_files)
+    message(FATAL_ERROR "consumer[find_package]: the install lacks EmberConfig.cmake, "
+                        "EmberConfigVersion.cmake or EmberTargets.cmake")
+  endif()
+  if(NOT EXISTS "${prefix}/include/ember/ember.hpp")
+    message(FATAL_ERROR "consumer[find_package]: the install lacks include/ember/ember.hpp")
+  endif()
+
+  # Asking for a component this installation lacks, REQUIRED, must fail at configure time.
+  message(STATUS "consumer[find_package]: a REQUIRED missing component must fail")
+  execute_process(
+    COMMAND "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/build-missing"
+            ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}"
+            -DCONSUMER_MODE=require_missing
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "consumer[find_package]: find_package(Ember REQUIRED COMPONENTS "
+                        "NoSuchBackend) succeeded:\n${out}")
+  endif()
+  if(NOT out MATCHES "NoSuchBackend")
+    message(FATAL_ERROR "consumer[find_package]: the failure does not name the missing "
+                        "component:\n${out}")
+  endif()
+
+  set(build "${WORK_DIR}/build")
+  step("configure the consumer"
+       "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${build}" ${configure_args}
+       "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_MODE=find_package
+       "-DCONSUMER_EXPECT_PREFIX=${prefix}" "-DCONSUMER_EMBER_VERSION=${EMBER_VERSION}")
+  step("build the consumer"
+       "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --parallel ${JOBS})
+  run_consumer("${build}")
+
+elseif(MODE STREQUAL "add_subdirectory")
+  # The build folder is kept between runs: ember's libraries then rebuild incrementally.
+  set(build "${WORK_DIR}/build")
+  set(extra "")
+  if(SANITIZE)
+    list(APPEND extra -DEMBER_SANITIZE=ON
+         "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+  endif()
+  step("configure the consumer"
+       "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${build}" ${configure_args}
+       -DCONSUMER_MODE=add_subdirectory "-DCONSUMER_EMBER_SOURCE_DIR=${EMBER_SOURCE_DIR}"
+       ${extra})
+  # Only the consumer and what it links (ember, ember_cpu): ember is EXCLUDE_FROM_ALL there.
+  step("build the consumer (and ember's libraries it links)"
+       "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --target consumer
+       --parallel ${JOBS})
+  run_consumer("${build}")
+
+else()
+  message(FATAL_ERROR "run.cmake: unknown MODE '${MODE}'")
+endif()
