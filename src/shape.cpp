@@ -55,3 +55,37 @@ std::string Slice::to_string() const {
 }
 
 }  // namespace ember
+
+namespace ember::detail {
+Shape resolve_reshape(const Shape& from, std::span<const long> dims) {
+    Shape out;
+    std::size_t known = 1;
+    long infer = -1;
+    for (std::size_t i = 0; i < dims.size(); ++i) {
+        long d = dims[i];
+        if (d == 0) {
+            EMBER_CHECK(i < from.rank(), Shape, "reshape: dim ", i, " is 0 (keep) but ",
+                        from.to_string(), " has no dim ", i);
+            d = static_cast<long>(from[i]);
+        }
+        if (d == -1) {
+            EMBER_CHECK(infer < 0, Shape, "reshape: more than one -1 in the target dims");
+            infer = static_cast<long>(i);
+            out.push_back(1);
+            continue;
+        }
+        EMBER_CHECK(d > 0 || d == 0, Shape, "reshape: invalid dim ", d);
+        out.push_back(static_cast<std::size_t>(d));
+        known *= static_cast<std::size_t>(d);
+    }
+    if (infer >= 0) {
+        EMBER_CHECK(known != 0 && from.num_elements() % known == 0, Shape, "reshape: cannot infer -1 when reshaping ",
+                    from.to_string(), " with ", known, " known elements");
+        out[static_cast<std::size_t>(infer)] = from.num_elements() / known;
+    }
+    EMBER_CHECK(out.num_elements() == from.num_elements(), Shape, "reshape: cannot reshape ",
+                from.to_string(), " (", from.num_elements(), " elements) into ", out.to_string(),
+                " (", out.num_elements(), " elements)");
+    return out;
+}
+}  // namespace ember::detail

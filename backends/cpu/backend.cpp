@@ -1,0 +1,266 @@
+// CpuBackend's op functions: thin forwards to the dtype-generic kernels, instantiated once here
+// for f32 and f64.
+#include "ember/backend/cpu.hpp"
+
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace ember {
+namespace k = detail::cpu;
+
+namespace {
+template <std::size_t N, typename O>
+k::ConvParams conv_params(const O& o) {
+    k::ConvParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
+    }
+    p.groups = o.groups;
+    return p;
+}
+template <std::size_t N>
+k::PoolParams pool_params(const PoolOptions<N>& o) {
+    k::PoolParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.kernel[i] = o.kernel_size[i];
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+    }
+    p.ceil_mode = o.ceil_mode;
+    p.count_include_pad = o.count_include_pad;
+    return p;
+}
+constexpr DType kIntDType = DType::I64;
+}  // namespace
+
+#define CPU template <typename F> auto CpuBackend<F>
+#define FDT dtype_of<F>()
+
+CPU::name()->std::string { return std::is_same_v<F, float> ? "cpu" : "cpu<f64>"; }
+CPU::seed(std::uint64_t s)->void { k::seed(s); }
+
+// ---- float ----
+CPU::float_from_data(const TensorData& data, const Device&)->FT {
+    // As Burn: data enters as the backend's float type; `cast` makes other float dtypes.
+    return k::from_data(data, FDT);
+}
+CPU::float_into_data(FT t)->TensorData { return k::to_data(t); }
+CPU::float_empty(const Shape& s, const Device&)->FT { return k::empty(s, FDT); }
+CPU::float_full(const Shape& s, Scalar v, const Device&)->FT { return k::full(s, v, FDT); }
+CPU::float_random(const Shape& s, const Distribution& d, const Device&)->FT {
+    return k::random(s, d, FDT);
+}
+CPU::float_unary(UnaryOp op, FT t)->FT { return k::unary(op, std::move(t)); }
+CPU::float_binary(BinaryOp op, FT a, FT b)->FT { return k::binary(op, std::move(a), std::move(b)); }
+CPU::float_binary_scalar(BinaryOp op, FT a, Scalar s)->FT {
+    return k::binary_scalar(op, std::move(a), s);
+}
+CPU::float_compare(CompareOp op, FT a, FT b)->BT { return k::compare(op, std::move(a), std::move(b)); }
+CPU::float_compare_scalar(CompareOp op, FT a, Scalar s)->BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+CPU::float_mask_where(FT t, BT mask, FT value)->FT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+CPU::float_mask_fill(FT t, BT mask, Scalar v)->FT { return k::mask_fill(std::move(t), std::move(mask), v); }
+CPU::float_clamp(FT t, Scalar lo, Scalar hi)->FT { return k::clamp(std::move(t), lo, hi); }
+CPU::float_reduce(ReduceOp op, FT t)->FT { return k::reduce_all(op, std::move(t)); }
+CPU::float_reduce_dim(ReduceOp op, FT t, std::size_t dim)->FT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+CPU::float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim)->IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+CPU::float_reshape(FT t, const Shape& s)->FT { return k::reshape(std::move(t), s); }
+CPU::float_permute(FT t, std::span<const std::size_t> axes)->FT { return k::permute(std::move(t), axes); }
+CPU::float_expand(FT t, const Shape& s)->FT { return k::expand(std::move(t), s); }
+CPU::float_slice(FT t, std::span<const Slice> r)->FT { return k::slice(std::move(t), r); }
+CPU::float_slice_assign(FT t, std::span<const Slice> r, FT v)->FT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+CPU::float_flip(FT t, std::span<const std::size_t> axes)->FT { return k::flip(std::move(t), axes); }
+CPU::float_cat(std::vector<FT> ts, std::size_t dim)->FT { return k::cat(ts, dim); }
+CPU::float_repeat_dim(FT t, std::size_t dim, std::size_t times)->FT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+CPU::float_gather(std::size_t dim, FT t, IT i)->FT { return k::gather(dim, std::move(t), std::move(i)); }
+CPU::float_scatter(std::size_t dim, FT t, IT i, FT v)->FT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+CPU::float_select(FT t, std::size_t dim, IT i)->FT { return k::select(std::move(t), dim, std::move(i)); }
+CPU::float_select_assign(FT t, std::size_t dim, IT i, FT v)->FT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+CPU::float_sort_with_indices(FT t, std::size_t dim, bool desc)->std::pair<FT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+CPU::float_topk(FT t, std::size_t kk, std::size_t dim, bool largest)->std::pair<FT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+CPU::float_matmul(FT a, FT b)->FT { return k::matmul(std::move(a), std::move(b)); }
+CPU::float_into_int(FT t)->IT { return k::cast(std::move(t), kIntDType); }
+CPU::float_cast(FT t, DType d)->FT {
+    EMBER_CHECK(is_float(d), DType, "cast: float tensors cast to float dtypes, got ", dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+CPU::float_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim); }
+CPU::float_log_softmax(FT t, std::size_t dim)->FT { return k::log_softmax(std::move(t), dim); }
+
+// ---- int ----
+CPU::int_from_data(const TensorData& data, const Device&)->IT { return k::from_data(data, kIntDType); }
+CPU::int_into_data(IT t)->TensorData { return k::to_data(t); }
+CPU::int_empty(const Shape& s, const Device&)->IT { return k::empty(s, kIntDType); }
+CPU::int_full(const Shape& s, Scalar v, const Device&)->IT { return k::full(s, v, kIntDType); }
+CPU::int_random(const Shape& s, const Distribution& d, const Device&)->IT {
+    return k::random(s, d, kIntDType);
+}
+CPU::int_arange(std::int64_t a, std::int64_t b, std::int64_t step, const Device&)->IT {
+    return k::arange(a, b, step, kIntDType);
+}
+CPU::int_unary(UnaryOp op, IT t)->IT { return k::unary(op, std::move(t)); }
+CPU::int_binary(BinaryOp op, IT a, IT b)->IT { return k::binary(op, std::move(a), std::move(b)); }
+CPU::int_binary_scalar(BinaryOp op, IT a, Scalar s)->IT { return k::binary_scalar(op, std::move(a), s); }
+CPU::int_compare(CompareOp op, IT a, IT b)->BT { return k::compare(op, std::move(a), std::move(b)); }
+CPU::int_compare_scalar(CompareOp op, IT a, Scalar s)->BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+CPU::int_mask_where(IT t, BT mask, IT value)->IT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+CPU::int_mask_fill(IT t, BT mask, Scalar v)->IT { return k::mask_fill(std::move(t), std::move(mask), v); }
+CPU::int_clamp(IT t, Scalar lo, Scalar hi)->IT { return k::clamp(std::move(t), lo, hi); }
+CPU::int_reduce(ReduceOp op, IT t)->IT { return k::reduce_all(op, std::move(t)); }
+CPU::int_reduce_dim(ReduceOp op, IT t, std::size_t dim)->IT { return k::reduce_dim(op, std::move(t), dim); }
+CPU::int_arg_reduce(ArgReduceOp op, IT t, std::size_t dim)->IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+CPU::int_reshape(IT t, const Shape& s)->IT { return k::reshape(std::move(t), s); }
+CPU::int_permute(IT t, std::span<const std::size_t> axes)->IT { return k::permute(std::move(t), axes); }
+CPU::int_expand(IT t, const Shape& s)->IT { return k::expand(std::move(t), s); }
+CPU::int_slice(IT t, std::span<const Slice> r)->IT { return k::slice(std::move(t), r); }
+CPU::int_slice_assign(IT t, std::span<const Slice> r, IT v)->IT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+CPU::int_flip(IT t, std::span<const std::size_t> axes)->IT { return k::flip(std::move(t), axes); }
+CPU::int_cat(std::vector<IT> ts, std::size_t dim)->IT { return k::cat(ts, dim); }
+CPU::int_repeat_dim(IT t, std::size_t dim, std::size_t times)->IT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+CPU::int_gather(std::size_t dim, IT t, IT i)->IT { return k::gather(dim, std::move(t), std::move(i)); }
+CPU::int_scatter(std::size_t dim, IT t, IT i, IT v)->IT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+CPU::int_select(IT t, std::size_t dim, IT i)->IT { return k::select(std::move(t), dim, std::move(i)); }
+CPU::int_select_assign(IT t, std::size_t dim, IT i, IT v)->IT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+CPU::int_sort_with_indices(IT t, std::size_t dim, bool desc)->std::pair<IT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+CPU::int_topk(IT t, std::size_t kk, std::size_t dim, bool largest)->std::pair<IT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+CPU::int_matmul(IT a, IT b)->IT { return k::matmul(std::move(a), std::move(b)); }
+CPU::int_into_float(IT t)->FT { return k::cast(std::move(t), FDT); }
+CPU::int_cast(IT t, DType d)->IT {
+    EMBER_CHECK(is_int(d), DType, "cast: int tensors cast to int dtypes, got ", dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+
+// ---- bool ----
+CPU::bool_from_data(const TensorData& data, const Device&)->BT { return k::from_data(data, DType::Bool); }
+CPU::bool_into_data(BT t)->TensorData { return k::to_data(t); }
+CPU::bool_empty(const Shape& s, const Device&)->BT { return k::empty(s, DType::Bool); }
+CPU::bool_full(const Shape& s, Scalar v, const Device&)->BT { return k::full(s, v, DType::Bool); }
+CPU::bool_not(BT t)->BT { return k::unary(UnaryOp::Not, std::move(t)); }
+CPU::bool_binary(BinaryOp op, BT a, BT b)->BT { return k::binary(op, std::move(a), std::move(b)); }
+CPU::bool_compare(CompareOp op, BT a, BT b)->BT { return k::compare(op, std::move(a), std::move(b)); }
+CPU::bool_mask_where(BT t, BT mask, BT value)->BT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+CPU::bool_reduce(ReduceOp op, BT t)->BT { return k::reduce_all(op, std::move(t)); }
+CPU::bool_reduce_dim(ReduceOp op, BT t, std::size_t dim)->BT { return k::reduce_dim(op, std::move(t), dim); }
+CPU::bool_reshape(BT t, const Shape& s)->BT { return k::reshape(std::move(t), s); }
+CPU::bool_permute(BT t, std::span<const std::size_t> axes)->BT { return k::permute(std::move(t), axes); }
+CPU::bool_expand(BT t, const Shape& s)->BT { return k::expand(std::move(t), s); }
+CPU::bool_slice(BT t, std::span<const Slice> r)->BT { return k::slice(std::move(t), r); }
+CPU::bool_slice_assign(BT t, std::span<const Slice> r, BT v)->BT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+CPU::bool_flip(BT t, std::span<const std::size_t> axes)->BT { return k::flip(std::move(t), axes); }
+CPU::bool_cat(std::vector<BT> ts, std::size_t dim)->BT { return k::cat(ts, dim); }
+CPU::bool_repeat_dim(BT t, std::size_t dim, std::size_t times)->BT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+CPU::bool_gather(std::size_t dim, BT t, IT i)->BT { return k::gather(dim, std::move(t), std::move(i)); }
+CPU::bool_select(BT t, std::size_t dim, IT i)->BT { return k::select(std::move(t), dim, std::move(i)); }
+CPU::bool_into_int(BT t)->IT { return k::cast(std::move(t), kIntDType); }
+CPU::bool_into_float(BT t)->FT { return k::cast(std::move(t), FDT); }
+CPU::bool_argwhere(BT t)->IT { return k::argwhere(std::move(t)); }
+
+// ---- module ops ----
+CPU::conv1d(FT x, FT w, std::optional<FT> b, const ConvOptions<1>& o)->FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), conv_params<1>(o));
+}
+CPU::conv2d(FT x, FT w, std::optional<FT> b, const ConvOptions<2>& o)->FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), conv_params<2>(o));
+}
+CPU::conv3d(FT x, FT w, std::optional<FT> b, const ConvOptions<3>& o)->FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), conv_params<3>(o));
+}
+CPU::conv_transpose1d(FT x, FT w, std::optional<FT> b, const ConvTransposeOptions<1>& o)->FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), conv_params<1>(o));
+}
+CPU::conv_transpose2d(FT x, FT w, std::optional<FT> b, const ConvTransposeOptions<2>& o)->FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), conv_params<2>(o));
+}
+CPU::conv_transpose3d(FT x, FT w, std::optional<FT> b, const ConvTransposeOptions<3>& o)->FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), conv_params<3>(o));
+}
+CPU::deform_conv2d(FT x, FT off, FT w, std::optional<FT> m, std::optional<FT> b,
+                   const DeformConvOptions& o)->FT {
+    return k::deform_conv2d(std::move(x), std::move(off), std::move(w), std::move(m), std::move(b), o);
+}
+CPU::avg_pool1d(FT x, const PoolOptions<1>& o)->FT { return k::avg_pool(std::move(x), pool_params(o)); }
+CPU::avg_pool2d(FT x, const PoolOptions<2>& o)->FT { return k::avg_pool(std::move(x), pool_params(o)); }
+CPU::max_pool1d(FT x, const PoolOptions<1>& o)->FT {
+    return k::max_pool_with_indices(std::move(x), pool_params(o)).first;
+}
+CPU::max_pool2d(FT x, const PoolOptions<2>& o)->FT {
+    return k::max_pool_with_indices(std::move(x), pool_params(o)).first;
+}
+CPU::max_pool1d_with_indices(FT x, const PoolOptions<1>& o)->std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), pool_params(o));
+}
+CPU::max_pool2d_with_indices(FT x, const PoolOptions<2>& o)->std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), pool_params(o));
+}
+CPU::adaptive_avg_pool1d(FT x, std::size_t n)->FT {
+    const std::size_t s[1] = {n};
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+CPU::adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> s)->FT {
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+CPU::interpolate(FT x, std::array<std::size_t, 2> s, const InterpolateOptions& o)->FT {
+    return k::interpolate(std::move(x), s, o);
+}
+
+#undef CPU
+#undef FDT
+
+template struct CpuBackend<float>;
+template struct CpuBackend<double>;
+
+namespace cpu {
+std::size_t num_threads() { return detail::cpu::num_threads(); }
+void set_num_threads(std::size_t n) { detail::cpu::set_num_threads(n); }
+}  // namespace cpu
+
+}  // namespace ember

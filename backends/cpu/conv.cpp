@@ -1,0 +1,574 @@
+// Convolutions: im2col + GEMM for 1-, 2- and 3-d convolution, GEMM + col2im for the transposed
+// convolution, and torchvision's deformable convolution (bilinear im2col + GEMM). Every
+// spatial rank is handled as 3-d with leading unit dims, so there is one set of loops.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "gemm.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace ember::detail::cpu {
+namespace {
+
+using i64 = std::int64_t;
+
+/// Spatial geometry in 3-d form (a 2-d problem has in[0] = k[0] = out[0] = 1).
+struct Geo {
+    std::array<i64, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0},
+        dil{1, 1, 1};
+    i64 in_size() const { return in[0] * in[1] * in[2]; }
+    i64 k_size() const { return k[0] * k[1] * k[2]; }
+    i64 out_size() const { return out[0] * out[1] * out[2]; }
+    /// A kernel that reads exactly the input: im2col would be a copy.
+    bool pointwise() const {
+        for (int d = 0; d < 3; ++d)
+            if (k[d] != 1 || stride[d] != 1 || pad[d] != 0) return false;
+        return true;
+    }
+};
+
+std::string op_name(const char* base, std::size_t n) {
+    return std::string(base) + std::to_string(n) + "d";
+}
+
+/// A scratch buffer from the caching allocator.
+template <typename T>
+struct Scratch {
+    std::shared_ptr<Storage> s;
+    explicit Scratch(std::size_t n) : s(allocate(std::max<std::size_t>(n, 1) * sizeof(T))) {}
+    T* get() const { return static_cast<T*>(s->data); }
+};
+
+/// dst[o] = src[o*s + off] where that lies in [0, len), else 0, for o in [0, n).
+template <typename T>
+inline void gather_row(const T* src, i64 len, i64 n, i64 s, i64 off, T* dst) {
+    i64 lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    i64 hi = len - off <= 0 ? 0 : (len - off + s - 1) / s;
+    lo = std::min(lo, n);
+    hi = std::clamp(hi, lo, n);
+    std::fill(dst, dst + lo, T(0));
+    if (s == 1) {
+        std::memcpy(dst + lo, src + lo + off, static_cast<std::size_t>(hi - lo) * sizeof(T));
+    } else {
+        for (i64 o = lo; o < hi; ++o) dst[o] = src[o * s + off];
+    }
+    std::fill(dst + hi, dst + n, T(0));
+}
+
+/// col[(c, kd, kh, kw), (od, oh, ow)] for `channels` input planes starting at x.
+template <typename T>
+void im2col(const T* x, i64 channels, const Geo& g, T* col) {
+    const i64 P = g.out_size(), plane = g.out[1] * g.out[2];
+    T* dst = col;
+    for (i64 c = 0; c < channels; ++c) {
+        const T* xc = x + c * g.in_size();
+        for (i64 kd = 0; kd < g.k[0]; ++kd)
+            for (i64 kh = 0; kh < g.k[1]; ++kh)
+                for (i64 kw = 0; kw < g.k[2]; ++kw) {
+                    T* row = dst;
+                    for (i64 od = 0; od < g.out[0]; ++od) {
+                        const i64 id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
+                        if (id < 0 || id >= g.in[0]) {
+                            std::fill(row, row + plane, T(0));
+                            row += plane;
+                            continue;
+                        }
+                        for (i64 oh = 0; oh < g.out[1]; ++oh) {
+                            const i64 ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
+                            if (ih < 0 || ih >= g.in[1]) {
+                                std::fill(row, row + g.out[2], T(0));
+                            } else {
+                                gather_row(xc + (id * g.in[1] + ih) * g.in[2], g.in[2], g.out[2],
+                                           g.stride[2], kw * g.dil[2] - g.pad[2], row);
+                            }
+                            row += g.out[2];
+                        }
+                    }
+                    dst += P;
+                }
+    }
+}
+
+/// out[c, o] += col[(c, kd, kh, kw), i] where o = i*stride - pad + k*dil (the transpose of
+/// im2col), for `channels` output planes. Here `g.in` is the transposed conv's input size and
+/// `g.out` its output size.
+template <typename T>
+void col2im(const T* col, i64 channels, const Geo& g, T* out) {
+    const i64 P = g.in_size();
+    const T* src = col;
+    for (i64 c = 0; c < channels; ++c) {
+        T* oc = out + c * g.out_size();
+        for (i64 kd = 0; kd < g.k[0]; ++kd)
+            for (i64 kh = 0; kh < g.k[1]; ++kh)
+                for (i64 kw = 0; kw < g.k[2]; ++kw) {
+                    const i64 s = g.stride[2], off = kw * g.dil[2] - g.pad[2];
+                    // Input columns iw whose target iw*s + off lies inside the output row.
+                    const i64 lo = std::min(off >= 0 ? 0 : (-off + s - 1) / s, g.in[2]);
+                    const i64 hi = std::clamp(
+                        g.out[2] - off <= 0 ? i64{0} : (g.out[2] - off + s - 1) / s, lo, g.in[2]);
+                    const T* row = src;
+                    for (i64 id = 0; id < g.in[0]; ++id) {
+                        const i64 od = id * g.stride[0] - g.pad[0] + kd * g.dil[0];
+                        if (od < 0 || od >= g.out[0]) {
+                            row += g.in[1] * g.in[2];
+                            continue;
+                        }
+                        for (i64 ih = 0; ih < g.in[1]; ++ih, row += g.in[2]) {
+                            const i64 oh = ih * g.stride[1] - g.pad[1] + kh * g.dil[1];
+                            if (oh < 0 || oh >= g.out[1]) continue;
+                            T* orow = oc + (od * g.out[1] + oh) * g.out[2] + off;
+                            if (s == 1) {
+                                for (i64 iw = lo; iw < hi; ++iw) orow[iw] += row[iw];
+                            } else {
+                                for (i64 iw = lo; iw < hi; ++iw) orow[iw * s] += row[iw];
+                            }
+                        }
+                    }
+                    src += P;
+                }
+    }
+}
+
+/// Fills each of `rows` rows of length `len` with bias[r] (or 0).
+template <typename T>
+void fill_rows(T* out, i64 rows, i64 len, const T* bias) {
+    for (i64 r = 0; r < rows; ++r) std::fill(out + r * len, out + (r + 1) * len, bias ? bias[r] : T(0));
+}
+
+/// Whether to split a batch across the pool (each sample's GEMM then runs single-threaded),
+/// rather than run samples one after another with the GEMM itself threaded. Small per-sample
+/// products are where BLAS does not thread and the pool wins.
+bool batch_parallel(std::size_t batch, double per_sample_madds) {
+    return batch > 1 && num_threads() > 1 && per_sample_madds <= double(std::size_t{1} << 20);
+}
+
+/// Runs f(n0, n1, parallel_gemm) over the batch, split as batch_parallel decides.
+template <typename F>
+void over_batch(std::size_t batch, double per_sample_madds, F&& f) {
+    if (batch_parallel(batch, per_sample_madds)) {
+        const std::size_t grain = std::max<std::size_t>(
+            1, static_cast<std::size_t>(double(std::size_t{1} << 18) / std::max(per_sample_madds, 1.0)));
+        parallel_for(batch, grain, [&](std::size_t n0, std::size_t n1) { f(n0, n1, false); });
+    } else {
+        f(0, batch, true);
+    }
+}
+
+// ---- validation ---------------------------------------------------------------------------
+
+void check_common(const std::string& op, const CpuTensor& x, const CpuTensor& w,
+                  const std::optional<CpuTensor>& bias, std::size_t n) {
+    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
+                " [N, C, spatial...], got ", x.shape);
+    EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
+                w.shape);
+    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
+                " ", x.shape);
+    EMBER_CHECK(w.dtype == x.dtype, DType, op, ": weight dtype ", dtype_name(w.dtype),
+                " differs from input dtype ", dtype_name(x.dtype));
+    if (bias) {
+        EMBER_CHECK(bias->dtype == x.dtype, DType, op, ": bias dtype ", dtype_name(bias->dtype),
+                    " differs from input dtype ", dtype_name(x.dtype));
+    }
+}
+
+void check_options(const std::string& op, const ConvParams& p, const Shape& x, const Shape& w) {
+    for (std::size_t d = 0; d < p.n; ++d) {
+        EMBER_CHECK(p.stride[d] >= 1, Argument, op, ": stride must be >= 1 in every dim (input ",
+                    x, ", weight ", w, ")");
+        EMBER_CHECK(p.dilation[d] >= 1, Argument, op,
+                    ": dilation must be >= 1 in every dim (input ", x, ", weight ", w, ")");
+        EMBER_CHECK(w[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w);
+    }
+    EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x, ", weight ", w,
+                ")");
+}
+
+/// Calls f(TypeTag<T>) for f32 or f64 (f16/bf16 were widened to f32 before).
+template <typename F>
+void by_float_type(DType dt, F&& f) {
+    if (dt == DType::F64)
+        f(TypeTag<double>{});
+    else
+        f(TypeTag<float>{});
+}
+
+std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
+    if (!t) return t;
+    return cast(std::move(*t), dt);
+}
+
+// ---- convolution ----------------------------------------------------------------------------
+
+template <typename T>
+void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
+               std::size_t groups, CpuTensor& out) {
+    const std::size_t batch = x.shape[0];
+    const i64 cin = static_cast<i64>(x.shape[1]), cout = static_cast<i64>(w.shape[0]);
+    const i64 cg_in = cin / static_cast<i64>(groups), cg_out = cout / static_cast<i64>(groups);
+    const i64 K = cg_in * g.k_size(), P = g.out_size(), I = g.in_size();
+    const T* X = x.data<T>();
+    const T* W = w.data<T>();
+    T* O = out.data<T>();
+    const bool direct = g.pointwise();
+    const bool small_k = K <= static_cast<i64>(kSmallK);
+    const double madds = double(cout) * double(K) * double(P);
+
+    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+        Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
+        T* col = colbuf.get();
+        for (std::size_t n = n0; n < n1; ++n) {
+            for (std::size_t gi = 0; gi < groups; ++gi) {
+                const i64 gg = static_cast<i64>(gi);
+                const T* xg = X + (static_cast<i64>(n) * cin + gg * cg_in) * I;
+                const T* wg = W + gg * cg_out * K;
+                const T* bg = bias ? bias + gg * cg_out : nullptr;
+                T* og = O + (static_cast<i64>(n) * cout + gg * cg_out) * P;
+                const T* b = xg;
+                if (!direct) {
+                    im2col(xg, cg_in, g, col);
+                    b = col;
+                }
+                if (small_k) {
+                    gemm_small_k(std::size_t(cg_out), std::size_t(P), std::size_t(K), wg,
+                                 std::size_t(K), b, std::size_t(P), bg, og, std::size_t(P));
+                } else {
+                    if (bg) fill_rows(og, cg_out, P, bg);
+                    gemm(false, false, std::size_t(cg_out), std::size_t(P), std::size_t(K), T(1),
+                         wg, std::size_t(K), b, std::size_t(P), bg ? T(1) : T(0), og,
+                         std::size_t(P), par);
+                }
+            }
+        }
+    });
+}
+
+// ---- transposed convolution ----------------------------------------------------------------
+
+template <typename T>
+void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
+                         std::size_t groups, CpuTensor& out) {
+    // Here g.in is the input size and g.out the (larger) output size.
+    const std::size_t batch = x.shape[0];
+    const i64 cin = static_cast<i64>(x.shape[1]);
+    const i64 cg_in = cin / static_cast<i64>(groups), cg_out = static_cast<i64>(w.shape[1]);
+    const i64 cout = cg_out * static_cast<i64>(groups);
+    const i64 Kt = cg_out * g.k_size(), I = g.in_size(), O_sz = g.out_size();
+    const T* X = x.data<T>();
+    const T* W = w.data<T>();
+    T* O = out.data<T>();
+    const bool direct = g.pointwise() && g.out == g.in;
+    const double madds = double(cin) * double(Kt) * double(I);
+
+    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+        Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(Kt * I));
+        T* col = colbuf.get();
+        for (std::size_t n = n0; n < n1; ++n) {
+            for (std::size_t gi = 0; gi < groups; ++gi) {
+                const i64 gg = static_cast<i64>(gi);
+                const T* xg = X + (static_cast<i64>(n) * cin + gg * cg_in) * I;
+                const T* wg = W + gg * cg_in * Kt;
+                const T* bg = bias ? bias + gg * cg_out : nullptr;
+                T* og = O + (static_cast<i64>(n) * cout + gg * cg_out) * O_sz;
+                if (direct) {  // output plane = input plane: the GEMM writes it in place
+                    if (bg) fill_rows(og, cg_out, O_sz, bg);
+                    gemm(true, false, std::size_t(Kt), std::size_t(I), std::size_t(cg_in), T(1),
+                         wg, std::size_t(Kt), xg, std::size_t(I), bg ? T(1) : T(0), og,
+                         std::size_t(O_sz), par);
+                    continue;
+                }
+                gemm(true, false, std::size_t(Kt), std::size_t(I), std::size_t(cg_in), T(1), wg,
+                     std::size_t(Kt), xg, std::size_t(I), T(0), col, std::size_t(I), par);
+                fill_rows(og, cg_out, O_sz, bg);
+                col2im(col, cg_out, g, og);
+            }
+        }
+    });
+}
+
+// ---- deformable convolution ------------------------------------------------------------------
+
+/// One bilinear sample: four corner indices into a plane and their weights (0 for corners
+/// outside it), already multiplied by the modulation mask.
+template <typename T>
+struct Sample {
+    i64 idx[4];
+    T wt[4];
+};
+
+/// torchvision's bilinear_interpolate, split into where to read and how much of each.
+template <typename T>
+Sample<T> make_sample(T h, T w, i64 height, i64 width, T scale) {
+    Sample<T> s{{0, 0, 0, 0}, {T(0), T(0), T(0), T(0)}};
+    if (h <= T(-1) || T(height) <= h || w <= T(-1) || T(width) <= w) return s;
+    const i64 h_low = static_cast<i64>(std::floor(h)), w_low = static_cast<i64>(std::floor(w));
+    const i64 h_high = h_low + 1, w_high = w_low + 1;
+    const T lh = h - T(h_low), lw = w - T(w_low), hh = T(1) - lh, hw = T(1) - lw;
+    if (h_low >= 0 && w_low >= 0) s.idx[0] = h_low * width + w_low, s.wt[0] = hh * hw * scale;
+    if (h_low >= 0 && w_high <= width - 1)
+        s.idx[1] = h_low * width + w_high, s.wt[1] = hh * lw * scale;
+    if (h_high <= height - 1 && w_low >= 0)
+        s.idx[2] = h_high * width + w_low, s.wt[2] = lh * hw * scale;
+    if (h_high <= height - 1 && w_high <= width - 1)
+        s.idx[3] = h_high * width + w_high, s.wt[3] = lh * lw * scale;
+    return s;
+}
+
+template <typename T>
+void deform_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
+                 const CpuTensor* mask, const T* bias, const DeformConvOptions& o, i64 oh_n,
+                 i64 ow_n, CpuTensor& out) {
+    const std::size_t batch = x.shape[0];
+    const i64 cin = static_cast<i64>(x.shape[1]), H = static_cast<i64>(x.shape[2]),
+              Wd = static_cast<i64>(x.shape[3]);
+    const i64 cout = static_cast<i64>(w.shape[0]), kh = static_cast<i64>(w.shape[2]),
+              kw = static_cast<i64>(w.shape[3]);
+    const i64 kk = kh * kw, P = oh_n * ow_n;
+    const i64 og_n = static_cast<i64>(o.offset_groups), wg_n = static_cast<i64>(o.weight_groups);
+    const i64 c_per_og = cin / og_n, cg_in = cin / wg_n, cg_out = cout / wg_n;
+    const i64 K = cg_in * kk;
+    const T* X = x.data<T>();
+    const T* OFF = off.data<T>();
+    const T* M = mask ? mask->data<T>() : nullptr;
+    const T* W = w.data<T>();
+    T* O = out.data<T>();
+    const double madds = double(cout) * double(K) * double(P) + double(cin) * double(kk * P) * 4;
+
+    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+        Scratch<T> colbuf(static_cast<std::size_t>(cin * kk * P));
+        Scratch<Sample<T>> sbuf(static_cast<std::size_t>(kk * P));
+        T* col = colbuf.get();
+        Sample<T>* samples = sbuf.get();
+        for (std::size_t n = n0; n < n1; ++n) {
+            const i64 ni = static_cast<i64>(n);
+            // Sampling positions depend on the offset group only: compute them once per group
+            // and reuse them for each of its channels.
+            for (i64 og = 0; og < og_n; ++og) {
+                const T* offg = OFF + (ni * og_n + og) * 2 * kk * P;
+                const T* mg = M ? M + (ni * og_n + og) * kk * P : nullptr;
+                for (i64 i = 0; i < kh; ++i)
+                    for (i64 j = 0; j < kw; ++j) {
+                        const i64 k = i * kw + j;
+                        for (i64 y = 0; y < oh_n; ++y)
+                            for (i64 xo = 0; xo < ow_n; ++xo) {
+                                const i64 pidx = y * ow_n + xo;
+                                const T dy = offg[(2 * k) * P + pidx];
+                                const T dx = offg[(2 * k + 1) * P + pidx];
+                                const T sh = T(y * static_cast<i64>(o.stride[0]) -
+                                               static_cast<i64>(o.padding[0]) +
+                                               i * static_cast<i64>(o.dilation[0])) + dy;
+                                const T sw = T(xo * static_cast<i64>(o.stride[1]) -
+                                               static_cast<i64>(o.padding[1]) +
+                                               j * static_cast<i64>(o.dilation[1])) + dx;
+                                samples[k * P + pidx] =
+                                    make_sample<T>(sh, sw, H, Wd, mg ? mg[k * P + pidx] : T(1));
+                            }
+                    }
+                for (i64 c = og * c_per_og; c < (og + 1) * c_per_og; ++c) {
+                    const T* plane = X + (ni * cin + c) * H * Wd;
+                    T* dst = col + c * kk * P;
+                    for (i64 q = 0; q < kk * P; ++q) {
+                        const Sample<T>& s = samples[q];
+                        dst[q] = s.wt[0] * plane[s.idx[0]] + s.wt[1] * plane[s.idx[1]] +
+                                 s.wt[2] * plane[s.idx[2]] + s.wt[3] * plane[s.idx[3]];
+                    }
+                }
+            }
+            for (i64 gi = 0; gi < wg_n; ++gi) {
+                const T* wg = W + gi * cg_out * K;
+                const T* bg = bias ? bias + gi * cg_out : nullptr;
+                T* og = O + (ni * cout + gi * cg_out) * P;
+                const T* b = col + gi * K * P;
+                if (bg) fill_rows(og, cg_out, P, bg);
+                gemm(false, false, std::size_t(cg_out), std::size_t(P), std::size_t(K), T(1), wg,
+                     std::size_t(K), b, std::size_t(P), bg ? T(1) : T(0), og, std::size_t(P),
+                     par);
+            }
+        }
+    });
+}
+
+}  // namespace
+
+CpuTensor conv(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias, const ConvParams& p) {
+    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, "conv: 1, 2 or 3 spatial dims are supported, got ",
+                p.n, " (input ", x.shape, ")");
+    const std::string op = op_name("conv", p.n);
+    check_common(op, x, w, bias, p.n);
+    check_options(op, p, x.shape, w.shape);
+    const std::size_t cin = x.shape[1], cout = w.shape[0];
+    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
+                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
+                "); input ", x.shape, ", weight ", w.shape);
+    EMBER_CHECK(w.shape[1] == cin / p.groups, Shape, op, ": weight ", w.shape, " expects ",
+                w.shape[1] * p.groups, " input channels, input ", x.shape, " has ", cin,
+                " (groups ", p.groups, ")");
+    if (bias) {
+        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
+                    bias->shape, " must be [", cout, "] for weight ", w.shape);
+    }
+    Geo g;
+    Shape out_shape{x.shape[0], cout};
+    for (std::size_t d = 0; d < p.n; ++d) {
+        const std::size_t s = 3 - p.n + d;
+        g.in[s] = static_cast<i64>(x.shape[2 + d]);
+        g.k[s] = static_cast<i64>(w.shape[2 + d]);
+        g.stride[s] = static_cast<i64>(p.stride[d]);
+        g.pad[s] = static_cast<i64>(p.padding[d]);
+        g.dil[s] = static_cast<i64>(p.dilation[d]);
+        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
+        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " (dilation ", p.dilation[d],
+                    ") is larger than the padded input ", x.shape, " (padding ", p.padding[d],
+                    ") in spatial dim ", d);
+        g.out[s] = span / g.stride[s] + 1;
+        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
+    }
+    const DType dt = x.dtype;
+    if (dt == DType::F16 || dt == DType::BF16)
+        return cast(conv(cast(std::move(x), DType::F32), cast(std::move(w), DType::F32),
+                         cast_opt(std::move(bias), DType::F32), p),
+                    dt);
+    CpuTensor out = empty(out_shape, dt);
+    if (out_shape.num_elements() == 0) return out;
+    x = contiguous(std::move(x));
+    w = contiguous(std::move(w));
+    if (bias) bias = contiguous(std::move(*bias));
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        conv_impl<T>(x, w, bias ? bias->data<T>() : nullptr, g, p.groups, out);
+    });
+    return out;
+}
+
+CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias,
+                         const ConvParams& p) {
+    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
+                "conv_transpose: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
+                x.shape, ")");
+    const std::string op = op_name("conv_transpose", p.n);
+    check_common(op, x, w, bias, p.n);
+    check_options(op, p, x.shape, w.shape);
+    const std::size_t cin = x.shape[1];
+    EMBER_CHECK(w.shape[0] == cin, Shape, op, ": weight ", w.shape, " must have ", cin,
+                " rows (the input channels of ", x.shape, ")");
+    EMBER_CHECK(cin % p.groups == 0, Shape, op, ": in channels (", cin,
+                ") must be divisible by groups (", p.groups, "); input ", x.shape, ", weight ",
+                w.shape);
+    const std::size_t cout = w.shape[1] * p.groups;
+    if (bias) {
+        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
+                    bias->shape, " must be [", cout, "] for weight ", w.shape, " and groups ",
+                    p.groups);
+    }
+    Geo g;
+    Shape out_shape{x.shape[0], cout};
+    for (std::size_t d = 0; d < p.n; ++d) {
+        const std::size_t s = 3 - p.n + d;
+        EMBER_CHECK(p.padding_out[d] < p.stride[d] || p.padding_out[d] < p.dilation[d], Argument,
+                    op, ": output padding (", p.padding_out[d],
+                    ") must be smaller than either stride (", p.stride[d], ") or dilation (",
+                    p.dilation[d], "); input ", x.shape);
+        g.in[s] = static_cast<i64>(x.shape[2 + d]);
+        g.k[s] = static_cast<i64>(w.shape[2 + d]);
+        g.stride[s] = static_cast<i64>(p.stride[d]);
+        g.pad[s] = static_cast<i64>(p.padding[d]);
+        g.dil[s] = static_cast<i64>(p.dilation[d]);
+        const i64 o = (g.in[s] - 1) * g.stride[s] - 2 * g.pad[s] + g.dil[s] * (g.k[s] - 1) +
+                      static_cast<i64>(p.padding_out[d]) + 1;
+        EMBER_CHECK(o >= 1, Shape, op, ": output size ", o, " in spatial dim ", d,
+                    " is not positive (input ", x.shape, ", weight ", w.shape, ", padding ",
+                    p.padding[d], ")");
+        g.out[s] = o;
+        out_shape.push_back(static_cast<std::size_t>(o));
+    }
+    const DType dt = x.dtype;
+    if (dt == DType::F16 || dt == DType::BF16)
+        return cast(conv_transpose(cast(std::move(x), DType::F32), cast(std::move(w), DType::F32),
+                                   cast_opt(std::move(bias), DType::F32), p),
+                    dt);
+    CpuTensor out = empty(out_shape, dt);
+    if (out_shape.num_elements() == 0) return out;
+    x = contiguous(std::move(x));
+    w = contiguous(std::move(w));
+    if (bias) bias = contiguous(std::move(*bias));
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        conv_transpose_impl<T>(x, w, bias ? bias->data<T>() : nullptr, g, p.groups, out);
+    });
+    return out;
+}
+
+CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optional<CpuTensor> mask,
+                        std::optional<CpuTensor> bias, const DeformConvOptions& o) {
+    const char* op = "deform_conv2d";
+    check_common(op, x, w, bias, 2);
+    EMBER_CHECK(offset.dtype == x.dtype && (!mask || mask->dtype == x.dtype), DType, op,
+                ": offset and mask must have the input's dtype ", dtype_name(x.dtype));
+    for (std::size_t d = 0; d < 2; ++d) {
+        EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
+                    ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
+                    ")");
+        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ",
+                    w.shape);
+    }
+    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
+                ": weight_groups and offset_groups must be >= 1");
+    const std::size_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
+    const std::size_t kh = w.shape[2], kw = w.shape[3];
+    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0, Shape, op,
+                ": in channels (", cin, ") and out channels (", cout,
+                ") must be divisible by weight_groups (", o.weight_groups, "); input ", x.shape,
+                ", weight ", w.shape);
+    EMBER_CHECK(w.shape[1] == cin / o.weight_groups, Shape, op, ": weight ", w.shape,
+                " does not match input ", x.shape, " with weight_groups ", o.weight_groups);
+    EMBER_CHECK(cin % o.offset_groups == 0, Shape, op, ": in channels (", cin,
+                ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
+    i64 out_hw[2];
+    for (std::size_t d = 0; d < 2; ++d) {
+        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
+                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
+                         1;
+        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape,
+                    " is larger than the padded input ", x.shape);
+        out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
+    }
+    const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
+                          std::size_t(out_hw[1])};
+    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
+                offset.shape, " (input ", x.shape, ", weight ", w.shape, ")");
+    if (mask) {
+        const Shape mask_shape{n, o.offset_groups * kh * kw, std::size_t(out_hw[0]),
+                               std::size_t(out_hw[1])};
+        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
+                    mask->shape, " (input ", x.shape, ", weight ", w.shape, ")");
+    }
+    if (bias) {
+        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
+                    bias->shape, " must be [", cout, "] for weight ", w.shape);
+    }
+    const DType dt = x.dtype;
+    if (dt == DType::F16 || dt == DType::BF16)
+        return cast(deform_conv2d(cast(std::move(x), DType::F32),
+                                  cast(std::move(offset), DType::F32),
+                                  cast(std::move(w), DType::F32),
+                                  cast_opt(std::move(mask), DType::F32),
+                                  cast_opt(std::move(bias), DType::F32), o),
+                    dt);
+    const Shape out_shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])};
+    CpuTensor out = empty(out_shape, dt);
+    if (out_shape.num_elements() == 0) return out;
+    x = contiguous(std::move(x));
+    offset = contiguous(std::move(offset));
+    w = contiguous(std::move(w));
+    if (mask) mask = contiguous(std::move(*mask));
+    if (bias) bias = contiguous(std::move(*bias));
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        deform_impl<T>(x, offset, w, mask ? &*mask : nullptr, bias ? bias->data<T>() : nullptr, o,
+                       out_hw[0], out_hw[1], out);
+    });
+    return out;
+}
+
+}  // namespace ember::detail::cpu

@@ -1,0 +1,236 @@
+// Matrix products with torch.matmul's semantics: vectors promoted to matrices and squeezed
+// back, batch dims broadcast. Float products go to the shared GEMM (OpenBLAS or the portable
+// one) straight from the operands' memory whenever their strides describe a plain or
+// transposed row-major matrix; integer products use plain loops.
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "gemm.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace ember::detail::cpu {
+namespace {
+
+/// How the last two dims of an operand reach GEMM: op(X) = X or Xᵀ with row stride `ld`.
+struct MatLayout {
+    bool ok = false;
+    bool trans = false;
+    std::size_t ld = 1;
+};
+
+/// A rows×cols matrix whose element (r, c) sits at r*rs + c*cs.
+MatLayout blas_layout(std::size_t rows, std::size_t cols, std::int64_t rs, std::int64_t cs) {
+    const auto r = static_cast<std::int64_t>(rows), c = static_cast<std::int64_t>(cols);
+    // A size-1 dim may carry any stride; broadcast (0) or overlapping strides elsewhere cannot
+    // be expressed as a leading dimension and need a copy.
+    if ((cols <= 1 || cs == 1) && (rows <= 1 || rs >= std::max<std::int64_t>(c, 1)))
+        return {true, false, rows <= 1 ? std::max<std::size_t>(cols, 1) : std::size_t(rs)};
+    if ((rows <= 1 || rs == 1) && (cols <= 1 || cs >= std::max<std::int64_t>(r, 1)))
+        return {true, true, cols <= 1 ? std::max<std::size_t>(rows, 1) : std::size_t(cs)};
+    return {};
+}
+
+/// The problem after promoting vectors: out[batch..., m, n] = a[batch..., m, k] @ b[..., k, n].
+struct Problem {
+    std::size_t m = 1, n = 1, k = 1;
+    std::size_t nb = 0;                 ///< number of output batch dims
+    Shape batch;                        ///< output batch dims
+    Strides a_bs{}, b_bs{};             ///< per output batch dim (0 where broadcast)
+    std::int64_t a_rs = 0, a_cs = 0;    ///< strides of a's matrix (rows m, cols k)
+    std::int64_t b_rs = 0, b_cs = 0;    ///< strides of b's matrix (rows k, cols n)
+};
+
+Problem describe(const CpuTensor& a, const CpuTensor& b, const Problem& shape_only) {
+    Problem p = shape_only;
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    const std::size_t ba = ra == 1 ? 0 : ra - 2, bb = rb == 1 ? 0 : rb - 2;
+    for (std::size_t i = 0; i < p.nb; ++i) {
+        p.a_bs[i] = 0;
+        p.b_bs[i] = 0;
+        if (i >= p.nb - ba) {
+            const std::size_t d = i - (p.nb - ba);
+            if (a.shape[d] != 1) p.a_bs[i] = a.strides[d];
+        }
+        if (i >= p.nb - bb) {
+            const std::size_t d = i - (p.nb - bb);
+            if (b.shape[d] != 1) p.b_bs[i] = b.strides[d];
+        }
+    }
+    if (ra == 1) {
+        p.a_rs = static_cast<std::int64_t>(p.k);
+        p.a_cs = a.strides[0];
+    } else {
+        p.a_rs = a.strides[ra - 2];
+        p.a_cs = a.strides[ra - 1];
+    }
+    if (rb == 1) {
+        p.b_rs = b.strides[0];
+        p.b_cs = 1;
+    } else {
+        p.b_rs = b.strides[rb - 2];
+        p.b_cs = b.strides[rb - 1];
+    }
+    return p;
+}
+
+/// Element offsets of batch `idx` (row-major over p.batch) in a and b.
+std::pair<std::int64_t, std::int64_t> batch_offsets(const Problem& p, std::size_t idx) {
+    std::int64_t oa = 0, ob = 0;
+    for (std::size_t d = p.nb; d-- > 0;) {
+        const auto i = static_cast<std::int64_t>(idx % p.batch[d]);
+        idx /= p.batch[d];
+        oa += i * p.a_bs[d];
+        ob += i * p.b_bs[d];
+    }
+    return {oa, ob};
+}
+
+/// Per-batch products below this many multiply-adds run one batch per task in the pool (and
+/// single-threaded inside GEMM, where OpenBLAS would not thread them anyway).
+constexpr std::size_t kSmallProduct = std::size_t{1} << 18;
+
+template <typename T>
+void matmul_float(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTensor& out) {
+    Problem p = describe(a, b, shape_only);
+    MatLayout la = blas_layout(p.m, p.k, p.a_rs, p.a_cs);
+    if (!la.ok) {
+        a = contiguous(std::move(a));
+        p = describe(a, b, shape_only);
+        la = blas_layout(p.m, p.k, p.a_rs, p.a_cs);
+    }
+    MatLayout lb = blas_layout(p.k, p.n, p.b_rs, p.b_cs);
+    if (!lb.ok) {
+        b = contiguous(std::move(b));
+        p = describe(a, b, shape_only);
+        la = blas_layout(p.m, p.k, p.a_rs, p.a_cs);
+        lb = blas_layout(p.k, p.n, p.b_rs, p.b_cs);
+    }
+    const T* A = a.data<T>();
+    const T* B = b.data<T>();
+    T* C = out.data<T>();
+    const std::size_t batches = p.batch.num_elements();
+
+    // b shared by every batch and a's batches evenly spaced rows: one tall GEMM (the common
+    // linear-layer case [batch, seq, in] @ [in, out]) instead of many short ones.
+    bool b_shared = true;
+    for (std::size_t d = 0; d < p.nb; ++d) b_shared = b_shared && p.b_bs[d] == 0;
+    if (batches > 1 && b_shared && !la.trans) {
+        bool folds = true;
+        std::int64_t expect = static_cast<std::int64_t>(p.m) * static_cast<std::int64_t>(la.ld);
+        for (std::size_t d = p.nb; d-- > 0;) {
+            if (p.batch[d] == 1) continue;
+            if (p.a_bs[d] != expect) {
+                folds = false;
+                break;
+            }
+            expect *= static_cast<std::int64_t>(p.batch[d]);
+        }
+        if (folds) {
+            gemm(false, lb.trans, batches * p.m, p.n, p.k, T(1), A, la.ld, B, lb.ld, T(0), C,
+                 p.n);
+            return;
+        }
+    }
+
+    const std::size_t work = p.m * p.n * p.k;
+    auto run = [&](std::size_t begin, std::size_t end, bool parallel) {
+        for (std::size_t i = begin; i < end; ++i) {
+            const auto [oa, ob] = batch_offsets(p, i);
+            gemm(la.trans, lb.trans, p.m, p.n, p.k, T(1), A + oa, la.ld, B + ob, lb.ld, T(0),
+                 C + i * p.m * p.n, p.n, parallel);
+        }
+    };
+    if (batches > 1 && work < kSmallProduct) {
+        const std::size_t grain = std::max<std::size_t>(1, kSmallProduct / std::max<std::size_t>(work, 1));
+        parallel_for(batches, grain, [&](std::size_t b0, std::size_t b1) { run(b0, b1, false); });
+    } else {
+        run(0, batches, true);
+    }
+}
+
+template <typename T>
+void matmul_int(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTensor& out) {
+    a = contiguous(std::move(a));
+    b = contiguous(std::move(b));
+    const Problem p = describe(a, b, shape_only);
+    const T* A = a.data<T>();
+    const T* B = b.data<T>();
+    T* C = out.data<T>();
+    const std::size_t batches = p.batch.num_elements();
+    // Unsigned 64-bit arithmetic wraps like the narrower type does after the final cast,
+    // without signed overflow's undefined behaviour.
+    parallel_for(batches * p.m, std::max<std::size_t>(1, 65536 / std::max<std::size_t>(p.n * p.k, 1)),
+                 [&](std::size_t r0, std::size_t r1) {
+                     std::vector<std::uint64_t> acc(p.n);
+                     for (std::size_t r = r0; r < r1; ++r) {
+                         const std::size_t bi = r / p.m, i = r % p.m;
+                         const auto [oa, ob] = batch_offsets(p, bi);
+                         std::fill(acc.begin(), acc.end(), 0);
+                         for (std::size_t q = 0; q < p.k; ++q) {
+                             const auto x = static_cast<std::uint64_t>(static_cast<std::int64_t>(
+                                 A[oa + static_cast<std::int64_t>(i) * p.a_rs +
+                                   static_cast<std::int64_t>(q) * p.a_cs]));
+                             const T* brow = B + ob + static_cast<std::int64_t>(q) * p.b_rs;
+                             for (std::size_t j = 0; j < p.n; ++j)
+                                 acc[j] += x * static_cast<std::uint64_t>(static_cast<std::int64_t>(
+                                                   brow[static_cast<std::int64_t>(j) * p.b_cs]));
+                         }
+                         T* crow = C + r * p.n;
+                         for (std::size_t j = 0; j < p.n; ++j) crow[j] = static_cast<T>(acc[j]);
+                     }
+                 });
+}
+
+}  // namespace
+
+CpuTensor matmul(CpuTensor a, CpuTensor b) {
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
+                a.shape, " and ", b.shape);
+    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
+                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
+    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ",
+                a.shape, " and ", b.shape);
+
+    Problem p;
+    p.k = a.shape[ra - 1];
+    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
+    EMBER_CHECK(p.k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
+                " (", p.k, " vs ", kb, ")");
+    p.m = ra == 1 ? 1 : a.shape[ra - 2];
+    p.n = rb == 1 ? 1 : b.shape[rb - 1];
+    const std::size_t ba = ra == 1 ? 0 : ra - 2, bb = rb == 1 ? 0 : rb - 2;
+    p.nb = std::max(ba, bb);
+    for (std::size_t i = 0; i < p.nb; ++i) {
+        const std::size_t da = i >= p.nb - ba ? a.shape[i - (p.nb - ba)] : 1;
+        const std::size_t db = i >= p.nb - bb ? b.shape[i - (p.nb - bb)] : 1;
+        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
+                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
+        p.batch.push_back(da == 1 ? db : da);
+    }
+    Shape out_shape = p.batch;
+    if (ra != 1) out_shape.push_back(p.m);
+    if (rb != 1) out_shape.push_back(p.n);
+
+    if (a.dtype == DType::F16 || a.dtype == DType::BF16) {
+        const DType dt = a.dtype;
+        return cast(matmul(cast(std::move(a), DType::F32), cast(std::move(b), DType::F32)), dt);
+    }
+    if (out_shape.num_elements() == 0) return empty(out_shape, a.dtype);
+    if (p.k == 0) return full(out_shape, Scalar(0), a.dtype);
+
+    CpuTensor out = empty(out_shape, a.dtype);
+    visit_dtype(a.dtype, [&]<typename T>(TypeTag<T>) {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+            matmul_float<T>(a, b, p, out);
+        } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+            matmul_int<T>(a, b, p, out);
+        }
+    });
+    return out;
+}
+
+}  // namespace ember::detail::cpu

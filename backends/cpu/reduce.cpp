@@ -1,0 +1,597 @@
+// Reductions, arg-reductions and softmax. Every kernel has two shapes of inner loop:
+//  - along a stride-1 run: several independent accumulators ("lanes") so the compiler can
+//    vectorise without -ffast-math (no reassociation is needed across lanes);
+//  - across rows (the reduced dim is strided, the kept dims are not): one accumulator per
+//    output column, updated row by row, which vectorises over the columns.
+// Results do not depend on the thread count: parallel chunks never split a reduction except in
+// reduce_all, whose blocks have a fixed size and are merged in order.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "iter.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+
+namespace ember::detail::cpu {
+
+namespace {
+
+/// Calls `f(offsets, n, strides)` for the part of each innermost run of `it` that falls in the
+/// flat element range [b, e), so parallel chunks need not align with runs.
+template <std::size_t K, typename F>
+void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
+    const std::size_t m = it.inner();
+    if (m == 0 || b >= e) return;
+    const std::size_t rb = b / m, re = (e + m - 1) / m;
+    std::size_t row = rb;
+    for_each_run(it, rb, re, [&](const auto& off, std::size_t, const auto& st) {
+        const std::size_t j0 = row == rb ? b - rb * m : 0;
+        const std::size_t j1 = row + 1 == re ? e - row * m : m;
+        std::array<std::int64_t, K> o = off;
+        for (std::size_t k = 0; k < K; ++k) o[k] += static_cast<std::int64_t>(j0) * st[k];
+        f(o, j1 - j0, st);
+        ++row;
+    });
+}
+
+template <typename T>
+constexpr bool kIsHalf = std::same_as<T, f16> || std::same_as<T, bf16>;
+template <typename T>
+constexpr bool kIsFloat = kIsHalf<T> || std::floating_point<T>;
+
+/// The type elements are compared or accumulated in: halves widen to float, bool to a byte.
+template <typename T>
+using Wide = std::conditional_t<kIsHalf<T>, float,
+                                std::conditional_t<std::same_as<T, bool>, std::uint8_t, T>>;
+
+template <typename T>
+inline Wide<T> widen(T x) {
+    if constexpr (kIsHalf<T>) {
+        return static_cast<float>(x);
+    } else {
+        return static_cast<Wide<T>>(x);
+    }
+}
+
+inline std::int64_t idx(std::size_t i, std::int64_t stride) {
+    return static_cast<std::int64_t>(i) * stride;
+}
+
+// Lane and block sizes: four 256-bit registers of accumulators; float sums are folded into a
+// double every kBlockPerLane steps per lane, so their error grows with the block, not with n.
+template <typename L>
+constexpr std::size_t kLanes = 128 / sizeof(L) < 8 ? 8 : 128 / sizeof(L);
+constexpr std::size_t kBlockPerLane = 128;
+// Columns handled at once by the row-wise kernels (accumulators stay in L1).
+constexpr std::size_t kCols = 256;
+// Elements of input per parallel task.
+constexpr std::size_t kWorkGrain = std::size_t{1} << 15;
+
+/// One reduction over elements of type T: `Lane` accumulates elements, `Acc` merges lanes and
+/// blocks, `finish` turns the total into the output element.
+template <ReduceOp Op, typename T>
+struct Red {
+    static constexpr bool kFloat = kIsFloat<T>;
+    static constexpr bool kLogical = Op == ReduceOp::Any || Op == ReduceOp::All;
+    static constexpr bool kSumLike = Op == ReduceOp::Sum || Op == ReduceOp::Mean;
+    static constexpr bool kArith = kSumLike || Op == ReduceOp::Prod;
+    // Integer sums and products wrap (two's complement) instead of overflowing into UB.
+    using Lane = std::conditional_t<
+        kLogical, std::uint8_t,
+        std::conditional_t<kFloat, Wide<T>,
+                           std::conditional_t<kArith, std::uint64_t, Wide<T>>>>;
+    static constexpr bool kBlocked = kSumLike && kFloat;
+    using Acc = std::conditional_t<kBlocked, double, Lane>;
+    using Out = std::conditional_t<
+        kLogical, bool,
+        std::conditional_t<std::same_as<T, bool> && kArith, std::int64_t, T>>;
+
+    static Lane load(T x) {
+        if constexpr (kLogical) {
+            return static_cast<std::uint8_t>(widen(x) != 0);
+        } else if constexpr (kArith && !kFloat) {
+            return static_cast<std::uint64_t>(static_cast<std::int64_t>(x));
+        } else {
+            return widen(x);
+        }
+    }
+    static Lane init() {
+        if constexpr (kSumLike || Op == ReduceOp::Any) {
+            return Lane{0};
+        } else if constexpr (Op == ReduceOp::Prod || Op == ReduceOp::All) {
+            return Lane{1};
+        } else if constexpr (Op == ReduceOp::Max) {
+            if constexpr (kFloat) return -std::numeric_limits<Lane>::infinity();
+            else return std::numeric_limits<Lane>::lowest();
+        } else {
+            if constexpr (kFloat) return std::numeric_limits<Lane>::infinity();
+            else return std::numeric_limits<Lane>::max();
+        }
+    }
+    template <typename U>
+    static U op(U a, U x) {
+        if constexpr (kSumLike) {
+            return a + x;
+        } else if constexpr (Op == ReduceOp::Prod) {
+            return a * x;
+        } else if constexpr (Op == ReduceOp::Max) {
+            // NaN is sticky: once the accumulator holds it, nothing is greater.
+            if constexpr (kFloat) return (x > a || x != x) ? x : a;
+            else return x > a ? x : a;
+        } else if constexpr (Op == ReduceOp::Min) {
+            if constexpr (kFloat) return (x < a || x != x) ? x : a;
+            else return x < a ? x : a;
+        } else if constexpr (Op == ReduceOp::Any) {
+            return static_cast<U>(a | x);
+        } else {
+            return static_cast<U>(a & x);
+        }
+    }
+    static Out finish(Acc a, std::size_t n) {
+        if constexpr (kLogical) {
+            return a != 0;
+        } else if constexpr (Op == ReduceOp::Mean) {
+            return elem_cast<Out>(a / static_cast<double>(n));
+        } else if constexpr (kArith && !kFloat) {
+            return static_cast<Out>(static_cast<std::int64_t>(a));
+        } else if constexpr (std::same_as<T, bool>) {
+            return a != 0;
+        } else {
+            return elem_cast<Out>(a);
+        }
+    }
+};
+
+/// Folds lanes pairwise (better rounding than a running sum for float sums).
+template <typename R, std::size_t L>
+typename R::Lane fold(typename R::Lane (&lane)[L]) {
+    for (std::size_t w = L / 2; w > 0; w /= 2)
+        for (std::size_t l = 0; l < w; ++l) lane[l] = R::op(lane[l], lane[l + w]);
+    return lane[0];
+}
+
+/// Reduces n elements at p, p + s, p + 2s, ...
+template <typename R, typename T>
+typename R::Acc reduce_run(const T* p, std::size_t n, std::int64_t s) {
+    using Lane = typename R::Lane;
+    using Acc = typename R::Acc;
+    constexpr std::size_t L = kLanes<Lane>;
+    constexpr std::size_t kBlock = R::kBlocked ? L * kBlockPerLane : ~std::size_t{0};
+    Acc total = static_cast<Acc>(R::init());
+    std::size_t i = 0;
+    do {
+        const std::size_t len = std::min(n - i, kBlock);
+        const T* q = p + idx(i, s);
+        Lane lane[L];
+        for (std::size_t l = 0; l < L; ++l) lane[l] = R::init();
+        std::size_t j = 0;
+        if (s == 1) {
+            for (; j + L <= len; j += L)
+                for (std::size_t l = 0; l < L; ++l) lane[l] = R::op(lane[l], R::load(q[j + l]));
+            for (; j < len; ++j) lane[j % L] = R::op(lane[j % L], R::load(q[j]));
+        } else {
+            for (; j + L <= len; j += L)
+                for (std::size_t l = 0; l < L; ++l)
+                    lane[l] = R::op(lane[l], R::load(q[idx(j + l, s)]));
+            for (; j < len; ++j) lane[j % L] = R::op(lane[j % L], R::load(q[idx(j, s)]));
+        }
+        total = R::op(total, static_cast<Acc>(fold<R>(lane)));
+        i += len;
+    } while (i < n);
+    return total;
+}
+
+/// out[j * so] = reduction over r < n of in[r * sd + j * si], for j < m (the row-wise kernel).
+template <typename R, typename T>
+void reduce_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n,
+                 typename R::Out* out, std::int64_t so, std::size_t m) {
+    using Lane = typename R::Lane;
+    using Acc = typename R::Acc;
+    Lane lane[kCols];
+    Acc acc[kCols];
+    for (std::size_t jb = 0; jb < m; jb += kCols) {
+        const std::size_t c = std::min(kCols, m - jb);
+        const T* base = in + idx(jb, si);
+        for (std::size_t j = 0; j < c; ++j) lane[j] = R::init();
+        for (std::size_t j = 0; j < c; ++j) acc[j] = static_cast<Acc>(R::init());
+        for (std::size_t r = 0; r < n; ++r) {
+            const T* row = base + idx(r, sd);
+            if (si == 1) {
+                for (std::size_t j = 0; j < c; ++j) lane[j] = R::op(lane[j], R::load(row[j]));
+            } else {
+                for (std::size_t j = 0; j < c; ++j)
+                    lane[j] = R::op(lane[j], R::load(row[idx(j, si)]));
+            }
+            if constexpr (R::kBlocked) {
+                if ((r + 1) % kBlockPerLane == 0 || r + 1 == n) {
+                    for (std::size_t j = 0; j < c; ++j) {
+                        acc[j] += static_cast<Acc>(lane[j]);
+                        lane[j] = R::init();
+                    }
+                }
+            }
+        }
+        if constexpr (!R::kBlocked)
+            for (std::size_t j = 0; j < c; ++j) acc[j] = lane[j];
+        for (std::size_t j = 0; j < c; ++j) out[idx(jb + j, so)] = R::finish(acc[j], n);
+    }
+}
+
+template <ReduceOp Op, typename T>
+CpuTensor reduce_all_t(const CpuTensor& t) {
+    using R = Red<Op, T>;
+    using Acc = typename R::Acc;
+    const std::size_t n = t.num_elements();
+    CpuTensor out = empty(Shape{1}, dtype_of<typename R::Out>());
+    auto* o = out.data<typename R::Out>();
+    if (n == 0) {
+        *o = R::finish(static_cast<Acc>(R::init()), 0);
+        return out;
+    }
+    const T* p = t.data<T>();
+    const auto it = make_iter<1>(t.shape, {&t.strides});
+    // Fixed-size blocks merged in order keep the result independent of the thread count.
+    constexpr std::size_t kBlock = std::size_t{1} << 16;
+    const std::size_t nb = (n + kBlock - 1) / kBlock;
+    std::vector<Acc> part(nb);
+    parallel_for(nb, 1, [&](std::size_t bb, std::size_t be) {
+        for (std::size_t blk = bb; blk < be; ++blk) {
+            Acc a = static_cast<Acc>(R::init());
+            for_each_span(it, blk * kBlock, std::min(n, (blk + 1) * kBlock),
+                          [&](const auto& off, std::size_t len, const auto& st) {
+                              a = R::op(a, reduce_run<R>(p + off[0], len, st[0]));
+                          });
+            part[blk] = a;
+        }
+    });
+    Acc total = static_cast<Acc>(R::init());
+    for (const Acc& a : part) total = R::op(total, a);
+    *o = R::finish(total, n);
+    return out;
+}
+
+template <ReduceOp Op, typename T>
+CpuTensor reduce_dim_t(const CpuTensor& t, std::size_t dim) {
+    using R = Red<Op, T>;
+    using Out = typename R::Out;
+    Shape out_shape = t.shape;
+    out_shape[dim] = 1;
+    CpuTensor out = empty(out_shape, dtype_of<Out>());
+    const std::size_t m = out.num_elements();
+    if (m == 0) return out;
+    const std::size_t n = t.shape[dim];
+    const std::int64_t sd = t.strides[dim];
+    const T* p = t.data<T>();
+    Out* o = out.data<Out>();
+    const auto it = make_iter<2>(out_shape, {&out.strides, &t.strides});
+    const std::size_t grain = std::max<std::size_t>(1, kWorkGrain / std::max<std::size_t>(n, 1));
+    parallel_for(m, grain, [&](std::size_t b, std::size_t e) {
+        for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
+            if (sd == 1 || len < 8) {
+                for (std::size_t j = 0; j < len; ++j)
+                    o[off[0] + idx(j, st[0])] =
+                        R::finish(n == 0 ? static_cast<typename R::Acc>(R::init())
+                                         : reduce_run<R>(p + off[1] + idx(j, st[1]), n, sd),
+                                  n);
+            } else {
+                reduce_cols<R>(p + off[1], st[1], sd, n, o + off[0], st[0], len);
+            }
+        });
+    });
+    return out;
+}
+
+/// Validates the op against the dtype and calls `f(Red<Op, T>-tag)` via `g<Op, T>()`.
+template <typename F>
+CpuTensor dispatch_reduce(ReduceOp op, DType dtype, const char* name, std::size_t n, F&& f) {
+    if (op == ReduceOp::Mean)
+        EMBER_CHECK(is_float(dtype), DType, name, ": mean needs a float tensor, got ",
+                    dtype_name(dtype));
+    if (op == ReduceOp::Max || op == ReduceOp::Min)
+        EMBER_CHECK(n > 0, Argument, name, ": ", op == ReduceOp::Max ? "max" : "min",
+                    " of an empty tensor (or dim) has no identity");
+    return visit_dtype(dtype, [&]<typename T>(TypeTag<T>) -> CpuTensor {
+        switch (op) {
+            case ReduceOp::Sum: return f.template operator()<ReduceOp::Sum, T>();
+            case ReduceOp::Mean:
+                if constexpr (kIsFloat<T>) return f.template operator()<ReduceOp::Mean, T>();
+                else EMBER_FAIL(DType, name, ": mean needs a float tensor");
+            case ReduceOp::Prod: return f.template operator()<ReduceOp::Prod, T>();
+            case ReduceOp::Max: return f.template operator()<ReduceOp::Max, T>();
+            case ReduceOp::Min: return f.template operator()<ReduceOp::Min, T>();
+            case ReduceOp::Any: return f.template operator()<ReduceOp::Any, T>();
+            default: return f.template operator()<ReduceOp::All, T>();
+        }
+    });
+}
+
+// ---- arg_reduce -----------------------------------------------------------------------------
+
+/// True when x should replace the current extreme b (strictly, so the first occurrence wins;
+/// NaN beats every number, as in PyTorch).
+template <ArgReduceOp Op, typename W>
+inline bool better(W x, W b) {
+    if constexpr (std::floating_point<W>) {
+        if constexpr (Op == ArgReduceOp::ArgMax) return x > b || (x != x && b == b);
+        else return x < b || (x != x && b == b);
+    } else {
+        if constexpr (Op == ArgReduceOp::ArgMax) return x > b;
+        else return x < b;
+    }
+}
+
+template <ArgReduceOp Op, typename T>
+void arg_run(const T* p, std::size_t n, std::int64_t s, std::int64_t* out) {
+    using W = Wide<T>;
+    W best = widen(p[0]);
+    std::int64_t bi = 0;
+    for (std::size_t r = 1; r < n; ++r) {
+        if constexpr (std::floating_point<W>)
+            if (best != best) break;  // nothing beats NaN
+        const W x = widen(p[idx(r, s)]);
+        if (better<Op>(x, best)) {
+            best = x;
+            bi = static_cast<std::int64_t>(r);
+        }
+    }
+    *out = bi;
+}
+
+template <ArgReduceOp Op, typename T>
+void arg_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n, std::int64_t* out,
+              std::int64_t so, std::size_t m) {
+    using W = Wide<T>;
+    W best[kCols];
+    std::int64_t bi[kCols];
+    for (std::size_t jb = 0; jb < m; jb += kCols) {
+        const std::size_t c = std::min(kCols, m - jb);
+        const T* base = in + idx(jb, si);
+        for (std::size_t j = 0; j < c; ++j) {
+            best[j] = widen(base[idx(j, si)]);
+            bi[j] = 0;
+        }
+        for (std::size_t r = 1; r < n; ++r) {
+            const T* row = base + idx(r, sd);
+            const auto ri = static_cast<std::int64_t>(r);
+            for (std::size_t j = 0; j < c; ++j) {
+                const W x = widen(row[idx(j, si)]);
+                const bool b = better<Op>(x, best[j]);
+                best[j] = b ? x : best[j];
+                bi[j] = b ? ri : bi[j];
+            }
+        }
+        for (std::size_t j = 0; j < c; ++j) out[idx(jb + j, so)] = bi[j];
+    }
+}
+
+template <ArgReduceOp Op, typename T>
+CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
+    Shape out_shape = t.shape;
+    out_shape[dim] = 1;
+    CpuTensor out = empty(out_shape, DType::I64);
+    const std::size_t m = out.num_elements();
+    if (m == 0) return out;
+    const std::size_t n = t.shape[dim];
+    const std::int64_t sd = t.strides[dim];
+    const T* p = t.data<T>();
+    auto* o = out.data<std::int64_t>();
+    const auto it = make_iter<2>(out_shape, {&out.strides, &t.strides});
+    const std::size_t grain = std::max<std::size_t>(1, kWorkGrain / n);
+    parallel_for(m, grain, [&](std::size_t b, std::size_t e) {
+        for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
+            if (sd == 1 || len < 8) {
+                for (std::size_t j = 0; j < len; ++j)
+                    arg_run<Op>(p + off[1] + idx(j, st[1]), n, sd, o + off[0] + idx(j, st[0]));
+            } else {
+                arg_cols<Op>(p + off[1], st[1], sd, n, o + off[0], st[0], len);
+            }
+        });
+    });
+    return out;
+}
+
+// ---- softmax --------------------------------------------------------------------------------
+
+/// exp for float, written so that loops over it vectorise (libm's expf does not without
+/// -ffast-math). Cody-Waite reduction to [-ln2/2, ln2/2] and a degree-6 polynomial: about 1
+/// ulp. Results below FLT_MIN flush to 0, which softmax never notices; NaN propagates.
+inline float exp_vec(float x) {
+    constexpr float kLog2e = 1.44269504088896341f;
+    constexpr float kLn2Hi = 0.693359375f;
+    constexpr float kLn2Lo = -2.12194440e-4f;
+    constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    constexpr float kLo = -87.33654f;      // ln(FLT_MIN)
+    constexpr float kHi = 88.72283f;       // ln(FLT_MAX)
+    const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
+    const float t = xc * kLog2e + kShift;
+    const float fn = t - kShift;
+    const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kShift);
+    float r = xc - fn * kLn2Hi;
+    r = r - fn * kLn2Lo;
+    float q = 1.9875691500e-4f;
+    q = q * r + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    const float poly = (q * r) * r + r + 1.0f;
+    // n spans [-126, 128], past the normal exponents at the top: scale in two halves.
+    const std::int32_t n1 = ni >> 1;
+    const float s1 = std::bit_cast<float>((n1 + 127) << 23);
+    const float s2 = std::bit_cast<float>((ni - n1 + 127) << 23);
+    const float y = (poly * s1) * s2;
+    return x < kLo ? 0.0f : (x > kHi ? std::numeric_limits<float>::infinity() : y);
+}
+
+template <typename C>
+inline C exp_c(C x) {
+    if constexpr (std::same_as<C, float>) return exp_vec(x);
+    else return std::exp(x);
+}
+
+/// Softmax (or log-softmax) of one stride-1 row of n > 0 elements.
+template <typename C, bool Log>
+void softmax_row(const C* p, C* o, std::size_t n) {
+    constexpr std::size_t L = kLanes<C>;
+    C lane[L];
+    for (std::size_t l = 0; l < L; ++l) lane[l] = -std::numeric_limits<C>::infinity();
+    std::size_t i = 0;
+    for (; i + L <= n; i += L)
+        for (std::size_t l = 0; l < L; ++l) lane[l] = p[i + l] > lane[l] ? p[i + l] : lane[l];
+    C mx = lane[0];
+    for (std::size_t l = 1; l < L; ++l) mx = lane[l] > mx ? lane[l] : mx;
+    for (; i < n; ++i) mx = p[i] > mx ? p[i] : mx;
+    // A row of NaNs leaves mx at -inf; any NaN still reaches the sum below and makes the row NaN.
+    for (std::size_t l = 0; l < L; ++l) lane[l] = 0;
+    i = 0;
+    for (; i + L <= n; i += L)
+        for (std::size_t l = 0; l < L; ++l) {
+            const C e = exp_c(p[i + l] - mx);
+            if constexpr (!Log) o[i + l] = e;
+            lane[l] += e;
+        }
+    C tail = 0;
+    for (; i < n; ++i) {
+        const C e = exp_c(p[i] - mx);
+        if constexpr (!Log) o[i] = e;
+        tail += e;
+    }
+    for (std::size_t w = L / 2; w > 0; w /= 2)
+        for (std::size_t l = 0; l < w; ++l) lane[l] += lane[l + w];
+    const C sum = lane[0] + tail;
+    if constexpr (Log) {
+        const C ls = std::log(sum);
+        for (std::size_t k = 0; k < n; ++k) o[k] = (p[k] - mx) - ls;
+    } else {
+        const C inv = C{1} / sum;
+        for (std::size_t k = 0; k < n; ++k) o[k] *= inv;
+    }
+}
+
+/// Softmax along a strided dim for m columns at once (in[r * sd + j * si]).
+template <typename C, bool Log>
+void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::int64_t so,
+                  std::int64_t sdo, std::size_t n, std::size_t m) {
+    C mx[kCols], sum[kCols];
+    for (std::size_t jb = 0; jb < m; jb += kCols) {
+        const std::size_t c = std::min(kCols, m - jb);
+        const C* ib = in + idx(jb, si);
+        C* ob = out + idx(jb, so);
+        for (std::size_t j = 0; j < c; ++j) {
+            mx[j] = -std::numeric_limits<C>::infinity();
+            sum[j] = 0;
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const C* row = ib + idx(r, sd);
+            for (std::size_t j = 0; j < c; ++j) {
+                const C x = row[idx(j, si)];
+                mx[j] = x > mx[j] ? x : mx[j];
+            }
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const C* row = ib + idx(r, sd);
+            C* orow = ob + idx(r, sdo);
+            for (std::size_t j = 0; j < c; ++j) {
+                const C e = exp_c(row[idx(j, si)] - mx[j]);
+                if constexpr (!Log) orow[idx(j, so)] = e;
+                sum[j] += e;
+            }
+        }
+        for (std::size_t j = 0; j < c; ++j)
+            sum[j] = Log ? static_cast<C>(std::log(sum[j])) : C{1} / sum[j];
+        for (std::size_t r = 0; r < n; ++r) {
+            const C* row = ib + idx(r, sd);
+            C* orow = ob + idx(r, sdo);
+            for (std::size_t j = 0; j < c; ++j) {
+                if constexpr (Log) orow[idx(j, so)] = (row[idx(j, si)] - mx[j]) - sum[j];
+                else orow[idx(j, so)] *= sum[j];
+            }
+        }
+    }
+}
+
+template <typename C, bool Log>
+CpuTensor softmax_t(const CpuTensor& t, std::size_t dim) {
+    CpuTensor out = empty(t.shape, t.dtype);
+    if (out.num_elements() == 0) return out;
+    const std::size_t n = t.shape[dim];
+    Shape rows_shape = t.shape;
+    rows_shape[dim] = 1;
+    const std::int64_t sd = t.strides[dim];
+    const std::int64_t sdo = out.strides[dim];
+    const C* p = t.data<C>();
+    C* o = out.data<C>();
+    const auto it = make_iter<2>(rows_shape, {&out.strides, &t.strides});
+    const std::size_t grain = std::max<std::size_t>(1, (kWorkGrain / 2) / n);
+    parallel_for(rows_shape.num_elements(), grain, [&](std::size_t b, std::size_t e) {
+        for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
+            if (sd == 1 && sdo == 1) {
+                for (std::size_t j = 0; j < len; ++j)
+                    softmax_row<C, Log>(p + off[1] + idx(j, st[1]), o + off[0] + idx(j, st[0]),
+                                        n);
+            } else {
+                softmax_cols<C, Log>(p + off[1], st[1], sd, o + off[0], st[0], sdo, n, len);
+            }
+        });
+    });
+    return out;
+}
+
+CpuTensor softmax_any(CpuTensor t, std::size_t dim, bool log) {
+    const char* name = log ? "log_softmax" : "softmax";
+    EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
+                dtype_name(t.dtype));
+    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
+                t.shape);
+    switch (t.dtype) {
+        case DType::F32: return log ? softmax_t<float, true>(t, dim)
+                                    : softmax_t<float, false>(t, dim);
+        case DType::F64: return log ? softmax_t<double, true>(t, dim)
+                                    : softmax_t<double, false>(t, dim);
+        default: {
+            // Halves: compute in float and round once at the end.
+            const DType dt = t.dtype;
+            return cast(softmax_any(cast(std::move(t), DType::F32), dim, log), dt);
+        }
+    }
+}
+
+}  // namespace
+
+CpuTensor reduce_all(ReduceOp op, CpuTensor t) {
+    return dispatch_reduce(op, t.dtype, "reduce_all", t.num_elements(),
+                           [&]<ReduceOp Op, typename T>() { return reduce_all_t<Op, T>(t); });
+}
+
+CpuTensor reduce_dim(ReduceOp op, CpuTensor t, std::size_t dim) {
+    EMBER_CHECK(dim < t.shape.rank(), Dim, "reduce_dim: dim ", dim,
+                " is out of range for shape ", t.shape);
+    return dispatch_reduce(op, t.dtype, "reduce_dim", t.shape[dim],
+                           [&]<ReduceOp Op, typename T>() { return reduce_dim_t<Op, T>(t, dim); });
+}
+
+CpuTensor arg_reduce(ArgReduceOp op, CpuTensor t, std::size_t dim) {
+    const char* name = op == ArgReduceOp::ArgMax ? "argmax" : "argmin";
+    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
+                t.shape);
+    EMBER_CHECK(t.shape[dim] > 0, Argument, name, ": dim ", dim, " of shape ", t.shape,
+                " is empty");
+    return visit_dtype(t.dtype, [&]<typename T>(TypeTag<T>) {
+        return op == ArgReduceOp::ArgMax ? arg_reduce_t<ArgReduceOp::ArgMax, T>(t, dim)
+                                         : arg_reduce_t<ArgReduceOp::ArgMin, T>(t, dim);
+    });
+}
+
+CpuTensor softmax(CpuTensor t, std::size_t dim) { return softmax_any(std::move(t), dim, false); }
+
+CpuTensor log_softmax(CpuTensor t, std::size_t dim) {
+    return softmax_any(std::move(t), dim, true);
+}
+
+}  // namespace ember::detail::cpu

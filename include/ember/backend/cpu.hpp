@@ -1,0 +1,190 @@
+#pragma once
+// ember::Cpu — the CPU backend: strided views over shared aligned buffers, kernels compiled once
+// in the ember_cpu library, matmul and convolutions through OpenBLAS (or a portable GEMM in
+// freestanding builds), a thread pool sized by EMBER_NUM_THREADS.
+#include <array>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../tensor/backend.hpp"
+#include "detail/cpu_tensor.hpp"
+
+namespace ember {
+
+/// The CPU device (there is one).
+struct CpuDevice {
+    friend bool operator==(const CpuDevice&, const CpuDevice&) = default;
+    /// "Cpu".
+    std::string to_string() const { return "Cpu"; }
+};
+
+/// The CPU backend with float element type `F` (float or double); int elements are int64.
+template <typename F>
+struct CpuBackend : BackendBase<CpuBackend<F>> {
+    using Device = CpuDevice;
+    using FloatTensorPrimitive = detail::cpu::CpuTensor;
+    using IntTensorPrimitive = detail::cpu::CpuTensor;
+    using BoolTensorPrimitive = detail::cpu::CpuTensor;
+    using FloatElem = F;
+    using IntElem = std::int64_t;
+    using FT = FloatTensorPrimitive;
+    using IT = IntTensorPrimitive;
+    using BT = BoolTensorPrimitive;
+
+    /// "cpu" or "cpu<f64>".
+    static std::string name();
+    /// Seeds the generator behind `random`.
+    static void seed(std::uint64_t seed);
+    /// Nothing to wait for: CPU ops run synchronously.
+    static void sync(const Device&) {}
+
+    // ---- float ----
+    static FT float_from_data(const TensorData& data, const Device& d);
+    static TensorData float_into_data(FT t);
+    static Device float_device(const FT&) { return {}; }
+    static FT float_to_device(FT t, const Device&) { return t; }
+    static Shape float_shape(const FT& t) { return t.shape; }
+    static DType float_dtype(const FT& t) { return t.dtype; }
+    static FT float_empty(const Shape& shape, const Device& d);
+    static FT float_full(const Shape& shape, Scalar value, const Device& d);
+    static FT float_random(const Shape& shape, const Distribution& dist, const Device& d);
+    static FT float_unary(UnaryOp op, FT t);
+    static FT float_binary(BinaryOp op, FT a, FT b);
+    static FT float_binary_scalar(BinaryOp op, FT a, Scalar s);
+    static BT float_compare(CompareOp op, FT a, FT b);
+    static BT float_compare_scalar(CompareOp op, FT a, Scalar s);
+    static FT float_mask_where(FT t, BT mask, FT value);
+    static FT float_mask_fill(FT t, BT mask, Scalar value);
+    static FT float_clamp(FT t, Scalar lo, Scalar hi);
+    static FT float_reduce(ReduceOp op, FT t);
+    static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
+    static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);
+    static FT float_reshape(FT t, const Shape& shape);
+    static FT float_permute(FT t, std::span<const std::size_t> axes);
+    static FT float_expand(FT t, const Shape& shape);
+    static FT float_slice(FT t, std::span<const Slice> ranges);
+    static FT float_slice_assign(FT t, std::span<const Slice> ranges, FT values);
+    static FT float_flip(FT t, std::span<const std::size_t> axes);
+    static FT float_cat(std::vector<FT> tensors, std::size_t dim);
+    static FT float_repeat_dim(FT t, std::size_t dim, std::size_t times);
+    static FT float_gather(std::size_t dim, FT t, IT indices);
+    static FT float_scatter(std::size_t dim, FT t, IT indices, FT values);
+    static FT float_select(FT t, std::size_t dim, IT indices);
+    static FT float_select_assign(FT t, std::size_t dim, IT indices, FT values);
+    static std::pair<FT, IT> float_sort_with_indices(FT t, std::size_t dim, bool descending);
+    static std::pair<FT, IT> float_topk(FT t, std::size_t k, std::size_t dim, bool largest);
+    static FT float_matmul(FT a, FT b);
+    static IT float_into_int(FT t);
+    static FT float_cast(FT t, DType dtype);
+    static FT float_softmax(FT t, std::size_t dim);
+    static FT float_log_softmax(FT t, std::size_t dim);
+
+    // ---- int ----
+    static IT int_from_data(const TensorData& data, const Device& d);
+    static TensorData int_into_data(IT t);
+    static Device int_device(const IT&) { return {}; }
+    static IT int_to_device(IT t, const Device&) { return t; }
+    static Shape int_shape(const IT& t) { return t.shape; }
+    static DType int_dtype(const IT& t) { return t.dtype; }
+    static IT int_empty(const Shape& shape, const Device& d);
+    static IT int_full(const Shape& shape, Scalar value, const Device& d);
+    static IT int_random(const Shape& shape, const Distribution& dist, const Device& d);
+    static IT int_arange(std::int64_t start, std::int64_t end, std::int64_t step, const Device& d);
+    static IT int_unary(UnaryOp op, IT t);
+    static IT int_binary(BinaryOp op, IT a, IT b);
+    static IT int_binary_scalar(BinaryOp op, IT a, Scalar s);
+    static BT int_compare(CompareOp op, IT a, IT b);
+    static BT int_compare_scalar(CompareOp op, IT a, Scalar s);
+    static IT int_mask_where(IT t, BT mask, IT value);
+    static IT int_mask_fill(IT t, BT mask, Scalar value);
+    static IT int_clamp(IT t, Scalar lo, Scalar hi);
+    static IT int_reduce(ReduceOp op, IT t);
+    static IT int_reduce_dim(ReduceOp op, IT t, std::size_t dim);
+    static IT int_arg_reduce(ArgReduceOp op, IT t, std::size_t dim);
+    static IT int_reshape(IT t, const Shape& shape);
+    static IT int_permute(IT t, std::span<const std::size_t> axes);
+    static IT int_expand(IT t, const Shape& shape);
+    static IT int_slice(IT t, std::span<const Slice> ranges);
+    static IT int_slice_assign(IT t, std::span<const Slice> ranges, IT values);
+    static IT int_flip(IT t, std::span<const std::size_t> axes);
+    static IT int_cat(std::vector<IT> tensors, std::size_t dim);
+    static IT int_repeat_dim(IT t, std::size_t dim, std::size_t times);
+    static IT int_gather(std::size_t dim, IT t, IT indices);
+    static IT int_scatter(std::size_t dim, IT t, IT indices, IT values);
+    static IT int_select(IT t, std::size_t dim, IT indices);
+    static IT int_select_assign(IT t, std::size_t dim, IT indices, IT values);
+    static std::pair<IT, IT> int_sort_with_indices(IT t, std::size_t dim, bool descending);
+    static std::pair<IT, IT> int_topk(IT t, std::size_t k, std::size_t dim, bool largest);
+    static IT int_matmul(IT a, IT b);
+    static FT int_into_float(IT t);
+    static IT int_cast(IT t, DType dtype);
+
+    // ---- bool ----
+    static BT bool_from_data(const TensorData& data, const Device& d);
+    static TensorData bool_into_data(BT t);
+    static Device bool_device(const BT&) { return {}; }
+    static BT bool_to_device(BT t, const Device&) { return t; }
+    static Shape bool_shape(const BT& t) { return t.shape; }
+    static DType bool_dtype(const BT& t) { return t.dtype; }
+    static BT bool_empty(const Shape& shape, const Device& d);
+    static BT bool_full(const Shape& shape, Scalar value, const Device& d);
+    static BT bool_not(BT t);
+    static BT bool_binary(BinaryOp op, BT a, BT b);
+    static BT bool_compare(CompareOp op, BT a, BT b);
+    static BT bool_mask_where(BT t, BT mask, BT value);
+    static BT bool_reduce(ReduceOp op, BT t);
+    static BT bool_reduce_dim(ReduceOp op, BT t, std::size_t dim);
+    static BT bool_reshape(BT t, const Shape& shape);
+    static BT bool_permute(BT t, std::span<const std::size_t> axes);
+    static BT bool_expand(BT t, const Shape& shape);
+    static BT bool_slice(BT t, std::span<const Slice> ranges);
+    static BT bool_slice_assign(BT t, std::span<const Slice> ranges, BT values);
+    static BT bool_flip(BT t, std::span<const std::size_t> axes);
+    static BT bool_cat(std::vector<BT> tensors, std::size_t dim);
+    static BT bool_repeat_dim(BT t, std::size_t dim, std::size_t times);
+    static BT bool_gather(std::size_t dim, BT t, IT indices);
+    static BT bool_select(BT t, std::size_t dim, IT indices);
+    static IT bool_into_int(BT t);
+    static FT bool_into_float(BT t);
+    static IT bool_argwhere(BT t);
+
+    // ---- module ops ----
+    static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);
+    static FT conv2d(FT x, FT w, std::optional<FT> bias, const ConvOptions<2>& o);
+    static FT conv3d(FT x, FT w, std::optional<FT> bias, const ConvOptions<3>& o);
+    static FT conv_transpose1d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<1>& o);
+    static FT conv_transpose2d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<2>& o);
+    static FT conv_transpose3d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<3>& o);
+    static FT deform_conv2d(FT x, FT offset, FT w, std::optional<FT> mask, std::optional<FT> bias,
+                            const DeformConvOptions& o);
+    static FT avg_pool1d(FT x, const PoolOptions<1>& o);
+    static FT avg_pool2d(FT x, const PoolOptions<2>& o);
+    static FT max_pool1d(FT x, const PoolOptions<1>& o);
+    static FT max_pool2d(FT x, const PoolOptions<2>& o);
+    static std::pair<FT, IT> max_pool1d_with_indices(FT x, const PoolOptions<1>& o);
+    static std::pair<FT, IT> max_pool2d_with_indices(FT x, const PoolOptions<2>& o);
+    static FT adaptive_avg_pool1d(FT x, std::size_t output_size);
+    static FT adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> output_size);
+    static FT interpolate(FT x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o);
+};
+
+/// The CPU backend, f32 (the default configuration).
+using Cpu = CpuBackend<float>;
+/// The CPU backend, f64.
+using CpuF64 = CpuBackend<double>;
+
+extern template struct CpuBackend<float>;
+extern template struct CpuBackend<double>;
+
+static_assert(Backend<Cpu>);
+
+namespace cpu {
+/// Number of threads the CPU backend uses.
+std::size_t num_threads();
+/// Sets the number of threads the CPU backend uses (EMBER_NUM_THREADS sets the default).
+void set_num_threads(std::size_t n);
+}  // namespace cpu
+
+}  // namespace ember

@@ -1,0 +1,136 @@
+#pragma once
+// Functional module ops (ember::module), as Burn's burn::tensor::module: convolutions, pooling,
+// interpolation, embedding and linear. Forward only here; Autodiff adds their backward.
+#include <optional>
+
+#include "tensor.hpp"
+
+namespace ember::module {
+
+/// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out].
+template <Backend B, std::size_t D>
+Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
+                    const std::optional<Tensor<B, 1>>& bias = std::nullopt) {
+    Shape ws = weight.shape();
+    Shape s = Shape::filled(D, 1);
+    s[D - 2] = ws[0];
+    s[D - 1] = ws[1];
+    auto y = x.matmul(weight.template reshape<D>(s));
+    if (bias) y = std::move(y) + bias->template unsqueeze_dim<D>(0).template reshape<D>([&] {
+        Shape b = Shape::filled(D, 1);
+        b[D - 1] = ws[1];
+        return b;
+    }());
+    return y;
+}
+
+#define EMBER_CONV(name, N, Opt)                                                           \
+    template <Backend B>                                                                   \
+    Tensor<B, N + 2> name(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& weight,      \
+                          const std::optional<Tensor<B, 1>>& bias = std::nullopt,          \
+                          const Opt<N>& options = {}) {                                    \
+        std::optional<typename B::FloatTensorPrimitive> b;                                 \
+        if (bias) b = bias->primitive();                                                   \
+        return Tensor<B, N + 2>(B::name(x.primitive(), weight.primitive(), b, options));   \
+    }
+/// 1-d convolution: x [N, C_in, L], weight [C_out, C_in / groups, K].
+EMBER_CONV(conv1d, 1, ConvOptions)
+/// 2-d convolution: x [N, C_in, H, W], weight [C_out, C_in / groups, KH, KW].
+EMBER_CONV(conv2d, 2, ConvOptions)
+/// 3-d convolution.
+EMBER_CONV(conv3d, 3, ConvOptions)
+/// 1-d transposed convolution: weight [C_in, C_out / groups, K].
+EMBER_CONV(conv_transpose1d, 1, ConvTransposeOptions)
+/// 2-d transposed convolution.
+EMBER_CONV(conv_transpose2d, 2, ConvTransposeOptions)
+/// 3-d transposed convolution.
+EMBER_CONV(conv_transpose3d, 3, ConvTransposeOptions)
+#undef EMBER_CONV
+
+/// Deformable 2-d convolution (torchvision.ops.deform_conv2d).
+template <Backend B>
+Tensor<B, 4> deform_conv2d(const Tensor<B, 4>& x, const Tensor<B, 4>& offset,
+                           const Tensor<B, 4>& weight,
+                           const std::optional<Tensor<B, 4>>& mask = std::nullopt,
+                           const std::optional<Tensor<B, 1>>& bias = std::nullopt,
+                           const DeformConvOptions& options = {}) {
+    std::optional<typename B::FloatTensorPrimitive> m, b;
+    if (mask) m = mask->primitive();
+    if (bias) b = bias->primitive();
+    return Tensor<B, 4>(B::deform_conv2d(x.primitive(), offset.primitive(), weight.primitive(), m,
+                                         b, options));
+}
+
+/// 1-d average pooling over [N, C, L].
+template <Backend B>
+Tensor<B, 3> avg_pool1d(const Tensor<B, 3>& x, std::size_t kernel_size, std::size_t stride,
+                        std::size_t padding = 0, bool count_include_pad = true,
+                        bool ceil_mode = false) {
+    PoolOptions<1> o{{kernel_size}, {stride}, {padding}, {1}, ceil_mode, count_include_pad};
+    return Tensor<B, 3>(B::avg_pool1d(x.primitive(), o));
+}
+/// 2-d average pooling over [N, C, H, W].
+template <Backend B>
+Tensor<B, 4> avg_pool2d(const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_size,
+                        std::array<std::size_t, 2> stride, std::array<std::size_t, 2> padding = {0, 0},
+                        bool count_include_pad = true, bool ceil_mode = false) {
+    PoolOptions<2> o{kernel_size, stride, padding, {1, 1}, ceil_mode, count_include_pad};
+    return Tensor<B, 4>(B::avg_pool2d(x.primitive(), o));
+}
+/// 1-d max pooling.
+template <Backend B>
+Tensor<B, 3> max_pool1d(const Tensor<B, 3>& x, std::size_t kernel_size, std::size_t stride,
+                        std::size_t padding = 0, std::size_t dilation = 1, bool ceil_mode = false) {
+    PoolOptions<1> o{{kernel_size}, {stride}, {padding}, {dilation}, ceil_mode, true};
+    return Tensor<B, 3>(B::max_pool1d(x.primitive(), o));
+}
+/// 1-d max pooling with the argmax positions.
+template <Backend B>
+std::pair<Tensor<B, 3>, Tensor<B, 3, Int>> max_pool1d_with_indices(
+    const Tensor<B, 3>& x, std::size_t kernel_size, std::size_t stride, std::size_t padding = 0,
+    std::size_t dilation = 1, bool ceil_mode = false) {
+    PoolOptions<1> o{{kernel_size}, {stride}, {padding}, {dilation}, ceil_mode, true};
+    auto [v, i] = B::max_pool1d_with_indices(x.primitive(), o);
+    return {Tensor<B, 3>(std::move(v)), Tensor<B, 3, Int>(std::move(i))};
+}
+/// 2-d max pooling.
+template <Backend B>
+Tensor<B, 4> max_pool2d(const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_size,
+                        std::array<std::size_t, 2> stride, std::array<std::size_t, 2> padding = {0, 0},
+                        std::array<std::size_t, 2> dilation = {1, 1}, bool ceil_mode = false) {
+    PoolOptions<2> o{kernel_size, stride, padding, dilation, ceil_mode, true};
+    return Tensor<B, 4>(B::max_pool2d(x.primitive(), o));
+}
+/// 2-d max pooling with the argmax positions (flat within each plane, as PyTorch).
+template <Backend B>
+std::pair<Tensor<B, 4>, Tensor<B, 4, Int>> max_pool2d_with_indices(
+    const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_size, std::array<std::size_t, 2> stride,
+    std::array<std::size_t, 2> padding = {0, 0}, std::array<std::size_t, 2> dilation = {1, 1},
+    bool ceil_mode = false) {
+    PoolOptions<2> o{kernel_size, stride, padding, dilation, ceil_mode, true};
+    auto [v, i] = B::max_pool2d_with_indices(x.primitive(), o);
+    return {Tensor<B, 4>(std::move(v)), Tensor<B, 4, Int>(std::move(i))};
+}
+/// Adaptive average pooling to `output_size` over [N, C, L].
+template <Backend B>
+Tensor<B, 3> adaptive_avg_pool1d(const Tensor<B, 3>& x, std::size_t output_size) {
+    return Tensor<B, 3>(B::adaptive_avg_pool1d(x.primitive(), output_size));
+}
+/// Adaptive average pooling to `output_size` over [N, C, H, W].
+template <Backend B>
+Tensor<B, 4> adaptive_avg_pool2d(const Tensor<B, 4>& x, std::array<std::size_t, 2> output_size) {
+    return Tensor<B, 4>(B::adaptive_avg_pool2d(x.primitive(), output_size));
+}
+/// Resizes [N, C, H, W] to `output_size`.
+template <Backend B>
+Tensor<B, 4> interpolate(const Tensor<B, 4>& x, std::array<std::size_t, 2> output_size,
+                         const InterpolateOptions& options = {}) {
+    return Tensor<B, 4>(B::interpolate(x.primitive(), output_size, options));
+}
+/// Rows of `weights` [n, d] picked by `indices` [b, s] → [b, s, d].
+template <Backend B>
+Tensor<B, 3> embedding(const Tensor<B, 2>& weights, const Tensor<B, 2, Int>& indices) {
+    return Tensor<B, 3>(B::embedding(weights.primitive(), indices.primitive()));
+}
+
+}  // namespace ember::module

@@ -1,0 +1,860 @@
+#pragma once
+// Tensor<B, D, K>: a handle to a backend primitive with a static rank D and kind K (Float, Int,
+// Bool). Copying a Tensor copies the handle (Burn's clone()); ops take tensors by value, so
+// `std::move(t)` hands over the last reference and the backend may reuse the buffer in place.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kind.hpp"
+
+namespace ember {
+
+template <Backend B, std::size_t D, TensorKind K = Float>
+class Tensor;
+
+namespace detail {
+/// What `reshape<D2>` accepts: dims with -1 (inferred) and 0 (kept), or a Shape.
+template <std::size_t D2>
+struct ReshapeArgs {
+    std::array<long, D2> dims{};
+    ReshapeArgs(std::initializer_list<long> l) {  // NOLINT: implicit on purpose
+        EMBER_CHECK(l.size() == D2, Shape, "reshape: ", l.size(), " dims given for rank ", D2);
+        std::copy(l.begin(), l.end(), dims.begin());
+    }
+    ReshapeArgs(const std::array<long, D2>& a) : dims(a) {}  // NOLINT
+    ReshapeArgs(const std::array<std::size_t, D2>& a) {      // NOLINT
+        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(a[i]);
+    }
+    ReshapeArgs(const Shape& s) {  // NOLINT
+        EMBER_CHECK(s.rank() == D2, Shape, "reshape: shape ", s.to_string(), " is not of rank ", D2);
+        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(s[i]);
+    }
+};
+Shape resolve_reshape(const Shape& from, std::span<const long> dims);
+template <typename T>
+concept Arithmetic = std::is_arithmetic_v<T>;
+}  // namespace detail
+
+/// A tensor of rank D and kind K on backend B.
+template <Backend B, std::size_t D, TensorKind K>
+class Tensor {
+    static_assert(D >= 1 && D <= kMaxRank, "ember::Tensor: rank must be between 1 and kMaxRank");
+
+public:
+    /// The kind's op table.
+    using Ops = detail::KindOps<B, K>;
+    /// The backend primitive held.
+    using Primitive = typename Ops::P;
+    /// The element type of `into_scalar()`.
+    using Elem = typename Ops::Elem;
+    /// The backend.
+    using BackendType = B;
+    /// The kind.
+    using Kind = K;
+    /// The rank.
+    static constexpr std::size_t rank = D;
+
+    /// Wraps a primitive; throws ShapeError when its rank is not D.
+    explicit Tensor(Primitive p) : p_(std::move(p)) {
+        EMBER_CHECK(Ops::shape(p_).rank() == D, Shape, "Tensor: primitive of shape ",
+                    Ops::shape(p_).to_string(), " is not of rank ", D);
+    }
+    /// Wraps a primitive (Burn's from_primitive).
+    static Tensor from_primitive(Primitive p) { return Tensor(std::move(p)); }
+
+    // ---- creation ------------------------------------------------------------------------
+    /// Uninitialised tensor.
+    static Tensor empty(const Shape& shape, const Device<B>& device = {}) {
+        check_rank(shape, "empty");
+        return Tensor(Ops::empty(shape, device));
+    }
+    /// Tensor from host data; throws ShapeError when the data is not of rank D.
+    static Tensor from_data(const TensorData& data, const Device<B>& device = {}) {
+        check_rank(data.shape(), "from_data");
+        return Tensor(Ops::from_data(data, device));
+    }
+    /// Tensor filled with `value`.
+    static Tensor full(const Shape& shape, Scalar value, const Device<B>& device = {})
+        requires NumericKind<K>
+    {
+        check_rank(shape, "full");
+        return Tensor(Ops::full(shape, value, device));
+    }
+    /// Zeros.
+    static Tensor zeros(const Shape& shape, const Device<B>& device = {})
+        requires NumericKind<K>
+    {
+        return full(shape, Scalar(0), device);
+    }
+    /// Ones.
+    static Tensor ones(const Shape& shape, const Device<B>& device = {})
+        requires NumericKind<K>
+    {
+        return full(shape, Scalar(1), device);
+    }
+    /// Random values drawn from `dist` (B::seed makes draws reproducible).
+    static Tensor random(const Shape& shape, const Distribution& dist, const Device<B>& device = {})
+        requires NumericKind<K>
+    {
+        check_rank(shape, "random");
+        return Tensor(Ops::random(shape, dist, device));
+    }
+    /// The identity matrix of size n × n.
+    static Tensor eye(std::size_t n, const Device<B>& device = {})
+        requires(NumericKind<K> && D == 2)
+    {
+        auto r = Tensor<B, 1, Int>::arange(0, static_cast<std::int64_t>(n), device);
+        auto m = r.template unsqueeze_dim<2>(1).equal(r.template unsqueeze_dim<2>(0));
+        return Tensor(Ops::from_bool(m.into_primitive()));
+    }
+    /// [start, end) with step 1.
+    static Tensor arange(std::int64_t start, std::int64_t end, const Device<B>& device = {})
+        requires(std::same_as<K, Int> && D == 1)
+    {
+        return arange_step(start, end, 1, device);
+    }
+    /// [start, end) with the given step.
+    static Tensor arange_step(std::int64_t start, std::int64_t end, std::int64_t step,
+                              const Device<B>& device = {})
+        requires(std::same_as<K, Int> && D == 1)
+    {
+        return Tensor(B::int_arange(start, end, step, device));
+    }
+    /// A 1-d float tensor from values.
+    static Tensor from_floats(std::initializer_list<float> values, const Device<B>& device = {})
+        requires(std::same_as<K, Float> && D == 1)
+    {
+        return from_data(TensorData(std::vector<float>(values), Shape{values.size()}), device);
+    }
+    /// A 1-d int tensor from values.
+    static Tensor from_ints(std::initializer_list<std::int64_t> values, const Device<B>& device = {})
+        requires(std::same_as<K, Int> && D == 1)
+    {
+        return from_data(TensorData(std::vector<std::int64_t>(values), Shape{values.size()}), device);
+    }
+    /// One-hot float vector of `num_classes` with a 1 at `index`.
+    static Tensor one_hot(std::size_t index, std::size_t num_classes, const Device<B>& device = {})
+        requires(std::same_as<K, Float> && D == 1)
+    {
+        EMBER_CHECK(index < num_classes, Index, "one_hot: index ", index,
+                    " is out of range for ", num_classes, " classes");
+        return zeros(Shape{num_classes}, device)
+            .slice_assign({Slice{static_cast<long>(index), static_cast<long>(index) + 1}},
+                          ones(Shape{1}, device));
+    }
+    /// Coordinates of every position of a grid of `shape`: [*shape, D - 1], int.
+    static Tensor cartesian_grid(const std::array<std::size_t, D - 1>& shape,
+                                 const Device<B>& device = {})
+        requires(std::same_as<K, Int> && D >= 2)
+    {
+        std::vector<Primitive> parts;
+        const Shape grid(shape);
+        Shape with_coord = grid;
+        with_coord.push_back(1);
+        for (std::size_t d = 0; d < D - 1; ++d) {
+            Shape s = Shape::filled(D - 1, 1);
+            s[d] = shape[d];
+            auto r = B::int_reshape(B::int_arange(0, static_cast<std::int64_t>(shape[d]), 1, device), s);
+            parts.push_back(B::int_reshape(B::int_expand(std::move(r), grid), with_coord));
+        }
+        return Tensor(B::int_cat(std::move(parts), D - 1));
+    }
+    /// Mask of shape [n, m] (or any rank ≥ 2, on the last two dims) that is false on the
+    /// diagonal shifted by `diagonal` and true elsewhere.
+    static Tensor diag_mask(const Shape& shape, long diagonal = 0, const Device<B>& device = {})
+        requires(std::same_as<K, Bool>)
+    {
+        return Tensor(tri_diff(shape, diagonal, device).not_equal_elem(0).into_primitive());
+    }
+    /// Mask that is true above the diagonal (col - row > diagonal): `x.mask_fill(mask, 0)` keeps
+    /// the lower triangle, like `tril`.
+    static Tensor tril_mask(const Shape& shape, long diagonal = 0, const Device<B>& device = {})
+        requires(std::same_as<K, Bool>)
+    {
+        return Tensor(tri_diff(shape, diagonal, device).greater_elem(0).into_primitive());
+    }
+    /// Mask that is true below the diagonal (col - row < diagonal): `x.mask_fill(mask, 0)` keeps
+    /// the upper triangle, like `triu`.
+    static Tensor triu_mask(const Shape& shape, long diagonal = 0, const Device<B>& device = {})
+        requires(std::same_as<K, Bool>)
+    {
+        return Tensor(tri_diff(shape, diagonal, device).lower_elem(0).into_primitive());
+    }
+    /// Concatenates along `dim`; throws ArgumentError for an empty list, ShapeError when the
+    /// other dims differ.
+    static Tensor cat(const std::vector<Tensor>& tensors, long dim) {
+        EMBER_CHECK(!tensors.empty(), Argument, "cat: needs at least one tensor");
+        std::vector<Primitive> ps;
+        ps.reserve(tensors.size());
+        for (const auto& t : tensors) ps.push_back(t.p_);
+        return Tensor(Ops::cat(std::move(ps), normalize_dim(dim, D, "cat")));
+    }
+    /// Stacks tensors along a new dim `dim` (D2 = D + 1).
+    template <std::size_t D2 = D + 1>
+    static Tensor<B, D2, K> stack(const std::vector<Tensor>& tensors, long dim) {
+        static_assert(D2 == D + 1, "stack: the output rank must be D + 1");
+        EMBER_CHECK(!tensors.empty(), Argument, "stack: needs at least one tensor");
+        std::vector<Tensor<B, D2, K>> parts;
+        parts.reserve(tensors.size());
+        const long d = static_cast<long>(normalize_dim(dim, D2, "stack"));
+        for (const auto& t : tensors) parts.push_back(t.template unsqueeze_dim<D2>(d));
+        return Tensor<B, D2, K>::cat(parts, d);
+    }
+
+    // ---- access --------------------------------------------------------------------------
+    /// The dims.
+    std::array<std::size_t, D> dims() const { return Ops::shape(p_).template to_array<D>(); }
+    /// The shape.
+    Shape shape() const { return Ops::shape(p_); }
+    /// The element type.
+    DType dtype() const { return Ops::dtype(p_); }
+    /// The device.
+    Device<B> device() const { return Ops::device(p_); }
+    /// Number of elements.
+    std::size_t num_elements() const { return shape().num_elements(); }
+    /// The primitive (a handle copy).
+    const Primitive& primitive() const { return p_; }
+    /// Moves the primitive out.
+    Primitive into_primitive() && { return std::move(p_); }
+    Primitive into_primitive() const& { return p_; }
+    /// A copy of the handle (no data copy), as Burn's clone().
+    Tensor clone() const { return *this; }
+    /// Host copy of the data (waits on asynchronous backends).
+    TensorData to_data() const { return Ops::into_data(p_); }
+    /// Host data, consuming this handle.
+    TensorData into_data() && { return Ops::into_data(std::move(p_)); }
+    TensorData into_data() const& { return Ops::into_data(p_); }
+    /// The single element; throws ShapeError unless there is exactly one.
+    Elem into_scalar() const {
+        EMBER_CHECK(num_elements() == 1, Shape, "into_scalar: tensor of shape ",
+                    shape().to_string(), " does not hold exactly one element");
+        if constexpr (std::same_as<Elem, bool>) return to_data().template to_vec<bool>()[0];
+        else return to_data().template to_vec<Elem>()[0];
+    }
+    /// The tensor on another device.
+    Tensor to_device(const Device<B>& device) const { return Tensor(Ops::to_device(p_, device)); }
+
+    // ---- shape ops (all kinds) -----------------------------------------------------------
+    /// Same elements, new shape; dims may hold one -1 (inferred) and 0 (kept from this shape).
+    template <std::size_t D2>
+    Tensor<B, D2, K> reshape(detail::ReshapeArgs<D2> args) const {
+        return Tensor<B, D2, K>(Ops::reshape(p_, detail::resolve_reshape(shape(), args.dims)));
+    }
+    /// Broadcasts to `shape` (a view).
+    template <std::size_t D2>
+    Tensor<B, D2, K> expand(const Shape& shape) const {
+        return Tensor<B, D2, K>(Ops::expand(p_, shape));
+    }
+    /// Reorders the dims (a view).
+    Tensor permute(const std::array<long, D>& axes) const {
+        std::array<std::size_t, D> a{};
+        for (std::size_t i = 0; i < D; ++i) a[i] = normalize_dim(axes[i], D, "permute");
+        return Tensor(Ops::permute(p_, a));
+    }
+    /// Swaps two dims (a view).
+    Tensor swap_dims(long d1, long d2) const {
+        std::array<long, D> a{};
+        for (std::size_t i = 0; i < D; ++i) a[i] = static_cast<long>(i);
+        std::swap(a[normalize_dim(d1, D, "swap_dims")], a[normalize_dim(d2, D, "swap_dims")]);
+        return permute(a);
+    }
+    /// Swaps the last two dims.
+    Tensor transpose() const {
+        if constexpr (D == 1) return *this;
+        else return swap_dims(-2, -1);
+    }
+    /// Moves dim `src` to position `dst`.
+    Tensor movedim(long src, long dst) const {
+        const std::size_t s = normalize_dim(src, D, "movedim"), d = normalize_dim(dst, D, "movedim");
+        std::vector<long> order;
+        for (std::size_t i = 0; i < D; ++i)
+            if (i != s) order.push_back(static_cast<long>(i));
+        order.insert(order.begin() + static_cast<long>(d), static_cast<long>(s));
+        std::array<long, D> a{};
+        std::copy(order.begin(), order.end(), a.begin());
+        return permute(a);
+    }
+    /// Flattens dims [start, end] into one (D2 = D - (end - start)).
+    template <std::size_t D2>
+    Tensor<B, D2, K> flatten(long start, long end) const {
+        const std::size_t s = normalize_dim(start, D, "flatten"), e = normalize_dim(end, D, "flatten");
+        EMBER_CHECK(s <= e, Dim, "flatten: start dim ", s, " is after end dim ", e);
+        EMBER_CHECK(D2 == D - (e - s), Dim, "flatten: dims ", s, "..=", e, " of rank ", D,
+                    " give rank ", D - (e - s), ", not ", D2);
+        const Shape in = shape();
+        Shape out;
+        for (std::size_t i = 0; i < s; ++i) out.push_back(in[i]);
+        std::size_t m = 1;
+        for (std::size_t i = s; i <= e; ++i) m *= in[i];
+        out.push_back(m);
+        for (std::size_t i = e + 1; i < D; ++i) out.push_back(in[i]);
+        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+    }
+    /// Removes dim `dim`, which must have size 1 (D2 = D - 1).
+    template <std::size_t D2>
+    Tensor<B, D2, K> squeeze(long dim) const {
+        static_assert(D2 + 1 == D, "squeeze: the output rank must be D - 1");
+        const std::size_t d = normalize_dim(dim, D, "squeeze");
+        const Shape in = shape();
+        EMBER_CHECK(in[d] == 1, Shape, "squeeze: dim ", d, " of shape ", in.to_string(),
+                    " has size ", in[d], ", not 1");
+        Shape out;
+        for (std::size_t i = 0; i < D; ++i)
+            if (i != d) out.push_back(in[i]);
+        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+    }
+    /// Alias of squeeze.
+    template <std::size_t D2>
+    Tensor<B, D2, K> squeeze_dim(long dim) const {
+        return squeeze<D2>(dim);
+    }
+    /// Adds a leading dim of size 1.
+    Tensor<B, D + 1, K> unsqueeze() const { return unsqueeze_dim<D + 1>(0); }
+    /// Inserts a dim of size 1 at `dim` (of the output; negative counts from the end).
+    template <std::size_t D2>
+    Tensor<B, D2, K> unsqueeze_dim(long dim) const {
+        static_assert(D2 == D + 1, "unsqueeze_dim: the output rank must be D + 1");
+        const std::size_t d = normalize_dim(dim, D2, "unsqueeze_dim");
+        const Shape in = shape();
+        Shape out;
+        for (std::size_t i = 0, j = 0; i < D2; ++i) out.push_back(i == d ? 1 : in[j++]);
+        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+    }
+    /// Sub-tensor over ranges of the leading dims: `t.slice({{0, 2}, {1, 3}})`; each range is
+    /// {start, end} or {start, end, step}, negative values count from the end.
+    template <std::size_t N>
+    Tensor slice(const Slice (&ranges)[N]) const {
+        static_assert(N <= D, "slice: more ranges than dims");
+        return Tensor(Ops::slice(p_, std::span<const Slice>(ranges, N)));
+    }
+    /// Sub-tensor over ranges given as pairs.
+    template <std::size_t N>
+    Tensor slice(const std::array<std::pair<long, long>, N>& ranges) const {
+        static_assert(N <= D, "slice: more ranges than dims");
+        std::array<Slice, N> r{};
+        for (std::size_t i = 0; i < N; ++i) r[i] = Slice{ranges[i].first, ranges[i].second};
+        return Tensor(Ops::slice(p_, r));
+    }
+    /// Sub-tensor over a run-time list of ranges.
+    Tensor slice(std::span<const Slice> ranges) const {
+        EMBER_CHECK(ranges.size() <= D, Dim, "slice: ", ranges.size(), " ranges for rank ", D);
+        return Tensor(Ops::slice(p_, ranges));
+    }
+    /// This tensor with the region `ranges` replaced by `values`.
+    template <std::size_t N>
+    Tensor slice_assign(const Slice (&ranges)[N], const Tensor& values) const {
+        static_assert(N <= D, "slice_assign: more ranges than dims");
+        return Tensor(Ops::slice_assign(p_, std::span<const Slice>(ranges, N), values.p_));
+    }
+    /// slice_assign with a run-time list of ranges.
+    Tensor slice_assign(std::span<const Slice> ranges, const Tensor& values) const {
+        EMBER_CHECK(ranges.size() <= D, Dim, "slice_assign: ", ranges.size(), " ranges for rank ", D);
+        return Tensor(Ops::slice_assign(p_, ranges, values.p_));
+    }
+    /// `length` elements of `dim` from `start`.
+    Tensor narrow(long dim, std::size_t start, std::size_t length) const {
+        const std::size_t d = normalize_dim(dim, D, "narrow");
+        const std::size_t size = shape()[d];
+        EMBER_CHECK(start + length <= size, Index, "narrow: start ", start, " + length ", length,
+                    " exceeds dim ", d, " of size ", size);
+        std::array<Slice, D> r{};
+        r[d] = Slice{static_cast<long>(start), static_cast<long>(start + length)};
+        return Tensor(Ops::slice(p_, std::span<const Slice>(r.data(), d + 1)));
+    }
+    /// Splits into `chunks` pieces along `dim` (torch.chunk: the last may be smaller).
+    std::vector<Tensor> chunk(std::size_t chunks, long dim) const {
+        EMBER_CHECK(chunks > 0, Argument, "chunk: number of chunks must be positive");
+        const std::size_t d = normalize_dim(dim, D, "chunk");
+        const std::size_t size = shape()[d];
+        const std::size_t step = std::max<std::size_t>(1, (size + chunks - 1) / chunks);
+        std::vector<Tensor> out;
+        for (std::size_t s = 0; s < size; s += step) out.push_back(narrow(d, s, std::min(step, size - s)));
+        if (size == 0) out.push_back(*this);
+        return out;
+    }
+    /// Reverses the listed dims.
+    template <std::size_t N>
+    Tensor flip(const long (&axes)[N]) const {
+        return flip(std::span<const long>(axes, N));
+    }
+    /// Reverses the listed dims.
+    Tensor flip(std::span<const long> axes) const {
+        std::array<std::size_t, kMaxRank> a{};
+        for (std::size_t i = 0; i < axes.size(); ++i) a[i] = normalize_dim(axes[i], D, "flip");
+        return Tensor(Ops::flip(p_, std::span<const std::size_t>(a.data(), axes.size())));
+    }
+    /// Tiles `times` copies along `dim`.
+    Tensor repeat_dim(long dim, std::size_t times) const {
+        return Tensor(Ops::repeat_dim(p_, normalize_dim(dim, D, "repeat_dim"), times));
+    }
+    /// Tiles along every dim (torch.Tensor.repeat with D sizes).
+    Tensor repeat(const std::array<std::size_t, D>& sizes) const {
+        Primitive p = p_;
+        for (std::size_t i = 0; i < D; ++i)
+            if (sizes[i] != 1) p = Ops::repeat_dim(std::move(p), i, sizes[i]);
+        return Tensor(std::move(p));
+    }
+    /// Elementwise equality.
+    Tensor<B, D, Bool> equal(const Tensor& other) const {
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Eq, p_, other.p_));
+    }
+    /// Elementwise inequality.
+    Tensor<B, D, Bool> not_equal(const Tensor& other) const {
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, p_, other.p_));
+    }
+    /// True when every element is non-zero; shape [1].
+    Tensor<B, 1, Bool> all() const { return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::All, Ops::to_bool(p_))); }
+    /// True when any element is non-zero; shape [1].
+    Tensor<B, 1, Bool> any() const { return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::Any, Ops::to_bool(p_))); }
+    /// all() along `dim`, kept with size 1.
+    Tensor<B, D, Bool> all_dim(long dim) const {
+        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::All, Ops::to_bool(p_), normalize_dim(dim, D, "all_dim")));
+    }
+    /// any() along `dim`, kept with size 1.
+    Tensor<B, D, Bool> any_dim(long dim) const {
+        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::Any, Ops::to_bool(p_), normalize_dim(dim, D, "any_dim")));
+    }
+    /// Elements picked along `dim` by an int index of the same rank (torch.gather).
+    Tensor gather(long dim, const Tensor<B, D, Int>& indices) const {
+        return Tensor(Ops::gather(normalize_dim(dim, D, "gather"), p_, indices.primitive()));
+    }
+    /// Rows picked along `dim` by a 1-d int index (torch.index_select).
+    Tensor select(long dim, const Tensor<B, 1, Int>& indices) const {
+        return Tensor(Ops::select(p_, normalize_dim(dim, D, "select"), indices.primitive()));
+    }
+    /// `value` where `mask` is true, this tensor elsewhere (torch.where(mask, value, self)).
+    Tensor mask_where(const Tensor<B, D, Bool>& mask, const Tensor& value) const {
+        return Tensor(Ops::mask_where(p_, mask.primitive(), value.p_));
+    }
+
+    // ---- numeric ops (Float and Int) -----------------------------------------------------
+#define EMBER_BINARY_METHOD(name, OP)                                                    \
+    Tensor name(const Tensor& other) const& requires NumericKind<K> {                    \
+        return Tensor(Ops::binary(BinaryOp::OP, p_, other.p_));                          \
+    }                                                                                    \
+    Tensor name(const Tensor& other) && requires NumericKind<K> {                        \
+        return Tensor(Ops::binary(BinaryOp::OP, std::move(p_), other.p_));               \
+    }                                                                                    \
+    Tensor name##_scalar(Scalar s) const& requires NumericKind<K> {                      \
+        return Tensor(Ops::binary_scalar(BinaryOp::OP, p_, s));                          \
+    }                                                                                    \
+    Tensor name##_scalar(Scalar s) && requires NumericKind<K> {                          \
+        return Tensor(Ops::binary_scalar(BinaryOp::OP, std::move(p_), s));               \
+    }
+    /// Elementwise a + b (broadcasting).
+    EMBER_BINARY_METHOD(add, Add)
+    /// Elementwise a - b.
+    EMBER_BINARY_METHOD(sub, Sub)
+    /// Elementwise a * b.
+    EMBER_BINARY_METHOD(mul, Mul)
+    /// Elementwise a / b (Int: floor division).
+    EMBER_BINARY_METHOD(div, Div)
+    /// Elementwise remainder with the divisor's sign (torch.remainder).
+    EMBER_BINARY_METHOD(rem, Rem)
+    /// Elementwise maximum (NaN propagates).
+    EMBER_BINARY_METHOD(max_pair, Max)
+    /// Elementwise minimum (NaN propagates).
+    EMBER_BINARY_METHOD(min_pair, Min)
+#undef EMBER_BINARY_METHOD
+
+#define EMBER_UNARY_METHOD(name, OP, REQ)                                               \
+    Tensor name() const& requires REQ { return Tensor(Ops::unary(UnaryOp::OP, p_)); }  \
+    Tensor name() && requires REQ { return Tensor(Ops::unary(UnaryOp::OP, std::move(p_))); }
+    /// -x.
+    EMBER_UNARY_METHOD(neg, Neg, NumericKind<K>)
+    /// |x|.
+    EMBER_UNARY_METHOD(abs, Abs, NumericKind<K>)
+    /// -1, 0 or 1 (0 for NaN, as PyTorch).
+    EMBER_UNARY_METHOD(sign, Sign, NumericKind<K>)
+    /// e^x.
+    EMBER_UNARY_METHOD(exp, Exp, (std::same_as<K, Float>))
+    /// Natural log.
+    EMBER_UNARY_METHOD(log, Log, (std::same_as<K, Float>))
+    /// log(1 + x).
+    EMBER_UNARY_METHOD(log1p, Log1p, (std::same_as<K, Float>))
+    /// Square root.
+    EMBER_UNARY_METHOD(sqrt, Sqrt, (std::same_as<K, Float>))
+    /// Sine.
+    EMBER_UNARY_METHOD(sin, Sin, (std::same_as<K, Float>))
+    /// Cosine.
+    EMBER_UNARY_METHOD(cos, Cos, (std::same_as<K, Float>))
+    /// Hyperbolic tangent.
+    EMBER_UNARY_METHOD(tanh, Tanh, (std::same_as<K, Float>))
+    /// Error function.
+    EMBER_UNARY_METHOD(erf, Erf, (std::same_as<K, Float>))
+    /// 1 / x.
+    EMBER_UNARY_METHOD(recip, Recip, (std::same_as<K, Float>))
+    /// Round down.
+    EMBER_UNARY_METHOD(floor, Floor, (std::same_as<K, Float>))
+    /// Round up.
+    EMBER_UNARY_METHOD(ceil, Ceil, (std::same_as<K, Float>))
+    /// Round half to even (torch.round).
+    EMBER_UNARY_METHOD(round, Round, (std::same_as<K, Float>))
+#undef EMBER_UNARY_METHOD
+
+    /// x^y elementwise, float exponent tensor.
+    Tensor powf(const Tensor& other) const requires(std::same_as<K, Float>) {
+        return Tensor(Ops::binary(BinaryOp::Pow, p_, other.p_));
+    }
+    /// x^y with an int exponent tensor.
+    Tensor powi(const Tensor<B, D, Int>& other) const requires NumericKind<K> {
+        if constexpr (std::same_as<K, Float>) return powf(other.float_());
+        else return Tensor(Ops::binary(BinaryOp::Pow, p_, other.primitive()));
+    }
+    /// x^p with a float exponent.
+    Tensor powf_scalar(double p) const requires(std::same_as<K, Float>) {
+        if (p == 2.0) return Tensor(Ops::binary(BinaryOp::Mul, p_, p_));
+        return Tensor(Ops::binary_scalar(BinaryOp::Pow, p_, Scalar(p)));
+    }
+    /// x^p with an int exponent.
+    Tensor powi_scalar(std::int64_t p) const requires NumericKind<K> {
+        if (p == 2) return Tensor(Ops::binary(BinaryOp::Mul, p_, p_));
+        return Tensor(Ops::binary_scalar(BinaryOp::Pow, p_, Scalar(p)));
+    }
+    /// Clamps into [lo, hi] (NaN stays NaN).
+    Tensor clamp(Scalar lo, Scalar hi) const requires NumericKind<K> {
+        return Tensor(Ops::clamp(p_, lo, hi));
+    }
+    /// max(x, lo).
+    Tensor clamp_min(Scalar lo) const requires NumericKind<K> {
+        return Tensor(Ops::binary_scalar(BinaryOp::Max, p_, lo));
+    }
+    /// min(x, hi).
+    Tensor clamp_max(Scalar hi) const requires NumericKind<K> {
+        return Tensor(Ops::binary_scalar(BinaryOp::Min, p_, hi));
+    }
+
+#define EMBER_COMPARE_METHOD(name, OP)                                                   \
+    Tensor<B, D, Bool> name(const Tensor& other) const requires NumericKind<K> {         \
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::OP, p_, other.p_));            \
+    }                                                                                    \
+    Tensor<B, D, Bool> name##_elem(Scalar s) const requires NumericKind<K> {             \
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::OP, p_, s));            \
+    }
+    /// x > y.
+    EMBER_COMPARE_METHOD(greater, Gt)
+    /// x >= y.
+    EMBER_COMPARE_METHOD(greater_equal, Ge)
+    /// x < y.
+    EMBER_COMPARE_METHOD(lower, Lt)
+    /// x <= y.
+    EMBER_COMPARE_METHOD(lower_equal, Le)
+#undef EMBER_COMPARE_METHOD
+    /// x == s.
+    Tensor<B, D, Bool> equal_elem(Scalar s) const requires NumericKind<K> {
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Eq, p_, s));
+    }
+    /// x != s.
+    Tensor<B, D, Bool> not_equal_elem(Scalar s) const requires NumericKind<K> {
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Ne, p_, s));
+    }
+    /// NaN positions (never true for Int).
+    Tensor<B, D, Bool> is_nan() const requires NumericKind<K> {
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, p_, p_));
+    }
+    /// True when any element is NaN; shape [1].
+    Tensor<B, 1, Bool> contains_nan() const requires NumericKind<K> { return is_nan().any(); }
+    /// |x - y| <= atol + rtol * |y| elementwise (torch.isclose; NaN is never close).
+    Tensor<B, D, Bool> is_close(const Tensor& other, double atol = 1e-8, double rtol = 1e-5) const
+        requires NumericKind<K>
+    {
+        auto a = float_tensor(), b = other.float_tensor();
+        auto diff = a.sub(b).abs();
+        auto tol = b.abs().mul_scalar(rtol).add_scalar(atol);
+        // Equal infinities are close although their difference is NaN.
+        return diff.lower_equal(tol).bool_or(a.equal(b));
+    }
+    /// True when every element is close (torch.allclose).
+    bool all_close(const Tensor& other, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt) const requires NumericKind<K> {
+        return is_close(other, atol.value_or(1e-8), rtol.value_or(1e-5)).all().into_scalar();
+    }
+    /// `value` where `mask` is true.
+    Tensor mask_fill(const Tensor<B, D, Bool>& mask, Scalar value) const requires NumericKind<K> {
+        return Tensor(Ops::mask_fill(p_, mask.primitive(), value));
+    }
+    /// Adds `values` at positions `indices` along `dim` (torch.scatter_add).
+    Tensor scatter(long dim, const Tensor<B, D, Int>& indices, const Tensor& values) const
+        requires NumericKind<K>
+    {
+        return Tensor(Ops::scatter(normalize_dim(dim, D, "scatter"), p_, indices.primitive(), values.p_));
+    }
+    /// Adds `values` into the rows `indices` along `dim`.
+    Tensor select_assign(long dim, const Tensor<B, 1, Int>& indices, const Tensor& values) const
+        requires NumericKind<K>
+    {
+        return Tensor(Ops::select_assign(p_, normalize_dim(dim, D, "select_assign"), indices.primitive(), values.p_));
+    }
+
+#define EMBER_REDUCE_METHOD(name, OP)                                                          \
+    Tensor<B, 1, K> name() const requires NumericKind<K> {                                    \
+        return Tensor<B, 1, K>(Ops::reduce(ReduceOp::OP, p_));                                \
+    }                                                                                         \
+    Tensor name##_dim(long dim) const requires NumericKind<K> {                               \
+        return Tensor(Ops::reduce_dim(ReduceOp::OP, p_, normalize_dim(dim, D, #name "_dim"))); \
+    }
+    /// Sum (shape [1]) / along a dim (kept).
+    EMBER_REDUCE_METHOD(sum, Sum)
+    /// Mean (Float only at run time: Int raises DTypeError as PyTorch).
+    EMBER_REDUCE_METHOD(mean, Mean)
+    /// Product.
+    EMBER_REDUCE_METHOD(prod, Prod)
+    /// Maximum (NaN propagates).
+    EMBER_REDUCE_METHOD(max, Max)
+    /// Minimum (NaN propagates).
+    EMBER_REDUCE_METHOD(min, Min)
+#undef EMBER_REDUCE_METHOD
+    /// Index of the maximum along `dim` (kept).
+    Tensor<B, D, Int> argmax(long dim) const requires NumericKind<K> {
+        return Tensor<B, D, Int>(Ops::arg_reduce(ArgReduceOp::ArgMax, p_, normalize_dim(dim, D, "argmax")));
+    }
+    /// Index of the minimum along `dim` (kept).
+    Tensor<B, D, Int> argmin(long dim) const requires NumericKind<K> {
+        return Tensor<B, D, Int>(Ops::arg_reduce(ArgReduceOp::ArgMin, p_, normalize_dim(dim, D, "argmin")));
+    }
+    /// (max along `dim`, its index), both kept.
+    std::pair<Tensor, Tensor<B, D, Int>> max_dim_with_indices(long dim) const requires NumericKind<K> {
+        auto idx = argmax(dim);
+        return {gather(dim, idx), idx};
+    }
+    /// (min along `dim`, its index), both kept.
+    std::pair<Tensor, Tensor<B, D, Int>> min_dim_with_indices(long dim) const requires NumericKind<K> {
+        auto idx = argmin(dim);
+        return {gather(dim, idx), idx};
+    }
+    /// Sorted along `dim` (stable; NaN last).
+    Tensor sort(long dim) const requires NumericKind<K> { return sort_with_indices(dim).first; }
+    /// Sorted descending along `dim`.
+    Tensor sort_descending(long dim) const requires NumericKind<K> {
+        return sort_descending_with_indices(dim).first;
+    }
+    /// (sorted values, their original indices).
+    std::pair<Tensor, Tensor<B, D, Int>> sort_with_indices(long dim) const requires NumericKind<K> {
+        auto [v, i] = Ops::sort_with_indices(p_, normalize_dim(dim, D, "sort"), false);
+        return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
+    }
+    /// (values sorted descending, their original indices).
+    std::pair<Tensor, Tensor<B, D, Int>> sort_descending_with_indices(long dim) const
+        requires NumericKind<K>
+    {
+        auto [v, i] = Ops::sort_with_indices(p_, normalize_dim(dim, D, "sort_descending"), true);
+        return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
+    }
+    /// Indices that sort along `dim`.
+    Tensor<B, D, Int> argsort(long dim) const requires NumericKind<K> { return sort_with_indices(dim).second; }
+    /// Indices that sort descending along `dim`.
+    Tensor<B, D, Int> argsort_descending(long dim) const requires NumericKind<K> {
+        return sort_descending_with_indices(dim).second;
+    }
+    /// The k largest along `dim`, descending.
+    Tensor topk(std::size_t k, long dim) const requires NumericKind<K> { return topk_with_indices(k, dim).first; }
+    /// (the k largest along `dim`, their indices).
+    std::pair<Tensor, Tensor<B, D, Int>> topk_with_indices(std::size_t k, long dim) const
+        requires NumericKind<K>
+    {
+        auto [v, i] = Ops::topk(p_, k, normalize_dim(dim, D, "topk"), true);
+        return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
+    }
+    /// Lower triangle of the last two dims (elements above diagonal + `diagonal` zeroed).
+    Tensor tril(long diagonal = 0) const requires NumericKind<K> {
+        return mask_fill(Tensor<B, D, Bool>::tril_mask(shape(), diagonal, device()), Scalar(0));
+    }
+    /// Upper triangle of the last two dims.
+    Tensor triu(long diagonal = 0) const requires NumericKind<K> {
+        return mask_fill(Tensor<B, D, Bool>::triu_mask(shape(), diagonal, device()), Scalar(0));
+    }
+    /// Same shape, filled with `value`.
+    Tensor full_like(Scalar value) const requires NumericKind<K> {
+        return Tensor(Ops::full(shape(), value, device()));
+    }
+    /// Same shape, zeros.
+    Tensor zeros_like() const requires NumericKind<K> { return full_like(Scalar(0)); }
+    /// Same shape, ones.
+    Tensor ones_like() const requires NumericKind<K> { return full_like(Scalar(1)); }
+    /// Same shape, random.
+    Tensor random_like(const Distribution& dist) const requires NumericKind<K> {
+        return random(shape(), dist, device());
+    }
+    /// Pads the last two dims by (left, right, top, bottom) with `value` (Burn's pad).
+    Tensor pad(const std::array<std::size_t, 4>& pads, Scalar value) const requires NumericKind<K> {
+        static_assert(D >= 2, "pad: needs rank >= 2");
+        const Shape in = shape();
+        Shape out = in;
+        out[D - 1] += pads[0] + pads[1];
+        out[D - 2] += pads[2] + pads[3];
+        std::array<Slice, D> r{};
+        r[D - 1] = Slice{static_cast<long>(pads[0]), static_cast<long>(pads[0] + in[D - 1])};
+        r[D - 2] = Slice{static_cast<long>(pads[2]), static_cast<long>(pads[2] + in[D - 2])};
+        return Tensor(Ops::slice_assign(Ops::full(out, value, device()), r, p_));
+    }
+    /// Non-zero → true.
+    Tensor<B, D, Bool> bool_() const requires NumericKind<K> { return Tensor<B, D, Bool>(Ops::to_bool(p_)); }
+
+    // ---- float only ----------------------------------------------------------------------
+    /// Matrix product with torch.matmul's broadcasting of batch dims.
+    Tensor matmul(const Tensor& other) const& requires(std::same_as<K, Float>) {
+        return Tensor(B::float_matmul(p_, other.p_));
+    }
+    Tensor matmul(const Tensor& other) && requires(std::same_as<K, Float>) {
+        return Tensor(B::float_matmul(std::move(p_), other.p_));
+    }
+    /// Truncates toward zero into an int tensor.
+    Tensor<B, D, Int> int_() const requires(!std::same_as<K, Int>) {
+        if constexpr (std::same_as<K, Float>) return Tensor<B, D, Int>(B::float_into_int(p_));
+        else return Tensor<B, D, Int>(B::bool_into_int(p_));
+    }
+    /// Converts to a float tensor.
+    Tensor<B, D, Float> float_() const requires(!std::same_as<K, Float>) {
+        if constexpr (std::same_as<K, Int>) return Tensor<B, D, Float>(B::int_into_float(p_));
+        else return Tensor<B, D, Float>(B::bool_into_float(p_));
+    }
+    /// Converts the elements to another float dtype (f32, f64, f16, bf16).
+    Tensor cast(DType dtype) const requires(std::same_as<K, Float>) {
+        return Tensor(B::float_cast(p_, dtype));
+    }
+    /// As f32 (Burn's to_full_precision).
+    Tensor to_full_precision() const requires(std::same_as<K, Float>) { return cast(DType::F32); }
+    /// Back to the backend's float dtype.
+    static Tensor from_full_precision(const Tensor& t) requires(std::same_as<K, Float>) {
+        return t.cast(dtype_of<typename B::FloatElem>());
+    }
+    /// Variance along `dim` with Bessel's correction (n - 1), kept.
+    Tensor var(long dim) const requires(std::same_as<K, Float>) { return var_mean_impl(dim, 1).first; }
+    /// Biased variance (n) along `dim`, kept.
+    Tensor var_bias(long dim) const requires(std::same_as<K, Float>) { return var_mean_impl(dim, 0).first; }
+    /// (variance with correction, mean) along `dim`.
+    std::pair<Tensor, Tensor> var_mean(long dim) const requires(std::same_as<K, Float>) {
+        return var_mean_impl(dim, 1);
+    }
+    /// (biased variance, mean) along `dim`.
+    std::pair<Tensor, Tensor> var_mean_bias(long dim) const requires(std::same_as<K, Float>) {
+        return var_mean_impl(dim, 0);
+    }
+
+    // ---- int only ------------------------------------------------------------------------
+    /// One-hot encoding of class indices into a new last dim of `num_classes`.
+    Tensor<B, D + 1, Int> one_hot(std::size_t num_classes) const requires(std::same_as<K, Int>) {
+        if (num_elements() > 0) {
+            const auto lo = min().into_scalar(), hi = max().into_scalar();
+            EMBER_CHECK(lo >= 0 && hi < static_cast<std::int64_t>(num_classes), Index,
+                        "one_hot: class indices ", lo, "..=", hi, " are out of range for ",
+                        num_classes, " classes");
+        }
+        Shape s = Shape::filled(D + 1, 1);
+        s[D] = num_classes;
+        auto classes = Tensor<B, D + 1, Int>(B::int_reshape(
+            B::int_arange(0, static_cast<std::int64_t>(num_classes), 1, device()), s));
+        return unsqueeze_dim<D + 1>(D).equal(classes).int_();
+    }
+
+    // ---- bool only -----------------------------------------------------------------------
+    /// Logical not.
+    Tensor not_() const requires(std::same_as<K, Bool>) { return Tensor(B::bool_not(p_)); }
+    /// Logical and.
+    Tensor bool_and(const Tensor& o) const requires(std::same_as<K, Bool>) {
+        return Tensor(B::bool_binary(BinaryOp::And, p_, o.p_));
+    }
+    /// Logical or.
+    Tensor bool_or(const Tensor& o) const requires(std::same_as<K, Bool>) {
+        return Tensor(B::bool_binary(BinaryOp::Or, p_, o.p_));
+    }
+    /// Logical xor.
+    Tensor bool_xor(const Tensor& o) const requires(std::same_as<K, Bool>) {
+        return Tensor(B::bool_binary(BinaryOp::Xor, p_, o.p_));
+    }
+    /// Indices of true elements: [n, D] (torch.argwhere).
+    Tensor<B, 2, Int> argwhere() const requires(std::same_as<K, Bool>) {
+        return Tensor<B, 2, Int>(B::bool_argwhere(p_));
+    }
+    /// Indices of true elements, one 1-d tensor per dim (torch.nonzero(as_tuple=True)).
+    std::vector<Tensor<B, 1, Int>> nonzero() const requires(std::same_as<K, Bool>) {
+        auto w = argwhere();
+        std::vector<Tensor<B, 1, Int>> out;
+        for (std::size_t d = 0; d < D; ++d)
+            out.push_back(w.narrow(1, d, 1).template squeeze<1>(1));
+        return out;
+    }
+
+private:
+    template <Backend, std::size_t, TensorKind>
+    friend class Tensor;
+
+    static void check_rank(const Shape& s, const char* op) {
+        EMBER_CHECK(s.rank() == D, Shape, op, ": shape ", s.to_string(), " is not of rank ", D);
+    }
+    Tensor<B, D, Float> float_tensor() const {
+        if constexpr (std::same_as<K, Float>) return *this;
+        else return float_();
+    }
+    // col - row - diagonal over the last two dims of `shape`, broadcast to it.
+    static Tensor<B, D, Int> tri_diff(const Shape& shape, long diagonal, const Device<B>& device) {
+        static_assert(D >= 2, "triangular masks need rank >= 2");
+        check_rank(shape, "tril_mask");
+        const auto rows = static_cast<std::int64_t>(shape[D - 2]);
+        const auto cols = static_cast<std::int64_t>(shape[D - 1]);
+        Shape rs = Shape::filled(D, 1), cs = Shape::filled(D, 1);
+        rs[D - 2] = shape[D - 2];
+        cs[D - 1] = shape[D - 1];
+        Tensor<B, D, Int> r(B::int_reshape(B::int_arange(0, rows, 1, device), rs));
+        Tensor<B, D, Int> c(B::int_reshape(B::int_arange(0, cols, 1, device), cs));
+        auto diff = c.sub(r).sub_scalar(diagonal);
+        return Tensor<B, D, Int>(B::int_expand(std::move(diff).into_primitive(), shape));
+    }
+    std::pair<Tensor, Tensor> var_mean_impl(long dim, std::size_t correction) const {
+        const std::size_t d = normalize_dim(dim, D, "var");
+        const std::size_t n = shape()[d];
+        auto mean = mean_dim(static_cast<long>(d));
+        auto centered = sub(mean);
+        auto sq = centered.mul(centered).sum_dim(static_cast<long>(d));
+        const double denom = n > correction ? static_cast<double>(n - correction) : 0.0;
+        return {sq.div_scalar(denom), mean};
+    }
+
+    Primitive p_;
+};
+
+// ---- operators ----------------------------------------------------------------------------
+#define EMBER_TENSOR_OPERATOR(op, name, rname)                                                  \
+    template <Backend B, std::size_t D, NumericKind K>                                         \
+    Tensor<B, D, K> operator op(Tensor<B, D, K> a, const Tensor<B, D, K>& b) {                 \
+        return std::move(a).name(b);                                                           \
+    }                                                                                          \
+    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>                   \
+    Tensor<B, D, K> operator op(Tensor<B, D, K> a, S s) {                                      \
+        return std::move(a).name##_scalar(Scalar(s));                                          \
+    }                                                                                          \
+    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>                   \
+    Tensor<B, D, K> operator op(S s, Tensor<B, D, K> a) {                                      \
+        return Tensor<B, D, K>(                                                                \
+            detail::KindOps<B, K>::binary_scalar(BinaryOp::rname, std::move(a).into_primitive(), \
+                                                 Scalar(s)));                                   \
+    }
+/// a + b, a + s, s + a.
+EMBER_TENSOR_OPERATOR(+, add, Add)
+/// a - b, a - s, s - a.
+EMBER_TENSOR_OPERATOR(-, sub, RSub)
+/// a * b, a * s, s * a.
+EMBER_TENSOR_OPERATOR(*, mul, Mul)
+/// a / b, a / s, s / a.
+EMBER_TENSOR_OPERATOR(/, div, RDiv)
+/// a % b, a % s, s % a (remainder with the divisor's sign).
+EMBER_TENSOR_OPERATOR(%, rem, RRem)
+#undef EMBER_TENSOR_OPERATOR
+
+/// -a.
+template <Backend B, std::size_t D, NumericKind K>
+Tensor<B, D, K> operator-(Tensor<B, D, K> a) {
+    return std::move(a).neg();
+}
+/// Logical not of a bool tensor.
+template <Backend B, std::size_t D>
+Tensor<B, D, Bool> operator!(const Tensor<B, D, Bool>& a) {
+    return a.not_();
+}
+
+}  // namespace ember
