@@ -15,6 +15,7 @@ packages=(
   pkg-config        # finds OpenBLAS
   libopenblas-dev   # CPU matmul
   catch2            # tests (v2, prebuilt main)
+  nlohmann-json3-dev  # tests read their JSON fixtures
 )
 for arg in "$@"; do
   case "$arg" in

@@ -43,12 +43,78 @@ Cache& cache() {
     return *c;
 }
 
+// Small buffers (the per-op overhead case) come from a per-thread cache without locking.
+constexpr std::size_t kSmallMax = 16384;
+constexpr std::size_t kSmallClasses = 9;  // 64 B .. 16 KiB
+constexpr std::size_t kSmallKeep = 32;    // buffers kept per class and thread
+std::size_t small_index(std::size_t cls) { return static_cast<std::size_t>(__builtin_ctzll(cls)) - 6; }
+
+struct SmallCache {
+    void* slots[kSmallClasses][kSmallKeep];
+    std::size_t count[kSmallClasses] = {};
+    bool alive = true;  // storages freed after thread exit (statics) bypass the cache
+    ~SmallCache() {
+        alive = false;
+        for (std::size_t c = 0; c < kSmallClasses; ++c)
+            for (std::size_t i = 0; i < count[c]; ++i) std::free(slots[c][i]);
+        for (auto& c : count) c = 0;
+    }
+};
+thread_local SmallCache t_small;
+
+// Storage objects and their shared_ptr control blocks are recycled too (one block per tensor).
+template <typename T>
+struct RecyclingAllocator {
+    using value_type = T;
+    RecyclingAllocator() = default;
+    template <typename U>
+    RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT
+    static constexpr std::size_t kKeep = 64;
+    struct FreeList {
+        void* items[kKeep];
+        std::size_t n = 0;
+        bool alive = true;
+        ~FreeList() {
+            alive = false;
+            for (std::size_t i = 0; i < n; ++i) ::operator delete(items[i]);
+            n = 0;
+        }
+    };
+    static FreeList& list() {
+        thread_local FreeList l;
+        return l;
+    }
+    T* allocate(std::size_t n) {
+        if (n == 1) {
+            FreeList& l = list();
+            if (l.alive && l.n) return static_cast<T*>(l.items[--l.n]);
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    void deallocate(T* p, std::size_t n) {
+        if (n == 1) {
+            FreeList& l = list();
+            if (l.alive && l.n < kKeep) {
+                l.items[l.n++] = p;
+                return;
+            }
+        }
+        ::operator delete(p);
+    }
+    friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
+};
+
 }  // namespace
 
 std::shared_ptr<Storage> allocate(std::size_t bytes) {
     const std::size_t cls = size_class(bytes);
     void* p = nullptr;
-    {
+    if (cls <= kSmallMax) {
+        SmallCache& sc = t_small;
+        const std::size_t k = small_index(cls);
+        if (sc.alive && sc.count[k]) p = sc.slots[k][--sc.count[k]];
+    }
+    if (!p && cls > kSmallMax) {
         Cache& c = cache();
         std::lock_guard lock(c.mu);
         auto it = c.free.find(cls);
@@ -62,7 +128,7 @@ std::shared_ptr<Storage> allocate(std::size_t bytes) {
         p = std::aligned_alloc(kAlign, cls);
         if (!p) throw std::bad_alloc();
     }
-    auto s = std::make_shared<Storage>();
+    auto s = std::allocate_shared<Storage>(RecyclingAllocator<Storage>{});
     s->data = p;
     s->bytes = cls;
     return s;
@@ -70,6 +136,16 @@ std::shared_ptr<Storage> allocate(std::size_t bytes) {
 
 Storage::~Storage() {
     if (!data) return;
+    if (bytes <= kSmallMax) {
+        SmallCache& sc = t_small;
+        const std::size_t k = small_index(bytes);
+        if (sc.alive && sc.count[k] < kSmallKeep) {
+            sc.slots[k][sc.count[k]++] = data;
+            return;
+        }
+        std::free(data);
+        return;
+    }
     Cache& c = cache();
     {
         std::lock_guard lock(c.mu);

@@ -74,6 +74,12 @@ template <typename TI, typename TO, typename F>
 void map_unary(const CpuTensor& in, const CpuTensor& out, F f) {
     const TI* x = in.data<TI>();
     TO* y = out.data<TO>();
+    if (in.is_contiguous()) {  // the common case, without building an iteration plan
+        parallel_for(out.num_elements(), kGrain, [&](std::size_t b, std::size_t e) {
+            for (std::size_t k = b; k < e; ++k) y[k] = f(x[k]);
+        });
+        return;
+    }
     auto it = make_iter<2>(out.shape, {&out.strides, &in.strides});
     run_parallel(it, [&](const auto& off, std::size_t n, const auto& st) {
         TO* o = y + off[0];
@@ -90,10 +96,16 @@ void map_unary(const CpuTensor& in, const CpuTensor& out, F f) {
 // out = f(a, b) with broadcasting; out contiguous with the broadcast shape.
 template <typename TA, typename TB, typename TO, typename F>
 void map_binary(const CpuTensor& a, const CpuTensor& b, const CpuTensor& out, F f) {
-    const Strides sa = broadcast_strides(a, out.shape), sb = broadcast_strides(b, out.shape);
     const TA* pa = a.data<TA>();
     const TB* pb = b.data<TB>();
     TO* po = out.data<TO>();
+    if (a.shape == out.shape && b.shape == out.shape && a.is_contiguous() && b.is_contiguous()) {
+        parallel_for(out.num_elements(), kGrain, [&](std::size_t s, std::size_t e) {
+            for (std::size_t k = s; k < e; ++k) po[k] = f(pa[k], pb[k]);
+        });
+        return;
+    }
+    const Strides sa = broadcast_strides(a, out.shape), sb = broadcast_strides(b, out.shape);
     auto it = make_iter<3>(out.shape, {&out.strides, &sa, &sb});
     run_parallel(it, [&](const auto& off, std::size_t n, const auto& st) {
         TO* o = po + off[0];
@@ -252,6 +264,23 @@ void check_int_pow(BinaryOp op, const CpuTensor& exponent) {
 }  // namespace
 
 CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b) {
+    // Fast path for same-shape contiguous operands of one compute dtype: no broadcasting,
+    // promotion or casts to work out (this is what per-op overhead measures).
+    if (a.dtype == b.dtype && !is_half(a.dtype) && a.shape == b.shape && a.is_contiguous() &&
+        b.is_contiguous()) {
+        CpuTensor out = a.is_unique() ? a : (b.is_unique() ? b : empty(a.shape, a.dtype));
+        const CpuTensor& x = a;
+        if (out.num_elements() > 0) {
+            visit_compute(out.dtype, [&]<typename T>(TypeTag<T>) {
+                const bool rev = op == BinaryOp::RSub || op == BinaryOp::RDiv ||
+                                 op == BinaryOp::RRem || op == BinaryOp::RPow;
+                check_int_divisor<T>(op, rev ? x : b);
+                check_int_pow<T>(op, rev ? x : b);
+                with_binary_fn<T>(op, [&](auto f) { map_binary<T, T, T>(x, b, out, f); });
+            });
+        }
+        return out;
+    }
     const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
     const DType result = promote(a.dtype, b.dtype);
     const DType cd = compute_dtype(result);

@@ -72,12 +72,6 @@ inline void store(T* p, const V& v) {
     std::memcpy(p, &v, sizeof(V));
 }
 
-/// An element of op(X) where X is row-major with row stride ld.
-template <typename T>
-inline T at(const T* x, std::size_t ld, bool trans, std::size_t r, std::size_t c) {
-    return trans ? x[c * ld + r] : x[r * ld + c];
-}
-
 /// A scratch buffer from the caching allocator, so that repeated GEMMs do not page-fault.
 template <typename T>
 struct Scratch {
@@ -202,21 +196,33 @@ void scale_c(std::size_t m, std::size_t n, T beta, T* c, std::size_t ldc) {
 template <typename T>
 void gemm_tiny(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    const std::size_t a_rs = ta ? 1 : lda, a_cs = ta ? lda : 1;
+    if (n < 8 || tb) {
+        // Too narrow for a vector across j (or B's rows are strided): one dot product per
+        // element, the least loop overhead.
+        const std::size_t b_rs = tb ? 1 : ldb, b_cs = tb ? ldb : 1;
+        for (std::size_t i = 0; i < m; ++i) {
+            const T* ai = a + i * a_rs;
+            T* ci = c + i * ldc;
+            for (std::size_t j = 0; j < n; ++j) {
+                const T* bj = b + j * b_cs;
+                T s = T(0);
+                for (std::size_t p = 0; p < k; ++p) s += ai[p * a_cs] * bj[p * b_rs];
+                ci[j] = beta == T(0) ? alpha * s : alpha * s + beta * ci[j];
+            }
+        }
+        return;
+    }
     constexpr std::size_t kMaxN = 64;
     T row[kMaxN];
     for (std::size_t j0 = 0; j0 < n; j0 += kMaxN) {
         const std::size_t nb = std::min(kMaxN, n - j0);
         for (std::size_t i = 0; i < m; ++i) {
-            std::fill(row, row + nb, T(0));
+            for (std::size_t j = 0; j < nb; ++j) row[j] = T(0);
             for (std::size_t p = 0; p < k; ++p) {
-                const T aip = at(a, lda, ta, i, p);
-                if (!tb) {
-                    const T* bp = b + p * ldb + j0;
-                    for (std::size_t j = 0; j < nb; ++j) row[j] += aip * bp[j];
-                } else {
-                    for (std::size_t j = 0; j < nb; ++j)
-                        row[j] += aip * b[(j0 + j) * ldb + p];
-                }
+                const T aip = a[i * a_rs + p * a_cs];
+                const T* bp = b + p * ldb + j0;
+                for (std::size_t j = 0; j < nb; ++j) row[j] += aip * bp[j];
             }
             T* ci = c + i * ldc + j0;
             if (beta == T(0))

@@ -1,0 +1,294 @@
+// bench_cpu: ember's CPU backend on the workloads of ANCHORS.md, with OpenBLAS called directly
+// (the matmul reference) and memcpy (the roof for elementwise work) timed in the same process.
+//
+//   bench_cpu [--threads N] [--reps N] [--quick] [--only NAME[,NAME...]] [--list]
+//
+// Prints one JSON object per line and per (workload, implementation):
+//   {"workload":"matmul_1024","impl":"ember","threads":1,"unit":"GFLOP/s","value":98.7,
+//    "median_s":0.0217,"min_s":0.0215,"runs":11}
+// Each figure is the median of `--reps` timed runs after warm-up. CPU ops are synchronous, so
+// no sync is needed; every result is read back (one element, through the primitive's pointer)
+// so that nothing can be skipped. Benchmarks measure, they never assert.
+#include <ember/ember.hpp>
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numbers>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ember::Cpu;
+template <std::size_t D>
+using T = ember::Tensor<Cpu, D>;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+    std::size_t threads = 1;
+    int reps = 11;
+    int warmup = 2;
+    bool quick = false;
+    std::vector<std::string> only;
+};
+Options opt;
+
+volatile double g_sink = 0;  // every result lands here
+
+template <std::size_t D>
+void consume(const T<D>& t) {
+    const auto& p = t.primitive();
+    if (p.num_elements() != 0) g_sink = g_sink + static_cast<double>(p.template data<float>()[0]);
+}
+
+bool selected(const std::string& name) {
+    if (opt.only.empty()) return true;
+    for (const auto& o : opt.only)
+        if (name.find(o) != std::string::npos) return true;
+    return false;
+}
+
+struct Timing {
+    double median_s, min_s;
+};
+
+// Runs `f` `warmup` times, then `reps` timed times; median and min of the timed runs.
+Timing time_runs(const std::function<void()>& f, int warmup, int reps) {
+    for (int i = 0; i < warmup; ++i) f();
+    std::vector<double> s;
+    s.reserve(static_cast<std::size_t>(reps));
+    for (int i = 0; i < reps; ++i) {
+        const auto t0 = Clock::now();
+        f();
+        s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::sort(s.begin(), s.end());
+    const std::size_t n = s.size();
+    const double med = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+    return {med, s.front()};
+}
+
+// `work` is the amount per run (FLOPs, bytes or ops); `scale` turns work/s into the unit.
+void report(const std::string& workload, const char* impl, const char* unit, double value,
+            const Timing& t) {
+    std::printf(
+        "{\"workload\":\"%s\",\"impl\":\"%s\",\"threads\":%zu,\"unit\":\"%s\",\"value\":%.6g,"
+        "\"median_s\":%.6g,\"min_s\":%.6g,\"runs\":%d}\n",
+        workload.c_str(), impl, opt.threads, unit, value, t.median_s, t.min_s, opt.reps);
+    std::fflush(stdout);
+}
+void report_rate(const std::string& workload, const char* impl, const char* unit, double work,
+                 double scale, const Timing& t) {
+    report(workload, impl, unit, work / t.median_s / scale, t);
+}
+
+// 64-byte aligned float buffer, first-touched (so that page faults are not timed).
+struct Buf {
+    float* p = nullptr;
+    std::size_t n = 0;
+    explicit Buf(std::size_t n_) : n(n_) {
+        p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
+        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+    }
+    ~Buf() { std::free(p); }
+    Buf(const Buf&) = delete;
+    Buf& operator=(const Buf&) = delete;
+};
+
+// ---- workloads -------------------------------------------------------------------------------
+
+void bench_matmul(std::size_t n) {
+    const std::string name = "matmul_" + std::to_string(n);
+    if (!selected(name)) return;
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    const int reps = opt.reps;
+    {
+        auto a = T<2>::random({n, n}, ember::Distribution::Default);
+        auto b = T<2>::random({n, n}, ember::Distribution::Default);
+        const auto t = time_runs([&] { consume(a.matmul(b)); }, opt.warmup, reps);
+        report_rate(name, "ember", "GFLOP/s", flops, 1e9, t);
+    }
+    {
+        Buf a(n * n), b(n * n), c(n * n);
+        const int ni = static_cast<int>(n);
+        const auto t = time_runs(
+            [&] {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.f, a.p, ni,
+                            b.p, ni, 0.f, c.p, ni);
+                g_sink = g_sink + c.p[0];
+            },
+            opt.warmup, reps);
+        report_rate(name, "openblas", "GFLOP/s", flops, 1e9, t);
+    }
+}
+
+constexpr std::size_t k16M = std::size_t{1} << 24;
+
+void bench_add() {
+    const std::size_t n = opt.quick ? k16M / 8 : k16M;
+    auto a = T<1>::random({n}, ember::Distribution::Default);
+    auto b = T<1>::random({n}, ember::Distribution::Default);
+    if (selected("add_new_16M")) {
+        // `a + b` copies the handle of a (a stays alive), so the result needs a new buffer;
+        // the previous result is freed at the end of each run and its buffer comes back.
+        const auto t = time_runs([&] { consume(a + b); }, opt.warmup, opt.reps);
+        report_rate("add_new_16M", "ember", "GB/s", 12.0 * double(n), 1e9, t);
+    }
+    if (selected("add_inplace_16M")) {
+        // The moved-in handle is the only reference: the backend writes into its buffer.
+        const auto t = time_runs(
+            [&] {
+                a = std::move(a) + b;
+                consume(a);
+            },
+            opt.warmup, opt.reps);
+        report_rate("add_inplace_16M", "ember", "GB/s", 12.0 * double(n), 1e9, t);
+    }
+}
+
+void bench_gelu() {
+    if (!selected("gelu_custom_16M")) return;
+    const std::size_t n = opt.quick ? k16M / 8 : k16M;
+    auto x = T<1>::random({n}, ember::Distribution::Normal(0, 1));
+    const auto t = time_runs(
+        [&] { consume(x * ((x / std::numbers::sqrt2_v<float>).erf() + 1) / 2); }, 1, opt.reps);
+    report_rate("gelu_custom_16M", "ember", "GB/s", 8.0 * double(n), 1e9, t);
+}
+
+void bench_sum() {
+    if (!selected("sum_16M")) return;
+    const std::size_t n = opt.quick ? k16M / 8 : k16M;
+    auto x = T<1>::random({n}, ember::Distribution::Default);
+    const auto t = time_runs([&] { consume(x.sum()); }, opt.warmup, opt.reps);
+    report_rate("sum_16M", "ember", "GB/s", 4.0 * double(n), 1e9, t);
+}
+
+void bench_softmax() {
+    if (!selected("softmax_4096x1024")) return;
+    const std::size_t rows = opt.quick ? 512 : 4096, cols = 1024;
+    auto x = T<2>::random({rows, cols}, ember::Distribution::Normal(0, 1));
+    const auto t =
+        time_runs([&] { consume(ember::activation::softmax(x, 1)); }, opt.warmup, opt.reps);
+    report_rate("softmax_4096x1024", "ember", "GB/s", 8.0 * double(rows * cols), 1e9, t);
+}
+
+void bench_conv2d() {
+    if (!selected("conv2d_64x1x28x28_32x3x3")) return;
+    const std::size_t N = 64, Ci = 1, H = 28, W = 28, Co = 32, K = 3;
+    auto x = T<4>::random({N, Ci, H, W}, ember::Distribution::Normal(0, 1));
+    auto w = T<4>::random({Co, Ci, K, K}, ember::Distribution::Uniform(-1. / 3, 1. / 3));
+    auto bias = T<1>::random({Co}, ember::Distribution::Uniform(-1. / 3, 1. / 3));
+    const double oh = H - K + 1, ow = W - K + 1;
+    const double flops = 2.0 * N * Co * oh * ow * Ci * K * K;
+    // Many convolutions per run: one takes well under a millisecond.
+    const int per_run = opt.quick ? 5 : 20;
+    const auto t = time_runs(
+        [&] {
+            for (int i = 0; i < per_run; ++i)
+                consume(ember::module::conv2d(x, w, std::optional<T<1>>(bias)));
+        },
+        opt.warmup, opt.reps);
+    report_rate("conv2d_64x1x28x28_32x3x3", "ember", "GFLOP/s", flops * per_run, 1e9, t);
+}
+
+void bench_overhead() {
+    if (!selected("overhead_add_1")) return;
+    auto a = T<1>::from_floats({1.f});
+    auto b = T<1>::from_floats({2.f});
+    const int iters = opt.quick ? 2000 : 50000;
+    const auto t = time_runs(
+        [&] {
+            for (int i = 0; i < iters; ++i) consume(a + b);
+        },
+        opt.warmup, opt.reps);
+    report("overhead_add_1", "ember", "us/op", t.median_s / iters * 1e6, t);
+}
+
+void bench_memcpy() {
+    if (!selected("memcpy_64M")) return;
+    // 64M f32 elements (256 MiB) copied into a first-touched buffer; GB/s counts the bytes
+    // read and written (2 x 256 MiB), as the add figures count both inputs and the output.
+    const std::size_t n = opt.quick ? (std::size_t{64} << 20) / 8 : std::size_t{64} << 20;
+    Buf src(n), dst(n);
+    const auto t = time_runs(
+        [&] {
+            std::memcpy(dst.p, src.p, n * sizeof(float));
+            g_sink = g_sink + dst.p[n / 2];
+        },
+        1, opt.reps);
+    report_rate("memcpy_64M", "memcpy", "GB/s", 8.0 * double(n), 1e9, t);
+}
+
+const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
+    static const std::vector<std::pair<std::string, std::function<void()>>> w = {
+        {"matmul_256", [] { bench_matmul(256); }},
+        {"matmul_1024", [] { bench_matmul(1024); }},
+        {"matmul_2048", [] { bench_matmul(2048); }},
+        {"add_new_16M", bench_add},  // also add_inplace_16M
+        {"gelu_custom_16M", bench_gelu},
+        {"sum_16M", bench_sum},
+        {"softmax_4096x1024", bench_softmax},
+        {"conv2d_64x1x28x28_32x3x3", bench_conv2d},
+        {"overhead_add_1", bench_overhead},
+        {"memcpy_64M", bench_memcpy},
+    };
+    return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (const char* e = std::getenv("EMBER_NUM_THREADS")) opt.threads = std::max(1l, std::strtol(e, nullptr, 10));
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_cpu: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--threads") opt.threads = std::max(1l, std::strtol(next().c_str(), nullptr, 10));
+        else if (a == "--reps") opt.reps = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--quick") opt.quick = true;
+        else if (a == "--only") {
+            std::string s = next();
+            for (std::size_t p = 0; p <= s.size();) {
+                const std::size_t q = std::min(s.find(',', p), s.size());
+                if (q > p) opt.only.push_back(s.substr(p, q - p));
+                p = q + 1;
+            }
+        } else if (a == "--list") {
+            for (const auto& [name, f] : workloads()) std::printf("%s\n", name.c_str());
+            std::printf("add_inplace_16M\n");
+            return 0;
+        } else {
+            std::fprintf(stderr,
+                         "usage: bench_cpu [--threads N] [--reps N] [--quick] [--only NAME,...] [--list]\n");
+            return 2;
+        }
+    }
+    if (opt.quick) {
+        opt.reps = std::min(opt.reps, 3);
+        opt.warmup = 1;
+    }
+    // Same thread count for ember's pool and for OpenBLAS (ember's matmul and the direct calls).
+    ember::cpu::set_num_threads(opt.threads);
+    openblas_set_num_threads(static_cast<int>(opt.threads));
+    std::printf(
+        "{\"meta\":\"bench_cpu\",\"threads\":%zu,\"ember_threads\":%zu,\"openblas_threads\":%d,"
+        "\"openblas_core\":\"%s\",\"quick\":%s}\n",
+        opt.threads, ember::cpu::num_threads(), openblas_get_num_threads(), openblas_get_corename(),
+        opt.quick ? "true" : "false");
+
+    for (const auto& [name, f] : workloads()) f();
+    std::fprintf(stderr, "bench_cpu: done (sink %g)\n", static_cast<double>(g_sink));
+    return 0;
+}

@@ -1,0 +1,56 @@
+#pragma once
+// The backend-agnostic test harness: the list of backends every suite runs on, and access to
+// fixtures written by the committed PyTorch scripts in tests/fixtures/ (never by ember).
+#include <catch2/catch.hpp>
+#include <ember/ember.hpp>
+#include <string>
+#include <tuple>
+
+namespace ember::test {
+
+/// Every backend (and, later, decorator stack) the suites are instantiated for.
+using TestBackends = std::tuple<ember::Cpu>;
+
+/// One tensor of a fixture.
+struct FixtureTensor {
+    TensorData data;
+};
+
+/// A named case of a fixture file: its input and output tensors.
+class Fixture {
+public:
+    /// Loads case `name` of tests/fixtures/<file>.json (throws when absent).
+    Fixture(const std::string& file, const std::string& name);
+    /// Input i as host data.
+    const TensorData& input(std::size_t i) const;
+    /// Output i as host data.
+    const TensorData& output(std::size_t i) const;
+    /// A scalar parameter of the case (e.g. "dim").
+    double param(const std::string& key) const;
+    /// Input i as a tensor of backend B (float inputs become Float, int Int, bool Bool unless K
+    /// says otherwise).
+    template <typename B, std::size_t D, typename K = Float>
+    Tensor<B, D, K> tensor(std::size_t i) const {
+        return Tensor<B, D, K>::from_data(input(i), Device<B>{});
+    }
+
+private:
+    std::vector<TensorData> inputs_, outputs_;
+    std::vector<std::pair<std::string, double>> params_;
+    std::string name_;
+};
+
+/// Checks `actual` against `expected` within tolerance (NaN matches NaN), with a readable
+/// report on failure.
+void check_close(const TensorData& actual, const TensorData& expected, Tolerance tol = {});
+/// Checks exact equality of values and shape (ints, bools, indices).
+void check_equal(const TensorData& actual, const TensorData& expected);
+
+/// Tolerance suited to the backend's float precision.
+template <typename B>
+Tolerance default_tolerance() {
+    if constexpr (std::is_same_v<typename B::FloatElem, double>) return {1e-9, 1e-9};
+    else return {1e-5, 1e-4};
+}
+
+}  // namespace ember::test

@@ -1,0 +1,413 @@
+// Functional module ops (ember::module) against PyTorch: convolutions, transposed and deformable
+// convolutions, pooling, adaptive pooling, interpolation, embedding and linear. Expected values come
+// from tests/fixtures/gen_module_ops.py; each case's options are stored with it as params.
+#include <optional>
+#include <string>
+
+#include "harness.hpp"
+
+namespace {
+
+using ember::test::Fixture;
+
+constexpr const char* kFile = "module_ops";
+
+template <typename B, std::size_t D>
+void expect_close(const ember::Tensor<B, D>& actual, const ember::TensorData& expected) {
+    ember::test::check_close(actual.to_data(), expected, ember::test::default_tolerance<B>());
+}
+
+std::size_t uparam(const Fixture& f, const std::string& key) {
+    return static_cast<std::size_t>(f.param(key));
+}
+bool bparam(const Fixture& f, const std::string& key) { return f.param(key) != 0.0; }
+
+template <std::size_t N>
+ember::ConvOptions<N> conv_options(const Fixture& f) {
+    ember::ConvOptions<N> o;
+    for (std::size_t i = 0; i < N; ++i) {
+        o.stride[i] = uparam(f, "stride" + std::to_string(i));
+        o.padding[i] = uparam(f, "pad" + std::to_string(i));
+        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
+    }
+    o.groups = uparam(f, "groups");
+    return o;
+}
+
+template <std::size_t N>
+ember::ConvTransposeOptions<N> conv_transpose_options(const Fixture& f) {
+    ember::ConvTransposeOptions<N> o;
+    for (std::size_t i = 0; i < N; ++i) {
+        o.stride[i] = uparam(f, "stride" + std::to_string(i));
+        o.padding[i] = uparam(f, "pad" + std::to_string(i));
+        o.padding_out[i] = uparam(f, "opad" + std::to_string(i));
+        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
+    }
+    o.groups = uparam(f, "groups");
+    return o;
+}
+
+template <typename B>
+std::optional<ember::Tensor<B, 1>> bias_of(const Fixture& f, std::size_t index) {
+    if (!bparam(f, "bias")) return std::nullopt;
+    return f.tensor<B, 1>(index);
+}
+
+template <typename B, std::size_t N>
+ember::Tensor<B, N + 2> run_conv(const Fixture& f, const ember::Tensor<B, N + 2>& x) {
+    auto w = f.tensor<B, N + 2>(1);
+    const auto o = conv_options<N>(f);
+    const auto b = bias_of<B>(f, 2);
+    if constexpr (N == 1) return ember::module::conv1d(x, w, b, o);
+    else if constexpr (N == 2) return ember::module::conv2d(x, w, b, o);
+    else return ember::module::conv3d(x, w, b, o);
+}
+
+template <typename B, std::size_t N>
+ember::Tensor<B, N + 2> run_conv_transpose(const Fixture& f) {
+    auto x = f.tensor<B, N + 2>(0);
+    auto w = f.tensor<B, N + 2>(1);
+    const auto o = conv_transpose_options<N>(f);
+    const auto b = bias_of<B>(f, 2);
+    if constexpr (N == 1) return ember::module::conv_transpose1d(x, w, b, o);
+    else if constexpr (N == 2) return ember::module::conv_transpose2d(x, w, b, o);
+    else return ember::module::conv_transpose3d(x, w, b, o);
+}
+
+}  // namespace
+
+// ---- convolutions -------------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("module: conv1d/2d/3d match torch", "[module][conv]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"conv1d_basic", "conv1d_nobias", "conv1d_stride_pad_dil", "conv1d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv<B, 1>(f, f.tensor<B, 3>(0)), f.output(0));
+        }
+    }
+    for (const char* name : {"conv2d_basic", "conv2d_nobias", "conv2d_stride_pad_dil", "conv2d_groups",
+                             "conv2d_depthwise", "conv2d_1x1"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv<B, 2>(f, f.tensor<B, 4>(0)), f.output(0));
+        }
+    }
+    for (const char* name : {"conv3d_basic", "conv3d_stride_pad_dil", "conv3d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv<B, 3>(f, f.tensor<B, 5>(0)), f.output(0));
+        }
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: conv bias may be a tensor or std::nullopt", "[module][conv]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    using ember::module::conv1d;
+    using ember::module::conv2d;
+
+    SECTION("a tensor bias converts to the optional, nullopt and the default mean no bias") {
+        Fixture f(kFile, "conv2d_basic");
+        auto x = f.tensor<B, 4>(0);
+        auto w = f.tensor<B, 4>(1);
+        auto b = f.tensor<B, 1>(2);
+        expect_close(conv2d(x, w, b, ember::ConvOptions<2>{}), f.output(0));
+        expect_close(conv2d(x, w, b), f.output(0));
+        // Without bias: the same as subtracting the bias from the biased result.
+        auto unbiased = conv2d(x, w, std::nullopt, ember::ConvOptions<2>{});
+        auto unbiased_default = conv2d(x, w);
+        auto rebiased = unbiased + b.template reshape<4>({1, -1, 1, 1});
+        expect_close(rebiased, f.output(0));
+        expect_close(unbiased_default, unbiased.to_data());
+    }
+    SECTION("options as an aggregate: {stride, padding, dilation, groups}") {
+        Fixture f(kFile, "conv1d_stride_pad_dil");
+        auto y = conv1d(f.tensor<B, 3>(0), f.tensor<B, 3>(1), f.tensor<B, 1>(2),
+                        ember::ConvOptions<1>{{2}, {2}, {2}, 1});
+        expect_close(y, f.output(0));
+    }
+    SECTION("a transposed (strided) input gives the same result") {
+        Fixture f(kFile, "conv2d_noncontig");
+        auto xt = f.tensor<B, 4>(3).swap_dims(2, 3);
+        REQUIRE(xt.dims() == f.tensor<B, 4>(0).dims());
+        expect_close(run_conv<B, 2>(f, xt), f.output(0));
+        expect_close(run_conv<B, 2>(f, f.tensor<B, 4>(0)), f.output(0));
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: conv_transpose1d/2d/3d match torch", "[module][conv]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"conv_transpose1d_basic", "conv_transpose1d_stride_pad_opad",
+                             "conv_transpose1d_dil", "conv_transpose1d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv_transpose<B, 1>(f), f.output(0));
+        }
+    }
+    for (const char* name : {"conv_transpose2d_basic", "conv_transpose2d_stride_pad_opad",
+                             "conv_transpose2d_dil", "conv_transpose2d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv_transpose<B, 2>(f), f.output(0));
+        }
+    }
+    for (const char* name : {"conv_transpose3d_basic", "conv_transpose3d_stride_pad_opad",
+                             "conv_transpose3d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(run_conv_transpose<B, 3>(f), f.output(0));
+        }
+    }
+    SECTION("nullopt bias compiles") {
+        Fixture f(kFile, "conv_transpose2d_stride_pad_opad");
+        auto y = ember::module::conv_transpose2d(f.tensor<B, 4>(0), f.tensor<B, 4>(1), std::nullopt,
+                                                 conv_transpose_options<2>(f));
+        expect_close(y, f.output(0));
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: deform_conv2d matches torchvision semantics", "[module][conv]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"deform_conv2d_basic", "deform_conv2d_mask", "deform_conv2d_mask_bias",
+                             "deform_conv2d_stride_pad_dil", "deform_conv2d_groups"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            ember::DeformConvOptions o;
+            o.stride = {uparam(f, "stride0"), uparam(f, "stride1")};
+            o.padding = {uparam(f, "pad0"), uparam(f, "pad1")};
+            o.dilation = {uparam(f, "dil0"), uparam(f, "dil1")};
+            o.weight_groups = uparam(f, "weight_groups");
+            o.offset_groups = uparam(f, "offset_groups");
+            std::size_t next = 3;
+            std::optional<ember::Tensor<B, 4>> mask;
+            std::optional<ember::Tensor<B, 1>> bias;
+            if (bparam(f, "mask")) mask = f.tensor<B, 4>(next++);
+            if (bparam(f, "bias")) bias = f.tensor<B, 1>(next++);
+            auto y = ember::module::deform_conv2d(f.tensor<B, 4>(0), f.tensor<B, 4>(1),
+                                                  f.tensor<B, 4>(2), mask, bias, o);
+            expect_close(y, f.output(0));
+        }
+    }
+    SECTION("without mask and bias, through the defaults") {
+        Fixture f(kFile, "deform_conv2d_basic");
+        auto y = ember::module::deform_conv2d(f.tensor<B, 4>(0), f.tensor<B, 4>(1), f.tensor<B, 4>(2));
+        expect_close(y, f.output(0));
+    }
+    SECTION("a mask of ones equals no mask; zero offsets equal conv2d") {
+        Fixture f(kFile, "deform_conv2d_basic");
+        auto x = f.tensor<B, 4>(0);
+        auto off = f.tensor<B, 4>(1);
+        auto w = f.tensor<B, 4>(2);
+        const auto od = off.dims();
+        auto ones = ember::Tensor<B, 4>::ones({od[0], od[1] / 2, od[2], od[3]});
+        expect_close(ember::module::deform_conv2d(x, off, w, ones), f.output(0));
+        auto plain = ember::module::deform_conv2d(x, off.zeros_like(), w);
+        expect_close(plain, ember::module::conv2d(x, w).to_data());
+    }
+}
+
+// ---- pooling ------------------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("module: avg_pool1d/2d match torch", "[module][pool]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"avg_pool1d_basic", "avg_pool1d_pad", "avg_pool1d_pad_exclude",
+                             "avg_pool1d_ceil", "avg_pool1d_ceil_pad", "avg_pool1d_ceil_pad_exclude"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            auto y = ember::module::avg_pool1d(f.tensor<B, 3>(0), uparam(f, "k0"), uparam(f, "stride0"),
+                                               uparam(f, "pad0"), bparam(f, "count_include_pad"),
+                                               bparam(f, "ceil"));
+            expect_close(y, f.output(0));
+        }
+    }
+    for (const char* name : {"avg_pool2d_basic", "avg_pool2d_pad", "avg_pool2d_pad_exclude",
+                             "avg_pool2d_ceil", "avg_pool2d_ceil_pad", "avg_pool2d_ceil_pad_exclude"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            auto y = ember::module::avg_pool2d(
+                f.tensor<B, 4>(0), {uparam(f, "k0"), uparam(f, "k1")},
+                {uparam(f, "stride0"), uparam(f, "stride1")}, {uparam(f, "pad0"), uparam(f, "pad1")},
+                bparam(f, "count_include_pad"), bparam(f, "ceil"));
+            expect_close(y, f.output(0));
+        }
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: max_pool1d/2d and their indices match torch", "[module][pool]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"max_pool1d_basic", "max_pool1d_pad", "max_pool1d_dil",
+                             "max_pool1d_ceil", "max_pool1d_ceil_dil"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            auto x = f.tensor<B, 3>(0);
+            const auto k = uparam(f, "k0"), s = uparam(f, "stride0"), p = uparam(f, "pad0"),
+                       d = uparam(f, "dil0");
+            const bool ceil = bparam(f, "ceil");
+            expect_close(ember::module::max_pool1d(x, k, s, p, d, ceil), f.output(0));
+            auto [v, i] = ember::module::max_pool1d_with_indices(x, k, s, p, d, ceil);
+            expect_close(v, f.output(0));
+            ember::test::check_equal(i.to_data(), f.output(1));
+        }
+    }
+    for (const char* name : {"max_pool2d_basic", "max_pool2d_pad", "max_pool2d_dil",
+                             "max_pool2d_ceil", "max_pool2d_ceil_pad_dil"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            auto x = f.tensor<B, 4>(0);
+            const std::array<std::size_t, 2> k{uparam(f, "k0"), uparam(f, "k1")},
+                s{uparam(f, "stride0"), uparam(f, "stride1")}, p{uparam(f, "pad0"), uparam(f, "pad1")},
+                d{uparam(f, "dil0"), uparam(f, "dil1")};
+            const bool ceil = bparam(f, "ceil");
+            expect_close(ember::module::max_pool2d(x, k, s, p, d, ceil), f.output(0));
+            auto [v, i] = ember::module::max_pool2d_with_indices(x, k, s, p, d, ceil);
+            expect_close(v, f.output(0));
+            ember::test::check_equal(i.to_data(), f.output(1));
+        }
+    }
+    SECTION("a transposed (strided) input gives the same values and indices") {
+        Fixture f(kFile, "max_pool2d_noncontig");
+        auto xt = f.tensor<B, 4>(1).swap_dims(2, 3);
+        REQUIRE(xt.dims() == f.tensor<B, 4>(0).dims());
+        const std::array<std::size_t, 2> k{uparam(f, "k0"), uparam(f, "k1")},
+            s{uparam(f, "stride0"), uparam(f, "stride1")}, p{uparam(f, "pad0"), uparam(f, "pad1")};
+        auto [v, i] = ember::module::max_pool2d_with_indices(xt, k, s, p);
+        expect_close(v, f.output(0));
+        ember::test::check_equal(i.to_data(), f.output(1));
+        expect_close(ember::module::max_pool2d(xt, k, s, p), f.output(0));
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: adaptive_avg_pool1d/2d match torch", "[module][pool]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"adaptive_avg_pool1d_div", "adaptive_avg_pool1d_nondiv",
+                             "adaptive_avg_pool1d_up", "adaptive_avg_pool1d_one"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(ember::module::adaptive_avg_pool1d(f.tensor<B, 3>(0), uparam(f, "out0")),
+                         f.output(0));
+        }
+    }
+    for (const char* name : {"adaptive_avg_pool2d_div", "adaptive_avg_pool2d_nondiv",
+                             "adaptive_avg_pool2d_mixed", "adaptive_avg_pool2d_up",
+                             "adaptive_avg_pool2d_one"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            expect_close(ember::module::adaptive_avg_pool2d(f.tensor<B, 4>(0),
+                                                            {uparam(f, "out0"), uparam(f, "out1")}),
+                         f.output(0));
+        }
+    }
+    SECTION("output size 1 is the mean over the spatial dims") {
+        Fixture f(kFile, "adaptive_avg_pool2d_one");
+        auto x = f.tensor<B, 4>(0);
+        expect_close(ember::module::adaptive_avg_pool2d(x, {1, 1}),
+                     x.mean_dim(3).mean_dim(2).to_data());
+    }
+}
+
+// ---- interpolate --------------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("module: interpolate matches torch", "[module][interpolate]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    std::vector<std::string> names{"interpolate_nearest_up", "interpolate_nearest_down",
+                                   "interpolate_nearest_mixed"};
+    for (const char* mode : {"bilinear", "bicubic"})
+        for (const char* dir : {"up", "down", "mixed", "same"})
+            for (const char* ac : {"ac", "noac"})
+                names.push_back(std::string("interpolate_") + mode + "_" + dir + "_" + ac);
+    for (const auto& name : names) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            const int mode = static_cast<int>(f.param("mode"));
+            ember::InterpolateOptions o{mode == 0   ? ember::InterpolateMode::Nearest
+                                        : mode == 1 ? ember::InterpolateMode::Bilinear
+                                                    : ember::InterpolateMode::Bicubic,
+                                        bparam(f, "align_corners")};
+            auto y = ember::module::interpolate(f.tensor<B, 4>(0), {uparam(f, "out0"), uparam(f, "out1")}, o);
+            expect_close(y, f.output(0));
+        }
+    }
+    SECTION("align_corners defaults to true, as in Burn") {
+        CHECK(ember::InterpolateOptions{}.align_corners);
+        Fixture f(kFile, "interpolate_bilinear_up_ac");
+        auto y = ember::module::interpolate(f.tensor<B, 4>(0), {8, 9},
+                                            ember::InterpolateOptions{ember::InterpolateMode::Bilinear});
+        expect_close(y, f.output(0));
+    }
+    SECTION("nearest is the default mode and ignores align_corners") {
+        Fixture f(kFile, "interpolate_nearest_up");
+        auto x = f.tensor<B, 4>(0);
+        expect_close(ember::module::interpolate(x, {8, 7}), f.output(0));
+        expect_close(ember::module::interpolate(x, {8, 7}, {ember::InterpolateMode::Nearest, false}),
+                     f.output(0));
+    }
+    SECTION("a transposed (strided) input gives the same result") {
+        Fixture f(kFile, "interpolate_bilinear_noncontig");
+        auto xt = f.tensor<B, 4>(1).swap_dims(2, 3);
+        REQUIRE(xt.dims() == f.tensor<B, 4>(0).dims());
+        auto y = ember::module::interpolate(xt, {7, 6}, {ember::InterpolateMode::Bilinear, false});
+        expect_close(y, f.output(0));
+    }
+}
+
+// ---- embedding and linear -----------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("module: embedding matches torch", "[module][embedding]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    for (const char* name : {"embedding", "embedding_col"}) {
+        DYNAMIC_SECTION(name) {
+            Fixture f(kFile, name);
+            auto y = ember::module::embedding(f.tensor<B, 2>(0), f.tensor<B, 2, ember::Int>(1));
+            expect_close(y, f.output(0));
+        }
+    }
+    SECTION("an index past the table is an IndexError") {
+        Fixture f(kFile, "embedding");
+        auto idx = ember::Tensor<B, 2, ember::Int>::from_data(
+            ember::TensorData(std::vector<std::int64_t>{0, 10}, {1, 2}));
+        REQUIRE_THROWS_AS(ember::module::embedding(f.tensor<B, 2>(0), idx), ember::IndexError);
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)", "[module][linear]",
+                        ember::test::TestBackends) {
+    using B = TestType;
+    using ember::module::linear;
+    SECTION("rank 2 with bias") {
+        Fixture f(kFile, "linear_2d_bias");
+        expect_close(linear(f.tensor<B, 2>(0), f.tensor<B, 2>(1), f.tensor<B, 1>(2)), f.output(0));
+    }
+    SECTION("rank 2 without bias") {
+        Fixture f(kFile, "linear_2d_nobias");
+        expect_close(linear(f.tensor<B, 2>(0), f.tensor<B, 2>(1)), f.output(0));
+        expect_close(linear(f.tensor<B, 2>(0), f.tensor<B, 2>(1), std::nullopt), f.output(0));
+    }
+    SECTION("rank 3 with bias") {
+        Fixture f(kFile, "linear_3d_bias");
+        expect_close(linear(f.tensor<B, 3>(0), f.tensor<B, 2>(1), f.tensor<B, 1>(2)), f.output(0));
+    }
+    SECTION("rank 3 without bias") {
+        Fixture f(kFile, "linear_3d_nobias");
+        expect_close(linear(f.tensor<B, 3>(0), f.tensor<B, 2>(1), std::nullopt), f.output(0));
+    }
+    SECTION("a transposed (strided) weight") {
+        Fixture f(kFile, "linear_noncontig");
+        auto w = f.tensor<B, 2>(1).transpose();
+        REQUIRE(w.dims() == std::array<std::size_t, 2>{4, 5});
+        expect_close(linear(f.tensor<B, 3>(0), w, f.tensor<B, 1>(2)), f.output(0));
+    }
+    SECTION("a weight whose rows do not match the input features is a ShapeError") {
+        Fixture f(kFile, "linear_2d_bias");
+        auto w = ember::Tensor<B, 2>::zeros({3, 5});
+        REQUIRE_THROWS_AS(linear(f.tensor<B, 2>(0), w), ember::ShapeError);
+    }
+}
