@@ -24,6 +24,7 @@ K16M = 1 << 24
 
 
 def time_runs(f, warmup, reps):
+    """Median and min seconds of `reps` timed calls of f after `warmup` untimed ones."""
     for _ in range(warmup):
         f()
     s = []
@@ -31,7 +32,7 @@ def time_runs(f, warmup, reps):
         t0 = time.perf_counter()
         f()
         s.append(time.perf_counter() - t0)
-    return statistics.median(s), min(s)
+    return statistics.median(s), min(s), reps
 
 
 class Bench:
@@ -42,6 +43,7 @@ class Bench:
         self.quick = args.quick
         self.only = [o for o in (args.only or "").split(",") if o]
         self.sink = 0.0
+        self.config = args.config
 
     def selected(self, name):
         return not self.only or any(o in name for o in self.only)
@@ -51,10 +53,12 @@ class Bench:
         self.sink += float(t.reshape(-1)[0])
 
     def report(self, workload, impl, unit, value, timing, **extra):
-        med, mn = timing
+        med, mn, runs = timing
         line = {"workload": workload, "impl": impl, "threads": self.threads, "unit": unit,
                 "value": float(f"{value:.6g}"), "median_s": float(f"{med:.6g}"),
-                "min_s": float(f"{mn:.6g}"), "runs": self.reps}
+                "min_s": float(f"{mn:.6g}"), "runs": runs}
+        if self.config:
+            line["config"] = self.config
         line.update(extra)
         print(json.dumps(line), flush=True)
 
@@ -67,7 +71,8 @@ class Bench:
         if not self.selected(name):
             return
         a, b = torch.rand(n, n), torch.rand(n, n)
-        t = time_runs(lambda: self.consume(torch.matmul(a, b)), self.warmup, self.reps)
+        reps = self.reps * 5 if n <= 256 else self.reps  # small: cheap, and noisier
+        t = time_runs(lambda: self.consume(torch.matmul(a, b)), self.warmup, reps)
         self.rate(name, "torch", "GFLOP/s", 2.0 * n ** 3, 1e9, t)
 
     def add(self):
@@ -180,6 +185,7 @@ def main():
     p.add_argument("--reps", type=int, default=11)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", default="")
+    p.add_argument("--config", default="", help="label stored with each figure (e.g. the OpenMP wait policy)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_grad_enabled(False)

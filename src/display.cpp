@@ -1,8 +1,11 @@
 #include "ember/tensor/display.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 namespace ember {
 namespace {
@@ -24,17 +27,40 @@ std::string format_value(const TensorData& data, std::size_t i, const PrintOptio
         std::snprintf(buf, sizeof buf, "%.*f", *o.precision, v);
         return buf;
     }
-    // Shortest form that reads back as the same element, with ".0" on whole numbers.
-    const int digits = dt == DType::F64 ? 17 : (dt == DType::F32 ? 9 : 5);
-    for (int p = 1; p <= digits; ++p) {
-        std::snprintf(buf, sizeof buf, "%.*g", p, v);
-        const double back = std::strtod(buf, nullptr);
-        const bool same = dt == DType::F64 ? back == v
-                                           : static_cast<float>(back) == static_cast<float>(v);
-        if (same) break;
+    // Shortest digits that read back as the same element, laid out as Rust's `{:?}` (Burn's
+    // format): positional for 1e-4 <= |v| < 1e16 with ".0" on whole numbers ("100000.0",
+    // "0.001"), exponential otherwise ("1e-5", "1.5e16").
+    const auto res = dt == DType::F64
+                         ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+                         : std::to_chars(buf, buf + sizeof buf, static_cast<float>(v),
+                                         std::chars_format::scientific);
+    const std::string sci(buf, res.ptr);  // [-]d[.ddd]e(+|-)xx
+    const std::size_t e = sci.find('e');
+    const bool neg = sci[0] == '-';
+    std::string digits;
+    for (std::size_t k = neg ? 1 : 0; k < e; ++k)
+        if (sci[k] != '.') digits += sci[k];
+    const int exp10 = std::atoi(sci.c_str() + e + 1);
+    // The range test is made in the element's own precision (0.0001f is below 1e-4 as a double).
+    const bool positional = dt == DType::F64
+                                ? (v == 0 || (std::fabs(v) >= 1e-4 && std::fabs(v) < 1e16))
+                                : (v == 0 || (std::fabs(static_cast<float>(v)) >= 1e-4f &&
+                                              std::fabs(static_cast<float>(v)) < 1e16f));
+    std::string s = neg ? "-" : "";
+    if (positional) {
+        if (exp10 < 0) {
+            s += "0." + std::string(static_cast<std::size_t>(-exp10 - 1), '0') + digits;
+        } else if (digits.size() <= static_cast<std::size_t>(exp10) + 1) {
+            s += digits + std::string(static_cast<std::size_t>(exp10) + 1 - digits.size(), '0') + ".0";
+        } else {
+            s += digits.substr(0, static_cast<std::size_t>(exp10) + 1) + "." +
+                 digits.substr(static_cast<std::size_t>(exp10) + 1);
+        }
+    } else {
+        s += digits.substr(0, 1);
+        if (digits.size() > 1) s += "." + digits.substr(1);
+        s += "e" + std::to_string(exp10);
     }
-    std::string s = buf;
-    if (s.find_first_of(".eE") == std::string::npos) s += ".0";
     return s;
 }
 
@@ -50,9 +76,21 @@ void format_rec(const TensorData& data, const PrintOptions& o, bool summarise, s
     out += '[';
     const std::size_t n = s[dim];
     const bool cut = summarise && n > 2 * o.edge_items;
+    // As Burn: ", " between innermost elements, ",\n" plus indentation between the others (one
+    // newline at every depth); a cut innermost dim reads "a, b, ..., y, z", a cut outer dim has
+    // a line "..." without a comma.
     for (std::size_t i = 0; i < n; ++i) {
         if (cut && i == o.edge_items) {
-            out += dim + 1 == s.rank() ? "..., " : "...,\n" + std::string(indent + 1, ' ');
+            if (o.edge_items == 0) {
+                out += "...";
+                break;
+            }
+            if (dim + 1 == s.rank()) {
+                out += "..., ";
+            } else {
+                out += "...\n";
+                out.append(indent + 1, ' ');
+            }
             i = n - o.edge_items;
         }
         format_rec(data, o, summarise, dim + 1, offset + i * stride, indent + 1, out);
@@ -61,7 +99,7 @@ void format_rec(const TensorData& data, const PrintOptions& o, bool summarise, s
             if (dim + 1 == s.rank()) {
                 out += ' ';
             } else {
-                out.append(s.rank() - dim - 1, '\n');
+                out += '\n';
                 out.append(indent + 1, ' ');
             }
         }

@@ -49,6 +49,24 @@ TEMPLATE_LIST_TEST_CASE("activation: elementwise functions match torch", "[activ
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("activation: long odd-length input (vectorised kernels and tails)",
+                        "[activation]", ember::test::TestBackends) {
+    using B = TestType;
+    namespace act = ember::activation;
+    Fixture f(kFile, "act_long");
+    auto x = f.tensor<B, 1>(0);
+    SECTION("relu") { expect_close(act::relu(x), f.output(0)); }
+    SECTION("gelu") { expect_close(act::gelu(x), f.output(1)); }
+    SECTION("sigmoid") { expect_close(act::sigmoid(x), f.output(2)); }
+    SECTION("tanh") { expect_close(act::tanh(x), f.output(3)); }
+    SECTION("silu") { expect_close(act::silu(x), f.output(4)); }
+    SECTION("mish") { expect_close(act::mish(x), f.output(5)); }
+    SECTION("log_sigmoid") { expect_close(act::log_sigmoid(x), f.output(6)); }
+    SECTION("hard_sigmoid") { expect_close(act::hard_sigmoid(x), f.output(7)); }
+    SECTION("leaky_relu") { expect_close(act::leaky_relu(x, 0.01), f.output(8)); }
+    SECTION("softplus beta 2") { expect_close(act::softplus(x, 2.0), f.output(9)); }
+}
+
 TEMPLATE_LIST_TEST_CASE("activation: parameterised functions match torch", "[activation]",
                         ember::test::TestBackends) {
     using B = TestType;
@@ -145,7 +163,7 @@ TEMPLATE_LIST_TEST_CASE("activation: softmax family is stable for large values",
     namespace act = ember::activation;
     using T2 = ember::Tensor<B, 2>;
 
-    // Rows of ±1000, ±100 mixed, a -inf logit and all-very-negative logits.
+    // Rows of ±1000, ±100 mixed, a -inf logit, all-very-negative logits, a NaN, long rows.
     struct Entry {
         const char* name;
         T2 (*fn)(T2, long);
@@ -157,6 +175,10 @@ TEMPLATE_LIST_TEST_CASE("activation: softmax family is stable for large values",
         {"act_quiet_softmax_big", [](T2 x, long d) { return act::quiet_softmax(std::move(x), d); }},
         {"act_softmax_big_d0", [](T2 x, long d) { return act::softmax(std::move(x), d); }},
         {"act_softmax_nan", [](T2 x, long d) { return act::softmax(std::move(x), d); }},
+        {"act_softmax_long", [](T2 x, long d) { return act::softmax(std::move(x), d); }},
+        {"act_log_softmax_long", [](T2 x, long d) { return act::log_softmax(std::move(x), d); }},
+        {"act_softmax_long_d0", [](T2 x, long d) { return act::softmax(std::move(x), d); }},
+        {"act_log_softmax_long_d0", [](T2 x, long d) { return act::log_softmax(std::move(x), d); }},
     };
     for (const auto& e : entries) {
         DYNAMIC_SECTION(e.name) {

@@ -209,7 +209,8 @@ TEMPLATE_LIST_TEST_CASE("equal / not_equal", "[basic][equal]", ember::test::Test
     }
     SECTION("shapes that do not broadcast") {
         auto f = fixture("basic_cat_dim1");
-        CHECK_THROWS_AS(f.tensor<B, 2>(0).equal(f.tensor<B, 2>(1)), ember::ShapeError);
+        auto a = f.tensor<B, 2>(0), b = f.tensor<B, 2>(1);
+        CHECK_THROWS_AS(a.equal(b), ember::ShapeError);
     }
 }
 
@@ -416,13 +417,13 @@ TEMPLATE_LIST_TEST_CASE("slice_assign", "[basic][slice_assign]", ember::test::Te
         EXPECT_CLOSE(f.output(1), x.slice_assign({Slice{0, kEnd, 2}, Slice{1, kEnd, 2}}, v1));
     }
     SECTION("negative indices") { EXPECT_CLOSE(f.output(2), x.slice_assign({Slice{-1}, Slice{0, -3}}, v3)); }
-    SECTION("touching the last column") { EXPECT_CLOSE(f.output(4), x.slice_assign({{0, 2}, {2, 5}}, v2)); }
+    SECTION("touching the last column") { EXPECT_CLOSE(f.output(3), x.slice_assign({{0, 2}, {2, 5}}, v2)); }
     SECTION("a run-time list of ranges") {
         std::vector<Slice> r{Slice{1, 3}, Slice{2, 4}};
         EXPECT_CLOSE(f.output(0), x.slice_assign(std::span<const Slice>(r), v1));
     }
     SECTION("an empty range changes nothing") {
-        EXPECT_CLOSE(f.output(3), x.slice_assign({{2, 2}}, x.slice({{2, 2}})));
+        EXPECT_CLOSE(f.input(0), x.slice_assign({{2, 2}}, x.slice({{2, 2}})));
     }
     SECTION("the source tensor is unchanged") {
         auto y = x.slice_assign({{1, 3}, {2, 4}}, v1);
@@ -504,7 +505,8 @@ TEMPLATE_LIST_TEST_CASE("creation, access and transfer", "[basic][data]", ember:
         CHECK(t.to_data() == d);  // t is still usable after to_data
     }
     SECTION("from_data with the wrong rank") {
-        CHECK_THROWS_AS(ember::Tensor<B, 3>::from_data(data, device), ember::ShapeError);
+        using T3 = ember::Tensor<B, 3>;
+        CHECK_THROWS_AS(T3::from_data(data, device), ember::ShapeError);
     }
     SECTION("into_primitive and from_primitive round-trip") {
         auto t = T2::from_data(data, device);

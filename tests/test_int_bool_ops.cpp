@@ -85,7 +85,8 @@ TEMPLATE_LIST_TEST_CASE("one_hot (int)", "[int][one_hot]", ember::test::TestBack
     }
     SECTION("an index out of range") { CHECK_THROWS_AS(idx.one_hot(3), ember::IndexError); }
     SECTION("a negative index") {
-        CHECK_THROWS_AS(ember::Tensor<B, 1, Int>::from_ints({0, -1}).one_hot(3), ember::IndexError);
+        using I1 = ember::Tensor<B, 1, Int>;
+        CHECK_THROWS_AS(I1::from_ints({0, -1}).one_hot(3), ember::IndexError);
     }
 }
 

@@ -88,7 +88,8 @@ TEMPLATE_LIST_TEST_CASE("module: conv1d/2d/3d match torch", "[module][conv]",
         }
     }
     for (const char* name : {"conv2d_basic", "conv2d_nobias", "conv2d_stride_pad_dil", "conv2d_groups",
-                             "conv2d_depthwise", "conv2d_1x1"}) {
+                             "conv2d_depthwise", "conv2d_1x1", "conv2d_large",
+                             "conv2d_large_groups"}) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
             expect_close(run_conv<B, 2>(f, f.tensor<B, 4>(0)), f.output(0));
@@ -148,7 +149,8 @@ TEMPLATE_LIST_TEST_CASE("module: conv_transpose1d/2d/3d match torch", "[module][
         }
     }
     for (const char* name : {"conv_transpose2d_basic", "conv_transpose2d_stride_pad_opad",
-                             "conv_transpose2d_dil", "conv_transpose2d_groups"}) {
+                             "conv_transpose2d_dil", "conv_transpose2d_groups",
+                             "conv_transpose2d_large"}) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
             expect_close(run_conv_transpose<B, 2>(f), f.output(0));
@@ -226,7 +228,8 @@ TEMPLATE_LIST_TEST_CASE("module: avg_pool1d/2d match torch", "[module][pool]",
         }
     }
     for (const char* name : {"avg_pool2d_basic", "avg_pool2d_pad", "avg_pool2d_pad_exclude",
-                             "avg_pool2d_ceil", "avg_pool2d_ceil_pad", "avg_pool2d_ceil_pad_exclude"}) {
+                             "avg_pool2d_ceil", "avg_pool2d_ceil_pad", "avg_pool2d_ceil_pad_exclude",
+                             "avg_pool2d_large"}) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
             auto y = ember::module::avg_pool2d(
@@ -256,7 +259,7 @@ TEMPLATE_LIST_TEST_CASE("module: max_pool1d/2d and their indices match torch", "
         }
     }
     for (const char* name : {"max_pool2d_basic", "max_pool2d_pad", "max_pool2d_dil",
-                             "max_pool2d_ceil", "max_pool2d_ceil_pad_dil"}) {
+                             "max_pool2d_ceil", "max_pool2d_ceil_pad_dil", "max_pool2d_large"}) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
             auto x = f.tensor<B, 4>(0);

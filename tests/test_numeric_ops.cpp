@@ -175,6 +175,24 @@ TEMPLATE_LIST_TEST_CASE("max_pair / min_pair", "[numeric][max_pair][min_pair]", 
     }
 }
 
+TEMPLATE_TEST_CASE("arithmetic on the f64 backend", "[numeric][f64]", ember::CpuF64) {
+    using B = TestType;  // f32 inputs, expected values computed by torch in float64
+    SECTION("add") { check_binary<B, Float>("num_add", OPERATOR_FORM(+)); }
+    SECTION("sub") { check_binary<B, Float>("num_sub", OPERATOR_FORM(-)); }
+    SECTION("mul") { check_binary<B, Float>("num_mul", OPERATOR_FORM(*)); }
+    SECTION("div") { check_binary<B, Float>("num_div", OPERATOR_FORM(/)); }
+    SECTION("rem") { check_binary<B, Float>("num_rem", OPERATOR_FORM(%)); }
+    SECTION("reductions") {
+        auto f = fixture("num_reduce");
+        auto x = f.tensor<B, 2>(0);
+        CHECK(x.dtype() == ember::DType::F64);
+        EXPECT_CLOSE(f.output(0), x.sum());
+        EXPECT_CLOSE(f.output(5), x.mean_dim(0));
+        EXPECT_CLOSE(f.output(9), x.prod_dim(1));
+        EXPECT_CLOSE(f.output(12), x.max_dim(1));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 TEMPLATE_LIST_TEST_CASE("abs / neg / sign", "[numeric][abs][neg][sign]", ember::test::TestBackends) {
     using B = TestType;

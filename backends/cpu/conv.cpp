@@ -43,20 +43,32 @@ struct Scratch {
     T* get() const { return static_cast<T*>(s->data); }
 };
 
-/// dst[o] = src[o*s + off] where that lies in [0, len), else 0, for o in [0, n).
+/// The outputs o in [lo, hi) of a row of n whose source o*s + off lies inside [0, len).
+struct RowRange {
+    i64 lo, hi;
+};
+inline RowRange valid_range(i64 len, i64 n, i64 s, i64 off) {
+    const i64 lo = std::min(off >= 0 ? 0 : (-off + s - 1) / s, n);
+    const i64 hi = std::clamp(len - off <= 0 ? i64{0} : (len - off + s - 1) / s, lo, n);
+    return {lo, hi};
+}
+
+/// dst[o] = src[o*s + off] for o in r, 0 elsewhere in [0, n). Rows are short (an output row),
+/// so the copy goes in fixed 32-byte pieces that compile to vector moves: a memcpy call per
+/// row would cost as much as the copy.
 template <typename T>
-inline void gather_row(const T* src, i64 len, i64 n, i64 s, i64 off, T* dst) {
-    i64 lo = off >= 0 ? 0 : (-off + s - 1) / s;
-    i64 hi = len - off <= 0 ? 0 : (len - off + s - 1) / s;
-    lo = std::min(lo, n);
-    hi = std::clamp(hi, lo, n);
-    std::fill(dst, dst + lo, T(0));
+inline void gather_row(const T* src, i64 n, i64 s, i64 off, RowRange r, T* dst) {
+    for (i64 o = 0; o < r.lo; ++o) dst[o] = T(0);
     if (s == 1) {
-        std::memcpy(dst + lo, src + lo + off, static_cast<std::size_t>(hi - lo) * sizeof(T));
+        constexpr i64 kChunk = 32 / sizeof(T);
+        const T* from = src + off;
+        i64 o = r.lo;
+        for (; o + kChunk <= r.hi; o += kChunk) std::memcpy(dst + o, from + o, 32);
+        for (; o < r.hi; ++o) dst[o] = from[o];
     } else {
-        for (i64 o = lo; o < hi; ++o) dst[o] = src[o * s + off];
+        for (i64 o = r.lo; o < r.hi; ++o) dst[o] = src[o * s + off];
     }
-    std::fill(dst + hi, dst + n, T(0));
+    for (i64 o = r.hi; o < n; ++o) dst[o] = T(0);
 }
 
 /// col[(c, kd, kh, kw), (od, oh, ow)] for `channels` input planes starting at x.
@@ -69,6 +81,8 @@ void im2col(const T* x, i64 channels, const Geo& g, T* col) {
         for (i64 kd = 0; kd < g.k[0]; ++kd)
             for (i64 kh = 0; kh < g.k[1]; ++kh)
                 for (i64 kw = 0; kw < g.k[2]; ++kw) {
+                    const i64 off = kw * g.dil[2] - g.pad[2];
+                    const RowRange cols = valid_range(g.in[2], g.out[2], g.stride[2], off);
                     T* row = dst;
                     for (i64 od = 0; od < g.out[0]; ++od) {
                         const i64 id = od * g.stride[0] - g.pad[0] + kd * g.dil[0];
@@ -77,15 +91,13 @@ void im2col(const T* x, i64 channels, const Geo& g, T* col) {
                             row += plane;
                             continue;
                         }
-                        for (i64 oh = 0; oh < g.out[1]; ++oh) {
+                        for (i64 oh = 0; oh < g.out[1]; ++oh, row += g.out[2]) {
                             const i64 ih = oh * g.stride[1] - g.pad[1] + kh * g.dil[1];
-                            if (ih < 0 || ih >= g.in[1]) {
+                            if (ih < 0 || ih >= g.in[1])
                                 std::fill(row, row + g.out[2], T(0));
-                            } else {
-                                gather_row(xc + (id * g.in[1] + ih) * g.in[2], g.in[2], g.out[2],
-                                           g.stride[2], kw * g.dil[2] - g.pad[2], row);
-                            }
-                            row += g.out[2];
+                            else
+                                gather_row(xc + (id * g.in[1] + ih) * g.in[2], g.out[2],
+                                           g.stride[2], off, cols, row);
                         }
                     }
                     dst += P;
@@ -107,9 +119,7 @@ void col2im(const T* col, i64 channels, const Geo& g, T* out) {
                 for (i64 kw = 0; kw < g.k[2]; ++kw) {
                     const i64 s = g.stride[2], off = kw * g.dil[2] - g.pad[2];
                     // Input columns iw whose target iw*s + off lies inside the output row.
-                    const i64 lo = std::min(off >= 0 ? 0 : (-off + s - 1) / s, g.in[2]);
-                    const i64 hi = std::clamp(
-                        g.out[2] - off <= 0 ? i64{0} : (g.out[2] - off + s - 1) / s, lo, g.in[2]);
+                    const auto [lo, hi] = valid_range(g.out[2], g.in[2], s, off);
                     const T* row = src;
                     for (i64 id = 0; id < g.in[0]; ++id) {
                         const i64 od = id * g.stride[0] - g.pad[0] + kd * g.dil[0];
@@ -215,7 +225,11 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
     const T* W = w.data<T>();
     T* O = out.data<T>();
     const bool direct = g.pointwise();
-    const bool small_k = K <= static_cast<i64>(kSmallK);
+    // The unpacked small-depth kernel beats packing GEMMs while the im2col matrix stays in L2;
+    // BLAS (when preferred) keeps the deeper products.
+    const bool small_k =
+        K <= static_cast<i64>(kSmallK) ||
+        (!gemm_uses_blas() && K <= 256 && double(K * P) * sizeof(T) <= double(1 << 20));
     const double madds = double(cout) * double(K) * double(P);
 
     over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {

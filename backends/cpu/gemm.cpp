@@ -4,8 +4,9 @@
 #include "gemm.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
-#include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -17,13 +18,10 @@
 #include <cblas.h>
 #endif
 
-namespace ember::detail::cpu {
-namespace {
-
-// The register file decides the micro-tile: MR×NR accumulators plus a few operands must fit
-// in it, and NR must be a whole number of vectors. The kernels use GCC's vector extension
-// (portable across targets, no intrinsics) because GCC's SLP vectoriser spills a plain
-// accumulator array to the stack.
+// The kernels use GCC's vector extension (portable across targets, no intrinsics) because
+// GCC's SLP vectoriser spills a plain accumulator array to the stack. The width follows the
+// compile target; on x86-64 a second, AVX-512 copy is compiled and picked at run time, since
+// the build targets AVX2 while many of the machines it runs on have twice the FMA width.
 #if !defined(__GNUC__)
 #define EMBER_GEMM_VEC_BYTES 0
 #elif defined(__AVX512F__)
@@ -36,39 +34,64 @@ namespace {
 #define EMBER_GEMM_VEC_BYTES 0  // scalar FPU: a small square tile of scalars
 #endif
 
-#if EMBER_GEMM_VEC_BYTES
-template <typename T>
-struct VecType {
-    typedef T type __attribute__((vector_size(EMBER_GEMM_VEC_BYTES)));
-};
-template <typename T>
-using Vec = typename VecType<T>::type;
+#if !defined(EMBER_GEMM_AVX512)  // tests set it to 0 to exercise the AVX2 kernels
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX512F__) && \
+    EMBER_GEMM_VEC_BYTES == 32
+#define EMBER_GEMM_AVX512 1
 #else
-template <typename T>
-using Vec = T;
+#define EMBER_GEMM_AVX512 0
+#endif
+#endif
+#if EMBER_GEMM_AVX512
+#define EMBER_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
 #endif
 
+#if defined(__GNUC__)
+#define EMBER_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_INLINE inline
+#endif
+
+namespace ember::detail::cpu {
+namespace {
+
+constexpr std::size_t kNativeVec = EMBER_GEMM_VEC_BYTES;
+
+template <typename T, std::size_t VB>
+struct VecType {
+#if defined(__GNUC__)
+    typedef T type __attribute__((vector_size(VB)));
+#endif
+};
 template <typename T>
+struct VecType<T, 0> {
+    using type = T;
+};
+template <typename T, std::size_t VB>
+using Vec = typename VecType<T, VB>::type;
+
+/// The register file decides the micro-tile: MR×NR accumulators plus a few operands must fit
+/// in it, and NR must be a whole number of vectors.
+template <typename T, std::size_t VB>
 struct Tile {
-    static constexpr std::size_t kVecBytes = EMBER_GEMM_VEC_BYTES;
-    static constexpr std::size_t kLanes = kVecBytes ? kVecBytes / sizeof(T) : 1;
-    static constexpr std::size_t NR = kVecBytes ? 2 * kLanes : 4;
+    static constexpr std::size_t kLanes = VB ? VB / sizeof(T) : 1;
+    static constexpr std::size_t NR = VB ? 2 * kLanes : 4;
     static constexpr std::size_t NV = NR / kLanes;  ///< vectors per row of the tile
-    static constexpr std::size_t MR = kVecBytes == 64 ? 8 : (kVecBytes ? 6 : 4);
+    static constexpr std::size_t MR = VB == 64 ? 8 : (VB ? 6 : 4);
     // KC×NR of B stays in L1, MC×KC of A in L2, KC×NC of B in L3.
     static constexpr std::size_t KC = sizeof(T) == 4 ? 384 : 256;
-    static constexpr std::size_t MC = MR * (sizeof(T) == 4 ? 32 : 20);
+    static constexpr std::size_t MC = MR * (sizeof(T) == 4 ? 24 : 15);
     static constexpr std::size_t NC = sizeof(T) == 4 ? 4096 : 2048;
 };
 
+// Out-parameter rather than a return value: returning a 64-byte vector from code compiled
+// for AVX2 would have an ABI of its own (and GCC warns about it).
 template <typename V, typename T>
-inline V load(const T* p) {
-    V v;
+EMBER_INLINE void load(V& v, const T* p) {
     std::memcpy(&v, p, sizeof(V));
-    return v;
 }
 template <typename V, typename T>
-inline void store(T* p, const V& v) {
+EMBER_INLINE void store(T* p, const V& v) {
     std::memcpy(p, &v, sizeof(V));
 }
 
@@ -82,9 +105,8 @@ struct Scratch {
 
 /// Packs rows [0, mc) × depth [0, kc) of op(A) (origin already applied) into MR-row panels,
 /// k-major inside a panel, zero-padding the last panel.
-template <typename T>
+template <typename T, std::size_t MR>
 void pack_a(std::size_t mc, std::size_t kc, const T* a, std::size_t lda, bool trans, T* out) {
-    constexpr std::size_t MR = Tile<T>::MR;
     for (std::size_t ir = 0; ir < mc; ir += MR) {
         const std::size_t mr = std::min(MR, mc - ir);
         T* dst = out + ir * kc;
@@ -105,12 +127,11 @@ void pack_a(std::size_t mc, std::size_t kc, const T* a, std::size_t lda, bool tr
     }
 }
 
-/// Packs NR-column panels [jr0, jr1) (in units of panels) of op(B) depth [0, kc) × [0, nc).
-template <typename T>
-void pack_b(std::size_t kc, std::size_t nc, std::size_t jr0, std::size_t jr1, const T* b,
+/// Packs NR-column panels [jp0, jp1) of op(B) depth [0, kc) × [0, nc).
+template <typename T, std::size_t NR>
+void pack_b(std::size_t kc, std::size_t nc, std::size_t jp0, std::size_t jp1, const T* b,
             std::size_t ldb, bool trans, T* out) {
-    constexpr std::size_t NR = Tile<T>::NR;
-    for (std::size_t jp = jr0; jp < jr1; ++jp) {
+    for (std::size_t jp = jp0; jp < jp1; ++jp) {
         const std::size_t j0 = jp * NR, nr = std::min(NR, nc - j0);
         T* dst = out + j0 * kc;
         if (!trans) {
@@ -133,12 +154,12 @@ void pack_b(std::size_t kc, std::size_t nc, std::size_t jr0, std::size_t jr1, co
 /// out[MR×NR] = packed A panel · packed B panel over depth kc. When `pf` is set, the kernel
 /// also pulls that next B panel towards L2: the packed B block lives in L3, and without the
 /// hint the first sweep over each panel stalls on it.
-template <typename T>
-inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp,
-                         T* __restrict out, const T* pf) {
-    using V = Vec<T>;
-    constexpr std::size_t MR = Tile<T>::MR, NR = Tile<T>::NR, NV = Tile<T>::NV,
-                          L = Tile<T>::kLanes;
+template <typename T, std::size_t VB>
+EMBER_INLINE void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp,
+                               T* __restrict out, const T* pf) {
+    using V = Vec<T, VB>;
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t MR = Tl::MR, NR = Tl::NR, NV = Tl::NV, L = Tl::kLanes;
     V acc[MR][NV];
 #pragma GCC unroll 16
     for (std::size_t i = 0; i < MR; ++i)
@@ -147,8 +168,10 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
     for (std::size_t p = 0; p < kc; ++p) {
         V b[NV];
 #pragma GCC unroll 16
-        for (std::size_t v = 0; v < NV; ++v) b[v] = load<V>(bp + p * NR + v * L);
+        for (std::size_t v = 0; v < NV; ++v) load(b[v], bp + p * NR + v * L);
+#if defined(__GNUC__)
         if (pf) __builtin_prefetch(pf + p * NR, 0, 2);
+#endif
 #pragma GCC unroll 16
         for (std::size_t i = 0; i < MR; ++i) {
             const T ai = ap[p * MR + i];
@@ -164,12 +187,11 @@ inline void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __rest
 
 /// C tile (mr×nr valid) = alpha * t + (first ? beta * C : C); beta == 0 never reads C.
 template <typename T>
-inline void update_c(const T* t, std::size_t mr, std::size_t nr, T alpha, T beta, bool first,
-                     T* c, std::size_t ldc) {
-    constexpr std::size_t NR = Tile<T>::NR;
+EMBER_INLINE void update_c(const T* t, std::size_t tile_stride, std::size_t mr, std::size_t nr,
+                           T alpha, T beta, bool first, T* c, std::size_t ldc) {
     for (std::size_t i = 0; i < mr; ++i) {
         T* ci = c + i * ldc;
-        const T* ti = t + i * NR;
+        const T* ti = t + i * tile_stride;
         if (!first) {
             for (std::size_t j = 0; j < nr; ++j) ci[j] += alpha * ti[j];
         } else if (beta == T(0)) {
@@ -233,8 +255,192 @@ void gemm_tiny(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T 
     }
 }
 
-/// Products up to this many multiply-adds take `gemm_tiny`.
+/// Products up to this many multiply-adds take `gemm_tiny` in the portable GEMM; with BLAS,
+/// up to kTinyBlas (measured: OpenBLAS's fixed cost beats the loops from about 8×8×8 up).
 constexpr std::size_t kTinyWork = 4096;
+constexpr std::size_t kTinyBlas = 256;
+
+/// The blocked GEMM proper (k > 0, alpha != 0, not tiny), for vector width VB.
+template <typename T, std::size_t VB>
+EMBER_INLINE void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n,
+                                    std::size_t k, T alpha, const T* a, std::size_t lda,
+                                    const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
+                                    bool parallel) {
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
+    const std::size_t kc_max = std::min(Tl::KC, k);
+    const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
+    const std::size_t mc_max = std::min(Tl::MC, (m + MR - 1) / MR * MR);
+    Scratch<T> bbuf(kc_max * nc_max), abuf(kc_max * mc_max);
+    T* bpack = bbuf.get();
+    T* apack = abuf.get();
+    // Each parallel chunk should carry enough multiply-adds to repay waking the pool.
+    constexpr std::size_t kGrainMadds = std::size_t{1} << 18;
+
+    for (std::size_t jc = 0; jc < n; jc += Tl::NC) {
+        const std::size_t nc = std::min(Tl::NC, n - jc);
+        const std::size_t panels = (nc + NR - 1) / NR;
+        for (std::size_t pc = 0; pc < k; pc += Tl::KC) {
+            const std::size_t kc = std::min(Tl::KC, k - pc);
+            const bool first = pc == 0;
+            const T* bsrc = tb ? b + jc * ldb + pc : b + pc * ldb + jc;
+            if (parallel)
+                parallel_for(panels, std::max<std::size_t>(1, 16384 / (kc * NR)),
+                             [&](std::size_t p0, std::size_t p1) {
+                                 pack_b<T, NR>(kc, nc, p0, p1, bsrc, ldb, tb, bpack);
+                             });
+            else
+                pack_b<T, NR>(kc, nc, 0, panels, bsrc, ldb, tb, bpack);
+            for (std::size_t ic = 0; ic < m; ic += Tl::MC) {
+                const std::size_t mc = std::min(Tl::MC, m - ic);
+                const T* asrc = ta ? a + pc * lda + ic : a + ic * lda + pc;
+                pack_a<T, MR>(mc, kc, asrc, lda, ta, apack);
+                // BLIS's jr loop: each thread takes whole NR-column panels and sweeps the
+                // shared packed A block over them, its B panel staying in L1.
+                auto body = [&](std::size_t p0, std::size_t p1) {
+                    alignas(64) T tile[MR * NR];
+                    for (std::size_t jp = p0; jp < p1; ++jp) {
+                        const std::size_t j0 = jp * NR, nr = std::min(NR, nc - j0);
+                        const T* bp = bpack + j0 * kc;
+                        const T* next = jp + 1 < p1 ? bp + NR * kc : nullptr;
+                        for (std::size_t ir = 0; ir < mc; ir += MR) {
+                            micro_kernel<T, VB>(kc, apack + ir * kc, bp, tile,
+                                                ir == 0 ? next : nullptr);
+                            update_c(tile, NR, std::min(MR, mc - ir), nr, alpha, beta, first,
+                                     c + (ic + ir) * ldc + jc + j0, ldc);
+                        }
+                    }
+                };
+                if (parallel)
+                    parallel_for(panels, std::max<std::size_t>(1, kGrainMadds / (mc * kc * NR)),
+                                 [&](std::size_t p0, std::size_t p1) { body(p0, p1); });
+                else
+                    body(0, panels);
+            }
+        }
+    }
+}
+
+/// R rows (R <= MR) of the small-depth product for one NR-column block: rows of the packed A
+/// panel `ap` (MR-strided), B rows `bj` with stride `bs`, bias (R values), C at `c`. Writes
+/// only the first `nr` columns.
+template <typename T, std::size_t VB, std::size_t R>
+EMBER_INLINE void small_k_rows(std::size_t k, const T* __restrict ap, const T* __restrict bj,
+                               std::size_t bs, const T* bias, T* __restrict c, std::size_t ldc,
+                               std::size_t nr) {
+    using V = Vec<T, VB>;
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t MR = Tl::MR, NR = Tl::NR, NV = Tl::NV, L = Tl::kLanes;
+    V acc[R][NV];
+#pragma GCC unroll 16
+    for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+        for (std::size_t v = 0; v < NV; ++v) acc[i][v] = V{} + bias[i];
+    for (std::size_t p = 0; p < k; ++p) {
+        V bv[NV];
+#pragma GCC unroll 16
+        for (std::size_t v = 0; v < NV; ++v) load(bv[v], bj + p * bs + v * L);
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < R; ++i) {
+            const T ai = ap[p * MR + i];
+#pragma GCC unroll 16
+            for (std::size_t v = 0; v < NV; ++v) acc[i][v] += bv[v] * ai;
+        }
+    }
+    if (nr == NR) {
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+            for (std::size_t v = 0; v < NV; ++v) store(c + i * ldc + v * L, acc[i][v]);
+    } else {
+        alignas(64) T tile[R * NR];
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < R; ++i)
+#pragma GCC unroll 16
+            for (std::size_t v = 0; v < NV; ++v) store(tile + i * NR + v * L, acc[i][v]);
+        for (std::size_t i = 0; i < R; ++i)
+            for (std::size_t j = 0; j < nr; ++j) c[i * ldc + j] = tile[i * NR + j];
+    }
+}
+
+/// Dispatches the last panel's row count, known only at run time, to small_k_rows<R>.
+template <typename T, std::size_t VB, std::size_t R = Tile<T, VB>::MR - 1>
+EMBER_INLINE void small_k_tail(std::size_t rows, std::size_t k, const T* ap, const T* bj,
+                               std::size_t bs, const T* bias, T* c, std::size_t ldc,
+                               std::size_t nr) {
+    if constexpr (R > 0) {
+        if (rows == R) return small_k_rows<T, VB, R>(k, ap, bj, bs, bias, c, ldc, nr);
+        small_k_tail<T, VB, R - 1>(rows, k, ap, bj, bs, bias, c, ldc, nr);
+    }
+}
+
+/// The small-depth product proper (k >= 1), for vector width VB.
+template <typename T, std::size_t VB>
+EMBER_INLINE void small_k_body(std::size_t m, std::size_t n, std::size_t k, const T* a,
+                               std::size_t lda, const T* b, std::size_t ldb, const T* bias,
+                               T* c, std::size_t ldc) {
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
+    // A is small (m × k): packed into MR-row panels, with the bias beside it and room for
+    // B's ragged last column block (B is otherwise read in place, row stride ldb).
+    const std::size_t mp = (m + MR - 1) / MR * MR;
+    const std::size_t n_full = n / NR * NR;
+    Scratch<T> abuf(mp * k + mp + (n_full < n ? k * NR : 0));
+    T* ap = abuf.get();
+    T* bp = ap + mp * k;
+    T* btail = bp + mp;
+    pack_a<T, MR>(m, k, a, lda, false, ap);
+    for (std::size_t i = 0; i < mp; ++i) bp[i] = (bias && i < m) ? bias[i] : T(0);
+
+    if (n_full < n) {
+        for (std::size_t p = 0; p < k; ++p) {
+            for (std::size_t j = n_full; j < n; ++j) btail[p * NR + j - n_full] = b[p * ldb + j];
+            for (std::size_t j = n - n_full; j < NR; ++j) btail[p * NR + j] = T(0);
+        }
+    }
+    // Row panels outside, columns inside: B (k × n, small) stays in L1 across panels while
+    // each C row is written front to back.
+    for (std::size_t ir = 0; ir < m; ir += MR) {
+        const std::size_t rows = std::min(MR, m - ir);
+        const T* apanel = ap + ir * k;
+        T* crow = c + ir * ldc;
+        for (std::size_t j0 = 0; j0 < n; j0 += NR) {
+            const bool tail = j0 >= n_full;
+            const T* bj = tail ? btail : b + j0;
+            const std::size_t bs = tail ? NR : ldb, nr = tail ? n - n_full : NR;
+            if (rows == MR)
+                small_k_rows<T, VB, MR>(k, apanel, bj, bs, bp + ir, crow + j0, ldc, nr);
+            else
+                small_k_tail<T, VB>(rows, k, apanel, bj, bs, bp + ir, crow + j0, ldc, nr);
+        }
+    }
+}
+
+#if EMBER_GEMM_AVX512
+bool has_avx512() {
+    static const bool yes = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    }();
+    return yes;
+}
+
+template <typename T>
+EMBER_AVX512_TARGET void gemm_blocked_avx512(bool ta, bool tb, std::size_t m, std::size_t n,
+                                             std::size_t k, T alpha, const T* a, std::size_t lda,
+                                             const T* b, std::size_t ldb, T beta, T* c,
+                                             std::size_t ldc, bool parallel) {
+    gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+}
+
+template <typename T>
+EMBER_AVX512_TARGET void small_k_avx512(std::size_t m, std::size_t n, std::size_t k, const T* a,
+                                        std::size_t lda, const T* b, std::size_t ldb,
+                                        const T* bias, T* c, std::size_t ldc) {
+    small_k_body<T, 64>(m, n, k, a, lda, b, ldb, bias, c, ldc);
+}
+#endif
 
 template <typename T>
 void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
@@ -249,142 +455,27 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         gemm_tiny(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    using Tl = Tile<T>;
-    constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
-    const std::size_t kc_max = std::min(Tl::KC, k);
-    const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
-    const std::size_t mc_max = std::min(Tl::MC, (m + MR - 1) / MR * MR);
-    Scratch<T> bbuf(kc_max * nc_max), abuf(kc_max * mc_max);
-    T* bpack = bbuf.get();
-    T* apack = abuf.get();
-    // Each parallel chunk should carry enough multiply-adds to repay waking the pool.
-    const std::size_t par_grain_flops = std::size_t{1} << 18;
-
-    for (std::size_t jc = 0; jc < n; jc += Tl::NC) {
-        const std::size_t nc = std::min(Tl::NC, n - jc);
-        const std::size_t panels = (nc + NR - 1) / NR;
-        for (std::size_t pc = 0; pc < k; pc += Tl::KC) {
-            const std::size_t kc = std::min(Tl::KC, k - pc);
-            const bool first = pc == 0;
-            const T* bsrc = tb ? b + jc * ldb + pc : b + pc * ldb + jc;
-            auto pack = [&](std::size_t p0, std::size_t p1) {
-                pack_b(kc, nc, p0, p1, bsrc, ldb, tb, bpack);
-            };
-            if (parallel)
-                parallel_for(panels, std::max<std::size_t>(1, 16384 / (kc * NR)),
-                             [&](std::size_t p0, std::size_t p1) { pack(p0, p1); });
-            else
-                pack(0, panels);
-            for (std::size_t ic = 0; ic < m; ic += Tl::MC) {
-                const std::size_t mc = std::min(Tl::MC, m - ic);
-                const T* asrc = ta ? a + pc * lda + ic : a + ic * lda + pc;
-                pack_a(mc, kc, asrc, lda, ta, apack);
-                // BLIS's jr loop: each thread takes whole NR-column panels and sweeps the
-                // shared packed A block over them, its B panel staying in L1.
-                auto body = [&](std::size_t p0, std::size_t p1) {
-                    alignas(64) T tile[MR * NR];
-                    for (std::size_t jp = p0; jp < p1; ++jp) {
-                        const std::size_t j0 = jp * NR, nr = std::min(NR, nc - j0);
-                        const T* bp = bpack + j0 * kc;
-                        for (std::size_t ir = 0; ir < mc; ir += MR) {
-                            const std::size_t mr = std::min(MR, mc - ir);
-                            micro_kernel<T>(kc, apack + ir * kc, bp, tile,
-                                            ir == 0 && jp + 1 < panels ? bp + NR * kc
-                                                                       : nullptr);
-                            update_c(tile, mr, nr, alpha, beta, first,
-                                     c + (ic + ir) * ldc + jc + j0, ldc);
-                        }
-                    }
-                };
-                const std::size_t grain =
-                    std::max<std::size_t>(1, par_grain_flops / (mc * kc * NR));
-                if (parallel)
-                    parallel_for(panels, grain,
-                                 [&](std::size_t p0, std::size_t p1) { body(p0, p1); });
-                else
-                    body(0, panels);
-            }
-        }
-    }
+#if EMBER_GEMM_AVX512
+    if (has_avx512())
+        return gemm_blocked_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+#endif
+    gemm_blocked_body<T, kNativeVec>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                     parallel);
 }
 
 template <typename T>
 void small_k_impl(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
                   const T* b, std::size_t ldb, const T* bias, T* c, std::size_t ldc) {
     if (m == 0 || n == 0) return;
-    if (k == 0 || k > kSmallK) {  // outside this kernel's register budget: the general path
-        if (k == 0) {
-            scale_c(m, n, T(0), c, ldc);
-        } else {
-            gemm_blocked(false, false, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc, false);
-        }
-        if (bias)
-            for (std::size_t i = 0; i < m; ++i)
-                for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] += bias[i];
+    if (k == 0) {
+        for (std::size_t i = 0; i < m; ++i)
+            std::fill(c + i * ldc, c + i * ldc + n, bias ? bias[i] : T(0));
         return;
     }
-    using V = Vec<T>;
-    constexpr std::size_t MR = Tile<T>::MR, NR = Tile<T>::NR, NV = Tile<T>::NV,
-                          L = Tile<T>::kLanes;
-    // A is tiny (m × k): pad it to whole MR-row panels so that the kernel has no row tail.
-    const std::size_t mp = (m + MR - 1) / MR * MR;
-    Scratch<T> abuf(mp * k + mp);
-    T* ap = abuf.get();
-    T* bp = ap + mp * k;
-    pack_a(m, k, a, lda, false, ap);
-    for (std::size_t i = 0; i < mp; ++i) bp[i] = (bias && i < m) ? bias[i] : T(0);
-
-    alignas(64) T btail[kSmallK * NR];
-    alignas(64) T tile[MR * NR];
-    for (std::size_t j0 = 0; j0 < n; j0 += NR) {
-        const std::size_t nr = std::min(NR, n - j0);
-        // B is read in place (row stride ldb); only the ragged last column block is copied.
-        const T* bj = b + j0;
-        std::size_t bstride = ldb;
-        if (nr < NR) {
-            for (std::size_t p = 0; p < k; ++p) {
-                for (std::size_t j = 0; j < nr; ++j) btail[p * NR + j] = b[p * ldb + j0 + j];
-                for (std::size_t j = nr; j < NR; ++j) btail[p * NR + j] = T(0);
-            }
-            bj = btail;
-            bstride = NR;
-        }
-        for (std::size_t ir = 0; ir < m; ir += MR) {
-            const T* apanel = ap + ir * k;
-            V acc[MR][NV];
-#pragma GCC unroll 16
-            for (std::size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-                for (std::size_t v = 0; v < NV; ++v) acc[i][v] = V{} + bp[ir + i];
-            for (std::size_t p = 0; p < k; ++p) {
-                V bv[NV];
-#pragma GCC unroll 16
-                for (std::size_t v = 0; v < NV; ++v) bv[v] = load<V>(bj + p * bstride + v * L);
-#pragma GCC unroll 16
-                for (std::size_t i = 0; i < MR; ++i) {
-                    const T ai = apanel[p * MR + i];
-#pragma GCC unroll 16
-                    for (std::size_t v = 0; v < NV; ++v) acc[i][v] += bv[v] * ai;
-                }
-            }
-            const std::size_t mr = std::min(MR, m - ir);
-            if (nr == NR && mr == MR) {
-#pragma GCC unroll 16
-                for (std::size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-                    for (std::size_t v = 0; v < NV; ++v)
-                        store(c + (ir + i) * ldc + j0 + v * L, acc[i][v]);
-            } else {
-#pragma GCC unroll 16
-                for (std::size_t i = 0; i < MR; ++i)
-#pragma GCC unroll 16
-                    for (std::size_t v = 0; v < NV; ++v) store(tile + i * NR + v * L, acc[i][v]);
-                for (std::size_t i = 0; i < mr; ++i)
-                    for (std::size_t j = 0; j < nr; ++j)
-                        c[(ir + i) * ldc + j0 + j] = tile[i * NR + j];
-            }
-        }
-    }
+#if EMBER_GEMM_AVX512
+    if (has_avx512()) return small_k_avx512(m, n, k, a, lda, b, ldb, bias, c, ldc);
+#endif
+    small_k_body<T, kNativeVec>(m, n, k, a, lda, b, ldb, bias, c, ldc);
 }
 
 #if EMBER_CPU_BLAS
@@ -394,9 +485,71 @@ bool fits_blas(std::size_t m, std::size_t n, std::size_t k, std::size_t lda, std
     constexpr std::size_t lim = INT_MAX;
     return m <= lim && n <= lim && k <= lim && lda <= lim && ldb <= lim && ldc <= lim;
 }
+
+bool same_name(const char* a, const char* b) {
+    for (; *a && *b; ++a, ++b)
+        if (std::tolower(static_cast<unsigned char>(*a)) != std::tolower(static_cast<unsigned char>(*b)))
+            return false;
+    return *a == *b;
+}
+
+/// Whether OpenBLAS is the faster GEMM here. OpenBLAS picks its kernels from a table of CPU
+/// models; a CPU newer than the table gets a generic core (0.3.21 runs SSE3 "Prescott" kernels
+/// on Emerald Rapids, at a third of what the AVX2 kernel here reaches, a sixth of its AVX-512
+/// one). EMBER_CPU_GEMM=blas or =portable overrides the choice.
+bool blas_preferred() {
+    static const bool yes = [] {
+        if (const char* e = std::getenv("EMBER_CPU_GEMM")) {
+            if (same_name(e, "blas")) return true;
+            if (same_name(e, "portable")) return false;
+        }
+#if defined(OPENBLAS_VERSION) && defined(__x86_64__) && EMBER_GEMM_VEC_BYTES >= 32
+        const char* core = openblas_get_corename();
+        if (!core) return true;
+        for (const char* c : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+            if (same_name(core, c)) return true;
+        for (const char* c : {"Haswell", "Zen"}) {
+            if (same_name(core, c)) {
+#if EMBER_GEMM_AVX512
+                return !has_avx512();
+#else
+                return EMBER_GEMM_VEC_BYTES < 64;
+#endif
+            }
+        }
+        return false;  // an older generic core: the AVX2 build's own kernels beat it
+#else
+        return true;
+#endif
+    }();
+    return yes;
+}
+
+bool use_blas(std::size_t m, std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,
+              std::size_t ldc) {
+    return m != 0 && n != 0 && k != 0 && m * n * k > kTinyBlas &&
+           fits_blas(m, n, k, lda, ldb, ldc) && blas_preferred();
+}
+
+/// cblas rejects leading dims below the row length even where they are never used (a single
+/// row or column), which a view of a size-1 dim may carry.
+void fix_lds(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, std::size_t& lda,
+             std::size_t& ldb, std::size_t& ldc) {
+    lda = std::max<std::size_t>(lda, std::max<std::size_t>(1, ta ? m : k));
+    ldb = std::max<std::size_t>(ldb, std::max<std::size_t>(1, tb ? k : n));
+    ldc = std::max<std::size_t>(ldc, std::max<std::size_t>(1, n));
+}
 #endif
 
 }  // namespace
+
+bool gemm_uses_blas() {
+#if EMBER_CPU_BLAS
+    return blas_preferred();
+#else
+    return false;
+#endif
+}
 
 void gemm_portable(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
                    const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta,
@@ -414,11 +567,8 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float a
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc, bool parallel) {
 #if EMBER_CPU_BLAS
-    if (m != 0 && n != 0 && k != 0 && m * n * k > kTinyWork && fits_blas(m, n, k, lda, ldb, ldc)) {
-        // cblas rejects leading dims below the row length even where they are never used.
-        lda = std::max<std::size_t>(lda, std::max<std::size_t>(1, ta ? m : k));
-        ldb = std::max<std::size_t>(ldb, std::max<std::size_t>(1, tb ? k : n));
-        ldc = std::max<std::size_t>(ldc, std::max<std::size_t>(1, n));
+    if (use_blas(m, n, k, lda, ldb, ldc)) {
+        fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                     static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
@@ -433,10 +583,8 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double 
           const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta,
           double* c, std::size_t ldc, bool parallel) {
 #if EMBER_CPU_BLAS
-    if (m != 0 && n != 0 && k != 0 && m * n * k > kTinyWork && fits_blas(m, n, k, lda, ldb, ldc)) {
-        lda = std::max<std::size_t>(lda, std::max<std::size_t>(1, ta ? m : k));
-        ldb = std::max<std::size_t>(ldb, std::max<std::size_t>(1, tb ? k : n));
-        ldc = std::max<std::size_t>(ldc, std::max<std::size_t>(1, n));
+    if (use_blas(m, n, k, lda, ldb, ldc)) {
+        fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                     static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

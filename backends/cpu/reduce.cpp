@@ -10,6 +10,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -312,58 +313,58 @@ CpuTensor dispatch_reduce(ReduceOp op, DType dtype, const char* name, std::size_
 }
 
 // ---- arg_reduce -----------------------------------------------------------------------------
+// Two passes: the extreme value through the vectorised reduction kernels, then the first
+// position holding it. The scan is cheap (it stops at the first match, and a row is usually
+// still in cache), and it gives PyTorch's tie-breaking for free: the first element equal to the
+// extreme, where NaN is the extreme as soon as one is present.
 
-/// True when x should replace the current extreme b (strictly, so the first occurrence wins;
-/// NaN beats every number, as in PyTorch).
-template <ArgReduceOp Op, typename W>
-inline bool better(W x, W b) {
-    if constexpr (std::floating_point<W>) {
-        if constexpr (Op == ArgReduceOp::ArgMax) return x > b || (x != x && b == b);
-        else return x < b || (x != x && b == b);
-    } else {
-        if constexpr (Op == ArgReduceOp::ArgMax) return x > b;
-        else return x < b;
-    }
+template <ArgReduceOp Op, typename T>
+using ExtremeOf = Red<Op == ArgReduceOp::ArgMax ? ReduceOp::Max : ReduceOp::Min, T>;
+
+template <typename W>
+inline bool matches(W x, W extreme) {
+    if constexpr (std::floating_point<W>) return extreme != extreme ? x != x : x == extreme;
+    else return x == extreme;
 }
 
 template <ArgReduceOp Op, typename T>
-void arg_run(const T* p, std::size_t n, std::int64_t s, std::int64_t* out) {
-    using W = Wide<T>;
-    W best = widen(p[0]);
-    std::int64_t bi = 0;
-    for (std::size_t r = 1; r < n; ++r) {
-        if constexpr (std::floating_point<W>)
-            if (best != best) break;  // nothing beats NaN
-        const W x = widen(p[idx(r, s)]);
-        if (better<Op>(x, best)) {
-            best = x;
-            bi = static_cast<std::int64_t>(r);
-        }
-    }
-    *out = bi;
+std::int64_t arg_run(const T* p, std::size_t n, std::int64_t s) {
+    using R = ExtremeOf<Op, T>;
+    const auto ext = reduce_run<R>(p, n, s);
+    for (std::size_t r = 0; r < n; ++r)
+        if (matches(R::load(p[idx(r, s)]), ext)) return static_cast<std::int64_t>(r);
+    return 0;
 }
 
 template <ArgReduceOp Op, typename T>
 void arg_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n, std::int64_t* out,
               std::int64_t so, std::size_t m) {
-    using W = Wide<T>;
-    W best[kCols];
+    using R = ExtremeOf<Op, T>;
+    using Lane = typename R::Lane;
+    Lane ext[kCols];
     std::int64_t bi[kCols];
     for (std::size_t jb = 0; jb < m; jb += kCols) {
         const std::size_t c = std::min(kCols, m - jb);
         const T* base = in + idx(jb, si);
-        for (std::size_t j = 0; j < c; ++j) {
-            best[j] = widen(base[idx(j, si)]);
-            bi[j] = 0;
-        }
-        for (std::size_t r = 1; r < n; ++r) {
+        for (std::size_t j = 0; j < c; ++j) ext[j] = R::init();
+        for (std::size_t r = 0; r < n; ++r) {
             const T* row = base + idx(r, sd);
-            const auto ri = static_cast<std::int64_t>(r);
+            if (si == 1) {
+                for (std::size_t j = 0; j < c; ++j) ext[j] = R::op(ext[j], R::load(row[j]));
+            } else {
+                for (std::size_t j = 0; j < c; ++j)
+                    ext[j] = R::op(ext[j], R::load(row[idx(j, si)]));
+            }
+        }
+        for (std::size_t j = 0; j < c; ++j) bi[j] = -1;
+        std::size_t left = c;
+        for (std::size_t r = 0; r < n && left > 0; ++r) {
+            const T* row = base + idx(r, sd);
             for (std::size_t j = 0; j < c; ++j) {
-                const W x = widen(row[idx(j, si)]);
-                const bool b = better<Op>(x, best[j]);
-                best[j] = b ? x : best[j];
-                bi[j] = b ? ri : bi[j];
+                if (bi[j] < 0 && matches(R::load(row[idx(j, si)]), ext[j])) {
+                    bi[j] = static_cast<std::int64_t>(r);
+                    --left;
+                }
             }
         }
         for (std::size_t j = 0; j < c; ++j) out[idx(jb + j, so)] = bi[j];
@@ -387,7 +388,7 @@ CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
         for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
             if (sd == 1 || len < 8) {
                 for (std::size_t j = 0; j < len; ++j)
-                    arg_run<Op>(p + off[1] + idx(j, st[1]), n, sd, o + off[0] + idx(j, st[0]));
+                    o[off[0] + idx(j, st[0])] = arg_run<Op>(p + off[1] + idx(j, st[1]), n, sd);
             } else {
                 arg_cols<Op>(p + off[1], st[1], sd, n, o + off[0], st[0], len);
             }
@@ -397,84 +398,145 @@ CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
 }
 
 // ---- softmax --------------------------------------------------------------------------------
+// float rows and column blocks use GCC/Clang vector types: explicit 8-wide math that lowers to
+// AVX2 here and to narrower or scalar code elsewhere, where the auto-vectoriser gives up on the
+// exp + store + sum loop. double and strided layouts take the scalar loops.
 
-/// exp for float, written so that loops over it vectorise (libm's expf does not without
-/// -ffast-math). Cody-Waite reduction to [-ln2/2, ln2/2] and a degree-6 polynomial: about 1
-/// ulp. Results below FLT_MIN flush to 0, which softmax never notices; NaN propagates.
-inline float exp_vec(float x) {
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+constexpr std::size_t kW = 8;
+
+inline f32x8 load8(const float* p) {
+    f32x8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
+inline f32x8 splat8(float x) { return f32x8{} + x; }
+inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
+inline float hmax8(f32x8 v) {
+    float m = v[0];
+    for (std::size_t l = 1; l < kW; ++l) m = v[l] > m ? v[l] : m;
+    return m;
+}
+inline float hsum8(f32x8 v) {
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+/// exp(x) for x <= 0 or NaN (softmax only ever needs x - max), for float or f32x8; libm's expf
+/// does not vectorise without -ffast-math. Cody-Waite reduction to [-ln2/2, ln2/2] and Cephes'
+/// polynomial: about 1 ulp. Results below FLT_MIN flush to 0 (so -inf gives exactly 0); NaN
+/// propagates. Staying at or below 0 keeps the exponent n in [-126, 0], so one scale suffices.
+template <typename V, typename I>
+inline V exp_nonpos(V x) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;
     constexpr float kLn2Lo = -2.12194440e-4f;
     constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    constexpr float kLo = -87.33654f;      // ln(FLT_MIN)
-    constexpr float kHi = 88.72283f;       // ln(FLT_MAX)
-    const float xc = x < kLo ? kLo : (x > kHi ? kHi : x);
-    const float t = xc * kLog2e + kShift;
-    const float fn = t - kShift;
-    const std::int32_t ni = std::bit_cast<std::int32_t>(t) - std::bit_cast<std::int32_t>(kShift);
-    float r = xc - fn * kLn2Hi;
+    const V lo = V{} + -87.33654f;         // ln(FLT_MIN)
+    const V xc = x < lo ? lo : x;
+    const V t = xc * kLog2e + kShift;
+    const V fn = t - kShift;
+    const I ni = std::bit_cast<I>(t) - std::bit_cast<std::int32_t>(kShift);
+    V r = xc - fn * kLn2Hi;
     r = r - fn * kLn2Lo;
-    float q = 1.9875691500e-4f;
+    V q = V{} + 1.9875691500e-4f;
     q = q * r + 1.3981999507e-3f;
     q = q * r + 8.3334519073e-3f;
     q = q * r + 4.1665795894e-2f;
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
-    const float poly = (q * r) * r + r + 1.0f;
-    // n spans [-126, 128], past the normal exponents at the top: scale in two halves.
-    const std::int32_t n1 = ni >> 1;
-    const float s1 = std::bit_cast<float>((n1 + 127) << 23);
-    const float s2 = std::bit_cast<float>((ni - n1 + 127) << 23);
-    const float y = (poly * s1) * s2;
-    return x < kLo ? 0.0f : (x > kHi ? std::numeric_limits<float>::infinity() : y);
+    const V poly = (q * r) * r + r + 1.0f;
+    const V y = poly * std::bit_cast<V>((ni + 127) << 23);
+    return x < lo ? V{} : y;
 }
 
 template <typename C>
 inline C exp_c(C x) {
-    if constexpr (std::same_as<C, float>) return exp_vec(x);
+    if constexpr (std::same_as<C, float>) return exp_nonpos<float, std::int32_t>(x);
     else return std::exp(x);
 }
 
-/// Softmax (or log-softmax) of one stride-1 row of n > 0 elements.
-template <typename C, bool Log>
-void softmax_row(const C* p, C* o, std::size_t n) {
-    constexpr std::size_t L = kLanes<C>;
-    C lane[L];
-    for (std::size_t l = 0; l < L; ++l) lane[l] = -std::numeric_limits<C>::infinity();
+/// Softmax (or log-softmax) of one stride-1 row of n > 0 floats: max, exp + sum, scale.
+template <bool Log>
+void softmax_row_f32(const float* p, float* o, std::size_t n) {
+    // A NaN never wins the max; it still reaches the sum below and makes the row NaN.
+    f32x8 m0 = splat8(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
     std::size_t i = 0;
-    for (; i + L <= n; i += L)
-        for (std::size_t l = 0; l < L; ++l) lane[l] = p[i + l] > lane[l] ? p[i + l] : lane[l];
-    C mx = lane[0];
-    for (std::size_t l = 1; l < L; ++l) mx = lane[l] > mx ? lane[l] : mx;
-    for (; i < n; ++i) mx = p[i] > mx ? p[i] : mx;
-    // A row of NaNs leaves mx at -inf; any NaN still reaches the sum below and makes the row NaN.
-    for (std::size_t l = 0; l < L; ++l) lane[l] = 0;
-    i = 0;
-    for (; i + L <= n; i += L)
-        for (std::size_t l = 0; l < L; ++l) {
-            const C e = exp_c(p[i + l] - mx);
-            if constexpr (!Log) o[i + l] = e;
-            lane[l] += e;
-        }
-    C tail = 0;
-    for (; i < n; ++i) {
-        const C e = exp_c(p[i] - mx);
-        if constexpr (!Log) o[i] = e;
-        tail += e;
+    for (; i + 4 * kW <= n; i += 4 * kW) {
+        m0 = max8(load8(p + i), m0);
+        m1 = max8(load8(p + i + kW), m1);
+        m2 = max8(load8(p + i + 2 * kW), m2);
+        m3 = max8(load8(p + i + 3 * kW), m3);
     }
-    for (std::size_t w = L / 2; w > 0; w /= 2)
-        for (std::size_t l = 0; l < w; ++l) lane[l] += lane[l + w];
-    const C sum = lane[0] + tail;
+    for (; i + kW <= n; i += kW) m0 = max8(load8(p + i), m0);
+    float mx = hmax8(max8(max8(m0, m1), max8(m2, m3)));
+    for (; i < n; ++i) mx = p[i] > mx ? p[i] : mx;
+
+    const f32x8 vmx = splat8(mx);
+    f32x8 s0{}, s1{};
+    i = 0;
+    for (; i + 2 * kW <= n; i += 2 * kW) {
+        const f32x8 e0 = exp_nonpos<f32x8, i32x8>(load8(p + i) - vmx);
+        const f32x8 e1 = exp_nonpos<f32x8, i32x8>(load8(p + i + kW) - vmx);
+        if constexpr (!Log) {
+            store8(o + i, e0);
+            store8(o + i + kW, e1);
+        }
+        s0 += e0;
+        s1 += e1;
+    }
+    for (; i + kW <= n; i += kW) {
+        const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(p + i) - vmx);
+        if constexpr (!Log) store8(o + i, e);
+        s0 += e;
+    }
+    float sum = hsum8(s0 + s1);
+    for (; i < n; ++i) {
+        const float e = exp_c(p[i] - mx);
+        if constexpr (!Log) o[i] = e;
+        sum += e;
+    }
+
+    i = 0;
     if constexpr (Log) {
-        const C ls = std::log(sum);
-        for (std::size_t k = 0; k < n; ++k) o[k] = (p[k] - mx) - ls;
+        const float ls = std::log(sum);
+        const f32x8 vls = splat8(ls);
+        for (; i + kW <= n; i += kW) store8(o + i, (load8(p + i) - vmx) - vls);
+        for (; i < n; ++i) o[i] = (p[i] - mx) - ls;
     } else {
-        const C inv = C{1} / sum;
-        for (std::size_t k = 0; k < n; ++k) o[k] *= inv;
+        const float inv = 1.0f / sum;
+        const f32x8 vinv = splat8(inv);
+        for (; i + kW <= n; i += kW) store8(o + i, load8(o + i) * vinv);
+        for (; i < n; ++i) o[i] *= inv;
     }
 }
 
-/// Softmax along a strided dim for m columns at once (in[r * sd + j * si]).
+/// Softmax (or log-softmax) of one stride-1 row of n > 0 elements (double).
+template <typename C, bool Log>
+void softmax_row(const C* p, C* o, std::size_t n) {
+    if constexpr (std::same_as<C, float>) {
+        softmax_row_f32<Log>(p, o, n);
+    } else {
+        C mx = -std::numeric_limits<C>::infinity();
+        for (std::size_t i = 0; i < n; ++i) mx = p[i] > mx ? p[i] : mx;
+        C sum = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            const C e = std::exp(p[i] - mx);
+            if constexpr (!Log) o[i] = e;
+            sum += e;
+        }
+        if constexpr (Log) {
+            const C ls = std::log(sum);
+            for (std::size_t i = 0; i < n; ++i) o[i] = (p[i] - mx) - ls;
+        } else {
+            const C inv = C{1} / sum;
+            for (std::size_t i = 0; i < n; ++i) o[i] *= inv;
+        }
+    }
+}
+
+/// Softmax along a strided dim for m columns at once (in[r * sd + j * si]), scalar.
 template <typename C, bool Log>
 void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::int64_t so,
                   std::int64_t sdo, std::size_t n, std::size_t m) {
@@ -516,6 +578,58 @@ void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::in
     }
 }
 
+/// The float column kernel when columns are contiguous in both tensors, 8 columns per vector.
+/// Blocks are sized so that one block of all n rows stays in L2 across the three passes.
+template <bool Log>
+void softmax_cols_f32(const float* in, std::int64_t sd, float* out, std::int64_t sdo,
+                      std::size_t n, std::size_t m) {
+    constexpr std::size_t kMaxVecs = kCols / kW;
+    const std::size_t budget = (std::size_t{256} << 10) / (n * sizeof(float));
+    const std::size_t nv_block = std::clamp<std::size_t>(budget / kW, 1, kMaxVecs);
+    f32x8 mx[kMaxVecs], sum[kMaxVecs];
+    const std::size_t mv = m / kW * kW;
+    for (std::size_t jb = 0; jb < mv; jb += nv_block * kW) {
+        const std::size_t nv = std::min(nv_block, (mv - jb) / kW);
+        const float* ib = in + jb;
+        float* ob = out + jb;
+        for (std::size_t v = 0; v < nv; ++v) {
+            mx[v] = splat8(-std::numeric_limits<float>::infinity());
+            sum[v] = f32x8{};
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            for (std::size_t v = 0; v < nv; ++v) mx[v] = max8(load8(row + v * kW), mx[v]);
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            float* orow = ob + idx(r, sdo);
+            for (std::size_t v = 0; v < nv; ++v) {
+                const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(row + v * kW) - mx[v]);
+                if constexpr (!Log) store8(orow + v * kW, e);
+                sum[v] += e;
+            }
+        }
+        for (std::size_t v = 0; v < nv; ++v) {
+            if constexpr (Log) {
+                for (std::size_t l = 0; l < kW; ++l) sum[v][l] = std::log(sum[v][l]);
+            } else {
+                sum[v] = splat8(1.0f) / sum[v];
+            }
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            float* orow = ob + idx(r, sdo);
+            for (std::size_t v = 0; v < nv; ++v) {
+                if constexpr (Log)
+                    store8(orow + v * kW, (load8(row + v * kW) - mx[v]) - sum[v]);
+                else
+                    store8(orow + v * kW, load8(orow + v * kW) * sum[v]);
+            }
+        }
+    }
+    if (mv < m) softmax_cols<float, Log>(in + mv, 1, sd, out + mv, 1, sdo, n, m - mv);
+}
+
 template <typename C, bool Log>
 CpuTensor softmax_t(const CpuTensor& t, std::size_t dim) {
     CpuTensor out = empty(t.shape, t.dtype);
@@ -535,6 +649,9 @@ CpuTensor softmax_t(const CpuTensor& t, std::size_t dim) {
                 for (std::size_t j = 0; j < len; ++j)
                     softmax_row<C, Log>(p + off[1] + idx(j, st[1]), o + off[0] + idx(j, st[0]),
                                         n);
+            } else if (std::same_as<C, float> && st[0] == 1 && st[1] == 1) {
+                softmax_cols_f32<Log>(reinterpret_cast<const float*>(p + off[1]), sd,
+                                      reinterpret_cast<float*>(o + off[0]), sdo, n, len);
             } else {
                 softmax_cols<C, Log>(p + off[1], st[1], sd, o + off[0], st[0], sdo, n, len);
             }

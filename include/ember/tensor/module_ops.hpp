@@ -2,32 +2,38 @@
 // Functional module ops (ember::module), as Burn's burn::tensor::module: convolutions, pooling,
 // interpolation, embedding and linear. Forward only here; Autodiff adds their backward.
 #include <optional>
+#include <type_traits>
 
 #include "tensor.hpp"
 
 namespace ember::module {
 
+/// An optional tensor argument (bias, mask). Its backend is not deduced from it (only from the
+/// other arguments), so that callers may pass a tensor or `std::nullopt` directly.
+template <Backend B, std::size_t D>
+using OptionalTensor = std::optional<std::type_identity_t<Tensor<B, D>>>;
+
 /// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out].
 template <Backend B, std::size_t D>
 Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
-                    const std::optional<Tensor<B, 1>>& bias = std::nullopt) {
+                    const OptionalTensor<B, 1>& bias = std::nullopt) {
     Shape ws = weight.shape();
     Shape s = Shape::filled(D, 1);
     s[D - 2] = ws[0];
     s[D - 1] = ws[1];
     auto y = x.matmul(weight.template reshape<D>(s));
-    if (bias) y = std::move(y) + bias->template unsqueeze_dim<D>(0).template reshape<D>([&] {
+    if (bias) {
         Shape b = Shape::filled(D, 1);
         b[D - 1] = ws[1];
-        return b;
-    }());
+        y = std::move(y) + bias->template reshape<D>(b);
+    }
     return y;
 }
 
 #define EMBER_CONV(name, N, Opt)                                                           \
     template <Backend B>                                                                   \
     Tensor<B, N + 2> name(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& weight,      \
-                          const std::optional<Tensor<B, 1>>& bias = std::nullopt,          \
+                          const OptionalTensor<B, 1>& bias = std::nullopt,                 \
                           const Opt<N>& options = {}) {                                    \
         std::optional<typename B::FloatTensorPrimitive> b;                                 \
         if (bias) b = bias->primitive();                                                   \
@@ -51,8 +57,8 @@ EMBER_CONV(conv_transpose3d, 3, ConvTransposeOptions)
 template <Backend B>
 Tensor<B, 4> deform_conv2d(const Tensor<B, 4>& x, const Tensor<B, 4>& offset,
                            const Tensor<B, 4>& weight,
-                           const std::optional<Tensor<B, 4>>& mask = std::nullopt,
-                           const std::optional<Tensor<B, 1>>& bias = std::nullopt,
+                           const OptionalTensor<B, 4>& mask = std::nullopt,
+                           const OptionalTensor<B, 1>& bias = std::nullopt,
                            const DeformConvOptions& options = {}) {
     std::optional<typename B::FloatTensorPrimitive> m, b;
     if (mask) m = mask->primitive();

@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -566,8 +567,11 @@ public:
         auto a = float_tensor(), b = other.float_tensor();
         auto diff = a.sub(b).abs();
         auto tol = b.abs().mul_scalar(rtol).add_scalar(atol);
-        // Equal infinities are close although their difference is NaN.
-        return diff.lower_equal(tol).bool_or(a.equal(b));
+        // As torch.isclose: non-finite values are close only to equal values (equal
+        // infinities, although their difference is NaN); an infinite `other` would otherwise
+        // make the tolerance infinite and every value close to it.
+        auto finite = b.abs().lower_elem(std::numeric_limits<double>::infinity());
+        return diff.lower_equal(tol).bool_and(finite).bool_or(a.equal(b));
     }
     /// True when every element is close (torch.allclose).
     bool all_close(const Tensor& other, std::optional<double> atol = std::nullopt,
