@@ -18,7 +18,11 @@ std::string format_value(const TensorData& data, std::size_t i, const PrintOptio
     const double v = data.value(i);
     if (dt == DType::Bool) return v != 0 ? "true" : "false";
     if (!is_float(dt)) {
-        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+        // Read the integer itself: through a double, int64 values above 2^53 would round.
+        const auto iv = detail::visit_dtype(dt, [&]<typename S>(detail::TypeTag<S>) {
+            return detail::elem_cast<long long>(reinterpret_cast<const S*>(data.bytes().data())[i]);
+        });
+        std::snprintf(buf, sizeof buf, "%lld", iv);
         return buf;
     }
     if (std::isnan(v)) return "NaN";

@@ -427,6 +427,12 @@ TEMPLATE_LIST_TEST_CASE("data: display in Burn's format", "[data][display]", emb
         CHECK(ember::to_string(t) == "Tensor {\n  data:\n[[1, 2, 3],\n [4, 5, 6],\n [7, 8, 9]]" +
                                          tail("[3, 3]", "Int", "i64"));
     }
+    SECTION("large and negative int64 values print exactly") {
+        ember::TensorData d(std::vector<std::int64_t>{9007199254740993, -9223372036854775807 - 1, -7}, {3});
+        CHECK(ember::detail::format_data(d, {}) == "[9007199254740993, -9223372036854775808, -7]");
+        ember::TensorData u(std::vector<std::uint8_t>{255, 0}, {2});
+        CHECK(ember::detail::format_data(u, {}) == "[255, 0]");
+    }
     SECTION("a Bool tensor (Burn's 2-d bool test)") {
         auto t = ember::Tensor<B, 2, ember::Bool>::from_data(ember::TensorData(
             std::vector<bool>{true, false, true, false, true, false, false, true, true}, {3, 3}));

@@ -679,6 +679,49 @@ TEMPLATE_LIST_TEST_CASE("reductions", "[numeric][sum][mean][prod][max][min]", em
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("size-1 dims", "[numeric][size1]", ember::test::TestBackends) {
+    using B = TestType;
+    auto f = fixture("num_size_one");
+    auto c = f.tensor<B, 2>(0);  // [3, 1]
+    auto r = f.tensor<B, 2>(1);  // [1, 4]
+    SECTION("reducing a size-1 dim") {
+        EXPECT_CLOSE(f.output(0), c.sum_dim(1));
+        EXPECT_SAME(f.output(1), c.argmax(1));
+        EXPECT_CLOSE(f.output(3), c.max_dim(1));
+        EXPECT_CLOSE(f.output(4), r.sum_dim(0));
+        EXPECT_CLOSE(f.output(5), r.max_dim(0));
+        EXPECT_CLOSE(f.output(9), c.var_bias(1));
+    }
+    SECTION("sorting a size-1 dim") {
+        EXPECT_CLOSE(f.output(2), c.sort(1));
+        EXPECT_CLOSE(f.output(6), r.topk(1, 0));
+        EXPECT_SAME(f.output(7), r.argsort(0));
+    }
+    SECTION("mean of a column") { EXPECT_CLOSE(f.output(8), c.mean_dim(0)); }
+}
+
+TEMPLATE_LIST_TEST_CASE("strided and expanded indices", "[numeric][gather][scatter][select]", ember::test::TestBackends) {
+    using B = TestType;
+    using I1 = ember::Tensor<B, 1, Int>;
+    auto f = fixture("num_strided_index");
+    auto x = f.tensor<B, 2>(0);  // [3, 6]
+    auto idx = f.tensor<B, 2, Int>(1);  // [1, 2]
+    auto v = f.tensor<B, 2>(2);  // [1, 2]
+    SECTION("select with a strided index") {
+        EXPECT_CLOSE(f.output(0), x.select(1, I1::arange(0, 6).slice({Slice{0, kEnd, 2}})));
+    }
+    SECTION("gather with an expanded index") {
+        EXPECT_CLOSE(f.output(1), x.gather(1, idx.template expand<2>(Shape{3, 2})));
+    }
+    SECTION("scatter with expanded index and values") {
+        EXPECT_CLOSE(f.output(2), x.scatter(1, idx.template expand<2>(Shape{3, 2}), v.template expand<2>(Shape{3, 2})));
+    }
+    SECTION("select_assign with strided index and values") {
+        EXPECT_CLOSE(f.output(3), x.select_assign(1, I1::arange(0, 6).slice({Slice{0, kEnd, 3}}),
+                                                   x.slice({Slice{0}, Slice{0, kEnd, 3}})));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 TEMPLATE_LIST_TEST_CASE("pad", "[numeric][pad]", ember::test::TestBackends) {
     using B = TestType;

@@ -260,14 +260,63 @@ void gemm_tiny(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T 
 constexpr std::size_t kTinyWork = 4096;
 constexpr std::size_t kTinyBlas = 256;
 
-/// The blocked GEMM proper (k > 0, alpha != 0, not tiny), for vector width VB.
+/// One packed A block against packed B panels: the unit of work handed to threads.
+template <typename T>
+struct BlockJob {
+    const T* apack;
+    const T* bpack;
+    std::size_t mc, nc, kc;
+    T alpha, beta;
+    bool first;
+    T* c;  ///< C at the block's origin
+    std::size_t ldc;
+};
+
+/// BLIS's jr loop over B panels [p0, p1): the packed A block is swept over each panel, whose
+/// B stays in L1.
 template <typename T, std::size_t VB>
-EMBER_INLINE void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n,
-                                    std::size_t k, T alpha, const T* a, std::size_t lda,
-                                    const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
-                                    bool parallel) {
+EMBER_INLINE void block_panels(const BlockJob<T>& j, std::size_t p0, std::size_t p1) {
     using Tl = Tile<T, VB>;
     constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
+    alignas(64) T tile[MR * NR];
+    for (std::size_t jp = p0; jp < p1; ++jp) {
+        const std::size_t j0 = jp * NR, nr = std::min(NR, j.nc - j0);
+        const T* bp = j.bpack + j0 * j.kc;
+        const T* next = jp + 1 < p1 ? bp + NR * j.kc : nullptr;
+        for (std::size_t ir = 0; ir < j.mc; ir += MR) {
+            micro_kernel<T, VB>(j.kc, j.apack + ir * j.kc, bp, tile, ir == 0 ? next : nullptr);
+            update_c(tile, NR, std::min(MR, j.mc - ir), nr, j.alpha, j.beta, j.first,
+                     j.c + ir * j.ldc + j0, j.ldc);
+        }
+    }
+}
+
+// Out-of-line entry points, one per vector width. Threads reach the kernels through these:
+// a lambda does not inherit its enclosing function's target attribute, so the AVX-512 code
+// must sit in a function that carries it.
+template <typename T>
+void block_panels_native(const BlockJob<T>& j, std::size_t p0, std::size_t p1) {
+    block_panels<T, kNativeVec>(j, p0, p1);
+}
+#if EMBER_GEMM_AVX512
+template <typename T>
+EMBER_AVX512_TARGET void block_panels_avx512(const BlockJob<T>& j, std::size_t p0,
+                                             std::size_t p1) {
+    block_panels<T, 64>(j, p0, p1);
+}
+#endif
+
+/// The blocked GEMM proper (k > 0, alpha != 0, not tiny), for vector width VB.
+template <typename T, std::size_t VB>
+void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
+                       const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
+                       std::size_t ldc, bool parallel) {
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
+    void (*panels_fn)(const BlockJob<T>&, std::size_t, std::size_t) = block_panels_native<T>;
+#if EMBER_GEMM_AVX512
+    if constexpr (VB == 64) panels_fn = block_panels_avx512<T>;
+#endif
     const std::size_t kc_max = std::min(Tl::KC, k);
     const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
     const std::size_t mc_max = std::min(Tl::MC, (m + MR - 1) / MR * MR);
@@ -282,7 +331,6 @@ EMBER_INLINE void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t
         const std::size_t panels = (nc + NR - 1) / NR;
         for (std::size_t pc = 0; pc < k; pc += Tl::KC) {
             const std::size_t kc = std::min(Tl::KC, k - pc);
-            const bool first = pc == 0;
             const T* bsrc = tb ? b + jc * ldb + pc : b + pc * ldb + jc;
             if (parallel)
                 parallel_for(panels, std::max<std::size_t>(1, 16384 / (kc * NR)),
@@ -293,29 +341,14 @@ EMBER_INLINE void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t
                 pack_b<T, NR>(kc, nc, 0, panels, bsrc, ldb, tb, bpack);
             for (std::size_t ic = 0; ic < m; ic += Tl::MC) {
                 const std::size_t mc = std::min(Tl::MC, m - ic);
-                const T* asrc = ta ? a + pc * lda + ic : a + ic * lda + pc;
-                pack_a<T, MR>(mc, kc, asrc, lda, ta, apack);
-                // BLIS's jr loop: each thread takes whole NR-column panels and sweeps the
-                // shared packed A block over them, its B panel staying in L1.
-                auto body = [&](std::size_t p0, std::size_t p1) {
-                    alignas(64) T tile[MR * NR];
-                    for (std::size_t jp = p0; jp < p1; ++jp) {
-                        const std::size_t j0 = jp * NR, nr = std::min(NR, nc - j0);
-                        const T* bp = bpack + j0 * kc;
-                        const T* next = jp + 1 < p1 ? bp + NR * kc : nullptr;
-                        for (std::size_t ir = 0; ir < mc; ir += MR) {
-                            micro_kernel<T, VB>(kc, apack + ir * kc, bp, tile,
-                                                ir == 0 ? next : nullptr);
-                            update_c(tile, NR, std::min(MR, mc - ir), nr, alpha, beta, first,
-                                     c + (ic + ir) * ldc + jc + j0, ldc);
-                        }
-                    }
-                };
+                pack_a<T, MR>(mc, kc, ta ? a + pc * lda + ic : a + ic * lda + pc, lda, ta, apack);
+                const BlockJob<T> job{apack, bpack, mc,         nc, kc, alpha, beta,
+                                      pc == 0, c + ic * ldc + jc, ldc};
                 if (parallel)
                     parallel_for(panels, std::max<std::size_t>(1, kGrainMadds / (mc * kc * NR)),
-                                 [&](std::size_t p0, std::size_t p1) { body(p0, p1); });
+                                 [&](std::size_t p0, std::size_t p1) { panels_fn(job, p0, p1); });
                 else
-                    body(0, panels);
+                    panels_fn(job, 0, panels);
             }
         }
     }
@@ -427,14 +460,6 @@ bool has_avx512() {
 }
 
 template <typename T>
-EMBER_AVX512_TARGET void gemm_blocked_avx512(bool ta, bool tb, std::size_t m, std::size_t n,
-                                             std::size_t k, T alpha, const T* a, std::size_t lda,
-                                             const T* b, std::size_t ldb, T beta, T* c,
-                                             std::size_t ldc, bool parallel) {
-    gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
-}
-
-template <typename T>
 EMBER_AVX512_TARGET void small_k_avx512(std::size_t m, std::size_t n, std::size_t k, const T* a,
                                         std::size_t lda, const T* b, std::size_t ldb,
                                         const T* bias, T* c, std::size_t ldc) {
@@ -457,7 +482,8 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
     }
 #if EMBER_GEMM_AVX512
     if (has_avx512())
-        return gemm_blocked_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+        return gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                        parallel);
 #endif
     gemm_blocked_body<T, kNativeVec>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                      parallel);

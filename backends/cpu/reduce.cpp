@@ -70,7 +70,7 @@ template <typename L>
 constexpr std::size_t kLanes = 128 / sizeof(L) < 8 ? 8 : 128 / sizeof(L);
 constexpr std::size_t kBlockPerLane = 128;
 // Columns handled at once by the row-wise kernels (accumulators stay in L1).
-constexpr std::size_t kCols = 256;
+constexpr std::size_t kCols = 1024;
 // Elements of input per parallel task.
 constexpr std::size_t kWorkGrain = std::size_t{1} << 15;
 
@@ -402,6 +402,11 @@ CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
 // AVX2 here and to narrower or scalar code elsewhere, where the auto-vectoriser gives up on the
 // exp + store + sum loop. double and strided layouts take the scalar loops.
 
+#if defined(__GNUC__) && !defined(__clang__)
+// Builds without AVX warn that 32-byte vectors change the calling convention; these helpers
+// are internal and inlined, so no call ever passes one across an ABI boundary.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
 constexpr std::size_t kW = 8;
@@ -411,15 +416,15 @@ inline f32x8 load8(const float* p) {
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store8(float* p, f32x8 v) { std::memcpy(p, &v, sizeof v); }
+inline void store8(float* p, const f32x8& v) { std::memcpy(p, &v, sizeof v); }
 inline f32x8 splat8(float x) { return f32x8{} + x; }
-inline f32x8 max8(f32x8 a, f32x8 b) { return a > b ? a : b; }
-inline float hmax8(f32x8 v) {
+inline f32x8 max8(const f32x8& a, const f32x8& b) { return a > b ? a : b; }
+inline float hmax8(const f32x8& v) {
     float m = v[0];
     for (std::size_t l = 1; l < kW; ++l) m = v[l] > m ? v[l] : m;
     return m;
 }
-inline float hsum8(f32x8 v) {
+inline float hsum8(const f32x8& v) {
     return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
 }
 
@@ -428,7 +433,7 @@ inline float hsum8(f32x8 v) {
 /// polynomial: about 1 ulp. Results below FLT_MIN flush to 0 (so -inf gives exactly 0); NaN
 /// propagates. Staying at or below 0 keeps the exponent n in [-126, 0], so one scale suffices.
 template <typename V, typename I>
-inline V exp_nonpos(V x) {
+inline V exp_nonpos(const V& x) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;
     constexpr float kLn2Lo = -2.12194440e-4f;
@@ -579,52 +584,38 @@ void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::in
 }
 
 /// The float column kernel when columns are contiguous in both tensors, 8 columns per vector.
-/// Blocks are sized so that one block of all n rows stays in L2 across the three passes.
+/// Each pass streams whole rows (all m columns, accumulators in L1/L2): blocks of columns over
+/// all n rows would read short pieces at a large, often power-of-two stride, which the caches
+/// cannot hold.
 template <bool Log>
 void softmax_cols_f32(const float* in, std::int64_t sd, float* out, std::int64_t sdo,
                       std::size_t n, std::size_t m) {
-    constexpr std::size_t kMaxVecs = kCols / kW;
-    const std::size_t budget = (std::size_t{256} << 10) / (n * sizeof(float));
-    const std::size_t nv_block = std::clamp<std::size_t>(budget / kW, 1, kMaxVecs);
-    f32x8 mx[kMaxVecs], sum[kMaxVecs];
     const std::size_t mv = m / kW * kW;
-    for (std::size_t jb = 0; jb < mv; jb += nv_block * kW) {
-        const std::size_t nv = std::min(nv_block, (mv - jb) / kW);
-        const float* ib = in + jb;
-        float* ob = out + jb;
-        for (std::size_t v = 0; v < nv; ++v) {
-            mx[v] = splat8(-std::numeric_limits<float>::infinity());
-            sum[v] = f32x8{};
+    std::vector<float> mx(mv, -std::numeric_limits<float>::infinity()), acc(mv, 0.0f);
+    float* const pm = mx.data();
+    float* const pa = acc.data();
+    for (std::size_t r = 0; r < n; ++r) {
+        const float* row = in + idx(r, sd);
+        for (std::size_t j = 0; j < mv; j += kW) store8(pm + j, max8(load8(row + j), load8(pm + j)));
+    }
+    for (std::size_t r = 0; r < n; ++r) {
+        const float* row = in + idx(r, sd);
+        float* orow = out + idx(r, sdo);
+        for (std::size_t j = 0; j < mv; j += kW) {
+            const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(row + j) - load8(pm + j));
+            if constexpr (!Log) store8(orow + j, e);
+            store8(pa + j, load8(pa + j) + e);
         }
-        for (std::size_t r = 0; r < n; ++r) {
-            const float* row = ib + idx(r, sd);
-            for (std::size_t v = 0; v < nv; ++v) mx[v] = max8(load8(row + v * kW), mx[v]);
-        }
-        for (std::size_t r = 0; r < n; ++r) {
-            const float* row = ib + idx(r, sd);
-            float* orow = ob + idx(r, sdo);
-            for (std::size_t v = 0; v < nv; ++v) {
-                const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(row + v * kW) - mx[v]);
-                if constexpr (!Log) store8(orow + v * kW, e);
-                sum[v] += e;
-            }
-        }
-        for (std::size_t v = 0; v < nv; ++v) {
-            if constexpr (Log) {
-                for (std::size_t l = 0; l < kW; ++l) sum[v][l] = std::log(sum[v][l]);
-            } else {
-                sum[v] = splat8(1.0f) / sum[v];
-            }
-        }
-        for (std::size_t r = 0; r < n; ++r) {
-            const float* row = ib + idx(r, sd);
-            float* orow = ob + idx(r, sdo);
-            for (std::size_t v = 0; v < nv; ++v) {
-                if constexpr (Log)
-                    store8(orow + v * kW, (load8(row + v * kW) - mx[v]) - sum[v]);
-                else
-                    store8(orow + v * kW, load8(orow + v * kW) * sum[v]);
-            }
+    }
+    for (std::size_t j = 0; j < mv; ++j) pa[j] = Log ? std::log(pa[j]) : 1.0f / pa[j];
+    for (std::size_t r = 0; r < n; ++r) {
+        const float* row = in + idx(r, sd);
+        float* orow = out + idx(r, sdo);
+        for (std::size_t j = 0; j < mv; j += kW) {
+            if constexpr (Log)
+                store8(orow + j, (load8(row + j) - load8(pm + j)) - load8(pa + j));
+            else
+                store8(orow + j, load8(orow + j) * load8(pa + j));
         }
     }
     if (mv < m) softmax_cols<float, Log>(in + mv, 1, sd, out + mv, 1, sdo, n, m - mv);

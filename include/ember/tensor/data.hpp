@@ -101,7 +101,7 @@ private:
         bytes_.resize(n * dtype_size(dtype_));
         detail::visit_dtype(dtype_, [&]<typename S>(detail::TypeTag<S>) {
             auto* dst = reinterpret_cast<S*>(bytes_.data());
-            for (std::size_t i = 0; i < n; ++i, ++first) dst[i] = static_cast<S>(*first);
+            for (std::size_t i = 0; i < n; ++i, ++first) dst[i] = detail::elem_cast<S>(*first);
         });
     }
     void check_type(DType wanted, const char* op) const;

@@ -2,6 +2,7 @@
 // Errors: every failed precondition throws a subclass of ember::Error naming the op and the
 // offending shapes or values. Freestanding builds (no exceptions) route the same checks to a
 // panic handler that the firmware installs.
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -66,9 +67,16 @@ inline void append_one(std::string& s, const std::string& v) { s.append(v); }
 inline void append_one(std::string& s, char v) { s.push_back(v); }
 inline void append_one(std::string& s, bool v) { s.append(v ? "true" : "false"); }
 template <typename T>
-    requires std::is_arithmetic_v<T>
+    requires std::is_integral_v<T>
 inline void append_one(std::string& s, T v) {
     s.append(std::to_string(v));
+}
+template <typename T>
+    requires std::is_floating_point_v<T>
+inline void append_one(std::string& s, T v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+    s.append(buf);
 }
 template <typename T>
     requires requires(const T& t) { t.to_string(); }

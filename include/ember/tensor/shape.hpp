@@ -103,9 +103,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 std::size_t normalize_dim(long dim, std::size_t rank, const char* op);
 
 /// A range along one dim: [start, end) with a positive step; negative values count from the end.
+/// Ranges beyond the dim are errors (IndexError), not clamped.
 struct Slice {
     long start = 0;                                  ///< first index (negative: from the end)
-    long end = std::numeric_limits<long>::max();     ///< one past the last (clamped to the dim)
+    long end = std::numeric_limits<long>::max();     ///< one past the last (default: the dim's end)
     long step = 1;                                   ///< positive stride
     /// Resolves against a dim of size `size` into (start, length) following Python's rules.
     std::pair<std::size_t, std::size_t> resolve(std::size_t size, const char* op) const;
