@@ -156,6 +156,7 @@ void bench_matmul(std::size_t n) {
 constexpr std::size_t k16M = std::size_t{1} << 24;
 
 void bench_add() {
+    if (!selected("add_new_16M") && !selected("add_inplace_16M")) return;
     const std::size_t n = opt.quick ? k16M / 8 : k16M;
     auto a = T<1>::random({n}, ember::Distribution::Default);
     auto b = T<1>::random({n}, ember::Distribution::Default);

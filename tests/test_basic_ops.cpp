@@ -391,8 +391,13 @@ TEMPLATE_LIST_TEST_CASE("slice", "[basic][slice]", ember::test::TestBackends) {
     }
     SECTION("negative start") { EXPECT_CLOSE(f.output(4), x.slice({Slice{-2}})); }
     SECTION("negative ends") { EXPECT_CLOSE(f.output(5), x.slice({{0, -1}, {-3, -1}})); }
-    SECTION("ends past the size are clamped") { EXPECT_CLOSE(f.output(6), x.slice({{1, 100}, {3, 100}})); }
-    SECTION("starts before the beginning are clamped") { EXPECT_CLOSE(f.output(12), x.slice({{-100, 2}})); }
+    // Unlike Python, ranges beyond the dim are errors (DESIGN.md "Bad input"), as in Burn.
+    SECTION("ends past the size are errors") {
+        CHECK_THROWS_AS(x.slice({{1, 100}, {3, 100}}), ember::IndexError);
+    }
+    SECTION("starts before the beginning are errors") {
+        CHECK_THROWS_AS(x.slice({{-100, 2}}), ember::IndexError);
+    }
     SECTION("a transposed input with a step") {
         EXPECT_CLOSE(f.output(7), x.transpose().slice({Slice{1, 3}, Slice{0, kEnd, 2}}));
     }

@@ -22,7 +22,8 @@
 // GCC's SLP vectoriser spills a plain accumulator array to the stack. The width follows the
 // compile target; on x86-64 a second, AVX-512 copy is compiled and picked at run time, since
 // the build targets AVX2 while many of the machines it runs on have twice the FMA width.
-#if !defined(__GNUC__)
+#if defined(EMBER_GEMM_VEC_BYTES)  // set by tests to exercise other tile shapes
+#elif !defined(__GNUC__)
 #define EMBER_GEMM_VEC_BYTES 0
 #elif defined(__AVX512F__)
 #define EMBER_GEMM_VEC_BYTES 64
@@ -255,10 +256,13 @@ void gemm_tiny(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T 
     }
 }
 
-/// Products up to this many multiply-adds take `gemm_tiny` in the portable GEMM; with BLAS,
-/// up to kTinyBlas (measured: OpenBLAS's fixed cost beats the loops from about 8×8×8 up).
+/// Products up to this many multiply-adds take `gemm_tiny` in the portable GEMM.
 constexpr std::size_t kTinyWork = 4096;
+#if EMBER_CPU_BLAS
+/// With BLAS, up to this many (measured: OpenBLAS's fixed cost beats the loops from about
+/// 8×8×8 up).
 constexpr std::size_t kTinyBlas = 256;
+#endif
 
 /// One packed A block against packed B panels: the unit of work handed to threads.
 template <typename T>

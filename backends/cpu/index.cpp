@@ -44,10 +44,18 @@ inline std::int64_t idx(std::size_t i, std::int64_t stride) {
 template <typename F>
 void visit_bits(std::size_t size, F&& f) {
     switch (size) {
-        case 8: f(TypeTag<std::uint64_t>{}); break;
-        case 4: f(TypeTag<std::uint32_t>{}); break;
-        case 2: f(TypeTag<std::uint16_t>{}); break;
-        default: f(TypeTag<std::uint8_t>{}); break;
+        case 8:
+            f(TypeTag<std::uint64_t>{});
+            break;
+        case 4:
+            f(TypeTag<std::uint32_t>{});
+            break;
+        case 2:
+            f(TypeTag<std::uint16_t>{});
+            break;
+        default:
+            f(TypeTag<std::uint8_t>{});
+            break;
     }
 }
 
@@ -75,7 +83,9 @@ CpuTensor fresh_copy(const CpuTensor& t) {
 }
 
 /// `t` itself when the caller handed over its only reference, else a copy to write into.
-CpuTensor writable(CpuTensor t) { return t.is_unique() ? std::move(t) : fresh_copy(t); }
+CpuTensor writable(CpuTensor t) {
+    return t.is_unique() ? std::move(t) : fresh_copy(t);
+}
 
 /// Indices as int64 or int32 (narrower ints are widened; anything else is an error).
 CpuTensor index_tensor(CpuTensor indices, const char* op) {
@@ -106,8 +116,8 @@ void check_indices(const CpuTensor& indices, std::size_t size, std::size_t dim, 
                 bad = v;
             }
         });
-        EMBER_CHECK(ok, Index, op, ": index ", bad, " is out of range for dim ", dim,
-                    " of size ", size);
+        EMBER_CHECK(ok, Index, op, ": index ", bad, " is out of range for dim ", dim, " of size ",
+                    size);
     });
 }
 
@@ -144,8 +154,7 @@ CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices) {
                 indices.shape, " must have the rank of the tensor of shape ", t.shape);
     for (std::size_t d = 0; d < t.shape.rank(); ++d)
         EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
-                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ",
-                    d);
+                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
     indices = index_tensor(std::move(indices), "gather");
     check_indices(indices, t.shape[dim], dim, "gather");
     CpuTensor out = empty(indices.shape, t.dtype);
@@ -164,10 +173,9 @@ CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices) {
             parallel_for(n, kGrain, [&](std::size_t b, std::size_t e) {
                 for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
                     for (std::size_t j = 0; j < len; ++j)
-                        o[off[0] + idx(j, st[0])] = tp[off[2] + idx(j, st[2]) +
-                                                       static_cast<std::int64_t>(
-                                                           ip[off[1] + idx(j, st[1])]) *
-                                                           sd];
+                        o[off[0] + idx(j, st[0])] =
+                            tp[off[2] + idx(j, st[2]) +
+                               static_cast<std::int64_t>(ip[off[1] + idx(j, st[1])]) * sd];
                 });
             });
         });
@@ -185,8 +193,8 @@ CpuTensor scatter_add(std::size_t dim, CpuTensor t, CpuTensor indices, CpuTensor
                 values.shape, " must have the same rank");
     for (std::size_t d = 0; d < rank; ++d) {
         EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
-                    indices.shape, " are larger than values of shape ", values.shape,
-                    " in dim ", d);
+                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
+                    d);
         EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
                     "scatter_add: indices of shape ", indices.shape,
                     " are larger than the tensor of shape ", t.shape, " in dim ", d);

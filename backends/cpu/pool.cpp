@@ -100,9 +100,47 @@ Window3 window3(const PoolParams& p) {
     return w;
 }
 
+/// The windows of one axis, per output index: the clipped input range [lo, hi) and the
+/// divisor factor (the window's extent over input and padding, or over input only).
+struct AxisWindows {
+    std::vector<i64> lo, hi, count;
+};
+
+/// Average pooling windows along one axis, as PyTorch's avg_pool kernels clip them.
+AxisWindows avg_windows(i64 in, i64 out, i64 k, i64 s, i64 pad, bool count_include_pad) {
+    AxisWindows w;
+    for (i64 o = 0; o < out; ++o) {
+        const i64 start = o * s - pad;
+        const i64 end = std::min(start + k, in + pad);
+        const i64 lo = std::max<i64>(start, 0), hi = std::min(end, in);
+        w.lo.push_back(lo);
+        w.hi.push_back(hi);
+        w.count.push_back(count_include_pad ? end - start : hi - lo);
+    }
+    return w;
+}
+
+/// Max pooling windows along one axis: PyTorch moves the start into the input by whole
+/// dilation steps, so lo is the first in-bounds tap.
+AxisWindows max_windows(i64 in, i64 out, i64 k, i64 s, i64 pad, i64 dil) {
+    AxisWindows w;
+    for (i64 o = 0; o < out; ++o) {
+        i64 lo = o * s - pad;
+        const i64 hi = std::min(lo + (k - 1) * dil + 1, in);
+        while (lo < 0) lo += dil;
+        w.lo.push_back(lo);
+        w.hi.push_back(hi);
+        w.count.push_back(0);
+    }
+    return w;
+}
+
 template <typename T>
 void avg_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, bool count_include_pad,
                    CpuTensor& out) {
+    std::array<AxisWindows, 3> ax;
+    for (int d = 0; d < 3; ++d)
+        ax[d] = avg_windows(g.in[d], g.out[d], w.k[d], w.s[d], w.pad[d], count_include_pad);
     const T* X = x.data<T>();
     T* O = out.data<T>();
     const std::size_t planes = x.shape[0] * x.shape[1];
@@ -112,36 +150,28 @@ void avg_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, bool co
             const T* in = X + static_cast<i64>(pl) * g.in_size();
             T* o = O + static_cast<i64>(pl) * g.out_size();
             for (i64 od = 0; od < g.out[0]; ++od)
-                for (i64 oh = 0; oh < g.out[1]; ++oh)
+                for (i64 oh = 0; oh < g.out[1]; ++oh) {
+                    const i64 d0 = ax[0].lo[od], d1 = ax[0].hi[od], h0 = ax[1].lo[oh],
+                              h1 = ax[1].hi[oh];
+                    const i64 dh_count = ax[0].count[od] * ax[1].count[oh];
+                    T* orow = o + (od * g.out[1] + oh) * g.out[2];
                     for (i64 ow = 0; ow < g.out[2]; ++ow) {
-                        i64 st[3] = {od * w.s[0] - w.pad[0], oh * w.s[1] - w.pad[1],
-                                     ow * w.s[2] - w.pad[2]};
-                        i64 en[3];
-                        i64 pool_size = 1;
-                        for (int d = 0; d < 3; ++d) {
-                            en[d] = std::min(st[d] + w.k[d], g.in[d] + w.pad[d]);
-                            pool_size *= en[d] - st[d];
-                            st[d] = std::max<i64>(st[d], 0);
-                            en[d] = std::min(en[d], g.in[d]);
-                        }
-                        T& dst = o[(od * g.out[1] + oh) * g.out[2] + ow];
+                        const i64 w0 = ax[2].lo[ow], w1 = ax[2].hi[ow];
                         // A window entirely in the padding (possible with ceil_mode) gives 0,
                         // as PyTorch.
-                        if (st[0] >= en[0] || st[1] >= en[1] || st[2] >= en[2]) {
-                            dst = T(0);
+                        if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
+                            orow[ow] = T(0);
                             continue;
                         }
                         T sum = T(0);
-                        for (i64 d = st[0]; d < en[0]; ++d)
-                            for (i64 h = st[1]; h < en[1]; ++h) {
+                        for (i64 d = d0; d < d1; ++d)
+                            for (i64 h = h0; h < h1; ++h) {
                                 const T* row = in + (d * g.in[1] + h) * g.in[2];
-                                for (i64 c = st[2]; c < en[2]; ++c) sum += row[c];
+                                for (i64 c = w0; c < w1; ++c) sum += row[c];
                             }
-                        const i64 divisor = count_include_pad ? pool_size
-                                                              : (en[0] - st[0]) * (en[1] - st[1]) *
-                                                                    (en[2] - st[2]);
-                        dst = sum / T(divisor);
+                        orow[ow] = sum / T(dh_count * ax[2].count[ow]);
                     }
+                }
         }
     });
 }
@@ -149,6 +179,9 @@ void avg_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, bool co
 template <typename T>
 void max_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, CpuTensor& out,
                    CpuTensor& indices) {
+    std::array<AxisWindows, 3> ax;
+    for (int d = 0; d < 3; ++d)
+        ax[d] = max_windows(g.in[d], g.out[d], w.k[d], w.s[d], w.pad[d], w.dil[d]);
     const T* X = x.data<T>();
     T* O = out.data<T>();
     i64* I = indices.data<i64>();
@@ -160,34 +193,31 @@ void max_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, CpuTens
             T* o = O + static_cast<i64>(pl) * g.out_size();
             i64* oi = I + static_cast<i64>(pl) * g.out_size();
             for (i64 od = 0; od < g.out[0]; ++od)
-                for (i64 oh = 0; oh < g.out[1]; ++oh)
+                for (i64 oh = 0; oh < g.out[1]; ++oh) {
+                    const i64 d0 = ax[0].lo[od], d1 = ax[0].hi[od], h0 = ax[1].lo[oh],
+                              h1 = ax[1].hi[oh];
+                    const i64 q0 = (od * g.out[1] + oh) * g.out[2];
                     for (i64 ow = 0; ow < g.out[2]; ++ow) {
-                        i64 st[3] = {od * w.s[0] - w.pad[0], oh * w.s[1] - w.pad[1],
-                                     ow * w.s[2] - w.pad[2]};
-                        i64 en[3];
-                        for (int d = 0; d < 3; ++d) {
-                            en[d] = std::min(st[d] + (w.k[d] - 1) * w.dil[d] + 1, g.in[d]);
-                            while (st[d] < 0) st[d] += w.dil[d];
-                        }
+                        const i64 w0 = ax[2].lo[ow], w1 = ax[2].hi[ow];
                         // PyTorch starts from the window's first in-bounds position and lets
                         // NaN win (the last NaN seen).
-                        i64 best_i = (st[0] * g.in[1] + st[1]) * g.in[2] + st[2];
+                        i64 best_i = (d0 * g.in[1] + h0) * g.in[2] + w0;
                         T best = -std::numeric_limits<T>::infinity();
-                        for (i64 d = st[0]; d < en[0]; d += w.dil[0])
-                            for (i64 h = st[1]; h < en[1]; h += w.dil[1]) {
+                        for (i64 d = d0; d < d1; d += w.dil[0])
+                            for (i64 h = h0; h < h1; h += w.dil[1]) {
                                 const i64 base = (d * g.in[1] + h) * g.in[2];
-                                for (i64 c = st[2]; c < en[2]; c += w.dil[2]) {
+                                for (i64 c = w0; c < w1; c += w.dil[2]) {
                                     const T v = in[base + c];
-                                    if (v > best || std::isnan(v)) {
+                                    if (v > best || v != v) {
                                         best = v;
                                         best_i = base + c;
                                     }
                                 }
                             }
-                        const i64 q = (od * g.out[1] + oh) * g.out[2] + ow;
-                        o[q] = best;
-                        oi[q] = best_i;
+                        o[q0 + ow] = best;
+                        oi[q0 + ow] = best_i;
                     }
+                }
         }
     });
 }

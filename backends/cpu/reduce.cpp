@@ -85,13 +85,12 @@ struct Red {
     // Integer sums and products wrap (two's complement) instead of overflowing into UB.
     using Lane = std::conditional_t<
         kLogical, std::uint8_t,
-        std::conditional_t<kFloat, Wide<T>,
-                           std::conditional_t<kArith, std::uint64_t, Wide<T>>>>;
+        std::conditional_t<kFloat, Wide<T>, std::conditional_t<kArith, std::uint64_t, Wide<T>>>>;
     static constexpr bool kBlocked = kSumLike && kFloat;
     using Acc = std::conditional_t<kBlocked, double, Lane>;
-    using Out = std::conditional_t<
-        kLogical, bool,
-        std::conditional_t<std::same_as<T, bool> && kArith, std::int64_t, T>>;
+    using Out =
+        std::conditional_t<kLogical, bool,
+                           std::conditional_t<std::same_as<T, bool> && kArith, std::int64_t, T>>;
 
     static Lane load(T x) {
         if constexpr (kLogical) {
@@ -108,11 +107,15 @@ struct Red {
         } else if constexpr (Op == ReduceOp::Prod || Op == ReduceOp::All) {
             return Lane{1};
         } else if constexpr (Op == ReduceOp::Max) {
-            if constexpr (kFloat) return -std::numeric_limits<Lane>::infinity();
-            else return std::numeric_limits<Lane>::lowest();
+            if constexpr (kFloat)
+                return -std::numeric_limits<Lane>::infinity();
+            else
+                return std::numeric_limits<Lane>::lowest();
         } else {
-            if constexpr (kFloat) return std::numeric_limits<Lane>::infinity();
-            else return std::numeric_limits<Lane>::max();
+            if constexpr (kFloat)
+                return std::numeric_limits<Lane>::infinity();
+            else
+                return std::numeric_limits<Lane>::max();
         }
     }
     template <typename U>
@@ -123,11 +126,15 @@ struct Red {
             return a * x;
         } else if constexpr (Op == ReduceOp::Max) {
             // NaN is sticky: once the accumulator holds it, nothing is greater.
-            if constexpr (kFloat) return (x > a || x != x) ? x : a;
-            else return x > a ? x : a;
+            if constexpr (kFloat)
+                return (x > a || x != x) ? x : a;
+            else
+                return x > a ? x : a;
         } else if constexpr (Op == ReduceOp::Min) {
-            if constexpr (kFloat) return (x < a || x != x) ? x : a;
-            else return x < a ? x : a;
+            if constexpr (kFloat)
+                return (x < a || x != x) ? x : a;
+            else
+                return x < a ? x : a;
         } else if constexpr (Op == ReduceOp::Any) {
             return static_cast<U>(a | x);
         } else {
@@ -190,8 +197,8 @@ typename R::Acc reduce_run(const T* p, std::size_t n, std::int64_t s) {
 
 /// out[j * so] = reduction over r < n of in[r * sd + j * si], for j < m (the row-wise kernel).
 template <typename R, typename T>
-void reduce_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n,
-                 typename R::Out* out, std::int64_t so, std::size_t m) {
+void reduce_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n, typename R::Out* out,
+                 std::int64_t so, std::size_t m) {
     using Lane = typename R::Lane;
     using Acc = typename R::Acc;
     Lane lane[kCols];
@@ -299,15 +306,23 @@ CpuTensor dispatch_reduce(ReduceOp op, DType dtype, const char* name, std::size_
                     " of an empty tensor (or dim) has no identity");
     return visit_dtype(dtype, [&]<typename T>(TypeTag<T>) -> CpuTensor {
         switch (op) {
-            case ReduceOp::Sum: return f.template operator()<ReduceOp::Sum, T>();
+            case ReduceOp::Sum:
+                return f.template operator()<ReduceOp::Sum, T>();
             case ReduceOp::Mean:
-                if constexpr (kIsFloat<T>) return f.template operator()<ReduceOp::Mean, T>();
-                else EMBER_FAIL(DType, name, ": mean needs a float tensor");
-            case ReduceOp::Prod: return f.template operator()<ReduceOp::Prod, T>();
-            case ReduceOp::Max: return f.template operator()<ReduceOp::Max, T>();
-            case ReduceOp::Min: return f.template operator()<ReduceOp::Min, T>();
-            case ReduceOp::Any: return f.template operator()<ReduceOp::Any, T>();
-            default: return f.template operator()<ReduceOp::All, T>();
+                if constexpr (kIsFloat<T>)
+                    return f.template operator()<ReduceOp::Mean, T>();
+                else
+                    EMBER_FAIL(DType, name, ": mean needs a float tensor");
+            case ReduceOp::Prod:
+                return f.template operator()<ReduceOp::Prod, T>();
+            case ReduceOp::Max:
+                return f.template operator()<ReduceOp::Max, T>();
+            case ReduceOp::Min:
+                return f.template operator()<ReduceOp::Min, T>();
+            case ReduceOp::Any:
+                return f.template operator()<ReduceOp::Any, T>();
+            default:
+                return f.template operator()<ReduceOp::All, T>();
         }
     });
 }
@@ -323,8 +338,10 @@ using ExtremeOf = Red<Op == ArgReduceOp::ArgMax ? ReduceOp::Max : ReduceOp::Min,
 
 template <typename W>
 inline bool matches(W x, W extreme) {
-    if constexpr (std::floating_point<W>) return extreme != extreme ? x != x : x == extreme;
-    else return x == extreme;
+    if constexpr (std::floating_point<W>)
+        return extreme != extreme ? x != x : x == extreme;
+    else
+        return x == extreme;
 }
 
 template <ArgReduceOp Op, typename T>
@@ -416,9 +433,15 @@ inline f32x8 load8(const float* p) {
     std::memcpy(&v, p, sizeof v);
     return v;
 }
-inline void store8(float* p, const f32x8& v) { std::memcpy(p, &v, sizeof v); }
-inline f32x8 splat8(float x) { return f32x8{} + x; }
-inline f32x8 max8(const f32x8& a, const f32x8& b) { return a > b ? a : b; }
+inline void store8(float* p, const f32x8& v) {
+    std::memcpy(p, &v, sizeof v);
+}
+inline f32x8 splat8(float x) {
+    return f32x8{} + x;
+}
+inline f32x8 max8(const f32x8& a, const f32x8& b) {
+    return a > b ? a : b;
+}
 inline float hmax8(const f32x8& v) {
     float m = v[0];
     for (std::size_t l = 1; l < kW; ++l) m = v[l] > m ? v[l] : m;
@@ -458,8 +481,10 @@ inline V exp_nonpos(const V& x) {
 
 template <typename C>
 inline C exp_c(C x) {
-    if constexpr (std::same_as<C, float>) return exp_nonpos<float, std::int32_t>(x);
-    else return std::exp(x);
+    if constexpr (std::same_as<C, float>)
+        return exp_nonpos<float, std::int32_t>(x);
+    else
+        return std::exp(x);
 }
 
 /// Softmax (or log-softmax) of one stride-1 row of n > 0 floats: max, exp + sum, scale.
@@ -576,8 +601,10 @@ void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::in
             const C* row = ib + idx(r, sd);
             C* orow = ob + idx(r, sdo);
             for (std::size_t j = 0; j < c; ++j) {
-                if constexpr (Log) orow[idx(j, so)] = (row[idx(j, si)] - mx[j]) - sum[j];
-                else orow[idx(j, so)] *= sum[j];
+                if constexpr (Log)
+                    orow[idx(j, so)] = (row[idx(j, si)] - mx[j]) - sum[j];
+                else
+                    orow[idx(j, so)] *= sum[j];
             }
         }
     }
@@ -588,15 +615,16 @@ void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::in
 /// all n rows would read short pieces at a large, often power-of-two stride, which the caches
 /// cannot hold.
 template <bool Log>
-void softmax_cols_f32(const float* in, std::int64_t sd, float* out, std::int64_t sdo,
-                      std::size_t n, std::size_t m) {
+void softmax_cols_f32(const float* in, std::int64_t sd, float* out, std::int64_t sdo, std::size_t n,
+                      std::size_t m) {
     const std::size_t mv = m / kW * kW;
     std::vector<float> mx(mv, -std::numeric_limits<float>::infinity()), acc(mv, 0.0f);
     float* const pm = mx.data();
     float* const pa = acc.data();
     for (std::size_t r = 0; r < n; ++r) {
         const float* row = in + idx(r, sd);
-        for (std::size_t j = 0; j < mv; j += kW) store8(pm + j, max8(load8(row + j), load8(pm + j)));
+        for (std::size_t j = 0; j < mv; j += kW)
+            store8(pm + j, max8(load8(row + j), load8(pm + j)));
     }
     for (std::size_t r = 0; r < n; ++r) {
         const float* row = in + idx(r, sd);
@@ -638,8 +666,7 @@ CpuTensor softmax_t(const CpuTensor& t, std::size_t dim) {
         for_each_span(it, b, e, [&](const auto& off, std::size_t len, const auto& st) {
             if (sd == 1 && sdo == 1) {
                 for (std::size_t j = 0; j < len; ++j)
-                    softmax_row<C, Log>(p + off[1] + idx(j, st[1]), o + off[0] + idx(j, st[0]),
-                                        n);
+                    softmax_row<C, Log>(p + off[1] + idx(j, st[1]), o + off[0] + idx(j, st[0]), n);
             } else if (std::same_as<C, float> && st[0] == 1 && st[1] == 1) {
                 softmax_cols_f32<Log>(reinterpret_cast<const float*>(p + off[1]), sd,
                                       reinterpret_cast<float*>(o + off[0]), sdo, n, len);
@@ -658,10 +685,10 @@ CpuTensor softmax_any(CpuTensor t, std::size_t dim, bool log) {
     EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
                 t.shape);
     switch (t.dtype) {
-        case DType::F32: return log ? softmax_t<float, true>(t, dim)
-                                    : softmax_t<float, false>(t, dim);
-        case DType::F64: return log ? softmax_t<double, true>(t, dim)
-                                    : softmax_t<double, false>(t, dim);
+        case DType::F32:
+            return log ? softmax_t<float, true>(t, dim) : softmax_t<float, false>(t, dim);
+        case DType::F64:
+            return log ? softmax_t<double, true>(t, dim) : softmax_t<double, false>(t, dim);
         default: {
             // Halves: compute in float and round once at the end.
             const DType dt = t.dtype;
@@ -678,8 +705,8 @@ CpuTensor reduce_all(ReduceOp op, CpuTensor t) {
 }
 
 CpuTensor reduce_dim(ReduceOp op, CpuTensor t, std::size_t dim) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "reduce_dim: dim ", dim,
-                " is out of range for shape ", t.shape);
+    EMBER_CHECK(dim < t.shape.rank(), Dim, "reduce_dim: dim ", dim, " is out of range for shape ",
+                t.shape);
     return dispatch_reduce(op, t.dtype, "reduce_dim", t.shape[dim],
                            [&]<ReduceOp Op, typename T>() { return reduce_dim_t<Op, T>(t, dim); });
 }
@@ -696,7 +723,9 @@ CpuTensor arg_reduce(ArgReduceOp op, CpuTensor t, std::size_t dim) {
     });
 }
 
-CpuTensor softmax(CpuTensor t, std::size_t dim) { return softmax_any(std::move(t), dim, false); }
+CpuTensor softmax(CpuTensor t, std::size_t dim) {
+    return softmax_any(std::move(t), dim, false);
+}
 
 CpuTensor log_softmax(CpuTensor t, std::size_t dim) {
     return softmax_any(std::move(t), dim, true);

@@ -39,10 +39,18 @@ void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
 template <typename F>
 void visit_bits(std::size_t size, F&& f) {
     switch (size) {
-        case 8: f(TypeTag<std::uint64_t>{}); break;
-        case 4: f(TypeTag<std::uint32_t>{}); break;
-        case 2: f(TypeTag<std::uint16_t>{}); break;
-        default: f(TypeTag<std::uint8_t>{}); break;
+        case 8:
+            f(TypeTag<std::uint64_t>{});
+            break;
+        case 4:
+            f(TypeTag<std::uint32_t>{});
+            break;
+        case 2:
+            f(TypeTag<std::uint16_t>{});
+            break;
+        default:
+            f(TypeTag<std::uint8_t>{});
+            break;
     }
 }
 
@@ -164,8 +172,8 @@ CpuTensor flip(CpuTensor t, std::span<const std::size_t> axes) {
 }
 
 CpuTensor repeat_dim(CpuTensor t, std::size_t dim, std::size_t times) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "repeat_dim: dim ", dim,
-                " is out of range for shape ", t.shape);
+    EMBER_CHECK(dim < t.shape.rank(), Dim, "repeat_dim: dim ", dim, " is out of range for shape ",
+                t.shape);
     Shape out_shape = t.shape;
     out_shape[dim] = t.shape[dim] * times;
     CpuTensor out = empty(out_shape, t.dtype);

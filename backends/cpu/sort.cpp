@@ -60,8 +60,10 @@ inline Key<T> key_of(T x) {
 /// Ascending order with NaN above everything (and NaNs equal to each other).
 template <typename K>
 inline bool key_less(K a, K b) {
-    if constexpr (std::floating_point<K>) return a < b || (b != b && a == a);
-    else return a < b;
+    if constexpr (std::floating_point<K>)
+        return a < b || (b != b && a == a);
+    else
+        return a < b;
 }
 
 template <typename K>
