@@ -146,22 +146,22 @@ void col2im(const T* col, i64 channels, const Geo& g, T* out) {
 /// Fills each of `rows` rows of length `len` with bias[r] (or 0).
 template <typename T>
 void fill_rows(T* out, i64 rows, i64 len, const T* bias) {
-    for (i64 r = 0; r < rows; ++r) std::fill(out + r * len, out + (r + 1) * len, bias ? bias[r] : T(0));
+    for (i64 r = 0; r < rows; ++r)
+        std::fill(out + r * len, out + (r + 1) * len, bias ? bias[r] : T(0));
 }
 
-/// Whether to split a batch across the pool (each sample's GEMM then runs single-threaded),
-/// rather than run samples one after another with the GEMM itself threaded. Small per-sample
-/// products are where BLAS does not thread and the pool wins.
-bool batch_parallel(std::size_t batch, double per_sample_madds) {
-    return batch > 1 && num_threads() > 1 && per_sample_madds <= double(std::size_t{1} << 20);
-}
-
-/// Runs f(n0, n1, parallel_gemm) over the batch, split as batch_parallel decides.
+/// Runs f(n0, n1, parallel_gemm) over the batch: split across the pool (each sample's GEMM then
+/// single-threaded) when the per-sample products are small, where BLAS would not thread them
+/// and the pool wins, or when the kernel never threads anyway; otherwise sample after sample
+/// with the GEMM itself threaded.
 template <typename F>
-void over_batch(std::size_t batch, double per_sample_madds, F&& f) {
-    if (batch_parallel(batch, per_sample_madds)) {
-        const std::size_t grain = std::max<std::size_t>(
-            1, static_cast<std::size_t>(double(std::size_t{1} << 18) / std::max(per_sample_madds, 1.0)));
+void over_batch(std::size_t batch, double per_sample_madds, bool kernel_threads, F&& f) {
+    const bool split = batch > 1 && num_threads() > 1 &&
+                       (!kernel_threads || per_sample_madds <= double(std::size_t{1} << 20));
+    if (split) {
+        const std::size_t grain =
+            std::max<std::size_t>(1, static_cast<std::size_t>(double(std::size_t{1} << 18) /
+                                                              std::max(per_sample_madds, 1.0)));
         parallel_for(batch, grain, [&](std::size_t n0, std::size_t n1) { f(n0, n1, false); });
     } else {
         f(0, batch, true);
@@ -188,8 +188,8 @@ void check_common(const std::string& op, const CpuTensor& x, const CpuTensor& w,
 
 void check_options(const std::string& op, const ConvParams& p, const Shape& x, const Shape& w) {
     for (std::size_t d = 0; d < p.n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1, Argument, op, ": stride must be >= 1 in every dim (input ",
-                    x, ", weight ", w, ")");
+        EMBER_CHECK(p.stride[d] >= 1, Argument, op, ": stride must be >= 1 in every dim (input ", x,
+                    ", weight ", w, ")");
         EMBER_CHECK(p.dilation[d] >= 1, Argument, op,
                     ": dilation must be >= 1 in every dim (input ", x, ", weight ", w, ")");
         EMBER_CHECK(w[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w);
@@ -232,7 +232,7 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
         (!gemm_uses_blas() && K <= 256 && double(K * P) * sizeof(T) <= double(1 << 20));
     const double madds = double(cout) * double(K) * double(P);
 
-    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+    over_batch(batch, madds, !small_k, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
         T* col = colbuf.get();
         for (std::size_t n = n0; n < n1; ++n) {
@@ -278,7 +278,7 @@ void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, 
     const bool direct = g.pointwise() && g.out == g.in;
     const double madds = double(cin) * double(Kt) * double(I);
 
-    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+    over_batch(batch, madds, true, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(Kt * I));
         T* col = colbuf.get();
         for (std::size_t n = n0; n < n1; ++n) {
@@ -290,8 +290,8 @@ void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, 
                 T* og = O + (static_cast<i64>(n) * cout + gg * cg_out) * O_sz;
                 if (direct) {  // output plane = input plane: the GEMM writes it in place
                     if (bg) fill_rows(og, cg_out, O_sz, bg);
-                    gemm(true, false, std::size_t(Kt), std::size_t(I), std::size_t(cg_in), T(1),
-                         wg, std::size_t(Kt), xg, std::size_t(I), bg ? T(1) : T(0), og,
+                    gemm(true, false, std::size_t(Kt), std::size_t(I), std::size_t(cg_in), T(1), wg,
+                         std::size_t(Kt), xg, std::size_t(I), bg ? T(1) : T(0), og,
                          std::size_t(O_sz), par);
                     continue;
                 }
@@ -318,17 +318,29 @@ struct Sample {
 template <typename T>
 Sample<T> make_sample(T h, T w, i64 height, i64 width, T scale) {
     Sample<T> s{{0, 0, 0, 0}, {T(0), T(0), T(0), T(0)}};
-    if (h <= T(-1) || T(height) <= h || w <= T(-1) || T(width) <= w) return s;
+    // Written so that a NaN position also lands here (a sample of 0), never in floor().
+    if (!(h > T(-1) && h < T(height) && w > T(-1) && w < T(width))) return s;
     const i64 h_low = static_cast<i64>(std::floor(h)), w_low = static_cast<i64>(std::floor(w));
     const i64 h_high = h_low + 1, w_high = w_low + 1;
     const T lh = h - T(h_low), lw = w - T(w_low), hh = T(1) - lh, hw = T(1) - lw;
-    if (h_low >= 0 && w_low >= 0) s.idx[0] = h_low * width + w_low, s.wt[0] = hh * hw * scale;
-    if (h_low >= 0 && w_high <= width - 1)
-        s.idx[1] = h_low * width + w_high, s.wt[1] = hh * lw * scale;
-    if (h_high <= height - 1 && w_low >= 0)
-        s.idx[2] = h_high * width + w_low, s.wt[2] = lh * hw * scale;
-    if (h_high <= height - 1 && w_high <= width - 1)
-        s.idx[3] = h_high * width + w_high, s.wt[3] = lh * lw * scale;
+    const bool top = h_low >= 0, bottom = h_high <= height - 1;
+    const bool left = w_low >= 0, right = w_high <= width - 1;
+    if (top && left) {
+        s.idx[0] = h_low * width + w_low;
+        s.wt[0] = hh * hw * scale;
+    }
+    if (top && right) {
+        s.idx[1] = h_low * width + w_high;
+        s.wt[1] = hh * lw * scale;
+    }
+    if (bottom && left) {
+        s.idx[2] = h_high * width + w_low;
+        s.wt[2] = lh * hw * scale;
+    }
+    if (bottom && right) {
+        s.idx[3] = h_high * width + w_high;
+        s.wt[3] = lh * lw * scale;
+    }
     return s;
 }
 
@@ -352,7 +364,7 @@ void deform_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
     T* O = out.data<T>();
     const double madds = double(cout) * double(K) * double(P) + double(cin) * double(kk * P) * 4;
 
-    over_batch(batch, madds, [&](std::size_t n0, std::size_t n1, bool par) {
+    over_batch(batch, madds, true, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(static_cast<std::size_t>(cin * kk * P));
         Scratch<Sample<T>> sbuf(static_cast<std::size_t>(kk * P));
         T* col = colbuf.get();
@@ -374,10 +386,12 @@ void deform_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
                                 const T dx = offg[(2 * k + 1) * P + pidx];
                                 const T sh = T(y * static_cast<i64>(o.stride[0]) -
                                                static_cast<i64>(o.padding[0]) +
-                                               i * static_cast<i64>(o.dilation[0])) + dy;
+                                               i * static_cast<i64>(o.dilation[0])) +
+                                             dy;
                                 const T sw = T(xo * static_cast<i64>(o.stride[1]) -
                                                static_cast<i64>(o.padding[1]) +
-                                               j * static_cast<i64>(o.dilation[1])) + dx;
+                                               j * static_cast<i64>(o.dilation[1])) +
+                                             dx;
                                 samples[k * P + pidx] =
                                     make_sample<T>(sh, sw, H, Wd, mg ? mg[k * P + pidx] : T(1));
                             }
@@ -399,8 +413,7 @@ void deform_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
                 const T* b = col + gi * K * P;
                 if (bg) fill_rows(og, cg_out, P, bg);
                 gemm(false, false, std::size_t(cg_out), std::size_t(P), std::size_t(K), T(1), wg,
-                     std::size_t(K), b, std::size_t(P), bg ? T(1) : T(0), og, std::size_t(P),
-                     par);
+                     std::size_t(K), b, std::size_t(P), bg ? T(1) : T(0), og, std::size_t(P), par);
             }
         }
     });
@@ -524,8 +537,7 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
         EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
                     ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
                     ")");
-        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ",
-                    w.shape);
+        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
     }
     EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
                 ": weight_groups and offset_groups must be >= 1");
@@ -544,8 +556,8 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
         const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
                          static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
                          1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape,
-                    " is larger than the padded input ", x.shape);
+        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
+                    x.shape);
         out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
     }
     const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
@@ -564,12 +576,11 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
     }
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(deform_conv2d(cast(std::move(x), DType::F32),
-                                  cast(std::move(offset), DType::F32),
-                                  cast(std::move(w), DType::F32),
-                                  cast_opt(std::move(mask), DType::F32),
-                                  cast_opt(std::move(bias), DType::F32), o),
-                    dt);
+        return cast(
+            deform_conv2d(cast(std::move(x), DType::F32), cast(std::move(offset), DType::F32),
+                          cast(std::move(w), DType::F32), cast_opt(std::move(mask), DType::F32),
+                          cast_opt(std::move(bias), DType::F32), o),
+            dt);
     const Shape out_shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])};
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;

@@ -24,8 +24,8 @@ void gemm_portable(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
                    float alpha, const float* a, std::size_t lda, const float* b, std::size_t ldb,
                    float beta, float* c, std::size_t ldc, bool parallel = true);
 void gemm_portable(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k,
-                   double alpha, const double* a, std::size_t lda, const double* b,
-                   std::size_t ldb, double beta, double* c, std::size_t ldc, bool parallel = true);
+                   double alpha, const double* a, std::size_t lda, const double* b, std::size_t ldb,
+                   double beta, double* c, std::size_t ldc, bool parallel = true);
 
 /// C[m×n] = A[m×k] · B[k×n] (+ bias[i] on row i when `bias`), with A and B row-major and B
 /// read in place (no packing). Meant for small depths, the shape of a convolution with few
@@ -34,9 +34,8 @@ void gemm_portable(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std
 /// fast while k·n elements fit in L2. Never threads.
 void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
                   const float* b, std::size_t ldb, const float* bias, float* c, std::size_t ldc);
-void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const double* a,
-                  std::size_t lda, const double* b, std::size_t ldb, const double* bias,
-                  double* c, std::size_t ldc);
+void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
+                  const double* b, std::size_t ldb, const double* bias, double* c, std::size_t ldc);
 
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3

@@ -36,11 +36,11 @@ MatLayout blas_layout(std::size_t rows, std::size_t cols, std::int64_t rs, std::
 /// The problem after promoting vectors: out[batch..., m, n] = a[batch..., m, k] @ b[..., k, n].
 struct Problem {
     std::size_t m = 1, n = 1, k = 1;
-    std::size_t nb = 0;                 ///< number of output batch dims
-    Shape batch;                        ///< output batch dims
-    Strides a_bs{}, b_bs{};             ///< per output batch dim (0 where broadcast)
-    std::int64_t a_rs = 0, a_cs = 0;    ///< strides of a's matrix (rows m, cols k)
-    std::int64_t b_rs = 0, b_cs = 0;    ///< strides of b's matrix (rows k, cols n)
+    std::size_t nb = 0;               ///< number of output batch dims
+    Shape batch;                      ///< output batch dims
+    Strides a_bs{}, b_bs{};           ///< per output batch dim (0 where broadcast)
+    std::int64_t a_rs = 0, a_cs = 0;  ///< strides of a's matrix (rows m, cols k)
+    std::int64_t b_rs = 0, b_cs = 0;  ///< strides of b's matrix (rows k, cols n)
 };
 
 Problem describe(const CpuTensor& a, const CpuTensor& b, const Problem& shape_only) {
@@ -129,8 +129,7 @@ void matmul_float(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTens
             expect *= static_cast<std::int64_t>(p.batch[d]);
         }
         if (folds) {
-            gemm(false, lb.trans, batches * p.m, p.n, p.k, T(1), A, la.ld, B, lb.ld, T(0), C,
-                 p.n);
+            gemm(false, lb.trans, batches * p.m, p.n, p.k, T(1), A, la.ld, B, lb.ld, T(0), C, p.n);
             return;
         }
     }
@@ -144,7 +143,8 @@ void matmul_float(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTens
         }
     };
     if (batches > 1 && work < kSmallProduct) {
-        const std::size_t grain = std::max<std::size_t>(1, kSmallProduct / std::max<std::size_t>(work, 1));
+        const std::size_t grain =
+            std::max<std::size_t>(1, kSmallProduct / std::max<std::size_t>(work, 1));
         parallel_for(batches, grain, [&](std::size_t b0, std::size_t b1) { run(b0, b1, false); });
     } else {
         run(0, batches, true);
@@ -162,26 +162,27 @@ void matmul_int(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTensor
     const std::size_t batches = p.batch.num_elements();
     // Unsigned 64-bit arithmetic wraps like the narrower type does after the final cast,
     // without signed overflow's undefined behaviour.
-    parallel_for(batches * p.m, std::max<std::size_t>(1, 65536 / std::max<std::size_t>(p.n * p.k, 1)),
-                 [&](std::size_t r0, std::size_t r1) {
-                     std::vector<std::uint64_t> acc(p.n);
-                     for (std::size_t r = r0; r < r1; ++r) {
-                         const std::size_t bi = r / p.m, i = r % p.m;
-                         const auto [oa, ob] = batch_offsets(p, bi);
-                         std::fill(acc.begin(), acc.end(), 0);
-                         for (std::size_t q = 0; q < p.k; ++q) {
-                             const auto x = static_cast<std::uint64_t>(static_cast<std::int64_t>(
-                                 A[oa + static_cast<std::int64_t>(i) * p.a_rs +
-                                   static_cast<std::int64_t>(q) * p.a_cs]));
-                             const T* brow = B + ob + static_cast<std::int64_t>(q) * p.b_rs;
-                             for (std::size_t j = 0; j < p.n; ++j)
-                                 acc[j] += x * static_cast<std::uint64_t>(static_cast<std::int64_t>(
-                                                   brow[static_cast<std::int64_t>(j) * p.b_cs]));
-                         }
-                         T* crow = C + r * p.n;
-                         for (std::size_t j = 0; j < p.n; ++j) crow[j] = static_cast<T>(acc[j]);
-                     }
-                 });
+    parallel_for(
+        batches * p.m, std::max<std::size_t>(1, 65536 / std::max<std::size_t>(p.n * p.k, 1)),
+        [&](std::size_t r0, std::size_t r1) {
+            std::vector<std::uint64_t> acc(p.n);
+            for (std::size_t r = r0; r < r1; ++r) {
+                const std::size_t bi = r / p.m, i = r % p.m;
+                const auto [oa, ob] = batch_offsets(p, bi);
+                std::fill(acc.begin(), acc.end(), 0);
+                for (std::size_t q = 0; q < p.k; ++q) {
+                    const auto x = static_cast<std::uint64_t>(
+                        static_cast<std::int64_t>(A[oa + static_cast<std::int64_t>(i) * p.a_rs +
+                                                    static_cast<std::int64_t>(q) * p.a_cs]));
+                    const T* brow = B + ob + static_cast<std::int64_t>(q) * p.b_rs;
+                    for (std::size_t j = 0; j < p.n; ++j)
+                        acc[j] += x * static_cast<std::uint64_t>(static_cast<std::int64_t>(
+                                          brow[static_cast<std::int64_t>(j) * p.b_cs]));
+                }
+                T* crow = C + r * p.n;
+                for (std::size_t j = 0; j < p.n; ++j) crow[j] = static_cast<T>(acc[j]);
+            }
+        });
 }
 
 }  // namespace
@@ -192,8 +193,8 @@ CpuTensor matmul(CpuTensor a, CpuTensor b) {
                 a.shape, " and ", b.shape);
     EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
                 a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
-    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ",
-                a.shape, " and ", b.shape);
+    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
+                " and ", b.shape);
 
     Problem p;
     p.k = a.shape[ra - 1];

@@ -2,6 +2,7 @@
 // The CPU backend's thread pool: sized by EMBER_NUM_THREADS (default: hardware threads); in
 // builds without threads (EMBER_CPU_THREADS=0) everything runs inline.
 #include <cstddef>
+#include <type_traits>
 
 namespace ember::detail::cpu {
 
@@ -23,9 +24,10 @@ void parallel_for(std::size_t n, std::size_t grain, F&& f) {
         f(std::size_t{0}, n);
         return;
     }
-    parallel_for_raw(n, grain, &f, [](void* ctx, std::size_t b, std::size_t e) {
-        (*static_cast<F*>(ctx))(b, e);
-    });
+    // Nested calls (from inside a chunk) see num_threads() == 1 and run inline above.
+    using Fn = std::remove_reference_t<F>;
+    parallel_for_raw(n, grain, const_cast<void*>(static_cast<const void*>(&f)),
+                     [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<Fn*>(ctx))(b, e); });
 }
 
 }  // namespace ember::detail::cpu

@@ -47,7 +47,8 @@ i64 div_floor(i64 a, i64 b) {
 
 /// PyTorch's pooling_output_shape.
 i64 pool_out_size(i64 in, i64 k, i64 pad, i64 stride, i64 dil, bool ceil_mode) {
-    i64 out = div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
+    i64 out =
+        div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
     // The last window must start inside the input or the left padding.
     if (ceil_mode && (out - 1) * stride >= in + pad) --out;
     return out;
@@ -55,14 +56,14 @@ i64 pool_out_size(i64 in, i64 k, i64 pad, i64 stride, i64 dil, bool ceil_mode) {
 
 /// Validates a pooling problem and returns its sizes and output shape.
 Dims3 pool_geometry(const char* base, const CpuTensor& x, const PoolParams& p, bool max_pool,
-                    Shape& out_shape, std::string& op) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, base, ": 1, 2 or 3 spatial dims are supported, got ",
-                p.n, " (input ", x.shape, ")");
-    op = std::string(base) + std::to_string(p.n) + "d";
+                    Shape& out_shape) {
+    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, base,
+                ": 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ", x.shape, ")");
+    const std::string op = std::string(base) + std::to_string(p.n) + "d";
     EMBER_CHECK(x.shape.rank() == p.n + 2, Shape, op, ": input must have rank ", p.n + 2,
                 " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ",
-                dtype_name(x.dtype), " ", x.shape);
+    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
+                " ", x.shape);
     Dims3 g;
     out_shape = Shape{x.shape[0], x.shape[1]};
     for (std::size_t d = 0; d < p.n; ++d) {
@@ -77,8 +78,8 @@ Dims3 pool_geometry(const char* base, const CpuTensor& x, const PoolParams& p, b
         g.out[s] = pool_out_size(g.in[s], static_cast<i64>(p.kernel[d]),
                                  static_cast<i64>(p.padding[d]), static_cast<i64>(p.stride[d]),
                                  max_pool ? static_cast<i64>(p.dilation[d]) : 1, p.ceil_mode);
-        EMBER_CHECK(g.out[s] >= 1, Shape, op, ": kernel ", p.kernel[d], " (padding ",
-                    p.padding[d], ") is larger than the input ", x.shape, " in spatial dim ", d);
+        EMBER_CHECK(g.out[s] >= 1, Shape, op, ": kernel ", p.kernel[d], " (padding ", p.padding[d],
+                    ") is larger than the input ", x.shape, " in spatial dim ", d);
         out_shape.push_back(static_cast<std::size_t>(g.out[s]));
     }
     return g;
@@ -135,6 +136,37 @@ AxisWindows max_windows(i64 in, i64 out, i64 k, i64 s, i64 pad, i64 dil) {
     return w;
 }
 
+/// Average pooling of one plane (out of line for the same reason as max_pool_plane).
+template <typename T>
+[[gnu::noinline]] void avg_pool_plane(const T* __restrict in, T* __restrict o, const Dims3& g,
+                                      const std::array<AxisWindows, 3>& ax) {
+    const i64 ih = g.in[1], iw = g.in[2];
+    for (i64 od = 0; od < g.out[0]; ++od)
+        for (i64 oh = 0; oh < g.out[1]; ++oh) {
+            const std::size_t ud = std::size_t(od), uh = std::size_t(oh);
+            const i64 d0 = ax[0].lo[ud], d1 = ax[0].hi[ud], h0 = ax[1].lo[uh], h1 = ax[1].hi[uh];
+            const i64 dh_count = ax[0].count[ud] * ax[1].count[uh];
+            T* orow = o + (od * g.out[1] + oh) * g.out[2];
+            for (i64 ow = 0; ow < g.out[2]; ++ow) {
+                const std::size_t uw = std::size_t(ow);
+                const i64 w0 = ax[2].lo[uw], w1 = ax[2].hi[uw];
+                // A window entirely in the padding (possible with ceil_mode) gives 0, as
+                // PyTorch.
+                if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
+                    orow[ow] = T(0);
+                    continue;
+                }
+                T sum = T(0);
+                for (i64 d = d0; d < d1; ++d)
+                    for (i64 h = h0; h < h1; ++h) {
+                        const T* row = in + (d * ih + h) * iw;
+                        for (i64 c = w0; c < w1; ++c) sum += row[c];
+                    }
+                orow[ow] = sum / T(dh_count * ax[2].count[uw]);
+            }
+        }
+}
+
 template <typename T>
 void avg_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, bool count_include_pad,
                    CpuTensor& out) {
@@ -146,34 +178,48 @@ void avg_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, bool co
     const std::size_t planes = x.shape[0] * x.shape[1];
     parallel_for(planes, plane_grain(g.out_size() * w.k[0] * w.k[1] * w.k[2]),
                  [&](std::size_t p0, std::size_t p1) {
-        for (std::size_t pl = p0; pl < p1; ++pl) {
-            const T* in = X + static_cast<i64>(pl) * g.in_size();
-            T* o = O + static_cast<i64>(pl) * g.out_size();
-            for (i64 od = 0; od < g.out[0]; ++od)
-                for (i64 oh = 0; oh < g.out[1]; ++oh) {
-                    const i64 d0 = ax[0].lo[od], d1 = ax[0].hi[od], h0 = ax[1].lo[oh],
-                              h1 = ax[1].hi[oh];
-                    const i64 dh_count = ax[0].count[od] * ax[1].count[oh];
-                    T* orow = o + (od * g.out[1] + oh) * g.out[2];
-                    for (i64 ow = 0; ow < g.out[2]; ++ow) {
-                        const i64 w0 = ax[2].lo[ow], w1 = ax[2].hi[ow];
-                        // A window entirely in the padding (possible with ceil_mode) gives 0,
-                        // as PyTorch.
-                        if (d0 >= d1 || h0 >= h1 || w0 >= w1) {
-                            orow[ow] = T(0);
-                            continue;
+                     for (std::size_t pl = p0; pl < p1; ++pl) {
+                         const i64 q = static_cast<i64>(pl);
+                         avg_pool_plane(X + q * g.in_size(), O + q * g.out_size(), g, ax);
+                     }
+                 });
+}
+
+/// Max pooling of one plane. PyTorch starts each window from its first in-bounds position and
+/// lets NaN win (the last NaN seen). Kept out of line with plain arguments so that the inner
+/// loop gets registers of its own.
+template <typename T>
+[[gnu::noinline]] void max_pool_plane(const T* __restrict in, T* __restrict o, i64* __restrict oi,
+                                      const Dims3& g, const std::array<AxisWindows, 3>& ax,
+                                      const Window3& w) {
+    const i64 ih = g.in[1], iw = g.in[2], dd = w.dil[0], dh = w.dil[1], dw = w.dil[2];
+    const i64* wlo = ax[2].lo.data();
+    const i64* whi = ax[2].hi.data();
+    for (i64 od = 0; od < g.out[0]; ++od)
+        for (i64 oh = 0; oh < g.out[1]; ++oh) {
+            const i64 d0 = ax[0].lo[std::size_t(od)], d1 = ax[0].hi[std::size_t(od)];
+            const i64 h0 = ax[1].lo[std::size_t(oh)], h1 = ax[1].hi[std::size_t(oh)];
+            const i64 q0 = (od * g.out[1] + oh) * g.out[2];
+            for (i64 ow = 0; ow < g.out[2]; ++ow) {
+                const i64 w0 = wlo[ow], w1 = whi[ow];
+                i64 best_i = (d0 * ih + h0) * iw + w0;
+                T best = -std::numeric_limits<T>::infinity();
+                for (i64 d = d0; d < d1; d += dd)
+                    for (i64 h = h0; h < h1; h += dh) {
+                        const i64 base = (d * ih + h) * iw;
+                        for (i64 c = w0; c < w1; c += dw) {
+                            const T v = in[base + c];
+                            // Bitwise, not short-circuit: "is this larger" is a coin toss on
+                            // real data, which a branch would lose half the time.
+                            const bool take = (v > best) | (v != v);
+                            best = take ? v : best;
+                            best_i = take ? base + c : best_i;
                         }
-                        T sum = T(0);
-                        for (i64 d = d0; d < d1; ++d)
-                            for (i64 h = h0; h < h1; ++h) {
-                                const T* row = in + (d * g.in[1] + h) * g.in[2];
-                                for (i64 c = w0; c < w1; ++c) sum += row[c];
-                            }
-                        orow[ow] = sum / T(dh_count * ax[2].count[ow]);
                     }
-                }
+                o[q0 + ow] = best;
+                oi[q0 + ow] = best_i;
+            }
         }
-    });
 }
 
 template <typename T>
@@ -188,76 +234,46 @@ void max_pool_impl(const CpuTensor& x, const Dims3& g, const Window3& w, CpuTens
     const std::size_t planes = x.shape[0] * x.shape[1];
     parallel_for(planes, plane_grain(g.out_size() * w.k[0] * w.k[1] * w.k[2]),
                  [&](std::size_t p0, std::size_t p1) {
-        for (std::size_t pl = p0; pl < p1; ++pl) {
-            const T* in = X + static_cast<i64>(pl) * g.in_size();
-            T* o = O + static_cast<i64>(pl) * g.out_size();
-            i64* oi = I + static_cast<i64>(pl) * g.out_size();
-            for (i64 od = 0; od < g.out[0]; ++od)
-                for (i64 oh = 0; oh < g.out[1]; ++oh) {
-                    const i64 d0 = ax[0].lo[od], d1 = ax[0].hi[od], h0 = ax[1].lo[oh],
-                              h1 = ax[1].hi[oh];
-                    const i64 q0 = (od * g.out[1] + oh) * g.out[2];
-                    for (i64 ow = 0; ow < g.out[2]; ++ow) {
-                        const i64 w0 = ax[2].lo[ow], w1 = ax[2].hi[ow];
-                        // PyTorch starts from the window's first in-bounds position and lets
-                        // NaN win (the last NaN seen).
-                        i64 best_i = (d0 * g.in[1] + h0) * g.in[2] + w0;
-                        T best = -std::numeric_limits<T>::infinity();
-                        for (i64 d = d0; d < d1; d += w.dil[0])
-                            for (i64 h = h0; h < h1; h += w.dil[1]) {
-                                const i64 base = (d * g.in[1] + h) * g.in[2];
-                                for (i64 c = w0; c < w1; c += w.dil[2]) {
-                                    const T v = in[base + c];
-                                    if (v > best || v != v) {
-                                        best = v;
-                                        best_i = base + c;
-                                    }
-                                }
-                            }
-                        o[q0 + ow] = best;
-                        oi[q0 + ow] = best_i;
-                    }
-                }
-        }
-    });
+                     for (std::size_t pl = p0; pl < p1; ++pl) {
+                         const i64 q = static_cast<i64>(pl);
+                         max_pool_plane(X + q * g.in_size(), O + q * g.out_size(),
+                                        I + q * g.out_size(), g, ax, w);
+                     }
+                 });
 }
 
 /// PyTorch's adaptive pooling window [start, end) of output cell i.
-inline i64 adaptive_start(i64 i, i64 out, i64 in) { return (i / out) * in + ((i % out) * in) / out; }
-inline i64 adaptive_end(i64 i, i64 out, i64 in) { return 1 + ((i + 1) * in - 1) / out; }
+inline i64 adaptive_start(i64 i, i64 out, i64 in) {
+    return (i / out) * in + ((i % out) * in) / out;
+}
+inline i64 adaptive_end(i64 i, i64 out, i64 in) {
+    return 1 + ((i + 1) * in - 1) / out;
+}
 
 template <typename T>
 void adaptive_avg_impl(const CpuTensor& x, const Dims3& g, CpuTensor& out) {
+    // Adaptive windows are average windows whose bounds follow PyTorch's start/end formulas;
+    // they never reach into padding, so the divisor is the window's extent.
+    std::array<AxisWindows, 3> ax;
+    for (int d = 0; d < 3; ++d) {
+        for (i64 o = 0; o < g.out[d]; ++o) {
+            const i64 lo = adaptive_start(o, g.out[d], g.in[d]);
+            const i64 hi = adaptive_end(o, g.out[d], g.in[d]);
+            ax[d].lo.push_back(lo);
+            ax[d].hi.push_back(hi);
+            ax[d].count.push_back(hi - lo);
+        }
+    }
     const T* X = x.data<T>();
     T* O = out.data<T>();
     const std::size_t planes = x.shape[0] * x.shape[1];
     parallel_for(planes, plane_grain(g.in_size() + g.out_size()),
                  [&](std::size_t p0, std::size_t p1) {
-        for (std::size_t pl = p0; pl < p1; ++pl) {
-            const T* in = X + static_cast<i64>(pl) * g.in_size();
-            T* o = O + static_cast<i64>(pl) * g.out_size();
-            for (i64 od = 0; od < g.out[0]; ++od) {
-                const i64 d0 = adaptive_start(od, g.out[0], g.in[0]),
-                          d1 = adaptive_end(od, g.out[0], g.in[0]);
-                for (i64 oh = 0; oh < g.out[1]; ++oh) {
-                    const i64 h0 = adaptive_start(oh, g.out[1], g.in[1]),
-                              h1 = adaptive_end(oh, g.out[1], g.in[1]);
-                    for (i64 ow = 0; ow < g.out[2]; ++ow) {
-                        const i64 w0 = adaptive_start(ow, g.out[2], g.in[2]),
-                                  w1 = adaptive_end(ow, g.out[2], g.in[2]);
-                        T sum = T(0);
-                        for (i64 d = d0; d < d1; ++d)
-                            for (i64 h = h0; h < h1; ++h) {
-                                const T* row = in + (d * g.in[1] + h) * g.in[2];
-                                for (i64 c = w0; c < w1; ++c) sum += row[c];
-                            }
-                        o[(od * g.out[1] + oh) * g.out[2] + ow] =
-                            sum / T((d1 - d0) * (h1 - h0) * (w1 - w0));
-                    }
-                }
-            }
-        }
-    });
+                     for (std::size_t pl = p0; pl < p1; ++pl) {
+                         const i64 q = static_cast<i64>(pl);
+                         avg_pool_plane(X + q * g.in_size(), O + q * g.out_size(), g, ax);
+                     }
+                 });
 }
 
 // ---- interpolation -------------------------------------------------------------------------
@@ -285,11 +301,11 @@ T source_index(T scale, i64 dst, bool align_corners, bool cubic) {
     return (!cubic && src < T(0)) ? T(0) : src;
 }
 
-/// Per output position along one axis: the source taps and their weights.
+/// Per output position along one axis, `Taps` source indices and their weights.
 template <typename T, int Taps>
 struct AxisWeights {
-    std::vector<i64> idx;  ///< Taps per position
-    std::vector<T> wt;     ///< Taps per position
+    std::vector<i64> idx;  ///< [output position * Taps + tap]
+    std::vector<T> wt;     ///< same layout as idx
 };
 
 template <typename T>
@@ -393,10 +409,10 @@ void nearest_impl(const CpuTensor& x, i64 ih, i64 iw, i64 oh, i64 ow, CpuTensor&
 
 CpuTensor avg_pool(CpuTensor x, const PoolParams& p) {
     Shape out_shape;
-    std::string op;
-    const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape, op);
+    const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape);
     const DType dt = x.dtype;
-    if (dt == DType::F16 || dt == DType::BF16) return cast(avg_pool(cast(std::move(x), DType::F32), p), dt);
+    if (dt == DType::F16 || dt == DType::BF16)
+        return cast(avg_pool(cast(std::move(x), DType::F32), p), dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -408,8 +424,7 @@ CpuTensor avg_pool(CpuTensor x, const PoolParams& p) {
 
 std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolParams& p) {
     Shape out_shape;
-    std::string op;
-    const Dims3 g = pool_geometry("max_pool", x, p, true, out_shape, op);
+    const Dims3 g = pool_geometry("max_pool", x, p, true, out_shape);
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16) {
         auto [v, i] = max_pool_with_indices(cast(std::move(x), DType::F32), p);
@@ -419,7 +434,8 @@ std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolPar
     CpuTensor idx = empty(out_shape, DType::I64);
     if (out_shape.num_elements() == 0) return {out, idx};
     x = contiguous(std::move(x));
-    by_float_type(dt, [&]<typename T>(TypeTag<T>) { max_pool_impl<T>(x, g, window3(p), out, idx); });
+    by_float_type(dt,
+                  [&]<typename T>(TypeTag<T>) { max_pool_impl<T>(x, g, window3(p), out, idx); });
     return {out, idx};
 }
 
@@ -432,8 +448,8 @@ CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_siz
     const Shape os(output_size);
     EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
                 " [N, C, spatial...], got ", x.shape, " for output size ", os);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ",
-                dtype_name(x.dtype), " ", x.shape);
+    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
+                " ", x.shape);
     Dims3 g;
     Shape out_shape{x.shape[0], x.shape[1]};
     for (std::size_t d = 0; d < n; ++d) {
@@ -468,10 +484,10 @@ CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
     const i64 iw = static_cast<i64>(x.shape[n + 1]);
     const i64 oh = n == 2 ? static_cast<i64>(output_size[0]) : 1;
     const i64 ow = static_cast<i64>(output_size[n - 1]);
-    EMBER_CHECK(oh >= 1 && ow >= 1, Argument, "interpolate: output size must be positive, got ",
-                os, " for input ", x.shape);
-    EMBER_CHECK(ih >= 1 && iw >= 1, Shape, "interpolate: input spatial dims must be non-empty, got ",
-                x.shape);
+    EMBER_CHECK(oh >= 1 && ow >= 1, Argument, "interpolate: output size must be positive, got ", os,
+                " for input ", x.shape);
+    EMBER_CHECK(ih >= 1 && iw >= 1, Shape,
+                "interpolate: input spatial dims must be non-empty, got ", x.shape);
     Shape out_shape{x.shape[0], x.shape[1]};
     for (std::size_t d = 0; d < n; ++d) out_shape.push_back(output_size[d]);
     const DType dt = x.dtype;
@@ -485,8 +501,8 @@ CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
         visit_dtype(dt, [&]<typename T>(TypeTag<T>) { nearest_impl<T>(x, ih, iw, oh, ow, out); });
         return out;
     }
-    EMBER_CHECK(is_float(dt), DType, "interpolate: ",
-                o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
+    EMBER_CHECK(is_float(dt), DType,
+                "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
                 " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(interpolate(cast(std::move(x), DType::F32), output_size, o), dt);

@@ -69,8 +69,12 @@ inline std::int64_t idx(std::size_t i, std::int64_t stride) {
 template <typename L>
 constexpr std::size_t kLanes = 128 / sizeof(L) < 8 ? 8 : 128 / sizeof(L);
 constexpr std::size_t kBlockPerLane = 128;
-// Columns handled at once by the row-wise kernels (accumulators stay in L1).
-constexpr std::size_t kCols = 1024;
+// Columns handled at once by the row-wise kernels. Wide blocks matter: each row is then read
+// as one long stretch, where narrow blocks read short pieces at a large (often power-of-two)
+// stride that the caches and prefetchers handle badly. The accumulators live on the stack up
+// to kStackCols (small stacks in firmware), on the heap beyond.
+constexpr std::size_t kCols = std::size_t{1} << 14;
+constexpr std::size_t kStackCols = 256;
 // Elements of input per parallel task.
 constexpr std::size_t kWorkGrain = std::size_t{1} << 15;
 
@@ -156,6 +160,27 @@ struct Red {
     }
 };
 
+/// Per-column scratch: on the stack when small, else on the heap.
+template <typename T>
+class Scratch {
+  public:
+    explicit Scratch(std::size_t n) {
+        if (n > kStackCols) {
+            heap_.resize(n);
+            data_ = heap_.data();
+        }
+    }
+    Scratch(const Scratch&) = delete;
+    Scratch& operator=(const Scratch&) = delete;
+    T& operator[](std::size_t i) { return data_[i]; }
+    T* data() { return data_; }
+
+  private:
+    T stack_[kStackCols];
+    std::vector<T> heap_;
+    T* data_ = stack_;
+};
+
 /// Folds lanes pairwise (better rounding than a running sum for float sums).
 template <typename R, std::size_t L>
 typename R::Lane fold(typename R::Lane (&lane)[L]) {
@@ -201,8 +226,8 @@ void reduce_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n, t
                  std::int64_t so, std::size_t m) {
     using Lane = typename R::Lane;
     using Acc = typename R::Acc;
-    Lane lane[kCols];
-    Acc acc[kCols];
+    Scratch<Lane> lane(std::min(m, kCols));
+    Scratch<Acc> acc(std::min(m, kCols));
     for (std::size_t jb = 0; jb < m; jb += kCols) {
         const std::size_t c = std::min(kCols, m - jb);
         const T* base = in + idx(jb, si);
@@ -295,15 +320,17 @@ CpuTensor reduce_dim_t(const CpuTensor& t, std::size_t dim) {
     return out;
 }
 
-/// Validates the op against the dtype and calls `f(Red<Op, T>-tag)` via `g<Op, T>()`.
+constexpr const char* reduce_name(ReduceOp op) {
+    constexpr const char* names[] = {"sum", "mean", "prod", "max", "min", "any", "all"};
+    return names[static_cast<int>(op)];
+}
+
+/// Checks the dtype (the caller checks emptiness), then calls `f.template operator()<Op, T>()`.
 template <typename F>
-CpuTensor dispatch_reduce(ReduceOp op, DType dtype, const char* name, std::size_t n, F&& f) {
-    if (op == ReduceOp::Mean)
-        EMBER_CHECK(is_float(dtype), DType, name, ": mean needs a float tensor, got ",
-                    dtype_name(dtype));
-    if (op == ReduceOp::Max || op == ReduceOp::Min)
-        EMBER_CHECK(n > 0, Argument, name, ": ", op == ReduceOp::Max ? "max" : "min",
-                    " of an empty tensor (or dim) has no identity");
+CpuTensor dispatch_reduce(ReduceOp op, DType dtype, F&& f) {
+    const char* name = reduce_name(op);
+    EMBER_CHECK(op != ReduceOp::Mean || is_float(dtype), DType, name,
+                ": needs a float tensor, got ", dtype_name(dtype));
     return visit_dtype(dtype, [&]<typename T>(TypeTag<T>) -> CpuTensor {
         switch (op) {
             case ReduceOp::Sum:
@@ -358,8 +385,8 @@ void arg_cols(const T* in, std::int64_t si, std::int64_t sd, std::size_t n, std:
               std::int64_t so, std::size_t m) {
     using R = ExtremeOf<Op, T>;
     using Lane = typename R::Lane;
-    Lane ext[kCols];
-    std::int64_t bi[kCols];
+    Scratch<Lane> ext(std::min(m, kCols));
+    Scratch<std::int64_t> bi(std::min(m, kCols));
     for (std::size_t jb = 0; jb < m; jb += kCols) {
         const std::size_t c = std::min(kCols, m - jb);
         const T* base = in + idx(jb, si);
@@ -570,7 +597,7 @@ void softmax_row(const C* p, C* o, std::size_t n) {
 template <typename C, bool Log>
 void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::int64_t so,
                   std::int64_t sdo, std::size_t n, std::size_t m) {
-    C mx[kCols], sum[kCols];
+    Scratch<C> mx(std::min(m, kCols)), sum(std::min(m, kCols));
     for (std::size_t jb = 0; jb < m; jb += kCols) {
         const std::size_t c = std::min(kCols, m - jb);
         const C* ib = in + idx(jb, si);
@@ -611,39 +638,48 @@ void softmax_cols(const C* in, std::int64_t si, std::int64_t sd, C* out, std::in
 }
 
 /// The float column kernel when columns are contiguous in both tensors, 8 columns per vector.
-/// Each pass streams whole rows (all m columns, accumulators in L1/L2): blocks of columns over
-/// all n rows would read short pieces at a large, often power-of-two stride, which the caches
-/// cannot hold.
+/// Each pass streams whole rows (up to kCols columns at a time, accumulators in L1/L2): narrow
+/// blocks of columns would read short pieces at a large, often power-of-two stride, which the
+/// caches cannot hold across the three passes.
 template <bool Log>
 void softmax_cols_f32(const float* in, std::int64_t sd, float* out, std::int64_t sdo, std::size_t n,
                       std::size_t m) {
     const std::size_t mv = m / kW * kW;
-    std::vector<float> mx(mv, -std::numeric_limits<float>::infinity()), acc(mv, 0.0f);
+    Scratch<float> mx(std::min(mv, kCols)), acc(std::min(mv, kCols));
     float* const pm = mx.data();
     float* const pa = acc.data();
-    for (std::size_t r = 0; r < n; ++r) {
-        const float* row = in + idx(r, sd);
-        for (std::size_t j = 0; j < mv; j += kW)
-            store8(pm + j, max8(load8(row + j), load8(pm + j)));
-    }
-    for (std::size_t r = 0; r < n; ++r) {
-        const float* row = in + idx(r, sd);
-        float* orow = out + idx(r, sdo);
-        for (std::size_t j = 0; j < mv; j += kW) {
-            const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(row + j) - load8(pm + j));
-            if constexpr (!Log) store8(orow + j, e);
-            store8(pa + j, load8(pa + j) + e);
+    for (std::size_t jb = 0; jb < mv; jb += kCols) {
+        const std::size_t c = std::min(kCols, mv - jb);
+        const float* ib = in + jb;
+        float* ob = out + jb;
+        for (std::size_t j = 0; j < c; ++j) {
+            pm[j] = -std::numeric_limits<float>::infinity();
+            pa[j] = 0.0f;
         }
-    }
-    for (std::size_t j = 0; j < mv; ++j) pa[j] = Log ? std::log(pa[j]) : 1.0f / pa[j];
-    for (std::size_t r = 0; r < n; ++r) {
-        const float* row = in + idx(r, sd);
-        float* orow = out + idx(r, sdo);
-        for (std::size_t j = 0; j < mv; j += kW) {
-            if constexpr (Log)
-                store8(orow + j, (load8(row + j) - load8(pm + j)) - load8(pa + j));
-            else
-                store8(orow + j, load8(orow + j) * load8(pa + j));
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            for (std::size_t j = 0; j < c; j += kW)
+                store8(pm + j, max8(load8(row + j), load8(pm + j)));
+        }
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            float* orow = ob + idx(r, sdo);
+            for (std::size_t j = 0; j < c; j += kW) {
+                const f32x8 e = exp_nonpos<f32x8, i32x8>(load8(row + j) - load8(pm + j));
+                if constexpr (!Log) store8(orow + j, e);
+                store8(pa + j, load8(pa + j) + e);
+            }
+        }
+        for (std::size_t j = 0; j < c; ++j) pa[j] = Log ? std::log(pa[j]) : 1.0f / pa[j];
+        for (std::size_t r = 0; r < n; ++r) {
+            const float* row = ib + idx(r, sd);
+            float* orow = ob + idx(r, sdo);
+            for (std::size_t j = 0; j < c; j += kW) {
+                if constexpr (Log)
+                    store8(orow + j, (load8(row + j) - load8(pm + j)) - load8(pa + j));
+                else
+                    store8(orow + j, load8(orow + j) * load8(pa + j));
+            }
         }
     }
     if (mv < m) softmax_cols<float, Log>(in + mv, 1, sd, out + mv, 1, sdo, n, m - mv);
@@ -700,14 +736,18 @@ CpuTensor softmax_any(CpuTensor t, std::size_t dim, bool log) {
 }  // namespace
 
 CpuTensor reduce_all(ReduceOp op, CpuTensor t) {
-    return dispatch_reduce(op, t.dtype, "reduce_all", t.num_elements(),
+    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.num_elements() > 0, Argument,
+                reduce_name(op), ": the tensor of shape ", t.shape, " is empty");
+    return dispatch_reduce(op, t.dtype,
                            [&]<ReduceOp Op, typename T>() { return reduce_all_t<Op, T>(t); });
 }
 
 CpuTensor reduce_dim(ReduceOp op, CpuTensor t, std::size_t dim) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "reduce_dim: dim ", dim, " is out of range for shape ",
-                t.shape);
-    return dispatch_reduce(op, t.dtype, "reduce_dim", t.shape[dim],
+    EMBER_CHECK(dim < t.shape.rank(), Dim, reduce_name(op), ": dim ", dim,
+                " is out of range for shape ", t.shape);
+    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.shape[dim] > 0, Argument,
+                reduce_name(op), ": dim ", dim, " of shape ", t.shape, " is empty");
+    return dispatch_reduce(op, t.dtype,
                            [&]<ReduceOp Op, typename T>() { return reduce_dim_t<Op, T>(t, dim); });
 }
 
