@@ -3,34 +3,7 @@
 #include <limits>
 #include <vector>
 
-#include "harness.hpp"
-
-using ember::Bool;
-using ember::Float;
-using ember::Int;
-using ember::Shape;
-using ember::Slice;
-using ember::TensorData;
-using ember::test::Fixture;
-
-namespace {
-Fixture fixture(const char* name) { return Fixture("tensor_ops", name); }
-constexpr long kEnd = std::numeric_limits<long>::max();
-}  // namespace
-
-// EXPECT_CLOSE(expected, tensor expression): float values within the backend's tolerance.
-// EXPECT_SAME(expected, tensor expression): exact values (ints, bools, indices).
-#define EXPECT_CLOSE(expected, ...)                                                            \
-    do {                                                                                       \
-        INFO("line " << __LINE__ << ": " #__VA_ARGS__);                                        \
-        ember::test::check_close((__VA_ARGS__).into_data(), (expected),                        \
-                                 ember::test::default_tolerance<B>());                         \
-    } while (0)
-#define EXPECT_SAME(expected, ...)                                                             \
-    do {                                                                                       \
-        INFO("line " << __LINE__ << ": " #__VA_ARGS__);                                        \
-        ember::test::check_equal((__VA_ARGS__).into_data(), (expected));                       \
-    } while (0)
+#include "op_test.hpp"
 
 // ---------------------------------------------------------------------------------------------
 TEMPLATE_LIST_TEST_CASE("cat", "[basic][cat]", ember::test::TestBackends) {

@@ -102,23 +102,38 @@ decltype(auto) visit_index(DType d, F&& f) {
     return f(TypeTag<std::int64_t>{});
 }
 
-/// Throws IndexError naming `op` unless every index lies in [0, size).
+/// Throws IndexError naming `op` unless every index lies in [0, size). Fixed blocks, so the
+/// index reported is the first bad one whatever the thread count.
 void check_indices(const CpuTensor& indices, std::size_t size, std::size_t dim, const char* op) {
+    const std::size_t n = indices.num_elements();
+    if (n == 0) return;
+    constexpr std::size_t kBlock = std::size_t{1} << 16;
+    const std::size_t nb = (n + kBlock - 1) / kBlock;
+    std::vector<std::uint8_t> bad(nb, 0);
+    std::vector<std::int64_t> value(nb, 0);
+    const auto it = make_iter<1>(indices.shape, {&indices.strides});
+    const auto limit = static_cast<std::int64_t>(size);
     visit_index(indices.dtype, [&]<typename I>(TypeTag<I>) {
         const I* p = indices.data<I>();
-        const auto limit = static_cast<std::int64_t>(size);
-        bool ok = true;
-        std::int64_t bad = 0;
-        for_each_offset(indices, [&](std::int64_t off) {
-            const auto v = static_cast<std::int64_t>(p[off]);
-            if ((v < 0 || v >= limit) && ok) {
-                ok = false;
-                bad = v;
+        parallel_for(nb, 1, [&](std::size_t bb, std::size_t be) {
+            for (std::size_t blk = bb; blk < be; ++blk) {
+                for_each_span(it, blk * kBlock, std::min(n, (blk + 1) * kBlock),
+                              [&](const auto& off, std::size_t len, const auto& st) {
+                                  for (std::size_t j = 0; j < len && !bad[blk]; ++j) {
+                                      const auto v =
+                                          static_cast<std::int64_t>(p[off[0] + idx(j, st[0])]);
+                                      if (v < 0 || v >= limit) {
+                                          bad[blk] = 1;
+                                          value[blk] = v;
+                                      }
+                                  }
+                              });
             }
         });
-        EMBER_CHECK(ok, Index, op, ": index ", bad, " is out of range for dim ", dim, " of size ",
-                    size);
     });
+    for (std::size_t blk = 0; blk < nb; ++blk)
+        EMBER_CHECK(!bad[blk], Index, op, ": index ", value[blk], " is out of range for dim ", dim,
+                    " of size ", size);
 }
 
 /// a + b in the element type (ints wrap, bools or, halves round once).

@@ -64,6 +64,87 @@ inline std::int64_t idx(std::size_t i, std::int64_t stride) {
     return static_cast<std::int64_t>(i) * stride;
 }
 
+// Hot float loops use GCC/Clang vector types: explicit 8-wide math that lowers to AVX2 here and
+// to narrower or scalar code elsewhere, where the auto-vectoriser gives up (exp + store + sum,
+// NaN-aware max).
+// Builds without AVX warn that 32-byte vectors change the calling convention; these helpers
+// are internal and inlined, so no call ever passes one across an ABI boundary.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+constexpr std::size_t kW = 8;
+
+inline f32x8 load8(const float* p) {
+    f32x8 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+inline void store8(float* p, const f32x8& v) {
+    std::memcpy(p, &v, sizeof v);
+}
+inline f32x8 splat8(float x) {
+    return f32x8{} + x;
+}
+inline f32x8 max8(const f32x8& a, const f32x8& b) {
+    return a > b ? a : b;
+}
+inline float hmax8(const f32x8& v) {
+    float m = v[0];
+    for (std::size_t l = 1; l < kW; ++l) m = v[l] > m ? v[l] : m;
+    return m;
+}
+inline float hsum8(const f32x8& v) {
+    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+}
+
+inline f32x8 min8(const f32x8& a, const f32x8& b) {
+    return a < b ? a : b;
+}
+
+/// Max (or min) of n contiguous floats, NaN if any is NaN: a plain vector max plus a NaN flag
+/// costs less than a NaN-propagating compare-and-blend per element.
+template <bool IsMax>
+float extreme_f32(const float* p, std::size_t n) {
+    const float id =
+        IsMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+    const auto pick = [](const f32x8& x, const f32x8& m) {
+        return IsMax ? max8(x, m) : min8(x, m);
+    };
+    f32x8 m0 = splat8(id), m1 = m0, m2 = m0, m3 = m0;
+    i32x8 nan{};
+    std::size_t i = 0;
+    for (; i + 4 * kW <= n; i += 4 * kW) {
+        const f32x8 a = load8(p + i), b = load8(p + i + kW), c = load8(p + i + 2 * kW),
+                    d = load8(p + i + 3 * kW);
+        m0 = pick(a, m0);
+        m1 = pick(b, m1);
+        m2 = pick(c, m2);
+        m3 = pick(d, m3);
+        nan |= (a != a) | (b != b) | (c != c) | (d != d);
+    }
+    for (; i + kW <= n; i += kW) {
+        const f32x8 a = load8(p + i);
+        m0 = pick(a, m0);
+        nan |= a != a;
+    }
+    const f32x8 m = pick(pick(m0, m1), pick(m2, m3));
+    float r = id;
+    bool any_nan = false;
+    for (std::size_t l = 0; l < kW; ++l) {
+        r = IsMax ? (m[l] > r ? m[l] : r) : (m[l] < r ? m[l] : r);
+        any_nan |= nan[l] != 0;
+    }
+    for (; i < n; ++i) {
+        r = IsMax ? (p[i] > r ? p[i] : r) : (p[i] < r ? p[i] : r);
+        any_nan |= p[i] != p[i];
+    }
+    return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
+}
+
 // Lane and block sizes: four 256-bit registers of accumulators; float sums are folded into a
 // double every kBlockPerLane steps per lane, so their error grows with the block, not with n.
 template <typename L>
@@ -194,6 +275,10 @@ template <typename R, typename T>
 typename R::Acc reduce_run(const T* p, std::size_t n, std::int64_t s) {
     using Lane = typename R::Lane;
     using Acc = typename R::Acc;
+    if constexpr (std::same_as<T, float> && (std::same_as<R, Red<ReduceOp::Max, float>> ||
+                                             std::same_as<R, Red<ReduceOp::Min, float>>)) {
+        if (s == 1) return extreme_f32<std::same_as<R, Red<ReduceOp::Max, float>>>(p, n);
+    }
     constexpr std::size_t L = kLanes<Lane>;
     constexpr std::size_t kBlock = R::kBlocked ? L * kBlockPerLane : ~std::size_t{0};
     Acc total = static_cast<Acc>(R::init());
@@ -442,41 +527,8 @@ CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
 }
 
 // ---- softmax --------------------------------------------------------------------------------
-// float rows and column blocks use GCC/Clang vector types: explicit 8-wide math that lowers to
-// AVX2 here and to narrower or scalar code elsewhere, where the auto-vectoriser gives up on the
-// exp + store + sum loop. double and strided layouts take the scalar loops.
-
-#if defined(__GNUC__) && !defined(__clang__)
-// Builds without AVX warn that 32-byte vectors change the calling convention; these helpers
-// are internal and inlined, so no call ever passes one across an ABI boundary.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
-typedef float f32x8 __attribute__((vector_size(32)));
-typedef std::int32_t i32x8 __attribute__((vector_size(32)));
-constexpr std::size_t kW = 8;
-
-inline f32x8 load8(const float* p) {
-    f32x8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store8(float* p, const f32x8& v) {
-    std::memcpy(p, &v, sizeof v);
-}
-inline f32x8 splat8(float x) {
-    return f32x8{} + x;
-}
-inline f32x8 max8(const f32x8& a, const f32x8& b) {
-    return a > b ? a : b;
-}
-inline float hmax8(const f32x8& v) {
-    float m = v[0];
-    for (std::size_t l = 1; l < kW; ++l) m = v[l] > m ? v[l] : m;
-    return m;
-}
-inline float hsum8(const f32x8& v) {
-    return ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
-}
+// float rows and contiguous column blocks use the vector types above; double and strided
+// layouts take the scalar loops.
 
 /// exp(x) for x <= 0 or NaN (softmax only ever needs x - max), for float or f32x8; libm's expf
 /// does not vectorise without -ffast-math. Cody-Waite reduction to [-ln2/2, ln2/2] and Cephes'
