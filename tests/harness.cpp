@@ -44,7 +44,7 @@ TensorData to_data(const nlohmann::json& t) {
         for (const auto& x : values) v.push_back(number(x) != 0);
         std::vector<std::uint8_t> bytes(v.begin(), v.end());
         std::vector<std::byte> raw(bytes.size());
-        std::memcpy(raw.data(), bytes.data(), bytes.size());
+        if (!bytes.empty()) std::memcpy(raw.data(), bytes.data(), bytes.size());
         return TensorData(std::move(raw), shape, DType::Bool);
     }
     if (dtype == "i64" || dtype == "i32") {

@@ -32,6 +32,7 @@ CpuTensor full(const Shape& shape, Scalar value, DType dtype) {
 
 CpuTensor from_data(const TensorData& data, DType dtype) {
     CpuTensor t = empty(data.shape(), dtype);
+    if (data.num_elements() == 0) return t;
     if (data.dtype() == dtype) {
         std::memcpy(t.storage->data, data.bytes().data(), data.bytes().size());
         return t;
