@@ -80,14 +80,27 @@ def speedup(ember, other, unit):
 
 class Table:
     def __init__(self, rows):
-        # Where one (workload, impl, threads) was measured in several configurations, keep the
-        # best figure: ember is compared with its peer's best.
-        self.by = {}
+        # Rounds: one (workload, impl, threads, config) measured several times gives the median
+        # of its figures. Configurations: where one (workload, impl, threads) was measured in
+        # several (PyTorch's OpenMP wait policies), the best one stands: ember meets its peer's
+        # best.
+        groups = {}
         for r in rows:
-            key = (r["workload"], r["impl"], int(r.get("threads", 1)))
+            key = (r["workload"], r["impl"], int(r.get("threads", 1)), r.get("config", ""))
+            groups.setdefault(key, []).append(r)
+        self.by = {}
+        for (wl, impl, threads, _), rs in groups.items():
+            rs = sorted(rs, key=lambda r: float(r["value"]))
+            n = len(rs)
+            med = dict(rs[n // 2])
+            if n % 2 == 0:
+                med["value"] = (float(rs[n // 2 - 1]["value"]) + float(rs[n // 2]["value"])) / 2
+            med["rounds"] = n
+            med["round_values"] = [float(r["value"]) for r in rs]
+            key = (wl, impl, threads)
             old = self.by.get(key)
-            if old is None or (speedup(float(r["value"]), float(old["value"]), r["unit"]) or 0) > 1:
-                self.by[key] = r
+            if old is None or (speedup(float(med["value"]), float(old["value"]), med["unit"]) or 0) > 1:
+                self.by[key] = med
 
     def get(self, workload, impl, threads):
         return self.by.get((workload, impl, threads))
@@ -212,8 +225,11 @@ def main():
             out.append(f"- **OpenBLAS kernels in use:** {m.get('openblas_core')}")
             break
     out.append("")
+    rounds = max((r.get("rounds", 1) for r in t.by.values()), default=1)
     out.append("Each figure is the median of ≥ 10 timed runs after warm-up, ember and PyTorch run "
-               "back to back per workload (same thread count, float32). Higher is better except "
+               "back to back per workload (same thread count, float32)"
+               + (f", and the median of {rounds} such rounds taken in turn" if rounds > 1 else "")
+               + ". Higher is better except "
                "µs/op and s. *ember ÷ PyTorch* is ember's speed-up (> 1: ember faster, whatever "
                "the unit). Elementwise GB/s count every byte read and written once: add 12 B, "
                "gelu_custom and softmax 8 B, sum 4 B per element; memcpy counts read + write.")

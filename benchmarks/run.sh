@@ -3,10 +3,13 @@
 # workload at 1 thread and on matmul at 2 threads, times the compile probe, and writes
 # benchmarks/RESULTS.md through benchmarks/report.py.
 #
-#   benchmarks/run.sh [--quick] [--reps N] [--no-wait] [--max-load L] [--wait S] [--torch-compile]
+#   benchmarks/run.sh [--quick] [--reps N] [--rounds R] [--no-wait] [--max-load L] [--wait S]
+#                     [--torch-compile]
 #
 #   --quick          short runs to check the pipeline; writes build-bench/RESULTS.quick.md
 #   --reps N         timed runs per figure (default 11; the median is reported)
+#   --rounds R       rounds of (ember, PyTorch) per workload, alternating (default 3); the
+#                    report takes the median of the rounds' figures
 #   --no-wait        do not wait for the machine to be quiet
 #   --max-load L     wait until the 1-minute load average is below L (default 1.0) ...
 #   --wait S         ... for at most S seconds (default 900), then run anyway and say so
@@ -23,6 +26,7 @@ root="$(pwd)"
 
 quick=0
 reps=11
+rounds=
 wait_quiet=1
 max_load=1.0
 max_wait=900
@@ -31,6 +35,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=1; shift ;;
     --reps) reps="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --no-wait) wait_quiet=0; shift ;;
     --max-load) max_load="$2"; shift 2 ;;
     --wait) max_wait="$2"; shift 2 ;;
@@ -47,9 +52,11 @@ out_dir="$build/results"
 if [[ $quick -eq 1 ]]; then
   results_md="$build/RESULTS.quick.md"
   bench_args=(--quick)
+  rounds="${rounds:-1}"
 else
   results_md="benchmarks/RESULTS.md"
   bench_args=(--reps "$reps")
+  rounds="${rounds:-3}"
 fi
 
 log() { echo "run.sh: $*" >&2; }
@@ -92,30 +99,35 @@ if [[ $wait_quiet -eq 1 && $quick -eq 0 ]]; then
 fi
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
-# ---- 1 thread: every workload, ember then PyTorch ----------------------------------------------
+# ---- 1 thread: every workload, ember then PyTorch, in rounds ---------------------------------
 workloads=(matmul_256 matmul_1024 matmul_2048 add_new_16M add_inplace_16M gelu_custom_16M sum_16M
            softmax_4096x1024 conv2d_64x1x28x28_32x3x3 overhead_add_1 memcpy_64M)
-for w in "${workloads[@]}"; do
-  log "1 thread: $w"
-  EMBER_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-    "$bench" --threads 1 --only "$w" "${bench_args[@]}" >>"$out_dir/t1.jsonl"
-  EMBER_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
-    "$py" benchmarks/bench_torch.py --threads 1 --only "$w" "${bench_args[@]}" >>"$out_dir/t1.jsonl"
+for ((r = 1; r <= rounds; r++)); do
+  for w in "${workloads[@]}"; do
+    log "1 thread, round $r/$rounds: $w"
+    EMBER_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+      "$bench" --threads 1 --only "$w" "${bench_args[@]}" >>"$out_dir/t1.jsonl"
+    EMBER_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \
+      "$py" benchmarks/bench_torch.py --threads 1 --only "$w" "${bench_args[@]}" >>"$out_dir/t1.jsonl"
+  done
 done
 
 # ---- 2 threads: matmul -----------------------------------------------------------------------
-for w in matmul_256 matmul_1024 matmul_2048; do
-  log "2 threads: $w"
-  EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
-    "$bench" --threads 2 --only "$w" "${bench_args[@]}" >>"$out_dir/t2.jsonl"
-  # PyTorch's best of two configurations: OpenMP's default (spinning) wait and passive waiting
-  # (ANCHORS.md: spinning pools can oversubscribe the two cores); report.py keeps the faster.
-  EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 \
-    "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP default wait" \
-    "${bench_args[@]}" >>"$out_dir/t2.jsonl"
-  EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE \
-    "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP_WAIT_POLICY=PASSIVE" \
-    "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+for ((r = 1; r <= rounds; r++)); do
+  for w in matmul_256 matmul_1024 matmul_2048; do
+    log "2 threads, round $r/$rounds: $w"
+    EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+      "$bench" --threads 2 --only "$w" "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+    # PyTorch's best of two configurations: OpenMP's default (spinning) wait and passive
+    # waiting (ANCHORS.md: spinning pools can oversubscribe the two cores); report.py keeps the
+    # faster.
+    EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 \
+      "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP default wait" \
+      "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+    EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE \
+      "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP_WAIT_POLICY=PASSIVE" \
+      "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+  done
 done
 
 # ---- compile time ----------------------------------------------------------------------------
