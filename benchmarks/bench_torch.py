@@ -131,6 +131,12 @@ class Bench:
 
         t = time_runs(run, self.warmup, self.reps)
         self.rate(name, "torch", "GFLOP/s", flops * per_run, 1e9, t)
+        # PyTorch's other CPU path (im2col + BLAS): faster here than oneDNN's, whose fresh,
+        # uncached output buffers are page-faulted on every call. report.py holds ember to the
+        # better of the two.
+        with torch.backends.mkldnn.flags(enabled=False):
+            t = time_runs(run, self.warmup, self.reps)
+        self.rate(name, "torch", "GFLOP/s", flops * per_run, 1e9, t, config="mkldnn off")
 
     def overhead(self):
         if not self.selected("overhead_add_1"):

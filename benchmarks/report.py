@@ -3,28 +3,36 @@
 
     report.py --out benchmarks/RESULTS.md --meta meta.json FILE.jsonl...
 
-Every input line is one JSON object: {"workload", "impl", "threads", "unit", "value", ...};
-lines with a "meta" key describe the run (OpenBLAS core, torch version) and lines that are not
-JSON are ignored. --meta names a JSON object with the run's date, machine, commit, load, notes.
+Every input line is one JSON object: {"workload", "impl", "threads", "unit", "value", ...},
+optionally with "config" (a configuration of the same implementation, e.g. PyTorch's OpenMP
+wait policy). Lines with a "meta" key describe the run; lines that are not JSON are ignored.
+--meta names a JSON object with the run's date, machine, commit, load and notes.
+
+Rounds: run.sh measures every workload several times, ember and its peers in turn. The k-th
+figure of an (workload, impl, threads, config) in file order belongs to round k. A figure shown
+is the median over rounds; a ratio is the median over rounds of the ratio within each round (so
+that both sides of a ratio saw the same machine). Where an implementation ran in several
+configurations, each round keeps its best: ember is held to its peer's best.
 """
 import argparse
+import collections
 import json
+import statistics
 import sys
 
 # What each workload is held to (ANCHORS.md and issue 2, deliverable 8).
-#   kind "peer":  ember / peer  >= goal   (peer = an impl measured in the same run)
-#   kind "max":   ember value   <= goal   (absolute, lower is better)
+#   kind "peer": ember / peer >= goal (peer measured in the same run; "ref_workload" when the
+#                peer is another workload's figure)
+#   kind "max":  ember value <= goal (absolute; lower is better)
+GOAL_OPENBLAS = dict(kind="peer", peer="openblas", goal=0.95, text="≥ 0.95× OpenBLAS direct")
 WORKLOADS = [
-    ("matmul_256", "matmul 256³", dict(kind="peer", peer="openblas", goal=0.95,
-                                       text="≥ 0.95× OpenBLAS direct")),
-    ("matmul_1024", "matmul 1024³", dict(kind="peer", peer="openblas", goal=0.95,
-                                         text="≥ 0.95× OpenBLAS direct")),
-    ("matmul_2048", "matmul 2048³", dict(kind="peer", peer="openblas", goal=0.95,
-                                         text="≥ 0.95× OpenBLAS direct")),
-    ("add_new_16M", "add 16M, into a new tensor", dict(kind="peer", peer="torch", goal=2.0,
-                                                       text="≥ 2× PyTorch")),
+    ("matmul_256", "matmul 256³", GOAL_OPENBLAS),
+    ("matmul_1024", "matmul 1024³", GOAL_OPENBLAS),
+    ("matmul_2048", "matmul 2048³", GOAL_OPENBLAS),
+    ("add_new_16M", "add 16M, into a new tensor",
+     dict(kind="peer", peer="torch", goal=2.0, text="≥ 2× PyTorch")),
     ("add_inplace_16M", "add 16M, in place (moved tensor)",
-     dict(kind="peer", peer="memcpy", goal=0.9, text="≥ 0.9× memcpy")),
+     dict(kind="peer", peer="memcpy", ref_workload="memcpy_64M", goal=0.9, text="≥ 0.9× memcpy")),
     ("gelu_custom_16M", "gelu_custom 16M (5 ops, unfused)",
      dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch")),
     ("sum_16M", "sum 16M", dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch")),
@@ -40,6 +48,7 @@ WORKLOADS = [
 ]
 LOWER_IS_BETTER = {"us/op", "s"}
 UNIT_SHOWN = {"us/op": "µs/op", "s": "s"}
+PEER_NAME = {"openblas": "OpenBLAS", "memcpy": "memcpy", "torch": "PyTorch"}
 
 
 def load(paths):
@@ -66,9 +75,15 @@ def load(paths):
 def fmt(v, unit=None):
     if v is None:
         return "—"
-    if unit == "s" or abs(v) < 1:
-        return f"{v:.3g}" if abs(v) < 1 else f"{v:.2f}"
+    if abs(v) < 1:
+        return f"{v:.3g}"
+    if unit == "s":
+        return f"{v:.2f}"
     return f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+
+def fmt_ratio(r):
+    return "—" if r is None else f"{r:.2f}×"
 
 
 def speedup(ember, other, unit):
@@ -78,102 +93,129 @@ def speedup(ember, other, unit):
     return other / ember if unit in LOWER_IS_BETTER else ember / other
 
 
+class Series:
+    """One implementation's figures for a workload, one per round (each round's best config)."""
+
+    def __init__(self, unit):
+        self.unit = unit
+        self.rounds = []   # value per round
+        self.configs = []  # config per round
+        self.rows = []     # the row per round
+
+    @property
+    def value(self):
+        return statistics.median(self.rounds) if self.rounds else None
+
+    @property
+    def config(self):
+        c = collections.Counter(self.configs).most_common(1)
+        return c[0][0] if c else ""
+
+    @property
+    def row(self):
+        return self.rows[0] if self.rows else {}
+
+
 class Table:
     def __init__(self, rows):
-        # Rounds: one (workload, impl, threads, config) measured several times gives the median
-        # of its figures. Configurations: where one (workload, impl, threads) was measured in
-        # several (PyTorch's OpenMP wait policies), the best one stands: ember meets its peer's
-        # best.
-        groups = {}
+        per_config = collections.defaultdict(list)
         for r in rows:
             key = (r["workload"], r["impl"], int(r.get("threads", 1)), r.get("config", ""))
-            groups.setdefault(key, []).append(r)
-        self.by = {}
-        for (wl, impl, threads, _), rs in groups.items():
-            rs = sorted(rs, key=lambda r: float(r["value"]))
-            n = len(rs)
-            med = dict(rs[n // 2])
-            if n % 2 == 0:
-                med["value"] = (float(rs[n // 2 - 1]["value"]) + float(rs[n // 2]["value"])) / 2
-            med["rounds"] = n
-            med["round_values"] = [float(r["value"]) for r in rs]
-            key = (wl, impl, threads)
-            old = self.by.get(key)
-            if old is None or (speedup(float(med["value"]), float(old["value"]), med["unit"]) or 0) > 1:
-                self.by[key] = med
+            per_config[key].append(r)
+        grouped = collections.defaultdict(dict)
+        for (wl, impl, th, cfg), rs in per_config.items():
+            grouped[(wl, impl, th)][cfg] = rs
+        self.series = {}
+        for key, by_cfg in grouped.items():
+            unit = next(iter(by_cfg.values()))[0]["unit"]
+            s = Series(unit)
+            for k in range(max(len(v) for v in by_cfg.values())):
+                best = None
+                for cfg, rs in by_cfg.items():
+                    if k >= len(rs):
+                        continue
+                    if best is None or (speedup(float(rs[k]["value"]), float(best[1]["value"]), unit) or 0) > 1:
+                        best = (cfg, rs[k])
+                s.rounds.append(float(best[1]["value"]))
+                s.configs.append(best[0])
+                s.rows.append(best[1])
+            self.series[key] = s
 
     def get(self, workload, impl, threads):
-        return self.by.get((workload, impl, threads))
+        return self.series.get((workload, impl, threads))
 
     def value(self, workload, impl, threads):
-        r = self.get(workload, impl, threads)
-        return None if r is None else float(r["value"])
+        s = self.get(workload, impl, threads)
+        return None if s is None else s.value
+
+    def ratio(self, a, b):
+        """Median over rounds of a's speed-up over b (series a and b)."""
+        if a is None or b is None:
+            return None
+        rs = [speedup(x, y, a.unit) for x, y in zip(a.rounds, b.rounds)]
+        rs = [r for r in rs if r is not None]
+        return statistics.median(rs) if rs else None
+
+    def max_rounds(self):
+        return max((len(s.rounds) for s in self.series.values()), default=0)
 
 
-def verdict(target, ember_v, peer_v, unit):
-    if target is None:
-        return None, "—"
-    if ember_v is None:
-        return None, "no figure"
-    if target["kind"] == "max":
-        ok = ember_v <= target["goal"]
-        return ok, "**met**" if ok else "**not met**"
-    s = speedup(ember_v, peer_v, unit)
-    if s is None:
-        return None, "no peer figure"
-    ok = s >= target["goal"]
-    return ok, "**met**" if ok else "**not met**"
+def status_text(ok):
+    return {True: "**met**", False: "**not met**", None: "no figure"}[ok]
 
 
 def main_table(t, threads, out):
-    out.append(f"| workload | unit | ember | PyTorch | ember ÷ PyTorch | target | "
-               f"reference | ember ÷ reference | status |")
+    """The table of every workload at `threads`; returns the summary of its targets."""
+    out.append("| workload | unit | ember | PyTorch | ember ÷ PyTorch | target | reference | "
+               "ember ÷ reference | status |")
     out.append("| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- |")
     summary = []
     for wl, label, target in WORKLOADS:
-        threads_here = 1 if wl == "compile_umbrella" else threads
-        e = t.get(wl, "ember", threads_here)
+        th = 1 if wl == "compile_umbrella" else threads
         if wl == "memcpy_64M":
-            e = t.get(wl, "memcpy", threads_here)
-        torch_r = t.get(wl, "torch", threads_here)
-        if wl == "memcpy_64M":
-            torch_r = t.get(wl, "numpy", threads_here)
-        if wl == "compile_umbrella":
-            torch_r = t.get(wl, "libtorch", 1)
-        if e is None and torch_r is None:
-            continue
-        unit = (e or torch_r)["unit"]
-        ev = None if e is None else float(e["value"])
-        tv = None if torch_r is None else float(torch_r["value"])
-        ratio = speedup(ev, tv, unit)
-        ref_name, ref_v = "", None
-        if target and target["kind"] == "peer" and target["peer"] != "torch":
-            ref_name = {"openblas": "OpenBLAS", "memcpy": "memcpy"}[target["peer"]]
-            ref_impl = target["peer"]
-            ref_wl = "memcpy_64M" if ref_impl == "memcpy" else wl
-            ref_v = t.value(ref_wl, ref_impl, threads_here)
-        peer_v = ref_v if (target and target["kind"] == "peer" and target["peer"] != "torch") else tv
-        ok, status = verdict(target, ev, peer_v, unit)
-        ref_ratio = speedup(ev, ref_v, unit) if ref_v is not None else None
-        if wl == "memcpy_64M":
-            lab = f"{label}: C++ memcpy / numpy copyto"
+            e, p = t.get(wl, "memcpy", th), t.get(wl, "numpy", th)
+            label = f"{label}: C++ memcpy / numpy copyto"
+        elif wl == "compile_umbrella":
+            e, p = t.get(wl, "ember", th), t.get(wl, "libtorch", th)
         else:
-            lab = label
-        if wl == "compile_umbrella" and e is not None:
-            ev_s = f"{fmt(ev, unit)} (CPU {fmt(float(e.get('cpu_s', 0)), 's')} s, {e.get('peak_mb', '?')} MB)"
+            e, p = t.get(wl, "ember", th), t.get(wl, "torch", th)
+        if e is None and p is None:
+            continue
+        unit = (e or p).unit
+        ev = None if e is None else e.value
+        r_torch = t.ratio(e, p)
+
+        ref, ref_s = None, "—"
+        if target and target["kind"] == "peer" and target["peer"] != "torch":
+            ref = t.get(target.get("ref_workload", wl), target["peer"], th)
+            if ref is not None:
+                ref_s = f"{PEER_NAME[target['peer']]} {fmt(ref.value, unit)}"
+        r_ref = t.ratio(e, ref)
+
+        if target is None:
+            ok = None
+        elif ev is None:
+            ok = None
+        elif target["kind"] == "max":
+            ok = ev <= target["goal"]
+        else:
+            r = r_torch if target["peer"] == "torch" else r_ref
+            ok = None if r is None else r >= target["goal"]
+
+        if wl == "compile_umbrella":
+            ev_s = "—" if e is None else (f"{fmt(ev, unit)} (CPU {fmt(float(e.row.get('cpu_s', 0)), 's')} s, "
+                                          f"{e.row.get('peak_mb', '?')} MB)")
+            pv_s = "—" if p is None else f"{fmt(p.value, unit)} (LibTorch, {p.row.get('peak_mb', '?')} MB)"
         else:
             ev_s = fmt(ev, unit)
-        if wl == "compile_umbrella" and torch_r is not None:
-            tv_s = f"{fmt(tv, unit)} (LibTorch, {torch_r.get('peak_mb', '?')} MB)"
-        else:
-            tv_s = fmt(tv, unit)
-        out.append(
-            f"| {lab} | {UNIT_SHOWN.get(unit, unit)} | {ev_s} | {tv_s} | "
-            f"{'—' if ratio is None else f'{ratio:.2f}×'} | {target['text'] if target else '—'} | "
-            f"{(ref_name + ' ' + fmt(ref_v, unit)) if ref_v is not None else '—'} | "
-            f"{'—' if ref_ratio is None else f'{ref_ratio:.2f}×'} | {status} |")
+            pv_s = "—" if p is None else fmt(p.value, unit) + (f" ({p.config})" if p.config else "")
+        out.append(f"| {label} | {UNIT_SHOWN.get(unit, unit)} | {ev_s} | {pv_s} | "
+                   f"{fmt_ratio(r_torch)} | {target['text'] if target else '—'} | {ref_s} | "
+                   f"{fmt_ratio(r_ref)} | {status_text(ok) if target else '—'} |")
         if target is not None:
-            summary.append((label, ok, target["text"], ev, peer_v, unit))
+            shown = f"{fmt(ev, unit)} {UNIT_SHOWN.get(unit, unit)}" if target["kind"] == "max" else (
+                fmt_ratio(r_torch if target["peer"] == "torch" else r_ref))
+            summary.append((label, ok, target["text"], shown))
     return summary
 
 
@@ -182,20 +224,18 @@ def matmul_table(t, threads, out):
                "ember ÷ PyTorch | status (≥ 0.95× OpenBLAS) |")
     out.append("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     summary = []
-    any_row = False
     for wl, label, target in WORKLOADS[:3]:
-        ev, ov, tv = (t.value(wl, i, threads) for i in ("ember", "openblas", "torch"))
-        if ev is None and tv is None:
+        e, o, p = (t.get(wl, i, threads) for i in ("ember", "openblas", "torch"))
+        if e is None and p is None:
             continue
-        any_row = True
-        ok, status = verdict(target, ev, ov, "GFLOP/s")
-        r_o, r_t = speedup(ev, ov, "GFLOP/s"), speedup(ev, tv, "GFLOP/s")
-        tr = t.get(wl, "torch", threads)
-        tv_s = fmt(tv) + (f" ({tr['config']})" if tr is not None and tr.get("config") else "")
-        out.append(f"| {label} | {fmt(ev)} | {fmt(ov)} | {'—' if r_o is None else f'{r_o:.2f}×'} | "
-                   f"{tv_s} | {'—' if r_t is None else f'{r_t:.2f}×'} | {status} |")
-        summary.append((f"{label}, {threads} threads", ok, target["text"], ev, ov, "GFLOP/s"))
-    return summary if any_row else None
+        r_o, r_p = t.ratio(e, o), t.ratio(e, p)
+        ok = None if r_o is None else r_o >= target["goal"]
+        pv_s = "—" if p is None else fmt(p.value) + (f" ({p.config})" if p.config else "")
+        out.append(f"| {label} | {fmt(None if e is None else e.value)} | "
+                   f"{fmt(None if o is None else o.value)} | {fmt_ratio(r_o)} | {pv_s} | "
+                   f"{fmt_ratio(r_p)} | {status_text(ok)} |")
+        summary.append((f"{label}, {threads} threads", ok, target["text"], fmt_ratio(r_o)))
+    return summary or None
 
 
 def main():
@@ -213,11 +253,12 @@ def main():
             meta = json.load(f)
 
     out = ["# ember CPU benchmarks", ""]
-    out.append("Generated by `benchmarks/run.sh` (tables by `benchmarks/report.py`); do not edit by hand.")
+    out.append("Generated by `benchmarks/run.sh` (tables by `benchmarks/report.py`); do not edit "
+               "by hand.")
     out.append("")
     for key, label in (("date", "Date"), ("machine", "Machine"), ("cores", "Cores"),
                        ("commit", "Commit"), ("compiler", "Compiler"), ("torch", "PyTorch"),
-                       ("openblas", "OpenBLAS"), ("load", "Load average (1 min)")):
+                       ("openblas", "OpenBLAS"), ("load", "Load average (1, 5, 15 min)")):
         if meta.get(key):
             out.append(f"- **{label}:** {meta[key]}")
     for m in metas:
@@ -225,14 +266,18 @@ def main():
             out.append(f"- **OpenBLAS kernels in use:** {m.get('openblas_core')}")
             break
     out.append("")
-    rounds = max((r.get("rounds", 1) for r in t.by.values()), default=1)
-    out.append("Each figure is the median of ≥ 10 timed runs after warm-up, ember and PyTorch run "
-               "back to back per workload (same thread count, float32)"
-               + (f", and the median of {rounds} such rounds taken in turn" if rounds > 1 else "")
-               + ". Higher is better except "
-               "µs/op and s. *ember ÷ PyTorch* is ember's speed-up (> 1: ember faster, whatever "
-               "the unit). Elementwise GB/s count every byte read and written once: add 12 B, "
-               "gelu_custom and softmax 8 B, sum 4 B per element; memcpy counts read + write.")
+    rounds = t.max_rounds()
+    out.append(
+        "Each figure is the median of ≥ 10 timed runs after warm-up (float32, same thread count "
+        "for every implementation)"
+        + (f", and the median of {rounds} rounds in which ember and its peers ran in turn; a "
+           "ratio is the median of the ratios within each round" if rounds > 1 else
+           "; ember and PyTorch ran back to back")
+        + ". ember and OpenBLAS direct are timed alternately in one process. Higher is better "
+        "except µs/op and s; *ember ÷ X* is ember's speed-up (> 1: ember faster, whatever the "
+        "unit). Where PyTorch ran in two configurations, the better one stands and is named. "
+        "GB/s count every byte read and written once: add 12 B, gelu_custom and softmax 8 B, "
+        "sum 4 B per element; memcpy counts read + write.")
     out.append("")
 
     summary = []
@@ -251,36 +296,28 @@ def main():
         out.append("`EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2`; PyTorch with "
                    "`torch.set_num_threads(2)`, run with OpenMP's default wait policy and with "
                    "`OMP_WAIT_POLICY=PASSIVE` (ANCHORS.md: spinning OpenMP and OpenBLAS pools "
-                   "can oversubscribe two cores); the better of the two is shown. ember and "
-                   "OpenBLAS direct are timed alternately in one process.")
+                   "can oversubscribe two cores).")
         out.append("")
         out += two
         out.append("")
         summary += mt
 
-    extra = t.get("gelu_custom_16M", "torch_fused_gelu", 1)
     out.append("## Targets")
     out.append("")
     met = [s for s in summary if s[1]]
-    missed = [s for s in summary if s[1] is False]
-    unknown = [s for s in summary if s[1] is None]
     out.append(f"{len(met)} of {len(summary)} targets met.")
     out.append("")
-    for label, ok, text, ev, pv, unit in summary:
+    for label, ok, text, shown in summary:
         if ok is False:
-            if unit in LOWER_IS_BETTER and pv is None:
-                out.append(f"- not met: {label} — {fmt(ev, unit)} {UNIT_SHOWN.get(unit, unit)}, "
-                           f"target {text}")
-            else:
-                s = speedup(ev, pv, unit)
-                out.append(f"- not met: {label} — {'—' if s is None else f'{s:.2f}×'}, target {text}")
-    for label, ok, text, *_ in unknown:
-        out.append(f"- no figure: {label} (target {text})")
-    if extra is not None:
+            out.append(f"- not met: {label} — {shown}, target {text}")
+        elif ok is None:
+            out.append(f"- no figure: {label} (target {text})")
+    fused = t.get("gelu_custom_16M", "torch_fused_gelu", 1)
+    if fused is not None:
         out.append("")
-        out.append(f"For reference, PyTorch's single-kernel `F.gelu` reaches {fmt(float(extra['value']))} "
-                   f"GB/s on the same 16M elements: the goal `Fusion<Cpu>` has to meet (ANCHORS.md), "
-                   f"outside this issue.")
+        out.append(f"For reference, PyTorch's single-kernel `F.gelu` reaches {fmt(fused.value)} "
+                   "GB/s on the same 16M elements: the goal of `Fusion<Cpu>` (ANCHORS.md), "
+                   "outside this issue.")
     if meta.get("notes"):
         out.append("")
         out.append("## Notes")
@@ -290,7 +327,7 @@ def main():
     out.append("")
     out.append("## Raw figures")
     out.append("")
-    out.append("<details><summary>JSON lines</summary>")
+    out.append("<details><summary>JSON lines, in the order measured</summary>")
     out.append("")
     out.append("```")
     for m in metas:

@@ -3,6 +3,7 @@
 // merged wherever every operand allows, handing the kernel one innermost run at a time.
 #include <array>
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 
 #include "ember/backend/detail/cpu_tensor.hpp"
@@ -104,5 +105,52 @@ void for_each_offset(const CpuTensor& t, F&& f) {
         for (std::size_t i = 0; i < n; ++i) f(off[0] + static_cast<std::int64_t>(i) * s[0]);
     });
 }
+
+/// Calls `f(offsets, n, strides)` for the part of each innermost run of `it` that falls in the
+/// flat element range [b, e), so parallel chunks need not align with runs.
+template <std::size_t K, typename F>
+void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
+    const std::size_t m = it.inner();
+    if (m == 0 || b >= e) return;
+    const std::size_t rb = b / m, re = (e + m - 1) / m;
+    std::size_t row = rb;
+    for_each_run(it, rb, re, [&](const auto& off, std::size_t, const auto& st) {
+        const std::size_t j0 = row == rb ? b - rb * m : 0;
+        const std::size_t j1 = row + 1 == re ? e - row * m : m;
+        std::array<std::int64_t, K> o = off;
+        for (std::size_t k = 0; k < K; ++k) o[k] += static_cast<std::int64_t>(j0) * st[k];
+        f(o, j1 - j0, st);
+        ++row;
+    });
+}
+
+/// Calls `f(TypeTag<U>)` with an unsigned type as wide as one element, for ops that only move
+/// elements.
+template <typename F>
+void visit_bits(std::size_t size, F&& f) {
+    switch (size) {
+        case 8:
+            f(TypeTag<std::uint64_t>{});
+            break;
+        case 4:
+            f(TypeTag<std::uint32_t>{});
+            break;
+        case 2:
+            f(TypeTag<std::uint16_t>{});
+            break;
+        default:
+            f(TypeTag<std::uint8_t>{});
+            break;
+    }
+}
+
+/// Element offset of index i along a dim of the given stride.
+inline std::int64_t idx(std::size_t i, std::int64_t stride) {
+    return static_cast<std::int64_t>(i) * stride;
+}
+
+/// True for the 16-bit float types, which kernels compute through float.
+template <typename T>
+constexpr bool kIsHalf = std::same_as<T, f16> || std::same_as<T, bf16>;
 
 }  // namespace ember::detail::cpu

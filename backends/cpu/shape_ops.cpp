@@ -16,44 +16,6 @@ namespace {
 // Enough elements per task that a thread hand-off costs little next to the copy.
 constexpr std::size_t kCopyGrain = std::size_t{1} << 15;
 
-/// Calls `f(offsets, n, strides)` for the part of each innermost run of `it` that falls in the
-/// flat element range [b, e), so parallel chunks need not align with runs.
-template <std::size_t K, typename F>
-void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
-    const std::size_t m = it.inner();
-    if (m == 0 || b >= e) return;
-    const std::size_t rb = b / m, re = (e + m - 1) / m;
-    std::size_t row = rb;
-    for_each_run(it, rb, re, [&](const auto& off, std::size_t, const auto& st) {
-        const std::size_t j0 = row == rb ? b - rb * m : 0;
-        const std::size_t j1 = row + 1 == re ? e - row * m : m;
-        std::array<std::int64_t, K> o = off;
-        for (std::size_t k = 0; k < K; ++k) o[k] += static_cast<std::int64_t>(j0) * st[k];
-        f(o, j1 - j0, st);
-        ++row;
-    });
-}
-
-/// Calls `f(TypeTag<U>)` with an unsigned type as wide as one element: copies never need to
-/// know what the bits mean.
-template <typename F>
-void visit_bits(std::size_t size, F&& f) {
-    switch (size) {
-        case 8:
-            f(TypeTag<std::uint64_t>{});
-            break;
-        case 4:
-            f(TypeTag<std::uint32_t>{});
-            break;
-        case 2:
-            f(TypeTag<std::uint16_t>{});
-            break;
-        default:
-            f(TypeTag<std::uint8_t>{});
-            break;
-    }
-}
-
 /// dst[...] = src[...] for views of the same shape and dtype (src may broadcast or run
 /// backwards; dst must not overlap itself).
 void copy_into(const CpuTensor& dst, const CpuTensor& src) {

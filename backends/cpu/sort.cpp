@@ -18,30 +18,6 @@ namespace {
 // Elements per parallel task.
 constexpr std::size_t kGrain = std::size_t{1} << 14;
 
-/// Calls `f(offsets, n, strides)` for the part of each innermost run of `it` that falls in the
-/// flat element range [b, e), so parallel chunks need not align with runs.
-template <std::size_t K, typename F>
-void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
-    const std::size_t m = it.inner();
-    if (m == 0 || b >= e) return;
-    const std::size_t rb = b / m, re = (e + m - 1) / m;
-    std::size_t row = rb;
-    for_each_run(it, rb, re, [&](const auto& off, std::size_t, const auto& st) {
-        const std::size_t j0 = row == rb ? b - rb * m : 0;
-        const std::size_t j1 = row + 1 == re ? e - row * m : m;
-        std::array<std::int64_t, K> o = off;
-        for (std::size_t k = 0; k < K; ++k) o[k] += static_cast<std::int64_t>(j0) * st[k];
-        f(o, j1 - j0, st);
-        ++row;
-    });
-}
-
-inline std::int64_t idx(std::size_t i, std::int64_t stride) {
-    return static_cast<std::int64_t>(i) * stride;
-}
-
-template <typename T>
-constexpr bool kIsHalf = std::same_as<T, f16> || std::same_as<T, bf16>;
 
 /// The key type elements are compared as: halves widen to float, bool to a byte.
 template <typename T>
