@@ -4,6 +4,7 @@
 #include "gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <climits>
 #include <cstdint>
@@ -593,12 +594,23 @@ void gemm_portable(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
     gemm_blocked(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
 }
 
+#if EMBER_CPU_BLAS
+/// OpenBLAS keeps its own pool: size it like ember's (EMBER_NUM_THREADS / set_num_threads), or
+/// one thread when the caller already runs in parallel, so the two never oversubscribe the cores.
+void sync_blas_threads(bool parallel) {
+    static std::atomic<int> current{-1};
+    const int want = parallel ? static_cast<int>(num_threads()) : 1;
+    if (current.exchange(want) != want) openblas_set_num_threads(want);
+}
+#endif
+
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc, bool parallel) {
 #if EMBER_CPU_BLAS
     if (use_blas(m, n, k, lda, ldb, ldc)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
+        sync_blas_threads(parallel);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                     static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
@@ -615,6 +627,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double 
 #if EMBER_CPU_BLAS
     if (use_blas(m, n, k, lda, ldb, ldc)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
+        sync_blas_threads(parallel);
         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
                     static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

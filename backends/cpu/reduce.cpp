@@ -581,9 +581,71 @@ inline C exp_c(C x) {
         return std::exp(x);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+typedef std::int32_t I16x __attribute__((vector_size(64)));
+/// The softmax row with 512-bit vectors: the exp polynomial is the bottleneck once a row sits
+/// in L1, so twice the lanes is nearly twice the speed. Same math and NaN rules as below.
+template <bool Log>
+__attribute__((target("avx512f"))) void softmax_row_f32_avx512(const float* p, float* o,
+                                                                std::size_t n) {
+    constexpr std::size_t W = 16;
+    const auto load = [](const float* q) {
+        V16f v;
+        __builtin_memcpy(&v, q, 64);
+        return v;
+    };
+    const auto store = [](float* q, const V16f& v) { __builtin_memcpy(q, &v, 64); };
+    V16f m0 = V16f{} - std::numeric_limits<float>::infinity(), m1 = m0;
+    std::size_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        const V16f a = load(p + i), b = load(p + i + W);
+        m0 = a > m0 ? a : m0;
+        m1 = b > m1 ? b : m1;
+    }
+    m0 = m1 > m0 ? m1 : m0;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int k = 0; k < 16; ++k) mx = m0[k] > mx ? m0[k] : mx;
+    for (; i < n; ++i) mx = p[i] > mx ? p[i] : mx;
+    const V16f vmx = V16f{} + mx;
+    V16f s0{}, s1{};
+    i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        const V16f e0 = exp_nonpos<V16f, I16x>(load(p + i) - vmx);
+        const V16f e1 = exp_nonpos<V16f, I16x>(load(p + i + W) - vmx);
+        if constexpr (!Log) {
+            store(o + i, e0);
+            store(o + i + W, e1);
+        }
+        s0 += e0;
+        s1 += e1;
+    }
+    s0 += s1;
+    float sum = 0.f;
+    for (int k = 0; k < 16; ++k) sum += s0[k];
+    for (; i < n; ++i) {
+        const float e = exp_c(p[i] - mx);
+        if constexpr (!Log) o[i] = e;
+        sum += e;
+    }
+    i = 0;
+    if constexpr (Log) {
+        const float ls = std::log(sum);
+        for (; i + W <= n; i += W) store(o + i, (load(p + i) - vmx) - ls);
+        for (; i < n; ++i) o[i] = (p[i] - mx) - ls;
+    } else {
+        const V16f vinv = V16f{} + 1.0f / sum;
+        for (; i + W <= n; i += W) store(o + i, load(o + i) * vinv);
+        for (; i < n; ++i) o[i] *= 1.0f / sum;
+    }
+}
+#endif
+
 /// Softmax (or log-softmax) of one stride-1 row of n > 0 floats: max, exp + sum, scale.
 template <bool Log>
 void softmax_row_f32(const float* p, float* o, std::size_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (n >= 64 && sum_f32_use_avx512()) return softmax_row_f32_avx512<Log>(p, o, n);
+#endif
     // A NaN never wins the max; it still reaches the sum below and makes the row NaN.
     f32x8 m0 = splat8(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
     std::size_t i = 0;
