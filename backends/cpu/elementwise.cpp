@@ -101,7 +101,22 @@ void map_binary(const CpuTensor& a, const CpuTensor& b, const CpuTensor& out, F 
     TO* po = out.data<TO>();
     if (a.shape == out.shape && b.shape == out.shape && a.is_contiguous() && b.is_contiguous()) {
         parallel_for(out.num_elements(), kGrain, [&](std::size_t s, std::size_t e) {
-            for (std::size_t k = s; k < e; ++k) po[k] = f(pa[k], pb[k]);
+            // In place, the output lines are the input's: prefetching both inputs a few KiB
+            // ahead keeps more loads in flight than the hardware prefetcher alone (as in the f32
+            // sum). Into a fresh buffer the extra prefetches compete with its write-allocates
+            // and measured slower, so that case keeps the plain loop.
+            constexpr std::size_t kStep = 4096 / sizeof(TA), kAhead = 4 * kStep;
+            const bool in_place = static_cast<const void*>(po) == static_cast<const void*>(pa) ||
+                                  static_cast<const void*>(po) == static_cast<const void*>(pb);
+            std::size_t k = s;
+            for (; in_place && k + kStep <= e; k += kStep) {
+                for (std::size_t q = 0; q < kStep; q += 64 / sizeof(TA)) {
+                    __builtin_prefetch(pa + k + kAhead + q);
+                    __builtin_prefetch(pb + k + kAhead + q);
+                }
+                for (std::size_t j = k; j < k + kStep; ++j) po[j] = f(pa[j], pb[j]);
+            }
+            for (; k < e; ++k) po[k] = f(pa[k], pb[k]);
         });
         return;
     }
