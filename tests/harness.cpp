@@ -69,6 +69,14 @@ Fixture::Fixture(const std::string& file, const std::string& name) : name_(name)
         for (auto& [k, v] : c.at("params").items()) params_.emplace_back(k, number(v));
 }
 
+std::vector<std::string> fixture_cases(const std::string& file) {
+    std::vector<std::string> names;
+    for (auto& [k, v] : load_file(file).items()) names.push_back(k);
+    return names;
+}
+
+std::size_t Fixture::num_inputs() const { return inputs_.size(); }
+
 const TensorData& Fixture::input(std::size_t i) const {
     if (i >= inputs_.size()) throw std::runtime_error("fixture " + name_ + ": no input " + std::to_string(i));
     return inputs_[i];

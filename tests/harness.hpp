@@ -21,6 +21,8 @@ class Fixture {
 public:
     /// Loads case `name` of tests/fixtures/<file>.json (throws when absent).
     Fixture(const std::string& file, const std::string& name);
+    /// Number of inputs.
+    std::size_t num_inputs() const;
     /// Input i as host data.
     const TensorData& input(std::size_t i) const;
     /// Output i as host data.
@@ -39,6 +41,9 @@ private:
     std::vector<std::pair<std::string, double>> params_;
     std::string name_;
 };
+
+/// The names of every case in tests/fixtures/<file>.json.
+std::vector<std::string> fixture_cases(const std::string& file);
 
 /// Checks `actual` against `expected` within tolerance (NaN matches NaN), with a readable
 /// report on failure.

@@ -2,6 +2,7 @@
 // a loop producing new tensors of the same sizes stops paying for malloc, page faults and
 // zeroing (PyTorch's CPU allocator does not cache, which is why "add into a new tensor" is
 // allocation-bound there).
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -104,7 +105,24 @@ struct RecyclingAllocator {
     friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
 };
 
+// Bytes held by live tensors (cached free blocks excluded), and the high-water mark.
+std::atomic<std::size_t> g_live{0};
+std::atomic<std::size_t> g_peak{0};
+
+void count_alloc(std::size_t bytes) {
+    const std::size_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = g_peak.load(std::memory_order_relaxed);
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+}
+
 }  // namespace
+
+MemoryStats memory_stats() {
+    return {g_live.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_memory() { g_peak.store(g_live.load(std::memory_order_relaxed)); }
 
 std::shared_ptr<Storage> allocate(std::size_t bytes) {
     const std::size_t cls = size_class(bytes);
@@ -131,11 +149,13 @@ std::shared_ptr<Storage> allocate(std::size_t bytes) {
     auto s = std::allocate_shared<Storage>(RecyclingAllocator<Storage>{});
     s->data = p;
     s->bytes = cls;
+    count_alloc(cls);
     return s;
 }
 
 Storage::~Storage() {
     if (!data) return;
+    g_live.fetch_sub(bytes, std::memory_order_relaxed);
     if (bytes <= kSmallMax) {
         SmallCache& sc = t_small;
         const std::size_t k = small_index(bytes);

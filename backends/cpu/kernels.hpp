@@ -122,4 +122,29 @@ CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_siz
 CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
                       const InterpolateOptions& o);
 
+// ---- backward.cpp: gradient kernels of the module ops (Autodiff's rules call them) ---------
+/// dL/dweight of conv(x, w) for a weight of shape `weight_shape`, given dL/dout `grad`:
+/// im2col + GEMM per sample and group, summed over the batch.
+CpuTensor conv_weight_backward(CpuTensor x, CpuTensor grad, const Shape& weight_shape,
+                               const ConvParams& p);
+/// dL/dx of avg_pool(x, p) given dL/dout `grad` (same windows and divisors as the forward).
+CpuTensor avg_pool_backward(CpuTensor x, CpuTensor grad, const PoolParams& p);
+/// dL/dx of adaptive_avg_pool(x, s) over `n` spatial dims, where s is grad's spatial size.
+CpuTensor adaptive_avg_pool_backward(CpuTensor x, CpuTensor grad, std::size_t n);
+/// dL/dx of interpolate(x, output_size, o) given dL/dout `grad`: the transpose of the
+/// forward's linear map (Nearest, Bilinear and Bicubic).
+CpuTensor interpolate_backward(CpuTensor x, CpuTensor grad,
+                               std::span<const std::size_t> output_size,
+                               const InterpolateOptions& o);
+/// The gradients of deform_conv2d with respect to each of its inputs.
+struct DeformConv2dGradients {
+    CpuTensor x, offset, weight;
+    std::optional<CpuTensor> mask, bias;  ///< when a mask / bias was given
+};
+/// torchvision's deform_conv2d backward (bilinear sampling, zero outside the image).
+DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuTensor w,
+                                             std::optional<CpuTensor> mask,
+                                             std::optional<CpuTensor> bias, CpuTensor grad,
+                                             const DeformConvOptions& o);
+
 }  // namespace ember::detail::cpu

@@ -6,3 +6,5 @@
 #include "tensor/module_ops.hpp"
 #include "tensor/tensor.hpp"
 #include "backend/cpu.hpp"
+#include "autodiff/autodiff.hpp"
+#include "stacks.hpp"

@@ -168,6 +168,29 @@ struct CpuBackend : BackendBase<CpuBackend<F>> {
     static FT adaptive_avg_pool1d(FT x, std::size_t output_size);
     static FT adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> output_size);
     static FT interpolate(FT x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o);
+
+    // ---- module backward (the gradient kernels Autodiff's rules call) ----
+    /// dL/dweight of conv{N}d(x, weight) given dL/dout; `weight_shape` is the weight's shape.
+    static FT conv1d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<1>& o);
+    static FT conv2d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<2>& o);
+    static FT conv3d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<3>& o);
+    /// dL/dx of avg_pool{N}d(x) given dL/dout.
+    static FT avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o);
+    static FT avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o);
+    /// dL/dx of adaptive_avg_pool{N}d(x) given dL/dout (the output size is grad's).
+    static FT adaptive_avg_pool1d_backward(FT x, FT grad);
+    static FT adaptive_avg_pool2d_backward(FT x, FT grad);
+    /// dL/dx of interpolate(x, output_size, o) given dL/dout.
+    static FT interpolate_backward(FT x, FT grad, std::array<std::size_t, 2> output_size,
+                                   const InterpolateOptions& o);
+    /// Gradients of deform_conv2d with respect to each of its inputs.
+    static DeformConv2dGrads<FT> deform_conv2d_backward(FT x, FT offset, FT w,
+                                                        std::optional<FT> mask,
+                                                        std::optional<FT> bias, FT grad,
+                                                        const DeformConvOptions& o);
 };
 
 /// The CPU backend, f32 (the default configuration).
@@ -185,6 +208,12 @@ namespace cpu {
 std::size_t num_threads();
 /// Sets the number of threads the CPU backend uses (EMBER_NUM_THREADS sets the default).
 void set_num_threads(std::size_t n);
+/// Bytes held by live CPU tensors now, and their high-water mark.
+using detail::cpu::MemoryStats;
+/// The CPU backend's memory counters (tensor buffers; the allocator's cache is not counted).
+inline MemoryStats memory_stats() { return detail::cpu::memory_stats(); }
+/// Restarts the high-water mark of memory_stats() at the current use.
+inline void reset_peak_memory() { detail::cpu::reset_peak_memory(); }
 }  // namespace cpu
 
 }  // namespace ember

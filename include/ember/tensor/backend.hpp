@@ -102,9 +102,57 @@ concept Backend = requires {
         { B::interpolate(f, std::array<std::size_t, 2>{}, InterpolateOptions{}) };
     };
 
+/// The gradients of deform_conv2d with respect to each input (mask and bias when given).
+template <typename T>
+struct DeformConv2dGrads {
+    T x;                      ///< dL/dx
+    T offset;                 ///< dL/doffset
+    T weight;                 ///< dL/dweight
+    std::optional<T> mask;    ///< dL/dmask, when a mask was given
+    std::optional<T> bias;    ///< dL/dbias, when a bias was given
+};
+
 /// The device type of a backend: `ember::Device<ember::Cpu> device{};`.
 template <Backend B>
 using Device = typename B::Device;
+
+/// A backend that records a graph and backpropagates (Burn's AutodiffBackend): it names the
+/// backend it wraps, its gradients container, and the functions behind `Tensor::backward`,
+/// `grad`, `grad_remove`, `grad_replace`, `inner` and `from_inner`. Int and bool primitives
+/// are the inner backend's.
+template <typename B>
+concept AutodiffBackend =
+    Backend<B> && Backend<typename B::InnerBackend> &&
+    std::same_as<typename B::IntTensorPrimitive, typename B::InnerBackend::IntTensorPrimitive> &&
+    std::same_as<typename B::BoolTensorPrimitive,
+                 typename B::InnerBackend::BoolTensorPrimitive> &&
+    requires(typename B::FloatTensorPrimitive f,
+             typename B::InnerBackend::FloatTensorPrimitive inner, typename B::Gradients& grads,
+             const typename B::Gradients& cgrads) {
+        { B::backward(f) } -> std::same_as<typename B::Gradients>;
+        { B::grad(f, cgrads) } ->
+            std::same_as<std::optional<typename B::InnerBackend::FloatTensorPrimitive>>;
+        { B::grad_remove(f, grads) } ->
+            std::same_as<std::optional<typename B::InnerBackend::FloatTensorPrimitive>>;
+        B::grad_replace(f, grads, inner);
+        { B::inner(f) } -> std::same_as<typename B::InnerBackend::FloatTensorPrimitive>;
+        { B::from_inner(inner) } -> std::same_as<typename B::FloatTensorPrimitive>;
+    };
+
+namespace detail {
+template <typename B>
+struct InnerBackendOf {
+    using type = B;
+};
+template <AutodiffBackend B>
+struct InnerBackendOf<B> {
+    using type = typename B::InnerBackend;
+};
+}  // namespace detail
+
+/// The backend under an autodiff backend; a backend without autodiff is its own inner backend.
+template <Backend B>
+using InnerBackend = typename detail::InnerBackendOf<B>::type;
 
 /// Default implementations, composed from the core ops of `Self` (CRTP). Backends and
 /// decorators derive from it and override any function by declaring one of the same name.
@@ -164,6 +212,15 @@ struct BackendBase {
 #undef EMBER_DEFAULT_UNARY
 #undef EMBER_DEFAULT_BINARY
 
+    /// Marks a float tensor as a leaf whose gradient backward() keeps. A no-op without autodiff.
+    template <typename T>
+    static T float_set_require_grad(T t, bool) { return t; }
+    /// Whether the tensor is a leaf that keeps its gradient: always false without autodiff.
+    template <typename T>
+    static bool float_is_require_grad(const T&) { return false; }
+    /// The same values cut from the graph. A no-op without autodiff.
+    template <typename T>
+    static T float_detach(T t) { return t; }
     /// Zeros of the backend's float dtype.
     template <typename Dev>
     static auto float_zeros(const Shape& shape, const Dev& d) {

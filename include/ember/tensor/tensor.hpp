@@ -699,6 +699,74 @@ public:
     /// Non-zero → true.
     Tensor<B, D, Bool> bool_() const requires NumericKind<K> { return Tensor<B, D, Bool>(Ops::to_bool(p_)); }
 
+    // ---- autodiff ------------------------------------------------------------------------
+    // On a backend without autodiff these are no-ops (as in Burn): require_grad marks nothing,
+    // is_require_grad is false, detach and inner return the tensor, grad finds nothing.
+
+    /// Marks this tensor as a leaf whose gradient `backward()` keeps.
+    Tensor require_grad() const requires(std::same_as<K, Float>) { return set_require_grad(true); }
+    /// Marks (or unmarks) this tensor as a leaf whose gradient `backward()` keeps.
+    Tensor set_require_grad(bool require) const requires(std::same_as<K, Float>) {
+        return Tensor(B::float_set_require_grad(p_, require));
+    }
+    /// Whether `backward()` keeps this tensor's gradient.
+    bool is_require_grad() const {
+        if constexpr (std::same_as<K, Float>) return B::float_is_require_grad(p_);
+        else return false;
+    }
+    /// The same values, cut from the graph: no gradient flows through the result.
+    Tensor detach() const {
+        if constexpr (std::same_as<K, Float>) return Tensor(B::float_detach(p_));
+        else return *this;
+    }
+    /// Backpropagates from this tensor (seeded with ones) and returns the gradients of every
+    /// leaf marked with `require_grad()`. The graph behind it is consumed.
+    auto backward() const requires(std::same_as<K, Float> && AutodiffBackend<B>) {
+        return B::backward(p_);
+    }
+    /// This tensor's gradient in `grads` (a tensor of the inner backend), if it has one.
+    template <typename G>
+    std::optional<Tensor<InnerBackend<B>, D>> grad(const G& grads) const
+        requires(std::same_as<K, Float>) {
+        if constexpr (AutodiffBackend<B>) {
+            auto g = B::grad(p_, grads);
+            if (!g) return std::nullopt;
+            return Tensor<InnerBackend<B>, D>(std::move(*g));
+        } else {
+            return std::nullopt;
+        }
+    }
+    /// Removes this tensor's gradient from `grads` and returns it.
+    template <typename G>
+    std::optional<Tensor<InnerBackend<B>, D>> grad_remove(G& grads) const
+        requires(std::same_as<K, Float>) {
+        if constexpr (AutodiffBackend<B>) {
+            auto g = B::grad_remove(p_, grads);
+            if (!g) return std::nullopt;
+            return Tensor<InnerBackend<B>, D>(std::move(*g));
+        } else {
+            return std::nullopt;
+        }
+    }
+    /// Replaces (or sets) this tensor's gradient in `grads`.
+    template <typename G>
+    void grad_replace(G& grads, const Tensor<InnerBackend<B>, D>& grad) const
+        requires(std::same_as<K, Float> && AutodiffBackend<B>) {
+        B::grad_replace(p_, grads, grad.primitive());
+    }
+    /// The same values on the inner backend, outside any graph.
+    Tensor<InnerBackend<B>, D, K> inner() const {
+        if constexpr (std::same_as<K, Float> && AutodiffBackend<B>)
+            return Tensor<InnerBackend<B>, D, K>(B::inner(p_));
+        else return Tensor<InnerBackend<B>, D, K>(p_);
+    }
+    /// Wraps a tensor of the inner backend (untracked, no gradient required).
+    static Tensor from_inner(const Tensor<InnerBackend<B>, D, K>& t) {
+        if constexpr (std::same_as<K, Float> && AutodiffBackend<B>)
+            return Tensor(B::from_inner(t.primitive()));
+        else return Tensor(t.primitive());
+    }
+
     // ---- float only ----------------------------------------------------------------------
     /// Matrix product with torch.matmul's broadcasting of batch dims.
     Tensor matmul(const Tensor& other) const& requires(std::same_as<K, Float>) {

@@ -21,6 +21,16 @@ struct Storage {
     ~Storage();
 };
 
+/// Bytes of tensor memory in use now and at most since the last reset.
+struct MemoryStats {
+    std::size_t bytes_in_use = 0;       ///< held by live tensors (the allocator's cache excluded)
+    std::size_t peak_bytes_in_use = 0;  ///< the high-water mark of bytes_in_use
+};
+/// The CPU backend's memory counters.
+MemoryStats memory_stats();
+/// Restarts the high-water mark at the current use.
+void reset_peak_memory();
+
 /// Allocates a buffer of at least `bytes` bytes (from the cache when one fits).
 std::shared_ptr<Storage> allocate(std::size_t bytes);
 

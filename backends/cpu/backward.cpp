@@ -1,0 +1,858 @@
+// Gradient kernels of the module ops, the ones Autodiff's backward rules call: the weight
+// gradient of 1-, 2- and 3-d convolution (im2col + GEMM, summed over the batch), the input
+// gradients of average, adaptive average pooling and interpolation (the transposes of the
+// forward kernels' linear maps, built from the same windows and taps), and every gradient of
+// torchvision's deformable convolution. The CpuBackend members that forward to them are defined
+// and instantiated here too.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ember/backend/cpu.hpp"
+
+#include "conv_geometry.hpp"
+#include "gemm.hpp"
+#include "kernels.hpp"
+#include "parallel.hpp"
+#include "pool_geometry.hpp"
+
+namespace ember::detail::cpu {
+namespace {
+
+/// Calls f(TypeTag<T>) for f32 or f64 (f16/bf16 were widened to f32 before).
+template <typename F>
+void by_float_type(DType dt, F&& f) {
+    if (dt == DType::F64)
+        f(TypeTag<double>{});
+    else
+        f(TypeTag<float>{});
+}
+
+bool is_half(DType dt) {
+    return dt == DType::F16 || dt == DType::BF16;
+}
+
+std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
+    if (!t) return t;
+    return cast(std::move(*t), dt);
+}
+
+/// Checks that `grad` is a float tensor of x's dtype.
+void check_grad_dtype(const std::string& op, const CpuTensor& x, const CpuTensor& grad) {
+    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
+                " ", x.shape);
+    EMBER_CHECK(grad.dtype == x.dtype, DType, op, ": output gradient dtype ",
+                dtype_name(grad.dtype), " ", grad.shape, " differs from input dtype ",
+                dtype_name(x.dtype), " ", x.shape);
+}
+
+/// Runs f(n0, n1, parallel_gemm, acc) over the batch, where each call adds the contributions
+/// of samples [n0, n1) into `acc` (acc_size elements, zeroed before), and leaves their sum in
+/// `out`. Small per-sample products (or a batch large enough to feed every thread) are split
+/// across the pool, each chunk into a partial buffer of its own, and the partials are summed in
+/// a fixed order (results do not depend on scheduling); otherwise samples run one after another
+/// with the GEMMs themselves threaded.
+template <typename T, typename F>
+void batch_accumulate(std::size_t batch, double per_sample_madds, std::size_t acc_size, T* out,
+                      F&& f) {
+    std::fill(out, out + acc_size, T(0));
+    const std::size_t threads = num_threads();
+    const std::size_t chunks = std::min(batch, threads);
+    const bool small = per_sample_madds <= double(std::size_t{1} << 20);
+    const bool fits =
+        double(chunks) * double(acc_size) * sizeof(T) <= double(std::size_t{64} << 20);
+    const bool split = batch > 1 && threads > 1 && (small || (batch >= 2 * threads && fits));
+    if (!split) {
+        f(std::size_t{0}, batch, true, out);
+        return;
+    }
+    Scratch<T> partial(chunks * acc_size);
+    T* part = partial.get();
+    std::fill(part, part + chunks * acc_size, T(0));
+    parallel_for(chunks, 1, [&](std::size_t c0, std::size_t c1) {
+        for (std::size_t c = c0; c < c1; ++c)
+            f(c * batch / chunks, (c + 1) * batch / chunks, false, part + c * acc_size);
+    });
+    for (std::size_t c = 0; c < chunks; ++c) {
+        const T* pc = part + c * acc_size;
+        for (std::size_t i = 0; i < acc_size; ++i) out[i] += pc[i];
+    }
+}
+
+// ---- convolution: weight gradient ----------------------------------------------------------
+
+/// dW[g] = Σ_n grad[n, g] · im2col(x[n, g])ᵀ, per group g.
+template <typename T>
+void conv_weight_impl(const CpuTensor& x, const CpuTensor& grad, const Geo& g, std::size_t groups,
+                      CpuTensor& dw) {
+    const std::size_t batch = x.shape[0];
+    const i64 cin = static_cast<i64>(x.shape[1]), cout = static_cast<i64>(grad.shape[1]);
+    const i64 cg_in = cin / static_cast<i64>(groups), cg_out = cout / static_cast<i64>(groups);
+    const i64 K = cg_in * g.k_size(), P = g.out_size(), I = g.in_size();
+    const T* X = x.data<T>();
+    const T* G = grad.data<T>();
+    const bool direct = g.pointwise();  // the input plane is the im2col matrix (P == I)
+    const double madds = double(cout) * double(K) * double(P);
+
+    batch_accumulate<T>(batch, madds, static_cast<std::size_t>(cout * K), dw.data<T>(),
+                        [&](std::size_t n0, std::size_t n1, bool par, T* acc) {
+                            Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
+                            T* col = colbuf.get();
+                            for (std::size_t n = n0; n < n1; ++n) {
+                                const i64 ni = static_cast<i64>(n);
+                                for (std::size_t gi = 0; gi < groups; ++gi) {
+                                    const i64 gg = static_cast<i64>(gi);
+                                    const T* xg = X + (ni * cin + gg * cg_in) * I;
+                                    const T* go = G + (ni * cout + gg * cg_out) * P;
+                                    const T* b = xg;
+                                    if (!direct) {
+                                        im2col(xg, cg_in, g, col);
+                                        b = col;
+                                    }
+                                    gemm(false, true, std::size_t(cg_out), std::size_t(K),
+                                         std::size_t(P), T(1), go, std::size_t(P), b,
+                                         std::size_t(P), T(1), acc + gg * cg_out * K,
+                                         std::size_t(K), par);
+                                }
+                            }
+                        });
+}
+
+// ---- pooling ---------------------------------------------------------------------------------
+
+/// dx of one plane for an average over the windows `ax` (the transpose of avg_pool_plane):
+/// each output's gradient, divided by its window's divisor, is added over its window.
+template <typename T>
+void avg_plane_backward(const T* __restrict go, T* __restrict gi, const Dims3& g,
+                        const std::array<AxisWindows, 3>& ax) {
+    const i64 ih = g.in[1], iw = g.in[2];
+    std::fill(gi, gi + g.in_size(), T(0));
+    for (i64 od = 0; od < g.out[0]; ++od)
+        for (i64 oh = 0; oh < g.out[1]; ++oh) {
+            const std::size_t ud = std::size_t(od), uh = std::size_t(oh);
+            const i64 d0 = ax[0].lo[ud], d1 = ax[0].hi[ud], h0 = ax[1].lo[uh], h1 = ax[1].hi[uh];
+            const i64 dh_count = ax[0].count[ud] * ax[1].count[uh];
+            const T* grow = go + (od * g.out[1] + oh) * g.out[2];
+            for (i64 ow = 0; ow < g.out[2]; ++ow) {
+                const std::size_t uw = std::size_t(ow);
+                const i64 w0 = ax[2].lo[uw], w1 = ax[2].hi[uw];
+                // A window entirely in the padding read nothing (its output is a constant 0).
+                if (d0 >= d1 || h0 >= h1 || w0 >= w1) continue;
+                const T v = grow[ow] / T(dh_count * ax[2].count[uw]);
+                for (i64 d = d0; d < d1; ++d)
+                    for (i64 h = h0; h < h1; ++h) {
+                        T* row = gi + (d * ih + h) * iw;
+                        for (i64 c = w0; c < w1; ++c) row[c] += v;
+                    }
+            }
+        }
+}
+
+template <typename T>
+void avg_backward_impl(const CpuTensor& grad, const Dims3& g, const std::array<AxisWindows, 3>& ax,
+                       i64 window, CpuTensor& dx) {
+    const T* G = grad.data<T>();
+    T* DX = dx.data<T>();
+    const std::size_t planes = dx.shape[0] * dx.shape[1];
+    parallel_for(planes, plane_grain(g.in_size() + g.out_size() * window),
+                 [&](std::size_t p0, std::size_t p1) {
+                     for (std::size_t pl = p0; pl < p1; ++pl) {
+                         const i64 q = static_cast<i64>(pl);
+                         avg_plane_backward(G + q * g.out_size(), DX + q * g.in_size(), g, ax);
+                     }
+                 });
+}
+
+/// Checks that grad is [N, C, out...] for an input [N, C, in...].
+void check_grad_shape(const std::string& op, const CpuTensor& x, const CpuTensor& grad,
+                      const Shape& expected) {
+    EMBER_CHECK(grad.shape == expected, Shape, op, ": output gradient must be ", expected,
+                " for input ", x.shape, ", got ", grad.shape);
+}
+
+// ---- interpolation ---------------------------------------------------------------------------
+
+/// dx[iy, ix] += wy·wx·grad[oy, ox] over the separable taps (the transpose of separable_impl).
+template <typename T, int Taps>
+void separable_backward(const CpuTensor& grad, i64 ih, i64 iw, i64 oh, i64 ow,
+                        const AxisWeights<T, Taps>& ay, const AxisWeights<T, Taps>& ax,
+                        CpuTensor& dx) {
+    const T* G = grad.data<T>();
+    T* DX = dx.data<T>();
+    const std::size_t planes = dx.shape[0] * dx.shape[1];
+    parallel_for(planes, plane_grain(ih * iw + oh * ow * Taps * Taps),
+                 [&](std::size_t p0, std::size_t p1) {
+                     for (std::size_t pl = p0; pl < p1; ++pl) {
+                         const T* go = G + static_cast<i64>(pl) * oh * ow;
+                         T* gi = DX + static_cast<i64>(pl) * ih * iw;
+                         std::fill(gi, gi + ih * iw, T(0));
+                         for (i64 y = 0; y < oh; ++y) {
+                             const i64* yi = &ay.idx[std::size_t(y * Taps)];
+                             const T* yw = &ay.wt[std::size_t(y * Taps)];
+                             for (i64 xo = 0; xo < ow; ++xo) {
+                                 const i64* xi = &ax.idx[std::size_t(xo * Taps)];
+                                 const T* xw = &ax.wt[std::size_t(xo * Taps)];
+                                 const T v = go[y * ow + xo];
+                                 for (int r = 0; r < Taps; ++r) {
+                                     T* row = gi + yi[r] * iw;
+                                     const T vr = yw[r] * v;
+                                     for (int c = 0; c < Taps; ++c) row[xi[c]] += xw[c] * vr;
+                                 }
+                             }
+                         }
+                     }
+                 });
+}
+
+/// dx[nearest(oy), nearest(ox)] += grad[oy, ox] (the transpose of nearest_impl).
+template <typename T>
+void nearest_backward(const CpuTensor& grad, i64 ih, i64 iw, i64 oh, i64 ow, CpuTensor& dx) {
+    const T* G = grad.data<T>();
+    T* DX = dx.data<T>();
+    std::vector<i64> xi(static_cast<std::size_t>(ow));
+    for (i64 i = 0; i < ow; ++i) xi[std::size_t(i)] = nearest_index(i, iw, ow);
+    const std::size_t planes = dx.shape[0] * dx.shape[1];
+    parallel_for(planes, plane_grain(ih * iw + oh * ow), [&](std::size_t p0, std::size_t p1) {
+        for (std::size_t pl = p0; pl < p1; ++pl) {
+            const T* go = G + static_cast<i64>(pl) * oh * ow;
+            T* gi = DX + static_cast<i64>(pl) * ih * iw;
+            std::fill(gi, gi + ih * iw, T(0));
+            for (i64 y = 0; y < oh; ++y) {
+                T* row = gi + nearest_index(y, ih, oh) * iw;
+                const T* grow = go + y * ow;
+                for (i64 xo = 0; xo < ow; ++xo) row[xi[std::size_t(xo)]] += grow[xo];
+            }
+        }
+    });
+}
+
+// ---- deformable convolution -----------------------------------------------------------------
+
+/// One sampling position for the backward pass: its four corners (low/low, low/high,
+/// high/low, high/high; `ok` bit j set when corner j lies in the image), the fractional parts,
+/// and whether the forward samples there at all (torchvision's bilinear_interpolate returns 0
+/// unless -1 < h < height and -1 < w < width). The corners are kept on the boundary h = -1 or
+/// w = -1 too, where torchvision's get_coordinate_weight still reads them.
+template <typename T>
+struct BSample {
+    i64 idx[4];
+    T lh, lw;
+    unsigned ok;
+    bool inside;
+};
+
+template <typename T>
+BSample<T> make_bsample(T h, T w, i64 height, i64 width) {
+    BSample<T> s{{0, 0, 0, 0}, T(0), T(0), 0u, false};
+    // Outside [-1, height) x [-1, width) every corner is out of the image (and NaN lands here).
+    if (!(h >= T(-1) && h < T(height) && w >= T(-1) && w < T(width))) return s;
+    const i64 h_low = static_cast<i64>(std::floor(h)), w_low = static_cast<i64>(std::floor(w));
+    const i64 h_high = h_low + 1, w_high = w_low + 1;
+    s.lh = h - T(h_low);
+    s.lw = w - T(w_low);
+    s.inside = h > T(-1) && w > T(-1);
+    const bool top = h_low >= 0, bottom = h_high <= height - 1;
+    const bool left = w_low >= 0, right = w_high <= width - 1;
+    if (top && left) {
+        s.idx[0] = h_low * width + w_low;
+        s.ok |= 1u;
+    }
+    if (top && right) {
+        s.idx[1] = h_low * width + w_high;
+        s.ok |= 2u;
+    }
+    if (bottom && left) {
+        s.idx[2] = h_high * width + w_low;
+        s.ok |= 4u;
+    }
+    if (bottom && right) {
+        s.idx[3] = h_high * width + w_high;
+        s.ok |= 8u;
+    }
+    return s;
+}
+
+/// The four corner values of a sample (0 for corners outside the image).
+template <typename T>
+inline void corners(const BSample<T>& s, const T* plane, T v[4]) {
+    for (int j = 0; j < 4; ++j) v[j] = (s.ok >> j) & 1u ? plane[s.idx[j]] : T(0);
+}
+
+/// torchvision's bilinear_interpolate from the corner values.
+template <typename T>
+inline T bilinear(const BSample<T>& s, const T v[4]) {
+    if (!s.inside) return T(0);
+    const T hh = T(1) - s.lh, hw = T(1) - s.lw;
+    return hh * hw * v[0] + hh * s.lw * v[1] + s.lh * hw * v[2] + s.lh * s.lw * v[3];
+}
+
+template <typename T>
+void deform_backward_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
+                          const CpuTensor* mask, bool has_bias, const CpuTensor& grad,
+                          const DeformConvOptions& o, i64 oh_n, i64 ow_n,
+                          DeformConv2dGradients& out) {
+    const std::size_t batch = x.shape[0];
+    const i64 cin = static_cast<i64>(x.shape[1]), H = static_cast<i64>(x.shape[2]),
+              Wd = static_cast<i64>(x.shape[3]), HW = H * Wd;
+    const i64 cout = static_cast<i64>(w.shape[0]), kh = static_cast<i64>(w.shape[2]),
+              kw = static_cast<i64>(w.shape[3]);
+    const i64 kk = kh * kw, P = oh_n * ow_n, KP = kk * P;
+    const i64 og_n = static_cast<i64>(o.offset_groups), wg_n = static_cast<i64>(o.weight_groups);
+    const i64 c_per_og = cin / og_n, cg_in = cin / wg_n, cg_out = cout / wg_n;
+    const i64 K = cg_in * kk;
+    const i64 sh = static_cast<i64>(o.stride[0]), sw = static_cast<i64>(o.stride[1]);
+    const i64 ph = static_cast<i64>(o.padding[0]), pw = static_cast<i64>(o.padding[1]);
+    const i64 dh = static_cast<i64>(o.dilation[0]), dw = static_cast<i64>(o.dilation[1]);
+    const T* X = x.data<T>();
+    const T* OFF = off.data<T>();
+    const T* M = mask ? mask->data<T>() : nullptr;
+    const T* W = w.data<T>();
+    const T* G = grad.data<T>();
+    T* DX = out.x.data<T>();
+    T* DOFF = out.offset.data<T>();
+    T* DM = out.mask ? out.mask->data<T>() : nullptr;
+    const std::size_t wsize = static_cast<std::size_t>(cout * K);
+    const std::size_t acc_size = wsize + (has_bias ? static_cast<std::size_t>(cout) : 0);
+    const double madds = 2 * double(cout) * double(K) * double(P) + double(cin) * double(KP) * 16;
+    const std::size_t row_grain =
+        std::max<std::size_t>(1, std::size_t(65536 / std::max<i64>(P, 1)));
+    const std::size_t chan_grain =
+        std::max<std::size_t>(1, std::size_t(65536 / std::max<i64>(KP, 1)));
+    constexpr i64 kQChunk = 256;
+    const i64 q_chunks = (KP + kQChunk - 1) / kQChunk;
+
+    Scratch<T> accbuf(acc_size);
+    batch_accumulate<T>(
+        batch, madds, acc_size, accbuf.get(),
+        [&](std::size_t n0, std::size_t n1, bool par, T* acc) {
+            Scratch<T> colbuf(static_cast<std::size_t>(cin * KP));
+            Scratch<BSample<T>> sbuf(static_cast<std::size_t>(og_n * KP));
+            T* col = colbuf.get();
+            BSample<T>* samples = sbuf.get();
+            for (std::size_t n = n0; n < n1; ++n) {
+                const i64 ni = static_cast<i64>(n);
+                const T* Xn = X + ni * cin * HW;
+                const T* OFFn = OFF + ni * og_n * 2 * KP;
+                const T* Mn = M ? M + ni * og_n * KP : nullptr;
+                const T* Gn = G + ni * cout * P;
+                T* DXn = DX + ni * cin * HW;
+                T* DOFFn = DOFF + ni * og_n * 2 * KP;
+                T* DMn = DM ? DM + ni * og_n * KP : nullptr;
+
+                // 1. Sampling positions, per offset group, kernel tap and output position.
+                parallel_for(
+                    std::size_t(og_n * kk), row_grain, [&](std::size_t r0, std::size_t r1) {
+                        for (std::size_t r = r0; r < r1; ++r) {
+                            const i64 og = static_cast<i64>(r) / kk, k = static_cast<i64>(r) % kk;
+                            const i64 i = k / kw, j = k % kw;
+                            const T* offg = OFFn + og * 2 * KP;
+                            BSample<T>* sk = samples + og * KP + k * P;
+                            for (i64 y = 0; y < oh_n; ++y)
+                                for (i64 xo = 0; xo < ow_n; ++xo) {
+                                    const i64 pidx = y * ow_n + xo;
+                                    const T hpos =
+                                        T(y * sh - ph + i * dh) + offg[(2 * k) * P + pidx];
+                                    const T wpos =
+                                        T(xo * sw - pw + j * dw) + offg[(2 * k + 1) * P + pidx];
+                                    sk[pidx] = make_bsample<T>(hpos, wpos, H, Wd);
+                                }
+                        }
+                    });
+
+                // 2. The forward's columns: col[c, k, p] = mask · bilinear(x[c], position).
+                parallel_for(std::size_t(cin), chan_grain, [&](std::size_t c0, std::size_t c1) {
+                    for (std::size_t cu = c0; cu < c1; ++cu) {
+                        const i64 c = static_cast<i64>(cu), og = c / c_per_og;
+                        const T* plane = Xn + c * HW;
+                        const BSample<T>* sg = samples + og * KP;
+                        const T* mg = Mn ? Mn + og * KP : nullptr;
+                        T* dst = col + c * KP;
+                        for (i64 q = 0; q < KP; ++q) {
+                            T v[4];
+                            corners(sg[q], plane, v);
+                            const T val = bilinear(sg[q], v);
+                            dst[q] = mg ? mg[q] * val : val;
+                        }
+                    }
+                });
+
+                // 3. dW[g] += grad[g] · col[g]ᵀ and dbias += Σ_p grad.
+                for (i64 gi = 0; gi < wg_n; ++gi)
+                    gemm(false, true, std::size_t(cg_out), std::size_t(K), std::size_t(P), T(1),
+                         Gn + gi * cg_out * P, std::size_t(P), col + gi * K * P, std::size_t(P),
+                         T(1), acc + gi * cg_out * K, std::size_t(K), par);
+                if (has_bias) {
+                    T* db = acc + wsize;
+                    for (i64 co = 0; co < cout; ++co) {
+                        const T* gr = Gn + co * P;
+                        T s = T(0);
+                        for (i64 p = 0; p < P; ++p) s += gr[p];
+                        db[co] += s;
+                    }
+                }
+
+                // 4. dcol[g] = W[g]ᵀ · grad[g] (over the columns, which are no longer needed).
+                for (i64 gi = 0; gi < wg_n; ++gi)
+                    gemm(true, false, std::size_t(K), std::size_t(P), std::size_t(cg_out), T(1),
+                         W + gi * cg_out * K, std::size_t(K), Gn + gi * cg_out * P, std::size_t(P),
+                         T(0), col + gi * K * P, std::size_t(P), par);
+                const T* dcol = col;
+
+                // 5. dx: each column gradient goes back to the corners it was sampled from (as
+                // torchvision's col2im: corners of zero weight receive nothing).
+                parallel_for(std::size_t(cin), chan_grain, [&](std::size_t c0, std::size_t c1) {
+                    for (std::size_t cu = c0; cu < c1; ++cu) {
+                        const i64 c = static_cast<i64>(cu), og = c / c_per_og;
+                        T* dplane = DXn + c * HW;
+                        std::fill(dplane, dplane + HW, T(0));
+                        const BSample<T>* sg = samples + og * KP;
+                        const T* mg = Mn ? Mn + og * KP : nullptr;
+                        const T* dc = dcol + c * KP;
+                        for (i64 q = 0; q < KP; ++q) {
+                            const BSample<T>& s = sg[q];
+                            if (!s.inside) continue;
+                            const T d = mg ? mg[q] * dc[q] : dc[q];
+                            const T hh = T(1) - s.lh, hw = T(1) - s.lw;
+                            const T wt[4] = {hh * hw, hh * s.lw, s.lh * hw, s.lh * s.lw};
+                            for (int j = 0; j < 4; ++j)
+                                if (((s.ok >> j) & 1u) && wt[j] != T(0))
+                                    dplane[s.idx[j]] += wt[j] * d;
+                        }
+                    }
+                });
+
+                // 6. doffset and dmask: per position, summed over the channels of its offset group
+                // (torchvision's deformable_col2im_coord), in chunks of positions.
+                parallel_for(std::size_t(og_n * q_chunks), 1, [&](std::size_t r0, std::size_t r1) {
+                    T gy[kQChunk], gx[kQChunk], gm[kQChunk];
+                    for (std::size_t r = r0; r < r1; ++r) {
+                        const i64 og = static_cast<i64>(r) / q_chunks;
+                        const i64 q0 = (static_cast<i64>(r) % q_chunks) * kQChunk;
+                        const i64 q1 = std::min(q0 + kQChunk, KP), nq = q1 - q0;
+                        const BSample<T>* sg = samples + og * KP;
+                        std::fill(gy, gy + nq, T(0));
+                        std::fill(gx, gx + nq, T(0));
+                        std::fill(gm, gm + nq, T(0));
+                        for (i64 c = og * c_per_og; c < (og + 1) * c_per_og; ++c) {
+                            const T* plane = Xn + c * HW;
+                            const T* dc = dcol + c * KP;
+                            for (i64 q = q0; q < q1; ++q) {
+                                const BSample<T>& s = sg[q];
+                                if (!s.ok) continue;
+                                T v[4];
+                                corners(s, plane, v);
+                                const T d = dc[q];
+                                // d/dh and d/dw of the bilinear sample (get_coordinate_weight).
+                                gy[q - q0] +=
+                                    (s.lw * (v[3] - v[1]) + (T(1) - s.lw) * (v[2] - v[0])) * d;
+                                gx[q - q0] +=
+                                    (s.lh * (v[3] - v[2]) + (T(1) - s.lh) * (v[1] - v[0])) * d;
+                                if (Mn) gm[q - q0] += bilinear(s, v) * d;
+                            }
+                        }
+                        T* doffg = DOFFn + og * 2 * KP;
+                        const T* mg = Mn ? Mn + og * KP : nullptr;
+                        for (i64 q = q0; q < q1; ++q) {
+                            const i64 k = q / P;
+                            const T m = mg ? mg[q] : T(1);
+                            doffg[q + k * P] = m * gy[q - q0];        // (2k) * P + p
+                            doffg[q + (k + 1) * P] = m * gx[q - q0];  // (2k + 1) * P + p
+                            if (DMn) DMn[og * KP + q] = gm[q - q0];
+                        }
+                    }
+                });
+            }
+        });
+    std::copy(accbuf.get(), accbuf.get() + wsize, out.weight.data<T>());
+    if (has_bias) std::copy(accbuf.get() + wsize, accbuf.get() + acc_size, out.bias->data<T>());
+}
+
+}  // namespace
+
+// ---- public kernels --------------------------------------------------------------------------
+
+CpuTensor conv_weight_backward(CpuTensor x, CpuTensor grad, const Shape& weight_shape,
+                               const ConvParams& p) {
+    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
+                "conv_weight_backward: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
+                x.shape, ")");
+    const std::string op = "conv" + std::to_string(p.n) + "d_weight_backward";
+    const std::size_t n = p.n;
+    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
+                " [N, C, spatial...], got ", x.shape);
+    EMBER_CHECK(weight_shape.rank() == n + 2, Shape, op, ": weight shape must have rank ", n + 2,
+                ", got ", weight_shape);
+    EMBER_CHECK(grad.shape.rank() == n + 2, Shape, op, ": output gradient must have rank ", n + 2,
+                ", got ", grad.shape, " (input ", x.shape, ", weight ", weight_shape, ")");
+    check_grad_dtype(op, x, grad);
+    for (std::size_t d = 0; d < n; ++d) {
+        EMBER_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
+                    ": stride and dilation must be >= 1 in every dim (input ", x.shape, ", weight ",
+                    weight_shape, ")");
+        EMBER_CHECK(weight_shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ",
+                    weight_shape);
+    }
+    EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x.shape, ", weight ",
+                weight_shape, ")");
+    const std::size_t cin = x.shape[1], cout = weight_shape[0];
+    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
+                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
+                "); input ", x.shape, ", weight ", weight_shape);
+    EMBER_CHECK(weight_shape[1] * p.groups == cin, Shape, op, ": weight ", weight_shape,
+                " expects ", weight_shape[1] * p.groups, " input channels, input ", x.shape,
+                " has ", cin, " (groups ", p.groups, ")");
+    Geo g;
+    Shape out_shape{x.shape[0], cout};
+    for (std::size_t d = 0; d < n; ++d) {
+        const std::size_t s = 3 - n + d;
+        g.in[s] = static_cast<i64>(x.shape[2 + d]);
+        g.k[s] = static_cast<i64>(weight_shape[2 + d]);
+        g.stride[s] = static_cast<i64>(p.stride[d]);
+        g.pad[s] = static_cast<i64>(p.padding[d]);
+        g.dil[s] = static_cast<i64>(p.dilation[d]);
+        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
+        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", weight_shape, " (dilation ", p.dilation[d],
+                    ") is larger than the padded input ", x.shape, " (padding ", p.padding[d],
+                    ") in spatial dim ", d);
+        g.out[s] = span / g.stride[s] + 1;
+        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
+    }
+    EMBER_CHECK(grad.shape == out_shape, Shape, op, ": output gradient must be ", out_shape,
+                " for input ", x.shape, " and weight ", weight_shape, ", got ", grad.shape);
+    const DType dt = x.dtype;
+    if (is_half(dt))
+        return cast(conv_weight_backward(cast(std::move(x), DType::F32),
+                                         cast(std::move(grad), DType::F32), weight_shape, p),
+                    dt);
+    CpuTensor dw = empty(weight_shape, dt);
+    if (weight_shape.num_elements() == 0) return dw;
+    if (out_shape.num_elements() == 0) return full(weight_shape, Scalar(0.0), dt);
+    x = contiguous(std::move(x));
+    grad = contiguous(std::move(grad));
+    by_float_type(dt,
+                  [&]<typename T>(TypeTag<T>) { conv_weight_impl<T>(x, grad, g, p.groups, dw); });
+    return dw;
+}
+
+CpuTensor avg_pool_backward(CpuTensor x, CpuTensor grad, const PoolParams& p) {
+    Shape out_shape;
+    const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape, "_backward");
+    const std::string op = "avg_pool" + std::to_string(p.n) + "d_backward";
+    check_grad_dtype(op, x, grad);
+    check_grad_shape(op, x, grad, out_shape);
+    const DType dt = x.dtype;
+    if (is_half(dt))
+        return cast(
+            avg_pool_backward(cast(std::move(x), DType::F32), cast(std::move(grad), DType::F32), p),
+            dt);
+    if (x.shape.num_elements() == 0) return empty(x.shape, dt);
+    if (out_shape.num_elements() == 0) return full(x.shape, Scalar(0.0), dt);
+    CpuTensor dx = empty(x.shape, dt);
+    grad = contiguous(std::move(grad));
+    const Window3 w = window3(p);
+    std::array<AxisWindows, 3> ax;
+    for (int d = 0; d < 3; ++d)
+        ax[d] = avg_windows(g.in[d], g.out[d], w.k[d], w.s[d], w.pad[d], p.count_include_pad);
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        avg_backward_impl<T>(grad, g, ax, w.k[0] * w.k[1] * w.k[2], dx);
+    });
+    return dx;
+}
+
+CpuTensor adaptive_avg_pool_backward(CpuTensor x, CpuTensor grad, std::size_t n) {
+    EMBER_CHECK(n >= 1 && n <= 3, Argument,
+                "adaptive_avg_pool_backward: 1, 2 or 3 spatial dims are supported, got ", n,
+                " (input ", x.shape, ")");
+    const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d_backward";
+    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
+                " [N, C, spatial...], got ", x.shape);
+    EMBER_CHECK(
+        grad.shape.rank() == n + 2 && grad.shape[0] == x.shape[0] && grad.shape[1] == x.shape[1],
+        Shape, op, ": output gradient must be [", x.shape[0], ", ", x.shape[1],
+        ", spatial...] of rank ", n + 2, " for input ", x.shape, ", got ", grad.shape);
+    check_grad_dtype(op, x, grad);
+    Dims3 g;
+    for (std::size_t d = 0; d < n; ++d) {
+        const std::size_t s = 3 - n + d;
+        EMBER_CHECK(x.shape[2 + d] >= 1 || grad.shape[2 + d] == 0, Shape, op,
+                    ": input spatial dims must be non-empty, got ", x.shape);
+        g.in[s] = static_cast<i64>(x.shape[2 + d]);
+        g.out[s] = static_cast<i64>(grad.shape[2 + d]);
+    }
+    const DType dt = x.dtype;
+    if (is_half(dt))
+        return cast(adaptive_avg_pool_backward(cast(std::move(x), DType::F32),
+                                               cast(std::move(grad), DType::F32), n),
+                    dt);
+    if (x.shape.num_elements() == 0) return empty(x.shape, dt);
+    if (grad.shape.num_elements() == 0) return full(x.shape, Scalar(0.0), dt);
+    CpuTensor dx = empty(x.shape, dt);
+    grad = contiguous(std::move(grad));
+    std::array<AxisWindows, 3> ax;
+    i64 window = 1;
+    for (int d = 0; d < 3; ++d) {
+        for (i64 o = 0; o < g.out[d]; ++o) {
+            const i64 lo = adaptive_start(o, g.out[d], g.in[d]);
+            const i64 hi = adaptive_end(o, g.out[d], g.in[d]);
+            ax[d].lo.push_back(lo);
+            ax[d].hi.push_back(hi);
+            ax[d].count.push_back(hi - lo);
+        }
+        window *= (g.in[d] + g.out[d] - 1) / g.out[d] + 1;
+    }
+    by_float_type(dt,
+                  [&]<typename T>(TypeTag<T>) { avg_backward_impl<T>(grad, g, ax, window, dx); });
+    return dx;
+}
+
+CpuTensor interpolate_backward(CpuTensor x, CpuTensor grad,
+                               std::span<const std::size_t> output_size,
+                               const InterpolateOptions& o) {
+    const std::size_t n = output_size.size();
+    const Shape os(output_size);
+    EMBER_CHECK(n == 1 || n == 2, Argument,
+                "interpolate_backward: output size must have 1 ([N, C, L] input) or 2 "
+                "([N, C, H, W]) dims, got ",
+                os, " for input ", x.shape);
+    const char* op = "interpolate_backward";
+    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
+                " for output size ", os, ", got ", x.shape);
+    check_grad_dtype(op, x, grad);
+    const i64 ih = n == 2 ? static_cast<i64>(x.shape[2]) : 1;
+    const i64 iw = static_cast<i64>(x.shape[n + 1]);
+    const i64 oh = n == 2 ? static_cast<i64>(output_size[0]) : 1;
+    const i64 ow = static_cast<i64>(output_size[n - 1]);
+    EMBER_CHECK(oh >= 1 && ow >= 1, Argument, op, ": output size must be positive, got ", os,
+                " for input ", x.shape);
+    EMBER_CHECK(ih >= 1 && iw >= 1, Shape, op, ": input spatial dims must be non-empty, got ",
+                x.shape);
+    Shape out_shape{x.shape[0], x.shape[1]};
+    for (std::size_t d = 0; d < n; ++d) out_shape.push_back(output_size[d]);
+    check_grad_shape(op, x, grad, out_shape);
+    const DType dt = x.dtype;
+    if (is_half(dt))
+        return cast(interpolate_backward(cast(std::move(x), DType::F32),
+                                         cast(std::move(grad), DType::F32), output_size, o),
+                    dt);
+    CpuTensor dx = empty(x.shape, dt);
+    if (x.shape.num_elements() == 0) return dx;
+    grad = contiguous(std::move(grad));
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        switch (o.mode) {
+            case InterpolateMode::Nearest:
+                nearest_backward<T>(grad, ih, iw, oh, ow, dx);
+                break;
+            case InterpolateMode::Bilinear:
+                separable_backward<T, 2>(grad, ih, iw, oh, ow,
+                                         linear_weights<T>(ih, oh, o.align_corners),
+                                         linear_weights<T>(iw, ow, o.align_corners), dx);
+                break;
+            case InterpolateMode::Bicubic:
+                separable_backward<T, 4>(grad, ih, iw, oh, ow,
+                                         cubic_weights<T>(ih, oh, o.align_corners),
+                                         cubic_weights<T>(iw, ow, o.align_corners), dx);
+                break;
+        }
+    });
+    return dx;
+}
+
+DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuTensor w,
+                                             std::optional<CpuTensor> mask,
+                                             std::optional<CpuTensor> bias, CpuTensor grad,
+                                             const DeformConvOptions& o) {
+    const char* op = "deform_conv2d_backward";
+    EMBER_CHECK(x.shape.rank() == 4, Shape, op, ": input must have rank 4 [N, C, H, W], got ",
+                x.shape);
+    EMBER_CHECK(w.shape.rank() == 4, Shape, op, ": weight must have rank 4, got ", w.shape);
+    check_grad_dtype(op, x, grad);
+    EMBER_CHECK(w.dtype == x.dtype && offset.dtype == x.dtype &&
+                    (!mask || mask->dtype == x.dtype) && (!bias || bias->dtype == x.dtype),
+                DType, op, ": weight, offset, mask and bias must have the input's dtype ",
+                dtype_name(x.dtype));
+    for (std::size_t d = 0; d < 2; ++d) {
+        EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
+                    ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
+                    ")");
+        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
+    }
+    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
+                ": weight_groups and offset_groups must be >= 1");
+    const std::size_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
+    const std::size_t kh = w.shape[2], kw = w.shape[3];
+    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0, Shape, op,
+                ": in channels (", cin, ") and out channels (", cout,
+                ") must be divisible by weight_groups (", o.weight_groups, "); input ", x.shape,
+                ", weight ", w.shape);
+    EMBER_CHECK(w.shape[1] == cin / o.weight_groups, Shape, op, ": weight ", w.shape,
+                " does not match input ", x.shape, " with weight_groups ", o.weight_groups);
+    EMBER_CHECK(cin % o.offset_groups == 0, Shape, op, ": in channels (", cin,
+                ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
+    i64 out_hw[2];
+    for (std::size_t d = 0; d < 2; ++d) {
+        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
+                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
+                         1;
+        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
+                    x.shape);
+        out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
+    }
+    const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
+                          std::size_t(out_hw[1])};
+    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
+                offset.shape, " (input ", x.shape, ", weight ", w.shape, ")");
+    if (mask) {
+        const Shape mask_shape{n, o.offset_groups * kh * kw, std::size_t(out_hw[0]),
+                               std::size_t(out_hw[1])};
+        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
+                    mask->shape, " (input ", x.shape, ", weight ", w.shape, ")");
+    }
+    if (bias) {
+        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
+                    bias->shape, " must be [", cout, "] for weight ", w.shape);
+    }
+    const Shape out_shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])};
+    check_grad_shape(op, x, grad, out_shape);
+    const DType dt = x.dtype;
+    if (is_half(dt)) {
+        auto r = deform_conv2d_backward(
+            cast(std::move(x), DType::F32), cast(std::move(offset), DType::F32),
+            cast(std::move(w), DType::F32), cast_opt(std::move(mask), DType::F32),
+            cast_opt(std::move(bias), DType::F32), cast(std::move(grad), DType::F32), o);
+        return {cast(std::move(r.x), dt), cast(std::move(r.offset), dt),
+                cast(std::move(r.weight), dt), cast_opt(std::move(r.mask), dt),
+                cast_opt(std::move(r.bias), dt)};
+    }
+    if (out_shape.num_elements() == 0 || x.shape.num_elements() == 0) {
+        // Nothing was sampled: every gradient is zero.
+        DeformConv2dGradients r{full(x.shape, Scalar(0.0), dt), full(offset.shape, Scalar(0.0), dt),
+                                full(w.shape, Scalar(0.0), dt), std::nullopt, std::nullopt};
+        if (mask) r.mask = full(mask->shape, Scalar(0.0), dt);
+        if (bias) r.bias = full(bias->shape, Scalar(0.0), dt);
+        return r;
+    }
+    // Every element of each result is written below (dx, doffset and dmask per sample).
+    DeformConv2dGradients r{empty(x.shape, dt), empty(offset.shape, dt), empty(w.shape, dt),
+                            std::nullopt, std::nullopt};
+    if (mask) r.mask = empty(mask->shape, dt);
+    if (bias) r.bias = empty(bias->shape, dt);
+    x = contiguous(std::move(x));
+    offset = contiguous(std::move(offset));
+    w = contiguous(std::move(w));
+    if (mask) mask = contiguous(std::move(*mask));
+    grad = contiguous(std::move(grad));
+    by_float_type(dt, [&]<typename T>(TypeTag<T>) {
+        deform_backward_impl<T>(x, offset, w, mask ? &*mask : nullptr, bias.has_value(), grad, o,
+                                out_hw[0], out_hw[1], r);
+    });
+    return r;
+}
+
+}  // namespace ember::detail::cpu
+
+// ---- CpuBackend members ----------------------------------------------------------------------
+
+namespace ember {
+namespace k = detail::cpu;
+
+namespace {
+template <std::size_t N>
+k::ConvParams weight_backward_params(const ConvOptions<N>& o) {
+    k::ConvParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+    }
+    p.groups = o.groups;
+    return p;
+}
+template <std::size_t N>
+k::PoolParams pool_backward_params(const PoolOptions<N>& o) {
+    k::PoolParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.kernel[i] = o.kernel_size[i];
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+    }
+    p.ceil_mode = o.ceil_mode;
+    p.count_include_pad = o.count_include_pad;
+    return p;
+}
+}  // namespace
+
+// clang-format off
+#define CPU template <typename F> auto CpuBackend<F>
+// clang-format on
+
+CPU::conv1d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<1>& o)->FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+}
+CPU::conv2d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<2>& o)->FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+}
+CPU::conv3d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<3>& o)->FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+}
+CPU::avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o)->FT {
+    return k::avg_pool_backward(std::move(x), std::move(grad), pool_backward_params(o));
+}
+CPU::avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o)->FT {
+    return k::avg_pool_backward(std::move(x), std::move(grad), pool_backward_params(o));
+}
+CPU::adaptive_avg_pool1d_backward(FT x, FT grad)->FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 1);
+}
+CPU::adaptive_avg_pool2d_backward(FT x, FT grad)->FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 2);
+}
+CPU::interpolate_backward(FT x, FT grad, std::array<std::size_t, 2> s, const InterpolateOptions& o)
+    ->FT {
+    return k::interpolate_backward(std::move(x), std::move(grad), s, o);
+}
+CPU::deform_conv2d_backward(FT x, FT off, FT w, std::optional<FT> m, std::optional<FT> b, FT grad,
+                            const DeformConvOptions& o)
+    ->DeformConv2dGrads<FT> {
+    k::DeformConv2dGradients g = k::deform_conv2d_backward(
+        std::move(x), std::move(off), std::move(w), std::move(m), std::move(b), std::move(grad), o);
+    return {std::move(g.x), std::move(g.offset), std::move(g.weight), std::move(g.mask),
+            std::move(g.bias)};
+}
+
+#undef CPU
+
+// backend.cpp's `template struct CpuBackend<...>` does not see the definitions above:
+// instantiate these members here.
+#define EMBER_CPU_BACKWARD_INSTANTIATE(F)                                                 \
+    template auto CpuBackend<F>::conv1d_weight_backward(FT, FT, const Shape&,             \
+                                                        const ConvOptions<1>&)            \
+        ->FT;                                                                             \
+    template auto CpuBackend<F>::conv2d_weight_backward(FT, FT, const Shape&,             \
+                                                        const ConvOptions<2>&)            \
+        ->FT;                                                                             \
+    template auto CpuBackend<F>::conv3d_weight_backward(FT, FT, const Shape&,             \
+                                                        const ConvOptions<3>&)            \
+        ->FT;                                                                             \
+    template auto CpuBackend<F>::avg_pool1d_backward(FT, FT, const PoolOptions<1>&)->FT;  \
+    template auto CpuBackend<F>::avg_pool2d_backward(FT, FT, const PoolOptions<2>&)->FT;  \
+    template auto CpuBackend<F>::adaptive_avg_pool1d_backward(FT, FT)->FT;                \
+    template auto CpuBackend<F>::adaptive_avg_pool2d_backward(FT, FT)->FT;                \
+    template auto CpuBackend<F>::interpolate_backward(FT, FT, std::array<std::size_t, 2>, \
+                                                      const InterpolateOptions&)          \
+        ->FT;                                                                             \
+    template auto CpuBackend<F>::deform_conv2d_backward(                                  \
+        FT, FT, FT, std::optional<FT>, std::optional<FT>, FT, const DeformConvOptions&)   \
+        ->DeformConv2dGrads<FT>;
+
+EMBER_CPU_BACKWARD_INSTANTIATE(float)
+EMBER_CPU_BACKWARD_INSTANTIATE(double)
+
+#undef EMBER_CPU_BACKWARD_INSTANTIATE
+
+}  // namespace ember

@@ -1,0 +1,151 @@
+#pragma once
+// Backward rules of reductions and softmax. Max/min over a whole tensor or along a dim (amax,
+// amin) split the gradient evenly among tied extremes, as PyTorch; the *_with_indices forms
+// (max(dim) in PyTorch) send it to the index returned.
+
+namespace ember {
+
+namespace detail::ad {
+/// dL/dx of a reduction (whole tensor when `dim` is null) given dL/dy = g and y.
+template <typename B>
+typename B::FloatTensorPrimitive reduce_grad(ReduceOp op, std::optional<std::size_t> dim,
+                                             typename B::FloatTensorPrimitive g,
+                                             typename B::FloatTensorPrimitive x,
+                                             typename B::FloatTensorPrimitive y) {
+    using M = Math<B>;
+    const Shape xs = B::float_shape(x);
+    const DType dt = B::float_dtype(x);
+    const double n = dim ? static_cast<double>(xs[*dim]) : static_cast<double>(xs.num_elements());
+    auto keep = [&](typename B::FloatTensorPrimitive t) {  // reduce like the forward, kept
+        return dim ? B::float_reduce_dim(ReduceOp::Sum, std::move(t), *dim)
+                   : B::float_reduce(ReduceOp::Sum, std::move(t));
+    };
+    switch (op) {
+        case ReduceOp::Sum: return M::spread(std::move(g), xs);
+        case ReduceOp::Mean: return M::spread(M::scale(std::move(g), 1.0 / n), xs);
+        case ReduceOp::Max:
+        case ReduceOp::Min: {
+            auto hit = M::as_float(B::float_compare(CompareOp::Eq, x, M::spread(std::move(y), xs)), dt);
+            auto count = keep(hit);
+            return M::mul(hit, M::spread(M::div(std::move(g), std::move(count)), xs));
+        }
+        case ReduceOp::Prod: {
+            // ∂/∂x_i = Π_{j≠i} x_j, safe with zeros: with none it is y / x_i; with exactly one
+            // it is the product of the others at the zero and 0 elsewhere; with more, 0.
+            auto is0 = B::float_compare_scalar(CompareOp::Eq, x, Scalar(0.0));
+            auto x1 = B::float_mask_fill(x, is0, Scalar(1.0));
+            auto p1 = dim ? B::float_reduce_dim(ReduceOp::Prod, x1, *dim)
+                          : B::float_reduce(ReduceOp::Prod, x1);
+            auto zeros = keep(M::as_float(is0, dt));
+            auto none = M::as_float(B::float_compare_scalar(CompareOp::Eq, zeros, Scalar(0.0)), dt);
+            auto one = M::as_float(B::float_compare_scalar(CompareOp::Eq, zeros, Scalar(1.0)), dt);
+            auto p1s = M::spread(p1, xs);
+            auto a = M::mul(M::div(p1s, x1), M::spread(std::move(none), xs));
+            auto b = M::mul(M::mul(std::move(p1s), M::as_float(std::move(is0), dt)),
+                            M::spread(std::move(one), xs));
+            return M::mul(M::spread(std::move(g), xs), M::add(std::move(a), std::move(b)));
+        }
+        default:
+            EMBER_FAIL(Argument, "backward: reduction ", static_cast<int>(op),
+                       " is not differentiable");
+    }
+}
+/// dL/dx of an op that picked x's elements at `indices` along `dim` (sort, topk, max(dim)).
+template <typename B>
+typename B::FloatTensorPrimitive picked_grad(std::size_t dim, typename B::FloatTensorPrimitive g,
+                                             typename B::IntTensorPrimitive indices, const Shape& xs,
+                                             typename B::Device dev) {
+    auto z = Math<B>::zeros(xs, B::float_dtype(g), dev);
+    return B::float_scatter(dim, std::move(z), std::move(indices), std::move(g));
+}
+}  // namespace detail::ad
+
+EMBER_AD auto Autodiff<B, C>::float_reduce(ReduceOp op, FT t) -> FT {
+    using M = detail::ad::Math<B>;
+    auto r = record(B::float_reduce(op, t.primitive), {&t});
+    if (!r.node) return r.untracked();
+    const Shape xs = float_shape(t);
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+        const double n = static_cast<double>(xs.num_elements());
+        return r.finish([=](Ctx& ctx, IFT g) {
+            if (op == ReduceOp::Mean) g = M::scale(std::move(g), 1.0 / n);
+            ctx.add(0, M::spread(std::move(g), xs));
+        });
+    }
+    Saved sx = r.input(t);
+    Saved sy = r.output();
+    return r.finish([=](Ctx& ctx, IFT g) {
+        ctx.add(0, detail::ad::reduce_grad<B>(op, std::nullopt, std::move(g), ctx.get(sx),
+                                              ctx.get(sy)));
+    });
+}
+
+EMBER_AD auto Autodiff<B, C>::float_reduce_dim(ReduceOp op, FT t, std::size_t dim) -> FT {
+    using M = detail::ad::Math<B>;
+    auto r = record(B::float_reduce_dim(op, t.primitive, dim), {&t});
+    if (!r.node) return r.untracked();
+    const Shape xs = float_shape(t);
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+        const double n = static_cast<double>(xs[dim]);
+        return r.finish([=](Ctx& ctx, IFT g) {
+            if (op == ReduceOp::Mean) g = M::scale(std::move(g), 1.0 / n);
+            ctx.add(0, M::spread(std::move(g), xs));
+        });
+    }
+    Saved sx = r.input(t);
+    Saved sy = r.output();
+    return r.finish([=](Ctx& ctx, IFT g) {
+        ctx.add(0, detail::ad::reduce_grad<B>(op, dim, std::move(g), ctx.get(sx), ctx.get(sy)));
+    });
+}
+
+EMBER_AD auto Autodiff<B, C>::float_max_dim_with_indices(FT t, std::size_t dim)
+    -> std::pair<FT, IT> {
+    auto [v, i] = B::float_max_dim_with_indices(t.primitive, dim);
+    auto r = record(std::move(v), {&t});
+    if (!r.node) return {r.untracked(), std::move(i)};
+    const Shape xs = float_shape(t);
+    const Device dev = float_device(t);
+    return {r.finish([=](Ctx& ctx, IFT g) {
+                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
+            }),
+            i};
+}
+
+EMBER_AD auto Autodiff<B, C>::float_min_dim_with_indices(FT t, std::size_t dim)
+    -> std::pair<FT, IT> {
+    auto [v, i] = B::float_min_dim_with_indices(t.primitive, dim);
+    auto r = record(std::move(v), {&t});
+    if (!r.node) return {r.untracked(), std::move(i)};
+    const Shape xs = float_shape(t);
+    const Device dev = float_device(t);
+    return {r.finish([=](Ctx& ctx, IFT g) {
+                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
+            }),
+            i};
+}
+
+EMBER_AD auto Autodiff<B, C>::float_softmax(FT t, std::size_t dim) -> FT {
+    using M = detail::ad::Math<B>;
+    auto r = record(B::float_softmax(t.primitive, dim), {&t});
+    if (!r.node) return r.untracked();
+    Saved sy = r.output();
+    return r.finish([=](Ctx& ctx, IFT g) {  // y (g - Σ g y)
+        IFT y = ctx.get(sy);
+        auto s = B::float_reduce_dim(ReduceOp::Sum, M::mul(g, y), dim);
+        ctx.add(0, M::mul(std::move(y), M::sub(std::move(g), std::move(s))));
+    });
+}
+
+EMBER_AD auto Autodiff<B, C>::float_log_softmax(FT t, std::size_t dim) -> FT {
+    using M = detail::ad::Math<B>;
+    auto r = record(B::float_log_softmax(t.primitive, dim), {&t});
+    if (!r.node) return r.untracked();
+    Saved sy = r.output();
+    return r.finish([=](Ctx& ctx, IFT g) {  // g - exp(y) Σ g
+        auto s = B::float_reduce_dim(ReduceOp::Sum, g, dim);
+        ctx.add(0, M::sub(std::move(g), M::mul(M::unary(UnaryOp::Exp, ctx.get(sy)), std::move(s))));
+    });
+}
+
+}  // namespace ember

@@ -1,0 +1,12 @@
+#pragma once
+// The decorator stacks the ember libraries instantiate once (src/stacks/): declaring them
+// extern here keeps every user of them from compiling the decorator's ops again.
+#include "autodiff/autodiff.hpp"
+#include "backend/cpu.hpp"
+
+namespace ember {
+extern template struct Autodiff<Cpu>;
+extern template struct Autodiff<CpuF64>;
+extern template struct Autodiff<Cpu, BalancedCheckpointing>;
+extern template struct Autodiff<CpuF64, BalancedCheckpointing>;
+}  // namespace ember
