@@ -42,8 +42,8 @@ Options opt;
 
 volatile double g_sink = 0;  // every result lands here
 
-template <std::size_t D>
-void consume(const T<D>& t) {
+template <typename B, std::size_t D>
+void consume(const ember::Tensor<B, D>& t) {
     const auto& p = t.primitive();
     if (p.num_elements() != 0) g_sink = g_sink + static_cast<double>(p.template data<float>()[0]);
 }
@@ -236,6 +236,60 @@ void bench_overhead() {
     report("overhead_add_1", "ember", "us/op", t.median_s / iters * 1e6, t);
 }
 
+// Forward + backward of the MLP 784-512-512-10 on a batch of 64, cross-entropy loss, on
+// Autodiff<Cpu>: the training step without the optimizer.
+void bench_mlp() {
+    if (!selected("mlp_fwd_bwd_784_512_512_10_b64")) return;
+    using AD = ember::Autodiff<Cpu>;
+    using ember::Distribution;
+    const std::size_t batch = 64;
+    auto param = [](std::size_t in, std::size_t out) {
+        const double b = 1.0 / std::sqrt(double(in));
+        return ember::Tensor<AD, 2>::random({in, out}, Distribution::Uniform(-b, b)).require_grad();
+    };
+    auto bias = [](std::size_t in, std::size_t out) {
+        const double b = 1.0 / std::sqrt(double(in));
+        return ember::Tensor<AD, 1>::random({out}, Distribution::Uniform(-b, b)).require_grad();
+    };
+    auto w1 = param(784, 512), w2 = param(512, 512), w3 = param(512, 10);
+    auto b1 = bias(784, 512), b2 = bias(512, 512), b3 = bias(512, 10);
+    auto x = ember::Tensor<AD, 2>::random({batch, 784}, Distribution::Default);
+    auto y = ember::Tensor<AD, 2, ember::Int>::random({batch, 1}, Distribution::Uniform(0, 10));
+    const int per_run = opt.quick ? 5 : 20;
+    const auto t = time_runs(
+        [&] {
+            for (int i = 0; i < per_run; ++i) {
+                auto h = ember::activation::relu(x.matmul(w1) + b1.unsqueeze());
+                h = ember::activation::relu(h.matmul(w2) + b2.unsqueeze());
+                auto logits = h.matmul(w3) + b3.unsqueeze();
+                auto loss = -ember::activation::log_softmax(logits, 1).gather(1, y).mean();
+                auto grads = loss.backward();
+                consume(w1.grad(grads).value());
+            }
+        },
+        opt.warmup, opt.reps);
+    report("mlp_fwd_bwd_784_512_512_10_b64", "ember", "ms/step", t.median_s / per_run * 1e3, t);
+}
+
+// Autograd overhead: a 4-op chain on 1-element tensors, forward and backward.
+void bench_autograd_overhead() {
+    if (!selected("autograd_chain4_1")) return;
+    using AD = ember::Autodiff<Cpu>;
+    auto a = ember::Tensor<AD, 1>::from_floats({0.5f}).require_grad();
+    auto b = ember::Tensor<AD, 1>::from_floats({1.5f}).require_grad();
+    const int iters = opt.quick ? 1000 : 20000;
+    const auto t = time_runs(
+        [&] {
+            for (int i = 0; i < iters; ++i) {
+                auto y = ((a * b + a).exp() * b).sum();
+                auto grads = y.backward();
+                consume(a.grad(grads).value());
+            }
+        },
+        opt.warmup, opt.reps);
+    report("autograd_chain4_1", "ember", "us/iter", t.median_s / iters * 1e6, t);
+}
+
 void bench_memcpy() {
     if (!selected("memcpy_64M")) return;
     // 64M f32 elements (256 MiB) copied into a first-touched buffer; GB/s counts the bytes
@@ -263,6 +317,8 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"conv2d_64x1x28x28_32x3x3", bench_conv2d},
         {"overhead_add_1", bench_overhead},
         {"memcpy_64M", bench_memcpy},
+        {"mlp_fwd_bwd_784_512_512_10_b64", bench_mlp},
+        {"autograd_chain4_1", bench_autograd_overhead},
     };
     return w;
 }

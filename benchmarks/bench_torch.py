@@ -172,6 +172,49 @@ class Bench:
         t = time_runs(lambda: self.consume(td.copy_(ts)), 1, self.reps)
         self.rate("memcpy_64M", "torch_copy", "GB/s", 8.0 * n, 1e9, t)
 
+    def mlp(self):
+        name = "mlp_fwd_bwd_784_512_512_10_b64"
+        if not self.selected(name):
+            return
+        torch.manual_seed(0)
+        with torch.enable_grad():
+            l1, l2, l3 = torch.nn.Linear(784, 512), torch.nn.Linear(512, 512), torch.nn.Linear(512, 10)
+            params = [*l1.parameters(), *l2.parameters(), *l3.parameters()]
+            x = torch.rand(64, 784)
+            y = torch.randint(0, 10, (64,))
+            per_run = 5 if self.quick else 20
+
+            def run():
+                for _ in range(per_run):
+                    for p in params:
+                        p.grad = None
+                    h = torch.relu(l1(x))
+                    h = torch.relu(l2(h))
+                    loss = F.cross_entropy(l3(h), y)
+                    loss.backward()
+                    self.consume(l1.weight.grad)
+
+            t = time_runs(run, self.warmup, self.reps)
+        self.report(name, "torch", "ms/step", t[0] / per_run * 1e3, t)
+
+    def autograd_overhead(self):
+        name = "autograd_chain4_1"
+        if not self.selected(name):
+            return
+        with torch.enable_grad():
+            a = torch.tensor([0.5], requires_grad=True)
+            b = torch.tensor([1.5], requires_grad=True)
+            iters = 1000 if self.quick else 20000
+
+            def run():
+                for _ in range(iters):
+                    y = ((a * b + a).exp() * b).sum()
+                    ga, = torch.autograd.grad(y, [a])
+                    self.consume(ga)
+
+            t = time_runs(run, self.warmup, self.reps)
+        self.report(name, "torch", "us/iter", t[0] / iters * 1e6, t)
+
     def run(self):
         for n in (256, 1024, 2048):
             self.matmul(n)
@@ -182,6 +225,8 @@ class Bench:
         self.conv2d()
         self.overhead()
         self.memcpy()
+        self.mlp()
+        self.autograd_overhead()
         print(f"bench_torch: done (sink {self.sink:g})", file=sys.stderr)
 
 
@@ -192,8 +237,10 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", default="")
     p.add_argument("--config", default="", help="label stored with each figure (e.g. the OpenMP wait policy)")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="torch's own thread count when it differs from --threads (e.g. torch 1 + OpenBLAS 2)")
     args = p.parse_args()
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.torch_threads or args.threads)
     torch.set_grad_enabled(False)
     print(json.dumps({"meta": "bench_torch", "threads": args.threads,
                       "torch": torch.__version__, "torch_threads": torch.get_num_threads(),

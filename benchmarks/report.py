@@ -42,12 +42,16 @@ WORKLOADS = [
      dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch")),
     ("overhead_add_1", "per-op overhead, 1-element add",
      dict(kind="max", goal=0.25, text="≤ 0.25 µs/op")),
+    ("mlp_fwd_bwd_784_512_512_10_b64", "MLP 784-512-512-10, batch 64: forward + backward (Autodiff)",
+     dict(kind="peer", peer="torch", goal=1.25, text="time ≤ 0.8× PyTorch (≥ 1.25×)")),
+    ("autograd_chain4_1", "autograd overhead: 4-op chain, 1 element, forward + backward",
+     dict(kind="max", goal=5.0, text="≤ 5 µs")),
     ("memcpy_64M", "memcpy 64M f32 (reference)", None),
     ("compile_umbrella", "compile umbrella-header probe, -O2",
      dict(kind="max", goal=5.0, text="≤ 5 s")),
 ]
-LOWER_IS_BETTER = {"us/op", "s"}
-UNIT_SHOWN = {"us/op": "µs/op", "s": "s"}
+LOWER_IS_BETTER = {"us/op", "s", "ms/step", "us/iter"}
+UNIT_SHOWN = {"us/op": "µs/op", "s": "s", "ms/step": "ms/step", "us/iter": "µs/iter"}
 PEER_NAME = {"openblas": "OpenBLAS", "memcpy": "memcpy", "torch": "PyTorch"}
 
 
@@ -301,6 +305,28 @@ def main():
         out += two
         out.append("")
         summary += mt
+
+    mlp = "mlp_fwd_bwd_784_512_512_10_b64"
+    e2, p2 = t.get(mlp, "ember", 2), t.get(mlp, "torch", 2)
+    if e2 is not None or p2 is not None:
+        out.append("## 2 threads (MLP forward + backward)")
+        out.append("")
+        out.append("ember with `EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2`; PyTorch in its best "
+                   "configuration on two cores of `torch.set_num_threads(2)` with "
+                   "`OMP_WAIT_POLICY=PASSIVE` and `torch.set_num_threads(1)` with "
+                   "`OPENBLAS_NUM_THREADS=2` (ANCHORS.md).")
+        out.append("")
+        out.append("| workload | ember ms/step | PyTorch ms/step | ember ÷ PyTorch | status "
+                   "(time ≤ 0.8× PyTorch) |")
+        out.append("| --- | ---: | ---: | ---: | --- |")
+        r2 = t.ratio(e2, p2)
+        ok2 = None if r2 is None else r2 >= 1.25
+        pv = "—" if p2 is None else fmt(p2.value) + (f" ({p2.config})" if p2.config else "")
+        out.append(f"| MLP 784-512-512-10, batch 64 | {fmt(None if e2 is None else e2.value)} | "
+                   f"{pv} | {fmt_ratio(r2)} | {status_text(ok2)} |")
+        out.append("")
+        summary.append(("MLP forward + backward, 2 threads", ok2, "time ≤ 0.8× PyTorch (≥ 1.25×)",
+                        fmt_ratio(r2)))
 
     out.append("## Targets")
     out.append("")

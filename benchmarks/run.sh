@@ -101,7 +101,8 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- 1 thread: every workload, ember then PyTorch, in rounds ---------------------------------
 workloads=(matmul_256 matmul_1024 matmul_2048 add_new_16M add_inplace_16M gelu_custom_16M sum_16M
-           softmax_4096x1024 conv2d_64x1x28x28_32x3x3 overhead_add_1 memcpy_64M)
+           softmax_4096x1024 conv2d_64x1x28x28_32x3x3 overhead_add_1 memcpy_64M
+           mlp_fwd_bwd_784_512_512_10_b64 autograd_chain4_1)
 for ((r = 1; r <= rounds; r++)); do
   for w in "${workloads[@]}"; do
     log "1 thread, round $r/$rounds: $w"
@@ -128,6 +129,22 @@ for ((r = 1; r <= rounds; r++)); do
       "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP_WAIT_POLICY=PASSIVE" \
       "${bench_args[@]}" >>"$out_dir/t2.jsonl"
   done
+done
+
+# ---- 2 threads: the MLP training step -----------------------------------------------------------
+for ((r = 1; r <= rounds; r++)); do
+  w=mlp_fwd_bwd_784_512_512_10_b64
+  log "2 threads, round $r/$rounds: $w"
+  EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+    "$bench" --threads 2 --only "$w" "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+  # PyTorch's configurations on two cores (ANCHORS.md: its best here is torch 1 thread with
+  # OpenBLAS 2); report.py keeps the fastest.
+  EMBER_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE \
+    "$py" benchmarks/bench_torch.py --threads 2 --only "$w" --config "OMP_WAIT_POLICY=PASSIVE" \
+    "${bench_args[@]}" >>"$out_dir/t2.jsonl"
+  OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=1 \
+    "$py" benchmarks/bench_torch.py --threads 2 --torch-threads 1 --only "$w" \
+    --config "torch 1 thread + OpenBLAS 2" "${bench_args[@]}" >>"$out_dir/t2.jsonl"
 done
 
 # ---- compile time ----------------------------------------------------------------------------

@@ -215,6 +215,8 @@ CpuTensor matmul(CpuTensor a, CpuTensor b) {
     Shape out_shape = p.batch;
     if (ra != 1) out_shape.push_back(p.m);
     if (rb != 1) out_shape.push_back(p.n);
+    // ember has no rank-0 tensors: a vector · vector product is [1] (torch: a 0-d tensor).
+    if (out_shape.rank() == 0) out_shape.push_back(1);
 
     if (a.dtype == DType::F16 || a.dtype == DType::BF16) {
         const DType dt = a.dtype;

@@ -91,7 +91,9 @@ Tensor<B, D> softmin(Tensor<B, D> x, long dim) {
 /// Softmax with an extra zero logit: e^x_i / (1 + Σ e^x_j), so all-small rows give ~0.
 template <Backend B, std::size_t D>
 Tensor<B, D> quiet_softmax(Tensor<B, D> x, long dim) {
-    auto m = x.max_dim(dim);
+    // The result does not depend on the shift m, so no gradient flows through it (and none
+    // can turn into 0 · ∞ when exp(-m) overflows).
+    auto m = x.max_dim(dim).detach();
     auto e = (std::move(x) - m).exp();
     auto denom = e.sum_dim(dim) + (-m).exp();
     return e / denom;

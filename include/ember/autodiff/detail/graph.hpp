@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../../tensor/dtype.hpp"
 #include "../../tensor/error.hpp"
 #include "../gradients.hpp"
 
@@ -54,6 +55,7 @@ struct Node {
     std::vector<NodeRef<B>> parents;      ///< null where an input needs no gradient
     Step step;                            ///< empty for leaves and once consumed
     Recompute recompute;                  ///< set for checkpointed (memory-bound) ops
+    DType dtype = DType::F32;             ///< the output's dtype: gradients arrive in it
     bool leaf = false;                    ///< a require_grad tensor: its gradient is kept
     bool consumed = false;                ///< backward already ran through this node
 };
@@ -71,7 +73,10 @@ public:
     /// Adds `g` to the gradient of the current node's input `i` (ignored when not needed).
     void add(std::size_t i, P g) {
         if (!needs(i)) return;
-        const NodeId id = current_->parents[i]->id;
+        const Node<B>& parent = *current_->parents[i];
+        // A gradient takes its input's dtype (f32 + f64 promotes forward, not backward).
+        if (B::float_dtype(g) != parent.dtype) g = B::float_cast(std::move(g), parent.dtype);
+        const NodeId id = parent.id;
         auto it = grads_.find(id);
         if (it == grads_.end()) grads_.emplace(id, std::move(g));
         else it->second = B::float_binary(BinaryOp::Add, std::move(it->second), std::move(g));

@@ -95,12 +95,39 @@ typename AD::FT conv_transpose(typename AD::FT x, typename AD::FT w,
     c.groups = o.groups;
     typename AD::Saved sx = r.node->parents[1] ? typename AD::Saved{x.primitive} : typename AD::Saved{};
     typename AD::Saved sw = r.node->parents[0] ? typename AD::Saved{w.primitive} : typename AD::Saved{};
+    const Shape xs = AD::float_shape(x);
     return r.finish([=](typename AD::Ctx& ctx, IFT g) {
-        if (ctx.needs(0)) ctx.add(0, F::template conv<B>(g, ctx.get(sw), std::nullopt, c));
+        if (ctx.needs(2)) ctx.add(2, bias_grad<B>(g));
+        if (!ctx.needs(0) && !ctx.needs(1)) return;
+        // With output padding >= the stride (allowed below the dilation), the convolution of g
+        // has floor(padding_out / stride) more positions than x: they meet only zeros of x.
+        const Shape gs = B::float_shape(g);
+        Shape cs = xs;
+        std::array<Slice, N + 2> fit{};
+        bool extra = false;
+        for (std::size_t i = 0; i < N; ++i) {
+            cs[i + 2] = (gs[i + 2] + 2 * o.padding[i] - o.dilation[i] * (ws[i + 2] - 1) - 1) /
+                            o.stride[i] + 1;
+            fit[i + 2] = Slice{0, static_cast<long>(xs[i + 2])};
+            extra = extra || cs[i + 2] != xs[i + 2];
+        }
+        const std::span<const Slice> fit_span(fit.data(), N + 2);
+        if (ctx.needs(0)) {
+            auto gx = F::template conv<B>(g, ctx.get(sw), std::nullopt, c);
+            ctx.add(0, extra ? B::float_slice(std::move(gx), fit_span) : std::move(gx));
+        }
         // As a convolution from the output space (g) to the input space (x), the weight layout
         // [C_in, C_out / groups, k...] is exactly that convolution's weight.
-        if (ctx.needs(1)) ctx.add(1, F::template weight_backward<B>(g, ctx.get(sx), ws, c));
-        if (ctx.needs(2)) ctx.add(2, bias_grad<B>(std::move(g)));
+        if (ctx.needs(1)) {
+            IFT xv = ctx.get(sx);
+            if (extra) {
+                cs[0] = xs[0];
+                cs[1] = xs[1];
+                xv = B::float_slice_assign(Math<B>::zeros(cs, B::float_dtype(xv), B::float_device(xv)),
+                                           fit_span, std::move(xv));
+            }
+            ctx.add(1, F::template weight_backward<B>(std::move(g), std::move(xv), ws, c));
+        }
     });
 }
 

@@ -74,6 +74,7 @@ EMBER_AD auto Autodiff<B, C>::record(IFT out, const std::vector<const FT*>& inpu
     for (const FT* in : inputs) tracked = tracked || (in && in->node);
     if (!tracked) return r;
     r.node = std::make_shared<Node>();
+    r.node->dtype = B::float_dtype(r.out);
     r.node->parents.reserve(inputs.size());
     for (const FT* in : inputs) {
         r.node->parents.push_back(in ? in->node : nullptr);
@@ -155,6 +156,7 @@ EMBER_AD auto Autodiff<B, C>::float_set_require_grad(FT t, bool require) -> FT {
     // A fresh leaf: gradients stop here, as PyTorch's requires_grad_ on a non-leaf would not.
     auto node = std::make_shared<Node>();
     node->leaf = true;
+    node->dtype = B::float_dtype(t.primitive);
     return FT{std::move(t.primitive), std::move(node)};
 }
 
