@@ -90,18 +90,20 @@ void map_unary(const CpuTensor& in, const CpuTensor& out, F f) {
     const TI* x = in.data<TI>();
     TO* y = out.data<TO>();
     if (in.is_contiguous()) {  // the common case, without building an iteration plan
-        parallel_for(out.num_elements(), kGrain, [&](std::size_t b, std::size_t e) {
+        // f copied into the task: a uint8 (bool) output may alias anything the task reaches by
+        // reference, which would force a reload of f's captures per element and no vectors.
+        parallel_for(out.num_elements(), kGrain, [&, fn = f](std::size_t b, std::size_t e) {
             // In place through one pointer, so that the loop vectorizes (see map_binary).
             if constexpr (std::is_same_v<TI, TO>) {
                 if (static_cast<const void*>(x) == static_cast<const void*>(y)) {
                     TO* __restrict o = y;
-                    for (std::size_t k = b; k < e; ++k) o[k] = f(o[k]);
+                    for (std::size_t k = b; k < e; ++k) o[k] = fn(o[k]);
                     return;
                 }
             }
             TO* __restrict o = y;
             const TI* __restrict i = x;
-            for (std::size_t k = b; k < e; ++k) o[k] = f(i[k]);
+            for (std::size_t k = b; k < e; ++k) o[k] = fn(i[k]);
         });
         return;
     }
@@ -489,7 +491,11 @@ CpuTensor compare(CompareOp op, CpuTensor a, CpuTensor b) {
     CpuTensor out = empty(shape, DType::Bool);
     if (shape.num_elements() == 0) return out;
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
-        with_compare_fn<T>(op, [&](auto f) { map_binary<T, T, bool>(a, b, out, f); });
+        // Results stored as uint8 0/1 (bool's representation), which vectorizes.
+        with_compare_fn<T>(op, [&](auto f) {
+            map_binary<T, T, std::uint8_t>(
+                a, b, out, [f](T x, T y) { return static_cast<std::uint8_t>(f(x, y)); });
+        });
     });
     return out;
 }
@@ -500,11 +506,25 @@ CpuTensor compare_scalar(CompareOp op, CpuTensor a, Scalar s) {
     CpuTensor out = empty(a.shape, DType::Bool);
     if (a.num_elements() == 0) return out;
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
-        // Compare in double for float tensors so that `x > 0.1` means what it says.
+        // Compare in double for float tensors so that `x > 0.1` means what it says; when the
+        // scalar is exactly a T (0, 1, 0.5...), comparing in T is the same and vectorizes
+        // twice as wide.
         using C = std::conditional_t<std::is_floating_point_v<T>, double, T>;
         const C v = std::is_floating_point_v<T> ? static_cast<C>(s.f) : elem_cast<C>(s.i);
+        if constexpr (std::is_same_v<T, float>) {
+            if (static_cast<double>(static_cast<float>(v)) == v) {
+                const float vf = static_cast<float>(v);
+                with_compare_fn<float>(op, [&](auto f) {
+                    map_unary<T, std::uint8_t>(
+                        a, out, [f, vf](T x) { return static_cast<std::uint8_t>(f(x, vf)); });
+                });
+                return;
+            }
+        }
         with_compare_fn<C>(op, [&](auto f) {
-            map_unary<T, bool>(a, out, [f, v](T x) { return f(static_cast<C>(x), v); });
+            map_unary<T, std::uint8_t>(a, out, [f, v](T x) {
+                return static_cast<std::uint8_t>(f(static_cast<C>(x), v));
+            });
         });
     });
     return out;
@@ -523,7 +543,7 @@ CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b) {
     const Strides sm = broadcast_strides(mask, shape), sa = broadcast_strides(a, shape),
                   sb = broadcast_strides(b, shape);
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
-        const bool* pm = mask.data<bool>();
+        const std::uint8_t* pm = mask.data<std::uint8_t>();
         const T* pa = a.data<T>();
         const T* pb = b.data<T>();
         T* po = out.data<T>();
@@ -532,7 +552,7 @@ CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b) {
             for (std::size_t k = 0; k < n; ++k) {
                 const auto i = static_cast<std::int64_t>(k);
                 po[off[0] + i * st[0]] =
-                    select(pm[off[1] + i * st[1]], pa[off[2] + i * st[2]], pb[off[3] + i * st[3]]);
+                    select(pm[off[1] + i * st[1]] != 0, pa[off[2] + i * st[2]], pb[off[3] + i * st[3]]);
             }
         });
     });
@@ -550,7 +570,10 @@ CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value) {
     CpuTensor out = output_like(t, shape, cd);
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
         const T v = is_float(cd) ? elem_cast<T>(value.f) : elem_cast<T>(value.i);
-        map_binary<T, bool, T>(t, mask, out, [v](T x, bool m) { return select(m, v, x); });
+        // The mask's bytes read as uint8: GCC has no vector type for bool and would not
+        // vectorize the loop.
+        map_binary<T, std::uint8_t, T>(t, mask, out,
+                                       [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
     });
     return from_compute(std::move(out), result);
 }
