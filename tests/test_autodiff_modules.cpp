@@ -26,8 +26,7 @@ bool bparam(const Fixture& f, const std::string& key) { return f.param(key) != 0
 
 /// Runs the cases; or, as a dry run, only collects their names (the coverage check below).
 struct Runner {
-    std::set<std::string>* names = nullptr;    ///< dry run: names of the cases run
-    std::set<std::string>* skipped = nullptr;  ///< dry run: names of the cases skipped
+    std::set<std::string>* names = nullptr;  ///< dry run: names of the cases run
 
     /// A group of cases: a SECTION (run for real) or just the body (dry run).
     template <typename G>
@@ -46,14 +45,6 @@ struct Runner {
             return;
         }
         DYNAMIC_SECTION(name) { check_gradients<B, Ins...>(kFile, name, f, opt); }
-    }
-    /// A case skipped because of a known library bug (see its FIXME).
-    void skip(const std::string& name, const std::string& why) const {
-        if (names) {
-            skipped->insert(name);
-            return;
-        }
-        DYNAMIC_SECTION(name) { WARN("skipped gradient case " << name << ": " << why); }
     }
 };
 
@@ -440,14 +431,13 @@ TEMPLATE_LIST_TEST_CASE("autodiff: activations and module ops against PyTorch", 
 }
 
 TEST_CASE("autodiff: every activation/module-op gradient case is exercised", "[autodiff]") {
-    std::set<std::string> ran, skipped;
-    all_cases<ember::Autodiff<ember::Cpu>>(Runner{&ran, &skipped});
+    std::set<std::string> ran;
+    all_cases<ember::Autodiff<ember::Cpu>>(Runner{&ran});
     std::set<std::string> unused;
     for (const auto& name : ember::test::fixture_cases(kFile))
-        if (!ran.contains(name) && !skipped.contains(name)) unused.insert(name);
+        if (!ran.contains(name)) unused.insert(name);
     for (const auto& name : unused) UNSCOPED_INFO("fixture case not run: " << name);
     CHECK(unused.empty());
-    for (const auto& name : skipped) WARN("skipped (FIXME): " << name);
     // And no name is run twice or run without a fixture (Fixture would throw on a missing one).
-    CHECK(ran.size() + skipped.size() == ember::test::fixture_cases(kFile).size());
+    CHECK(ran.size() == ember::test::fixture_cases(kFile).size());
 }

@@ -58,6 +58,22 @@ typename B::FloatTensorPrimitive picked_grad(std::size_t dim, typename B::FloatT
     auto z = Math<B>::zeros(xs, B::float_dtype(g), dev);
     return B::float_scatter(dim, std::move(z), std::move(indices), std::move(g));
 }
+/// Records an op that returns values picked from `t` along `dim` and their indices.
+template <typename AD>
+std::pair<typename AD::FT, typename AD::IT> record_picked(
+    const typename AD::FT& t, std::size_t dim,
+    std::pair<typename AD::IFT, typename AD::IT> picked) {
+    using B = typename AD::InnerBackend;
+    auto& [v, i] = picked;
+    auto r = AD::record(std::move(v), {&t});
+    if (!r.node) return {r.untracked(), std::move(i)};
+    const Shape xs = AD::float_shape(t);
+    const auto dev = AD::float_device(t);
+    return {r.finish([=, i = i](typename AD::Ctx& ctx, typename AD::IFT g) {
+                ctx.add(0, picked_grad<B>(dim, std::move(g), i, xs, dev));
+            }),
+            std::move(i)};
+}
 }  // namespace detail::ad
 
 EMBER_AD auto Autodiff<B, C>::float_reduce(ReduceOp op, FT t) -> FT {
@@ -101,28 +117,12 @@ EMBER_AD auto Autodiff<B, C>::float_reduce_dim(ReduceOp op, FT t, std::size_t di
 
 EMBER_AD auto Autodiff<B, C>::float_max_dim_with_indices(FT t, std::size_t dim)
     -> std::pair<FT, IT> {
-    auto [v, i] = B::float_max_dim_with_indices(t.primitive, dim);
-    auto r = record(std::move(v), {&t});
-    if (!r.node) return {r.untracked(), std::move(i)};
-    const Shape xs = float_shape(t);
-    const Device dev = float_device(t);
-    return {r.finish([=](Ctx& ctx, IFT g) {
-                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
-            }),
-            i};
+    return detail::ad::record_picked<Autodiff>(t, dim, B::float_max_dim_with_indices(t.primitive, dim));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_min_dim_with_indices(FT t, std::size_t dim)
     -> std::pair<FT, IT> {
-    auto [v, i] = B::float_min_dim_with_indices(t.primitive, dim);
-    auto r = record(std::move(v), {&t});
-    if (!r.node) return {r.untracked(), std::move(i)};
-    const Shape xs = float_shape(t);
-    const Device dev = float_device(t);
-    return {r.finish([=](Ctx& ctx, IFT g) {
-                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
-            }),
-            i};
+    return detail::ad::record_picked<Autodiff>(t, dim, B::float_min_dim_with_indices(t.primitive, dim));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_softmax(FT t, std::size_t dim) -> FT {

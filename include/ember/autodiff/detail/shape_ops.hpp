@@ -161,28 +161,12 @@ EMBER_AD auto Autodiff<B, C>::float_select_assign(FT t, std::size_t dim, IT indi
 
 EMBER_AD auto Autodiff<B, C>::float_sort_with_indices(FT t, std::size_t dim, bool descending)
     -> std::pair<FT, IT> {
-    auto [v, i] = B::float_sort_with_indices(t.primitive, dim, descending);
-    auto r = record(std::move(v), {&t});
-    if (!r.node) return {r.untracked(), std::move(i)};
-    const Shape xs = float_shape(t);
-    const Device dev = float_device(t);
-    return {r.finish([=](Ctx& ctx, IFT g) {
-                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
-            }),
-            i};
+    return detail::ad::record_picked<Autodiff>(t, dim, B::float_sort_with_indices(t.primitive, dim, descending));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_topk(FT t, std::size_t k, std::size_t dim, bool largest)
     -> std::pair<FT, IT> {
-    auto [v, i] = B::float_topk(t.primitive, k, dim, largest);
-    auto r = record(std::move(v), {&t});
-    if (!r.node) return {r.untracked(), std::move(i)};
-    const Shape xs = float_shape(t);
-    const Device dev = float_device(t);
-    return {r.finish([=](Ctx& ctx, IFT g) {
-                ctx.add(0, detail::ad::picked_grad<B>(dim, std::move(g), i, xs, dev));
-            }),
-            i};
+    return detail::ad::record_picked<Autodiff>(t, dim, B::float_topk(t.primitive, k, dim, largest));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_matmul(FT a, FT b) -> FT {
