@@ -4,38 +4,14 @@
 
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "params.hpp"
 
 namespace ember {
 namespace k = detail::cpu;
 
 namespace {
-template <std::size_t N, typename O>
-k::ConvParams conv_params(const O& o) {
-    k::ConvParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
-    }
-    p.groups = o.groups;
-    return p;
-}
-template <std::size_t N>
-k::PoolParams pool_params(const PoolOptions<N>& o) {
-    k::PoolParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.kernel[i] = o.kernel_size[i];
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.ceil_mode = o.ceil_mode;
-    p.count_include_pad = o.count_include_pad;
-    return p;
-}
+using k::conv_params;
+using k::pool_params;
 constexpr DType kIntDType = DType::I64;
 }  // namespace
 

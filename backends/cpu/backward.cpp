@@ -17,6 +17,7 @@
 #include "gemm.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "params.hpp"
 #include "pool_geometry.hpp"
 
 namespace ember::detail::cpu {
@@ -758,53 +759,25 @@ DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuT
 namespace ember {
 namespace k = detail::cpu;
 
-namespace {
-template <std::size_t N>
-k::ConvParams weight_backward_params(const ConvOptions<N>& o) {
-    k::ConvParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.groups = o.groups;
-    return p;
-}
-template <std::size_t N>
-k::PoolParams pool_backward_params(const PoolOptions<N>& o) {
-    k::PoolParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.kernel[i] = o.kernel_size[i];
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.ceil_mode = o.ceil_mode;
-    p.count_include_pad = o.count_include_pad;
-    return p;
-}
-}  // namespace
 
 // clang-format off
 #define CPU template <typename F> auto CpuBackend<F>
 // clang-format on
 
 CPU::conv1d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<1>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<1>(o));
 }
 CPU::conv2d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<2>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<2>(o));
 }
 CPU::conv3d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<3>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, weight_backward_params(o));
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<3>(o));
 }
 CPU::avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o)->FT {
-    return k::avg_pool_backward(std::move(x), std::move(grad), pool_backward_params(o));
+    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
 }
 CPU::avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o)->FT {
-    return k::avg_pool_backward(std::move(x), std::move(grad), pool_backward_params(o));
+    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
 }
 CPU::adaptive_avg_pool1d_backward(FT x, FT grad)->FT {
     return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 1);

@@ -1,0 +1,40 @@
+#pragma once
+// The public option structs of module ops, turned into the kernels' dynamic-rank parameters.
+// Shared by backend.cpp (forwards) and backward.cpp (gradients).
+#include "ember/tensor/ops.hpp"
+#include "kernels.hpp"
+
+namespace ember::detail::cpu {
+
+/// ConvOptions<N> or ConvTransposeOptions<N> → ConvParams.
+template <std::size_t N, typename O>
+ConvParams conv_params(const O& o) {
+    ConvParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
+    }
+    p.groups = o.groups;
+    return p;
+}
+
+/// PoolOptions<N> → PoolParams.
+template <std::size_t N>
+PoolParams pool_params(const PoolOptions<N>& o) {
+    PoolParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.kernel[i] = o.kernel_size[i];
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+    }
+    p.ceil_mode = o.ceil_mode;
+    p.count_include_pad = o.count_include_pad;
+    return p;
+}
+
+}  // namespace ember::detail::cpu
