@@ -6,23 +6,17 @@
 #include <set>
 #include <string>
 
+#include "fixture_options.hpp"
 #include "grad_check.hpp"
 
 namespace {
 
 using ember::Float;
 using ember::Int;
-using ember::test::check_gradients;
-using ember::test::Fixture;
-using ember::test::GradOptions;
-using ember::test::In;
+using namespace ember::test;  // Fixture, In, GradOptions, options from params
 
 constexpr const char* kFile = "autodiff_modules";
 
-std::size_t uparam(const Fixture& f, const std::string& key) {
-    return static_cast<std::size_t>(f.param(key));
-}
-bool bparam(const Fixture& f, const std::string& key) { return f.param(key) != 0.0; }
 
 /// Runs the cases; or, as a dry run, only collects their names (the coverage check below).
 struct Runner {
@@ -47,74 +41,6 @@ struct Runner {
         DYNAMIC_SECTION(name) { check_gradients<B, Ins...>(kFile, name, f, opt); }
     }
 };
-
-// ---- options from a case's params -----------------------------------------------------------
-
-template <std::size_t N>
-ember::ConvOptions<N> conv_options(const Fixture& f) {
-    ember::ConvOptions<N> o;
-    for (std::size_t i = 0; i < N; ++i) {
-        o.stride[i] = uparam(f, "stride" + std::to_string(i));
-        o.padding[i] = uparam(f, "pad" + std::to_string(i));
-        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
-    }
-    o.groups = uparam(f, "groups");
-    return o;
-}
-
-template <std::size_t N>
-ember::ConvTransposeOptions<N> conv_transpose_options(const Fixture& f) {
-    ember::ConvTransposeOptions<N> o;
-    for (std::size_t i = 0; i < N; ++i) {
-        o.stride[i] = uparam(f, "stride" + std::to_string(i));
-        o.padding[i] = uparam(f, "pad" + std::to_string(i));
-        o.padding_out[i] = uparam(f, "opad" + std::to_string(i));
-        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
-    }
-    o.groups = uparam(f, "groups");
-    return o;
-}
-
-ember::DeformConvOptions deform_options(const Fixture& f) {
-    ember::DeformConvOptions o;
-    o.stride = {uparam(f, "stride0"), uparam(f, "stride1")};
-    o.padding = {uparam(f, "pad0"), uparam(f, "pad1")};
-    o.dilation = {uparam(f, "dil0"), uparam(f, "dil1")};
-    o.weight_groups = uparam(f, "weight_groups");
-    o.offset_groups = uparam(f, "offset_groups");
-    return o;
-}
-
-template <std::size_t N>
-std::array<std::size_t, N> arr(const Fixture& f, const std::string& key) {
-    std::array<std::size_t, N> a{};
-    for (std::size_t i = 0; i < N; ++i) a[i] = uparam(f, key + std::to_string(i));
-    return a;
-}
-
-ember::InterpolateOptions interpolate_options(const Fixture& f) {
-    const int mode = static_cast<int>(f.param("mode"));
-    return {mode == 0   ? ember::InterpolateMode::Nearest
-            : mode == 1 ? ember::InterpolateMode::Bilinear
-                        : ember::InterpolateMode::Bicubic,
-            bparam(f, "align_corners")};
-}
-
-// ---- generic op wrappers: one name for the 1/2/3-d variants ---------------------------------
-
-template <std::size_t N, typename X, typename W, typename Bias>
-auto conv_nd(const X& x, const W& w, const Bias& b, const ember::ConvOptions<N>& o) {
-    if constexpr (N == 1) return ember::module::conv1d(x, w, b, o);
-    else if constexpr (N == 2) return ember::module::conv2d(x, w, b, o);
-    else return ember::module::conv3d(x, w, b, o);
-}
-
-template <std::size_t N, typename X, typename W, typename Bias>
-auto conv_transpose_nd(const X& x, const W& w, const Bias& b, const ember::ConvTransposeOptions<N>& o) {
-    if constexpr (N == 1) return ember::module::conv_transpose1d(x, w, b, o);
-    else if constexpr (N == 2) return ember::module::conv_transpose2d(x, w, b, o);
-    else return ember::module::conv_transpose3d(x, w, b, o);
-}
 
 // ---- per-family case runners (inputs: x, weight[, bias]) ------------------------------------
 
@@ -183,7 +109,7 @@ void avg_pool1d_case(const Runner& r, const std::string& name) {
 template <typename B>
 void avg_pool2d_case(const Runner& r, const std::string& name) {
     const Fixture f(kFile, name);
-    const auto k = arr<2>(f, "k"), s = arr<2>(f, "stride"), p = arr<2>(f, "pad");
+    const auto k = param_array<2>(f, "k"), s = param_array<2>(f, "stride"), p = param_array<2>(f, "pad");
     const bool cip = bparam(f, "count_include_pad"), ceil = bparam(f, "ceil");
     r.check<B, In<4>>(name, [=](auto x) { return ember::module::avg_pool2d(x, k, s, p, cip, ceil); });
 }
@@ -205,7 +131,7 @@ void max_pool1d_case(const Runner& r, const std::string& name, bool with_indices
 template <typename B>
 void max_pool2d_case(const Runner& r, const std::string& name, bool with_indices = false) {
     const Fixture f(kFile, name);
-    const auto k = arr<2>(f, "k"), s = arr<2>(f, "stride"), p = arr<2>(f, "pad"), d = arr<2>(f, "dil");
+    const auto k = param_array<2>(f, "k"), s = param_array<2>(f, "stride"), p = param_array<2>(f, "pad"), d = param_array<2>(f, "dil");
     const bool ceil = bparam(f, "ceil");
     if (with_indices)
         r.check<B, In<4>>(name, [=](auto x) {
@@ -223,14 +149,14 @@ void adaptive1d_case(const Runner& r, const std::string& name) {
 
 template <typename B>
 void adaptive2d_case(const Runner& r, const std::string& name) {
-    const auto out = arr<2>(Fixture(kFile, name), "out");
+    const auto out = param_array<2>(Fixture(kFile, name), "out");
     r.check<B, In<4>>(name, [=](auto x) { return ember::module::adaptive_avg_pool2d(x, out); });
 }
 
 template <typename B>
 void interpolate_case(const Runner& r, const std::string& name) {
     const Fixture f(kFile, name);
-    const auto out = arr<2>(f, "out");
+    const auto out = param_array<2>(f, "out");
     const auto o = interpolate_options(f);
     r.check<B, In<4>>(name, [=](auto x) { return ember::module::interpolate(x, out, o); });
 }

@@ -4,47 +4,17 @@
 #include <optional>
 #include <string>
 
-#include "harness.hpp"
+#include "fixture_options.hpp"
 
 namespace {
 
-using ember::test::Fixture;
+using namespace ember::test;  // Fixture, options from params (fixture_options.hpp)
 
 constexpr const char* kFile = "module_ops";
 
 template <typename B, std::size_t D>
 void expect_close(const ember::Tensor<B, D>& actual, const ember::TensorData& expected) {
     ember::test::check_close(actual.to_data(), expected, ember::test::default_tolerance<B>());
-}
-
-std::size_t uparam(const Fixture& f, const std::string& key) {
-    return static_cast<std::size_t>(f.param(key));
-}
-bool bparam(const Fixture& f, const std::string& key) { return f.param(key) != 0.0; }
-
-template <std::size_t N>
-ember::ConvOptions<N> conv_options(const Fixture& f) {
-    ember::ConvOptions<N> o;
-    for (std::size_t i = 0; i < N; ++i) {
-        o.stride[i] = uparam(f, "stride" + std::to_string(i));
-        o.padding[i] = uparam(f, "pad" + std::to_string(i));
-        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
-    }
-    o.groups = uparam(f, "groups");
-    return o;
-}
-
-template <std::size_t N>
-ember::ConvTransposeOptions<N> conv_transpose_options(const Fixture& f) {
-    ember::ConvTransposeOptions<N> o;
-    for (std::size_t i = 0; i < N; ++i) {
-        o.stride[i] = uparam(f, "stride" + std::to_string(i));
-        o.padding[i] = uparam(f, "pad" + std::to_string(i));
-        o.padding_out[i] = uparam(f, "opad" + std::to_string(i));
-        o.dilation[i] = uparam(f, "dil" + std::to_string(i));
-    }
-    o.groups = uparam(f, "groups");
-    return o;
 }
 
 template <typename B>
@@ -57,10 +27,7 @@ template <typename B, std::size_t N>
 ember::Tensor<B, N + 2> run_conv(const Fixture& f, const ember::Tensor<B, N + 2>& x) {
     auto w = f.tensor<B, N + 2>(1);
     const auto o = conv_options<N>(f);
-    const auto b = bias_of<B>(f, 2);
-    if constexpr (N == 1) return ember::module::conv1d(x, w, b, o);
-    else if constexpr (N == 2) return ember::module::conv2d(x, w, b, o);
-    else return ember::module::conv3d(x, w, b, o);
+    return conv_nd<N>(x, w, bias_of<B>(f, 2), o);
 }
 
 template <typename B, std::size_t N>
@@ -68,10 +35,7 @@ ember::Tensor<B, N + 2> run_conv_transpose(const Fixture& f) {
     auto x = f.tensor<B, N + 2>(0);
     auto w = f.tensor<B, N + 2>(1);
     const auto o = conv_transpose_options<N>(f);
-    const auto b = bias_of<B>(f, 2);
-    if constexpr (N == 1) return ember::module::conv_transpose1d(x, w, b, o);
-    else if constexpr (N == 2) return ember::module::conv_transpose2d(x, w, b, o);
-    else return ember::module::conv_transpose3d(x, w, b, o);
+    return conv_transpose_nd<N>(x, w, bias_of<B>(f, 2), o);
 }
 
 }  // namespace
@@ -178,12 +142,7 @@ TEMPLATE_LIST_TEST_CASE("module: deform_conv2d matches torchvision semantics", "
                              "deform_conv2d_stride_pad_dil", "deform_conv2d_groups"}) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
-            ember::DeformConvOptions o;
-            o.stride = {uparam(f, "stride0"), uparam(f, "stride1")};
-            o.padding = {uparam(f, "pad0"), uparam(f, "pad1")};
-            o.dilation = {uparam(f, "dil0"), uparam(f, "dil1")};
-            o.weight_groups = uparam(f, "weight_groups");
-            o.offset_groups = uparam(f, "offset_groups");
+            const ember::DeformConvOptions o = deform_options(f);
             std::size_t next = 3;
             std::optional<ember::Tensor<B, 4>> mask;
             std::optional<ember::Tensor<B, 1>> bias;
@@ -329,12 +288,8 @@ TEMPLATE_LIST_TEST_CASE("module: interpolate matches torch", "[module][interpola
     for (const auto& name : names) {
         DYNAMIC_SECTION(name) {
             Fixture f(kFile, name);
-            const int mode = static_cast<int>(f.param("mode"));
-            ember::InterpolateOptions o{mode == 0   ? ember::InterpolateMode::Nearest
-                                        : mode == 1 ? ember::InterpolateMode::Bilinear
-                                                    : ember::InterpolateMode::Bicubic,
-                                        bparam(f, "align_corners")};
-            auto y = ember::module::interpolate(f.tensor<B, 4>(0), {uparam(f, "out0"), uparam(f, "out1")}, o);
+            auto y = ember::module::interpolate(f.tensor<B, 4>(0), param_array<2>(f, "out"),
+                                                interpolate_options(f));
             expect_close(y, f.output(0));
         }
     }

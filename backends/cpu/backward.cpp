@@ -15,6 +15,7 @@
 
 #include "conv_geometry.hpp"
 #include "gemm.hpp"
+#include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "params.hpp"
@@ -23,22 +24,8 @@
 namespace ember::detail::cpu {
 namespace {
 
-/// Calls f(TypeTag<T>) for f32 or f64 (f16/bf16 were widened to f32 before).
-template <typename F>
-void by_float_type(DType dt, F&& f) {
-    if (dt == DType::F64)
-        f(TypeTag<double>{});
-    else
-        f(TypeTag<float>{});
-}
-
 bool is_half(DType dt) {
     return dt == DType::F16 || dt == DType::BF16;
-}
-
-std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
-    if (!t) return t;
-    return cast(std::move(*t), dt);
 }
 
 /// Checks that `grad` is a float tensor of x's dtype.
@@ -666,56 +653,9 @@ DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuT
                                              std::optional<CpuTensor> bias, CpuTensor grad,
                                              const DeformConvOptions& o) {
     const char* op = "deform_conv2d_backward";
-    EMBER_CHECK(x.shape.rank() == 4, Shape, op, ": input must have rank 4 [N, C, H, W], got ",
-                x.shape);
-    EMBER_CHECK(w.shape.rank() == 4, Shape, op, ": weight must have rank 4, got ", w.shape);
+    const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
+    const Shape& out_shape = geo.out_shape;
     check_grad_dtype(op, x, grad);
-    EMBER_CHECK(w.dtype == x.dtype && offset.dtype == x.dtype &&
-                    (!mask || mask->dtype == x.dtype) && (!bias || bias->dtype == x.dtype),
-                DType, op, ": weight, offset, mask and bias must have the input's dtype ",
-                dtype_name(x.dtype));
-    for (std::size_t d = 0; d < 2; ++d) {
-        EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
-                    ")");
-        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
-    }
-    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
-                ": weight_groups and offset_groups must be >= 1");
-    const std::size_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
-    const std::size_t kh = w.shape[2], kw = w.shape[3];
-    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0, Shape, op,
-                ": in channels (", cin, ") and out channels (", cout,
-                ") must be divisible by weight_groups (", o.weight_groups, "); input ", x.shape,
-                ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / o.weight_groups, Shape, op, ": weight ", w.shape,
-                " does not match input ", x.shape, " with weight_groups ", o.weight_groups);
-    EMBER_CHECK(cin % o.offset_groups == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
-    i64 out_hw[2];
-    for (std::size_t d = 0; d < 2; ++d) {
-        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
-                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
-                         1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
-                    x.shape);
-        out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
-    }
-    const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                          std::size_t(out_hw[1])};
-    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
-                offset.shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    if (mask) {
-        const Shape mask_shape{n, o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                               std::size_t(out_hw[1])};
-        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
-                    mask->shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    }
-    if (bias) {
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape);
-    }
-    const Shape out_shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])};
     check_grad_shape(op, x, grad, out_shape);
     const DType dt = x.dtype;
     if (is_half(dt)) {
@@ -747,7 +687,7 @@ DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuT
     grad = contiguous(std::move(grad));
     by_float_type(dt, [&]<typename T>(TypeTag<T>) {
         deform_backward_impl<T>(x, offset, w, mask ? &*mask : nullptr, bias.has_value(), grad, o,
-                                out_hw[0], out_hw[1], r);
+                                geo.oh, geo.ow, r);
     });
     return r;
 }

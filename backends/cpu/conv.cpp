@@ -9,6 +9,7 @@
 
 #include "conv_geometry.hpp"
 #include "gemm.hpp"
+#include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 
@@ -110,20 +111,6 @@ void check_options(const std::string& op, const ConvParams& p, const Shape& x, c
     }
     EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x, ", weight ", w,
                 ")");
-}
-
-/// Calls f(TypeTag<T>) for f32 or f64 (f16/bf16 were widened to f32 before).
-template <typename F>
-void by_float_type(DType dt, F&& f) {
-    if (dt == DType::F64)
-        f(TypeTag<double>{});
-    else
-        f(TypeTag<float>{});
-}
-
-std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
-    if (!t) return t;
-    return cast(std::move(*t), dt);
 }
 
 // ---- convolution ----------------------------------------------------------------------------
@@ -441,9 +428,10 @@ CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias
     return out;
 }
 
-CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optional<CpuTensor> mask,
-                        std::optional<CpuTensor> bias, const DeformConvOptions& o) {
-    const char* op = "deform_conv2d";
+DeformGeometry check_deform_conv2d(const char* op, const CpuTensor& x, const CpuTensor& offset,
+                                   const CpuTensor& w, const std::optional<CpuTensor>& mask,
+                                   const std::optional<CpuTensor>& bias,
+                                   const DeformConvOptions& o) {
     check_common(op, x, w, bias, 2);
     EMBER_CHECK(offset.dtype == x.dtype && (!mask || mask->dtype == x.dtype), DType, op,
                 ": offset and mask must have the input's dtype ", dtype_name(x.dtype));
@@ -488,6 +476,13 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
         EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
                     bias->shape, " must be [", cout, "] for weight ", w.shape);
     }
+    return {Shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])}, out_hw[0], out_hw[1]};
+}
+
+CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optional<CpuTensor> mask,
+                        std::optional<CpuTensor> bias, const DeformConvOptions& o) {
+    const char* op = "deform_conv2d";
+    const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(
@@ -495,7 +490,7 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
                           cast(std::move(w), DType::F32), cast_opt(std::move(mask), DType::F32),
                           cast_opt(std::move(bias), DType::F32), o),
             dt);
-    const Shape out_shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])};
+    const Shape& out_shape = geo.out_shape;
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -505,7 +500,7 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
     if (bias) bias = contiguous(std::move(*bias));
     by_float_type(dt, [&]<typename T>(TypeTag<T>) {
         deform_impl<T>(x, offset, w, mask ? &*mask : nullptr, bias ? bias->data<T>() : nullptr, o,
-                       out_hw[0], out_hw[1], out);
+                       geo.oh, geo.ow, out);
     });
     return out;
 }

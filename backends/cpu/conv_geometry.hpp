@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "kernels.hpp"
 
@@ -97,5 +98,22 @@ void im2col(const T* x, i64 channels, const Geo& g, T* col) {
                 }
     }
 }
+
+/// `t` cast to `dt`, when present.
+inline std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
+    if (!t) return t;
+    return cast(std::move(*t), dt);
+}
+
+/// The output of a deformable convolution.
+struct DeformGeometry {
+    Shape out_shape;  ///< [N, C_out, H_out, W_out]
+    i64 oh = 0, ow = 0;
+};
+/// Checks deform_conv2d's operands (errors name `op`) and returns its output geometry.
+DeformGeometry check_deform_conv2d(const char* op, const CpuTensor& x, const CpuTensor& offset,
+                                   const CpuTensor& w, const std::optional<CpuTensor>& mask,
+                                   const std::optional<CpuTensor>& bias,
+                                   const DeformConvOptions& o);
 
 }  // namespace ember::detail::cpu

@@ -124,6 +124,15 @@ void for_each_span(const Iter<K>& it, std::size_t b, std::size_t e, F&& f) {
     });
 }
 
+/// Calls `f(TypeTag<T>)` for f32 or f64 (kernels that widen f16/bf16 to f32 first).
+template <typename F>
+void by_float_type(DType dt, F&& f) {
+    if (dt == DType::F64)
+        f(TypeTag<double>{});
+    else
+        f(TypeTag<float>{});
+}
+
 /// Calls `f(TypeTag<U>)` with an unsigned type as wide as one element, for ops that only move
 /// elements.
 template <typename F>

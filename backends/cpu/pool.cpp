@@ -9,21 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "pool_geometry.hpp"
 
 namespace ember::detail::cpu {
 namespace {
-
-/// Calls f(TypeTag<T>) for f32 or f64 after the caller has widened f16/bf16.
-template <typename F>
-void by_float_type(DType dt, F&& f) {
-    if (dt == DType::F64)
-        f(TypeTag<double>{});
-    else
-        f(TypeTag<float>{});
-}
 
 /// Max pooling windows along one axis: PyTorch moves the start into the input by whole
 /// dilation steps, so lo is the first in-bounds tap.
