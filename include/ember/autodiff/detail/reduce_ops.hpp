@@ -6,7 +6,7 @@
 namespace ember {
 
 namespace detail::ad {
-/// dL/dx of a reduction (whole tensor when `dim` is null) given dL/dy = g and y.
+/// dL/dx of max, min or prod (whole tensor when `dim` is null) given dL/dy = g, x and y.
 template <typename B>
 typename B::FloatTensorPrimitive reduce_grad(ReduceOp op, std::optional<std::size_t> dim,
                                              typename B::FloatTensorPrimitive g,
@@ -15,14 +15,11 @@ typename B::FloatTensorPrimitive reduce_grad(ReduceOp op, std::optional<std::siz
     using M = Math<B>;
     const Shape xs = B::float_shape(x);
     const DType dt = B::float_dtype(x);
-    const double n = dim ? static_cast<double>(xs[*dim]) : static_cast<double>(xs.num_elements());
     auto keep = [&](typename B::FloatTensorPrimitive t) {  // reduce like the forward, kept
         return dim ? B::float_reduce_dim(ReduceOp::Sum, std::move(t), *dim)
                    : B::float_reduce(ReduceOp::Sum, std::move(t));
     };
     switch (op) {
-        case ReduceOp::Sum: return M::spread(std::move(g), xs);
-        case ReduceOp::Mean: return M::spread(M::scale(std::move(g), 1.0 / n), xs);
         case ReduceOp::Max:
         case ReduceOp::Min: {
             auto hit = M::as_float(B::float_compare(CompareOp::Eq, x, M::spread(std::move(y), xs)), dt);
@@ -58,6 +55,31 @@ typename B::FloatTensorPrimitive picked_grad(std::size_t dim, typename B::FloatT
     auto z = Math<B>::zeros(xs, B::float_dtype(g), dev);
     return B::float_scatter(dim, std::move(z), std::move(indices), std::move(g));
 }
+/// Records a reduction of `t` (whole when `dim` is null) whose value is `out`. Sum and mean
+/// need only the shape; max, min and prod keep the input and the output.
+template <typename AD>
+typename AD::FT record_reduce(ReduceOp op, std::optional<std::size_t> dim,
+                              const typename AD::FT& t, typename AD::IFT out) {
+    using B = typename AD::InnerBackend;
+    using IFT = typename AD::IFT;
+    using M = Math<B>;
+    auto r = AD::record(std::move(out), {&t});
+    if (!r.node) return r.untracked();
+    const Shape xs = AD::float_shape(t);
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+        const double n = static_cast<double>(dim ? xs[*dim] : xs.num_elements());
+        return r.finish([=](typename AD::Ctx& ctx, IFT g) {
+            if (op == ReduceOp::Mean) g = M::scale(std::move(g), 1.0 / n);
+            ctx.add(0, M::spread(std::move(g), xs));
+        });
+    }
+    auto sx = r.input(t);
+    auto sy = r.output();
+    return r.finish([=](typename AD::Ctx& ctx, IFT g) {
+        ctx.add(0, reduce_grad<B>(op, dim, std::move(g), ctx.get(sx), ctx.get(sy)));
+    });
+}
+
 /// Records an op that returns values picked from `t` along `dim` and their indices.
 template <typename AD>
 std::pair<typename AD::FT, typename AD::IT> record_picked(
@@ -77,42 +99,13 @@ std::pair<typename AD::FT, typename AD::IT> record_picked(
 }  // namespace detail::ad
 
 EMBER_AD auto Autodiff<B, C>::float_reduce(ReduceOp op, FT t) -> FT {
-    using M = detail::ad::Math<B>;
-    auto r = record(B::float_reduce(op, t.primitive), {&t});
-    if (!r.node) return r.untracked();
-    const Shape xs = float_shape(t);
-    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
-        const double n = static_cast<double>(xs.num_elements());
-        return r.finish([=](Ctx& ctx, IFT g) {
-            if (op == ReduceOp::Mean) g = M::scale(std::move(g), 1.0 / n);
-            ctx.add(0, M::spread(std::move(g), xs));
-        });
-    }
-    Saved sx = r.input(t);
-    Saved sy = r.output();
-    return r.finish([=](Ctx& ctx, IFT g) {
-        ctx.add(0, detail::ad::reduce_grad<B>(op, std::nullopt, std::move(g), ctx.get(sx),
-                                              ctx.get(sy)));
-    });
+    auto out = B::float_reduce(op, t.primitive);
+    return detail::ad::record_reduce<Autodiff>(op, std::nullopt, t, std::move(out));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_reduce_dim(ReduceOp op, FT t, std::size_t dim) -> FT {
-    using M = detail::ad::Math<B>;
-    auto r = record(B::float_reduce_dim(op, t.primitive, dim), {&t});
-    if (!r.node) return r.untracked();
-    const Shape xs = float_shape(t);
-    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
-        const double n = static_cast<double>(xs[dim]);
-        return r.finish([=](Ctx& ctx, IFT g) {
-            if (op == ReduceOp::Mean) g = M::scale(std::move(g), 1.0 / n);
-            ctx.add(0, M::spread(std::move(g), xs));
-        });
-    }
-    Saved sx = r.input(t);
-    Saved sy = r.output();
-    return r.finish([=](Ctx& ctx, IFT g) {
-        ctx.add(0, detail::ad::reduce_grad<B>(op, dim, std::move(g), ctx.get(sx), ctx.get(sy)));
-    });
+    auto out = B::float_reduce_dim(op, t.primitive, dim);
+    return detail::ad::record_reduce<Autodiff>(op, dim, t, std::move(out));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_max_dim_with_indices(FT t, std::size_t dim)
