@@ -1,7 +1,9 @@
 #pragma once
 // Backward rules of the elementwise ops: unary functions, binary ops (with broadcast gradients
 // summed back to each input's shape), scalar forms, masks, clamp and casts. Every op here is
-// memory-bound, so under BalancedCheckpointing it keeps nothing and is recomputed.
+// memory-bound, so under BalancedCheckpointing it keeps nothing and is recomputed. Untracked
+// inputs are moved straight into B, so that B may reuse their buffers in place, as it would
+// without Autodiff.
 
 namespace ember {
 
@@ -82,6 +84,7 @@ typename B::FloatTensorPrimitive unary_grad(UnaryOp op, typename B::FloatTensorP
 }  // namespace detail::ad
 
 EMBER_AD auto Autodiff<B, C>::float_unary(UnaryOp op, FT x) -> FT {
+    if (!x.node) return from_inner(B::float_unary(op, std::move(x.primitive)));
     auto r = record(B::float_unary(op, x.primitive), {&x});
     if (!r.node) return r.untracked();
     r.checkpoint({&x}, [op](std::vector<IFT>& v) { return B::float_unary(op, std::move(v[0])); });
@@ -95,6 +98,8 @@ EMBER_AD auto Autodiff<B, C>::float_unary(UnaryOp op, FT x) -> FT {
 }
 
 EMBER_AD auto Autodiff<B, C>::float_binary(BinaryOp op, FT a, FT b) -> FT {
+    if (!a.node && !b.node)
+        return from_inner(B::float_binary(op, std::move(a.primitive), std::move(b.primitive)));
     using M = detail::ad::Math<B>;
     auto r = record(B::float_binary(op, a.primitive, b.primitive), {&a, &b});
     if (!r.node) return r.untracked();
@@ -180,6 +185,7 @@ EMBER_AD auto Autodiff<B, C>::float_binary(BinaryOp op, FT a, FT b) -> FT {
 }
 
 EMBER_AD auto Autodiff<B, C>::float_binary_scalar(BinaryOp op, FT a, Scalar s) -> FT {
+    if (!a.node) return from_inner(B::float_binary_scalar(op, std::move(a.primitive), s));
     using M = detail::ad::Math<B>;
     auto r = record(B::float_binary_scalar(op, a.primitive, s), {&a});
     if (!r.node) return r.untracked();
@@ -241,6 +247,7 @@ EMBER_AD auto Autodiff<B, C>::float_mask_where(FT t, BT mask, FT value) -> FT {
 }
 
 EMBER_AD auto Autodiff<B, C>::float_mask_fill(FT t, BT mask, Scalar value) -> FT {
+    if (!t.node) return from_inner(B::float_mask_fill(std::move(t.primitive), std::move(mask), value));
     using M = detail::ad::Math<B>;
     auto r = record(B::float_mask_fill(t.primitive, mask, value), {&t});
     if (!r.node) return r.untracked();
@@ -254,6 +261,7 @@ EMBER_AD auto Autodiff<B, C>::float_mask_fill(FT t, BT mask, Scalar value) -> FT
 }
 
 EMBER_AD auto Autodiff<B, C>::float_clamp(FT t, Scalar lo, Scalar hi) -> FT {
+    if (!t.node) return from_inner(B::float_clamp(std::move(t.primitive), lo, hi));
     using M = detail::ad::Math<B>;
     auto r = record(B::float_clamp(t.primitive, lo, hi), {&t});
     if (!r.node) return r.untracked();
