@@ -63,10 +63,18 @@ Fixture::Fixture(const std::string& file, const std::string& name) : name_(name)
     const auto& root = load_file(file);
     if (!root.contains(name)) throw std::runtime_error("fixture case not found: " + file + "/" + name);
     const auto& c = root.at(name);
-    for (const auto& t : c.at("inputs")) inputs_.push_back(to_data(t));
-    for (const auto& t : c.at("outputs")) outputs_.push_back(to_data(t));
+    if (c.contains("inputs"))
+        for (const auto& t : c.at("inputs")) inputs_.push_back(to_data(t));
+    if (c.contains("outputs"))
+        for (const auto& t : c.at("outputs")) outputs_.push_back(to_data(t));
+    if (c.contains("tensors"))
+        for (auto& [k, t] : c.at("tensors").items()) named_.emplace_back(k, to_data(t));
     if (c.contains("params"))
-        for (auto& [k, v] : c.at("params").items()) params_.emplace_back(k, number(v));
+        for (auto& [k, v] : c.at("params").items()) {
+            if (v.is_string() && v != "nan" && v != "inf" && v != "-inf")
+                strings_.emplace_back(k, v.get<std::string>());
+            else params_.emplace_back(k, number(v));
+        }
 }
 
 std::vector<std::string> fixture_cases(const std::string& file) {
@@ -89,6 +97,29 @@ double Fixture::param(const std::string& key) const {
     for (const auto& [k, v] : params_)
         if (k == key) return v;
     throw std::runtime_error("fixture " + name_ + ": no param " + key);
+}
+
+bool Fixture::has_param(const std::string& key) const {
+    for (const auto& [k, v] : params_)
+        if (k == key) return true;
+    for (const auto& [k, v] : strings_)
+        if (k == key) return true;
+    return false;
+}
+const std::string& Fixture::str(const std::string& key) const {
+    for (const auto& [k, v] : strings_)
+        if (k == key) return v;
+    throw std::runtime_error("fixture " + name_ + ": no string param " + key);
+}
+bool Fixture::has(const std::string& name) const {
+    for (const auto& [k, v] : named_)
+        if (k == name) return true;
+    return false;
+}
+const TensorData& Fixture::named(const std::string& name) const {
+    for (const auto& [k, v] : named_)
+        if (k == name) return v;
+    throw std::runtime_error("fixture " + name_ + ": no tensor " + name);
 }
 
 void check_close(const TensorData& actual, const TensorData& expected, Tolerance tol) {

@@ -29,6 +29,19 @@ public:
     const TensorData& output(std::size_t i) const;
     /// A scalar parameter of the case (e.g. "dim").
     double param(const std::string& key) const;
+    /// Whether the case has a scalar or string parameter `key`.
+    bool has_param(const std::string& key) const;
+    /// A string parameter of the case (e.g. "mode").
+    const std::string& str(const std::string& key) const;
+    /// Whether the case has a named tensor (module fixtures name theirs: "weight", "grad.input").
+    bool has(const std::string& name) const;
+    /// Named tensor `name` as host data (throws when absent).
+    const TensorData& named(const std::string& name) const;
+    /// Named tensor `name` as a tensor of backend B.
+    template <typename B, std::size_t D, typename K = Float>
+    Tensor<B, D, K> named_tensor(const std::string& name) const {
+        return Tensor<B, D, K>::from_data(named(name), Device<B>{});
+    }
     /// Input i as a tensor of backend B (float inputs become Float, int Int, bool Bool unless K
     /// says otherwise).
     template <typename B, std::size_t D, typename K = Float>
@@ -39,6 +52,8 @@ public:
 private:
     std::vector<TensorData> inputs_, outputs_;
     std::vector<std::pair<std::string, double>> params_;
+    std::vector<std::pair<std::string, std::string>> strings_;
+    std::vector<std::pair<std::string, TensorData>> named_;
     std::string name_;
 };
 

@@ -1,0 +1,74 @@
+#pragma once
+// The reflection that EMBER_MODULE, EMBER_CONFIG and EMBER_RECORD share: a struct lists its
+// fields once and gets their names and a tuple of references to them. Everything else
+// (records, visitors, JSON, display) is written once against these two members.
+#include <array>
+#include <cstddef>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "for_each.hpp"
+
+#define EMBER_DETAIL_FIELD_NAME(c, x) , std::string_view(#x)
+#define EMBER_DETAIL_FIELD_REF(c, x) , x
+
+/// Inside a struct: `ember_type_name`, `ember_field_names` (the names as written) and
+/// `ember_fields()` (a tuple of references, const and mutable), in the order given. No fields
+/// is allowed (`EMBER_DETAIL_FIELDS(Gelu)`).
+#define EMBER_DETAIL_FIELDS(Type, ...)                                                       \
+    static constexpr auto ember_type_name = std::string_view(#Type);                        \
+    static constexpr auto ember_field_names = ::ember::detail::field_names(                 \
+        0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_NAME, , __VA_ARGS__)));              \
+    auto ember_fields() {                                                                   \
+        return ::ember::detail::tie_fields(                                                 \
+            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));           \
+    }                                                                                       \
+    auto ember_fields() const {                                                             \
+        return ::ember::detail::tie_fields(                                                 \
+            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));           \
+    }
+
+namespace ember::detail {
+
+/// The field names as an array (the first, placeholder argument lets the macro emit a leading
+/// comma before each name).
+template <typename... S>
+constexpr std::array<std::string_view, sizeof...(S)> field_names(int, S... names) {
+    return {names...};
+}
+
+/// std::tie without its first (placeholder) argument, so the field macro needs no comma logic.
+template <typename... T>
+constexpr std::tuple<T&...> tie_fields(int, T&... fields) {
+    return std::tuple<T&...>(fields...);
+}
+
+/// True for types declared with EMBER_DETAIL_FIELDS (modules, configs, records).
+template <typename T>
+concept HasFields = requires(const T& t) {
+    T::ember_field_names;
+    t.ember_fields();
+};
+
+/// Calls `f(name, field)` for each field, in order.
+template <typename T, typename F>
+constexpr void for_each_field(T&& obj, F&& f) {
+    auto fields = obj.ember_fields();
+    constexpr auto& names = std::remove_cvref_t<T>::ember_field_names;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (f(names[I], std::get<I>(fields)), ...);
+    }(std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
+}
+
+/// Builds a `Out` by aggregate initialisation from `f(name, field)` for each field of `obj`.
+template <typename Out, typename T, typename F>
+constexpr Out map_fields(T&& obj, F&& f) {
+    auto fields = obj.ember_fields();
+    constexpr auto& names = std::remove_cvref_t<T>::ember_field_names;
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        return Out{f(names[I], std::get<I>(fields))...};
+    }(std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
+}
+
+}  // namespace ember::detail

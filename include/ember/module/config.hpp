@@ -1,0 +1,73 @@
+#pragma once
+// Configs: aggregates that list their fields once with EMBER_CONFIG and get `with_<field>()`
+// builders, JSON text and file round trips, and display. Defaults come from member
+// initialisers; required fields come first so aggregate initialisation reads naturally:
+// `LinearConfig{784, 128}.with_bias(false)`.
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <string_view>
+
+#include "../detail/fields.hpp"
+
+namespace ember::config {
+
+/// A type declared with EMBER_CONFIG.
+template <typename T>
+concept Config = ember::detail::HasFields<T> && requires { typename T::ember_config_tag; };
+
+/// The config as JSON text (pretty-printed with two-space indents when `pretty`).
+template <Config C>
+std::string to_json(const C& config, bool pretty = true);
+/// A config from JSON text; every field must be present and of its type (FormatError naming the
+/// field otherwise). `source` names the text in error messages.
+template <Config C>
+C from_json(std::string_view text, std::string_view source = "config");
+/// Writes the config as pretty JSON, atomically (a temporary file renamed over `path`).
+template <Config C>
+void save(const C& config, const std::filesystem::path& path);
+/// Reads a config written by save; FormatError naming the file and field on bad input.
+template <Config C>
+C load(const std::filesystem::path& path);
+
+}  // namespace ember::config
+
+#define EMBER_DETAIL_CONFIG_WITH(Type, f)                       \
+    /** A copy with this field set. */                          \
+    Type with_##f(decltype(f) value) const {                    \
+        Type c = *this;                                         \
+        c.f = std::move(value);                                 \
+        return c;                                               \
+    }
+
+/// Declares a config's fields (all of them, in order) and generates `with_<field>(value)` for
+/// each, `to_json()`, `from_json(text)`, `save(path)`, `load(path)` and operator<< (JSON).
+#define EMBER_CONFIG(Type, ...)                                                               \
+    EMBER_DETAIL_FIELDS(Type __VA_OPT__(, ) __VA_ARGS__)                                      \
+    using ember_config_tag = void;                                                            \
+    __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_CONFIG_WITH, Type, __VA_ARGS__))                   \
+    /** The config as JSON text. */                                                           \
+    template <typename Self = Type>                                                           \
+    std::string to_json(bool pretty = true) const {                                           \
+        return ::ember::config::to_json<Self>(*this, pretty);                                 \
+    }                                                                                         \
+    /** A config parsed from JSON text. */                                                    \
+    template <typename Self = Type>                                                           \
+    static Self from_json(std::string_view text) {                                            \
+        return ::ember::config::from_json<Self>(text);                                        \
+    }                                                                                         \
+    /** Saves as pretty JSON (atomically). */                                                 \
+    template <typename Self = Type>                                                           \
+    void save(const std::filesystem::path& path) const {                                      \
+        ::ember::config::save<Self>(*this, path);                                             \
+    }                                                                                         \
+    /** Loads a config saved by save(). */                                                    \
+    template <typename Self = Type>                                                           \
+    static Self load(const std::filesystem::path& path) {                                     \
+        return ::ember::config::load<Self>(path);                                             \
+    }                                                                                         \
+    /** Prints the config as compact JSON. */                                                 \
+    template <typename Self = Type>                                                           \
+    friend std::ostream& operator<<(std::ostream& os, const Type& c) {                        \
+        return os << ::ember::config::to_json<Self>(c, false);                                \
+    }

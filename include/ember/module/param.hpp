@@ -1,0 +1,190 @@
+#pragma once
+// Param: a module's trainable tensor with a stable identity. Optimizers key their state by
+// ParamId and records store it, so the id survives saving, loading, moving between devices and
+// optimizer steps. A Param may be lazy: built modules hold an initializer, and the first val()
+// runs it. load_record never runs it, so "init then load" allocates no random weights.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "../tensor/tensor.hpp"
+
+namespace ember {
+
+/// A parameter's identity: unique per process run, kept by records and optimizer state.
+struct ParamId {
+    std::uint64_t value = 0;  ///< the id's bits
+
+    /// A fresh id (random-looking and unique: a counter mixed with a per-process seed).
+    static ParamId make() {
+        static const std::uint64_t seed = [] {
+            std::random_device rd;
+            return (std::uint64_t(rd()) << 32) ^ rd();
+        }();
+        static std::atomic<std::uint64_t> counter{0};
+        // splitmix64 is a bijection, so distinct counters never collide.
+        std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (++counter);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return {z ^ (z >> 31)};
+    }
+    /// Sixteen lower-case hex digits.
+    std::string to_string() const {
+        static constexpr char hex[] = "0123456789abcdef";
+        std::string s(16, '0');
+        for (int i = 0; i < 16; ++i) s[15 - i] = hex[(value >> (4 * i)) & 0xf];
+        return s;
+    }
+    /// Parses to_string()'s form; nullopt when `s` is not 1 to 16 hex digits.
+    static std::optional<ParamId> parse(std::string_view s) {
+        if (s.empty() || s.size() > 16) return std::nullopt;
+        std::uint64_t v = 0;
+        for (char c : s) {
+            int d = c >= '0' && c <= '9'   ? c - '0'
+                    : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                    : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                           : -1;
+            if (d < 0) return std::nullopt;
+            v = (v << 4) | std::uint64_t(d);
+        }
+        return ParamId{v};
+    }
+    /// Ids compare by value.
+    friend auto operator<=>(const ParamId&, const ParamId&) = default;
+};
+
+template <typename T>
+class Param;
+
+/// A module parameter holding a tensor (`Param<Tensor<B, 2>>`).
+template <Backend B, std::size_t D, typename K>
+class Param<Tensor<B, D, K>> {
+public:
+    /// The tensor type.
+    using Value = Tensor<B, D, K>;
+    /// Builds the tensor on first use, on the given device.
+    using Initializer = std::function<Value(const Device<B>&)>;
+
+    /// A parameter with a fresh id; float parameters require gradients.
+    explicit Param(Value value)
+        : Param(ParamId::make(), std::move(value), std::same_as<K, Float>) {}
+    /// A parameter with the given id and gradient requirement.
+    Param(ParamId id, Value value, bool require_grad)
+        : id_(id), require_grad_(require_grad && std::same_as<K, Float>) {
+        value_ = mark(std::move(value));
+    }
+    /// A lazy parameter: `init(device)` runs on the first val(), never when a record is loaded
+    /// over it. `shape` and `dtype` are what init will produce (records are checked against them).
+    static Param uninitialized(ParamId id, Initializer init, Device<B> device, Shape shape,
+                               bool require_grad = std::same_as<K, Float>,
+                               DType dtype = default_dtype()) {
+        Param p;
+        p.id_ = id;
+        p.require_grad_ = require_grad && std::same_as<K, Float>;
+        p.lazy_ = std::make_shared<Lazy>();
+        p.lazy_->init = std::move(init);
+        p.lazy_->device = std::move(device);
+        p.lazy_->shape = shape;
+        p.lazy_->dtype = dtype;
+        return p;
+    }
+
+    /// The tensor (initialising a lazy parameter on first use; copies of a lazy parameter share
+    /// one initialisation).
+    Value val() const {
+        if (value_) return *value_;
+        std::call_once(lazy_->once, [&] { lazy_->value = mark(lazy_->init(lazy_->device)); });
+        return *lazy_->value;
+    }
+    /// The id.
+    ParamId id() const { return id_; }
+    /// Whether optimizers update it (float parameters only).
+    bool is_require_grad() const { return require_grad_; }
+    /// Whether the tensor exists (false for a lazy parameter not yet used).
+    bool is_initialized() const { return value_ || (lazy_ && lazy_->value); }
+    /// The shape, without initialising.
+    Shape shape() const { return is_initialized() ? val().shape() : lazy_->shape; }
+    /// The dtype, without initialising.
+    DType dtype() const { return is_initialized() ? val().dtype() : lazy_->dtype; }
+    /// The device, without initialising.
+    Device<B> device() const { return is_initialized() ? val().device() : lazy_->device; }
+    /// Number of elements.
+    std::size_t num_params() const { return shape().num_elements(); }
+
+    /// The same parameter (same id) with another gradient requirement.
+    Param set_require_grad(bool require) const {
+        Param p = *this;
+        p.require_grad_ = require && std::same_as<K, Float>;
+        if (p.value_) p.value_ = p.mark(std::move(*p.value_));
+        else if (p.lazy_) p.lazy_ = p.relazy([](Value v) { return v; });
+        return p;
+    }
+    /// The same id holding `f(val())` (re-marked as a leaf that requires grad as before).
+    /// A lazy parameter stays lazy: `f` runs after its initializer.
+    template <typename F>
+    Param map(F&& f) const {
+        Param p = *this;
+        if (value_) p.value_ = mark(f(*value_));
+        else p.lazy_ = relazy(std::forward<F>(f));
+        return p;
+    }
+    /// The same id and requirement holding `value`.
+    Param with_value(Value value) const { return Param(id_, std::move(value), require_grad_); }
+    /// Moves the tensor to `device`. A lazy parameter stays lazy and shares its draw with the
+    /// original (copies must agree), moving it on first use.
+    Param to_device(const Device<B>& device) const {
+        Param p = map([device](Value v) { return v.to_device(device); });
+        if (p.lazy_ && !p.lazy_->value) p.lazy_->device = device;
+        return p;
+    }
+
+    /// The backend's float dtype (or int dtype for Int parameters).
+    static DType default_dtype() {
+        if constexpr (std::same_as<K, Float>) return dtype_of<typename B::FloatElem>();
+        else if constexpr (std::same_as<K, Int>) return dtype_of<typename B::IntElem>();
+        else return DType::Bool;
+    }
+
+private:
+    struct Lazy {
+        std::once_flag once;
+        Initializer init;
+        std::optional<Value> value;
+        Device<B> device{};
+        Shape shape;
+        DType dtype = DType::F32;
+    };
+    Param() = default;
+
+    // A parameter is always a leaf: detached from whatever graph produced it, then marked.
+    Value mark(Value v) const {
+        if constexpr (std::same_as<K, Float>) return v.detach().set_require_grad(require_grad_);
+        else return v;
+    }
+    template <typename F>
+    std::shared_ptr<Lazy> relazy(F&& f) const {
+        auto next = std::make_shared<Lazy>();
+        next->init = [prev = lazy_, f = std::forward<F>(f)](const Device<B>& device) {
+            (void)device;
+            Param tmp;
+            tmp.lazy_ = prev;
+            return f(tmp.val());
+        };
+        next->device = lazy_->device;
+        next->shape = lazy_->shape;
+        next->dtype = lazy_->dtype;
+        return next;
+    }
+
+    ParamId id_;
+    std::optional<Value> value_;
+    std::shared_ptr<Lazy> lazy_;
+    bool require_grad_ = false;
+};
+
+}  // namespace ember
