@@ -330,6 +330,16 @@ namespace detail {
 template <typename T>
 void display_field(std::ostream& os, const T& x, int indent);
 
+// Vectors and optionals of modules display as trees; of anything else, as values.
+template <typename T>
+struct IsModuleList : std::false_type {};
+template <Module M, typename A>
+struct IsModuleList<std::vector<M, A>> : std::true_type {};
+template <typename T>
+struct IsModuleOptional : std::false_type {};
+template <Module M>
+struct IsModuleOptional<std::optional<M>> : std::true_type {};
+
 template <Module M>
 void display_module(std::ostream& os, const M& m, int indent) {
     const std::size_t params = count_params(m);
@@ -362,7 +372,7 @@ template <typename T>
 void display_field(std::ostream& os, const T& x, int indent) {
     if constexpr (Module<T>) {
         display_module(os, x, indent);
-    } else if constexpr (IsVector<T>::value && Module<typename T::value_type>) {
+    } else if constexpr (IsModuleList<T>::value) {
         const std::string pad(std::size_t(indent + 2), ' ');
         os << "[\n";
         for (const auto& m : x) {
@@ -371,7 +381,7 @@ void display_field(std::ostream& os, const T& x, int indent) {
             os << ",\n";
         }
         os << std::string(std::size_t(indent), ' ') << ']';
-    } else if constexpr (IsOptional<T>::value && Module<typename T::value_type>) {
+    } else if constexpr (IsModuleOptional<T>::value) {
         if (x) display_module(os, *x, indent);
         else os << "None";
     } else if constexpr (IsParam<T>::value) {

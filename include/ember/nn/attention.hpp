@@ -1,0 +1,391 @@
+#pragma once
+// Multi-head attention (Burn's burn::nn::attention): MultiHeadAttention with its input/output
+// structs, the autoregressive cache, and the mask helpers.
+//
+// From a PyTorch nn.MultiheadAttention state_dict (d = embed_dim):
+//   in_proj_weight [3d, d] → query.weight = rows [0, d)ᵀ, key.weight = rows [d, 2d)ᵀ,
+//                            value.weight = rows [2d, 3d)ᵀ   (Linear stores [d_input, d_output])
+//   in_proj_bias [3d]      → query.bias, key.bias, value.bias (the three thirds)
+//   out_proj.weight        → output.weight (transposed), out_proj.bias → output.bias
+#include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "../module/config.hpp"
+#include "../module/module.hpp"
+#include "../tensor/activation.hpp"
+#include "dropout.hpp"
+#include "initializer.hpp"
+#include "linear.hpp"
+
+namespace ember::nn {
+
+/// The inputs of MultiHeadAttention::forward: query [batch, seq_q, d_model], key and value
+/// [batch, seq_k, d_model], and optional masks where `true` means "do not attend":
+/// `mask_pad` [batch, seq_k] (padding keys) and `mask_attn` [batch, seq_q, seq_k].
+/// Built as Burn's: `MhaInput<B>::self_attn(x).mask_pad(m)`, `MhaInput<B>::new_(q, k, v)`.
+template <Backend B>
+class MhaInput {
+  public:
+    /// Query, key and value given separately (cross-attention).
+    MhaInput(Tensor<B, 3> query, Tensor<B, 3> key, Tensor<B, 3> value)
+        : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
+    /// Query, key and value all `x` (self-attention).
+    static MhaInput self_attn(const Tensor<B, 3>& x) { return MhaInput(x, x, x); }
+    /// Burn's `MhaInput::new` (`new` is a C++ keyword).
+    static MhaInput new_(Tensor<B, 3> query, Tensor<B, 3> key, Tensor<B, 3> value) {
+        return MhaInput(std::move(query), std::move(key), std::move(value));
+    }
+
+    /// A copy with the padding mask [batch, seq_k] set.
+    MhaInput mask_pad(Tensor<B, 2, Bool> mask) const {
+        MhaInput m = *this;
+        m.mask_pad_ = std::move(mask);
+        return m;
+    }
+    /// A copy with the attention mask [batch, seq_q, seq_k] set.
+    MhaInput mask_attn(Tensor<B, 3, Bool> mask) const {
+        MhaInput m = *this;
+        m.mask_attn_ = std::move(mask);
+        return m;
+    }
+    /// A copy with the padding mask set when `mask` holds one.
+    MhaInput mask_pad(const std::optional<Tensor<B, 2, Bool>>& mask) const {
+        MhaInput m = *this;
+        m.mask_pad_ = mask;
+        return m;
+    }
+    /// A copy with the attention mask set when `mask` holds one.
+    MhaInput mask_attn(const std::optional<Tensor<B, 3, Bool>>& mask) const {
+        MhaInput m = *this;
+        m.mask_attn_ = mask;
+        return m;
+    }
+
+    /// The query [batch, seq_q, d_model].
+    const Tensor<B, 3>& query() const { return query_; }
+    /// The key [batch, seq_k, d_model].
+    const Tensor<B, 3>& key() const { return key_; }
+    /// The value [batch, seq_k, d_model].
+    const Tensor<B, 3>& value() const { return value_; }
+    /// The padding mask, if set.
+    const std::optional<Tensor<B, 2, Bool>>& mask_pad() const { return mask_pad_; }
+    /// The attention mask, if set.
+    const std::optional<Tensor<B, 3, Bool>>& mask_attn() const { return mask_attn_; }
+
+  private:
+    Tensor<B, 3> query_, key_, value_;
+    std::optional<Tensor<B, 2, Bool>> mask_pad_;
+    std::optional<Tensor<B, 3, Bool>> mask_attn_;
+};
+
+/// What MultiHeadAttention returns.
+template <Backend B>
+struct MhaOutput {
+    Tensor<B, 3> context;  ///< [batch, seq_q, d_model]
+    Tensor<B, 4> weights;  ///< attention weights per head [batch, n_heads, seq_q, seq_k]
+};
+
+template <Backend B>
+struct MultiHeadAttention;
+
+/// The state of incremental (autoregressive) attention: the projected keys and values of the
+/// positions seen so far, so each step projects only the new positions. One cache serves one
+/// sequence batch; start a new one for a new sequence.
+template <Backend B>
+class MhaCache {
+  public:
+    /// A cache for self-attention: keys and values grow with every step.
+    static MhaCache autoregressive() { return MhaCache(false); }
+    /// A cache for cross-attention: keys and values (the memory) are projected on the first
+    /// step and reused afterwards; later steps' key/value inputs are ignored.
+    static MhaCache autoregressive_cross_attention() { return MhaCache(true); }
+
+    /// Query positions processed so far.
+    std::size_t len() const { return queries_; }
+    /// Key positions cached so far.
+    std::size_t key_len() const { return key_ ? key_->dims()[2] : 0; }
+    /// Whether this is a cross-attention cache.
+    bool is_cross_attention() const { return cross_; }
+    /// Forgets everything (for a new sequence).
+    void clear() { *this = MhaCache(cross_); }
+
+  private:
+    explicit MhaCache(bool cross) : cross_(cross) {}
+    friend struct MultiHeadAttention<B>;
+
+    bool cross_ = false;
+    std::size_t queries_ = 0;
+    std::optional<Tensor<B, 4>> key_, value_;  // projected, [batch, n_heads, seq_k, d_k]
+    std::optional<Tensor<B, 3>> context_;      // forward_cache's output rows so far
+};
+
+/// Multi-head scaled dot-product attention ("Attention Is All You Need"), as Burn's
+/// MultiHeadAttention and PyTorch's nn.MultiheadAttention(batch_first=True).
+///
+/// Masked scores are set to `min_float` (Burn) rather than -inf (PyTorch): a row whose keys are
+/// all masked gets uniform weights instead of NaN. Dropout applies to the attention weights
+/// after the softmax, as in PyTorch and the paper (Burn applies it to the scores before).
+template <Backend B>
+struct MultiHeadAttention {
+    Linear<B> query;      ///< query projection [d_model, d_model]
+    Linear<B> key;        ///< key projection
+    Linear<B> value;      ///< value projection
+    Linear<B> output;     ///< output projection
+    Dropout dropout;      ///< on the attention weights (training only)
+    std::size_t n_heads;  ///< number of heads
+    std::size_t d_k;      ///< size of each head (d_model / n_heads)
+    double min_float;     ///< value given to masked scores
+    bool quiet_softmax;   ///< softmax with an extra zero logit (heads may attend to nothing)
+    EMBER_MODULE(MultiHeadAttention, query, key, value, output, dropout, n_heads, d_k, min_float,
+                 quiet_softmax)
+
+    /// d_model = n_heads · d_k.
+    std::size_t d_model() const { return n_heads * d_k; }
+
+    /// Attends the query to the keys and values.
+    MhaOutput<B> forward(const MhaInput<B>& input) const {
+        const auto [batch, seq_q, seq_k] = check_input(input, "forward");
+        check_masks(input.mask_pad(), input.mask_attn(), batch, seq_q, seq_k, "forward");
+        return attend(project(input.query(), query), project(input.key(), key),
+                      project(input.value(), value), input.mask_pad(), input.mask_attn());
+    }
+
+    /// Burn's cached forward for autoregressive inference: `input` holds the whole sequence so
+    /// far (query and, for self-attention, key and value of [batch, seq, d_model]) and the cache
+    /// holds the projections of the positions seen before, so only the new positions are
+    /// projected and attended. Returns the context of the whole sequence (earlier rows from
+    /// the cache) and the weights of the new query rows [batch, n_heads, new, seq_k]. Masks
+    /// have their full shapes ([batch, seq_k], [batch, seq_q, seq_k]); the rows of `mask_attn`
+    /// for earlier positions are not used again. A causal mask is only needed when one call
+    /// brings several new positions.
+    MhaOutput<B> forward_cache(const MhaInput<B>& input, MhaCache<B>& cache) const {
+        const auto [batch, seq_q, seq_k_in] = check_input(input, "forward_cache");
+        const std::size_t start = cache.queries_;
+        const std::size_t rows = cache.context_ ? cache.context_->dims()[1] : 0;
+        EMBER_CHECK(rows == start, Argument, "MultiHeadAttention::forward_cache: the cache was ",
+                    "advanced by forward_incremental; use one of the two per cache");
+        EMBER_CHECK(seq_q > start, Shape, "MultiHeadAttention::forward_cache: the query has ",
+                    seq_q, " positions but the cache already holds ", start,
+                    "; pass the whole sequence so far, with at least one new position");
+        const std::size_t seq_k = cache.cross_ && cache.key_ ? cache.key_len() : seq_k_in;
+        check_masks(input.mask_pad(), input.mask_attn(), batch, seq_q, seq_k, "forward_cache");
+        const std::size_t new_q = seq_q - start;
+        const std::size_t old_k = cache.key_len();
+        std::optional<Tensor<B, 3>> k = input.key(), v = input.value();
+        if (!cache.cross_) {
+            EMBER_CHECK(seq_k_in > old_k, Shape, "MultiHeadAttention::forward_cache: the key has ",
+                        seq_k_in, " positions but the cache already holds ", old_k,
+                        "; pass the whole sequence so far, with at least one new position");
+            k = input.key().narrow(1, old_k, seq_k_in - old_k);
+            v = input.value().narrow(1, old_k, seq_k_in - old_k);
+        }
+        auto step =
+            MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v).mask_pad(input.mask_pad());
+        if (input.mask_attn()) step = step.mask_attn(input.mask_attn()->narrow(1, start, new_q));
+        auto out = forward_incremental(step, cache);
+        out.context =
+            cache.context_ ? Tensor<B, 3>::cat({*cache.context_, out.context}, 1) : out.context;
+        cache.context_ = out.context;
+        return out;
+    }
+
+    /// Incremental attention, one or more new positions at a time: `input` holds only the new
+    /// positions (query [batch, new, d_model]; for self-attention the new keys and values too),
+    /// which attend to every cached key and the new ones. Masks cover all keys:
+    /// `mask_pad` [batch, seq_k], `mask_attn` [batch, new, seq_k]. Returns the context of the
+    /// new positions and their weights. Feeding a sequence one token at a time gives the rows
+    /// of the full forward with a causal mask.
+    MhaOutput<B> forward_incremental(const MhaInput<B>& input, MhaCache<B>& cache) const {
+        const auto [batch, new_q, new_k] = check_input(input, "forward_incremental");
+        (void)new_k;
+        if (cache.key_) {
+            EMBER_CHECK(cache.key_->dims()[0] == batch, Shape,
+                        "MultiHeadAttention::forward_incremental: batch of ", batch,
+                        " but the cache holds a batch of ", cache.key_->dims()[0]);
+        }
+        if (!cache.cross_ || !cache.key_) {
+            auto k = project(input.key(), key);
+            auto v = project(input.value(), value);
+            if (cache.key_ && !cache.cross_) {
+                k = Tensor<B, 4>::cat({*cache.key_, k}, 2);
+                v = Tensor<B, 4>::cat({*cache.value_, v}, 2);
+            }
+            cache.key_ = k;
+            cache.value_ = v;
+        }
+        const std::size_t seq_k = cache.key_len();
+        check_masks(input.mask_pad(), input.mask_attn(), batch, new_q, seq_k,
+                    "forward_incremental");
+        auto out = attend(project(input.query(), query), *cache.key_, *cache.value_,
+                          input.mask_pad(), input.mask_attn());
+        cache.queries_ += new_q;
+        return out;
+    }
+
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("d_model", d_model())
+            .add("n_heads", n_heads)
+            .add("d_k", d_k)
+            .add("dropout", dropout.prob)
+            .add("min_float", min_float)
+            .add("quiet_softmax", quiet_softmax);
+    }
+
+  private:
+    struct Dims {
+        std::size_t batch, seq_q, seq_k;
+    };
+
+    Dims check_input(const MhaInput<B>& input, const char* op) const {
+        const auto q = input.query().dims();
+        const auto k = input.key().dims();
+        const auto v = input.value().dims();
+        const std::size_t d = d_model();
+        EMBER_CHECK(q[2] == d && k[2] == d && v[2] == d, Shape, "MultiHeadAttention::", op,
+                    ": query ", input.query().shape().to_string(), ", key ",
+                    input.key().shape().to_string(), " and value ",
+                    input.value().shape().to_string(), " must all end in d_model = ", d);
+        EMBER_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == v[1], Shape, "MultiHeadAttention::", op,
+                    ": query ", input.query().shape().to_string(), ", key ",
+                    input.key().shape().to_string(), " and value ",
+                    input.value().shape().to_string(),
+                    " must share the batch, and key and value the sequence length");
+        return {q[0], q[1], k[1]};
+    }
+
+    static void check_masks(const std::optional<Tensor<B, 2, Bool>>& pad,
+                            const std::optional<Tensor<B, 3, Bool>>& attn, std::size_t batch,
+                            std::size_t seq_q, std::size_t seq_k, const char* op) {
+        if (pad) {
+            EMBER_CHECK((pad->dims() == std::array<std::size_t, 2>{batch, seq_k}), Shape,
+                        "MultiHeadAttention::", op, ": mask_pad has shape ",
+                        pad->shape().to_string(), " but [batch, seq_k] = [", batch, ", ", seq_k,
+                        "] is needed");
+        }
+        if (attn) {
+            EMBER_CHECK((attn->dims() == std::array<std::size_t, 3>{batch, seq_q, seq_k}), Shape,
+                        "MultiHeadAttention::", op, ": mask_attn has shape ",
+                        attn->shape().to_string(), " but [batch, seq_q, seq_k] = [", batch, ", ",
+                        seq_q, ", ", seq_k, "] is needed");
+        }
+    }
+
+    // [batch, seq, d_model] → [batch, n_heads, seq, d_k].
+    Tensor<B, 4> project(const Tensor<B, 3>& x, const Linear<B>& linear) const {
+        const auto [batch, seq, d] = x.dims();
+        (void)d;
+        return linear.forward(x)
+            .template reshape<4>(std::array<std::size_t, 4>{batch, seq, n_heads, d_k})
+            .swap_dims(1, 2);
+    }
+
+    MhaOutput<B> attend(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
+                        const std::optional<Tensor<B, 2, Bool>>& pad,
+                        const std::optional<Tensor<B, 3, Bool>>& attn) const {
+        const auto [batch, heads, seq_q, dk] = q.dims();
+        (void)heads;
+        (void)dk;
+        const std::size_t seq_k = k.dims()[2];
+        auto scores = q.matmul(k.swap_dims(2, 3)) / std::sqrt(double(d_k));
+        const Shape full{batch, n_heads, seq_q, seq_k};
+        if (pad) {
+            auto m = pad->template reshape<4>(std::array<std::size_t, 4>{batch, 1, 1, seq_k});
+            scores = scores.mask_fill(m.template expand<4>(full), min_float);
+        }
+        if (attn) {
+            auto m = attn->template reshape<4>(std::array<std::size_t, 4>{batch, 1, seq_q, seq_k});
+            scores = scores.mask_fill(m.template expand<4>(full), min_float);
+        }
+        auto weights = quiet_softmax ? activation::quiet_softmax(std::move(scores), 3)
+                                     : activation::softmax(std::move(scores), 3);
+        weights = dropout.forward(std::move(weights));
+        auto context = weights.matmul(v).swap_dims(1, 2).template reshape<3>(
+            std::array<std::size_t, 3>{batch, seq_q, d_model()});
+        return {output.forward(context), weights};
+    }
+};
+
+/// Configuration of MultiHeadAttention.
+struct MultiHeadAttentionConfig {
+    std::size_t d_model;         ///< model size (input and output features)
+    std::size_t n_heads;         ///< number of heads; must divide d_model
+    double dropout = 0.1;        ///< dropout on the attention weights
+    double min_float = -1.0e4;   ///< value given to masked scores
+    bool quiet_softmax = false;  ///< use quiet softmax (an extra zero logit)
+    /// Initialiser of the four projections (weights and biases). Burn's default, which is
+    /// PyTorch's nn.Linear default (uniform ±1/√d_model); PyTorch's MultiheadAttention instead
+    /// draws the packed input projection with Xavier-uniform and zeroes the biases.
+    Initializer initializer = Initializer::KaimingUniform(1.0 / std::sqrt(3.0));
+    EMBER_CONFIG(MultiHeadAttentionConfig, d_model, n_heads, dropout, min_float, quiet_softmax,
+                 initializer)
+
+    /// Builds the module on `device`.
+    template <Backend B>
+    MultiHeadAttention<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(d_model > 0 && n_heads > 0, Argument,
+                    "MultiHeadAttentionConfig::init: d_model and n_heads must be positive, got ",
+                    d_model, " and ", n_heads);
+        EMBER_CHECK(d_model % n_heads == 0, Argument, "MultiHeadAttentionConfig::init: d_model ",
+                    d_model, " is not divisible by n_heads ", n_heads);
+        auto linear = [&] {
+            return LinearConfig{d_model, d_model}
+                .with_initializer(initializer)
+                .template init<B>(device);
+        };
+        // Drawn in field order so a seeded init is reproducible.
+        auto q = linear();
+        auto k = linear();
+        auto v = linear();
+        auto o = linear();
+        return {std::move(q),
+                std::move(k),
+                std::move(v),
+                std::move(o),
+                DropoutConfig{dropout}.init(),
+                n_heads,
+                d_model / n_heads,
+                min_float,
+                quiet_softmax};
+    }
+};
+
+/// Masks where `true` marks a future position: [batch, seq, seq] with (i, j) true for j > i,
+/// for causal self-attention (Burn's generate_autoregressive_mask).
+template <Backend B>
+Tensor<B, 3, Bool> generate_autoregressive_mask(std::size_t batch, std::size_t seq,
+                                                const Device<B>& device = {}) {
+    return Tensor<B, 3, Bool>::tril_mask(Shape{batch, seq, seq}, 0, device);
+}
+
+/// What generate_padding_mask returns: the padded token ids and where the padding is.
+template <Backend B>
+struct GeneratePaddingMask {
+    Tensor<B, 2, Int> tensor;  ///< token ids [batch, seq], padded with the pad token
+    Tensor<B, 2, Bool> mask;   ///< true where a position holds the pad token
+};
+
+/// Pads token lists to one length (the longest, capped at `max_seq_length` when given; longer
+/// lists are truncated) and marks the padding, as Burn's generate_padding_mask. As in Burn,
+/// the mask is "token == pad_token", so a pad token inside a list is masked too.
+template <Backend B>
+GeneratePaddingMask<B> generate_padding_mask(std::size_t pad_token,
+                                             const std::vector<std::vector<std::size_t>>& tokens,
+                                             std::optional<std::size_t> max_seq_length,
+                                             const Device<B>& device = {}) {
+    EMBER_CHECK(!tokens.empty(), Argument, "generate_padding_mask: no token lists given");
+    std::size_t len = 0;
+    for (const auto& t : tokens) len = std::max(len, t.size());
+    if (max_seq_length) len = std::min(len, *max_seq_length);
+    std::vector<std::int64_t> ids(tokens.size() * len, std::int64_t(pad_token));
+    for (std::size_t b = 0; b < tokens.size(); ++b)
+        for (std::size_t i = 0; i < std::min(len, tokens[b].size()); ++i)
+            ids[b * len + i] = std::int64_t(tokens[b][i]);
+    auto tensor = Tensor<B, 2, Int>::from_data(TensorData(ids, Shape{tokens.size(), len}), device);
+    auto mask = tensor.equal_elem(std::int64_t(pad_token));
+    return {tensor, mask};
+}
+
+}  // namespace ember::nn

@@ -1,0 +1,321 @@
+#pragma once
+// Normalisation layers: BatchNorm, GroupNorm, InstanceNorm, LayerNorm and RmsNorm, with Burn's
+// names and parameter layouts (gamma/beta instead of PyTorch's weight/bias).
+//
+// From a PyTorch state_dict: weight → gamma, bias → beta, running_mean → running_mean,
+// running_var → running_var (num_batches_tracked has no counterpart and is dropped).
+#include <optional>
+#include <utility>
+
+#include "../module/config.hpp"
+#include "../module/module.hpp"
+#include "initializer.hpp"
+
+namespace ember::nn {
+
+namespace detail {
+// [C] → [1, C, 1, ..., 1] of rank D, to broadcast a per-channel vector over [N, C, ...].
+template <std::size_t D, Backend B>
+Tensor<B, D> per_channel(const Tensor<B, 1>& v) {
+    Shape s = Shape::filled(D, 1);
+    s[1] = v.dims()[0];
+    return v.template reshape<D>(s);
+}
+// [d] → [1, ..., 1, d] of rank D, to broadcast over the last dim.
+template <std::size_t D, Backend B>
+Tensor<B, D> per_feature(const Tensor<B, 1>& v) {
+    Shape s = Shape::filled(D, 1);
+    s[D - 1] = v.dims()[0];
+    return v.template reshape<D>(s);
+}
+// Checks that `input` is [N, C, ...] with C == channels.
+template <Backend B, std::size_t D>
+void check_channels(const Tensor<B, D>& input, std::size_t channels, const char* module) {
+    EMBER_CHECK(input.dims()[1] == channels, Shape, module, ": input of shape ",
+                input.shape().to_string(), " has ", input.dims()[1],
+                " channels at dim 1, but the module was built for ", channels);
+}
+}  // namespace detail
+
+// ---- BatchNorm ------------------------------------------------------------------------------
+
+/// Batch normalisation over [N, C], [N, C, L] or [N, C, H, W] (any rank >= 2, channels at
+/// dim 1). On an autodiff backend (training) it normalises with the batch statistics and updates
+/// the running ones; on any other backend (a `valid()` model: inference) it uses the running
+/// statistics, as Burn and PyTorch's train()/eval() do.
+template <Backend B>
+struct BatchNorm {
+    Param<Tensor<B, 1>> gamma;                ///< scale [C] (PyTorch: weight)
+    Param<Tensor<B, 1>> beta;                 ///< shift [C] (PyTorch: bias)
+    RunningState<Tensor<B, 1>> running_mean;  ///< running mean [C]
+    RunningState<Tensor<B, 1>> running_var;   ///< running unbiased variance [C]
+    double momentum = 0.1;                    ///< weight of the batch in the running update
+    double epsilon = 1e-5;                    ///< added to the variance
+    EMBER_MODULE(BatchNorm, gamma, beta, running_mean, running_var, momentum, epsilon)
+
+    /// Normalises `input` [N, C, ...] per channel.
+    template <std::size_t D>
+    Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        static_assert(D >= 2, "BatchNorm: the input needs a batch and a channel dim");
+        const std::size_t channels = gamma.shape()[0];
+        detail::check_channels(input, channels, "BatchNorm");
+        auto [mean, var] = [&]() -> std::pair<Tensor<B, D>, Tensor<B, D>> {
+            if constexpr (AutodiffBackend<B>) {
+                // [N, C, ...] → [C, N·...]: one row of samples per channel.
+                auto rows = input.swap_dims(0, 1).template reshape<2>({long(channels), -1});
+                const std::size_t n = rows.dims()[1];
+                EMBER_CHECK(n > 1, Argument, "BatchNorm: training needs more than one value ",
+                            "per channel, got input of shape ", input.shape().to_string());
+                auto [v, m] = rows.var_mean_bias(1);
+                auto batch_mean = m.template reshape<1>({long(channels)});
+                auto batch_var = v.template reshape<1>({long(channels)});
+                // The running variance is the unbiased estimate, as in PyTorch.
+                const double unbias = double(n) / double(n - 1);
+                running_mean.update(running_mean.value() * (1.0 - momentum) +
+                                    batch_mean.detach() * momentum);
+                running_var.update(running_var.value() * (1.0 - momentum) +
+                                   batch_var.detach() * (unbias * momentum));
+                return {detail::per_channel<D>(batch_mean), detail::per_channel<D>(batch_var)};
+            } else {
+                return {detail::per_channel<D>(running_mean.value()),
+                        detail::per_channel<D>(running_var.value())};
+            }
+        }();
+        auto x = (input - mean) / (var + epsilon).sqrt();
+        return x * detail::per_channel<D>(gamma.val()) + detail::per_channel<D>(beta.val());
+    }
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("num_features", gamma.shape()[0]).add("momentum", momentum).add("epsilon", epsilon);
+    }
+};
+
+/// Configuration of BatchNorm (PyTorch's BatchNorm1d/2d defaults: gamma 1, beta 0, running
+/// mean 0, running variance 1).
+struct BatchNormConfig {
+    std::size_t num_features;  ///< channels C
+    double epsilon = 1e-5;     ///< added to the variance
+    double momentum = 0.1;     ///< running = (1 - momentum)·running + momentum·batch
+    EMBER_CONFIG(BatchNormConfig, num_features, epsilon, momentum)
+
+    /// Builds the layer on `device`.
+    template <Backend B>
+    BatchNorm<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(num_features > 0, Argument, "BatchNormConfig::init: num_features must be ",
+                    "positive, got 0");
+        EMBER_CHECK(epsilon > 0.0, Argument, "BatchNormConfig::init: epsilon must be positive, ",
+                    "got ", epsilon);
+        EMBER_CHECK(momentum >= 0.0 && momentum <= 1.0, Argument,
+                    "BatchNormConfig::init: momentum must be in [0, 1], got ", momentum);
+        const Shape s{num_features};
+        return BatchNorm<B>{Initializer::Ones().init<B, 1>(s, device),
+                            Initializer::Zeros().init<B, 1>(s, device),
+                            RunningState<Tensor<B, 1>>(Tensor<B, 1>::zeros(s, device)),
+                            RunningState<Tensor<B, 1>>(Tensor<B, 1>::ones(s, device)),
+                            momentum,
+                            epsilon};
+    }
+};
+
+// ---- GroupNorm and InstanceNorm -------------------------------------------------------------
+
+namespace detail {
+// Normalises [N, C, ...] over each of `groups` groups of channels (and all positions).
+template <Backend B, std::size_t D>
+Tensor<B, D> group_norm(const Tensor<B, D>& input, std::size_t groups, double epsilon,
+                        const std::optional<Param<Tensor<B, 1>>>& gamma,
+                        const std::optional<Param<Tensor<B, 1>>>& beta) {
+    const Shape shape = input.shape();
+    auto x = input.template reshape<3>({long(shape[0]), long(groups), -1});
+    auto [var, mean] = x.var_mean_bias(2);
+    auto y = ((x - mean) / (var + epsilon).sqrt()).template reshape<D>(shape);
+    if (gamma) y = y * per_channel<D>(gamma->val());
+    if (beta) y = y + per_channel<D>(beta->val());
+    return y;
+}
+}  // namespace detail
+
+/// Group normalisation over [N, C, ...]: statistics per sample and group of C / num_groups
+/// channels; the same in training and inference.
+template <Backend B>
+struct GroupNorm {
+    std::optional<Param<Tensor<B, 1>>> gamma;  ///< scale [C], when affine (PyTorch: weight)
+    std::optional<Param<Tensor<B, 1>>> beta;   ///< shift [C], when affine (PyTorch: bias)
+    std::size_t num_groups = 1;                ///< groups the channels are split into
+    std::size_t num_channels = 1;              ///< channels C
+    double epsilon = 1e-5;                     ///< added to the variance
+    bool affine = true;                        ///< whether gamma and beta exist
+    EMBER_MODULE(GroupNorm, gamma, beta, num_groups, num_channels, epsilon, affine)
+
+    /// Normalises `input` [N, C, ...].
+    template <std::size_t D>
+    Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        static_assert(D >= 2, "GroupNorm: the input needs a batch and a channel dim");
+        detail::check_channels(input, num_channels, "GroupNorm");
+        return detail::group_norm(input, num_groups, epsilon, gamma, beta);
+    }
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("num_groups", num_groups)
+            .add("num_channels", num_channels)
+            .add("epsilon", epsilon)
+            .add("affine", affine);
+    }
+};
+
+/// Configuration of GroupNorm (PyTorch's defaults: gamma 1, beta 0).
+struct GroupNormConfig {
+    std::size_t num_groups;    ///< groups; must divide num_channels
+    std::size_t num_channels;  ///< channels C
+    double epsilon = 1e-5;     ///< added to the variance
+    bool affine = true;        ///< learn a per-channel scale and shift
+    EMBER_CONFIG(GroupNormConfig, num_groups, num_channels, epsilon, affine)
+
+    /// Builds the layer on `device`.
+    template <Backend B>
+    GroupNorm<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, Argument,
+                    "GroupNormConfig::init: num_groups (", num_groups,
+                    ") must be positive and divide num_channels (", num_channels, ")");
+        EMBER_CHECK(epsilon > 0.0, Argument, "GroupNormConfig::init: epsilon must be positive, ",
+                    "got ", epsilon);
+        GroupNorm<B> out{std::nullopt, std::nullopt, num_groups, num_channels, epsilon, affine};
+        if (affine) {
+            out.gamma = Initializer::Ones().init<B, 1>(Shape{num_channels}, device);
+            out.beta = Initializer::Zeros().init<B, 1>(Shape{num_channels}, device);
+        }
+        return out;
+    }
+};
+
+/// Instance normalisation over [N, C, ...]: statistics per sample and channel, no running
+/// statistics (PyTorch's InstanceNorm with track_running_stats=False).
+template <Backend B>
+struct InstanceNorm {
+    std::optional<Param<Tensor<B, 1>>> gamma;  ///< scale [C], when affine (PyTorch: weight)
+    std::optional<Param<Tensor<B, 1>>> beta;   ///< shift [C], when affine (PyTorch: bias)
+    std::size_t num_channels = 1;              ///< channels C
+    double epsilon = 1e-5;                     ///< added to the variance
+    bool affine = true;                        ///< whether gamma and beta exist
+    EMBER_MODULE(InstanceNorm, gamma, beta, num_channels, epsilon, affine)
+
+    /// Normalises `input` [N, C, ...].
+    template <std::size_t D>
+    Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        static_assert(D >= 3, "InstanceNorm: the input needs batch, channel and spatial dims");
+        detail::check_channels(input, num_channels, "InstanceNorm");
+        return detail::group_norm(input, num_channels, epsilon, gamma, beta);
+    }
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("num_channels", num_channels).add("epsilon", epsilon).add("affine", affine);
+    }
+};
+
+/// Configuration of InstanceNorm. `affine` defaults to true as in Burn (PyTorch's default is
+/// false).
+struct InstanceNormConfig {
+    std::size_t num_channels;  ///< channels C
+    double epsilon = 1e-5;     ///< added to the variance
+    bool affine = true;        ///< learn a per-channel scale (1) and shift (0)
+    EMBER_CONFIG(InstanceNormConfig, num_channels, epsilon, affine)
+
+    /// Builds the layer on `device`.
+    template <Backend B>
+    InstanceNorm<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(num_channels > 0, Argument, "InstanceNormConfig::init: num_channels must be ",
+                    "positive, got 0");
+        EMBER_CHECK(epsilon > 0.0, Argument,
+                    "InstanceNormConfig::init: epsilon must be positive, got ", epsilon);
+        InstanceNorm<B> out{std::nullopt, std::nullopt, num_channels, epsilon, affine};
+        if (affine) {
+            out.gamma = Initializer::Ones().init<B, 1>(Shape{num_channels}, device);
+            out.beta = Initializer::Zeros().init<B, 1>(Shape{num_channels}, device);
+        }
+        return out;
+    }
+};
+
+// ---- LayerNorm and RmsNorm ------------------------------------------------------------------
+
+/// Layer normalisation over the last dim (PyTorch's LayerNorm with normalized_shape = d_model).
+template <Backend B>
+struct LayerNorm {
+    Param<Tensor<B, 1>> gamma;  ///< scale [d_model] (PyTorch: weight)
+    Param<Tensor<B, 1>> beta;   ///< shift [d_model] (PyTorch: bias)
+    double epsilon = 1e-5;      ///< added to the variance
+    EMBER_MODULE(LayerNorm, gamma, beta, epsilon)
+
+    /// Normalises `input` [..., d_model].
+    template <std::size_t D>
+    Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        const std::size_t d = gamma.shape()[0];
+        EMBER_CHECK(input.dims()[D - 1] == d, Shape, "LayerNorm: input of shape ",
+                    input.shape().to_string(), " does not end in d_model = ", d);
+        auto [var, mean] = input.var_mean_bias(long(D) - 1);
+        auto x = (input - mean) / (var + epsilon).sqrt();
+        return x * detail::per_feature<D>(gamma.val()) + detail::per_feature<D>(beta.val());
+    }
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("d_model", gamma.shape()[0]).add("epsilon", epsilon);
+    }
+};
+
+/// Configuration of LayerNorm (gamma 1, beta 0, as PyTorch).
+struct LayerNormConfig {
+    std::size_t d_model;    ///< size of the normalised last dim
+    double epsilon = 1e-5;  ///< added to the variance
+    EMBER_CONFIG(LayerNormConfig, d_model, epsilon)
+
+    /// Builds the layer on `device`.
+    template <Backend B>
+    LayerNorm<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(d_model > 0, Argument,
+                    "LayerNormConfig::init: d_model must be positive, got 0");
+        EMBER_CHECK(epsilon > 0.0, Argument, "LayerNormConfig::init: epsilon must be positive, ",
+                    "got ", epsilon);
+        return {Initializer::Ones().init<B, 1>(Shape{d_model}, device),
+                Initializer::Zeros().init<B, 1>(Shape{d_model}, device), epsilon};
+    }
+};
+
+/// Root-mean-square normalisation over the last dim: x / √(mean(x²) + ε) · gamma.
+template <Backend B>
+struct RmsNorm {
+    Param<Tensor<B, 1>> gamma;  ///< scale [d_model]
+    double epsilon = 1e-5;      ///< added to the mean square
+    EMBER_MODULE(RmsNorm, gamma, epsilon)
+
+    /// Normalises `input` [..., d_model].
+    template <std::size_t D>
+    Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        const std::size_t d = gamma.shape()[0];
+        EMBER_CHECK(input.dims()[D - 1] == d, Shape, "RmsNorm: input of shape ",
+                    input.shape().to_string(), " does not end in d_model = ", d);
+        auto rms = ((input * input).mean_dim(long(D) - 1) + epsilon).sqrt();
+        return input / rms * detail::per_feature<D>(gamma.val());
+    }
+    /// Shown on the module's display line.
+    void display_content(module::DisplayContent& c) const {
+        c.add("d_model", gamma.shape()[0]).add("epsilon", epsilon);
+    }
+};
+
+/// Configuration of RmsNorm (gamma 1).
+struct RmsNormConfig {
+    std::size_t d_model;    ///< size of the normalised last dim
+    double epsilon = 1e-5;  ///< added to the mean square
+    EMBER_CONFIG(RmsNormConfig, d_model, epsilon)
+
+    /// Builds the layer on `device`.
+    template <Backend B>
+    RmsNorm<B> init(const Device<B>& device = {}) const {
+        EMBER_CHECK(d_model > 0, Argument, "RmsNormConfig::init: d_model must be positive, got 0");
+        EMBER_CHECK(epsilon > 0.0, Argument, "RmsNormConfig::init: epsilon must be positive, ",
+                    "got ", epsilon);
+        return {Initializer::Ones().init<B, 1>(Shape{d_model}, device), epsilon};
+    }
+};
+
+}  // namespace ember::nn
