@@ -1,0 +1,139 @@
+#pragma once
+// GradientsParams: the gradients of one backward pass re-keyed by ParamId, which is what
+// optimizers consume (Burn's GradientsParams). ember::Gradients is keyed by graph node; a
+// parameter's node changes every time it is re-marked as a leaf, its ParamId never does.
+// Gradients are tensors of the inner backend, held type-erased so one container serves
+// parameters of every rank.
+#include <any>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "../autodiff/gradients.hpp"
+#include "../module/module.hpp"
+
+namespace ember::optim {
+
+namespace detail {
+
+/// Backend, rank and kind of a `Param<Tensor<B, D, K>>`.
+template <typename P>
+struct ParamTraits;
+template <typename B, std::size_t D, typename K>
+struct ParamTraits<Param<Tensor<B, D, K>>> {
+    using Backend = B;                                        ///< the parameter's backend
+    using Kind = K;                                           ///< Float, Int or Bool
+    static constexpr std::size_t rank = D;                    ///< the tensor's rank
+    static constexpr bool is_float = std::same_as<K, Float>;  ///< only float params train
+    using Grad = Tensor<InnerBackend<B>, D>;                  ///< the type of its gradient
+};
+
+}  // namespace detail
+
+/// Gradients keyed by parameter id. Each entry is a float tensor of some backend and rank
+/// (the inner backend of the model: gradients live outside the graph).
+class GradientsParams {
+  public:
+    /// An empty container.
+    GradientsParams() = default;
+
+    /// The gradient of parameter `id` as a `Tensor<B, D>`; nullopt when absent. Throws
+    /// ArgumentError when the stored gradient has another backend or rank.
+    template <Backend B, std::size_t D>
+    std::optional<Tensor<B, D>> get(ParamId id) const {
+        auto it = map_.find(id.value);
+        if (it == map_.end()) return std::nullopt;
+        return typed<B, D>(it->second, id, "get");
+    }
+    /// Removes and returns the gradient of parameter `id`; nullopt when absent. Throws
+    /// ArgumentError (and keeps the entry) when it has another backend or rank.
+    template <Backend B, std::size_t D>
+    std::optional<Tensor<B, D>> remove(ParamId id) {
+        auto it = map_.find(id.value);
+        if (it == map_.end()) return std::nullopt;
+        Tensor<B, D> t = typed<B, D>(it->second, id, "remove");
+        map_.erase(it);
+        return t;
+    }
+    /// Sets (or replaces) the gradient of parameter `id` (Burn's `register`, a C++ keyword).
+    template <Backend B, std::size_t D>
+    void register_(ParamId id, Tensor<B, D> tensor) {
+        map_.insert_or_assign(id.value, Entry{std::any(std::move(tensor)), D});
+    }
+    /// Whether parameter `id` has a gradient.
+    bool contains(ParamId id) const { return map_.count(id.value) != 0; }
+    /// Number of gradients held.
+    std::size_t len() const { return map_.size(); }
+    /// Whether no gradient is held.
+    bool is_empty() const { return map_.empty(); }
+    /// The ids that have a gradient (in no particular order).
+    std::vector<ParamId> ids() const {
+        std::vector<ParamId> out;
+        out.reserve(map_.size());
+        for (const auto& [k, v] : map_) out.push_back(ParamId{k});
+        return out;
+    }
+
+    /// Takes the gradient of every trainable parameter of `module` out of `grads` (the result
+    /// of `loss.backward()`); frozen parameters get none.
+    template <module::Module M>
+    static GradientsParams from_grads(Gradients&& grads, const M& module) {
+        GradientsParams out;
+        out.take(grads, module, [](ParamId) { return true; });
+        return out;
+    }
+    /// Removes only `module`'s gradients from `grads`, leaving the others there for another
+    /// optimizer (several optimizers on parts of one model: call it once per part).
+    template <module::Module M>
+    static GradientsParams from_module(Gradients& grads, const M& module) {
+        GradientsParams out;
+        out.take(grads, module, [](ParamId) { return true; });
+        return out;
+    }
+    /// Removes the gradients of the parameters of `module` whose id is in `ids`.
+    template <module::Module M>
+    static GradientsParams from_params(Gradients& grads, const M& module,
+                                       std::span<const ParamId> ids) {
+        GradientsParams out;
+        out.take(grads, module, [&](ParamId id) {
+            for (const auto& x : ids)
+                if (x == id) return true;
+            return false;
+        });
+        return out;
+    }
+
+  private:
+    struct Entry {
+        std::any tensor;
+        std::size_t rank = 0;
+    };
+
+    template <Backend B, std::size_t D>
+    static Tensor<B, D> typed(const Entry& e, ParamId id, const char* op) {
+        const auto* t = std::any_cast<Tensor<B, D>>(&e.tensor);
+        EMBER_CHECK(t != nullptr, Argument, "GradientsParams::", op, ": the gradient of parameter ",
+                    id.to_string(), " is a rank-", e.rank,
+                    " tensor of another backend or rank than the requested rank-", D, " tensor");
+        return *t;
+    }
+
+    template <module::Module M, typename Pick>
+    void take(Gradients& grads, const M& module, Pick&& pick) {
+        module.visit([&](std::string_view, const auto& p) {
+            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+            if constexpr (T::is_float) {
+                // A lazy parameter never used in the forward pass cannot have a gradient.
+                if (!p.is_require_grad() || !p.is_initialized() || !pick(p.id())) return;
+                if (auto g = p.val().grad_remove(grads)) register_(p.id(), std::move(*g));
+            }
+        });
+    }
+
+    std::unordered_map<std::uint64_t, Entry> map_;
+};
+
+}  // namespace ember::optim

@@ -1,0 +1,177 @@
+#pragma once
+// The optimizer adaptor (Burn's OptimizerAdaptor over a SimpleOptimizer). A simple optimizer
+// knows how to update one tensor from its gradient and its own per-parameter state; the adaptor
+// walks a module, feeds it every parameter that has a gradient, clips gradients, keeps the
+// states keyed by ParamId, and rewraps the updated tensors as the same parameters. The math runs
+// on the inner backend: an update is never part of a graph.
+//
+// A simple optimizer O provides:
+//   static constexpr std::string_view name;            // "Adam": recorded, checked on load
+//   template <Backend B, std::size_t D> struct State;   // EMBER_DETAIL_FIELDS aggregate
+//   template <Backend B, std::size_t D>
+//   std::pair<Tensor<B, D>, std::optional<State<B, D>>>
+//   step(double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
+#include <any>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "../module/module.hpp"
+#include "detail/state_record.hpp"
+#include "grad_clipping.hpp"
+#include "gradients_params.hpp"
+
+namespace ember::optim {
+
+/// Updates the parameters of modules of type `M` with the simple optimizer `O`.
+template <typename O, module::Module M>
+class OptimizerAdaptor {
+  public:
+    /// The module type this optimizer steps.
+    using Module = M;
+    /// The simple optimizer.
+    using Optimizer = O;
+    /// The backend the updates (and the states) live on: the module's, without autodiff.
+    using StateBackend = InnerBackend<module::BackendOf<M>>;
+    /// The per-parameter state of a rank-D parameter.
+    template <std::size_t D>
+    using State = typename O::template State<StateBackend, D>;
+
+    /// An adaptor with no state yet.
+    explicit OptimizerAdaptor(O optimizer, std::optional<GradientClipping> clipping = std::nullopt)
+        : optim_(std::move(optimizer)), clipping_(clipping) {
+        if (clipping_) clipping_->check(std::string(O::name) + " optimizer");
+    }
+
+    /// A copy that clips every gradient before its update.
+    OptimizerAdaptor with_grad_clipping(GradientClipping clipping) const {
+        clipping.check(std::string(O::name) + " optimizer");
+        OptimizerAdaptor out = *this;
+        out.clipping_ = clipping;
+        return out;
+    }
+
+    /// One optimization step: every trainable parameter of `module` that has a gradient in
+    /// `grads` is updated with learning rate `lr`; the others (frozen, unused, or owned by
+    /// another optimizer) are returned unchanged. Parameters keep their ids and stay trainable.
+    M step(double lr, M module, GradientsParams grads) {
+        EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument, O::name,
+                    " step: the learning rate must be non-negative and finite, got ", lr);
+        return module::map(module, [&](std::string_view path, const auto& p) {
+            using P = module::detail::Bare<decltype(p)>;
+            using T = detail::ParamTraits<P>;
+            if constexpr (!T::is_float ||
+                          !std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                return p;
+            } else {
+                constexpr std::size_t D = T::rank;
+                if (!p.is_require_grad()) return p;
+                auto grad = grads.template remove<StateBackend, D>(p.id());
+                if (!grad) return p;
+                const Shape shape = p.shape();
+                EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '",
+                            path, "' has shape ", grad->shape().to_string(),
+                            " but the parameter has shape ", shape.to_string());
+                Tensor<StateBackend, D> g = std::move(*grad);
+                if (clipping_) g = clipping_->clip(std::move(g));
+                auto value = p.val();
+                auto state = take_state<D>(p.id(), path, shape, value.dtype());
+                auto [updated, next] =
+                    optim_.step(lr, value.inner(), std::move(g), std::move(state));
+                if (next)
+                    put_state<D>(p.id(), std::move(*next));
+                else
+                    states_.erase(p.id().value);
+                return p.with_value(P::Value::from_inner(updated));
+            }
+        });
+    }
+
+    /// The per-parameter states as a record: {optimizer: name, states: {<param id>: state}},
+    /// each state a map of its fields (tensors as TensorData).
+    record::Value to_record() const {
+        record::Map states;
+        for (const auto& [id, e] : states_)
+            states.emplace_back(ParamId{id}.to_string(), e.save ? e.save(e.state) : e.pending);
+        return record::Map{{"optimizer", std::string(O::name)}, {"states", std::move(states)}};
+    }
+
+    /// A copy holding the states of `record` (written by to_record of the same kind of
+    /// optimizer), created on `device` when each parameter is next stepped. Throws FormatError
+    /// when the record is not an optimizer record of this kind, or a state misses a field; a
+    /// state whose tensors do not have its parameter's shape throws ShapeError at that step.
+    OptimizerAdaptor load_record(const record::Value& record,
+                                 const Device<StateBackend>& device = {}) const {
+        const auto& name = record.at("optimizer").as<std::string>("optimizer");
+        EMBER_CHECK(name == O::name, Format, O::name,
+                    " load_record: the record holds the state of a ", name, " optimizer");
+        OptimizerAdaptor out = *this;
+        out.states_.clear();
+        out.device_ = device;
+        for (const auto& [key, v] : record.at("states").as<record::Map>("states")) {
+            const std::string path = record::Value::join_path("states", key);
+            auto id = ParamId::parse(key);
+            EMBER_CHECK(id, Format, O::name, " load_record: '", path, "' is not a parameter id");
+            detail::check_state_record<State<1>>(v, path);
+            out.states_[id->value] = Entry{std::any{}, nullptr, v};
+        }
+        return out;
+    }
+
+    /// Number of parameters with a state.
+    std::size_t num_states() const { return states_.size(); }
+    /// Whether parameter `id` has a state.
+    bool has_state(ParamId id) const { return states_.count(id.value) != 0; }
+    /// The simple optimizer (its settings).
+    const O& optimizer() const { return optim_; }
+    /// The gradient clipping, if any.
+    const std::optional<GradientClipping>& grad_clipping() const { return clipping_; }
+
+  private:
+    struct Entry {
+        std::any state;                                    // State<D> once the parameter is stepped
+        record::Value (*save)(const std::any&) = nullptr;  // its to_record (knows D)
+        record::Value pending;                             // a loaded state not yet converted
+    };
+
+    template <std::size_t D>
+    std::optional<State<D>> take_state(ParamId id, std::string_view path, const Shape& shape,
+                                       DType dtype) {
+        auto it = states_.find(id.value);
+        if (it == states_.end()) return std::nullopt;
+        // Converted before it is erased: a state that does not fit stays for a later step.
+        if (!it->second.save) {
+            const std::string where = record::Value::join_path("states", id.to_string());
+            auto state =
+                detail::state_from_record<State<D>>(it->second.pending, where, path, shape, dtype,
+                                                    device_ ? *device_ : Device<StateBackend>{});
+            states_.erase(it);
+            return state;
+        }
+        auto* s = std::any_cast<State<D>>(&it->second.state);
+        EMBER_CHECK(s != nullptr, Argument, O::name, " step: the state of parameter '", path,
+                    "' was made for a parameter of another rank");
+        State<D> state = std::move(*s);
+        states_.erase(it);
+        return state;
+    }
+
+    template <std::size_t D>
+    void put_state(ParamId id, State<D> state) {
+        states_[id.value] =
+            Entry{std::any(std::move(state)),
+                  [](const std::any& a) {
+                      return detail::state_to_record(std::any_cast<const State<D>&>(a));
+                  },
+                  {}};
+    }
+
+    O optim_;
+    std::optional<GradientClipping> clipping_;
+    std::map<std::uint64_t, Entry> states_;  // ordered: records list states by id
+    std::optional<Device<StateBackend>> device_;
+};
+
+}  // namespace ember::optim
