@@ -15,7 +15,8 @@ packages=(
   pkg-config        # finds OpenBLAS
   libopenblas-dev   # CPU matmul
   catch2            # tests (v2, prebuilt main)
-  nlohmann-json3-dev  # tests read their JSON fixtures
+  nlohmann-json3-dev  # JSON records; tests read their JSON fixtures
+  zlib1g-dev        # gzip-compressed records
 )
 for arg in "$@"; do
   case "$arg" in

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "../detail/fields.hpp"
+#include "../record/serde.hpp"
 
 namespace ember::config {
 
@@ -16,19 +17,43 @@ namespace ember::config {
 template <typename T>
 concept Config = ember::detail::HasFields<T> && requires { typename T::ember_config_tag; };
 
+namespace detail {
+/// A tree of plain values as JSON text (tensors and non-finite numbers are refused).
+std::string value_to_json(const record::Value& value, bool pretty);
+/// JSON text (an object) as a tree; FormatError naming `source` when malformed.
+record::Value value_from_json(std::string_view text, std::string_view source);
+/// Writes `text` to `path` atomically (temporary file, then rename).
+void write_text(const std::filesystem::path& path, std::string_view text);
+/// The file's bytes; FormatError naming the file when it cannot be read.
+std::string read_text(const std::filesystem::path& path);
+}  // namespace detail
+
 /// The config as JSON text (pretty-printed with two-space indents when `pretty`).
 template <Config C>
-std::string to_json(const C& config, bool pretty = true);
+std::string to_json(const C& config, bool pretty = true) {
+    return detail::value_to_json(record::to_value(config), pretty);
+}
 /// A config from JSON text; every field must be present and of its type (FormatError naming the
 /// field otherwise). `source` names the text in error messages.
 template <Config C>
-C from_json(std::string_view text, std::string_view source = "config");
+C from_json(std::string_view text, std::string_view source = "config") {
+    const record::Value tree = detail::value_from_json(text, source);
+    try {
+        return record::from_value<C>(tree);
+    } catch (const FormatError& e) {
+        EMBER_FAIL(Format, source, ": ", C::ember_type_name, ": ", e.what());
+    }
+}
 /// Writes the config as pretty JSON, atomically (a temporary file renamed over `path`).
 template <Config C>
-void save(const C& config, const std::filesystem::path& path);
+void save(const C& config, const std::filesystem::path& path) {
+    detail::write_text(path, to_json(config, true));
+}
 /// Reads a config written by save; FormatError naming the file and field on bad input.
 template <Config C>
-C load(const std::filesystem::path& path);
+C load(const std::filesystem::path& path) {
+    return from_json<C>(detail::read_text(path), path.string());
+}
 
 }  // namespace ember::config
 

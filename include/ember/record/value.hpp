@@ -3,6 +3,7 @@
 // every recorder writes and reads. A tree of maps (ordered, named fields), lists, scalars,
 // strings and tensors (TensorData). Recorders convert the tree's tensors to their precision
 // settings when they write; modules convert them back to their own dtypes when they load.
+#include <bit>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -87,8 +88,15 @@ public:
     /// The variant, mutable.
     Variant& variant() { return v_; }
 
-    /// Deep equality (tensors compare shape, dtype and bytes exactly).
-    friend bool operator==(const Value&, const Value&) = default;
+    /// Deep equality: tensors compare shape, dtype and bytes; doubles compare their bits, so a
+    /// tree holding NaN equals itself and -0.0 differs from 0.0 (what a record holds, exactly).
+    friend bool operator==(const Value& a, const Value& b) {
+        if (const double* x = std::get_if<double>(&a.v_)) {
+            const double* y = std::get_if<double>(&b.v_);
+            return y && std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y);
+        }
+        return a.v_ == b.v_;
+    }
 
     /// "null", "bool", "int", "float", "string", "tensor", "list" or "map".
     static std::string_view kind_name(std::size_t index) {

@@ -1,0 +1,86 @@
+// The rules every record format shares.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "codec.hpp"
+
+namespace ember::record::detail {
+
+void check_precision(PrecisionSettings precision) {
+    EMBER_CHECK(is_float(precision.float_dtype), Argument,
+                "record: precision settings write floats as ", dtype_name(precision.float_dtype),
+                ", which is not a float dtype");
+    EMBER_CHECK(is_signed_int(precision.int_dtype), Argument,
+                "record: precision settings write integers as ", dtype_name(precision.int_dtype),
+                ", which is not a signed integer dtype");
+}
+
+DType stored_dtype(DType d, PrecisionSettings precision) {
+    if (is_float(d)) return precision.float_dtype;
+    if (is_signed_int(d)) return precision.int_dtype;
+    return d;  // bool and u8 hold flags and bytes (masks, images): no precision to change
+}
+
+void check_encode_depth(int depth) {
+    EMBER_CHECK(depth <= kMaxDepth, Argument, "record: the tree nests lists and maps deeper than ",
+                kMaxDepth, " levels, more than recorders read back");
+}
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+    for (int i = 0; i <= static_cast<int>(DType::Bool); ++i) {
+        const auto d = static_cast<DType>(i);
+        if (dtype_name(d) == name) return d;
+    }
+    return std::nullopt;
+}
+
+std::size_t tensor_bytes(DType dtype, std::span<const std::uint64_t> dims, const Source& src) {
+    if (std::find(dims.begin(), dims.end(), 0u) != dims.end()) return 0;
+    std::uint64_t n = dtype_size(dtype);
+    for (std::uint64_t d : dims) {
+        if (__builtin_mul_overflow(n, d, &n))
+            src.fail("tensor of ", dims.size(), " dims is too large");
+    }
+    if (n > std::numeric_limits<std::size_t>::max()) src.fail("tensor is too large");
+    return static_cast<std::size_t>(n);
+}
+
+TensorData make_tensor(DType dtype, std::span<const std::uint64_t> dims,
+                       std::span<const std::byte> bytes, const Source& src) {
+    if (dims.size() > kMaxRank)
+        src.fail("tensor of rank ", dims.size(), " (at most ", kMaxRank, ")");
+    const std::size_t expected = tensor_bytes(dtype, dims, src);
+    if (bytes.size() != expected) {
+        src.fail("tensor of ", dtype_name(dtype), " holds ", bytes.size(),
+                 " bytes where its shape needs ", expected);
+    }
+    if (dtype == DType::Bool) {
+        // A bool byte other than 0 or 1 is undefined behaviour the moment a kernel reads it.
+        for (std::byte b : bytes)
+            if (std::to_integer<unsigned>(b) > 1)
+                src.fail("bool tensor holds a byte other than 0 and 1");
+    }
+    Shape shape;
+    for (std::uint64_t d : dims) {
+        if (d > std::numeric_limits<std::size_t>::max())
+            src.fail("tensor dim ", d, " is too large");
+        shape.push_back(static_cast<std::size_t>(d));
+    }
+    return TensorData(std::vector<std::byte>(bytes.begin(), bytes.end()), shape, dtype);
+}
+
+std::string escape_key(std::string_view key) {
+    std::string s;
+    if (!key.empty() && key.front() == '$') s.push_back('$');
+    s.append(key);
+    return s;
+}
+
+std::string unescape_key(std::string_view key, const Source& src) {
+    if (key.empty() || key.front() != '$') return std::string(key);
+    if (key.size() >= 2 && key[1] == '$') return std::string(key.substr(1));
+    src.fail("map key '", key, "' is reserved ('$' starts the tags $tensor and $float)");
+}
+
+}  // namespace ember::record::detail
