@@ -6,6 +6,8 @@
 // 1e-9 relative; one Adam run on Autodiff<Cpu> (f32) checks the f32 path at 1e-4.
 #include <ember/nn/linear.hpp>
 #include <ember/optim.hpp>
+#include <ember/record/recorder.hpp>
+#include <filesystem>
 
 #include "module_check.hpp"
 
@@ -250,7 +252,13 @@ TEST_CASE("optimizer state is saved and resumed exactly", "[optim]") {
         auto model = load_model<F64>(fx);
         auto optim = config.template init<M>();
         for (int k = 1; k <= 5; ++k) model = optim.step(lr, model, grads_of(model, data));
-        const auto record = optim.to_record();
+        // Through a file, as a checkpoint would go (f64 state: double precision keeps it exact).
+        ember::record::NamedMpkGzFileRecorder<ember::record::DoublePrecisionSettings> recorder;
+        const auto file = std::filesystem::temp_directory_path() / ("ember-optim-" + name);
+        recorder.record(optim.to_record(), file);
+        const auto record = recorder.load(file);
+        std::filesystem::remove(recorder.file_path(file));
+        CHECK(record == optim.to_record());
         const auto model_record = model.into_record();
         CHECK(record.at("optimizer").template as<std::string>() ==
               decltype(optim)::Optimizer::name);

@@ -18,3 +18,4 @@
 #include "nn/positional.hpp"
 #include "nn/rnn.hpp"
 #include "nn/transformer.hpp"
+#include "record.hpp"

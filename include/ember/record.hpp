@@ -1,0 +1,5 @@
+#pragma once
+// The record layer: the record tree, Serde for any type, and every recorder.
+#include "record/recorder.hpp"
+#include "record/serde.hpp"
+#include "record/value.hpp"
