@@ -59,6 +59,29 @@ std::optional<Tensor<B, D, Bool>> mask(const Fixture& f, const std::string& name
 // Module outputs on the plain CPU backend are compared exactly-ish: same ops, same order.
 const ember::Tolerance kSame{1e-5, 1e-5};
 
+// A TransformerEncoderConfig or TransformerDecoderConfig of the fixture's sizes, without dropout.
+template <typename Config>
+Config stack_config(const Fixture& f) {
+    return Config{std::size_t(f.param("d_model")), std::size_t(f.param("d_ff")),
+                  std::size_t(f.param("n_heads")), std::size_t(f.param("n_layers"))}
+        .with_dropout(0.0)
+        .with_norm_first(f.param("norm_first") != 0);
+}
+
+// The output y of `model` against the fixture's "output", and with L = sum(y * gout) the
+// gradients of the parameters and of the named `inputs` against "grad.<name>".
+template <ember::module::Module M>
+void check_output_and_grads(const M& model, const Tensor<AD, 3>& y, const Fixture& f,
+                            const std::vector<std::pair<std::string, Tensor<AD, 3>>>& inputs) {
+    check_close(y.to_data(), f.named("output"), kTol);
+    auto grads = (y * f.named_tensor<AD, 3>("gout")).sum().backward();
+    check_param_grads(model, grads, f);
+    for (const auto& [name, x] : inputs) {
+        INFO("gradient of " << name);
+        check_close(x.grad(grads)->to_data(), f.named("grad." + name), kTol);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention", "[nn][transformer]") {
@@ -101,22 +124,12 @@ TEST_CASE("TransformerEncoder matches torch.nn.TransformerEncoder", "[nn][transf
     for (const std::string name : {"encoder_post", "encoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
-            auto config = nn::TransformerEncoderConfig{std::size_t(f.param("d_model")),
-                                                       std::size_t(f.param("d_ff")),
-                                                       std::size_t(f.param("n_heads")),
-                                                       std::size_t(f.param("n_layers"))}
-                              .with_dropout(0.0)
-                              .with_norm_first(f.param("norm_first") != 0);
-            auto model = load(config.init<AD>(), f);
+            auto model = load(stack_config<nn::TransformerEncoderConfig>(f).init<AD>(), f);
             auto x = input<3>(f, "input");
             auto in = nn::TransformerEncoderInput<AD>(x)
                           .mask_pad(*mask<AD, 2>(f, "mask_pad"))
                           .mask_attn(*mask<AD, 3>(f, "mask_attn"));
-            auto y = model.forward(in);
-            check_close(y.to_data(), f.named("output"), kTol);
-            auto grads = (y * f.named_tensor<AD, 3>("gout")).sum().backward();
-            check_param_grads(model, grads, f);
-            check_close(x.grad(grads)->to_data(), f.named("grad.input"), kTol);
+            check_output_and_grads(model, model.forward(in), f, {{"input", x}});
         }
     }
 }
@@ -125,13 +138,7 @@ TEST_CASE("TransformerDecoder matches torch.nn.TransformerDecoder", "[nn][transf
     for (const std::string name : {"decoder_post", "decoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
-            auto config = nn::TransformerDecoderConfig{std::size_t(f.param("d_model")),
-                                                       std::size_t(f.param("d_ff")),
-                                                       std::size_t(f.param("n_heads")),
-                                                       std::size_t(f.param("n_layers"))}
-                              .with_dropout(0.0)
-                              .with_norm_first(f.param("norm_first") != 0);
-            auto model = load(config.init<AD>(), f);
+            auto model = load(stack_config<nn::TransformerDecoderConfig>(f).init<AD>(), f);
             auto target = input<3>(f, "target");
             auto memory = input<3>(f, "memory");
             auto in = nn::TransformerDecoderInput<AD>(target, memory)
@@ -139,12 +146,8 @@ TEST_CASE("TransformerDecoder matches torch.nn.TransformerDecoder", "[nn][transf
                           .target_mask_attn(*mask<AD, 3>(f, "target_mask_attn"))
                           .memory_mask_pad(*mask<AD, 2>(f, "memory_mask_pad"));
             if (auto m = mask<AD, 3>(f, "memory_mask_attn")) in = in.memory_mask_attn(*m);
-            auto y = model.forward(in);
-            check_close(y.to_data(), f.named("output"), kTol);
-            auto grads = (y * f.named_tensor<AD, 3>("gout")).sum().backward();
-            check_param_grads(model, grads, f);
-            check_close(target.grad(grads)->to_data(), f.named("grad.target"), kTol);
-            check_close(memory.grad(grads)->to_data(), f.named("grad.memory"), kTol);
+            check_output_and_grads(model, model.forward(in), f,
+                                   {{"target", target}, {"memory", memory}});
         }
     }
 }

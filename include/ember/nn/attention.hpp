@@ -21,6 +21,51 @@
 
 namespace ember::nn {
 
+namespace detail {
+// A copy of `obj` with `field` set to `value`: the builder setters of the attention and
+// transformer inputs (`input.mask_pad(m)`).
+template <typename T, typename F, typename V>
+T with_field(const T& obj, F T::*field, V&& value) {
+    T copy = obj;
+    copy.*field = std::forward<V>(value);
+    return copy;
+}
+
+// The rows [start, start + n) of a [batch, seq_q, seq_k] mask, if any.
+template <Backend B>
+std::optional<Tensor<B, 3, Bool>> attn_mask_rows(const std::optional<Tensor<B, 3, Bool>>& m,
+                                                 std::size_t start, std::size_t n) {
+    if (!m) return std::nullopt;
+    return m->narrow(1, start, n);
+}
+
+// ShapeError unless the mask `name`, if any, has the shape `want` (described as `dims`, e.g.
+// "[batch, seq_k] = ", before its value in the message).
+template <Backend B, std::size_t D>
+void check_attn_mask(const std::optional<Tensor<B, D, Bool>>& m,
+                     const std::array<std::size_t, D>& want, const char* op, const char* name,
+                     const char* dims = "") {
+    if (!m) return;
+    EMBER_CHECK(m->dims() == want, Shape, op, ": ", name, " has shape ", m->shape().to_string(),
+                " but ", dims, Shape(want).to_string(), " is needed");
+}
+
+// ShapeError unless `what`, the whole sequence so far, has more than the `held` positions of
+// a cache.
+inline void check_new_positions(const char* op, const char* what, std::size_t seq, std::size_t held,
+                                const char* whole = "sequence") {
+    EMBER_CHECK(seq > held, Shape, op, ": the ", what, " has ", seq,
+                " positions but the cache already holds ", held, "; pass the whole ", whole,
+                " so far, with at least one new position");
+}
+
+// ShapeError unless a cache that holds a batch of `held` gets a batch of `batch`.
+inline void check_cache_batch(const char* op, std::size_t batch, std::size_t held) {
+    EMBER_CHECK(held == batch, Shape, op, ": batch of ", batch, " but the cache holds a batch of ",
+                held);
+}
+}  // namespace detail
+
 /// The inputs of MultiHeadAttention::forward: query [batch, seq_q, d_model], key and value
 /// [batch, seq_k, d_model], and optional masks where `true` means "do not attend":
 /// `mask_pad` [batch, seq_k] (padding keys) and `mask_attn` [batch, seq_q, seq_k].
@@ -40,27 +85,19 @@ class MhaInput {
 
     /// A copy with the padding mask [batch, seq_k] set.
     MhaInput mask_pad(Tensor<B, 2, Bool> mask) const {
-        MhaInput m = *this;
-        m.mask_pad_ = std::move(mask);
-        return m;
+        return detail::with_field(*this, &MhaInput::mask_pad_, std::move(mask));
     }
     /// A copy with the attention mask [batch, seq_q, seq_k] set.
     MhaInput mask_attn(Tensor<B, 3, Bool> mask) const {
-        MhaInput m = *this;
-        m.mask_attn_ = std::move(mask);
-        return m;
+        return detail::with_field(*this, &MhaInput::mask_attn_, std::move(mask));
     }
     /// A copy with the padding mask set when `mask` holds one.
     MhaInput mask_pad(const std::optional<Tensor<B, 2, Bool>>& mask) const {
-        MhaInput m = *this;
-        m.mask_pad_ = mask;
-        return m;
+        return detail::with_field(*this, &MhaInput::mask_pad_, mask);
     }
     /// A copy with the attention mask set when `mask` holds one.
     MhaInput mask_attn(const std::optional<Tensor<B, 3, Bool>>& mask) const {
-        MhaInput m = *this;
-        m.mask_attn_ = mask;
-        return m;
+        return detail::with_field(*this, &MhaInput::mask_attn_, mask);
     }
 
     /// The query [batch, seq_q, d_model].
@@ -146,8 +183,9 @@ struct MultiHeadAttention {
 
     /// Attends the query to the keys and values.
     MhaOutput<B> forward(const MhaInput<B>& input) const {
-        const auto [batch, seq_q, seq_k] = check_input(input, "forward");
-        check_masks(input.mask_pad(), input.mask_attn(), batch, seq_q, seq_k, "forward");
+        const char* op = "MultiHeadAttention::forward";
+        const auto [batch, seq_q, seq_k] = check_input(input, op);
+        check_masks(input, batch, seq_q, seq_k, op);
         return attend(project(input.query(), query), project(input.key(), key),
                       project(input.value(), value), input.mask_pad(), input.mask_attn());
     }
@@ -161,29 +199,26 @@ struct MultiHeadAttention {
     /// for earlier positions are not used again. A causal mask is only needed when one call
     /// brings several new positions.
     MhaOutput<B> forward_cache(const MhaInput<B>& input, MhaCache<B>& cache) const {
-        const auto [batch, seq_q, seq_k_in] = check_input(input, "forward_cache");
+        const char* op = "MultiHeadAttention::forward_cache";
+        const auto [batch, seq_q, seq_k_in] = check_input(input, op);
         const std::size_t start = cache.queries_;
         const std::size_t rows = cache.context_ ? cache.context_->dims()[1] : 0;
-        EMBER_CHECK(rows == start, Argument, "MultiHeadAttention::forward_cache: the cache was ",
-                    "advanced by forward_incremental; use one of the two per cache");
-        EMBER_CHECK(seq_q > start, Shape, "MultiHeadAttention::forward_cache: the query has ",
-                    seq_q, " positions but the cache already holds ", start,
-                    "; pass the whole sequence so far, with at least one new position");
+        EMBER_CHECK(rows == start, Argument, op, ": the cache was advanced by ",
+                    "forward_incremental; use one of the two per cache");
+        detail::check_new_positions(op, "query", seq_q, start);
         const std::size_t seq_k = cache.cross_ && cache.key_ ? cache.key_len() : seq_k_in;
-        check_masks(input.mask_pad(), input.mask_attn(), batch, seq_q, seq_k, "forward_cache");
+        check_masks(input, batch, seq_q, seq_k, op);
         const std::size_t new_q = seq_q - start;
         const std::size_t old_k = cache.key_len();
         std::optional<Tensor<B, 3>> k = input.key(), v = input.value();
         if (!cache.cross_) {
-            EMBER_CHECK(seq_k_in > old_k, Shape, "MultiHeadAttention::forward_cache: the key has ",
-                        seq_k_in, " positions but the cache already holds ", old_k,
-                        "; pass the whole sequence so far, with at least one new position");
+            detail::check_new_positions(op, "key", seq_k_in, old_k);
             k = input.key().narrow(1, old_k, seq_k_in - old_k);
             v = input.value().narrow(1, old_k, seq_k_in - old_k);
         }
-        auto step =
-            MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v).mask_pad(input.mask_pad());
-        if (input.mask_attn()) step = step.mask_attn(input.mask_attn()->narrow(1, start, new_q));
+        auto step = MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v)
+                        .mask_pad(input.mask_pad())
+                        .mask_attn(detail::attn_mask_rows(input.mask_attn(), start, new_q));
         auto out = forward_incremental(step, cache);
         out.context =
             cache.context_ ? Tensor<B, 3>::cat({*cache.context_, out.context}, 1) : out.context;
@@ -198,13 +233,10 @@ struct MultiHeadAttention {
     /// new positions and their weights. Feeding a sequence one token at a time gives the rows
     /// of the full forward with a causal mask.
     MhaOutput<B> forward_incremental(const MhaInput<B>& input, MhaCache<B>& cache) const {
-        const auto [batch, new_q, new_k] = check_input(input, "forward_incremental");
+        const char* op = "MultiHeadAttention::forward_incremental";
+        const auto [batch, new_q, new_k] = check_input(input, op);
         (void)new_k;
-        if (cache.key_) {
-            EMBER_CHECK(cache.key_->dims()[0] == batch, Shape,
-                        "MultiHeadAttention::forward_incremental: batch of ", batch,
-                        " but the cache holds a batch of ", cache.key_->dims()[0]);
-        }
+        if (cache.key_) detail::check_cache_batch(op, batch, cache.key_->dims()[0]);
         if (!cache.cross_ || !cache.key_) {
             auto k = project(input.key(), key);
             auto v = project(input.value(), value);
@@ -215,9 +247,7 @@ struct MultiHeadAttention {
             cache.key_ = k;
             cache.value_ = v;
         }
-        const std::size_t seq_k = cache.key_len();
-        check_masks(input.mask_pad(), input.mask_attn(), batch, new_q, seq_k,
-                    "forward_incremental");
+        check_masks(input, batch, new_q, cache.key_len(), op);
         auto out = attend(project(input.query(), query), *cache.key_, *cache.value_,
                           input.mask_pad(), input.mask_attn());
         cache.queries_ += new_q;
@@ -244,33 +274,23 @@ struct MultiHeadAttention {
         const auto k = input.key().dims();
         const auto v = input.value().dims();
         const std::size_t d = d_model();
-        EMBER_CHECK(q[2] == d && k[2] == d && v[2] == d, Shape, "MultiHeadAttention::", op,
-                    ": query ", input.query().shape().to_string(), ", key ",
-                    input.key().shape().to_string(), " and value ",
-                    input.value().shape().to_string(), " must all end in d_model = ", d);
-        EMBER_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == v[1], Shape, "MultiHeadAttention::", op,
-                    ": query ", input.query().shape().to_string(), ", key ",
-                    input.key().shape().to_string(), " and value ",
-                    input.value().shape().to_string(),
+        EMBER_CHECK(q[2] == d && k[2] == d && v[2] == d, Shape, op, ": query ",
+                    input.query().shape().to_string(), ", key ", input.key().shape().to_string(),
+                    " and value ", input.value().shape().to_string(),
+                    " must all end in d_model = ", d);
+        EMBER_CHECK(k[0] == q[0] && v[0] == q[0] && k[1] == v[1], Shape, op, ": query ",
+                    input.query().shape().to_string(), ", key ", input.key().shape().to_string(),
+                    " and value ", input.value().shape().to_string(),
                     " must share the batch, and key and value the sequence length");
         return {q[0], q[1], k[1]};
     }
 
-    static void check_masks(const std::optional<Tensor<B, 2, Bool>>& pad,
-                            const std::optional<Tensor<B, 3, Bool>>& attn, std::size_t batch,
-                            std::size_t seq_q, std::size_t seq_k, const char* op) {
-        if (pad) {
-            EMBER_CHECK((pad->dims() == std::array<std::size_t, 2>{batch, seq_k}), Shape,
-                        "MultiHeadAttention::", op, ": mask_pad has shape ",
-                        pad->shape().to_string(), " but [batch, seq_k] = [", batch, ", ", seq_k,
-                        "] is needed");
-        }
-        if (attn) {
-            EMBER_CHECK((attn->dims() == std::array<std::size_t, 3>{batch, seq_q, seq_k}), Shape,
-                        "MultiHeadAttention::", op, ": mask_attn has shape ",
-                        attn->shape().to_string(), " but [batch, seq_q, seq_k] = [", batch, ", ",
-                        seq_q, ", ", seq_k, "] is needed");
-        }
+    static void check_masks(const MhaInput<B>& input, std::size_t batch, std::size_t seq_q,
+                            std::size_t seq_k, const char* op) {
+        detail::check_attn_mask<B, 2>(input.mask_pad(), {batch, seq_k}, op, "mask_pad",
+                                      "[batch, seq_k] = ");
+        detail::check_attn_mask<B, 3>(input.mask_attn(), {batch, seq_q, seq_k}, op, "mask_attn",
+                                      "[batch, seq_q, seq_k] = ");
     }
 
     // [batch, seq, d_model] → [batch, n_heads, seq, d_k].

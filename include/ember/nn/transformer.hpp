@@ -70,19 +70,80 @@ struct PositionWiseFeedForwardConfig {
 };
 
 namespace detail {
-// The rows [start, start + n) of a [batch, seq_q, seq_k] mask, if any.
+// The context of `mha` on `input`: the full forward, or the incremental one when given a cache.
 template <Backend B>
-std::optional<Tensor<B, 3, Bool>> attn_mask_rows(const std::optional<Tensor<B, 3, Bool>>& m,
-                                                 std::size_t start, std::size_t n) {
-    if (!m) return std::nullopt;
-    return m->narrow(1, start, n);
+Tensor<B, 3> attention_context(const MultiHeadAttention<B>& mha, const MhaInput<B>& input,
+                               MhaCache<B>* cache) {
+    return (cache ? mha.forward_incremental(input, *cache) : mha.forward(input)).context;
 }
-template <Backend B, std::size_t D>
-void check_attn_mask(const std::optional<Tensor<B, D, Bool>>& m,
-                     const std::array<std::size_t, D>& want, const char* op, const char* name) {
-    if (!m) return;
-    EMBER_CHECK(m->dims() == want, Shape, op, ": ", name, " has shape ", m->shape().to_string(),
-                " but ", Shape(want).to_string(), " is needed");
+
+// One residual branch of a transformer layer: post-norm `after(x + dropout(branch(x)))`,
+// pre-norm (`norm_first`) `x + dropout(branch(before(x)))`.
+template <Backend B, typename Branch>
+Tensor<B, 3> residual(const Tensor<B, 3>& x, bool norm_first, const LayerNorm<B>& before,
+                      const LayerNorm<B>& after, const Dropout& dropout, Branch&& branch) {
+    if (norm_first) return x + dropout.forward(branch(before.forward(x)));
+    return after.forward(x + dropout.forward(branch(x)));
+}
+
+// The attention and feed-forward blocks of a layer of `config` (a TransformerEncoderConfig or
+// TransformerDecoderConfig).
+template <Backend B, typename Config>
+MultiHeadAttention<B> transformer_mha(const Config& config, const Device<B>& device) {
+    return MultiHeadAttentionConfig{config.d_model, config.n_heads}
+        .with_dropout(config.dropout)
+        .with_quiet_softmax(config.quiet_softmax)
+        .with_initializer(config.initializer)
+        .template init<B>(device);
+}
+template <Backend B, typename Config>
+PositionWiseFeedForward<B> transformer_pwff(const Config& config, const Device<B>& device) {
+    return PositionWiseFeedForwardConfig{config.d_model, config.d_ff}
+        .with_dropout(config.dropout)
+        .with_initializer(config.initializer)
+        .template init<B>(device);
+}
+
+// The TransformerEncoder or TransformerDecoder (`Stack`) of `config`, with n_layers layers from
+// `make_layer()`; `op` names the config's init in errors.
+template <typename Stack, typename Config, typename MakeLayer>
+Stack transformer_stack(const Config& config, const char* op, MakeLayer&& make_layer) {
+    EMBER_CHECK(config.n_layers > 0, Argument, op, ": n_layers must be positive, got 0");
+    decltype(Stack::layers) layers;
+    layers.reserve(config.n_layers);
+    for (std::size_t i = 0; i < config.n_layers; ++i) layers.push_back(make_layer());
+    return {std::move(layers), config.d_model, config.d_ff,       config.n_heads,
+            config.n_layers,   config.dropout, config.norm_first, config.quiet_softmax};
+}
+
+// Burn's cached inference of a stack: `sequence` [batch, seq, d_model] (`what` in errors) is the
+// whole sequence so far and `output` the outputs cached so far; `layers(x, start)` runs the
+// layers on the new rows x, rows `start`.. of the sequence. Appends and returns the output of
+// the whole sequence.
+template <Backend B, typename Layers>
+Tensor<B, 3> autoregressive_inference(const Tensor<B, 3>& sequence,
+                                      std::optional<Tensor<B, 3>>& output, const char* op,
+                                      const char* what, const char* whole, Layers&& layers) {
+    const auto [batch, seq, d] = sequence.dims();
+    (void)d;
+    const std::size_t start = output ? output->dims()[1] : 0;
+    check_new_positions(op, what, seq, start, whole);
+    if (output) check_cache_batch(op, batch, output->dims()[0]);
+    auto x = layers(sequence.narrow(1, start, seq - start), start);
+    output = output ? Tensor<B, 3>::cat({*output, x}, 1) : x;
+    return *output;
+}
+
+// The display line of a TransformerEncoder or TransformerDecoder.
+template <typename Stack>
+void display_transformer(module::DisplayContent& c, const Stack& s) {
+    c.add("d_model", s.d_model)
+        .add("d_ff", s.d_ff)
+        .add("n_heads", s.n_heads)
+        .add("n_layers", s.n_layers)
+        .add("dropout", s.dropout)
+        .add("norm_first", s.norm_first)
+        .add("quiet_softmax", s.quiet_softmax);
 }
 }  // namespace detail
 
@@ -101,15 +162,11 @@ class TransformerEncoderInput {
     }
     /// A copy with the padding mask [batch, seq] set.
     TransformerEncoderInput mask_pad(Tensor<B, 2, Bool> mask) const {
-        auto c = *this;
-        c.mask_pad_ = std::move(mask);
-        return c;
+        return detail::with_field(*this, &TransformerEncoderInput::mask_pad_, std::move(mask));
     }
     /// A copy with the attention mask [batch, seq, seq] set.
     TransformerEncoderInput mask_attn(Tensor<B, 3, Bool> mask) const {
-        auto c = *this;
-        c.mask_attn_ = std::move(mask);
-        return c;
+        return detail::with_field(*this, &TransformerEncoderInput::mask_attn_, std::move(mask));
     }
     /// The sequence.
     const Tensor<B, 3>& tensor() const { return tensor_; }
@@ -139,10 +196,7 @@ struct TransformerEncoderLayer {
     /// x [batch, seq, d_model] with masks as MhaInput's.
     Tensor<B, 3> forward(const Tensor<B, 3>& x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
                          const std::optional<Tensor<B, 3, Bool>>& mask_attn) const {
-        return run(x, [&](const Tensor<B, 3>& r) {
-            return mha.forward(MhaInput<B>::self_attn(r).mask_pad(mask_pad).mask_attn(mask_attn))
-                .context;
-        });
+        return run(x, mask_pad, mask_attn, nullptr);
     }
     /// The new positions x [batch, new, d_model] attending to the cached ones and themselves;
     /// masks as MultiHeadAttention::forward_incremental's.
@@ -150,27 +204,18 @@ struct TransformerEncoderLayer {
                                      const std::optional<Tensor<B, 2, Bool>>& mask_pad,
                                      const std::optional<Tensor<B, 3, Bool>>& mask_attn,
                                      MhaCache<B>& cache) const {
-        return run(x, [&](const Tensor<B, 3>& r) {
-            return mha
-                .forward_incremental(
-                    MhaInput<B>::self_attn(r).mask_pad(mask_pad).mask_attn(mask_attn), cache)
-                .context;
-        });
+        return run(x, mask_pad, mask_attn, &cache);
     }
 
   private:
-    template <typename Attend>
-    Tensor<B, 3> run(Tensor<B, 3> x, Attend&& attend) const {
-        auto r = norm_first ? norm_2.forward(x) : x;
-        x = x + dropout.forward(attend(r));
-        if (norm_first) {
-            r = norm_1.forward(x);
-        } else {
-            x = norm_1.forward(x);
-            r = x;
-        }
-        x = x + dropout.forward(pwff.forward(r));
-        return norm_first ? x : norm_2.forward(x);
+    Tensor<B, 3> run(Tensor<B, 3> x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
+                     const std::optional<Tensor<B, 3, Bool>>& mask_attn, MhaCache<B>* cache) const {
+        x = detail::residual(x, norm_first, norm_2, norm_1, dropout, [&](const Tensor<B, 3>& r) {
+            auto in = MhaInput<B>::self_attn(r).mask_pad(mask_pad).mask_attn(mask_attn);
+            return detail::attention_context(mha, in, cache);
+        });
+        return detail::residual(x, norm_first, norm_1, norm_2, dropout,
+                                [&](const Tensor<B, 3>& r) { return pwff.forward(r); });
     }
 };
 
@@ -219,22 +264,14 @@ struct TransformerEncoder {
         EMBER_CHECK(cache.layers.size() == layers.size(), Argument, op, ": the cache has ",
                     cache.layers.size(), " layers but the encoder ", layers.size(),
                     "; make it with new_autoregressive_cache()");
-        const auto [batch, seq, d] = input.tensor().dims();
-        (void)d;
-        const std::size_t start = cache.len();
-        EMBER_CHECK(seq > start, Shape, op, ": the input has ", seq,
-                    " positions but the cache already holds ", start,
-                    "; pass the whole sequence so far, with at least one new position");
-        if (cache.output) {
-            EMBER_CHECK(cache.output->dims()[0] == batch, Shape, op, ": batch of ", batch,
-                        " but the cache holds a batch of ", cache.output->dims()[0]);
-        }
-        auto x = input.tensor().narrow(1, start, seq - start);
-        auto attn = detail::attn_mask_rows(input.mask_attn(), start, seq - start);
-        for (std::size_t i = 0; i < layers.size(); ++i)
-            x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i]);
-        cache.output = cache.output ? Tensor<B, 3>::cat({*cache.output, x}, 1) : x;
-        return *cache.output;
+        auto run_layers = [&](Tensor<B, 3> x, std::size_t start) {
+            auto attn = detail::attn_mask_rows(input.mask_attn(), start, x.dims()[1]);
+            for (std::size_t i = 0; i < layers.size(); ++i)
+                x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i]);
+            return x;
+        };
+        return detail::autoregressive_inference(input.tensor(), cache.output, op, "input",
+                                                "sequence", run_layers);
     }
 
     /// An empty cache for forward_autoregressive_inference.
@@ -244,15 +281,7 @@ struct TransformerEncoder {
     }
 
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("d_model", d_model)
-            .add("d_ff", d_ff)
-            .add("n_heads", n_heads)
-            .add("n_layers", n_layers)
-            .add("dropout", dropout)
-            .add("norm_first", norm_first)
-            .add("quiet_softmax", quiet_softmax);
-    }
+    void display_content(module::DisplayContent& c) const { detail::display_transformer(c, *this); }
 
   private:
     void check(const TransformerEncoderInput<B>& input, const char* op) const {
@@ -282,27 +311,17 @@ struct TransformerEncoderConfig {
     /// Builds the encoder on `device`.
     template <Backend B>
     TransformerEncoder<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(n_layers > 0, Argument, "TransformerEncoderConfig::init: n_layers must be ",
-                    "positive, got 0");
-        std::vector<TransformerEncoderLayer<B>> layers;
-        layers.reserve(n_layers);
-        for (std::size_t i = 0; i < n_layers; ++i) {
-            auto mha = MultiHeadAttentionConfig{d_model, n_heads}
-                           .with_dropout(dropout)
-                           .with_quiet_softmax(quiet_softmax)
-                           .with_initializer(initializer)
-                           .init<B>(device);
-            auto pwff = PositionWiseFeedForwardConfig{d_model, d_ff}
-                            .with_dropout(dropout)
-                            .with_initializer(initializer)
-                            .init<B>(device);
-            layers.push_back({std::move(mha), std::move(pwff),
-                              LayerNormConfig{d_model}.init<B>(device),
-                              LayerNormConfig{d_model}.init<B>(device),
-                              DropoutConfig{dropout}.init(), norm_first});
-        }
-        return {std::move(layers), d_model, d_ff,       n_heads,
-                n_layers,          dropout, norm_first, quiet_softmax};
+        return detail::transformer_stack<TransformerEncoder<B>>(
+            *this, "TransformerEncoderConfig::init", [&]() -> TransformerEncoderLayer<B> {
+                auto mha = detail::transformer_mha<B>(*this, device);
+                auto pwff = detail::transformer_pwff<B>(*this, device);
+                return {std::move(mha),
+                        std::move(pwff),
+                        LayerNormConfig{d_model}.init<B>(device),
+                        LayerNormConfig{d_model}.init<B>(device),
+                        DropoutConfig{dropout}.init(),
+                        norm_first};
+            });
     }
 };
 
@@ -324,27 +343,19 @@ class TransformerDecoderInput {
     }
     /// A copy with the target padding mask set.
     TransformerDecoderInput target_mask_pad(Tensor<B, 2, Bool> m) const {
-        auto c = *this;
-        c.target_mask_pad_ = std::move(m);
-        return c;
+        return detail::with_field(*this, &TransformerDecoderInput::target_mask_pad_, std::move(m));
     }
     /// A copy with the target attention mask set.
     TransformerDecoderInput target_mask_attn(Tensor<B, 3, Bool> m) const {
-        auto c = *this;
-        c.target_mask_attn_ = std::move(m);
-        return c;
+        return detail::with_field(*this, &TransformerDecoderInput::target_mask_attn_, std::move(m));
     }
     /// A copy with the memory padding mask set.
     TransformerDecoderInput memory_mask_pad(Tensor<B, 2, Bool> m) const {
-        auto c = *this;
-        c.memory_mask_pad_ = std::move(m);
-        return c;
+        return detail::with_field(*this, &TransformerDecoderInput::memory_mask_pad_, std::move(m));
     }
     /// A copy with the memory attention mask set.
     TransformerDecoderInput memory_mask_attn(Tensor<B, 3, Bool> m) const {
-        auto c = *this;
-        c.memory_mask_attn_ = std::move(m);
-        return c;
+        return detail::with_field(*this, &TransformerDecoderInput::memory_mask_attn_, std::move(m));
     }
     /// The target.
     const Tensor<B, 3>& target() const { return target_; }
@@ -382,22 +393,7 @@ struct TransformerDecoderLayer {
 
     /// The target rows `x` of `input` (all of them, or the new ones with caches).
     Tensor<B, 3> forward(const Tensor<B, 3>& x, const TransformerDecoderInput<B>& input) const {
-        return run(
-            x,
-            [&](const Tensor<B, 3>& r) {
-                return self_attn
-                    .forward(MhaInput<B>::self_attn(r)
-                                 .mask_pad(input.target_mask_pad())
-                                 .mask_attn(input.target_mask_attn()))
-                    .context;
-            },
-            [&](const Tensor<B, 3>& r) {
-                return cross_attn
-                    .forward(MhaInput<B>(r, input.memory(), input.memory())
-                                 .mask_pad(input.memory_mask_pad())
-                                 .mask_attn(input.memory_mask_attn()))
-                    .context;
-            });
+        return run(x, input, input.target_mask_attn(), input.memory_mask_attn(), nullptr, nullptr);
     }
     /// The new target rows x [batch, new, d_model], rows `start`.. of the sequence, with the
     /// layer's self- and cross-attention caches.
@@ -405,48 +401,31 @@ struct TransformerDecoderLayer {
                                      std::size_t start, MhaCache<B>& self_cache,
                                      MhaCache<B>& cross_cache) const {
         const std::size_t n = x.dims()[1];
-        return run(
-            x,
-            [&](const Tensor<B, 3>& r) {
-                return self_attn
-                    .forward_incremental(
-                        MhaInput<B>::self_attn(r)
-                            .mask_pad(input.target_mask_pad())
-                            .mask_attn(detail::attn_mask_rows(input.target_mask_attn(), start, n)),
-                        self_cache)
-                    .context;
-            },
-            [&](const Tensor<B, 3>& r) {
-                return cross_attn
-                    .forward_incremental(
-                        MhaInput<B>(r, input.memory(), input.memory())
-                            .mask_pad(input.memory_mask_pad())
-                            .mask_attn(detail::attn_mask_rows(input.memory_mask_attn(), start, n)),
-                        cross_cache)
-                    .context;
-            });
+        return run(x, input, detail::attn_mask_rows(input.target_mask_attn(), start, n),
+                   detail::attn_mask_rows(input.memory_mask_attn(), start, n), &self_cache,
+                   &cross_cache);
     }
 
   private:
-    template <typename Self, typename Cross>
-    Tensor<B, 3> run(Tensor<B, 3> x, Self&& self, Cross&& cross) const {
-        auto r = norm_first ? norm_3.forward(x) : x;
-        x = x + dropout.forward(self(r));
-        if (norm_first) {
-            r = norm_1.forward(x);
-        } else {
-            x = norm_1.forward(x);
-            r = x;
-        }
-        x = x + dropout.forward(cross(r));
-        if (norm_first) {
-            r = norm_2.forward(x);
-        } else {
-            x = norm_2.forward(x);
-            r = x;
-        }
-        x = x + dropout.forward(pwff.forward(r));
-        return norm_first ? x : norm_3.forward(x);
+    // The layer with the target and memory attention masks given (the rows of x's positions).
+    Tensor<B, 3> run(Tensor<B, 3> x, const TransformerDecoderInput<B>& input,
+                     const std::optional<Tensor<B, 3, Bool>>& target_mask_attn,
+                     const std::optional<Tensor<B, 3, Bool>>& memory_mask_attn,
+                     MhaCache<B>* self_cache, MhaCache<B>* cross_cache) const {
+        x = detail::residual(x, norm_first, norm_3, norm_1, dropout, [&](const Tensor<B, 3>& r) {
+            auto in = MhaInput<B>::self_attn(r)
+                          .mask_pad(input.target_mask_pad())
+                          .mask_attn(target_mask_attn);
+            return detail::attention_context(self_attn, in, self_cache);
+        });
+        x = detail::residual(x, norm_first, norm_1, norm_2, dropout, [&](const Tensor<B, 3>& r) {
+            auto in = MhaInput<B>(r, input.memory(), input.memory())
+                          .mask_pad(input.memory_mask_pad())
+                          .mask_attn(memory_mask_attn);
+            return detail::attention_context(cross_attn, in, cross_cache);
+        });
+        return detail::residual(x, norm_first, norm_2, norm_3, dropout,
+                                [&](const Tensor<B, 3>& r) { return pwff.forward(r); });
     }
 };
 
@@ -496,22 +475,14 @@ struct TransformerDecoder {
             cache.self_attn.size() == layers.size() && cache.cross_attn.size() == layers.size(),
             Argument, op, ": the cache has ", cache.self_attn.size(), " layers but the decoder ",
             layers.size(), "; make it with new_autoregressive_cache()");
-        const auto [batch, seq, d] = input.target().dims();
-        (void)d;
-        const std::size_t start = cache.len();
-        EMBER_CHECK(seq > start, Shape, op, ": the target has ", seq,
-                    " positions but the cache already holds ", start,
-                    "; pass the whole target so far, with at least one new position");
-        if (cache.output) {
-            EMBER_CHECK(cache.output->dims()[0] == batch, Shape, op, ": batch of ", batch,
-                        " but the cache holds a batch of ", cache.output->dims()[0]);
-        }
-        auto x = input.target().narrow(1, start, seq - start);
-        for (std::size_t i = 0; i < layers.size(); ++i)
-            x = layers[i].forward_incremental(x, input, start, cache.self_attn[i],
-                                              cache.cross_attn[i]);
-        cache.output = cache.output ? Tensor<B, 3>::cat({*cache.output, x}, 1) : x;
-        return *cache.output;
+        auto run_layers = [&](Tensor<B, 3> x, std::size_t start) {
+            for (std::size_t i = 0; i < layers.size(); ++i)
+                x = layers[i].forward_incremental(x, input, start, cache.self_attn[i],
+                                                  cache.cross_attn[i]);
+            return x;
+        };
+        return detail::autoregressive_inference(input.target(), cache.output, op, "target",
+                                                "target", run_layers);
     }
 
     /// An empty cache for forward_autoregressive_inference.
@@ -523,15 +494,7 @@ struct TransformerDecoder {
     }
 
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("d_model", d_model)
-            .add("d_ff", d_ff)
-            .add("n_heads", n_heads)
-            .add("n_layers", n_layers)
-            .add("dropout", dropout)
-            .add("norm_first", norm_first)
-            .add("quiet_softmax", quiet_softmax);
-    }
+    void display_content(module::DisplayContent& c) const { detail::display_transformer(c, *this); }
 
   private:
     void check(const TransformerDecoderInput<B>& input, const char* op) const {
@@ -570,32 +533,20 @@ struct TransformerDecoderConfig {
     /// Builds the decoder on `device`.
     template <Backend B>
     TransformerDecoder<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(n_layers > 0, Argument, "TransformerDecoderConfig::init: n_layers must be ",
-                    "positive, got 0");
-        auto mha = [&] {
-            return MultiHeadAttentionConfig{d_model, n_heads}
-                .with_dropout(dropout)
-                .with_quiet_softmax(quiet_softmax)
-                .with_initializer(initializer)
-                .init<B>(device);
-        };
-        std::vector<TransformerDecoderLayer<B>> layers;
-        layers.reserve(n_layers);
-        for (std::size_t i = 0; i < n_layers; ++i) {
-            auto cross = mha();
-            auto self = mha();
-            auto pwff = PositionWiseFeedForwardConfig{d_model, d_ff}
-                            .with_dropout(dropout)
-                            .with_initializer(initializer)
-                            .init<B>(device);
-            layers.push_back({std::move(cross), std::move(self), std::move(pwff),
-                              LayerNormConfig{d_model}.init<B>(device),
-                              LayerNormConfig{d_model}.init<B>(device),
-                              LayerNormConfig{d_model}.init<B>(device),
-                              DropoutConfig{dropout}.init(), norm_first});
-        }
-        return {std::move(layers), d_model, d_ff,       n_heads,
-                n_layers,          dropout, norm_first, quiet_softmax};
+        return detail::transformer_stack<TransformerDecoder<B>>(
+            *this, "TransformerDecoderConfig::init", [&]() -> TransformerDecoderLayer<B> {
+                auto cross = detail::transformer_mha<B>(*this, device);
+                auto self = detail::transformer_mha<B>(*this, device);
+                auto pwff = detail::transformer_pwff<B>(*this, device);
+                return {std::move(cross),
+                        std::move(self),
+                        std::move(pwff),
+                        LayerNormConfig{d_model}.init<B>(device),
+                        LayerNormConfig{d_model}.init<B>(device),
+                        LayerNormConfig{d_model}.init<B>(device),
+                        DropoutConfig{dropout}.init(),
+                        norm_first};
+            });
     }
 };
 
