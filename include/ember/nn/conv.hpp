@@ -11,6 +11,8 @@
 #include <cmath>
 #include <optional>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "../module/config.hpp"
 #include "../module/module.hpp"
@@ -55,19 +57,45 @@ void check_conv_config(std::string_view layer, std::size_t channels_in, std::siz
     check_at_least_one(layer, "dilation", dilation);
 }
 
-/// A lazy weight of shape [lead, second, kernel...] and, when asked, a bias of `bias_size`,
-/// both drawn by `init` with the given fans.
+/// A 1-d layer's size as the one-element array of the N-d helpers; an N-d layer's array as it is.
+inline std::array<std::size_t, 1> as_array(std::size_t v) {
+    return {v};
+}
+template <std::size_t N>
+std::array<std::size_t, N> as_array(const std::array<std::size_t, N>& a) {
+    return a;
+}
+
+/// A lazy weight [lead, second / groups, kernel...] and, when asked, a bias of `bias_size`, both
+/// drawn by `init` with fan_in = second / groups · ∏kernel_size (PyTorch's, from the weight's
+/// second dim) and fan_out = lead / groups · ∏kernel_size (Burn's).
 template <Backend B, std::size_t N>
 std::pair<Param<Tensor<B, N + 2>>, std::optional<Param<Tensor<B, 1>>>> conv_params(
-    const Initializer& init, std::size_t lead, std::size_t second,
+    const Initializer& init, std::size_t lead, std::size_t second, std::size_t groups,
     const std::array<std::size_t, N>& kernel_size, std::size_t bias_size, bool bias,
-    std::size_t fan_in, std::size_t fan_out, const Device<B>& device) {
-    Shape shape{lead, second};
-    for (auto k : kernel_size) shape.push_back(k);
+    const Device<B>& device) {
+    const std::size_t k = product(kernel_size);
+    const std::size_t fan_in = second / groups * k, fan_out = lead / groups * k;
+    Shape shape{lead, second / groups};
+    for (auto v : kernel_size) shape.push_back(v);
     auto weight = init.init<B, N + 2>(shape, device, fan_in, fan_out);
     std::optional<Param<Tensor<B, 1>>> b;
     if (bias) b = init.init<B, 1>(Shape{bias_size}, device, fan_in, fan_out);
     return {std::move(weight), std::move(b)};
+}
+
+/// Conv1d/2d/3dConfig::init of config `c` with `channels` [in, out]: the config checks, then the
+/// layer with a lazy weight [channels_out, channels_in / groups, kernel...] and bias.
+template <typename Layer, Backend B, typename Config>
+Layer init_conv(std::string_view layer, const Config& c, const std::array<std::size_t, 2>& channels,
+                const Device<B>& device) {
+    const auto kernel_size = as_array(c.kernel_size), stride = as_array(c.stride);
+    check_conv_config(layer, channels[0], channels[1], c.groups, "groups", kernel_size, stride,
+                      as_array(c.dilation));
+    c.padding.check(layer, kernel_size, stride);
+    auto [w, b] = conv_params<B>(c.initializer, channels[1], channels[0], c.groups, kernel_size,
+                                 channels[1], c.bias, device);
+    return {std::move(w), std::move(b), c.stride, c.kernel_size, c.dilation, c.groups, c.padding};
 }
 
 /// Throws ShapeError unless `input` [batch, channels, spatial...] has `channels` channels.
@@ -83,6 +111,55 @@ template <Backend B>
 std::optional<Tensor<B, 1>> bias_value(const std::optional<Param<Tensor<B, 1>>>& bias) {
     if (!bias) return std::nullopt;
     return bias->val();
+}
+
+/// The forward of convolution module `m` (`layer` in messages): checks the input's channels, then
+/// runs module::conv*d or module::conv_transpose*d, as the type of `options` says, with the
+/// module's weight and bias.
+template <typename M, Backend B, std::size_t D, typename Options>
+Tensor<B, D> convolve(std::string_view layer, const M& m, const Tensor<B, D>& input,
+                      const Options& options) {
+    check_input_channels(layer, input, m.channels_in());
+    const auto weight = m.weight.val();
+    const auto bias = bias_value(m.bias);
+    if constexpr (std::is_same_v<Options, ConvOptions<1>>)
+        return module::conv1d(input, weight, bias, options);
+    else if constexpr (std::is_same_v<Options, ConvOptions<2>>)
+        return module::conv2d(input, weight, bias, options);
+    else if constexpr (std::is_same_v<Options, ConvOptions<3>>)
+        return module::conv3d(input, weight, bias, options);
+    else if constexpr (std::is_same_v<Options, ConvTransposeOptions<1>>)
+        return module::conv_transpose1d(input, weight, bias, options);
+    else if constexpr (std::is_same_v<Options, ConvTransposeOptions<2>>)
+        return module::conv_transpose2d(input, weight, bias, options);
+    else
+        return module::conv_transpose3d(input, weight, bias, options);
+}
+
+/// Conv1d/2d/3d's forward, with the padding resolved for the module's kernel and dilation.
+template <typename M, Backend B, std::size_t D>
+Tensor<B, D> conv_forward(std::string_view layer, const M& m, const Tensor<B, D>& input) {
+    const auto kernel_size = as_array(m.kernel_size), dilation = as_array(m.dilation);
+    const ConvOptions<D - 2> options{as_array(m.stride), m.padding.resolve(kernel_size, dilation),
+                                     dilation, m.groups};
+    return convolve(layer, m, input, options);
+}
+
+/// Adds the display items that follow a Conv or ConvTranspose module's channels, in Burn's order.
+template <typename M>
+module::DisplayContent& add_conv_items(module::DisplayContent& c, const M& m) {
+    return c.add("stride", m.stride)
+        .add("kernel_size", m.kernel_size)
+        .add("dilation", m.dilation)
+        .add("groups", m.groups)
+        .add("padding", m.padding);
+}
+
+/// Conv1d/2d/3d's display items.
+template <typename M>
+void display_conv(module::DisplayContent& c, const M& m) {
+    c.add("ch_in", m.channels_in()).add("ch_out", m.channels_out());
+    add_conv_items(c, m);
 }
 
 }  // namespace detail::conv
@@ -108,20 +185,10 @@ struct Conv1d {
 
     /// [batch, channels_in, length_in] → [batch, channels_out, length_out].
     Tensor<B, 3> forward(const Tensor<B, 3>& input) const {
-        detail::conv::check_input_channels("Conv1d", input, channels_in());
-        ConvOptions<1> o{{stride}, padding.resolve({kernel_size}, {dilation}), {dilation}, groups};
-        return module::conv1d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_forward("Conv1d", *this, input);
     }
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("ch_in", channels_in())
-            .add("ch_out", channels_out())
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding);
-    }
+    void display_content(module::DisplayContent& c) const { detail::conv::display_conv(c, *this); }
 };
 
 /// Configuration of a Conv1d layer.
@@ -143,14 +210,8 @@ struct Conv1dConfig {
     /// for non-positive sizes, channels not divisible by groups, or unsupported Same padding.
     template <Backend B>
     Conv1d<B> init(const Device<B>& device = {}) const {
-        const std::array<std::size_t, 1> k{kernel_size};
-        detail::conv::check_conv_config<1>("Conv1dConfig::init", channels_in, channels_out, groups,
-                                           "groups", k, {stride}, {dilation});
-        padding.check("Conv1dConfig::init", k, {stride});
-        auto [w, b] = detail::conv::conv_params<B, 1>(
-            initializer, channels_out, channels_in / groups, k, channels_out, bias,
-            channels_in / groups * kernel_size, channels_out / groups * kernel_size, device);
-        return {std::move(w), std::move(b), stride, kernel_size, dilation, groups, padding};
+        return detail::conv::init_conv<Conv1d<B>, B>("Conv1dConfig::init", *this,
+                                                     {channels_in, channels_out}, device);
     }
 };
 
@@ -175,20 +236,10 @@ struct Conv2d {
 
     /// [batch, channels_in, height_in, width_in] → [batch, channels_out, height_out, width_out].
     Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        detail::conv::check_input_channels("Conv2d", input, channels_in());
-        ConvOptions<2> o{stride, padding.resolve(kernel_size, dilation), dilation, groups};
-        return module::conv2d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_forward("Conv2d", *this, input);
     }
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("ch_in", channels_in())
-            .add("ch_out", channels_out())
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding);
-    }
+    void display_content(module::DisplayContent& c) const { detail::conv::display_conv(c, *this); }
 };
 
 /// Configuration of a Conv2d layer.
@@ -209,14 +260,7 @@ struct Conv2dConfig {
     /// for non-positive sizes, channels not divisible by groups, or unsupported Same padding.
     template <Backend B>
     Conv2d<B> init(const Device<B>& device = {}) const {
-        detail::conv::check_conv_config<2>("Conv2dConfig::init", channels[0], channels[1], groups,
-                                           "groups", kernel_size, stride, dilation);
-        padding.check("Conv2dConfig::init", kernel_size, stride);
-        const std::size_t k = detail::conv::product(kernel_size);
-        auto [w, b] = detail::conv::conv_params<B, 2>(
-            initializer, channels[1], channels[0] / groups, kernel_size, channels[1], bias,
-            channels[0] / groups * k, channels[1] / groups * k, device);
-        return {std::move(w), std::move(b), stride, kernel_size, dilation, groups, padding};
+        return detail::conv::init_conv<Conv2d<B>, B>("Conv2dConfig::init", *this, channels, device);
     }
 };
 
@@ -241,20 +285,10 @@ struct Conv3d {
 
     /// [batch, channels_in, d, h, w] → [batch, channels_out, d_out, h_out, w_out].
     Tensor<B, 5> forward(const Tensor<B, 5>& input) const {
-        detail::conv::check_input_channels("Conv3d", input, channels_in());
-        ConvOptions<3> o{stride, padding.resolve(kernel_size, dilation), dilation, groups};
-        return module::conv3d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_forward("Conv3d", *this, input);
     }
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("ch_in", channels_in())
-            .add("ch_out", channels_out())
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding);
-    }
+    void display_content(module::DisplayContent& c) const { detail::conv::display_conv(c, *this); }
 };
 
 /// Configuration of a Conv3d layer.
@@ -275,14 +309,7 @@ struct Conv3dConfig {
     /// for non-positive sizes, channels not divisible by groups, or unsupported Same padding.
     template <Backend B>
     Conv3d<B> init(const Device<B>& device = {}) const {
-        detail::conv::check_conv_config<3>("Conv3dConfig::init", channels[0], channels[1], groups,
-                                           "groups", kernel_size, stride, dilation);
-        padding.check("Conv3dConfig::init", kernel_size, stride);
-        const std::size_t k = detail::conv::product(kernel_size);
-        auto [w, b] = detail::conv::conv_params<B, 3>(
-            initializer, channels[1], channels[0] / groups, kernel_size, channels[1], bias,
-            channels[0] / groups * k, channels[1] / groups * k, device);
-        return {std::move(w), std::move(b), stride, kernel_size, dilation, groups, padding};
+        return detail::conv::init_conv<Conv3d<B>, B>("Conv3dConfig::init", *this, channels, device);
     }
 };
 
@@ -359,10 +386,9 @@ struct DeformConv2dConfig {
                     ": channels_in (", channels[0], ") must be divisible by offset_groups (",
                     offset_groups, ")");
         padding.check(layer, kernel_size, stride);
-        const std::size_t k = detail::conv::product(kernel_size);
-        auto [w, b] = detail::conv::conv_params<B, 2>(
-            initializer, channels[1], channels[0] / weight_groups, kernel_size, channels[1], bias,
-            channels[0] / weight_groups * k, channels[1] / weight_groups * k, device);
+        auto [w, b] =
+            detail::conv::conv_params<B>(initializer, channels[1], channels[0], weight_groups,
+                                         kernel_size, channels[1], bias, device);
         return {std::move(w), std::move(b),  stride,        kernel_size,
                 dilation,     weight_groups, offset_groups, padding};
     }

@@ -28,13 +28,33 @@ void check_conv_transpose_config(std::string_view layer, const std::array<std::s
                     array_str(stride), " or the dilation ", array_str(dilation), " in every dim");
 }
 
-template <Backend B, std::size_t N>
-auto conv_transpose_params(const Initializer& init, const std::array<std::size_t, 2>& channels,
-                           std::size_t groups, const std::array<std::size_t, N>& kernel_size,
-                           bool bias, const Device<B>& device) {
-    const std::size_t k = product(kernel_size);
-    return conv_params<B, N>(init, channels[0], channels[1] / groups, kernel_size, channels[1],
-                             bias, channels[1] / groups * k, channels[0] / groups * k, device);
+/// ConvTranspose1d/2d/3dConfig::init of config `c`: the config checks, then the layer with a lazy
+/// weight [channels_in, channels_out / groups, kernel...] and bias.
+template <typename Layer, Backend B, typename Config>
+Layer init_conv_transpose(std::string_view layer, const Config& c, const Device<B>& device) {
+    const auto kernel_size = as_array(c.kernel_size);
+    check_conv_transpose_config(layer, c.channels, c.groups, kernel_size, as_array(c.stride),
+                                as_array(c.dilation), as_array(c.padding_out));
+    auto [w, b] = conv_params<B>(c.initializer, c.channels[0], c.channels[1], c.groups, kernel_size,
+                                 c.channels[1], c.bias, device);
+    return {std::move(w), std::move(b), c.stride,  c.kernel_size,
+            c.dilation,   c.groups,     c.padding, c.padding_out};
+}
+
+/// ConvTranspose1d/2d/3d's forward.
+template <typename M, Backend B, std::size_t D>
+Tensor<B, D> conv_transpose_forward(std::string_view layer, const M& m, const Tensor<B, D>& input) {
+    const ConvTransposeOptions<D - 2> options{as_array(m.stride), as_array(m.padding),
+                                              as_array(m.padding_out), as_array(m.dilation),
+                                              m.groups};
+    return convolve(layer, m, input, options);
+}
+
+/// ConvTranspose1d/2d/3d's display items.
+template <typename M>
+void display_conv_transpose(module::DisplayContent& c, const M& m) {
+    c.add("channels", std::array<std::size_t, 2>{m.channels_in(), m.channels_out()});
+    add_conv_items(c, m).add("padding_out", m.padding_out);
 }
 
 }  // namespace detail::conv
@@ -64,19 +84,11 @@ struct ConvTranspose1d {
     /// [batch, channels_in, length_in] → [batch, channels_out, length_out] with
     /// length_out = (length_in−1)·stride − 2·padding + dilation·(kernel_size−1) + padding_out + 1.
     Tensor<B, 3> forward(const Tensor<B, 3>& input) const {
-        detail::conv::check_input_channels("ConvTranspose1d", input, channels_in());
-        ConvTransposeOptions<1> o{{stride}, {padding}, {padding_out}, {dilation}, groups};
-        return module::conv_transpose1d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_transpose_forward("ConvTranspose1d", *this, input);
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("channels", std::array<std::size_t, 2>{channels_in(), channels_out()})
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding)
-            .add("padding_out", padding_out);
+        detail::conv::display_conv_transpose(c, *this);
     }
 };
 
@@ -99,14 +111,8 @@ struct ConvTranspose1dConfig {
     /// for non-positive sizes, channels not divisible by groups, or a too large padding_out.
     template <Backend B>
     ConvTranspose1d<B> init(const Device<B>& device = {}) const {
-        const std::array<std::size_t, 1> k{kernel_size};
-        detail::conv::check_conv_transpose_config<1>("ConvTranspose1dConfig::init", channels,
-                                                     groups, k, {stride}, {dilation},
-                                                     {padding_out});
-        auto [w, b] = detail::conv::conv_transpose_params<B, 1>(initializer, channels, groups, k,
-                                                                bias, device);
-        return {std::move(w), std::move(b), stride,  kernel_size,
-                dilation,     groups,       padding, padding_out};
+        return detail::conv::init_conv_transpose<ConvTranspose1d<B>, B>(
+            "ConvTranspose1dConfig::init", *this, device);
     }
 };
 
@@ -135,19 +141,11 @@ struct ConvTranspose2d {
     /// [batch, channels_in, h, w] → [batch, channels_out, h_out, w_out], each output size
     /// (in−1)·stride − 2·padding + dilation·(kernel−1) + padding_out + 1.
     Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        detail::conv::check_input_channels("ConvTranspose2d", input, channels_in());
-        ConvTransposeOptions<2> o{stride, padding, padding_out, dilation, groups};
-        return module::conv_transpose2d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_transpose_forward("ConvTranspose2d", *this, input);
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("channels", std::array<std::size_t, 2>{channels_in(), channels_out()})
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding)
-            .add("padding_out", padding_out);
+        detail::conv::display_conv_transpose(c, *this);
     }
 };
 
@@ -170,13 +168,8 @@ struct ConvTranspose2dConfig {
     /// for non-positive sizes, channels not divisible by groups, or a too large padding_out.
     template <Backend B>
     ConvTranspose2d<B> init(const Device<B>& device = {}) const {
-        detail::conv::check_conv_transpose_config<2>("ConvTranspose2dConfig::init", channels,
-                                                     groups, kernel_size, stride, dilation,
-                                                     padding_out);
-        auto [w, b] = detail::conv::conv_transpose_params<B, 2>(initializer, channels, groups,
-                                                                kernel_size, bias, device);
-        return {std::move(w), std::move(b), stride,  kernel_size,
-                dilation,     groups,       padding, padding_out};
+        return detail::conv::init_conv_transpose<ConvTranspose2d<B>, B>(
+            "ConvTranspose2dConfig::init", *this, device);
     }
 };
 
@@ -205,19 +198,11 @@ struct ConvTranspose3d {
     /// [batch, channels_in, d, h, w] → [batch, channels_out, d_out, h_out, w_out], each output
     /// size (in−1)·stride − 2·padding + dilation·(kernel−1) + padding_out + 1.
     Tensor<B, 5> forward(const Tensor<B, 5>& input) const {
-        detail::conv::check_input_channels("ConvTranspose3d", input, channels_in());
-        ConvTransposeOptions<3> o{stride, padding, padding_out, dilation, groups};
-        return module::conv_transpose3d(input, weight.val(), detail::conv::bias_value(bias), o);
+        return detail::conv::conv_transpose_forward("ConvTranspose3d", *this, input);
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("channels", std::array<std::size_t, 2>{channels_in(), channels_out()})
-            .add("stride", stride)
-            .add("kernel_size", kernel_size)
-            .add("dilation", dilation)
-            .add("groups", groups)
-            .add("padding", padding)
-            .add("padding_out", padding_out);
+        detail::conv::display_conv_transpose(c, *this);
     }
 };
 
@@ -240,13 +225,8 @@ struct ConvTranspose3dConfig {
     /// for non-positive sizes, channels not divisible by groups, or a too large padding_out.
     template <Backend B>
     ConvTranspose3d<B> init(const Device<B>& device = {}) const {
-        detail::conv::check_conv_transpose_config<3>("ConvTranspose3dConfig::init", channels,
-                                                     groups, kernel_size, stride, dilation,
-                                                     padding_out);
-        auto [w, b] = detail::conv::conv_transpose_params<B, 3>(initializer, channels, groups,
-                                                                kernel_size, bias, device);
-        return {std::move(w), std::move(b), stride,  kernel_size,
-                dilation,     groups,       padding, padding_out};
+        return detail::conv::init_conv_transpose<ConvTranspose3d<B>, B>(
+            "ConvTranspose3dConfig::init", *this, device);
     }
 };
 

@@ -41,6 +41,33 @@ inline std::size_t scaled_size(std::size_t in, double scale, const char* module)
                 " into an empty output");
     return std::size_t(out);
 }
+/// A 1-d module's optional size or scale as the one-axis array of the N-d helpers.
+template <typename T>
+std::optional<std::array<T, 1>> as_array(const std::optional<T>& v) {
+    if (!v) return std::nullopt;
+    return std::array{*v};
+}
+/// The output extents for input extents `in`: `output_size`, or ⌊in · scale⌋ per axis with
+/// `scale_factor`, or `in` when neither is given.
+template <std::size_t N>
+std::array<std::size_t, N> output_extents(
+    const std::array<std::size_t, N>& in,
+    const std::optional<std::array<std::size_t, N>>& output_size,
+    const std::optional<std::array<double, N>>& scale_factor, const char* module) {
+    if (output_size) return *output_size;
+    if (!scale_factor) return in;
+    std::array<std::size_t, N> out{};
+    for (std::size_t d = 0; d < N; ++d) out[d] = scaled_size(in[d], (*scale_factor)[d], module);
+    return out;
+}
+/// An Interpolate module's display items.
+template <typename M>
+void display_interpolate(module::DisplayContent& c, const M& m) {
+    c.add("output_size", m.output_size)
+        .add("scale_factor", m.scale_factor)
+        .add("mode", mode_name(m.mode))
+        .add("align_corners", m.align_corners);
+}
 template <std::size_t N>
 void check_interpolate_config(const std::optional<std::array<std::size_t, N>>& output_size,
                               const std::optional<std::array<double, N>>& scale_factor,
@@ -69,11 +96,7 @@ struct Interpolate2d {
 
     /// The output [height, width] for an input of [height, width] `in`.
     std::array<std::size_t, 2> output_for(std::array<std::size_t, 2> in) const {
-        if (output_size) return *output_size;
-        if (scale_factor)
-            return {detail::scaled_size(in[0], (*scale_factor)[0], "Interpolate2d"),
-                    detail::scaled_size(in[1], (*scale_factor)[1], "Interpolate2d")};
-        return in;
+        return detail::output_extents(in, output_size, scale_factor, "Interpolate2d");
     }
     /// Resizes `input` [N, C, H, W].
     template <Backend B>
@@ -85,12 +108,7 @@ struct Interpolate2d {
                                    InterpolateOptions{detail::tensor_mode(mode), align_corners});
     }
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("output_size", output_size)
-            .add("scale_factor", scale_factor)
-            .add("mode", detail::mode_name(mode))
-            .add("align_corners", align_corners);
-    }
+    void display_content(module::DisplayContent& c) const { detail::display_interpolate(c, *this); }
 };
 
 /// Configuration of Interpolate2d.
@@ -119,26 +137,16 @@ struct Interpolate1d {
     /// Resizes `input` [N, C, L].
     template <Backend B>
     Tensor<B, 3> forward(const Tensor<B, 3>& input) const {
-        const std::size_t len = input.dims()[2];
-        std::size_t out = len;
-        if (output_size)
-            out = *output_size;
-        else if (scale_factor)
-            out = detail::scaled_size(len, *scale_factor, "Interpolate1d");
-        else
-            return input;
+        if (!output_size && !scale_factor) return input;
+        const auto out = detail::output_extents<1>({input.dims()[2]}, detail::as_array(output_size),
+                                                   detail::as_array(scale_factor), "Interpolate1d");
         auto x = input.template unsqueeze_dim<4>(2);
-        return module::interpolate(x, {1, out},
+        return module::interpolate(x, {1, out[0]},
                                    InterpolateOptions{detail::tensor_mode(mode), align_corners})
             .template squeeze<3>(2);
     }
     /// Shown on the module's display line.
-    void display_content(module::DisplayContent& c) const {
-        c.add("output_size", output_size)
-            .add("scale_factor", scale_factor)
-            .add("mode", detail::mode_name(mode))
-            .add("align_corners", align_corners);
-    }
+    void display_content(module::DisplayContent& c) const { detail::display_interpolate(c, *this); }
 };
 
 /// Configuration of Interpolate1d.
@@ -151,9 +159,8 @@ struct Interpolate1dConfig {
 
     /// Builds the module; throws ArgumentError when both sizes are given or one is not positive.
     Interpolate1d init() const {
-        auto size = output_size ? std::optional(std::array{*output_size}) : std::nullopt;
-        auto scale = scale_factor ? std::optional(std::array{*scale_factor}) : std::nullopt;
-        detail::check_interpolate_config(size, scale, "Interpolate1dConfig");
+        detail::check_interpolate_config(detail::as_array(output_size),
+                                         detail::as_array(scale_factor), "Interpolate1dConfig");
         return Interpolate1d{output_size, scale_factor, mode, align_corners};
     }
 };

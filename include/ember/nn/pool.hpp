@@ -37,6 +37,18 @@ void check_pool_config(std::string_view layer, const std::array<std::size_t, N>&
                     array_str(kernel_size));
 }
 
+/// A pool's display items, in Burn's order: kernel_size, stride, padding, the pool's own option
+/// (`option`, shown as `name`: count_include_pad or dilation) and ceil_mode.
+template <typename Pool, typename T>
+void display_pool(module::DisplayContent& c, const Pool& p, std::string_view name,
+                  const T& option) {
+    c.add("kernel_size", p.kernel_size)
+        .add("stride", p.stride)
+        .add("padding", p.padding)
+        .add(name, option)
+        .add("ceil_mode", p.ceil_mode);
+}
+
 }  // namespace detail::conv
 
 // ---- AvgPool1d ---------------------------------------------------------------------------------
@@ -58,11 +70,7 @@ struct AvgPool1d {
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("kernel_size", kernel_size)
-            .add("stride", stride)
-            .add("padding", padding)
-            .add("count_include_pad", count_include_pad)
-            .add("ceil_mode", ceil_mode);
+        detail::conv::display_pool(c, *this, "count_include_pad", count_include_pad);
     }
 };
 
@@ -103,11 +111,7 @@ struct AvgPool2d {
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("kernel_size", kernel_size)
-            .add("stride", stride)
-            .add("padding", padding)
-            .add("count_include_pad", count_include_pad)
-            .add("ceil_mode", ceil_mode);
+        detail::conv::display_pool(c, *this, "count_include_pad", count_include_pad);
     }
 };
 
@@ -148,11 +152,7 @@ struct MaxPool1d {
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("kernel_size", kernel_size)
-            .add("stride", stride)
-            .add("padding", padding)
-            .add("dilation", dilation)
-            .add("ceil_mode", ceil_mode);
+        detail::conv::display_pool(c, *this, "dilation", dilation);
     }
 };
 
@@ -193,11 +193,7 @@ struct MaxPool2d {
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("kernel_size", kernel_size)
-            .add("stride", stride)
-            .add("padding", padding)
-            .add("dilation", dilation)
-            .add("ceil_mode", ceil_mode);
+        detail::conv::display_pool(c, *this, "dilation", dilation);
     }
 };
 
