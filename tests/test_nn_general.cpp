@@ -342,8 +342,29 @@ TEST_CASE("Embedding matches torch", "[nn][general]") {
 // ---- Interpolate ---------------------------------------------------------------------------
 
 namespace {
-nn::InterpolateMode mode_of(const ember::test::Fixture& f) {
-    return nn::InterpolateMode(int(f.param("mode")));
+// Interpolate1d (D = 3) or Interpolate2d (D = 4) set up as the fixture `name` says (mode,
+// align_corners, and an output size "out"/"out0", "out1" or a scale "scale"/"scale0", "scale1"),
+// against torch.
+template <std::size_t D, typename Config>
+void interpolate_case(const std::string& name) {
+    auto f = fx(name);
+    auto config = Config{}
+                      .with_mode(nn::InterpolateMode(int(f.param("mode"))))
+                      .with_align_corners(f.param("align_corners") != 0);
+    if constexpr (D == 3) {
+        if (f.has_param("out"))
+            config.output_size = std::size_t(f.param("out"));
+        else
+            config.scale_factor = f.param("scale");
+    } else {
+        if (f.has_param("out0"))
+            config.output_size = {std::size_t(f.param("out0")), std::size_t(f.param("out1"))};
+        else
+            config.scale_factor = {f.param("scale0"), f.param("scale1")};
+    }
+    auto m = config.init();
+    auto x = f.named_tensor<AD, D>("input").require_grad();
+    check_against(m, f, {}, x, m.forward(x));
 }
 }  // namespace
 
@@ -352,17 +373,7 @@ TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general
          {"interpolate2d_nearest_size", "interpolate2d_nearest_scale", "interpolate2d_linear_size",
           "interpolate2d_linear_noalign", "interpolate2d_cubic_scale"}) {
         DYNAMIC_SECTION(name) {
-            auto f = fx(name);
-            auto config = nn::Interpolate2dConfig{}
-                              .with_mode(mode_of(f))
-                              .with_align_corners(f.param("align_corners") != 0);
-            if (f.has_param("out0"))
-                config.output_size = {std::size_t(f.param("out0")), std::size_t(f.param("out1"))};
-            else
-                config.scale_factor = {f.param("scale0"), f.param("scale1")};
-            auto m = config.init();
-            auto x = f.named_tensor<AD, 4>("input").require_grad();
-            check_against(m, f, {}, x, m.forward(x));
+            interpolate_case<4, nn::Interpolate2dConfig>(name);
         }
     }
     SECTION("without a size or a scale the input passes through") {
@@ -400,17 +411,7 @@ TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate", "[nn][general
          {"interpolate1d_nearest_size", "interpolate1d_nearest_scale", "interpolate1d_linear_size",
           "interpolate1d_linear_noalign", "interpolate1d_cubic_size"}) {
         DYNAMIC_SECTION(name) {
-            auto f = fx(name);
-            auto config = nn::Interpolate1dConfig{}
-                              .with_mode(mode_of(f))
-                              .with_align_corners(f.param("align_corners") != 0);
-            if (f.has_param("out"))
-                config.output_size = std::size_t(f.param("out"));
-            else
-                config.scale_factor = f.param("scale");
-            auto m = config.init();
-            auto x = f.named_tensor<AD, 3>("input").require_grad();
-            check_against(m, f, {}, x, m.forward(x));
+            interpolate_case<3, nn::Interpolate1dConfig>(name);
         }
     }
     SECTION("errors") {

@@ -31,15 +31,21 @@ M load_params(M model, const Fixture& f) {
     return model;
 }
 
+// The gradient of `t` against the fixture's "grad.<name>".
+template <typename T>
+void check_grad(const T& t, const Fixture& f, const std::string& name, const auto& grads) {
+    INFO("gradient of " << name);
+    auto g = t.grad(grads);
+    REQUIRE(g.has_value());
+    ember::test::check_close(g->to_data(), f.named("grad." + name));
+}
+
 // Every parameter's gradient against the fixture's "grad.<path>".
 template <typename M, typename G>
 void check_param_grads(const M& model, const Fixture& f, const G& grads) {
     std::size_t n = 0;
     model.visit([&](std::string_view path, const auto& p) {
-        INFO("gradient of " << path);
-        auto g = p.val().grad(grads);
-        REQUIRE(g.has_value());
-        ember::test::check_close(g->to_data(), f.named("grad." + std::string(path)));
+        check_grad(p.val(), f, std::string(path), grads);
         ++n;
     });
     CHECK(n > 0);
@@ -51,12 +57,32 @@ ember::Tensor<B, D> leaf(const Fixture& f, const std::string& name) {
     return f.named_tensor<B, D>(name).require_grad();
 }
 
-template <typename T>
-void check_grad(const T& t, const Fixture& f, const std::string& name, const auto& grads) {
-    INFO("gradient of " << name);
-    auto g = t.grad(grads);
-    REQUIRE(g.has_value());
-    ember::test::check_close(g->to_data(), f.named("grad." + name));
+// An Lstm (Config = LstmConfig, states of rank D = 2) or a BiLstm (BiLstmConfig, D = 3) set up
+// as the fixture says: outputs, final states and every gradient against torch.
+template <typename Config, std::size_t D>
+void lstm_case(const Fixture& f) {
+    auto model = load_params(Config{kInput, kHidden}
+                                 .with_bias(flag(f, "bias"))
+                                 .with_batch_first(flag(f, "batch_first"))
+                                 .template init<B>(),
+                             f);
+    auto input = leaf<3>(f, "input");
+    std::optional<ember::nn::LstmState<B, D>> state;
+    if (flag(f, "with_state")) state = {{leaf<D>(f, "state.cell"), leaf<D>(f, "state.hidden")}};
+    auto [out, fin] = model.forward(input, state);
+    ember::test::check_close(out.to_data(), f.named("output"));
+    ember::test::check_close(fin.cell.to_data(), f.named("final.cell"));
+    ember::test::check_close(fin.hidden.to_data(), f.named("final.hidden"));
+    auto loss = (out * f.named_tensor<B, 3>("gout")).sum() +
+                (fin.cell * f.named_tensor<B, D>("gout.cell")).sum() +
+                (fin.hidden * f.named_tensor<B, D>("gout.hidden")).sum();
+    auto grads = loss.backward();
+    check_param_grads(model, f, grads);
+    check_grad(input, f, "input", grads);
+    if (state) {
+        check_grad(state->cell, f, "state.cell", grads);
+        check_grad(state->hidden, f, "state.hidden", grads);
+    }
 }
 
 }  // namespace
@@ -66,53 +92,10 @@ TEST_CASE("Lstm and BiLstm match torch.nn.LSTM", "[nn][rnn]") {
                                    "bilstm", "bilstm_seq_first_state", "bilstm_no_bias_state"}) {
         SECTION(name) {
             const Fixture f("nn_rnn", name);
-            const bool bi = flag(f, "bidirectional"), with_state = flag(f, "with_state");
-            auto input = leaf<3>(f, "input");
-            if (!bi) {
-                auto model = load_params(ember::nn::LstmConfig{kInput, kHidden}
-                                             .with_bias(flag(f, "bias"))
-                                             .with_batch_first(flag(f, "batch_first"))
-                                             .init<B>(),
-                                         f);
-                std::optional<ember::nn::LstmState<B, 2>> state;
-                if (with_state) state = {{leaf<2>(f, "state.cell"), leaf<2>(f, "state.hidden")}};
-                auto [out, fin] = model.forward(input, state);
-                ember::test::check_close(out.to_data(), f.named("output"));
-                ember::test::check_close(fin.cell.to_data(), f.named("final.cell"));
-                ember::test::check_close(fin.hidden.to_data(), f.named("final.hidden"));
-                auto loss = (out * f.named_tensor<B, 3>("gout")).sum() +
-                            (fin.cell * f.named_tensor<B, 2>("gout.cell")).sum() +
-                            (fin.hidden * f.named_tensor<B, 2>("gout.hidden")).sum();
-                auto grads = loss.backward();
-                check_param_grads(model, f, grads);
-                check_grad(input, f, "input", grads);
-                if (with_state) {
-                    check_grad(state->cell, f, "state.cell", grads);
-                    check_grad(state->hidden, f, "state.hidden", grads);
-                }
-            } else {
-                auto model = load_params(ember::nn::BiLstmConfig{kInput, kHidden}
-                                             .with_bias(flag(f, "bias"))
-                                             .with_batch_first(flag(f, "batch_first"))
-                                             .init<B>(),
-                                         f);
-                std::optional<ember::nn::LstmState<B, 3>> state;
-                if (with_state) state = {{leaf<3>(f, "state.cell"), leaf<3>(f, "state.hidden")}};
-                auto [out, fin] = model.forward(input, state);
-                ember::test::check_close(out.to_data(), f.named("output"));
-                ember::test::check_close(fin.cell.to_data(), f.named("final.cell"));
-                ember::test::check_close(fin.hidden.to_data(), f.named("final.hidden"));
-                auto loss = (out * f.named_tensor<B, 3>("gout")).sum() +
-                            (fin.cell * f.named_tensor<B, 3>("gout.cell")).sum() +
-                            (fin.hidden * f.named_tensor<B, 3>("gout.hidden")).sum();
-                auto grads = loss.backward();
-                check_param_grads(model, f, grads);
-                check_grad(input, f, "input", grads);
-                if (with_state) {
-                    check_grad(state->cell, f, "state.cell", grads);
-                    check_grad(state->hidden, f, "state.hidden", grads);
-                }
-            }
+            if (flag(f, "bidirectional"))
+                lstm_case<ember::nn::BiLstmConfig, 3>(f);
+            else
+                lstm_case<ember::nn::LstmConfig, 2>(f);
         }
     }
 }

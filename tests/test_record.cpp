@@ -82,20 +82,12 @@ float bits32(std::uint32_t b) {
     return std::bit_cast<float>(b);
 }
 
+// A tensor of 16-bit floats (H = ember::f16 or ember::bf16) given by their bit patterns.
+template <typename H>
 TensorData halves(std::initializer_list<std::uint16_t> bits, Shape shape) {
-    std::vector<ember::f16> v;
+    std::vector<H> v;
     for (auto b : bits) {
-        ember::f16 h;
-        h.bits = b;
-        v.push_back(h);
-    }
-    return TensorData(v, shape);
-}
-
-TensorData bhalves(std::initializer_list<std::uint16_t> bits, Shape shape) {
-    std::vector<ember::bf16> v;
-    for (auto b : bits) {
-        ember::bf16 h;
+        H h;
         h.bits = b;
         v.push_back(h);
     }
@@ -120,8 +112,9 @@ Map sample_tensors() {
         {"f64", TensorData({0.1, -0.0, kNaN, bits64(0x7ff8000000000abc), kInf, -kInf,
                             std::numeric_limits<double>::denorm_min(), 1e300},
                            {2, 2, 2})},
-        {"f16", halves({0x3c00, 0x8000, 0x7e00, 0x7d01, 0x7c00, 0xfc00, 0x0001, 0x7bff}, {8})},
-        {"bf16", bhalves({0x3f80, 0x8000, 0x7fc1, 0xff80, 0x0001, 0x7f7f}, {2, 3})},
+        {"f16",
+         halves<ember::f16>({0x3c00, 0x8000, 0x7e00, 0x7d01, 0x7c00, 0xfc00, 0x0001, 0x7bff}, {8})},
+        {"bf16", halves<ember::bf16>({0x3f80, 0x8000, 0x7fc1, 0xff80, 0x0001, 0x7f7f}, {2, 3})},
         {"i64", TensorData({kI64Min, kI64Max, std::int64_t{0}, std::int64_t{-1}}, {2, 2})},
         {"i32", TensorData({std::numeric_limits<std::int32_t>::min(), 7,
                             std::numeric_limits<std::int32_t>::max()},

@@ -35,6 +35,17 @@ void check_channels(const Tensor<B, D>& input, std::size_t channels, const char*
                 input.shape().to_string(), " has ", input.dims()[1],
                 " channels at dim 1, but the module was built for ", channels);
 }
+// Checks that `input` is [..., d_model].
+template <Backend B, std::size_t D>
+void check_last_dim(const Tensor<B, D>& input, std::size_t d_model, const char* module) {
+    EMBER_CHECK(input.dims()[D - 1] == d_model, Shape, module, ": input of shape ",
+                input.shape().to_string(), " does not end in d_model = ", d_model);
+}
+// Checks a config setting that must be positive; `who` is "<Config>::init".
+template <typename T>
+void check_positive(const char* who, const char* what, T value) {
+    EMBER_CHECK(value > T{0}, Argument, who, ": ", what, " must be positive, got ", value);
+}
 }  // namespace detail
 
 // ---- BatchNorm ------------------------------------------------------------------------------
@@ -101,10 +112,8 @@ struct BatchNormConfig {
     /// Builds the layer on `device`.
     template <Backend B>
     BatchNorm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(num_features > 0, Argument, "BatchNormConfig::init: num_features must be ",
-                    "positive, got 0");
-        EMBER_CHECK(epsilon > 0.0, Argument, "BatchNormConfig::init: epsilon must be positive, ",
-                    "got ", epsilon);
+        detail::check_positive("BatchNormConfig::init", "num_features", num_features);
+        detail::check_positive("BatchNormConfig::init", "epsilon", epsilon);
         EMBER_CHECK(momentum >= 0.0 && momentum <= 1.0, Argument,
                     "BatchNormConfig::init: momentum must be in [0, 1], got ", momentum);
         const Shape s{num_features};
@@ -132,6 +141,15 @@ Tensor<B, D> group_norm(const Tensor<B, D>& input, std::size_t groups, double ep
     if (gamma) y = y * per_channel<D>(gamma->val());
     if (beta) y = y + per_channel<D>(beta->val());
     return y;
+}
+// The affine parameters of GroupNorm and InstanceNorm: gamma 1 and beta 0 of [channels] when
+// `affine`, none otherwise.
+template <Backend B>
+std::pair<std::optional<Param<Tensor<B, 1>>>, std::optional<Param<Tensor<B, 1>>>> affine_params(
+    bool affine, std::size_t channels, const Device<B>& device) {
+    if (!affine) return {std::nullopt, std::nullopt};
+    return {Initializer::Ones().init<B, 1>(Shape{channels}, device),
+            Initializer::Zeros().init<B, 1>(Shape{channels}, device)};
 }
 }  // namespace detail
 
@@ -177,14 +195,9 @@ struct GroupNormConfig {
         EMBER_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, Argument,
                     "GroupNormConfig::init: num_groups (", num_groups,
                     ") must be positive and divide num_channels (", num_channels, ")");
-        EMBER_CHECK(epsilon > 0.0, Argument, "GroupNormConfig::init: epsilon must be positive, ",
-                    "got ", epsilon);
-        GroupNorm<B> out{std::nullopt, std::nullopt, num_groups, num_channels, epsilon, affine};
-        if (affine) {
-            out.gamma = Initializer::Ones().init<B, 1>(Shape{num_channels}, device);
-            out.beta = Initializer::Zeros().init<B, 1>(Shape{num_channels}, device);
-        }
-        return out;
+        detail::check_positive("GroupNormConfig::init", "epsilon", epsilon);
+        auto [gamma, beta] = detail::affine_params<B>(affine, num_channels, device);
+        return {std::move(gamma), std::move(beta), num_groups, num_channels, epsilon, affine};
     }
 };
 
@@ -223,16 +236,10 @@ struct InstanceNormConfig {
     /// Builds the layer on `device`.
     template <Backend B>
     InstanceNorm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(num_channels > 0, Argument, "InstanceNormConfig::init: num_channels must be ",
-                    "positive, got 0");
-        EMBER_CHECK(epsilon > 0.0, Argument,
-                    "InstanceNormConfig::init: epsilon must be positive, got ", epsilon);
-        InstanceNorm<B> out{std::nullopt, std::nullopt, num_channels, epsilon, affine};
-        if (affine) {
-            out.gamma = Initializer::Ones().init<B, 1>(Shape{num_channels}, device);
-            out.beta = Initializer::Zeros().init<B, 1>(Shape{num_channels}, device);
-        }
-        return out;
+        detail::check_positive("InstanceNormConfig::init", "num_channels", num_channels);
+        detail::check_positive("InstanceNormConfig::init", "epsilon", epsilon);
+        auto [gamma, beta] = detail::affine_params<B>(affine, num_channels, device);
+        return {std::move(gamma), std::move(beta), num_channels, epsilon, affine};
     }
 };
 
@@ -249,9 +256,7 @@ struct LayerNorm {
     /// Normalises `input` [..., d_model].
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        const std::size_t d = gamma.shape()[0];
-        EMBER_CHECK(input.dims()[D - 1] == d, Shape, "LayerNorm: input of shape ",
-                    input.shape().to_string(), " does not end in d_model = ", d);
+        detail::check_last_dim(input, gamma.shape()[0], "LayerNorm");
         auto [var, mean] = input.var_mean_bias(long(D) - 1);
         auto x = (input - mean) / (var + epsilon).sqrt();
         return x * detail::per_feature<D>(gamma.val()) + detail::per_feature<D>(beta.val());
@@ -271,10 +276,8 @@ struct LayerNormConfig {
     /// Builds the layer on `device`.
     template <Backend B>
     LayerNorm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_model > 0, Argument,
-                    "LayerNormConfig::init: d_model must be positive, got 0");
-        EMBER_CHECK(epsilon > 0.0, Argument, "LayerNormConfig::init: epsilon must be positive, ",
-                    "got ", epsilon);
+        detail::check_positive("LayerNormConfig::init", "d_model", d_model);
+        detail::check_positive("LayerNormConfig::init", "epsilon", epsilon);
         return {Initializer::Ones().init<B, 1>(Shape{d_model}, device),
                 Initializer::Zeros().init<B, 1>(Shape{d_model}, device), epsilon};
     }
@@ -290,9 +293,7 @@ struct RmsNorm {
     /// Normalises `input` [..., d_model].
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        const std::size_t d = gamma.shape()[0];
-        EMBER_CHECK(input.dims()[D - 1] == d, Shape, "RmsNorm: input of shape ",
-                    input.shape().to_string(), " does not end in d_model = ", d);
+        detail::check_last_dim(input, gamma.shape()[0], "RmsNorm");
         auto rms = ((input * input).mean_dim(long(D) - 1) + epsilon).sqrt();
         return input / rms * detail::per_feature<D>(gamma.val());
     }
@@ -311,9 +312,8 @@ struct RmsNormConfig {
     /// Builds the layer on `device`.
     template <Backend B>
     RmsNorm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_model > 0, Argument, "RmsNormConfig::init: d_model must be positive, got 0");
-        EMBER_CHECK(epsilon > 0.0, Argument, "RmsNormConfig::init: epsilon must be positive, ",
-                    "got ", epsilon);
+        detail::check_positive("RmsNormConfig::init", "d_model", d_model);
+        detail::check_positive("RmsNormConfig::init", "epsilon", epsilon);
         return {Initializer::Ones().init<B, 1>(Shape{d_model}, device), epsilon};
     }
 };

@@ -16,7 +16,6 @@
 // loop), but concatenates the gates' weights once per call: the inputs of the whole sequence are
 // projected by one matmul, and each time step does one matmul of the hidden state for all gates.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <optional>
@@ -87,11 +86,16 @@ struct LstmState {
 
 namespace detail::rnn {
 
-// The gates' transforms side by side: weights [rows, G·d_hidden].
+// Gates of one layer, in the order their columns are concatenated.
 template <Backend B>
-Tensor<B, 2> cat_weights(std::initializer_list<const Linear<B>*> parts) {
+using Gates = std::vector<const GateController<B>*>;
+
+// The `transform` (&GateController::input_transform or ::hidden_transform) weights of `gates`
+// side by side: [rows, G·d_hidden].
+template <Backend B>
+Tensor<B, 2> cat_weights(const Gates<B>& gates, Linear<B> GateController<B>::*transform) {
     std::vector<Tensor<B, 2>> ws;
-    for (const auto* l : parts) ws.push_back(l->weight.val());
+    for (const auto* g : gates) ws.push_back((g->*transform).weight.val());
     return ws.size() == 1 ? ws[0] : Tensor<B, 2>::cat(ws, 1);
 }
 
@@ -102,6 +106,12 @@ std::optional<Tensor<B, 1>> sum_biases(std::initializer_list<const Linear<B>*> p
     for (const auto* l : parts)
         if (l->bias) sum = sum ? *sum + l->bias->val() : l->bias->val();
     return sum;
+}
+
+// The sum of both biases of a gate (nullopt without biases).
+template <Backend B>
+std::optional<Tensor<B, 1>> gate_bias(const GateController<B>& g) {
+    return sum_biases<B>({&g.input_transform, &g.hidden_transform});
 }
 
 // Per-gate biases side by side [G·d_hidden], zeros for a gate without one; nullopt when no gate
@@ -116,16 +126,38 @@ std::optional<Tensor<B, 1>> cat_biases(std::vector<std::optional<Tensor<B, 1>>> 
     return parts.size() == 1 ? parts[0] : Tensor<B, 1>::cat(parts, 0);
 }
 
-// Checks an input against the layer; returns {batch, seq}.
-inline std::pair<std::size_t, std::size_t> check_input(std::string_view who, const Shape& s,
-                                                       std::size_t d_input, bool batch_first) {
+// A layer's d_input, read off one of its gates.
+template <Backend B>
+std::size_t d_input(const GateController<B>& gate) {
+    return gate.input_transform.weight.shape()[0];
+}
+
+// The display entries every recurrent layer starts with: d_input, d_hidden and bias, read off
+// its first gate.
+template <Backend B>
+module::DisplayContent& display_sizes(module::DisplayContent& c, const GateController<B>& gate,
+                                      std::size_t d_hidden) {
+    return c.add("d_input", d_input(gate))
+        .add("d_hidden", d_hidden)
+        .add("bias", gate.input_transform.bias.has_value());
+}
+
+// Checks the sizes of a layer config; `who` is "<Config>::init".
+inline void check_sizes(std::string_view who, std::size_t d_input, std::size_t d_hidden) {
+    EMBER_CHECK(d_input > 0 && d_hidden > 0, Argument, who,
+                ": d_input and d_hidden must be positive, got ", d_input, " and ", d_hidden);
+}
+
+// Checks an input against the layer; returns its batch size.
+inline std::size_t check_input(std::string_view who, const Shape& s, std::size_t d_input,
+                               bool batch_first) {
     const char* layout = batch_first ? "[batch, seq, d_input]" : "[seq, batch, d_input]";
     EMBER_CHECK(s[2] == d_input, Shape, who, ": input ", s.to_string(), " (", layout, ") has ",
                 s[2], " features but the layer's d_input is ", d_input);
     const std::size_t batch = batch_first ? s[0] : s[1], seq = batch_first ? s[1] : s[0];
     EMBER_CHECK(seq > 0, Shape, who, ": input ", s.to_string(), " (", layout,
                 ") has an empty sequence");
-    return {batch, seq};
+    return batch;
 }
 
 // Checks an initial state tensor's shape.
@@ -135,16 +167,34 @@ inline void check_state(std::string_view who, std::string_view what, const Shape
                 " but this input needs ", want.to_string());
 }
 
-// The sequence's step t [batch, F] of x ([batch, seq, F] or [seq, batch, F]).
-template <Backend B>
-Tensor<B, 2> step(const Tensor<B, 3>& x, long time_dim, std::size_t t) {
-    return x.narrow(time_dim, t, 1).template squeeze<2>(time_dim);
+// Checks both tensors of an initial LSTM state.
+template <Backend B, std::size_t D>
+void check_state(std::string_view who, const LstmState<B, D>& state, const Shape& want) {
+    check_state(who, "cell state", state.cell.shape(), want);
+    check_state(who, "hidden state", state.hidden.shape(), want);
 }
 
 // Columns [k·n, (k+1)·n) of x [batch, G·n]: gate k's share.
 template <Backend B>
 Tensor<B, 2> gate(const Tensor<B, 2>& x, std::size_t k, std::size_t n) {
     return x.narrow(1, k * n, n);
+}
+
+// Steps through the sequence x ([batch, seq, F], or [seq, batch, F] when not batch_first), from
+// its last step to its first when `reverse`: `step(x_t)` takes the step's [batch, F] slice and
+// returns the new hidden state. Returns the hidden states stacked in input order.
+template <Backend B, typename Step>
+Tensor<B, 3> scan(const Tensor<B, 3>& x, bool batch_first, bool reverse, Step&& step) {
+    const long time_dim = batch_first ? 1 : 0;
+    const std::size_t seq = x.dims()[time_dim];
+    std::vector<Tensor<B, 2>> outputs;
+    outputs.reserve(seq);
+    for (std::size_t k = 0; k < seq; ++k) {
+        const std::size_t t = reverse ? seq - 1 - k : k;
+        outputs.push_back(step(x.narrow(time_dim, t, 1).template squeeze<2>(time_dim)));
+    }
+    if (reverse) std::reverse(outputs.begin(), outputs.end());
+    return Tensor<B, 2>::template stack<3>(outputs, time_dim);
 }
 
 }  // namespace detail::rnn
@@ -177,54 +227,37 @@ struct Lstm {
         std::string_view who = "Lstm::forward") const {
         namespace r = detail::rnn;
         const std::size_t h = d_hidden;
-        const auto [batch, seq] = r::check_input(
-            who, input.shape(), input_gate.input_transform.weight.shape()[0], batch_first);
-        const Shape state_shape{batch, h};
-        if (state) {
-            r::check_state(who, "cell state", state->cell.shape(), state_shape);
-            r::check_state(who, "hidden state", state->hidden.shape(), state_shape);
-        }
+        const Shape state_shape{
+            r::check_input(who, input.shape(), r::d_input(input_gate), batch_first), h};
+        if (state) r::check_state(who, *state, state_shape);
         const auto device = input.device();
         // Concatenated in PyTorch's gate order i, f, g, o (any fixed order would do).
-        const std::array<const GateController<B>*, 4> gates{&input_gate, &forget_gate, &cell_gate,
-                                                            &output_gate};
-        auto w_x = r::cat_weights<B>({&gates[0]->input_transform, &gates[1]->input_transform,
-                                      &gates[2]->input_transform, &gates[3]->input_transform});
-        auto w_h = r::cat_weights<B>({&gates[0]->hidden_transform, &gates[1]->hidden_transform,
-                                      &gates[2]->hidden_transform, &gates[3]->hidden_transform});
+        const r::Gates<B> gates{&input_gate, &forget_gate, &cell_gate, &output_gate};
+        const auto w_x = r::cat_weights(gates, &GateController<B>::input_transform);
+        const auto w_h = r::cat_weights(gates, &GateController<B>::hidden_transform);
         std::vector<std::optional<Tensor<B, 1>>> biases;
-        for (const auto* g : gates)
-            biases.push_back(r::sum_biases<B>({&g->input_transform, &g->hidden_transform}));
+        for (const auto* g : gates) biases.push_back(r::gate_bias(*g));
         // Both biases of a gate are added unconditionally, so they fold into the projection.
         const auto x_proj = module::linear(input, w_x, r::cat_biases(biases, h, device));
 
         Tensor<B, 2> cell = state ? state->cell : Tensor<B, 2>::zeros(state_shape, device);
         Tensor<B, 2> hidden = state ? state->hidden : Tensor<B, 2>::zeros(state_shape, device);
-        const long time_dim = batch_first ? 1 : 0;
-        std::vector<Tensor<B, 2>> outputs;
-        outputs.reserve(seq);
-        for (std::size_t k = 0; k < seq; ++k) {
-            const std::size_t t = reverse ? seq - 1 - k : k;
-            auto pre = r::step(x_proj, time_dim, t) + hidden.matmul(w_h);
+        auto output = r::scan(x_proj, batch_first, reverse, [&](const Tensor<B, 2>& x) {
+            auto pre = x + hidden.matmul(w_h);
             auto i = activation::sigmoid(r::gate(pre, 0, h));
             auto f = activation::sigmoid(r::gate(pre, 1, h));
             auto g = activation::tanh(r::gate(pre, 2, h));
             auto o = activation::sigmoid(r::gate(pre, 3, h));
             cell = f * cell + i * g;
             hidden = o * activation::tanh(cell);
-            outputs.push_back(hidden);
-        }
-        if (reverse) std::reverse(outputs.begin(), outputs.end());
-        return {Tensor<B, 2>::template stack<3>(outputs, time_dim),
-                LstmState<B, 2>{std::move(cell), std::move(hidden)}};
+            return hidden;
+        });
+        return {std::move(output), LstmState<B, 2>{std::move(cell), std::move(hidden)}};
     }
 
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("d_input", input_gate.input_transform.weight.shape()[0])
-            .add("d_hidden", d_hidden)
-            .add("bias", input_gate.input_transform.bias.has_value())
-            .add("batch_first", batch_first);
+        detail::rnn::display_sizes(c, input_gate, d_hidden).add("batch_first", batch_first);
     }
 };
 
@@ -243,9 +276,7 @@ struct LstmConfig {
     /// Builds the layer on `device` (parameters are drawn on first use).
     template <Backend B>
     Lstm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_input > 0 && d_hidden > 0, Argument,
-                    "LstmConfig::init: d_input and d_hidden must be positive, got ", d_input,
-                    " and ", d_hidden);
+        detail::rnn::check_sizes("LstmConfig::init", d_input, d_hidden);
         auto gate = [&] {
             return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
         };
@@ -272,15 +303,11 @@ struct BiLstm {
         const Tensor<B, 3>& input, std::optional<LstmState<B, 3>> state = std::nullopt) const {
         namespace r = detail::rnn;
         constexpr std::string_view who = "BiLstm::forward";
-        const auto [batch, seq] =
-            r::check_input(who, input.shape(),
-                           forward_lstm.input_gate.input_transform.weight.shape()[0], batch_first);
-        (void)seq;
+        const std::size_t batch =
+            r::check_input(who, input.shape(), r::d_input(forward_lstm.input_gate), batch_first);
         std::optional<LstmState<B, 2>> init_fwd, init_rev;
         if (state) {
-            const Shape want{2, batch, d_hidden};
-            r::check_state(who, "cell state", state->cell.shape(), want);
-            r::check_state(who, "hidden state", state->hidden.shape(), want);
+            r::check_state(who, *state, Shape{2, batch, d_hidden});
             auto direction = [&](std::size_t d) {
                 return LstmState<B, 2>{state->cell.narrow(0, d, 1).template squeeze<2>(0),
                                        state->hidden.narrow(0, d, 1).template squeeze<2>(0)};
@@ -298,9 +325,7 @@ struct BiLstm {
 
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("d_input", forward_lstm.input_gate.input_transform.weight.shape()[0])
-            .add("d_hidden", d_hidden)
-            .add("bias", forward_lstm.input_gate.input_transform.bias.has_value())
+        detail::rnn::display_sizes(c, forward_lstm.input_gate, d_hidden)
             .add("batch_first", batch_first);
     }
 };
@@ -320,9 +345,7 @@ struct BiLstmConfig {
     /// Builds the layer on `device` (parameters are drawn on first use).
     template <Backend B>
     BiLstm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_input > 0 && d_hidden > 0, Argument,
-                    "BiLstmConfig::init: d_input and d_hidden must be positive, got ", d_input,
-                    " and ", d_hidden);
+        detail::rnn::check_sizes("BiLstmConfig::init", d_input, d_hidden);
         const LstmConfig one{d_input, d_hidden, bias, initializer, batch_first};
         auto fwd = one.init<B>(device);
         auto rev = one.init<B>(device);
@@ -353,37 +376,28 @@ struct Gru {
         namespace r = detail::rnn;
         constexpr std::string_view who = "Gru::forward";
         const std::size_t h = d_hidden;
-        const auto [batch, seq] = r::check_input(
-            who, input.shape(), update_gate.input_transform.weight.shape()[0], batch_first);
-        const Shape state_shape{batch, h};
+        const Shape state_shape{
+            r::check_input(who, input.shape(), r::d_input(update_gate), batch_first), h};
         if (state) r::check_state(who, "hidden state", state->shape(), state_shape);
         const auto device = input.device();
         // PyTorch's gate order r, z, n.
         const auto &gr = reset_gate, &gz = update_gate, &gn = new_gate;
-        auto w_x =
-            r::cat_weights<B>({&gr.input_transform, &gz.input_transform, &gn.input_transform});
+        auto w_x = r::cat_weights<B>({&gr, &gz, &gn}, &GateController<B>::input_transform);
         // Reset-after keeps b_hn inside r ⊙ (...); otherwise it is added unconditionally and
         // folds into the projection like the other biases.
-        auto bias_n = reset_after ? r::sum_biases<B>({&gn.input_transform})
-                                  : r::sum_biases<B>({&gn.input_transform, &gn.hidden_transform});
-        auto b_x = r::cat_biases<B>(
-            {r::sum_biases<B>({&gr.input_transform, &gr.hidden_transform}),
-             r::sum_biases<B>({&gz.input_transform, &gz.hidden_transform}), std::move(bias_n)},
-            h, device);
+        auto bias_n = reset_after ? r::sum_biases<B>({&gn.input_transform}) : r::gate_bias(gn);
+        auto b_x =
+            r::cat_biases<B>({r::gate_bias(gr), r::gate_bias(gz), std::move(bias_n)}, h, device);
         const auto x_proj = module::linear(input, w_x, b_x);
         // Reset-after: one hidden matmul for all three gates; else r and z only.
-        auto w_h = reset_after ? r::cat_weights<B>({&gr.hidden_transform, &gz.hidden_transform,
-                                                    &gn.hidden_transform})
-                               : r::cat_weights<B>({&gr.hidden_transform, &gz.hidden_transform});
+        auto w_h =
+            r::cat_weights<B>(reset_after ? r::Gates<B>{&gr, &gz, &gn} : r::Gates<B>{&gr, &gz},
+                              &GateController<B>::hidden_transform);
         const auto w_hn = gn.hidden_transform.weight.val();
         const auto b_hn = reset_after ? r::sum_biases<B>({&gn.hidden_transform}) : std::nullopt;
 
         Tensor<B, 2> hidden = state ? *state : Tensor<B, 2>::zeros(state_shape, device);
-        const long time_dim = batch_first ? 1 : 0;
-        std::vector<Tensor<B, 2>> outputs;
-        outputs.reserve(seq);
-        for (std::size_t t = 0; t < seq; ++t) {
-            auto x = r::step(x_proj, time_dim, t);
+        return r::scan(x_proj, batch_first, false, [&](const Tensor<B, 2>& x) {
             auto hp = hidden.matmul(w_h);
             auto reset = activation::sigmoid(r::gate(x, 0, h) + r::gate(hp, 0, h));
             auto update = activation::sigmoid(r::gate(x, 1, h) + r::gate(hp, 1, h));
@@ -396,16 +410,13 @@ struct Gru {
                 candidate = activation::tanh(candidate + (reset * hidden).matmul(w_hn));
             }
             hidden = candidate + update * (hidden - candidate);
-            outputs.push_back(hidden);
-        }
-        return Tensor<B, 2>::template stack<3>(outputs, time_dim);
+            return hidden;
+        });
     }
 
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
-        c.add("d_input", update_gate.input_transform.weight.shape()[0])
-            .add("d_hidden", d_hidden)
-            .add("bias", update_gate.input_transform.bias.has_value())
+        detail::rnn::display_sizes(c, update_gate, d_hidden)
             .add("reset_after", reset_after)
             .add("batch_first", batch_first);
     }
@@ -428,9 +439,7 @@ struct GruConfig {
     /// Builds the layer on `device` (parameters are drawn on first use).
     template <Backend B>
     Gru<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_input > 0 && d_hidden > 0, Argument,
-                    "GruConfig::init: d_input and d_hidden must be positive, got ", d_input,
-                    " and ", d_hidden);
+        detail::rnn::check_sizes("GruConfig::init", d_input, d_hidden);
         auto gate = [&] {
             return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
         };

@@ -35,10 +35,11 @@ struct AdaptiveMomentumState {
     EMBER_DETAIL_FIELDS(AdaptiveMomentumState, moment_1, moment_2, time)
 };
 
-/// The moments updated with `grad`, and the bias-corrected step direction.
+/// The Adam step shared by Adam and AdamW: `param` moved by lr times the bias-corrected step
+/// direction, and the moments updated with `grad`.
 template <Backend B, std::size_t D>
-std::pair<Tensor<B, D>, AdaptiveMomentumState<B, D>> adaptive_momentum(
-    double beta_1, double beta_2, double epsilon, Tensor<B, D> grad,
+std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> adaptive_momentum_step(
+    double beta_1, double beta_2, double epsilon, double lr, Tensor<B, D> param, Tensor<B, D> grad,
     std::optional<AdaptiveMomentumState<B, D>> state) {
     Tensor<B, D> g2 = grad.mul(grad);
     AdaptiveMomentumState<B, D> s =
@@ -55,7 +56,8 @@ std::pair<Tensor<B, D>, AdaptiveMomentumState<B, D>> adaptive_momentum(
     const double c1 = 1 - std::pow(beta_1, t);
     const double c2 = 1 - std::pow(beta_2, t);
     Tensor<B, D> denom = s.moment_2.div_scalar(c2).sqrt().add_scalar(epsilon);
-    return {s.moment_1.div_scalar(c1).div(std::move(denom)), std::move(s)};
+    Tensor<B, D> update = s.moment_1.div_scalar(c1).div(std::move(denom));
+    return {std::move(param).sub(std::move(update).mul_scalar(lr)), std::move(s)};
 }
 
 }  // namespace detail
@@ -77,9 +79,8 @@ struct Adam {
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
         double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
         if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
-        auto [update, next] =
-            detail::adaptive_momentum(beta_1, beta_2, epsilon, std::move(grad), std::move(state));
-        return {std::move(param).sub(std::move(update).mul_scalar(lr)), std::move(next)};
+        return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(param),
+                                              std::move(grad), std::move(state));
     }
 };
 
@@ -120,9 +121,8 @@ struct AdamW {
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
         double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
         Tensor<B, D> decayed = std::move(param).mul_scalar(1 - lr * weight_decay);
-        auto [update, next] =
-            detail::adaptive_momentum(beta_1, beta_2, epsilon, std::move(grad), std::move(state));
-        return {std::move(decayed).sub(std::move(update).mul_scalar(lr)), std::move(next)};
+        return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(decayed),
+                                              std::move(grad), std::move(state));
     }
 };
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -33,17 +34,43 @@ inline record::Value make_record(std::string_view kind, std::string_view field, 
     return record::Map{{"scheduler", std::string(kind)}, {std::string(field), std::move(v)}};
 }
 
-// The position stored in a record written by the scheduler `kind`; FormatError otherwise.
-inline const record::Value& read_record(const record::Value& r, std::string_view kind,
-                                        std::string_view field) {
+// FormatError unless `r` was written by the scheduler `kind`.
+inline void check_kind(const record::Value& r, std::string_view kind) {
     const auto& name = r.at("scheduler").as<std::string>("scheduler");
     EMBER_CHECK(name == kind, Format, kind, "::load_record: the record holds the state of a ",
                 name);
+}
+
+// The position stored in a record written by the scheduler `kind`; FormatError otherwise.
+inline const record::Value& read_record(const record::Value& r, std::string_view kind,
+                                        std::string_view field) {
+    check_kind(r, kind);
     return r.at(field);
+}
+
+// The step count stored under `field` by the scheduler `kind`; FormatError unless it is at least
+// `min` (and at most `max`, when given).
+inline std::int64_t read_count(const record::Value& r, std::string_view kind,
+                               std::string_view field, std::int64_t min,
+                               std::optional<std::int64_t> max = std::nullopt) {
+    const auto n = read_record(r, kind, field).as<std::int64_t>(field);
+    if (max) {
+        EMBER_CHECK(n >= min && n <= *max, Format, kind, "::load_record: ", field, " ", n,
+                    " is outside [", min, ", ", *max, "]");
+    } else {
+        EMBER_CHECK(n >= min, Format, kind, "::load_record: ", field, " is ", n);
+    }
+    return n;
 }
 
 inline void check_lr(bool ok, std::string_view who, std::string_view what, double value) {
     EMBER_CHECK(ok, Argument, who, ": ", what, ", got ", value);
+}
+
+// Burn's range of a first rate, (0, 1].
+inline void check_initial_lr(std::string_view who, double initial_lr) {
+    check_lr(initial_lr > 0 && initial_lr <= 1, who,
+             "initial_lr must be greater than 0 and at most 1", initial_lr);
 }
 
 }  // namespace detail
@@ -59,9 +86,7 @@ struct ConstantLr {
     record::Value to_record() const { return record::Map{{"scheduler", "ConstantLr"}}; }
     /// Checks the record's kind.
     ConstantLr load_record(const record::Value& r) const {
-        const auto& name = r.at("scheduler").as<std::string>("scheduler");
-        EMBER_CHECK(name == "ConstantLr", Format,
-                    "ConstantLr::load_record: the record holds the state of a ", name);
+        detail::check_kind(r, "ConstantLr");
         return *this;
     }
 };
@@ -94,11 +119,8 @@ class LinearLrScheduler {
     }
     /// A copy at the recorded position.
     LinearLrScheduler load_record(const record::Value& r) const {
-        auto n = detail::read_record(r, "LinearLrScheduler", "remaining_iters")
-                     .as<std::int64_t>("remaining_iters");
-        EMBER_CHECK(n >= 0, Format, "LinearLrScheduler::load_record: remaining_iters is ", n);
         LinearLrScheduler out = *this;
-        out.remaining_ = n;
+        out.remaining_ = detail::read_count(r, "LinearLrScheduler", "remaining_iters", 0);
         return out;
     }
 
@@ -117,8 +139,7 @@ struct LinearLrSchedulerConfig {
     /// The scheduler; ArgumentError for values out of range (Burn's checks).
     LinearLrScheduler init() const {
         const char* who = "LinearLrSchedulerConfig::init";
-        detail::check_lr(initial_lr > 0 && initial_lr <= 1, who,
-                         "initial_lr must be greater than 0 and at most 1", initial_lr);
+        detail::check_initial_lr(who, initial_lr);
         detail::check_lr(final_lr >= 0 && final_lr <= 1, who,
                          "final_lr must be at least 0 and at most 1", final_lr);
         detail::check_lr(num_iters > 0, who, "num_iters must be at least 1", double(num_iters));
@@ -147,13 +168,9 @@ class CosineAnnealingLrScheduler {
     }
     /// A copy at the recorded position.
     CosineAnnealingLrScheduler load_record(const record::Value& r) const {
-        auto i = detail::read_record(r, "CosineAnnealingLrScheduler", "current_iter")
-                     .as<std::int64_t>("current_iter");
-        EMBER_CHECK(i >= -1 && i <= num_iters_, Format,
-                    "CosineAnnealingLrScheduler::load_record: current_iter ", i,
-                    " is outside [-1, ", num_iters_, "]");
         CosineAnnealingLrScheduler out = *this;
-        out.current_ = i;
+        out.current_ =
+            detail::read_count(r, "CosineAnnealingLrScheduler", "current_iter", -1, num_iters_);
         return out;
     }
 
@@ -173,8 +190,7 @@ struct CosineAnnealingLrSchedulerConfig {
     /// The scheduler; ArgumentError for values out of range (Burn's checks).
     CosineAnnealingLrScheduler init() const {
         const char* who = "CosineAnnealingLrSchedulerConfig::init";
-        detail::check_lr(initial_lr > 0 && initial_lr <= 1, who,
-                         "initial_lr must be greater than 0 and at most 1", initial_lr);
+        detail::check_initial_lr(who, initial_lr);
         detail::check_lr(min_lr >= 0 && min_lr <= initial_lr, who,
                          "min_lr must be at least 0 and at most initial_lr", min_lr);
         detail::check_lr(num_iters > 0, who, "num_iters must be at least 1", double(num_iters));
@@ -219,8 +235,7 @@ struct ExponentialLrSchedulerConfig {
     /// The scheduler; ArgumentError for values out of range (Burn's checks).
     ExponentialLrScheduler init() const {
         const char* who = "ExponentialLrSchedulerConfig::init";
-        detail::check_lr(initial_lr > 0 && initial_lr <= 1, who,
-                         "initial_lr must be greater than 0 and at most 1", initial_lr);
+        detail::check_initial_lr(who, initial_lr);
         detail::check_lr(gamma > 0 && gamma <= 1, who, "gamma must be greater than 0 and at most 1",
                          gamma);
         return {initial_lr / gamma, gamma};
@@ -244,10 +259,8 @@ class StepLrScheduler {
     }
     /// A copy at the recorded position.
     StepLrScheduler load_record(const record::Value& r) const {
-        auto i = detail::read_record(r, "StepLrScheduler", "iter_idx").as<std::int64_t>("iter_idx");
-        EMBER_CHECK(i >= -1, Format, "StepLrScheduler::load_record: iter_idx is ", i);
         StepLrScheduler out = *this;
-        out.iter_ = i;
+        out.iter_ = detail::read_count(r, "StepLrScheduler", "iter_idx", -1);
         return out;
     }
 
@@ -295,10 +308,8 @@ class NoamLrScheduler {
     }
     /// A copy at the recorded position.
     NoamLrScheduler load_record(const record::Value& r) const {
-        auto s = detail::read_record(r, "NoamLrScheduler", "step").as<std::int64_t>("step");
-        EMBER_CHECK(s >= 0, Format, "NoamLrScheduler::load_record: step is ", s);
         NoamLrScheduler out = *this;
-        out.step_ = s;
+        out.step_ = detail::read_count(r, "NoamLrScheduler", "step", 0);
         return out;
     }
 
