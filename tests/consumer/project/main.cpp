@@ -2,8 +2,11 @@
 // by hand. Exit status 0 when every check passes.
 #include <ember/ember.hpp>
 #include <ember/backend/cpu.hpp>
+#include <ember/nn.hpp>
+#include <ember/optim.hpp>
 
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -59,6 +62,33 @@ int main() {
         threw = true;
     }
     check(threw, "matmul of [2, 2] by [3, 3] throws ember::Error");
+
+    // Modules, configs and records from the installed headers and library (gzip through zlib,
+    // config JSON through the library's compiled code).
+    {
+        using AD = ember::Autodiff<B>;
+        const auto dir = std::filesystem::temp_directory_path() / "ember-consumer";
+        std::filesystem::create_directories(dir);
+        auto config = ember::nn::LinearConfig{2, 1};
+        config.save(dir / "linear.json");
+        auto linear = ember::nn::LinearConfig::load(dir / "linear.json").init<AD>(device);
+        // w = [[1], [2]], b = [0.5]: [1, 1] -> 3.5.
+        linear.weight = linear.weight.with_value(
+            ember::Tensor<AD, 2>::from_data(ember::TensorData({1.f, 2.f}, {2, 1}), device));
+        linear.bias = linear.bias->with_value(ember::Tensor<AD, 1>::from_floats({0.5f}, device));
+        auto x = ember::Tensor<AD, 2>::ones({1, 2}, device);
+        check(near(linear.forward(x).to_data().to_vec<float>(), {3.5f}), "Linear forward");
+        auto optim = ember::optim::SgdConfig{}.init<decltype(linear)>();
+        auto grads = ember::optim::GradientsParams::from_grads(linear.forward(x).sum().backward(),
+                                                               linear);
+        linear = optim.step(0.5, linear, std::move(grads));  // w -= 0.5 * [1, 1], b -= 0.5
+        check(near(linear.forward(x).to_data().to_vec<float>(), {2.0f}), "SGD step");
+        ember::record::NamedMpkGzFileRecorder<> recorder;
+        linear.save_file(dir / "linear", recorder);
+        auto loaded = config.init<AD>(device).load_file(dir / "linear", recorder, device);
+        check(loaded.weight.val().to_data() == linear.weight.val().to_data(), "record round trip");
+        std::filesystem::remove_all(dir);
+    }
 
     std::cout << c << '\n';
     if (failures != 0) {
