@@ -2,7 +2,9 @@
 # Builds and runs a private test binary from a few test sources, against the libraries of an
 # existing Release build (build/ by default): lets several people work on separate suites
 # without rebuilding the backend or linking each other's half-written tests.
-#   scripts/dev-test.sh NAME tests/test_a.cpp [tests/test_b.cpp ...] [-- catch2 args]
+#   scripts/dev-test.sh NAME tests/test_a.cpp [src/x/y.cpp ...] [-- catch2 args]
+# Sources of not-yet-built libraries may be listed too; EMBER_DEV_LDFLAGS adds link flags
+# (e.g. "-lsqlite3").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1; shift
@@ -27,5 +29,5 @@ for s in tests/harness.cpp "${srcs[@]}"; do
   objs+=("$o")
 done
 g++ "${flags[@]}" -o "$out/tests" "${objs[@]}" "$lib/libember_cpu.a" "$lib/libember.a" /usr/lib/libCatch2WithMain.a \
-  -lopenblas -lz -lpthread
+  ${EMBER_DEV_LDFLAGS:-} -lopenblas -lz -lpthread
 exec "$out/tests" "$@"
