@@ -7,6 +7,8 @@
 #   find_package(Ember CONFIG REQUIRED COMPONENTS Cpu)
 #   target_link_libraries(app PRIVATE ember::cpu)   # ember::cpu brings ember::ember
 #
+# and, for training programs, COMPONENTS Cpu Data Train with ember::data / ember::train.
+#
 # works from an install prefix (and, through export(), from this build tree).
 #
 # The package's dependencies are discovered from the exported targets' link interfaces: every
@@ -25,7 +27,8 @@ mark_as_advanced(EMBER_INSTALL_CMAKEDIR)
 
 # ---- which libraries / components exist in this build ----------------------------------------
 # component name (as given to find_package) -> build target; the exported name is ember::<lower>.
-set(_ember_component_targets Cpu ember_cpu Vulkan ember_vulkan Cuda ember_cuda)
+set(_ember_component_targets Cpu ember_cpu Vulkan ember_vulkan Cuda ember_cuda
+                             Data ember_data Train ember_train)
 set(_ember_install_targets ember)
 set(EMBER_PACKAGE_COMPONENTS "")
 list(LENGTH _ember_component_targets _n)

@@ -17,6 +17,11 @@ packages=(
   catch2            # tests (v2, prebuilt main)
   nlohmann-json3-dev  # JSON records; tests read their JSON fixtures
   zlib1g-dev        # gzip-compressed records
+  libsqlite3-dev    # SqliteDataset
+  libstb-dev        # stb_image: ImageFolderDataset
+  dataset-fashion-mnist  # the mnist example's data (/usr/share/datasets/fashion-mnist)
+  fortunes          # the text examples' corpus (/usr/share/games/fortunes)
+  tmux              # the dashboard test drives the Learner in a terminal
 )
 for arg in "$@"; do
   case "$arg" in

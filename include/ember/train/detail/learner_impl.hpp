@@ -1,0 +1,315 @@
+#pragma once
+// The Learner's training loop (included by learner.hpp).
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+namespace ember::train {
+
+/// Trains a model (Burn's Learner); made by LearnerBuilder::build.
+template <typename M, typename O, typename S, typename TrainItem, typename ValidItem>
+class Learner {
+  public:
+    /// Use LearnerBuilder::build.
+    Learner(LearnerOptions<TrainItem, ValidItem> options, M model, O optimizer, S scheduler)
+        : o_(std::move(options)),
+          model_(std::move(model)),
+          optim_(std::move(optimizer)),
+          sched_(std::move(scheduler)) {}
+
+    /// Trains on `train_loader`, validating on `valid_loader` after each epoch, and returns the
+    /// trained model (when interrupted: the model as it stands; when resumed: trained from the
+    /// checkpoint on). Loaders may be passed as objects or (shared) pointers. ArgumentError for
+    /// an empty loader, FormatError for a missing or unreadable checkpoint.
+    template <typename TL, typename VL>
+    M fit(TL&& train_loader, VL&& valid_loader) {
+        auto& train = detail::deref(train_loader);
+        auto& valid = detail::deref(valid_loader);
+        static_assert(LearnerLoader<std::remove_cvref_t<decltype(train)>>,
+                      "fit: the training loader needs iter(), num_items() and num_batches()");
+        static_assert(LearnerLoader<std::remove_cvref_t<decltype(valid)>>,
+                      "fit: the validation loader needs iter(), num_items() and num_batches()");
+        EMBER_CHECK(train.num_batches() > 0, Argument,
+                    "Learner::fit: the training loader is "
+                    "empty (",
+                    train.num_items(), " items, 0 batches)");
+        EMBER_CHECK(valid.num_batches() > 0, Argument,
+                    "Learner::fit: the validation loader is "
+                    "empty (",
+                    valid.num_items(), " items, 0 batches)");
+
+        o_.interrupter.reset();
+        M model = model_;
+        O optim = optim_;
+        S sched = sched_;
+        history_.clear();
+        std::size_t first = 1;
+        if (o_.checkpoint) {
+            const std::size_t n = *o_.checkpoint;
+            model = model.load_record(load_checkpoint("model", n));
+            optim = optim.load_record(load_checkpoint("optim", n));
+            sched = sched.load_record(load_checkpoint("scheduler", n));
+            first = n + 1;
+            restore_history(n);
+            log("resumed from checkpoint " + std::to_string(n) + " in " + o_.artifact_dir.string());
+        } else {
+            log("training for " + std::to_string(o_.num_epochs) + " epochs, artifacts in " +
+                o_.artifact_dir.string());
+        }
+        std::optional<detail::EarlyStopper> stopper;
+        if (o_.early_stopping) {
+            const auto& es = *o_.early_stopping;
+            stopper.emplace(es.direction, es.min_delta, es.patience);
+            auto& h = history_[es.split][es.metric];
+            for (std::size_t e = 1; e < first; ++e)
+                if (e <= h.size() && !std::isnan(h[e - 1])) stopper->update(e, h[e - 1]);
+        }
+
+        detail::SigintGuard guard(o_.interrupter);
+        struct RunEnd {  // the renderer restores the terminal however fit leaves
+            MetricsRenderer& r;
+            ~RunEnd() { r.on_run_end(); }
+        } run_end{*o_.renderer};
+
+        std::size_t done = first - 1;
+        for (std::size_t epoch = first; epoch <= o_.num_epochs; ++epoch) {
+            if (!train_epoch(train, epoch, model, optim, sched)) {
+                log("interrupted in epoch " + std::to_string(epoch) +
+                    " (training); resume "
+                    "from checkpoint " +
+                    std::to_string(epoch - 1));
+                break;
+            }
+            if (!valid_epoch(valid, epoch, model)) {
+                log("interrupted in epoch " + std::to_string(epoch) +
+                    " (validation); resume "
+                    "from checkpoint " +
+                    std::to_string(epoch - 1));
+                break;
+            }
+            done = epoch;
+            save_checkpoint(epoch, model, optim, sched);
+            log("epoch " + std::to_string(epoch) + "/" + std::to_string(o_.num_epochs) +
+                " train: " + detail::format_epoch(history_[Split::Train], epoch) +
+                " | valid: " + detail::format_epoch(history_[Split::Valid], epoch));
+            if (stopper) {
+                const auto& es = *o_.early_stopping;
+                const auto& h = history_[es.split][es.metric];
+                if (stopper->update(epoch, h[epoch - 1]) && epoch < o_.num_epochs) {
+                    log("early stopping after epoch " + std::to_string(epoch) + ": " + es.metric +
+                        " has not improved since epoch " + std::to_string(stopper->best_epoch()));
+                    break;
+                }
+            }
+        }
+        if (o_.summary) {
+            const std::string s = detail::format_summary(history_, done);
+            std::cout << s << std::flush;
+            log(s);
+        }
+        return model;
+    }
+
+    /// The interrupter of the run (shared with the builder's).
+    Interrupter interrupter() const { return o_.interrupter; }
+    /// The epoch means of every numeric metric after the last fit:
+    /// history()[split][name][epoch - 1] (NaN for epochs before a resume whose logs are gone).
+    const detail::MetricHistory& history() const { return history_; }
+
+  private:
+    using Backend_ = module::BackendOf<M>;
+
+    template <typename L>
+    static std::size_t items_after(L& loader, std::size_t iteration) {
+        const std::size_t n = loader.num_items(), b = loader.num_batches();
+        if (iteration >= b) return n;
+        if constexpr (requires { loader.batch_size(); }) {
+            return std::min<std::size_t>(n, iteration * std::size_t(loader.batch_size()));
+        } else {
+            // Batches of equal size but the last: exact when that size is ⌈n / b⌉.
+            return std::min(n, iteration * ((n + b - 1) / b));
+        }
+    }
+
+    template <typename L>
+    static void set_epoch(L& loader, std::size_t epoch) {
+        if constexpr (requires { loader.set_epoch(epoch); }) loader.set_epoch(epoch);
+    }
+
+    template <typename Item>
+    void report(std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots, const Item& item,
+                const MetricMetadata& md, Split split, MetricLogger& logger,
+                std::map<std::string, std::pair<double, std::size_t>>& sums) {
+        for (auto& slot : slots) {
+            MetricEntry e = slot->update(item, md);
+            logger.log(e);
+            if (slot->numeric && e.numeric) {
+                auto& [sum, count] = sums[e.name];
+                sum += *e.numeric;
+                ++count;
+            }
+            if (!slot->plotted) e.numeric.reset(), e.epoch_mean.reset();
+            if (split == Split::Train)
+                o_.renderer->update_train(e);
+            else
+                o_.renderer->update_valid(e);
+        }
+    }
+
+    void end_epoch(Split split, std::size_t epoch,
+                   const std::map<std::string, std::pair<double, std::size_t>>& sums) {
+        auto& h = history_[split];
+        for (const auto& [name, sc] : sums) {
+            auto& v = h[name];
+            v.resize(epoch, std::numeric_limits<double>::quiet_NaN());
+            v[epoch - 1] = sc.second ? sc.first / double(sc.second) : 0.0;
+        }
+        (split == Split::Train ? o_.train_logger : o_.valid_logger)->end_epoch(epoch);
+        o_.renderer->on_epoch_end(split, epoch);
+    }
+
+    // One training epoch; false when interrupted.
+    template <typename L>
+    bool train_epoch(L& loader, std::size_t epoch, M& model, O& optim, S& sched) {
+        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
+        set_epoch(loader, epoch);
+        for (auto& s : o_.train_metrics) s->clear();
+        o_.train_logger->start_epoch(epoch);
+        std::map<std::string, std::pair<double, std::size_t>> sums;
+        optim::GradientsAccumulator accumulator;
+        std::size_t pending = 0, iteration = 0;
+        double lr = 0;
+        bool stopped = false;
+        const std::size_t nb = loader.num_batches();
+        auto&& range = loader.iter();
+        for (auto&& batch : range) {
+            lr = lr_scheduler::step(sched);
+            auto out = model.step(batch);
+            static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
+                          "fit: the model's step(batch) must return TrainOutput<TrainItem>");
+            if (o_.grads_accumulation > 1) {
+                accumulator.accumulate(model, std::move(out.grads));
+                if (++pending == o_.grads_accumulation) {
+                    model = optim.step(lr, std::move(model), accumulator.grads());
+                    pending = 0;
+                }
+            } else {
+                model = optim.step(lr, std::move(model), std::move(out.grads));
+            }
+            ++iteration;
+            TrainingProgress p{epoch,
+                               o_.num_epochs,
+                               iteration,
+                               items_after(loader, iteration),
+                               loader.num_items(),
+                               (epoch - 1) * nb + iteration};
+            report(o_.train_metrics, out.item, MetricMetadata{p, lr}, Split::Train,
+                   *o_.train_logger, sums);
+            o_.renderer->render_train(p);
+            if (o_.interrupter.should_stop()) {
+                stopped = true;
+                break;
+            }
+        }
+        // The last, partial accumulation is applied rather than dropped: no batch is ignored.
+        if (!stopped && pending > 0) model = optim.step(lr, std::move(model), accumulator.grads());
+        end_epoch(Split::Train, epoch, sums);
+        return !stopped;
+    }
+
+    // One validation epoch; false when interrupted.
+    template <typename L>
+    bool valid_epoch(L& loader, std::size_t epoch, const M& model) {
+        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Valid));
+        set_epoch(loader, epoch);
+        for (auto& s : o_.valid_metrics) s->clear();
+        o_.valid_logger->start_epoch(epoch);
+        std::map<std::string, std::pair<double, std::size_t>> sums;
+        const auto vmodel = model.valid();
+        std::size_t iteration = 0;
+        bool stopped = false;
+        const std::size_t nb = loader.num_batches();
+        auto&& range = loader.iter();
+        for (auto&& batch : range) {
+            auto item = vmodel.step(batch);
+            static_assert(std::same_as<decltype(item), ValidItem>,
+                          "fit: the validation model's step(batch) must return ValidItem");
+            ++iteration;
+            TrainingProgress p{epoch,
+                               o_.num_epochs,
+                               iteration,
+                               items_after(loader, iteration),
+                               loader.num_items(),
+                               epoch * nb};
+            report(o_.valid_metrics, item, MetricMetadata{p, std::nullopt}, Split::Valid,
+                   *o_.valid_logger, sums);
+            o_.renderer->render_valid(p);
+            if (o_.interrupter.should_stop()) {
+                stopped = true;
+                break;
+            }
+        }
+        end_epoch(Split::Valid, epoch, sums);
+        return !stopped;
+    }
+
+    std::filesystem::path checkpoint_path(const char* what, std::size_t epoch) const {
+        return o_.artifact_dir / "checkpoint" / (std::string(what) + "-" + std::to_string(epoch));
+    }
+
+    record::Value load_checkpoint(const char* what, std::size_t epoch) const {
+        const auto file = o_.checkpointer->file_path(checkpoint_path(what, epoch));
+        EMBER_CHECK(std::filesystem::exists(file), Format,
+                    "Learner::fit: cannot resume from "
+                    "checkpoint ",
+                    epoch, ": '", file.string(), "' does not exist");
+        return o_.checkpointer->load(file);
+    }
+
+    void save_checkpoint(std::size_t epoch, const M& model, const O& optim, const S& sched) {
+        if (!o_.checkpointer) return;
+        std::filesystem::create_directories(o_.artifact_dir / "checkpoint");
+        const auto& c = *o_.checkpointer;
+        c.save(model.into_record(), checkpoint_path("model", epoch));
+        c.save(optim.to_record(), checkpoint_path("optim", epoch));
+        c.save(sched.to_record(), checkpoint_path("scheduler", epoch));
+        if (epoch > c.keep) {
+            for (const char* what : {"model", "optim", "scheduler"})
+                std::filesystem::remove(c.file_path(checkpoint_path(what, epoch - c.keep)));
+        }
+        log("saved checkpoint " + std::to_string(epoch));
+    }
+
+    // The epoch means of epochs 1..n, from what the loggers wrote (resume).
+    void restore_history(std::size_t n) {
+        auto restore = [&](Split split, auto& slots, MetricLogger& logger) {
+            for (const auto& s : slots) {
+                if (!s->numeric) continue;
+                auto& v = history_[split][s->name()];
+                v.assign(n, std::numeric_limits<double>::quiet_NaN());
+                for (std::size_t e = 1; e <= n; ++e) {
+                    auto vals = logger.read_numeric(s->name(), e);
+                    if (!vals || vals->empty()) continue;
+                    double sum = 0;
+                    for (double x : *vals) sum += x;
+                    v[e - 1] = sum / double(vals->size());
+                }
+            }
+        };
+        restore(Split::Train, o_.train_metrics, *o_.train_logger);
+        restore(Split::Valid, o_.valid_metrics, *o_.valid_logger);
+    }
+
+    void log(const std::string& message) {
+        if (o_.app_logger) o_.app_logger->log(message);
+    }
+
+    LearnerOptions<TrainItem, ValidItem> o_;
+    M model_;
+    O optim_;
+    S sched_;
+    detail::MetricHistory history_;
+};
+
+}  // namespace ember::train

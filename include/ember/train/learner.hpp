@@ -1,0 +1,333 @@
+#pragma once
+// The Learner (Burn's LearnerBuilder and Learner): a training loop with metrics, loggers, a
+// renderer, gradient accumulation, checkpoints, resuming, early stopping and graceful
+// interruption. Build it with the types of the training and validation step outputs, which the
+// metrics adapt from:
+//
+//   using B = ember::Autodiff<ember::Cpu>;
+//   auto learner = ember::train::LearnerBuilder<ClassificationOutput<B>,
+//                                               ClassificationOutput<ember::Cpu>>("runs/mnist")
+//                      .metric_train_numeric(LossMetric<B>{})
+//                      .metric_valid_numeric(AccuracyMetric<ember::Cpu>{})
+//                      .with_file_checkpointer(record::NamedMpkGzFileRecorder<>{}, 2)
+//                      .num_epochs(10)
+//                      .build(model, optim, 1e-3);
+//   auto trained = learner.fit(train_loader, valid_loader);
+//
+// The run is a pure function of its seed: epoch E seeds the backend with epoch_seed(seed, E) and
+// gives its loaders set_epoch(E); checkpoints are written after each completed epoch, and a run
+// resumed from checkpoint N replays epochs N+1.. exactly as an uninterrupted run would.
+#include <any>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "../optim/accumulator.hpp"
+#include "../optim/lr_scheduler.hpp"
+#include "../record/recorder.hpp"
+#include "dashboard.hpp"
+#include "detail/learner_support.hpp"
+#include "logger.hpp"
+#include "metrics.hpp"
+#include "output.hpp"
+
+namespace ember::train {
+
+/// What the Learner needs of a data loader: `iter()` (a range of batches), `num_items()` and
+/// `num_batches()`. Optional: `set_epoch(std::size_t)` (called before each epoch, so a shuffled
+/// order depends on the epoch only) and `batch_size()` (for exact item counts in the progress).
+template <typename L>
+concept LearnerLoader = requires(L& l) {
+    l.iter();
+    { l.num_items() } -> std::convertible_to<std::size_t>;
+    { l.num_batches() } -> std::convertible_to<std::size_t>;
+};
+
+/// What the Learner needs of an optimizer for model type `M` (OptimizerAdaptor provides it).
+template <typename O, typename M>
+concept LearnerOptimizer = requires(O& o, const O& co, M m, optim::GradientsParams g,
+                                    const record::Value& r) {
+    { o.step(1.0, std::move(m), std::move(g)) } -> std::same_as<M>;
+    { co.to_record() } -> std::same_as<record::Value>;
+    { co.load_record(r) } -> std::same_as<O>;
+};
+
+namespace detail {
+
+// One registered metric, its input type erased behind the step output type.
+template <typename Item>
+struct MetricSlot {
+    virtual ~MetricSlot() = default;
+    virtual MetricEntry update(const Item& item, const MetricMetadata& md) = 0;
+    virtual void clear() = 0;
+    virtual std::string name() const = 0;
+    bool numeric = false;  // the metric has values (history, early stopping)
+    bool plotted = false;  // the renderer gets them (metric_*_numeric)
+};
+
+template <typename Item, typename M>
+struct MetricSlotOf final : MetricSlot<Item> {
+    explicit MetricSlotOf(M m) : metric(std::move(m)) {}
+    MetricEntry update(const Item& item, const MetricMetadata& md) override {
+        return metric.update(Adaptor<Item, typename M::Input>::adapt(item), md);
+    }
+    void clear() override { metric.clear(); }
+    std::string name() const override { return metric.name(); }
+    M metric;
+};
+
+// A file checkpointer with its recorder's type erased.
+struct Checkpointer {
+    std::function<void(const record::Value&, const std::filesystem::path&)> save;
+    std::function<record::Value(const std::filesystem::path&)> load;
+    std::function<std::filesystem::path(const std::filesystem::path&)> file_path;
+    std::size_t keep = 2;
+};
+
+template <typename T>
+decltype(auto) deref(T& x) {
+    if constexpr (requires {
+                      *x;
+                      x.get();
+                  })
+        return *x;  // shared_ptr, unique_ptr
+    else
+        return (x);
+}
+
+}  // namespace detail
+
+/// Everything a Learner was configured with (shared by the builder and the Learner).
+template <typename TrainItem, typename ValidItem>
+struct LearnerOptions {
+    std::filesystem::path artifact_dir;  ///< where artifacts go
+    std::vector<std::shared_ptr<detail::MetricSlot<TrainItem>>> train_metrics;  ///< in order
+    std::vector<std::shared_ptr<detail::MetricSlot<ValidItem>>> valid_metrics;  ///< in order
+    std::shared_ptr<MetricLogger> train_logger, valid_logger;                   ///< default: files
+    std::shared_ptr<MetricsRenderer> renderer;                                  ///< default: plain
+    std::size_t grads_accumulation = 1;                ///< steps per update
+    std::optional<detail::Checkpointer> checkpointer;  ///< none by default
+    std::size_t num_epochs = 1;                        ///< epochs of the run
+    std::any devices;                                  ///< std::vector<Device>
+    std::optional<std::size_t> checkpoint;             ///< resume from it
+    std::shared_ptr<ApplicationLogger> app_logger;     ///< experiment.log
+    bool app_logger_set = false;                       ///< given explicitly
+    struct EarlyStopping {
+        std::string metric;
+        Split split;
+        Direction direction;
+        double min_delta;
+        std::size_t patience;
+    };
+    std::optional<EarlyStopping> early_stopping;  ///< none by default
+    std::uint64_t seed = 0;                       ///< the run's seed
+    bool summary = false;                         ///< print the summary at the end
+    Interrupter interrupter;                      ///< shared with renderers and handlers
+};
+
+template <typename M, typename O, typename S, typename TrainItem, typename ValidItem>
+class Learner;
+
+/// Configures a Learner (Burn's LearnerBuilder). `TrainItem` is what the training model's
+/// `step` returns in its TrainOutput, `ValidItem` what the validation model's `step` returns.
+template <typename TrainItem, typename ValidItem>
+class LearnerBuilder {
+  public:
+    /// Artifacts (checkpoints, metric logs, experiment.log) go under `artifact_dir`.
+    explicit LearnerBuilder(std::filesystem::path artifact_dir) {
+        EMBER_CHECK(!artifact_dir.empty(), Argument,
+                    "LearnerBuilder: the artifact directory is empty");
+        o_.artifact_dir = std::move(artifact_dir);
+    }
+
+    /// Registers a training metric (shown as text).
+    template <Metric Me>
+    LearnerBuilder& metric_train(Me metric) {
+        add(o_.train_metrics, std::move(metric), false);
+        return *this;
+    }
+    /// Registers a validation metric (shown as text).
+    template <Metric Me>
+    LearnerBuilder& metric_valid(Me metric) {
+        add(o_.valid_metrics, std::move(metric), false);
+        return *this;
+    }
+    /// Registers a numeric training metric whose values are plotted.
+    template <Numeric Me>
+    LearnerBuilder& metric_train_numeric(Me metric) {
+        add(o_.train_metrics, std::move(metric), true);
+        return *this;
+    }
+    /// Registers a numeric validation metric whose values are plotted.
+    template <Numeric Me>
+    LearnerBuilder& metric_valid_numeric(Me metric) {
+        add(o_.valid_metrics, std::move(metric), true);
+        return *this;
+    }
+    /// Replaces the metric loggers (default: FileMetricLogger under train/ and valid/).
+    LearnerBuilder& with_metric_logger(std::shared_ptr<MetricLogger> train,
+                                       std::shared_ptr<MetricLogger> valid) {
+        EMBER_CHECK(train && valid, Argument, "LearnerBuilder::with_metric_logger: null logger");
+        o_.train_logger = std::move(train);
+        o_.valid_logger = std::move(valid);
+        return *this;
+    }
+    /// Replaces the renderer (default: make_default_renderer: the dashboard when stdout is a
+    /// terminal, PlainRenderer otherwise).
+    LearnerBuilder& renderer(std::shared_ptr<MetricsRenderer> renderer) {
+        EMBER_CHECK(renderer != nullptr, Argument, "LearnerBuilder::renderer: null renderer");
+        o_.renderer = std::move(renderer);
+        return *this;
+    }
+    /// Sums the gradients of `n` iterations before each optimizer step (n ≥ 1; 1 = off).
+    LearnerBuilder& grads_accumulation(std::size_t n) {
+        EMBER_CHECK(n >= 1, Argument, "LearnerBuilder::grads_accumulation: n must be >= 1");
+        o_.grads_accumulation = n;
+        return *this;
+    }
+    /// Saves model, optimizer and scheduler after every epoch under checkpoint/ with
+    /// `recorder`, keeping the last `keep` (≥ 1) epochs' files.
+    template <record::FileRecorder R>
+    LearnerBuilder& with_file_checkpointer(R recorder, std::size_t keep = 2) {
+        EMBER_CHECK(keep >= 1, Argument,
+                    "LearnerBuilder::with_file_checkpointer: keep must be >= 1, got ", keep);
+        o_.checkpointer = detail::Checkpointer{
+            [recorder](const record::Value& v, const std::filesystem::path& p) {
+                recorder.record(v, p);
+            },
+            [recorder](const std::filesystem::path& p) { return recorder.load(p); },
+            [recorder](const std::filesystem::path& p) { return recorder.file_path(p); }, keep};
+        return *this;
+    }
+    /// The number of epochs (≥ 1; default 1).
+    LearnerBuilder& num_epochs(std::size_t n) {
+        EMBER_CHECK(n >= 1, Argument, "LearnerBuilder::num_epochs: n must be >= 1");
+        o_.num_epochs = n;
+        return *this;
+    }
+    /// The devices to train on (the model is forked to the first; one device for now).
+    template <typename Dev>
+    LearnerBuilder& devices(std::vector<Dev> devices) {
+        EMBER_CHECK(devices.size() == 1, Argument, "LearnerBuilder::devices: ", devices.size(),
+                    " devices given; training runs on exactly one device");
+        o_.devices = std::move(devices);
+        return *this;
+    }
+    /// Resumes from the checkpoint of epoch `epoch` (≥ 1): training continues at epoch + 1.
+    LearnerBuilder& checkpoint(std::size_t epoch) {
+        EMBER_CHECK(epoch >= 1, Argument, "LearnerBuilder::checkpoint: epochs count from 1");
+        o_.checkpoint = epoch;
+        return *this;
+    }
+    /// Replaces the application logger (default: experiment.log in the artifact directory;
+    /// nullptr: none).
+    LearnerBuilder& with_application_logger(std::shared_ptr<ApplicationLogger> logger) {
+        o_.app_logger = std::move(logger);
+        o_.app_logger_set = true;
+        return *this;
+    }
+    /// Stops when the epoch mean of numeric metric `metric` of `split` has not improved by more
+    /// than `min_delta` (≥ 0) in `direction` for `patience` (≥ 1) epochs.
+    LearnerBuilder& early_stopping(std::string metric, Split split, Direction direction,
+                                   double min_delta, std::size_t patience) {
+        EMBER_CHECK(min_delta >= 0 && std::isfinite(min_delta), Argument,
+                    "LearnerBuilder::early_stopping: min_delta must be >= 0, got ", min_delta);
+        EMBER_CHECK(patience >= 1, Argument,
+                    "LearnerBuilder::early_stopping: patience must be >= 1");
+        o_.early_stopping = {std::move(metric), split, direction, min_delta, patience};
+        return *this;
+    }
+    /// The run's seed (default 0): with the loaders' set_epoch it fixes every random draw.
+    LearnerBuilder& seed(std::uint64_t seed) {
+        o_.seed = seed;
+        return *this;
+    }
+    /// Prints a summary of the metrics (best and worst epochs) at the end of fit.
+    LearnerBuilder& summary() {
+        o_.summary = true;
+        return *this;
+    }
+    /// The interrupter of the run: stop() ends it after the current iteration.
+    Interrupter interrupter() const { return o_.interrupter; }
+
+    /// The Learner for `model`, `optimizer` and a learning rate (a double) or an
+    /// lr_scheduler. ArgumentError for options that do not fit together: resuming without a
+    /// checkpointer or from beyond num_epochs, early stopping on a metric not registered as
+    /// numeric for its split, devices of another backend than the model's.
+    template <module::Module M, typename O, typename S>
+    auto build(M model, O optimizer, S scheduler) const {
+        using Sched = std::conditional_t<std::is_arithmetic_v<S>, lr_scheduler::ConstantLr, S>;
+        static_assert(lr_scheduler::LrScheduler<Sched>,
+                      "LearnerBuilder::build: the third argument must be a learning rate or an "
+                      "lr_scheduler");
+        static_assert(LearnerOptimizer<O, M>,
+                      "LearnerBuilder::build: the optimizer must step this model type");
+        LearnerOptions<TrainItem, ValidItem> o = o_;
+        EMBER_CHECK(!o.checkpoint || o.checkpointer, Argument, "LearnerBuilder::build: checkpoint(",
+                    o.checkpoint.value_or(0), ") needs a checkpointer (with_file_checkpointer)");
+        EMBER_CHECK(!o.checkpoint || *o.checkpoint <= o.num_epochs, Argument,
+                    "LearnerBuilder::build: checkpoint(", o.checkpoint.value_or(0),
+                    ") is beyond num_epochs ", o.num_epochs);
+        if (o.early_stopping) check_early_stopping(*o.early_stopping);
+        if (o.devices.has_value()) {
+            using Dev = Device<module::BackendOf<M>>;
+            const auto* devs = std::any_cast<std::vector<Dev>>(&o.devices);
+            EMBER_CHECK(devs != nullptr, Argument,
+                        "LearnerBuilder::build: the devices are not devices of the model's "
+                        "backend");
+            model = model.fork(devs->front());
+        }
+        const auto& dir = o.artifact_dir;
+        if (!o.train_logger) o.train_logger = std::make_shared<FileMetricLogger>(dir / "train");
+        if (!o.valid_logger) o.valid_logger = std::make_shared<FileMetricLogger>(dir / "valid");
+        if (!o.app_logger_set)
+            o.app_logger = std::make_shared<FileApplicationLogger>(dir / "experiment.log");
+        if (!o.renderer) o.renderer = make_default_renderer(o.interrupter);
+        return Learner<M, O, Sched, TrainItem, ValidItem>(
+            std::move(o), std::move(model), std::move(optimizer), Sched(std::move(scheduler)));
+    }
+
+  private:
+    template <typename Item, typename Me>
+    void add(std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots, Me metric,
+             bool plotted) {
+        static_assert(AdaptsTo<Item, typename Me::Input>,
+                      "this metric's Input has no Adaptor from the step output type: specialise "
+                      "ember::train::Adaptor<Item, Input>");
+        auto slot = std::make_shared<detail::MetricSlotOf<Item, Me>>(std::move(metric));
+        slot->numeric = Numeric<Me>;
+        slot->plotted = plotted;
+        const std::string name = slot->name();
+        for (const auto& s : slots)
+            EMBER_CHECK(s->name() != name, Argument, "LearnerBuilder: metric '", name,
+                        "' is registered twice for the same split");
+        slots.push_back(std::move(slot));
+    }
+
+    template <typename E>
+    void check_early_stopping(const E& es) const {
+        auto has = [&](const auto& slots) {
+            for (const auto& s : slots)
+                if (s->numeric && s->name() == es.metric) return true;
+            return false;
+        };
+        const bool ok = es.split == Split::Train ? has(o_.train_metrics) : has(o_.valid_metrics);
+        EMBER_CHECK(ok, Argument, "LearnerBuilder::build: early stopping on '", es.metric,
+                    "', which is not a numeric ",
+                    es.split == Split::Train ? "training" : "validation",
+                    " metric of this learner");
+    }
+
+    LearnerOptions<TrainItem, ValidItem> o_;
+};
+
+}  // namespace ember::train
+
+#include "detail/learner_impl.hpp"

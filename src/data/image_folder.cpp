@@ -1,0 +1,167 @@
+// ImageFolderDataset: the directory scan, the label tables, and decoding through stb_image (its
+// implementation is compiled here, once for the library).
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+
+#include "ember/data/vision.hpp"
+#include "ember/tensor/error.hpp"
+
+#define STB_IMAGE_IMPLEMENTATION
+#include <stb/stb_image.h>
+
+namespace ember::data {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// Class name → label, in the order given; throws on a repeated class.
+std::map<std::string, std::size_t> class_index(const std::vector<std::string>& classes,
+                                               const char* op) {
+    std::map<std::string, std::size_t> index;
+    for (std::size_t i = 0; i < classes.size(); ++i)
+        EMBER_CHECK(index.emplace(classes[i], i).second, Argument, "ImageFolderDataset::", op,
+                    ": class \"", classes[i], "\" is listed twice");
+    return index;
+}
+
+std::size_t lookup(const std::map<std::string, std::size_t>& index, const std::string& name,
+                   const fs::path& path, const char* op) {
+    const auto it = index.find(name);
+    EMBER_CHECK(it != index.end(), Argument, "ImageFolderDataset::", op, ": ", path.string(),
+                " has class \"", name, "\", which is not among the ", index.size(),
+                " classes given");
+    return it->second;
+}
+
+}  // namespace
+
+std::size_t ImageDatasetItem::label() const {
+    const auto* one = std::get_if<std::size_t>(&annotation);
+    EMBER_CHECK(one != nullptr, Argument, "ImageDatasetItem::label: ", image_path.string(),
+                " has a multi-label annotation; use labels()");
+    return *one;
+}
+
+std::vector<std::size_t> ImageDatasetItem::labels() const {
+    if (const auto* one = std::get_if<std::size_t>(&annotation)) return {*one};
+    return std::get<std::vector<std::size_t>>(annotation);
+}
+
+std::vector<std::string> ImageFolderDataset::default_extensions() {
+    // What stb_image decodes (Burn also lists tiff, which stb_image cannot read).
+    return {"bmp", "gif", "jpeg", "jpg", "pgm", "png", "ppm", "tga"};
+}
+
+ImageFolderDataset ImageFolderDataset::new_classification(const fs::path& root) {
+    return new_classification_with(root, default_extensions());
+}
+
+ImageFolderDataset ImageFolderDataset::new_classification_with(
+    const fs::path& root, const std::vector<std::string>& extensions) {
+    std::error_code ec;
+    EMBER_CHECK(fs::is_directory(root, ec), Format,
+                "ImageFolderDataset::new_classification: ", root.string(),
+                " is not a directory (expected root/<class>/<image files>)");
+    std::vector<std::string> wanted;
+    for (const std::string& e : extensions)
+        wanted.push_back(lower(e.starts_with('.') ? e.substr(1) : e));
+
+    // Classes are the subdirectories, sorted so labels do not depend on the directory order.
+    std::vector<std::string> classes;
+    for (const fs::directory_entry& d : fs::directory_iterator(root))
+        if (d.is_directory()) classes.push_back(d.path().filename().string());
+    std::sort(classes.begin(), classes.end());
+
+    std::vector<std::pair<fs::path, std::string>> items;
+    for (const std::string& c : classes) {
+        std::vector<fs::path> files;
+        for (const fs::directory_entry& f : fs::recursive_directory_iterator(root / c)) {
+            if (!f.is_regular_file()) continue;
+            const std::string ext = lower(f.path().extension().string());
+            if (ext.size() > 1 &&
+                std::find(wanted.begin(), wanted.end(), ext.substr(1)) != wanted.end())
+                files.push_back(f.path());
+        }
+        std::sort(files.begin(), files.end());
+        for (fs::path& p : files) items.emplace_back(std::move(p), c);
+    }
+    std::string exts;
+    for (const std::string& e : wanted) exts += (exts.empty() ? "" : ", ") + e;
+    EMBER_CHECK(!items.empty(), Format, "ImageFolderDataset::new_classification: no image files (",
+                exts, ") in the subdirectories of ", root.string(),
+                " (expected root/<class>/<image files>)");
+    return new_classification_with_items(items, classes);
+}
+
+ImageFolderDataset ImageFolderDataset::new_classification_with_items(
+    const std::vector<std::pair<fs::path, std::string>>& items,
+    const std::vector<std::string>& classes) {
+    const auto index = class_index(classes, "new_classification_with_items");
+    std::vector<Entry> entries;
+    entries.reserve(items.size());
+    for (const auto& [path, name] : items)
+        entries.push_back({path, lookup(index, name, path, "new_classification_with_items")});
+    ImageFolderDataset ds;
+    ds.entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
+    ds.classes_ = std::make_shared<const std::vector<std::string>>(classes);
+    return ds;
+}
+
+ImageFolderDataset ImageFolderDataset::new_multilabel_classification_with_items(
+    const std::vector<std::pair<fs::path, std::vector<std::string>>>& items,
+    const std::vector<std::string>& classes) {
+    const char* op = "new_multilabel_classification_with_items";
+    const auto index = class_index(classes, op);
+    std::vector<Entry> entries;
+    entries.reserve(items.size());
+    for (const auto& [path, names] : items) {
+        std::vector<std::size_t> labels;
+        for (const std::string& n : names) labels.push_back(lookup(index, n, path, op));
+        std::sort(labels.begin(), labels.end());
+        labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+        entries.push_back({path, std::move(labels)});
+    }
+    ImageFolderDataset ds;
+    ds.entries_ = std::make_shared<const std::vector<Entry>>(std::move(entries));
+    ds.classes_ = std::make_shared<const std::vector<std::string>>(classes);
+    return ds;
+}
+
+ImageFolderDataset ImageFolderDataset::with_channels(int channels) const {
+    EMBER_CHECK(channels >= 0 && channels <= 4, Argument,
+                "ImageFolderDataset::with_channels: channels must be 0 (as stored) or 1..4, got ",
+                channels);
+    ImageFolderDataset ds = *this;
+    ds.channels_ = channels;
+    return ds;
+}
+
+std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const {
+    if (index >= len()) return std::nullopt;
+    const Entry& e = (*entries_)[index];
+    int w = 0, h = 0, c = 0;
+    // stb_image keeps its failure reason in a thread-local, so DataLoader workers can decode
+    // concurrently.
+    stbi_uc* px = stbi_load(e.path.c_str(), &w, &h, &c, channels_);
+    EMBER_CHECK(px != nullptr, Format, "ImageFolderDataset: cannot read image ", e.path.string(),
+                " (", stbi_failure_reason() ? stbi_failure_reason() : "unknown error", ")");
+    const std::size_t ch =
+        channels_ != 0 ? static_cast<std::size_t>(channels_) : static_cast<std::size_t>(c);
+    const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * ch;
+    std::vector<std::byte> bytes(n);
+    std::memcpy(bytes.data(), px, n);
+    stbi_image_free(px);
+    return ImageDatasetItem{
+        TensorData(std::move(bytes),
+                   Shape{static_cast<std::size_t>(h), static_cast<std::size_t>(w), ch}, DType::U8),
+        e.annotation, e.path};
+}
+
+}  // namespace ember::data

@@ -1,0 +1,557 @@
+// The Learner on tiny models: training, artifacts, checkpoints, resuming, interruption, early
+// stopping, gradient accumulation and option errors.
+#include <unistd.h>
+#include <csignal>
+#include <ember/ember.hpp>
+#include <ember/nn/dropout.hpp>
+#include <ember/nn/linear.hpp>
+#include <ember/nn/loss.hpp>
+#include <ember/optim.hpp>
+#include <ember/train/learner.hpp>
+#include <ember/train/plain_renderer.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include "harness.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace train = ember::train;
+using ember::Cpu;
+using ember::Int;
+using ember::Tensor;
+using ember::TensorData;
+using AD = ember::Autodiff<Cpu>;
+
+// ---- a tiny data loader: a fixed list of items, batched in an order that depends on the epoch
+
+struct Item {
+    float x0, x1;
+    std::int64_t label;
+};
+
+template <ember::Backend B>
+struct Batch {
+    Tensor<B, 2> x;
+    Tensor<B, 2> y;             // regression target 2·x0 − 3·x1 + 1
+    Tensor<B, 1, Int> classes;  // classification target
+};
+
+template <ember::Backend B>
+struct TinyLoader {
+    std::vector<Item> items;
+    std::size_t batch = 4;
+    bool shuffle = true;
+    std::size_t epoch = 0;
+    std::vector<std::size_t> epochs_seen;
+
+    std::size_t num_items() const { return items.size(); }
+    std::size_t num_batches() const { return (items.size() + batch - 1) / batch; }
+    void set_epoch(std::size_t e) {
+        epoch = e;
+        epochs_seen.push_back(e);
+    }
+    std::vector<Batch<B>> iter() const {
+        // A deterministic reordering per epoch: a stride permutation (the count is odd-free
+        // of 3 for our sizes) rotated by the epoch.
+        std::vector<Item> order = items;
+        if (shuffle) {
+            const std::size_t n = items.size();
+            for (std::size_t i = 0; i < n; ++i) order[i] = items[(i * 5 + epoch * 3) % n];
+        }
+        std::vector<Batch<B>> out;
+        for (std::size_t s = 0; s < order.size(); s += batch) {
+            const std::size_t m = std::min(batch, order.size() - s);
+            std::vector<float> x, y;
+            std::vector<std::int64_t> c;
+            for (std::size_t i = s; i < s + m; ++i) {
+                x.push_back(order[i].x0);
+                x.push_back(order[i].x1);
+                y.push_back(2 * order[i].x0 - 3 * order[i].x1 + 1);
+                c.push_back(order[i].label);
+            }
+            out.push_back({Tensor<B, 2>::from_data(TensorData(x, {m, 2}), {}),
+                           Tensor<B, 2>::from_data(TensorData(y, {m, 1}), {}),
+                           Tensor<B, 1, Int>::from_data(TensorData(c, {m}), {})});
+        }
+        return out;
+    }
+};
+
+// 16 points on a grid; class = which of three bands x0 + x1 falls in.
+std::vector<Item> grid(std::size_t n = 16) {
+    std::vector<Item> out;
+    for (std::size_t i = 0; i < n; ++i) {
+        const float x0 = float(i % 4) / 2 - 0.75f, x1 = float(i / 4 % 4) / 2 - 0.75f;
+        const float s = x0 + x1;
+        out.push_back({x0, x1, s < -0.4f ? 0 : (s < 0.4f ? 1 : 2)});
+    }
+    return out;
+}
+
+// ---- the models ----------------------------------------------------------------------------
+
+template <ember::Backend B>
+struct Regressor {
+    ember::nn::Dropout dropout;
+    ember::nn::Linear<B> linear;
+    EMBER_MODULE(Regressor, dropout, linear)
+
+    train::RegressionOutput<B> forward(const Batch<B>& b) const {
+        auto out = linear.forward(dropout.forward(b.x));
+        auto loss = ember::nn::loss::MseLoss{}.forward(out, b.y);
+        return {loss, out, b.y};
+    }
+    train::TrainOutput<train::RegressionOutput<B>> step(
+        const Batch<B>& b) const requires ember::AutodiffBackend<B> {
+        auto item = forward(b);
+        return {*this, item.loss.backward(), std::move(item)};
+    }
+    train::RegressionOutput<B> step(const Batch<B>& b) const requires(!ember::AutodiffBackend<B>) {
+        return forward(b);
+    }
+};
+
+Regressor<AD> regressor(double dropout = 0.2) {
+    return {ember::nn::DropoutConfig{dropout}.init(), ember::nn::LinearConfig{2, 1}.init<AD>({})};
+}
+
+template <ember::Backend B>
+struct Classifier {
+    ember::nn::Linear<B> linear;
+    EMBER_MODULE(Classifier, linear)
+
+    train::ClassificationOutput<B> forward(const Batch<B>& b) const {
+        auto out = linear.forward(b.x);
+        auto loss = ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(out, b.classes);
+        return {loss, out, b.classes};
+    }
+    train::TrainOutput<train::ClassificationOutput<B>> step(
+        const Batch<B>& b) const requires ember::AutodiffBackend<B> {
+        auto item = forward(b);
+        return {*this, item.loss.backward(), std::move(item)};
+    }
+    train::ClassificationOutput<B> step(const Batch<B>& b) const
+        requires(!ember::AutodiffBackend<B>) {
+        return forward(b);
+    }
+};
+
+using RegOut = train::RegressionOutput<AD>;
+using RegValid = train::RegressionOutput<Cpu>;
+using RegBuilder = train::LearnerBuilder<RegOut, RegValid>;
+using Rec = ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>;
+
+// Records what the Learner reports and may run a hook after each training iteration.
+struct Recorder : train::MetricsRenderer {
+    std::vector<train::MetricEntry> train_entries, valid_entries;
+    std::vector<train::TrainingProgress> train_progress, valid_progress;
+    std::vector<std::pair<train::Split, std::size_t>> epoch_ends;
+    int run_ends = 0;
+    std::function<void(const train::TrainingProgress&)> hook;
+
+    void update_train(const train::MetricEntry& e) override { train_entries.push_back(e); }
+    void update_valid(const train::MetricEntry& e) override { valid_entries.push_back(e); }
+    void render_train(const train::TrainingProgress& p) override {
+        train_progress.push_back(p);
+        if (hook) hook(p);
+    }
+    void render_valid(const train::TrainingProgress& p) override { valid_progress.push_back(p); }
+    void on_epoch_end(train::Split s, std::size_t e) override { epoch_ends.push_back({s, e}); }
+    void on_run_end() override { ++run_ends; }
+};
+
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() /
+               ("ember-learner-" + name + "-" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+std::size_t count_lines(const fs::path& p) {
+    std::ifstream in(p);
+    std::size_t n = 0;
+    std::string line;
+    while (std::getline(in, line)) ++n;
+    return n;
+}
+
+std::vector<double> read_values(const fs::path& p) {
+    std::ifstream in(p);
+    std::vector<double> out;
+    double v;
+    while (in >> v) out.push_back(v);
+    return out;
+}
+
+TensorData weights(const Regressor<AD>& m) {
+    return m.linear.weight.val().to_data();
+}
+TensorData bias(const Regressor<AD>& m) {
+    return m.linear.bias->val().to_data();
+}
+
+// A regression run of `epochs` in `dir`, optionally resumed, with a renderer.
+Regressor<AD> run_regression(const fs::path& dir, std::size_t epochs,
+                             std::optional<std::size_t> resume = std::nullopt,
+                             std::shared_ptr<Recorder> renderer = nullptr,
+                             std::function<void(RegBuilder&)> extra = {}) {
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(8), 4, false};
+    RegBuilder b(dir);
+    b.metric_train_numeric(train::LossMetric<AD>{})
+        .metric_valid_numeric(train::LossMetric<Cpu>{})
+        .metric_train(train::LearningRateMetric{})
+        .with_file_checkpointer(Rec{}, 2)
+        .num_epochs(epochs)
+        .seed(7)
+        .renderer(renderer ? renderer : std::make_shared<Recorder>());
+    if (resume) b.checkpoint(*resume);
+    if (extra) extra(b);
+    auto sched = ember::lr_scheduler::StepLrSchedulerConfig{0.05, 5, 0.5}.init();
+    auto learner = b.build(regressor(), ember::optim::AdamConfig{}.init<Regressor<AD>>(), sched);
+    return learner.fit(tl, vl);
+}
+
+}  // namespace
+
+TEST_CASE("a classifier trained 3 epochs: loss falls, metrics and artifacts", "[learner]") {
+    TempDir dir("cls");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    auto renderer = std::make_shared<Recorder>();
+    auto tl = std::make_shared<TinyLoader<AD>>(TinyLoader<AD>{grid()});
+    TinyLoader<Cpu> vl{grid(12), 4, false};
+    Classifier<AD> model{ember::nn::LinearConfig{2, 3}.init<AD>({})};
+    auto learner = train::LearnerBuilder<Out, VOut>(dir.path)
+                       .metric_train_numeric(train::LossMetric<AD>{})
+                       .metric_train_numeric(train::AccuracyMetric<AD>{})
+                       .metric_valid_numeric(train::LossMetric<Cpu>{})
+                       .metric_valid(train::TopKAccuracyMetric<Cpu>(2))
+                       .metric_valid_numeric(train::IterationSpeedMetric{})
+                       .with_file_checkpointer(Rec{}, 2)
+                       .num_epochs(3)
+                       .renderer(renderer)
+                       .summary()
+                       .build(model, ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+    auto trained = learner.fit(tl, vl);  // a shared_ptr loader works too
+
+    // The loss falls epoch over epoch (training means over the epoch's 4 iterations).
+    const auto& h = learner.history();
+    const auto& loss = h.at(train::Split::Train).at("Loss");
+    REQUIRE(loss.size() == 3);
+    CHECK(loss[1] < loss[0]);
+    CHECK(loss[2] < loss[1]);
+    const auto& vloss = h.at(train::Split::Valid).at("Loss");
+    CHECK(vloss[2] < vloss[0]);
+    // The trained model's weights moved.
+    CHECK_FALSE(trained.linear.weight.val().to_data() == model.linear.weight.val().to_data());
+
+    // The loaders saw set_epoch(1..3).
+    CHECK(tl->epochs_seen == std::vector<std::size_t>{1, 2, 3});
+
+    // Renderer: 2 metrics × 4 iterations × 3 epochs in training, 3 × 3 × 3 in validation.
+    CHECK(renderer->train_entries.size() == 24);
+    CHECK(renderer->valid_entries.size() == 27);
+    CHECK(renderer->run_ends == 1);
+    REQUIRE(renderer->train_progress.size() == 12);
+    const auto& p = renderer->train_progress[5];  // epoch 2, iteration 2
+    CHECK(p.epoch == 2);
+    CHECK(p.epoch_total == 3);
+    CHECK(p.iteration == 2);
+    CHECK(p.items_processed == 8);
+    CHECK(p.items_total == 16);
+    CHECK(p.global_iteration == 6);
+    // TopK (registered with metric_valid) reaches the renderer as text only.
+    bool saw_topk = false;
+    for (const auto& e : renderer->valid_entries)
+        if (e.name == "Top-2 Accuracy") {
+            saw_topk = true;
+            CHECK_FALSE(e.numeric);
+            CHECK(e.formatted.find('%') != std::string::npos);
+        }
+    CHECK(saw_topk);
+    CHECK(renderer->epoch_ends.size() == 6);
+
+    // Artifacts in Burn's layout: one line per iteration.
+    for (std::size_t e = 1; e <= 3; ++e) {
+        const auto ep = "epoch-" + std::to_string(e);
+        CHECK(count_lines(dir.path / "train" / ep / "Loss.log") == 4);
+        CHECK(count_lines(dir.path / "train" / ep / "Accuracy.log") == 4);
+        CHECK(count_lines(dir.path / "valid" / ep / "Loss.log") == 3);
+        CHECK(count_lines(dir.path / "valid" / ep / "Top-2_Accuracy.log") == 3);
+        CHECK(count_lines(dir.path / "valid" / ep / "Iteration_Speed.log") == 3);
+    }
+    // The logged values are the reported ones: their mean is the epoch mean.
+    auto v = read_values(dir.path / "train" / "epoch-2" / "Loss.log");
+    REQUIRE(v.size() == 4);
+    CHECK((v[0] + v[1] + v[2] + v[3]) / 4 == Approx(loss[1]));
+    // Checkpoint retention: the last 2 epochs.
+    const auto ck = dir.path / "checkpoint";
+    for (const char* what : {"model", "optim", "scheduler"}) {
+        CHECK_FALSE(fs::exists(ck / (std::string(what) + "-1.mpk.gz")));
+        CHECK(fs::exists(ck / (std::string(what) + "-2.mpk.gz")));
+        CHECK(fs::exists(ck / (std::string(what) + "-3.mpk.gz")));
+    }
+    // The checkpoint holds the returned model.
+    auto loaded = Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})}.load_file(
+        ck / "model-3", Rec{}, ember::Device<AD>{});
+    CHECK(loaded.linear.weight.val().to_data() == trained.linear.weight.val().to_data());
+    // experiment.log tells the story.
+    std::ifstream log(dir.path / "experiment.log");
+    std::stringstream ss;
+    ss << log.rdbuf();
+    CHECK(ss.str().find("training for 3 epochs") != std::string::npos);
+    CHECK(ss.str().find("epoch 3/3 train: Accuracy") != std::string::npos);
+    CHECK(ss.str().find("saved checkpoint 3") != std::string::npos);
+    CHECK(ss.str().find("Learner summary") != std::string::npos);
+}
+
+TEST_CASE("resuming from a checkpoint is bit-identical to an uninterrupted run", "[learner]") {
+    TempDir a("full"), b("resumed");
+    auto full = run_regression(a.path, 3);
+    run_regression(b.path, 2);
+    auto resumed = run_regression(b.path, 3, 2);
+    CHECK(weights(resumed) == weights(full));
+    CHECK(bias(resumed) == bias(full));
+    // And the metrics of epoch 3 are the same, value for value.
+    for (const char* split : {"train", "valid"})
+        CHECK(read_values(b.path / split / "epoch-3" / "Loss.log") ==
+              read_values(a.path / split / "epoch-3" / "Loss.log"));
+    // The run did move: epoch 3's training loss differs from epoch 1's.
+    CHECK(read_values(a.path / "train" / "epoch-3" / "Loss.log") !=
+          read_values(a.path / "train" / "epoch-1" / "Loss.log"));
+}
+
+TEST_CASE("an interrupted run resumes to the same final metrics", "[learner]") {
+    TempDir a("ref"), b("stop");
+    auto full = run_regression(a.path, 3);
+    const auto ref_valid = read_values(a.path / "valid" / "epoch-3" / "Loss.log");
+
+    auto stop_in_epoch_2 = [](train::Interrupter i, bool by_signal) {
+        auto r = std::make_shared<Recorder>();
+        r->hook = [i, by_signal](const train::TrainingProgress& p) mutable {
+            if (p.epoch == 2 && p.iteration == 2) {
+                if (by_signal)
+                    std::raise(SIGINT);
+                else
+                    i.stop();
+            }
+        };
+        return r;
+    };
+    for (bool by_signal : {false, true}) {
+        DYNAMIC_SECTION((by_signal ? "SIGINT" : "interrupter.stop()") << " in epoch 2") {
+            fs::remove_all(b.path);
+            std::shared_ptr<Recorder> r;
+            struct sigaction before {};
+            sigaction(SIGINT, nullptr, &before);
+            run_regression(b.path, 3, std::nullopt, nullptr, [&](RegBuilder& rb) {
+                r = stop_in_epoch_2(rb.interrupter(), by_signal);
+                rb.renderer(r);
+            });
+            // Stopped after iteration 2 of epoch 2: no validation, no checkpoint 2.
+            CHECK(r->train_progress.back().epoch == 2);
+            CHECK(r->train_progress.back().iteration == 2);
+            CHECK(r->run_ends == 1);
+            CHECK(fs::exists(b.path / "checkpoint" / "model-1.mpk.gz"));
+            CHECK_FALSE(fs::exists(b.path / "checkpoint" / "model-2.mpk.gz"));
+            CHECK_FALSE(fs::exists(b.path / "valid" / "epoch-2"));
+            CHECK(count_lines(b.path / "train" / "epoch-2" / "Loss.log") == 2);
+            // The Learner's SIGINT handler is gone after fit: the previous one is back.
+            struct sigaction now {};
+            sigaction(SIGINT, nullptr, &now);
+            CHECK(now.sa_handler == before.sa_handler);
+
+            auto resumed = run_regression(b.path, 3, 1);
+            CHECK(read_values(b.path / "valid" / "epoch-3" / "Loss.log") == ref_valid);
+            CHECK(count_lines(b.path / "train" / "epoch-2" / "Loss.log") == 4);
+            CHECK(weights(resumed) == weights(full));
+            CHECK(bias(resumed) == bias(full));
+        }
+    }
+}
+
+TEST_CASE("early stopping", "[learner]") {
+    TempDir dir("early");
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(8), 4, false};
+    auto make = [&](double lr, std::size_t patience, double min_delta) {
+        fs::remove_all(dir.path);
+        return RegBuilder(dir.path)
+            .metric_valid_numeric(train::LossMetric<Cpu>{})
+            .num_epochs(6)
+            .renderer(std::make_shared<Recorder>())
+            .early_stopping("Loss", train::Split::Valid, train::Direction::Lowest, min_delta,
+                            patience)
+            .build(regressor(0.0), ember::optim::SgdConfig{}.init<Regressor<AD>>(), lr);
+    };
+    SECTION("a learning rate of 0 never improves: stops after 1 + patience epochs") {
+        auto learner = make(0.0, 2, 0.0);
+        learner.fit(tl, vl);
+        CHECK(fs::exists(dir.path / "valid" / "epoch-3"));
+        CHECK_FALSE(fs::exists(dir.path / "valid" / "epoch-4"));
+    }
+    SECTION("an improving loss runs every epoch") {
+        auto learner = make(0.05, 1, 0.0);
+        learner.fit(tl, vl);
+        CHECK(fs::exists(dir.path / "valid" / "epoch-6"));
+    }
+    SECTION("improvements smaller than min_delta do not count") {
+        auto learner = make(1e-6, 1, 1.0);
+        learner.fit(tl, vl);
+        CHECK(fs::exists(dir.path / "valid" / "epoch-2"));
+        CHECK_FALSE(fs::exists(dir.path / "valid" / "epoch-3"));
+    }
+    SECTION("the stopper counts epochs since the best one") {
+        train::detail::EarlyStopper s(train::Direction::Highest, 0.5, 2);
+        CHECK_FALSE(s.update(1, 10.0));
+        CHECK_FALSE(s.update(2, 10.4));  // within min_delta: not better
+        CHECK_FALSE(s.update(3, 11.0));  // better
+        CHECK(s.best_epoch() == 3);
+        CHECK_FALSE(s.update(4, 9.0));
+        CHECK(s.update(5, 11.2));
+    }
+}
+
+TEST_CASE("gradient accumulation equals the bigger batch", "[learner]") {
+    TempDir a("big"), b("acc");
+    auto fit = [](const fs::path& dir, std::size_t batch, std::size_t accumulation, double lr) {
+        TinyLoader<AD> tl{grid(), batch};
+        TinyLoader<Cpu> vl{grid(8), 4, false};
+        auto model = regressor(0.0);
+        auto learner = RegBuilder(dir)
+                           .grads_accumulation(accumulation)
+                           .num_epochs(2)
+                           .seed(3)
+                           .renderer(std::make_shared<Recorder>())
+                           .build(model, ember::optim::SgdConfig{}.init<Regressor<AD>>(), lr);
+        return learner.fit(tl, vl);
+    };
+    // MSE is a mean over the batch: two halves' gradients sum to twice the full batch's, so
+    // half the learning rate gives the same update.
+    auto big = fit(a.path, 8, 1, 0.1);
+    auto acc = fit(b.path, 4, 2, 0.05);
+    ember::test::check_close(weights(acc), weights(big), {1e-6, 1e-5});
+    ember::test::check_close(bias(acc), bias(big), {1e-6, 1e-5});
+    auto plain = fit(a.path, 4, 1, 0.05);
+    CHECK_FALSE(weights(plain) == weights(acc));  // accumulation did change the trajectory
+}
+
+TEST_CASE("option errors, missing checkpoints and empty loaders", "[learner]") {
+    TempDir dir("errors");
+    auto optim = ember::optim::SgdConfig{}.init<Regressor<AD>>();
+    CHECK_THROWS_AS(RegBuilder(""), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).num_epochs(0), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).grads_accumulation(0), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).with_file_checkpointer(Rec{}, 0), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).checkpoint(0), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).renderer(nullptr), ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).with_metric_logger(nullptr, nullptr),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).devices(std::vector<ember::Device<AD>>{}),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).early_stopping("Loss", train::Split::Valid,
+                                                        train::Direction::Lowest, -1, 1),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path).early_stopping("Loss", train::Split::Valid,
+                                                        train::Direction::Lowest, 0, 0),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(RegBuilder(dir.path)
+                        .metric_train(train::LossMetric<AD>{})
+                        .metric_train_numeric(train::LossMetric<AD>{}),
+                    ember::ArgumentError);
+    // Resuming needs a checkpointer, and a checkpoint within the run.
+    CHECK_THROWS_AS(RegBuilder(dir.path).checkpoint(1).build(regressor(), optim, 0.1),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(
+        RegBuilder(dir.path).with_file_checkpointer(Rec{}).num_epochs(2).checkpoint(3).build(
+            regressor(), optim, 0.1),
+        ember::ArgumentError);
+    // Early stopping on a metric the split does not have (Loss is a training metric here).
+    CHECK_THROWS_AS(RegBuilder(dir.path)
+                        .metric_train_numeric(train::LossMetric<AD>{})
+                        .early_stopping("Loss", train::Split::Valid, train::Direction::Lowest, 0, 1)
+                        .build(regressor(), optim, 0.1),
+                    ember::ArgumentError);
+    // Devices of another backend.
+    CHECK_THROWS_AS(
+        RegBuilder(dir.path).devices(std::vector<int>{0}).build(regressor(), optim, 0.1),
+        ember::ArgumentError);
+
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(8), 4, false};
+    SECTION("a missing checkpoint names the file") {
+        auto learner = RegBuilder(dir.path)
+                           .with_file_checkpointer(Rec{})
+                           .num_epochs(3)
+                           .checkpoint(2)
+                           .renderer(std::make_shared<Recorder>())
+                           .build(regressor(), optim, 0.1);
+        try {
+            learner.fit(tl, vl);
+            FAIL("no error");
+        } catch (const ember::FormatError& e) {
+            CHECK(std::string(e.what()).find("model-2.mpk.gz") != std::string::npos);
+        }
+    }
+    SECTION("an empty loader") {
+        TinyLoader<AD> empty{{}};
+        auto learner = RegBuilder(dir.path)
+                           .renderer(std::make_shared<Recorder>())
+                           .build(regressor(), optim, 0.1);
+        CHECK_THROWS_AS(learner.fit(empty, vl), ember::ArgumentError);
+    }
+}
+
+TEST_CASE("the plain renderer and the file loggers", "[learner]") {
+    std::ostringstream os;
+    train::PlainRenderer r(os, 0.0);
+    r.update_train({"Loss", "0.5000", 0.5, 0.5});
+    r.render_train({1, 2, 1, 4, 8, 1});
+    r.update_train({"Loss", "0.2500", 0.25, 0.375});
+    r.render_train({1, 2, 2, 8, 8, 2});
+    r.on_epoch_end(train::Split::Train, 1);
+    r.update_valid({"Accuracy", "50.00 %", std::nullopt, std::nullopt});
+    r.render_valid({1, 2, 1, 4, 4, 2});
+    r.on_epoch_end(train::Split::Valid, 1);
+    CHECK(os.str() ==
+          "[train] epoch 1/2 iteration 1 items 4/8 | Loss 0.5000\n"
+          "[train] epoch 1/2 iteration 2 items 8/8 | Loss 0.2500\n"
+          "[train] epoch 1 done | Loss mean 0.375\n"
+          "[valid] epoch 1/2 iteration 1 items 4/4 | Accuracy 50.00 %\n"
+          "[valid] epoch 1 done | Accuracy 50.00 %\n");
+    CHECK_THROWS_AS(train::PlainRenderer(os, -1.0), ember::ArgumentError);
+
+    // With a long interval only the first and the last iteration of an epoch are printed.
+    std::ostringstream quiet;
+    train::PlainRenderer q(quiet, 3600.0);
+    for (std::size_t i = 1; i <= 4; ++i) q.render_train({1, 1, i, i * 2, 8, i});
+    CHECK(quiet.str() ==
+          "[train] epoch 1/1 iteration 1 items 2/8\n[train] epoch 1/1 iteration 4 items 8/8\n");
+
+    TempDir dir("logger");
+    train::FileMetricLogger logger(dir.path);
+    logger.start_epoch(1);
+    logger.log({"Loss", "0.1", 0.1, std::nullopt});
+    logger.log({"Top/5 Acc", "text only", std::nullopt, std::nullopt});
+    logger.log({"Loss", "0.3", 1.0 / 3.0, std::nullopt});
+    CHECK_FALSE(fs::exists(logger.file("Loss", 1)));  // written at the end of the epoch
+    logger.end_epoch(1);
+    CHECK(logger.file("Top/5 Acc", 1) == dir.path / "epoch-1" / "Top_5_Acc.log");
+    std::ifstream in(logger.file("Top/5 Acc", 1));
+    std::string line;
+    std::getline(in, line);
+    CHECK(line == "text only");
+    auto back = logger.read_numeric("Loss", 1);
+    REQUIRE(back);
+    CHECK(*back == std::vector<double>{0.1, 1.0 / 3.0});  // exact round trip
+    CHECK_FALSE(logger.read_numeric("Top/5 Acc", 1));
+    CHECK_FALSE(logger.read_numeric("Loss", 2));
+    logger.start_epoch(1);  // a restarted epoch forgets the old files
+    CHECK_FALSE(fs::exists(logger.file("Loss", 1)));
+}
