@@ -31,14 +31,14 @@
 
 namespace ember::detail {
 
-/// The field names as an array (the first, placeholder argument lets the macro emit a leading
-/// comma before each name).
+/// The field names as an array. The macro passes a leading `0` that this ignores, so that it can
+/// write `, name` for every field, and an empty field list still makes a valid call.
 template <typename... S>
 constexpr std::array<std::string_view, sizeof...(S)> field_names(int, S... names) {
     return {names...};
 }
 
-/// std::tie without its first (placeholder) argument, so the field macro needs no comma logic.
+/// std::tie of the fields after the ignored leading `0` (same reason as field_names).
 template <typename... T>
 constexpr std::tuple<T&...> tie_fields(int, T&... fields) {
     return std::tuple<T&...>(fields...);
