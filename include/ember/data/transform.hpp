@@ -17,13 +17,38 @@
 
 namespace ember::data {
 
+namespace detail {
+/// A dataset seen through a list of indices into it: item i is the input's item indices[i].
+/// What SamplerDataset and ShuffledDataset share.
+template <Dataset D>
+class IndexedDataset {
+  public:
+    /// Item `indices()[index]` of the input, or std::nullopt when `index >= len()`.
+    std::optional<ItemOf<D>> get(std::size_t index) const {
+        if (index >= indices_.size()) return std::nullopt;
+        return dataset_.get(indices_[index]);
+    }
+    /// The number of items (the number of indices).
+    std::size_t len() const { return indices_.size(); }
+    /// True when there is no item.
+    bool is_empty() const { return indices_.empty(); }
+    /// Item `index` is the input's item `indices()[index]`.
+    const std::vector<std::size_t>& indices() const { return indices_; }
+
+  protected:
+    explicit IndexedDataset(D dataset) : dataset_(std::move(dataset)) {}
+    D dataset_;
+    std::vector<std::size_t> indices_;
+};
+}  // namespace detail
+
 /// A dataset of `size` items drawn at random from another (Burn's SamplerDataset): a way to
 /// treat a dataset as a distribution, e.g. a fixed number of samples per epoch. With
 /// replacement, each item is drawn independently and uniformly. Without replacement, the items
 /// come in a random permutation; past the first `len()` items a fresh permutation starts, so
 /// every item appears floor(size/len) or one more times. The draws are fixed at construction.
 template <Dataset D>
-class SamplerDataset {
+class SamplerDataset : public detail::IndexedDataset<D> {
   public:
     /// `size` items sampled with replacement from `dataset` (Burn's `SamplerDataset::new`).
     SamplerDataset(D dataset, std::size_t size, std::uint64_t seed)
@@ -37,65 +62,38 @@ class SamplerDataset {
         return SamplerDataset(std::move(dataset), size, seed, false);
     }
 
-    /// The sampled item at `index`, or std::nullopt when `index >= len()`.
-    std::optional<ItemOf<D>> get(std::size_t index) const {
-        if (index >= indices_.size()) return std::nullopt;
-        return dataset_.get(indices_[index]);
-    }
-    /// The number of samples (`size`).
-    std::size_t len() const { return indices_.size(); }
-    /// True when `size` is 0.
-    bool is_empty() const { return indices_.empty(); }
-    /// The index in the input dataset of each sample.
-    const std::vector<std::size_t>& indices() const { return indices_; }
-
   private:
     SamplerDataset(D dataset, std::size_t size, std::uint64_t seed, bool replacement)
-        : dataset_(std::move(dataset)) {
-        const std::size_t n = dataset_.len();
+        : detail::IndexedDataset<D>(std::move(dataset)) {
+        auto& picks = this->indices_;
+        const std::size_t n = this->dataset_.len();
         EMBER_CHECK(n > 0 || size == 0, Argument, "SamplerDataset: cannot draw ", size,
                     " samples from an empty dataset");
-        indices_.reserve(size);
+        picks.reserve(size);
         detail::Rng rng(seed);
         if (replacement) {
             for (std::size_t i = 0; i < size; ++i)
-                indices_.push_back(static_cast<std::size_t>(rng.uniform(n)));
+                picks.push_back(static_cast<std::size_t>(rng.uniform(n)));
         } else {
-            while (indices_.size() < size) {
+            while (picks.size() < size) {
                 const auto perm = detail::permutation(n, rng.next());
-                const std::size_t take = std::min(n, size - indices_.size());
-                indices_.insert(indices_.end(), perm.begin(), perm.begin() + take);
+                const std::size_t take = std::min(n, size - picks.size());
+                picks.insert(picks.end(), perm.begin(), perm.begin() + take);
             }
         }
     }
-
-    D dataset_;
-    std::vector<std::size_t> indices_;
 };
 
 /// The items of a dataset in a seeded random order (Burn's ShuffledDataset).
 template <Dataset D>
-class ShuffledDataset {
+class ShuffledDataset : public detail::IndexedDataset<D> {
   public:
     /// `dataset` permuted by a permutation drawn from `seed`.
     ShuffledDataset(D dataset, std::uint64_t seed)
-        : dataset_(std::move(dataset)), indices_(detail::permutation(dataset_.len(), seed)) {}
-
-    /// Item `indices()[index]` of the input, or std::nullopt when `index >= len()`.
-    std::optional<ItemOf<D>> get(std::size_t index) const {
-        if (index >= indices_.size()) return std::nullopt;
-        return dataset_.get(indices_[index]);
+        : detail::IndexedDataset<D>(std::move(dataset)) {
+        this->indices_ = detail::permutation(this->dataset_.len(), seed);
     }
-    /// The number of items (the input's, when shuffled).
-    std::size_t len() const { return indices_.size(); }
-    /// True when there is no item.
-    bool is_empty() const { return indices_.empty(); }
-    /// The permutation: item `index` is the input's item `indices()[index]`.
-    const std::vector<std::size_t>& indices() const { return indices_; }
 
-  private:
-    D dataset_;
-    std::vector<std::size_t> indices_;
 };
 
 /// Items [start, end) of a dataset (Burn's PartialDataset): train/validation splits.
