@@ -1,0 +1,44 @@
+#pragma once
+// Batches of Fashion-MNIST images for the guide's models: pixels scaled to [0, 1] and
+// normalised with the dataset's mean and standard deviation (those of Burn's guide), stacked
+// into [N, 28, 28], with the labels as class ids.
+#include <ember/data.hpp>
+#include <ember/ember.hpp>
+
+namespace mnist {
+
+/// A batch: images [N, 28, 28] and their class ids [N].
+template <ember::Backend B>
+struct MnistBatch {
+    ember::Tensor<B, 3> images;                ///< normalised pixels
+    ember::Tensor<B, 1, ember::Int> targets;  ///< labels 0..9
+};
+
+/// The normalisation of one raw pixel (0..255), shared with the firmware and the web page.
+inline float normalise_pixel(float raw) { return (raw / 255.0f - 0.1307f) / 0.3081f; }
+
+/// Builds MnistBatch<B> from dataset items (thread-safe: it holds nothing).
+template <ember::Backend B>
+struct MnistBatcher {
+    /// The items stacked into one batch on `device`.
+    MnistBatch<B> batch(std::vector<ember::data::MnistItem> items,
+                        const ember::Device<B>& device) const {
+        const std::size_t n = items.size();
+        std::vector<float> pixels;
+        pixels.reserve(n * ember::data::MNIST_PIXELS);
+        std::vector<std::int64_t> labels;
+        labels.reserve(n);
+        for (const auto& item : items) {
+            for (float p : item.image) pixels.push_back(normalise_pixel(p));
+            labels.push_back(item.label);
+        }
+        return {ember::Tensor<B, 3>::from_data(
+                    ember::TensorData(std::move(pixels), {n, ember::data::MNIST_HEIGHT,
+                                                          ember::data::MNIST_WIDTH}),
+                    device),
+                ember::Tensor<B, 1, ember::Int>::from_data(
+                    ember::TensorData(std::move(labels), {n}), device)};
+    }
+};
+
+}  // namespace mnist

@@ -1,0 +1,273 @@
+// The guide: train a Fashion-MNIST classifier with the Learner (live dashboard on a terminal),
+// save it, then load it again for inference.
+//
+//   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu] ...   (see --help)
+//   mnist infer [--artifact-dir DIR] [--count N]
+#include <ember/ember.hpp>
+#include <ember/nn.hpp>
+#include <ember/optim.hpp>
+#include <ember/record.hpp>
+#include <ember/train/learner.hpp>
+#include <ember/train/plain_renderer.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "model.hpp"
+
+namespace fs = std::filesystem;
+namespace train = ember::train;
+
+namespace mnist {
+
+/// What `train` was run with; saved beside the model so that `infer` rebuilds the same model.
+struct TrainingConfig {
+    std::string model = "cnn";       ///< "cnn" (the guide's) or "mlp"
+    std::size_t num_epochs = 10;     ///< epochs to train
+    std::size_t batch_size = 64;     ///< items per batch
+    std::size_t num_workers = 2;     ///< data loader threads
+    std::uint64_t seed = 42;         ///< the run's seed (initialisation, shuffling, dropout)
+    double learning_rate = 1e-4;     ///< Adam's learning rate
+    ember::optim::AdamConfig optimizer = ember::optim::AdamConfig{}.with_epsilon(1e-8);
+    EMBER_CONFIG(TrainingConfig, model, num_epochs, batch_size, num_workers, seed, learning_rate,
+                 optimizer)
+};
+
+// The class names of Fashion-MNIST, by label.
+constexpr const char* kClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                      "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+
+using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;
+using CheckpointRecorder = ember::record::NamedMpkGzFileRecorder<>;
+
+struct Options {
+    std::string command;
+    TrainingConfig config;
+    std::string backend = "cpu";
+    fs::path artifact_dir = "artifacts/mnist";
+    std::optional<fs::path> data_dir;
+    std::optional<std::size_t> threads;
+    bool plain = false;
+    bool resume = false;
+    std::size_t count = 10;
+};
+
+[[noreturn]] void usage(int status) {
+    (status == 0 ? std::cout : std::cerr) << R"(usage: mnist train [options]   train a classifier on Fashion-MNIST with the Learner
+       mnist infer [options]   load the trained model and classify test images
+
+options:
+  --model cnn|mlp        the guide's CNN (default) or an MLP 784-512-512-10
+  --epochs N             epochs to train (default 10)
+  --batch-size N         items per batch (default 64)
+  --lr X                 Adam's learning rate (default 1e-4 for the CNN, 1e-3 for the MLP)
+  --seed N               the run's seed (default 42)
+  --workers N            data loader threads (default 2)
+  --threads N            CPU backend threads (default: EMBER_NUM_THREADS or all)
+  --backend NAME         the backend to train on (available: cpu)
+  --artifact-dir DIR     where checkpoints, logs and the model go (default artifacts/mnist)
+  --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
+  --plain                plain line output even on a terminal
+  --resume               go on from the last checkpoint in the artifact directory
+  --count N              (infer) how many predictions to print (default 10)
+)";
+    std::exit(status);
+}
+
+std::size_t to_size(const std::string& flag, const std::string& s) {
+    std::size_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size())
+        throw ember::ArgumentError("mnist: " + flag + " needs a non-negative integer, got '" + s +
+                                   "'");
+    return v;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    if (argc < 2) usage(2);
+    o.command = argv[1];
+    if (o.command == "--help" || o.command == "-h") usage(0);
+    if (o.command != "train" && o.command != "infer") usage(2);
+    bool lr_set = false;
+    for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw ember::ArgumentError("mnist: " + a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--model") o.config.model = value();
+        else if (a == "--epochs") o.config.num_epochs = to_size(a, value());
+        else if (a == "--batch-size") o.config.batch_size = to_size(a, value());
+        else if (a == "--lr") o.config.learning_rate = std::stod(value()), lr_set = true;
+        else if (a == "--seed") o.config.seed = to_size(a, value());
+        else if (a == "--workers") o.config.num_workers = to_size(a, value());
+        else if (a == "--threads") o.threads = to_size(a, value());
+        else if (a == "--backend") o.backend = value();
+        else if (a == "--artifact-dir") o.artifact_dir = value();
+        else if (a == "--data") o.data_dir = value();
+        else if (a == "--plain") o.plain = true;
+        else if (a == "--resume") o.resume = true;
+        else if (a == "--count") o.count = to_size(a, value());
+        else if (a == "--help" || a == "-h") usage(0);
+        else throw ember::ArgumentError("mnist: unknown option '" + a + "' (see --help)");
+    }
+    if (o.config.model != "cnn" && o.config.model != "mlp")
+        throw ember::ArgumentError("mnist: --model must be cnn or mlp, got '" + o.config.model +
+                                   "'");
+    if (!lr_set && o.config.model == "mlp") o.config.learning_rate = 1e-3;
+    if (o.backend != "cpu")
+        throw ember::ArgumentError("mnist: backend '" + o.backend +
+                                   "' is not available in this build (available: cpu)");
+    return o;
+}
+
+ember::data::MnistDataset load_split(const Options& o, bool training) {
+    if (o.data_dir)
+        return training ? ember::data::MnistDataset::train(*o.data_dir)
+                        : ember::data::MnistDataset::test(*o.data_dir);
+    return training ? ember::data::MnistDataset::train() : ember::data::MnistDataset::test();
+}
+
+// The last checkpoint written in `dir` (0 when there is none).
+std::size_t last_checkpoint(const fs::path& dir) {
+    std::size_t last = 0;
+    if (!fs::exists(dir / "checkpoint")) return 0;
+    for (const auto& e : fs::directory_iterator(dir / "checkpoint")) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("model-", 0) != 0) continue;
+        std::size_t n = 0;
+        const char* first = name.data() + 6;
+        auto [p, ec] = std::from_chars(first, name.data() + name.size(), n);
+        if (ec == std::errc{} && p != first) last = std::max(last, n);
+    }
+    return last;
+}
+
+template <typename Model, ember::AutodiffBackend B>
+void train_model(const Options& o) {
+    using Inner = typename B::InnerBackend;
+    const TrainingConfig& c = o.config;
+    fs::create_directories(o.artifact_dir);
+    c.save(o.artifact_dir / "config.json");
+    B::seed(c.seed);
+
+    auto train_loader = ember::data::DataLoaderBuilder(MnistBatcher<B>{})
+                            .batch_size(c.batch_size)
+                            .shuffle(c.seed)
+                            .num_workers(c.num_workers)
+                            .build(load_split(o, true));
+    auto valid_loader = ember::data::DataLoaderBuilder(MnistBatcher<Inner>{})
+                            .batch_size(256)
+                            .num_workers(c.num_workers)
+                            .build(load_split(o, false));
+
+    using TrainItem = train::ClassificationOutput<B>;
+    using ValidItem = train::ClassificationOutput<Inner>;
+    train::LearnerBuilder<TrainItem, ValidItem> builder(o.artifact_dir);
+    builder.metric_train_numeric(train::AccuracyMetric<B>{})
+        .metric_valid_numeric(train::AccuracyMetric<Inner>{})
+        .metric_train_numeric(train::LossMetric<B>{})
+        .metric_valid_numeric(train::LossMetric<Inner>{})
+        .metric_train_numeric(train::LearningRateMetric{})
+        .metric_train_numeric(train::IterationSpeedMetric{})
+        .metric_train(train::CpuUsage{})
+        .metric_train(train::CpuMemory{})
+        .with_file_checkpointer(CheckpointRecorder{}, 2)
+        .num_epochs(c.num_epochs)
+        .seed(c.seed)
+        .summary();
+    if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
+    if (o.resume) {
+        const std::size_t n = last_checkpoint(o.artifact_dir);
+        if (n > 0) builder.checkpoint(n);
+        else std::cout << "no checkpoint in " << o.artifact_dir << ": starting afresh\n";
+    }
+
+    auto learner = builder.build(Model::init(), c.optimizer.template init<Model>(),
+                                 c.learning_rate);
+    const auto start = std::chrono::steady_clock::now();
+    Model trained = learner.fit(train_loader, valid_loader);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    if (learner.interrupter().should_stop()) {
+        std::cout << "interrupted: run `mnist train --resume` with the same options to go on\n";
+        return;
+    }
+    trained.valid().save_file(o.artifact_dir / "model", Recorder{});
+    const auto& acc = learner.history().at(train::Split::Valid).at("Accuracy");
+    std::cout << std::fixed << std::setprecision(2) << "trained " << c.model << " for "
+              << c.num_epochs << " epochs in " << seconds << " s; test accuracy "
+              << acc.back() << " %; model saved to " << (o.artifact_dir / "model.mpk").string()
+              << '\n';
+}
+
+template <typename Model>
+void infer_model(const Options& o) {
+    using B = ember::Cpu;
+    auto model = Model::init().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
+    auto test = load_split(o, false);
+    MnistBatcher<B> batcher;
+    std::size_t correct = 0;
+    const std::size_t n = test.len();
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t s = 0; s < n; s += 500) {
+        std::vector<ember::data::MnistItem> items;
+        for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
+        auto batch = batcher.batch(items, {});
+        auto predicted = model.forward(batch.images).argmax(1).template flatten<1>(0, 1);
+        const auto labels = predicted.to_data().template to_vec<std::int64_t>();
+        for (std::size_t i = 0; i < labels.size(); ++i) {
+            const auto truth = items[i].label;
+            correct += labels[i] == truth;
+            if (s + i < o.count)
+                std::cout << "image " << std::setw(4) << s + i << ": predicted "
+                          << std::setw(11) << std::left << kClasses[labels[i]] << std::right
+                          << "  actual " << std::setw(11) << std::left << kClasses[truth]
+                          << std::right << (labels[i] == truth ? "" : "  (wrong)") << '\n';
+        }
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count();
+    std::cout << std::fixed << std::setprecision(2) << "accuracy on the " << n
+              << " test images: " << 100.0 * double(correct) / double(n) << " % (" << ms / 1000
+              << " s)\n";
+}
+
+int run(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    if (o.threads) ember::cpu::set_num_threads(*o.threads);
+    if (o.command == "infer") {
+        // The model kind comes from the run's config, whatever the command line says.
+        o.config = TrainingConfig::load(o.artifact_dir / "config.json");
+        if (o.config.model == "mlp") infer_model<Mlp<ember::Cpu>>(o);
+        else infer_model<Cnn<ember::Cpu>>(o);
+        return 0;
+    }
+    using B = ember::Autodiff<ember::Cpu>;
+    if (o.config.model == "mlp") train_model<Mlp<B>, B>(o);
+    else train_model<Cnn<B>, B>(o);
+    return 0;
+}
+
+}  // namespace mnist
+
+int main(int argc, char** argv) {
+    try {
+        return mnist::run(argc, argv);
+    } catch (const ember::Error& e) {
+        std::cerr << "mnist: " << e.what() << '\n';
+        return 1;
+    }
+}
