@@ -502,3 +502,70 @@ TEST_CASE("optimizer errors", "[optim]") {
                           Catch::Contains("has shape [7]"));
     }
 }
+
+// The CPU backend fuses Adam into one pass over p, g, m and v; the reference below is the
+// update written out element by element in double (the formula at the top of adam.hpp).
+TEST_CASE("the CPU backend's fused Adam step", "[optim]") {
+    using B = ember::Cpu;
+    using T2 = ember::Tensor<B, 2>;
+    const ember::AdamStepScalars s{0.9, 0.999, 1e-8, 0.01, 1 - 0.9 * 0.9, 1 - 0.999 * 0.999};
+    B::seed(7);
+    const T2 p = T2::random({6, 5}, ember::Distribution::Normal(0, 1));
+    const T2 g = T2::random({6, 5}, ember::Distribution::Normal(0, 1));
+    const T2 m = T2::random({6, 5}, ember::Distribution::Normal(0, 0.1));
+    const T2 v = T2::random({6, 5}, ember::Distribution::Uniform(0, 0.1));
+
+    // Expected values, from the formula.
+    auto vec = [](const T2& t) { return t.to_data().convert(ember::DType::F64).to_vec<double>(); };
+    const auto pv = vec(p), gv = vec(g), mv = vec(m), vv = vec(v);
+    std::vector<double> p_ref(pv.size()), m_ref(pv.size()), v_ref(pv.size());
+    for (std::size_t k = 0; k < pv.size(); ++k) {
+        m_ref[k] = s.beta_1 * mv[k] + (1 - s.beta_1) * gv[k];
+        v_ref[k] = s.beta_2 * vv[k] + (1 - s.beta_2) * gv[k] * gv[k];
+        p_ref[k] = pv[k] - s.lr * (m_ref[k] / s.correction_1) /
+                               (std::sqrt(v_ref[k] / s.correction_2) + s.epsilon);
+    }
+    const ember::Tolerance tol{1e-6, 1e-5};
+    auto check = [&](const std::array<ember::detail::cpu::CpuTensor, 3>& out, bool transposed) {
+        const char* names[] = {"param", "moment_1", "moment_2"};
+        const std::vector<double>* refs[] = {&p_ref, &m_ref, &v_ref};
+        for (int i = 0; i < 3; ++i) {
+            INFO(names[i]);
+            T2 t = T2::from_primitive(out[i]);
+            if (transposed) t = t.transpose();
+            ember::test::check_close(t.to_data(), ember::TensorData(*refs[i], ember::Shape{6, 5}),
+                                     tol);
+        }
+    };
+    SECTION("contiguous f32 tensors take the one-pass kernel") {
+        check(B::float_adam_step(p.into_primitive(), g.into_primitive(), m.into_primitive(),
+                                 v.into_primitive(), s),
+              false);
+    }
+    SECTION("the kernel updates buffers nothing else holds in place, and only those") {
+        T2 p_own = T2::from_data(p.to_data());  // a buffer of its own
+        const float* before = p_own.into_primitive().data<float>();
+        auto out = B::float_adam_step(std::move(p_own).into_primitive(), g.into_primitive(),
+                                      m.into_primitive(), v.into_primitive(), s);
+        CHECK(out[0].data<float>() == before);
+        CHECK(out[1].data<float>() != m.into_primitive().data<float>());
+        check(out, false);
+    }
+    SECTION("strided views take the op-by-op path and agree") {
+        auto tr = [](const T2& t) { return t.transpose().into_primitive(); };
+        check(B::float_adam_step(tr(p), tr(g), tr(m), tr(v), s), true);
+    }
+    SECTION("errors") {
+        const T2 small = T2::zeros({6, 4});
+        CHECK_THROWS_AS(B::float_adam_step(p.into_primitive(), small.into_primitive(),
+                                           m.into_primitive(), v.into_primitive(), s),
+                        ember::ShapeError);
+        CHECK_THROWS_WITH(B::float_adam_step(p.into_primitive(), g.into_primitive(),
+                                             m.into_primitive(), small.into_primitive(), s),
+                          Catch::Contains("adam_step") && Catch::Contains("[6, 4]"));
+        const auto ints = ember::Tensor<B, 2, ember::Int>::zeros({6, 5});
+        CHECK_THROWS_AS(B::float_adam_step(p.into_primitive(), ints.into_primitive(),
+                                           m.into_primitive(), v.into_primitive(), s),
+                        ember::DTypeError);
+    }
+}

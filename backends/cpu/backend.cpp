@@ -46,6 +46,9 @@ CPU::float_mask_where(FT t, BT mask, FT value)->FT {
 }
 CPU::float_mask_fill(FT t, BT mask, Scalar v)->FT { return k::mask_fill(std::move(t), std::move(mask), v); }
 CPU::float_clamp(FT t, Scalar lo, Scalar hi)->FT { return k::clamp(std::move(t), lo, hi); }
+CPU::float_adam_step(FT param, FT grad, FT m, FT v, const AdamStepScalars& s)->std::array<FT, 3> {
+    return k::adam_step(std::move(param), std::move(grad), std::move(m), std::move(v), s);
+}
 CPU::float_reduce(ReduceOp op, FT t)->FT { return k::reduce_all(op, std::move(t)); }
 CPU::float_reduce_dim(ReduceOp op, FT t, std::size_t dim)->FT {
     return k::reduce_dim(op, std::move(t), dim);

@@ -143,9 +143,15 @@ void pack_b(std::size_t kc, std::size_t nc, std::size_t jp0, std::size_t jp1, co
                 for (std::size_t j = nr; j < NR; ++j) dst[p * NR + j] = T(0);
             }
         } else {  // op(B)(p, j) = b[j*ldb + p]
-            for (std::size_t j = 0; j < nr; ++j) {
-                const T* src = b + (j0 + j) * ldb;
-                for (std::size_t p = 0; p < kc; ++p) dst[p * NR + j] = src[p];
+            // A transpose, in strips of depth: walking all of kc per column would store to kc
+            // cache lines in turn and evict them before the next column fills them further.
+            constexpr std::size_t kStrip = 16;
+            for (std::size_t p0 = 0; p0 < kc; p0 += kStrip) {
+                const std::size_t p1 = std::min(kc, p0 + kStrip);
+                for (std::size_t j = 0; j < nr; ++j) {
+                    const T* src = b + (j0 + j) * ldb;
+                    for (std::size_t p = p0; p < p1; ++p) dst[p * NR + j] = src[p];
+                }
             }
             for (std::size_t j = nr; j < NR; ++j)
                 for (std::size_t p = 0; p < kc; ++p) dst[p * NR + j] = T(0);

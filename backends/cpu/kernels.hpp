@@ -2,6 +2,7 @@
 // The CPU backend's kernels, dtype-generic at run time. Each group lives in its own source
 // file (named beside each block). Tensors are taken by value: a moved-in tensor whose buffer
 // is unique (`is_unique()`) may be reused for the result.
+#include <array>
 #include <optional>
 #include <span>
 #include <utility>
@@ -48,6 +49,11 @@ CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value);
 CpuTensor clamp(CpuTensor t, Scalar lo, Scalar hi);
 /// x^p for a float exponent on float tensors.
 CpuTensor powf_scalar(CpuTensor t, double p);
+
+// ---- optim.cpp: optimizer updates fused into one pass ------------------------------------------
+/// {param, m, v} after one Adam update (AdamStepScalars); float operands of one shape.
+std::array<CpuTensor, 3> adam_step(CpuTensor param, CpuTensor grad, CpuTensor m, CpuTensor v,
+                                   const AdamStepScalars& s);
 
 // ---- shape_ops.cpp ------------------------------------------------------------------------
 CpuTensor cat(std::span<const CpuTensor> tensors, std::size_t dim);

@@ -2,6 +2,7 @@
 // Adam and AdamW (Burn's Adam/AdamW; the updates are torch.optim.Adam's and AdamW's):
 //   m ← β₁·m + (1 − β₁)·g,  v ← β₂·v + (1 − β₂)·g²,  t ← t + 1
 //   p ← p − lr · (m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
+// computed as torch does: p ← p − (lr / (1 − β₁ᵗ)) · m / (√v / √(1 − β₂ᵗ) + ε).
 // Adam adds an L2 penalty to g (torch's Adam weight_decay); AdamW decays the parameter itself
 // first, p ← p − lr·λ·p (decoupled, torch's AdamW). ε defaults to Burn's 1e-5 (torch: 1e-8).
 #include <cmath>
@@ -35,10 +36,9 @@ struct AdaptiveMomentumState {
     EMBER_DETAIL_FIELDS(AdaptiveMomentumState, moment_1, moment_2, time)
 };
 
-/// The Adam step shared by Adam and AdamW: `param` moved by lr times the bias-corrected step
-/// direction, and the moments updated with `grad`.
+/// The Adam step as tensor ops, for backends without a fused update.
 template <Backend B, std::size_t D>
-std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> adaptive_momentum_step(
+std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> composed_adam_step(
     double beta_1, double beta_2, double epsilon, double lr, Tensor<B, D> param, Tensor<B, D> grad,
     std::optional<AdaptiveMomentumState<B, D>> state) {
     Tensor<B, D> g2 = grad.mul(grad);
@@ -55,9 +55,38 @@ std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> adaptive_mom
     const double t = double(s.time);
     const double c1 = 1 - std::pow(beta_1, t);
     const double c2 = 1 - std::pow(beta_2, t);
-    Tensor<B, D> denom = s.moment_2.div_scalar(c2).sqrt().add_scalar(epsilon);
-    Tensor<B, D> update = s.moment_1.div_scalar(c1).div(std::move(denom));
-    return {std::move(param).sub(std::move(update).mul_scalar(lr)), std::move(s)};
+    // torch's arrangement: one division per element, the corrections folded into scalars.
+    Tensor<B, D> denom = s.moment_2.sqrt().mul_scalar(1 / std::sqrt(c2)).add_scalar(epsilon);
+    Tensor<B, D> update = s.moment_1.div(std::move(denom));
+    return {std::move(param).sub(std::move(update).mul_scalar(lr / c1)), std::move(s)};
+}
+
+/// The Adam step shared by Adam and AdamW: `param` moved by lr times the bias-corrected step
+/// direction, and the moments updated with `grad`.
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> adaptive_momentum_step(
+    double beta_1, double beta_2, double epsilon, double lr, Tensor<B, D> param, Tensor<B, D> grad,
+    std::optional<AdaptiveMomentumState<B, D>> state) {
+    if constexpr (requires(typename B::FloatTensorPrimitive t, AdamStepScalars s) {
+                      B::float_adam_step(t, t, t, t, s);
+                  }) {
+        // The backend fuses the update into one pass (the CPU backend does).
+        const std::int64_t time = state ? state->time + 1 : 1;
+        const double t = double(time);
+        const AdamStepScalars scalars{
+            beta_1, beta_2, epsilon, lr, 1 - std::pow(beta_1, t), 1 - std::pow(beta_2, t)};
+        Tensor<B, D> m = state ? std::move(state->moment_1) : grad.zeros_like();
+        Tensor<B, D> v = state ? std::move(state->moment_2) : grad.zeros_like();
+        auto [p, m_next, v_next] = B::float_adam_step(
+            std::move(param).into_primitive(), std::move(grad).into_primitive(),
+            std::move(m).into_primitive(), std::move(v).into_primitive(), scalars);
+        return {Tensor<B, D>::from_primitive(std::move(p)),
+                AdaptiveMomentumState<B, D>{Tensor<B, D>::from_primitive(std::move(m_next)),
+                                            Tensor<B, D>::from_primitive(std::move(v_next)), time}};
+    } else {
+        return composed_adam_step(beta_1, beta_2, epsilon, lr, std::move(param), std::move(grad),
+                                  std::move(state));
+    }
 }
 
 }  // namespace detail

@@ -40,6 +40,19 @@ enum class ReduceOp : std::uint8_t { Sum, Mean, Prod, Max, Min, Any, All };
 /// Index-producing reductions along one dim.
 enum class ArgReduceOp : std::uint8_t { ArgMax, ArgMin };
 
+/// The scalars of one Adam update, for backends that fuse it into one pass
+/// (`float_adam_step`, an optional backend capability that ember::optim uses when present):
+///   m ← β₁·m + (1 − β₁)·g,  v ← β₂·v + (1 − β₂)·g²,
+///   p ← p − lr · (m / correction_1) / (√(v / correction_2) + ε)
+struct AdamStepScalars {
+    double beta_1;        ///< decay of the first moment
+    double beta_2;        ///< decay of the second moment
+    double epsilon;       ///< added to the denominator
+    double lr;            ///< learning rate
+    double correction_1;  ///< 1 − β₁ᵗ
+    double correction_2;  ///< 1 − β₂ᵗ
+};
+
 namespace detail {
 template <std::size_t N>
 constexpr std::array<std::size_t, N> filled_array(std::size_t v) {
