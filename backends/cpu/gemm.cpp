@@ -477,6 +477,116 @@ EMBER_AVX512_TARGET void small_k_avx512(std::size_t m, std::size_t n, std::size_
 }
 #endif
 
+// ---- C = A·Bᵀ with few rows or columns: dot products of contiguous rows -------------------
+// With A [m, k] and B [n, k] both row-major, every entry of C is a dot product of two
+// contiguous rows. The blocked path would transpose B into panels first, and when m or n is
+// small (a convolution's weight gradient: m = out channels, n = in channels × kernel size,
+// k = output pixels) that transpose and the padding of thin panels cost more than the
+// product. Here nothing is packed: an RI×RJ tile of rows is multiplied in registers.
+
+/// The dot-product path's arguments (one struct, so that the AVX-512 copy has a plain ABI).
+template <typename T>
+struct DotJob {
+    std::size_t m, n, k;
+    T alpha, beta;
+    const T* a;
+    std::size_t lda;
+    const T* b;
+    std::size_t ldb;
+    T* c;
+    std::size_t ldc;
+};
+
+template <typename T, std::size_t VB>
+struct DotTile {
+    static constexpr std::size_t kLanes = VB ? VB / sizeof(T) : 1;
+    static constexpr std::size_t RI = 4;
+    static constexpr std::size_t RJ = VB == 64 ? 4 : 3;  // accumulators + operands in registers
+};
+
+template <typename T, std::size_t VB>
+EMBER_INLINE void dot_tiles_body(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
+    using V = Vec<T, VB>;
+    using Dt = DotTile<T, VB>;
+    constexpr std::size_t L = Dt::kLanes, RI = Dt::RI, RJ = Dt::RJ;
+    const std::size_t tiles_j = (j.n + RJ - 1) / RJ, kv = j.k - j.k % L;
+    for (std::size_t t = t0; t < t1; ++t) {
+        const std::size_t i0 = (t / tiles_j) * RI, j0 = (t % tiles_j) * RJ;
+        // Edge tiles repeat the last row instead of branching in the loop; those sums are
+        // dropped.
+        const T* ar[RI];
+        const T* br[RJ];
+        for (std::size_t i = 0; i < RI; ++i) ar[i] = j.a + std::min(i0 + i, j.m - 1) * j.lda;
+        for (std::size_t q = 0; q < RJ; ++q) br[q] = j.b + std::min(j0 + q, j.n - 1) * j.ldb;
+        V acc[RI][RJ];
+#pragma GCC unroll 16
+        for (std::size_t i = 0; i < RI; ++i)
+#pragma GCC unroll 16
+            for (std::size_t q = 0; q < RJ; ++q) acc[i][q] = V{} + T(0);
+        for (std::size_t p = 0; p < kv; p += L) {
+            V bv[RJ];
+#pragma GCC unroll 16
+            for (std::size_t q = 0; q < RJ; ++q) load(bv[q], br[q] + p);
+#pragma GCC unroll 16
+            for (std::size_t i = 0; i < RI; ++i) {
+                V av;
+                load(av, ar[i] + p);
+#pragma GCC unroll 16
+                for (std::size_t q = 0; q < RJ; ++q) acc[i][q] += av * bv[q];
+            }
+        }
+        for (std::size_t i = 0; i < RI && i0 + i < j.m; ++i)
+            for (std::size_t q = 0; q < RJ && j0 + q < j.n; ++q) {
+                T sum = T(0);
+                if constexpr (VB == 0)
+                    sum = acc[i][q];
+                else
+                    for (std::size_t l = 0; l < L; ++l) sum += acc[i][q][l];
+                for (std::size_t p = kv; p < j.k; ++p) sum += ar[i][p] * br[q][p];
+                T& out = j.c[(i0 + i) * j.ldc + j0 + q];
+                out = j.beta == T(0) ? j.alpha * sum : j.alpha * sum + j.beta * out;
+            }
+    }
+}
+
+template <typename T>
+void dot_tiles_native(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
+    dot_tiles_body<T, kNativeVec>(j, t0, t1);
+}
+
+#if EMBER_GEMM_AVX512
+template <typename T>
+EMBER_AVX512_TARGET void dot_tiles_avx512(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
+    dot_tiles_body<T, 64>(j, t0, t1);
+}
+#endif
+
+/// Whether C = A·Bᵀ goes through dot products: one side thin enough that packing would
+/// dominate, and rows long enough to fill vectors.
+bool dot_preferred(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+    return !ta && tb && std::min(m, n) <= 16 && k >= 64;
+}
+
+template <typename T>
+void gemm_dot(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, std::size_t lda,
+              const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc, bool parallel) {
+    const DotJob<T> job{m, n, k, alpha, beta, a, lda, b, ldb, c, ldc};
+    void (*tiles_fn)(const DotJob<T>&, std::size_t, std::size_t) = dot_tiles_native<T>;
+    std::size_t ri = DotTile<T, kNativeVec>::RI, rj = DotTile<T, kNativeVec>::RJ;
+#if EMBER_GEMM_AVX512
+    if (has_avx512()) {
+        tiles_fn = dot_tiles_avx512<T>;
+        ri = DotTile<T, 64>::RI;
+        rj = DotTile<T, 64>::RJ;
+    }
+#endif
+    const std::size_t tiles = ((m + ri - 1) / ri) * ((n + rj - 1) / rj);
+    if (!parallel) return tiles_fn(job, 0, tiles);
+    constexpr std::size_t kGrainMadds = std::size_t{1} << 17;
+    parallel_for(tiles, std::max<std::size_t>(1, kGrainMadds / (ri * rj * k)),
+                 [&](std::size_t t0, std::size_t t1) { tiles_fn(job, t0, t1); });
+}
+
 template <typename T>
 void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                   const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
@@ -490,6 +600,8 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         gemm_tiny(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
+    if (dot_preferred(ta, tb, m, n, k))
+        return gemm_dot(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
 #if EMBER_GEMM_AVX512
     if (has_avx512())
         return gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,

@@ -1,0 +1,71 @@
+// The CPU backend's matmul across its GEMM paths: tiny products, the unpacked dot-product
+// path (A·Bᵀ with few rows or columns), the packed blocked path, and the depth-small path,
+// each with both operands plain or transposed. Expected values are the sums written out in
+// double.
+#include "harness.hpp"
+
+namespace {
+
+using B = ember::Cpu;
+using T2 = ember::Tensor<B, 2>;
+
+// Σ_p a[i, p] · b[p, j], in double, from the operands' values.
+ember::TensorData reference(const T2& a, const T2& b) {
+    const auto av = a.to_data().convert(ember::DType::F64).to_vec<double>();
+    const auto bv = b.to_data().convert(ember::DType::F64).to_vec<double>();
+    const std::size_t m = a.dims()[0], k = a.dims()[1], n = b.dims()[1];
+    std::vector<double> out(m * n, 0.0);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::size_t p = 0; p < k; ++p) s += av[i * k + p] * bv[p * n + j];
+            out[i * n + j] = s;
+        }
+    return ember::TensorData(out, ember::Shape{m, n});
+}
+
+// op(A) [m, k] and op(B) [k, n], each either stored as is or stored transposed.
+void check_product(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb) {
+    INFO("m " << m << ", n " << n << ", k " << k << (ta ? ", A transposed" : "")
+              << (tb ? ", B transposed" : ""));
+    const auto dist = ember::Distribution::Uniform(-1, 1);
+    const T2 a = ta ? T2::random({k, m}, dist).transpose() : T2::random({m, k}, dist);
+    const T2 b = tb ? T2::random({n, k}, dist).transpose() : T2::random({k, n}, dist);
+    // f32 sums of up to k products of values in [-1, 1]: error grows like √k·ε.
+    ember::test::check_close(a.matmul(b).to_data(), reference(a, b), ember::Tolerance{1e-4, 1e-4});
+}
+
+}  // namespace
+
+TEST_CASE("matmul across the CPU GEMM paths", "[gemm]") {
+    B::seed(11);
+    SECTION("tiny products") {
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) check_product(3, 5, 7, ta, tb);
+    }
+    SECTION("A·Bᵀ with few rows or columns (unpacked dot products)") {
+        // Edge tiles in both directions, depths with and without a vector remainder.
+        for (std::size_t m : {1, 4, 7, 16})
+            for (std::size_t n : {3, 9, 72})
+                for (std::size_t k : {64, 100, 576}) check_product(m, n, k, false, true);
+        check_product(300, 5, 129, false, true);  // thin in n rather than m
+    }
+    SECTION("larger products (packed panels)") {
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) check_product(70, 90, 300, ta, tb);
+        check_product(64, 512, 784, false, true);
+        check_product(17, 40, 64, true, true);
+    }
+    SECTION("a batch of products") {
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const auto a = ember::Tensor<B, 3>::random({3, 8, 96}, dist);
+        const auto b = ember::Tensor<B, 3>::random({3, 20, 96}, dist).swap_dims(1, 2);
+        const auto c = a.matmul(b);
+        for (long i = 0; i < 3; ++i) {
+            const T2 ai = a.slice({{i, i + 1}}).squeeze<2>(0);
+            const T2 bi = b.slice({{i, i + 1}}).squeeze<2>(0);
+            ember::test::check_close(c.slice({{i, i + 1}}).squeeze<2>(0).to_data(),
+                                     reference(ai, bi), ember::Tolerance{1e-4, 1e-4});
+        }
+    }
+}
