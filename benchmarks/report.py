@@ -17,6 +17,7 @@ configurations, each round keeps its best: ember is held to its peer's best.
 import argparse
 import collections
 import json
+import os
 import statistics
 import sys
 
@@ -364,6 +365,12 @@ def main():
     out.append("")
     out.append("</details>")
     out.append("")
+    # The training section (benchmarks/train.sh) has its own generator: keep it.
+    begin, end = "<!-- training:begin -->", "<!-- training:end -->"
+    if os.path.exists(args.out):
+        old = open(args.out, encoding="utf-8").read()
+        if begin in old and end in old:
+            out += ["", old[old.index(begin):old.index(end) + len(end)], ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
     print(f"report.py: wrote {args.out} ({len(met)}/{len(summary)} targets met)", file=sys.stderr)

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# The main job: installs the build dependencies, builds ember in build/ and runs the tensor demo.
-# For now that is examples/tensor_demo; the MNIST training takes its place once it lands.
+# The main job: installs what is needed (scripts/setup.sh), builds the mnist example in build/,
+# trains the guide CNN for one epoch on Fashion-MNIST with the Learner on the CPU backend (the
+# live dashboard when stdout is a terminal, plain lines otherwise), then loads the saved model
+# and prints predictions and the test accuracy.
+#
+#   bash scripts/demo.sh [extra options for `mnist train`, e.g. --model mlp or --epochs 3]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -8,5 +12,10 @@ bash scripts/setup.sh
 
 export CCACHE_DIR="${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-cmake --build build --target tensor_demo --parallel "${EMBER_JOBS:-$(nproc)}"
-./build/examples/tensor_demo
+cmake --build build --target mnist --parallel "${EMBER_JOBS:-$(nproc)}"
+
+artifacts=artifacts/mnist
+# A fresh run each time: no checkpoints or metric logs left from an earlier one.
+rm -rf "$artifacts"
+./build/examples/mnist train --epochs 1 --artifact-dir "$artifacts" "$@"
+./build/examples/mnist infer --artifact-dir "$artifacts"

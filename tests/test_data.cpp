@@ -585,6 +585,12 @@ TEMPLATE_LIST_TEST_CASE("data: random draws follow the distribution", "[data][di
         }
         CHECK(sum / v.size() == Approx(0.25).margin(0.03));
     }
+    SECTION("Bernoulli(0) is all zeros and Bernoulli(1) all ones") {
+        auto zeros = T1::random({1000}, ember::Distribution::Bernoulli(0.0)).to_data();
+        auto ones = T1::random({1000}, ember::Distribution::Bernoulli(1.0)).to_data();
+        CHECK(zeros == T1::zeros({1000}).to_data());
+        CHECK(ones == T1::ones({1000}).to_data());
+    }
     SECTION("the same seed gives the same draws") {
         B::seed(7);
         auto a = T1::random({16}, ember::Distribution::Default).to_data();

@@ -564,7 +564,7 @@ EMBER_AVX512_TARGET void dot_tiles_avx512(const DotJob<T>& j, std::size_t t0, st
 /// Whether C = A·Bᵀ goes through dot products: one side thin enough that packing would
 /// dominate, and rows long enough to fill vectors.
 bool dot_preferred(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
-    return !ta && tb && std::min(m, n) <= 16 && k >= 64;
+    return !ta && tb && std::min(m, n) <= 64 && k >= 64;
 }
 
 template <typename T>
