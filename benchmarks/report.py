@@ -365,12 +365,14 @@ def main():
     out.append("")
     out.append("</details>")
     out.append("")
-    # The training section (benchmarks/train.sh) has its own generator: keep it.
-    begin, end = "<!-- training:begin -->", "<!-- training:end -->"
+    # Sections with generators of their own (benchmarks/train.sh, examples/mnist/resume_check.sh)
+    # sit between markers: keep them.
     if os.path.exists(args.out):
         old = open(args.out, encoding="utf-8").read()
-        if begin in old and end in old:
-            out += ["", old[old.index(begin):old.index(end) + len(end)], ""]
+        for name in ("training", "resume"):
+            begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+            if begin in old and end in old:
+                out += ["", old[old.index(begin):old.index(end) + len(end)], ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(out))
     print(f"report.py: wrote {args.out} ({len(met)}/{len(summary)} targets met)", file=sys.stderr)

@@ -1,6 +1,7 @@
 // The Learner on tiny models: training, artifacts, checkpoints, resuming, interruption, early
 // stopping, gradient accumulation and option errors.
 #include <unistd.h>
+#include <cmath>
 #include <csignal>
 #include <ember/ember.hpp>
 #include <ember/nn/dropout.hpp>
@@ -309,6 +310,51 @@ TEST_CASE("a classifier trained 3 epochs: loss falls, metrics and artifacts", "[
     CHECK(ss.str().find("epoch 3/3 train: Accuracy") != std::string::npos);
     CHECK(ss.str().find("saved checkpoint 3") != std::string::npos);
     CHECK(ss.str().find("Learner summary") != std::string::npos);
+}
+
+TEST_CASE("epoch values are means over items, also when resumed", "[learner]") {
+    // 10 items in batches of 4: the last batch has 2, and weighs half what the others do.
+    TempDir dir("weighted");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    auto run = [&](std::size_t epochs, std::optional<std::size_t> resume) {
+        TinyLoader<AD> tl{grid(10)};
+        TinyLoader<Cpu> vl{grid(10), 4, false};
+        train::LearnerBuilder<Out, VOut> b(dir.path);
+        b.metric_train_numeric(train::AccuracyMetric<AD>{})
+            .metric_valid_numeric(train::AccuracyMetric<Cpu>{})
+            .metric_valid_numeric(train::LossMetric<Cpu>{})
+            .with_file_checkpointer(Rec{}, 3)
+            .num_epochs(epochs)
+            .seed(3)
+            .renderer(std::make_shared<Recorder>());
+        if (resume) b.checkpoint(*resume);
+        auto learner = b.build(Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})},
+                               ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+        learner.fit(tl, vl);
+        return learner.history();
+    };
+    const auto full = run(2, std::nullopt);
+    for (const char* split : {"train", "valid"}) {
+        INFO(split);
+        const auto v = read_values(dir.path / split / "epoch-1" / "Accuracy.log");
+        REQUIRE(v.size() == 3);
+        // Per-batch accuracies are multiples of 1/4 (or 1/2); the epoch's is correct items / 10.
+        const double expected = (4 * v[0] + 4 * v[1] + 2 * v[2]) / 10;
+        const auto s = std::string(split) == "train" ? train::Split::Train : train::Split::Valid;
+        CHECK(full.at(s).at("Accuracy")[0] == Approx(expected));
+        const double correct = expected / 100 * 10;
+        CHECK(correct == Approx(std::round(correct)));
+    }
+    // Resuming restores the earlier epochs' values from the logs, with the same weights.
+    const auto resumed = run(2, 1);
+    for (auto s : {train::Split::Train, train::Split::Valid})
+        for (const auto& [name, values] : full.at(s)) {
+            INFO(name);
+            REQUIRE(resumed.at(s).at(name).size() == values.size());
+            for (std::size_t e = 0; e < values.size(); ++e)
+                CHECK(resumed.at(s).at(name)[e] == Approx(values[e]).epsilon(1e-12));
+        }
 }
 
 TEST_CASE("resuming from a checkpoint is bit-identical to an uninterrupted run", "[learner]") {

@@ -51,7 +51,7 @@ class Learner {
             optim = optim.load_record(load_checkpoint("optim", n));
             sched = sched.load_record(load_checkpoint("scheduler", n));
             first = n + 1;
-            restore_history(n);
+            restore_history(n, train, valid);
             log("resumed from checkpoint " + std::to_string(n) + " in " + o_.artifact_dir.string());
         } else {
             log("training for " + std::to_string(o_.num_epochs) + " epochs, artifacts in " +
@@ -132,6 +132,12 @@ class Learner {
         }
     }
 
+    // Items in batch `iteration` (from 1).
+    template <typename L>
+    static std::size_t batch_items(L& loader, std::size_t iteration) {
+        return items_after(loader, iteration) - items_after(loader, iteration - 1);
+    }
+
     template <typename L>
     static void set_epoch(L& loader, std::size_t epoch) {
         if constexpr (requires { loader.set_epoch(epoch); }) loader.set_epoch(epoch);
@@ -139,15 +145,19 @@ class Learner {
 
     template <typename Item>
     void report(std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots, const Item& item,
-                const MetricMetadata& md, Split split, MetricLogger& logger,
-                std::map<std::string, std::pair<double, std::size_t>>& sums) {
+                const MetricMetadata& md, std::size_t batch_items, Split split,
+                MetricLogger& logger, std::map<std::string, std::pair<double, std::size_t>>& sums) {
         for (auto& slot : slots) {
             MetricEntry e = slot->update(item, md);
             logger.log(e);
             if (slot->numeric && e.numeric) {
+                // An epoch's value is the mean over its items, as PyTorch users compute it (a
+                // short last batch weighs what its items do).
                 auto& [sum, count] = sums[e.name];
-                sum += *e.numeric;
-                ++count;
+                sum += *e.numeric * double(batch_items);
+                count += batch_items;
+                // What renderers show as the epoch's mean is what history() will hold.
+                if (count) e.epoch_mean = sum / double(count);
             }
             if (!slot->plotted) e.numeric.reset(), e.epoch_mean.reset();
             if (split == Split::Train)
@@ -204,8 +214,8 @@ class Learner {
                                items_after(loader, iteration),
                                loader.num_items(),
                                (epoch - 1) * nb + iteration};
-            report(o_.train_metrics, out.item, MetricMetadata{p, lr}, Split::Train,
-                   *o_.train_logger, sums);
+            report(o_.train_metrics, out.item, MetricMetadata{p, lr},
+                   batch_items(loader, iteration), Split::Train, *o_.train_logger, sums);
             o_.renderer->render_train(p);
             if (o_.interrupter.should_stop()) {
                 stopped = true;
@@ -242,8 +252,8 @@ class Learner {
                                items_after(loader, iteration),
                                loader.num_items(),
                                epoch * nb};
-            report(o_.valid_metrics, item, MetricMetadata{p, std::nullopt}, Split::Valid,
-                   *o_.valid_logger, sums);
+            report(o_.valid_metrics, item, MetricMetadata{p, std::nullopt},
+                   batch_items(loader, iteration), Split::Valid, *o_.valid_logger, sums);
             o_.renderer->render_valid(p);
             if (o_.interrupter.should_stop()) {
                 stopped = true;
@@ -281,9 +291,11 @@ class Learner {
         log("saved checkpoint " + std::to_string(epoch));
     }
 
-    // The epoch means of epochs 1..n, from what the loggers wrote (resume).
-    void restore_history(std::size_t n) {
-        auto restore = [&](Split split, auto& slots, MetricLogger& logger) {
+    // The epoch means of epochs 1..n, from what the loggers wrote (resume); each iteration's
+    // value weighted by its batch's items, as end_epoch does.
+    template <typename TL, typename VL>
+    void restore_history(std::size_t n, TL& train, VL& valid) {
+        auto restore = [&](Split split, auto& slots, MetricLogger& logger, auto& loader) {
             for (const auto& s : slots) {
                 if (!s->numeric) continue;
                 auto& v = history_[split][s->name()];
@@ -292,13 +304,18 @@ class Learner {
                     auto vals = logger.read_numeric(s->name(), e);
                     if (!vals || vals->empty()) continue;
                     double sum = 0;
-                    for (double x : *vals) sum += x;
-                    v[e - 1] = sum / double(vals->size());
+                    std::size_t count = 0;
+                    for (std::size_t i = 0; i < vals->size(); ++i) {
+                        const std::size_t w = batch_items(loader, i + 1);
+                        sum += (*vals)[i] * double(w);
+                        count += w;
+                    }
+                    v[e - 1] = count ? sum / double(count) : 0.0;
                 }
             }
         };
-        restore(Split::Train, o_.train_metrics, *o_.train_logger);
-        restore(Split::Valid, o_.valid_metrics, *o_.valid_logger);
+        restore(Split::Train, o_.train_metrics, *o_.train_logger, train);
+        restore(Split::Valid, o_.valid_metrics, *o_.valid_logger, valid);
     }
 
     void log(const std::string& message) {
