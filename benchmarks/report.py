@@ -365,11 +365,11 @@ def main():
     out.append("")
     out.append("</details>")
     out.append("")
-    # Sections with generators of their own (benchmarks/train.sh, examples/mnist/resume_check.sh)
+    # Sections with generators of their own (benchmarks/train.sh and the examples' checks)
     # sit between markers: keep them.
     if os.path.exists(args.out):
         old = open(args.out, encoding="utf-8").read()
-        for name in ("training", "resume"):
+        for name in ("training", "resume", "text-generation"):
             begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
             if begin in old and end in old:
                 out += ["", old[old.index(begin):old.index(end) + len(end)], ""]

@@ -13,6 +13,8 @@ import os
 import statistics
 import sys
 
+from results_section import replace_section
+
 BEGIN = "<!-- training:begin -->"
 END = "<!-- training:end -->"
 MODELS = {
@@ -118,15 +120,7 @@ def main():
     if not args.results:
         sys.stdout.write(text)
         return
-    old = open(args.results, encoding="utf-8").read() if os.path.exists(args.results) else ""
-    if BEGIN in old and END in old:
-        new = old[:old.index(BEGIN)] + text + old[old.index(END) + len(END):].lstrip("\n")
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    tmp = args.results + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(new)
-    os.replace(tmp, args.results)
+    replace_section(args.results, "training", text)
     print(f"train_report.py: wrote {args.results} ({sum(verdicts)}/{len(verdicts)} targets met)",
           file=sys.stderr)
 

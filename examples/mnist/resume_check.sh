@@ -84,16 +84,6 @@ $table
 <!-- resume:end -->"
 echo "$report"
 if [[ -n "$results" ]]; then
-  /usr/bin/python3 - "$results" "$report" <<'PY'
-import os, sys
-path, text = sys.argv[1], sys.argv[2] + "\n"
-old = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-b, e = "<!-- resume:begin -->", "<!-- resume:end -->"
-new = (old[:old.index(b)] + text + old[old.index(e) + len(e):].lstrip("\n")
-       if b in old and e in old else old.rstrip("\n") + "\n\n" + text)
-with open(path + ".tmp", "w", encoding="utf-8") as f:
-    f.write(new)
-os.replace(path + ".tmp", path)
-PY
+  /usr/bin/python3 benchmarks/results_section.py "$results" resume <<<"$report"
 fi
 [[ $same -eq 1 ]]

@@ -1,0 +1,32 @@
+#!/usr/bin/python3
+"""Replaces one generated section of a Markdown file (RESULTS.md) with new text.
+
+    results_section.py FILE NAME < text
+
+A section lies between "<!-- NAME:begin -->" and "<!-- NAME:end -->" (the text carries both);
+it is appended when the file has none. The file is written to a temporary name and renamed,
+so an interrupted run leaves the old file whole. train_report.py imports replace_section.
+"""
+import os
+import sys
+
+
+def replace_section(path, name, text):
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if not text.endswith("\n"):
+        text += "\n"
+    old = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    if begin in old and end in old:
+        new = old[:old.index(begin)] + text + old[old.index(end) + len(end):].lstrip("\n")
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(new)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    replace_section(sys.argv[1], sys.argv[2], sys.stdin.read())
