@@ -22,6 +22,8 @@ packages=(
   dataset-fashion-mnist  # the mnist example's data (/usr/share/datasets/fashion-mnist)
   fortunes          # the text examples' corpus (/usr/share/games/fortunes)
   tmux              # the dashboard test drives the Learner in a terminal
+  gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # firmware
+  qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
 )
 for arg in "$@"; do
   case "$arg" in

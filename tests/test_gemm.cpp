@@ -1,7 +1,7 @@
 // The CPU backend's matmul across its GEMM paths: tiny products, the unpacked dot-product
-// path (A·Bᵀ with few rows or columns), the packed blocked path, and the depth-small path,
-// each with both operands plain or transposed. Expected values are the sums written out in
-// double.
+// path (A·Bᵀ with few rows or columns), the row path (one or two rows of A), the packed blocked
+// path and the depth-small path, each with both operands plain or transposed. Expected values
+// are the sums written out in double.
 #include "harness.hpp"
 
 namespace {
@@ -49,6 +49,12 @@ TEST_CASE("matmul across the CPU GEMM paths", "[gemm]") {
             for (std::size_t n : {3, 9, 72})
                 for (std::size_t k : {64, 100, 576}) check_product(m, n, k, false, true);
         check_product(300, 5, 129, false, true);  // thin in n rather than m
+    }
+    SECTION("one or two rows times a plain B (rows of B summed, nothing packed)") {
+        for (bool ta : {false, true}) {
+            check_product(1, 64, 784, ta, false);
+            check_product(2, 10, 64, ta, false);
+        }
     }
     SECTION("larger products (packed panels)") {
         for (bool ta : {false, true})

@@ -2,15 +2,108 @@
 // a loop producing new tensors of the same sizes stops paying for malloc, page faults and
 // zeroing (PyTorch's CPU allocator does not cache, which is why "add into a new tensor" is
 // allocation-bound there).
+//
+// Firmware builds (EMBER_FREESTANDING) keep none of that: no threads, no caches; buffers come
+// from the installed BufferSource (an Arena over a static array) or else from malloc.
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <new>
+#if !EMBER_FREESTANDING
+#include <mutex>
 #include <unordered_map>
 #include <vector>
+#endif
 
+#include "ember/backend/arena.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
+#include "ember/tensor/error.hpp"
 
+namespace ember::detail::cpu {
+namespace {
+
+// Bytes held by live tensors (cached free blocks excluded), and the high-water mark.
+std::atomic<std::size_t> g_live{0};
+std::atomic<std::size_t> g_peak{0};
+
+void count_alloc(std::size_t bytes) {
+    const std::size_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    std::size_t peak = g_peak.load(std::memory_order_relaxed);
+    while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
+}
+
+const ember::cpu::BufferSource* g_source = nullptr;
+
+// A buffer from the installed source, or nullptr when none is installed.
+std::shared_ptr<Storage> from_source(std::size_t bytes) {
+    const ember::cpu::BufferSource* src = g_source;
+    if (!src) return nullptr;
+    const std::size_t n = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    void* p = src->allocate(src->ctx, n, 64);
+    EMBER_CHECK(p != nullptr, Generic, "CPU backend: the buffer source has no block of ", n,
+                " bytes left (", g_live.load(std::memory_order_relaxed),
+                " bytes held by live tensors)");
+    auto s = std::make_shared<Storage>();
+    s->data = p;
+    s->bytes = n;
+    s->source = src;
+    count_alloc(n);
+    return s;
+}
+
+// Gives a source's buffer back; false when it came from the default allocator.
+bool to_source(Storage& s) {
+    if (!s.source) return false;
+    g_live.fetch_sub(s.bytes, std::memory_order_relaxed);
+    s.source->deallocate(s.source->ctx, s.data, s.bytes);
+    return true;
+}
+
+}  // namespace
+
+MemoryStats memory_stats() {
+    return {g_live.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_memory() {
+    g_peak.store(g_live.load(std::memory_order_relaxed));
+}
+
+}  // namespace ember::detail::cpu
+
+void ember::cpu::set_buffer_source(const BufferSource* source) noexcept {
+    ember::detail::cpu::g_source = source;
+}
+
+#if EMBER_FREESTANDING
+namespace ember::detail::cpu {
+
+std::shared_ptr<Storage> allocate(std::size_t bytes) {
+    if (auto s = from_source(bytes)) return s;
+    // No source: malloc, aligned by hand (newlib's C++ library may lack std::aligned_alloc).
+    const std::size_t n = bytes == 0 ? 64 : (bytes + 63) / 64 * 64;
+    void* raw = std::malloc(n + 64);
+    EMBER_CHECK(raw != nullptr, Generic, "CPU backend: malloc of ", n, " bytes failed");
+    auto addr = reinterpret_cast<std::uintptr_t>(raw);
+    auto* p = reinterpret_cast<unsigned char*>((addr + 64) & ~std::uintptr_t{63});
+    p[-1] = static_cast<unsigned char>(p - static_cast<unsigned char*>(raw));  // 1..64
+    auto s = std::make_shared<Storage>();
+    s->data = p;
+    s->bytes = n;
+    count_alloc(n);
+    return s;
+}
+
+Storage::~Storage() {
+    if (!data || to_source(*this)) return;
+    g_live.fetch_sub(bytes, std::memory_order_relaxed);
+    auto* p = static_cast<unsigned char*>(data);
+    std::free(p - p[-1]);
+}
+
+}  // namespace ember::detail::cpu
+#else
 namespace ember::detail::cpu {
 namespace {
 
@@ -28,10 +121,11 @@ std::size_t size_class(std::size_t bytes) {
 
 struct Cache {
     std::mutex mu;
-    std::unordered_map<std::size_t, std::vector<void*>> free;
+    std::unordered_map<std::size_t, std::vector<void*> > free;
     std::size_t cached_bytes = 0;
     std::size_t limit = [] {
-        if (const char* e = std::getenv("EMBER_CPU_CACHE_BYTES")) return std::size_t(std::strtoull(e, nullptr, 10));
+        if (const char* e = std::getenv("EMBER_CPU_CACHE_BYTES"))
+            return std::size_t(std::strtoull(e, nullptr, 10));
         return std::size_t{2} << 30;
     }();
     ~Cache() {
@@ -48,7 +142,9 @@ Cache& cache() {
 constexpr std::size_t kSmallMax = 16384;
 constexpr std::size_t kSmallClasses = 9;  // 64 B .. 16 KiB
 constexpr std::size_t kSmallKeep = 32;    // buffers kept per class and thread
-std::size_t small_index(std::size_t cls) { return static_cast<std::size_t>(__builtin_ctzll(cls)) - 6; }
+std::size_t small_index(std::size_t cls) {
+    return static_cast<std::size_t>(__builtin_ctzll(cls)) - 6;
+}
 
 struct SmallCache {
     void* slots[kSmallClasses][kSmallKeep];
@@ -105,26 +201,10 @@ struct RecyclingAllocator {
     friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
 };
 
-// Bytes held by live tensors (cached free blocks excluded), and the high-water mark.
-std::atomic<std::size_t> g_live{0};
-std::atomic<std::size_t> g_peak{0};
-
-void count_alloc(std::size_t bytes) {
-    const std::size_t now = g_live.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    std::size_t peak = g_peak.load(std::memory_order_relaxed);
-    while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
-}
-
 }  // namespace
 
-MemoryStats memory_stats() {
-    return {g_live.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
-}
-
-void reset_peak_memory() { g_peak.store(g_live.load(std::memory_order_relaxed)); }
-
 std::shared_ptr<Storage> allocate(std::size_t bytes) {
+    if (auto s = from_source(bytes)) return s;
     const std::size_t cls = size_class(bytes);
     void* p = nullptr;
     if (cls <= kSmallMax) {
@@ -154,7 +234,7 @@ std::shared_ptr<Storage> allocate(std::size_t bytes) {
 }
 
 Storage::~Storage() {
-    if (!data) return;
+    if (!data || to_source(*this)) return;
     g_live.fetch_sub(bytes, std::memory_order_relaxed);
     if (bytes <= kSmallMax) {
         SmallCache& sc = t_small;
@@ -179,3 +259,4 @@ Storage::~Storage() {
 }
 
 }  // namespace ember::detail::cpu
+#endif

@@ -1,7 +1,7 @@
 // Creation, host transfer and casts.
 #include <cmath>
 #include <cstring>
-#include <mutex>
+#include <numbers>
 
 #include "iter.hpp"
 #include "kernels.hpp"
@@ -87,12 +87,12 @@ struct Rng {
     }
     double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 };
-std::mutex g_rng_mu;
+Mutex g_rng_mu;
 Rng g_rng(0x5eed);
 }  // namespace
 
 void seed(std::uint64_t s) {
-    std::lock_guard lock(g_rng_mu);
+    LockGuard lock(g_rng_mu);
     g_rng.reseed(s);
 }
 
@@ -105,7 +105,7 @@ CpuTensor random(const Shape& shape, const Distribution& dist, DType dtype) {
                 Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
     CpuTensor t = empty(shape, dtype);
     const std::size_t n = shape.num_elements();
-    std::lock_guard lock(g_rng_mu);
+    LockGuard lock(g_rng_mu);
     visit_dtype(dtype, [&]<typename T>(TypeTag<T>) {
         T* p = t.data<T>();
         switch (dist.kind) {
@@ -124,8 +124,8 @@ CpuTensor random(const Shape& shape, const Distribution& dist, DType dtype) {
                 for (std::size_t i = 0; i < n; i += 2) {  // Box-Muller, two values per draw
                     const double u1 = 1.0 - g_rng.uniform(), u2 = g_rng.uniform();
                     const double r = std::sqrt(-2.0 * std::log(u1));
-                    p[i] = elem_cast<T>(dist.a + dist.b * r * std::cos(2 * M_PI * u2));
-                    if (i + 1 < n) p[i + 1] = elem_cast<T>(dist.a + dist.b * r * std::sin(2 * M_PI * u2));
+                    p[i] = elem_cast<T>(dist.a + dist.b * r * std::cos(2 * std::numbers::pi * u2));
+                    if (i + 1 < n) p[i + 1] = elem_cast<T>(dist.a + dist.b * r * std::sin(2 * std::numbers::pi * u2));
                 }
                 break;
             case Distribution::Kind::Bernoulli: {

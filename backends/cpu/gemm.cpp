@@ -587,6 +587,27 @@ void gemm_dot(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, 
                  [&](std::size_t t0, std::size_t t1) { tiles_fn(job, t0, t1); });
 }
 
+/// C = alpha·op(A)·B + beta·C for a few rows of A and a row-major B: each row of C is a sum of
+/// rows of B scaled by that row of A. A vector-matrix product (a single input through a linear
+/// layer, as firmware runs it) would otherwise pack B whole, as much memory as B itself.
+template <typename T>
+void gemm_rows(bool ta, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+               std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc) {
+    const std::size_t a_rs = ta ? 1 : lda, a_cs = ta ? lda : 1;
+    for (std::size_t i = 0; i < m; ++i) {
+        T* __restrict ci = c + i * ldc;
+        if (beta == T(0))
+            std::fill(ci, ci + n, T(0));
+        else if (beta != T(1))
+            for (std::size_t j = 0; j < n; ++j) ci[j] *= beta;
+        for (std::size_t p = 0; p < k; ++p) {
+            const T s = alpha * a[i * a_rs + p * a_cs];
+            const T* __restrict bp = b + p * ldb;
+            for (std::size_t j = 0; j < n; ++j) ci[j] += s * bp[j];
+        }
+    }
+}
+
 template <typename T>
 void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T alpha,
                   const T* a, std::size_t lda, const T* b, std::size_t ldb, T beta, T* c,
@@ -602,6 +623,7 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
     }
     if (dot_preferred(ta, tb, m, n, k))
         return gemm_dot(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel);
+    if (m <= 2 && !tb) return gemm_rows(ta, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 #if EMBER_GEMM_AVX512
     if (has_avx512())
         return gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,

@@ -4,7 +4,12 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "ember/detail/sync.hpp"
+
 namespace ember::detail::cpu {
+
+using ember::detail::LockGuard;
+using ember::detail::Mutex;
 
 /// Number of threads the pool runs work on (>= 1).
 std::size_t num_threads();
@@ -26,8 +31,9 @@ void parallel_for(std::size_t n, std::size_t grain, F&& f) {
     }
     // Nested calls (from inside a chunk) see num_threads() == 1 and run inline above.
     using Fn = std::remove_reference_t<F>;
-    parallel_for_raw(n, grain, const_cast<void*>(static_cast<const void*>(&f)),
-                     [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<Fn*>(ctx))(b, e); });
+    parallel_for_raw(
+        n, grain, const_cast<void*>(static_cast<const void*>(&f)),
+        [](void* ctx, std::size_t b, std::size_t e) { (*static_cast<Fn*>(ctx))(b, e); });
 }
 
 }  // namespace ember::detail::cpu

@@ -5,6 +5,8 @@
 #include <ember/data.hpp>
 #include <ember/ember.hpp>
 
+#include "pixels.hpp"
+
 namespace mnist {
 
 /// A batch: images [N, 28, 28] and their class ids [N].
@@ -13,9 +15,6 @@ struct MnistBatch {
     ember::Tensor<B, 3> images;                ///< normalised pixels
     ember::Tensor<B, 1, ember::Int> targets;  ///< labels 0..9
 };
-
-/// The normalisation of one raw pixel (0..255), shared with the firmware and the web page.
-inline float normalise_pixel(float raw) { return (raw / 255.0f - 0.1307f) / 0.3081f; }
 
 /// Builds MnistBatch<B> from dataset items (thread-safe: it holds nothing).
 template <ember::Backend B>

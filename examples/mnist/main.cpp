@@ -3,12 +3,15 @@
 //
 //   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu] ...   (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N]
+//   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/record.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
+
+#include <fstream>
 
 #include <charconv>
 #include <chrono>
@@ -31,12 +34,12 @@ namespace mnist {
 
 /// What `train` was run with; saved beside the model so that `infer` rebuilds the same model.
 struct TrainingConfig {
-    std::string model = "cnn";       ///< "cnn" (the guide's) or "mlp"
-    std::size_t num_epochs = 10;     ///< epochs to train
-    std::size_t batch_size = 64;     ///< items per batch
-    std::size_t num_workers = 2;     ///< data loader threads
-    std::uint64_t seed = 42;         ///< the run's seed (initialisation, shuffling, dropout)
-    double learning_rate = 1e-4;     ///< Adam's learning rate
+    std::string model = "cnn";    ///< "cnn" (the guide's), "mlp" or "tiny" (for firmware)
+    std::size_t num_epochs = 10;  ///< epochs to train
+    std::size_t batch_size = 64;  ///< items per batch
+    std::size_t num_workers = 2;  ///< data loader threads
+    std::uint64_t seed = 42;      ///< the run's seed (initialisation, shuffling, dropout)
+    double learning_rate = 1e-4;  ///< Adam's learning rate
     ember::optim::AdamConfig optimizer = ember::optim::AdamConfig{}.with_epsilon(1e-8);
     EMBER_CONFIG(TrainingConfig, model, num_epochs, batch_size, num_workers, seed, learning_rate,
                  optimizer)
@@ -55,6 +58,7 @@ struct Options {
     std::string backend = "cpu";
     fs::path artifact_dir = "artifacts/mnist";
     std::optional<fs::path> data_dir;
+    fs::path out_dir = "artifacts/firmware";
     std::optional<std::size_t> threads;
     bool plain = false;
     bool resume = false;
@@ -62,11 +66,14 @@ struct Options {
 };
 
 [[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr) << R"(usage: mnist train [options]   train a classifier on Fashion-MNIST with the Learner
+    (status == 0 ? std::cout : std::cerr)
+        << R"(usage: mnist train [options]   train a classifier on Fashion-MNIST with the Learner
        mnist infer [options]   load the trained model and classify test images
+       mnist export [options]  write the model and test images for examples/firmware
 
 options:
-  --model cnn|mlp        the guide's CNN (default) or an MLP 784-512-512-10
+  --model cnn|mlp|tiny   the guide's CNN (default), an MLP 784-512-512-10, or the MLP
+                         784-64-10 that examples/firmware runs
   --epochs N             epochs to train (default 10)
   --batch-size N         items per batch (default 64)
   --lr X                 Adam's learning rate (default 1e-4 for the CNN, 1e-3 for the MLP)
@@ -78,7 +85,10 @@ options:
   --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
   --plain                plain line output even on a terminal
   --resume               go on from the last checkpoint in the artifact directory
-  --count N              (infer) how many predictions to print (default 10)
+  --count N              (infer) predictions to print (default 10); (export) test images
+                         to write (default 10)
+  --out DIR              (export) where model.bin, images.bin, labels.bin and expected.bin
+                         go (default artifacts/firmware)
 )";
     std::exit(status);
 }
@@ -97,7 +107,7 @@ Options parse(int argc, char** argv) {
     if (argc < 2) usage(2);
     o.command = argv[1];
     if (o.command == "--help" || o.command == "-h") usage(0);
-    if (o.command != "train" && o.command != "infer") usage(2);
+    if (o.command != "train" && o.command != "infer" && o.command != "export") usage(2);
     bool lr_set = false;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
@@ -105,26 +115,43 @@ Options parse(int argc, char** argv) {
             if (i + 1 >= argc) throw ember::ArgumentError("mnist: " + a + " needs a value");
             return argv[++i];
         };
-        if (a == "--model") o.config.model = value();
-        else if (a == "--epochs") o.config.num_epochs = to_size(a, value());
-        else if (a == "--batch-size") o.config.batch_size = to_size(a, value());
-        else if (a == "--lr") o.config.learning_rate = std::stod(value()), lr_set = true;
-        else if (a == "--seed") o.config.seed = to_size(a, value());
-        else if (a == "--workers") o.config.num_workers = to_size(a, value());
-        else if (a == "--threads") o.threads = to_size(a, value());
-        else if (a == "--backend") o.backend = value();
-        else if (a == "--artifact-dir") o.artifact_dir = value();
-        else if (a == "--data") o.data_dir = value();
-        else if (a == "--plain") o.plain = true;
-        else if (a == "--resume") o.resume = true;
-        else if (a == "--count") o.count = to_size(a, value());
-        else if (a == "--help" || a == "-h") usage(0);
-        else throw ember::ArgumentError("mnist: unknown option '" + a + "' (see --help)");
+        if (a == "--model")
+            o.config.model = value();
+        else if (a == "--epochs")
+            o.config.num_epochs = to_size(a, value());
+        else if (a == "--batch-size")
+            o.config.batch_size = to_size(a, value());
+        else if (a == "--lr")
+            o.config.learning_rate = std::stod(value()), lr_set = true;
+        else if (a == "--seed")
+            o.config.seed = to_size(a, value());
+        else if (a == "--workers")
+            o.config.num_workers = to_size(a, value());
+        else if (a == "--threads")
+            o.threads = to_size(a, value());
+        else if (a == "--backend")
+            o.backend = value();
+        else if (a == "--artifact-dir")
+            o.artifact_dir = value();
+        else if (a == "--data")
+            o.data_dir = value();
+        else if (a == "--plain")
+            o.plain = true;
+        else if (a == "--resume")
+            o.resume = true;
+        else if (a == "--count")
+            o.count = to_size(a, value());
+        else if (a == "--out")
+            o.out_dir = value();
+        else if (a == "--help" || a == "-h")
+            usage(0);
+        else
+            throw ember::ArgumentError("mnist: unknown option '" + a + "' (see --help)");
     }
-    if (o.config.model != "cnn" && o.config.model != "mlp")
-        throw ember::ArgumentError("mnist: --model must be cnn or mlp, got '" + o.config.model +
-                                   "'");
-    if (!lr_set && o.config.model == "mlp") o.config.learning_rate = 1e-3;
+    if (o.config.model != "cnn" && o.config.model != "mlp" && o.config.model != "tiny")
+        throw ember::ArgumentError("mnist: --model must be cnn, mlp or tiny, got '" +
+                                   o.config.model + "'");
+    if (!lr_set && o.config.model != "cnn") o.config.learning_rate = 1e-3;
     if (o.backend != "cpu")
         throw ember::ArgumentError("mnist: backend '" + o.backend +
                                    "' is not available in this build (available: cpu)");
@@ -189,12 +216,14 @@ void train_model(const Options& o) {
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
     if (o.resume) {
         const std::size_t n = last_checkpoint(o.artifact_dir);
-        if (n > 0) builder.checkpoint(n);
-        else std::cout << "no checkpoint in " << o.artifact_dir << ": starting afresh\n";
+        if (n > 0)
+            builder.checkpoint(n);
+        else
+            std::cout << "no checkpoint in " << o.artifact_dir << ": starting afresh\n";
     }
 
-    auto learner = builder.build(Model::init(), c.optimizer.template init<Model>(),
-                                 c.learning_rate);
+    auto learner =
+        builder.build(Model::init(), c.optimizer.template init<Model>(), c.learning_rate);
     const auto start = std::chrono::steady_clock::now();
     Model trained = learner.fit(train_loader, valid_loader);
     const double seconds =
@@ -207,9 +236,57 @@ void train_model(const Options& o) {
     trained.valid().save_file(o.artifact_dir / "model", Recorder{});
     const auto& acc = learner.history().at(train::Split::Valid).at("Accuracy");
     std::cout << std::fixed << std::setprecision(2) << "trained " << c.model << " for "
-              << c.num_epochs << " epochs in " << seconds << " s; test accuracy "
-              << acc.back() << " %; model saved to " << (o.artifact_dir / "model.mpk").string()
-              << '\n';
+              << c.num_epochs << " epochs in " << seconds << " s; test accuracy " << acc.back()
+              << " %; model saved to " << (o.artifact_dir / "model.mpk").string() << '\n';
+}
+
+// The class `model` predicts for each of `items`.
+template <typename Model>
+std::vector<std::int64_t> predict(const Model& model,
+                                  const std::vector<ember::data::MnistItem>& items) {
+    auto batch = MnistBatcher<ember::Cpu>{}.batch(items, {});
+    auto predicted = model.forward(batch.images).argmax(1).template flatten<1>(0, 1);
+    return predicted.to_data().template to_vec<std::int64_t>();
+}
+
+// Writes `bytes` to `file` (through a temporary name, so a failed write leaves nothing).
+void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
+    const fs::path tmp = file.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+        if (!out) throw ember::ArgumentError("mnist export: cannot write '" + tmp.string() + "'");
+    }
+    fs::rename(tmp, file);
+}
+
+// What examples/firmware embeds: the model in the Bin format, the first `count` test images
+// (raw pixels), their labels, and the classes this host predicts for them from the Bin file
+// itself, which the firmware must reproduce.
+template <typename Model>
+void export_model(const Options& o) {
+    using B = ember::Cpu;
+    using BinRecorder = ember::record::BinFileRecorder<ember::record::FullPrecisionSettings>;
+    fs::create_directories(o.out_dir);
+    Model::init()
+        .load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{})
+        .save_file(o.out_dir / "model", BinRecorder{});
+    const auto model =
+        Model::init().load_file(o.out_dir / "model", BinRecorder{}, ember::Device<B>{});
+    auto test = load_split(o, false);
+    std::vector<ember::data::MnistItem> items;
+    std::vector<std::uint8_t> pixels, labels, expected;
+    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
+        items.push_back(*test.get(i));
+        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
+        labels.push_back(static_cast<std::uint8_t>(items.back().label));
+    }
+    for (auto c : predict(model, items)) expected.push_back(static_cast<std::uint8_t>(c));
+    write_bytes(o.out_dir / "images.bin", pixels);
+    write_bytes(o.out_dir / "labels.bin", labels);
+    write_bytes(o.out_dir / "expected.bin", expected);
+    std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
+              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
 }
 
 template <typename Model>
@@ -217,29 +294,25 @@ void infer_model(const Options& o) {
     using B = ember::Cpu;
     auto model = Model::init().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
     auto test = load_split(o, false);
-    MnistBatcher<B> batcher;
     std::size_t correct = 0;
     const std::size_t n = test.len();
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t s = 0; s < n; s += 500) {
         std::vector<ember::data::MnistItem> items;
         for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
-        auto batch = batcher.batch(items, {});
-        auto predicted = model.forward(batch.images).argmax(1).template flatten<1>(0, 1);
-        const auto labels = predicted.to_data().template to_vec<std::int64_t>();
+        const auto labels = predict(model, items);
         for (std::size_t i = 0; i < labels.size(); ++i) {
             const auto truth = items[i].label;
             correct += labels[i] == truth;
             if (s + i < o.count)
-                std::cout << "image " << std::setw(4) << s + i << ": predicted "
-                          << std::setw(11) << std::left << kClasses[labels[i]] << std::right
-                          << "  actual " << std::setw(11) << std::left << kClasses[truth]
-                          << std::right << (labels[i] == truth ? "" : "  (wrong)") << '\n';
+                std::cout << "image " << std::setw(4) << s + i << ": predicted " << std::setw(11)
+                          << std::left << kClasses[labels[i]] << std::right << "  actual "
+                          << std::setw(11) << std::left << kClasses[truth] << std::right
+                          << (labels[i] == truth ? "" : "  (wrong)") << '\n';
         }
     }
     const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::cout << std::fixed << std::setprecision(2) << "accuracy on the " << n
               << " test images: " << 100.0 * double(correct) / double(n) << " % (" << ms / 1000
               << " s)\n";
@@ -248,16 +321,26 @@ void infer_model(const Options& o) {
 int run(int argc, char** argv) {
     Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
-    if (o.command == "infer") {
+    if (o.command == "infer" || o.command == "export") {
         // The model kind comes from the run's config, whatever the command line says.
         o.config = TrainingConfig::load(o.artifact_dir / "config.json");
-        if (o.config.model == "mlp") infer_model<Mlp<ember::Cpu>>(o);
-        else infer_model<Cnn<ember::Cpu>>(o);
+        const bool infer = o.command == "infer";
+        using C = ember::Cpu;
+        if (o.config.model == "mlp")
+            infer ? infer_model<Mlp<C>>(o) : export_model<Mlp<C>>(o);
+        else if (o.config.model == "tiny")
+            infer ? infer_model<TinyMlp<C>>(o) : export_model<TinyMlp<C>>(o);
+        else
+            infer ? infer_model<Cnn<C>>(o) : export_model<Cnn<C>>(o);
         return 0;
     }
     using B = ember::Autodiff<ember::Cpu>;
-    if (o.config.model == "mlp") train_model<Mlp<B>, B>(o);
-    else train_model<Cnn<B>, B>(o);
+    if (o.config.model == "mlp")
+        train_model<Mlp<B>, B>(o);
+    else if (o.config.model == "tiny")
+        train_model<TinyMlp<B>, B>(o);
+    else
+        train_model<Cnn<B>, B>(o);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // The models of the guide: the CNN of Burn's guide (two 3×3 convolutions, an adaptive average
-// pool to 8×8, two linear layers, dropout 0.5) and a plain MLP 784-512-512-10. Both take a batch
+// pool to 8×8, two linear layers, dropout 0.5), a plain MLP 784-512-512-10, and the tiny MLP of
+// common.hpp that the firmware runs. All take a batch
 // of normalised images [N, 28, 28] and give class scores [N, 10]; both provide the two `step`
 // overloads the Learner calls (training on an autodiff backend, validation on its inner one).
 #include <ember/ember.hpp>
@@ -22,8 +23,26 @@ ember::train::ClassificationOutput<B> classify(const M& model, const MnistBatch<
     return {std::move(loss), std::move(scores), batch.targets};
 }
 
-/// Which model a run trains; saved in the run's config so that `infer` rebuilds the same one.
-enum class ModelKind { Cnn, Mlp };
+}  // namespace mnist
+
+// The two `step` overloads the Learner calls, shared by every model here (and by TinyMlp in
+// common.hpp): training on an autodiff backend, validation on its inner one.
+#define MNIST_LEARNER_STEPS                                                                    \
+    /** The Learner's training step: loss, scores and the gradients of the loss. */           \
+    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(                     \
+        const MnistBatch<B>& batch) const requires ember::AutodiffBackend<B> {                 \
+        auto out = classify(*this, batch);                                                     \
+        return {*this, out.loss.backward(), std::move(out)};                                   \
+    }                                                                                          \
+    /** The Learner's validation step: loss and scores. */                                    \
+    ember::train::ClassificationOutput<B> step(const MnistBatch<B>& batch) const               \
+        requires(!ember::AutodiffBackend<B>) {                                                 \
+        return classify(*this, batch);                                                         \
+    }
+
+#include "common.hpp"
+
+namespace mnist {
 
 /// The guide's CNN.
 template <Backend B>
@@ -60,17 +79,7 @@ struct Cnn {
         return linear2.forward(y);
     }
 
-    /// The Learner's training step: loss, scores and the gradients of the loss.
-    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(
-        const MnistBatch<B>& batch) const requires ember::AutodiffBackend<B> {
-        auto out = classify(*this, batch);
-        return {*this, out.loss.backward(), std::move(out)};
-    }
-    /// The Learner's validation step: loss and scores.
-    ember::train::ClassificationOutput<B> step(const MnistBatch<B>& batch) const
-        requires(!ember::AutodiffBackend<B>) {
-        return classify(*this, batch);
-    }
+    MNIST_LEARNER_STEPS
 };
 
 /// The MLP 784-512-512-10 with ReLU.
@@ -98,17 +107,7 @@ struct Mlp {
         return linear3.forward(x);
     }
 
-    /// The Learner's training step: loss, scores and the gradients of the loss.
-    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(
-        const MnistBatch<B>& batch) const requires ember::AutodiffBackend<B> {
-        auto out = classify(*this, batch);
-        return {*this, out.loss.backward(), std::move(out)};
-    }
-    /// The Learner's validation step: loss and scores.
-    ember::train::ClassificationOutput<B> step(const MnistBatch<B>& batch) const
-        requires(!ember::AutodiffBackend<B>) {
-        return classify(*this, batch);
-    }
+    MNIST_LEARNER_STEPS
 };
 
 }  // namespace mnist

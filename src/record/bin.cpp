@@ -5,8 +5,8 @@
 // Little-endian throughout. Lengths and ints are LEB128 varints (ints zigzag-encoded), so a
 // record of small scalars stays small; tensor elements are the TensorData bytes as they are.
 // The checksum turns a flipped bit anywhere into an error instead of a silently different model.
-#include <zlib.h>
 
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -39,10 +39,22 @@ unsigned dtype_code(DType d) {
     EMBER_FAIL(Argument, "Bin: dtype ", dtype_name(d), " has no code");
 }
 
+// CRC-32 (the IEEE polynomial, reflected: zlib's and gzip's), written here so that firmware
+// reading Bin records needs no zlib.
+constexpr std::array<std::uint32_t, 256> kCrcTable = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+        std::uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        t[i] = c;
+    }
+    return t;
+}();
+
 std::uint32_t crc32_of(std::span<const std::byte> bytes) {
-    uLong crc = crc32_z(0L, Z_NULL, 0);
-    crc = crc32_z(crc, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
-    return static_cast<std::uint32_t>(crc);
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (std::byte b : bytes) c = kCrcTable[(c ^ std::to_integer<std::uint32_t>(b)) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
 }
 
 class BinWriter {

@@ -3,10 +3,12 @@
 // builders, JSON text and file round trips, and display. Defaults come from member
 // initialisers; required fields come first so aggregate initialisation reads naturally:
 // `LinearConfig{784, 128}.with_bias(false)`.
-#include <filesystem>
-#include <ostream>
 #include <string>
 #include <string_view>
+#if !EMBER_FREESTANDING  // firmware configs have their builders only: no JSON, files or streams
+#include <filesystem>
+#include <ostream>
+#endif
 
 #include "../detail/fields.hpp"
 #include "../record/serde.hpp"
@@ -17,6 +19,7 @@ namespace ember::config {
 template <typename T>
 concept Config = ember::detail::HasFields<T> && requires { typename T::ember_config_tag; };
 
+#if !EMBER_FREESTANDING
 namespace detail {
 /// A tree of plain values as JSON text (tensors and non-finite numbers are refused).
 std::string value_to_json(const record::Value& value, bool pretty);
@@ -54,6 +57,7 @@ template <Config C>
 C load(const std::filesystem::path& path) {
     return from_json<C>(detail::read_text(path), path.string());
 }
+#endif
 
 }  // namespace ember::config
 
@@ -71,6 +75,13 @@ C load(const std::filesystem::path& path) {
     EMBER_DETAIL_FIELDS(Type __VA_OPT__(, ) __VA_ARGS__)                                      \
     using ember_config_tag = void;                                                            \
     __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_CONFIG_WITH, Type, __VA_ARGS__))                   \
+    EMBER_DETAIL_CONFIG_HOSTED(Type)
+
+#if EMBER_FREESTANDING
+#define EMBER_DETAIL_CONFIG_HOSTED(Type)
+#else
+/// EMBER_CONFIG's JSON, file and stream members (none in firmware).
+#define EMBER_DETAIL_CONFIG_HOSTED(Type)                                                      \
     /** The config as JSON text. */                                                           \
     template <typename Self = Type>                                                           \
     std::string to_json(bool pretty = true) const {                                           \
@@ -96,3 +107,4 @@ C load(const std::filesystem::path& path) {
     friend std::ostream& operator<<(std::ostream& os, const Type& c) {                        \
         return os << ::ember::config::to_json<Self>(c, false);                                \
     }
+#endif

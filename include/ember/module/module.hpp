@@ -7,13 +7,15 @@
 //   RunningState<Tensor>  state forward() updates: recorded and moved, not visited
 //   Tensor                a constant: moved between devices, not recorded
 //   anything else         a constant (sizes, flags, enums): copied as is
-#include <filesystem>
 #include <optional>
-#include <ostream>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
+#if !EMBER_FREESTANDING  // firmware has no files and no text streams
+#include <filesystem>
+#include <ostream>
+#include <sstream>
+#endif
 
 #include "../detail/fields.hpp"
 #include "../record/value.hpp"
@@ -285,6 +287,7 @@ std::size_t count_params(const T& m) {
     return n;
 }
 
+#if !EMBER_FREESTANDING
 template <typename T>
 void display_value(std::ostream& os, const T& v) {
     if constexpr (std::is_same_v<T, bool>) os << (v ? "true" : "false");
@@ -304,6 +307,7 @@ void display_value(std::ostream& os, const T& v) {
         else os << "None";
     } else os << "<constant>";
 }
+#endif
 
 }  // namespace detail
 
@@ -314,9 +318,14 @@ public:
     /// Adds `name: value` (any value with operator<<, to_string(), or a range of them).
     template <typename T>
     DisplayContent& add(std::string_view name, const T& value) {
+#if EMBER_FREESTANDING
+        (void)value;  // firmware prints no modules: keep the names only
+        items_.emplace_back(std::string(name), std::string());
+#else
         std::ostringstream os;
         detail::display_value(os, value);
         items_.emplace_back(std::string(name), os.str());
+#endif
         return *this;
     }
     /// The items, in order.
@@ -326,6 +335,7 @@ private:
     std::vector<std::pair<std::string, std::string>> items_;
 };
 
+#if !EMBER_FREESTANDING
 namespace detail {
 template <typename T>
 void display_field(std::ostream& os, const T& x, int indent);
@@ -397,6 +407,7 @@ void display_field(std::ostream& os, const T& x, int indent) {
     }
 }
 }  // namespace detail
+#endif
 
 /// The type of `m.valid()`: the same module on the inner backend (itself off autodiff).
 template <typename M>
@@ -513,6 +524,7 @@ template <Module M, typename Dev>
 M load_record(const M& m, const record::Value& record, const Dev& device) {
     return detail::load(m, record, "", device);
 }
+#if !EMBER_FREESTANDING
 /// Writes the module with `recorder` (which adds its file extension).
 template <Module M, typename R>
 void save_file(const M& m, const std::filesystem::path& path, const R& recorder) {
@@ -529,6 +541,7 @@ std::ostream& display(std::ostream& os, const M& m) {
     detail::display_module(os, m, 0);
     return os;
 }
+#endif
 
 }  // namespace ember::module
 
@@ -576,6 +589,13 @@ std::ostream& display(std::ostream& os, const M& m) {
     Type load_record(const ::ember::record::Value& record) const {                               \
         return ::ember::module::load_record(*this, record);                                      \
     }                                                                                            \
+    EMBER_DETAIL_MODULE_HOSTED(Type)
+
+#if EMBER_FREESTANDING
+#define EMBER_DETAIL_MODULE_HOSTED(Type)
+#else
+/// EMBER_MODULE's members that need files and text streams (none in firmware).
+#define EMBER_DETAIL_MODULE_HOSTED(Type)                                                         \
     /** Saves with `recorder` (which adds its extension). */                                     \
     template <typename R>                                                                        \
     void save_file(const std::filesystem::path& path, const R& recorder) const {                 \
@@ -591,3 +611,4 @@ std::ostream& display(std::ostream& os, const M& m) {
     friend std::ostream& operator<<(std::ostream& os, const Type& m) {                           \
         return ::ember::module::display(os, m);                                                  \
     }
+#endif

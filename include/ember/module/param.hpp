@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
+#if !EMBER_FREESTANDING
 #include <random>
+#endif
 #include <string>
 
+#include "../detail/sync.hpp"
 #include "../tensor/tensor.hpp"
 
 namespace ember {
@@ -23,10 +25,18 @@ struct ParamId {
     /// A fresh id (random-looking and unique: a counter mixed with a per-process seed).
     static ParamId make() {
         static const std::uint64_t seed = [] {
+#if EMBER_FREESTANDING
+            return std::uint64_t{0x5eed};  // no entropy source; ids stay unique by the counter
+#else
             std::random_device rd;
             return (std::uint64_t(rd()) << 32) ^ rd();
+#endif
         }();
+#if EMBER_FREESTANDING
+        static std::uint64_t counter = 0;  // one thread; 32-bit cores have no 64-bit atomics
+#else
         static std::atomic<std::uint64_t> counter{0};
+#endif
         // splitmix64 is a bijection, so distinct counters never collide.
         std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (++counter);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -98,7 +108,7 @@ public:
     /// one initialisation).
     Value val() const {
         if (value_) return *value_;
-        std::call_once(lazy_->once, [&] { lazy_->value = mark(lazy_->init(lazy_->device)); });
+        detail::call_once(lazy_->once, [&] { lazy_->value = mark(lazy_->init(lazy_->device)); });
         return *lazy_->value;
     }
     /// The id.
@@ -152,7 +162,7 @@ public:
 
 private:
     struct Lazy {
-        std::once_flag once;
+        detail::OnceFlag once;
         Initializer init;
         std::optional<Value> value;
         Device<B> device{};

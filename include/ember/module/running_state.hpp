@@ -3,7 +3,6 @@
 // Forward passes are const, so the state lives behind a shared pointer: copies of a module share
 // it, as Burn's RunningState shares its Arc. It is recorded like a parameter but never optimised.
 #include <memory>
-#include <mutex>
 
 #include "param.hpp"
 
@@ -27,13 +26,13 @@ public:
 
     /// The current value.
     Value value() const {
-        std::lock_guard lock(state_->mutex);
+        detail::LockGuard lock(state_->mutex);
         return state_->value;
     }
     /// Replaces the value (detached: running statistics carry no graph).
     void update(const Value& value) const {
         auto v = value.detach();
-        std::lock_guard lock(state_->mutex);
+        detail::LockGuard lock(state_->mutex);
         state_->value = std::move(v);
     }
     /// The id.
@@ -49,7 +48,7 @@ public:
 private:
     struct State {
         explicit State(Value v) : value(std::move(v)) {}
-        std::mutex mutex;
+        detail::Mutex mutex;
         Value value;
     };
     ParamId id_;

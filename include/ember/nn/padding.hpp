@@ -4,7 +4,9 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#if !EMBER_FREESTANDING
 #include <ostream>
+#endif
 #include <string>
 #include <string_view>
 
@@ -58,10 +60,12 @@ struct PaddingConfig {
         std::string s = detail::conv::array_str(values);
         return "Explicit(" + s.substr(1, s.size() - 2) + ")";
     }
+#if !EMBER_FREESTANDING
     /// Writes to_string().
     friend std::ostream& operator<<(std::ostream& os, const PaddingConfig& p) {
         return os << p.to_string();
     }
+#endif
 
     /// Throws ArgumentError (naming `layer`) when Same is asked of an even kernel or a stride
     /// other than 1. Layers call it from their config's init().

@@ -24,7 +24,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#if !EMBER_FREESTANDING  // firmware reads records from bytes only
 #include <filesystem>
+#endif
 #include <span>
 #include <string_view>
 #include <vector>
@@ -68,6 +70,7 @@ constexpr std::string_view format_extension(Format f) {
 std::vector<std::byte> encode(const Value& value, Format format, PrecisionSettings precision);
 /// The tree in `bytes`; throws FormatError "<source>: not a <format> record: <why>".
 Value decode(std::span<const std::byte> bytes, Format format, std::string_view source);
+#if !EMBER_FREESTANDING
 /// `path` with ".<ext>" appended, unless its file name already ends with it.
 std::filesystem::path with_extension(const std::filesystem::path& path, std::string_view ext);
 /// Encodes `value` and writes it to `file` atomically; throws ArgumentError when the file
@@ -105,9 +108,11 @@ class FileRecorderBase {
     /// Reads the tree at `file_path(path)`; tensors keep the dtype the file holds.
     Value load(const std::filesystem::path& path) const { return read_file(file_path(path), F); }
 };
+#endif
 
 }  // namespace detail
 
+#if !EMBER_FREESTANDING
 /// Named MessagePack files (".mpk"): fields keyed by name; readable by any msgpack library.
 template <PrecisionSettingsType S = FullPrecisionSettings>
 class NamedMpkFileRecorder : public detail::FileRecorderBase<detail::Format::NamedMpk, S> {};
@@ -129,6 +134,7 @@ class PrettyJsonFileRecorder : public detail::FileRecorderBase<detail::Format::P
 
 /// The recorder modules use when none is named: named MessagePack at full precision.
 using DefaultFileRecorder = NamedMpkFileRecorder<FullPrecisionSettings>;
+#endif
 
 /// The binary format in memory, for embedding records in other data or in firmware images.
 template <PrecisionSettingsType S = FullPrecisionSettings>
@@ -149,6 +155,7 @@ class BinBytesRecorder {
     }
 };
 
+#if !EMBER_FREESTANDING
 /// A recorder that writes files: what `Module::save_file` and `load_file` accept.
 template <class R>
 concept FileRecorder = requires(const R& r, const Value& v, const std::filesystem::path& p) {
@@ -157,6 +164,7 @@ concept FileRecorder = requires(const R& r, const Value& v, const std::filesyste
     { r.file_path(p) } -> std::same_as<std::filesystem::path>;
     { R::extension } -> std::convertible_to<std::string_view>;
 };
+#endif
 
 /// A recorder that writes bytes in memory.
 template <class R>

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace ember {
 
@@ -15,11 +16,10 @@ struct Scalar {
     constexpr Scalar() = default;
     constexpr Scalar(double v) : f(v), i(static_cast<std::int64_t>(v)) {}  // NOLINT
     constexpr Scalar(float v) : Scalar(static_cast<double>(v)) {}          // NOLINT
-    constexpr Scalar(std::int64_t v) : f(static_cast<double>(v)), i(v) {}  // NOLINT
-    constexpr Scalar(int v) : Scalar(static_cast<std::int64_t>(v)) {}      // NOLINT
-    constexpr Scalar(long long v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
-    constexpr Scalar(unsigned long v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
-    constexpr Scalar(unsigned v) : Scalar(static_cast<std::int64_t>(v)) {}  // NOLINT
+    /// Any integer type (one template: which of long and long long is int64_t varies).
+    template <typename T>
+        requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    constexpr Scalar(T v) : f(static_cast<double>(v)), i(static_cast<std::int64_t>(v)) {}  // NOLINT
     constexpr Scalar(bool v) : f(v ? 1.0 : 0.0), i(v ? 1 : 0) {}           // NOLINT
 };
 

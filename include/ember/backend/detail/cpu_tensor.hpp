@@ -9,12 +9,17 @@
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
 
+namespace ember::cpu {
+struct BufferSource;
+}
+
 namespace ember::detail::cpu {
 
-/// An aligned host buffer, returned to the caching allocator on destruction.
+/// An aligned host buffer, returned on destruction to the allocator or source it came from.
 struct Storage {
     void* data = nullptr;   ///< 64-byte aligned
     std::size_t bytes = 0;  ///< usable size
+    const ember::cpu::BufferSource* source = nullptr;  ///< set_buffer_source's, or the default
     Storage() = default;
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
