@@ -24,7 +24,11 @@ packages=(
   tmux              # the dashboard test drives the Learner in a terminal
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # firmware
   qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
+  emscripten        # the WebAssembly build of the web classifier
+  nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
 )
+# npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3 python3-numpy python3-torch) ;;

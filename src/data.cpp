@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ember/detail/bit.hpp>
 
 namespace ember {
 
 std::uint16_t f16::from_float(float f) {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t u = ember::detail::bit_cast<std::uint32_t>(f);
     const std::uint32_t sign = (u >> 16) & 0x8000u;
     std::uint32_t abs = u & 0x7fffffffu;
     if (abs > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
@@ -50,7 +51,7 @@ float f16::to_float(std::uint16_t h) {
     } else {
         u = sign | ((e + 112) << 23) | (m << 13);
     }
-    return std::bit_cast<float>(u);
+    return ember::detail::bit_cast<float>(u);
 }
 
 TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)

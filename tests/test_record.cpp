@@ -25,6 +25,7 @@
 #if __has_include(<msgpack.hpp>)
 #define MSGPACK_NO_BOOST 1
 #include <msgpack.hpp>
+#include <ember/detail/bit.hpp>
 #define EMBER_TEST_HAVE_MSGPACK_CXX 1
 #endif
 
@@ -54,7 +55,7 @@ std::string describe(const Value& v) {
             } else if constexpr (std::is_same_v<T, double>) {
                 char buf[48];
                 std::snprintf(buf, sizeof buf, "%.17g(0x%016llx)", x,
-                              static_cast<unsigned long long>(std::bit_cast<std::uint64_t>(x)));
+                              static_cast<unsigned long long>(ember::detail::bit_cast<std::uint64_t>(x)));
                 return buf;
             } else if constexpr (std::is_same_v<T, std::string>) {
                 return '"' + x + '"';
@@ -76,10 +77,10 @@ std::string describe(const Value& v) {
 // ---- building trees -------------------------------------------------------------------------
 
 double bits64(std::uint64_t b) {
-    return std::bit_cast<double>(b);
+    return ember::detail::bit_cast<double>(b);
 }
 float bits32(std::uint32_t b) {
-    return std::bit_cast<float>(b);
+    return ember::detail::bit_cast<float>(b);
 }
 
 // A tensor of 16-bit floats (H = ember::f16 or ember::bf16) given by their bit patterns.
@@ -1086,8 +1087,8 @@ TEST_CASE("records: serde round trips", "[record]") {
         CHECK(rec::from_value<std::size_t>(rec::to_value(std::size_t{42})) == 42);
         CHECK(rec::to_value(0.1f) == Value(static_cast<double>(0.1f)));
         CHECK(rec::from_value<float>(rec::to_value(0.1f)) == 0.1f);
-        CHECK(std::bit_cast<std::uint64_t>(rec::from_value<double>(rec::to_value(-0.0))) ==
-              std::bit_cast<std::uint64_t>(-0.0));
+        CHECK(ember::detail::bit_cast<std::uint64_t>(rec::from_value<double>(rec::to_value(-0.0))) ==
+              ember::detail::bit_cast<std::uint64_t>(-0.0));
         CHECK(std::isnan(
             rec::from_value<float>(rec::to_value(std::numeric_limits<float>::quiet_NaN()))));
         CHECK(rec::from_value<double>(Value(3)) == 3.0);  // an int is accepted where a float is due

@@ -9,6 +9,7 @@
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include <ember/detail/bit.hpp>
 
 namespace ember::detail::cpu {
 namespace {
@@ -80,8 +81,8 @@ inline T select(bool m, T a, T b) {
               std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint8_t>>>;
     static_assert(sizeof(T) == sizeof(U));
     const U mask = static_cast<U>(U{0} - static_cast<U>(m));
-    return std::bit_cast<T>(static_cast<U>((std::bit_cast<U>(a) & mask) |
-                                           (std::bit_cast<U>(b) & static_cast<U>(~mask))));
+    return ember::detail::bit_cast<T>(static_cast<U>((ember::detail::bit_cast<U>(a) & mask) |
+                                           (ember::detail::bit_cast<U>(b) & static_cast<U>(~mask))));
 }
 
 // out = f(in), out contiguous with in's shape.

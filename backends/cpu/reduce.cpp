@@ -18,6 +18,7 @@
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include <ember/detail/bit.hpp>
 
 namespace ember::detail::cpu {
 
@@ -559,7 +560,7 @@ inline V exp_nonpos(const V& x) {
     const V xc = x < lo ? lo : x;
     const V t = xc * kLog2e + kShift;
     const V fn = t - kShift;
-    const I ni = std::bit_cast<I>(t) - std::bit_cast<std::int32_t>(kShift);
+    const I ni = ember::detail::bit_cast<I>(t) - ember::detail::bit_cast<std::int32_t>(kShift);
     V r = xc - fn * kLn2Hi;
     r = r - fn * kLn2Lo;
     V q = V{} + 1.9875691500e-4f;
@@ -569,7 +570,7 @@ inline V exp_nonpos(const V& x) {
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
     const V poly = (q * r) * r + r + 1.0f;
-    const V y = poly * std::bit_cast<V>((ni + 127) << 23);
+    const V y = poly * ember::detail::bit_cast<V>((ni + 127) << 23);
     return x < lo ? V{} : y;
 }
 

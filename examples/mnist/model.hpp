@@ -1,9 +1,9 @@
 #pragma once
-// The models of the guide: the CNN of Burn's guide (two 3×3 convolutions, an adaptive average
-// pool to 8×8, two linear layers, dropout 0.5), a plain MLP 784-512-512-10, and the tiny MLP of
-// common.hpp that the firmware runs. All take a batch
-// of normalised images [N, 28, 28] and give class scores [N, 10]; both provide the two `step`
-// overloads the Learner calls (training on an autodiff backend, validation on its inner one).
+// The models of the guide: a plain MLP 784-512-512-10 here, and in common.hpp (which the
+// firmware and the web classifier compile too) the CNN of Burn's guide and the tiny MLP. All take
+// a batch of normalised images [N, 28, 28] and give class scores [N, 10]; all provide the two
+// `step` overloads the Learner calls (training on an autodiff backend, validation on its inner
+// one).
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/train/output.hpp>
@@ -43,44 +43,6 @@ ember::train::ClassificationOutput<B> classify(const M& model, const MnistBatch<
 #include "common.hpp"
 
 namespace mnist {
-
-/// The guide's CNN.
-template <Backend B>
-struct Cnn {
-    ember::nn::Conv2d<B> conv1;
-    ember::nn::Conv2d<B> conv2;
-    ember::nn::AdaptiveAvgPool2d pool;
-    ember::nn::Dropout dropout;
-    ember::nn::Linear<B> linear1;
-    ember::nn::Linear<B> linear2;
-    ember::nn::Relu activation;
-    EMBER_MODULE(Cnn, conv1, conv2, pool, dropout, linear1, linear2, activation)
-
-    /// A fresh model with PyTorch's default initialisation, on `device`.
-    static Cnn init(const ember::Device<B>& device = {}) {
-        return {ember::nn::Conv2dConfig{{1, 8}, {3, 3}}.init<B>(device),
-                ember::nn::Conv2dConfig{{8, 16}, {3, 3}}.init<B>(device),
-                ember::nn::AdaptiveAvgPool2dConfig{{8, 8}}.init(),
-                ember::nn::DropoutConfig{0.5}.init(),
-                ember::nn::LinearConfig{16 * 8 * 8, 512}.init<B>(device),
-                ember::nn::LinearConfig{512, 10}.init<B>(device),
-                {}};
-    }
-
-    /// Class scores [N, 10] of images [N, 28, 28].
-    Tensor<B, 2> forward(Tensor<B, 3> images) const {
-        const auto [n, h, w] = images.dims();
-        auto x = images.template reshape<4>({long(n), 1, long(h), long(w)});
-        x = dropout.forward(conv1.forward(x));                     // [N, 8, 26, 26]
-        x = activation.forward(dropout.forward(conv2.forward(x)));  // [N, 16, 24, 24]
-        x = pool.forward(x);                                        // [N, 16, 8, 8]
-        auto y = x.template reshape<2>({long(n), 16 * 8 * 8});
-        y = activation.forward(dropout.forward(linear1.forward(y)));
-        return linear2.forward(y);
-    }
-
-    MNIST_LEARNER_STEPS
-};
 
 /// The MLP 784-512-512-10 with ReLU.
 template <Backend B>

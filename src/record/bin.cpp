@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "codec.hpp"
+#include <ember/detail/bit.hpp>
 
 namespace ember::record::detail {
 namespace {
@@ -112,7 +113,7 @@ class BinWriter {
                     varint((u << 1) ^ (x < 0 ? ~std::uint64_t{0} : 0));
                 } else if constexpr (std::is_same_v<T, double>) {
                     byte(kFloat);
-                    le(std::bit_cast<std::uint64_t>(x), 8);
+                    le(ember::detail::bit_cast<std::uint64_t>(x), 8);
                 } else if constexpr (std::is_same_v<T, std::string>) {
                     byte(kString);
                     str(x);
@@ -216,7 +217,7 @@ class BinReader {
                 const auto b = bytes(8, "a float");
                 std::uint64_t u = 0;
                 for (int i = 7; i >= 0; --i) u = (u << 8) | std::to_integer<std::uint64_t>(b[i]);
-                return Value(std::bit_cast<double>(u));
+                return Value(ember::detail::bit_cast<double>(u));
             }
             case kString:
                 return Value(str("a string"));

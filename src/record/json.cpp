@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codec.hpp"
+#include <ember/detail/bit.hpp>
 
 namespace ember::record::detail {
 namespace {
@@ -99,8 +100,8 @@ bool valid_utf8(std::string_view s) {
 }
 
 std::string nan_spelling(double d) {
-    const auto bits = std::bit_cast<std::uint64_t>(d);
-    if (bits == std::bit_cast<std::uint64_t>(std::numeric_limits<double>::quiet_NaN()))
+    const auto bits = ember::detail::bit_cast<std::uint64_t>(d);
+    if (bits == ember::detail::bit_cast<std::uint64_t>(std::numeric_limits<double>::quiet_NaN()))
         return "NaN";
     char buf[32];
     std::snprintf(buf, sizeof buf, "NaN(0x%016llx)", static_cast<unsigned long long>(bits));
@@ -237,7 +238,7 @@ class JsonReader {
                     src_.fail("bad NaN spelling '", s, "'");
                 bits = bits << 4 | d;
             }
-            const double d = std::bit_cast<double>(bits);
+            const double d = ember::detail::bit_cast<double>(bits);
             if (std::isnan(d)) return d;
         }
         src_.fail("'", kFloatTag, "' holds '", s, "', not inf, -inf or NaN");

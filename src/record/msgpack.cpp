@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "codec.hpp"
+#include <ember/detail/bit.hpp>
 
 namespace ember::record::detail {
 namespace {
@@ -120,7 +121,7 @@ class MpkWriter {
                     integer(x);
                 } else if constexpr (std::is_same_v<T, double>) {
                     byte(0xcb);
-                    be(std::bit_cast<std::uint64_t>(x), 8);
+                    be(ember::detail::bit_cast<std::uint64_t>(x), 8);
                 } else if constexpr (std::is_same_v<T, std::string>) {
                     str(x);
                 } else if constexpr (std::is_same_v<T, TensorData>) {
@@ -293,9 +294,9 @@ class MpkReader {
             case Kind::Int:
                 return Value(integer(h, at));
             case Kind::Float32:
-                return Value(std::bit_cast<float>(static_cast<std::uint32_t>(h.n)));
+                return Value(ember::detail::bit_cast<float>(static_cast<std::uint32_t>(h.n)));
             case Kind::Float64:
-                return Value(std::bit_cast<double>(h.n));
+                return Value(ember::detail::bit_cast<double>(h.n));
             case Kind::Str:
                 return Value(std::string(bytes_of(h.n, "a string")));
             case Kind::Bin:

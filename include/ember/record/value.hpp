@@ -13,6 +13,7 @@
 
 #include "../tensor/data.hpp"
 #include "../tensor/error.hpp"
+#include "../detail/bit.hpp"
 
 namespace ember::record {
 
@@ -93,7 +94,7 @@ public:
     friend bool operator==(const Value& a, const Value& b) {
         if (const double* x = std::get_if<double>(&a.v_)) {
             const double* y = std::get_if<double>(&b.v_);
-            return y && std::bit_cast<std::uint64_t>(*x) == std::bit_cast<std::uint64_t>(*y);
+            return y && ember::detail::bit_cast<std::uint64_t>(*x) == ember::detail::bit_cast<std::uint64_t>(*y);
         }
         return a.v_ == b.v_;
     }

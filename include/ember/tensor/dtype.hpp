@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include "../detail/bit.hpp"
 
 namespace ember {
 
@@ -29,7 +30,7 @@ struct bf16 {
     bf16() = default;
     /// Rounds to nearest even; NaN stays NaN.
     explicit bf16(float f) {
-        std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+        std::uint32_t u = ember::detail::bit_cast<std::uint32_t>(f);
         if ((u & 0x7fffffffu) > 0x7f800000u) {
             bits = static_cast<std::uint16_t>((u >> 16) | 0x40u);
         } else {
@@ -39,7 +40,7 @@ struct bf16 {
     }
     /// Exact widening.
     explicit operator float() const {
-        return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+        return ember::detail::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
     }
 };
 

@@ -141,7 +141,8 @@ std::pair<typename AD::FT, typename AD::IT> max_pool(typename AD::FT x, Fwd forw
     if (!r.node) return {r.untracked(), std::move(i)};
     const Shape xs = AD::float_shape(x);
     const auto dev = AD::float_device(x);
-    return {r.finish([=](typename AD::Ctx& ctx, IFT g) {
+    // The index tensor by name: some compilers (Clang < 16) cannot capture a structured binding.
+    return {r.finish([=, i = i](typename AD::Ctx& ctx, IFT g) {
                 // Indices are flat within each [N, C] plane: scatter over the flattened plane.
                 const Shape gs = B::float_shape(g);
                 std::size_t plane = 1, out_plane = 1;
