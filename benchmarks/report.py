@@ -18,6 +18,7 @@ import argparse
 import collections
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -369,9 +370,9 @@ def main():
     # sit between markers: keep them.
     if os.path.exists(args.out):
         old = open(args.out, encoding="utf-8").read()
-        for name in ("training", "resume", "text-generation"):
+        for name in re.findall(r"<!-- ([\w-]+):begin -->", old):
             begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-            if begin in old and end in old:
+            if end in old:
                 out += ["", old[old.index(begin):old.index(end) + len(end)], ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(out))

@@ -84,7 +84,7 @@ function grayPng(pixels, side) {
 // ---- the browser -------------------------------------------------------------------------------
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
          '--disable-background-networking', '--disable-component-update', '--disable-sync',
          '--disable-default-apps', '--disable-extensions'],
 });
@@ -163,7 +163,7 @@ try {
       for (let r = 0; r < rounds; ++r) for (const b of bytes) window.ember.classify(b);
       return (performance.now() - start) / (rounds * bytes.length);
     });
-  }, {shown, rounds: 10});
+  }, {shown, rounds: Number(process.env.EMBER_WEB_ROUNDS || 10)});
 
   // The screenshot: a test image and its bars.
   await page.click('.samples canvas[data-index="1"]');
