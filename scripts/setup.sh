@@ -26,6 +26,7 @@ packages=(
   qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
   emscripten        # the WebAssembly build of the web classifier
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
+  clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/)
 )
 # npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).
 command -v npm >/dev/null 2>&1 || packages+=(npm)

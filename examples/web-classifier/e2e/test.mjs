@@ -5,7 +5,8 @@
 // a prediction; and measures page load to first prediction and the time per inference.
 //
 //   node e2e/test.mjs SITE OUT      SITE: the built site with model.bin, images.bin and
-//                                   expected.bin; OUT: where screenshot.png and figures.json go
+//                                   expected.bin; OUT: where screenshot.png (a test image),
+//                                   drawn.png (the stroke) and figures.json go
 //
 // Chromium: $CHROMIUM, else /usr/bin/chromium (Debian's package).
 import fs from 'node:fs';
@@ -148,6 +149,7 @@ try {
   for (let k = 1; k <= 20; ++k) await page.mouse.move(box.x + 110, box.y + 40 + 10 * k);
   await page.mouse.up();
   const drawn = await page.$eval('#prediction', (e) => e.dataset.class);
+  await page.screenshot({path: path.join(out, 'drawn.png')});
   check(drawn !== '', 'drawing on the pad gives a prediction');
   console.log(`drawn stroke: predicted ${drawn === '' ? 'nothing' : (await page.evaluate(
       (c) => window.ember.CLASSES[c], Number(drawn)))}`);
