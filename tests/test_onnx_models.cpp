@@ -1,0 +1,110 @@
+// Models exported from PyTorch to ONNX (tests/fixtures/gen_onnx_models.py), turned into C++ by
+// ember-onnx at build time (ember_import_onnx in tests/CMakeLists.txt): each generated Model<B>
+// loads its weights and reproduces PyTorch's output on the same input within 1e-4; the MLP also
+// from weights compiled into the binary, trained further through Autodiff<Cpu>, and the CNN
+// (exported with a dynamic batch) at another batch size.
+#include <ember/backend/cpu.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bn_cnn.hpp"
+#include "cnn.hpp"
+#include "harness.hpp"
+#include "mlp.hpp"
+#include "transformer.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ember::Cpu;
+using ember::TensorData;
+
+const fs::path kDir = fs::path(EMBER_FIXTURE_DIR) / "onnx_models";
+
+std::vector<float> floats(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), v.size() * 4);
+    return v;
+}
+
+// The input's and output's shapes (NAME.shape.txt).
+std::pair<ember::Shape, ember::Shape> shapes(const std::string& name) {
+    std::ifstream in(kDir / (name + ".shape.txt"));
+    auto line = [&] {
+        std::string s;
+        std::getline(in, s);
+        std::stringstream ss(s);
+        std::vector<std::size_t> d;
+        for (std::size_t x; ss >> x;) d.push_back(x);
+        return ember::Shape(std::span<const std::size_t>(d));
+    };
+    auto a = line();
+    return {a, line()};
+}
+
+template <std::size_t D>
+ember::Tensor<Cpu, D> input(const std::string& name) {
+    return ember::Tensor<Cpu, D>::from_data(TensorData(floats(kDir / (name + ".input.bin")), shapes(name).first));
+}
+
+template <std::size_t D>
+void check_output(const ember::Tensor<Cpu, D>& y, const std::string& name) {
+    const auto want = floats(kDir / (name + ".output.bin"));
+    CHECK(y.shape() == shapes(name).second);
+    const auto got = y.to_data().template to_vec<float>();
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(double(got[i]) - want[i]) / (1.0 + std::fabs(want[i])));
+    INFO(name << ": largest difference from PyTorch " << worst);
+    CHECK(worst < 1e-4);
+}
+
+}  // namespace
+
+TEST_CASE("ONNX models imported by ember-onnx match PyTorch", "[onnx]") {
+    SECTION("MLP (Gemm → Linear)") {
+        const auto model = mlp::Model<Cpu>::from_file(EMBER_ONNX_RECORD_mlp);
+        check_output(model.forward(input<2>("mlp")), "mlp");
+        // The same weights compiled into the binary.
+        check_output(mlp::Model<Cpu>::from_embedded().forward(input<2>("mlp")), "mlp");
+    }
+    SECTION("CNN with a dynamic batch (Shape → Gather → Concat → Reshape)") {
+        const auto model = cnn::Model<Cpu>::from_file(EMBER_ONNX_RECORD_cnn);
+        const auto x = input<4>("cnn");
+        check_output(model.forward(x), "cnn");
+        // Batch 1: the first row of the batch-2 result.
+        const auto one = model.forward(x.slice({ember::Slice{0, 1}})).to_data().to_vec<float>();
+        const auto all = floats(kDir / "cnn.output.bin");
+        for (std::size_t i = 0; i < one.size(); ++i) CHECK(std::fabs(one[i] - all[i]) < 1e-4);
+    }
+    SECTION("CNN with batch norm, max pool, global average pool, softmax") {
+        check_output(bn_cnn::Model<Cpu>::from_file(EMBER_ONNX_RECORD_bn_cnn).forward(input<4>("bn_cnn")),
+                     "bn_cnn");
+    }
+    SECTION("transformer encoder layer (attention, layer norm from primitive ops)") {
+        check_output(transformer::Model<Cpu>::from_file(EMBER_ONNX_RECORD_transformer)
+                         .forward(input<3>("transformer")),
+                     "transformer");
+    }
+    SECTION("an imported model trains further") {
+        using AD = ember::Autodiff<Cpu>;
+        auto model = mlp::Model<AD>::from_file(EMBER_ONNX_RECORD_mlp);
+        const auto x = ember::Tensor<AD, 2>::from_data(input<2>("mlp").to_data());
+        auto loss = model.forward(x).powf_scalar(2.0).mean();
+        auto grads = loss.backward();
+        std::size_t with_grad = 0;
+        model.visit([&](std::string_view, const auto& p) {
+            if (p.val().grad(grads)) ++with_grad;
+        });
+        CHECK(with_grad == 4);  // two weights, two biases
+        // Fresh weights: the same structure, other values.
+        const mlp::Model<Cpu> fresh{};
+        CHECK(fresh.num_params() == 20 * 16 + 16 + 16 * 10 + 10);
+    }
+}
