@@ -26,10 +26,24 @@ struct ImportOptions {
     std::string record_file;              ///< the record's file name, for the header's comment
     /// Shapes to assume for graph inputs (name → dims), overriding the file's.
     std::map<std::string, std::vector<std::int64_t>> input_shapes;
+    /// Graph inputs fixed to a value at import time (name → value): they become constants and
+    /// leave forward's parameters (shapes, axes or index lists a model takes as inputs).
+    std::map<std::string, TensorData> bound_inputs;
+};
+
+/// A graph input or output as the generated forward takes or returns it.
+struct Signature {
+    std::string name;    ///< the ONNX name
+    char kind = 'F';     ///< F(loat), I(nt) or B(ool)
+    std::size_t rank;    ///< ember rank
+    bool scalar = false; ///< rank 0 in ONNX (held as [1])
+    std::size_t index = 0;  ///< position among the graph's inputs or outputs
 };
 
 /// What import_model produces.
 struct ImportResult {
+    std::vector<Signature> inputs;      ///< forward's parameters, in order
+    std::vector<Signature> outputs;     ///< forward's results, in order
     std::string header;                 ///< the generated C++ header
     record::Value record;               ///< the weights, as the generated Model's record
     std::vector<std::string> ops_used;  ///< distinct op types of the graph, sorted

@@ -334,8 +334,16 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
     }
     // Graph inputs: the forward's parameters.
     std::vector<std::string> params;
-    for (const auto& in : g.inputs) {
+    for (std::size_t index = 0; index < g.inputs.size(); ++index) {
+        const auto& in = g.inputs[index];
         if (initializer_names.count(in.name)) continue;
+        if (auto b = options.bound_inputs.find(in.name); b != options.bound_inputs.end()) {
+            Node holder;
+            holder.outputs = {in.name};
+            holder.op_type = "bound input";
+            NodeCtx(holder, em).out_const(0, b->second);
+            continue;
+        }
         Value v;
         EMBER_CHECK(in.elem_type != 0, Argument, "ember-onnx: graph input '", in.name,
                     "' has no element type");
@@ -356,13 +364,15 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
         v.dims = dims;
         v.var = em.fresh(in.name);
         params.push_back(tensor_type(v.kind, v.rank) + " " + v.var);
+        result.inputs.push_back({in.name, "FIB"[int(v.kind)], v.rank, v.scalar, index});
         em.values[in.name] = std::move(v);
     }
     for (const auto& n : g.nodes)
         for (const auto& i : n.inputs) ++em.uses[i];
     for (const auto& o : g.outputs) ++em.uses[o.name];
 
-    const std::string first_input = params.empty() ? "" : em.values[g.inputs[0].name].var;
+    const std::string first_input =
+        result.inputs.empty() ? "" : em.values[result.inputs[0].name].var;
     em.body.push_back(first_input.empty() ? "const ember::Device<B> device{};"
                                           : "const auto device = " + first_input + ".device();");
     std::set<std::string> ops;
@@ -391,7 +401,11 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
         holder.op_type = "graph output";
         for (const auto& o : g.outputs) holder.inputs.push_back(o.name);
         NodeCtx ctx(holder, em);
-        for (std::size_t k = 0; k < g.outputs.size(); ++k) outs.push_back(ctx.t(k));
+        for (std::size_t k = 0; k < g.outputs.size(); ++k) {
+            outs.push_back(ctx.t(k));
+            const Value& v = ctx.in(k);
+            result.outputs.push_back({g.outputs[k].name, "FIB"[int(v.kind)], v.rank, v.scalar, k});
+        }
     }
     EMBER_CHECK(!outs.empty(), Argument, "ember-onnx: the graph has no outputs");
     em.body.push_back(outs.size() == 1 ? "return " + outs[0] + ";"

@@ -1,18 +1,21 @@
 // ember-onnx: generates C++ from an ONNX model (see import.hpp and docs/onnx-import.md).
 //
 //   ember-onnx MODEL.onnx --out DIR [--name NAME] [--namespace NS] [--record-type TYPE]
-//              [--half] [--embed] [--input-shape NAME=D0,D1,...]... [--list-ops]
+//              [--half] [--embed] [--meta] [--input-shape NAME=D0,D1,...]...
+//              [--bind NAME=TENSOR.pb]... [--list-ops]
 //
 // Writes DIR/NAME.hpp (the Model<B> struct) and DIR/NAME.<ext> (its weights in the recorder
 // TYPE's format); with --embed also DIR/NAME.embed.bin (the weights as a Bin record, which the
 // build compiles into the program for Model::from_embedded). NAME defaults to the model file's
-// stem, NS to NAME.
+// stem, NS to NAME. --meta writes DIR/NAME.meta, the forward's inputs and outputs (for test
+// generators).
 #include <ember/record/recorder.hpp>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -58,7 +61,7 @@ std::string extension(const std::string& type) {
 int main(int argc, char** argv) try {
     std::string model_path, name, ns;
     fs::path out;
-    bool embed = false;
+    bool embed = false, meta = false;
     ember::onnx::ImportOptions opt;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -72,6 +75,7 @@ int main(int argc, char** argv) try {
         else if (a == "--record-type") opt.record_type = next();
         else if (a == "--half") opt.half_precision = true;
         else if (a == "--embed") embed = true;
+        else if (a == "--meta") meta = true;
         else if (a == "--input-shape") {
             const std::string s = next();
             const auto eq = s.find('=');
@@ -80,6 +84,15 @@ int main(int argc, char** argv) try {
             std::stringstream ds(s.substr(eq + 1));
             for (std::string d; std::getline(ds, d, ',');) dims.push_back(std::stoll(d));
             opt.input_shapes[s.substr(0, eq)] = dims;
+        } else if (a == "--bind") {  // NAME=FILE.pb: a graph input fixed to a TensorProto's value
+            const std::string b = next();
+            const auto eq = b.find('=');
+            if (eq == std::string::npos) usage(2);
+            std::ifstream in(b.substr(eq + 1), std::ios::binary);
+            std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+            if (!in.good() && !in.eof()) throw ember::ArgumentError("ember-onnx: cannot read " + b.substr(eq + 1));
+            opt.bound_inputs[b.substr(0, eq)] =
+                ember::onnx::parse_tensor(std::as_bytes(std::span(bytes)), b.substr(eq + 1)).data;
         } else if (a == "--list-ops") {
             for (const auto& op : ember::onnx::supported_ops()) std::cout << op << '\n';
             return 0;
@@ -115,6 +128,13 @@ int main(int argc, char** argv) try {
     else if (t == "JsonGz") write_record<JsonGzFileRecorder>(result.record, rec, opt.half_precision);
     else write_record<PrettyJsonFileRecorder>(result.record, rec, opt.half_precision);
     if (embed) write_record<BinFileRecorder>(result.record, out / (name + ".embed.bin"), opt.half_precision);
+    if (meta) {  // the forward's signature, for test generators: "input|output NAME KIND RANK SCALAR"
+        std::ofstream m(out / (name + ".meta"));
+        for (const auto& s : result.inputs)
+            m << "input " << s.name << ' ' << s.kind << ' ' << s.rank << ' ' << s.scalar << ' ' << s.index << '\n';
+        for (const auto& s : result.outputs)
+            m << "output " << s.name << ' ' << s.kind << ' ' << s.rank << ' ' << s.scalar << ' ' << s.index << '\n';
+    }
     std::cout << "ember-onnx: " << model_path << " -> " << (out / (name + ".hpp")).string() << " ("
               << result.ops_used.size() << " op types)\n";
     return 0;

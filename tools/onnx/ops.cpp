@@ -114,7 +114,12 @@ void arithmetic(NodeCtx& c, const char* op) {
 
 void pow_op(NodeCtx& c) {
     const Value &a = c.in(0), &b = c.in(1);
-    c.require(a.kind == Kind::Float, "Pow of integers is not supported");
+    if (a.kind == Kind::Int) {  // through floats, exact for the integers floats hold
+        Value v = broadcast_value(c, a, b, Kind::Int);
+        c.out(0, std::move(v), "(" + c.t_rank(0, v.rank) + ".float_().powf(" + c.t_rank(1, v.rank) +
+                                   (b.kind == Kind::Float ? "" : ".float_()") + ")).round().int_()");
+        return;
+    }
     Value v = broadcast_value(c, a, b, Kind::Float);
     if (auto s = c.scalar(1); s && b.rank <= a.rank)
         c.out(0, std::move(v), c.t(0) + ".powf_scalar(" + literal(*s) + ")");
@@ -676,10 +681,13 @@ void reduce(NodeCtx& c, const std::string& method, std::int64_t axes_input_since
 void arg_reduce(NodeCtx& c, const std::string& method) {
     const Value& x = c.in(0);
     const std::size_t axis = c.axis(c.attr_int("axis", 0), x.rank);
-    c.require(c.attr_int("select_last_index", 0) == 0, "select_last_index=1 is not supported");
     Value v = like(x, Kind::Int);
     v.dims[axis] = 1;
     std::string e = c.t(0) + "." + method + "(" + r(axis) + ")";
+    if (c.attr_int("select_last_index", 0)) {  // the last of equals: the first one, flipped
+        e = "((long(" + c.t(0) + ".dims()[" + r(axis) + "]) - 1) - " + c.t(0) + ".flip({" + r(axis) + "L})." +
+            method + "(" + r(axis) + "))";
+    }
     if (!c.attr_int("keepdims", 1)) {
         if (x.rank == 1) v.scalar = true;
         else {
@@ -835,8 +843,13 @@ generic:
     c.out(0, std::move(v), e);
 }
 
-// Symmetric padding per spatial dim from ONNX's [begin..., end...] pads and auto_pad.
-Dims spatial_pads(NodeCtx& c, const Value& x, const Dims& kernel, const Dims& strides, const Dims& dil) {
+// Padding per spatial dim from ONNX's [begin..., end...] pads and auto_pad.
+struct Pads {
+    Dims begin, end;
+    bool symmetric() const { return begin == end; }
+};
+
+Pads spatial_pads(NodeCtx& c, const Value& x, const Dims& kernel, const Dims& strides, const Dims& dil) {
     const std::size_t n = kernel.size();
     Dims pads = c.attr_ints("pads", Dims(2 * n, 0));
     const std::string auto_pad = c.attr_str("auto_pad", "NOTSET");
@@ -854,15 +867,21 @@ Dims spatial_pads(NodeCtx& c, const Value& x, const Dims& kernel, const Dims& st
         pads.assign(2 * n, 0);
     }
     c.require(pads.size() == 2 * n, "pads has the wrong length");
-    Dims sym(n);
-    for (std::size_t k = 0; k < n; ++k) {
-        c.require(pads[k] == pads[n + k], "asymmetric padding (" + join_ints(pads) + ") is not supported");
-        sym[k] = pads[k];
-    }
-    return sym;
+    return {Dims(pads.begin(), pads.begin() + n), Dims(pads.begin() + n, pads.end())};
 }
 
-Dims spatial_out(const Value& x, const Dims& kernel, const Dims& strides, const Dims& pads, const Dims& dil, bool ceil) {
+// `x` padded explicitly (2-d only) where the padding is not the same on both sides; the layer
+// then pads nothing.
+std::string pre_pad(NodeCtx& c, const std::string& x, Pads& p, std::string_view fill) {
+    if (p.symmetric()) return x;
+    c.require(p.begin.size() == 2, "asymmetric padding of a 1-d input is not supported");
+    const std::string e = x + ".pad({" + std::to_string(p.begin[1]) + ", " + std::to_string(p.end[1]) + ", " +
+                          std::to_string(p.begin[0]) + ", " + std::to_string(p.end[0]) + "}, " + std::string(fill) + ")";
+    p.begin.assign(2, 0), p.end.assign(2, 0);
+    return e;
+}
+
+Dims spatial_out(const Value& x, const Dims& kernel, const Dims& strides, const Pads& pads, const Dims& dil, bool ceil) {
     Dims out;
     for (std::size_t k = 0; k < kernel.size(); ++k) {
         const auto in = x.dims[2 + k];
@@ -870,7 +889,7 @@ Dims spatial_out(const Value& x, const Dims& kernel, const Dims& strides, const 
             out.push_back(-1);
             continue;
         }
-        const auto span = in + 2 * pads[k] - dil[k] * (kernel[k] - 1) - 1;
+        const auto span = in + pads.begin[k] + pads.end[k] - dil[k] * (kernel[k] - 1) - 1;
         out.push_back((ceil ? (span + strides[k] - 1) / strides[k] : span / strides[k]) + 1);
     }
     return out;
@@ -882,38 +901,52 @@ void conv(NodeCtx& c) {
     const Value &x = c.in(0), &w = c.in(1);
     const std::size_t n = x.rank - 2;
     c.require(n == 1 || n == 2, "Conv over " + r(n) + " spatial dims (1 and 2 are supported)");
-    c.require(w.constant.has_value(), "the weights must be constants");
     Dims kernel = c.attr_ints("kernel_shape");
     if (kernel.empty()) kernel.assign(w.dims.begin() + 2, w.dims.end());
+    c.require(kernel.size() == n && std::all_of(kernel.begin(), kernel.end(), [](auto k) { return k > 0; }),
+              "the kernel's size must be known");
     const Dims strides = c.attr_ints("strides", Dims(n, 1)), dil = c.attr_ints("dilations", Dims(n, 1));
-    const Dims pads = spatial_pads(c, x, kernel, strides, dil);
+    Pads pads = spatial_pads(c, x, kernel, strides, dil);
+    const Dims out_sp = spatial_out(x, kernel, strides, pads, dil, false);
+    const std::string xin = pre_pad(c, c.t(0), pads, "0.0");
     const auto groups = c.attr_int("group", 1);
+    Value v = like(x, Kind::Float);
+    v.dims[1] = w.dims[0];
+    std::copy(out_sp.begin(), out_sp.end(), v.dims.begin() + 2);
+    if (!w.constant || (c.has(2) && !c.is_const(2))) {  // weights computed in the graph: the op
+        const std::string b = c.has(2) ? "std::optional(" + c.t(2) + ")" : "std::nullopt";
+        c.out(0, std::move(v), "ember::module::conv" + r(n) + "d(" + xin + ", " + c.t(1) + ", " + b +
+                                   ", ember::ConvOptions<" + r(n) + ">{" + arr(strides) + ", " + arr(pads.begin) +
+                                   ", " + arr(dil) + ", " + std::to_string(groups) + "})");
+        return;
+    }
     const std::size_t cout = w.constant->shape()[0], cin = w.constant->shape()[1] * std::size_t(groups);
     std::optional<TensorData> bias;
     if (c.has(2)) {
         bias = bias_of(c.in(2), cout);
-        c.require(bias.has_value(), "the bias must be a constant [" + std::to_string(cout) + "]");
+        c.require(bias.has_value(), "the bias must be [" + std::to_string(cout) + "]");
     }
     const TensorData wd = w.constant->convert(DType::F32);
+    const Dims& pd = pads.begin;
     std::string f;
     if (n == 2) {
         auto m = nn::Conv2dConfig{{cin, cout}, {std::size_t(kernel[0]), std::size_t(kernel[1])},
                                   {std::size_t(strides[0]), std::size_t(strides[1])},
                                   {std::size_t(dil[0]), std::size_t(dil[1])}, std::size_t(groups),
-                                  nn::PaddingConfig2d::Explicit(pads[0], pads[1]), bias.has_value()}
+                                  nn::PaddingConfig2d::Explicit(pd[0], pd[1]), bias.has_value()}
                      .init<Cpu>();
         m.weight = Param<ember::Tensor<Cpu, 4>>(ember::Tensor<Cpu, 4>::from_data(wd));
         if (bias) m.bias = Param<ember::Tensor<Cpu, 1>>(ember::Tensor<Cpu, 1>::from_data(*bias));
         f = c.field("conv", "ember::nn::Conv2d<B>",
                     "ember::nn::Conv2dConfig{{" + std::to_string(cin) + ", " + std::to_string(cout) + "}, " +
                         arr(kernel) + ", " + arr(strides) + ", " + arr(dil) + ", " + std::to_string(groups) +
-                        ", ember::nn::PaddingConfig2d::Explicit(" + std::to_string(pads[0]) + ", " +
-                        std::to_string(pads[1]) + "), " + (bias ? "true" : "false") + "}.template init<B>(device)",
+                        ", ember::nn::PaddingConfig2d::Explicit(" + std::to_string(pd[0]) + ", " +
+                        std::to_string(pd[1]) + "), " + (bias ? "true" : "false") + "}.template init<B>(device)",
                     m.into_record());
     } else {
         auto m = nn::Conv1dConfig{cin, cout, std::size_t(kernel[0]), std::size_t(strides[0]),
                                   std::size_t(dil[0]), std::size_t(groups),
-                                  nn::PaddingConfig1d::Explicit(pads[0]), bias.has_value()}
+                                  nn::PaddingConfig1d::Explicit(pd[0]), bias.has_value()}
                      .init<Cpu>();
         m.weight = Param<ember::Tensor<Cpu, 3>>(ember::Tensor<Cpu, 3>::from_data(wd));
         if (bias) m.bias = Param<ember::Tensor<Cpu, 1>>(ember::Tensor<Cpu, 1>::from_data(*bias));
@@ -921,15 +954,11 @@ void conv(NodeCtx& c) {
                     "ember::nn::Conv1dConfig{" + std::to_string(cin) + ", " + std::to_string(cout) + ", " +
                         std::to_string(kernel[0]) + ", " + std::to_string(strides[0]) + ", " +
                         std::to_string(dil[0]) + ", " + std::to_string(groups) +
-                        ", ember::nn::PaddingConfig1d::Explicit(" + std::to_string(pads[0]) + "), " +
+                        ", ember::nn::PaddingConfig1d::Explicit(" + std::to_string(pd[0]) + "), " +
                         (bias ? "true" : "false") + "}.template init<B>(device)",
                     m.into_record());
     }
-    Value v = like(x, Kind::Float);
-    v.dims[1] = std::int64_t(cout);
-    const Dims sp = spatial_out(x, kernel, strides, pads, dil, false);
-    std::copy(sp.begin(), sp.end(), v.dims.begin() + 2);
-    c.out(0, std::move(v), "this->" + f + ".forward(" + c.t(0) + ")");
+    c.out(0, std::move(v), "this->" + f + ".forward(" + xin + ")");
 }
 
 void pool(NodeCtx& c, bool max) {
@@ -940,26 +969,30 @@ void pool(NodeCtx& c, bool max) {
     c.require(kernel.size() == n, "kernel_shape is missing or of the wrong length");
     const Dims strides = c.attr_ints("strides", Dims(n, 1));
     const Dims dil = c.attr_ints("dilations", Dims(n, 1));
-    const Dims pads = spatial_pads(c, x, kernel, strides, dil);
+    Pads pp = spatial_pads(c, x, kernel, strides, dil);
     const bool ceil = c.attr_int("ceil_mode", 0) != 0;
+    const bool include_pad = c.attr_int("count_include_pad", 0) != 0;
     c.require(!max || c.node.outputs.size() < 2 || c.node.outputs[1].empty(), "MaxPool's indices output is not supported");
     Value v = like(x, Kind::Float);
-    const Dims sp = spatial_out(x, kernel, strides, pads, dil, ceil);
+    const Dims sp = spatial_out(x, kernel, strides, pp, dil, ceil);
     std::copy(sp.begin(), sp.end(), v.dims.begin() + 2);
+    c.require(max || include_pad || pp.symmetric(), "asymmetric padding left out of the average");
+    const std::string xin = pre_pad(c, c.t(0), pp, max ? "-std::numeric_limits<float>::infinity()" : "0.0");
+    const Dims pads = pp.begin;
     std::string e;
     if (n == 2) {
-        e = max ? "ember::module::max_pool2d(" + c.t(0) + ", " + arr(kernel) + ", " + arr(strides) + ", " +
+        e = max ? "ember::module::max_pool2d(" + xin + ", " + arr(kernel) + ", " + arr(strides) + ", " +
                       arr(pads) + ", " + arr(dil) + ", " + (ceil ? "true" : "false") + ")"
-                : "ember::module::avg_pool2d(" + c.t(0) + ", " + arr(kernel) + ", " + arr(strides) + ", " +
-                      arr(pads) + ", " + (c.attr_int("count_include_pad", 0) ? "true" : "false") + ", " +
+                : "ember::module::avg_pool2d(" + xin + ", " + arr(kernel) + ", " + arr(strides) + ", " +
+                      arr(pads) + ", " + (include_pad ? "true" : "false") + ", " +
                       (ceil ? "true" : "false") + ")";
     } else {
-        e = max ? "ember::module::max_pool1d(" + c.t(0) + ", " + std::to_string(kernel[0]) + ", " +
+        e = max ? "ember::module::max_pool1d(" + xin + ", " + std::to_string(kernel[0]) + ", " +
                       std::to_string(strides[0]) + ", " + std::to_string(pads[0]) + ", " + std::to_string(dil[0]) +
                       ", " + (ceil ? "true" : "false") + ")"
-                : "ember::module::avg_pool1d(" + c.t(0) + ", " + std::to_string(kernel[0]) + ", " +
+                : "ember::module::avg_pool1d(" + xin + ", " + std::to_string(kernel[0]) + ", " +
                       std::to_string(strides[0]) + ", " + std::to_string(pads[0]) + ", " +
-                      (c.attr_int("count_include_pad", 0) ? "true" : "false") + ", " + (ceil ? "true" : "false") + ")";
+                      (include_pad ? "true" : "false") + ", " + (ceil ? "true" : "false") + ")";
     }
     c.out(0, std::move(v), e);
 }
@@ -978,7 +1011,20 @@ void global_pool(NodeCtx& c, const std::string& method) {
 
 void batch_norm(NodeCtx& c) {
     const Value& x = c.in(0);
-    for (std::size_t i = 1; i <= 4; ++i) c.require(c.is_const(i), "scale, bias, mean and variance must be constants");
+    c.require(c.attr_int("training_mode", 0) == 0, "training_mode=1 is not supported");
+    bool consts = true;
+    for (std::size_t i = 1; i <= 4; ++i) consts = consts && c.is_const(i);
+    if (!consts) {  // statistics computed in the graph: written out, per channel
+        auto chan = [&](std::size_t i) {
+            std::string e = c.t(i) + ".template unsqueeze_dim<2>(0)";
+            for (std::size_t d = 2; d < x.rank; ++d) e += ".template unsqueeze_dim<" + r(d + 1) + ">(" + r(d) + ")";
+            return e;
+        };
+        const double eps = c.attr_float("epsilon", 1e-5);
+        c.out(0, like(x, Kind::Float), "(" + c.t(0) + " - " + chan(3) + ") / (" + chan(4) + " + " + literal(eps) +
+                                           ").sqrt() * " + chan(1) + " + " + chan(2));
+        return;
+    }
     const std::size_t ch = c.in(1).constant->num_elements();
     const double eps = c.attr_float("epsilon", 1e-5);
     auto m = nn::BatchNormConfig{ch, eps}.init<Cpu>();
@@ -994,22 +1040,47 @@ void batch_norm(NodeCtx& c) {
     c.out(0, like(x, Kind::Float), "this->" + f + ".forward(" + c.t(0) + ")");
 }
 
+// Normalisation written out: (x - mean) / sqrt(var + eps) over dims [axis, rank), for the cases
+// nn::LayerNorm does not cover (other axes, scales computed in the graph, the Mean and
+// InvStdDev outputs).
+void layer_norm_ops(NodeCtx& c, std::size_t axis) {
+    const Value& x = c.in(0);
+    const double eps = c.attr_float("epsilon", 1e-5);
+    std::string mean = c.t(0), var;
+    for (std::size_t d = axis; d < x.rank; ++d) mean += ".mean_dim(" + r(d) + ")";
+    Value stat = like(x, Kind::Float);
+    for (std::size_t d = axis; d < x.rank; ++d) stat.dims[d] = 1;
+    const std::string mv = c.em.fresh("ln_mean");
+    c.em.body.push_back("const auto " + mv + " = " + mean + ";");
+    const std::string cv = c.em.fresh("ln_centered");
+    c.em.body.push_back("const auto " + cv + " = " + c.t(0) + " - " + mv + ";");
+    var = "(" + cv + " * " + cv + ")";
+    for (std::size_t d = axis; d < x.rank; ++d) var += ".mean_dim(" + r(d) + ")";
+    const std::string inv = c.em.fresh("ln_inv_std");
+    c.em.body.push_back("const auto " + inv + " = (" + var + " + " + literal(eps) + ").sqrt().recip();");
+    std::string y = "(" + cv + " * " + inv + ") * " + c.t_rank(1, x.rank);
+    if (c.has(2)) y = "(" + y + " + " + c.t_rank(2, x.rank) + ")";
+    c.out(0, like(x, Kind::Float), y);
+    c.out(1, stat, mv);
+    c.out(2, stat, inv);
+}
+
 void layer_norm(NodeCtx& c) {
     const Value& x = c.in(0);
     const std::size_t axis = c.axis(c.attr_int("axis", -1), x.rank);
-    c.require(axis == x.rank - 1, "LayerNormalization over more than the last dim");
-    c.require(c.is_const(1), "the scale must be a constant");
+    const bool extra = (c.node.outputs.size() > 1 && !c.node.outputs[1].empty()) ||
+                       (c.node.outputs.size() > 2 && !c.node.outputs[2].empty());
+    if (axis != x.rank - 1 || !c.is_const(1) || (c.has(2) && !c.is_const(2)) || extra)
+        return layer_norm_ops(c, axis);
     const std::size_t d = c.in(1).constant->num_elements();
     const double eps = c.attr_float("epsilon", 1e-5);
     auto m = nn::LayerNormConfig{d}.init<Cpu>();
     m.epsilon = eps;
     m.gamma = Param<ember::Tensor<Cpu, 1>>(ember::Tensor<Cpu, 1>::from_data(TensorData(c.in(1).constant->convert(DType::F32).to_vec<float>(), Shape{d})));
-    if (c.has(2)) {
-        c.require(c.is_const(2), "the bias must be a constant");
+    if (c.has(2))
         m.beta = Param<ember::Tensor<Cpu, 1>>(ember::Tensor<Cpu, 1>::from_data(TensorData(c.in(2).constant->convert(DType::F32).to_vec<float>(), Shape{d})));
-    } else {
+    else
         m.beta = Param<ember::Tensor<Cpu, 1>>(ember::Tensor<Cpu, 1>::zeros(Shape{d}));
-    }
     const std::string f = c.field("layer_norm", "ember::nn::LayerNorm<B>",
                                   "ember::nn::LayerNormConfig{" + std::to_string(d) + ", " + literal(eps) +
                                       "}.template init<B>(device)",
@@ -1081,8 +1152,9 @@ const std::map<std::string, Handler>& handlers() {
         t["Cast"] = cast;
         t["Identity"] = [](NodeCtx& c) { c.out_alias(0, 0); };
         t["Dropout"] = [](NodeCtx& c) {  // inference: the identity; the mask output is all true
-            c.require(c.node.outputs.size() < 2 || c.node.outputs[1].empty(), "Dropout's mask output is not supported");
             c.out_alias(0, 0);
+            if (c.node.outputs.size() > 1 && !c.node.outputs[1].empty())
+                c.out(1, like(c.in(0), Kind::Bool), c.t(0) + ".zeros_like().equal_elem(0.0)");
         };
         t["Shape"] = shape_op;
         t["Size"] = size_op;
