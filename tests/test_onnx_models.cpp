@@ -1,6 +1,7 @@
 // Models exported from PyTorch to ONNX (tests/fixtures/gen_onnx_models.py), turned into C++ by
 // ember-onnx at build time (ember_import_onnx in tests/CMakeLists.txt): each generated Model<B>
-// loads its weights and reproduces PyTorch's output on the same input within 1e-4; the MLP also
+// loads its weights and reproduces PyTorch's output on the same input within 1e-4 (an MLP, CNNs,
+// a transformer encoder layer, an LSTM); the MLP also
 // from weights compiled into the binary, trained further through Autodiff<Cpu>, and the CNN
 // (exported with a dynamic batch) at another batch size.
 #include <ember/backend/cpu.hpp>
@@ -13,6 +14,7 @@
 #include "bn_cnn.hpp"
 #include "cnn.hpp"
 #include "harness.hpp"
+#include "lstm.hpp"
 #include "mlp.hpp"
 #include "transformer.hpp"
 
@@ -91,6 +93,9 @@ TEST_CASE("ONNX models imported by ember-onnx match PyTorch", "[onnx]") {
         check_output(transformer::Model<Cpu>::from_file(EMBER_ONNX_RECORD_transformer)
                          .forward(input<3>("transformer")),
                      "transformer");
+    }
+    SECTION("LSTM (→ nn::Lstm) with initial states built in the graph") {
+        check_output(lstm::Model<Cpu>::from_file(EMBER_ONNX_RECORD_lstm).forward(input<3>("lstm")), "lstm");
     }
     SECTION("an imported model trains further") {
         using AD = ember::Autodiff<Cpu>;

@@ -528,10 +528,16 @@ void gather(NodeCtx& c) {
     c.require(idx.kind == Kind::Int, "indices must be integers");
     Value v = like(x, x.kind);
     if (idx.scalar) {  // one index: a narrow, then the dim goes
-        const std::string i = idx.constant ? std::to_string(idx.constant->convert(DType::I64).to_vec<std::int64_t>()[0])
-                                           : "long(" + c.t(1) + ".into_scalar())";
-        std::string sl = c.t(0) + ".narrow(" + r(axis) + ", " + i + " < 0 ? " + i + " + long(" + c.t(0) +
-                         ".dims()[" + r(axis) + "]) : " + i + ", 1)";
+        std::string start;
+        if (idx.constant) {  // known: normalised here where the dim is known
+            auto i = idx.constant->convert(DType::I64).to_vec<std::int64_t>()[0];
+            if (i < 0 && x.dims[axis] >= 0) i += x.dims[axis];
+            start = i >= 0 ? std::to_string(i) : std::to_string(i) + " + long(" + c.t(0) + ".dims()[" + r(axis) + "])";
+        } else {
+            const std::string i = "long(" + c.t(1) + ".into_scalar())";
+            start = i + " < 0 ? " + i + " + long(" + c.t(0) + ".dims()[" + r(axis) + "]) : " + i;
+        }
+        std::string sl = c.t(0) + ".narrow(" + r(axis) + ", " + start + ", 1)";
         v.dims.erase(v.dims.begin() + axis);
         if (x.rank == 1) {
             v.scalar = true, v.dims = {1};
@@ -1088,6 +1094,74 @@ void layer_norm(NodeCtx& c) {
     c.out(0, like(x, Kind::Float), "this->" + f + ".forward(" + c.t(0) + ")");
 }
 
+// LSTM (one direction, default activations) → nn::Lstm. ONNX stacks the gates i, o, f, c in W
+// [1, 4H, I], R [1, 4H, H] and B [1, 8H] (input then recurrence biases); ember's gates hold
+// [in, out] Linear layers, so each block is transposed into its gate.
+void lstm(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(c.attr_str("direction", "forward") == "forward", "only forward LSTMs are supported");
+    c.require(!c.has(4), "sequence_lens is not supported");
+    c.require(!c.has_attr("clip") && c.attr_int("input_forget", 0) == 0, "clip and input_forget are not supported");
+    c.require(!c.has_attr("activations"), "only the default activations are supported");
+    c.require(c.is_const(1) && c.is_const(2) && (!c.has(3) || c.is_const(3)), "W, R and B must be constants");
+    const bool batch_first = c.attr_int("layout", 0) == 1;
+    const std::size_t h = std::size_t(c.attr_int("hidden_size", c.in(2).dims[2]));
+    const std::size_t in = c.in(1).constant->shape()[2];
+    const auto w = c.in(1).constant->convert(DType::F32).to_vec<float>();
+    const auto rr = c.in(2).constant->convert(DType::F32).to_vec<float>();
+    const std::vector<float> b = c.has(3) ? c.in(3).constant->convert(DType::F32).to_vec<float>()
+                                          : std::vector<float>(8 * h, 0.0f);
+    auto m = nn::LstmConfig{in, h, true}.init<Cpu>();
+    m.batch_first = batch_first;
+    // block k of a [4H, cols] matrix, transposed to [cols, H]
+    auto block = [&](const std::vector<float>& src, std::size_t k, std::size_t cols) {
+        std::vector<float> t(cols * h);
+        for (std::size_t o = 0; o < h; ++o)
+            for (std::size_t i = 0; i < cols; ++i) t[i * h + o] = src[(k * h + o) * cols + i];
+        return ember::Tensor<Cpu, 2>::from_data(TensorData(t, Shape{cols, h}));
+    };
+    auto bias = [&](std::size_t k) {
+        return ember::Tensor<Cpu, 1>::from_data(
+            TensorData(std::vector<float>(b.begin() + long(k * h), b.begin() + long((k + 1) * h)), Shape{h}));
+    };
+    auto set = [&](nn::GateController<Cpu>& g, std::size_t k) {  // k: ONNX's block (i0 o1 f2 c3)
+        g.input_transform.weight = Param<ember::Tensor<Cpu, 2>>(block(w, k, in));
+        g.input_transform.bias = Param<ember::Tensor<Cpu, 1>>(bias(k));
+        g.hidden_transform.weight = Param<ember::Tensor<Cpu, 2>>(block(rr, k, h));
+        g.hidden_transform.bias = Param<ember::Tensor<Cpu, 1>>(bias(4 + k));
+    };
+    set(m.input_gate, 0);
+    set(m.output_gate, 1);
+    set(m.forget_gate, 2);
+    set(m.cell_gate, 3);
+    const std::string f = c.field("lstm", "ember::nn::Lstm<B>",
+                                  "ember::nn::LstmConfig{" + std::to_string(in) + ", " + std::to_string(h) +
+                                      ", true, ember::nn::rnn_default_initializer(), " +
+                                      (batch_first ? "true" : "false") + "}.template init<B>(device)",
+                                  m.into_record());
+    std::string state = "std::nullopt";
+    if (c.has(5) || c.has(6)) {
+        c.require(c.has(5) && c.has(6), "initial_h and initial_c must be given together");
+        state = "ember::nn::LstmState<B, 2>{" + c.t(6) + ".template squeeze<2>(0), " + c.t(5) +
+                ".template squeeze<2>(0)}";
+    }
+    const std::string run = c.em.fresh("lstm_run");
+    c.em.body.push_back("const auto " + run + " = this->" + f + ".forward(" + c.t(0) + ", " + state + ");");
+    const std::int64_t seq = x.dims[batch_first ? 1 : 0], batch = x.dims[batch_first ? 0 : 1];
+    Value y;
+    y.kind = Kind::Float;
+    y.rank = 4;
+    y.dims = batch_first ? Dims{batch, seq, 1, std::int64_t(h)} : Dims{seq, 1, batch, std::int64_t(h)};
+    c.out(0, y, run + ".first.template unsqueeze_dim<4>(" + (batch_first ? "2" : "1") + ")");
+    Value st;
+    st.kind = Kind::Float;
+    st.rank = 3;
+    st.dims = batch_first ? Dims{batch, 1, std::int64_t(h)} : Dims{1, batch, std::int64_t(h)};
+    const std::string at = batch_first ? "1" : "0";
+    c.out(1, st, run + ".second.hidden.template unsqueeze_dim<3>(" + at + ")");
+    c.out(2, st, run + ".second.cell.template unsqueeze_dim<3>(" + at + ")");
+}
+
 }  // namespace
 
 void set_import_graph(const Graph* g) { g_graph = g; }
@@ -1190,6 +1264,7 @@ const std::map<std::string, Handler>& handlers() {
         t["GlobalMaxPool"] = [](NodeCtx& c) { global_pool(c, "max"); };
         t["BatchNormalization"] = batch_norm;
         t["LayerNormalization"] = layer_norm;
+        t["LSTM"] = lstm;
         return t;
     }();
     return table;
