@@ -548,6 +548,16 @@ void gather(NodeCtx& c) {
     }
     c.require(idx.rank == 1, "indices of rank " + r(idx.rank) + " (only scalars and lists are supported)");
     v.dims[axis] = idx.dims[0];
+    if (idx.constant && x.dims[axis] >= 0) {  // negative indices counted from the end, here
+        auto list = idx.constant->convert(DType::I64).to_vec<std::int64_t>();
+        for (auto& i : list) {
+            if (i < 0) i += x.dims[axis];
+            c.require(i >= 0 && i < x.dims[axis], "index out of range");
+        }
+        const std::string var = c.em.fresh("indices");
+        c.em.body.push_back("const auto " + var + " = " + inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
+        return c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + var + ")");
+    }
     c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + c.t(1) + ")");
 }
 
@@ -582,10 +592,11 @@ void slice(NodeCtx& c) {
         c.require(steps[k] > 0, "negative steps are not supported");
         ranges[a] = "ember::Slice{" + std::to_string(clampl(starts[k])) + ", " + std::to_string(clampl(ends[k])) +
                     ", " + std::to_string(steps[k]) + "}";
-        if (x.dims[a] >= 0) {
+        if (x.dims[a] >= 0) {  // ONNX clamps out-of-range bounds: done here, where the dim is known
             const auto n = x.dims[a];
             auto fix = [&](std::int64_t v) { return std::clamp(v < 0 ? v + n : v, std::int64_t{0}, n); };
-            const auto b = fix(starts[k]), e = fix(ends[k]);
+            const auto b = fix(starts[k]), e = std::max(fix(starts[k]), fix(ends[k]));
+            ranges[a] = "ember::Slice{" + std::to_string(b) + ", " + std::to_string(e) + ", " + std::to_string(steps[k]) + "}";
             v.dims[a] = e > b ? (e - b + steps[k] - 1) / steps[k] : 0;
         } else {
             v.dims[a] = -1;
@@ -878,8 +889,12 @@ Pads spatial_pads(NodeCtx& c, const Value& x, const Dims& kernel, const Dims& st
 
 // `x` padded explicitly (2-d only) where the padding is not the same on both sides; the layer
 // then pads nothing.
+std::string pre_pad_always(NodeCtx& c, const std::string& x, Pads& p, std::string_view fill);
 std::string pre_pad(NodeCtx& c, const std::string& x, Pads& p, std::string_view fill) {
     if (p.symmetric()) return x;
+    return pre_pad_always(c, x, p, fill);
+}
+std::string pre_pad_always(NodeCtx& c, const std::string& x, Pads& p, std::string_view fill) {
     c.require(p.begin.size() == 2, "asymmetric padding of a 1-d input is not supported");
     const std::string e = x + ".pad({" + std::to_string(p.begin[1]) + ", " + std::to_string(p.end[1]) + ", " +
                           std::to_string(p.begin[0]) + ", " + std::to_string(p.end[0]) + "}, " + std::string(fill) + ")";
@@ -975,15 +990,23 @@ void pool(NodeCtx& c, bool max) {
     c.require(kernel.size() == n, "kernel_shape is missing or of the wrong length");
     const Dims strides = c.attr_ints("strides", Dims(n, 1));
     const Dims dil = c.attr_ints("dilations", Dims(n, 1));
+    c.require(x.kind == Kind::Float, "pooling of integers is not supported");
     Pads pp = spatial_pads(c, x, kernel, strides, dil);
     const bool ceil = c.attr_int("ceil_mode", 0) != 0;
+    // ember's pools pad at most half a window: wider padding is done first, explicitly.
+    const bool wide = [&] {
+        for (std::size_t k = 0; k < n; ++k)
+            if (2 * pp.begin[k] > kernel[k] || 2 * pp.end[k] > kernel[k]) return true;
+        return false;
+    }();
     const bool include_pad = c.attr_int("count_include_pad", 0) != 0;
     c.require(!max || c.node.outputs.size() < 2 || c.node.outputs[1].empty(), "MaxPool's indices output is not supported");
     Value v = like(x, Kind::Float);
     const Dims sp = spatial_out(x, kernel, strides, pp, dil, ceil);
     std::copy(sp.begin(), sp.end(), v.dims.begin() + 2);
-    c.require(max || include_pad || pp.symmetric(), "asymmetric padding left out of the average");
-    const std::string xin = pre_pad(c, c.t(0), pp, max ? "-std::numeric_limits<float>::infinity()" : "0.0");
+    c.require(max || include_pad || (pp.symmetric() && !wide), "padding ember pads only explicitly, left out of the average");
+    const std::string fill = max ? "-std::numeric_limits<float>::infinity()" : "0.0";
+    const std::string xin = wide ? pre_pad_always(c, c.t(0), pp, fill) : pre_pad(c, c.t(0), pp, fill);
     const Dims pads = pp.begin;
     std::string e;
     if (n == 2) {
@@ -1213,11 +1236,16 @@ const std::map<std::string, Handler>& handlers() {
             c.out(0, like(c.in(0), Kind::Float),
                   "(" + x + ".clamp_min(0.0) + (" + x + ".clamp_max(0.0).exp() - 1.0) * " + a + ") * " + g);
         };
-        for (const char* op : {"Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil", "Sin", "Cos", "Tan", "Round"}) {
+        for (const char* op : {"Exp", "Log", "Sqrt", "Erf", "Floor", "Ceil", "Sin", "Cos", "Round"}) {
             std::string m = op;
             m[0] = char(std::tolower(m[0]));
             t[op] = [m](NodeCtx& c) { unary(c, "", "." + m + "()"); };
         }
+        t["Tan"] = [](NodeCtx& c) {
+            c.require(c.in(0).kind == Kind::Float, "needs a float input");
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), x + ".sin() / " + x + ".cos()");
+        };
         t["Abs"] = [](NodeCtx& c) { unary(c, "", ".abs()", false); };
         t["Neg"] = [](NodeCtx& c) { unary(c, "-", "", false); };
         t["Sign"] = [](NodeCtx& c) { unary(c, "", ".sign()", false); };
@@ -1226,6 +1254,11 @@ const std::map<std::string, Handler>& handlers() {
         t["Cast"] = cast;
         t["Identity"] = [](NodeCtx& c) { c.out_alias(0, 0); };
         t["Dropout"] = [](NodeCtx& c) {  // inference: the identity; the mask output is all true
+            if (c.has(2)) {
+                const auto training = c.scalar(2);
+                c.require(training.has_value() && *training == 0.0,
+                          "training_mode must be a constant false (ember-onnx imports for inference)");
+            }
             c.out_alias(0, 0);
             if (c.node.outputs.size() > 1 && !c.node.outputs[1].empty())
                 c.out(1, like(c.in(0), Kind::Bool), c.t(0) + ".zeros_like().equal_elem(0.0)");
