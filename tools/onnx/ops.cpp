@@ -662,7 +662,8 @@ void tile(NodeCtx& c) {
 
 // ---- reductions --------------------------------------------------------------------------------
 
-void reduce(NodeCtx& c, const std::string& method, std::int64_t axes_input_since) {
+void reduce(NodeCtx& c, const std::string& method, std::int64_t axes_input_since,
+            const std::string& pre = "", const std::string& post = "") {
     const Value& x = c.in(0);
     Dims axes = axes_of(c, 1, axes_input_since);
     const bool keep = c.attr_int("keepdims", 1) != 0;
@@ -674,11 +675,12 @@ void reduce(NodeCtx& c, const std::string& method, std::int64_t axes_input_since
     std::sort(axes.begin(), axes.end());
     axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
     Value v = like(x, x.kind);
-    std::string e = c.t(0);
+    std::string e = pre.empty() ? c.t(0) : "(" + pre + "(" + c.t(0) + "))";
     for (auto a : axes) {
         e += "." + method + "_dim(" + std::to_string(a) + ")";
         v.dims[a] = 1;
     }
+    e += post;
     if (!keep) {
         std::size_t rank = x.rank;
         for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
@@ -1185,6 +1187,238 @@ void lstm(NodeCtx& c) {
     c.out(2, st, run + ".second.cell.template unsqueeze_dim<3>(" + at + ")");
 }
 
+// ---- more operators ----------------------------------------------------------------------------
+
+void topk(NodeCtx& c) {
+    const Value& x = c.in(0);
+    const auto k = c.ints(1, "K");
+    c.require(k.size() == 1 && k[0] >= 0, "K must be one non-negative integer");
+    const std::size_t axis = c.axis(c.attr_int("axis", -1), x.rank);
+    const bool largest = c.attr_int("largest", 1) != 0;
+    const std::string run = c.em.fresh("topk");
+    c.em.body.push_back("const auto " + run + " = " + (largest ? c.t(0) : "(-" + c.t(0) + ")") +
+                        ".topk_with_indices(" + std::to_string(k[0]) + ", " + r(axis) + ");");
+    Value v = like(x, x.kind);
+    v.dims[axis] = k[0];
+    c.out(0, v, largest ? run + ".first" : "-" + run + ".first");
+    c.out(1, like(v, Kind::Int), run + ".second");
+}
+
+void trilu(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.rank >= 2, "Trilu of a tensor of rank below 2");
+    const std::int64_t k = c.has(1) ? c.ints(1, "k").at(0) : 0;
+    c.out(0, like(x, x.kind), c.t(0) + (c.attr_int("upper", 1) ? ".triu(" : ".tril(") + std::to_string(k) + ")");
+}
+
+void gather_elements(NodeCtx& c) {
+    const Value &x = c.in(0), &idx = c.in(1);
+    c.require(idx.rank == x.rank, "indices and data of different ranks");
+    const std::size_t axis = c.axis(c.attr_int("axis", 0), x.rank);
+    std::string i = c.t(1);
+    if (!idx.constant || x.dims[axis] < 0)  // negative indices count from the end
+        i = "(" + i + ").mask_where((" + i + ").lower_elem(static_cast<std::int64_t>(0)), (" + i + ") + long(" + c.t(0) +
+            ".dims()[" + r(axis) + "]))";
+    else {
+        auto list = idx.constant->convert(DType::I64).to_vec<std::int64_t>();
+        for (auto& e : list) e = e < 0 ? e + x.dims[axis] : e;
+        const std::string var = c.em.fresh("indices");
+        c.em.body.push_back("const auto " + var + " = " +
+                            inline_tensor(TensorData(list, idx.constant->shape()), idx.rank, Kind::Int) + ";");
+        i = var;
+    }
+    Value v = like(idx, x.kind);
+    c.out(0, std::move(v), c.t(0) + ".gather(" + r(axis) + ", " + i + ")");
+}
+
+void pad_op(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(c.attr_str("mode", "constant") == "constant", "only constant padding is supported");
+    Dims pads = c.em.opset >= 11 ? c.ints(1, "pads") : c.attr_ints("pads");
+    double value = c.em.opset >= 11 ? (c.has(2) ? c.scalar(2).value_or(0.0) : 0.0) : c.attr_float("value", 0.0);
+    if (c.em.opset >= 11 && c.has(2)) c.require(c.scalar(2).has_value(), "constant_value must be a constant");
+    Dims axes;
+    if (c.has(3)) axes = c.ints(3, "axes");
+    else for (std::size_t d = 0; d < x.rank; ++d) axes.push_back(std::int64_t(d));
+    c.require(pads.size() == 2 * axes.size(), "pads has the wrong length");
+    Dims begin(x.rank, 0), end(x.rank, 0);
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+        const std::size_t a = c.axis(axes[k], x.rank);
+        begin[a] = pads[k], end[a] = pads[axes.size() + k];
+        c.require(begin[a] >= 0 && end[a] >= 0, "negative pads (cropping) are not supported");
+    }
+    Value v = like(x, x.kind);
+    std::vector<std::string> dims, ranges;
+    for (std::size_t d = 0; d < x.rank; ++d) {
+        const std::string n = dim_expr(c, 0, d);
+        dims.push_back("std::size_t(" + n + " + " + std::to_string(begin[d] + end[d]) + ")");
+        ranges.push_back("ember::Slice{" + std::to_string(begin[d]) + ", " + std::to_string(begin[d]) + " + " + n + "}");
+        if (v.dims[d] >= 0) v.dims[d] += begin[d] + end[d];
+    }
+    c.out(0, std::move(v), tensor_type(x.kind, x.rank) + "::full(ember::Shape{" + join(dims) + "}, " +
+                               scalar_literal(value, x.kind) + ", device).slice_assign(std::vector<ember::Slice>{" +
+                               join(ranges) + "}, " + c.t(0) + ")");
+}
+
+void one_hot(NodeCtx& c) {
+    const Value& idx = c.in(0);
+    const auto depth = c.scalar(1);
+    c.require(depth.has_value(), "depth must be a constant");
+    c.require(c.is_const(2) && c.in(2).constant->num_elements() == 2, "values must be a constant pair");
+    const auto vals = c.in(2).constant->convert(DType::F64).to_vec<double>();
+    const Kind k = kind_of(c.in(2).constant->dtype());
+    const std::size_t out_rank = idx.rank + 1;
+    const std::size_t axis = c.axis(c.attr_int("axis", -1), out_rank);
+    const auto n = static_cast<std::int64_t>(*depth);
+    std::string i = c.t_as(0, Kind::Int);
+    i = "(" + i + ").mask_where((" + i + ").lower_elem(static_cast<std::int64_t>(0)), (" + i + ") + static_cast<std::int64_t>(" +
+        std::to_string(n) + "))";
+    std::string e = i + ".one_hot(" + std::to_string(n) + ")";
+    e = k == Kind::Float ? "(" + e + ".float_() * " + literal(vals[1] - vals[0]) + " + " + literal(vals[0]) + ")"
+                         : "(" + e + " * " + scalar_literal(vals[1] - vals[0], k) + " + " + scalar_literal(vals[0], k) + ")";
+    Value v;
+    v.kind = k;
+    v.rank = out_rank;
+    v.dims = idx.dims;
+    v.dims.push_back(n);
+    if (axis != out_rank - 1) {
+        Dims perm;
+        for (std::size_t d = 0; d < out_rank - 1; ++d) perm.push_back(std::int64_t(d));
+        perm.insert(perm.begin() + long(axis), std::int64_t(out_rank - 1));
+        Dims moved(out_rank);
+        for (std::size_t d = 0; d < out_rank; ++d) moved[d] = v.dims[std::size_t(perm[d])];
+        v.dims = moved;
+        e += ".permute({" + join_ints(perm) + "})";
+    }
+    c.out(0, std::move(v), e);
+}
+
+void instance_norm(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.rank >= 3, "InstanceNormalization of an input without spatial dims");
+    const double eps = c.attr_float("epsilon", 1e-5);
+    std::string mean = c.t(0);
+    for (std::size_t d = 2; d < x.rank; ++d) mean += ".mean_dim(" + r(d) + ")";
+    const std::string cv = c.em.fresh("centered");
+    c.em.body.push_back("const auto " + cv + " = " + c.t(0) + " - " + mean + ";");
+    std::string var = "(" + cv + " * " + cv + ")";
+    for (std::size_t d = 2; d < x.rank; ++d) var += ".mean_dim(" + r(d) + ")";
+    auto chan = [&](std::size_t i) {
+        std::string e = c.t(i) + ".template unsqueeze_dim<2>(0)";
+        for (std::size_t d = 2; d < x.rank; ++d) e += ".template unsqueeze_dim<" + r(d + 1) + ">(" + r(d) + ")";
+        return e;
+    };
+    c.out(0, like(x, Kind::Float), cv + " / (" + var + " + " + literal(eps) + ").sqrt() * " + chan(1) + " + " + chan(2));
+}
+
+void conv_transpose(NodeCtx& c) {
+    const Value &x = c.in(0), &w = c.in(1);
+    const std::size_t n = x.rank - 2;
+    c.require(n == 1 || n == 2, "ConvTranspose over " + r(n) + " spatial dims (1 and 2 are supported)");
+    c.require(!c.has_attr("output_shape"), "output_shape is not supported (give pads and output_padding)");
+    const std::string ap = c.attr_str("auto_pad", "NOTSET");
+    c.require(ap == "NOTSET" || ap == "VALID", "auto_pad " + ap + " is not supported");
+    Dims kernel = c.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(w.dims.begin() + 2, w.dims.end());
+    const Dims strides = c.attr_ints("strides", Dims(n, 1)), dil = c.attr_ints("dilations", Dims(n, 1));
+    const Dims out_pad = c.attr_ints("output_padding", Dims(n, 0));
+    Dims pads = c.attr_ints("pads", Dims(2 * n, 0));
+    for (std::size_t k = 0; k < n; ++k)
+        c.require(pads[k] == pads[n + k], "asymmetric padding is not supported");
+    const auto groups = c.attr_int("group", 1);
+    Value v = like(x, Kind::Float);
+    v.dims[1] = w.dims[1] < 0 ? -1 : w.dims[1] * groups;
+    for (std::size_t k = 0; k < n; ++k)
+        v.dims[2 + k] = x.dims[2 + k] < 0 ? -1
+                                          : (x.dims[2 + k] - 1) * strides[k] - 2 * pads[k] + dil[k] * (kernel[k] - 1) +
+                                                out_pad[k] + 1;
+    const std::string b = c.has(2) ? "std::optional(" + c.t(2) + ")" : "std::nullopt";
+    c.out(0, std::move(v), "ember::module::conv_transpose" + r(n) + "d(" + c.t(0) + ", " + c.t(1) + ", " + b +
+                               ", ember::ConvTransposeOptions<" + r(n) + ">{" + arr(strides) + ", " +
+                               arr(Dims(pads.begin(), pads.begin() + long(n))) + ", " + arr(out_pad) + ", " + arr(dil) +
+                               ", " + std::to_string(groups) + "})");
+}
+
+void depth_space(NodeCtx& c, bool to_space) {
+    const Value& x = c.in(0);
+    c.require(x.rank == 4, "needs [N, C, H, W]");
+    for (std::size_t d = 1; d < 4; ++d) c.require(x.dims[d] >= 0, "needs static C, H and W");
+    const auto b = c.attr_int("blocksize", 0);
+    c.require(b > 0, "blocksize must be positive");
+    const std::string nd = "long(" + c.t(0) + ".dims()[0])";
+    const auto C = x.dims[1], H = x.dims[2], W = x.dims[3];
+    Value v = like(x, Kind::Float);
+    std::string e;
+    if (to_space) {
+        const bool crd = c.attr_str("mode", "DCR") == "CRD";
+        e = crd ? c.t(0) + ".template reshape<6>({" + nd + ", " + std::to_string(C / (b * b)) + ", " + std::to_string(b) +
+                      ", " + std::to_string(b) + ", " + std::to_string(H) + ", " + std::to_string(W) +
+                      "}).permute({0, 1, 4, 2, 5, 3})"
+                : c.t(0) + ".template reshape<6>({" + nd + ", " + std::to_string(b) + ", " + std::to_string(b) + ", " +
+                      std::to_string(C / (b * b)) + ", " + std::to_string(H) + ", " + std::to_string(W) +
+                      "}).permute({0, 3, 4, 1, 5, 2})";
+        v.dims = {x.dims[0], C / (b * b), H * b, W * b};
+    } else {
+        e = c.t(0) + ".template reshape<6>({" + nd + ", " + std::to_string(C) + ", " + std::to_string(H / b) + ", " +
+            std::to_string(b) + ", " + std::to_string(W / b) + ", " + std::to_string(b) + "}).permute({0, 3, 5, 1, 2, 4})";
+        v.dims = {x.dims[0], C * b * b, H / b, W / b};
+    }
+    c.out(0, v, e + ".template reshape<4>({" + nd + ", " + std::to_string(v.dims[1]) + ", " + std::to_string(v.dims[2]) +
+                    ", " + std::to_string(v.dims[3]) + "})");
+}
+
+void resize(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.rank == 4, "Resize of an input other than [N, C, H, W]");
+    const std::string mode = c.attr_str("mode", "nearest");
+    const std::string coord = c.attr_str("coordinate_transformation_mode", "half_pixel");
+    bool ok = false;
+    std::string opts;
+    if (mode == "nearest" && coord == "asymmetric" && c.attr_str("nearest_mode", "round_prefer_floor") == "floor") {
+        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Nearest, false}";
+    } else if (mode == "linear" && (coord == "half_pixel" || coord == "pytorch_half_pixel")) {
+        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, false}";
+    } else if (mode == "linear" && coord == "align_corners") {
+        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, true}";
+    }
+    c.require(ok, "mode " + mode + " with " + coord + " coordinates is not supported (nearest/asymmetric/floor "
+                  "and linear with half_pixel or align_corners are)");
+    Dims size;
+    if (c.has(3)) {
+        size = c.ints(3, "sizes");
+    } else {
+        c.require(c.is_const(2), "scales must be constants");
+        const auto sc = c.in(2).constant->convert(DType::F64).to_vec<double>();
+        c.require(sc.size() == 4 && sc[0] == 1.0 && sc[1] == 1.0, "only spatial scales are supported");
+        for (std::size_t d = 0; d < 4; ++d) {
+            c.require(x.dims[d] >= 0 || d < 2, "scales need the spatial size");
+            size.push_back(d < 2 ? x.dims[d] : std::int64_t(std::floor(double(x.dims[d]) * sc[d])));
+        }
+    }
+    c.require(size.size() == 4, "sizes must have 4 entries");
+    Value v = like(x, Kind::Float);
+    v.dims[2] = size[2], v.dims[3] = size[3];
+    c.out(0, std::move(v), "ember::module::interpolate(" + c.t(0) + ", {" + std::to_string(size[2]) + ", " +
+                               std::to_string(size[3]) + "}, " + opts + ")");
+}
+
+void eye_like(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.rank == 2 && x.dims[0] >= 0 && x.dims[1] >= 0, "needs a 2-d input of static shape");
+    const auto k = c.attr_int("k", 0);
+    const auto rows = std::size_t(x.dims[0]), cols = std::size_t(x.dims[1]);
+    std::vector<float> v(rows * cols, 0.0f);
+    for (std::size_t i = 0; i < rows; ++i) {
+        const auto j = std::int64_t(i) + k;
+        if (j >= 0 && j < std::int64_t(cols)) v[i * cols + std::size_t(j)] = 1.0f;
+    }
+    TensorData d(v, Shape{rows, cols});
+    const int to = int(c.attr_int("dtype", 0));
+    DType dt = to ? dtype_of(to).value_or(DType::F32) : x.constant ? x.constant->dtype()
+                                                    : (x.kind == Kind::Float ? DType::F32 : DType::I64);
+    c.out_const(0, d.convert(dt));
+}
+
 }  // namespace
 
 void set_import_graph(const Graph* g) { g_graph = g; }
@@ -1298,6 +1532,84 @@ const std::map<std::string, Handler>& handlers() {
         t["BatchNormalization"] = batch_norm;
         t["LayerNormalization"] = layer_norm;
         t["LSTM"] = lstm;
+        t["TopK"] = topk;
+        t["Trilu"] = trilu;
+        t["GatherElements"] = gather_elements;
+        t["Pad"] = pad_op;
+        t["OneHot"] = one_hot;
+        t["InstanceNormalization"] = instance_norm;
+        t["ConvTranspose"] = conv_transpose;
+        t["DepthToSpace"] = [](NodeCtx& c) { depth_space(c, true); };
+        t["SpaceToDepth"] = [](NodeCtx& c) { depth_space(c, false); };
+        t["Resize"] = resize;
+        t["EyeLike"] = eye_like;
+        t["IsNaN"] = [](NodeCtx& c) { c.out(0, like(c.in(0), Kind::Bool), c.t(0) + ".is_nan()"); };
+        t["IsInf"] = [](NodeCtx& c) {
+            const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
+            const std::string x = c.t(0), inf = "std::numeric_limits<double>::infinity()";
+            std::string e = pos && neg ? x + ".abs().equal_elem(" + inf + ")"
+                            : pos      ? x + ".equal_elem(" + inf + ")"
+                            : neg      ? x + ".equal_elem(-" + inf + ")"
+                                       : x + ".not_equal(" + x + ").bool_and(" + x + ".equal(" + x + "))";
+            c.out(0, like(c.in(0), Kind::Bool), e);
+        };
+        t["PRelu"] = [](NodeCtx& c) {
+            const Value& x = c.in(0);
+            c.out(0, like(x, Kind::Float), c.t(0) + ".clamp_min(0.0) + " + c.t(0) + ".clamp_max(0.0) * " + c.t_rank(1, x.rank));
+        };
+        t["Softsign"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), x + " / (" + x + ".abs() + 1.0)");
+        };
+        t["ThresholdedRelu"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float),
+                  x + ".mask_fill(" + x + ".lower_equal_elem(" + literal(c.attr_float("alpha", 1.0)) + "), 0.0)");
+        };
+        t["Celu"] = [](NodeCtx& c) {
+            const std::string x = c.t(0), a = literal(c.attr_float("alpha", 1.0));
+            c.out(0, like(c.in(0), Kind::Float),
+                  x + ".clamp_min(0.0) + ((" + x + " / " + a + ").exp() - 1.0).clamp_max(0.0) * " + a);
+        };
+        t["Sinh"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), "(" + x + ".exp() - (-" + x + ").exp()) * 0.5");
+        };
+        t["Cosh"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), "(" + x + ".exp() + (-" + x + ").exp()) * 0.5");
+        };
+        t["Asinh"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), "(" + x + " + (" + x + " * " + x + " + 1.0).sqrt()).log()");
+        };
+        t["Acosh"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), "(" + x + " + (" + x + " * " + x + " - 1.0).sqrt()).log()");
+        };
+        t["Atanh"] = [](NodeCtx& c) {
+            const std::string x = c.t(0);
+            c.out(0, like(c.in(0), Kind::Float), "((1.0 + " + x + ") / (1.0 - " + x + ")).log() * 0.5");
+        };
+        t["Mish"] = [](NodeCtx& c) { unary(c, "ember::activation::mish(", ")"); };
+        t["Gelu"] = [](NodeCtx& c) {
+            c.require(c.attr_str("approximate", "none") == "none", "only the exact Gelu is supported");
+            unary(c, "ember::activation::gelu(", ")");
+        };
+        t["Mod"] = [](NodeCtx& c) {
+            const Value &a = c.in(0), &b = c.in(1);
+            Value v = broadcast_value(c, a, b, a.kind);
+            const std::string x = c.t_rank(0, v.rank), y = c.t_rank(1, v.rank);
+            if (c.attr_int("fmod", 0) == 0) return c.out(0, std::move(v), x + " % " + y);
+            c.require(a.kind == Kind::Float, "fmod=1 of integers is not supported");
+            // C's fmod: the remainder with the dividend's sign.
+            c.out(0, std::move(v), "(" + x + ".abs() % " + y + ".abs()) * " + x + ".sign()");
+        };
+        t["ReduceSumSquare"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v * v; }"); };
+        t["ReduceL1"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v.abs(); }"); };
+        t["ReduceL2"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v * v; }", ".sqrt()"); };
+        t["ReduceLogSum"] = [](NodeCtx& c) { reduce(c, "sum", 18, "", ".log()"); };
+        t["ReduceLogSumExp"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v.exp(); }", ".log()"); };
         return t;
     }();
     return table;
