@@ -560,7 +560,8 @@ inline V exp_nonpos(const V& x) {
     const V xc = x < lo ? lo : x;
     const V t = xc * kLog2e + kShift;
     const V fn = t - kShift;
-    const I ni = ember::detail::bit_cast<I>(t) - ember::detail::bit_cast<std::int32_t>(kShift);
+    // The builtin itself on vectors: a function returning one would change the ABI (-Wpsabi).
+    const I ni = __builtin_bit_cast(I, t) - ember::detail::bit_cast<std::int32_t>(kShift);
     V r = xc - fn * kLn2Hi;
     r = r - fn * kLn2Lo;
     V q = V{} + 1.9875691500e-4f;
@@ -570,7 +571,7 @@ inline V exp_nonpos(const V& x) {
     q = q * r + 1.6666665459e-1f;
     q = q * r + 5.0000001201e-1f;
     const V poly = (q * r) * r + r + 1.0f;
-    const V y = poly * ember::detail::bit_cast<V>((ni + 127) << 23);
+    const V y = poly * __builtin_bit_cast(V, (ni + 127) << 23);
     return x < lo ? V{} : y;
 }
 
