@@ -2,7 +2,8 @@
 // Modules: plain aggregates that list their fields once with EMBER_MODULE. Every module
 // algorithm (visit, map, records, devices, display, valid) is written once here against the
 // field list, recursing through fields that are modules, std::vector and std::optional of
-// modules, and stopping at leaves:
+// modules, std::variant of modules (enum-like modules: the active alternative, at the field's
+// own path, as Burn's enum modules), and stopping at leaves:
 //   Param<Tensor>         trainable (or frozen) parameter: visited, mapped, recorded
 //   RunningState<Tensor>  state forward() updates: recorded and moved, not visited
 //   Tensor                a constant: moved between devices, not recorded
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 #if !EMBER_FREESTANDING  // firmware has no files and no text streams
 #include <filesystem>
@@ -50,6 +52,10 @@ template <typename T>
 struct IsOptional : std::false_type {};
 template <typename T>
 struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsVariant : std::false_type {};
+template <typename... T>
+struct IsVariant<std::variant<T...>> : std::true_type {};
 
 template <typename T>
 using Bare = std::remove_cvref_t<T>;
@@ -87,6 +93,8 @@ template <typename T, typename... R>
 struct FirstBackend<T, R...> {
     using type = std::conditional_t<std::is_void_v<T>, typename FirstBackend<R...>::type, T>;
 };
+template <typename... T>
+struct BackendOf<std::variant<T...>> : FirstBackend<typename BackendOf<T>::type...> {};
 template <typename Tuple>
 struct FieldsBackend;
 template <typename... F>
@@ -137,6 +145,10 @@ template <typename T>
 struct Valid<std::optional<T>> {
     using type = std::optional<typename Valid<T>::type>;
 };
+template <typename... T>
+struct Valid<std::variant<T...>> {
+    using type = std::variant<typename Valid<T>::type...>;
+};
 template <typename T>
 struct Same {
     using type = T;
@@ -154,6 +166,8 @@ void walk(const T& field, std::string_view path, F& fn) {
         for (std::size_t i = 0; i < field.size(); ++i) walk(field[i], join(path, std::to_string(i)), fn);
     } else if constexpr (IsOptional<T>::value) {
         if (field) walk(*field, path, fn);
+    } else if constexpr (IsVariant<T>::value) {
+        std::visit([&](const auto& alt) { walk(alt, path, fn); }, field);
     } else {
         fn(path, field);
     }
@@ -177,6 +191,13 @@ typename OutOf<T>::type rebuild(const T& field, std::string_view path, F& fn) {
     } else if constexpr (IsOptional<T>::value) {
         if (!field) return Out{};
         return Out{rebuild<OutOf>(*field, path, fn)};
+    } else if constexpr (IsVariant<T>::value) {
+        return std::visit(
+            [&](const auto& alt) -> Out {
+                using A = typename OutOf<Bare<decltype(alt)>>::type;
+                return Out(std::in_place_type<A>, rebuild<OutOf>(alt, path, fn));
+            },
+            field);
     } else {
         return fn(path, field);
     }
@@ -197,6 +218,8 @@ record::Value to_record(const T& field) {
         return list;
     } else if constexpr (IsOptional<T>::value) {
         return field ? to_record(*field) : record::Value{};
+    } else if constexpr (IsVariant<T>::value) {  // untagged: the active alternative's record
+        return std::visit([](const auto& alt) { return to_record(alt); }, field);
     } else if constexpr (IsParam<T>::value) {
         return record::Map{{"id", field.id().to_string()}, {"param", field.val().to_data()}};
     } else if constexpr (IsRunningState<T>::value) {
@@ -251,6 +274,12 @@ T load(const T& field, const record::Value& v, std::string_view path, const Dev&
                     field ? "present" : "absent", " in the module");
         if (!field) return T{};
         return T{load(*field, v, path, device)};
+    } else if constexpr (IsVariant<T>::value) {  // into the active alternative
+        return std::visit(
+            [&](const auto& alt) -> T {
+                return T(std::in_place_type<Bare<decltype(alt)>>, load(alt, v, path, device));
+            },
+            field);
     } else if constexpr (IsParam<T>::value || IsRunningState<T>::value) {
         using Value = typename T::Value;
         using B = typename BackendOf<T>::type;
@@ -305,6 +334,8 @@ void display_value(std::ostream& os, const T& v) {
     } else if constexpr (IsOptional<T>::value) {
         if (v) display_value(os, *v);
         else os << "None";
+    } else if constexpr (IsVariant<T>::value) {
+        std::visit([&](const auto& alt) { display_value(os, alt); }, v);
     } else os << "<constant>";
 }
 #endif

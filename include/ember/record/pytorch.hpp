@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "../module/config.hpp"
@@ -152,6 +153,10 @@ class PyTorchSource {
     /// Fails when the file has `key` or keys below it: the module's optional at `path` is absent
     /// (a layer built without a bias, say), so the tensor would be lost.
     void check_absent(std::string_view key, std::string_view path) const;
+    /// True when the file has tensors below `key` ("key.…").
+    bool has_keys_below(std::string_view key) const { return has_below(key); }
+    /// How many tensors have been taken so far.
+    std::size_t taken() const { return taken_; }
     /// Prints the keys no field asked for, when debugging; fails when the module asked for
     /// tensors and none of the file's matched (a partial load that loads nothing is a mistake).
     void finish() const;
@@ -170,6 +175,7 @@ class PyTorchSource {
     std::map<std::string, Entry, std::less<>> tensors_;
     std::ostream* debug_ = nullptr;
     std::size_t asked_ = 0;    // tensors the module asked for
+    std::size_t taken_ = 0;    // tensors found and taken
     std::string first_asked_;  // the first one's module path, for the error message
 };
 
@@ -225,6 +231,20 @@ Value pytorch_record(const T& field, const std::string& path, const std::string&
         if (field) return pytorch_record(*field, path, key, file, precision, transpose);
         file.check_absent(key, path);
         return Value{};
+    } else if constexpr (md::IsVariant<T>::value) {
+        // An enum-like module: the file's keys below `key` are those of one alternative, the
+        // one the module was built with (the record is untagged, as in Burn).
+        return std::visit(
+            [&](const auto& alt) {
+                const std::size_t before = file.taken();
+                Value r = pytorch_record(alt, path, key, file, precision, transpose);
+                EMBER_CHECK(file.taken() > before || !file.has_keys_below(key), Format, file.name(),
+                            ": the tensors under '", key, "' fit none of the fields of the module's '",
+                            path, "' (alternative ", field.index(), " of its variant): build the "
+                            "module with the alternative the file holds");
+                return r;
+            },
+            field);
     } else if constexpr (md::IsParam<T>::value || md::IsRunningState<T>::value) {
         auto [shape, dtype] = [&] {
             if constexpr (md::IsParam<T>::value) {

@@ -407,6 +407,7 @@ std::optional<TensorData> PyTorchSource::take(std::string_view key, std::string_
     EMBER_CHECK(!e.used, Argument, name_, ": tensor '", key, "' is asked for twice (again by '",
                 path, "')");
     e.used = true;
+    ++taken_;
     const std::string shown =
         e.original == key ? std::string(key) : std::string(key) + "' (file key '" + e.original;
     TensorData data = std::move(e.data);  // each key is taken once: no copy
