@@ -39,6 +39,8 @@ Value like(const Value& a, Kind k) {
     return v;
 }
 
+Value like_value(const Value& a) { return like(a, Kind::Float); }
+
 // ONNX's multidirectional broadcasting of static dims (-1 where unknown).
 Dims broadcast(const Value& a, const Value& b) {
     const std::size_t n = std::max(a.rank, b.rank);
@@ -1419,6 +1421,49 @@ void eye_like(NodeCtx& c) {
     c.out_const(0, d.convert(dt));
 }
 
+void random_op(NodeCtx& c, bool normal, bool like) {
+    Dims shape;
+    Value v;
+    if (like) {
+        const Value& x = c.in(0);
+        v = like_value(x);
+        std::vector<std::string> dims;
+        for (std::size_t d = 0; d < x.rank; ++d) dims.push_back("std::size_t(" + dim_expr(c, 0, d) + ")");
+        const std::string dist = normal ? "ember::Distribution::Normal(" + literal(c.attr_float("mean", 0.0)) + ", " +
+                                              literal(c.attr_float("scale", 1.0)) + ")"
+                                        : "ember::Distribution::Uniform(" + literal(c.attr_float("low", 0.0)) + ", " +
+                                              literal(c.attr_float("high", 1.0)) + ")";
+        c.out(0, std::move(v), tensor_type(Kind::Float, x.rank) + "::random(ember::Shape{" + join(dims) + "}, " + dist +
+                                   ", device)");
+        return;
+    }
+    shape = c.attr_ints("shape");
+    c.require(!shape.empty(), "the shape attribute is missing");
+    v.kind = Kind::Float;
+    v.rank = shape.size();
+    v.dims = shape;
+    const std::string dist = normal ? "ember::Distribution::Normal(" + literal(c.attr_float("mean", 0.0)) + ", " +
+                                          literal(c.attr_float("scale", 1.0)) + ")"
+                                    : "ember::Distribution::Uniform(" + literal(c.attr_float("low", 0.0)) + ", " +
+                                          literal(c.attr_float("high", 1.0)) + ")";
+    c.out(0, std::move(v), tensor_type(Kind::Float, shape.size()) + "::random(ember::Shape{" + join_ints(shape) + "}, " +
+                               dist + ", device)");
+}
+
+void hardmax(NodeCtx& c) {
+    const Value& x = c.in(0);
+    const std::size_t axis = c.axis(c.attr_int("axis", -1), x.rank);
+    c.require(c.em.opset >= 13, "Hardmax before opset 13 (over flattened dims) is not supported");
+    c.require(x.dims[axis] >= 0, "Hardmax needs the size of its axis");
+    // The first maximum along the axis: its index compared with every position.
+    const std::string idx = c.t(0) + ".argmax(" + r(axis) + ")";
+    std::vector<std::string> shape(x.rank, "1");
+    shape[axis] = std::to_string(x.dims[axis]);
+    const std::string pos = "ember::Tensor<B, 1, ember::Int>::arange(0, " + std::to_string(x.dims[axis]) +
+                            ", device).template reshape<" + r(x.rank) + ">({" + join(shape) + "})";
+    c.out(0, like_value(x), idx + ".equal(" + pos + ").float_()");
+}
+
 }  // namespace
 
 void set_import_graph(const Graph* g) { g_graph = g; }
@@ -1543,6 +1588,15 @@ const std::map<std::string, Handler>& handlers() {
         t["SpaceToDepth"] = [](NodeCtx& c) { depth_space(c, false); };
         t["Resize"] = resize;
         t["EyeLike"] = eye_like;
+        t["RandomNormal"] = [](NodeCtx& c) { random_op(c, true, false); };
+        t["RandomUniform"] = [](NodeCtx& c) { random_op(c, false, false); };
+        t["RandomNormalLike"] = [](NodeCtx& c) { random_op(c, true, true); };
+        t["RandomUniformLike"] = [](NodeCtx& c) { random_op(c, false, true); };
+        t["Bernoulli"] = [](NodeCtx& c) {  // 1 where a uniform draw falls below the probability
+            const std::string x = c.t_as(0, Kind::Float);
+            c.out(0, like_value(c.in(0)), x + ".random_like(ember::Distribution::Default).lower(" + x + ").float_()");
+        };
+        t["Hardmax"] = hardmax;
         t["IsNaN"] = [](NodeCtx& c) { c.out(0, like(c.in(0), Kind::Bool), c.t(0) + ".is_nan()"); };
         t["IsInf"] = [](NodeCtx& c) {
             const bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
