@@ -899,7 +899,7 @@ std::string pre_pad(NodeCtx& c, const std::string& x, Pads& p, std::string_view 
     return pre_pad_always(c, x, p, fill);
 }
 std::string pre_pad_always(NodeCtx& c, const std::string& x, Pads& p, std::string_view fill) {
-    c.require(p.begin.size() == 2, "asymmetric padding of a 1-d input is not supported");
+    c.require(p.begin.size() == 2, "asymmetric padding of a 1-d or 3-d input is not supported");
     const std::string e = x + ".pad({" + std::to_string(p.begin[1]) + ", " + std::to_string(p.end[1]) + ", " +
                           std::to_string(p.begin[0]) + ", " + std::to_string(p.end[0]) + "}, " + std::string(fill) + ")";
     p.begin.assign(2, 0), p.end.assign(2, 0);
@@ -925,7 +925,7 @@ std::string arr(const Dims& v) { return "{" + join_ints(v) + "}"; }
 void conv(NodeCtx& c) {
     const Value &x = c.in(0), &w = c.in(1);
     const std::size_t n = x.rank - 2;
-    c.require(n == 1 || n == 2, "Conv over " + r(n) + " spatial dims (1 and 2 are supported)");
+    c.require(n >= 1 && n <= 3, "Conv over " + r(n) + " spatial dims (1 to 3 are supported)");
     Dims kernel = c.attr_ints("kernel_shape");
     if (kernel.empty()) kernel.assign(w.dims.begin() + 2, w.dims.end());
     c.require(kernel.size() == n && std::all_of(kernel.begin(), kernel.end(), [](auto k) { return k > 0; }),
@@ -938,7 +938,7 @@ void conv(NodeCtx& c) {
     Value v = like(x, Kind::Float);
     v.dims[1] = w.dims[0];
     std::copy(out_sp.begin(), out_sp.end(), v.dims.begin() + 2);
-    if (!w.constant || (c.has(2) && !c.is_const(2))) {  // weights computed in the graph: the op
+    if (!w.constant || (c.has(2) && !c.is_const(2)) || n == 3) {  // the functional op (3-d: no layer)
         const std::string b = c.has(2) ? "std::optional(" + c.t(2) + ")" : "std::nullopt";
         c.out(0, std::move(v), "ember::module::conv" + r(n) + "d(" + xin + ", " + c.t(1) + ", " + b +
                                    ", ember::ConvOptions<" + r(n) + ">{" + arr(strides) + ", " + arr(pads.begin) +
@@ -1316,7 +1316,7 @@ void instance_norm(NodeCtx& c) {
 void conv_transpose(NodeCtx& c) {
     const Value &x = c.in(0), &w = c.in(1);
     const std::size_t n = x.rank - 2;
-    c.require(n == 1 || n == 2, "ConvTranspose over " + r(n) + " spatial dims (1 and 2 are supported)");
+    c.require(n >= 1 && n <= 3, "ConvTranspose over " + r(n) + " spatial dims (1 to 3 are supported)");
     c.require(!c.has_attr("output_shape"), "output_shape is not supported (give pads and output_padding)");
     const std::string ap = c.attr_str("auto_pad", "NOTSET");
     c.require(ap == "NOTSET" || ap == "VALID", "auto_pad " + ap + " is not supported");
