@@ -9,6 +9,10 @@ endif()
 option(EMBER_VULKAN "Build the Vulkan backend" ${_ember_vulkan_default})
 
 include(CheckLanguage)
+# nvcc is often not on PATH: look in the toolkit's usual home before giving up.
+if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
+endif()
 check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
   set(_ember_cuda_default ON)

@@ -3,10 +3,16 @@
 // extern here keeps every user of them from compiling the decorator's ops again.
 #include "autodiff/autodiff.hpp"
 #include "backend/cpu.hpp"
+#if defined(EMBER_CUDA)
+#include "backend/cuda.hpp"
+#endif
 
 namespace ember {
 extern template struct Autodiff<Cpu>;
 extern template struct Autodiff<CpuF64>;
 extern template struct Autodiff<Cpu, BalancedCheckpointing>;
 extern template struct Autodiff<CpuF64, BalancedCheckpointing>;
+#if defined(EMBER_CUDA)  // set by linking ember::cuda
+extern template struct Autodiff<Cuda>;
+#endif
 }  // namespace ember

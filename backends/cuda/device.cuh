@@ -1,0 +1,73 @@
+#pragma once
+// Device-side helpers shared by the .cu files: strided offsets from an Iter, launch sizes, the
+// NaN-aware min/max PyTorch uses, and dtype dispatch over the compute types.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels.hpp"
+
+namespace ember::detail::cuda {
+
+constexpr int kThreads = 256;
+
+/// Blocks for n elements at kThreads each, capped (kernels loop grid-stride past the cap).
+inline unsigned blocks_for(std::int64_t n) {
+    const std::int64_t b = (n + kThreads - 1) / kThreads;
+    return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+/// Element offsets of linear index i for each of the K operands.
+template <int K>
+__device__ __forceinline__ void offsets(const Iter<K>& it, std::int64_t i, std::int64_t* off) {
+    for (int k = 0; k < K; ++k) off[k] = 0;
+    if (it.rank == 1) {  // the merged contiguous (or single strided) case: no division
+        for (int k = 0; k < K; ++k) off[k] = i * it.strides[k][0];
+        return;
+    }
+    for (int d = it.rank - 1; d >= 0; --d) {
+        const std::int64_t size = it.shape[d];
+        const std::int64_t c = i % size;
+        i /= size;
+        for (int k = 0; k < K; ++k) off[k] += c * it.strides[k][d];
+    }
+}
+
+#define EMBER_GRID_LOOP(i, n)                                                                  \
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;   \
+         i < (n); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+
+template <typename T>
+__device__ __forceinline__ bool is_nan(T x) {
+    return x != x;
+}
+/// max with NaN propagation (PyTorch's maximum).
+template <typename T>
+__device__ __forceinline__ T nan_max(T a, T b) {
+    if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+    return a > b ? a : b;
+}
+template <typename T>
+__device__ __forceinline__ T nan_min(T a, T b) {
+    if (is_nan(a) || is_nan(b)) return is_nan(a) ? a : b;
+    return a < b ? a : b;
+}
+
+/// Calls f(T{}) for a compute dtype (F32, F64, I64; Bool as uint8).
+template <typename F>
+void visit_compute(DType d, F&& f) {
+    switch (d) {
+        case DType::F32: return f(float{});
+        case DType::F64: return f(double{});
+        case DType::I64: return f(std::int64_t{});
+        default: return f(std::uint8_t{});
+    }
+}
+
+/// Checks the launch that was just queued (configuration errors surface here).
+void check_launch(const char* kernel);
+/// Throws ember::DeviceError naming `call` when `e` is not cudaSuccess (runtime.cpp).
+void check(cudaError_t e, const char* call);
+
+}  // namespace ember::detail::cuda

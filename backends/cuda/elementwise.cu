@@ -1,0 +1,554 @@
+// Elementwise kernels: one strided kernel per family and compute type (f32, f64, i64, bool as a
+// byte), the op chosen by a switch that is uniform across the grid. f16/bf16 tensors are cast to
+// f32 by the host code and back, so no kernel is instantiated for them beyond the casts.
+#include <cmath>
+#include <cstdint>
+
+#include "device.cuh"
+
+namespace ember::detail::cuda {
+namespace {
+
+// ---- casts ---------------------------------------------------------------------------------
+/// A loaded element: floats as double, ints (and bools) as int64, so that conversions between
+/// any pair of dtypes follow C++ (float → int truncates, → bool is != 0).
+struct Value {
+    double f;
+    std::int64_t i;
+    bool is_float;
+};
+
+__device__ __forceinline__ Value load(const void* p, DType d, std::int64_t o) {
+    switch (d) {
+        case DType::F32: return {static_cast<const float*>(p)[o], 0, true};
+        case DType::F64: return {static_cast<const double*>(p)[o], 0, true};
+        case DType::F16: return {__half2float(static_cast<const __half*>(p)[o]), 0, true};
+        case DType::BF16:
+            return {__bfloat162float(static_cast<const __nv_bfloat16*>(p)[o]), 0, true};
+        case DType::I64: return {0, static_cast<const std::int64_t*>(p)[o], false};
+        case DType::I32: return {0, static_cast<const std::int32_t*>(p)[o], false};
+        case DType::I16: return {0, static_cast<const std::int16_t*>(p)[o], false};
+        case DType::I8: return {0, static_cast<const std::int8_t*>(p)[o], false};
+        default: return {0, static_cast<const std::uint8_t*>(p)[o], false};
+    }
+}
+
+__device__ __forceinline__ void store(void* p, DType d, std::int64_t o, Value v) {
+    switch (d) {
+        case DType::F32:
+            static_cast<float*>(p)[o] = v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i);
+            break;
+        case DType::F64:
+            static_cast<double*>(p)[o] = v.is_float ? v.f : static_cast<double>(v.i);
+            break;
+        case DType::F16:
+            static_cast<__half*>(p)[o] =
+                __float2half_rn(v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
+            break;
+        case DType::BF16:
+            static_cast<__nv_bfloat16*>(p)[o] = __float2bfloat16_rn(
+                v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
+            break;
+        case DType::Bool:
+            static_cast<std::uint8_t*>(p)[o] = v.is_float ? (v.f != 0.0) : (v.i != 0);
+            break;
+        default: {
+            const std::int64_t x = v.is_float ? static_cast<std::int64_t>(v.f) : v.i;
+            switch (d) {
+                case DType::I64: static_cast<std::int64_t*>(p)[o] = x; break;
+                case DType::I32: static_cast<std::int32_t*>(p)[o] = static_cast<std::int32_t>(x); break;
+                case DType::I16: static_cast<std::int16_t*>(p)[o] = static_cast<std::int16_t>(x); break;
+                case DType::I8: static_cast<std::int8_t*>(p)[o] = static_cast<std::int8_t>(x); break;
+                default: static_cast<std::uint8_t*>(p)[o] = static_cast<std::uint8_t>(x); break;
+            }
+        }
+    }
+}
+
+__global__ void convert_kernel(Iter<2> it, void* dst, DType dd, const void* src, DType sd) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        store(dst, dd, off[0], load(src, sd, off[1]));
+    }
+}
+
+/// Same-dtype copies move raw words of the element's size.
+template <typename U>
+__global__ void copy_kernel(Iter<2> it, U* dst, const U* src) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        dst[off[0]] = src[off[1]];
+    }
+}
+
+// ---- scalar functions ----------------------------------------------------------------------
+template <typename T>
+__device__ __forceinline__ T floor_div(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return a / b;  // float division is true division (PyTorch's `/`)
+    } else {
+        T q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+        return q;
+    }
+}
+template <typename T>
+__device__ __forceinline__ T py_rem(T a, T b) {
+    T r;
+    if constexpr (std::is_floating_point_v<T>) r = fmod(a, b);
+    else r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+template <typename T>
+__device__ __forceinline__ T int_pow(T base, T exp) {
+    if (exp < 0) return (base == 1) ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+    T r = 1;
+    while (exp) {
+        if (exp & 1) r = static_cast<T>(r * base);
+        base = static_cast<T>(base * base);
+        exp >>= 1;
+    }
+    return r;
+}
+
+template <typename T>
+__device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+        switch (op) {
+            case BinaryOp::And:
+            case BinaryOp::Mul:
+            case BinaryOp::Min: return a && b;
+            case BinaryOp::Xor: return a != b;
+            default: return a || b;  // Or, Add, Max
+        }
+    } else {
+        using U = std::conditional_t<std::is_integral_v<T>, std::uint64_t, T>;
+        switch (op) {
+            // Integer add/sub/mul wrap (two's complement), as the CPU backend's.
+            case BinaryOp::Add: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+            case BinaryOp::Sub: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+            case BinaryOp::RSub: return static_cast<T>(static_cast<U>(b) - static_cast<U>(a));
+            case BinaryOp::Mul: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+            case BinaryOp::Div: return floor_div(a, b);
+            case BinaryOp::RDiv: return floor_div(b, a);
+            case BinaryOp::Rem: return py_rem(a, b);
+            case BinaryOp::RRem: return py_rem(b, a);
+            case BinaryOp::Pow:
+                if constexpr (std::is_floating_point_v<T>) return pow(a, b);
+                else return int_pow(a, b);
+            case BinaryOp::RPow:
+                if constexpr (std::is_floating_point_v<T>) return pow(b, a);
+                else return int_pow(b, a);
+            case BinaryOp::Max: return nan_max(a, b);
+            case BinaryOp::Min: return nan_min(a, b);
+            default: return a;  // logical ops are rejected on the host for non-bool tensors
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ bool apply_compare(CompareOp op, T a, T b) {
+    switch (op) {
+        case CompareOp::Eq: return a == b;
+        case CompareOp::Ne: return a != b;
+        case CompareOp::Gt: return a > b;
+        case CompareOp::Ge: return a >= b;
+        case CompareOp::Lt: return a < b;
+        default: return a <= b;
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+        return !x;  // Not: the only op on bools
+    } else if constexpr (std::is_integral_v<T>) {
+        switch (op) {
+            case UnaryOp::Neg: return static_cast<T>(0ull - static_cast<std::uint64_t>(x));
+            case UnaryOp::Abs: return x < 0 ? static_cast<T>(0ull - static_cast<std::uint64_t>(x)) : x;
+            case UnaryOp::Sign: return static_cast<T>((x > 0) - (x < 0));
+            default: return x > 0 ? x : T{0};  // Relu
+        }
+    } else {
+        switch (op) {
+            case UnaryOp::Neg: return -x;
+            case UnaryOp::Abs: return fabs(x);
+            case UnaryOp::Exp: return exp(x);
+            case UnaryOp::Log: return log(x);
+            case UnaryOp::Log1p: return log1p(x);
+            case UnaryOp::Sqrt: return sqrt(x);
+            case UnaryOp::Sin: return sin(x);
+            case UnaryOp::Cos: return cos(x);
+            case UnaryOp::Tanh: return tanh(x);
+            case UnaryOp::Erf: return erf(x);
+            case UnaryOp::Recip: return T{1} / x;
+            case UnaryOp::Floor: return floor(x);
+            case UnaryOp::Ceil: return ceil(x);
+            case UnaryOp::Round: return rint(x);  // half to even, as nearbyint
+            case UnaryOp::Sign: return static_cast<T>((x > 0) - (x < 0));
+            case UnaryOp::Sigmoid:
+                // Written so that neither branch overflows exp.
+                if (x >= 0) return T{1} / (T{1} + exp(-x));
+                else {
+                    const T e = exp(x);
+                    return e / (T{1} + e);
+                }
+            case UnaryOp::Relu: return x > 0 ? x : (x != x ? x : T{0});
+            case UnaryOp::Gelu: return x * T(0.5) * (T{1} + erf(x * T(0.70710678118654752440)));
+            default: return x;
+        }
+    }
+}
+
+template <typename T>
+__global__ void unary_kernel(UnaryOp op, Iter<2> it, T* out, const T* in) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = apply_unary(op, in[off[1]]);
+    }
+}
+template <typename T>
+__global__ void isnan_kernel(Iter<2> it, std::uint8_t* out, const T* in) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = is_nan(in[off[1]]);
+    }
+}
+template <typename T>
+__global__ void binary_kernel(BinaryOp op, Iter<3> it, T* out, const T* a, const T* b) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[3];
+        offsets(it, i, off);
+        out[off[0]] = apply_binary(op, a[off[1]], b[off[2]]);
+    }
+}
+/// The contiguous same-shape f32 case (most of a model's elementwise work), four at a time.
+__global__ void binary_f32x4_kernel(BinaryOp op, std::int64_t n4, float4* out, const float4* a,
+                                    const float4* b) {
+    EMBER_GRID_LOOP(i, n4) {
+        const float4 x = a[i], y = b[i];
+        out[i] = make_float4(apply_binary(op, x.x, y.x), apply_binary(op, x.y, y.y),
+                             apply_binary(op, x.z, y.z), apply_binary(op, x.w, y.w));
+    }
+}
+template <typename T>
+__global__ void compare_kernel(CompareOp op, Iter<3> it, std::uint8_t* out, const T* a,
+                               const T* b) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[3];
+        offsets(it, i, off);
+        out[off[0]] = apply_compare(op, a[off[1]], b[off[2]]);
+    }
+}
+template <typename T>
+__global__ void binary_scalar_kernel(BinaryOp op, Iter<2> it, T* out, const T* a, T v) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = apply_binary(op, a[off[1]], v);
+    }
+}
+template <typename T, typename C>
+__global__ void compare_scalar_kernel(CompareOp op, Iter<2> it, std::uint8_t* out, const T* a,
+                                      C v) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = apply_compare(op, static_cast<C>(a[off[1]]), v);
+    }
+}
+template <typename T>
+__global__ void clamp_kernel(Iter<2> it, T* out, const T* a, T lo, T hi) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = nan_min(nan_max(a[off[1]], lo), hi);
+    }
+}
+template <typename T>
+__global__ void where_kernel(Iter<4> it, T* out, const std::uint8_t* m, const T* a, const T* b) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[4];
+        offsets(it, i, off);
+        out[off[0]] = m[off[1]] ? a[off[2]] : b[off[3]];
+    }
+}
+template <typename U>
+__global__ void fill_kernel(U* out, std::int64_t n, U v) {
+    EMBER_GRID_LOOP(i, n) out[i] = v;
+}
+__global__ void arange_kernel(std::int64_t* out, std::int64_t n, std::int64_t start,
+                              std::int64_t step) {
+    EMBER_GRID_LOOP(i, n) out[i] = start + i * step;
+}
+
+// ---- random --------------------------------------------------------------------------------
+/// SplitMix64 finaliser: a good 64-bit mix, so hash(seed, counter, i) is a counter-based
+/// generator (each element independent of the launch shape).
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+__device__ __forceinline__ double uniform01(std::uint64_t key, std::uint64_t i) {
+    return static_cast<double>(mix(key + 0x9e3779b97f4a7c15ull * (i + 1)) >> 11) * 0x1.0p-53;
+}
+template <typename T>
+__global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint64_t key) {
+    EMBER_GRID_LOOP(i, n) {
+        double v;
+        switch (d.kind) {
+            case Distribution::Kind::Normal: {
+                // Box-Muller on two draws of this element's own stream.
+                const double u1 = 1.0 - uniform01(key, 2 * i), u2 = uniform01(key, 2 * i + 1);
+                v = d.a + d.b * sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
+                break;
+            }
+            case Distribution::Kind::Bernoulli: v = uniform01(key, i) < d.a ? 1.0 : 0.0; break;
+            case Distribution::Kind::Uniform:
+                v = d.a + (d.b - d.a) * uniform01(key, i);
+                if constexpr (std::is_integral_v<T>) v = floor(v);
+                break;
+            default: v = uniform01(key, i); break;
+        }
+        out[i] = static_cast<T>(v);
+    }
+}
+
+// ---- Adam ----------------------------------------------------------------------------------
+template <typename T>
+__global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, const T* g,
+                            const T* m, const T* v, AdamStepScalars s) {
+    const T b1 = T(s.beta_1), b2 = T(s.beta_2), eps = T(s.epsilon);
+    const T inv_sqrt_c2 = T(1.0 / std::sqrt(s.correction_2));
+    const T step = T(s.lr / s.correction_1);
+    EMBER_GRID_LOOP(i, n) {
+        const T gi = g[i];
+        const T mk = b1 * m[i] + (T(1) - b1) * gi;
+        const T vk = b2 * v[i] + (T(1) - b2) * gi * gi;
+        const T denom = sqrt(vk) * inv_sqrt_c2 + eps;
+        po[i] = p[i] - step * mk / denom;
+        mo[i] = mk;
+        vo[i] = vk;
+    }
+}
+
+__global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64_t limit,
+                                   int mode, int* flag) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[1];
+        offsets(it, i, off);
+        const std::int64_t x = v[off[0]];
+        const bool bad = mode == 0 ? (x < 0 || x >= limit) : (mode == 1 ? x == 0 : x < 0);
+        if (bad) *flag = 1;
+    }
+}
+
+}  // namespace
+
+
+
+void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
+                 cudaStream_t s) {
+    if (it.n == 0) return;
+    if (dd == sd || (dtype_size(dd) == 1 && dtype_size(sd) == 1 && dd != DType::Bool &&
+                     sd != DType::Bool)) {
+        switch (dtype_size(dd)) {
+            case 8:
+                copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it, static_cast<std::uint64_t*>(dst), static_cast<const std::uint64_t*>(src));
+                break;
+            case 4:
+                copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it, static_cast<std::uint32_t*>(dst), static_cast<const std::uint32_t*>(src));
+                break;
+            case 2:
+                copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it, static_cast<std::uint16_t*>(dst), static_cast<const std::uint16_t*>(src));
+                break;
+            default:
+                copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it, static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(src));
+        }
+    } else {
+        convert_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, dst, dd, src, sd);
+    }
+    check_launch("copy");
+}
+
+void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void* in,
+                  cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        if (op == UnaryOp::IsNan)
+            isnan_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                it, static_cast<std::uint8_t*>(out), static_cast<const T*>(in));
+        else
+            unary_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<T*>(out),
+                                                               static_cast<const T*>(in));
+    });
+    check_launch("unary");
+}
+
+void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const void* a,
+                   const void* b, cudaStream_t s) {
+    if (it.n == 0) return;
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (cd == DType::F32 && it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 &&
+        it.strides[2][0] == 1 && it.n % 4 == 0 && aligned(out) && aligned(a) && aligned(b)) {
+        binary_f32x4_kernel<<<blocks_for(it.n / 4), kThreads, 0, s>>>(
+            op, it.n / 4, static_cast<float4*>(out), static_cast<const float4*>(a),
+            static_cast<const float4*>(b));
+    } else {
+        visit_compute(cd, [&]<typename T>(T) {
+            binary_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b));
+        });
+    }
+    check_launch("binary");
+}
+
+void launch_compare(CompareOp op, DType cd, const Iter<3>& it, void* out, const void* a,
+                    const void* b, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        compare_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it,
+                                                             static_cast<std::uint8_t*>(out),
+                                                             static_cast<const T*>(a),
+                                                             static_cast<const T*>(b));
+    });
+    check_launch("compare");
+}
+
+void launch_binary_scalar(BinaryOp op, DType cd, const Iter<2>& it, void* out, const void* a,
+                          Scalar v, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        const T x = std::is_floating_point_v<T> ? static_cast<T>(v.f) : static_cast<T>(v.i);
+        binary_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+            op, it, static_cast<T*>(out), static_cast<const T*>(a), x);
+    });
+    check_launch("binary_scalar");
+}
+
+void launch_compare_scalar(CompareOp op, DType cd, const Iter<2>& it, void* out, const void* a,
+                           Scalar v, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        auto* o = static_cast<std::uint8_t*>(out);
+        const T* x = static_cast<const T*>(a);
+        if constexpr (std::is_same_v<T, float>) {
+            // Compare in f64 so that `x > 0.1` means what it says, unless the scalar is exactly
+            // a float (then f32 gives the same answer, cheaper).
+            if (static_cast<double>(static_cast<float>(v.f)) == v.f)
+                compare_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                    op, it, o, x, static_cast<float>(v.f));
+            else
+                compare_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, o, x, v.f);
+        } else if constexpr (std::is_same_v<T, double>) {
+            compare_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, o, x, v.f);
+        } else {
+            compare_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, o, x,
+                                                                        static_cast<T>(v.i));
+        }
+    });
+    check_launch("compare_scalar");
+}
+
+void launch_clamp(DType cd, const Iter<2>& it, void* out, const void* a, Scalar lo, Scalar hi,
+                  cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        const bool f = std::is_floating_point_v<T>;
+        clamp_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+            it, static_cast<T*>(out), static_cast<const T*>(a),
+            f ? static_cast<T>(lo.f) : static_cast<T>(lo.i),
+            f ? static_cast<T>(hi.f) : static_cast<T>(hi.i));
+    });
+    check_launch("clamp");
+}
+
+void launch_where(DType cd, const Iter<4>& it, void* out, const void* mask, const void* a,
+                  const void* b, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        where_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+            it, static_cast<T*>(out), static_cast<const std::uint8_t*>(mask),
+            static_cast<const T*>(a), static_cast<const T*>(b));
+    });
+    check_launch("mask_where");
+}
+
+void launch_fill(void* out, DType dt, std::int64_t n, Scalar v, cudaStream_t s) {
+    if (n == 0) return;
+    const unsigned g = blocks_for(n);
+    switch (dt) {
+        case DType::F32: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(out), n, static_cast<float>(v.f)); break;
+        case DType::F64: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<double*>(out), n, v.f); break;
+        case DType::F16:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<__half*>(out), n, __float2half_rn(static_cast<float>(v.f)));
+            break;
+        case DType::BF16:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<__nv_bfloat16*>(out), n,
+                                               __float2bfloat16_rn(static_cast<float>(v.f)));
+            break;
+        case DType::I64: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, v.i); break;
+        case DType::I32: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int32_t*>(out), n, static_cast<std::int32_t>(v.i)); break;
+        case DType::I16: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int16_t*>(out), n, static_cast<std::int16_t>(v.i)); break;
+        case DType::Bool:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n, std::uint8_t(v.i != 0 || v.f != 0));
+            break;
+        default: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n, static_cast<std::uint8_t>(v.i)); break;
+    }
+    check_launch("fill");
+}
+
+void launch_arange(std::int64_t* out, std::int64_t n, std::int64_t start, std::int64_t step,
+                   cudaStream_t s) {
+    if (n == 0) return;
+    arange_kernel<<<blocks_for(n), kThreads, 0, s>>>(out, n, start, step);
+    check_launch("arange");
+}
+
+void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, std::uint64_t seed,
+                   std::uint64_t counter, cudaStream_t s) {
+    if (n == 0) return;
+    const std::uint64_t key = seed * 0xd1342543de82ef95ull + counter * 0x9e3779b97f4a7c15ull;
+    switch (dt) {
+        case DType::F64: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<double*>(out), n, d, key); break;
+        case DType::I64: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, d, key); break;
+        default: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(out), n, d, key); break;
+    }
+    check_launch("random");
+}
+
+void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out, const void* p,
+                 const void* g, const void* m, const void* v, const AdamStepScalars& sc,
+                 cudaStream_t s) {
+    if (n == 0) return;
+    if (cd == DType::F64)
+        adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            n, static_cast<double*>(p_out), static_cast<double*>(m_out), static_cast<double*>(v_out),
+            static_cast<const double*>(p), static_cast<const double*>(g),
+            static_cast<const double*>(m), static_cast<const double*>(v), sc);
+    else
+        adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            n, static_cast<float*>(p_out), static_cast<float*>(m_out), static_cast<float*>(v_out),
+            static_cast<const float*>(p), static_cast<const float*>(g),
+            static_cast<const float*>(m), static_cast<const float*>(v), sc);
+    check_launch("adam_step");
+}
+
+void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t limit, int mode,
+                        int* flag, cudaStream_t s) {
+    if (it.n == 0) return;
+    check_range_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, v, limit, mode, flag);
+    check_launch("check_indices");
+}
+
+}  // namespace ember::detail::cuda

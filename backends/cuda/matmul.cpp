@@ -1,0 +1,173 @@
+// Matmul through cuBLAS (cublasGemmStridedBatchedEx): broadcast batch dims become stride-0
+// batches and transposed views become op flags, so neither is copied. f32 runs in full f32
+// unless TF32 is allowed (ember::cuda::set_allow_tf32), f16/bf16 accumulate in f32, f64 in f64.
+// Integer matmuls run in a plain kernel (cuBLAS has no int64 GEMM).
+#include <atomic>
+
+#include "ember/backend/cuda.hpp"
+#include "gemm.hpp"
+#include "ops.hpp"
+
+namespace ember::detail::cuda {
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+
+/// A matrix operand as cuBLAS sees it: `trans` when the last dim is not the unit-stride one.
+struct MatView {
+    bool ok = false, trans = false;
+    std::int64_t ld = 0, batch_stride = 0;
+};
+
+/// Whether the last two dims of `t` (shape [..., r, c]) form a BLAS matrix, and the batch dims
+/// a single stride (broadcast dims have stride 0).
+MatView mat_view(const CudaTensor& t, std::size_t nb, std::int64_t batch) {
+    MatView v;
+    const std::size_t R = t.shape.rank();
+    const auto r = static_cast<std::int64_t>(t.shape[R - 2]), c = static_cast<std::int64_t>(t.shape[R - 1]);
+    const std::int64_t sr = t.strides[R - 2], sc = t.strides[R - 1];
+    if ((c == 1 || sc == 1) && (r == 1 || sr >= c)) {
+        v.ok = true;
+        v.ld = r == 1 ? std::max<std::int64_t>(c, 1) : sr;
+    } else if ((r == 1 || sr == 1) && (c == 1 || sc >= r)) {
+        v.ok = true;
+        v.trans = true;
+        v.ld = c == 1 ? std::max<std::int64_t>(r, 1) : sc;
+    }
+    if (!v.ok) return v;
+    // Batch dims: one stride for all, so that batch i sits at i·stride.
+    std::int64_t stride = -1, expect = -1;
+    for (std::size_t i = nb; i-- > 0;) {
+        if (t.shape[i] == 1) continue;
+        const std::int64_t s = t.strides[i];
+        if (stride < 0) {
+            stride = s;
+            expect = s * static_cast<std::int64_t>(t.shape[i]);
+        } else if (s == expect || (s == 0 && stride == 0)) {
+            expect = s * static_cast<std::int64_t>(t.shape[i]);
+        } else {
+            v.ok = false;
+            return v;
+        }
+    }
+    v.batch_stride = stride < 0 ? 0 : stride;
+    (void)batch;
+    return v;
+}
+}  // namespace
+
+void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
+          const void* a, std::int64_t lda, std::int64_t sa, const void* b, std::int64_t ldb,
+          std::int64_t sb, void* c, std::int64_t ldc, std::int64_t sc, std::int64_t batch,
+          double beta) {
+    EMBER_CHECK(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batch <= INT32_MAX, Shape,
+                "matmul: dims ", m, "x", k, "x", n, " exceed cuBLAS's 32-bit limits");
+    cublasHandle_t h = cublas(device);
+    cudaDataType_t type;
+    cublasComputeType_t compute;
+    switch (dt) {
+        case DType::F64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
+        case DType::F16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
+        case DType::BF16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
+        default:
+            type = CUDA_R_32F;
+            compute = tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    }
+    const double alpha_d = 1.0;
+    const float alpha_f = 1.0f, beta_f = static_cast<float>(beta);
+    const void* alpha = dt == DType::F64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+    const void* betap = dt == DType::F64 ? static_cast<const void*>(&beta) : &beta_f;
+    // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands.
+    EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+        static_cast<int>(m), static_cast<int>(k), alpha, b, type, static_cast<int>(ldb), sb, a,
+        type, static_cast<int>(lda), sa, betap, c, type, static_cast<int>(ldc), sc,
+        static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
+}
+
+bool tf32_allowed() { return g_allow_tf32.load(std::memory_order_relaxed); }
+
+CudaTensor matmul(CudaTensor a, CudaTensor b) {
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
+                a.shape, " and ", b.shape);
+    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
+                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
+    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
+                " and ", b.shape);
+    check_same_device("matmul", a, b);
+    const std::size_t k = a.shape[ra - 1];
+    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
+    EMBER_CHECK(k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
+                " (", k, " vs ", kb, ")");
+    const std::size_t m = ra == 1 ? 1 : a.shape[ra - 2], n = rb == 1 ? 1 : b.shape[rb - 1];
+    const std::size_t ba = ra == 1 ? 0 : ra - 2, bbn = rb == 1 ? 0 : rb - 2;
+    const std::size_t nb = std::max(ba, bbn);
+    Shape batch;
+    for (std::size_t i = 0; i < nb; ++i) {
+        const std::size_t da = i >= nb - ba ? a.shape[i - (nb - ba)] : 1;
+        const std::size_t db = i >= nb - bbn ? b.shape[i - (nb - bbn)] : 1;
+        EMBER_CHECK(da == db || da == 1 || db == 1, Shape, "matmul: batch dims do not broadcast: ",
+                    a.shape, " and ", b.shape);
+        batch.push_back(da == 1 ? db : da);
+    }
+    Shape out_shape = batch;
+    if (ra != 1) out_shape.push_back(m);
+    if (rb != 1) out_shape.push_back(n);
+    if (out_shape.rank() == 0) out_shape.push_back(1);  // vector · vector is [1], as the CPU's
+    const int dev = a.device();
+    if (out_shape.num_elements() == 0) return empty(out_shape, a.dtype, dev);
+    if (k == 0) return full(out_shape, Scalar(0), a.dtype, dev);
+
+    // Both operands as [batch..., rows, cols] views broadcast to the common batch shape.
+    Shape as = batch, bs = batch;
+    as.push_back(m);
+    as.push_back(k);
+    bs.push_back(k);
+    bs.push_back(n);
+    if (ra == 1) a = reshape(std::move(a), Shape{1, k});
+    if (rb == 1) b = reshape(std::move(b), Shape{k, 1});
+    a = expand(std::move(a), as);
+    b = expand(std::move(b), bs);
+    const auto nbatch = static_cast<std::int64_t>(batch.num_elements());
+    Shape full_out = batch;
+    full_out.push_back(m);
+    full_out.push_back(n);
+
+    if (is_int(a.dtype)) {
+        const DType result = a.dtype;
+        a = contiguous(fresh_copy(cast(std::move(a), DType::I64)));
+        b = contiguous(fresh_copy(cast(std::move(b), DType::I64)));
+        CudaTensor out = empty(full_out, DType::I64, dev);
+        launch_int_matmul(nbatch, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n),
+                          static_cast<std::int64_t>(k), static_cast<const std::int64_t*>(a.ptr()),
+                          static_cast<std::int64_t>(m * k), static_cast<const std::int64_t*>(b.ptr()),
+                          static_cast<std::int64_t>(k * n), static_cast<std::int64_t*>(out.ptr()),
+                          stream(dev));
+        return reshape(cast(std::move(out), result), out_shape);
+    }
+
+    MatView va = mat_view(a, nb, nbatch);
+    if (!va.ok) {
+        a = fresh_copy(a);
+        va = mat_view(a, nb, nbatch);
+    }
+    MatView vb = mat_view(b, nb, nbatch);
+    if (!vb.ok) {
+        b = fresh_copy(b);
+        vb = mat_view(b, nb, nbatch);
+    }
+    CudaTensor out = empty(full_out, a.dtype, dev);
+    gemm(dev, a.dtype, va.trans, vb.trans, static_cast<std::int64_t>(m),
+         static_cast<std::int64_t>(n), static_cast<std::int64_t>(k), a.ptr(), va.ld,
+         va.batch_stride, b.ptr(), vb.ld, vb.batch_stride, out.ptr(),
+         static_cast<std::int64_t>(n), static_cast<std::int64_t>(m * n), nbatch, 0.0);
+    return reshape(std::move(out), out_shape);
+}
+
+}  // namespace ember::detail::cuda
+
+namespace ember::cuda {
+void set_allow_tf32(bool allow) { detail::cuda::g_allow_tf32.store(allow); }
+bool allow_tf32() { return detail::cuda::tf32_allowed(); }
+}  // namespace ember::cuda

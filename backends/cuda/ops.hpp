@@ -1,0 +1,142 @@
+#pragma once
+// The CUDA backend's ops on CudaTensor, dtype-generic, with the same names and meaning as the
+// CPU backend's (backends/cpu/kernels.hpp), so that both backends answer every op alike.
+// CudaBackend's members (backend.cpp) forward to these.
+#include <optional>
+#include <span>
+#include <utility>
+
+#include "ember/tensor/data.hpp"
+#include "ember/tensor/distribution.hpp"
+#include "ember/tensor/ops.hpp"
+#include "runtime.hpp"
+
+namespace ember::detail::cuda {
+
+// ---- creation and transfer (tensor_ops.cpp) ------------------------------------------------
+CudaTensor full(const Shape& shape, Scalar value, DType dtype, int device);
+CudaTensor from_data(const TensorData& data, DType dtype, int device);
+TensorData to_data(const CudaTensor& t);
+CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int device);
+void seed(std::uint64_t seed);
+CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int device);
+/// `t` on `device` (a device-to-device copy when it is elsewhere).
+CudaTensor to_device(CudaTensor t, int device);
+
+// ---- views and data movement (tensor_ops.cpp) ----------------------------------------------
+CudaTensor reshape(CudaTensor t, const Shape& shape);
+CudaTensor permute(CudaTensor t, std::span<const std::size_t> axes);
+CudaTensor expand(CudaTensor t, const Shape& shape);
+CudaTensor slice(CudaTensor t, std::span<const Slice> ranges);
+CudaTensor slice_assign(CudaTensor t, std::span<const Slice> ranges, CudaTensor values);
+CudaTensor flip(CudaTensor t, std::span<const std::size_t> axes);
+CudaTensor cat(std::span<const CudaTensor> tensors, std::size_t dim);
+CudaTensor repeat_dim(CudaTensor t, std::size_t dim, std::size_t times);
+/// `t` converted to `dtype`, named for the cast ops.
+inline CudaTensor cast_to(CudaTensor t, DType dtype) { return cast(std::move(t), dtype); }
+
+// ---- elementwise (tensor_ops.cpp) ----------------------------------------------------------
+CudaTensor unary(UnaryOp op, CudaTensor t);
+CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b);
+CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s);
+CudaTensor compare(CompareOp op, CudaTensor a, CudaTensor b);
+CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s);
+/// mask ? a : b with broadcasting.
+CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b);
+CudaTensor mask_fill(CudaTensor t, CudaTensor mask, Scalar value);
+CudaTensor clamp(CudaTensor t, Scalar lo, Scalar hi);
+std::array<CudaTensor, 3> adam_step(CudaTensor param, CudaTensor grad, CudaTensor m,
+                                    CudaTensor v, const AdamStepScalars& s);
+
+// ---- reductions and indexing (reduce_ops.cpp) ----------------------------------------------
+CudaTensor reduce_all(ReduceOp op, CudaTensor t);
+CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim);
+CudaTensor arg_reduce(ArgReduceOp op, CudaTensor t, std::size_t dim);
+CudaTensor softmax(CudaTensor t, std::size_t dim, bool log);
+CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices);
+CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTensor values);
+CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices);
+CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, CudaTensor values);
+CudaTensor argwhere(CudaTensor t);
+std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t dim,
+                                                    bool descending);
+std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim,
+                                       bool largest);
+
+// ---- matmul.cpp ----------------------------------------------------------------------------
+CudaTensor matmul(CudaTensor a, CudaTensor b);
+
+// ---- conv.cpp ------------------------------------------------------------------------------
+/// Dynamic-rank conv parameters (arrays hold n used entries), as the CPU's.
+struct ConvParams {
+    std::size_t n = 2;
+    std::array<std::size_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1},
+        padding_out{0, 0, 0};
+    std::size_t groups = 1;
+};
+/// Dynamic-rank pooling parameters.
+struct PoolParams {
+    std::size_t n = 2;
+    std::array<std::size_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0},
+        dilation{1, 1, 1};
+    bool ceil_mode = false;
+    bool count_include_pad = true;
+};
+CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, const ConvParams& p);
+CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias,
+                          const ConvParams& p);
+CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& weight_shape,
+                                const ConvParams& p);
+CudaTensor deform_conv2d(CudaTensor x, CudaTensor offset, CudaTensor w,
+                         std::optional<CudaTensor> mask, std::optional<CudaTensor> bias,
+                         const DeformConvOptions& o);
+struct DeformGrads {
+    CudaTensor x, offset, weight;
+    std::optional<CudaTensor> mask, bias;
+};
+DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w,
+                                   std::optional<CudaTensor> mask, std::optional<CudaTensor> bias,
+                                   CudaTensor grad, const DeformConvOptions& o);
+CudaTensor avg_pool(CudaTensor x, const PoolParams& p);
+std::pair<CudaTensor, CudaTensor> max_pool_with_indices(CudaTensor x, const PoolParams& p,
+                                                        bool want_indices);
+CudaTensor adaptive_avg_pool(CudaTensor x, std::span<const std::size_t> output_size);
+CudaTensor interpolate(CudaTensor x, std::span<const std::size_t> output_size,
+                       const InterpolateOptions& o);
+CudaTensor avg_pool_backward(CudaTensor x, CudaTensor grad, const PoolParams& p);
+CudaTensor adaptive_avg_pool_backward(CudaTensor x, CudaTensor grad, std::size_t n);
+CudaTensor interpolate_backward(CudaTensor x, CudaTensor grad,
+                                std::span<const std::size_t> output_size,
+                                const InterpolateOptions& o);
+
+/// ConvOptions<N> or ConvTransposeOptions<N> → ConvParams.
+template <std::size_t N, typename O>
+ConvParams conv_params(const O& o) {
+    ConvParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
+    }
+    p.groups = o.groups;
+    return p;
+}
+/// PoolOptions<N> → PoolParams.
+template <std::size_t N>
+PoolParams pool_params(const PoolOptions<N>& o) {
+    PoolParams p;
+    p.n = N;
+    for (std::size_t i = 0; i < N; ++i) {
+        p.kernel[i] = o.kernel_size[i];
+        p.stride[i] = o.stride[i];
+        p.padding[i] = o.padding[i];
+        p.dilation[i] = o.dilation[i];
+    }
+    p.ceil_mode = o.ceil_mode;
+    p.count_include_pad = o.count_include_pad;
+    return p;
+}
+
+}  // namespace ember::detail::cuda

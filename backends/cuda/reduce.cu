@@ -1,0 +1,315 @@
+// Reductions: along one dim (a warp per output when the reduced dim is contiguous, else a
+// thread per output, so reads stay coalesced either way), over a whole tensor (grid partials,
+// then one block), arg-reductions, and row softmax with the max and the sum taken in one pass
+// (online softmax) so that each row is read twice and written once.
+#include <cfloat>
+#include <cstdint>
+
+#include "device.cuh"
+
+namespace ember::detail::cuda {
+namespace {
+
+/// The accumulator of op on element type T: integer sums and products wrap (as the CPU's).
+template <typename T>
+struct Acc {
+    using type = std::conditional_t<std::is_integral_v<T>, std::uint64_t, T>;
+};
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type init(ReduceOp op) {
+    using A = typename Acc<T>::type;
+    switch (op) {
+        case ReduceOp::Prod:
+        case ReduceOp::All: return A(1);
+        case ReduceOp::Max:
+            if constexpr (std::is_integral_v<T>) return static_cast<A>(INT64_MIN);
+            else return -INFINITY;
+        case ReduceOp::Min:
+            if constexpr (std::is_integral_v<T>) return static_cast<A>(INT64_MAX);
+            else return INFINITY;
+        default: return A(0);
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type fold(ReduceOp op, typename Acc<T>::type a,
+                                                      typename Acc<T>::type b) {
+    using A = typename Acc<T>::type;
+    switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Mean: return a + b;
+        case ReduceOp::Prod: return a * b;
+        case ReduceOp::Max:
+            if constexpr (std::is_integral_v<T>)
+                return static_cast<A>(nan_max(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
+            else return nan_max(a, b);
+        case ReduceOp::Min:
+            if constexpr (std::is_integral_v<T>)
+                return static_cast<A>(nan_min(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
+            else return nan_min(a, b);
+        case ReduceOp::Any: return A((a != A(0)) || (b != A(0)));
+        default: return A((a != A(0)) && (b != A(0)));  // All
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type lift(ReduceOp op, T x) {
+    using A = typename Acc<T>::type;
+    if (op == ReduceOp::Any || op == ReduceOp::All) return A(x != T(0));
+    return static_cast<A>(x);
+}
+
+/// Writes the final value: Any/All as a byte, Mean divided by the count, else as T.
+template <typename T>
+__device__ __forceinline__ void emit(ReduceOp op, void* out, std::int64_t o,
+                                     typename Acc<T>::type a, std::int64_t k) {
+    if (op == ReduceOp::Any || op == ReduceOp::All) {
+        static_cast<std::uint8_t*>(out)[o] = a != 0;
+    } else if (op == ReduceOp::Mean) {
+        static_cast<T*>(out)[o] = static_cast<T>(a / static_cast<typename Acc<T>::type>(k));
+    } else {
+        static_cast<T*>(out)[o] = static_cast<T>(a);
+    }
+}
+
+template <typename A>
+__device__ __forceinline__ A shfl_down(A v, int d) {
+    return __shfl_down_sync(0xffffffffu, v, d);
+}
+
+/// A warp per output: lanes stride through the contiguous reduced dim.
+template <typename T>
+__global__ void reduce_warp_kernel(ReduceOp op, Iter<2> it, std::int64_t k, const T* in,
+                                   void* out) {
+    using A = typename Acc<T>::type;
+    const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
+    for (std::int64_t o = warp; o < it.n; o += warps) {
+        std::int64_t off[2];
+        offsets(it, o, off);
+        A a = init<T>(op);
+        for (std::int64_t j = lane; j < k; j += 32) a = fold<T>(op, a, lift(op, in[off[1] + j]));
+        for (int d = 16; d > 0; d /= 2) a = fold<T>(op, a, shfl_down(a, d));
+        if (lane == 0) emit<T>(op, out, off[0], a, k);
+    }
+}
+
+/// A thread per output, folding k inputs `stride` apart.
+template <typename T>
+__global__ void reduce_thread_kernel(ReduceOp op, Iter<2> it, std::int64_t k, std::int64_t stride,
+                                     const T* in, void* out) {
+    using A = typename Acc<T>::type;
+    EMBER_GRID_LOOP(o, it.n) {
+        std::int64_t off[2];
+        offsets(it, o, off);
+        A a = init<T>(op);
+        for (std::int64_t j = 0; j < k; ++j) a = fold<T>(op, a, lift(op, in[off[1] + j * stride]));
+        emit<T>(op, out, off[0], a, k);
+    }
+}
+
+/// Block-wide fold of one value per thread (blockDim.x = kThreads); lane 0 of warp 0 gets it.
+template <typename T>
+__device__ typename Acc<T>::type block_fold(ReduceOp op, typename Acc<T>::type a) {
+    using A = typename Acc<T>::type;
+    __shared__ A part[kThreads / 32];
+    for (int d = 16; d > 0; d /= 2) a = fold<T>(op, a, shfl_down(a, d));
+    if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = a;
+    __syncthreads();
+    a = threadIdx.x < kThreads / 32 ? part[threadIdx.x] : init<T>(op);
+    if (threadIdx.x < 32)
+        for (int d = 16; d > 0; d /= 2) a = fold<T>(op, a, shfl_down(a, d));
+    return a;
+}
+
+template <typename T>
+__global__ void reduce_partial_kernel(ReduceOp op, std::int64_t n, const T* in,
+                                      typename Acc<T>::type* partial) {
+    using A = typename Acc<T>::type;
+    A a = init<T>(op);
+    EMBER_GRID_LOOP(i, n) a = fold<T>(op, a, lift(op, in[i]));
+    a = block_fold<T>(op, a);
+    if (threadIdx.x == 0) partial[blockIdx.x] = a;
+}
+
+template <typename T>
+__global__ void reduce_final_kernel(ReduceOp op, int parts, const typename Acc<T>::type* partial,
+                                    std::int64_t n, void* out) {
+    using A = typename Acc<T>::type;
+    A a = init<T>(op);
+    for (int i = threadIdx.x; i < parts; i += blockDim.x) a = fold<T>(op, a, partial[i]);
+    a = block_fold<T>(op, a);
+    if (threadIdx.x == 0) emit<T>(op, out, 0, a, n);
+}
+
+/// First position of the extreme; NaN is the extreme once present (PyTorch's argmax).
+template <typename T>
+__global__ void arg_kernel(bool is_max, Iter<2> it, std::int64_t k, std::int64_t stride,
+                           const T* in, std::int64_t* out) {
+    EMBER_GRID_LOOP(o, it.n) {
+        std::int64_t off[2];
+        offsets(it, o, off);
+        T best = in[off[1]];
+        std::int64_t at = 0;
+        for (std::int64_t j = 1; j < k && !is_nan(best); ++j) {
+            const T x = in[off[1] + j * stride];
+            if (is_nan(x) || (is_max ? x > best : x < best)) {
+                best = x;
+                at = j;
+            }
+        }
+        out[off[0]] = at;
+    }
+}
+
+/// Online softmax: one block per row; pass 1 keeps a running (max, sum of exp), pass 2 writes.
+template <typename T>
+__global__ void softmax_kernel(bool log_out, std::int64_t cols, const T* in, T* out) {
+    const T* x = in + blockIdx.x * cols;
+    T* y = out + blockIdx.x * cols;
+    T m = -INFINITY, s = 0;
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const T v = x[j];
+        if (v > m) {
+            s = s * exp(m - v) + T(1);
+            m = v;
+        } else if (v == v) {
+            s += exp(v - m);
+        } else {
+            m = v;  // NaN: the whole row becomes NaN
+        }
+    }
+    __shared__ T sm[32], ss[32];
+    // Combine (m, s) pairs: first within warps, then across them.
+    for (int d = 16; d > 0; d /= 2) {
+        const T m2 = __shfl_down_sync(0xffffffffu, m, d), s2 = __shfl_down_sync(0xffffffffu, s, d);
+        const T mm = (m != m || m2 != m2) ? (m != m ? m : m2) : (m > m2 ? m : m2);
+        s = (mm == -INFINITY) ? T(0) : s * exp(m - mm) + s2 * exp(m2 - mm);
+        m = mm;
+    }
+    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
+    if (threadIdx.x % 32 == 0) {
+        sm[w] = m;
+        ss[w] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        T M = sm[0], S = ss[0];
+        for (int i = 1; i < nw; ++i) {
+            const T mm = (M != M || sm[i] != sm[i]) ? (M != M ? M : sm[i]) : (M > sm[i] ? M : sm[i]);
+            S = (mm == -INFINITY) ? T(0) : S * exp(M - mm) + ss[i] * exp(sm[i] - mm);
+            M = mm;
+        }
+        sm[0] = M;
+        ss[0] = S;
+    }
+    __syncthreads();
+    m = sm[0];
+    s = ss[0];
+    const T ls = log(s);
+    for (std::int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        const T v = x[j] - m;
+        y[j] = log_out ? v - ls : exp(v) / s;
+    }
+}
+
+/// Small rows: a warp per row, the row held in registers (cols ≤ 32·kPer).
+template <typename T, int kPer>
+__global__ void softmax_warp_kernel(bool log_out, std::int64_t rows, std::int64_t cols,
+                                    const T* in, T* out) {
+    const std::int64_t row = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const T* x = in + row * cols;
+    T v[kPer];
+    T m = -INFINITY;
+    bool nan = false;
+    for (int i = 0; i < kPer; ++i) {
+        const std::int64_t j = lane + 32 * i;
+        v[i] = j < cols ? x[j] : T(-INFINITY);
+        nan |= v[i] != v[i];
+        m = v[i] > m ? v[i] : m;
+    }
+    for (int d = 16; d > 0; d /= 2) {
+        const T m2 = __shfl_xor_sync(0xffffffffu, m, d);
+        m = m2 > m ? m2 : m;
+        nan |= __shfl_xor_sync(0xffffffffu, static_cast<int>(nan), d) != 0;
+    }
+    T s = 0;
+    for (int i = 0; i < kPer; ++i) s += (lane + 32 * i < cols) ? exp(v[i] - m) : T(0);
+    for (int d = 16; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
+    const T ls = log(s);
+    T* y = out + row * cols;
+    for (int i = 0; i < kPer; ++i) {
+        const std::int64_t j = lane + 32 * i;
+        if (j >= cols) continue;
+        const T r = log_out ? (v[i] - m) - ls : exp(v[i] - m) / s;
+        y[j] = nan ? T(NAN) : r;
+    }
+}
+
+}  // namespace
+
+void launch_reduce_dim(ReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
+                       std::int64_t stride, void* out, const void* in, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        if constexpr (!std::is_same_v<T, std::uint8_t>) {
+            const T* x = static_cast<const T*>(in);
+            if (stride == 1 && k >= 32) {
+                const std::int64_t threads = it.n * 32;
+                reduce_warp_kernel<T><<<blocks_for(threads), kThreads, 0, s>>>(op, it, k, x, out);
+            } else {
+                reduce_thread_kernel<T><<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, stride, x, out);
+            }
+        }
+    });
+    check_launch("reduce_dim");
+}
+
+void launch_reduce_all(ReduceOp op, DType cd, std::int64_t n, void* out, const void* in,
+                       void* scratch, cudaStream_t s) {
+    visit_compute(cd, [&]<typename T>(T) {
+        if constexpr (!std::is_same_v<T, std::uint8_t>) {
+            using A = typename Acc<T>::type;
+            const int parts = static_cast<int>(std::min<std::int64_t>(1024, (n + kThreads - 1) / kThreads));
+            auto* partial = static_cast<A*>(scratch);
+            if (parts > 0)
+                reduce_partial_kernel<T><<<parts, kThreads, 0, s>>>(op, n, static_cast<const T*>(in), partial);
+            reduce_final_kernel<T><<<1, kThreads, 0, s>>>(op, parts, partial, n, out);
+        }
+    });
+    check_launch("reduce");
+}
+
+void launch_arg_reduce(ArgReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
+                       std::int64_t stride, std::int64_t* out, const void* in, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_compute(cd, [&]<typename T>(T) {
+        if constexpr (!std::is_same_v<T, std::uint8_t>)
+            arg_kernel<T><<<blocks_for(it.n), kThreads, 0, s>>>(op == ArgReduceOp::ArgMax, it, k,
+                                                                stride, static_cast<const T*>(in), out);
+    });
+    check_launch("arg_reduce");
+}
+
+void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, void* out,
+                    const void* in, cudaStream_t s) {
+    if (rows == 0 || cols == 0) return;
+    auto run = [&]<typename T>(T) {
+        const T* x = static_cast<const T*>(in);
+        T* y = static_cast<T*>(out);
+        const auto warp_blocks = static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads);
+        if (cols <= 32) softmax_warp_kernel<T, 1><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else if (cols <= 128) softmax_warp_kernel<T, 4><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else if (cols <= 512) softmax_warp_kernel<T, 16><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else softmax_kernel<T><<<static_cast<unsigned>(rows), cols >= 4096 ? 1024 : 256, 0, s>>>(log, cols, x, y);
+    };
+    if (cd == DType::F64) run(double{});
+    else run(float{});
+    check_launch("softmax");
+}
+
+}  // namespace ember::detail::cuda

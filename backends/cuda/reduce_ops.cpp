@@ -1,0 +1,291 @@
+// Reductions, softmax, indexing and sorting on the GPU. Index tensors are validated by a kernel
+// whose verdict is read back before anything is written, so a bad index throws an IndexError
+// (as on the CPU) instead of reading or writing out of bounds.
+#include "ops.hpp"
+
+namespace ember::detail::cuda {
+
+namespace {
+
+constexpr const char* reduce_name(ReduceOp op) {
+    constexpr const char* names[] = {"sum", "mean", "prod", "max", "min", "any", "all"};
+    return names[static_cast<int>(op)];
+}
+
+/// The dtype reductions compute in: bools and narrow ints as int64, halves as f32.
+DType reduce_compute(DType d) { return d == DType::Bool ? DType::I64 : compute_dtype(d); }
+
+/// The output dtype of a reduction of dtype d.
+DType reduce_result(ReduceOp op, DType d) {
+    if (op == ReduceOp::Any || op == ReduceOp::All) return DType::Bool;
+    if (d == DType::Bool && (op == ReduceOp::Sum || op == ReduceOp::Prod)) return DType::I64;
+    return d;
+}
+
+void check_dim(std::size_t dim, const CudaTensor& t, const char* op) {
+    EMBER_CHECK(dim < t.shape.rank(), Dim, op, ": dim ", dim, " is out of range for shape ",
+                t.shape);
+}
+
+/// Indices as int64 (narrower ints widened; anything else is an error).
+CudaTensor index_tensor(CudaTensor indices, const char* op) {
+    EMBER_CHECK(is_int(indices.dtype), DType, op, ": indices must be an int tensor, got ",
+                dtype_name(indices.dtype));
+    return cast(std::move(indices), DType::I64);
+}
+
+/// Throws IndexError when an index is outside [0, size) (waits for the stream).
+void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim, const char* op) {
+    if (indices.num_elements() == 0) return;
+    auto flag = allocate(8, indices.device());
+    cudaStream_t s = stream(indices.device());
+    EMBER_CUDA_CHECK(cudaMemsetAsync(flag->data, 0, 8, s));
+    const auto it = make_iter<1>(indices.shape, {&indices.strides});
+    launch_check_range(it, static_cast<const std::int64_t*>(indices.ptr()),
+                       static_cast<std::int64_t>(size), 0, static_cast<int*>(flag->data), s);
+    EMBER_CHECK(read_i64(flag->data, indices.device()) == 0, Index, op,
+                ": an index is out of range for dim ", dim, " of size ", size, " (indices ",
+                indices.shape, ")");
+}
+
+/// Moves `dim` last: the permutation and its inverse.
+void last_dim_perm(std::size_t rank, std::size_t dim, std::array<std::size_t, kMaxRank>& fwd,
+                   std::array<std::size_t, kMaxRank>& inv) {
+    for (std::size_t i = 0, j = 0; i < rank; ++i)
+        if (i != dim) fwd[j++] = i;
+    fwd[rank - 1] = dim;
+    for (std::size_t i = 0; i < rank; ++i) inv[fwd[i]] = i;
+}
+
+}  // namespace
+
+CudaTensor reduce_all(ReduceOp op, CudaTensor t) {
+    EMBER_CHECK(op != ReduceOp::Mean || is_float(t.dtype), DType, reduce_name(op),
+                ": needs a float tensor, got ", dtype_name(t.dtype));
+    const DType result = reduce_result(op, t.dtype), cd = reduce_compute(t.dtype);
+    t = contiguous(cast(std::move(t), cd));
+    const bool logical = op == ReduceOp::Any || op == ReduceOp::All;
+    CudaTensor out = empty(Shape{1}, logical ? DType::Bool : cd, t.device());
+    auto scratch = allocate(1024 * 8, t.device());
+    launch_reduce_all(op, cd, static_cast<std::int64_t>(t.num_elements()), out.ptr(), t.ptr(),
+                      scratch->data, stream(t.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim) {
+    check_dim(dim, t, reduce_name(op));
+    EMBER_CHECK(op != ReduceOp::Mean || is_float(t.dtype), DType, reduce_name(op),
+                ": needs a float tensor, got ", dtype_name(t.dtype));
+    const DType result = reduce_result(op, t.dtype), cd = reduce_compute(t.dtype);
+    t = cast(std::move(t), cd);
+    const bool logical = op == ReduceOp::Any || op == ReduceOp::All;
+    Shape out_shape = t.shape;
+    out_shape[dim] = 1;
+    CudaTensor out = empty(out_shape, logical ? DType::Bool : cd, t.device());
+    Strides ts = t.strides;
+    ts[dim] = 0;
+    const auto it = make_iter<2>(out_shape, {&out.strides, &ts});
+    launch_reduce_dim(op, cd, it, static_cast<std::int64_t>(t.shape[dim]), t.strides[dim],
+                      out.ptr(), t.ptr(), stream(t.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor arg_reduce(ArgReduceOp op, CudaTensor t, std::size_t dim) {
+    const char* name = op == ArgReduceOp::ArgMax ? "argmax" : "argmin";
+    check_dim(dim, t, name);
+    EMBER_CHECK(t.shape[dim] > 0, Shape, name, ": dim ", dim, " of shape ", t.shape, " is empty");
+    t = cast(std::move(t), reduce_compute(t.dtype));
+    Shape out_shape = t.shape;
+    out_shape[dim] = 1;
+    CudaTensor out = empty(out_shape, DType::I64, t.device());
+    Strides ts = t.strides;
+    ts[dim] = 0;
+    const auto it = make_iter<2>(out_shape, {&out.strides, &ts});
+    launch_arg_reduce(op, t.dtype, it, static_cast<std::int64_t>(t.shape[dim]), t.strides[dim],
+                      static_cast<std::int64_t*>(out.ptr()), t.ptr(), stream(t.device()));
+    return out;
+}
+
+CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
+    const char* name = log ? "log_softmax" : "softmax";
+    check_dim(dim, t, name);
+    EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
+                dtype_name(t.dtype));
+    const DType result = t.dtype, cd = compute_dtype(t.dtype);
+    const std::size_t rank = t.shape.rank();
+    std::array<std::size_t, kMaxRank> fwd{}, inv{};
+    last_dim_perm(rank, dim, fwd, inv);
+    const bool moved = dim != rank - 1;
+    if (moved) t = permute(std::move(t), std::span<const std::size_t>(fwd.data(), rank));
+    t = contiguous(cast(std::move(t), cd));
+    CudaTensor out = t.is_unique() ? t : empty(t.shape, cd, t.device());
+    const auto cols = static_cast<std::int64_t>(t.shape[rank - 1]);
+    const std::int64_t rows = cols == 0 ? 0 : static_cast<std::int64_t>(t.num_elements()) / cols;
+    launch_softmax(log, cd, rows, cols, out.ptr(), t.ptr(), stream(t.device()));
+    if (moved) out = permute(std::move(out), std::span<const std::size_t>(inv.data(), rank));
+    return cast(std::move(out), result);
+}
+
+CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices) {
+    check_dim(dim, t, "gather");
+    EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",
+                indices.shape, " must have the rank of the tensor of shape ", t.shape);
+    for (std::size_t d = 0; d < t.shape.rank(); ++d)
+        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
+                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    check_same_device("gather", t, indices);
+    indices = index_tensor(std::move(indices), "gather");
+    check_indices(indices, t.shape[dim], dim, "gather");
+    CudaTensor out = empty(indices.shape, t.dtype, t.device());
+    Strides ts = t.strides;
+    ts[dim] = 0;
+    const auto it = make_iter<3>(indices.shape, {&out.strides, &indices.strides, &ts});
+    launch_gather(static_cast<int>(dtype_size(t.dtype)), it, t.strides[dim], out.ptr(),
+                  static_cast<const std::int64_t*>(indices.ptr()), t.ptr(), stream(t.device()));
+    return out;
+}
+
+CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTensor values) {
+    check_dim(dim, t, "scatter_add");
+    const std::size_t rank = t.shape.rank();
+    EMBER_CHECK(values.dtype == t.dtype, DType, "scatter_add: values have dtype ",
+                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    EMBER_CHECK(indices.shape.rank() == rank && values.shape.rank() == rank, Shape,
+                "scatter_add: tensor ", t.shape, ", indices ", indices.shape, " and values ",
+                values.shape, " must have the same rank");
+    for (std::size_t d = 0; d < rank; ++d) {
+        EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
+                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
+                    d);
+        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
+                    "scatter_add: indices of shape ", indices.shape,
+                    " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    }
+    check_same_device("scatter_add", t, indices);
+    check_same_device("scatter_add", t, values);
+    indices = index_tensor(std::move(indices), "scatter_add");
+    check_indices(indices, t.shape[dim], dim, "scatter_add");
+    const DType result = t.dtype, cd = reduce_compute(t.dtype);
+    t = cast(std::move(t), cd);
+    CudaTensor out = t.is_unique() ? std::move(t) : fresh_copy(t);
+    values = cast(std::move(values), cd);
+    Strides os = out.strides;
+    os[dim] = 0;
+    const auto it = make_iter<3>(indices.shape, {&os, &indices.strides, &values.strides});
+    launch_scatter_add(cd, it, out.strides[dim], out.ptr(),
+                       static_cast<const std::int64_t*>(indices.ptr()), values.ptr(),
+                       stream(out.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices) {
+    check_dim(dim, t, "select");
+    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select: indices must be 1-d, got shape ",
+                indices.shape);
+    check_same_device("select", t, indices);
+    indices = index_tensor(std::move(indices), "select");
+    check_indices(indices, t.shape[dim], dim, "select");
+    Shape out_shape = t.shape;
+    out_shape[dim] = indices.num_elements();
+    CudaTensor out = empty(out_shape, t.dtype, t.device());
+    // index_select is a gather whose index tensor is the 1-d indices broadcast along dim.
+    Strides is{}, ts = t.strides;
+    is[dim] = indices.shape.rank() == 0 ? 0 : indices.strides[0];
+    ts[dim] = 0;
+    const auto it = make_iter<3>(out_shape, {&out.strides, &is, &ts});
+    launch_gather(static_cast<int>(dtype_size(t.dtype)), it, t.strides[dim], out.ptr(),
+                  static_cast<const std::int64_t*>(indices.ptr()), t.ptr(), stream(t.device()));
+    return out;
+}
+
+CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, CudaTensor values) {
+    check_dim(dim, t, "select_assign");
+    EMBER_CHECK(indices.shape.rank() <= 1, Shape,
+                "select_assign: indices must be 1-d, got shape ", indices.shape);
+    EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
+                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    const std::size_t k = indices.num_elements();
+    Shape expected = t.shape;
+    expected[dim] = k;
+    EMBER_CHECK(values.shape == expected, Shape, "select_assign: values of shape ", values.shape,
+                " do not match ", expected, " (the tensor's shape ", t.shape, " with ", k,
+                " indices in dim ", dim, ")");
+    check_same_device("select_assign", t, indices);
+    check_same_device("select_assign", t, values);
+    indices = index_tensor(std::move(indices), "select_assign");
+    check_indices(indices, t.shape[dim], dim, "select_assign");
+    const DType result = t.dtype, cd = reduce_compute(t.dtype);
+    t = cast(std::move(t), cd);
+    CudaTensor out = t.is_unique() ? std::move(t) : fresh_copy(t);
+    values = cast(std::move(values), cd);
+    Strides is{}, os = out.strides;
+    is[dim] = indices.shape.rank() == 0 ? 0 : indices.strides[0];
+    os[dim] = 0;
+    const auto it = make_iter<3>(values.shape, {&os, &is, &values.strides});
+    launch_scatter_add(cd, it, out.strides[dim], out.ptr(),
+                       static_cast<const std::int64_t*>(indices.ptr()), values.ptr(),
+                       stream(out.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor argwhere(CudaTensor t) {
+    if (t.dtype == DType::F16 || t.dtype == DType::BF16) t = cast(std::move(t), DType::F32);
+    const std::size_t rank = t.shape.rank(), n = t.num_elements();
+    if (n == 0) return empty(Shape{0, rank}, DType::I64, t.device());
+    cudaStream_t s = stream(t.device());
+    CudaTensor pos = empty(Shape{n + 1}, DType::I64, t.device());
+    auto count = allocate(8, t.device());
+    const auto it = make_iter<1>(t.shape, {&t.strides});
+    // The coordinates come from the linear index over the full shape, not the merged one.
+    Iter<1> full_it;
+    full_it.rank = static_cast<int>(rank);
+    full_it.n = static_cast<std::int64_t>(n);
+    for (std::size_t d = 0; d < rank; ++d) {
+        full_it.shape[d] = static_cast<std::int64_t>(t.shape[d]);
+        full_it.strides[0][d] = t.strides[d];
+    }
+    launch_argwhere_scan(full_it, t.dtype, t.ptr(), static_cast<std::int64_t*>(pos.ptr()),
+                         static_cast<std::int64_t*>(count->data), t.device(), s);
+    const auto total = static_cast<std::size_t>(read_i64(count->data, t.device()));
+    CudaTensor out = empty(Shape{total, rank}, DType::I64, t.device());
+    if (total == 0 || rank == 0) return out;
+    launch_argwhere_write(full_it, t.dtype, t.ptr(), static_cast<const std::int64_t*>(pos.ptr()),
+                          static_cast<int>(rank), full_it.shape,
+                          static_cast<std::int64_t*>(out.ptr()), s);
+    (void)it;
+    return out;
+}
+
+std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t dim,
+                                                    bool descending) {
+    check_dim(dim, t, "sort");
+    const DType result = t.dtype, cd = reduce_compute(t.dtype);
+    const std::size_t rank = t.shape.rank();
+    std::array<std::size_t, kMaxRank> fwd{}, inv{};
+    last_dim_perm(rank, dim, fwd, inv);
+    t = permute(std::move(t), std::span<const std::size_t>(fwd.data(), rank));
+    t = contiguous(cast(std::move(t), cd));
+    CudaTensor keys = empty(t.shape, cd, t.device());
+    CudaTensor idx = empty(t.shape, DType::I64, t.device());
+    const auto cols = static_cast<std::int64_t>(t.shape[rank - 1]);
+    const std::int64_t rows = cols == 0 ? 0 : static_cast<std::int64_t>(t.num_elements()) / cols;
+    launch_sort_rows(cd, rows, cols, t.ptr(), keys.ptr(), static_cast<std::int64_t*>(idx.ptr()),
+                     descending, t.device(), stream(t.device()));
+    keys = permute(std::move(keys), std::span<const std::size_t>(inv.data(), rank));
+    idx = permute(std::move(idx), std::span<const std::size_t>(inv.data(), rank));
+    return {cast(std::move(keys), result), std::move(idx)};
+}
+
+std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim,
+                                       bool largest) {
+    check_dim(dim, t, "topk");
+    EMBER_CHECK(k <= t.shape[dim], Argument, "topk: k = ", k, " is larger than dim ", dim,
+                " of shape ", t.shape);
+    auto [v, i] = sort_with_indices(std::move(t), dim, largest);
+    std::array<Slice, kMaxRank> r{};
+    r[dim] = Slice{0, static_cast<long>(k)};
+    std::span<const Slice> rs(r.data(), dim + 1);
+    return {slice(std::move(v), rs), slice(std::move(i), rs)};
+}
+
+}  // namespace ember::detail::cuda

@@ -1,0 +1,325 @@
+// The CUDA runtime of the backend: device discovery (a clear DeviceError without a GPU), one
+// stream and cuBLAS handle per device, and the caching, stream-ordered memory pool. Blocks freed
+// by tensors go back to per-size free lists, not to the driver: every kernel of a device runs on
+// its one stream, so a block freed after the ops that read it were queued can be handed to the
+// next op at once — the stream orders the reuse after those reads.
+#include "runtime.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "ember/backend/cuda.hpp"
+
+namespace ember::detail::cuda {
+
+void check(cudaError_t e, const char* call) {
+    if (e == cudaSuccess) [[likely]]
+        return;
+    (void)cudaGetLastError();  // clear a sticky-free error so later calls are not blamed
+    EMBER_FAIL(Device, "CUDA error in ", call, ": ", cudaGetErrorName(e), " (",
+               cudaGetErrorString(e), ")");
+}
+
+void check_cublas(cublasStatus_t st, const char* call) {
+    if (st == CUBLAS_STATUS_SUCCESS) [[likely]]
+        return;
+    EMBER_FAIL(Device, "cuBLAS error in ", call, ": ", cublasGetStatusName(st), " (",
+               cublasGetStatusString(st), ")");
+}
+
+void check_launch(const char* kernel) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) [[unlikely]]
+        EMBER_FAIL(Device, "CUDA error launching the ", kernel, " kernel: ", cudaGetErrorName(e),
+                   " (", cudaGetErrorString(e), ")");
+}
+
+namespace {
+
+/// Block sizes: 512-byte classes up to 1 MiB, 2 MiB classes above (few distinct sizes, so
+/// that the free lists hit often; at most 2 MiB of slack per large block).
+std::size_t size_class(std::size_t bytes) {
+    constexpr std::size_t kSmall = 512, kLarge = std::size_t{2} << 20;
+    if (bytes <= (std::size_t{1} << 20)) return (bytes + kSmall - 1) / kSmall * kSmall;
+    return (bytes + kLarge - 1) / kLarge * kLarge;
+}
+
+struct DeviceState {
+    int index = 0;
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    void* workspace = nullptr;
+    std::size_t workspace_bytes = 0;
+    std::mutex mu;  // guards the pool and the counters below
+    std::unordered_map<std::size_t, std::vector<void*>> free_blocks;
+    ember::cuda::MemoryStats stats;
+    void* pinned = nullptr;  // staging for readbacks
+    std::size_t pinned_bytes = 0;
+};
+
+struct Runtime {
+    std::once_flag once;
+    int count = 0;
+    cudaError_t init_error = cudaSuccess;
+    std::vector<std::unique_ptr<DeviceState>> devices;
+    std::mutex init_mu;
+};
+
+// Leaked on purpose: tensors in static storage may outlive any destructor order we pick, and
+// the driver reclaims device memory at exit.
+Runtime& runtime() {
+    static Runtime* r = new Runtime;
+    std::call_once(r->once, [] {
+        Runtime& rt = *r;
+        rt.init_error = cudaGetDeviceCount(&rt.count);
+        if (rt.init_error != cudaSuccess) {
+            (void)cudaGetLastError();
+            rt.count = 0;
+        }
+        for (int i = 0; i < rt.count; ++i) {
+            rt.devices.push_back(std::make_unique<DeviceState>());
+            rt.devices.back()->index = i;
+        }
+    });
+    return *r;
+}
+
+DeviceState& state(int device) {
+    Runtime& rt = runtime();
+    if (rt.count == 0) {
+        EMBER_FAIL(Device, "CUDA backend: no CUDA device is available",
+                   rt.init_error != cudaSuccess
+                       ? cat_str(" (cudaGetDeviceCount: ", cudaGetErrorName(rt.init_error), ")")
+                       : std::string());
+    }
+    EMBER_CHECK(device >= 0 && device < rt.count, Device, "CUDA backend: device ", device,
+                " does not exist (", rt.count, " device(s) found)");
+    DeviceState& d = *rt.devices[static_cast<std::size_t>(device)];
+    if (d.stream == nullptr) {
+        std::lock_guard lock(rt.init_mu);
+        if (d.stream == nullptr) {
+            EMBER_CUDA_CHECK(cudaSetDevice(device));
+            cudaStream_t s = nullptr;
+            EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            EMBER_CUBLAS_CHECK(cublasCreate(&d.cublas));
+            EMBER_CUBLAS_CHECK(cublasSetStream(d.cublas, s));
+            d.workspace_bytes = std::size_t{32} << 20;
+            EMBER_CUDA_CHECK(cudaMalloc(&d.workspace, d.workspace_bytes));
+            EMBER_CUBLAS_CHECK(cublasSetWorkspace(d.cublas, d.workspace, d.workspace_bytes));
+            d.stream = s;
+        }
+    }
+    return d;
+}
+
+thread_local int t_current = -1;
+
+/// Returns every cached block of `d` to the driver (its stream is synchronised first, so no
+/// queued kernel still reads one).
+void release_cache(DeviceState& d) {
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+    for (auto& [size, blocks] : d.free_blocks) {
+        for (void* p : blocks) {
+            EMBER_CUDA_CHECK(cudaFree(p));
+            d.stats.bytes_reserved -= size;
+        }
+    }
+    d.free_blocks.clear();
+}
+
+}  // namespace
+
+void use_device(int device) {
+    DeviceState& d = state(device);
+    if (t_current != device) {
+        EMBER_CUDA_CHECK(cudaSetDevice(d.index));
+        t_current = device;
+    }
+}
+
+cudaStream_t stream(int device) {
+    use_device(device);
+    return state(device).stream;
+}
+
+cublasHandle_t cublas(int device) {
+    use_device(device);
+    return state(device).cublas;
+}
+
+void* cublas_workspace(int device, std::size_t* bytes) {
+    DeviceState& d = state(device);
+    *bytes = d.workspace_bytes;
+    return d.workspace;
+}
+
+void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+
+std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
+    use_device(device);
+    auto s = std::make_shared<Storage>();
+    s->device = device;
+    if (bytes == 0) return s;
+    DeviceState& d = state(device);
+    const std::size_t size = size_class(bytes);
+    std::lock_guard lock(d.mu);
+    auto it = d.free_blocks.find(size);
+    if (it != d.free_blocks.end() && !it->second.empty()) {
+        s->data = it->second.back();
+        it->second.pop_back();
+    } else {
+        cudaError_t e = cudaMalloc(&s->data, size);
+        if (e == cudaErrorMemoryAllocation) {
+            // Out of memory with blocks cached: give them back and try once more.
+            (void)cudaGetLastError();
+            release_cache(d);
+            e = cudaMalloc(&s->data, size);
+        }
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            EMBER_FAIL(Device, "CUDA backend: cudaMalloc of ", size, " bytes failed on device ",
+                       device, ": ", cudaGetErrorName(e), " (", d.stats.bytes_in_use,
+                       " bytes in use by tensors)");
+        }
+        d.stats.bytes_reserved += size;
+        ++d.stats.num_driver_allocs;
+    }
+    s->bytes = size;
+    d.stats.bytes_in_use += size;
+    d.stats.peak_bytes_in_use = std::max(d.stats.peak_bytes_in_use, d.stats.bytes_in_use);
+    return s;
+}
+
+Storage::~Storage() {
+    if (data == nullptr) return;
+    DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
+    std::lock_guard lock(d.mu);
+    d.free_blocks[bytes].push_back(data);
+    d.stats.bytes_in_use -= bytes;
+}
+
+CudaTensor empty(const Shape& shape, DType dtype, int device) {
+    CudaTensor t;
+    t.storage = allocate(shape.num_elements() * dtype_size(dtype), device);
+    t.shape = shape;
+    t.strides = contiguous_strides(shape);
+    t.dtype = dtype;
+    return t;
+}
+
+void copy_into(const CudaTensor& dst, const CudaTensor& src) {
+    if (dst.num_elements() == 0) return;
+    const auto it = make_iter<2>(dst.shape, {&dst.strides, &src.strides});
+    launch_copy(it, dst.ptr(), dst.dtype, src.ptr(), src.dtype, stream(dst.device()));
+}
+
+CudaTensor fresh_copy(const CudaTensor& t) {
+    CudaTensor out = empty(t.shape, t.dtype, t.device());
+    copy_into(out, t);
+    return out;
+}
+
+CudaTensor contiguous(CudaTensor t) {
+    if (t.is_contiguous()) return t;
+    return fresh_copy(t);
+}
+
+CudaTensor cast(CudaTensor t, DType dtype) {
+    if (t.dtype == dtype) return t;
+    CudaTensor out = empty(t.shape, dtype, t.device());
+    copy_into(out, t);
+    return out;
+}
+
+std::int64_t read_i64(const void* device_ptr, int device) {
+    DeviceState& d = state(device);
+    std::int64_t v = 0;
+    {
+        std::lock_guard lock(d.mu);
+        if (d.pinned == nullptr) {
+            d.pinned_bytes = 64;
+            EMBER_CUDA_CHECK(cudaMallocHost(&d.pinned, d.pinned_bytes));
+        }
+    }
+    EMBER_CUDA_CHECK(cudaMemcpyAsync(d.pinned, device_ptr, sizeof v, cudaMemcpyDeviceToHost,
+                                     stream(device)));
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+    std::memcpy(&v, d.pinned, sizeof v);
+    return v;
+}
+
+void check_same_device(const char* op, const CudaTensor& a, const CudaTensor& b) {
+    EMBER_CHECK(a.device() == b.device(), Device, op, ": tensors are on different devices (Cuda(",
+                a.device(), ") and Cuda(", b.device(), "))");
+}
+
+Strides broadcast_strides(const CudaTensor& t, const Shape& out) {
+    Strides st{};
+    const std::size_t off = out.rank() - t.shape.rank();
+    for (std::size_t i = 0; i < t.shape.rank(); ++i)
+        st[i + off] = t.shape[i] == out[i + off] ? t.strides[i] : 0;
+    return st;
+}
+
+DType compute_dtype(DType d) {
+    switch (d) {
+        case DType::F16:
+        case DType::BF16: return DType::F32;
+        case DType::I32:
+        case DType::I16:
+        case DType::I8:
+        case DType::U8: return DType::I64;
+        default: return d;
+    }
+}
+
+namespace {
+int rank_of(DType d) {
+    switch (d) {
+        case DType::Bool: return 0;
+        case DType::U8: return 1;
+        case DType::I8: return 2;
+        case DType::I16: return 3;
+        case DType::I32: return 4;
+        case DType::I64: return 5;
+        case DType::BF16: return 6;
+        case DType::F16: return 7;
+        case DType::F32: return 8;
+        default: return 9;
+    }
+}
+}  // namespace
+
+DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+
+}  // namespace ember::detail::cuda
+
+namespace ember::cuda {
+
+bool is_available() { return detail::cuda::runtime().count > 0; }
+std::size_t device_count() { return static_cast<std::size_t>(detail::cuda::runtime().count); }
+
+MemoryStats memory_stats(const CudaDevice& device) {
+    auto& d = detail::cuda::state(static_cast<int>(device.index));
+    std::lock_guard lock(d.mu);
+    return d.stats;
+}
+
+void empty_cache(const CudaDevice& device) {
+    auto& d = detail::cuda::state(static_cast<int>(device.index));
+    detail::cuda::use_device(d.index);
+    std::lock_guard lock(d.mu);
+    detail::cuda::release_cache(d);
+}
+
+void reset_peak_memory(const CudaDevice& device) {
+    auto& d = detail::cuda::state(static_cast<int>(device.index));
+    std::lock_guard lock(d.mu);
+    d.stats.peak_bytes_in_use = d.stats.bytes_in_use;
+}
+
+}  // namespace ember::cuda

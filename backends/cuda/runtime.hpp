@@ -1,0 +1,62 @@
+#pragma once
+// Host-side runtime of the CUDA backend: error checks that name the failing call, the one
+// stream per device, cuBLAS handles, tensor allocation from the caching pool, and the small
+// helpers every host file uses (views, iteration plans, dtype rules).
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "ember/backend/detail/cuda_tensor.hpp"
+#include "ember/tensor/error.hpp"
+#include "kernels.hpp"
+
+namespace ember::detail::cuda {
+
+/// Throws ember::DeviceError naming `call` when `e` is not cudaSuccess.
+void check(cudaError_t e, const char* call);
+/// Throws ember::DeviceError naming `call` when `st` is not CUBLAS_STATUS_SUCCESS.
+void check_cublas(cublasStatus_t st, const char* call);
+
+#define EMBER_CUDA_CHECK(call) ::ember::detail::cuda::check((call), #call)
+#define EMBER_CUBLAS_CHECK(call) ::ember::detail::cuda::check_cublas((call), #call)
+
+/// Makes `device` current on this thread (validating it; throws DeviceError without a GPU).
+void use_device(int device);
+/// The device's stream (created on first use; every op of the device runs on it).
+cudaStream_t stream(int device);
+/// The device's cuBLAS handle, bound to its stream.
+cublasHandle_t cublas(int device);
+/// A cuBLASLt-sized workspace for the device (32 MiB, allocated once).
+void* cublas_workspace(int device, std::size_t* bytes);
+/// Whether TF32 is allowed for f32 matmuls.
+bool tf32_allowed();
+/// Waits for the device's stream.
+void synchronize(int device);
+
+/// A contiguous tensor of `shape` and `dtype` on `device`, uninitialised.
+CudaTensor empty(const Shape& shape, DType dtype, int device);
+/// A contiguous copy of `t` (or `t` itself when already contiguous).
+CudaTensor contiguous(CudaTensor t);
+/// A new contiguous buffer with the values of `t` (never `t`'s own).
+CudaTensor fresh_copy(const CudaTensor& t);
+/// `t` converted to `dtype` (t itself when it already has it).
+CudaTensor cast(CudaTensor t, DType dtype);
+/// dst = src for views of the same shape (src may broadcast; dtypes may differ).
+void copy_into(const CudaTensor& dst, const CudaTensor& src);
+/// Reads one int64 scalar computed on the device (waits for the stream).
+std::int64_t read_i64(const void* device_ptr, int device);
+/// Checks that every tensor is on `device` (ops take tensors of one device).
+void check_same_device(const char* op, const CudaTensor& a, const CudaTensor& b);
+
+/// Strides of `t` broadcast to `out` (0 for new or size-1 dims).
+Strides broadcast_strides(const CudaTensor& t, const Shape& out);
+
+/// Compute dtype of a dtype: f16/bf16 → f32, narrow ints → i64, the rest themselves.
+DType compute_dtype(DType d);
+/// The wider of two dtypes (bool < ints < bf16 < f16 < f32 < f64).
+DType promote(DType a, DType b);
+
+}  // namespace ember::detail::cuda

@@ -1,0 +1,467 @@
+// Creation, transfer, views, data movement and elementwise ops of the CUDA backend. Views only
+// rewrite shape, strides and offset; everything that moves data is one strided kernel launch,
+// and elementwise results go into a moved-in input when its buffer is unique (as the CPU's).
+#include <atomic>
+#include <cstring>
+
+#include "ops.hpp"
+
+namespace ember::detail::cuda {
+
+namespace {
+std::atomic<std::uint64_t> g_seed{0x853c49e6748fea9bull};
+std::atomic<std::uint64_t> g_counter{0};
+
+/// A destination for a result of `shape` and `dtype`: `a`'s own buffer when it may be reused.
+CudaTensor output_like(const CudaTensor& a, const Shape& shape, DType dtype) {
+    if (a.is_unique() && a.shape == shape && a.dtype == dtype) return a;
+    return empty(shape, dtype, a.device());
+}
+
+CudaTensor to_compute(CudaTensor t, DType cd) { return t.dtype == cd ? t : cast(std::move(t), cd); }
+
+const char* binary_name(BinaryOp op) {
+    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
+                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
+    return names[static_cast<int>(op)];
+}
+const char* compare_name(CompareOp op) {
+    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
+                                     "lower_equal"};
+    return names[static_cast<int>(op)];
+}
+bool is_logical(BinaryOp op) {
+    return op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
+}
+bool is_reversed(BinaryOp op) {
+    return op == BinaryOp::RSub || op == BinaryOp::RDiv || op == BinaryOp::RRem ||
+           op == BinaryOp::RPow;
+}
+
+/// Throws `msg` when any int64 of `t` is zero (mode 1) or negative (mode 2). Waits for the
+/// stream: integer division by zero must be an error, as on the CPU and in PyTorch.
+void check_values(const CudaTensor& t, int mode, const char* op, const char* msg) {
+    if (t.num_elements() == 0) return;
+    auto flag = allocate(8, t.device());
+    cudaStream_t s = stream(t.device());
+    EMBER_CUDA_CHECK(cudaMemsetAsync(flag->data, 0, 8, s));
+    const auto it = make_iter<1>(t.shape, {&t.strides});
+    launch_check_range(it, static_cast<const std::int64_t*>(t.ptr()), 0, mode,
+                       static_cast<int*>(flag->data), s);
+    EMBER_CHECK(read_i64(flag->data, t.device()) == 0, Argument, op, msg);
+}
+
+void check_int_operand(BinaryOp op, const CudaTensor& divisor_or_exp) {
+    if (op == BinaryOp::Div || op == BinaryOp::Rem || op == BinaryOp::RDiv || op == BinaryOp::RRem)
+        check_values(divisor_or_exp, 1, binary_name(op), ": integer division by zero");
+    if (op == BinaryOp::Pow || op == BinaryOp::RPow)
+        check_values(divisor_or_exp, 2, "pow",
+                     ": integers to negative integer powers are not allowed");
+}
+
+void check_binary_dtype(BinaryOp op, DType cd) {
+    if (cd == DType::Bool) {
+        EMBER_CHECK(is_logical(op) || op == BinaryOp::Add || op == BinaryOp::Mul ||
+                        op == BinaryOp::Max || op == BinaryOp::Min,
+                    DType, binary_name(op), ": not defined for bool tensors");
+    } else {
+        EMBER_CHECK(!is_logical(op), DType, binary_name(op), ": only defined for bool tensors");
+    }
+}
+}  // namespace
+
+// ---- creation and transfer -----------------------------------------------------------------
+CudaTensor full(const Shape& shape, Scalar value, DType dtype, int device) {
+    CudaTensor t = empty(shape, dtype, device);
+    launch_fill(t.ptr(), dtype, static_cast<std::int64_t>(t.num_elements()), value,
+                stream(device));
+    return t;
+}
+
+CudaTensor from_data(const TensorData& data, DType dtype, int device) {
+    const TensorData conv = data.dtype() == dtype ? TensorData() : data.convert(dtype);
+    const TensorData& src = data.dtype() == dtype ? data : conv;
+    CudaTensor t = empty(src.shape(), dtype, device);
+    if (t.num_elements() > 0)
+        EMBER_CUDA_CHECK(cudaMemcpyAsync(t.ptr(), src.bytes().data(), src.bytes().size(),
+                                         cudaMemcpyHostToDevice, stream(device)));
+    return t;
+}
+
+TensorData to_data(const CudaTensor& t0) {
+    const CudaTensor t = contiguous(t0);
+    std::vector<std::byte> bytes(t.num_elements() * dtype_size(t.dtype));
+    if (!bytes.empty()) {
+        cudaStream_t s = stream(t.device());
+        EMBER_CUDA_CHECK(
+            cudaMemcpyAsync(bytes.data(), t.ptr(), bytes.size(), cudaMemcpyDeviceToHost, s));
+        EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+    }
+    return TensorData(std::move(bytes), t.shape, t.dtype);
+}
+
+void seed(std::uint64_t s) {
+    g_seed = s;
+    g_counter = 0;
+}
+
+CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int device) {
+    EMBER_CHECK(dist.kind != Distribution::Kind::Uniform || dist.a <= dist.b, Argument,
+                "random: uniform range [", dist.a, ", ", dist.b, ") is empty");
+    EMBER_CHECK(dist.kind != Distribution::Kind::Normal || dist.b >= 0, Argument,
+                "random: normal std must be >= 0, got ", dist.b);
+    EMBER_CHECK(dist.kind != Distribution::Kind::Bernoulli || (dist.a >= 0 && dist.a <= 1),
+                Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
+    const DType gen = (dtype == DType::F64 || dtype == DType::I64) ? dtype
+                      : is_float(dtype)                           ? DType::F32
+                                                                  : DType::I64;
+    CudaTensor t = empty(shape, gen, device);
+    launch_random(t.ptr(), gen, static_cast<std::int64_t>(t.num_elements()), dist, g_seed.load(),
+                  g_counter.fetch_add(1), stream(device));
+    return cast(std::move(t), dtype);
+}
+
+CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int device) {
+    EMBER_CHECK(step != 0, Argument, "arange: step must not be zero");
+    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument,
+                "arange: range ", start, "..", end, " with step ", step, " is inconsistent");
+    const auto n = static_cast<std::size_t>((end - start + step + (step > 0 ? -1 : 1)) / step);
+    CudaTensor t = empty(Shape{n}, DType::I64, device);
+    launch_arange(static_cast<std::int64_t*>(t.ptr()), static_cast<std::int64_t>(n), start, step,
+                  stream(device));
+    return t;
+}
+
+CudaTensor to_device(CudaTensor t, int device) {
+    if (t.device() == device) return t;
+    t = contiguous(std::move(t));
+    synchronize(t.device());  // the source's producers live on the other device's stream
+    CudaTensor out = empty(t.shape, t.dtype, device);
+    if (t.num_elements() > 0)
+        EMBER_CUDA_CHECK(cudaMemcpyPeerAsync(out.ptr(), device, t.ptr(), t.device(),
+                                             t.num_elements() * dtype_size(t.dtype),
+                                             stream(device)));
+    return out;
+}
+
+// ---- views ---------------------------------------------------------------------------------
+CudaTensor reshape(CudaTensor t, const Shape& shape) {
+    EMBER_CHECK(shape.num_elements() == t.num_elements(), Shape, "reshape: cannot reshape ",
+                t.shape.to_string(), " (", t.num_elements(), " elements) into ",
+                shape.to_string(), " (", shape.num_elements(), " elements)");
+    if (!t.is_contiguous()) t = contiguous(std::move(t));
+    t.shape = shape;
+    t.strides = contiguous_strides(shape);
+    return t;
+}
+
+CudaTensor permute(CudaTensor t, std::span<const std::size_t> axes) {
+    EMBER_CHECK(axes.size() == t.shape.rank(), Dim, "permute: ", axes.size(),
+                " axes given for a tensor of shape ", t.shape.to_string());
+    bool seen[kMaxRank] = {};
+    Shape s = t.shape;
+    Strides st{};
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+        EMBER_CHECK(axes[i] < axes.size() && !seen[axes[i]], Dim,
+                    "permute: axes are not a permutation of 0..", axes.size() - 1, " for shape ",
+                    t.shape.to_string());
+        seen[axes[i]] = true;
+        s[i] = t.shape[axes[i]];
+        st[i] = t.strides[axes[i]];
+    }
+    t.shape = s;
+    t.strides = st;
+    return t;
+}
+
+CudaTensor expand(CudaTensor t, const Shape& shape) {
+    EMBER_CHECK(shape.rank() >= t.shape.rank(), Shape, "expand: cannot expand ",
+                t.shape.to_string(), " to the lower rank shape ", shape.to_string());
+    const std::size_t off = shape.rank() - t.shape.rank();
+    Strides st{};
+    for (std::size_t i = off; i < shape.rank(); ++i) {
+        const std::size_t d = t.shape[i - off];
+        EMBER_CHECK(d == shape[i] || d == 1, Shape, "expand: cannot expand ", t.shape.to_string(),
+                    " to ", shape.to_string(), " (dim ", i, ": ", d, " vs ", shape[i], ")");
+        st[i] = d == shape[i] ? t.strides[i - off] : 0;
+    }
+    t.shape = shape;
+    t.strides = st;
+    return t;
+}
+
+CudaTensor slice(CudaTensor t, std::span<const Slice> ranges) {
+    EMBER_CHECK(ranges.size() <= t.shape.rank(), Dim, "slice: ", ranges.size(),
+                " ranges given for a tensor of shape ", t.shape.to_string());
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+        auto [start, len] = ranges[i].resolve(t.shape[i], "slice");
+        t.offset += static_cast<std::int64_t>(start) * t.strides[i];
+        t.shape[i] = len;
+        t.strides[i] *= ranges[i].step;
+    }
+    return t;
+}
+
+// ---- data movement -------------------------------------------------------------------------
+namespace {
+CudaTensor narrow_view(const CudaTensor& t, std::size_t dim, std::size_t start, std::size_t len) {
+    CudaTensor v = t;
+    v.offset += static_cast<std::int64_t>(start) * t.strides[dim];
+    v.shape[dim] = len;
+    return v;
+}
+}  // namespace
+
+CudaTensor cat(std::span<const CudaTensor> tensors, std::size_t dim) {
+    EMBER_CHECK(!tensors.empty(), Argument, "cat: expected at least one tensor");
+    const CudaTensor& first = tensors[0];
+    const std::size_t rank = first.shape.rank();
+    EMBER_CHECK(dim < rank, Dim, "cat: dim ", dim, " is out of range for rank ", rank);
+    Shape out_shape = first.shape;
+    out_shape[dim] = 0;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        const CudaTensor& t = tensors[i];
+        EMBER_CHECK(t.dtype == first.dtype, DType, "cat: tensor ", i, " has dtype ",
+                    dtype_name(t.dtype), " but tensor 0 has ", dtype_name(first.dtype));
+        EMBER_CHECK(t.shape.rank() == rank, Shape, "cat: tensor ", i, " has shape ", t.shape,
+                    " of rank ", t.shape.rank(), " but tensor 0 has shape ", first.shape);
+        check_same_device("cat", t, first);
+        for (std::size_t d = 0; d < rank; ++d)
+            EMBER_CHECK(d == dim || t.shape[d] == first.shape[d], Shape, "cat: tensor ", i,
+                        " has shape ", t.shape, " but tensor 0 has shape ", first.shape,
+                        "; they must match except in dim ", dim);
+        out_shape[dim] += t.shape[dim];
+    }
+    CudaTensor out = empty(out_shape, first.dtype, first.device());
+    std::size_t start = 0;
+    for (const CudaTensor& t : tensors) {
+        copy_into(narrow_view(out, dim, start, t.shape[dim]), t);
+        start += t.shape[dim];
+    }
+    return out;
+}
+
+CudaTensor slice_assign(CudaTensor t, std::span<const Slice> ranges, CudaTensor values) {
+    const std::size_t rank = t.shape.rank();
+    EMBER_CHECK(ranges.size() <= rank, Index, "slice_assign: ", ranges.size(),
+                " ranges given for a tensor of shape ", t.shape);
+    EMBER_CHECK(values.dtype == t.dtype, DType, "slice_assign: values have dtype ",
+                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    check_same_device("slice_assign", t, values);
+    std::array<std::pair<std::size_t, std::size_t>, kMaxRank> r{};
+    Shape region = t.shape;
+    for (std::size_t d = 0; d < ranges.size(); ++d) {
+        r[d] = ranges[d].resolve(t.shape[d], "slice_assign");
+        region[d] = r[d].second;
+    }
+    EMBER_CHECK(region == values.shape, Shape, "slice_assign: values of shape ", values.shape,
+                " do not match the region of shape ", region, " in a tensor of shape ", t.shape);
+    if (!t.is_unique()) t = fresh_copy(t);
+    CudaTensor view = t;
+    view.shape = region;
+    for (std::size_t d = 0; d < ranges.size(); ++d) {
+        view.offset += static_cast<std::int64_t>(r[d].first) * t.strides[d];
+        view.strides[d] = t.strides[d] * ranges[d].step;
+    }
+    copy_into(view, values);
+    return t;
+}
+
+CudaTensor flip(CudaTensor t, std::span<const std::size_t> axes) {
+    const std::size_t rank = t.shape.rank();
+    std::array<bool, kMaxRank> flipped{};
+    for (const std::size_t a : axes) {
+        EMBER_CHECK(a < rank, Dim, "flip: axis ", a, " is out of range for shape ", t.shape);
+        EMBER_CHECK(!flipped[a], Dim, "flip: axis ", a, " is given more than once");
+        flipped[a] = true;
+    }
+    CudaTensor out = empty(t.shape, t.dtype, t.device());
+    if (out.num_elements() == 0) return out;
+    // Reading through negative strides turns the flip into a plain strided copy.
+    CudaTensor src = t;
+    for (std::size_t d = 0; d < rank; ++d) {
+        if (!flipped[d]) continue;
+        src.offset += static_cast<std::int64_t>(t.shape[d] - 1) * t.strides[d];
+        src.strides[d] = -t.strides[d];
+    }
+    copy_into(out, src);
+    return out;
+}
+
+CudaTensor repeat_dim(CudaTensor t, std::size_t dim, std::size_t times) {
+    EMBER_CHECK(dim < t.shape.rank(), Dim, "repeat_dim: dim ", dim, " is out of range for shape ",
+                t.shape);
+    Shape out_shape = t.shape;
+    out_shape[dim] = t.shape[dim] * times;
+    CudaTensor out = empty(out_shape, t.dtype, t.device());
+    if (out.num_elements() == 0) return out;
+    // One launch: the output viewed as [.., times, n, ..] reads t broadcast over `times`.
+    CudaTensor dst = out, src = t;
+    const std::size_t n = t.shape[dim];
+    Shape s;
+    Strides ds{}, ss{};
+    for (std::size_t d = 0, j = 0; d < t.shape.rank(); ++d) {
+        if (d == dim) {
+            s.push_back(times);
+            ds[j] = static_cast<std::int64_t>(n) * out.strides[d];
+            ss[j] = 0;
+            ++j;
+        }
+        s.push_back(t.shape[d]);
+        ds[j] = out.strides[d];
+        ss[j] = t.strides[d];
+        ++j;
+    }
+    dst.shape = s;
+    dst.strides = ds;
+    src.shape = s;
+    src.strides = ss;
+    copy_into(dst, src);
+    return out;
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+CudaTensor unary(UnaryOp op, CudaTensor t) {
+    if (op == UnaryOp::IsNan && !is_float(t.dtype))
+        return full(t.shape, Scalar(false), DType::Bool, t.device());
+    const DType result = t.dtype, cd = compute_dtype(t.dtype);
+    if (cd == DType::Bool) {
+        EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
+                    " is not defined for bool tensors");
+    } else if (cd == DType::I64) {
+        EMBER_CHECK(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
+                        op == UnaryOp::Relu,
+                    DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
+    } else {
+        EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
+    }
+    t = to_compute(std::move(t), cd);
+    const DType od = op == UnaryOp::IsNan ? DType::Bool : cd;
+    CudaTensor out = output_like(t, t.shape, od);
+    const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+    launch_unary(op, cd, it, out.ptr(), t.ptr(), stream(t.device()));
+    return op == UnaryOp::IsNan ? out : cast(std::move(out), result);
+}
+
+CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
+    check_same_device(binary_name(op), a, b);
+    const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
+    const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
+    check_binary_dtype(op, cd);
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    if (cd == DType::I64) check_int_operand(op, is_reversed(op) ? a : b);
+    CudaTensor out = output_like(a, shape, cd);
+    if (out.storage != a.storage) {
+        CudaTensor alt = output_like(b, shape, cd);
+        if (alt.storage == b.storage) out = std::move(alt);
+    }
+    const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
+    const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
+    launch_binary(op, cd, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s) {
+    const DType result = a.dtype, cd = compute_dtype(result);
+    check_binary_dtype(op, cd);
+    a = to_compute(std::move(a), cd);
+    if (cd == DType::I64) {
+        EMBER_CHECK(!((op == BinaryOp::Div || op == BinaryOp::Rem) && s.i == 0), Argument,
+                    binary_name(op), ": integer division by zero");
+        EMBER_CHECK(!(op == BinaryOp::Pow && s.i < 0), Argument,
+                    "pow: integers to negative integer powers are not allowed");
+        if (op == BinaryOp::RDiv || op == BinaryOp::RRem || op == BinaryOp::RPow)
+            check_int_operand(op, a);
+    }
+    CudaTensor out = output_like(a, a.shape, cd);
+    const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+    launch_binary_scalar(op, cd, it, out.ptr(), a.ptr(), s, stream(a.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor compare(CompareOp op, CudaTensor a, CudaTensor b) {
+    check_same_device(compare_name(op), a, b);
+    const Shape shape = broadcast_shapes(a.shape, b.shape, compare_name(op));
+    const DType cd = compute_dtype(promote(a.dtype, b.dtype));
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    CudaTensor out = empty(shape, DType::Bool, a.device());
+    const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
+    const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
+    launch_compare(op, cd, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
+    return out;
+}
+
+CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s) {
+    const DType cd = compute_dtype(a.dtype);
+    a = to_compute(std::move(a), cd);
+    CudaTensor out = empty(a.shape, DType::Bool, a.device());
+    const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+    launch_compare_scalar(op, cd, it, out.ptr(), a.ptr(), s, stream(a.device()));
+    return out;
+}
+
+CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b) {
+    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_where: mask must be bool, got ",
+                dtype_name(mask.dtype));
+    check_same_device("mask_where", mask, a);
+    check_same_device("mask_where", a, b);
+    const Shape shape = broadcast_shapes(broadcast_shapes(mask.shape, a.shape, "mask_where"),
+                                         b.shape, "mask_where");
+    const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
+    a = to_compute(std::move(a), cd);
+    b = to_compute(std::move(b), cd);
+    CudaTensor out = empty(shape, cd, a.device());
+    const Strides sm = broadcast_strides(mask, shape), sa = broadcast_strides(a, shape),
+                  sb = broadcast_strides(b, shape);
+    const auto it = make_iter<4>(shape, {&out.strides, &sm, &sa, &sb});
+    launch_where(cd, it, out.ptr(), mask.ptr(), a.ptr(), b.ptr(), stream(out.device()));
+    return cast(std::move(out), result);
+}
+
+CudaTensor mask_fill(CudaTensor t, CudaTensor mask, Scalar value) {
+    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_fill: mask must be bool, got ",
+                dtype_name(mask.dtype));
+    const Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_fill");
+    EMBER_CHECK(shape == t.shape, Shape, "mask_fill: mask ", mask.shape.to_string(),
+                " does not broadcast to the tensor's shape ", t.shape.to_string());
+    // The value as a one-element tensor seen through stride-0 dims: one where() launch.
+    CudaTensor v = full(Shape{1}, value, compute_dtype(t.dtype), t.device());
+    v = expand(std::move(v), shape);
+    const DType result = t.dtype;
+    return cast(where(std::move(mask), std::move(v), std::move(t)), result);
+}
+
+CudaTensor clamp(CudaTensor t, Scalar lo, Scalar hi) {
+    EMBER_CHECK(is_float(t.dtype) ? lo.f <= hi.f : lo.i <= hi.i, Argument, "clamp: min ", lo.f,
+                " is greater than max ", hi.f);
+    const DType result = t.dtype, cd = compute_dtype(t.dtype);
+    t = to_compute(std::move(t), cd);
+    CudaTensor out = output_like(t, t.shape, cd);
+    const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+    launch_clamp(cd, it, out.ptr(), t.ptr(), lo, hi, stream(t.device()));
+    return cast(std::move(out), result);
+}
+
+std::array<CudaTensor, 3> adam_step(CudaTensor p, CudaTensor g, CudaTensor m, CudaTensor v,
+                                    const AdamStepScalars& s) {
+    EMBER_CHECK(p.shape == g.shape && p.shape == m.shape && p.shape == v.shape, Shape,
+                "adam_step: param ", p.shape, ", grad ", g.shape, ", moments ", m.shape, " and ",
+                v.shape, " must have one shape");
+    EMBER_CHECK(is_float(p.dtype), DType, "adam_step: needs float tensors, got ",
+                dtype_name(p.dtype));
+    const DType result = p.dtype, cd = compute_dtype(p.dtype);
+    auto prep = [cd](CudaTensor t) { return contiguous(to_compute(std::move(t), cd)); };
+    p = prep(std::move(p));
+    g = prep(std::move(g));
+    m = prep(std::move(m));
+    v = prep(std::move(v));
+    CudaTensor po = output_like(p, p.shape, cd), mo = output_like(m, p.shape, cd),
+               vo = output_like(v, p.shape, cd);
+    launch_adam(cd, static_cast<std::int64_t>(p.num_elements()), po.ptr(), mo.ptr(), vo.ptr(),
+                p.ptr(), g.ptr(), m.ptr(), v.ptr(), s, stream(p.device()));
+    return {cast(std::move(po), result), cast(std::move(mo), result), cast(std::move(vo), result)};
+}
+
+}  // namespace ember::detail::cuda

@@ -1,0 +1,238 @@
+#pragma once
+// ember::Cuda — the CUDA backend: strided views over pooled device buffers, every op on the GPU
+// (kernels in backends/cuda/*.cu, matmul and convolutions through cuBLAS), all work queued on
+// one stream per device so that ops return at once; only into_data and sync wait. Float tensors
+// are f32 by default and cast to f16, bf16 (or f64); ints are int64, bools one byte.
+//
+// This header pulls in no CUDA header: code that uses the backend compiles with any C++20
+// compiler and links ember::cuda. Without a GPU (or driver) the library still links, and the
+// first op throws an ember::DeviceError saying so; `ember::cuda::is_available()` tells first.
+#include <array>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../tensor/backend.hpp"
+#include "detail/cuda_tensor.hpp"
+
+namespace ember {
+
+/// A CUDA device, by index (0 is the default device).
+struct CudaDevice {
+    std::size_t index = 0;  ///< the CUDA device ordinal
+    friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
+    /// "Cuda(0)".
+    std::string to_string() const { return "Cuda(" + std::to_string(index) + ")"; }
+};
+
+/// The CUDA backend. Float data enters as f32 (FloatElem); `cast` makes f16, bf16 or f64
+/// tensors, which every op accepts (f16/bf16 elementwise math runs in f32 and rounds once).
+struct CudaBackend : BackendBase<CudaBackend> {
+    using Device = CudaDevice;
+    using FloatTensorPrimitive = detail::cuda::CudaTensor;
+    using IntTensorPrimitive = detail::cuda::CudaTensor;
+    using BoolTensorPrimitive = detail::cuda::CudaTensor;
+    using FloatElem = float;
+    using IntElem = std::int64_t;
+    using FT = FloatTensorPrimitive;
+    using IT = IntTensorPrimitive;
+    using BT = BoolTensorPrimitive;
+
+    /// "cuda".
+    static std::string name();
+    /// Seeds the counter-based generator behind `random`.
+    static void seed(std::uint64_t seed);
+    /// Waits until every op queued on the device's stream has finished.
+    static void sync(const Device& d);
+
+    // ---- float ----
+    static FT float_from_data(const TensorData& data, const Device& d);
+    static TensorData float_into_data(FT t);
+    static Device float_device(const FT& t) { return Device{static_cast<std::size_t>(t.device())}; }
+    static FT float_to_device(FT t, const Device& d);
+    static Shape float_shape(const FT& t) { return t.shape; }
+    static DType float_dtype(const FT& t) { return t.dtype; }
+    static FT float_empty(const Shape& shape, const Device& d);
+    static FT float_full(const Shape& shape, Scalar value, const Device& d);
+    static FT float_random(const Shape& shape, const Distribution& dist, const Device& d);
+    static FT float_unary(UnaryOp op, FT t);
+    static FT float_binary(BinaryOp op, FT a, FT b);
+    static FT float_binary_scalar(BinaryOp op, FT a, Scalar s);
+    static BT float_compare(CompareOp op, FT a, FT b);
+    static BT float_compare_scalar(CompareOp op, FT a, Scalar s);
+    static FT float_mask_where(FT t, BT mask, FT value);
+    static FT float_mask_fill(FT t, BT mask, Scalar value);
+    static FT float_clamp(FT t, Scalar lo, Scalar hi);
+    /// One Adam update in a single pass over the four tensors (same shape): {param, m, v}
+    /// updated, written in place into whichever inputs are unique.
+    static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
+                                             const AdamStepScalars& s);
+    static FT float_reduce(ReduceOp op, FT t);
+    static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
+    static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);
+    static FT float_reshape(FT t, const Shape& shape);
+    static FT float_permute(FT t, std::span<const std::size_t> axes);
+    static FT float_expand(FT t, const Shape& shape);
+    static FT float_slice(FT t, std::span<const Slice> ranges);
+    static FT float_slice_assign(FT t, std::span<const Slice> ranges, FT values);
+    static FT float_flip(FT t, std::span<const std::size_t> axes);
+    static FT float_cat(std::vector<FT> tensors, std::size_t dim);
+    static FT float_repeat_dim(FT t, std::size_t dim, std::size_t times);
+    static FT float_gather(std::size_t dim, FT t, IT indices);
+    static FT float_scatter(std::size_t dim, FT t, IT indices, FT values);
+    static FT float_select(FT t, std::size_t dim, IT indices);
+    static FT float_select_assign(FT t, std::size_t dim, IT indices, FT values);
+    static std::pair<FT, IT> float_sort_with_indices(FT t, std::size_t dim, bool descending);
+    static std::pair<FT, IT> float_topk(FT t, std::size_t k, std::size_t dim, bool largest);
+    static FT float_matmul(FT a, FT b);
+    static IT float_into_int(FT t);
+    static FT float_cast(FT t, DType dtype);
+    static FT float_softmax(FT t, std::size_t dim);
+    static FT float_log_softmax(FT t, std::size_t dim);
+
+    // ---- int ----
+    static IT int_from_data(const TensorData& data, const Device& d);
+    static TensorData int_into_data(IT t);
+    static Device int_device(const IT& t) { return Device{static_cast<std::size_t>(t.device())}; }
+    static IT int_to_device(IT t, const Device& d);
+    static Shape int_shape(const IT& t) { return t.shape; }
+    static DType int_dtype(const IT& t) { return t.dtype; }
+    static IT int_empty(const Shape& shape, const Device& d);
+    static IT int_full(const Shape& shape, Scalar value, const Device& d);
+    static IT int_random(const Shape& shape, const Distribution& dist, const Device& d);
+    static IT int_arange(std::int64_t start, std::int64_t end, std::int64_t step, const Device& d);
+    static IT int_unary(UnaryOp op, IT t);
+    static IT int_binary(BinaryOp op, IT a, IT b);
+    static IT int_binary_scalar(BinaryOp op, IT a, Scalar s);
+    static BT int_compare(CompareOp op, IT a, IT b);
+    static BT int_compare_scalar(CompareOp op, IT a, Scalar s);
+    static IT int_mask_where(IT t, BT mask, IT value);
+    static IT int_mask_fill(IT t, BT mask, Scalar value);
+    static IT int_clamp(IT t, Scalar lo, Scalar hi);
+    static IT int_reduce(ReduceOp op, IT t);
+    static IT int_reduce_dim(ReduceOp op, IT t, std::size_t dim);
+    static IT int_arg_reduce(ArgReduceOp op, IT t, std::size_t dim);
+    static IT int_reshape(IT t, const Shape& shape);
+    static IT int_permute(IT t, std::span<const std::size_t> axes);
+    static IT int_expand(IT t, const Shape& shape);
+    static IT int_slice(IT t, std::span<const Slice> ranges);
+    static IT int_slice_assign(IT t, std::span<const Slice> ranges, IT values);
+    static IT int_flip(IT t, std::span<const std::size_t> axes);
+    static IT int_cat(std::vector<IT> tensors, std::size_t dim);
+    static IT int_repeat_dim(IT t, std::size_t dim, std::size_t times);
+    static IT int_gather(std::size_t dim, IT t, IT indices);
+    static IT int_scatter(std::size_t dim, IT t, IT indices, IT values);
+    static IT int_select(IT t, std::size_t dim, IT indices);
+    static IT int_select_assign(IT t, std::size_t dim, IT indices, IT values);
+    static std::pair<IT, IT> int_sort_with_indices(IT t, std::size_t dim, bool descending);
+    static std::pair<IT, IT> int_topk(IT t, std::size_t k, std::size_t dim, bool largest);
+    static IT int_matmul(IT a, IT b);
+    static FT int_into_float(IT t);
+    static IT int_cast(IT t, DType dtype);
+
+    // ---- bool ----
+    static BT bool_from_data(const TensorData& data, const Device& d);
+    static TensorData bool_into_data(BT t);
+    static Device bool_device(const BT& t) { return Device{static_cast<std::size_t>(t.device())}; }
+    static BT bool_to_device(BT t, const Device& d);
+    static Shape bool_shape(const BT& t) { return t.shape; }
+    static DType bool_dtype(const BT& t) { return t.dtype; }
+    static BT bool_empty(const Shape& shape, const Device& d);
+    static BT bool_full(const Shape& shape, Scalar value, const Device& d);
+    static BT bool_not(BT t);
+    static BT bool_binary(BinaryOp op, BT a, BT b);
+    static BT bool_compare(CompareOp op, BT a, BT b);
+    static BT bool_mask_where(BT t, BT mask, BT value);
+    static BT bool_reduce(ReduceOp op, BT t);
+    static BT bool_reduce_dim(ReduceOp op, BT t, std::size_t dim);
+    static BT bool_reshape(BT t, const Shape& shape);
+    static BT bool_permute(BT t, std::span<const std::size_t> axes);
+    static BT bool_expand(BT t, const Shape& shape);
+    static BT bool_slice(BT t, std::span<const Slice> ranges);
+    static BT bool_slice_assign(BT t, std::span<const Slice> ranges, BT values);
+    static BT bool_flip(BT t, std::span<const std::size_t> axes);
+    static BT bool_cat(std::vector<BT> tensors, std::size_t dim);
+    static BT bool_repeat_dim(BT t, std::size_t dim, std::size_t times);
+    static BT bool_gather(std::size_t dim, BT t, IT indices);
+    static BT bool_select(BT t, std::size_t dim, IT indices);
+    static IT bool_into_int(BT t);
+    static FT bool_into_float(BT t);
+    static IT bool_argwhere(BT t);
+
+    // ---- module ops ----
+    static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);
+    static FT conv2d(FT x, FT w, std::optional<FT> bias, const ConvOptions<2>& o);
+    static FT conv3d(FT x, FT w, std::optional<FT> bias, const ConvOptions<3>& o);
+    static FT conv_transpose1d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<1>& o);
+    static FT conv_transpose2d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<2>& o);
+    static FT conv_transpose3d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<3>& o);
+    static FT deform_conv2d(FT x, FT offset, FT w, std::optional<FT> mask, std::optional<FT> bias,
+                            const DeformConvOptions& o);
+    static FT avg_pool1d(FT x, const PoolOptions<1>& o);
+    static FT avg_pool2d(FT x, const PoolOptions<2>& o);
+    static FT max_pool1d(FT x, const PoolOptions<1>& o);
+    static FT max_pool2d(FT x, const PoolOptions<2>& o);
+    static std::pair<FT, IT> max_pool1d_with_indices(FT x, const PoolOptions<1>& o);
+    static std::pair<FT, IT> max_pool2d_with_indices(FT x, const PoolOptions<2>& o);
+    static FT adaptive_avg_pool1d(FT x, std::size_t output_size);
+    static FT adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> output_size);
+    static FT interpolate(FT x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o);
+
+    // ---- module backward (the gradient kernels Autodiff's rules call) ----
+    /// dL/dweight of conv{N}d(x, weight) given dL/dout; `weight_shape` is the weight's shape.
+    static FT conv1d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<1>& o);
+    static FT conv2d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<2>& o);
+    static FT conv3d_weight_backward(FT x, FT grad, const Shape& weight_shape,
+                                     const ConvOptions<3>& o);
+    /// dL/dx of avg_pool{N}d(x) given dL/dout.
+    static FT avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o);
+    static FT avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o);
+    /// dL/dx of adaptive_avg_pool{N}d(x) given dL/dout (the output size is grad's).
+    static FT adaptive_avg_pool1d_backward(FT x, FT grad);
+    static FT adaptive_avg_pool2d_backward(FT x, FT grad);
+    /// dL/dx of interpolate(x, output_size, o) given dL/dout.
+    static FT interpolate_backward(FT x, FT grad, std::array<std::size_t, 2> output_size,
+                                   const InterpolateOptions& o);
+    /// Gradients of deform_conv2d with respect to each of its inputs.
+    static DeformConv2dGrads<FT> deform_conv2d_backward(FT x, FT offset, FT w,
+                                                        std::optional<FT> mask,
+                                                        std::optional<FT> bias, FT grad,
+                                                        const DeformConvOptions& o);
+};
+
+/// The CUDA backend (f32 by default).
+using Cuda = CudaBackend;
+
+static_assert(Backend<Cuda>);
+
+namespace cuda {
+/// Whether a CUDA device and driver are usable in this process.
+bool is_available();
+/// Number of CUDA devices (0 when there is no driver or device).
+std::size_t device_count();
+/// Lets f32 matmuls and convolutions use TF32 tensor cores (about 10 mantissa bits, as
+/// PyTorch's `torch.backends.cuda.matmul.allow_tf32`). Off by default.
+void set_allow_tf32(bool allow);
+/// Whether TF32 is allowed for f32 matmuls.
+bool allow_tf32();
+/// Bytes of device memory held by live tensors, reserved by the caching pool, and the
+/// high-water mark of the former.
+struct MemoryStats {
+    std::size_t bytes_in_use = 0;       ///< held by live tensors
+    std::size_t bytes_reserved = 0;     ///< allocated from the driver (in use + cached)
+    std::size_t peak_bytes_in_use = 0;  ///< the high-water mark of bytes_in_use
+    std::size_t num_driver_allocs = 0;  ///< cudaMalloc calls so far (a cache hit adds none)
+};
+/// The memory counters of `device`.
+MemoryStats memory_stats(const CudaDevice& device = {});
+/// Gives the cached (unused) blocks of `device` back to the driver.
+void empty_cache(const CudaDevice& device = {});
+/// Restarts the high-water mark at the current use.
+void reset_peak_memory(const CudaDevice& device = {});
+}  // namespace cuda
+
+}  // namespace ember
