@@ -27,6 +27,8 @@ packages=(
   emscripten        # the WebAssembly build of the web classifier
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/)
+  libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
+  mesa-vulkan-drivers  # lavapipe: the Vulkan tests run on the CPU
 )
 # npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).
 command -v npm >/dev/null 2>&1 || packages+=(npm)

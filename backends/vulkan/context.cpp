@@ -1,0 +1,538 @@
+// The Vulkan runtime (context.hpp): device selection, pipelines, the recorder and the rings.
+#include "context.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+#include "ember/tensor/error.hpp"
+#include "shader_registry.hpp"
+
+namespace ember::detail::vk {
+
+namespace {
+
+// Dispatches per command buffer before it is submitted: the device starts working while the
+// host records the next batch, and a long op chain never piles up unbounded state.
+constexpr std::size_t kBatch = 64;
+constexpr std::size_t kFrames = 4;
+constexpr VkDeviceSize kParamsRing = VkDeviceSize{8} << 20;
+constexpr VkDeviceSize kStagingRing = VkDeviceSize{32} << 20;
+
+struct Instance {
+    bool loaded = false;
+    VkInstance instance = VK_NULL_HANDLE;
+    std::vector<VkPhysicalDevice> devices;  ///< those with a compute queue
+    std::string error;                      ///< why there is none
+};
+
+std::uint32_t compute_family(VkPhysicalDevice d, bool* found) {
+    std::uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(d, &n, nullptr);
+    std::vector<VkQueueFamilyProperties> q(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(d, &n, q.data());
+    // Prefer a compute queue family without graphics (NVIDIA's async compute family).
+    for (int pass = 0; pass < 2; ++pass)
+        for (std::uint32_t i = 0; i < n; ++i) {
+            const bool compute = q[i].queueFlags & VK_QUEUE_COMPUTE_BIT;
+            const bool graphics = q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT;
+            if (compute && (pass == 1 || !graphics)) {
+                *found = true;
+                return i;
+            }
+        }
+    *found = false;
+    return 0;
+}
+
+Instance& instance() {
+    static Instance inst = [] {
+        Instance r;
+        if (volkInitialize() != VK_SUCCESS) {
+            r.error = "no Vulkan loader (libvulkan.so.1) could be opened";
+            return r;
+        }
+        VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+        app.pApplicationName = "ember";
+        app.pEngineName = "ember";
+        app.apiVersion = VK_API_VERSION_1_2;
+        VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+        ci.pApplicationInfo = &app;
+        if (vkCreateInstance(&ci, nullptr, &r.instance) != VK_SUCCESS) {
+            r.error = "vkCreateInstance failed (no Vulkan 1.2 driver?)";
+            return r;
+        }
+        // Instance-level entry points only: device functions then go through the loader's
+        // trampolines, which dispatch to the right driver when devices of several drivers
+        // (an NVIDIA GPU and lavapipe) are used in one process.
+        volkLoadInstance(r.instance);
+        std::uint32_t n = 0;
+        vkEnumeratePhysicalDevices(r.instance, &n, nullptr);
+        std::vector<VkPhysicalDevice> all(n);
+        vkEnumeratePhysicalDevices(r.instance, &n, all.data());
+        for (auto d : all) {
+            bool ok = false;
+            compute_family(d, &ok);
+            if (ok) r.devices.push_back(d);
+        }
+        if (r.devices.empty()) r.error = "the Vulkan loader reports no device with a compute queue";
+        r.loaded = true;
+        return r;
+    }();
+    return inst;
+}
+
+bool has_extension(VkPhysicalDevice d, const char* name) {
+    std::uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> ext(n);
+    vkEnumerateDeviceExtensionProperties(d, nullptr, &n, ext.data());
+    for (auto& e : ext)
+        if (std::strcmp(e.extensionName, name) == 0) return true;
+    return false;
+}
+
+std::string default_cache_dir() {
+    if (const char* e = std::getenv("EMBER_CACHE_DIR"); e && *e) return e;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/ember";
+    if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/ember";
+    return "/tmp/ember-cache";
+}
+
+}  // namespace
+
+std::size_t Context::device_count() {
+    Instance& inst = instance();
+    return inst.devices.size();
+}
+
+Context& Context::get(std::uint32_t index) {
+    static std::mutex mu;
+    static std::vector<std::unique_ptr<Context>> contexts;
+    std::lock_guard lock(mu);
+    Instance& inst = instance();
+    EMBER_CHECK(!inst.devices.empty(), Device, "vulkan: no Vulkan device: ", inst.error);
+    EMBER_CHECK(index < inst.devices.size(), Device, "vulkan: device index ", index,
+                " is out of range (EMBER_VULKAN_DEVICE or VulkanDevice{index}): ",
+                inst.devices.size(), " device(s) present");
+    if (contexts.size() <= index) contexts.resize(index + 1);
+    // Contexts live until the process ends on purpose: tensors held in static objects may
+    // outlive any destruction order we could choose, and the driver's own static state may
+    // be gone by then. At exit only the pipeline cache is written (see ContextExit).
+    if (!contexts[index]) contexts[index].reset(new Context(index));
+    return *contexts[index];
+}
+
+struct ContextExit {
+    static void at_exit(Context* c) {
+        std::lock_guard lock(c->mu);
+        c->save_pipeline_cache();
+    }
+};
+
+namespace {
+std::vector<Context*>& exit_list() {
+    static std::vector<Context*> l;
+    return l;
+}
+void run_exit() {
+    for (Context* c : exit_list()) ContextExit::at_exit(c);
+}
+}  // namespace
+
+Context::Context(std::uint32_t index) : index_(index) {
+    Instance& inst = instance();
+    instance_ = inst.instance;
+    phys_ = inst.devices[index];
+    bool ok = false;
+    family_ = compute_family(phys_, &ok);
+
+    VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    sub.pNext = &m3;
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    props.pNext = &sub;
+    vkGetPhysicalDeviceProperties2(phys_, &props);
+    const auto& lim = props.properties.limits;
+    info_.name = props.properties.deviceName;
+    info_.vendor_id = props.properties.vendorID;
+    info_.device_id = props.properties.deviceID;
+    info_.driver_version = props.properties.driverVersion;
+    info_.max_storage_range = lim.maxStorageBufferRange;
+    info_.max_alloc_size = m3.maxMemoryAllocationSize;
+    info_.max_alloc_count = lim.maxMemoryAllocationCount;
+    info_.max_shared_memory = lim.maxComputeSharedMemorySize;
+    info_.max_invocations = lim.maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; ++i) info_.max_groups[i] = lim.maxComputeWorkGroupCount[i];
+    info_.subgroup_size = sub.subgroupSize;
+
+    VkPhysicalDeviceFeatures feats;
+    vkGetPhysicalDeviceFeatures(phys_, &feats);
+    EMBER_CHECK(feats.shaderInt64, Device, "vulkan: device ", info_.name,
+                " lacks shaderInt64 (int tensors are int64 on the device)");
+    EMBER_CHECK(has_extension(phys_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME), Device,
+                "vulkan: device ", info_.name, " lacks VK_KHR_push_descriptor");
+
+    std::vector<const char*> exts{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qi.queueFamilyIndex = family_;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &priority;
+    VkPhysicalDeviceFeatures enable{};
+    enable.shaderInt64 = VK_TRUE;
+    VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    di.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
+    di.ppEnabledExtensionNames = exts.data();
+    di.pEnabledFeatures = &enable;
+    EMBER_CHECK(vkCreateDevice(phys_, &di, nullptr, &device_) == VK_SUCCESS, Device,
+                "vulkan: vkCreateDevice failed for ", info_.name);
+    vkGetDeviceQueue(device_, family_, 0, &queue_);
+
+    pool_ = std::make_unique<Pool>(device_, phys_, info_.max_storage_range, info_.max_alloc_size,
+                                   info_.max_alloc_count);
+
+    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = family_;
+    vkCreateCommandPool(device_, &pi, nullptr, &cmd_pool_);
+    frames_.resize(kFrames);
+    for (auto& f : frames_) {
+        VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        ai.commandPool = cmd_pool_;
+        ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        ai.commandBufferCount = 1;
+        vkAllocateCommandBuffers(device_, &ai, &f.cmd);
+        VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        vkCreateFence(device_, &fi, nullptr, &f.fence);
+    }
+    make_ring(params_, kParamsRing);
+    make_ring(staging_, kStagingRing);
+
+    // The pipeline cache, persisted per device and driver.
+    cache_dir_ = default_cache_dir();
+    std::vector<char> blob;
+    {
+        std::ifstream f(cache_file("pipelines.bin"), std::ios::binary);
+        if (f) blob.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    ci.initialDataSize = blob.size();
+    ci.pInitialData = blob.empty() ? nullptr : blob.data();
+    if (vkCreatePipelineCache(device_, &ci, nullptr, &cache_) != VK_SUCCESS) {
+        ci.initialDataSize = 0;  // a stale or foreign blob: start empty
+        ci.pInitialData = nullptr;
+        vkCreatePipelineCache(device_, &ci, nullptr, &cache_);
+    }
+    if (exit_list().empty()) std::atexit(run_exit);
+    exit_list().push_back(this);
+}
+
+std::string Context::cache_file(const std::string& what) const {
+    std::ostringstream s;
+    s << cache_dir_ << "/vulkan-" << std::hex << info_.vendor_id << "-" << info_.device_id << "-"
+      << info_.driver_version << "-" << what;
+    return s.str();
+}
+
+void Context::save_pipeline_cache() {
+    if (!cache_dirty_) return;
+    std::size_t n = 0;
+    if (vkGetPipelineCacheData(device_, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+    std::vector<char> blob(n);
+    if (vkGetPipelineCacheData(device_, cache_, &n, blob.data()) != VK_SUCCESS) return;
+    std::error_code ec;
+    std::filesystem::create_directories(cache_dir_, ec);
+    const std::string path = cache_file("pipelines.bin");
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    {
+        std::ofstream f(tmp, std::ios::binary);
+        if (!f) return;  // an unwritable cache directory only costs compile time
+        f.write(blob.data(), static_cast<std::streamsize>(n));
+        if (!f) return;
+    }
+    std::filesystem::rename(tmp, path, ec);  // atomic: readers never see half a file
+    cache_dirty_ = false;
+}
+
+void Context::make_ring(Ring& r, VkDeviceSize size) {
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    vkCreateBuffer(device_, &bi, nullptr, &r.buffer);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(device_, r.buffer, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(phys_, &mp);
+    const VkMemoryPropertyFlags want =
+        VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    std::uint32_t type = UINT32_MAX;
+    // Prefer cached host memory: readbacks read it.
+    for (int pass = 0; pass < 2 && type == UINT32_MAX; ++pass)
+        for (std::uint32_t i = 0; i < mp.memoryTypeCount; ++i) {
+            const auto f = mp.memoryTypes[i].propertyFlags;
+            const bool cached = f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+            if ((req.memoryTypeBits & (1u << i)) && (f & want) == want && (pass == 1 || cached)) {
+                type = i;
+                break;
+            }
+        }
+    EMBER_CHECK(type != UINT32_MAX, Device, "vulkan: no host-visible coherent memory on ",
+                info_.name);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    EMBER_CHECK(vkAllocateMemory(device_, &ai, nullptr, &r.memory) == VK_SUCCESS, Device,
+                "vulkan: cannot allocate a staging ring of ", size, " bytes");
+    vkBindBufferMemory(device_, r.buffer, r.memory, 0);
+    void* p = nullptr;
+    vkMapMemory(device_, r.memory, 0, size, 0, &p);
+    r.mapped = static_cast<std::byte*>(p);
+    r.size = size;
+}
+
+VkDeviceSize Context::ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align) {
+    VkDeviceSize at = (r.top + align - 1) / align * align;
+    if (at + bytes > r.size) {
+        // Wrap around: what the ring holds may still be read by recorded or running work.
+        wait_idle();
+        at = 0;
+    }
+    r.top = at + bytes;
+    return at;
+}
+
+VkCommandBuffer Context::cmd() {
+    if (!recording_) begin_frame();
+    return frames_[frame_].cmd;
+}
+
+void Context::begin_frame() {
+    Frame& f = frames_[frame_];
+    if (f.pending) {
+        vkWaitForFences(device_, 1, &f.fence, VK_TRUE, UINT64_MAX);
+        vkResetFences(device_, 1, &f.fence);
+        f.pending = false;
+        ++stats_.waits;
+    }
+    vkResetCommandBuffer(f.cmd, 0);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    vkBeginCommandBuffer(f.cmd, &bi);
+    recording_ = true;
+    recorded_ = 0;
+    barrier();  // orders this batch after everything submitted before
+}
+
+void Context::barrier() {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
+                       VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                       VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(frames_[frame_].cmd, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    reads_.clear();
+    writes_.clear();
+    ++stats_.barriers;
+}
+
+void Context::track(std::span<const Binding> buffers) {
+    auto overlaps = [](const std::vector<Range>& set, const Binding& b) {
+        for (const Range& r : set)
+            if (r.buffer == b.buffer && r.begin < b.offset + b.range && b.offset < r.end)
+                return true;
+        return false;
+    };
+    bool hazard = reads_.size() + writes_.size() > 512;  // keep the check cheap
+    for (const Binding& b : buffers) {
+        if (hazard) break;
+        hazard = overlaps(writes_, b) || (b.write && overlaps(reads_, b));
+    }
+    if (hazard) barrier();
+    for (const Binding& b : buffers)
+        (b.write ? writes_ : reads_).push_back({b.buffer, b.offset, b.offset + b.range});
+}
+
+const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t> spec,
+                                  std::uint32_t bindings, std::uint32_t local_size) {
+    std::string key = name;
+    key += ":" + std::to_string(local_size) + ":" + std::to_string(bindings);
+    for (auto v : spec) key += ":" + std::to_string(v);
+    if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
+
+    VkShaderModule& mod = modules_[name];
+    if (!mod) {
+        const ShaderBlob* blob = nullptr;
+        for (std::size_t i = 0; i < kNumShaders; ++i)
+            if (std::strcmp(kShaders[i].name, name) == 0) blob = &kShaders[i];
+        EMBER_CHECK(blob, Generic, "vulkan: no embedded shader named ", name);
+        VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+        si.codeSize = blob->count * 4;
+        si.pCode = blob->words;
+        EMBER_CHECK(vkCreateShaderModule(device_, &si, nullptr, &mod) == VK_SUCCESS, Device,
+                    "vulkan: vkCreateShaderModule failed for ", name);
+    }
+    VkDescriptorSetLayout& dsl = set_layouts_[bindings];
+    if (!dsl) {
+        std::vector<VkDescriptorSetLayoutBinding> b(bindings + 1);
+        for (std::uint32_t i = 0; i <= bindings; ++i) {
+            b[i].binding = i;
+            b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            b[i].descriptorCount = 1;
+            b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+        }
+        VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+        li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+        li.bindingCount = bindings + 1;
+        li.pBindings = b.data();
+        vkCreateDescriptorSetLayout(device_, &li, nullptr, &dsl);
+    }
+    VkPipelineLayout& layout = layouts_[bindings];
+    if (!layout) {
+        VkPipelineLayoutCreateInfo li{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+        li.setLayoutCount = 1;
+        li.pSetLayouts = &dsl;
+        vkCreatePipelineLayout(device_, &li, nullptr, &layout);
+    }
+    std::vector<std::int32_t> values{static_cast<std::int32_t>(local_size)};
+    values.insert(values.end(), spec.begin(), spec.end());
+    std::vector<VkSpecializationMapEntry> entries(values.size());
+    for (std::uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, i * 4, 4};
+    VkSpecializationInfo spi{static_cast<std::uint32_t>(entries.size()), entries.data(),
+                             values.size() * 4, values.data()};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = mod;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &spi;
+    ci.layout = layout;
+    auto p = std::make_unique<Pipeline>();
+    EMBER_CHECK(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline) ==
+                    VK_SUCCESS,
+                Device, "vulkan: vkCreateComputePipelines failed for ", key);
+    cache_dirty_ = true;
+    p->layout = layout;
+    p->bindings = bindings;
+    p->local_size = local_size;
+    return *(pipelines_[key] = std::move(p));
+}
+
+void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
+                       std::span<const std::int32_t> params, std::uint64_t groups) {
+    if (groups == 0) return;
+    EMBER_CHECK(buffers.size() == p.bindings, Generic, "vulkan: dispatch with ", buffers.size(),
+                " buffers for a pipeline of ", p.bindings);
+    const VkDeviceSize pbytes = std::max<VkDeviceSize>(params.size_bytes(), 4);
+    const VkDeviceSize at = ring_alloc(params_, pbytes, kAllocAlign);
+    std::memcpy(params_.mapped + at, params.data(), params.size_bytes());
+    VkCommandBuffer c = cmd();
+    track(buffers);
+    std::vector<VkDescriptorBufferInfo> infos(buffers.size() + 1);
+    std::vector<VkWriteDescriptorSet> writes(buffers.size() + 1);
+    infos[0] = {params_.buffer, at, pbytes};
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+        infos[i + 1] = {buffers[i].buffer, buffers[i].offset, buffers[i].range};
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+        writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstBinding = static_cast<std::uint32_t>(i);
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
+    }
+    vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+    vkCmdPushDescriptorSetKHR(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
+                              static_cast<std::uint32_t>(writes.size()), writes.data());
+    const std::uint64_t maxx = info_.max_groups[0];
+    const std::uint32_t gx = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, maxx));
+    const std::uint64_t gy = (groups + gx - 1) / gx;
+    EMBER_CHECK(gy <= info_.max_groups[1], Argument, "vulkan: ", groups,
+                " workgroups exceed the device's dispatch limits");
+    vkCmdDispatch(c, gx, static_cast<std::uint32_t>(gy), 1);
+    ++stats_.dispatches;
+    if (++recorded_ >= kBatch) flush();
+}
+
+void Context::upload(const void* src, std::size_t bytes, const Binding& dst) {
+    const auto* from = static_cast<const std::byte*>(src);
+    std::size_t done = 0;
+    while (done < bytes) {
+        const std::size_t n = std::min<std::size_t>(bytes - done, staging_.size / 2);
+        const VkDeviceSize at = ring_alloc(staging_, n, 16);
+        std::memcpy(staging_.mapped + at, from + done, n);
+        VkCommandBuffer c = cmd();
+        const Binding part{dst.buffer, dst.offset + done, n, true};
+        track(std::span(&part, 1));
+        VkBufferCopy region{at, dst.offset + done, n};
+        vkCmdCopyBuffer(c, staging_.buffer, dst.buffer, 1, &region);
+        done += n;
+    }
+}
+
+void Context::download(const Binding& src, void* dst, std::size_t bytes) {
+    auto* to = static_cast<std::byte*>(dst);
+    std::size_t done = 0;
+    while (done < bytes) {
+        const std::size_t n = std::min<std::size_t>(bytes - done, staging_.size / 2);
+        const VkDeviceSize at = ring_alloc(staging_, n, 16);
+        VkCommandBuffer c = cmd();
+        const Binding part{src.buffer, src.offset + done, n, false};
+        track(std::span(&part, 1));
+        VkBufferCopy region{src.offset + done, at, n};
+        vkCmdCopyBuffer(c, src.buffer, staging_.buffer, 1, &region);
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             &mb, 0, nullptr, 0, nullptr);
+        wait_idle();
+        std::memcpy(to + done, staging_.mapped + at, n);
+        done += n;
+    }
+}
+
+void Context::flush() {
+    if (!recording_) return;
+    Frame& f = frames_[frame_];
+    vkEndCommandBuffer(f.cmd);
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &f.cmd;
+    const VkResult r = vkQueueSubmit(queue_, 1, &si, f.fence);
+    EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: vkQueueSubmit failed (", static_cast<int>(r),
+                ") on ", info_.name);
+    f.pending = true;
+    recording_ = false;
+    ++stats_.submits;
+    frame_ = (frame_ + 1) % frames_.size();
+}
+
+void Context::wait_idle() {
+    flush();
+    for (Frame& f : frames_) {
+        if (!f.pending) continue;
+        const VkResult r = vkWaitForFences(device_, 1, &f.fence, VK_TRUE, UINT64_MAX);
+        EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: waiting for the device failed (",
+                    static_cast<int>(r), ") on ", info_.name);
+        vkResetFences(device_, 1, &f.fence);
+        f.pending = false;
+    }
+    ++stats_.waits;
+    params_.top = 0;
+    staging_.top = 0;
+    save_pipeline_cache();
+}
+
+ember::vulkan::ExecutionStats Context::exec_stats() const { return stats_; }
+
+}  // namespace ember::detail::vk

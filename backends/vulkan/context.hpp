@@ -1,0 +1,152 @@
+#pragma once
+// The Vulkan runtime of one device: instance and device creation through volk, the memory
+// pool, pipelines (embedded SPIR-V, specialization constants, an on-disk pipeline cache) and
+// the command recorder.
+//
+// Execution model: dispatches are recorded into the current command buffer and submitted in
+// batches; a global memory barrier is recorded before a dispatch only when it reads a range
+// written, or writes a range read or written, since the last barrier. Each command buffer
+// starts with a barrier, which orders it after everything submitted before on the one queue.
+// The host waits only in download() (data reads) and wait_idle() (sync, ring wrap-around).
+// Small kernel parameters (shapes, strides, scalars) go through a host-visible ring bound as
+// binding 0; uploads and readbacks go through a host-visible staging ring.
+#include <volk.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pool.hpp"
+
+namespace ember::detail::vk {
+
+/// What a kernel binds: a range of a device buffer, read or written.
+struct Binding {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceSize offset = 0;
+    VkDeviceSize range = 0;
+    bool write = false;
+};
+
+/// A compute pipeline and its layout (binding 0 = parameters, 1..n = data buffers).
+struct Pipeline {
+    VkPipeline pipeline = VK_NULL_HANDLE;
+    VkPipelineLayout layout = VK_NULL_HANDLE;
+    std::uint32_t bindings = 0;   ///< data buffers (binding 0 excluded)
+    std::uint32_t local_size = 0;  ///< threads per workgroup (specialization constant 0)
+};
+
+/// Device limits and features the backend uses.
+struct DeviceInfo {
+    std::string name;
+    std::uint32_t vendor_id = 0, device_id = 0, driver_version = 0;
+    VkDeviceSize max_storage_range = 0;
+    VkDeviceSize max_alloc_size = 0;
+    std::uint32_t max_alloc_count = 0;
+    std::uint32_t max_shared_memory = 0;
+    std::uint32_t max_invocations = 0;
+    std::array<std::uint32_t, 3> max_groups{};
+    std::uint32_t subgroup_size = 0;
+    bool cooperative_matrix = false;  ///< VK_KHR_cooperative_matrix with f16 → f32 16x16x16
+    bool float16 = false;             ///< shaderFloat16 + 16-bit storage
+};
+
+class Context {
+public:
+    /// The context of physical device `index` (created on first use; throws DeviceError when
+    /// no loader, no device, or the index is out of range).
+    static Context& get(std::uint32_t index);
+    /// Number of devices with a compute queue (0 without a loader).
+    static std::size_t device_count();
+
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    const DeviceInfo& info() const { return info_; }
+    Pool& pool() { return *pool_; }
+    std::uint32_t index() const { return index_; }
+
+    /// The pipeline of shader `name` with specialization constants 1.. = `spec` and
+    /// `local_size` threads (specialization constant 0), over `bindings` data buffers.
+    const Pipeline& pipeline(const char* name, std::span<const std::int32_t> spec,
+                             std::uint32_t bindings, std::uint32_t local_size);
+
+    /// Records `groups` workgroups of `p` (split over a 2-d grid past maxComputeWorkGroupCount;
+    /// shaders linearise the group id) with `params` (int32 words) at binding 0.
+    void dispatch(const Pipeline& p, std::span<const Binding> buffers,
+                  std::span<const std::int32_t> params, std::uint64_t groups);
+    /// Copies `bytes` from host memory into a device range (through the staging ring).
+    void upload(const void* src, std::size_t bytes, const Binding& dst);
+    /// Copies `bytes` of a device range into host memory; waits for the device.
+    void download(const Binding& src, void* dst, std::size_t bytes);
+    /// Submits what is recorded (no wait).
+    void flush();
+    /// Submits and waits until the device is idle.
+    void wait_idle();
+    /// Counters.
+    ember::vulkan::ExecutionStats exec_stats() const;
+    /// The directory of the on-disk caches (pipeline cache, autotune results).
+    const std::string& cache_dir() const { return cache_dir_; }
+    /// A file name unique to this device and driver, for on-disk caches.
+    std::string cache_file(const std::string& what) const;
+
+    /// Serialises recording: ops from several threads may share a device.
+    std::recursive_mutex mu;
+
+private:
+    explicit Context(std::uint32_t index);
+    struct Frame {
+        VkCommandBuffer cmd = VK_NULL_HANDLE;
+        VkFence fence = VK_NULL_HANDLE;
+        bool pending = false;  ///< submitted, fence not yet waited
+    };
+    struct Range {
+        VkBuffer buffer;
+        VkDeviceSize begin, end;
+    };
+    struct Ring {
+        VkBuffer buffer = VK_NULL_HANDLE;
+        VkDeviceMemory memory = VK_NULL_HANDLE;
+        std::byte* mapped = nullptr;
+        VkDeviceSize size = 0, top = 0;
+    };
+    VkCommandBuffer cmd();
+    void begin_frame();
+    void track(std::span<const Binding> buffers);
+    void barrier();
+    VkDeviceSize ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align);
+    void make_ring(Ring& r, VkDeviceSize size);
+    void save_pipeline_cache();
+
+    std::uint32_t index_;
+    DeviceInfo info_;
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+    VkDevice device_ = VK_NULL_HANDLE;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    std::uint32_t family_ = 0;
+    std::unique_ptr<Pool> pool_;
+    VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+    std::vector<Frame> frames_;
+    std::size_t frame_ = 0;
+    bool recording_ = false;
+    std::size_t recorded_ = 0;  ///< dispatches in the current command buffer
+    std::vector<Range> reads_, writes_;
+    Ring params_, staging_;
+    VkPipelineCache cache_ = VK_NULL_HANDLE;
+    bool cache_dirty_ = false;
+    std::string cache_dir_;
+    std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts_;
+    std::map<std::uint32_t, VkPipelineLayout> layouts_;
+    std::map<std::string, VkShaderModule> modules_;
+    std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
+    ember::vulkan::ExecutionStats stats_;
+    friend struct ContextExit;
+};
+
+}  // namespace ember::detail::vk

@@ -1,0 +1,184 @@
+// Indexed ops (shaders/index.comp): gather, select, scatter-add, select_assign; and argwhere
+// (shaders/argwhere.comp).
+#include "kernels.hpp"
+
+namespace ember::detail::vk {
+
+namespace {
+constexpr std::uint32_t kLocal = 256;
+
+void check_dim(std::size_t dim, const VT& t, const char* op) {
+    EMBER_CHECK(dim < t.shape.rank(), Dim, op, ": dim ", dim, " is out of range for shape ",
+                t.shape);
+}
+
+/// Indices as int64 (any int dtype is accepted, as on the CPU).
+VT index_tensor(VT indices, const char* op) {
+    EMBER_CHECK(is_int(indices.dtype), DType, op, ": indices must be an int tensor, got ",
+                dtype_name(indices.dtype));
+    return cast(std::move(indices), DType::I64);
+}
+
+/// Throws IndexError naming `op` unless every index lies in [0, size). The test runs on the
+/// device; only its one-word answer (and, on failure, the indices) comes back to the host.
+void check_indices(const VT& indices, std::size_t size, std::size_t dim, const char* op) {
+    if (indices.num_elements() == 0) return;
+    VT bad = binary(BinaryOp::Or, compare_scalar(CompareOp::Lt, indices, Scalar(0)),
+                    compare_scalar(CompareOp::Ge, indices, Scalar(static_cast<i64>(size))));
+    if (!any_true(bad)) return;
+    for (const i64 v : read_ints(indices))
+        EMBER_CHECK(v >= 0 && v < static_cast<i64>(size), Index, op, ": index ", v,
+                    " is out of range for dim ", dim, " of size ", size);
+}
+
+/// One launch of index.comp over `shape` (gather: the output's; scatter: the lines').
+void run_index(int mode, const Shape& shape, const VT& out, const VT& t, const VT& idx,
+               std::size_t dim, std::size_t line, i64 dim_stride) {
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return;
+    Params p;
+    p.push(static_cast<i64>(n));
+    p.push(static_cast<i64>(shape.rank()));
+    for (std::size_t d = 0; d < kMaxRank; ++d) p.push(d < shape.rank() ? i64(shape[d]) : 1);
+    for (const VT* v : {&out, &t, &idx}) {
+        for (std::size_t d = 0; d < kMaxRank; ++d) p.push(d < shape.rank() ? v->strides[d] : 0);
+        p.push(v->offset);
+    }
+    p.push(static_cast<i64>(dim));
+    p.push(static_cast<i64>(line));
+    p.push(dim_stride);
+    Context& cx = ctx(out);
+    const std::int32_t spec[] = {mode, class_of(out.dtype)};
+    std::lock_guard lock(cx.mu);
+    const Pipeline& pipe = cx.pipeline("index", spec, 3, kLocal);
+    const Binding bs[] = {bind(out, true), bind(t, false), bind(idx, false)};
+    cx.dispatch(pipe, bs, p.w, (n + kLocal - 1) / kLocal);
+}
+
+/// `t` as a fresh contiguous tensor the caller may write (t itself when it is unique).
+VT writable(VT t) {
+    if (t.is_unique()) return t;
+    VT out = empty(t.shape, t.dtype, t.device);
+    copy_into(t, out);
+    return out;
+}
+}  // namespace
+
+VT gather(std::size_t dim, VT t, VT indices) {
+    check_dim(dim, t, "gather");
+    EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",
+                indices.shape, " must have the rank of the tensor of shape ", t.shape);
+    for (std::size_t d = 0; d < t.shape.rank(); ++d)
+        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
+                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    indices = index_tensor(std::move(indices), "gather");
+    check_indices(indices, t.shape[dim], dim, "gather");
+    VT out = empty(indices.shape, t.dtype, t.device);
+    VT tv = t;
+    tv.strides[dim] = 0;  // along dim the position comes from the index alone
+    run_index(0, indices.shape, out, tv, indices, dim, 0, t.strides[dim]);
+    return out;
+}
+
+VT select(VT t, std::size_t dim, VT indices) {
+    check_dim(dim, t, "select");
+    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select: indices must be 1-d, got shape ",
+                indices.shape);
+    indices = index_tensor(std::move(indices), "select");
+    const std::size_t k = indices.num_elements();
+    check_indices(indices, t.shape[dim], dim, "select");
+    Shape shape = t.shape;
+    shape[dim] = k;
+    VT out = empty(shape, t.dtype, t.device);
+    VT iv = indices;  // varies along dim only
+    iv.shape = shape;
+    iv.strides = Strides{};
+    iv.strides[dim] = indices.shape.rank() == 1 ? indices.strides[0] : 0;
+    VT tv = t;
+    tv.strides[dim] = 0;
+    run_index(0, shape, out, tv, iv, dim, 0, t.strides[dim]);
+    return out;
+}
+
+VT scatter_add(std::size_t dim, VT t, VT indices, VT values) {
+    check_dim(dim, t, "scatter_add");
+    const std::size_t rank = t.shape.rank();
+    EMBER_CHECK(values.dtype == t.dtype, DType, "scatter_add: values have dtype ",
+                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    EMBER_CHECK(indices.shape.rank() == rank && values.shape.rank() == rank, Shape,
+                "scatter_add: tensor ", t.shape, ", indices ", indices.shape, " and values ",
+                values.shape, " must have the same rank");
+    for (std::size_t d = 0; d < rank; ++d) {
+        EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
+                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
+                    d);
+        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
+                    "scatter_add: indices of shape ", indices.shape,
+                    " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    }
+    indices = index_tensor(std::move(indices), "scatter_add");
+    check_indices(indices, t.shape[dim], dim, "scatter_add");
+    VT out = writable(std::move(t));
+    if (indices.num_elements() == 0) return out;
+    Shape lines = indices.shape;
+    lines[dim] = 1;
+    run_index(1, lines, out, values, indices, dim, indices.shape[dim], out.strides[dim]);
+    return out;
+}
+
+VT select_assign(VT t, std::size_t dim, VT indices, VT values) {
+    check_dim(dim, t, "select_assign");
+    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select_assign: indices must be 1-d, got shape ",
+                indices.shape);
+    EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
+                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    indices = index_tensor(std::move(indices), "select_assign");
+    const std::size_t k = indices.num_elements();
+    Shape expected = t.shape;
+    expected[dim] = k;
+    EMBER_CHECK(values.shape == expected, Shape, "select_assign: values of shape ", values.shape,
+                " do not match ", expected, " (the tensor's shape ", t.shape, " with ", k,
+                " indices in dim ", dim, ")");
+    check_indices(indices, t.shape[dim], dim, "select_assign");
+    VT out = writable(std::move(t));
+    if (k == 0) return out;
+    Shape lines = expected;
+    lines[dim] = 1;
+    VT iv = indices;  // the same index list on every line
+    iv.shape = expected;
+    iv.strides = Strides{};
+    iv.strides[dim] = indices.shape.rank() == 1 ? indices.strides[0] : 0;
+    run_index(1, lines, out, values, iv, dim, k, out.strides[dim]);
+    return out;
+}
+
+VT argwhere(VT t) {
+    const std::size_t n = t.num_elements(), rank = t.shape.rank();
+    // Compaction keeps the row-major order: one workgroup scans the flags chunk by chunk and
+    // writes coordinates at the running count, into a buffer sized for the worst case; the
+    // count comes back to the host (the output's shape depends on the data).
+    VT src = contiguous(t);
+    VT coords = empty(Shape{std::max<std::size_t>(n, 1), std::max<std::size_t>(rank, 1)},
+                      DType::I64, t.device);
+    VT count = empty(Shape{1}, DType::I64, t.device);
+    Params p;
+    p.push(static_cast<i64>(n));
+    p.push(static_cast<i64>(rank));
+    for (std::size_t d = 0; d < kMaxRank; ++d) p.push(d < rank ? i64(t.shape[d]) : 1);
+    p.push(src.offset);
+    p.push(class_of(t.dtype));
+    Context& cx = ctx(t);
+    {
+        const std::int32_t spec[] = {class_of(t.dtype)};
+        std::lock_guard lock(cx.mu);
+        const Pipeline& pipe = cx.pipeline("argwhere", spec, 3, kLocal);
+        const Binding bs[] = {bind(coords, true), bind(count, true), bind(src, false)};
+        cx.dispatch(pipe, bs, p.w, 1);
+    }
+    const auto found = static_cast<std::size_t>(read_ints(count)[0]);
+    coords.shape = Shape{found, rank};
+    coords.strides = contiguous_strides(coords.shape);
+    return coords;
+}
+
+}  // namespace ember::detail::vk

@@ -1,0 +1,215 @@
+// Batched matmul (shaders/matmul.comp) with automatic kernel selection: on first use per
+// device and shape bucket, each tiled candidate that fits the device runs on the real
+// operands and the fastest is kept, in memory and in a per-device file beside the pipeline
+// cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel).
+#include <bit>
+#include <chrono>
+#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <tuple>
+
+#include "kernels.hpp"
+
+namespace ember::detail::vk {
+
+namespace {
+
+/// One kernel: MODE 1 (naive) or MODE 0 with its tile sizes.
+struct Variant {
+    std::int32_t mode, bm, bn, bk, tm, tn;
+    std::uint32_t threads() const {
+        return mode == 1 ? 256u : static_cast<std::uint32_t>((bm / tm) * (bn / tn));
+    }
+    std::size_t shared_bytes() const { return mode == 1 ? 0 : 4u * bk * (bm + bn); }
+};
+
+// Candidates: register-blocked shared-memory tiles of several shapes and the naive kernel.
+constexpr Variant kVariants[] = {
+    {0, 64, 64, 16, 4, 4},   // 256 threads, 4x4 blocks: large square problems
+    {0, 128, 64, 16, 8, 4},  // 256 threads, 8x4 blocks: tall problems, more reuse per load
+    {0, 32, 32, 16, 2, 2},   // 256 threads: medium problems, more workgroups
+    {0, 16, 16, 16, 1, 1},   // 256 threads: small problems
+    {1, 0, 0, 0, 0, 0},      // one thread per output
+};
+constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+
+struct Problem {
+    std::size_t m = 0, n = 0, k = 0, batch = 1;
+    Shape batch_shape;
+    std::array<i64, 6> a_bs{}, b_bs{};
+};
+
+bool autotune_enabled() {
+    const char* e = std::getenv("EMBER_AUTOTUNE");
+    return !(e && std::string(e) == "0");
+}
+
+std::size_t bucket(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
+
+/// The per-device table of winners: (M, N, K, batched) bucket → variant index.
+struct Tuned {
+    std::mutex mu;
+    std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, std::size_t> best;
+    bool loaded = false;
+};
+std::map<std::uint32_t, Tuned>& tuned() {
+    static std::map<std::uint32_t, Tuned> t;
+    return t;
+}
+
+void load_tuned(Context& cx, Tuned& t) {
+    if (t.loaded) return;
+    t.loaded = true;
+    std::ifstream f(cx.cache_file("matmul-autotune.txt"));
+    std::size_t m, n, k, v;
+    int b;
+    while (f >> m >> n >> k >> b >> v)
+        if (v < kNumVariants) t.best[{m, n, k, b != 0}] = v;
+}
+
+void save_tuned(Context& cx, const Tuned& t) {
+    std::error_code ec;
+    std::filesystem::create_directories(cx.cache_dir(), ec);
+    const std::string path = cx.cache_file("matmul-autotune.txt");
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp);
+        if (!f) return;
+        for (const auto& [key, v] : t.best)
+            f << std::get<0>(key) << ' ' << std::get<1>(key) << ' ' << std::get<2>(key) << ' '
+              << int(std::get<3>(key)) << ' ' << v << '\n';
+    }
+    std::filesystem::rename(tmp, path, ec);
+}
+
+bool fits(const Context& cx, const Variant& v) {
+    return v.shared_bytes() <= cx.info().max_shared_memory &&
+           v.threads() <= cx.info().max_invocations;
+}
+
+void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const VT& b,
+            const VT& out, std::int32_t ct) {
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    Params p;
+    p.push(static_cast<i64>(pr.m));
+    p.push(static_cast<i64>(pr.n));
+    p.push(static_cast<i64>(pr.k));
+    p.push(static_cast<i64>(pr.batch));
+    p.push(static_cast<i64>(pr.batch_shape.rank()));
+    for (std::size_t d = 0; d < 6; ++d)
+        p.push(d < pr.batch_shape.rank() ? i64(pr.batch_shape[d]) : 1);
+    for (std::size_t d = 0; d < 6; ++d) p.push(pr.a_bs[d]);
+    for (std::size_t d = 0; d < 6; ++d) p.push(pr.b_bs[d]);
+    p.push(a.offset);
+    p.push(b.offset);
+    // A 1-d `a` is one row [1, K]; a 1-d `b` one column [K, 1].
+    p.push(ra == 1 ? 0 : a.strides[ra - 2]);
+    p.push(a.strides[ra - 1]);
+    p.push(rb == 1 ? b.strides[0] : b.strides[rb - 2]);
+    p.push(rb == 1 ? 0 : b.strides[rb - 1]);
+    const std::int32_t spec[] = {v.mode, v.bm, v.bn, v.bk, v.tm, v.tn, ct};
+    const Pipeline& pipe = cx.pipeline("matmul", spec, 3, v.threads());
+    const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
+    std::uint64_t groups;
+    if (v.mode == 1) {
+        groups = (pr.batch * pr.m * pr.n + 255) / 256;
+    } else {
+        groups = pr.batch * ((pr.m + v.bm - 1) / v.bm) * ((pr.n + v.bn - 1) / v.bn);
+    }
+    cx.dispatch(pipe, bs, p.w, groups);
+}
+
+/// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
+/// fills.
+std::size_t heuristic(const Context& cx, const Problem& pr) {
+    if (pr.m * pr.n * pr.k < (std::size_t{1} << 15)) return 4;
+    if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1])) return 1;
+    if (pr.m >= 64 && pr.n >= 64 && fits(cx, kVariants[0])) return 0;
+    if (pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2])) return 2;
+    return 3;
+}
+
+std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
+    const std::size_t h = heuristic(cx, pr);
+    // Small problems cost less than a tuning run: the heuristic is as good as any there.
+    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21)) return h;
+    Tuned& t = tuned()[cx.index()];
+    std::lock_guard lock(t.mu);
+    load_tuned(cx, t);
+    const auto key = std::make_tuple(bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1);
+    if (auto it = t.best.find(key); it != t.best.end()) return it->second;
+    cx.wait_idle();
+    double best_time = 1e300;
+    std::size_t best = h;
+    for (std::size_t i = 0; i < kNumVariants; ++i) {
+        if (!fits(cx, kVariants[i])) continue;
+        launch(cx, kVariants[i], pr, a, b, out, kF32);  // warm-up (and pipeline creation)
+        cx.wait_idle();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < 3; ++r) launch(cx, kVariants[i], pr, a, b, out, kF32);
+        cx.wait_idle();
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (dt < best_time) {
+            best_time = dt;
+            best = i;
+        }
+    }
+    t.best[key] = best;
+    save_tuned(cx, t);
+    return best;
+}
+
+}  // namespace
+
+VT matmul(VT a, VT b) {
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
+                a.shape, " and ", b.shape);
+    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
+                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
+    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
+                " and ", b.shape);
+    EMBER_CHECK(a.device == b.device, Device, "matmul: operands on different Vulkan devices (",
+                a.device, " and ", b.device, ")");
+    Problem pr;
+    pr.k = a.shape[ra - 1];
+    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
+    EMBER_CHECK(pr.k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
+                " (", pr.k, " vs ", kb, ")");
+    pr.m = ra == 1 ? 1 : a.shape[ra - 2];
+    pr.n = rb == 1 ? 1 : b.shape[rb - 1];
+    const std::size_t ba = ra == 1 ? 0 : ra - 2, bb = rb == 1 ? 0 : rb - 2;
+    const std::size_t nb = std::max(ba, bb);
+    EMBER_CHECK(nb <= 6, Shape, "matmul: at most 6 batch dims, got ", a.shape, " and ", b.shape);
+    for (std::size_t i = 0; i < nb; ++i) {
+        const bool has_a = i >= nb - ba, has_b = i >= nb - bb;
+        const std::size_t da = has_a ? a.shape[i - (nb - ba)] : 1;
+        const std::size_t db = has_b ? b.shape[i - (nb - bb)] : 1;
+        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
+                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
+        pr.batch_shape.push_back(da == 1 ? db : da);
+        pr.a_bs[i] = has_a && da != 1 ? a.strides[i - (nb - ba)] : 0;
+        pr.b_bs[i] = has_b && db != 1 ? b.strides[i - (nb - bb)] : 0;
+    }
+    pr.batch = pr.batch_shape.num_elements();
+    Shape out_shape = pr.batch_shape;
+    if (ra != 1) out_shape.push_back(pr.m);
+    if (rb != 1) out_shape.push_back(pr.n);
+    if (out_shape.rank() == 0) out_shape.push_back(1);  // vector · vector: [1], as the CPU
+    if (out_shape.num_elements() == 0) return empty(out_shape, a.dtype, a.device);
+    if (pr.k == 0) return full(out_shape, Scalar(0), a.dtype, a.device);
+    const DType dt = a.dtype;
+    VT out = empty(out_shape, class_of(dt) == kF32 ? DType::F32 : DType::I64, a.device);
+    Context& cx = ctx(a);
+    std::lock_guard lock(cx.mu);
+    const std::size_t v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : 4;
+    launch(cx, kVariants[v], pr, a, b, out, class_of(dt));
+    // f16/bf16 operands compute in f32 and round once, as on the CPU.
+    return out.dtype == dt ? out : cast(std::move(out), dt);
+}
+
+}  // namespace ember::detail::vk

@@ -1,0 +1,71 @@
+// Host ↔ device transfers (through the context's staging ring) and moves between devices.
+#include <cstring>
+
+#include "kernels.hpp"
+
+namespace ember::detail::vk {
+
+VT from_data(const TensorData& data, DType dtype, std::uint32_t device) {
+    const Class c = class_of(dtype);
+    // The device representation: f32 words, int64, or u32 0/1 for bools.
+    const DType host = c == kF32 ? DType::F32 : (c == kI64 ? DType::I64 : DType::Bool);
+    TensorData conv = data.dtype() == host ? TensorData() : data.convert(host);
+    const TensorData& src = data.dtype() == host ? data : conv;
+    VT t = empty(data.shape(), dtype, device);
+    const std::size_t n = data.num_elements();
+    if (n == 0) return t;
+    Context& cx = ctx(t);
+    std::lock_guard lock(cx.mu);
+    if (c == kBool) {
+        std::vector<std::uint32_t> words(n);
+        const auto bytes = src.bytes();
+        for (std::size_t i = 0; i < n; ++i) words[i] = bytes[i] != std::byte{0} ? 1u : 0u;
+        cx.upload(words.data(), n * 4, bind(t, true));
+    } else {
+        cx.upload(src.bytes().data(), n * device_size(dtype), bind(t, true));
+    }
+    if (c == kF32 && dtype != DType::F32 && dtype != DType::F64) return cast(std::move(t), dtype);
+    if (c == kI64 && dtype != DType::I64) return cast(std::move(t), dtype);
+    return t;
+}
+
+TensorData to_data(const VT& tensor) {
+    const VT t = contiguous(tensor);
+    const std::size_t n = t.num_elements();
+    const Class c = class_of(t.dtype);
+    const std::size_t esz = device_size(t.dtype);
+    std::vector<std::byte> bytes(n * esz);
+    if (n > 0) {
+        Context& cx = ctx(t);
+        std::lock_guard lock(cx.mu);
+        Binding b = bind(t, false);
+        b.offset += static_cast<VkDeviceSize>(t.offset) * esz;
+        b.range = n * esz;
+        cx.download(b, bytes.data(), bytes.size());
+    }
+    if (c == kBool) {
+        std::vector<std::byte> flags(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::uint32_t w;
+            std::memcpy(&w, bytes.data() + 4 * i, 4);
+            flags[i] = w ? std::byte{1} : std::byte{0};
+        }
+        return TensorData(std::move(flags), t.shape, DType::Bool);
+    }
+    TensorData d(std::move(bytes), t.shape, c == kF32 ? DType::F32 : DType::I64);
+    return d.dtype() == t.dtype ? d : d.convert(t.dtype);
+}
+
+VT to_device(VT t, std::uint32_t device) {
+    if (t.device == device) return t;
+    return from_data(to_data(t), t.dtype, device);
+}
+
+std::vector<i64> read_ints(const VT& t) { return to_data(cast(t, DType::I64)).to_vec<i64>(); }
+
+bool any_true(const VT& t) {
+    if (t.num_elements() == 0) return false;
+    return to_data(reduce_all(ReduceOp::Any, t)).to_vec<std::uint8_t>()[0] != 0;
+}
+
+}  // namespace ember::detail::vk
