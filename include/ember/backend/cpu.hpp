@@ -154,6 +154,19 @@ struct CpuBackend : BackendBase<CpuBackend<F>> {
     static FT bool_into_float(BT t);
     static IT bool_argwhere(BT t);
 
+    // ---- quantized (the int8 GEMM; everything else comes from BackendBase) ----
+    /// The quantized primitive: BackendBase's composed one (the CPU packs weights in its slot).
+    using QT = quant::QTensorPrimitive<IT, FT>;
+    /// x [M, K] @ w [K, N] (+ bias [N]) with int8 weights, multiplied by the int8 GEMM
+    /// (AVX-512 VNNI, AVX-VNNI or portable, chosen at run time) on weights packed once; f64
+    /// backends, Float activations and per-row weight parameters take the composed default.
+    static FT q_linear(FT x, QT w, std::optional<FT> bias, const quant::ActivationQuantization& act);
+    /// conv2d with an int8 weight [out, in, kh, kw]: the input quantized to u8 once, unfolded
+    /// (im2col, padding at the zero point) and multiplied by the int8 GEMM; groups > 1, f64 and
+    /// Float activations take the composed default.
+    static FT q_conv2d(FT x, QT w, std::optional<FT> bias, const ConvOptions<2>& o,
+                       const quant::ActivationQuantization& act);
+
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);
     static FT conv2d(FT x, FT w, std::optional<FT> bias, const ConvOptions<2>& o);
@@ -212,6 +225,11 @@ namespace cpu {
 std::size_t num_threads();
 /// Sets the number of threads the CPU backend uses (EMBER_NUM_THREADS sets the default).
 void set_num_threads(std::size_t n);
+/// The int8 GEMM kernel in use: "avx512vnni", "avxvnni" or "portable".
+std::string_view qgemm_kernel();
+/// Chooses the int8 GEMM kernel ("avx512vnni", "avxvnni", "portable", or "auto" for the best
+/// the processor has; EMBER_QGEMM sets the default); false when the processor lacks it.
+bool set_qgemm_kernel(std::string_view name);
 /// Bytes held by live CPU tensors now, and their high-water mark.
 using detail::cpu::MemoryStats;
 /// The CPU backend's memory counters (tensor buffers; the allocator's cache is not counted).

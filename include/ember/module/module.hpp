@@ -221,6 +221,7 @@ record::Value to_record(const T& field) {
     } else if constexpr (IsVariant<T>::value) {  // untagged: the active alternative's record
         return std::visit([](const auto& alt) { return to_record(alt); }, field);
     } else if constexpr (IsParam<T>::value) {
+        if (field.quantized()) return quant::detail::param_record(field.id().to_string(), *field.quantized());
         return record::Map{{"id", field.id().to_string()}, {"param", field.val().to_data()}};
     } else if constexpr (IsRunningState<T>::value) {
         return record::Map{{"id", field.id().to_string()}, {"param", field.value().to_data()}};
@@ -289,6 +290,16 @@ T load(const T& field, const record::Value& v, std::string_view path, const Dev&
             else return field.value().device();
         }();
         if constexpr (IsParam<T>::value) {
+            if constexpr (std::is_same_v<typename Value::Kind, Float>) {
+                if (v.find("quant", path)) {  // a quantized parameter (ember/quant/param.hpp)
+                    const std::string id_path = join(path, "id");
+                    const auto& id_text = v.at("id", path).as<std::string>(id_path);
+                    auto id = ParamId::parse(id_text);
+                    EMBER_CHECK(id, Format, "load_record: '", id_path, "' is not a parameter id: \"", id_text, "\"");
+                    return T::from_quantized(*id, quant::detail::param_from_record<B, Value::rank>(
+                                                 v, path, field.shape(), dev));
+                }
+            }
             auto [id, data] = load_leaf(v, path, field.shape(), field.dtype());
             return T(id, Value::from_data(data, dev), field.is_require_grad());
         } else {
@@ -427,7 +438,9 @@ void display_field(std::ostream& os, const T& x, int indent) {
         else os << "None";
     } else if constexpr (IsParam<T>::value) {
         os << "Param {shape: " << x.shape().to_string() << ", dtype: " << dtype_name(x.dtype())
-           << (x.is_require_grad() ? "" : ", frozen") << '}';
+           << (x.is_require_grad() ? "" : ", frozen");
+        if (x.quantized()) os << ", quantized: " << x.quantized()->weight.scheme().to_string();
+        os << '}';
     } else if constexpr (IsRunningState<T>::value) {
         os << "RunningState {shape: " << x.shape().to_string() << '}';
     } else if constexpr (IsTensor<T>::value) {
@@ -620,6 +633,11 @@ std::ostream& display(std::ostream& os, const M& m) {
     Type load_record(const ::ember::record::Value& record) const {                               \
         return ::ember::module::load_record(*this, record);                                      \
     }                                                                                            \
+    /** Weights quantized by `quantizer` (Burn's quantize_weights; ember/quant/module.hpp). */  \
+    template <typename Q>                                                                        \
+    Type quantize_weights(const Q& quantizer) const {                                            \
+        return ::ember::quant::quantize_weights(*this, quantizer);                               \
+    }                                                                                            \
     EMBER_DETAIL_MODULE_HOSTED(Type)
 
 #if EMBER_FREESTANDING
@@ -643,3 +661,7 @@ std::ostream& display(std::ostream& os, const M& m) {
         return ::ember::module::display(os, m);                                                  \
     }
 #endif
+
+// The quantization of modules (quantize_weights, calibration, the Dequantize mapper) is part of
+// every module's API: included last, once everything above is defined.
+#include "../quant/module.hpp"

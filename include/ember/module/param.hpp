@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../detail/sync.hpp"
+#include "../quant/param.hpp"
 #include "../tensor/tensor.hpp"
 
 namespace ember {
@@ -104,6 +105,24 @@ public:
         return p;
     }
 
+    /// The quantized state of a float parameter made by quantize_weights (or loaded from a
+    /// quantized record): int8 values, parameters and activation handling. val() gives the
+    /// dequantized tensor (computed on first use); layers with an integer kernel never ask.
+    using Quantized = quant::QuantizedParam<B, D>;
+    /// A frozen parameter holding quantized values.
+    static Param from_quantized(ParamId id, std::shared_ptr<const Quantized> q) {
+        auto weight = q->weight;
+        Param p = uninitialized(
+            id, [weight](const Device<B>&) { return weight.dequantize(); }, weight.device(),
+            weight.shape(), false);
+        p.quant_ = std::move(q);
+        return p;
+    }
+    /// The quantized state, or null for a plain parameter.
+    const Quantized* quantized() const { return quant_.get(); }
+    /// The quantized state, shared (null for a plain parameter).
+    const std::shared_ptr<const Quantized>& quantized_ptr() const { return quant_; }
+
     /// The tensor (initialising a lazy parameter on first use; copies of a lazy parameter share
     /// one initialisation).
     Value val() const {
@@ -139,6 +158,7 @@ public:
     template <typename F>
     Param map(F&& f) const {
         Param p = *this;
+        p.quant_.reset();  // the mapped values are not the quantized ones any more
         if (value_) p.value_ = mark(f(*value_));
         else p.lazy_ = relazy(std::forward<F>(f));
         return p;
@@ -148,6 +168,7 @@ public:
     /// Moves the tensor to `device`. A lazy parameter stays lazy and shares its draw with the
     /// original (copies must agree), moving it on first use.
     Param to_device(const Device<B>& device) const {
+        if (quant_ && quant_->weight.device() == device) return *this;
         Param p = map([device](Value v) { return v.to_device(device); });
         if (p.lazy_ && !p.lazy_->value) p.lazy_->device = device;
         return p;
@@ -194,6 +215,7 @@ private:
     ParamId id_;
     std::optional<Value> value_;
     std::shared_ptr<Lazy> lazy_;
+    std::shared_ptr<const Quantized> quant_;
     bool require_grad_ = false;
 };
 

@@ -120,6 +120,10 @@ template <typename M, Backend B, std::size_t D, typename Options>
 Tensor<B, D> convolve(std::string_view layer, const M& m, const Tensor<B, D>& input,
                       const Options& options) {
     check_input_channels(layer, input, m.channels_in());
+    if constexpr (std::is_same_v<Options, ConvOptions<2>>) {
+        if (const auto* q = m.weight.quantized())  // int8 weights: the backend's q_conv2d
+            return quant::detail::conv2d(input, *q, bias_value(m.bias), options);
+    }
     const auto weight = m.weight.val();
     const auto bias = bias_value(m.bias);
     if constexpr (std::is_same_v<Options, ConvOptions<1>>)

@@ -21,6 +21,8 @@ struct Linear {
     Tensor<B, D> forward(const Tensor<B, D>& input) const {
         if constexpr (D == 1) {
             return forward(input.template unsqueeze_dim<2>(0)).template squeeze<1>(0);
+        } else if (const auto* q = weight.quantized()) {  // int8 weights: the integer kernel
+            return quant::detail::linear(input, *q, bias ? std::optional(bias->val()) : std::nullopt);
         } else {
             return module::linear(input, weight.val(),
                                   bias ? std::optional(bias->val()) : std::nullopt);

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "../quant/primitive.hpp"
 #include "data.hpp"
 #include "distribution.hpp"
 #include "ops.hpp"
@@ -156,8 +157,10 @@ using InnerBackend = typename detail::InnerBackendOf<B>::type;
 
 /// Default implementations, composed from the core ops of `Self` (CRTP). Backends and
 /// decorators derive from it and override any function by declaring one of the same name.
+/// The quantized ops (quantize, dequantize, q_matmul, q_linear, ...) come from
+/// quant::QuantizedOps, so every backend holds quantized tensors without writing anything.
 template <typename Self>
-struct BackendBase {
+struct BackendBase : quant::QuantizedOps<Self> {
 #define EMBER_DEFAULT_UNARY(prefix, name, OP)                                  \
     template <typename T>                                                      \
     static T prefix##_##name(T t) {                                            \

@@ -18,6 +18,15 @@ namespace ember {
 template <Backend B, std::size_t D, TensorKind K = Float>
 class Tensor;
 
+namespace quant {  // the quantization API, defined in <ember/quant/tensor.hpp>
+template <Backend B>
+struct QuantizationParameters;
+namespace detail {
+template <typename Scheme>
+struct QuantizeHook;
+}  // namespace detail
+}  // namespace quant
+
 namespace detail {
 /// What `reshape<D2>` accepts: dims with -1 (inferred) and 0 (kept), or a Shape.
 template <std::size_t D2>
@@ -774,6 +783,19 @@ public:
     }
     Tensor matmul(const Tensor& other) && requires(std::same_as<K, Float>) {
         return Tensor(B::float_matmul(std::move(p_), other.p_));
+    }
+    /// The tensor quantized with `scheme` and `qparams`: a quant::QuantizedTensor<B, D>
+    /// (needs <ember/quant/tensor.hpp>, which <ember/ember.hpp> includes).
+    template <typename Scheme = quant::QuantizationScheme>
+    auto quantize(const Scheme& scheme, const quant::QuantizationParameters<B>& qparams) const
+        requires(std::same_as<K, Float>)
+    {
+        return quant::detail::QuantizeHook<Scheme>::quantize(*this, scheme, qparams);
+    }
+    /// The tensor quantized with parameters computed from its own range (min-max).
+    template <typename Scheme = quant::QuantizationScheme>
+    auto quantize_dynamic(const Scheme& scheme) const requires(std::same_as<K, Float>) {
+        return quant::detail::QuantizeHook<Scheme>::quantize_dynamic(*this, scheme);
     }
     /// Truncates toward zero into an int tensor.
     Tensor<B, D, Int> int_() const requires(!std::same_as<K, Int>) {

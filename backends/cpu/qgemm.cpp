@@ -1,0 +1,262 @@
+// The int8 GEMM (see qgemm.hpp): packing, the three kernels and their run-time dispatch.
+//
+// vpdpbusd multiplies unsigned bytes by signed bytes, four pairs per 32-bit lane, and adds the
+// sums to the lane without saturating — the exact s32 sums, unlike pmaddubsw's s16 pairs that
+// saturate (why fbgemm quantizes activations to 7 bits on plain AVX2). Activations therefore
+// enter as u8 (int8 + 128) and the zero points are taken out after the sums:
+//   Σ (a - za)(w - zw) = Σ a·w - za·Σ w - zw·Σ a + k·za·zw.
+#include "qgemm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "parallel.hpp"
+
+#if defined(__x86_64__) && !EMBER_FREESTANDING
+#include <immintrin.h>
+#define EMBER_QGEMM_X86 1
+#else
+#define EMBER_QGEMM_X86 0
+#endif
+
+namespace ember::detail::cpu {
+namespace {
+
+constexpr std::size_t kLanes = 16;          // output channels per panel
+constexpr std::size_t kPanelRow = 64;       // bytes of one panel row (16 channels × 4 k)
+constexpr std::size_t kMaxRows = 4;         // activation rows per kernel call
+
+inline std::int32_t load4(const std::uint8_t* p) {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Each kernel computes acc[i][c] = Σ_k a[i][k]·w[k][c] for `rows` ≤ 4 rows and the `nb` panels
+// starting at `panel` (the 16·nb channels they hold), into acc rows of `ldc` int32.
+using Kernel = void (*)(const std::uint8_t* a, std::size_t lda, std::size_t rows,
+                        const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
+                        std::size_t kp, std::int32_t* acc, std::size_t ldc);
+
+void kernel_portable(const std::uint8_t* a, std::size_t lda, std::size_t rows,
+                     const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
+                     std::size_t kp, std::int32_t* acc, std::size_t ldc) {
+    for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t b = 0; b < nb; ++b) {
+            std::int32_t sum[kLanes] = {};
+            const std::int8_t* p = panel + b * panel_bytes;
+            for (std::size_t k = 0; k < kp; k += 4, p += kPanelRow)
+                for (std::size_t c = 0; c < kLanes; ++c)
+                    for (std::size_t j = 0; j < 4; ++j)
+                        sum[c] += std::int32_t(a[i * lda + k + j]) * std::int32_t(p[c * 4 + j]);
+            std::memcpy(acc + i * ldc + b * kLanes, sum, sizeof sum);
+        }
+    }
+}
+
+#if EMBER_QGEMM_X86
+// MR rows × NB panels of accumulators in zmm registers (4 × 4 = 16 of 32).
+template <std::size_t MR, std::size_t NB>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile_512(
+    const std::uint8_t* a, std::size_t lda, const std::int8_t* panel, std::size_t panel_bytes,
+    std::size_t kp, std::int32_t* acc, std::size_t ldc) {
+    __m512i c[MR][NB];
+    for (std::size_t i = 0; i < MR; ++i)
+        for (std::size_t j = 0; j < NB; ++j) c[i][j] = _mm512_setzero_si512();
+    for (std::size_t k = 0; k < kp; k += 4) {
+        __m512i w[NB];
+        for (std::size_t j = 0; j < NB; ++j)
+            w[j] = _mm512_load_si512(panel + j * panel_bytes + k * kLanes);
+        for (std::size_t i = 0; i < MR; ++i) {
+            const __m512i x = _mm512_set1_epi32(load4(a + i * lda + k));
+            for (std::size_t j = 0; j < NB; ++j) c[i][j] = _mm512_dpbusd_epi32(c[i][j], x, w[j]);
+        }
+    }
+    for (std::size_t i = 0; i < MR; ++i)
+        for (std::size_t j = 0; j < NB; ++j)
+            _mm512_storeu_si512(acc + i * ldc + j * kLanes, c[i][j]);
+}
+
+template <std::size_t MR>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void rows_512(
+    const std::uint8_t* a, std::size_t lda, const std::int8_t* panel, std::size_t panel_bytes,
+    std::size_t nb, std::size_t kp, std::int32_t* acc, std::size_t ldc) {
+    std::size_t b = 0;
+    for (; b + 4 <= nb; b += 4)
+        tile_512<MR, 4>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc);
+    switch (nb - b) {
+        case 3: tile_512<MR, 3>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
+        case 2: tile_512<MR, 2>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
+        case 1: tile_512<MR, 1>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
+        default: break;
+    }
+}
+
+void kernel_avx512vnni(const std::uint8_t* a, std::size_t lda, std::size_t rows,
+                       const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
+                       std::size_t kp, std::int32_t* acc, std::size_t ldc) {
+    switch (rows) {
+        case 4: rows_512<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 3: rows_512<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 2: rows_512<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        default: rows_512<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+    }
+}
+
+// AVX-VNNI: the same on ymm halves of a panel (16 registers: 4 rows × 2 halves of accumulators).
+template <std::size_t MR>
+__attribute__((target("avx2,avxvnni"))) void rows_256(const std::uint8_t* a, std::size_t lda,
+                                                       const std::int8_t* panel,
+                                                       std::size_t panel_bytes, std::size_t nb,
+                                                       std::size_t kp, std::int32_t* acc,
+                                                       std::size_t ldc) {
+    for (std::size_t b = 0; b < nb; ++b) {
+        const std::int8_t* p = panel + b * panel_bytes;
+        __m256i c[MR][2];
+        for (std::size_t i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm256_setzero_si256();
+        for (std::size_t k = 0; k < kp; k += 4) {
+            const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kLanes));
+            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kLanes + 32));
+            for (std::size_t i = 0; i < MR; ++i) {
+                const __m256i x = _mm256_set1_epi32(load4(a + i * lda + k));
+                c[i][0] = _mm256_dpbusd_avx_epi32(c[i][0], x, w0);
+                c[i][1] = _mm256_dpbusd_avx_epi32(c[i][1], x, w1);
+            }
+        }
+        for (std::size_t i = 0; i < MR; ++i) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * ldc + b * kLanes), c[i][0]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * ldc + b * kLanes + 8), c[i][1]);
+        }
+    }
+}
+
+void kernel_avxvnni(const std::uint8_t* a, std::size_t lda, std::size_t rows,
+                    const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
+                    std::size_t kp, std::int32_t* acc, std::size_t ldc) {
+    switch (rows) {
+        case 4: rows_256<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 3: rows_256<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 2: rows_256<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        default: rows_256<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+    }
+}
+#endif
+
+struct KernelInfo {
+    std::string_view name;
+    Kernel fn;
+    bool (*available)();
+};
+
+const KernelInfo kKernels[] = {
+#if EMBER_QGEMM_X86
+    {"avx512vnni", kernel_avx512vnni,
+     [] {
+         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vnni");
+     }},
+    {"avxvnni", kernel_avxvnni,
+     [] { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"); }},
+#endif
+    {"portable", kernel_portable, [] { return true; }},
+};
+
+// The best kernel this processor has, unless EMBER_QGEMM names another it has.
+const KernelInfo* choose(std::string_view wanted) {
+    for (const auto& k : kKernels)
+        if ((wanted == "auto" || wanted == k.name) && k.available()) return &k;
+    return nullptr;
+}
+
+std::atomic<const KernelInfo*>& current() {
+    static std::atomic<const KernelInfo*> k{[] {
+        const char* env = std::getenv("EMBER_QGEMM");
+        const KernelInfo* chosen = env ? choose(env) : nullptr;
+        return chosen ? chosen : choose("auto");
+    }()};
+    return k;
+}
+
+}  // namespace
+
+std::string_view qgemm_kernel() { return current().load()->name; }
+
+bool set_qgemm_kernel(std::string_view name) {
+    const KernelInfo* k = choose(name);
+    if (!k) return false;
+    current().store(k);
+    return true;
+}
+
+std::shared_ptr<const PackedQWeights> pack_qweights(const std::int8_t* w, std::size_t k,
+                                                    std::size_t n, const std::vector<float>& scales,
+                                                    const std::vector<std::int32_t>& zeros) {
+    auto p = std::make_shared<PackedQWeights>();
+    p->k = k;
+    p->n = n;
+    p->kp = (k + 3) / 4 * 4;
+    p->blocks = (n + kLanes - 1) / kLanes;
+    const std::size_t bytes = p->blocks * p->kp * kLanes;
+    // 64-byte aligned rows: the kernels use aligned loads.
+    p->storage.assign(bytes + 64, 0);
+    auto* base = p->storage.data();
+    auto* data = base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
+    p->data = data;
+    for (std::size_t kk = 0; kk < k; ++kk)
+        for (std::size_t c = 0; c < n; ++c) {
+            const std::size_t b = c / kLanes, lane = c % kLanes;
+            data[b * p->kp * kLanes + (kk / 4) * kPanelRow + lane * 4 + kk % 4] = w[kk * n + c];
+        }
+    p->col_sum.assign(n, 0);
+    for (std::size_t kk = 0; kk < k; ++kk)
+        for (std::size_t c = 0; c < n; ++c) p->col_sum[c] += w[kk * n + c];
+    p->scale.resize(n);
+    p->zero.resize(n);
+    for (std::size_t c = 0; c < n; ++c) {
+        p->scale[c] = scales.size() == 1 ? scales[0] : scales[c];
+        p->zero[c] = zeros.empty() ? 0 : zeros.size() == 1 ? zeros[0] : zeros[c];
+        p->has_zero = p->has_zero || p->zero[c] != 0;
+    }
+    return p;
+}
+
+void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int32_t a_zero,
+                float a_scale, const PackedQWeights& w, const float* bias, float* y,
+                std::size_t ldy) {
+    const Kernel kernel = current().load()->fn;
+    const std::size_t panel_bytes = w.kp * kLanes;
+    const std::size_t ldc = w.blocks * kLanes;
+    const std::size_t row_blocks = (m + kMaxRows - 1) / kMaxRows;
+    // Work items: (row block, group of 4 panels); about 64k MACs each before splitting.
+    const std::size_t groups = (w.blocks + 3) / 4;
+    const std::size_t grain = std::max<std::size_t>(1, (1u << 18) / (w.kp * 64 * kMaxRows + 1));
+    parallel_for(row_blocks * groups, grain, [&](std::size_t begin, std::size_t end) {
+        std::int32_t acc[kMaxRows * 64];
+        for (std::size_t t = begin; t < end; ++t) {
+            const std::size_t rb = t / groups, g = t % groups;
+            const std::size_t i0 = rb * kMaxRows, rows = std::min(kMaxRows, m - i0);
+            const std::size_t b0 = g * 4, nb = std::min<std::size_t>(4, w.blocks - b0);
+            kernel(a + i0 * lda, lda, rows, w.data + b0 * panel_bytes, panel_bytes, nb,
+                   w.kp, acc, 64);
+            const std::size_t c0 = b0 * kLanes, c1 = std::min(w.n, c0 + nb * kLanes);
+            for (std::size_t i = 0; i < rows; ++i) {
+                std::int32_t row_sum = 0;
+                if (w.has_zero)
+                    for (std::size_t kk = 0; kk < w.k; ++kk) row_sum += a[(i0 + i) * lda + kk];
+                float* out = y + (i0 + i) * ldy;
+                for (std::size_t c = c0; c < c1; ++c) {
+                    std::int32_t s = acc[i * 64 + (c - c0)] - a_zero * w.col_sum[c];
+                    if (w.has_zero)
+                        s += w.zero[c] * (std::int32_t(w.k) * a_zero - row_sum);
+                    const float v = float(s) * (a_scale * w.scale[c]);
+                    out[c] = bias ? v + bias[c] : v;
+                }
+            }
+        }
+    });
+    (void)ldc;
+}
+
+}  // namespace ember::detail::cpu
