@@ -8,6 +8,7 @@
 #include "qgemm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -190,6 +191,58 @@ bool set_qgemm_kernel(std::string_view name) {
     return true;
 }
 
+void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, std::uint8_t* out) {
+    std::size_t i = 0;
+#if EMBER_QGEMM_X86 && defined(__AVX2__)
+    // cvtps rounds half to even (the default MXCSR mode), as nearbyint; the float is clamped
+    // first so that no value leaves int32, and packs saturate to int8 as the clamp does.
+    const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(1e9f), small = _mm256_set1_ps(-1e9f);
+    const __m256i vzero = _mm256_set1_epi32(zero), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
+    for (; i + 16 <= n; i += 16) {
+        const auto q = [&](std::size_t at) {
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + at), vinv);
+            v = _mm256_min_ps(_mm256_max_ps(v, small), big);
+            return _mm256_add_epi32(_mm256_cvtps_epi32(v), vzero);
+        };
+        const __m256i w16 = _mm256_packs_epi32(q(i), q(i + 8));                 // lanes interleaved
+        const __m256i b8 = _mm256_packs_epi16(w16, w16);                        // saturate to int8
+        const __m256i ordered = _mm256_permutevar8x32_epi32(b8, perm);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
+                         _mm_xor_si128(_mm256_castsi256_si128(ordered), bias));  // + 128
+    }
+#endif
+    for (; i < n; ++i) {
+        const float q = std::clamp(std::nearbyint(x[i] * inv) + float(zero), -128.0f, 127.0f);
+        out[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q) + 128);
+    }
+}
+
+void min_max(const float* x, std::size_t n, float& lo, float& hi) {
+    lo = 0.0f;  // the range always contains 0 for quantization; starting there is harmless
+    hi = 0.0f;
+    std::size_t i = 0;
+#if EMBER_QGEMM_X86 && defined(__AVX2__)
+    __m256 vl = _mm256_setzero_ps(), vh = _mm256_setzero_ps();
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        vl = _mm256_min_ps(v, vl);  // NaN in v yields the second operand: skipped
+        vh = _mm256_max_ps(v, vh);
+    }
+    alignas(32) float l[8], h[8];
+    _mm256_store_ps(l, vl);
+    _mm256_store_ps(h, vh);
+    for (int k = 0; k < 8; ++k) {
+        lo = std::min(lo, l[k]);
+        hi = std::max(hi, h[k]);
+    }
+#endif
+    for (; i < n; ++i) {
+        if (x[i] < lo) lo = x[i];
+        if (x[i] > hi) hi = x[i];
+    }
+}
+
 std::shared_ptr<const PackedQWeights> pack_qweights(const std::int8_t* w, std::size_t k,
                                                     std::size_t n, const std::vector<float>& scales,
                                                     const std::vector<std::int32_t>& zeros) {
@@ -224,7 +277,7 @@ std::shared_ptr<const PackedQWeights> pack_qweights(const std::int8_t* w, std::s
 
 void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int32_t a_zero,
                 float a_scale, const PackedQWeights& w, const float* bias, float* y,
-                std::size_t ldy) {
+                std::size_t ldy, std::size_t ldn) {
     const Kernel kernel = current().load()->fn;
     const std::size_t panel_bytes = w.kp * kLanes;
     const std::size_t ldc = w.blocks * kLanes;
@@ -241,22 +294,27 @@ void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int3
             kernel(a + i0 * lda, lda, rows, w.data + b0 * panel_bytes, panel_bytes, nb,
                    w.kp, acc, 64);
             const std::size_t c0 = b0 * kLanes, c1 = std::min(w.n, c0 + nb * kLanes);
+            // Per channel: the a_zero correction and the combined scale, once per tile.
+            float scale[64];
+            std::int32_t corr[64];
+            for (std::size_t c = c0; c < c1; ++c) {
+                scale[c - c0] = a_scale * w.scale[c];
+                corr[c - c0] = a_zero * w.col_sum[c] - std::int32_t(w.k) * a_zero * w.zero[c];
+            }
             for (std::size_t i = 0; i < rows; ++i) {
                 std::int32_t row_sum = 0;
                 if (w.has_zero)
                     for (std::size_t kk = 0; kk < w.k; ++kk) row_sum += a[(i0 + i) * lda + kk];
                 float* out = y + (i0 + i) * ldy;
+                const std::int32_t* s = acc + i * 64;
                 for (std::size_t c = c0; c < c1; ++c) {
-                    std::int32_t s = acc[i * 64 + (c - c0)] - a_zero * w.col_sum[c];
-                    if (w.has_zero)
-                        s += w.zero[c] * (std::int32_t(w.k) * a_zero - row_sum);
-                    const float v = float(s) * (a_scale * w.scale[c]);
-                    out[c] = bias ? v + bias[c] : v;
+                    const std::int32_t v = s[c - c0] - corr[c - c0] - w.zero[c] * row_sum;
+                    const float f = float(v) * scale[c - c0];
+                    out[c * ldn] = bias ? f + bias[c] : f;
                 }
             }
         }
     });
-    (void)ldc;
 }
 
 }  // namespace ember::detail::cpu

@@ -35,10 +35,17 @@ std::shared_ptr<const PackedQWeights> pack_qweights(const std::int8_t* w, std::s
 
 /// y[m][n] = Σ_k (a[m][k] - a_zero)(w[k][n] - w_zero[n]) · a_scale · w_scale[n] + bias[n], for
 /// u8 activations `a` (rows of `lda` ≥ kp bytes, zero past k) and packed weights; `bias` may be
-/// null. `y` has rows of `ldy` floats.
+/// null. y[m][n] is at y[m · ldy + n · ldn] (ldn = 1: row-major; a convolution writes its
+/// [channels, positions] output directly with ldy = 1, ldn = positions).
 void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int32_t a_zero,
                 float a_scale, const PackedQWeights& w, const float* bias, float* y,
-                std::size_t ldy);
+                std::size_t ldy, std::size_t ldn = 1);
+
+/// out[i] = clamp(round(x[i] · inv) + zero, -128, 127) + 128 for i < n: int8 quantization
+/// (round half to even, as PyTorch) shifted to u8 for the GEMM.
+void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, std::uint8_t* out);
+/// min(0, smallest) and max(0, largest) of x[0..n): the range quantization needs (NaN skipped).
+void min_max(const float* x, std::size_t n, float& lo, float& hi);
 
 /// The kernel in use: "avx512vnni", "avxvnni" or "portable".
 std::string_view qgemm_kernel();

@@ -4,6 +4,7 @@
 // the batch's min and max as MinMaxObserver computes them.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "ember/backend/cpu.hpp"
@@ -57,10 +58,7 @@ const k::PackedQWeights& packed_conv(const QT& w) {
 // widened to contain 0, scale = max((max - min) / 255, eps), zero = -128 - round(min / scale).
 std::pair<float, std::int32_t> dynamic_params(const float* x, std::size_t n) {
     float lo = 0.0f, hi = 0.0f;
-    for (std::size_t i = 0; i < n; ++i) {
-        lo = std::min(lo, x[i]);
-        hi = std::max(hi, x[i]);
-    }
+    k::min_max(x, n, lo, hi);
     const float scale = std::max((hi - lo) / 255.0f, float(quant::detail::kScaleEps));
     const float zero = std::clamp(-128.0f - std::nearbyint(lo / scale), -128.0f, 127.0f);
     return {scale, static_cast<std::int32_t>(zero)};
@@ -93,14 +91,7 @@ auto CpuBackend<F>::q_linear(FT x, QT w, std::optional<FT> bias,
     const float inv = 1.0f / scale;
     // u8 rows padded to a multiple of 4 bytes (the padding meets zero weights).
     std::vector<std::uint8_t> a(m * pw.kp, 0);
-    for (std::size_t i = 0; i < m; ++i) {
-        const float* row = xp + i * kdim;
-        std::uint8_t* out = a.data() + i * pw.kp;
-        for (std::size_t j = 0; j < kdim; ++j) {
-            const float q = std::clamp(std::nearbyint(row[j] * inv) + float(zero), -128.0f, 127.0f);
-            out[j] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q) + 128);
-        }
-    }
+    for (std::size_t i = 0; i < m; ++i) k::quantize_u8(xp + i * kdim, kdim, inv, zero, a.data() + i * pw.kp);
     std::optional<k::CpuTensor> b;
     if (bias) b = k::contiguous(std::move(*bias));
     Shape ys = xs;
@@ -139,39 +130,54 @@ auto CpuBackend<F>::q_conv2d(FT x, QT w, std::optional<FT> bias, const ConvOptio
     const float inv = 1.0f / scale;
     const std::uint8_t zu = static_cast<std::uint8_t>(zero + 128);  // the u8 that means 0.0
     std::vector<std::uint8_t> xu(xs.num_elements());
-    for (std::size_t i = 0; i < xu.size(); ++i) {
-        const float q = std::clamp(std::nearbyint(xp[i] * inv) + float(zero), -128.0f, 127.0f);
-        xu[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q) + 128);
-    }
+    k::quantize_u8(xp, xu.size(), inv, zero, xu.data());
     std::optional<k::CpuTensor> b;
     if (bias) b = k::contiguous(std::move(*bias));
     const std::size_t positions = oh * ow;
+    // Locals: the byte stores below may alias anything, so fields would be reloaded each time.
+    const std::size_t kp = pw.kp, sy = o.stride[0], sx = o.stride[1], dy = o.dilation[0],
+                      dx = o.dilation[1];
+    const std::int64_t py = std::int64_t(o.padding[0]), px = std::int64_t(o.padding[1]);
     std::vector<std::uint8_t> a(positions * pw.kp, 0);
-    std::vector<float> tmp(positions * oc);
     FT y = k::empty(Shape{n, oc, oh, ow}, DType::F32);
     float* yp = y.template data<float>();
     for (std::size_t img = 0; img < n; ++img) {
-        // im2col: row p holds the receptive field of output p, in weight order (c, i, j).
+        // im2col: row p holds the receptive field of output p, in weight order (c, i, j);
+        // taps outside the input read the zero point (the u8 that means 0.0).
         const std::uint8_t* src = xu.data() + img * c * h * wd;
-        for (std::size_t r = 0; r < oh; ++r)
-            for (std::size_t q = 0; q < ow; ++q) {
-                std::uint8_t* row = a.data() + (r * ow + q) * pw.kp;
-                std::size_t col = 0;
-                for (std::size_t ch = 0; ch < c; ++ch)
-                    for (std::size_t i = 0; i < kh; ++i) {
-                        const std::int64_t yy = std::int64_t(r * o.stride[0] + i * o.dilation[0]) - std::int64_t(o.padding[0]);
-                        for (std::size_t j = 0; j < kw; ++j, ++col) {
-                            const std::int64_t xx = std::int64_t(q * o.stride[1] + j * o.dilation[1]) - std::int64_t(o.padding[1]);
-                            const bool in = yy >= 0 && yy < std::int64_t(h) && xx >= 0 && xx < std::int64_t(wd);
-                            row[col] = in ? src[(ch * h + std::size_t(yy)) * wd + std::size_t(xx)] : zu;
+        for (std::size_t r = 0; r < oh; ++r) {
+            std::uint8_t* rows = a.data() + r * ow * kp;
+            std::size_t col = 0;
+            for (std::size_t ch = 0; ch < c; ++ch)
+                for (std::size_t i = 0; i < kh; ++i, col += kw) {
+                    const std::int64_t yy = std::int64_t(r * sy + i * dy) - py;
+                    if (yy < 0 || yy >= std::int64_t(h)) {
+                        for (std::size_t q = 0; q < ow; ++q) std::memset(rows + q * kp + col, zu, kw);
+                        continue;
+                    }
+                    const std::uint8_t* line = src + (ch * h + std::size_t(yy)) * wd;
+                    for (std::size_t q = 0; q < ow; ++q) {
+                        std::uint8_t* dst = rows + q * kp + col;
+                        const std::int64_t x0 = std::int64_t(q * sx) - px;
+                        if (dx == 1 && x0 >= 0 && x0 + std::int64_t(kw) <= std::int64_t(wd)) {
+                            const std::uint8_t* from = line + x0;  // the usual case: no edge
+                            if (kw == 3) {  // the common kernel, without a call to memcpy
+                                dst[0] = from[0], dst[1] = from[1], dst[2] = from[2];
+                            } else {
+                                for (std::size_t j = 0; j < kw; ++j) dst[j] = from[j];
+                            }
+                        } else {
+                            for (std::size_t j = 0; j < kw; ++j) {
+                                const std::int64_t xx = x0 + std::int64_t(j * dx);
+                                dst[j] = xx >= 0 && xx < std::int64_t(wd) ? line[xx] : zu;
+                            }
                         }
                     }
-            }
+                }
+        }
         k::qgemm_u8s8(a.data(), pw.kp, positions, zero + 128, scale, pw,
-                      b ? b->template data<float>() : nullptr, tmp.data(), oc);
-        float* out = yp + img * oc * positions;
-        for (std::size_t p = 0; p < positions; ++p)
-            for (std::size_t ch = 0; ch < oc; ++ch) out[ch * positions + p] = tmp[p * oc + ch];
+                      b ? b->template data<float>() : nullptr, yp + img * oc * positions, 1,
+                      positions);
     }
     return y;
 }
