@@ -120,7 +120,7 @@ public:
         detail::check_qparams(values.shape(), s, qparams, "QuantizedTensor::from_data");
         auto q = detail::to_primitive(qparams);
         Primitive p;
-        p.values = B::int_cast(B::int_from_data(values, device), DType::I8);
+        p.values = int8_values(values, device);
         p.scale = std::move(q.scale);
         p.offset = std::move(q.offset);
         p.scheme = s;
@@ -232,6 +232,31 @@ public:
     }
 
 private:
+    // i8 data as the backend's int primitive of dtype i8. Backends create int tensors in their
+    // own int dtype (i64 on the CPU) before a cast, so the data goes in pieces of at most 8192
+    // values: the wide temporary stays small (64 KiB), which firmware arenas need.
+    static typename B::IntTensorPrimitive int8_values(const TensorData& values,
+                                                      const Device<B>& device) {
+        constexpr std::size_t kPiece = 8192;
+        const Shape s = values.shape();
+        const std::size_t rows = s[0], per_row = rows ? s.num_elements() / rows : 0;
+        if (s.num_elements() <= kPiece || per_row == 0)
+            return B::int_cast(B::int_from_data(values, device), DType::I8);
+        const std::size_t step = std::max<std::size_t>(1, kPiece / per_row);
+        const auto bytes = values.bytes();
+        std::vector<typename B::IntTensorPrimitive> pieces;
+        for (std::size_t r = 0; r < rows; r += step) {
+            const std::size_t n = std::min(step, rows - r);
+            Shape ps = s;
+            ps[0] = n;
+            TensorData piece(std::vector<std::byte>(bytes.begin() + r * per_row,
+                                                    bytes.begin() + (r + n) * per_row),
+                             ps, DType::I8);
+            pieces.push_back(B::int_cast(B::int_from_data(piece, device), DType::I8));
+        }
+        return pieces.size() == 1 ? std::move(pieces[0]) : B::int_cat(std::move(pieces), 0);
+    }
+
     Primitive p_;
 };
 
