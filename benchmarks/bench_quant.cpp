@@ -79,7 +79,8 @@ int main(int argc, char** argv) {
             const std::string w = "linear_" + std::to_string(l.in) + "x" + std::to_string(l.out) +
                                   "_b" + std::to_string(batch);
             report(w, "ember_f32", time_us([&] { consume(f32.forward(x)); }, reps), reps);
-            report(w, "ember_int8_dynamic", time_us([&] { consume(dynamic.forward(x)); }, reps), reps);
+            report(w, "ember_int8_dynamic", time_us([&] { consume(dynamic.forward(x)); }, reps),
+                   reps);
             report(w, "ember_int8_static", time_us([&] { consume(fixed.forward(x)); }, reps), reps);
         }
     }

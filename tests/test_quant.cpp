@@ -103,7 +103,8 @@ TEST_CASE("layout ops on quantized tensors are exact and keep per-channel parame
     check_close(q.flip(axes).dequantize().to_data(), deq.flip(axes).to_data(), {0, 0});
     // relu stays quantized and equals relu of the dequantized values.
     auto qa = x.quantize_dynamic(QuantizationScheme::per_tensor_affine());
-    check_close(qa.relu().dequantize().to_data(), activation::relu(qa.dequantize()).to_data(), {0, 0});
+    check_close(qa.relu().dequantize().to_data(), activation::relu(qa.dequantize()).to_data(),
+                {0, 0});
     // Arithmetic is the float op on the dequantized values.
     check_close(qa.add(x).to_data(), (qa.dequantize() + x).to_data(), {0, 0});
     check_close(qa.mul(q).to_data(), (qa.dequantize() * deq).to_data(), {0, 0});
@@ -114,12 +115,15 @@ TEST_CASE("quantized matmul: integer sums equal PyTorch's quantized values multi
     using B = Cpu;
     Fixture f("quant", "matmul");
     auto qa = f.named_tensor<B, 2>("a").quantize_dynamic(QuantizationScheme::per_tensor_affine());
-    auto qb = f.named_tensor<B, 2>("b").quantize_dynamic(QuantizationScheme::per_channel_symmetric(1));
+    auto qb =
+        f.named_tensor<B, 2>("b").quantize_dynamic(QuantizationScheme::per_channel_symmetric(1));
     check_close(qa.matmul(qb).to_data(), f.named("exact"), {1e-6, 1e-5});
     check_close(qa.matmul(qb).to_data(), f.named("deq"), {1e-5, 1e-4});
     // A per-channel axis that does not factor out of the sum goes through float.
-    auto qr = f.named_tensor<B, 2>("b").quantize_dynamic(QuantizationScheme::per_channel_symmetric(0));
-    check_close(qa.matmul(qr).to_data(), qa.dequantize().matmul(qr.dequantize()).to_data(), {1e-5, 1e-5});
+    auto qr =
+        f.named_tensor<B, 2>("b").quantize_dynamic(QuantizationScheme::per_channel_symmetric(0));
+    check_close(qa.matmul(qr).to_data(), qa.dequantize().matmul(qr.dequantize()).to_data(),
+                {1e-5, 1e-5});
     CHECK_THROWS_AS(qa.matmul(qa), ShapeError);
 }
 
@@ -160,7 +164,8 @@ TEST_CASE("quantization errors name the op and the offending values", "[quant][e
     quant::QuantizationParameters<B> far{good.scale, Tensor<B, 1, Int>::from_ints({300})};
     CHECK_THAT(msg([&] { x.quantize(affine, far); }), Catch::Contains("offset[0] is 300"));
     // A range that is not one.
-    quant::CalibrationRange<B> bad{Tensor<B, 1>::from_floats({2.f}), Tensor<B, 1>::from_floats({1.f})};
+    quant::CalibrationRange<B> bad{Tensor<B, 1>::from_floats({2.f}),
+                                   Tensor<B, 1>::from_floats({1.f})};
     CHECK_THAT(msg([&] { affine.compute_q_params(bad); }),
                Catch::Contains("compute_q_params") && Catch::Contains("[2, 1]"));
     // Non-i8 values.

@@ -55,7 +55,8 @@ TEST_CASE("int8 Linear equals PyTorch's quantized values multiplied exactly, on 
         INFO(name);
         Fixture f("quant", name);
         auto x = f.named_tensor<B, 2>("input");
-        auto w = f.named_tensor<B, 2>("weight").quantize_dynamic(QuantizationScheme::per_channel_symmetric(1));
+        auto w = f.named_tensor<B, 2>("weight").quantize_dynamic(
+            QuantizationScheme::per_channel_symmetric(1));
         auto bias = f.named_tensor<B, 1>("bias");
         const quant::ActivationQuantization dynamic{};
         for (const char* kernel : {"avx512vnni", "avxvnni", "portable"}) {
@@ -136,7 +137,8 @@ TEST_CASE("quantized records: 8-bit weights, about 4x smaller, loaded back exact
     TwoLayers<B> fresh{nn::LinearConfig{256, 128}.init<B>(), nn::LinearConfig{128, 10}.init<B>()};
     auto loaded = fresh.load_file(qpath, rec, Device<B>{});
     REQUIRE(loaded.first.weight.quantized());
-    check_equal(loaded.first.weight.quantized()->weight.to_data(), q.first.weight.quantized()->weight.to_data());
+    check_equal(loaded.first.weight.quantized()->weight.to_data(),
+                q.first.weight.quantized()->weight.to_data());
     check_close(loaded.first.weight.quantized()->weight.qparams().scale.to_data(),
                 q.first.weight.quantized()->weight.qparams().scale.to_data(), {0, 0});
     CHECK(loaded.first.weight.id() == q.first.weight.id());
@@ -147,7 +149,8 @@ TEST_CASE("quantized records: 8-bit weights, about 4x smaller, loaded back exact
     auto fixed = quant::freeze_activations(observed);
     fixed.save_file(qpath, rec);
     auto loaded_static = fresh.load_file(qpath, rec, Device<B>{});
-    CHECK(loaded_static.second.weight.quantized()->activation == fixed.second.weight.quantized()->activation);
+    CHECK(loaded_static.second.weight.quantized()->activation ==
+          fixed.second.weight.quantized()->activation);
     check_close(loaded_static.forward(x).to_data(), fixed.forward(x).to_data(), {0, 0});
     std::filesystem::remove(fpath.string() + ".mpk");
     std::filesystem::remove(qpath.string() + ".mpk");
@@ -184,7 +187,8 @@ TEST_CASE("quantized records that do not fit name the parameter", "[quant][error
     CHECK_THAT(msg(bad_mode), Catch::Contains("weight.quant") && Catch::Contains("PerBlock"));
     // Integer scales.
     auto int_scale = edit([&](record::Map& m) {
-        std::get<record::Map>(field(m, "quant").variant())[2].second = TensorData({1, 2, 3, 4}, {4});
+        std::get<record::Map>(field(m, "quant").variant())[2].second =
+            TensorData({1, 2, 3, 4}, {4});
     });
     CHECK_THROWS_AS(lin.load_record(int_scale), DTypeError);
     // Values of another shape than the module's.
@@ -220,7 +224,8 @@ TEST_CASE("int8 Conv2d equals the convolution of PyTorch's quantized values, on 
         conv.bias = Param<Tensor<B, 1>>(f.named_tensor<B, 1>("bias"));
         auto q = conv.quantize_weights(quant::Quantizer<>{});
         REQUIRE(q.weight.quantized());
-        CHECK(q.weight.quantized()->weight.scheme().axis == 0);  // output channels of [out, in, kh, kw]
+        CHECK(q.weight.quantized()->weight.scheme().axis ==
+              0);  // output channels of [out, in, kh, kw]
         auto x = f.named_tensor<B, 4>("input");
         for (const char* kernel : {"avx512vnni", "avxvnni", "portable"}) {
             if (!cpu::set_qgemm_kernel(kernel)) continue;

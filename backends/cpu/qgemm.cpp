@@ -8,8 +8,8 @@
 #include "qgemm.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -25,9 +25,9 @@
 namespace ember::detail::cpu {
 namespace {
 
-constexpr std::size_t kLanes = 16;          // output channels per panel
-constexpr std::size_t kPanelRow = 64;       // bytes of one panel row (16 channels × 4 k)
-constexpr std::size_t kMaxRows = 4;         // activation rows per kernel call
+constexpr std::size_t kLanes = 16;     // output channels per panel
+constexpr std::size_t kPanelRow = 64;  // bytes of one panel row (16 channels × 4 k)
+constexpr std::size_t kMaxRows = 4;    // activation rows per kernel call
 
 inline std::int32_t load4(const std::uint8_t* p) {
     std::int32_t v;
@@ -88,10 +88,20 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) void rows_512(
     for (; b + 4 <= nb; b += 4)
         tile_512<MR, 4>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc);
     switch (nb - b) {
-        case 3: tile_512<MR, 3>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
-        case 2: tile_512<MR, 2>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
-        case 1: tile_512<MR, 1>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes, ldc); break;
-        default: break;
+        case 3:
+            tile_512<MR, 3>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes,
+                            ldc);
+            break;
+        case 2:
+            tile_512<MR, 2>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes,
+                            ldc);
+            break;
+        case 1:
+            tile_512<MR, 1>(a, lda, panel + b * panel_bytes, panel_bytes, kp, acc + b * kLanes,
+                            ldc);
+            break;
+        default:
+            break;
     }
 }
 
@@ -99,27 +109,36 @@ void kernel_avx512vnni(const std::uint8_t* a, std::size_t lda, std::size_t rows,
                        const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
                        std::size_t kp, std::int32_t* acc, std::size_t ldc) {
     switch (rows) {
-        case 4: rows_512<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        case 3: rows_512<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        case 2: rows_512<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        default: rows_512<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 4:
+            rows_512<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        case 3:
+            rows_512<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        case 2:
+            rows_512<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        default:
+            rows_512<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
     }
 }
 
 // AVX-VNNI: the same on ymm halves of a panel (16 registers: 4 rows × 2 halves of accumulators).
 template <std::size_t MR>
 __attribute__((target("avx2,avxvnni"))) void rows_256(const std::uint8_t* a, std::size_t lda,
-                                                       const std::int8_t* panel,
-                                                       std::size_t panel_bytes, std::size_t nb,
-                                                       std::size_t kp, std::int32_t* acc,
-                                                       std::size_t ldc) {
+                                                      const std::int8_t* panel,
+                                                      std::size_t panel_bytes, std::size_t nb,
+                                                      std::size_t kp, std::int32_t* acc,
+                                                      std::size_t ldc) {
     for (std::size_t b = 0; b < nb; ++b) {
         const std::int8_t* p = panel + b * panel_bytes;
         __m256i c[MR][2];
         for (std::size_t i = 0; i < MR; ++i) c[i][0] = c[i][1] = _mm256_setzero_si256();
         for (std::size_t k = 0; k < kp; k += 4) {
             const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kLanes));
-            const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kLanes + 32));
+            const __m256i w1 =
+                _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kLanes + 32));
             for (std::size_t i = 0; i < MR; ++i) {
                 const __m256i x = _mm256_set1_epi32(load4(a + i * lda + k));
                 c[i][0] = _mm256_dpbusd_avx_epi32(c[i][0], x, w0);
@@ -128,7 +147,8 @@ __attribute__((target("avx2,avxvnni"))) void rows_256(const std::uint8_t* a, std
         }
         for (std::size_t i = 0; i < MR; ++i) {
             _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * ldc + b * kLanes), c[i][0]);
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * ldc + b * kLanes + 8), c[i][1]);
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i * ldc + b * kLanes + 8),
+                                c[i][1]);
         }
     }
 }
@@ -137,10 +157,18 @@ void kernel_avxvnni(const std::uint8_t* a, std::size_t lda, std::size_t rows,
                     const std::int8_t* panel, std::size_t panel_bytes, std::size_t nb,
                     std::size_t kp, std::int32_t* acc, std::size_t ldc) {
     switch (rows) {
-        case 4: rows_256<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        case 3: rows_256<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        case 2: rows_256<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
-        default: rows_256<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc); break;
+        case 4:
+            rows_256<4>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        case 3:
+            rows_256<3>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        case 2:
+            rows_256<2>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
+        default:
+            rows_256<1>(a, lda, panel, panel_bytes, nb, kp, acc, ldc);
+            break;
     }
 }
 #endif
@@ -182,7 +210,9 @@ std::atomic<const KernelInfo*>& current() {
 
 }  // namespace
 
-std::string_view qgemm_kernel() { return current().load()->name; }
+std::string_view qgemm_kernel() {
+    return current().load()->name;
+}
 
 bool set_qgemm_kernel(std::string_view name) {
     const KernelInfo* k = choose(name);
@@ -196,7 +226,8 @@ void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, st
 #if EMBER_QGEMM_X86 && defined(__AVX2__)
     // cvtps rounds half to even (the default MXCSR mode), as nearbyint; the float is clamped
     // first so that no value leaves int32, and packs saturate to int8 as the clamp does.
-    const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(1e9f), small = _mm256_set1_ps(-1e9f);
+    const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(1e9f),
+                 small = _mm256_set1_ps(-1e9f);
     const __m256i vzero = _mm256_set1_epi32(zero), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
     for (; i + 16 <= n; i += 16) {
@@ -205,8 +236,8 @@ void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, st
             v = _mm256_min_ps(_mm256_max_ps(v, small), big);
             return _mm256_add_epi32(_mm256_cvtps_epi32(v), vzero);
         };
-        const __m256i w16 = _mm256_packs_epi32(q(i), q(i + 8));                 // lanes interleaved
-        const __m256i b8 = _mm256_packs_epi16(w16, w16);                        // saturate to int8
+        const __m256i w16 = _mm256_packs_epi32(q(i), q(i + 8));  // lanes interleaved
+        const __m256i b8 = _mm256_packs_epi16(w16, w16);         // saturate to int8
         const __m256i ordered = _mm256_permutevar8x32_epi32(b8, perm);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                          _mm_xor_si128(_mm256_castsi256_si128(ordered), bias));  // + 128
@@ -291,8 +322,8 @@ void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int3
             const std::size_t rb = t / groups, g = t % groups;
             const std::size_t i0 = rb * kMaxRows, rows = std::min(kMaxRows, m - i0);
             const std::size_t b0 = g * 4, nb = std::min<std::size_t>(4, w.blocks - b0);
-            kernel(a + i0 * lda, lda, rows, w.data + b0 * panel_bytes, panel_bytes, nb,
-                   w.kp, acc, 64);
+            kernel(a + i0 * lda, lda, rows, w.data + b0 * panel_bytes, panel_bytes, nb, w.kp, acc,
+                   64);
             const std::size_t c0 = b0 * kLanes, c1 = std::min(w.n, c0 + nb * kLanes);
             // Per channel: the a_zero correction and the combined scale, once per tile.
             float scale[64];

@@ -15,16 +15,16 @@ namespace ember::detail::cpu {
 
 /// Weights [K, N] (int8, zero points per column) packed for the int8 GEMM.
 struct PackedQWeights {
-    std::size_t k = 0;            ///< inner dim
-    std::size_t n = 0;            ///< output channels
-    std::size_t kp = 0;           ///< k rounded up to a multiple of 4
-    std::size_t blocks = 0;       ///< panels of 16 channels: ceil(n / 16)
-    std::vector<std::int8_t> storage;     ///< holds `data` (with room to align it)
-    const std::int8_t* data = nullptr;    ///< blocks × kp/4 × 16 × 4 bytes, 64-byte aligned
-    std::vector<std::int32_t> col_sum;    ///< Σ_k w[k][n]
-    std::vector<std::int32_t> zero;       ///< weight zero point per channel
-    std::vector<float> scale;             ///< weight scale per channel
-    bool has_zero = false;                ///< some zero point is not 0
+    std::size_t k = 0;                  ///< inner dim
+    std::size_t n = 0;                  ///< output channels
+    std::size_t kp = 0;                 ///< k rounded up to a multiple of 4
+    std::size_t blocks = 0;             ///< panels of 16 channels: ceil(n / 16)
+    std::vector<std::int8_t> storage;   ///< holds `data` (with room to align it)
+    const std::int8_t* data = nullptr;  ///< blocks × kp/4 × 16 × 4 bytes, 64-byte aligned
+    std::vector<std::int32_t> col_sum;  ///< Σ_k w[k][n]
+    std::vector<std::int32_t> zero;     ///< weight zero point per channel
+    std::vector<float> scale;           ///< weight scale per channel
+    bool has_zero = false;              ///< some zero point is not 0
 };
 
 /// Packs row-major int8 weights w[k][n] with their scales and zero points (`scales` and

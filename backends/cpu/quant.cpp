@@ -91,14 +91,15 @@ auto CpuBackend<F>::q_linear(FT x, QT w, std::optional<FT> bias,
     const float inv = 1.0f / scale;
     // u8 rows padded to a multiple of 4 bytes (the padding meets zero weights).
     std::vector<std::uint8_t> a(m * pw.kp, 0);
-    for (std::size_t i = 0; i < m; ++i) k::quantize_u8(xp + i * kdim, kdim, inv, zero, a.data() + i * pw.kp);
+    for (std::size_t i = 0; i < m; ++i)
+        k::quantize_u8(xp + i * kdim, kdim, inv, zero, a.data() + i * pw.kp);
     std::optional<k::CpuTensor> b;
     if (bias) b = k::contiguous(std::move(*bias));
     Shape ys = xs;
     ys[ys.rank() - 1] = n;
     FT y = k::empty(ys, DType::F32);
-    k::qgemm_u8s8(a.data(), pw.kp, m, zero + 128, scale, pw, b ? b->template data<float>() : nullptr,
-                  y.template data<float>(), n);
+    k::qgemm_u8s8(a.data(), pw.kp, m, zero + 128, scale, pw,
+                  b ? b->template data<float>() : nullptr, y.template data<float>(), n);
     return y;
 }
 
@@ -113,14 +114,15 @@ auto CpuBackend<F>::q_conv2d(FT x, QT w, std::optional<FT> bias, const ConvOptio
         return Base::q_conv2d(std::move(x), std::move(w), std::move(bias), o, act);
     const std::size_t n = xs[0], c = xs[1], h = xs[2], wd = xs[3];
     const std::size_t oc = ws[0], kh = ws[2], kw = ws[3];
-    const auto out_dim = [](std::size_t in, std::size_t k, std::size_t s, std::size_t p, std::size_t d) {
+    const auto out_dim = [](std::size_t in, std::size_t k, std::size_t s, std::size_t p,
+                            std::size_t d) {
         const std::int64_t span = std::int64_t(in + 2 * p) - std::int64_t(d * (k - 1) + 1);
         return span < 0 ? std::size_t{0} : std::size_t(span) / s + 1;
     };
     const std::size_t oh = out_dim(h, kh, o.stride[0], o.padding[0], o.dilation[0]);
     const std::size_t ow = out_dim(wd, kw, o.stride[1], o.padding[1], o.dilation[1]);
-    EMBER_CHECK(oh > 0 && ow > 0, Shape, "q_conv2d: input ", xs.to_string(), " is smaller than the ",
-                kh, "x", kw, " kernel (with padding and dilation)");
+    EMBER_CHECK(oh > 0 && ow > 0, Shape, "q_conv2d: input ", xs.to_string(),
+                " is smaller than the ", kh, "x", kw, " kernel (with padding and dilation)");
     const k::PackedQWeights& pw = packed_conv(w);
     x = k::contiguous(std::move(x));
     const float* xp = x.template data<float>();
@@ -152,7 +154,8 @@ auto CpuBackend<F>::q_conv2d(FT x, QT w, std::optional<FT> bias, const ConvOptio
                 for (std::size_t i = 0; i < kh; ++i, col += kw) {
                     const std::int64_t yy = std::int64_t(r * sy + i * dy) - py;
                     if (yy < 0 || yy >= std::int64_t(h)) {
-                        for (std::size_t q = 0; q < ow; ++q) std::memset(rows + q * kp + col, zu, kw);
+                        for (std::size_t q = 0; q < ow; ++q)
+                            std::memset(rows + q * kp + col, zu, kw);
                         continue;
                     }
                     const std::uint8_t* line = src + (ch * h + std::size_t(yy)) * wd;
@@ -193,8 +196,12 @@ template auto CpuBackend<double>::q_linear(FT, QT, std::optional<FT>,
                                            const quant::ActivationQuantization&) -> FT;
 
 namespace cpu {
-std::string_view qgemm_kernel() { return detail::cpu::qgemm_kernel(); }
-bool set_qgemm_kernel(std::string_view name) { return detail::cpu::set_qgemm_kernel(name); }
+std::string_view qgemm_kernel() {
+    return detail::cpu::qgemm_kernel();
+}
+bool set_qgemm_kernel(std::string_view name) {
+    return detail::cpu::set_qgemm_kernel(name);
+}
 }  // namespace cpu
 
 }  // namespace ember

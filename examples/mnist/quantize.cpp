@@ -58,7 +58,8 @@ void export_firmware(const Model& model, const ember::data::MnistDataset& test, 
     using BinRecorder = ember::record::BinFileRecorder<ember::record::FullPrecisionSettings>;
     fs::create_directories(*o.export_dir);
     model.save_file(*o.export_dir / "model", BinRecorder{});
-    const auto loaded = Model::init().load_file(*o.export_dir / "model", BinRecorder{}, ember::Device<B>{});
+    const auto loaded =
+        Model::init().load_file(*o.export_dir / "model", BinRecorder{}, ember::Device<B>{});
     std::vector<ember::data::MnistItem> items;
     std::vector<std::uint8_t> pixels, labels, expected;
     for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
@@ -68,12 +69,14 @@ void export_firmware(const Model& model, const ember::data::MnistDataset& test, 
     }
     auto batch = mnist::MnistBatcher<B>{}.batch(items, {});
     auto p = loaded.forward(batch.images).argmax(1).template flatten<1>(0, 1);
-    for (auto c : p.to_data().template to_vec<std::int64_t>()) expected.push_back(static_cast<std::uint8_t>(c));
+    for (auto c : p.to_data().template to_vec<std::int64_t>())
+        expected.push_back(static_cast<std::uint8_t>(c));
     write_bytes(*o.export_dir / "images.bin", pixels);
     write_bytes(*o.export_dir / "labels.bin", labels);
     write_bytes(*o.export_dir / "expected.bin", expected);
     std::cout << "exported the int8 model (" << fs::file_size(*o.export_dir / "model.bin")
-              << " bytes) and " << items.size() << " test images to " << o.export_dir->string() << '\n';
+              << " bytes) and " << items.size() << " test images to " << o.export_dir->string()
+              << '\n';
 }
 
 struct Eval {
@@ -131,7 +134,8 @@ int run(const Options& o, const std::string& kind) {
     auto observed = ember::quant::observe_activations(dynamic);
     for (std::size_t s = 0; s < std::min(o.calibration, train.len()); s += 256) {
         std::vector<ember::data::MnistItem> items;
-        for (std::size_t i = s; i < std::min(o.calibration, s + 256); ++i) items.push_back(*train.get(i));
+        for (std::size_t i = s; i < std::min(o.calibration, s + 256); ++i)
+            items.push_back(*train.get(i));
         (void)observed.forward(mnist::MnistBatcher<B>{}.batch(items, dev).images);
     }
     auto fixed = ember::quant::freeze_activations(observed);
@@ -160,13 +164,14 @@ int run(const Options& o, const std::string& kind) {
     if (o.export_dir) export_firmware(fixed, test, o);
     if (o.json) {
         std::ofstream out(*o.json);
-        out << std::setprecision(6) << "{\"model\": \"" << kind << "\", \"params\": "
-            << model.num_params() << ", \"f32_accuracy\": " << f32.accuracy
-            << ", \"dynamic_accuracy\": " << dyn.accuracy << ", \"static_accuracy\": "
-            << st.accuracy << ", \"f32_seconds\": " << f32.seconds << ", \"dynamic_seconds\": "
-            << dyn.seconds << ", \"static_seconds\": " << st.seconds << ", \"f32_bytes\": "
-            << f32_bytes << ", \"int8_bytes\": " << int8_bytes << ", \"calibration\": "
-            << o.calibration << ", \"reloaded_same\": " << (same ? "true" : "false") << "}\n";
+        out << std::setprecision(6) << "{\"model\": \"" << kind
+            << "\", \"params\": " << model.num_params() << ", \"f32_accuracy\": " << f32.accuracy
+            << ", \"dynamic_accuracy\": " << dyn.accuracy
+            << ", \"static_accuracy\": " << st.accuracy << ", \"f32_seconds\": " << f32.seconds
+            << ", \"dynamic_seconds\": " << dyn.seconds << ", \"static_seconds\": " << st.seconds
+            << ", \"f32_bytes\": " << f32_bytes << ", \"int8_bytes\": " << int8_bytes
+            << ", \"calibration\": " << o.calibration
+            << ", \"reloaded_same\": " << (same ? "true" : "false") << "}\n";
     }
     return same ? 0 : 1;
 }
@@ -178,15 +183,22 @@ int main(int argc, char** argv) try {
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw ember::ArgumentError("mnist-quantize: " + a + " needs a value");
+            if (i + 1 >= argc)
+                throw ember::ArgumentError("mnist-quantize: " + a + " needs a value");
             return argv[++i];
         };
-        if (a == "--artifact-dir") o.artifact_dir = value();
-        else if (a == "--data-dir") o.data_dir = fs::path(value());
-        else if (a == "--calibration") o.calibration = std::stoul(value());
-        else if (a == "--json") o.json = fs::path(value());
-        else if (a == "--export") o.export_dir = fs::path(value());
-        else if (a == "--count") o.count = std::stoul(value());
+        if (a == "--artifact-dir")
+            o.artifact_dir = value();
+        else if (a == "--data-dir")
+            o.data_dir = fs::path(value());
+        else if (a == "--calibration")
+            o.calibration = std::stoul(value());
+        else if (a == "--json")
+            o.json = fs::path(value());
+        else if (a == "--export")
+            o.export_dir = fs::path(value());
+        else if (a == "--count")
+            o.count = std::stoul(value());
         else {
             std::cerr << "usage: mnist-quantize [--artifact-dir DIR] [--data-dir DIR] "
                          "[--calibration N] [--json FILE] [--export DIR [--count N]]\n";

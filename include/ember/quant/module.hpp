@@ -42,7 +42,8 @@ namespace detail {
 /// [d_input, d_output] have their channels last, convolution weights [out, in, k...] first.
 template <std::size_t D>
 QuantizationScheme weight_scheme(QuantizationScheme s) {
-    if (s.is_per_channel() && s.axis == QuantizationScheme::kOutputChannels) s.axis = D == 2 ? 1 : 0;
+    if (s.is_per_channel() && s.axis == QuantizationScheme::kOutputChannels)
+        s.axis = D == 2 ? 1 : 0;
     return s;
 }
 
@@ -71,8 +72,9 @@ Tensor<B, D> linear(const Tensor<B, D>& input, const QuantizedParam<B, 2>& q,
     EMBER_CHECK(in[D - 1] == ws[0], Shape, "Linear: input ", input.shape().to_string(),
                 " does not end in the layer's ", ws[0], " input features");
     auto x = input.template reshape<2>({-1, static_cast<long>(ws[0])});
-    if (q.observer) q.observer->update(static_cast<float>(x.min().into_scalar()),
-                                       static_cast<float>(x.max().into_scalar()));
+    if (q.observer)
+        q.observer->update(static_cast<float>(x.min().into_scalar()),
+                           static_cast<float>(x.max().into_scalar()));
     std::optional<typename B::FloatTensorPrimitive> b;
     if (bias) b = bias->primitive();
     Tensor<B, 2> y(B::q_linear(x.primitive(), q.weight.primitive(), std::move(b), q.activation));
@@ -85,12 +87,13 @@ Tensor<B, D> linear(const Tensor<B, D>& input, const QuantizedParam<B, 2>& q,
 template <Backend B>
 Tensor<B, 4> conv2d(const Tensor<B, 4>& input, const QuantizedParam<B, 4>& q,
                     const std::optional<Tensor<B, 1>>& bias, const ConvOptions<2>& options) {
-    if (q.observer) q.observer->update(static_cast<float>(input.min().into_scalar()),
-                                       static_cast<float>(input.max().into_scalar()));
+    if (q.observer)
+        q.observer->update(static_cast<float>(input.min().into_scalar()),
+                           static_cast<float>(input.max().into_scalar()));
     std::optional<typename B::FloatTensorPrimitive> b;
     if (bias) b = bias->primitive();
-    return Tensor<B, 4>(B::q_conv2d(input.primitive(), q.weight.primitive(), std::move(b), options,
-                                    q.activation));
+    return Tensor<B, 4>(
+        B::q_conv2d(input.primitive(), q.weight.primitive(), std::move(b), options, q.activation));
 }
 
 }  // namespace detail
@@ -109,8 +112,10 @@ M quantize_weights(const M& m, const Quantizer<C>& quantizer) {
             calibration.scheme = scheme;
             const auto w = p.val();
             auto qparams = compute_q_params(scheme, calibration.compute_range(w));
-            QuantizedParam<B, V::rank> q{w.quantize(scheme, qparams), {quantizer.activations, 1.0f, 0}, nullptr};
-            return P::from_quantized(p.id(), std::make_shared<const QuantizedParam<B, V::rank>>(std::move(q)));
+            QuantizedParam<B, V::rank> q{
+                w.quantize(scheme, qparams), {quantizer.activations, 1.0f, 0}, nullptr};
+            return P::from_quantized(
+                p.id(), std::make_shared<const QuantizedParam<B, V::rank>>(std::move(q)));
         } else {
             return p;
         }
@@ -121,9 +126,12 @@ M quantize_weights(const M& m, const Quantizer<C>& quantizer) {
 /// freeze_activations' parameters: use that instead).
 template <module::Module M>
 M with_activations(const M& m, ActivationMode mode) {
-    EMBER_CHECK(mode != ActivationMode::Static, Argument, "with_activations: Static needs "
+    EMBER_CHECK(mode != ActivationMode::Static, Argument,
+                "with_activations: Static needs "
                 "calibrated parameters; use observe_activations then freeze_activations");
-    return detail::map_quantized(m, [&](std::string_view, auto& q) { q.activation = {mode, 1.0f, 0}; });
+    return detail::map_quantized(m, [&](std::string_view, auto& q) {
+        q.activation = {mode, 1.0f, 0};
+    });
 }
 
 /// The module with an observer on every quantized layer: each forward records the range of the
@@ -148,7 +156,8 @@ M freeze_activations(const M& m) {
                     "' saw no calibration batch (did its layer run after observe_activations?)");
         const float lo = std::min(q.observer->min, 0.0f), hi = std::max(q.observer->max, 0.0f);
         const float scale = std::max((hi - lo) / 255.0f, float(detail::kScaleEps));
-        const float zero = std::min(127.0f, std::max(-128.0f, -128.0f - std::nearbyint(lo / scale)));
+        const float zero =
+            std::min(127.0f, std::max(-128.0f, -128.0f - std::nearbyint(lo / scale)));
         q.activation = {ActivationMode::Static, scale, static_cast<std::int32_t>(zero)};
         q.observer.reset();
     });

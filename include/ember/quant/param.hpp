@@ -17,10 +17,10 @@ namespace ember::quant {
 
 /// The range of a layer's inputs over calibration batches.
 struct ActivationObserver {
-    ember::detail::Mutex mutex;                       ///< forwards may run on several threads
-    float min = std::numeric_limits<float>::infinity();  ///< smallest input seen
-    float max = -std::numeric_limits<float>::infinity(); ///< largest input seen
-    std::size_t batches = 0;                          ///< forwards observed
+    ember::detail::Mutex mutex;                           ///< forwards may run on several threads
+    float min = std::numeric_limits<float>::infinity();   ///< smallest input seen
+    float max = -std::numeric_limits<float>::infinity();  ///< largest input seen
+    std::size_t batches = 0;                              ///< forwards observed
 
     /// Widens the range with one batch's.
     void update(float lo, float hi) {
@@ -34,8 +34,8 @@ struct ActivationObserver {
 /// A quantized parameter's state.
 template <Backend B, std::size_t D>
 struct QuantizedParam {
-    QuantizedTensor<B, D> weight;           ///< the int8 values and their parameters
-    ActivationQuantization activation{};    ///< how the layer quantizes its input
+    QuantizedTensor<B, D> weight;                    ///< the int8 values and their parameters
+    ActivationQuantization activation{};             ///< how the layer quantizes its input
     std::shared_ptr<ActivationObserver> observer{};  ///< set while calibrating activations
 };
 
@@ -43,8 +43,10 @@ namespace detail {
 
 inline QuantizationMode mode_from_name(std::string_view name, std::string_view path) {
     for (int i = 0; i < 4; ++i)
-        if (mode_name(static_cast<QuantizationMode>(i)) == name) return static_cast<QuantizationMode>(i);
-    EMBER_FAIL(Format, "load_record: '", path, "' names the unknown quantization mode \"", name, "\"");
+        if (mode_name(static_cast<QuantizationMode>(i)) == name)
+            return static_cast<QuantizationMode>(i);
+    EMBER_FAIL(Format, "load_record: '", path, "' names the unknown quantization mode \"", name,
+               "\"");
 }
 
 inline constexpr std::string_view kActivationNames[] = {"Dynamic", "Static", "Float"};
@@ -72,23 +74,25 @@ record::Value param_record(const std::string& id, const QuantizedParam<B, D>& q)
 /// The quantized state in record `v` (at `path`), checked against the module's `shape`.
 template <Backend B, std::size_t D>
 std::shared_ptr<const QuantizedParam<B, D>> param_from_record(const record::Value& v,
-                                                             std::string_view path,
-                                                             const Shape& shape,
-                                                             const Device<B>& device) {
+                                                              std::string_view path,
+                                                              const Shape& shape,
+                                                              const Device<B>& device) {
     const std::string qpath = record::Value::join_path(path, "quant");
     const record::Value& q = v.at("quant", path);
     const auto& raw = v.at("param", path).as<TensorData>(record::Value::join_path(path, "param"));
     EMBER_CHECK(raw.dtype() == DType::U8, DType, "load_record: quantized parameter '", path,
                 "' should hold u8 bytes but holds ", dtype_name(raw.dtype()));
     EMBER_CHECK(raw.shape() == shape, Shape, "load_record: parameter '", path, "' has shape ",
-                raw.shape().to_string(), " in the record but ", shape.to_string(), " in the module");
+                raw.shape().to_string(), " in the record but ", shape.to_string(),
+                " in the module");
     QuantizationScheme scheme;
     scheme.mode = mode_from_name(q.at("mode", qpath).as<std::string>(qpath), qpath);
     scheme.axis = static_cast<long>(q.at("axis", qpath).as<std::int64_t>(qpath));
     const auto& scale = q.at("scale", qpath).as<TensorData>(qpath);
     EMBER_CHECK(is_float(scale.dtype()), DType, "load_record: '", qpath,
                 ".scale' should hold floats but holds ", dtype_name(scale.dtype()));
-    QuantizationParameters<B> qp{Tensor<B, 1>::from_data(scale.convert(DType::F32), device), std::nullopt};
+    QuantizationParameters<B> qp{Tensor<B, 1>::from_data(scale.convert(DType::F32), device),
+                                 std::nullopt};
     const record::Value& off = q.at("offset", qpath);
     if (!off.is_null()) {
         const auto& o = off.as<TensorData>(qpath);
@@ -106,8 +110,10 @@ std::shared_ptr<const QuantizedParam<B, D>> param_from_record(const record::Valu
                 ".activation' is \"", act_name, "\" (Dynamic, Static or Float)");
     act.mode = static_cast<ActivationMode>(it - std::begin(kActivationNames));
     act.scale = static_cast<float>(q.at("activation_scale", qpath).as<double>(qpath));
-    act.offset = static_cast<std::int32_t>(q.at("activation_offset", qpath).as<std::int64_t>(qpath));
-    return std::make_shared<const QuantizedParam<B, D>>(QuantizedParam<B, D>{std::move(weight), act, nullptr});
+    act.offset =
+        static_cast<std::int32_t>(q.at("activation_offset", qpath).as<std::int64_t>(qpath));
+    return std::make_shared<const QuantizedParam<B, D>>(
+        QuantizedParam<B, D>{std::move(weight), act, nullptr});
 }
 
 }  // namespace detail

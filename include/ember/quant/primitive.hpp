@@ -51,7 +51,9 @@ struct QuantizedPrimitiveOf {
     using type = QTensorPrimitive<typename B::IntTensorPrimitive, typename B::FloatTensorPrimitive>;
 };
 template <typename B>
-    requires requires { typename B::QuantizedTensorPrimitive; }
+requires requires {
+    typename B::QuantizedTensorPrimitive;
+}
 struct QuantizedPrimitiveOf<B> {
     using type = typename B::QuantizedTensorPrimitive;
 };
@@ -59,7 +61,8 @@ struct QuantizedPrimitiveOf<B> {
 /// The shape the parameters broadcast with: all ones, but C at a per-channel scheme's axis.
 inline Shape param_shape(const Shape& s, const QuantizationScheme& scheme) {
     Shape p = Shape::filled(s.rank(), 1);
-    if (scheme.is_per_channel()) p[static_cast<std::size_t>(scheme.axis)] = s[static_cast<std::size_t>(scheme.axis)];
+    if (scheme.is_per_channel())
+        p[static_cast<std::size_t>(scheme.axis)] = s[static_cast<std::size_t>(scheme.axis)];
     return p;
 }
 /// The f32 epsilon PyTorch's observers clamp scales to (a constant range still gets a scale).
@@ -87,7 +90,8 @@ struct QuantizedOps {
         if (scheme.is_symmetric()) {
             auto amax = Self::float_binary(BinaryOp::Max, Self::float_unary(UnaryOp::Neg, lo), hi);
             auto scale = Self::float_binary_scalar(
-                BinaryOp::Max, Self::float_binary_scalar(BinaryOp::Div, std::move(amax), Scalar(127.5)),
+                BinaryOp::Max,
+                Self::float_binary_scalar(BinaryOp::Div, std::move(amax), Scalar(127.5)),
                 Scalar(detail::kScaleEps));
             return QParamsPrimitive<FT, IT>{std::move(scale), std::nullopt};
         }
@@ -97,7 +101,8 @@ struct QuantizedOps {
                                       Scalar(255.0)),
             Scalar(detail::kScaleEps));
         auto zp = Self::float_binary_scalar(
-            BinaryOp::RSub, Self::float_unary(UnaryOp::Round, Self::float_binary(BinaryOp::Div, lo, scale)),
+            BinaryOp::RSub,
+            Self::float_unary(UnaryOp::Round, Self::float_binary(BinaryOp::Div, lo, scale)),
             Scalar(-128.0));
         zp = Self::float_clamp(std::move(zp), Scalar(-128.0), Scalar(127.0));
         return QParamsPrimitive<FT, IT>{std::move(scale), Self::float_into_int(std::move(zp))};
@@ -108,7 +113,8 @@ struct QuantizedOps {
     static auto quantize(FT x, const QuantizationScheme& scheme, QParamsPrimitive<FT, IT> qparams) {
         const Shape ps = detail::param_shape(Self::float_shape(x), scheme);
         auto inv = Self::float_unary(UnaryOp::Recip, Self::float_reshape(qparams.scale, ps));
-        auto y = Self::float_unary(UnaryOp::Round, Self::float_binary(BinaryOp::Mul, std::move(x), std::move(inv)));
+        auto y = Self::float_unary(UnaryOp::Round,
+                                   Self::float_binary(BinaryOp::Mul, std::move(x), std::move(inv)));
         if (qparams.offset)
             y = Self::float_binary(BinaryOp::Add, std::move(y),
                                    Self::int_into_float(Self::int_reshape(*qparams.offset, ps)));
@@ -146,7 +152,8 @@ struct QuantizedOps {
         auto t = Self::float_permute(x, std::span<const std::size_t>(order.data(), n));
         t = Self::float_reshape(std::move(t), Shape{s[axis], s.num_elements() / s[axis]});
         auto lo = Self::float_reshape(Self::float_reduce_dim(ReduceOp::Min, t, 1), Shape{s[axis]});
-        auto hi = Self::float_reshape(Self::float_reduce_dim(ReduceOp::Max, std::move(t), 1), Shape{s[axis]});
+        auto hi = Self::float_reshape(Self::float_reduce_dim(ReduceOp::Max, std::move(t), 1),
+                                      Shape{s[axis]});
         return {std::move(lo), std::move(hi)};
     }
 
@@ -192,7 +199,8 @@ struct QuantizedOps {
         QP out = fresh(q);
         if (q.scheme.is_per_channel())
             for (std::size_t i = 0; i < axes.size(); ++i)
-                if (axes[i] == static_cast<std::size_t>(q.scheme.axis)) out.scheme.axis = static_cast<long>(i);
+                if (axes[i] == static_cast<std::size_t>(q.scheme.axis))
+                    out.scheme.axis = static_cast<long>(i);
         out.values = Self::int_permute(q.values, axes);
         return out;
     }
@@ -234,7 +242,9 @@ struct QuantizedOps {
         const std::size_t r = Self::int_shape(a.values).rank();
         const bool a_ok = !a.scheme.is_per_channel() || a.scheme.axis == long(r) - 2;
         const bool b_ok = !b.scheme.is_per_channel() || b.scheme.axis == long(r) - 1;
-        if (!a_ok || !b_ok) return Self::float_matmul(Self::dequantize(std::move(a)), Self::dequantize(std::move(b)));
+        if (!a_ok || !b_ok)
+            return Self::float_matmul(Self::dequantize(std::move(a)),
+                                      Self::dequantize(std::move(b)));
         const Shape pa = detail::param_shape(Self::int_shape(a.values), a.scheme);
         const Shape pb = detail::param_shape(Self::int_shape(b.values), b.scheme);
         auto centred = [](auto&& q, const Shape& ps) {
@@ -247,7 +257,8 @@ struct QuantizedOps {
         auto acc = Self::int_matmul(centred(a, pa), centred(b, pb));
         auto f = Self::float_binary(BinaryOp::Mul, Self::int_into_float(std::move(acc)),
                                     Self::float_reshape(std::move(a.scale), pa));
-        return Self::float_binary(BinaryOp::Mul, std::move(f), Self::float_reshape(std::move(b.scale), pb));
+        return Self::float_binary(BinaryOp::Mul, std::move(f),
+                                  Self::float_reshape(std::move(b.scale), pb));
     }
 
     /// x [M, K] @ w [K, N] (+ bias [N]) with a quantized weight. Dynamic and Static activations
@@ -259,19 +270,22 @@ struct QuantizedOps {
                 return Self::float_matmul(std::move(x), Self::dequantize(std::move(w)));
             const auto scheme = QuantizationScheme::per_tensor_affine();
             auto xq = [&] {
-                if (act.mode == ActivationMode::Dynamic) return Self::quantize_dynamic(std::move(x), scheme);
+                if (act.mode == ActivationMode::Dynamic)
+                    return Self::quantize_dynamic(std::move(x), scheme);
                 const Shape one{1};
                 auto dev = Self::float_device(x);
                 using IT = decltype(Self::float_into_int(x));
-                QParamsPrimitive<FT, IT> p{Self::float_full(one, Scalar(double(act.scale)), dev),
-                                           Self::float_into_int(Self::float_full(one, Scalar(double(act.offset)), dev))};
+                QParamsPrimitive<FT, IT> p{
+                    Self::float_full(one, Scalar(double(act.scale)), dev),
+                    Self::float_into_int(Self::float_full(one, Scalar(double(act.offset)), dev))};
                 return Self::quantize(std::move(x), scheme, std::move(p));
             }();
             return Self::q_matmul(std::move(xq), std::move(w));
         }();
         if (bias) {
             const std::size_t n = Self::float_shape(*bias)[0];
-            y = Self::float_binary(BinaryOp::Add, std::move(y), Self::float_reshape(std::move(*bias), Shape{1, n}));
+            y = Self::float_binary(BinaryOp::Add, std::move(y),
+                                   Self::float_reshape(std::move(*bias), Shape{1, n}));
         }
         return y;
     }
@@ -290,15 +304,16 @@ struct QuantizedOps {
                 const Shape one{1};
                 auto dev = Self::float_device(x);
                 using IT = decltype(Self::float_into_int(x));
-                QParamsPrimitive<FT, IT> p{Self::float_full(one, Scalar(double(act.scale)), dev),
-                                           Self::float_into_int(Self::float_full(one, Scalar(double(act.offset)), dev))};
+                QParamsPrimitive<FT, IT> p{
+                    Self::float_full(one, Scalar(double(act.scale)), dev),
+                    Self::float_into_int(Self::float_full(one, Scalar(double(act.offset)), dev))};
                 x = Self::dequantize(Self::quantize(std::move(x), scheme, std::move(p)));
             }
         }
         return Self::conv2d(std::move(x), Self::dequantize(std::move(w)), std::move(bias), options);
     }
 
-private:
+  private:
     // A copy with its own (empty) packed slot: the values are about to change.
     template <typename QP>
     static QP fresh(const QP& q) {

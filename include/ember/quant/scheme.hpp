@@ -1,7 +1,7 @@
 #pragma once
 // Quantization schemes (Burn's QuantizationScheme / QuantizationType): how float values map to
-// 8-bit integers. Header-only and free of tensors, so that the tensor layer's defaults (backend.hpp)
-// can name them.
+// 8-bit integers. Header-only and free of tensors, so that the tensor layer's defaults
+// (backend.hpp) can name them.
 //
 //   affine:    q = clamp(round(x / scale) + offset, -128, 127),  x ≈ (q - offset) · scale
 //   symmetric: the same with offset 0 (the range is centred on zero)
@@ -87,7 +87,8 @@ struct QuantizationScheme {
     constexpr std::int32_t q_min() const { return -128; }
     /// Largest stored value.
     constexpr std::int32_t q_max() const { return 127; }
-    /// Parameters from a calibrated range (Burn's compute_q_params; needs <ember/quant/tensor.hpp>).
+    /// Parameters from a calibrated range (Burn's compute_q_params; needs
+    /// <ember/quant/tensor.hpp>).
     template <typename Range>
     auto compute_q_params(const Range& range) const {
         return detail::QParamsHook<Range>::compute(*this, range);
@@ -104,8 +105,8 @@ struct QuantizationScheme {
         return s;
     }
     /// Schemes compare by every field.
-    friend constexpr bool operator==(const QuantizationScheme&, const QuantizationScheme&) =
-        default;
+    friend constexpr bool operator==(const QuantizationScheme&,
+                                     const QuantizationScheme&) = default;
 };
 
 /// How a quantized layer treats its input activations.

@@ -67,8 +67,9 @@ void check_qparams(const Shape& shape, const QuantizationScheme& s,
                                  : " needs an offset (zero points), but none was given");
     const auto scales = q.scale.to_data().template to_vec<double>();
     for (std::size_t i = 0; i < scales.size(); ++i)
-        EMBER_CHECK(std::isfinite(scales[i]) && scales[i] > 0, Argument, op, ": scale[", i,
-                    "] is ", scales[i], "; scales must be finite and positive (a zero range "
+        EMBER_CHECK(std::isfinite(scales[i]) && scales[i] > 0, Argument, op, ": scale[", i, "] is ",
+                    scales[i],
+                    "; scales must be finite and positive (a zero range "
                     "has no scale)");
     if (q.offset) {
         EMBER_CHECK(q.offset->dims()[0] == c, Shape, op, ": ", s.to_string(), " needs ", c,
@@ -94,7 +95,7 @@ QParamsPrimitive<typename B::FloatTensorPrimitive, typename B::IntTensorPrimitiv
 /// A quantized tensor of rank D on backend B (Burn's QFloat tensor).
 template <Backend B, std::size_t D>
 class QuantizedTensor {
-public:
+  public:
     /// The backend's quantized primitive.
     using Primitive = QuantizedPrimitive<B>;
     /// The backend.
@@ -112,10 +113,12 @@ public:
     static QuantizedTensor from_data(const TensorData& values, const QuantizationScheme& scheme,
                                      const QuantizationParameters<B>& qparams,
                                      const Device<B>& device = {}) {
-        EMBER_CHECK(values.dtype() == DType::I8, DType, "QuantizedTensor::from_data: values must be ",
-                    "i8 (QInt8), got ", dtype_name(values.dtype()));
-        EMBER_CHECK(values.shape().rank() == D, Shape, "QuantizedTensor::from_data: values of shape ",
-                    values.shape().to_string(), " are not of rank ", D);
+        EMBER_CHECK(values.dtype() == DType::I8, DType,
+                    "QuantizedTensor::from_data: values must be ", "i8 (QInt8), got ",
+                    dtype_name(values.dtype()));
+        EMBER_CHECK(values.shape().rank() == D, Shape,
+                    "QuantizedTensor::from_data: values of shape ", values.shape().to_string(),
+                    " are not of rank ", D);
         const auto s = detail::resolve(scheme, values.shape(), "QuantizedTensor::from_data");
         detail::check_qparams(values.shape(), s, qparams, "QuantizedTensor::from_data");
         auto q = detail::to_primitive(qparams);
@@ -192,7 +195,8 @@ public:
     /// Reversed along `axes`.
     QuantizedTensor flip(std::span<const long> axes) const {
         std::array<std::size_t, kMaxRank> a{};
-        for (std::size_t i = 0; i < axes.size(); ++i) a[i] = normalize_dim(axes[i], D, "QuantizedTensor::flip");
+        for (std::size_t i = 0; i < axes.size(); ++i)
+            a[i] = normalize_dim(axes[i], D, "QuantizedTensor::flip");
         return QuantizedTensor(B::q_flip(p_, std::span<const std::size_t>(a.data(), axes.size())));
     }
 
@@ -210,13 +214,17 @@ public:
     /// Elementwise sum in float.
     Tensor<B, D> add(const Tensor<B, D>& other) const { return dequantize() + other; }
     /// Elementwise sum of two quantized tensors, in float.
-    Tensor<B, D> add(const QuantizedTensor& other) const { return dequantize() + other.dequantize(); }
+    Tensor<B, D> add(const QuantizedTensor& other) const {
+        return dequantize() + other.dequantize();
+    }
     /// Elementwise difference in float.
     Tensor<B, D> sub(const Tensor<B, D>& other) const { return dequantize() - other; }
     /// Elementwise product in float.
     Tensor<B, D> mul(const Tensor<B, D>& other) const { return dequantize() * other; }
     /// Elementwise product of two quantized tensors, in float.
-    Tensor<B, D> mul(const QuantizedTensor& other) const { return dequantize() * other.dequantize(); }
+    Tensor<B, D> mul(const QuantizedTensor& other) const {
+        return dequantize() * other.dequantize();
+    }
     /// Elementwise quotient in float.
     Tensor<B, D> div(const Tensor<B, D>& other) const { return dequantize() / other; }
     /// max(x, 0), still quantized: the stored values below the zero point become it (exact).
@@ -231,7 +239,7 @@ public:
         return QuantizedTensor(std::move(p));
     }
 
-private:
+  private:
     // i8 data as the backend's int primitive of dtype i8. Backends create int tensors in their
     // own int dtype (i64 on the CPU) before a cast, so the data goes in pieces of at most 8192
     // values: the wide temporary stays small (64 KiB), which firmware arenas need.
@@ -299,7 +307,8 @@ struct QuantizeHook<QuantizationScheme> {
 namespace detail {
 template <Backend B>
 struct QParamsHook<CalibrationRange<B>> {
-    static QuantizationParameters<B> compute(const QuantizationScheme& s, const CalibrationRange<B>& r);
+    static QuantizationParameters<B> compute(const QuantizationScheme& s,
+                                             const CalibrationRange<B>& r);
 };
 }  // namespace detail
 
