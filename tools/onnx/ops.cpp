@@ -934,6 +934,7 @@ const std::map<std::string, Handler>& handlers() {
         t["ReduceL2"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v * v; }", ".sqrt()"); };
         t["ReduceLogSum"] = [](NodeCtx& c) { reduce(c, "sum", 18, "", ".log()"); };
         t["ReduceLogSumExp"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v.exp(); }", ".log()"); };
+        register_quant_ops(t);  // ops_quant.cpp
         return t;
     }();
     return table;

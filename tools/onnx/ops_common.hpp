@@ -2,6 +2,7 @@
 // What the op handlers share across ops.cpp (elementwise, shapes, reductions, the handler table)
 // and ops_layers.cpp (layers and the less common operators). Internal to ember-onnx.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,5 +69,10 @@ void resize(NodeCtx& c);
 void eye_like(NodeCtx& c);
 void random_op(NodeCtx& c, bool normal, bool like);
 void hardmax(NodeCtx& c);
+
+// ---- quantization (ops_quant.cpp) -------------------------------------------------------------
+/// Adds QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
+/// ConvInteger and QLinearConv to the handler table.
+void register_quant_ops(std::map<std::string, Handler>& t);
 
 }  // namespace ember::onnx::ops
