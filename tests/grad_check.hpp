@@ -16,8 +16,13 @@
 namespace ember::test {
 
 /// Every autodiff stack the gradient suites run on.
-using AutodiffBackends =
-    std::tuple<ember::Autodiff<ember::Cpu>, ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>>;
+using AutodiffBackends = decltype(std::tuple_cat(
+    std::tuple<ember::Autodiff<ember::Cpu>,
+               ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>>{}
+#if defined(EMBER_CUDA)
+    , std::tuple<ember::Autodiff<ember::Cuda>>{}
+#endif
+    ));
 
 /// The float64 stack used for finite-difference checks of a stack.
 template <typename AD>
@@ -26,6 +31,14 @@ template <typename C>
 struct F64Twin<Autodiff<Cpu, C>> {
     using type = Autodiff<CpuF64, C>;
 };
+#if defined(EMBER_CUDA)
+/// CUDA's gradients are checked against PyTorch's; the finite differences run on the CPU's f64
+/// stack (the CUDA backend has no f64-by-default twin).
+template <>
+struct F64Twin<Autodiff<Cuda>> {
+    using type = Autodiff<CpuF64>;
+};
+#endif
 
 /// One input of a gradient case: rank D and kind K; `Grad` says whether it requires (and so is
 /// checked for) a gradient. Int and bool inputs never do.

@@ -8,8 +8,23 @@
 
 namespace ember::test {
 
-/// Every backend (and, later, decorator stack) the suites are instantiated for.
-using TestBackends = std::tuple<ember::Cpu>;
+/// Every backend (and, later, decorator stack) the suites are instantiated for: the CPU, plus
+/// each GPU backend this build has (its cases skip where its device is absent).
+using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu>{}
+#if defined(EMBER_CUDA)
+                                             , std::tuple<ember::Cuda>{}
+#endif
+                                             ));
+
+/// Whether backend B (or the backend under a decorator) can run here: a GPU backend needs its
+/// device; the CPU always can.
+template <typename B>
+bool backend_available() {
+#if defined(EMBER_CUDA)
+    if constexpr (std::is_same_v<InnerBackend<B>, ember::Cuda>) return ember::cuda::is_available();
+#endif
+    return true;
+}
 
 /// One tensor of a fixture.
 struct FixtureTensor {
@@ -74,3 +89,14 @@ Tolerance default_tolerance() {
 }
 
 }  // namespace ember::test
+
+/// First statement of a case instantiated per backend: skips it (with a warning, so that the
+/// run says so) when the backend's device is absent, e.g. the CUDA suites on a machine
+/// without a GPU.
+#define EMBER_SKIP_IF_UNAVAILABLE(B)                                                   \
+    do {                                                                               \
+        if (!::ember::test::backend_available<B>()) {                                  \
+            WARN("skipped: no device for backend " << B::name());                      \
+            return;                                                                    \
+        }                                                                              \
+    } while (0)

@@ -369,6 +369,7 @@ TEST_CASE("data: check_closeness report", "[data]") {
 // ---- display ------------------------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("data: display in Burn's format", "[data][display]", ember::test::TestBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     PrintOptionsGuard guard;
     ember::set_print_options({});
@@ -546,6 +547,7 @@ TEST_CASE("data: Distribution defaults", "[data][distribution]") {
 
 TEMPLATE_LIST_TEST_CASE("data: random draws follow the distribution", "[data][distribution]",
                         ember::test::TestBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T1 = ember::Tensor<B, 1>;
     B::seed(42);

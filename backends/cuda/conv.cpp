@@ -93,7 +93,8 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     check_conv_inputs(op.c_str(), x, w, bias, n);
     const std::size_t cin = x.shape[1], cout = w.shape[0], g = p.groups;
     EMBER_CHECK(g >= 1 && cin % g == 0 && cout % g == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", g, ")");
+                ") and out channels (", cout, ") must be divisible by groups (", g, "): input ",
+                x.shape, ", weight ", w.shape);
     EMBER_CHECK(w.shape[1] == cin / g, Shape, op, ": weight ", w.shape, " expects ",
                 w.shape[1] * g, " input channels, input ", x.shape, " has ", cin);
     if (bias)
@@ -132,7 +133,7 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
     check_conv_inputs(op.c_str(), x, w, bias, n);
     const std::size_t cin = x.shape[1], g = p.groups;
     EMBER_CHECK(g >= 1 && cin % g == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by groups (", g, ")");
+                ") must be divisible by groups (", g, "): input ", x.shape, ", weight ", w.shape);
     EMBER_CHECK(w.shape[0] == cin, Shape, op, ": weight ", w.shape, " must have ", cin,
                 " input channels (input ", x.shape, ")");
     const std::size_t cout = w.shape[1] * g;
@@ -329,7 +330,7 @@ DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w
                          out.x.ptr(), out.offset.ptr(), mask ? out.mask->ptr() : nullptr,
                          stream(dev));
     if (bias) {
-        CudaTensor b = reduce_dim(ReduceOp::Sum, gc, 1);
+        CudaTensor b = reduce_dim(ReduceOp::Sum, reshape(gc, Shape{w.shape[0], std::size_t(N * L)}), 1);
         out.bias = cast(reshape(std::move(b), Shape{w.shape[0]}), result);
     }
     out.x = cast(std::move(out.x), result);

@@ -3,7 +3,9 @@
 // stable segmented sort (NaN last ascending, first descending, as PyTorch).
 #include <cub/cub.cuh>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "device.cuh"
 
@@ -39,6 +41,34 @@ __global__ void scatter_kernel(Iter<3> it, std::int64_t dim_stride, T* out,
 
 __global__ void seg_offsets_kernel(std::int64_t* out, std::int64_t n, std::int64_t cols) {
     EMBER_GRID_LOOP(i, n) out[i] = i * cols;
+}
+
+/// An unsigned key whose order is PyTorch's sort order of x: -0 and +0 equal, every NaN above
+/// +inf (so that NaN sorts last ascending and first descending).
+template <typename T, typename U>
+__global__ void radix_key_kernel(const T* in, U* key, std::int64_t n) {
+    EMBER_GRID_LOOP(i, n) {
+        const T x = in[i];
+        U u;
+        if constexpr (std::is_integral_v<T>) {
+            u = static_cast<U>(x) ^ (U(1) << (sizeof(U) * 8 - 1));
+        } else if (x != x) {
+            u = ~U(0);
+        } else {
+            const T y = x == T(0) ? T(0) : x;  // -0 → +0
+            U bits;
+            memcpy(&bits, &y, sizeof bits);
+            const U sign = U(1) << (sizeof(U) * 8 - 1);
+            u = (bits & sign) ? ~bits : (bits | sign);
+        }
+        key[i] = u;
+    }
+}
+
+template <typename T>
+__global__ void gather_rows_kernel(const T* in, const std::int64_t* idx, T* out, std::int64_t n,
+                                   std::int64_t cols) {
+    EMBER_GRID_LOOP(i, n) out[i] = in[(i / cols) * cols + idx[i]];
 }
 
 __global__ void iota_rows_kernel(std::int64_t* out, std::int64_t n, std::int64_t cols) {
@@ -118,35 +148,51 @@ void launch_sort_rows(DType cd, std::int64_t rows, std::int64_t cols, const void
                       cudaStream_t s) {
     const std::int64_t n = rows * cols;
     if (n == 0) return;
+    EMBER_CHECK(n <= INT32_MAX && rows <= INT32_MAX, Shape, "sort: ", n,
+                " elements exceed the sort's 32-bit limit");
     auto idx_in = allocate(static_cast<std::size_t>(n) * 8, device);
     auto* iin = static_cast<std::int64_t*>(idx_in->data);
     iota_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(iin, n, cols);
-    check_launch("sort");
     // Segment offsets: row r spans [r·cols, (r+1)·cols).
     auto seg = allocate(static_cast<std::size_t>(rows + 1) * 8, device);
     auto* offsets_begin = static_cast<std::int64_t*>(seg->data);
     seg_offsets_kernel<<<blocks_for(rows + 1), kThreads, 0, s>>>(offsets_begin, rows + 1, cols);
     check_launch("sort");
     const std::int64_t* offsets_end = offsets_begin + 1;
-    auto run = [&]<typename K>(K) {
-        const K* kin = static_cast<const K*>(keys_in);
-        K* kout = static_cast<K*>(keys_out);
+    // Radix sort on order-preserving unsigned keys (a stable sort with PyTorch's order: NaN
+    // above +inf, -0 equal to +0), then the values gathered by the sorted positions.
+    auto run = [&]<typename T, typename U>(T, U) {
+        auto keys = allocate(static_cast<std::size_t>(n) * sizeof(U) * 2, device);
+        U* kin = static_cast<U*>(keys->data);
+        U* kout = kin + n;
+        radix_key_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(keys_in), kin, n);
+        check_launch("sort");
+        const int num = static_cast<int>(n), segs = static_cast<int>(rows);
         std::size_t temp = 0;
-        const auto num = n;
-        const auto segs = rows;
-        if (descending)
-            check(cub::DeviceSegmentedSort::StableSortPairsDescending(nullptr, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end, s), "cub::DeviceSegmentedSort::StableSortPairsDescending");
-        else
-            check(cub::DeviceSegmentedSort::StableSortPairs(nullptr, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end, s), "cub::DeviceSegmentedSort::StableSortPairs");
-        auto scratch = allocate(temp, device);
-        if (descending)
-            check(cub::DeviceSegmentedSort::StableSortPairsDescending(scratch->data, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end, s), "cub::DeviceSegmentedSort::StableSortPairsDescending");
-        else
-            check(cub::DeviceSegmentedSort::StableSortPairs(scratch->data, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end, s), "cub::DeviceSegmentedSort::StableSortPairs");
+        auto sort = [&](void* t) {
+            if (descending)
+                check(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+                          t, temp, kin, kout, iin, idx_out, num, segs, offsets_begin,
+                          offsets_end, 0, int(sizeof(U) * 8), s),
+                      "cub::DeviceSegmentedRadixSort::SortPairsDescending");
+            else
+                check(cub::DeviceSegmentedRadixSort::SortPairs(t, temp, kin, kout, iin, idx_out,
+                                                               num, segs, offsets_begin,
+                                                               offsets_end, 0, int(sizeof(U) * 8), s),
+                      "cub::DeviceSegmentedRadixSort::SortPairs");
+        };
+        sort(nullptr);
+        // At least one byte: a null scratch pointer would make CUB only report the size again.
+        auto scratch = allocate(std::max<std::size_t>(temp, 16), device);
+        sort(scratch->data);
+        gather_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(keys_in),
+                                                              idx_out, static_cast<T*>(keys_out),
+                                                              n, cols);
+        check_launch("sort");
     };
-    if (cd == DType::F64) run(double{});
-    else if (cd == DType::I64) run(std::int64_t{});
-    else run(float{});
+    if (cd == DType::F64) run(double{}, std::uint64_t{});
+    else if (cd == DType::I64) run(std::int64_t{}, std::uint64_t{});
+    else run(float{}, std::uint32_t{});
 }
 
 void launch_argwhere_scan(const Iter<1>& it, DType dt, const void* in, std::int64_t* pos,
@@ -162,7 +208,7 @@ void launch_argwhere_scan(const Iter<1>& it, DType dt, const void* in, std::int6
     check(cudaMemsetAsync(f + n, 0, 8, s), "cudaMemsetAsync");
     std::size_t temp = 0;
     check(cub::DeviceScan::ExclusiveSum(nullptr, temp, f, pos, n + 1, s), "cub::DeviceScan::ExclusiveSum");
-    auto scratch = allocate(temp, device);
+    auto scratch = allocate(std::max<std::size_t>(temp, 16), device);  // never null (see sort)
     check(cub::DeviceScan::ExclusiveSum(scratch->data, temp, f, pos, n + 1, s), "cub::DeviceScan::ExclusiveSum");
     check(cudaMemcpyAsync(count, pos + n, 8, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
 }

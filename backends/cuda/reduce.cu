@@ -250,6 +250,51 @@ __global__ void softmax_warp_kernel(bool log_out, std::int64_t rows, std::int64_
     }
 }
 
+/// Wide f32 rows (cols % 4 == 0, cols ≤ 4·256·N): the row is read once into registers as
+/// float4s, reduced for its max and its sum of exponentials, and written once.
+template <int N>
+__global__ void softmax_vec_kernel(bool log_out, int cols4, const float4* in, float4* out) {
+    const float4* x = in + static_cast<std::int64_t>(blockIdx.x) * cols4;
+    float4* y = out + static_cast<std::int64_t>(blockIdx.x) * cols4;
+    __shared__ float red[32];
+    float4 v[N];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int j = threadIdx.x + i * blockDim.x;
+        v[i] = j < cols4 ? x[j] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+        // fmaxf skips NaN: a NaN never wins the max, but it reaches the sum and makes the row NaN.
+        m = fmaxf(m, fmaxf(fmaxf(v[i].x, v[i].y), fmaxf(v[i].z, v[i].w)));
+    }
+    for (int d = 16; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        if (threadIdx.x + i * blockDim.x < cols4)
+            sum += expf(v[i].x - m) + expf(v[i].y - m) + expf(v[i].z - m) + expf(v[i].w - m);
+    }
+    for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = sum;
+    __syncthreads();
+    sum = 0.f;
+    for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) sum += red[w];
+    const float ls = logf(sum), inv = 1.f / sum;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int j = threadIdx.x + i * blockDim.x;
+        if (j >= cols4) continue;
+        const float4 a = v[i];
+        y[j] = log_out ? make_float4(a.x - m - ls, a.y - m - ls, a.z - m - ls, a.w - m - ls)
+                       : make_float4(expf(a.x - m) * inv, expf(a.y - m) * inv,
+                                     expf(a.z - m) * inv, expf(a.w - m) * inv);
+    }
+}
+
 }  // namespace
 
 void launch_reduce_dim(ReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
@@ -307,6 +352,20 @@ void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, vo
         else if (cols <= 512) softmax_warp_kernel<T, 16><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
         else softmax_kernel<T><<<static_cast<unsigned>(rows), cols >= 4096 ? 1024 : 256, 0, s>>>(log, cols, x, y);
     };
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (cd == DType::F32 && cols > 512 && cols % 4 == 0 && cols <= 4 * 256 * 8 && aligned(in) &&
+        aligned(out)) {
+        const int cols4 = static_cast<int>(cols / 4);
+        const auto* x = static_cast<const float4*>(in);
+        auto* y = static_cast<float4*>(out);
+        const auto r = static_cast<unsigned>(rows);
+        if (cols4 <= 256) softmax_vec_kernel<1><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else if (cols4 <= 512) softmax_vec_kernel<2><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else if (cols4 <= 1024) softmax_vec_kernel<4><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else softmax_vec_kernel<8><<<r, 256, 0, s>>>(log, cols4, x, y);
+        check_launch("softmax");
+        return;
+    }
     if (cd == DType::F64) run(double{});
     else run(float{});
     check_launch("softmax");

@@ -37,6 +37,13 @@ CudaTensor index_tensor(CudaTensor indices, const char* op) {
 /// Throws IndexError when an index is outside [0, size) (waits for the stream).
 void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim, const char* op) {
     if (indices.num_elements() == 0) return;
+    const Storage& st = *indices.storage;
+    if (st.lo <= st.hi) {  // bounds known on the host: no readback
+        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<std::int64_t>(size), Index, op,
+                    ": index ", st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim,
+                    " of size ", size, " (indices ", indices.shape, ")");
+        return;
+    }
     auto flag = allocate(8, indices.device());
     cudaStream_t s = stream(indices.device());
     EMBER_CUDA_CHECK(cudaMemsetAsync(flag->data, 0, 8, s));
@@ -118,7 +125,7 @@ CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
     const bool moved = dim != rank - 1;
     if (moved) t = permute(std::move(t), std::span<const std::size_t>(fwd.data(), rank));
     t = contiguous(cast(std::move(t), cd));
-    CudaTensor out = t.is_unique() ? t : empty(t.shape, cd, t.device());
+    CudaTensor out = t.is_unique() ? reuse(t) : empty(t.shape, cd, t.device());
     const auto cols = static_cast<std::int64_t>(t.shape[rank - 1]);
     const std::int64_t rows = cols == 0 ? 0 : static_cast<std::int64_t>(t.num_elements()) / cols;
     launch_softmax(log, cd, rows, cols, out.ptr(), t.ptr(), stream(t.device()));
@@ -167,7 +174,7 @@ CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTe
     check_indices(indices, t.shape[dim], dim, "scatter_add");
     const DType result = t.dtype, cd = reduce_compute(t.dtype);
     t = cast(std::move(t), cd);
-    CudaTensor out = t.is_unique() ? std::move(t) : fresh_copy(t);
+    CudaTensor out = t.is_unique() ? reuse(std::move(t)) : fresh_copy(t);
     values = cast(std::move(values), cd);
     Strides os = out.strides;
     os[dim] = 0;
@@ -216,7 +223,7 @@ CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, Cuda
     check_indices(indices, t.shape[dim], dim, "select_assign");
     const DType result = t.dtype, cd = reduce_compute(t.dtype);
     t = cast(std::move(t), cd);
-    CudaTensor out = t.is_unique() ? std::move(t) : fresh_copy(t);
+    CudaTensor out = t.is_unique() ? reuse(std::move(t)) : fresh_copy(t);
     values = cast(std::move(values), cd);
     Strides is{}, os = out.strides;
     is[dim] = indices.shape.rank() == 0 ? 0 : indices.strides[0];

@@ -38,6 +38,12 @@ void synchronize(int device);
 
 /// A contiguous tensor of `shape` and `dtype` on `device`, uninitialised.
 CudaTensor empty(const Shape& shape, DType dtype, int device);
+/// `t`, about to be written in place: forgets what was known about its values.
+inline CudaTensor reuse(CudaTensor t) {
+    t.storage->lo = 1;
+    t.storage->hi = 0;
+    return t;
+}
 /// A contiguous copy of `t` (or `t` itself when already contiguous).
 CudaTensor contiguous(CudaTensor t);
 /// A new contiguous buffer with the values of `t` (never `t`'s own).

@@ -1,7 +1,9 @@
 // Creation, transfer, views, data movement and elementwise ops of the CUDA backend. Views only
 // rewrite shape, strides and offset; everything that moves data is one strided kernel launch,
 // and elementwise results go into a moved-in input when its buffer is unique (as the CPU's).
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "ops.hpp"
@@ -14,7 +16,7 @@ std::atomic<std::uint64_t> g_counter{0};
 
 /// A destination for a result of `shape` and `dtype`: `a`'s own buffer when it may be reused.
 CudaTensor output_like(const CudaTensor& a, const Shape& shape, DType dtype) {
-    if (a.is_unique() && a.shape == shape && a.dtype == dtype) return a;
+    if (a.is_unique() && a.shape == shape && a.dtype == dtype) return reuse(a);
     return empty(shape, dtype, a.device());
 }
 
@@ -85,6 +87,13 @@ CudaTensor from_data(const TensorData& data, DType dtype, int device) {
     if (t.num_elements() > 0)
         EMBER_CUDA_CHECK(cudaMemcpyAsync(t.ptr(), src.bytes().data(), src.bytes().size(),
                                          cudaMemcpyHostToDevice, stream(device)));
+    if (dtype == DType::I64 && t.num_elements() > 0) {
+        // Known bounds let index checks skip a readback (targets of a loss, say).
+        const auto v = src.as_slice<std::int64_t>();
+        const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+        t.storage->lo = *mn;
+        t.storage->hi = *mx;
+    }
     return t;
 }
 
@@ -118,6 +127,10 @@ CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int
     CudaTensor t = empty(shape, gen, device);
     launch_random(t.ptr(), gen, static_cast<std::int64_t>(t.num_elements()), dist, g_seed.load(),
                   g_counter.fetch_add(1), stream(device));
+    if (gen == DType::I64 && dist.kind == Distribution::Kind::Uniform) {
+        t.storage->lo = static_cast<std::int64_t>(std::floor(dist.a));
+        t.storage->hi = static_cast<std::int64_t>(std::ceil(dist.b)) - 1;  // draws are < b
+    }
     return cast(std::move(t), dtype);
 }
 
@@ -256,7 +269,7 @@ CudaTensor slice_assign(CudaTensor t, std::span<const Slice> ranges, CudaTensor 
     }
     EMBER_CHECK(region == values.shape, Shape, "slice_assign: values of shape ", values.shape,
                 " do not match the region of shape ", region, " in a tensor of shape ", t.shape);
-    if (!t.is_unique()) t = fresh_copy(t);
+    t = t.is_unique() ? reuse(std::move(t)) : fresh_copy(t);
     CudaTensor view = t;
     view.shape = region;
     for (std::size_t d = 0; d < ranges.size(); ++d) {
@@ -351,11 +364,10 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
     a = to_compute(std::move(a), cd);
     b = to_compute(std::move(b), cd);
     if (cd == DType::I64) check_int_operand(op, is_reversed(op) ? a : b);
-    CudaTensor out = output_like(a, shape, cd);
-    if (out.storage != a.storage) {
-        CudaTensor alt = output_like(b, shape, cd);
-        if (alt.storage == b.storage) out = std::move(alt);
-    }
+    // Into a moved-in operand's buffer when one is unique and has the result's shape.
+    CudaTensor out = a.is_unique() && a.shape == shape   ? reuse(a)
+                     : b.is_unique() && b.shape == shape ? reuse(b)
+                                                         : empty(shape, cd, a.device());
     const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
     const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
     launch_binary(op, cd, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));

@@ -1,7 +1,7 @@
 // The guide: train a Fashion-MNIST classifier with the Learner (live dashboard on a terminal),
 // save it, then load it again for inference.
 //
-//   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu] ...   (see --help)
+//   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu|cuda] ...   (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N]
 //   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
 #include <ember/ember.hpp>
@@ -80,7 +80,7 @@ options:
   --seed N               the run's seed (default 42)
   --workers N            data loader threads (default 2)
   --threads N            CPU backend threads (default: EMBER_NUM_THREADS or all)
-  --backend NAME         the backend to train on (available: cpu)
+  --backend NAME         the backend to train on: cpu, or cuda where the build has it
   --artifact-dir DIR     where checkpoints, logs and the model go (default artifacts/mnist)
   --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
   --plain                plain line output even on a terminal
@@ -152,9 +152,17 @@ Options parse(int argc, char** argv) {
         throw ember::ArgumentError("mnist: --model must be cnn, mlp or tiny, got '" +
                                    o.config.model + "'");
     if (!lr_set && o.config.model != "cnn") o.config.learning_rate = 1e-3;
-    if (o.backend != "cpu")
+#if defined(EMBER_CUDA)
+    constexpr const char* kBackends = "cpu, cuda";
+    const bool known = o.backend == "cpu" || o.backend == "cuda";
+#else
+    constexpr const char* kBackends = "cpu";
+    const bool known = o.backend == "cpu";
+#endif
+    if (!known)
         throw ember::ArgumentError("mnist: backend '" + o.backend +
-                                   "' is not available in this build (available: cpu)");
+                                   "' is not available in this build (available: " + kBackends +
+                                   ")");
     return o;
 }
 
@@ -334,6 +342,18 @@ int run(int argc, char** argv) {
             infer ? infer_model<Cnn<C>>(o) : export_model<Cnn<C>>(o);
         return 0;
     }
+#if defined(EMBER_CUDA)
+    if (o.backend == "cuda") {
+        using B = ember::Autodiff<ember::Cuda>;
+        if (o.config.model == "mlp")
+            train_model<Mlp<B>, B>(o);
+        else if (o.config.model == "tiny")
+            train_model<TinyMlp<B>, B>(o);
+        else
+            train_model<Cnn<B>, B>(o);
+        return 0;
+    }
+#endif
     using B = ember::Autodiff<ember::Cpu>;
     if (o.config.model == "mlp")
         train_model<Mlp<B>, B>(o);

@@ -19,6 +19,11 @@ struct Storage {
     void* data = nullptr;   ///< device pointer
     std::size_t bytes = 0;  ///< size of the block (rounded up to the pool's size class)
     int device = 0;         ///< the device that owns it
+    /// For int64 data whose range is known on the host (uploaded from host data, or drawn
+    /// uniformly), its bounds [lo, hi]; lo > hi when unknown. Index checks use them instead of
+    /// reading the data back, so gathers by such indices never wait for the GPU. Cleared when
+    /// an op writes into the buffer.
+    std::int64_t lo = 1, hi = 0;
     Storage() = default;
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;

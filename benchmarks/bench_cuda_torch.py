@@ -1,0 +1,106 @@
+"""PyTorch's side of benchmarks/bench_cuda.cpp: the same workloads, timed the same way (best of
+5 timings after warm-up, torch.cuda.synchronize around each). One JSON line per result."""
+import json
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def time_per_call(f, reps, warm=3):
+    for _ in range(warm):
+        f()
+    torch.cuda.synchronize()
+    best = 1e30
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def emit(name, value, unit):
+    print(json.dumps({"framework": "torch", "name": name, "value": round(value, 4), "unit": unit}),
+          flush=True)
+
+
+def gemm(name, dtype, tf32):
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    n = 8192
+    a = torch.rand(n, n, device="cuda").to(dtype)
+    b = torch.rand(n, n, device="cuda").to(dtype)
+    s = time_per_call(lambda: a @ b, 10)
+    emit(name, 2 * n**3 / s / 1e12, "TFLOP/s")
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        x = F.relu(self.l1(x.reshape(x.shape[0], 784)))
+        return self.l3(F.relu(self.l2(x)))
+
+
+class Cnn(nn.Module):
+    """Burn's guide CNN, as examples/mnist/common.hpp."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(1, 8, 3), nn.Conv2d(8, 16, 3)
+        self.pool = nn.AdaptiveAvgPool2d((8, 8))
+        self.dropout = nn.Dropout(0.5)
+        self.linear1, self.linear2 = nn.Linear(16 * 8 * 8, 512), nn.Linear(512, 10)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 1, 28, 28)
+        x = self.dropout(self.conv1(x))
+        x = F.relu(self.dropout(self.conv2(x)))
+        x = self.pool(x).flatten(1)
+        x = F.relu(self.dropout(self.linear1(x)))
+        return self.linear2(x)
+
+
+def train_step(name, model):
+    model = model.cuda()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8)
+    x = torch.rand(64, 28, 28, device="cuda")
+    y = torch.randint(0, 10, (64,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    emit(name, time_per_call(step, 50, 10) * 1e3, "ms")
+
+
+def main():
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    want = lambda w: not only or only == w
+    if want("gemm"):
+        gemm("sgemm_f32_8192", torch.float32, False)
+        gemm("gemm_tf32_8192", torch.float32, True)
+        gemm("gemm_bf16_8192", torch.bfloat16, False)
+    if want("softmax"):
+        x = torch.rand(4096, 4096, device="cuda")
+        s = time_per_call(lambda: torch.softmax(x, 1), 50)
+        emit("softmax_4096x4096", 2 * 4096 * 4096 * 4 / s / 1e9, "GB/s")
+    if want("overhead"):
+        a = torch.ones(1, device="cuda")
+        b = torch.ones(1, device="cuda")
+        s = time_per_call(lambda: a + b, 10000)
+        emit("op_overhead_add_1", s * 1e6, "us/op")
+    if want("train"):
+        train_step("train_step_mlp_b64", Mlp())
+        train_step("train_step_cnn_b64", Cnn())
+
+
+if __name__ == "__main__":
+    main()

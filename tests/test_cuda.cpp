@@ -1,0 +1,121 @@
+// CUDA-specific behaviour: the caching pool, the TF32 switch, device errors, f16/bf16 and the
+// cuBLAS paths (transposed views, broadcast batches) against the CPU backend. Skipped without
+// a GPU; compiled only when the build has the CUDA backend.
+#if defined(EMBER_CUDA)
+#include <ember/backend/cuda.hpp>
+
+#include "harness.hpp"
+
+namespace {
+using ember::Cpu;
+using ember::Cuda;
+using ember::Tensor;
+using ember::TensorData;
+
+#define REQUIRE_GPU()                                          \
+    do {                                                       \
+        if (!ember::cuda::is_available()) {                    \
+            WARN("skipped: no CUDA device");                   \
+            return;                                            \
+        }                                                      \
+    } while (0)
+
+template <std::size_t D>
+Tensor<Cpu, D> on_cpu(const Tensor<Cuda, D>& t) {
+    return Tensor<Cpu, D>::from_data(t.to_data(), {});
+}
+}  // namespace
+
+TEST_CASE("cuda: without a device, ops throw DeviceError", "[cuda]") {
+    if (ember::cuda::is_available()) {
+        CHECK_THROWS_AS((Tensor<Cuda, 1>::zeros({4}, ember::CudaDevice{1000})), ember::DeviceError);
+        return;
+    }
+    CHECK(ember::cuda::device_count() == 0);
+    CHECK_THROWS_AS((Tensor<Cuda, 1>::zeros({4})), ember::DeviceError);
+}
+
+TEST_CASE("cuda: the pool reuses freed blocks", "[cuda]") {
+    REQUIRE_GPU();
+    ember::cuda::empty_cache();
+    const auto before = ember::cuda::memory_stats();
+    {
+        auto a = Tensor<Cuda, 1>::zeros({1 << 20});
+        CHECK(ember::cuda::memory_stats().bytes_in_use >= before.bytes_in_use + (4u << 20));
+    }
+    const auto mid = ember::cuda::memory_stats();
+    CHECK(mid.bytes_in_use == before.bytes_in_use);
+    CHECK(mid.bytes_reserved >= before.bytes_reserved + (4u << 20));
+    {
+        auto b = Tensor<Cuda, 1>::ones({1 << 20});  // same size class: no new cudaMalloc
+        CHECK(ember::cuda::memory_stats().num_driver_allocs == mid.num_driver_allocs);
+        CHECK(b.sum().into_scalar() == Approx(1 << 20));
+    }
+    ember::cuda::empty_cache();
+    CHECK(ember::cuda::memory_stats().bytes_reserved < mid.bytes_reserved);
+}
+
+TEST_CASE("cuda: in-place reuse of a moved unique tensor", "[cuda]") {
+    REQUIRE_GPU();
+    auto a = Tensor<Cuda, 1>::ones({1 << 16});
+    const void* p = a.primitive().storage->data;
+    auto b = std::move(a) * 3.0;
+    CHECK(b.primitive().storage->data == p);
+    CHECK(b.sum().into_scalar() == Approx(3.0 * (1 << 16)));
+}
+
+TEST_CASE("cuda: matmul of views and broadcast batches equals the CPU's", "[cuda]") {
+    REQUIRE_GPU();
+    ember::Cpu::seed(7);
+    auto a = Tensor<Cpu, 3>::random({3, 17, 9}, ember::Distribution::Default);
+    auto b = Tensor<Cpu, 3>::random({1, 17, 5}, ember::Distribution::Default);
+    auto ga = Tensor<Cuda, 3>::from_data(a.to_data(), {});
+    auto gb = Tensor<Cuda, 3>::from_data(b.to_data(), {});
+    // aᵀ·b with a transposed view and a broadcast batch of b.
+    auto want = a.swap_dims(1, 2).matmul(b);
+    auto got = ga.swap_dims(1, 2).matmul(gb);
+    ember::test::check_close(got.to_data(), want.to_data(), {1e-5, 1e-5});
+}
+
+TEST_CASE("cuda: TF32 is off by default and switchable", "[cuda]") {
+    REQUIRE_GPU();
+    CHECK_FALSE(ember::cuda::allow_tf32());
+    auto a = Tensor<Cuda, 2>::random({256, 256}, ember::Distribution::Default);
+    auto exact = on_cpu(a).matmul(on_cpu(a));
+    ember::test::check_close(a.matmul(a).to_data(), exact.to_data(), {1e-5, 1e-5});
+    ember::cuda::set_allow_tf32(true);
+    CHECK(ember::cuda::allow_tf32());
+    // TF32 keeps 10 mantissa bits: close, not exact.
+    ember::test::check_close(a.matmul(a).to_data(), exact.to_data(), {1e-2, 1e-2});
+    ember::cuda::set_allow_tf32(false);
+}
+
+TEST_CASE("cuda: f16 and bf16 tensors", "[cuda]") {
+    REQUIRE_GPU();
+    auto x = Tensor<Cuda, 2>::from_data(TensorData({1.f, -2.f, 3.5f, 0.25f}, {2, 2}), {});
+    for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+        auto h = x.cast(dt);
+        CHECK(h.dtype() == dt);
+        auto y = (h * 2.0 + h).matmul(h).cast(ember::DType::F32).exp();
+        auto want = (x * 3.0).matmul(x).exp();
+        ember::test::check_close(y.to_data(), want.to_data(), {5e-2, 5e-2});
+    }
+}
+
+TEST_CASE("cuda: bad indices throw before anything is written", "[cuda]") {
+    REQUIRE_GPU();
+    auto t = Tensor<Cuda, 2>::zeros({2, 3});
+    auto bad = Tensor<Cuda, 1, ember::Int>::from_data(TensorData({0L, 5L}, {2}), {});
+    CHECK_THROWS_AS(t.select(1, bad), ember::IndexError);
+    auto i = Tensor<Cuda, 1, ember::Int>::from_data(TensorData({4L, 0L}, {2}), {});
+    CHECK_THROWS_AS((i / Tensor<Cuda, 1, ember::Int>::zeros({2})), ember::ArgumentError);
+}
+
+TEST_CASE("cuda: sync waits and results stay correct across many queued ops", "[cuda]") {
+    REQUIRE_GPU();
+    auto x = Tensor<Cuda, 1>::zeros({1000});
+    for (int k = 0; k < 200; ++k) x = std::move(x) + 1.0;
+    Cuda::sync({});
+    CHECK(x.sum().into_scalar() == Approx(200000.0));
+}
+#endif
