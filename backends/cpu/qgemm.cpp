@@ -332,16 +332,18 @@ void qgemm_u8s8(const std::uint8_t* a, std::size_t lda, std::size_t m, std::int3
                 scale[c - c0] = a_scale * w.scale[c];
                 corr[c - c0] = a_zero * w.col_sum[c] - std::int32_t(w.k) * a_zero * w.zero[c];
             }
-            for (std::size_t i = 0; i < rows; ++i) {
-                std::int32_t row_sum = 0;
-                if (w.has_zero)
-                    for (std::size_t kk = 0; kk < w.k; ++kk) row_sum += a[(i0 + i) * lda + kk];
-                float* out = y + (i0 + i) * ldy;
-                const std::int32_t* s = acc + i * 64;
-                for (std::size_t c = c0; c < c1; ++c) {
-                    const std::int32_t v = s[c - c0] - corr[c - c0] - w.zero[c] * row_sum;
-                    const float f = float(v) * scale[c - c0];
-                    out[c * ldn] = bias ? f + bias[c] : f;
+            std::int32_t row_sum[kMaxRows] = {};
+            if (w.has_zero)
+                for (std::size_t i = 0; i < rows; ++i)
+                    for (std::size_t kk = 0; kk < w.k; ++kk) row_sum[i] += a[(i0 + i) * lda + kk];
+            // Channel by channel, row by row: with ldn > 1 (convolutions) the rows of one
+            // channel are neighbours in memory.
+            for (std::size_t c = c0; c < c1; ++c) {
+                const float bc = bias ? bias[c] : 0.0f;
+                for (std::size_t i = 0; i < rows; ++i) {
+                    const std::int32_t v =
+                        acc[i * 64 + (c - c0)] - corr[c - c0] - w.zero[c] * row_sum[i];
+                    y[(i0 + i) * ldy + c * ldn] = float(v) * scale[c - c0] + bc;
                 }
             }
         }
