@@ -47,6 +47,11 @@ void consume(const ember::Tensor<B, D>& t) {
     const auto& p = t.primitive();
     if (p.num_elements() != 0) g_sink = g_sink + static_cast<double>(p.template data<float>()[0]);
 }
+// A Fusion<Cpu> tensor: computes what is pending (the fused kernel), then reads one element.
+template <std::size_t D>
+void consume(const ember::Tensor<ember::Fusion<Cpu>, D>& t) {
+    consume(ember::Tensor<Cpu, D>(ember::detail::fusion::take<Cpu>(t.primitive())));
+}
 
 bool selected(const std::string& name) {
     if (opt.only.empty()) return true;
@@ -187,6 +192,21 @@ void bench_gelu() {
     report_rate("gelu_custom_16M", "ember", "GB/s", 8.0 * double(n), 1e9, t);
 }
 
+// gelu_custom through Fusion<Cpu>: one kernel; the unfused chain timed in turn in the same
+// process for the fused ÷ unfused ratio.
+void bench_gelu_fused() {
+    if (!selected("gelu_custom_16M_fused")) return;
+    const std::size_t n = opt.quick ? k16M / 8 : k16M;
+    using F = ember::Fusion<Cpu>;
+    auto x = T<1>::random({n}, ember::Distribution::Normal(0, 1));
+    auto xf = ember::Tensor<F, 1>::from_data(x.to_data());
+    auto gelu = [](auto v) { return v * ((v / std::numbers::sqrt2_v<float>).erf() + 1) / 2; };
+    const auto tf = time_runs([&] { consume(gelu(xf)); }, 1, opt.reps);
+    const auto tu = time_runs([&] { consume(gelu(x)); }, 1, opt.reps);
+    report_rate("gelu_custom_16M_fused", "ember", "GB/s", 8.0 * double(n), 1e9, tf);
+    report_rate("gelu_custom_16M_fused", "ember_unfused", "GB/s", 8.0 * double(n), 1e9, tu);
+}
+
 void bench_sum() {
     if (!selected("sum_16M")) return;
     const std::size_t n = opt.quick ? k16M / 8 : k16M;
@@ -312,6 +332,7 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"matmul_2048", [] { bench_matmul(2048); }},
         {"add_new_16M", bench_add},  // also add_inplace_16M
         {"gelu_custom_16M", bench_gelu},
+        {"gelu_custom_16M_fused", bench_gelu_fused},
         {"sum_16M", bench_sum},
         {"softmax_4096x1024", bench_softmax},
         {"conv2d_64x1x28x28_32x3x3", bench_conv2d},

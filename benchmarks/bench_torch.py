@@ -97,6 +97,8 @@ class Bench:
         # For context: PyTorch's own single-kernel gelu (the figure Fusion<Cpu> must reach).
         t = time_runs(lambda: self.consume(F.gelu(x)), 1, self.reps)
         self.rate("gelu_custom_16M", "torch_fused_gelu", "GB/s", 8.0 * n, 1e9, t)
+        # The peer of Fusion<Cpu>'s gelu_custom: the same single-kernel gelu.
+        self.rate("gelu_custom_16M_fused", "torch", "GB/s", 8.0 * n, 1e9, t)
 
     def sum(self):
         if not self.selected("sum_16M"):

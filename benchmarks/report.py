@@ -37,6 +37,10 @@ WORKLOADS = [
      dict(kind="peer", peer="memcpy", ref_workload="memcpy_64M", goal=0.9, text="≥ 0.9× memcpy")),
     ("gelu_custom_16M", "gelu_custom 16M (5 ops, unfused)",
      dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch")),
+    ("gelu_custom_16M_fused", "gelu_custom 16M, Fusion<Cpu> (one kernel) beside PyTorch's F.gelu",
+     dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch's F.gelu")),
+    ("gelu_custom_16M_fused", "gelu_custom 16M, Fusion<Cpu> beside ember's unfused chain",
+     dict(kind="peer", peer="ember_unfused", goal=3.0, text="≥ 3× the unfused chain")),
     ("sum_16M", "sum 16M", dict(kind="peer", peer="torch", goal=1.0, text="≥ 1.0× PyTorch")),
     ("softmax_4096x1024", "softmax [4096, 1024], dim 1",
      dict(kind="peer", peer="torch", goal=1.5, text="≥ 1.5× PyTorch")),
@@ -54,7 +58,8 @@ WORKLOADS = [
 ]
 LOWER_IS_BETTER = {"us/op", "s", "ms/step", "us/iter"}
 UNIT_SHOWN = {"us/op": "µs/op", "s": "s", "ms/step": "ms/step", "us/iter": "µs/iter"}
-PEER_NAME = {"openblas": "OpenBLAS", "memcpy": "memcpy", "torch": "PyTorch"}
+PEER_NAME = {"openblas": "OpenBLAS", "memcpy": "memcpy", "torch": "PyTorch",
+             "ember_unfused": "unfused"}
 
 
 def load(paths):

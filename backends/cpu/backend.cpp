@@ -231,6 +231,13 @@ CPU::interpolate(FT x, std::array<std::size_t, 2> s, const InterpolateOptions& o
     return k::interpolate(std::move(x), s, o);
 }
 
+// ---- fusion ----
+CPU::fused_compile(const fusion::Program& p)->FusedKernel { return k::fused_compile(p); }
+CPU::fused_launch(const FusedKernel& kernel, const fusion::Program&, std::vector<FT> inputs,
+                  std::span<const Scalar> scalars, const Shape& shape)->std::vector<FT> {
+    return k::fused_launch(*kernel, std::move(inputs), scalars, shape);
+}
+
 #undef CPU
 #undef FDT
 

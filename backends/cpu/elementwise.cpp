@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "iter.hpp"
+#include "elementwise_fns.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include <ember/detail/bit.hpp>
@@ -70,19 +71,6 @@ void run_parallel(const Iter<K>& it, F&& f) {
     }
     parallel_for(rows, std::max<std::size_t>(1, kGrain / std::max<std::size_t>(1, inner)),
                  [&](std::size_t b, std::size_t e) { for_each_run(it, b, e, f); });
-}
-
-// m ? a : b through bit masks. Written as a conditional, GCC turns an in-place select into a
-// conditional store and branches per element (5 ns each on a random mask); this vectorizes.
-template <typename T>
-inline T select(bool m, T a, T b) {
-    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t,
-              std::conditional_t<sizeof(T) == 4, std::uint32_t,
-              std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint8_t>>>;
-    static_assert(sizeof(T) == sizeof(U));
-    const U mask = static_cast<U>(U{0} - static_cast<U>(m));
-    return ember::detail::bit_cast<T>(static_cast<U>((ember::detail::bit_cast<U>(a) & mask) |
-                                           (ember::detail::bit_cast<U>(b) & static_cast<U>(~mask))));
 }
 
 // out = f(in), out contiguous with in's shape.
@@ -207,105 +195,6 @@ CpuTensor output_like(const CpuTensor& a, const Shape& shape, DType dtype) {
 CpuTensor to_compute(CpuTensor t, DType d) { return t.dtype == d ? t : cast(std::move(t), d); }
 CpuTensor from_compute(CpuTensor t, DType d) { return t.dtype == d ? t : cast(std::move(t), d); }
 
-// ---- scalar functions -----------------------------------------------------------------------
-template <typename T>
-T floor_div(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-        return std::floor(a / b);
-    } else {
-        T q = a / b;
-        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-        return q;
-    }
-}
-template <typename T>
-T py_rem(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-        T r = std::fmod(a, b);
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;
-        return r;
-    } else {
-        T r = a % b;
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;
-        return r;
-    }
-}
-template <typename T>
-T int_pow(T base, T exp) {
-    if (exp < 0) return (base == 1) ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
-    T r = 1;
-    while (exp) {
-        if (exp & 1) r = static_cast<T>(r * base);
-        base = static_cast<T>(base * base);
-        exp >>= 1;
-    }
-    return r;
-}
-template <typename T>
-T nan_max(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-        if (a != a || b != b) return a != a ? a : b;
-    return a > b ? a : b;
-}
-template <typename T>
-T nan_min(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>)
-        if (a != a || b != b) return a != a ? a : b;
-    return a < b ? a : b;
-}
-
-const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
-                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
-    return names[static_cast<int>(op)];
-}
-
-// Calls f(functor) with the functor for `op` on element type T (the scalar forms pass the
-// scalar as the right operand; the R* ops swap operands).
-template <typename T, typename F>
-void with_binary_fn(BinaryOp op, F&& f) {
-    if constexpr (std::is_same_v<T, bool>) {
-        switch (op) {
-            case BinaryOp::And: return f([](bool a, bool b) { return a && b; });
-            case BinaryOp::Or:
-            case BinaryOp::Add:
-            case BinaryOp::Max: return f([](bool a, bool b) { return a || b; });
-            case BinaryOp::Xor: return f([](bool a, bool b) { return a != b; });
-            case BinaryOp::Mul:
-            case BinaryOp::Min: return f([](bool a, bool b) { return a && b; });
-            default:
-                EMBER_FAIL(DType, binary_name(op), ": not defined for bool tensors");
-        }
-    } else {
-        switch (op) {
-            case BinaryOp::Add: return f([](T a, T b) { return static_cast<T>(a + b); });
-            case BinaryOp::Sub: return f([](T a, T b) { return static_cast<T>(a - b); });
-            case BinaryOp::RSub: return f([](T a, T b) { return static_cast<T>(b - a); });
-            case BinaryOp::Mul: return f([](T a, T b) { return static_cast<T>(a * b); });
-            case BinaryOp::Div:
-                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return a / b; });
-                else return f([](T a, T b) { return floor_div(a, b); });
-            case BinaryOp::RDiv:
-                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return b / a; });
-                else return f([](T a, T b) { return floor_div(b, a); });
-            case BinaryOp::Rem: return f([](T a, T b) { return py_rem(a, b); });
-            case BinaryOp::RRem: return f([](T a, T b) { return py_rem(b, a); });
-            case BinaryOp::Pow:
-                if constexpr (std::is_floating_point_v<T>)
-                    return f([](T a, T b) { return static_cast<T>(std::pow(a, b)); });
-                else return f([](T a, T b) { return int_pow(a, b); });
-            case BinaryOp::RPow:
-                if constexpr (std::is_floating_point_v<T>)
-                    return f([](T a, T b) { return static_cast<T>(std::pow(b, a)); });
-                else return f([](T a, T b) { return int_pow(b, a); });
-            case BinaryOp::Max: return f([](T a, T b) { return nan_max(a, b); });
-            case BinaryOp::Min: return f([](T a, T b) { return nan_min(a, b); });
-            default:
-                EMBER_FAIL(DType, binary_name(op), ": only defined for bool tensors");
-        }
-    }
-}
-
 // Integer division and remainder by zero are errors (PyTorch raises too).
 template <typename T>
 void check_int_divisor(BinaryOp op, const CpuTensor& divisor) {
@@ -411,78 +300,15 @@ CpuTensor unary(UnaryOp op, CpuTensor t) {
     CpuTensor out = output_like(t, t.shape, op == UnaryOp::IsNan ? DType::Bool : cd);
     if (t.num_elements() == 0) return from_compute(std::move(out), result);
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
-        auto run = [&](auto f) { map_unary<T, T>(t, out, f); };
-        if constexpr (std::is_same_v<T, bool>) {
-            EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
-                        " is not defined for bool tensors");
-            run([](bool x) { return !x; });
-        } else if constexpr (std::is_integral_v<T>) {
-            switch (op) {
-                case UnaryOp::Neg: return run([](T x) { return static_cast<T>(-x); });
-                case UnaryOp::Abs: return run([](T x) { return static_cast<T>(x < 0 ? -x : x); });
-                case UnaryOp::Sign: return run([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
-                case UnaryOp::Relu: return run([](T x) { return x > 0 ? x : T{0}; });
-                default:
-                    EMBER_FAIL(DType, "unary op ", static_cast<int>(op),
-                               " is not defined for integer tensors");
-            }
-        } else {
-            switch (op) {
-                case UnaryOp::Neg: return run([](T x) { return -x; });
-                case UnaryOp::Abs: return run([](T x) { return std::fabs(x); });
-                case UnaryOp::Exp: return run([](T x) { return std::exp(x); });
-                case UnaryOp::Log: return run([](T x) { return std::log(x); });
-                case UnaryOp::Log1p: return run([](T x) { return std::log1p(x); });
-                case UnaryOp::Sqrt: return run([](T x) { return std::sqrt(x); });
-                case UnaryOp::Sin: return run([](T x) { return std::sin(x); });
-                case UnaryOp::Cos: return run([](T x) { return std::cos(x); });
-                case UnaryOp::Tanh: return run([](T x) { return std::tanh(x); });
-                case UnaryOp::Erf: return run([](T x) { return std::erf(x); });
-                case UnaryOp::Recip: return run([](T x) { return T{1} / x; });
-                case UnaryOp::Floor: return run([](T x) { return std::floor(x); });
-                case UnaryOp::Ceil: return run([](T x) { return std::ceil(x); });
-                case UnaryOp::Round: return run([](T x) { return std::nearbyint(x); });
-                case UnaryOp::Sign: return run([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
-                case UnaryOp::Sigmoid:
-                    return run([](T x) {
-                        // Written so that neither branch overflows exp.
-                        if (x >= 0) return T{1} / (T{1} + std::exp(-x));
-                        const T e = std::exp(x);
-                        return e / (T{1} + e);
-                    });
-                case UnaryOp::Relu: return run([](T x) { return x > 0 ? x : (x != x ? x : T{0}); });
-                case UnaryOp::Gelu:
-                    return run([](T x) {
-                        return x * T(0.5) * (T{1} + std::erf(x * T(0.70710678118654752440)));
-                    });
-                case UnaryOp::IsNan:
-                    return map_unary<T, bool>(t, out, [](T x) { return x != x; });
-                case UnaryOp::Not:
-                    EMBER_FAIL(DType, "not: only defined for bool tensors");
-            }
+        if constexpr (std::is_floating_point_v<T>) {
+            if (op == UnaryOp::IsNan)
+                return map_unary<T, bool>(t, out, [](T x) { return x != x; });
+            EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
         }
+        with_unary_fn<T>(op, [&](auto f) { map_unary<T, T>(t, out, f); });
     });
     return op == UnaryOp::IsNan ? out : from_compute(std::move(out), result);
 }
-
-namespace {
-template <typename T, typename F>
-void with_compare_fn(CompareOp op, F&& f) {
-    switch (op) {
-        case CompareOp::Eq: return f([](T a, T b) { return a == b; });
-        case CompareOp::Ne: return f([](T a, T b) { return a != b; });
-        case CompareOp::Gt: return f([](T a, T b) { return a > b; });
-        case CompareOp::Ge: return f([](T a, T b) { return a >= b; });
-        case CompareOp::Lt: return f([](T a, T b) { return a < b; });
-        case CompareOp::Le: return f([](T a, T b) { return a <= b; });
-    }
-}
-const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
-                                     "lower_equal"};
-    return names[static_cast<int>(op)];
-}
-}  // namespace
 
 CpuTensor compare(CompareOp op, CpuTensor a, CpuTensor b) {
     const Shape shape = broadcast_shapes(a.shape, b.shape, compare_name(op));

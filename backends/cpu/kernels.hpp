@@ -12,6 +12,8 @@
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/fusion/program.hpp"
+#include <memory>
 
 namespace ember::detail::cpu {
 
@@ -49,6 +51,14 @@ CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value);
 CpuTensor clamp(CpuTensor t, Scalar lo, Scalar hi);
 /// x^p for a float exponent on float tensors.
 CpuTensor powf_scalar(CpuTensor t, double p);
+
+// ---- fusion.cpp: fused elementwise programs (Fusion<Cpu>) ----------------------------------
+struct FusedPlan;
+/// Checks `program` and keeps it for launching.
+std::shared_ptr<const FusedPlan> fused_compile(const fusion::Program& program);
+/// Runs the program over `shape`; inputs have that shape (strided views).
+std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor> inputs,
+                                    std::span<const Scalar> scalars, const Shape& shape);
 
 // ---- optim.cpp: optimizer updates fused into one pass ------------------------------------------
 /// {param, m, v} after one Adam update (AdamStepScalars); float operands of one shape.

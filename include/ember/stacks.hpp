@@ -3,6 +3,7 @@
 // extern here keeps every user of them from compiling the decorator's ops again.
 #include "autodiff/autodiff.hpp"
 #include "backend/cpu.hpp"
+#include "fusion/fusion.hpp"
 #if defined(EMBER_CUDA)
 #include "backend/cuda.hpp"
 #endif
@@ -12,6 +13,9 @@ extern template struct Autodiff<Cpu>;
 extern template struct Autodiff<CpuF64>;
 extern template struct Autodiff<Cpu, BalancedCheckpointing>;
 extern template struct Autodiff<CpuF64, BalancedCheckpointing>;
+extern template struct Fusion<Cpu>;
+extern template struct Fusion<CpuF64>;
+extern template struct Autodiff<Fusion<Cpu>>;
 #if defined(EMBER_CUDA)  // set by linking ember::cuda
 extern template struct Autodiff<Cuda>;
 #endif

@@ -8,10 +8,15 @@
 #include <utility>
 #include <vector>
 
+#include "../fusion/program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/cpu_tensor.hpp"
 
 namespace ember {
+
+namespace detail::cpu {
+struct FusedPlan;
+}
 
 /// The CPU device (there is one).
 struct CpuDevice {
@@ -166,6 +171,19 @@ struct CpuBackend : BackendBase<CpuBackend<F>> {
     /// Float activations take the composed default.
     static FT q_conv2d(FT x, QT w, std::optional<FT> bias, const ConvOptions<2>& o,
                        const quant::ActivationQuantization& act);
+
+    // ---- fusion (the FusionBackend side of Fusion<Cpu>) ----
+    /// A checked fused program (shared by every launch of it).
+    using FusedKernel = std::shared_ptr<const detail::cpu::FusedPlan>;
+    /// Checks a fused program: operand order, register dtypes (f32, f64, i64, bool), outputs.
+    static FusedKernel fused_compile(const fusion::Program& program);
+    /// Runs a fused program over `shape` in one pass over cache-sized tiles; `inputs` are
+    /// expanded to `shape`. Returns the outputs, contiguous.
+    static std::vector<FT> fused_launch(const FusedKernel& kernel, const fusion::Program& program,
+                                        std::vector<FT> inputs, std::span<const Scalar> scalars,
+                                        const Shape& shape);
+    /// Contiguous inputs are read in place; others are gathered tile by tile.
+    static bool fused_input_dense(const FT& t) { return t.is_contiguous(); }
 
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);

@@ -1,0 +1,274 @@
+#pragma once
+// The scalar functions behind the CPU's elementwise ops, shared by the op-at-a-time kernels
+// (elementwise.cpp) and the fused programs (fusion.cpp) so that both compute exactly the same
+// values. Each with_*_fn hands the caller the functor of an op code; callers put their loop
+// inside, so the switch runs once per call, not per element.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "ember/detail/bit.hpp"
+#include "ember/tensor/error.hpp"
+#include "ember/tensor/ops.hpp"
+
+namespace ember::detail::cpu {
+namespace {
+
+// m ? a : b through bit masks. Written as a conditional, GCC turns an in-place select into a
+// conditional store and branches per element (5 ns each on a random mask); this vectorizes.
+template <typename T>
+inline T select(bool m, T a, T b) {
+    using U = std::conditional_t<sizeof(T) == 8, std::uint64_t,
+              std::conditional_t<sizeof(T) == 4, std::uint32_t,
+              std::conditional_t<sizeof(T) == 2, std::uint16_t, std::uint8_t>>>;
+    static_assert(sizeof(T) == sizeof(U));
+    const U mask = static_cast<U>(U{0} - static_cast<U>(m));
+    return ember::detail::bit_cast<T>(static_cast<U>((ember::detail::bit_cast<U>(a) & mask) |
+                                           (ember::detail::bit_cast<U>(b) & static_cast<U>(~mask))));
+}
+
+// ---- scalar functions -----------------------------------------------------------------------
+template <typename T>
+T floor_div(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return std::floor(a / b);
+    } else {
+        T q = a / b;
+        if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+        return q;
+    }
+}
+template <typename T>
+T py_rem(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        T r = std::fmod(a, b);
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    } else {
+        T r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+}
+template <typename T>
+T int_pow(T base, T exp) {
+    if (exp < 0) return (base == 1) ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
+    T r = 1;
+    while (exp) {
+        if (exp & 1) r = static_cast<T>(r * base);
+        base = static_cast<T>(base * base);
+        exp >>= 1;
+    }
+    return r;
+}
+template <typename T>
+T nan_max(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+    return a > b ? a : b;
+}
+template <typename T>
+T nan_min(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>)
+        if (a != a || b != b) return a != a ? a : b;
+    return a < b ? a : b;
+}
+
+const char* binary_name(BinaryOp op) {
+    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
+                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
+    return names[static_cast<int>(op)];
+}
+
+// Calls f(functor) with the functor for `op` on element type T (the scalar forms pass the
+// scalar as the right operand; the R* ops swap operands).
+template <typename T, typename F>
+void with_binary_fn(BinaryOp op, F&& f) {
+    if constexpr (std::is_same_v<T, bool>) {
+        switch (op) {
+            case BinaryOp::And: return f([](bool a, bool b) { return a && b; });
+            case BinaryOp::Or:
+            case BinaryOp::Add:
+            case BinaryOp::Max: return f([](bool a, bool b) { return a || b; });
+            case BinaryOp::Xor: return f([](bool a, bool b) { return a != b; });
+            case BinaryOp::Mul:
+            case BinaryOp::Min: return f([](bool a, bool b) { return a && b; });
+            default:
+                EMBER_FAIL(DType, binary_name(op), ": not defined for bool tensors");
+        }
+    } else {
+        switch (op) {
+            case BinaryOp::Add: return f([](T a, T b) { return static_cast<T>(a + b); });
+            case BinaryOp::Sub: return f([](T a, T b) { return static_cast<T>(a - b); });
+            case BinaryOp::RSub: return f([](T a, T b) { return static_cast<T>(b - a); });
+            case BinaryOp::Mul: return f([](T a, T b) { return static_cast<T>(a * b); });
+            case BinaryOp::Div:
+                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return a / b; });
+                else return f([](T a, T b) { return floor_div(a, b); });
+            case BinaryOp::RDiv:
+                if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return b / a; });
+                else return f([](T a, T b) { return floor_div(b, a); });
+            case BinaryOp::Rem: return f([](T a, T b) { return py_rem(a, b); });
+            case BinaryOp::RRem: return f([](T a, T b) { return py_rem(b, a); });
+            case BinaryOp::Pow:
+                if constexpr (std::is_floating_point_v<T>)
+                    return f([](T a, T b) { return static_cast<T>(std::pow(a, b)); });
+                else return f([](T a, T b) { return int_pow(a, b); });
+            case BinaryOp::RPow:
+                if constexpr (std::is_floating_point_v<T>)
+                    return f([](T a, T b) { return static_cast<T>(std::pow(b, a)); });
+                else return f([](T a, T b) { return int_pow(b, a); });
+            case BinaryOp::Max: return f([](T a, T b) { return nan_max(a, b); });
+            case BinaryOp::Min: return f([](T a, T b) { return nan_min(a, b); });
+            default:
+                EMBER_FAIL(DType, binary_name(op), ": only defined for bool tensors");
+        }
+    }
+}
+
+template <typename T, typename F>
+void with_compare_fn(CompareOp op, F&& f) {
+    switch (op) {
+        case CompareOp::Eq: return f([](T a, T b) { return a == b; });
+        case CompareOp::Ne: return f([](T a, T b) { return a != b; });
+        case CompareOp::Gt: return f([](T a, T b) { return a > b; });
+        case CompareOp::Ge: return f([](T a, T b) { return a >= b; });
+        case CompareOp::Lt: return f([](T a, T b) { return a < b; });
+        case CompareOp::Le: return f([](T a, T b) { return a <= b; });
+    }
+}
+const char* compare_name(CompareOp op) {
+    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
+                                     "lower_equal"};
+    return names[static_cast<int>(op)];
+}
+// ---- f32 exp and erf written so that loops over them vectorize ------------------------------
+// libm's expf/erff are calls the compiler cannot vectorize; these are branch-free (selects
+// only) with errors of about 1 ulp (exp) and 2e-7 absolute (erf), and keep NaN and ±inf.
+inline float fast_exp(float x) {
+    // Out of range (|x| large, ±inf) the steps below give garbage that the selects at the end
+    // replace; NaN flows through every step and comes out NaN. (Clamping x first reads better,
+    // but GCC then specialises the constant path and no longer vectorizes loops over this.)
+    const float xc = x;
+    // n = round(x / ln2) by the 1.5·2^23 trick, which also leaves n in the low mantissa bits
+    // (no float → int conversion, which would be undefined for NaN).
+    const float shifted = xc * 1.44269504088896341f + 12582912.0f;
+    const float n = shifted - 12582912.0f;
+    const std::int32_t ni =
+        static_cast<std::int32_t>(ember::detail::bit_cast<std::uint32_t>(shifted) - 0x4B400000u);
+    // x - n·ln2 in two steps (Cody-Waite), then exp on [-ln2/2, ln2/2] by a degree-6 polynomial.
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float e = p * r * r + r + 1.0f;
+    // 2^n in two factors, so that n in [-150, 128] needs no exponent outside the normal range
+    // (overflow gives inf and deep underflow 0, through the multiplications' rounding).
+    const std::int32_t n1 = ni / 2, n2 = ni - n1;
+    const float s1 = ember::detail::bit_cast<float>(static_cast<std::uint32_t>(n1 + 127) << 23);
+    const float s2 = ember::detail::bit_cast<float>(static_cast<std::uint32_t>(n2 + 127) << 23);
+    const float y = e * s1 * s2;
+    // Bit-mask selects: with ?: GCC moves the polynomial into a branch and stops vectorizing.
+    return select(x > 88.7228394f, INFINITY, select(x < -103.972084f, 0.0f, y));
+}
+
+inline float fast_erf(float x) {
+    const float a = std::fabs(x);
+    // |x| <= 1: the Maclaurin series of erf, to x^19 (relative error below 1e-7 there).
+    const float z = a * a;
+    float q = 1.0f / (362880.0f * 19.0f);
+    q = q * -z + 1.0f / (40320.0f * 17.0f);
+    q = q * -z + 1.0f / (5040.0f * 15.0f);
+    q = q * -z + 1.0f / (720.0f * 13.0f);
+    q = q * -z + 1.0f / (120.0f * 11.0f);
+    q = q * -z + 1.0f / (24.0f * 9.0f);
+    q = q * -z + 1.0f / (6.0f * 7.0f);
+    q = q * -z + 1.0f / (2.0f * 5.0f);
+    q = q * -z + 1.0f / 3.0f;
+    q = q * -z + 1.0f;
+    const float small = 1.12837916709551257f * a * q;
+    // |x| > 1: Abramowitz & Stegun 7.1.26, 1 - poly(t)·exp(-x²) (absolute error 1.5e-7).
+    const float t = 1.0f / (1.0f + 0.3275911f * a);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    const float large = 1.0f - p * t * fast_exp(-z);
+    // NaN: a <= 1 is false and `large` is NaN.
+    return std::copysign(select(a <= 1.0f, small, large), x);
+}
+
+template <typename T>
+inline T exp_fn(T x) {
+    if constexpr (std::is_same_v<T, float>) return fast_exp(x);
+    else return std::exp(x);
+}
+template <typename T>
+inline T erf_fn(T x) {
+    if constexpr (std::is_same_v<T, float>) return fast_erf(x);
+    else return std::erf(x);
+}
+
+/// Calls f(functor) with the functor for unary `op` on element type T (bool: Not only;
+/// integers: Neg, Abs, Sign, Relu). IsNan and Not on other types are the caller's business.
+template <typename T, typename F>
+void with_unary_fn(UnaryOp op, F&& f) {
+    if constexpr (std::is_same_v<T, bool>) {
+        EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
+                    " is not defined for bool tensors");
+        return f([](bool x) { return !x; });
+    } else if constexpr (std::is_integral_v<T>) {
+        switch (op) {
+            case UnaryOp::Neg: return f([](T x) { return static_cast<T>(-x); });
+            case UnaryOp::Abs: return f([](T x) { return static_cast<T>(x < 0 ? -x : x); });
+            case UnaryOp::Sign: return f([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+            case UnaryOp::Relu: return f([](T x) { return x > 0 ? x : T{0}; });
+            default:
+                EMBER_FAIL(DType, "unary op ", static_cast<int>(op),
+                           " is not defined for integer tensors");
+        }
+    } else {
+        switch (op) {
+            case UnaryOp::Neg: return f([](T x) { return -x; });
+            case UnaryOp::Abs: return f([](T x) { return std::fabs(x); });
+            case UnaryOp::Exp: return f([](T x) { return exp_fn(x); });
+            case UnaryOp::Log: return f([](T x) { return std::log(x); });
+            case UnaryOp::Log1p: return f([](T x) { return std::log1p(x); });
+            case UnaryOp::Sqrt: return f([](T x) { return std::sqrt(x); });
+            case UnaryOp::Sin: return f([](T x) { return std::sin(x); });
+            case UnaryOp::Cos: return f([](T x) { return std::cos(x); });
+            case UnaryOp::Tanh: return f([](T x) { return std::tanh(x); });
+            case UnaryOp::Erf: return f([](T x) { return erf_fn(x); });
+            case UnaryOp::Recip: return f([](T x) { return T{1} / x; });
+            case UnaryOp::Floor: return f([](T x) { return std::floor(x); });
+            case UnaryOp::Ceil: return f([](T x) { return std::ceil(x); });
+            case UnaryOp::Round: return f([](T x) { return std::nearbyint(x); });
+            case UnaryOp::Sign: return f([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+            case UnaryOp::Sigmoid:
+                return f([](T x) {
+                    // Written so that neither branch overflows exp.
+                    const T e = exp_fn(-std::fabs(x));
+                    return select(x >= 0, T{1}, e) / (T{1} + e);
+                });
+            case UnaryOp::Relu: return f([](T x) { return x > 0 ? x : (x != x ? x : T{0}); });
+            case UnaryOp::Gelu:
+                return f([](T x) {
+                    return x * T(0.5) * (T{1} + erf_fn(x * T(0.70710678118654752440)));
+                });
+            case UnaryOp::IsNan:
+            case UnaryOp::Not:
+                EMBER_FAIL(DType, "unary op ", static_cast<int>(op),
+                           " is not a float → float function");
+        }
+    }
+}
+
+}  // namespace
+}  // namespace ember::detail::cpu

@@ -1,0 +1,91 @@
+#pragma once
+// The fused program: what Fusion<B> hands to a backend to compile and launch. Backend-neutral
+// data — registers, instructions over them and the outputs — so that each backend turns it into
+// its own kernel (a tiled loop on the CPU, SPIR-V on Vulkan, PTX on CUDA).
+//
+// Registers 0..inputs.size()-1 hold the inputs; instruction i writes register
+// inputs.size() + i. Every register spans the program's iteration shape (inputs are expanded to
+// it, as strided views). Scalar operands are not part of the program: instructions name a slot
+// of the scalar array passed at launch, so programs that differ only in their scalars share one
+// compiled kernel.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../tensor/dtype.hpp"
+#include "../tensor/ops.hpp"
+
+namespace ember::fusion {
+
+/// The kind of an instruction.
+enum class OpKind : std::uint8_t {
+    Unary,          ///< code: UnaryOp; a
+    Binary,         ///< code: BinaryOp; a, b
+    BinaryScalar,   ///< code: BinaryOp; a, scalar s0 (RSub/RDiv/... put the scalar left)
+    Compare,        ///< code: CompareOp; a, b → bool
+    CompareScalar,  ///< code: CompareOp; a, scalar s0 → bool
+    Where,          ///< mask a ? b : c
+    MaskFill,       ///< mask b ? scalar s0 : a
+    Clamp,          ///< min(max(a, s0), s1)
+    Cast,           ///< a converted to the instruction's dtype (float → int truncates)
+};
+
+/// One instruction: `dtype` is its result's element type, operands are registers.
+struct Instr {
+    OpKind kind = OpKind::Unary;  ///< what it computes
+    std::uint8_t code = 0;        ///< the UnaryOp / BinaryOp / CompareOp, by kind
+    DType dtype = DType::F32;     ///< element type of the result
+    std::uint16_t a = 0;          ///< first operand register
+    std::uint16_t b = 0;          ///< second operand register (Binary, Compare, Where, MaskFill)
+    std::uint16_t c = 0;          ///< third operand register (Where)
+    std::uint16_t s0 = 0;         ///< first scalar slot (BinaryScalar, CompareScalar, MaskFill, Clamp)
+    std::uint16_t s1 = 0;         ///< second scalar slot (Clamp)
+};
+
+/// An input of the program: its element type and whether it is laid out densely over the
+/// iteration shape (contiguous, no broadcast), which lets kernels load it with vector loads.
+struct InputDesc {
+    DType dtype = DType::F32;  ///< element type
+    bool dense = true;         ///< contiguous over the iteration shape
+};
+
+/// A fused elementwise program.
+struct Program {
+    std::vector<InputDesc> inputs;        ///< registers 0..n-1
+    std::vector<Instr> instrs;            ///< in order; instruction i writes register n + i
+    std::vector<std::uint16_t> outputs;   ///< registers written to output tensors
+    std::size_t rank = 1;                 ///< rank of the iteration shape (strided kernels)
+
+    /// The element type of register `r`.
+    DType reg_dtype(std::size_t r) const {
+        return r < inputs.size() ? inputs[r].dtype : instrs[r - inputs.size()].dtype;
+    }
+    /// The structure as text: equal keys mean the same compiled kernel (scalar values, shapes
+    /// and data never appear in it).
+    std::string key() const;
+    /// A readable listing, one instruction a line (for debugging and the docs).
+    std::string to_string() const;
+};
+
+/// Counters of the fusion machinery, process-wide.
+struct Stats {
+    std::uint64_t kernels_launched = 0;   ///< fused kernels plus ops run unfused on the inner backend
+    std::uint64_t fused_launches = 0;     ///< fused kernels launched
+    std::uint64_t programs_compiled = 0;  ///< fused programs compiled (cache misses)
+    std::uint64_t cache_hits = 0;         ///< fused launches that found their kernel compiled
+    std::uint64_t ops_fused = 0;          ///< elementwise ops that ran inside fused kernels
+};
+/// The counters now.
+Stats stats();
+/// Sets every counter to zero.
+void reset_stats();
+
+namespace detail {
+/// Counter updates (used by Fusion<B>).
+void count_launch(bool fused, std::size_t ops);
+void count_compile();
+void count_cache_hit();
+}  // namespace detail
+
+}  // namespace ember::fusion

@@ -1,0 +1,105 @@
+// The fused program's key and listing, and the fusion counters.
+#include "ember/fusion/program.hpp"
+
+#include <atomic>
+#include <sstream>
+
+namespace ember::fusion {
+namespace {
+
+std::atomic<std::uint64_t> g_launched{0}, g_fused{0}, g_compiled{0}, g_hits{0}, g_ops{0};
+
+const char* kind_name(OpKind k) {
+    switch (k) {
+        case OpKind::Unary: return "unary";
+        case OpKind::Binary: return "binary";
+        case OpKind::BinaryScalar: return "binary_scalar";
+        case OpKind::Compare: return "compare";
+        case OpKind::CompareScalar: return "compare_scalar";
+        case OpKind::Where: return "where";
+        case OpKind::MaskFill: return "mask_fill";
+        case OpKind::Clamp: return "clamp";
+        case OpKind::Cast: return "cast";
+    }
+    return "?";
+}
+
+}  // namespace
+
+std::string Program::key() const {
+    // Compact and unambiguous: every field of every input and instruction, in order. Scalar
+    // slots are implied by the order of the instructions that use them.
+    std::string k;
+    k.reserve(8 + 2 * inputs.size() + 8 * instrs.size() + 2 * outputs.size());
+    k.push_back(static_cast<char>('0' + rank));
+    for (const auto& in : inputs) {
+        k.push_back(static_cast<char>('a' + static_cast<int>(in.dtype)));
+        k.push_back(in.dense ? 'd' : 's');
+    }
+    k.push_back('|');
+    for (const auto& i : instrs) {
+        k.push_back(static_cast<char>('A' + static_cast<int>(i.kind)));
+        k.push_back(static_cast<char>(i.code));
+        k.push_back(static_cast<char>('a' + static_cast<int>(i.dtype)));
+        for (std::uint16_t r : {i.a, i.b, i.c}) {
+            k.push_back(static_cast<char>(r & 0xff));
+            k.push_back(static_cast<char>(r >> 8));
+        }
+    }
+    k.push_back('|');
+    for (std::uint16_t o : outputs) {
+        k.push_back(static_cast<char>(o & 0xff));
+        k.push_back(static_cast<char>(o >> 8));
+    }
+    return k;
+}
+
+std::string Program::to_string() const {
+    std::ostringstream os;
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        os << "r" << i << " = input " << dtype_name(inputs[i].dtype)
+           << (inputs[i].dense ? " dense" : " strided") << "\n";
+    for (std::size_t i = 0; i < instrs.size(); ++i) {
+        const Instr& in = instrs[i];
+        os << "r" << inputs.size() + i << " = " << kind_name(in.kind) << "#" << int(in.code) << " "
+           << dtype_name(in.dtype) << " r" << in.a;
+        if (in.kind == OpKind::Binary || in.kind == OpKind::Compare || in.kind == OpKind::Where ||
+            in.kind == OpKind::MaskFill)
+            os << " r" << in.b;
+        if (in.kind == OpKind::Where) os << " r" << in.c;
+        if (in.kind == OpKind::BinaryScalar || in.kind == OpKind::CompareScalar ||
+            in.kind == OpKind::MaskFill || in.kind == OpKind::Clamp)
+            os << " s" << in.s0;
+        if (in.kind == OpKind::Clamp) os << " s" << in.s1;
+        os << "\n";
+    }
+    os << "outputs:";
+    for (auto o : outputs) os << " r" << o;
+    return os.str();
+}
+
+Stats stats() {
+    return {g_launched.load(), g_fused.load(), g_compiled.load(), g_hits.load(), g_ops.load()};
+}
+
+void reset_stats() {
+    g_launched = 0;
+    g_fused = 0;
+    g_compiled = 0;
+    g_hits = 0;
+    g_ops = 0;
+}
+
+namespace detail {
+void count_launch(bool fused, std::size_t ops) {
+    g_launched.fetch_add(1, std::memory_order_relaxed);
+    if (fused) {
+        g_fused.fetch_add(1, std::memory_order_relaxed);
+        g_ops.fetch_add(ops, std::memory_order_relaxed);
+    }
+}
+void count_compile() { g_compiled.fetch_add(1, std::memory_order_relaxed); }
+void count_cache_hit() { g_hits.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace detail
+
+}  // namespace ember::fusion
