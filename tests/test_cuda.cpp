@@ -12,12 +12,12 @@ using ember::Cuda;
 using ember::Tensor;
 using ember::TensorData;
 
-#define REQUIRE_GPU()                                          \
-    do {                                                       \
-        if (!ember::cuda::is_available()) {                    \
-            WARN("skipped: no CUDA device");                   \
-            return;                                            \
-        }                                                      \
+#define REQUIRE_GPU()                        \
+    do {                                     \
+        if (!ember::cuda::is_available()) {  \
+            WARN("skipped: no CUDA device"); \
+            return;                          \
+        }                                    \
     } while (0)
 
 template <std::size_t D>

@@ -12,7 +12,9 @@ namespace ember::detail::cuda {
 namespace {
 using i64 = std::int64_t;
 
-DType float_compute(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
+DType float_compute(DType d) {
+    return d == DType::F64 ? DType::F64 : DType::F32;
+}
 
 void check_conv_inputs(const char* op, const CudaTensor& x, const CudaTensor& w,
                        const std::optional<CudaTensor>& bias, std::size_t n) {
@@ -95,8 +97,8 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     EMBER_CHECK(g >= 1 && cin % g == 0 && cout % g == 0, Shape, op, ": in channels (", cin,
                 ") and out channels (", cout, ") must be divisible by groups (", g, "): input ",
                 x.shape, ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / g, Shape, op, ": weight ", w.shape, " expects ",
-                w.shape[1] * g, " input channels, input ", x.shape, " has ", cin);
+    EMBER_CHECK(w.shape[1] == cin / g, Shape, op, ": weight ", w.shape, " expects ", w.shape[1] * g,
+                " input channels, input ", x.shape, " has ", cin);
     if (bias)
         EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
                     bias->shape, " must be [", cout, "]");
@@ -117,7 +119,8 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     const ConvGeom geo = geometry(x.shape, w.shape, out_shape, n, p, static_cast<i64>(cin));
     const i64 K = taps(w.shape, n), L = geo.out[0] * geo.out[1] * geo.out[2], N = geo.batch;
     const i64 cg = static_cast<i64>(cin / g), og = static_cast<i64>(cout / g);
-    CudaTensor col = empty(Shape{static_cast<std::size_t>(static_cast<i64>(cin) * K * N * L)}, cd, dev);
+    CudaTensor col =
+        empty(Shape{static_cast<std::size_t>(static_cast<i64>(cin) * K * N * L)}, cd, dev);
     launch_im2col(cd, geo, x.ptr(), col.ptr(), stream(dev));
     CudaTensor cn = empty(Shape{cout, static_cast<std::size_t>(N * L)}, cd, dev);
     // Per group: [og, cg·K] · [cg·K, N·L] → [og, N·L].
@@ -164,10 +167,11 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
     const i64 K = taps(w.shape, n), N = geo.batch, Lin = geo.out[0] * geo.out[1] * geo.out[2];
     const i64 cg = static_cast<i64>(cin / g), og = static_cast<i64>(cout / g);
     CudaTensor xc = channels_first(x);  // [cin, N·Lin]
-    CudaTensor col = empty(Shape{static_cast<std::size_t>(static_cast<i64>(cout) * K * N * Lin)}, cd, dev);
+    CudaTensor col =
+        empty(Shape{static_cast<std::size_t>(static_cast<i64>(cout) * K * N * Lin)}, cd, dev);
     // Per group: Wᵀ [og·K, cg] · x [cg, N·Lin] → col [og·K, N·Lin].
-    gemm(dev, cd, true, false, og * K, N * Lin, cg, w.ptr(), og * K, cg * og * K, xc.ptr(),
-         N * Lin, cg * N * Lin, col.ptr(), N * Lin, og * K * N * Lin, static_cast<i64>(g), 0.0);
+    gemm(dev, cd, true, false, og * K, N * Lin, cg, w.ptr(), og * K, cg * og * K, xc.ptr(), N * Lin,
+         cg * N * Lin, col.ptr(), N * Lin, og * K * N * Lin, static_cast<i64>(g), 0.0);
     CudaTensor out = empty(out_shape, cd, dev);
     launch_col2im(cd, geo, col.ptr(), out.ptr(), stream(dev));
     if (bias) {
@@ -188,8 +192,8 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     EMBER_CHECK(is_float(x.dtype) && grad.dtype == x.dtype, DType, op,
                 ": needs float input and grad of one dtype");
     const std::size_t cin = x.shape[1], cout = ws[0];
-    EMBER_CHECK(grad.shape[1] == cout && grad.shape[0] == x.shape[0] && g >= 1 &&
-                    cin % g == 0 && cout % g == 0 && ws[1] == cin / g,
+    EMBER_CHECK(grad.shape[1] == cout && grad.shape[0] == x.shape[0] && g >= 1 && cin % g == 0 &&
+                    cout % g == 0 && ws[1] == cin / g,
                 Shape, op, ": input ", x.shape, ", grad ", grad.shape, " and weight shape ", ws,
                 " do not fit (groups ", g, ")");
     const DType result = x.dtype, cd = float_compute(x.dtype);
@@ -199,7 +203,8 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     const ConvGeom geo = geometry(x.shape, ws, grad.shape, n, p, static_cast<i64>(cin));
     const i64 K = taps(ws, n), L = geo.out[0] * geo.out[1] * geo.out[2], N = geo.batch;
     const i64 cg = static_cast<i64>(cin / g), og = static_cast<i64>(cout / g);
-    CudaTensor col = empty(Shape{static_cast<std::size_t>(static_cast<i64>(cin) * K * N * L)}, cd, dev);
+    CudaTensor col =
+        empty(Shape{static_cast<std::size_t>(static_cast<i64>(cin) * K * N * L)}, cd, dev);
     launch_im2col(cd, geo, x.ptr(), col.ptr(), stream(dev));
     CudaTensor gc = channels_first(grad);  // [cout, N·L]
     CudaTensor dw = empty(ws, cd, dev);
@@ -250,7 +255,8 @@ DeformSetup deform_setup(const CudaTensor& x, const CudaTensor& offset, const Cu
     g.offset_groups = static_cast<i64>(o.offset_groups);
     EMBER_CHECK(g.sh >= 1 && g.sw >= 1 && g.dh >= 1 && g.dw >= 1, Argument, op,
                 ": stride and dilation must be >= 1");
-    const i64 sh = g.h + 2 * g.ph - (g.dh * (g.kh - 1) + 1), sw = g.w + 2 * g.pw - (g.dw * (g.kw - 1) + 1);
+    const i64 sh = g.h + 2 * g.ph - (g.dh * (g.kh - 1) + 1),
+              sw = g.w + 2 * g.pw - (g.dw * (g.kw - 1) + 1);
     EMBER_CHECK(sh >= 0 && sw >= 0, Shape, op, ": kernel ", w.shape,
                 " is larger than the padded input ", x.shape);
     g.oh = sh / g.sh + 1;
@@ -330,7 +336,8 @@ DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w
                          out.x.ptr(), out.offset.ptr(), mask ? out.mask->ptr() : nullptr,
                          stream(dev));
     if (bias) {
-        CudaTensor b = reduce_dim(ReduceOp::Sum, reshape(gc, Shape{w.shape[0], std::size_t(N * L)}), 1);
+        CudaTensor b =
+            reduce_dim(ReduceOp::Sum, reshape(gc, Shape{w.shape[0], std::size_t(N * L)}), 1);
         out.bias = cast(reshape(std::move(b), Shape{w.shape[0]}), result);
     }
     out.x = cast(std::move(out.x), result);

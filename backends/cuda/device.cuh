@@ -34,8 +34,8 @@ __device__ __forceinline__ void offsets(const Iter<K>& it, std::int64_t i, std::
     }
 }
 
-#define EMBER_GRID_LOOP(i, n)                                                                  \
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;   \
+#define EMBER_GRID_LOOP(i, n)                                                               \
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
          i < (n); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
 
 template <typename T>
@@ -58,10 +58,14 @@ __device__ __forceinline__ T nan_min(T a, T b) {
 template <typename F>
 void visit_compute(DType d, F&& f) {
     switch (d) {
-        case DType::F32: return f(float{});
-        case DType::F64: return f(double{});
-        case DType::I64: return f(std::int64_t{});
-        default: return f(std::uint8_t{});
+        case DType::F32:
+            return f(float{});
+        case DType::F64:
+            return f(double{});
+        case DType::I64:
+            return f(std::int64_t{});
+        default:
+            return f(std::uint8_t{});
     }
 }
 

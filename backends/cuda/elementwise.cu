@@ -20,23 +20,32 @@ struct Value {
 
 __device__ __forceinline__ Value load(const void* p, DType d, std::int64_t o) {
     switch (d) {
-        case DType::F32: return {static_cast<const float*>(p)[o], 0, true};
-        case DType::F64: return {static_cast<const double*>(p)[o], 0, true};
-        case DType::F16: return {__half2float(static_cast<const __half*>(p)[o]), 0, true};
+        case DType::F32:
+            return {static_cast<const float*>(p)[o], 0, true};
+        case DType::F64:
+            return {static_cast<const double*>(p)[o], 0, true};
+        case DType::F16:
+            return {__half2float(static_cast<const __half*>(p)[o]), 0, true};
         case DType::BF16:
             return {__bfloat162float(static_cast<const __nv_bfloat16*>(p)[o]), 0, true};
-        case DType::I64: return {0, static_cast<const std::int64_t*>(p)[o], false};
-        case DType::I32: return {0, static_cast<const std::int32_t*>(p)[o], false};
-        case DType::I16: return {0, static_cast<const std::int16_t*>(p)[o], false};
-        case DType::I8: return {0, static_cast<const std::int8_t*>(p)[o], false};
-        default: return {0, static_cast<const std::uint8_t*>(p)[o], false};
+        case DType::I64:
+            return {0, static_cast<const std::int64_t*>(p)[o], false};
+        case DType::I32:
+            return {0, static_cast<const std::int32_t*>(p)[o], false};
+        case DType::I16:
+            return {0, static_cast<const std::int16_t*>(p)[o], false};
+        case DType::I8:
+            return {0, static_cast<const std::int8_t*>(p)[o], false};
+        default:
+            return {0, static_cast<const std::uint8_t*>(p)[o], false};
     }
 }
 
 __device__ __forceinline__ void store(void* p, DType d, std::int64_t o, Value v) {
     switch (d) {
         case DType::F32:
-            static_cast<float*>(p)[o] = v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i);
+            static_cast<float*>(p)[o] =
+                v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i);
             break;
         case DType::F64:
             static_cast<double*>(p)[o] = v.is_float ? v.f : static_cast<double>(v.i);
@@ -46,8 +55,8 @@ __device__ __forceinline__ void store(void* p, DType d, std::int64_t o, Value v)
                 __float2half_rn(v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
             break;
         case DType::BF16:
-            static_cast<__nv_bfloat16*>(p)[o] = __float2bfloat16_rn(
-                v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
+            static_cast<__nv_bfloat16*>(p)[o] =
+                __float2bfloat16_rn(v.is_float ? static_cast<float>(v.f) : static_cast<float>(v.i));
             break;
         case DType::Bool:
             static_cast<std::uint8_t*>(p)[o] = v.is_float ? (v.f != 0.0) : (v.i != 0);
@@ -55,11 +64,21 @@ __device__ __forceinline__ void store(void* p, DType d, std::int64_t o, Value v)
         default: {
             const std::int64_t x = v.is_float ? static_cast<std::int64_t>(v.f) : v.i;
             switch (d) {
-                case DType::I64: static_cast<std::int64_t*>(p)[o] = x; break;
-                case DType::I32: static_cast<std::int32_t*>(p)[o] = static_cast<std::int32_t>(x); break;
-                case DType::I16: static_cast<std::int16_t*>(p)[o] = static_cast<std::int16_t>(x); break;
-                case DType::I8: static_cast<std::int8_t*>(p)[o] = static_cast<std::int8_t>(x); break;
-                default: static_cast<std::uint8_t*>(p)[o] = static_cast<std::uint8_t>(x); break;
+                case DType::I64:
+                    static_cast<std::int64_t*>(p)[o] = x;
+                    break;
+                case DType::I32:
+                    static_cast<std::int32_t*>(p)[o] = static_cast<std::int32_t>(x);
+                    break;
+                case DType::I16:
+                    static_cast<std::int16_t*>(p)[o] = static_cast<std::int16_t>(x);
+                    break;
+                case DType::I8:
+                    static_cast<std::int8_t*>(p)[o] = static_cast<std::int8_t>(x);
+                    break;
+                default:
+                    static_cast<std::uint8_t*>(p)[o] = static_cast<std::uint8_t>(x);
+                    break;
             }
         }
     }
@@ -97,8 +116,10 @@ __device__ __forceinline__ T floor_div(T a, T b) {
 template <typename T>
 __device__ __forceinline__ T py_rem(T a, T b) {
     T r;
-    if constexpr (std::is_floating_point_v<T>) r = fmod(a, b);
-    else r = a % b;
+    if constexpr (std::is_floating_point_v<T>)
+        r = fmod(a, b);
+    else
+        r = a % b;
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
@@ -120,31 +141,49 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
         switch (op) {
             case BinaryOp::And:
             case BinaryOp::Mul:
-            case BinaryOp::Min: return a && b;
-            case BinaryOp::Xor: return a != b;
-            default: return a || b;  // Or, Add, Max
+            case BinaryOp::Min:
+                return a && b;
+            case BinaryOp::Xor:
+                return a != b;
+            default:
+                return a || b;  // Or, Add, Max
         }
     } else {
         using U = std::conditional_t<std::is_integral_v<T>, std::uint64_t, T>;
         switch (op) {
             // Integer add/sub/mul wrap (two's complement), as the CPU backend's.
-            case BinaryOp::Add: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-            case BinaryOp::Sub: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-            case BinaryOp::RSub: return static_cast<T>(static_cast<U>(b) - static_cast<U>(a));
-            case BinaryOp::Mul: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-            case BinaryOp::Div: return floor_div(a, b);
-            case BinaryOp::RDiv: return floor_div(b, a);
-            case BinaryOp::Rem: return py_rem(a, b);
-            case BinaryOp::RRem: return py_rem(b, a);
+            case BinaryOp::Add:
+                return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+            case BinaryOp::Sub:
+                return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+            case BinaryOp::RSub:
+                return static_cast<T>(static_cast<U>(b) - static_cast<U>(a));
+            case BinaryOp::Mul:
+                return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+            case BinaryOp::Div:
+                return floor_div(a, b);
+            case BinaryOp::RDiv:
+                return floor_div(b, a);
+            case BinaryOp::Rem:
+                return py_rem(a, b);
+            case BinaryOp::RRem:
+                return py_rem(b, a);
             case BinaryOp::Pow:
-                if constexpr (std::is_floating_point_v<T>) return pow(a, b);
-                else return int_pow(a, b);
+                if constexpr (std::is_floating_point_v<T>)
+                    return pow(a, b);
+                else
+                    return int_pow(a, b);
             case BinaryOp::RPow:
-                if constexpr (std::is_floating_point_v<T>) return pow(b, a);
-                else return int_pow(b, a);
-            case BinaryOp::Max: return nan_max(a, b);
-            case BinaryOp::Min: return nan_min(a, b);
-            default: return a;  // logical ops are rejected on the host for non-bool tensors
+                if constexpr (std::is_floating_point_v<T>)
+                    return pow(b, a);
+                else
+                    return int_pow(b, a);
+            case BinaryOp::Max:
+                return nan_max(a, b);
+            case BinaryOp::Min:
+                return nan_min(a, b);
+            default:
+                return a;  // logical ops are rejected on the host for non-bool tensors
         }
     }
 }
@@ -152,12 +191,18 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
 template <typename T>
 __device__ __forceinline__ bool apply_compare(CompareOp op, T a, T b) {
     switch (op) {
-        case CompareOp::Eq: return a == b;
-        case CompareOp::Ne: return a != b;
-        case CompareOp::Gt: return a > b;
-        case CompareOp::Ge: return a >= b;
-        case CompareOp::Lt: return a < b;
-        default: return a <= b;
+        case CompareOp::Eq:
+            return a == b;
+        case CompareOp::Ne:
+            return a != b;
+        case CompareOp::Gt:
+            return a > b;
+        case CompareOp::Ge:
+            return a >= b;
+        case CompareOp::Lt:
+            return a < b;
+        default:
+            return a <= b;
     }
 }
 
@@ -167,38 +212,61 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
         return !x;  // Not: the only op on bools
     } else if constexpr (std::is_integral_v<T>) {
         switch (op) {
-            case UnaryOp::Neg: return static_cast<T>(0ull - static_cast<std::uint64_t>(x));
-            case UnaryOp::Abs: return x < 0 ? static_cast<T>(0ull - static_cast<std::uint64_t>(x)) : x;
-            case UnaryOp::Sign: return static_cast<T>((x > 0) - (x < 0));
-            default: return x > 0 ? x : T{0};  // Relu
+            case UnaryOp::Neg:
+                return static_cast<T>(0ull - static_cast<std::uint64_t>(x));
+            case UnaryOp::Abs:
+                return x < 0 ? static_cast<T>(0ull - static_cast<std::uint64_t>(x)) : x;
+            case UnaryOp::Sign:
+                return static_cast<T>((x > 0) - (x < 0));
+            default:
+                return x > 0 ? x : T{0};  // Relu
         }
     } else {
         switch (op) {
-            case UnaryOp::Neg: return -x;
-            case UnaryOp::Abs: return fabs(x);
-            case UnaryOp::Exp: return exp(x);
-            case UnaryOp::Log: return log(x);
-            case UnaryOp::Log1p: return log1p(x);
-            case UnaryOp::Sqrt: return sqrt(x);
-            case UnaryOp::Sin: return sin(x);
-            case UnaryOp::Cos: return cos(x);
-            case UnaryOp::Tanh: return tanh(x);
-            case UnaryOp::Erf: return erf(x);
-            case UnaryOp::Recip: return T{1} / x;
-            case UnaryOp::Floor: return floor(x);
-            case UnaryOp::Ceil: return ceil(x);
-            case UnaryOp::Round: return rint(x);  // half to even, as nearbyint
-            case UnaryOp::Sign: return static_cast<T>((x > 0) - (x < 0));
+            case UnaryOp::Neg:
+                return -x;
+            case UnaryOp::Abs:
+                return fabs(x);
+            case UnaryOp::Exp:
+                return exp(x);
+            case UnaryOp::Log:
+                return log(x);
+            case UnaryOp::Log1p:
+                return log1p(x);
+            case UnaryOp::Sqrt:
+                return sqrt(x);
+            case UnaryOp::Sin:
+                return sin(x);
+            case UnaryOp::Cos:
+                return cos(x);
+            case UnaryOp::Tanh:
+                return tanh(x);
+            case UnaryOp::Erf:
+                return erf(x);
+            case UnaryOp::Recip:
+                return T{1} / x;
+            case UnaryOp::Floor:
+                return floor(x);
+            case UnaryOp::Ceil:
+                return ceil(x);
+            case UnaryOp::Round:
+                return rint(x);  // half to even, as nearbyint
+            case UnaryOp::Sign:
+                return static_cast<T>((x > 0) - (x < 0));
             case UnaryOp::Sigmoid:
                 // Written so that neither branch overflows exp.
-                if (x >= 0) return T{1} / (T{1} + exp(-x));
+                if (x >= 0)
+                    return T{1} / (T{1} + exp(-x));
                 else {
                     const T e = exp(x);
                     return e / (T{1} + e);
                 }
-            case UnaryOp::Relu: return x > 0 ? x : (x != x ? x : T{0});
-            case UnaryOp::Gelu: return x * T(0.5) * (T{1} + erf(x * T(0.70710678118654752440)));
-            default: return x;
+            case UnaryOp::Relu:
+                return x > 0 ? x : (x != x ? x : T{0});
+            case UnaryOp::Gelu:
+                return x * T(0.5) * (T{1} + erf(x * T(0.70710678118654752440)));
+            default:
+                return x;
         }
     }
 }
@@ -309,12 +377,16 @@ __global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint6
                 v = d.a + d.b * sqrt(-2.0 * log(u1)) * cospi(2.0 * u2);
                 break;
             }
-            case Distribution::Kind::Bernoulli: v = uniform01(key, i) < d.a ? 1.0 : 0.0; break;
+            case Distribution::Kind::Bernoulli:
+                v = uniform01(key, i) < d.a ? 1.0 : 0.0;
+                break;
             case Distribution::Kind::Uniform:
                 v = d.a + (d.b - d.a) * uniform01(key, i);
                 if constexpr (std::is_integral_v<T>) v = floor(v);
                 break;
-            default: v = uniform01(key, i); break;
+            default:
+                v = uniform01(key, i);
+                break;
         }
         out[i] = static_cast<T>(v);
     }
@@ -322,8 +394,8 @@ __global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint6
 
 // ---- Adam ----------------------------------------------------------------------------------
 template <typename T>
-__global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, const T* g,
-                            const T* m, const T* v, AdamStepScalars s) {
+__global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, const T* g, const T* m,
+                            const T* v, AdamStepScalars s) {
     const T b1 = T(s.beta_1), b2 = T(s.beta_2), eps = T(s.epsilon);
     const T inv_sqrt_c2 = T(1.0 / std::sqrt(s.correction_2));
     const T step = T(s.lr / s.correction_1);
@@ -338,8 +410,8 @@ __global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, con
     }
 }
 
-__global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64_t limit,
-                                   int mode, int* flag) {
+__global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64_t limit, int mode,
+                                   int* flag) {
     EMBER_GRID_LOOP(i, it.n) {
         std::int64_t off[1];
         offsets(it, i, off);
@@ -351,13 +423,11 @@ __global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64
 
 }  // namespace
 
-
-
 void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
                  cudaStream_t s) {
     if (it.n == 0) return;
-    if (dd == sd || (dtype_size(dd) == 1 && dtype_size(sd) == 1 && dd != DType::Bool &&
-                     sd != DType::Bool)) {
+    if (dd == sd ||
+        (dtype_size(dd) == 1 && dtype_size(sd) == 1 && dd != DType::Bool && sd != DType::Bool)) {
         switch (dtype_size(dd)) {
             case 8:
                 copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
@@ -386,8 +456,8 @@ void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void
     if (it.n == 0) return;
     visit_compute(cd, [&]<typename T>(T) {
         if (op == UnaryOp::IsNan)
-            isnan_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-                it, static_cast<std::uint8_t*>(out), static_cast<const T*>(in));
+            isnan_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, static_cast<std::uint8_t*>(out),
+                                                               static_cast<const T*>(in));
         else
             unary_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<T*>(out),
                                                                static_cast<const T*>(in));
@@ -398,7 +468,9 @@ void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void
 void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const void* a,
                    const void* b, cudaStream_t s) {
     if (it.n == 0) return;
-    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const auto aligned = [](const void* p) {
+        return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    };
     if (cd == DType::F32 && it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 &&
         it.strides[2][0] == 1 && it.n % 4 == 0 && aligned(out) && aligned(a) && aligned(b)) {
         binary_f32x4_kernel<<<blocks_for(it.n / 4), kThreads, 0, s>>>(
@@ -417,10 +489,9 @@ void launch_compare(CompareOp op, DType cd, const Iter<3>& it, void* out, const 
                     const void* b, cudaStream_t s) {
     if (it.n == 0) return;
     visit_compute(cd, [&]<typename T>(T) {
-        compare_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it,
-                                                             static_cast<std::uint8_t*>(out),
-                                                             static_cast<const T*>(a),
-                                                             static_cast<const T*>(b));
+        compare_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+            op, it, static_cast<std::uint8_t*>(out), static_cast<const T*>(a),
+            static_cast<const T*>(b));
     });
     check_launch("compare");
 }
@@ -430,8 +501,8 @@ void launch_binary_scalar(BinaryOp op, DType cd, const Iter<2>& it, void* out, c
     if (it.n == 0) return;
     visit_compute(cd, [&]<typename T>(T) {
         const T x = std::is_floating_point_v<T> ? static_cast<T>(v.f) : static_cast<T>(v.i);
-        binary_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-            op, it, static_cast<T*>(out), static_cast<const T*>(a), x);
+        binary_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<T*>(out),
+                                                                   static_cast<const T*>(a), x);
     });
     check_launch("binary_scalar");
 }
@@ -488,22 +559,40 @@ void launch_fill(void* out, DType dt, std::int64_t n, Scalar v, cudaStream_t s) 
     if (n == 0) return;
     const unsigned g = blocks_for(n);
     switch (dt) {
-        case DType::F32: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(out), n, static_cast<float>(v.f)); break;
-        case DType::F64: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<double*>(out), n, v.f); break;
+        case DType::F32:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<float*>(out), n,
+                                               static_cast<float>(v.f));
+            break;
+        case DType::F64:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<double*>(out), n, v.f);
+            break;
         case DType::F16:
-            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<__half*>(out), n, __float2half_rn(static_cast<float>(v.f)));
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<__half*>(out), n,
+                                               __float2half_rn(static_cast<float>(v.f)));
             break;
         case DType::BF16:
             fill_kernel<<<g, kThreads, 0, s>>>(static_cast<__nv_bfloat16*>(out), n,
                                                __float2bfloat16_rn(static_cast<float>(v.f)));
             break;
-        case DType::I64: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, v.i); break;
-        case DType::I32: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int32_t*>(out), n, static_cast<std::int32_t>(v.i)); break;
-        case DType::I16: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int16_t*>(out), n, static_cast<std::int16_t>(v.i)); break;
-        case DType::Bool:
-            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n, std::uint8_t(v.i != 0 || v.f != 0));
+        case DType::I64:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, v.i);
             break;
-        default: fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n, static_cast<std::uint8_t>(v.i)); break;
+        case DType::I32:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int32_t*>(out), n,
+                                               static_cast<std::int32_t>(v.i));
+            break;
+        case DType::I16:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::int16_t*>(out), n,
+                                               static_cast<std::int16_t>(v.i));
+            break;
+        case DType::Bool:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n,
+                                               std::uint8_t(v.i != 0 || v.f != 0));
+            break;
+        default:
+            fill_kernel<<<g, kThreads, 0, s>>>(static_cast<std::uint8_t*>(out), n,
+                                               static_cast<std::uint8_t>(v.i));
+            break;
     }
     check_launch("fill");
 }
@@ -520,9 +609,16 @@ void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, s
     if (n == 0) return;
     const std::uint64_t key = seed * 0xd1342543de82ef95ull + counter * 0x9e3779b97f4a7c15ull;
     switch (dt) {
-        case DType::F64: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<double*>(out), n, d, key); break;
-        case DType::I64: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, d, key); break;
-        default: random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(out), n, d, key); break;
+        case DType::F64:
+            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<double*>(out), n, d, key);
+            break;
+        case DType::I64:
+            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, d,
+                                                             key);
+            break;
+        default:
+            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(out), n, d, key);
+            break;
     }
     check_launch("random");
 }
@@ -533,9 +629,10 @@ void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out
     if (n == 0) return;
     if (cd == DType::F64)
         adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
-            n, static_cast<double*>(p_out), static_cast<double*>(m_out), static_cast<double*>(v_out),
-            static_cast<const double*>(p), static_cast<const double*>(g),
-            static_cast<const double*>(m), static_cast<const double*>(v), sc);
+            n, static_cast<double*>(p_out), static_cast<double*>(m_out),
+            static_cast<double*>(v_out), static_cast<const double*>(p),
+            static_cast<const double*>(g), static_cast<const double*>(m),
+            static_cast<const double*>(v), sc);
     else
         adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
             n, static_cast<float*>(p_out), static_cast<float*>(m_out), static_cast<float*>(v_out),

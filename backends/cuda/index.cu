@@ -22,16 +22,20 @@ __global__ void gather_kernel(Iter<3> it, std::int64_t dim_stride, U* out, const
     }
 }
 
-__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(float* p, float v) {
+    atomicAdd(p, v);
+}
+__device__ __forceinline__ void atomic_add(double* p, double v) {
+    atomicAdd(p, v);
+}
 __device__ __forceinline__ void atomic_add(std::int64_t* p, std::int64_t v) {
     // Two's complement: an unsigned add wraps to the same bits.
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
 }
 
 template <typename T>
-__global__ void scatter_kernel(Iter<3> it, std::int64_t dim_stride, T* out,
-                               const std::int64_t* idx, const T* values) {
+__global__ void scatter_kernel(Iter<3> it, std::int64_t dim_stride, T* out, const std::int64_t* idx,
+                               const T* values) {
     EMBER_GRID_LOOP(i, it.n) {
         std::int64_t off[3];
         offsets(it, i, off);
@@ -111,8 +115,10 @@ void visit_storage(DType dt, F&& f) {
         case 4:
             if (dt == DType::F32) return f(float{});
             return f(std::int32_t{});
-        case 2: return f(std::int16_t{});
-        default: return f(std::uint8_t{});
+        case 2:
+            return f(std::int16_t{});
+        default:
+            return f(std::uint8_t{});
     }
 }
 
@@ -123,10 +129,22 @@ void launch_gather(int elem_bytes, const Iter<3>& it, std::int64_t dim_stride, v
     if (it.n == 0) return;
     const unsigned g = blocks_for(it.n);
     switch (elem_bytes) {
-        case 8: gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint64_t*>(out), idx, static_cast<const std::uint64_t*>(t)); break;
-        case 4: gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint32_t*>(out), idx, static_cast<const std::uint32_t*>(t)); break;
-        case 2: gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint16_t*>(out), idx, static_cast<const std::uint16_t*>(t)); break;
-        default: gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint8_t*>(out), idx, static_cast<const std::uint8_t*>(t)); break;
+        case 8:
+            gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint64_t*>(out),
+                                                 idx, static_cast<const std::uint64_t*>(t));
+            break;
+        case 4:
+            gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint32_t*>(out),
+                                                 idx, static_cast<const std::uint32_t*>(t));
+            break;
+        case 2:
+            gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint16_t*>(out),
+                                                 idx, static_cast<const std::uint16_t*>(t));
+            break;
+        default:
+            gather_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::uint8_t*>(out),
+                                                 idx, static_cast<const std::uint8_t*>(t));
+            break;
     }
     check_launch("gather");
 }
@@ -136,9 +154,18 @@ void launch_scatter_add(DType cd, const Iter<3>& it, std::int64_t dim_stride, vo
     if (it.n == 0) return;
     const unsigned g = blocks_for(it.n);
     switch (cd) {
-        case DType::F64: scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<double*>(out), idx, static_cast<const double*>(values)); break;
-        case DType::I64: scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::int64_t*>(out), idx, static_cast<const std::int64_t*>(values)); break;
-        default: scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<float*>(out), idx, static_cast<const float*>(values)); break;
+        case DType::F64:
+            scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<double*>(out), idx,
+                                                  static_cast<const double*>(values));
+            break;
+        case DType::I64:
+            scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<std::int64_t*>(out),
+                                                  idx, static_cast<const std::int64_t*>(values));
+            break;
+        default:
+            scatter_kernel<<<g, kThreads, 0, s>>>(it, dim_stride, static_cast<float*>(out), idx,
+                                                  static_cast<const float*>(values));
+            break;
     }
     check_launch("scatter_add");
 }
@@ -172,27 +199,29 @@ void launch_sort_rows(DType cd, std::int64_t rows, std::int64_t cols, const void
         auto sort = [&](void* t) {
             if (descending)
                 check(cub::DeviceSegmentedRadixSort::SortPairsDescending(
-                          t, temp, kin, kout, iin, idx_out, num, segs, offsets_begin,
-                          offsets_end, 0, int(sizeof(U) * 8), s),
+                          t, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end,
+                          0, int(sizeof(U) * 8), s),
                       "cub::DeviceSegmentedRadixSort::SortPairsDescending");
             else
-                check(cub::DeviceSegmentedRadixSort::SortPairs(t, temp, kin, kout, iin, idx_out,
-                                                               num, segs, offsets_begin,
-                                                               offsets_end, 0, int(sizeof(U) * 8), s),
+                check(cub::DeviceSegmentedRadixSort::SortPairs(
+                          t, temp, kin, kout, iin, idx_out, num, segs, offsets_begin, offsets_end,
+                          0, int(sizeof(U) * 8), s),
                       "cub::DeviceSegmentedRadixSort::SortPairs");
         };
         sort(nullptr);
         // At least one byte: a null scratch pointer would make CUB only report the size again.
         auto scratch = allocate(std::max<std::size_t>(temp, 16), device);
         sort(scratch->data);
-        gather_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(keys_in),
-                                                              idx_out, static_cast<T*>(keys_out),
-                                                              n, cols);
+        gather_rows_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            static_cast<const T*>(keys_in), idx_out, static_cast<T*>(keys_out), n, cols);
         check_launch("sort");
     };
-    if (cd == DType::F64) run(double{}, std::uint64_t{});
-    else if (cd == DType::I64) run(std::int64_t{}, std::uint64_t{});
-    else run(float{}, std::uint32_t{});
+    if (cd == DType::F64)
+        run(double{}, std::uint64_t{});
+    else if (cd == DType::I64)
+        run(std::int64_t{}, std::uint64_t{});
+    else
+        run(float{}, std::uint32_t{});
 }
 
 void launch_argwhere_scan(const Iter<1>& it, DType dt, const void* in, std::int64_t* pos,
@@ -207,15 +236,16 @@ void launch_argwhere_scan(const Iter<1>& it, DType dt, const void* in, std::int6
     // A zero after the last flag makes the exclusive scan's last entry the total.
     check(cudaMemsetAsync(f + n, 0, 8, s), "cudaMemsetAsync");
     std::size_t temp = 0;
-    check(cub::DeviceScan::ExclusiveSum(nullptr, temp, f, pos, n + 1, s), "cub::DeviceScan::ExclusiveSum");
+    check(cub::DeviceScan::ExclusiveSum(nullptr, temp, f, pos, n + 1, s),
+          "cub::DeviceScan::ExclusiveSum");
     auto scratch = allocate(std::max<std::size_t>(temp, 16), device);  // never null (see sort)
-    check(cub::DeviceScan::ExclusiveSum(scratch->data, temp, f, pos, n + 1, s), "cub::DeviceScan::ExclusiveSum");
+    check(cub::DeviceScan::ExclusiveSum(scratch->data, temp, f, pos, n + 1, s),
+          "cub::DeviceScan::ExclusiveSum");
     check(cudaMemcpyAsync(count, pos + n, 8, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
 }
 
 void launch_argwhere_write(const Iter<1>& it, DType dt, const void* in, const std::int64_t* pos,
-                           int rank, const std::int64_t* shape, std::int64_t* out,
-                           cudaStream_t s) {
+                           int rank, const std::int64_t* shape, std::int64_t* out, cudaStream_t s) {
     if (it.n == 0) return;
     Iter<1> sh;
     sh.rank = rank;

@@ -53,8 +53,7 @@ Iter<K> make_iter(const Shape& shape, std::array<const Strides*, K> strides) {
 
 // ---- elementwise.cu ------------------------------------------------------------------------
 /// dst = src converted (any dtypes; operand 0 dst, 1 src).
-void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
-                 cudaStream_t s);
+void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd, cudaStream_t s);
 /// out = op(in); cd ∈ {F32, F64, I64, Bool}; out has dtype cd (Bool for IsNan).
 void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void* in,
                   cudaStream_t s);
@@ -128,8 +127,7 @@ void launch_argwhere_scan(const Iter<1>& it, DType dt, const void* in, std::int6
                           std::int64_t* count, int device, cudaStream_t s);
 /// Writes the coordinates of every nonzero element (rank entries per row).
 void launch_argwhere_write(const Iter<1>& it, DType dt, const void* in, const std::int64_t* pos,
-                           int rank, const std::int64_t* shape, std::int64_t* out,
-                           cudaStream_t s);
+                           int rank, const std::int64_t* shape, std::int64_t* out, cudaStream_t s);
 
 // ---- nn.cu ---------------------------------------------------------------------------------
 /// Geometry of an N-d (N ≤ 3) convolution in 3-d form (leading unit dims).
@@ -156,8 +154,8 @@ void launch_avg_pool(DType cd, const PoolGeom& g, const void* x, void* out, cuda
 void launch_avg_pool_backward(DType cd, const PoolGeom& g, const void* grad, void* dx,
                               cudaStream_t s);
 /// Adaptive average pooling (PyTorch's windows); `backward` maps dout to dx instead.
-void launch_adaptive_avg_pool(DType cd, const PoolGeom& g, const void* in, void* out,
-                              bool backward, cudaStream_t s);
+void launch_adaptive_avg_pool(DType cd, const PoolGeom& g, const void* in, void* out, bool backward,
+                              cudaStream_t s);
 /// Interpolation of [planes, ih, iw] to [planes, oh, ow]; `backward` maps dout to dx.
 void launch_interpolate(DType cd, InterpolateMode mode, bool align_corners, std::int64_t planes,
                         std::int64_t ih, std::int64_t iw, std::int64_t oh, std::int64_t ow,
@@ -170,8 +168,8 @@ void launch_deform_im2col(DType cd, const DeformGeom& g, const void* x, const vo
                           const void* mask, void* col, cudaStream_t s);
 /// Gradients of the deformable im2col: dx (atomics), doffset and dmask from dcol.
 void launch_deform_col2im(DType cd, const DeformGeom& g, const void* x, const void* offset,
-                          const void* mask, const void* dcol, void* dx, void* doffset,
-                          void* dmask, cudaStream_t s);
+                          const void* mask, const void* dcol, void* dx, void* doffset, void* dmask,
+                          cudaStream_t s);
 /// C[b] = A[b] · B[b] for int64 row-major [m, k] · [k, n] with batch strides.
 void launch_int_matmul(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                        const std::int64_t* a, std::int64_t sa, const std::int64_t* b,

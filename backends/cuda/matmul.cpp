@@ -24,7 +24,8 @@ struct MatView {
 MatView mat_view(const CudaTensor& t, std::size_t nb, std::int64_t batch) {
     MatView v;
     const std::size_t R = t.shape.rank();
-    const auto r = static_cast<std::int64_t>(t.shape[R - 2]), c = static_cast<std::int64_t>(t.shape[R - 1]);
+    const auto r = static_cast<std::int64_t>(t.shape[R - 2]),
+               c = static_cast<std::int64_t>(t.shape[R - 1]);
     const std::int64_t sr = t.strides[R - 2], sc = t.strides[R - 1];
     if ((c == 1 || sc == 1) && (r == 1 || sr >= c)) {
         v.ok = true;
@@ -66,9 +67,18 @@ void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n
     cudaDataType_t type;
     cublasComputeType_t compute;
     switch (dt) {
-        case DType::F64: type = CUDA_R_64F; compute = CUBLAS_COMPUTE_64F; break;
-        case DType::F16: type = CUDA_R_16F; compute = CUBLAS_COMPUTE_32F; break;
-        case DType::BF16: type = CUDA_R_16BF; compute = CUBLAS_COMPUTE_32F; break;
+        case DType::F64:
+            type = CUDA_R_64F;
+            compute = CUBLAS_COMPUTE_64F;
+            break;
+        case DType::F16:
+            type = CUDA_R_16F;
+            compute = CUBLAS_COMPUTE_32F;
+            break;
+        case DType::BF16:
+            type = CUDA_R_16BF;
+            compute = CUBLAS_COMPUTE_32F;
+            break;
         default:
             type = CUDA_R_32F;
             compute = tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -85,7 +95,9 @@ void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n
         static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT));
 }
 
-bool tf32_allowed() { return g_allow_tf32.load(std::memory_order_relaxed); }
+bool tf32_allowed() {
+    return g_allow_tf32.load(std::memory_order_relaxed);
+}
 
 CudaTensor matmul(CudaTensor a, CudaTensor b) {
     const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
@@ -107,8 +119,8 @@ CudaTensor matmul(CudaTensor a, CudaTensor b) {
     for (std::size_t i = 0; i < nb; ++i) {
         const std::size_t da = i >= nb - ba ? a.shape[i - (nb - ba)] : 1;
         const std::size_t db = i >= nb - bbn ? b.shape[i - (nb - bbn)] : 1;
-        EMBER_CHECK(da == db || da == 1 || db == 1, Shape, "matmul: batch dims do not broadcast: ",
-                    a.shape, " and ", b.shape);
+        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
+                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
         batch.push_back(da == 1 ? db : da);
     }
     Shape out_shape = batch;
@@ -139,11 +151,11 @@ CudaTensor matmul(CudaTensor a, CudaTensor b) {
         a = contiguous(fresh_copy(cast(std::move(a), DType::I64)));
         b = contiguous(fresh_copy(cast(std::move(b), DType::I64)));
         CudaTensor out = empty(full_out, DType::I64, dev);
-        launch_int_matmul(nbatch, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n),
-                          static_cast<std::int64_t>(k), static_cast<const std::int64_t*>(a.ptr()),
-                          static_cast<std::int64_t>(m * k), static_cast<const std::int64_t*>(b.ptr()),
-                          static_cast<std::int64_t>(k * n), static_cast<std::int64_t*>(out.ptr()),
-                          stream(dev));
+        launch_int_matmul(
+            nbatch, static_cast<std::int64_t>(m), static_cast<std::int64_t>(n),
+            static_cast<std::int64_t>(k), static_cast<const std::int64_t*>(a.ptr()),
+            static_cast<std::int64_t>(m * k), static_cast<const std::int64_t*>(b.ptr()),
+            static_cast<std::int64_t>(k * n), static_cast<std::int64_t*>(out.ptr()), stream(dev));
         return reshape(cast(std::move(out), result), out_shape);
     }
 
@@ -160,14 +172,18 @@ CudaTensor matmul(CudaTensor a, CudaTensor b) {
     CudaTensor out = empty(full_out, a.dtype, dev);
     gemm(dev, a.dtype, va.trans, vb.trans, static_cast<std::int64_t>(m),
          static_cast<std::int64_t>(n), static_cast<std::int64_t>(k), a.ptr(), va.ld,
-         va.batch_stride, b.ptr(), vb.ld, vb.batch_stride, out.ptr(),
-         static_cast<std::int64_t>(n), static_cast<std::int64_t>(m * n), nbatch, 0.0);
+         va.batch_stride, b.ptr(), vb.ld, vb.batch_stride, out.ptr(), static_cast<std::int64_t>(n),
+         static_cast<std::int64_t>(m * n), nbatch, 0.0);
     return reshape(std::move(out), out_shape);
 }
 
 }  // namespace ember::detail::cuda
 
 namespace ember::cuda {
-void set_allow_tf32(bool allow) { detail::cuda::g_allow_tf32.store(allow); }
-bool allow_tf32() { return detail::cuda::tf32_allowed(); }
+void set_allow_tf32(bool allow) {
+    detail::cuda::g_allow_tf32.store(allow);
+}
+bool allow_tf32() {
+    return detail::cuda::tf32_allowed();
+}
 }  // namespace ember::cuda

@@ -12,8 +12,12 @@ namespace {
 
 using i64 = std::int64_t;
 
-__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(float* p, float v) {
+    atomicAdd(p, v);
+}
+__device__ __forceinline__ void atomic_add(double* p, double v) {
+    atomicAdd(p, v);
+}
 
 template <typename T>
 __global__ void im2col_kernel(ConvGeom g, const T* x, T* col) {
@@ -21,8 +25,10 @@ __global__ void im2col_kernel(ConvGeom g, const T* x, T* col) {
     const i64 n = g.channels * K * g.batch * L;
     EMBER_GRID_LOOP(i, n) {
         i64 r = i;
-        const i64 o = r % L; r /= L;
-        const i64 b = r % g.batch; r /= g.batch;
+        const i64 o = r % L;
+        r /= L;
+        const i64 b = r % g.batch;
+        r /= g.batch;
         const i64 kk = r % K;
         const i64 c = r / K;
         const i64 o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
@@ -44,9 +50,12 @@ __global__ void col2im_kernel(ConvGeom g, const T* col, T* x) {
     const i64 n = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
     EMBER_GRID_LOOP(i, n) {
         i64 r = i;
-        const i64 p2 = r % g.in[2]; r /= g.in[2];
-        const i64 p1 = r % g.in[1]; r /= g.in[1];
-        const i64 p0 = r % g.in[0]; r /= g.in[0];
+        const i64 p2 = r % g.in[2];
+        r /= g.in[2];
+        const i64 p1 = r % g.in[1];
+        r /= g.in[1];
+        const i64 p0 = r % g.in[0];
+        r /= g.in[0];
         const i64 c = r % g.channels;
         const i64 b = r / g.channels;
         T sum = T(0);
@@ -72,8 +81,10 @@ __global__ void col2im_kernel(ConvGeom g, const T* col, T* x) {
 
 /// Splits an output index of a pooling problem into (plane, o0, o1, o2).
 __device__ __forceinline__ void split_out(const PoolGeom& g, i64 i, i64& q, i64* o) {
-    o[2] = i % g.out[2]; i /= g.out[2];
-    o[1] = i % g.out[1]; i /= g.out[1];
+    o[2] = i % g.out[2];
+    i /= g.out[2];
+    o[1] = i % g.out[1];
+    i /= g.out[1];
     o[0] = i % g.out[0];
     q = i / g.out[0];
 }
@@ -152,7 +163,8 @@ __global__ void avg_pool_backward_kernel(PoolGeom g, const T* grad, T* dx) {
         const T v = grad[i] / T(cnt[0] * cnt[1] * cnt[2]);
         for (i64 a = lo[0]; a < hi[0]; ++a)
             for (i64 b = lo[1]; b < hi[1]; ++b)
-                for (i64 c = lo[2]; c < hi[2]; ++c) atomic_add(plane + (a * g.in[1] + b) * g.in[2] + c, v);
+                for (i64 c = lo[2]; c < hi[2]; ++c)
+                    atomic_add(plane + (a * g.in[1] + b) * g.in[2] + c, v);
     }
 }
 
@@ -185,7 +197,8 @@ __global__ void adaptive_kernel(PoolGeom g, const T* in, T* out, bool backward) 
             T sum = T(0);
             for (i64 a = lo[0]; a < hi[0]; ++a)
                 for (i64 b = lo[1]; b < hi[1]; ++b)
-                    for (i64 c = lo[2]; c < hi[2]; ++c) sum += in[base + (a * g.in[1] + b) * g.in[2] + c];
+                    for (i64 c = lo[2]; c < hi[2]; ++c)
+                        sum += in[base + (a * g.in[1] + b) * g.in[2] + c];
             out[i] = sum / T(count);
         }
     }
@@ -196,8 +209,10 @@ template <typename T>
 __device__ int taps(InterpolateMode mode, bool align, i64 in, i64 out, i64 o, i64* idx, T* wt) {
     if (mode == InterpolateMode::Nearest) {
         i64 i;
-        if (out == in) i = o;
-        else if (out == 2 * in) i = o >> 1;
+        if (out == in)
+            i = o;
+        else if (out == 2 * in)
+            i = o >> 1;
         else {
             const float scale = static_cast<float>(in) / static_cast<float>(out);
             i = min(static_cast<i64>(floorf(static_cast<float>(o) * scale)), in - 1);
@@ -209,7 +224,8 @@ __device__ int taps(InterpolateMode mode, bool align, i64 in, i64 out, i64 o, i6
     const bool cubic = mode == InterpolateMode::Bicubic;
     T scale = align ? (out > 1 ? T(in - 1) / T(out - 1) : T(0)) : T(in) / T(out);
     T real;
-    if (align) real = scale * T(o);
+    if (align)
+        real = scale * T(o);
     else {
         real = scale * (T(o) + T(0.5)) - T(0.5);
         if (!cubic && real < T(0)) real = T(0);
@@ -255,7 +271,8 @@ __global__ void interpolate_kernel(InterpolateMode mode, bool align, i64 planes,
             T* plane = out + q * ih * iw;
             const T g = in[i];
             for (int a = 0; a < ny; ++a)
-                for (int b = 0; b < nx; ++b) atomic_add(plane + iy[a] * iw + ix[b], g * wy[a] * wx[b]);
+                for (int b = 0; b < nx; ++b)
+                    atomic_add(plane + iy[a] * iw + ix[b], g * wy[a] * wx[b]);
         } else {
             const T* plane = in + q * ih * iw;
             T sum = T(0);
@@ -320,8 +337,10 @@ __global__ void deform_im2col_kernel(DeformGeom g, const T* x, const T* offset, 
     const i64 n = g.channels * K * g.batch * L;
     EMBER_GRID_LOOP(idx, n) {
         i64 r = idx;
-        const i64 pos = r % L; r /= L;
-        const i64 b = r % g.batch; r /= g.batch;
+        const i64 pos = r % L;
+        r /= L;
+        const i64 b = r % g.batch;
+        r /= g.batch;
         const i64 t = r % K;
         const i64 c = r / K;
         const i64 og = c / (g.channels / g.offset_groups);
@@ -338,8 +357,10 @@ __global__ void deform_dx_kernel(DeformGeom g, const T* offset, const T* mask, c
     const i64 n = g.channels * K * g.batch * L;
     EMBER_GRID_LOOP(idx, n) {
         i64 r = idx;
-        const i64 pos = r % L; r /= L;
-        const i64 b = r % g.batch; r /= g.batch;
+        const i64 pos = r % L;
+        r /= L;
+        const i64 b = r % g.batch;
+        r /= g.batch;
         const i64 t = r % K;
         const i64 c = r / K;
         const i64 og = c / (g.channels / g.offset_groups);
@@ -367,8 +388,10 @@ __global__ void deform_doffset_kernel(DeformGeom g, const T* x, const T* offset,
     const i64 cpg = g.channels / g.offset_groups;
     EMBER_GRID_LOOP(idx, n) {
         i64 r = idx;
-        const i64 pos = r % L; r /= L;
-        const i64 t = r % K; r /= K;
+        const i64 pos = r % L;
+        r /= L;
+        const i64 t = r % K;
+        r /= K;
         const i64 og = r % g.offset_groups;
         const i64 b = r / g.offset_groups;
         T y, xx, m;
@@ -403,8 +426,10 @@ __global__ void int_matmul_kernel(i64 batch, i64 m, i64 n, i64 k, const i64* a, 
 
 template <typename F>
 void visit_float(DType cd, F&& f) {
-    if (cd == DType::F64) f(double{});
-    else f(float{});
+    if (cd == DType::F64)
+        f(double{});
+    else
+        f(float{});
 }
 
 }  // namespace
@@ -413,7 +438,8 @@ void launch_im2col(DType cd, const ConvGeom& g, const void* x, void* col, cudaSt
     const i64 n = g.channels * g.k[0] * g.k[1] * g.k[2] * g.batch * g.out[0] * g.out[1] * g.out[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x), static_cast<T*>(col));
+        im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
+                                                         static_cast<T*>(col));
     });
     check_launch("im2col");
 }
@@ -422,7 +448,8 @@ void launch_col2im(DType cd, const ConvGeom& g, const void* col, void* x, cudaSt
     const i64 n = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(col), static_cast<T*>(x));
+        col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(col),
+                                                         static_cast<T*>(x));
     });
     check_launch("col2im");
 }
@@ -432,7 +459,8 @@ void launch_max_pool(DType cd, const PoolGeom& g, const void* x, void* out, std:
     const i64 n = g.planes * g.out[0] * g.out[1] * g.out[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        max_pool_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x), static_cast<T*>(out), idx);
+        max_pool_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
+                                                           static_cast<T*>(out), idx);
     });
     check_launch("max_pool");
 }
@@ -441,7 +469,8 @@ void launch_avg_pool(DType cd, const PoolGeom& g, const void* x, void* out, cuda
     const i64 n = g.planes * g.out[0] * g.out[1] * g.out[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        avg_pool_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x), static_cast<T*>(out));
+        avg_pool_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
+                                                           static_cast<T*>(out));
     });
     check_launch("avg_pool");
 }
@@ -454,22 +483,25 @@ void launch_avg_pool_backward(DType cd, const PoolGeom& g, const void* grad, voi
     const i64 n = g.planes * g.out[0] * g.out[1] * g.out[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(grad), static_cast<T*>(dx));
+        avg_pool_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(grad),
+                                                                    static_cast<T*>(dx));
     });
     check_launch("avg_pool_backward");
 }
 
-void launch_adaptive_avg_pool(DType cd, const PoolGeom& g, const void* in, void* out,
-                              bool backward, cudaStream_t s) {
+void launch_adaptive_avg_pool(DType cd, const PoolGeom& g, const void* in, void* out, bool backward,
+                              cudaStream_t s) {
     if (backward) {
         const i64 nin = g.planes * g.in[0] * g.in[1] * g.in[2];
-        check(cudaMemsetAsync(out, 0, static_cast<std::size_t>(nin) * (cd == DType::F64 ? 8 : 4), s),
-              "cudaMemsetAsync");
+        check(
+            cudaMemsetAsync(out, 0, static_cast<std::size_t>(nin) * (cd == DType::F64 ? 8 : 4), s),
+            "cudaMemsetAsync");
     }
     const i64 n = g.planes * g.out[0] * g.out[1] * g.out[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        adaptive_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(in), static_cast<T*>(out), backward);
+        adaptive_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(in),
+                                                           static_cast<T*>(out), backward);
     });
     check_launch("adaptive_avg_pool");
 }
@@ -478,13 +510,16 @@ void launch_interpolate(DType cd, InterpolateMode mode, bool align_corners, std:
                         std::int64_t ih, std::int64_t iw, std::int64_t oh, std::int64_t ow,
                         const void* in, void* out, bool backward, cudaStream_t s) {
     if (backward)
-        check(cudaMemsetAsync(out, 0, static_cast<std::size_t>(planes * ih * iw) * (cd == DType::F64 ? 8 : 4), s),
-              "cudaMemsetAsync");
+        check(
+            cudaMemsetAsync(
+                out, 0, static_cast<std::size_t>(planes * ih * iw) * (cd == DType::F64 ? 8 : 4), s),
+            "cudaMemsetAsync");
     const i64 n = planes * oh * ow;
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        interpolate_kernel<<<blocks_for(n), kThreads, 0, s>>>(mode, align_corners, planes, ih, iw, oh, ow,
-                                                              static_cast<const T*>(in), static_cast<T*>(out), backward);
+        interpolate_kernel<<<blocks_for(n), kThreads, 0, s>>>(mode, align_corners, planes, ih, iw,
+                                                              oh, ow, static_cast<const T*>(in),
+                                                              static_cast<T*>(out), backward);
     });
     check_launch("interpolate");
 }
@@ -494,24 +529,27 @@ void launch_deform_im2col(DType cd, const DeformGeom& g, const void* x, const vo
     const i64 n = g.channels * g.kh * g.kw * g.batch * g.oh * g.ow;
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        deform_im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x), static_cast<const T*>(offset),
-                                                                static_cast<const T*>(mask), static_cast<T*>(col));
+        deform_im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            g, static_cast<const T*>(x), static_cast<const T*>(offset), static_cast<const T*>(mask),
+            static_cast<T*>(col));
     });
     check_launch("deform_im2col");
 }
 
 void launch_deform_col2im(DType cd, const DeformGeom& g, const void* x, const void* offset,
-                          const void* mask, const void* dcol, void* dx, void* doffset,
-                          void* dmask, cudaStream_t s) {
+                          const void* mask, const void* dcol, void* dx, void* doffset, void* dmask,
+                          cudaStream_t s) {
     const std::size_t es = cd == DType::F64 ? 8 : 4;
-    check(cudaMemsetAsync(dx, 0, static_cast<std::size_t>(g.batch * g.channels * g.h * g.w) * es, s),
-          "cudaMemsetAsync");
+    check(
+        cudaMemsetAsync(dx, 0, static_cast<std::size_t>(g.batch * g.channels * g.h * g.w) * es, s),
+        "cudaMemsetAsync");
     const i64 n = g.channels * g.kh * g.kw * g.batch * g.oh * g.ow;
     const i64 n2 = g.batch * g.offset_groups * g.kh * g.kw * g.oh * g.ow;
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        deform_dx_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(offset), static_cast<const T*>(mask),
-                                                            static_cast<const T*>(dcol), static_cast<T*>(dx));
+        deform_dx_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            g, static_cast<const T*>(offset), static_cast<const T*>(mask),
+            static_cast<const T*>(dcol), static_cast<T*>(dx));
         deform_doffset_kernel<<<blocks_for(n2), kThreads, 0, s>>>(
             g, static_cast<const T*>(x), static_cast<const T*>(offset), static_cast<const T*>(mask),
             static_cast<const T*>(dcol), static_cast<T*>(doffset), static_cast<T*>(dmask));

@@ -33,7 +33,9 @@ CudaTensor flip(CudaTensor t, std::span<const std::size_t> axes);
 CudaTensor cat(std::span<const CudaTensor> tensors, std::size_t dim);
 CudaTensor repeat_dim(CudaTensor t, std::size_t dim, std::size_t times);
 /// `t` converted to `dtype`, named for the cast ops.
-inline CudaTensor cast_to(CudaTensor t, DType dtype) { return cast(std::move(t), dtype); }
+inline CudaTensor cast_to(CudaTensor t, DType dtype) {
+    return cast(std::move(t), dtype);
+}
 
 // ---- elementwise (tensor_ops.cpp) ----------------------------------------------------------
 CudaTensor unary(UnaryOp op, CudaTensor t);
@@ -45,8 +47,8 @@ CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s);
 CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b);
 CudaTensor mask_fill(CudaTensor t, CudaTensor mask, Scalar value);
 CudaTensor clamp(CudaTensor t, Scalar lo, Scalar hi);
-std::array<CudaTensor, 3> adam_step(CudaTensor param, CudaTensor grad, CudaTensor m,
-                                    CudaTensor v, const AdamStepScalars& s);
+std::array<CudaTensor, 3> adam_step(CudaTensor param, CudaTensor grad, CudaTensor m, CudaTensor v,
+                                    const AdamStepScalars& s);
 
 // ---- reductions and indexing (reduce_ops.cpp) ----------------------------------------------
 CudaTensor reduce_all(ReduceOp op, CudaTensor t);
@@ -58,10 +60,8 @@ CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTe
 CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices);
 CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, CudaTensor values);
 CudaTensor argwhere(CudaTensor t);
-std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t dim,
-                                                    bool descending);
-std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim,
-                                       bool largest);
+std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t dim, bool descending);
+std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim, bool largest);
 
 // ---- matmul.cpp ----------------------------------------------------------------------------
 CudaTensor matmul(CudaTensor a, CudaTensor b);

@@ -9,7 +9,9 @@ namespace ember::detail::cuda {
 namespace {
 using i64 = std::int64_t;
 
-DType float_compute(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
+DType float_compute(DType d) {
+    return d == DType::F64 ? DType::F64 : DType::F32;
+}
 
 i64 div_floor(i64 a, i64 b) {
     i64 q = a / b;
@@ -19,7 +21,8 @@ i64 div_floor(i64 a, i64 b) {
 
 /// PyTorch's pooling_output_shape.
 i64 pool_out_size(i64 in, i64 k, i64 pad, i64 stride, i64 dil, bool ceil_mode) {
-    i64 out = div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
+    i64 out =
+        div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
     if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // last window starts inside
     return out;
 }
@@ -176,15 +179,15 @@ CudaTensor interpolate(CudaTensor x, std::span<const std::size_t> output_size,
     const InterpSizes s = interp_sizes(x, output_size);
     const DType dt = x.dtype;
     EMBER_CHECK(dt != DType::Bool, DType, "interpolate: bool input ", x.shape, " is not supported");
-    EMBER_CHECK(o.mode == InterpolateMode::Nearest || is_float(dt), DType, "interpolate: ",
-                o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
+    EMBER_CHECK(o.mode == InterpolateMode::Nearest || is_float(dt), DType,
+                "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
                 " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     // Nearest on ints moves values through f64, exact for every int up to 2^53.
     const DType cd = is_float(dt) ? float_compute(dt) : DType::F64;
     x = contiguous(cast(std::move(x), cd));
     CudaTensor out = empty(s.out_shape, cd, x.device());
-    launch_interpolate(cd, o.mode, o.align_corners, static_cast<i64>(x.shape[0] * x.shape[1]),
-                       s.ih, s.iw, s.oh, s.ow, x.ptr(), out.ptr(), false, stream(x.device()));
+    launch_interpolate(cd, o.mode, o.align_corners, static_cast<i64>(x.shape[0] * x.shape[1]), s.ih,
+                       s.iw, s.oh, s.ow, x.ptr(), out.ptr(), false, stream(x.device()));
     return cast(std::move(out), dt);
 }
 
@@ -199,8 +202,8 @@ CudaTensor interpolate_backward(CudaTensor x, CudaTensor grad,
     const DType result = x.dtype, cd = float_compute(x.dtype);
     grad = contiguous(cast(std::move(grad), cd));
     CudaTensor dx = empty(x.shape, cd, x.device());
-    launch_interpolate(cd, o.mode, o.align_corners, static_cast<i64>(x.shape[0] * x.shape[1]),
-                       s.ih, s.iw, s.oh, s.ow, grad.ptr(), dx.ptr(), true, stream(x.device()));
+    launch_interpolate(cd, o.mode, o.align_corners, static_cast<i64>(x.shape[0] * x.shape[1]), s.ih,
+                       s.iw, s.oh, s.ow, grad.ptr(), dx.ptr(), true, stream(x.device()));
     return cast(std::move(dx), result);
 }
 

@@ -21,14 +21,20 @@ __device__ __forceinline__ typename Acc<T>::type init(ReduceOp op) {
     using A = typename Acc<T>::type;
     switch (op) {
         case ReduceOp::Prod:
-        case ReduceOp::All: return A(1);
+        case ReduceOp::All:
+            return A(1);
         case ReduceOp::Max:
-            if constexpr (std::is_integral_v<T>) return static_cast<A>(INT64_MIN);
-            else return -INFINITY;
+            if constexpr (std::is_integral_v<T>)
+                return static_cast<A>(INT64_MIN);
+            else
+                return -INFINITY;
         case ReduceOp::Min:
-            if constexpr (std::is_integral_v<T>) return static_cast<A>(INT64_MAX);
-            else return INFINITY;
-        default: return A(0);
+            if constexpr (std::is_integral_v<T>)
+                return static_cast<A>(INT64_MAX);
+            else
+                return INFINITY;
+        default:
+            return A(0);
     }
 }
 
@@ -38,18 +44,26 @@ __device__ __forceinline__ typename Acc<T>::type fold(ReduceOp op, typename Acc<
     using A = typename Acc<T>::type;
     switch (op) {
         case ReduceOp::Sum:
-        case ReduceOp::Mean: return a + b;
-        case ReduceOp::Prod: return a * b;
+        case ReduceOp::Mean:
+            return a + b;
+        case ReduceOp::Prod:
+            return a * b;
         case ReduceOp::Max:
             if constexpr (std::is_integral_v<T>)
-                return static_cast<A>(nan_max(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
-            else return nan_max(a, b);
+                return static_cast<A>(
+                    nan_max(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
+            else
+                return nan_max(a, b);
         case ReduceOp::Min:
             if constexpr (std::is_integral_v<T>)
-                return static_cast<A>(nan_min(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
-            else return nan_min(a, b);
-        case ReduceOp::Any: return A((a != A(0)) || (b != A(0)));
-        default: return A((a != A(0)) && (b != A(0)));  // All
+                return static_cast<A>(
+                    nan_min(static_cast<std::int64_t>(a), static_cast<std::int64_t>(b)));
+            else
+                return nan_min(a, b);
+        case ReduceOp::Any:
+            return A((a != A(0)) || (b != A(0)));
+        default:
+            return A((a != A(0)) && (b != A(0)));  // All
     }
 }
 
@@ -83,7 +97,8 @@ template <typename T>
 __global__ void reduce_warp_kernel(ReduceOp op, Iter<2> it, std::int64_t k, const T* in,
                                    void* out) {
     using A = typename Acc<T>::type;
-    const std::int64_t warp = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+    const std::int64_t warp =
+        (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     const std::int64_t warps = static_cast<std::int64_t>(gridDim.x) * blockDim.x / 32;
     for (std::int64_t o = warp; o < it.n; o += warps) {
@@ -198,7 +213,8 @@ __global__ void softmax_kernel(bool log_out, std::int64_t cols, const T* in, T* 
     if (threadIdx.x == 0) {
         T M = sm[0], S = ss[0];
         for (int i = 1; i < nw; ++i) {
-            const T mm = (M != M || sm[i] != sm[i]) ? (M != M ? M : sm[i]) : (M > sm[i] ? M : sm[i]);
+            const T mm =
+                (M != M || sm[i] != sm[i]) ? (M != M ? M : sm[i]) : (M > sm[i] ? M : sm[i]);
             S = (mm == -INFINITY) ? T(0) : S * exp(M - mm) + ss[i] * exp(sm[i] - mm);
             M = mm;
         }
@@ -217,9 +233,10 @@ __global__ void softmax_kernel(bool log_out, std::int64_t cols, const T* in, T* 
 
 /// Small rows: a warp per row, the row held in registers (cols ≤ 32·kPer).
 template <typename T, int kPer>
-__global__ void softmax_warp_kernel(bool log_out, std::int64_t rows, std::int64_t cols,
-                                    const T* in, T* out) {
-    const std::int64_t row = (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
+__global__ void softmax_warp_kernel(bool log_out, std::int64_t rows, std::int64_t cols, const T* in,
+                                    T* out) {
+    const std::int64_t row =
+        (blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;
     const T* x = in + row * cols;
@@ -290,8 +307,8 @@ __global__ void softmax_vec_kernel(bool log_out, int cols4, const float4* in, fl
         if (j >= cols4) continue;
         const float4 a = v[i];
         y[j] = log_out ? make_float4(a.x - m - ls, a.y - m - ls, a.z - m - ls, a.w - m - ls)
-                       : make_float4(expf(a.x - m) * inv, expf(a.y - m) * inv,
-                                     expf(a.z - m) * inv, expf(a.w - m) * inv);
+                       : make_float4(expf(a.x - m) * inv, expf(a.y - m) * inv, expf(a.z - m) * inv,
+                                     expf(a.w - m) * inv);
     }
 }
 
@@ -307,7 +324,8 @@ void launch_reduce_dim(ReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
                 const std::int64_t threads = it.n * 32;
                 reduce_warp_kernel<T><<<blocks_for(threads), kThreads, 0, s>>>(op, it, k, x, out);
             } else {
-                reduce_thread_kernel<T><<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, stride, x, out);
+                reduce_thread_kernel<T>
+                    <<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, stride, x, out);
             }
         }
     });
@@ -319,10 +337,12 @@ void launch_reduce_all(ReduceOp op, DType cd, std::int64_t n, void* out, const v
     visit_compute(cd, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, std::uint8_t>) {
             using A = typename Acc<T>::type;
-            const int parts = static_cast<int>(std::min<std::int64_t>(1024, (n + kThreads - 1) / kThreads));
+            const int parts =
+                static_cast<int>(std::min<std::int64_t>(1024, (n + kThreads - 1) / kThreads));
             auto* partial = static_cast<A*>(scratch);
             if (parts > 0)
-                reduce_partial_kernel<T><<<parts, kThreads, 0, s>>>(op, n, static_cast<const T*>(in), partial);
+                reduce_partial_kernel<T>
+                    <<<parts, kThreads, 0, s>>>(op, n, static_cast<const T*>(in), partial);
             reduce_final_kernel<T><<<1, kThreads, 0, s>>>(op, parts, partial, n, out);
         }
     });
@@ -334,8 +354,8 @@ void launch_arg_reduce(ArgReduceOp op, DType cd, const Iter<2>& it, std::int64_t
     if (it.n == 0) return;
     visit_compute(cd, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, std::uint8_t>)
-            arg_kernel<T><<<blocks_for(it.n), kThreads, 0, s>>>(op == ArgReduceOp::ArgMax, it, k,
-                                                                stride, static_cast<const T*>(in), out);
+            arg_kernel<T><<<blocks_for(it.n), kThreads, 0, s>>>(
+                op == ArgReduceOp::ArgMax, it, k, stride, static_cast<const T*>(in), out);
     });
     check_launch("arg_reduce");
 }
@@ -347,27 +367,40 @@ void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, vo
         const T* x = static_cast<const T*>(in);
         T* y = static_cast<T*>(out);
         const auto warp_blocks = static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads);
-        if (cols <= 32) softmax_warp_kernel<T, 1><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
-        else if (cols <= 128) softmax_warp_kernel<T, 4><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
-        else if (cols <= 512) softmax_warp_kernel<T, 16><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
-        else softmax_kernel<T><<<static_cast<unsigned>(rows), cols >= 4096 ? 1024 : 256, 0, s>>>(log, cols, x, y);
+        if (cols <= 32)
+            softmax_warp_kernel<T, 1><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else if (cols <= 128)
+            softmax_warp_kernel<T, 4><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else if (cols <= 512)
+            softmax_warp_kernel<T, 16><<<warp_blocks, kThreads, 0, s>>>(log, rows, cols, x, y);
+        else
+            softmax_kernel<T>
+                <<<static_cast<unsigned>(rows), cols >= 4096 ? 1024 : 256, 0, s>>>(log, cols, x, y);
     };
-    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const auto aligned = [](const void* p) {
+        return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    };
     if (cd == DType::F32 && cols > 512 && cols % 4 == 0 && cols <= 4 * 256 * 8 && aligned(in) &&
         aligned(out)) {
         const int cols4 = static_cast<int>(cols / 4);
         const auto* x = static_cast<const float4*>(in);
         auto* y = static_cast<float4*>(out);
         const auto r = static_cast<unsigned>(rows);
-        if (cols4 <= 256) softmax_vec_kernel<1><<<r, 256, 0, s>>>(log, cols4, x, y);
-        else if (cols4 <= 512) softmax_vec_kernel<2><<<r, 256, 0, s>>>(log, cols4, x, y);
-        else if (cols4 <= 1024) softmax_vec_kernel<4><<<r, 256, 0, s>>>(log, cols4, x, y);
-        else softmax_vec_kernel<8><<<r, 256, 0, s>>>(log, cols4, x, y);
+        if (cols4 <= 256)
+            softmax_vec_kernel<1><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else if (cols4 <= 512)
+            softmax_vec_kernel<2><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else if (cols4 <= 1024)
+            softmax_vec_kernel<4><<<r, 256, 0, s>>>(log, cols4, x, y);
+        else
+            softmax_vec_kernel<8><<<r, 256, 0, s>>>(log, cols4, x, y);
         check_launch("softmax");
         return;
     }
-    if (cd == DType::F64) run(double{});
-    else run(float{});
+    if (cd == DType::F64)
+        run(double{});
+    else
+        run(float{});
     check_launch("softmax");
 }
 

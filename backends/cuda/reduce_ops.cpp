@@ -13,7 +13,9 @@ constexpr const char* reduce_name(ReduceOp op) {
 }
 
 /// The dtype reductions compute in: bools and narrow ints as int64, halves as f32.
-DType reduce_compute(DType d) { return d == DType::Bool ? DType::I64 : compute_dtype(d); }
+DType reduce_compute(DType d) {
+    return d == DType::Bool ? DType::I64 : compute_dtype(d);
+}
 
 /// The output dtype of a reduction of dtype d.
 DType reduce_result(ReduceOp op, DType d) {
@@ -39,9 +41,9 @@ void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim,
     if (indices.num_elements() == 0) return;
     const Storage& st = *indices.storage;
     if (st.lo <= st.hi) {  // bounds known on the host: no readback
-        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<std::int64_t>(size), Index, op,
-                    ": index ", st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim,
-                    " of size ", size, " (indices ", indices.shape, ")");
+        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<std::int64_t>(size), Index, op, ": index ",
+                    st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim, " of size ", size,
+                    " (indices ", indices.shape, ")");
         return;
     }
     auto flag = allocate(8, indices.device());
@@ -207,8 +209,8 @@ CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices) {
 
 CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, CudaTensor values) {
     check_dim(dim, t, "select_assign");
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape,
-                "select_assign: indices must be 1-d, got shape ", indices.shape);
+    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select_assign: indices must be 1-d, got shape ",
+                indices.shape);
     EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
                 dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
     const std::size_t k = indices.num_elements();
@@ -283,8 +285,7 @@ std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t di
     return {cast(std::move(keys), result), std::move(idx)};
 }
 
-std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim,
-                                       bool largest) {
+std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim, bool largest) {
     check_dim(dim, t, "topk");
     EMBER_CHECK(k <= t.shape[dim], Argument, "topk: k = ", k, " is larger than dim ", dim,
                 " of shape ", t.shape);

@@ -142,8 +142,16 @@ void use_device(int device) {
 }
 
 cudaStream_t stream(int device) {
+    // Every op asks for its stream: answer repeated asks of the current device from the thread's
+    // cache, without the device lookup.
+    thread_local int cached_device = -1;
+    thread_local cudaStream_t cached = nullptr;
+    if (device == cached_device && device == t_current) [[likely]]
+        return cached;
     use_device(device);
-    return state(device).stream;
+    cached = state(device).stream;
+    cached_device = device;
+    return cached;
 }
 
 cublasHandle_t cublas(int device) {
@@ -157,7 +165,9 @@ void* cublas_workspace(int device, std::size_t* bytes) {
     return d.workspace;
 }
 
-void synchronize(int device) { EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device))); }
+void synchronize(int device) {
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
+}
 
 std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
     use_device(device);
@@ -245,8 +255,8 @@ std::int64_t read_i64(const void* device_ptr, int device) {
             EMBER_CUDA_CHECK(cudaMallocHost(&d.pinned, d.pinned_bytes));
         }
     }
-    EMBER_CUDA_CHECK(cudaMemcpyAsync(d.pinned, device_ptr, sizeof v, cudaMemcpyDeviceToHost,
-                                     stream(device)));
+    EMBER_CUDA_CHECK(
+        cudaMemcpyAsync(d.pinned, device_ptr, sizeof v, cudaMemcpyDeviceToHost, stream(device)));
     EMBER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
     std::memcpy(&v, d.pinned, sizeof v);
     return v;
@@ -268,40 +278,59 @@ Strides broadcast_strides(const CudaTensor& t, const Shape& out) {
 DType compute_dtype(DType d) {
     switch (d) {
         case DType::F16:
-        case DType::BF16: return DType::F32;
+        case DType::BF16:
+            return DType::F32;
         case DType::I32:
         case DType::I16:
         case DType::I8:
-        case DType::U8: return DType::I64;
-        default: return d;
+        case DType::U8:
+            return DType::I64;
+        default:
+            return d;
     }
 }
 
 namespace {
 int rank_of(DType d) {
     switch (d) {
-        case DType::Bool: return 0;
-        case DType::U8: return 1;
-        case DType::I8: return 2;
-        case DType::I16: return 3;
-        case DType::I32: return 4;
-        case DType::I64: return 5;
-        case DType::BF16: return 6;
-        case DType::F16: return 7;
-        case DType::F32: return 8;
-        default: return 9;
+        case DType::Bool:
+            return 0;
+        case DType::U8:
+            return 1;
+        case DType::I8:
+            return 2;
+        case DType::I16:
+            return 3;
+        case DType::I32:
+            return 4;
+        case DType::I64:
+            return 5;
+        case DType::BF16:
+            return 6;
+        case DType::F16:
+            return 7;
+        case DType::F32:
+            return 8;
+        default:
+            return 9;
     }
 }
 }  // namespace
 
-DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+DType promote(DType a, DType b) {
+    return rank_of(a) >= rank_of(b) ? a : b;
+}
 
 }  // namespace ember::detail::cuda
 
 namespace ember::cuda {
 
-bool is_available() { return detail::cuda::runtime().count > 0; }
-std::size_t device_count() { return static_cast<std::size_t>(detail::cuda::runtime().count); }
+bool is_available() {
+    return detail::cuda::runtime().count > 0;
+}
+std::size_t device_count() {
+    return static_cast<std::size_t>(detail::cuda::runtime().count);
+}
 
 MemoryStats memory_stats(const CudaDevice& device) {
     auto& d = detail::cuda::state(static_cast<int>(device.index));

@@ -20,16 +20,19 @@ CudaTensor output_like(const CudaTensor& a, const Shape& shape, DType dtype) {
     return empty(shape, dtype, a.device());
 }
 
-CudaTensor to_compute(CudaTensor t, DType cd) { return t.dtype == cd ? t : cast(std::move(t), cd); }
+CudaTensor to_compute(CudaTensor t, DType cd) {
+    return t.dtype == cd ? t : cast(std::move(t), cd);
+}
 
 const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
-                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
+    constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
+                                     "pow", "max_pair", "min_pair", "and", "or",
+                                     "xor", "sub",      "div",      "pow", "rem"};
     return names[static_cast<int>(op)];
 }
 const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
-                                     "lower_equal"};
+    constexpr const char* names[] = {"equal",         "not_equal", "greater",
+                                     "greater_equal", "lower",     "lower_equal"};
     return names[static_cast<int>(op)];
 }
 bool is_logical(BinaryOp op) {
@@ -75,8 +78,7 @@ void check_binary_dtype(BinaryOp op, DType cd) {
 // ---- creation and transfer -----------------------------------------------------------------
 CudaTensor full(const Shape& shape, Scalar value, DType dtype, int device) {
     CudaTensor t = empty(shape, dtype, device);
-    launch_fill(t.ptr(), dtype, static_cast<std::int64_t>(t.num_elements()), value,
-                stream(device));
+    launch_fill(t.ptr(), dtype, static_cast<std::int64_t>(t.num_elements()), value, stream(device));
     return t;
 }
 
@@ -122,8 +124,8 @@ CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int
     EMBER_CHECK(dist.kind != Distribution::Kind::Bernoulli || (dist.a >= 0 && dist.a <= 1),
                 Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
     const DType gen = (dtype == DType::F64 || dtype == DType::I64) ? dtype
-                      : is_float(dtype)                           ? DType::F32
-                                                                  : DType::I64;
+                      : is_float(dtype)                            ? DType::F32
+                                                                   : DType::I64;
     CudaTensor t = empty(shape, gen, device);
     launch_random(t.ptr(), gen, static_cast<std::int64_t>(t.num_elements()), dist, g_seed.load(),
                   g_counter.fetch_add(1), stream(device));
@@ -160,8 +162,8 @@ CudaTensor to_device(CudaTensor t, int device) {
 // ---- views ---------------------------------------------------------------------------------
 CudaTensor reshape(CudaTensor t, const Shape& shape) {
     EMBER_CHECK(shape.num_elements() == t.num_elements(), Shape, "reshape: cannot reshape ",
-                t.shape.to_string(), " (", t.num_elements(), " elements) into ",
-                shape.to_string(), " (", shape.num_elements(), " elements)");
+                t.shape.to_string(), " (", t.num_elements(), " elements) into ", shape.to_string(),
+                " (", shape.num_elements(), " elements)");
     if (!t.is_contiguous()) t = contiguous(std::move(t));
     t.shape = shape;
     t.strides = contiguous_strides(shape);
@@ -342,9 +344,9 @@ CudaTensor unary(UnaryOp op, CudaTensor t) {
         EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
                     " is not defined for bool tensors");
     } else if (cd == DType::I64) {
-        EMBER_CHECK(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
-                        op == UnaryOp::Relu,
-                    DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
+        EMBER_CHECK(
+            op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu,
+            DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
     } else {
         EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
     }

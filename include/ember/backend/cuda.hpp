@@ -165,9 +165,12 @@ struct CudaBackend : BackendBase<CudaBackend> {
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);
     static FT conv2d(FT x, FT w, std::optional<FT> bias, const ConvOptions<2>& o);
     static FT conv3d(FT x, FT w, std::optional<FT> bias, const ConvOptions<3>& o);
-    static FT conv_transpose1d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<1>& o);
-    static FT conv_transpose2d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<2>& o);
-    static FT conv_transpose3d(FT x, FT w, std::optional<FT> bias, const ConvTransposeOptions<3>& o);
+    static FT conv_transpose1d(FT x, FT w, std::optional<FT> bias,
+                               const ConvTransposeOptions<1>& o);
+    static FT conv_transpose2d(FT x, FT w, std::optional<FT> bias,
+                               const ConvTransposeOptions<2>& o);
+    static FT conv_transpose3d(FT x, FT w, std::optional<FT> bias,
+                               const ConvTransposeOptions<3>& o);
     static FT deform_conv2d(FT x, FT offset, FT w, std::optional<FT> mask, std::optional<FT> bias,
                             const DeformConvOptions& o);
     static FT avg_pool1d(FT x, const PoolOptions<1>& o);
@@ -178,7 +181,8 @@ struct CudaBackend : BackendBase<CudaBackend> {
     static std::pair<FT, IT> max_pool2d_with_indices(FT x, const PoolOptions<2>& o);
     static FT adaptive_avg_pool1d(FT x, std::size_t output_size);
     static FT adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> output_size);
-    static FT interpolate(FT x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o);
+    static FT interpolate(FT x, std::array<std::size_t, 2> output_size,
+                          const InterpolateOptions& o);
 
     // ---- module backward (the gradient kernels Autodiff's rules call) ----
     /// dL/dweight of conv{N}d(x, weight) given dL/dout; `weight_shape` is the weight's shape.
