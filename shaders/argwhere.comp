@@ -18,7 +18,7 @@ shared uint scan[1024];
 
 void main() {
     uint tid = gl_LocalInvocationID.x;
-    uint wg = gl_WorkGroupSize.x;
+    uint wg = WG_SIZE;
     uint n = uint(p[0]);
     int rank = p[1];
     int off = p[P_OFF];

@@ -12,8 +12,13 @@
 #define CLASS_I64 1
 #define CLASS_BOOL 2
 
+// Threads per workgroup: specialization constant 0, which is also each shader's
+// local_size_x_id. Read through this constant, not gl_WorkGroupSize: spirv-opt folds
+// gl_WorkGroupSize to the unspecialised default (1) before the pipeline specialises it.
+layout(constant_id = 0) const uint WG_SIZE = 1u;
+
 uint group_id() { return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x; }
-uint global_id() { return group_id() * gl_WorkGroupSize.x + gl_LocalInvocationID.x; }
+uint global_id() { return group_id() * WG_SIZE + gl_LocalInvocationID.x; }
 
 int64_t join64(uint lo, uint hi) { return int64_t(packUint2x32(uvec2(lo, hi))); }
 uvec2 split64(int64_t v) { return unpackUint2x32(uint64_t(v)); }

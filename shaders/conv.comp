@@ -66,13 +66,13 @@ void main() {
             int og = c / (C / p[P_OG]);
             int OG = p[P_OG];
             int plane = outn.y * outn.z;
-            int ob = p[P_WO] + ((n * 2 * OG + 2 * (og * K + kk)) * plane) + oh * outn.z + ow;
+            int ob = p[P_WO] + (n * 2 * OG * K + 2 * (og * K + kk)) * plane + oh * outn.z + ow;
             float dh = LOAD_F(w, ob), dw = LOAD_F(w, ob + plane);
             float h = float(oh * st.y - pad.y + kh * dil.y) + dh;
             float wv = float(ow * st.z - pad.z + kw * dil.z) + dw;
             float v = bilinear(n, c, h, wv);
             if (p[P_HB] != 0)
-                v *= LOAD_F(bz, p[P_BO] + (n * OG + og * K + kk) * plane + oh * outn.z + ow);
+                v *= LOAD_F(bz, p[P_BO] + (n * OG * K + og * K + kk) * plane + oh * outn.z + ow);
             STORE_F(o, li, v);
             return;
         }

@@ -68,9 +68,9 @@ void main() {
         c1 = c0 + cpg;
     }
     int kh = kk / kw_n, kw = kk % kw_n;
-    int ob = p[P_OO] + (n * 2 * OG + 2 * (og * K + kk)) * P + pi;
+    int ob = p[P_OO] + (n * 2 * OG * K + 2 * (og * K + kk)) * P + pi;
     float dh = LOAD_F(off, ob), dw = LOAD_F(off, ob + P);
-    float m = p[P_HM] != 0 ? LOAD_F(msk, p[P_MO] + (n * OG + og * K + kk) * P + pi) : 1.0;
+    float m = p[P_HM] != 0 ? LOAD_F(msk, p[P_MO] + (n * OG * K + og * K + kk) * P + pi) : 1.0;
     float h = float(oh * p[P_S + 1] - p[P_PAD + 1] + kh * p[P_DIL + 1]) + dh;
     float w = float(ow * p[P_S + 2] - p[P_PAD + 2] + kw * p[P_DIL + 2]) + dw;
     bool inside = h > -1.0 && h < float(H) && w > -1.0 && w < float(Wd);
@@ -102,8 +102,8 @@ void main() {
             gm += g * v;
         }
     }
-    int go = (n * 2 * OG + 2 * (og * K + kk)) * P + pi;
+    int go = (n * 2 * OG * K + 2 * (og * K + kk)) * P + pi;
     STORE_F(o, go, gdh);
     STORE_F(o, go + P, gdw);
-    if (p[P_HM] != 0) STORE_F(o2, (n * OG + og * K + kk) * P + pi, gm);
+    if (p[P_HM] != 0) STORE_F(o2, (n * OG * K + og * K + kk) * P + pi, gm);
 }

@@ -5,6 +5,8 @@
 //           tile sizes are specialization constants, so the autotuner's candidates are one
 //           source (backends/vulkan/matmul.cpp).
 //   MODE 1: one thread per output element, no shared memory: small or odd problems and int64.
+//   MODE 2: MODE 0 with 16-byte (vec4) global loads, for row-major operands whose rows, K, N
+//           and offsets are multiples of 4 elements (the host checks).
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -20,6 +22,8 @@ layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { uint c[]; };
 layout(std430, binding = 2) readonly buffer A { uint a[]; };
 layout(std430, binding = 3) readonly buffer B { uint b[]; };
+layout(std430, binding = 2) readonly buffer A4 { uvec4 a4[]; };  // the same buffers, 16 bytes
+layout(std430, binding = 3) readonly buffer B4 { uvec4 b4[]; };  // at a time (MODE 2)
 
 // Parameters: M, N, K, batch, batch rank, batch shape[6], A batch strides[6], B batch
 // strides[6], A offset, B offset, A row stride, A col stride, B row stride, B col stride.
@@ -83,15 +87,38 @@ void main() {
     for (int k0 = 0; k0 < K; k0 += BK) {
         // Consecutive threads take consecutive k of A and n of B: coalesced when the
         // operands are row-major.
-        for (int e = tid; e < BM * BK; e += NT) {
-            int m = e / BK, k = e % BK;
-            int gm = m0 + m, gk = k0 + k;
-            As[k * BM + m] = (gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk * acs) : 0.0;
-        }
-        for (int e = tid; e < BK * BN; e += NT) {
-            int k = e / BN, n = e % BN;
-            int gk = k0 + k, gn = n0 + n;
-            Bs[k * BN + n] = (gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn * bcs) : 0.0;
+        if (MODE == 2) {
+            for (int e = tid; e < BM * BK / 4; e += NT) {
+                int m = e / (BK / 4), k = (e % (BK / 4)) * 4;
+                int gm = m0 + m, gk = k0 + k;
+                vec4 v = vec4(0.0);
+                if (gm < M && gk < K) v = uintBitsToFloat(a4[(ao + gm * ars + gk) / 4]);
+                As[k * BM + m] = v.x;
+                As[(k + 1) * BM + m] = v.y;
+                As[(k + 2) * BM + m] = v.z;
+                As[(k + 3) * BM + m] = v.w;
+            }
+            for (int e = tid; e < BK * BN / 4; e += NT) {
+                int k = e / (BN / 4), n = (e % (BN / 4)) * 4;
+                int gk = k0 + k, gn = n0 + n;
+                vec4 v = vec4(0.0);
+                if (gk < K && gn < N) v = uintBitsToFloat(b4[(bo + gk * brs + gn) / 4]);
+                Bs[k * BN + n] = v.x;
+                Bs[k * BN + n + 1] = v.y;
+                Bs[k * BN + n + 2] = v.z;
+                Bs[k * BN + n + 3] = v.w;
+            }
+        } else {
+            for (int e = tid; e < BM * BK; e += NT) {
+                int m = e / BK, k = e % BK;
+                int gm = m0 + m, gk = k0 + k;
+                As[k * BM + m] = (gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk * acs) : 0.0;
+            }
+            for (int e = tid; e < BK * BN; e += NT) {
+                int k = e / BN, n = e % BN;
+                int gk = k0 + k, gn = n0 + n;
+                Bs[k * BN + n] = (gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn * bcs) : 0.0;
+            }
         }
         barrier();
         for (int k = 0; k < BK; ++k) {

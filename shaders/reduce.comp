@@ -14,8 +14,10 @@ layout(std430, binding = 1) buffer Out { uint o[]; };
 layout(std430, binding = 2) readonly buffer In { uint x[]; };
 
 // Parameters: n_out, rank, shape[8] (the input's, reduced dim set to 1), in strides[8],
-// in offset, R (reduced length), reduced stride.
-const int P_SHAPE = 2, P_STR = 10, P_OFF = 18, P_R = 19, P_RS = 20;
+// in offset, R (reduced length), reduced stride, parts, chunk. With parts > 1 each row is
+// split into `parts` chunks of `chunk` elements, one workgroup each (output [rows, parts]):
+// long rows use many workgroups, and a second pass folds the partial results.
+const int P_SHAPE = 2, P_STR = 10, P_OFF = 18, P_R = 19, P_RS = 20, P_PARTS = 21, P_CHUNK = 22;
 const int WG = 64;
 
 shared float sf[WG];
@@ -45,7 +47,9 @@ void main() {
     uint tid = gl_LocalInvocationID.x;
     int rank = p[1];
     int base = p[P_OFF];
-    uint rem = g;
+    uint parts = uint(p[P_PARTS]), chunk = uint(p[P_CHUNK]);
+    uint part = g % parts;
+    uint rem = g / parts;
     for (int d = rank - 1; d >= 0; --d) {
         uint s = uint(p[P_SHAPE + d]);
         base += int(rem % s) * p[P_STR + d];
@@ -53,12 +57,13 @@ void main() {
     }
     uint R = uint(p[P_R]);
     int rs = p[P_RS];
+    uint r0 = part * chunk, r1 = min(R, r0 + chunk);
 
     float af = (OP == 2) ? 1.0 : 0.0;
     int64_t ai = (OP == 2 || OP == 6) ? 1l : 0l;
     uint ax = 0xffffffffu;
     bool first = true;
-    for (uint r = tid; r < R; r += WG) {
+    for (uint r = r0 + tid; r < r1; r += WG) {
         int at = base + int(r) * rs;
         if (CI == CLASS_F32) {
             float v = LOAD_F(x, at);

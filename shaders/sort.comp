@@ -74,7 +74,7 @@ void main() {
         int in_base;
         uint ob;
         row_bases(row, in_base, ob);
-        uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+        uint tid = gl_LocalInvocationID.x, wg = WG_SIZE;
         for (uint i = tid; i < P; i += wg) {
             if (i < L) {
                 int at = in_base + int(i) * ds;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include <unistd.h>
 
@@ -179,6 +180,52 @@ Context::Context(std::uint32_t index) : index_(index) {
                 "vulkan: device ", info_.name, " lacks VK_KHR_push_descriptor");
 
     std::vector<const char*> exts{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    // Tensor cores for f16 matmul (shaders/matmul_coop.comp): the cooperative-matrix extension
+    // with a 16x16x16 f16 x f16 + f32 shape at subgroup scope, f16 arithmetic, and 32-wide
+    // subgroups (the kernel runs one subgroup per workgroup). EMBER_VULKAN_COOPMAT=0 turns it
+    // off.
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_feats{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    VkPhysicalDeviceVulkan12Features feats12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    {
+        const char* env = std::getenv("EMBER_VULKAN_COOPMAT");
+        const bool allowed = !(env && std::string(env) == "0");
+        if (allowed && props.properties.apiVersion >= VK_API_VERSION_1_2 &&
+            has_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
+            info_.subgroup_size == 32) {
+            feats12.pNext = &coop_feats;
+            VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+            f2.pNext = &feats12;
+            vkGetPhysicalDeviceFeatures2(phys_, &f2);
+            bool shape = false;
+            if (coop_feats.cooperativeMatrix && feats12.shaderFloat16) {
+                std::uint32_t n = 0;
+                vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, nullptr);
+                std::vector<VkCooperativeMatrixPropertiesNV> cm(
+                    n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+                vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, cm.data());
+                for (const auto& c : cm)
+                    shape = shape || (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 &&
+                                      c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                      c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                      c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                      c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                      c.scope == VK_SCOPE_SUBGROUP_NV);
+            }
+            info_.cooperative_matrix = shape;
+        }
+    }
+    if (info_.cooperative_matrix) {
+        exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        info_.float16 = true;
+    }
+    // Only what is used is enabled.
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    coop_on.cooperativeMatrix = VK_TRUE;
+    VkPhysicalDeviceVulkan12Features f12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    f12_on.shaderFloat16 = VK_TRUE;
+    f12_on.pNext = &coop_on;
     const float priority = 1.0f;
     VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qi.queueFamilyIndex = family_;
@@ -192,6 +239,7 @@ Context::Context(std::uint32_t index) : index_(index) {
     di.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
     di.ppEnabledExtensionNames = exts.data();
     di.pEnabledFeatures = &enable;
+    if (info_.cooperative_matrix) di.pNext = &f12_on;
     EMBER_CHECK(vkCreateDevice(phys_, &di, nullptr, &device_) == VK_SUCCESS, Device,
                 "vulkan: vkCreateDevice failed for ", info_.name);
     vkGetDeviceQueue(device_, family_, 0, &queue_);

@@ -317,7 +317,7 @@ VT compare_scalar(CompareOp op, VT a, Scalar s) {
     return out;
 }
 
-VT where(VT t, VT mask, VT value) {
+VT where(VT mask, VT value, VT t) {
     check_same_device(t, mask, "mask_where");
     check_same_device(t, value, "mask_where");
     Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_where");
@@ -348,6 +348,9 @@ VT mask_fill(VT t, VT mask, Scalar value) {
 
 VT clamp(VT t, Scalar lo, Scalar hi) {
     EMBER_CHECK(class_of(t.dtype) != kBool, DType, "clamp: not defined for bool tensors");
+    EMBER_CHECK(is_float(t.dtype) ? lo.f <= hi.f : lo.i <= hi.i, Argument, "clamp: min ",
+                is_float(t.dtype) ? lo.f : double(lo.i), " is greater than max ",
+                is_float(t.dtype) ? hi.f : double(hi.i), " (tensor ", t.shape, ")");
     VT out = output_like(t, t.shape, t.dtype);
     Launch l{kClamp, 0, &t};
     l.sf[0] = static_cast<float>(lo.f);

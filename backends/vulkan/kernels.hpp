@@ -55,8 +55,8 @@ VT binary(BinaryOp op, VT a, VT b);
 VT binary_scalar(BinaryOp op, VT a, Scalar s);
 VT compare(CompareOp op, VT a, VT b);
 VT compare_scalar(CompareOp op, VT a, Scalar s);
-/// mask ? value : t, broadcast together.
-VT where(VT t, VT mask, VT value);
+/// mask ? value : t, broadcast together (the CPU kernel's argument order).
+VT where(VT mask, VT value, VT t);
 VT mask_fill(VT t, VT mask, Scalar value);
 VT clamp(VT t, Scalar lo, Scalar hi);
 /// Converts elements (float → int truncates toward zero; values rounded to f16/bf16, wrapped

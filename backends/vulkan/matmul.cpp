@@ -34,7 +34,13 @@ constexpr Variant kVariants[] = {
     {0, 32, 32, 16, 2, 2},   // 256 threads: medium problems, more workgroups
     {0, 16, 16, 16, 1, 1},   // 256 threads: small problems
     {1, 0, 0, 0, 0, 0},      // one thread per output
+    {2, 64, 64, 16, 4, 4},   // 5-7: the tiles of 0-2 with vec4 loads
+    {2, 128, 64, 16, 8, 4},
+    {2, 32, 32, 16, 2, 2},
 };
+constexpr std::size_t kNaive = 4;
+/// The scalar-load twin of a vec4 variant.
+constexpr std::size_t scalar_twin(std::size_t v) { return v >= 5 ? v - 5 : v; }
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 struct Problem {
@@ -86,13 +92,26 @@ void save_tuned(Context& cx, const Tuned& t) {
     std::filesystem::rename(tmp, path, ec);
 }
 
+/// Whether 16-byte loads can read both operands: row-major rows of a multiple of 4 elements
+/// starting at multiples of 4 (allocations are 256-byte aligned).
+bool vec4_ok(const Problem& pr, const VT& a, const VT& b) {
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    if (ra < 2 || rb < 2 || pr.k % 4 != 0 || pr.n % 4 != 0) return false;
+    if (a.strides[ra - 1] != 1 || b.strides[rb - 1] != 1) return false;
+    if (a.strides[ra - 2] % 4 != 0 || b.strides[rb - 2] % 4 != 0) return false;
+    if (a.offset % 4 != 0 || b.offset % 4 != 0) return false;
+    for (std::size_t d = 0; d < 6; ++d)
+        if (pr.a_bs[d] % 4 != 0 || pr.b_bs[d] % 4 != 0) return false;
+    return true;
+}
+
 bool fits(const Context& cx, const Variant& v) {
     return v.shared_bytes() <= cx.info().max_shared_memory &&
            v.threads() <= cx.info().max_invocations;
 }
 
-void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const VT& b,
-            const VT& out, std::int32_t ct) {
+/// matmul.comp's parameter words (shared by matmul_coop.comp).
+Params params_of(const Problem& pr, const VT& a, const VT& b) {
     const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
     Params p;
     p.push(static_cast<i64>(pr.m));
@@ -111,6 +130,12 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
     p.push(a.strides[ra - 1]);
     p.push(rb == 1 ? b.strides[0] : b.strides[rb - 2]);
     p.push(rb == 1 ? 0 : b.strides[rb - 1]);
+    return p;
+}
+
+void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const VT& b,
+            const VT& out, std::int32_t ct) {
+    Params p = params_of(pr, a, b);
     const std::int32_t spec[] = {v.mode, v.bm, v.bn, v.bk, v.tm, v.tn, ct};
     const Pipeline& pipe = cx.pipeline("matmul", spec, 3, v.threads());
     const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
@@ -123,30 +148,46 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
     cx.dispatch(pipe, bs, p.w, groups);
 }
 
+/// The cooperative-matrix kernel (shaders/matmul_coop.comp): 32 x 32 tiles, one subgroup each.
+void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
+    constexpr std::int32_t kTiles = 2;  // 2 x 2 fragments of 16 x 16
+    const Variant shape{0, 16 * kTiles, 16 * kTiles, 16, 1, 1};
+    Params p = params_of(pr, a, b);
+    const std::int32_t spec[] = {kTiles, kTiles};
+    const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, cx.info().subgroup_size);
+    const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
+    cx.dispatch(pipe, bs, p.w,
+                pr.batch * ((pr.m + shape.bm - 1) / shape.bm) * ((pr.n + shape.bn - 1) / shape.bn));
+}
+
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
 /// fills.
-std::size_t heuristic(const Context& cx, const Problem& pr) {
-    if (pr.m * pr.n * pr.k < (std::size_t{1} << 15)) return 4;
-    if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1])) return 1;
-    if (pr.m >= 64 && pr.n >= 64 && fits(cx, kVariants[0])) return 0;
-    if (pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2])) return 2;
-    return 3;
+std::size_t heuristic(const Context& cx, const Problem& pr, bool vec4) {
+    if (pr.m * pr.n * pr.k < (std::size_t{1} << 15)) return kNaive;
+    std::size_t v = 3;
+    if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1])) v = 1;
+    else if (pr.m >= 64 && pr.n >= 64 && fits(cx, kVariants[0])) v = 0;
+    else if (pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2])) v = 2;
+    return vec4 && v <= 2 ? v + 5 : v;
 }
 
 std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
-    const std::size_t h = heuristic(cx, pr);
+    const bool vec4 = vec4_ok(pr, a, b);
+    const std::size_t h = heuristic(cx, pr, vec4);
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21)) return h;
     Tuned& t = tuned()[cx.index()];
     std::lock_guard lock(t.mu);
     load_tuned(cx, t);
     const auto key = std::make_tuple(bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1);
-    if (auto it = t.best.find(key); it != t.best.end()) return it->second;
+    // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
+    if (auto it = t.best.find(key); it != t.best.end())
+        return kVariants[it->second].mode == 2 && !vec4 ? scalar_twin(it->second) : it->second;
     cx.wait_idle();
     double best_time = 1e300;
     std::size_t best = h;
     for (std::size_t i = 0; i < kNumVariants; ++i) {
-        if (!fits(cx, kVariants[i])) continue;
+        if (!fits(cx, kVariants[i]) || (kVariants[i].mode == 2 && !vec4)) continue;
         launch(cx, kVariants[i], pr, a, b, out, kF32);  // warm-up (and pipeline creation)
         cx.wait_idle();
         const auto t0 = std::chrono::steady_clock::now();
@@ -206,7 +247,12 @@ VT matmul(VT a, VT b) {
     VT out = empty(out_shape, class_of(dt) == kF32 ? DType::F32 : DType::I64, a.device);
     Context& cx = ctx(a);
     std::lock_guard lock(cx.mu);
-    const std::size_t v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : 4;
+    if (dt == DType::F16 && b.dtype == DType::F16 && cx.info().cooperative_matrix) {
+        // f16 operands: tensor cores, f32 accumulation (the inputs are exact in f16).
+        launch_coop(cx, pr, a, b, out);
+        return cast(std::move(out), dt);
+    }
+    const std::size_t v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kNaive;
     launch(cx, kVariants[v], pr, a, b, out, class_of(dt));
     // f16/bf16 operands compute in f32 and round once, as on the CPU.
     return out.dtype == dt ? out : cast(std::move(out), dt);

@@ -1,4 +1,6 @@
 // Reductions (shaders/reduce.comp): one workgroup per output element over a strided row.
+#include <algorithm>
+
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
@@ -12,28 +14,48 @@ const char* reduce_name(ReduceOp op) {
 }
 
 /// Reduces `t` along `dim` with shader op code `code` into a contiguous tensor of `out_dtype`
-/// whose shape is t's with dim set to 1.
-VT run_reduce(std::int32_t code, const VT& t, std::size_t dim, DType out_dtype) {
+/// whose shape is t's with dim set to `parts` (each row split in that many chunks).
+VT run_pass(std::int32_t code, const VT& t, std::size_t dim, DType out_dtype, std::size_t parts) {
     Shape out_shape = t.shape;
-    out_shape[dim] = 1;
+    out_shape[dim] = parts;
     VT out = empty(out_shape, out_dtype, t.device);
     const std::size_t n = out.num_elements();
     if (n == 0) return out;
     Params p;
     p.push(static_cast<i64>(n));
     p.push(static_cast<i64>(t.shape.rank()));
-    for (std::size_t d = 0; d < kMaxRank; ++d) p.push(d < out_shape.rank() ? i64(out_shape[d]) : 1);
+    for (std::size_t d = 0; d < kMaxRank; ++d)
+        p.push(d < out_shape.rank() ? (d == dim ? 1 : i64(out_shape[d])) : 1);
     for (std::size_t d = 0; d < kMaxRank; ++d)
         p.push(d < t.shape.rank() && d != dim ? t.strides[d] : 0);
     p.push(t.offset);
-    p.push(static_cast<i64>(t.shape[dim]));
+    const std::size_t R = t.shape[dim];
+    p.push(static_cast<i64>(R));
     p.push(t.strides[dim]);
+    p.push(static_cast<i64>(parts));
+    p.push(static_cast<i64>((R + parts - 1) / parts));
     Context& cx = ctx(t);
     const std::int32_t spec[] = {code, class_of(t.dtype), class_of(out_dtype)};
     std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("reduce", spec, 2, kGroup);
     const Binding bs[] = {bind(out, true), bind(t, false)};
     cx.dispatch(pipe, bs, p.w, n);
+    return out;
+}
+
+/// One pass, or two when rows are long and few: the first splits each row over many
+/// workgroups (partial results [rows, parts]), the second folds the parts.
+VT run_reduce(std::int32_t code, const VT& t, std::size_t dim, DType out_dtype) {
+    const std::size_t R = t.shape[dim];
+    const std::size_t rows = R == 0 ? 0 : t.num_elements() / R;
+    const bool arg = code >= 7;
+    if (arg || R <= 8192 || rows >= 256) return run_pass(code, t, dim, out_dtype, 1);
+    const std::size_t parts = std::min<std::size_t>((R + 4095) / 4096, 1024);
+    const bool mean = code == static_cast<std::int32_t>(ReduceOp::Mean);
+    const std::int32_t first = mean ? static_cast<std::int32_t>(ReduceOp::Sum) : code;
+    VT partial = run_pass(first, t, dim, out_dtype, parts);
+    VT out = run_pass(first, partial, dim, out_dtype, 1);
+    if (mean) out = binary_scalar(BinaryOp::Div, std::move(out), Scalar(static_cast<double>(R)));
     return out;
 }
 
@@ -72,7 +94,7 @@ VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim) {
                 t.shape);
     EMBER_CHECK(t.shape[dim] > 0, Argument, name, ": dim ", dim, " of shape ", t.shape,
                 " is empty");
-    return run_reduce(op == ArgReduceOp::ArgMax ? 7 : 8, t, dim, DType::I64);
+    return run_pass(op == ArgReduceOp::ArgMax ? 7 : 8, t, dim, DType::I64, 1);
 }
 
 }  // namespace ember::detail::vk
