@@ -18,7 +18,8 @@ namespace ember::test {
 /// Every autodiff stack the gradient suites run on.
 using AutodiffBackends = decltype(std::tuple_cat(
     std::tuple<ember::Autodiff<ember::Cpu>,
-               ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>>{}
+               ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>,
+               ember::Autodiff<ember::Fusion<ember::Cpu>>>{}
 #if defined(EMBER_CUDA)
     , std::tuple<ember::Autodiff<ember::Cuda>>{}
 #endif
@@ -30,6 +31,10 @@ struct F64Twin;
 template <typename C>
 struct F64Twin<Autodiff<Cpu, C>> {
     using type = Autodiff<CpuF64, C>;
+};
+template <typename C>
+struct F64Twin<Autodiff<Fusion<Cpu>, C>> {
+    using type = Autodiff<Fusion<CpuF64>, C>;
 };
 #if defined(EMBER_CUDA)
 /// CUDA's gradients are checked against PyTorch's; the finite differences run on the CPU's f64

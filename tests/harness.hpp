@@ -10,7 +10,7 @@ namespace ember::test {
 
 /// Every backend (and, later, decorator stack) the suites are instantiated for: the CPU, plus
 /// each GPU backend this build has (its cases skip where its device is absent).
-using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu>{}
+using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>>{}
 #if defined(EMBER_CUDA)
                                              , std::tuple<ember::Cuda>{}
 #endif
