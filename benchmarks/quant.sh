@@ -8,7 +8,7 @@
 #     alternating rounds.
 # Writes the "Quantization" section of benchmarks/RESULTS.md (between its markers).
 #
-#   benchmarks/quant.sh [--rounds R] [--no-write]
+#   benchmarks/quant.sh [--rounds R] [--no-write] [--no-build]
 #
 # Environment: BUILD_DIR (default build-q), JOBS (default 2), MLP_DIR / CNN_DIR (artifact
 # directories; default artifacts/quant-mlp and artifacts/quant-cnn).
@@ -17,11 +17,13 @@ cd "$(dirname "$0")/.."
 
 rounds=3
 write=1
+build_first=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --no-write) write=0; shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --no-build) build_first=0; shift ;;  # use the binaries already in BUILD_DIR
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "quant.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -31,9 +33,11 @@ mlp_dir="${MLP_DIR:-artifacts/quant-mlp}"
 cnn_dir="${CNN_DIR:-artifacts/quant-cnn}"
 log() { echo "quant.sh: $*" >&2; }
 
-log "building mnist, mnist-quantize and bench_quant in $build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHMARKS=ON >/dev/null
-cmake --build "$build" --target mnist mnist-quantize bench_quant -j "${JOBS:-2}" >&2
+if [[ $build_first == 1 ]]; then
+  log "building mnist, mnist-quantize and bench_quant in $build"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHMARKS=ON >/dev/null
+  cmake --build "$build" --target mnist mnist-quantize bench_quant -j "${JOBS:-2}" >&2
+fi
 out="$build/results"
 mkdir -p "$out"
 

@@ -86,7 +86,10 @@ def main():
               "µs per forward (bias included; int8 timings include quantizing the input). ember's int8 "
               "Linear is `quantize_weights` (per-channel symmetric weights) with dynamic or static "
               "activations; PyTorch's is `torch.ao.quantization.quantize_dynamic` with "
-              "`per_channel_dynamic_qconfig`. *speed-up* = f32 time ÷ int8 time of the same framework. "
+              "`per_channel_dynamic_qconfig`. *speed-up* = f32 time ÷ int8 time of the same framework; "
+              "*ember int8 ÷ PyTorch int8* is ember's speed-up as elsewhere in this file (PyTorch's time ÷ "
+              "ember's; > 1: ember faster). Figures on this shared 2-CPU machine vary by ±30%% or more "
+              "from round to round (see the load average). "
               "Target: ember's int8 Linear faster than its f32 Linear at batch 1 and 64. Medians over %d "
               "rounds, ember and PyTorch alternating." % len(set(json.loads(l).get("round", 0) for l in raw)), "",
               "| layer | batch | ember f32 µs | ember int8 dynamic µs | speed-up | ember int8 static µs | speed-up | PyTorch f32 µs | PyTorch int8 dynamic µs | speed-up | ember int8 ÷ PyTorch int8 | target |",
