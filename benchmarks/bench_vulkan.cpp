@@ -1,0 +1,114 @@
+// ember's Vulkan benchmarks (issue 6, ANCHORS.md's GPU table), run next to PyTorch on the GPU
+// machine by benchmarks/vulkan.sh: elementwise bandwidth (a 64M-float add) beside a device copy,
+// sgemm 8192³ in f32, the f16 gemm on cooperative matrices, softmax 4096×4096, and training
+// steps (Adam, batch 64) of the MLP and the guide CNN. The PyTorch side is bench_cuda_torch.py
+// (same workload names). Prints one JSON line per result.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+
+#include <ember/backend/vulkan.hpp>
+#include <ember/backend/vulkan_autodiff.hpp>
+#include <ember/ember.hpp>
+#include <ember/nn.hpp>
+#include <ember/optim.hpp>
+
+#include "../examples/mnist/model.hpp"
+
+namespace {
+using ember::Tensor;
+using ember::Vulkan;
+using Clock = std::chrono::steady_clock;
+
+/// Seconds per call of f: `warm` untimed calls (autotuning and pipeline creation happen
+/// there), then the best of 5 timings of `reps` calls, the queue drained around each.
+double time_per_call(const std::function<void()>& f, int reps, int warm = 3) {
+    for (int i = 0; i < warm; ++i) f();
+    Vulkan::sync({});
+    double best = 1e30;
+    for (int r = 0; r < 5; ++r) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < reps; ++i) f();
+        Vulkan::sync({});
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / reps);
+    }
+    return best;
+}
+
+void emit(const char* name, double value, const char* unit) {
+    std::printf("{\"framework\": \"ember\", \"name\": \"%s\", \"value\": %.4f, \"unit\": \"%s\"}\n",
+                name, value, unit);
+    std::fflush(stdout);
+}
+
+void gemm(const char* name, ember::DType dt) {
+    const long n = 8192;
+    auto a = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Default).cast(dt);
+    auto b = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Default).cast(dt);
+    Tensor<Vulkan, 2> c = a;
+    const double s = time_per_call([&] { c = a.matmul(b); }, 5, 2);
+    emit(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
+}
+
+template <typename Model>
+void train_step(const char* name) {
+    using B = ember::Autodiff<Vulkan>;
+    Model model = Model::init();
+    auto optim = ember::optim::AdamConfig{.epsilon = 1e-8}.init<Model>();
+    auto images = Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default);
+    auto targets = Tensor<B, 1, ember::Int>::random({64}, ember::Distribution::Uniform(0, 10));
+    mnist::MnistBatch<B> batch{images, targets};
+    const double s = time_per_call(
+        [&] {
+            auto out = mnist::classify(model, batch);
+            auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
+            model = optim.step(1e-3, std::move(model), std::move(grads));
+        },
+        20, 5);
+    emit(name, s * 1e3, "ms");
+}
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const std::string only = argc > 1 ? argv[1] : "";
+    if (!ember::vulkan::is_available()) {
+        std::cerr << "bench_vulkan: no Vulkan device\n";
+        return 1;
+    }
+    std::cerr << "bench_vulkan: " << ember::vulkan::device_name() << '\n';
+    auto want = [&](const char* w) { return only.empty() || only == w; };
+    if (want("elementwise")) {
+        const long n = 64L << 20;
+        auto a = Tensor<Vulkan, 1>::random({n}, ember::Distribution::Default);
+        auto b = Tensor<Vulkan, 1>::random({n}, ember::Distribution::Default);
+        Tensor<Vulkan, 1> c = a;
+        // Into a new tensor (pooled): 12 bytes an element moved.
+        const double s = time_per_call([&] { c = a + b; }, 20);
+        emit("add_64M", 12.0 * n / s / 1e9, "GB/s");
+        // The same bytes through a device copy (contiguous(): read + write, 8 bytes an element).
+        auto t = a.reshape<2>({8192, n / 8192});
+        Tensor<Vulkan, 2> u = t;
+        const double sc = time_per_call([&] { u = t.transpose().transpose() * 1; }, 20);
+        emit("scale_64M", 8.0 * n / sc / 1e9, "GB/s");
+    }
+    if (want("gemm")) {
+        gemm("sgemm_f32_8192", ember::DType::F32);
+        gemm("gemm_f16_8192", ember::DType::F16);
+    }
+    if (want("softmax")) {
+        auto x = Tensor<Vulkan, 2>::random({4096, 4096}, ember::Distribution::Default);
+        Tensor<Vulkan, 2> y = x;
+        const double s = time_per_call([&] { y = ember::activation::softmax(x, 1); }, 50);
+        emit("softmax_4096x4096", 2.0 * 4096 * 4096 * 4 / s / 1e9, "GB/s");
+    }
+    if (want("train")) {
+        train_step<mnist::Mlp<ember::Autodiff<Vulkan>>>("train_step_mlp_b64");
+        train_step<mnist::Cnn<ember::Autodiff<Vulkan>>>("train_step_cnn_b64");
+    }
+    return 0;
+} catch (const std::exception& e) {
+    std::cerr << "bench_vulkan: " << e.what() << '\n';
+    return 1;
+}
