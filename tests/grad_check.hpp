@@ -20,6 +20,9 @@ using AutodiffBackends = decltype(std::tuple_cat(
     std::tuple<ember::Autodiff<ember::Cpu>,
                ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>,
                ember::Autodiff<ember::Fusion<ember::Cpu>>>{}
+#if defined(EMBER_VULKAN)
+    , std::tuple<ember::Autodiff<ember::Vulkan>>{}
+#endif
 #if defined(EMBER_CUDA)
     , std::tuple<ember::Autodiff<ember::Cuda>>{}
 #endif
@@ -36,6 +39,14 @@ template <typename C>
 struct F64Twin<Autodiff<Fusion<Cpu>, C>> {
     using type = Autodiff<Fusion<CpuF64>, C>;
 };
+#ifdef EMBER_VULKAN
+/// Vulkan computes in f32: its finite-difference check runs the same op on the CPU in f64
+/// (the analytic gradients of the Vulkan stack are checked against PyTorch in step 1).
+template <typename C>
+struct F64Twin<Autodiff<Vulkan, C>> {
+    using type = Autodiff<CpuF64, C>;
+};
+#endif
 #if defined(EMBER_CUDA)
 /// CUDA's gradients are checked against PyTorch's; the finite differences run on the CPU's f64
 /// stack (the CUDA backend has no f64-by-default twin).
