@@ -10,7 +10,6 @@ namespace ember {
 namespace k = detail::vk;
 
 #define VK auto VulkanBackend
-using Base = BackendBase<VulkanBackend>;
 using k::conv_params;
 using k::pool_params;
 
@@ -104,16 +103,8 @@ VK::float_cast(FT t, DType d)->FT {
     EMBER_CHECK(is_float(d), DType, "cast: float tensors cast to float dtypes, got ", dtype_name(d));
     return k::cast(std::move(t), d);
 }
-VK::float_softmax(FT t, std::size_t dim)->FT {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "softmax: dim ", dim, " is out of range for shape ",
-                t.shape);
-    return Base::float_softmax(std::move(t), dim);
-}
-VK::float_log_softmax(FT t, std::size_t dim)->FT {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "log_softmax: dim ", dim,
-                " is out of range for shape ", t.shape);
-    return Base::float_log_softmax(std::move(t), dim);
-}
+VK::float_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, false); }
+VK::float_log_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, true); }
 
 // ---- int ----
 VK::int_from_data(const TensorData& data, const Device& d)->IT {

@@ -90,6 +90,9 @@ VT repeat_dim(VT t, std::size_t dim, std::size_t times);
 VT reduce_all(ReduceOp op, VT t);
 VT reduce_dim(ReduceOp op, VT t, std::size_t dim);
 VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim);
+/// Softmax (or log-softmax) along `dim` in one kernel: max, sum of exponentials and the
+/// result per row.
+VT softmax(VT t, std::size_t dim, bool log);
 
 // ---- index.cpp -------------------------------------------------------------------------------
 VT gather(std::size_t dim, VT t, VT indices);

@@ -97,4 +97,39 @@ VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim) {
     return run_pass(op == ArgReduceOp::ArgMax ? 7 : 8, t, dim, DType::I64, 1);
 }
 
+VT softmax(VT t, std::size_t dim, bool log) {
+    const char* name = log ? "log_softmax" : "softmax";
+    EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
+                dtype_name(t.dtype), " ", t.shape);
+    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
+                t.shape);
+    const DType dt = t.dtype;
+    VT out = empty(t.shape, DType::F32, t.device);
+    const std::size_t R = t.shape[dim];
+    const std::size_t rows = R == 0 ? 0 : t.num_elements() / R;
+    if (rows == 0) return cast(std::move(out), dt);
+    Params p;
+    p.push(static_cast<i64>(rows));
+    p.push(static_cast<i64>(t.shape.rank()));
+    for (std::size_t d = 0; d < kMaxRank; ++d)
+        p.push(d < t.shape.rank() ? (d == dim ? 1 : i64(t.shape[d])) : 1);
+    for (std::size_t d = 0; d < kMaxRank; ++d)
+        p.push(d < t.shape.rank() && d != dim ? t.strides[d] : 0);
+    p.push(t.offset);
+    p.push(static_cast<i64>(R));
+    p.push(t.strides[dim]);
+    p.push(out.strides[dim]);
+    for (std::size_t d = 0; d < kMaxRank; ++d)
+        p.push(d < out.shape.rank() && d != dim ? out.strides[d] : 0);
+    Context& cx = ctx(t);
+    const std::int32_t spec[] = {log ? 1 : 0};
+    {
+        std::lock_guard lock(cx.mu);
+        const Pipeline& pipe = cx.pipeline("softmax", spec, 2, 256);
+        const Binding bs[] = {bind(out, true), bind(t, false)};
+        cx.dispatch(pipe, bs, p.w, rows);
+    }
+    return cast(std::move(out), dt);
+}
+
 }  // namespace ember::detail::vk
