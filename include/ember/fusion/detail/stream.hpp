@@ -1,5 +1,6 @@
 #pragma once
-// The lazy op stream behind Fusion<B>: values are either materialised (they hold B's
+// The lazy op stream behind Fusion<B> (its mutex is detail/sync.hpp's, a no-op stand-in in
+// freestanding builds, which have one thread): values are either materialised (they hold B's
 // primitive) or pending (an elementwise op over other values). Pending values of one iteration
 // shape collect in the stream; a flush turns the live ones into one fused program, launches it,
 // and materialises exactly the values someone outside the stream still holds — an intermediate
@@ -7,13 +8,13 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "../../detail/sync.hpp"
 #include "../../tensor/shape.hpp"
 #include "../program.hpp"
 
@@ -22,6 +23,7 @@ namespace ember::detail::fusion {
 using ember::fusion::Instr;
 using ember::fusion::OpKind;
 using ember::fusion::Program;
+using LockGuard = ember::detail::LockGuard<ember::detail::Mutex>;
 
 /// A tensor of Fusion<B>: materialised (`prim` set) or pending (an op over `args`).
 template <typename B>
@@ -78,7 +80,7 @@ public:
         v->code = code;
         v->args = std::move(args);
         v->scalars = scalars;
-        std::lock_guard lock(mutex_);
+        LockGuard lock(mutex_);
         if (!pending_.empty() &&
             (!(shape == shape_) || !(v->device == device_) || pending_.size() >= kMaxOps))
             flush_locked();
@@ -93,7 +95,7 @@ public:
     /// B's tensor of `v`, computing whatever is pending first.
     const P& materialize(const std::shared_ptr<V>& v) {
         if (!v->prim) {
-            std::lock_guard lock(mutex_);
+            LockGuard lock(mutex_);
             if (!v->prim) flush_locked();
         }
         return *v->prim;
@@ -101,14 +103,14 @@ public:
 
     /// Runs everything pending.
     void flush() {
-        std::lock_guard lock(mutex_);
+        LockGuard lock(mutex_);
         flush_locked();
     }
 
 private:
     void flush_locked();
 
-    std::mutex mutex_;
+    ember::detail::Mutex mutex_;
     std::vector<std::weak_ptr<V>> pending_;
     Shape shape_;
     typename B::Device device_{};
