@@ -12,12 +12,12 @@ using ember::TensorData;
 using V = ember::Vulkan;
 
 namespace {
-#define VK_REQUIRE_DEVICE()                                                   \
-    do {                                                                      \
-        if (!ember::vulkan::is_available()) {                                 \
-            WARN("skipped: no Vulkan device");                                \
-            return;                                                           \
-        }                                                                     \
+#define VK_REQUIRE_DEVICE()                    \
+    do {                                       \
+        if (!ember::vulkan::is_available()) {  \
+            WARN("skipped: no Vulkan device"); \
+            return;                            \
+        }                                      \
     } while (0)
 }  // namespace
 
@@ -35,8 +35,8 @@ TEST_CASE("vulkan: a device index out of range is a clear error", "[vulkan]") {
     ember::VulkanDevice bad{n + 3};
     auto make = [&] { return Tensor<V, 1>::zeros({4}, bad); };
     REQUIRE_THROWS_AS(make(), ember::DeviceError);
-    REQUIRE_THROWS_WITH(make(), Catch::Contains("EMBER_VULKAN_DEVICE") &&
-                                    Catch::Contains(std::to_string(n + 3)));
+    REQUIRE_THROWS_WITH(
+        make(), Catch::Contains("EMBER_VULKAN_DEVICE") && Catch::Contains(std::to_string(n + 3)));
     // The environment variable picks the default device, and must be a number.
     ::setenv("EMBER_VULKAN_DEVICE", "abc", 1);
     REQUIRE_THROWS_AS(ember::VulkanDevice{}.resolved(), ember::DeviceError);
@@ -78,7 +78,8 @@ TEST_CASE("vulkan: the pool reuses freed memory and reports it", "[vulkan]") {
     REQUIRE(c.sum().into_scalar() == 0.0f);
     // empty_cache gives back blocks that hold nothing live.
     ember::vulkan::empty_cache();
-    REQUIRE(ember::vulkan::memory_stats().bytes_reserved >= ember::vulkan::memory_stats().bytes_in_use);
+    REQUIRE(ember::vulkan::memory_stats().bytes_reserved >=
+            ember::vulkan::memory_stats().bytes_in_use);
 }
 
 TEST_CASE("vulkan: a moved-in tensor is reused in place", "[vulkan]") {
@@ -133,10 +134,14 @@ TEST_CASE("vulkan: the pipeline cache is written to disk", "[vulkan]") {
     V::sync({});  // a host wait persists new pipelines
     const char* dir = std::getenv("EMBER_CACHE_DIR");
     std::filesystem::path base;
-    if (dir && *dir) base = dir;
-    else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) base = std::filesystem::path(xdg) / "ember";
-    else if (const char* home = std::getenv("HOME"); home && *home) base = std::filesystem::path(home) / ".cache/ember";
-    else base = "/tmp/ember-cache";
+    if (dir && *dir)
+        base = dir;
+    else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+        base = std::filesystem::path(xdg) / "ember";
+    else if (const char* home = std::getenv("HOME"); home && *home)
+        base = std::filesystem::path(home) / ".cache/ember";
+    else
+        base = "/tmp/ember-cache";
     bool found = false;
     for (const auto& e : std::filesystem::directory_iterator(base))
         found = found || e.path().filename().string().find("pipelines.bin") != std::string::npos;
@@ -147,8 +152,12 @@ TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     // Each shape hits another kernel (naive, 16/32/64/128 tiles) and ragged tile edges; the
     // expected product is exact: small integers in f32.
-    for (auto [m, k, n] : {std::array<std::size_t, 3>{3, 5, 7}, {33, 17, 65}, {70, 40, 129},
-                           {130, 64, 70}, {64, 32, 64}, {100, 36, 68}}) {
+    for (auto [m, k, n] : {std::array<std::size_t, 3>{3, 5, 7},
+                           {33, 17, 65},
+                           {70, 40, 129},
+                           {130, 64, 70},
+                           {64, 32, 64},
+                           {100, 36, 68}}) {
         std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
         for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);

@@ -2,6 +2,7 @@
 #include "context.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -154,7 +155,8 @@ Context::Context(std::uint32_t index) : index_(index) {
     family_ = compute_family(phys_, &ok);
 
     VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
     sub.pNext = &m3;
     VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     props.pNext = &sub;
@@ -279,6 +281,15 @@ Context::Context(std::uint32_t index) : index_(index) {
         ci.pInitialData = nullptr;
         vkCreatePipelineCache(device_, &ci, nullptr, &cache_);
     }
+    // EMBER_VULKAN_VERBOSE=1: what was found, once per device (which kernels can run).
+    if (const char* v = std::getenv("EMBER_VULKAN_VERBOSE"); v && std::string(v) == "1")
+        std::fprintf(stderr,
+                     "ember vulkan: device %u '%s', subgroup %u, shared memory %u B, "
+                     "maxStorageBufferRange %llu B, cooperative matrix (f16 matmul) %s, "
+                     "cache %s\n",
+                     index_, info_.name.c_str(), info_.subgroup_size, info_.max_shared_memory,
+                     static_cast<unsigned long long>(info_.max_storage_range),
+                     info_.cooperative_matrix ? "on" : "off", cache_dir_.c_str());
     if (exit_list().empty()) std::atexit(run_exit);
     exit_list().push_back(this);
 }
@@ -466,9 +477,9 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
     ci.stage.pSpecializationInfo = &spi;
     ci.layout = layout;
     auto p = std::make_unique<Pipeline>();
-    EMBER_CHECK(vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline) ==
-                    VK_SUCCESS,
-                Device, "vulkan: vkCreateComputePipelines failed for ", key);
+    EMBER_CHECK(
+        vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline) == VK_SUCCESS,
+        Device, "vulkan: vkCreateComputePipelines failed for ", key);
     cache_dirty_ = true;
     p->layout = layout;
     p->bindings = bindings;
@@ -581,6 +592,8 @@ void Context::wait_idle() {
     save_pipeline_cache();
 }
 
-ember::vulkan::ExecutionStats Context::exec_stats() const { return stats_; }
+ember::vulkan::ExecutionStats Context::exec_stats() const {
+    return stats_;
+}
 
 }  // namespace ember::detail::vk

@@ -37,7 +37,7 @@ struct Binding {
 struct Pipeline {
     VkPipeline pipeline = VK_NULL_HANDLE;
     VkPipelineLayout layout = VK_NULL_HANDLE;
-    std::uint32_t bindings = 0;   ///< data buffers (binding 0 excluded)
+    std::uint32_t bindings = 0;    ///< data buffers (binding 0 excluded)
     std::uint32_t local_size = 0;  ///< threads per workgroup (specialization constant 0)
 };
 
@@ -57,7 +57,7 @@ struct DeviceInfo {
 };
 
 class Context {
-public:
+  public:
     /// The context of physical device `index` (created on first use; throws DeviceError when
     /// no loader, no device, or the index is out of range).
     static Context& get(std::uint32_t index);
@@ -98,7 +98,7 @@ public:
     /// Serialises recording: ops from several threads may share a device.
     std::recursive_mutex mu;
 
-private:
+  private:
     explicit Context(std::uint32_t index);
     struct Frame {
         VkCommandBuffer cmd = VK_NULL_HANDLE;

@@ -23,8 +23,8 @@ std::string op_name(const char* base, std::size_t n) {
     return std::string(base) + std::to_string(n) + "d";
 }
 
-void check_common(const std::string& op, const VT& x, const VT& w,
-                  const std::optional<VT>& bias, std::size_t n) {
+void check_common(const std::string& op, const VT& x, const VT& w, const std::optional<VT>& bias,
+                  std::size_t n) {
     EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
                 " [N, C, spatial...], got ", x.shape);
     EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
@@ -218,8 +218,8 @@ VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
 
 VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvParams& p) {
     EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
-                "conv_weight_backward: 1, 2 or 3 spatial dims are supported, got ", p.n,
-                " (input ", x.shape, ")");
+                "conv_weight_backward: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
+                x.shape, ")");
     const std::string op = "conv" + std::to_string(p.n) + "d_weight_backward";
     const std::size_t n = p.n;
     EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
@@ -228,9 +228,8 @@ VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvPara
                 ", got ", weight_shape);
     EMBER_CHECK(grad.shape.rank() == n + 2, Shape, op, ": output gradient must have rank ", n + 2,
                 ", got ", grad.shape, " (input ", x.shape, ", weight ", weight_shape, ")");
-    EMBER_CHECK(is_float(x.dtype) && is_float(grad.dtype), DType, op,
-                ": needs float tensors, got ", dtype_name(x.dtype), " and ",
-                dtype_name(grad.dtype));
+    EMBER_CHECK(is_float(x.dtype) && is_float(grad.dtype), DType, op, ": needs float tensors, got ",
+                dtype_name(x.dtype), " and ", dtype_name(grad.dtype));
     check_options(op, p, x.shape, weight_shape);
     const std::size_t cin = x.shape[1], cout = weight_shape[0];
     EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,

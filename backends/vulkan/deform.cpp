@@ -30,9 +30,8 @@ void check_common(const char* op, const VT& x, const VT& w, const std::optional<
                     " differs from input dtype ", dtype_name(x.dtype));
 }
 
-DeformGeometry check_deform_conv2d(const char* op, const VT& x, const VT& offset,
-                                   const VT& w, const std::optional<VT>& mask,
-                                   const std::optional<VT>& bias,
+DeformGeometry check_deform_conv2d(const char* op, const VT& x, const VT& offset, const VT& w,
+                                   const std::optional<VT>& mask, const std::optional<VT>& bias,
                                    const DeformConvOptions& o) {
     check_common(op, x, w, bias, 2);
     EMBER_CHECK(offset.dtype == x.dtype && (!mask || mask->dtype == x.dtype), DType, op,
@@ -81,7 +80,6 @@ DeformGeometry check_deform_conv2d(const char* op, const VT& x, const VT& offset
     return {Shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])}, out_hw[0], out_hw[1]};
 }
 
-
 /// Parameter words of conv.comp / deform_backward.comp for a deformable problem.
 Params deform_words(i64 total, const VT& x, const DeformGeometry& geo, const Shape& ws,
                     const DeformConvOptions& o, bool has_mask, i64 off_offset, i64 mask_offset) {
@@ -113,8 +111,8 @@ Params deform_words(i64 total, const VT& x, const DeformGeometry& geo, const Sha
 }
 
 /// The deformable columns [N, C * K, P] (times the mask).
-VT deform_cols(const VT& x, const VT& off, const std::optional<VT>& mask,
-               const DeformGeometry& geo, const Shape& ws, const DeformConvOptions& o) {
+VT deform_cols(const VT& x, const VT& off, const std::optional<VT>& mask, const DeformGeometry& geo,
+               const Shape& ws, const DeformConvOptions& o) {
     const std::size_t N = x.shape[0], C = x.shape[1], K = ws[2] * ws[3];
     const auto P = static_cast<std::size_t>(geo.oh * geo.ow);
     VT cols = empty(Shape{N, C * K, P}, DType::F32, x.device);
@@ -157,8 +155,9 @@ VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT
     cols = reshape(std::move(cols), Shape{N, G, CK / G, P});
     VT wm = reshape(pr.w, Shape{G, cout / G, CK / G});
     VT out = reshape(matmul(std::move(wm), std::move(cols)), geo.out_shape);
-    if (bias) out = binary(BinaryOp::Add, std::move(out),
-                           reshape(cast(*bias, DType::F32), Shape{1, cout, 1, 1}));
+    if (bias)
+        out = binary(BinaryOp::Add, std::move(out),
+                     reshape(cast(*bias, DType::F32), Shape{1, cout, 1, 1}));
     return cast(std::move(out), dt);
 }
 
@@ -166,8 +165,8 @@ DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask
                                    std::optional<VT> bias, VT grad, const DeformConvOptions& o) {
     const char* op = "deform_conv2d_backward";
     const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
-    EMBER_CHECK(grad.shape == geo.out_shape, Shape, op, ": output gradient must be ",
-                geo.out_shape, " for input ", x.shape, ", got ", grad.shape);
+    EMBER_CHECK(grad.shape == geo.out_shape, Shape, op, ": output gradient must be ", geo.out_shape,
+                " for input ", x.shape, ", got ", grad.shape);
     const DType dt = x.dtype;
     const Shape xs = x.shape, ws = w.shape, os = offset.shape;
     const bool has_mask = mask.has_value();
@@ -197,12 +196,14 @@ DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask
     Context& cx = ctx(gx);
     auto run = [&](std::int32_t mode, const VT& out, const VT& out2, std::size_t total) {
         if (total == 0) return;
-        Params p = deform_words(static_cast<i64>(total), pr.x, geo, ws, o, has_mask,
-                                pr.off.offset, has_mask ? pr.mask->offset : 0);
+        Params p = deform_words(static_cast<i64>(total), pr.x, geo, ws, o, has_mask, pr.off.offset,
+                                has_mask ? pr.mask->offset : 0);
         const std::int32_t spec[] = {mode};
         std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("deform_backward", spec, 6, kLocal);
-        const Binding bs[] = {bind(out, true), bind(out2, true), bind(pr.x, false),
+        const Binding bs[] = {bind(out, true),
+                              bind(out2, true),
+                              bind(pr.x, false),
                               bind(pr.off, false),
                               has_mask ? bind(*pr.mask, false) : bind(pr.off, false),
                               bind(gcol, false)};

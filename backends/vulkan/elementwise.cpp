@@ -11,48 +11,78 @@ namespace ember::detail::vk {
 namespace {
 
 enum Kind : std::int32_t {
-    kUnary = 0, kBinary, kBinaryScalar, kCompare, kCompareScalar, kWhere, kMaskFill, kClamp,
-    kCopy, kFill, kArange, kRandom
+    kUnary = 0,
+    kBinary,
+    kBinaryScalar,
+    kCompare,
+    kCompareScalar,
+    kWhere,
+    kMaskFill,
+    kClamp,
+    kCopy,
+    kFill,
+    kArange,
+    kRandom
 };
 constexpr std::uint32_t kLocal = 256;
 
 // Post-conversion of the output: rounding to a narrower float, wrapping to a narrower int.
 std::int32_t conv_of(DType d) {
     switch (d) {
-        case DType::F16: return 1;
-        case DType::BF16: return 2;
-        case DType::I32: return 3;
-        case DType::I16: return 4;
-        case DType::I8: return 5;
-        case DType::U8: return 6;
-        default: return 0;
+        case DType::F16:
+            return 1;
+        case DType::BF16:
+            return 2;
+        case DType::I32:
+            return 3;
+        case DType::I16:
+            return 4;
+        case DType::I8:
+            return 5;
+        case DType::U8:
+            return 6;
+        default:
+            return 0;
     }
 }
 
 int rank_of(DType d) {
     switch (d) {
-        case DType::Bool: return 0;
-        case DType::U8: return 1;
-        case DType::I8: return 2;
-        case DType::I16: return 3;
-        case DType::I32: return 4;
-        case DType::I64: return 5;
-        case DType::BF16: return 6;
-        case DType::F16: return 7;
-        case DType::F32: return 8;
-        default: return 9;
+        case DType::Bool:
+            return 0;
+        case DType::U8:
+            return 1;
+        case DType::I8:
+            return 2;
+        case DType::I16:
+            return 3;
+        case DType::I32:
+            return 4;
+        case DType::I64:
+            return 5;
+        case DType::BF16:
+            return 6;
+        case DType::F16:
+            return 7;
+        case DType::F32:
+            return 8;
+        default:
+            return 9;
     }
 }
-DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+DType promote(DType a, DType b) {
+    return rank_of(a) >= rank_of(b) ? a : b;
+}
 
 const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
-                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
+    constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
+                                     "pow", "max_pair", "min_pair", "and", "or",
+                                     "xor", "sub",      "div",      "pow", "rem"};
     return names[static_cast<int>(op)];
 }
 const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
-                                     "lower_equal"};
+    constexpr const char* names[] = {"equal",         "not_equal", "greater",
+                                     "greater_equal", "lower",     "lower_equal"};
     return names[static_cast<int>(op)];
 }
 
@@ -87,8 +117,8 @@ void run(const Launch& l, const VT& out) {
     p.push_i64(l.si[0]);
     p.push_i64(l.si[1]);
     auto cls = [&](const VT* t) { return t ? class_of(t->dtype) : kF32; };
-    const std::int32_t spec[] = {l.kind, l.op, cls(l.a), cls(l.b), cls(l.c), class_of(out.dtype),
-                                 l.conv, flat ? 1 : 0};
+    const std::int32_t spec[] = {
+        l.kind, l.op, cls(l.a), cls(l.b), cls(l.c), class_of(out.dtype), l.conv, flat ? 1 : 0};
     std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("elementwise", spec, 4, kLocal);
     const Binding o = bind(out, true);
@@ -114,8 +144,8 @@ void check_same_device(const VT& a, const VT& b, const char* op) {
 
 void check_int_args(BinaryOp op, const VT& divisor) {
     if (class_of(divisor.dtype) != kI64) return;
-    const bool div = op == BinaryOp::Div || op == BinaryOp::Rem || op == BinaryOp::RDiv ||
-                     op == BinaryOp::RRem;
+    const bool div =
+        op == BinaryOp::Div || op == BinaryOp::Rem || op == BinaryOp::RDiv || op == BinaryOp::RRem;
     const bool pow = op == BinaryOp::Pow || op == BinaryOp::RPow;
     if (!div && !pow) return;
     // Data-dependent errors need the data: a device-side test and a one-word readback.
@@ -143,7 +173,9 @@ Binding bind(const VT& t, bool write) {
     return {t.buffer->buffer, t.buffer->offset, t.buffer->size, write};
 }
 
-void Params::push(i64 v) { w.push_back(static_cast<std::int32_t>(v)); }
+void Params::push(i64 v) {
+    w.push_back(static_cast<std::int32_t>(v));
+}
 void Params::push_f(float v) {
     std::int32_t x;
     std::memcpy(&x, &v, 4);
@@ -170,8 +202,8 @@ void Params::push_layout(const VT& t, const Shape& shape) {
 VT empty(const Shape& shape, DType dtype, std::uint32_t device) {
     Context& cx = Context::get(device);
     VT t;
-    t.buffer = cx.pool().allocate(std::max<std::size_t>(shape.num_elements(), 1) * device_size(dtype),
-                                  "empty");
+    t.buffer = cx.pool().allocate(
+        std::max<std::size_t>(shape.num_elements(), 1) * device_size(dtype), "empty");
     t.shape = shape;
     t.strides = contiguous_strides(shape);
     t.dtype = dtype;
@@ -191,8 +223,8 @@ VT full(const Shape& shape, Scalar value, DType dtype, std::uint32_t device) {
 
 VT arange(i64 start, i64 end, i64 step, std::uint32_t device) {
     EMBER_CHECK(step != 0, Argument, "arange: step must not be zero");
-    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument, "arange: range ",
-                start, "..", end, " with step ", step, " is inconsistent");
+    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument,
+                "arange: range ", start, "..", end, " with step ", step, " is inconsistent");
     const auto n = static_cast<std::size_t>((end - start + step + (step > 0 ? -1 : 1)) / step);
     VT out = empty(Shape{n}, DType::I64, device);
     Launch l{kArange};
@@ -233,9 +265,9 @@ VT unary(UnaryOp op, VT t) {
                     " is not defined for bool tensors");
     if (class_of(t.dtype) == kI64) {
         if (is_nan) return full(t.shape, Scalar(false), DType::Bool, t.device);
-        EMBER_CHECK(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
-                        op == UnaryOp::Relu,
-                    DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
+        EMBER_CHECK(
+            op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu,
+            DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
     }
     if (class_of(t.dtype) == kF32)
         EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");

@@ -23,12 +23,18 @@ using i64 = std::int64_t;
 
 /// How elements of a dtype are stored on the device (shaders/common.glsl: CLASS_*).
 enum Class : std::int32_t { kF32 = 0, kI64 = 1, kBool = 2 };
-inline Class class_of(DType d) { return is_float(d) ? kF32 : (is_int(d) ? kI64 : kBool); }
+inline Class class_of(DType d) {
+    return is_float(d) ? kF32 : (is_int(d) ? kI64 : kBool);
+}
 /// Bytes per element on the device.
-inline std::size_t device_size(DType d) { return class_of(d) == kI64 ? 8 : 4; }
+inline std::size_t device_size(DType d) {
+    return class_of(d) == kI64 ? 8 : 4;
+}
 
 /// The context holding `t`.
-inline Context& ctx(const VT& t) { return Context::get(t.device); }
+inline Context& ctx(const VT& t) {
+    return Context::get(t.device);
+}
 /// A binding of the whole allocation under `t`.
 Binding bind(const VT& t, bool write);
 

@@ -4,8 +4,8 @@
 // cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel).
 #include <bit>
 #include <chrono>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -35,13 +35,14 @@ constexpr Variant kVariants[] = {
     {0, 16, 16, 16, 1, 1},   // 256 threads: small problems
     {1, 0, 0, 0, 0, 0},      // one thread per output
     {2, 64, 64, 16, 4, 4},   // 5-7: the tiles of 0-2 with vec4 loads
-    {2, 128, 64, 16, 8, 4},
-    {2, 32, 32, 16, 2, 2},
+    {2, 128, 64, 16, 8, 4},  {2, 32, 32, 16, 2, 2},
     {2, 128, 128, 16, 8, 8},  // 8: 256 threads, 8x8 blocks, vec4 loads: the largest problems
 };
 constexpr std::size_t kNaive = 4;
 /// The scalar-load twin of a vec4 variant.
-constexpr std::size_t scalar_twin(std::size_t v) { return v == 8 ? 1 : (v >= 5 ? v - 5 : v); }
+constexpr std::size_t scalar_twin(std::size_t v) {
+    return v == 8 ? 1 : (v >= 5 ? v - 5 : v);
+}
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
 struct Problem {
@@ -55,7 +56,9 @@ bool autotune_enabled() {
     return !(e && std::string(e) == "0");
 }
 
-std::size_t bucket(std::size_t v) { return std::bit_ceil(std::max<std::size_t>(v, 1)); }
+std::size_t bucket(std::size_t v) {
+    return std::bit_ceil(std::max<std::size_t>(v, 1));
+}
 
 /// The per-device table of winners: (M, N, K, batched) bucket → variant index.
 struct Tuned {
@@ -166,9 +169,12 @@ void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const
 std::size_t heuristic(const Context& cx, const Problem& pr, bool vec4) {
     if (pr.m * pr.n * pr.k < (std::size_t{1} << 15)) return kNaive;
     std::size_t v = 3;
-    if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1])) v = 1;
-    else if (pr.m >= 64 && pr.n >= 64 && fits(cx, kVariants[0])) v = 0;
-    else if (pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2])) v = 2;
+    if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1]))
+        v = 1;
+    else if (pr.m >= 64 && pr.n >= 64 && fits(cx, kVariants[0]))
+        v = 0;
+    else if (pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2]))
+        v = 2;
     return vec4 && v <= 2 ? v + 5 : v;
 }
 
@@ -194,7 +200,8 @@ std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, con
         const auto t0 = std::chrono::steady_clock::now();
         for (int r = 0; r < 3; ++r) launch(cx, kVariants[i], pr, a, b, out, kF32);
         cx.wait_idle();
-        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (dt < best_time) {
             best_time = dt;
             best = i;

@@ -23,7 +23,9 @@ Buffer::~Buffer() {
 
 Pool::Pool(VkDevice device, VkPhysicalDevice phys, VkDeviceSize max_range, VkDeviceSize max_alloc,
            std::uint32_t max_alloc_count)
-    : device_(device), max_range_(max_range), max_alloc_(max_alloc),
+    : device_(device),
+      max_range_(max_range),
+      max_alloc_(max_alloc),
       max_alloc_count_(max_alloc_count) {
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(phys, &mp);
@@ -92,8 +94,8 @@ std::shared_ptr<Buffer> Pool::allocate(std::size_t bytes, const char* op) {
     EMBER_CHECK(bytes <= max_range_, Argument, op, ": a tensor of ", bytes,
                 " bytes exceeds the Vulkan device's maxStorageBufferRange (", max_range_,
                 " bytes)");
-    const VkDeviceSize cls = std::min<VkDeviceSize>(size_class(bytes),
-                                                    std::max<VkDeviceSize>(bytes, max_range_));
+    const VkDeviceSize cls =
+        std::min<VkDeviceSize>(size_class(bytes), std::max<VkDeviceSize>(bytes, max_range_));
     EMBER_CHECK(cls <= max_alloc_, Argument, op, ": a tensor of ", bytes,
                 " bytes exceeds the Vulkan device's maxMemoryAllocationSize (", max_alloc_,
                 " bytes)");

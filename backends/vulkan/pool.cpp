@@ -18,7 +18,9 @@ struct AxisMatrix {
     std::size_t out = 1, in = 1;
     std::vector<float> m;  ///< row-major out × in
     AxisMatrix(std::size_t o, std::size_t i) : out(o), in(i), m(o * i, 0.0f) {}
-    void add(std::size_t o, i64 i, double w) { m[o * in + static_cast<std::size_t>(i)] += float(w); }
+    void add(std::size_t o, i64 i, double w) {
+        m[o * in + static_cast<std::size_t>(i)] += float(w);
+    }
     VT upload(DType dt, std::uint32_t device) const {
         TensorData d(m, Shape{out, in});
         return from_data(d, class_of(dt) == kF32 ? DType::F32 : DType::I64, device);
@@ -123,8 +125,8 @@ Shape interp_shape(const VT& x, std::span<const std::size_t> output_size) {
     EMBER_CHECK(x.shape.rank() == n + 2, Shape, "interpolate: input must have rank ", n + 2,
                 " for output size ", os, ", got ", x.shape);
     for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(output_size[d] >= 1, Argument, "interpolate: output size must be positive, got ",
-                    os, " for input ", x.shape);
+        EMBER_CHECK(output_size[d] >= 1, Argument,
+                    "interpolate: output size must be positive, got ", os, " for input ", x.shape);
         EMBER_CHECK(x.shape[2 + d] >= 1, Shape,
                     "interpolate: input spatial dims must be non-empty, got ", x.shape);
     }
@@ -199,8 +201,8 @@ std::pair<VT, VT> max_pool_with_indices(VT x, const PoolParams& p) {
 VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size) {
     const std::size_t n = output_size.size();
     EMBER_CHECK(n >= 1 && n <= 2, Argument,
-                "adaptive_avg_pool: 1 or 2 output dims are supported, got ", n, " (input ",
-                x.shape, ")");
+                "adaptive_avg_pool: 1 or 2 output dims are supported, got ", n, " (input ", x.shape,
+                ")");
     const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d";
     const Shape out_shape = adaptive_shape(op, x, output_size);
     if (out_shape.num_elements() == 0) return empty(out_shape, x.dtype, x.device);
@@ -232,8 +234,8 @@ VT interpolate(VT x, std::span<const std::size_t> output_size, const Interpolate
     const DType dt = x.dtype;
     EMBER_CHECK(dt != DType::Bool, DType, "interpolate: bool input ", x.shape, " is not supported");
     if (o.mode != InterpolateMode::Nearest)
-        EMBER_CHECK(is_float(dt), DType, "interpolate: ",
-                    o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
+        EMBER_CHECK(is_float(dt), DType,
+                    "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
                     " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     if (out_shape.num_elements() == 0) return empty(out_shape, dt, x.device);
     auto [ah, aw] = interp_matrices(x.shape, output_size, o);

@@ -38,7 +38,7 @@ struct Buffer {
 inline constexpr VkDeviceSize kAllocAlign = 256;
 
 class Pool {
-public:
+  public:
     /// `max_range`: maxStorageBufferRange (a binding covers a whole allocation, so no
     /// allocation may exceed it); `max_alloc`: maxMemoryAllocationSize.
     Pool(VkDevice device, VkPhysicalDevice phys, VkDeviceSize max_range, VkDeviceSize max_alloc,
@@ -57,7 +57,7 @@ public:
     /// The size class `bytes` is rounded up to.
     static VkDeviceSize size_class(std::size_t bytes);
 
-private:
+  private:
     struct Block {
         VkDeviceMemory memory = VK_NULL_HANDLE;
         VkBuffer buffer = VK_NULL_HANDLE;

@@ -99,8 +99,8 @@ VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim) {
 
 VT softmax(VT t, std::size_t dim, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
-    EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
-                dtype_name(t.dtype), " ", t.shape);
+    EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ", dtype_name(t.dtype),
+                " ", t.shape);
     EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
                 t.shape);
     const DType dt = t.dtype;

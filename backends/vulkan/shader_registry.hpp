@@ -7,9 +7,9 @@
 namespace ember::detail::vk {
 /// One embedded shader.
 struct ShaderBlob {
-    const char* name;             ///< file name without .comp
-    const std::uint32_t* words;   ///< SPIR-V
-    std::size_t count;            ///< number of words
+    const char* name;            ///< file name without .comp
+    const std::uint32_t* words;  ///< SPIR-V
+    std::size_t count;           ///< number of words
 };
 extern const ShaderBlob kShaders[];
 extern const std::size_t kNumShaders;

@@ -17,8 +17,8 @@ VT narrow_view(const VT& t, std::size_t dim, std::size_t start, std::size_t len)
 
 VT reshape(VT t, const Shape& shape) {
     EMBER_CHECK(shape.num_elements() == t.num_elements(), Shape, "reshape: cannot reshape ",
-                t.shape.to_string(), " (", t.num_elements(), " elements) into ",
-                shape.to_string(), " (", shape.num_elements(), " elements)");
+                t.shape.to_string(), " (", t.num_elements(), " elements) into ", shape.to_string(),
+                " (", shape.num_elements(), " elements)");
     if (!t.is_contiguous()) t = contiguous(std::move(t));
     t.shape = shape;
     t.strides = contiguous_strides(shape);
@@ -33,8 +33,8 @@ VT permute(VT t, std::span<const std::size_t> axes) {
     Strides st{};
     for (std::size_t i = 0; i < axes.size(); ++i) {
         EMBER_CHECK(axes[i] < axes.size() && !seen[axes[i]], Dim,
-                    "permute: axes are not a permutation of 0..", axes.size() - 1,
-                    " for shape ", t.shape.to_string());
+                    "permute: axes are not a permutation of 0..", axes.size() - 1, " for shape ",
+                    t.shape.to_string());
         seen[axes[i]] = true;
         s[i] = t.shape[axes[i]];
         st[i] = t.strides[axes[i]];

@@ -56,7 +56,7 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
             const Binding bs[] = {o, bind(indices, true), bind(tp, false), o, o};
             cx.dispatch(pipe, bs, p.w, rows);
         } else {
-            VT keys = empty(Shape{rows * P}, DType::I64, t.device);  // two words per key
+            VT keys = empty(Shape{rows * P}, DType::I64, t.device);   // two words per key
             VT order = empty(Shape{rows * P}, DType::F32, t.device);  // one word per index
             const std::uint64_t groups = (rows * P + kLocal - 1) / kLocal;
             std::lock_guard lock(cx.mu);

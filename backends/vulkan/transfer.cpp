@@ -61,7 +61,9 @@ VT to_device(VT t, std::uint32_t device) {
     return from_data(to_data(t), t.dtype, device);
 }
 
-std::vector<i64> read_ints(const VT& t) { return to_data(cast(t, DType::I64)).to_vec<i64>(); }
+std::vector<i64> read_ints(const VT& t) {
+    return to_data(cast(t, DType::I64)).to_vec<i64>();
+}
 
 bool any_true(const VT& t) {
     if (t.num_elements() == 0) return false;
