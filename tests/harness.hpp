@@ -102,6 +102,17 @@ Tolerance default_tolerance() {
     else return {1e-5, 1e-4};
 }
 
+/// Whether backend B computes f64 tensors in double precision. The Vulkan backend stores and
+/// computes them in f32 (GLSL has no double-precision exp/log; docs/vulkan.md), so f64 cases
+/// check it at its f32 tolerance.
+template <typename B>
+constexpr bool computes_f64() {
+#if defined(EMBER_VULKAN)
+    if constexpr (std::is_same_v<InnerBackend<B>, ember::Vulkan>) return false;
+#endif
+    return true;
+}
+
 }  // namespace ember::test
 
 /// First statement of a case instantiated per backend: skips it (with a warning, so that the
