@@ -183,9 +183,9 @@ Context::Context(std::uint32_t index) : index_(index) {
 
     std::vector<const char*> exts{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     // Tensor cores for f16 matmul (shaders/matmul_coop.comp): the cooperative-matrix extension
-    // with a 16x16x16 f16 x f16 + f32 shape at subgroup scope, f16 arithmetic, and 32-wide
-    // subgroups (the kernel runs one subgroup per workgroup). EMBER_VULKAN_COOPMAT=0 turns it
-    // off.
+    // with a 16x8x16 f16 x f16 + f32 shape at subgroup scope (NVIDIA's drivers list 16x8x16 and
+    // 16x8x8, not 16x16x16), f16 arithmetic, and 32-wide subgroups (the kernel's workgroup is
+    // 8 subgroups of 32). EMBER_VULKAN_COOPMAT=0 turns it off.
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_feats{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     VkPhysicalDeviceVulkan12Features feats12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
@@ -194,7 +194,7 @@ Context::Context(std::uint32_t index) : index_(index) {
         const bool allowed = !(env && std::string(env) == "0");
         if (allowed && props.properties.apiVersion >= VK_API_VERSION_1_2 &&
             has_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
-            info_.subgroup_size == 32) {
+            info_.subgroup_size == 32 && info_.max_shared_memory >= 24 * 1024) {
             feats12.pNext = &coop_feats;
             VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
             f2.pNext = &feats12;
@@ -207,7 +207,7 @@ Context::Context(std::uint32_t index) : index_(index) {
                     n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
                 vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, cm.data());
                 for (const auto& c : cm)
-                    shape = shape || (c.MSize == 16 && c.NSize == 16 && c.KSize == 16 &&
+                    shape = shape || (c.MSize == 16 && c.NSize == 8 && c.KSize == 16 &&
                                       c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
                                       c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
                                       c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
@@ -422,6 +422,82 @@ void Context::track(std::span<const Binding> buffers) {
         (b.write ? writes_ : reads_).push_back({b.buffer, b.offset, b.offset + b.range});
 }
 
+VkDescriptorSetLayout Context::set_layout(std::uint32_t bindings) {
+    VkDescriptorSetLayout& dsl = set_layouts_[bindings];
+    if (!dsl) {
+        std::vector<VkDescriptorSetLayoutBinding> b(bindings + 1);
+        for (std::uint32_t i = 0; i <= bindings; ++i) {
+            b[i].binding = i;
+            b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            b[i].descriptorCount = 1;
+            b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+        }
+        VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+        li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
+        li.bindingCount = bindings + 1;
+        li.pBindings = b.data();
+        vkCreateDescriptorSetLayout(device_, &li, nullptr, &dsl);
+    }
+    return dsl;
+}
+
+const Pipeline& Context::pipeline_spirv(const std::string& key,
+                                        std::span<const std::uint32_t> spirv,
+                                        std::uint32_t bindings, std::uint32_t local_size,
+                                        std::uint32_t push_bytes) {
+    if (auto it = pipelines_.find(key); it != pipelines_.end()) return *it->second;
+    VkDescriptorSetLayout dsl = set_layout(bindings);
+    VkPipelineLayout& layout = push_layouts_[{bindings, push_bytes}];
+    if (!layout) {
+        VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+        VkPipelineLayoutCreateInfo li{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+        li.setLayoutCount = 1;
+        li.pSetLayouts = &dsl;
+        li.pushConstantRangeCount = push_bytes ? 1 : 0;
+        li.pPushConstantRanges = &range;
+        vkCreatePipelineLayout(device_, &li, nullptr, &layout);
+    }
+    VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    si.codeSize = spirv.size_bytes();
+    si.pCode = spirv.data();
+    VkShaderModule mod = VK_NULL_HANDLE;
+    EMBER_CHECK(vkCreateShaderModule(device_, &si, nullptr, &mod) == VK_SUCCESS, Device,
+                "vulkan: vkCreateShaderModule failed for fused kernel ", key);
+    const std::int32_t ls = static_cast<std::int32_t>(local_size);
+    VkSpecializationMapEntry entry{0, 0, 4};
+    VkSpecializationInfo spi{1, &entry, 4, &ls};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = mod;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &spi;
+    ci.layout = layout;
+    auto p = std::make_unique<Pipeline>();
+    const VkResult r = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
+    vkDestroyShaderModule(device_, mod, nullptr);  // the pipeline keeps what it needs
+    EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed (",
+                static_cast<int>(r), ") for fused kernel ", key);
+    cache_dirty_ = true;
+    p->layout = layout;
+    p->bindings = bindings;
+    p->local_size = local_size;
+    p->push_bytes = push_bytes;
+    return *(pipelines_[key] = std::move(p));
+}
+
+void Context::drop_pipelines(const std::string& prefix) {
+    wait_idle();  // recorded work may still use them
+    for (auto it = pipelines_.begin(); it != pipelines_.end();) {
+        if (it->first.compare(0, prefix.size(), prefix) == 0) {
+            vkDestroyPipeline(device_, it->second->pipeline, nullptr);
+            it = pipelines_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
 const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t> spec,
                                   std::uint32_t bindings, std::uint32_t local_size) {
     std::string key = name;
@@ -441,21 +517,7 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
         EMBER_CHECK(vkCreateShaderModule(device_, &si, nullptr, &mod) == VK_SUCCESS, Device,
                     "vulkan: vkCreateShaderModule failed for ", name);
     }
-    VkDescriptorSetLayout& dsl = set_layouts_[bindings];
-    if (!dsl) {
-        std::vector<VkDescriptorSetLayoutBinding> b(bindings + 1);
-        for (std::uint32_t i = 0; i <= bindings; ++i) {
-            b[i].binding = i;
-            b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-            b[i].descriptorCount = 1;
-            b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
-        }
-        VkDescriptorSetLayoutCreateInfo li{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-        li.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
-        li.bindingCount = bindings + 1;
-        li.pBindings = b.data();
-        vkCreateDescriptorSetLayout(device_, &li, nullptr, &dsl);
-    }
+    VkDescriptorSetLayout dsl = set_layout(bindings);
     VkPipelineLayout& layout = layouts_[bindings];
     if (!layout) {
         VkPipelineLayoutCreateInfo li{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -488,7 +550,8 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
 }
 
 void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
-                       std::span<const std::int32_t> params, std::uint64_t groups) {
+                       std::span<const std::int32_t> params, std::uint64_t groups,
+                       std::span<const std::uint32_t> push) {
     if (groups == 0) return;
     EMBER_CHECK(buffers.size() == p.bindings, Generic, "vulkan: dispatch with ", buffers.size(),
                 " buffers for a pipeline of ", p.bindings);
@@ -512,6 +575,11 @@ void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
     vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     vkCmdPushDescriptorSetKHR(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
                               static_cast<std::uint32_t>(writes.size()), writes.data());
+    if (p.push_bytes)
+        vkCmdPushConstants(c, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           std::min<std::uint32_t>(p.push_bytes,
+                                                   static_cast<std::uint32_t>(push.size_bytes())),
+                           push.data());
     const std::uint64_t maxx = info_.max_groups[0];
     const std::uint32_t gx = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, maxx));
     const std::uint64_t gy = (groups + gx - 1) / gx;

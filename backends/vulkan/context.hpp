@@ -39,6 +39,7 @@ struct Pipeline {
     VkPipelineLayout layout = VK_NULL_HANDLE;
     std::uint32_t bindings = 0;    ///< data buffers (binding 0 excluded)
     std::uint32_t local_size = 0;  ///< threads per workgroup (specialization constant 0)
+    std::uint32_t push_bytes = 0;  ///< push-constant range (run-time kernels only)
 };
 
 /// Device limits and features the backend uses.
@@ -52,7 +53,7 @@ struct DeviceInfo {
     std::uint32_t max_invocations = 0;
     std::array<std::uint32_t, 3> max_groups{};
     std::uint32_t subgroup_size = 0;
-    bool cooperative_matrix = false;  ///< VK_KHR_cooperative_matrix with f16 → f32 16x16x16
+    bool cooperative_matrix = false;  ///< VK_NV_cooperative_matrix with f16 → f32 16x8x16
     bool float16 = false;             ///< shaderFloat16 + 16-bit storage
 };
 
@@ -76,10 +77,20 @@ class Context {
     const Pipeline& pipeline(const char* name, std::span<const std::int32_t> spec,
                              std::uint32_t bindings, std::uint32_t local_size);
 
+    /// The pipeline of run-time SPIR-V `spirv` (fused kernels), kept under `key`; its layout
+    /// adds a `push_bytes` push-constant range to the usual bindings.
+    const Pipeline& pipeline_spirv(const std::string& key, std::span<const std::uint32_t> spirv,
+                                   std::uint32_t bindings, std::uint32_t local_size,
+                                   std::uint32_t push_bytes);
+    /// Waits for the device, then destroys the pipelines whose key starts with `prefix`.
+    void drop_pipelines(const std::string& prefix);
+
     /// Records `groups` workgroups of `p` (split over a 2-d grid past maxComputeWorkGroupCount;
-    /// shaders linearise the group id) with `params` (int32 words) at binding 0.
+    /// shaders linearise the group id) with `params` (int32 words) at binding 0 and `push`
+    /// as push constants (pipelines with a push-constant range).
     void dispatch(const Pipeline& p, std::span<const Binding> buffers,
-                  std::span<const std::int32_t> params, std::uint64_t groups);
+                  std::span<const std::int32_t> params, std::uint64_t groups,
+                  std::span<const std::uint32_t> push = {});
     /// Copies `bytes` from host memory into a device range (through the staging ring).
     void upload(const void* src, std::size_t bytes, const Binding& dst);
     /// Copies `bytes` of a device range into host memory; waits for the device.
@@ -122,6 +133,7 @@ class Context {
     VkDeviceSize ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align);
     void make_ring(Ring& r, VkDeviceSize size);
     void save_pipeline_cache();
+    VkDescriptorSetLayout set_layout(std::uint32_t bindings);
 
     std::uint32_t index_;
     DeviceInfo info_;
@@ -143,6 +155,7 @@ class Context {
     std::string cache_dir_;
     std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts_;
     std::map<std::uint32_t, VkPipelineLayout> layouts_;
+    std::map<std::pair<std::uint32_t, std::uint32_t>, VkPipelineLayout> push_layouts_;
     std::map<std::string, VkShaderModule> modules_;
     std::map<std::string, std::unique_ptr<Pipeline>> pipelines_;
     ember::vulkan::ExecutionStats stats_;

@@ -152,16 +152,15 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
     cx.dispatch(pipe, bs, p.w, groups);
 }
 
-/// The cooperative-matrix kernel (shaders/matmul_coop.comp): 32 x 32 tiles, one subgroup each.
+/// The cooperative-matrix kernel (shaders/matmul_coop.comp): 128 x 128 tiles of C, a
+/// workgroup of 8 subgroups each.
 void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
-    constexpr std::int32_t kTiles = 2;  // 2 x 2 fragments of 16 x 16
-    const Variant shape{0, 16 * kTiles, 16 * kTiles, 16, 1, 1};
+    constexpr std::size_t kTile = 128;
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {kTiles, kTiles};
-    const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, cx.info().subgroup_size);
+    const Pipeline& pipe = cx.pipeline("matmul_coop", {}, 3, 8 * cx.info().subgroup_size);
     const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
     cx.dispatch(pipe, bs, p.w,
-                pr.batch * ((pr.m + shape.bm - 1) / shape.bm) * ((pr.n + shape.bn - 1) / shape.bn));
+                pr.batch * ((pr.m + kTile - 1) / kTile) * ((pr.n + kTile - 1) / kTile));
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
