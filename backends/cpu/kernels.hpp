@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/pool_geometry.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
@@ -123,13 +124,7 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
                         std::optional<CpuTensor> bias, const DeformConvOptions& o);
 
 // ---- pool.cpp ------------------------------------------------------------------------------
-struct PoolParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0},
-        dilation{1, 1, 1};
-    bool ceil_mode = false;
-    bool count_include_pad = true;
-};
+using PoolParams = pool::PoolParams;  // backends/common/pool_geometry.hpp
 CpuTensor avg_pool(CpuTensor x, const PoolParams& p);
 /// Max pooling; indices are flat positions within each input plane (as PyTorch), int64.
 std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolParams& p);

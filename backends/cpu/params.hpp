@@ -21,20 +21,6 @@ ConvParams conv_params(const O& o) {
     return p;
 }
 
-/// PoolOptions<N> → PoolParams.
-template <std::size_t N>
-PoolParams pool_params(const PoolOptions<N>& o) {
-    PoolParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.kernel[i] = o.kernel_size[i];
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.ceil_mode = o.ceil_mode;
-    p.count_include_pad = o.count_include_pad;
-    return p;
-}
+using pool::pool_params;
 
 }  // namespace ember::detail::cpu

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/pool_geometry.hpp"
 #include "context.hpp"
 #include "ember/backend/detail/vulkan_tensor.hpp"
 #include "ember/tensor/data.hpp"
@@ -153,28 +154,8 @@ DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask
                                    std::optional<VT> bias, VT grad, const DeformConvOptions& o);
 
 // ---- pool.cpp: pooling and interpolation (PyTorch's geometry), forward and backward --------
-struct PoolParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0},
-        dilation{1, 1, 1};
-    bool ceil_mode = false;
-    bool count_include_pad = true;
-};
-/// PoolOptions<N> → PoolParams.
-template <std::size_t N>
-PoolParams pool_params(const PoolOptions<N>& o) {
-    PoolParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.kernel[i] = o.kernel_size[i];
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.ceil_mode = o.ceil_mode;
-    p.count_include_pad = o.count_include_pad;
-    return p;
-}
+using PoolParams = pool::PoolParams;  // backends/common/pool_geometry.hpp
+using pool::pool_params;
 VT avg_pool(VT x, const PoolParams& p);
 std::pair<VT, VT> max_pool_with_indices(VT x, const PoolParams& p);
 VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size);
