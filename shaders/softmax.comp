@@ -1,7 +1,7 @@
 #version 450
 // Softmax and log-softmax along one dim in one pass over memory per row: one workgroup per
 // row folds the maximum, then the sum of exp(x - max) (shared-memory trees), then writes the
-// result; the composed form (max, sub, exp, sum, div kernels) reads and writes the tensor five
+// result, keeping the row in registers in between; the composed form (max, sub, exp, sum, div kernels) reads and writes the tensor five
 // times. Strided input, contiguous output of the same shape.
 #include "common.glsl"
 
@@ -16,6 +16,7 @@ layout(std430, binding = 2) readonly buffer In { uint x[]; };
 // out dim stride, out strides[8] (contiguous, dim's entry unused).
 const int P_SHAPE = 2, P_STR = 10, P_OFF = 18, P_R = 19, P_RS = 20, P_OS = 21, P_OSTR = 22;
 const int WG = 256;
+const int CACHE = 16;  // elements a thread keeps in registers: rows up to 4096 read once
 shared float red[WG];
 
 void main() {
@@ -33,9 +34,16 @@ void main() {
         ob += c * p[P_OSTR + d];
     }
     int R = p[P_R], rs = p[P_RS], os = p[P_OS];
-    // Maximum (NaN propagates).
-    float m = uintBitsToFloat(0xff800000u);
-    for (int r = int(tid); r < R; r += WG) m = nan_max(m, LOAD_F(x, ib + r * rs));
+    // The first WG * CACHE elements of the row stay in registers between the three steps, so
+    // that rows up to that length are read from memory once; longer rows re-read the rest.
+    float v[CACHE];
+    float m = uintBitsToFloat(0xff800000u);  // -inf; the maximum (NaN propagates)
+    for (int i = 0; i < CACHE; ++i) {
+        int r = int(tid) + i * WG;
+        v[i] = r < R ? LOAD_F(x, ib + r * rs) : 0.0;
+        if (r < R) m = nan_max(m, v[i]);
+    }
+    for (int r = int(tid) + CACHE * WG; r < R; r += WG) m = nan_max(m, LOAD_F(x, ib + r * rs));
     red[tid] = m;
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
@@ -46,7 +54,9 @@ void main() {
     barrier();
     // Sum of exp(x - max).
     float acc = 0.0;
-    for (int r = int(tid); r < R; r += WG) acc += exp(LOAD_F(x, ib + r * rs) - m);
+    for (int i = 0; i < CACHE; ++i)
+        if (int(tid) + i * WG < R) acc += exp(v[i] - m);
+    for (int r = int(tid) + CACHE * WG; r < R; r += WG) acc += exp(LOAD_F(x, ib + r * rs) - m);
     red[tid] = acc;
     barrier();
     for (uint s = WG / 2; s > 0; s >>= 1) {
@@ -55,8 +65,12 @@ void main() {
     }
     float sum = red[0];
     float lse = log(sum);
-    for (int r = int(tid); r < R; r += WG) {
-        float v = LOAD_F(x, ib + r * rs) - m;
-        STORE_F(o, ob + r * os, LOG == 1 ? v - lse : exp(v) / sum);
+    for (int i = 0; i < CACHE; ++i) {
+        int r = int(tid) + i * WG;
+        if (r < R) STORE_F(o, ob + r * os, LOG == 1 ? v[i] - m - lse : exp(v[i] - m) / sum);
+    }
+    for (int r = int(tid) + CACHE * WG; r < R; r += WG) {
+        float e = LOAD_F(x, ib + r * rs) - m;
+        STORE_F(o, ob + r * os, LOG == 1 ? e - lse : exp(e) / sum);
     }
 }

@@ -173,6 +173,47 @@ TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
     }
 }
 
+TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[vulkan]") {
+    VK_REQUIRE_DEVICE();
+    // EMBER_VULKAN_MATMUL_KERNEL forces one candidate of the autotuner (an index into its
+    // table; one that cannot run the problem is ignored). Shapes with K and N multiples of 4
+    // also take the vec4 kernels. Small integers: every product is exact in f32 and in f16.
+    const std::array<std::array<std::size_t, 3>, 5> shapes{
+        {{33, 17, 65}, {130, 64, 132}, {129, 40, 200}, {64, 32, 64}, {257, 36, 68}}};
+    auto product = [](std::size_t m, std::size_t k, std::size_t n) {
+        std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t l = 0; l < k; ++l)
+                for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
+        return std::array<std::vector<float>, 3>{a, b, c};
+    };
+    for (int kernel = 0; kernel < 9; ++kernel) {
+        ::setenv("EMBER_VULKAN_MATMUL_KERNEL", std::to_string(kernel).c_str(), 1);
+        for (auto [m, k, n] : shapes) {
+            INFO("kernel " << kernel << ", " << m << "x" << k << " @ " << k << "x" << n);
+            auto [a, b, c] = product(m, k, n);
+            auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
+            auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
+            REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
+        }
+    }
+    ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
+    // f16 operands: tensor cores where the device has them (ragged 128 x 128 tiles here),
+    // row-major and transposed.
+    for (auto [m, k, n] : shapes) {
+        INFO("f16 " << m << "x" << k << " @ " << k << "x" << n);
+        auto [a, b, c] = product(m, k, n);
+        auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k})).cast(ember::DType::F16);
+        auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(ember::DType::F16);
+        // |c| <= 3 * 2 * 64: integers that f16 holds exactly, so the rounding changes nothing.
+        REQUIRE(ta.matmul(tb).cast(ember::DType::F32).into_data().to_vec<float>() == c);
+        auto tt = tb.transpose().matmul(ta.transpose()).transpose();
+        REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
+    }
+}
+
 TEST_CASE("vulkan: matmul autotuning picks and remembers a kernel", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     // 128^3 multiply-adds: above the tuning threshold. Every candidate runs on these operands;

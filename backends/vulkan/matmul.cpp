@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <sstream>
 #include <tuple>
@@ -177,8 +178,22 @@ std::size_t heuristic(const Context& cx, const Problem& pr, bool vec4) {
     return vec4 && v <= 2 ? v + 5 : v;
 }
 
+/// The kernel EMBER_VULKAN_MATMUL_KERNEL names (an index into kVariants), if it can run this
+/// problem: for tests that check every kernel, and for measuring one.
+std::optional<std::size_t> forced_kernel(const Context& cx, bool vec4) {
+    const char* e = std::getenv("EMBER_VULKAN_MATMUL_KERNEL");
+    if (!e || !*e) return std::nullopt;
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(e, &end, 10);
+    if (*end != '\0' || v >= kNumVariants || !fits(cx, kVariants[v]) ||
+        (kVariants[v].mode == 2 && !vec4))
+        return std::nullopt;
+    return v;
+}
+
 std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
     const bool vec4 = vec4_ok(pr, a, b);
+    if (auto v = forced_kernel(cx, vec4)) return *v;
     const std::size_t h = heuristic(cx, pr, vec4);
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21)) return h;
