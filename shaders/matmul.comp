@@ -30,18 +30,8 @@ layout(std430, binding = 3) readonly buffer B4 { uvec4 b4[]; };  // at a time (M
 const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS = 25, P_ACS = 26,
           P_BRS = 27, P_BCS = 28;
 
-// Shared tiles, k-major: As[k][m], Bs[k][n], held as vec4s so that register blocks load 4
-// adjacent values at once (BM and BN are multiples of 4).
-shared vec4 As[BK * BM / 4];
-shared vec4 Bs[BK * BN / 4];
-void put_a(int k, int m, float v) { As[(k * BM + m) / 4][m % 4] = v; }
-void put_b(int k, int n, float v) { Bs[(k * BN + n) / 4][n % 4] = v; }
-
-// A thread's register block: with TM (TN) a multiple of 4, groups of 4 adjacent rows (columns)
-// spaced 4 * BM / TM (4 * BN / TN) apart, so that neighbouring threads read neighbouring vec4s
-// of the shared tile (no bank conflicts); otherwise TM (TN) adjacent rows (columns).
-int row_of(int tr, int i) { return TM % 4 == 0 ? (i / 4) * (BM / TM) * 4 + tr * 4 + i % 4 : tr * TM + i; }
-int col_of(int tc, int j) { return TN % 4 == 0 ? (j / 4) * (BN / TN) * 4 + tc * 4 + j % 4 : tc * TN + j; }
+shared float As[BK * BM];
+shared float Bs[BK * BN];
 
 void batch_offsets(uint bi, out int ao, out int bo) {
     ao = p[P_AO];
@@ -103,55 +93,38 @@ void main() {
                 int gm = m0 + m, gk = k0 + k;
                 vec4 v = vec4(0.0);
                 if (gm < M && gk < K) v = uintBitsToFloat(a4[(ao + gm * ars + gk) / 4]);
-                put_a(k, m, v.x);
-                put_a(k + 1, m, v.y);
-                put_a(k + 2, m, v.z);
-                put_a(k + 3, m, v.w);
+                As[k * BM + m] = v.x;
+                As[(k + 1) * BM + m] = v.y;
+                As[(k + 2) * BM + m] = v.z;
+                As[(k + 3) * BM + m] = v.w;
             }
             for (int e = tid; e < BK * BN / 4; e += NT) {
                 int k = e / (BN / 4), n = (e % (BN / 4)) * 4;
                 int gk = k0 + k, gn = n0 + n;
                 vec4 v = vec4(0.0);
                 if (gk < K && gn < N) v = uintBitsToFloat(b4[(bo + gk * brs + gn) / 4]);
-                Bs[(k * BN + n) / 4] = v;
+                Bs[k * BN + n] = v.x;
+                Bs[k * BN + n + 1] = v.y;
+                Bs[k * BN + n + 2] = v.z;
+                Bs[k * BN + n + 3] = v.w;
             }
         } else {
             for (int e = tid; e < BM * BK; e += NT) {
                 int m = e / BK, k = e % BK;
                 int gm = m0 + m, gk = k0 + k;
-                put_a(k, m, (gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk * acs) : 0.0);
+                As[k * BM + m] = (gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk * acs) : 0.0;
             }
             for (int e = tid; e < BK * BN; e += NT) {
                 int k = e / BN, n = e % BN;
                 int gk = k0 + k, gn = n0 + n;
-                put_b(k, n, (gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn * bcs) : 0.0);
+                Bs[k * BN + n] = (gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn * bcs) : 0.0;
             }
         }
         barrier();
         for (int k = 0; k < BK; ++k) {
             float ar[TM], br[TN];
-            if (TM % 4 == 0) {
-                for (int i = 0; i < TM; i += 4) {
-                    vec4 v = As[(k * BM + row_of(tr, i)) / 4];
-                    ar[i] = v.x, ar[i + 1] = v.y, ar[i + 2] = v.z, ar[i + 3] = v.w;
-                }
-            } else {
-                for (int i = 0; i < TM; ++i) {
-                    int at = k * BM + row_of(tr, i);
-                    ar[i] = As[at / 4][at % 4];
-                }
-            }
-            if (TN % 4 == 0) {
-                for (int j = 0; j < TN; j += 4) {
-                    vec4 v = Bs[(k * BN + col_of(tc, j)) / 4];
-                    br[j] = v.x, br[j + 1] = v.y, br[j + 2] = v.z, br[j + 3] = v.w;
-                }
-            } else {
-                for (int j = 0; j < TN; ++j) {
-                    int at = k * BN + col_of(tc, j);
-                    br[j] = Bs[at / 4][at % 4];
-                }
-            }
+            for (int i = 0; i < TM; ++i) ar[i] = As[k * BM + tr * TM + i];
+            for (int j = 0; j < TN; ++j) br[j] = Bs[k * BN + tc * TN + j];
             for (int i = 0; i < TM; ++i)
                 for (int j = 0; j < TN; ++j) acc[i * TN + j] += ar[i] * br[j];
         }
@@ -159,10 +132,10 @@ void main() {
     }
     uint cb = bi * uint(M) * uint(N);
     for (int i = 0; i < TM; ++i) {
-        int gm = m0 + row_of(tr, i);
+        int gm = m0 + tr * TM + i;
         if (gm >= M) continue;
         for (int j = 0; j < TN; ++j) {
-            int gn = n0 + col_of(tc, j);
+            int gn = n0 + tc * TN + j;
             if (gn < N) STORE_F(c, cb + uint(gm * N + gn), acc[i * TN + j]);
         }
     }
