@@ -1,7 +1,11 @@
 # Per-backend switches: on when the toolchain is found, off otherwise. Configure never fails
 # because one is absent.
-find_package(Vulkan QUIET COMPONENTS glslc)
-if(Vulkan_FOUND AND Vulkan_glslc_FOUND)
+# Vulkan needs glslc (build-time shaders) and shaderc with glslang (Fusion<Vulkan>'s run-time
+# kernels; Debian: libshaderc-dev glslang-dev spirv-tools).
+find_package(Vulkan QUIET COMPONENTS glslc shaderc_combined)
+find_package(Threads QUIET)
+find_package(glslang CONFIG QUIET)
+if(Vulkan_FOUND AND Vulkan_glslc_FOUND AND Vulkan_shaderc_combined_FOUND AND glslang_FOUND)
   set(_ember_vulkan_default ON)
 else()
   set(_ember_vulkan_default OFF)

@@ -28,7 +28,8 @@ mark_as_advanced(EMBER_INSTALL_CMAKEDIR)
 # ---- which libraries / components exist in this build ----------------------------------------
 # component name (as given to find_package) -> build target; the exported name is ember::<lower>.
 set(_ember_component_targets Cpu ember_cpu Vulkan ember_vulkan Cuda ember_cuda
-                             Data ember_data Train ember_train)
+                             Data ember_data Collective ember_collective
+                             Nccl ember_nccl Train ember_train)
 set(_ember_install_targets ember)
 set(EMBER_PACKAGE_COMPONENTS "")
 list(LENGTH _ember_component_targets _n)
@@ -112,8 +113,12 @@ endif()]=] code @ONLY)
     set(code "find_dependency(fmt)")
   elseif(dep MATCHES "^CUDA::")
     set(code "find_dependency(CUDAToolkit)")
+  elseif(dep STREQUAL "Vulkan::shaderc_combined")
+    set(code "find_dependency(Vulkan COMPONENTS shaderc_combined)")
   elseif(dep MATCHES "^Vulkan::")
     set(code "find_dependency(Vulkan)")
+  elseif(dep MATCHES "^SPIRV-Tools")
+    set(code "find_dependency(SPIRV-Tools-opt)")
   elseif(dep MATCHES "^glslang::")
     set(code "find_dependency(Threads)\nfind_dependency(glslang CONFIG)")
   elseif(dep MATCHES "^protobuf::")

@@ -28,6 +28,7 @@ packages=(
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/)
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
+  libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   mesa-vulkan-drivers  # lavapipe: the Vulkan tests run on the CPU
 )
 # npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).

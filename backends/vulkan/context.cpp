@@ -576,10 +576,10 @@ void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
     vkCmdPushDescriptorSetKHR(c, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0,
                               static_cast<std::uint32_t>(writes.size()), writes.data());
     if (p.push_bytes)
-        vkCmdPushConstants(c, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                           std::min<std::uint32_t>(p.push_bytes,
-                                                   static_cast<std::uint32_t>(push.size_bytes())),
-                           push.data());
+        vkCmdPushConstants(
+            c, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+            std::min<std::uint32_t>(p.push_bytes, static_cast<std::uint32_t>(push.size_bytes())),
+            push.data());
     const std::uint64_t maxx = info_.max_groups[0];
     const std::uint32_t gx = static_cast<std::uint32_t>(std::min<std::uint64_t>(groups, maxx));
     const std::uint64_t gy = (groups + gx - 1) / gx;

@@ -7,15 +7,23 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../fusion/program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/vulkan_tensor.hpp"
 
 namespace ember {
+
+namespace detail::vk {
+/// A fused program compiled for the Vulkan backend (backends/vulkan/fusion.hpp).
+struct FusedPlan;
+}  // namespace detail::vk
 
 /// A Vulkan device, by index among the physical devices that have a compute queue. The
 /// default-constructed device is the one EMBER_VULKAN_DEVICE names (index 0 when unset).
@@ -204,6 +212,19 @@ struct VulkanBackend : BackendBase<VulkanBackend> {
                                                         std::optional<FT> mask,
                                                         std::optional<FT> bias, FT grad,
                                                         const DeformConvOptions& o);
+
+    // ---- fusion (the FusionBackend side of Fusion<Vulkan>; backends/vulkan/fusion.cpp) ----
+    /// A fused program turned into GLSL; its SPIR-V and pipelines are made per device at first
+    /// launch (from the on-disk cache when present) and kept.
+    using FusedKernel = std::shared_ptr<const detail::vk::FusedPlan>;
+    /// Checks a fused program and generates its compute shader (EMBER_FUSION_DUMP=1 prints it).
+    static FusedKernel fused_compile(const fusion::Program& program);
+    /// Runs a fused program over `shape` in one dispatch; scalar values go in push constants.
+    static std::vector<FT> fused_launch(const FusedKernel& kernel, const fusion::Program& program,
+                                        std::vector<FT> inputs, std::span<const Scalar> scalars,
+                                        const Shape& shape);
+    /// Whether `t` is contiguous (the kernel may then read it with 16-byte vector loads).
+    static bool fused_input_dense(const FT& t) { return t.is_contiguous(); }
 };
 
 /// The Vulkan backend (f32).
@@ -240,6 +261,24 @@ struct ExecutionStats {
 };
 /// The recorder's counters of device `d`.
 ExecutionStats execution_stats(const VulkanDevice& d = {});
+
+/// Counters of Fusion<Vulkan>'s kernel cache, process-wide (every device).
+struct FusionCacheStats {
+    std::size_t spirv_compiled = 0;  ///< shaders compiled to SPIR-V by shaderc
+    std::size_t disk_loads = 0;      ///< SPIR-V read from the on-disk cache instead
+    std::size_t disk_rejected = 0;   ///< cache files found unreadable or corrupt (rewritten)
+    std::size_t disk_writes = 0;     ///< cache files written
+    std::size_t pipelines = 0;       ///< pipelines created for fused kernels
+};
+/// The fused-kernel cache's counters now.
+FusionCacheStats fusion_cache_stats();
+/// Forgets the SPIR-V and pipelines of fused kernels held in memory (after waiting for every
+/// device), so the next launch of each program reads the on-disk cache again or, with
+/// `remove_files`, also deletes this process's devices' cache files and compiles anew.
+void clear_fusion_cache(bool remove_files = false);
+/// The directory of device `d`'s on-disk caches (pipelines, autotuning, fused SPIR-V):
+/// $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember.
+std::string cache_directory(const VulkanDevice& d = {});
 }  // namespace vulkan
 
 }  // namespace ember

@@ -74,6 +74,12 @@ FusionTensor<B> make(typename B::FloatTensorPrimitive p) {
     return {std::move(v)};
 }
 
+/// `T`, as a type that depends on `A...`.
+template <typename T, typename... A>
+struct Dependent {
+    using type = T;
+};
+
 /// Fusion's arguments as B's: tensors (also optional or in vectors) computed, the rest as is.
 template <typename B, typename T>
 decltype(auto) unwrap(T&& x) {
@@ -262,12 +268,14 @@ struct Fusion : BackendBase<Fusion<B>> {
     }
 
     // ---- everything else runs on B, its operands computed first ----
+    // B's function is named through a type that depends on the arguments, so that an op B
+    // lacks (an optional capability such as float_adam_step) is simply absent here too.
 #define EMBER_FUSION_FORWARD(name)                                                               \
-    template <typename... A>                                                                     \
+    template <typename... A, typename Inner = typename detail::fusion::Dependent<B, A...>::type> \
     static auto name(A&&... a)                                                                   \
-        -> decltype(detail::fusion::wrap<B>(B::name(detail::fusion::unwrap<B>(std::forward<A>(a))...))) { \
+        -> decltype(detail::fusion::wrap<B>(Inner::name(detail::fusion::unwrap<B>(std::forward<A>(a))...))) { \
         fusion::detail::count_launch(false, 1);                                                  \
-        return detail::fusion::wrap<B>(B::name(detail::fusion::unwrap<B>(std::forward<A>(a))...)); \
+        return detail::fusion::wrap<B>(Inner::name(detail::fusion::unwrap<B>(std::forward<A>(a))...)); \
     }
     EMBER_FUSION_FORWARD(float_to_device)
     EMBER_FUSION_FORWARD(float_empty)
