@@ -24,7 +24,7 @@ using AutodiffBackends = decltype(std::tuple_cat(
     , std::tuple<ember::Autodiff<ember::Vulkan>>{}
 #endif
 #if defined(EMBER_CUDA)
-    , std::tuple<ember::Autodiff<ember::Cuda>>{}
+    , std::tuple<ember::Autodiff<ember::Cuda>, ember::Autodiff<ember::Fusion<ember::Cuda>>>{}
 #endif
     ));
 
@@ -52,6 +52,10 @@ struct F64Twin<Autodiff<Vulkan, C>> {
 /// stack (the CUDA backend has no f64-by-default twin).
 template <>
 struct F64Twin<Autodiff<Cuda>> {
+    using type = Autodiff<CpuF64>;
+};
+template <>
+struct F64Twin<Autodiff<Fusion<Cuda>>> {
     using type = Autodiff<CpuF64>;
 };
 #endif

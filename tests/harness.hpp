@@ -18,7 +18,7 @@ using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusio
                                              , std::tuple<ember::Vulkan>{}
 #endif
 #if defined(EMBER_CUDA)
-                                             , std::tuple<ember::Cuda>{}
+                                             , std::tuple<ember::Cuda, ember::Fusion<ember::Cuda>>{}
 #endif
                                              ));
 
@@ -30,7 +30,9 @@ bool backend_available() {
     if constexpr (std::is_same_v<InnerBackend<B>, ember::Vulkan>) return ember::vulkan::is_available();
 #endif
 #if defined(EMBER_CUDA)
-    if constexpr (std::is_same_v<InnerBackend<B>, ember::Cuda>) return ember::cuda::is_available();
+    if constexpr (std::is_same_v<InnerBackend<B>, ember::Cuda> ||
+                  std::is_same_v<InnerBackend<B>, ember::Fusion<ember::Cuda>>)
+        return ember::cuda::is_available();
 #endif
     return true;
 }

@@ -18,5 +18,7 @@ extern template struct Fusion<CpuF64>;
 extern template struct Autodiff<Fusion<Cpu>>;
 #if defined(EMBER_CUDA)  // set by linking ember::cuda
 extern template struct Autodiff<Cuda>;
+extern template struct Fusion<Cuda>;
+extern template struct Autodiff<Fusion<Cuda>>;
 #endif
 }  // namespace ember

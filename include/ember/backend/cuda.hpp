@@ -9,15 +9,22 @@
 // first op throws an ember::DeviceError saying so; `ember::cuda::is_available()` tells first.
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../fusion/program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/cuda_tensor.hpp"
 
 namespace ember {
+
+namespace detail::cuda {
+struct FusedModule;  // a fused program's generated source and its loaded modules (fusion.cpp)
+}  // namespace detail::cuda
 
 /// A CUDA device, by index (0 is the default device).
 struct CudaDevice {
@@ -206,6 +213,30 @@ struct CudaBackend : BackendBase<CudaBackend> {
                                                         std::optional<FT> mask,
                                                         std::optional<FT> bias, FT grad,
                                                         const DeformConvOptions& o);
+
+    // ---- quantized (the int8 GEMM through cuBLASLt; everything else from BackendBase) ----
+    /// The quantized primitive: BackendBase's composed one (the transposed int8 weights and
+    /// their column sums are kept in its packed slot).
+    using QT = quant::QTensorPrimitive<IT, FT>;
+    /// x [..., K] @ w [K, N] (+ bias [N]) with int8 weights: x quantized to int8 on the device,
+    /// int8 × int8 → int32 by cublasLtMatmul, zero points, scales and bias applied by one
+    /// epilogue kernel. K and N must be multiples of 4 (cuBLASLt's int8 rule); other shapes,
+    /// Float activations, non-f32 inputs and per-row weight parameters take the composed default.
+    static FT q_linear(FT x, QT w, std::optional<FT> bias, const quant::ActivationQuantization& act);
+
+    // ---- fusion (the FusionBackend side of Fusion<Cuda>: CUDA C++ through NVRTC) ----
+    /// A fused program's kernel source and the modules loaded from it, one per device.
+    using FusedKernel = std::shared_ptr<detail::cuda::FusedModule>;
+    /// Generates the CUDA C++ of a fused program (checking it); NVRTC compiles it for a
+    /// device's architecture at its first launch there (or the on-disk cache supplies it).
+    static FusedKernel fused_compile(const fusion::Program& program);
+    /// Launches a fused program over `shape` on the inputs' device and stream (float4 loads
+    /// where every input is dense and aligned, per-input strides otherwise).
+    static std::vector<FT> fused_launch(const FusedKernel& kernel, const fusion::Program& program,
+                                        std::vector<FT> inputs, std::span<const Scalar> scalars,
+                                        const Shape& shape);
+    /// Whether `t` is dense over its shape (the vectorised kernel may read it).
+    static bool fused_input_dense(const FT& t) { return t.is_contiguous(); }
 };
 
 /// The CUDA backend (f32 by default).
@@ -237,6 +268,20 @@ MemoryStats memory_stats(const CudaDevice& device = {});
 void empty_cache(const CudaDevice& device = {});
 /// Restarts the high-water mark at the current use.
 void reset_peak_memory(const CudaDevice& device = {});
+
+/// Counters of Fusion<Cuda>'s kernel compiler, process-wide.
+struct FusionCompileStats {
+    std::size_t nvrtc_compiles = 0;  ///< programs compiled by NVRTC
+    std::size_t disk_hits = 0;       ///< programs whose PTX/CUBIN came from the on-disk cache
+    std::size_t module_loads = 0;    ///< modules loaded into a device (one per program and device)
+};
+/// The compiler's counters now.
+FusionCompileStats fusion_compile_stats();
+/// The CUDA C++ that Fusion<Cuda> generates for `program` (what EMBER_FUSION_DUMP=1 prints).
+std::string fused_source(const fusion::Program& program);
+/// Compiles CUDA C++ with NVRTC for compute capability `arch` (90 for sm_90): CUBIN when
+/// `cubin`, else PTX. Needs no GPU; throws ember::DeviceError with NVRTC's log on failure.
+std::string nvrtc_compile(const std::string& source, int arch, bool cubin);
 }  // namespace cuda
 
 }  // namespace ember
