@@ -277,6 +277,12 @@ CpuTensor binary_scalar(BinaryOp op, CpuTensor a, Scalar s) {
                             "pow: integers to negative integer powers are not allowed");
                 if (op == BinaryOp::RDiv || op == BinaryOp::RRem) check_int_divisor<T>(op, a);
             }
+            if constexpr (std::is_floating_point_v<T>) {
+                if (op == BinaryOp::Div && exact_reciprocal(v)) {
+                    const T r = T(1) / v;
+                    return map_unary<T, T>(a, out, [r](T x) { return x * r; });
+                }
+            }
             with_binary_fn<T>(op, [&](auto f) {
                 map_unary<T, T>(a, out, [f, v](T x) { return f(x, v); });
             });

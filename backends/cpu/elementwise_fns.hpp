@@ -179,30 +179,38 @@ inline float fast_exp(float x) {
 }
 
 inline float fast_erf(float x) {
-    const float a = std::fabs(x);
-    // |x| <= 1: the Maclaurin series of erf, to x^19 (relative error below 1e-7 there).
-    const float z = a * a;
-    float q = 1.0f / (362880.0f * 19.0f);
-    q = q * -z + 1.0f / (40320.0f * 17.0f);
-    q = q * -z + 1.0f / (5040.0f * 15.0f);
-    q = q * -z + 1.0f / (720.0f * 13.0f);
-    q = q * -z + 1.0f / (120.0f * 11.0f);
-    q = q * -z + 1.0f / (24.0f * 9.0f);
-    q = q * -z + 1.0f / (6.0f * 7.0f);
-    q = q * -z + 1.0f / (2.0f * 5.0f);
-    q = q * -z + 1.0f / 3.0f;
-    q = q * -z + 1.0f;
-    const float small = 1.12837916709551257f * a * q;
-    // |x| > 1: Abramowitz & Stegun 7.1.26, 1 - poly(t)·exp(-x²) (absolute error 1.5e-7).
-    const float t = 1.0f / (1.0f + 0.3275911f * a);
-    float p = 1.061405429f;
-    p = p * t - 1.453152027f;
-    p = p * t + 1.421413741f;
-    p = p * t - 0.284496736f;
-    p = p * t + 0.254829592f;
-    const float large = 1.0f - p * t * fast_exp(-z);
-    // NaN: a <= 1 is false and `large` is NaN.
-    return std::copysign(select(a <= 1.0f, small, large), x);
+    // erf(x) = x * P(x^2) / Q(x^2) on [-4, 4], a rational minimax fit of erf(x)/x (coefficients
+    // from tools/approx/fit_erf.py; f32 error below 3e-7, relative and absolute). Past |x| = 4
+    // erf rounds to ±1 in f32, so x is clamped there; one division, no exp, no branches.
+    // NaN fails both comparisons and flows through.
+    const float xc = select(x > 4.0f, 4.0f, select(x < -4.0f, -4.0f, x));
+    const float t = xc * xc;
+    float p = -1.320067522e-08f;
+    p = p * t + 4.684475698e-06f;
+    p = p * t + 3.795979428e-04f;
+    p = p * t + 3.849590896e-03f;
+    p = p * t + 5.431669205e-02f;
+    p = p * t + 1.852035075e-01f;
+    p = p * t + 1.128379226e+00f;
+    float q = 6.310773460e-05f;
+    q = q * t + 1.307551051e-03f;
+    q = q * t + 1.546200924e-02f;
+    q = q * t + 1.139583066e-01f;
+    q = q * t + 4.974657595e-01f;
+    q = q * t + 1.0f;
+    const float y = xc * p / q;
+    // The fit overshoots 1 by an ulp or two near |x| = 4.
+    return select(y > 1.0f, 1.0f, select(y < -1.0f, -1.0f, y));
+}
+
+/// Whether x / v equals x * (1 / v) for every x: v is a power of two whose reciprocal is a
+/// normal number (both are then one rounding of the same real number). Scalar divisions by such
+/// v (x / 2) run as multiplications, which cost a fraction of a division.
+template <typename T>
+bool exact_reciprocal(T v) {
+    if (!std::isfinite(v) || v == T(0)) return false;
+    int e = 0;
+    return std::fabs(std::frexp(v, &e)) == T(0.5) && std::isnormal(T(1) / v);
 }
 
 template <typename T>

@@ -107,6 +107,12 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (!std::is_same_v<T, std::uint8_t>) {
                     const T v = scalar_as<T>(sc[in.s0]);
+                    if constexpr (std::is_floating_point_v<T>) {
+                        if (op == BinaryOp::Div && exact_reciprocal(v)) {  // as the unfused kernel
+                            const T r = T(1) / v;
+                            return loop1<T, T>(n, a, dst, [r](T x) { return x * r; });
+                        }
+                    }
                     with_binary_fn<T>(op, [&](auto f) {
                         loop1<T, T>(n, a, dst, [f, v](T x) { return f(x, v); });
                     });
