@@ -29,6 +29,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/)
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
+  glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
   mesa-vulkan-drivers  # lavapipe: the Vulkan tests run on the CPU
 )
 # npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).
