@@ -6,6 +6,7 @@
 #include <span>
 #include <utility>
 
+#include "../common/pool_geometry.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/ops.hpp"
@@ -75,13 +76,7 @@ struct ConvParams {
     std::size_t groups = 1;
 };
 /// Dynamic-rank pooling parameters.
-struct PoolParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, padding{0, 0, 0},
-        dilation{1, 1, 1};
-    bool ceil_mode = false;
-    bool count_include_pad = true;
-};
+using PoolParams = pool::PoolParams;  // backends/common/pool_geometry.hpp
 CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, const ConvParams& p);
 CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias,
                           const ConvParams& p);
@@ -123,20 +118,6 @@ ConvParams conv_params(const O& o) {
     p.groups = o.groups;
     return p;
 }
-/// PoolOptions<N> → PoolParams.
-template <std::size_t N>
-PoolParams pool_params(const PoolOptions<N>& o) {
-    PoolParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.kernel[i] = o.kernel_size[i];
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-    }
-    p.ceil_mode = o.ceil_mode;
-    p.count_include_pad = o.count_include_pad;
-    return p;
-}
+using pool::pool_params;
 
 }  // namespace ember::detail::cuda

@@ -13,51 +13,22 @@ DType float_compute(DType d) {
     return d == DType::F64 ? DType::F64 : DType::F32;
 }
 
-i64 div_floor(i64 a, i64 b) {
-    i64 q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
-    return q;
-}
-
-/// PyTorch's pooling_output_shape.
-i64 pool_out_size(i64 in, i64 k, i64 pad, i64 stride, i64 dil, bool ceil_mode) {
-    i64 out =
-        div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
-    if (ceil_mode && (out - 1) * stride >= in + pad) --out;  // last window starts inside
-    return out;
-}
-
-/// Validates a pooling problem; returns its geometry and output shape.
+/// Validates a pooling problem (backends/common/pool_geometry.hpp); returns its geometry in the
+/// kernels' form and the output shape.
 PoolGeom pool_geometry(const char* base, const CudaTensor& x, const PoolParams& p, bool max_pool,
                        Shape& out_shape, const char* suffix = "") {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, base,
-                ": 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ", x.shape, ")");
-    const std::string op = std::string(base) + std::to_string(p.n) + "d" + suffix;
-    EMBER_CHECK(x.shape.rank() == p.n + 2, Shape, op, ": input must have rank ", p.n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
+    const pool::Dims3 d = pool::pool_geometry(base, x, p, max_pool, out_shape, suffix);
+    const pool::Window3 w = pool::window3(p);
     PoolGeom g;
     g.planes = static_cast<i64>(x.shape[0] * x.shape[1]);
     g.count_include_pad = p.count_include_pad;
-    out_shape = Shape{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < p.n; ++d) {
-        const std::size_t s = 3 - p.n + d;
-        EMBER_CHECK(p.kernel[d] >= 1 && p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
-                    ": kernel, stride and dilation must be >= 1 (input ", x.shape, ")");
-        const auto eff = static_cast<i64>((p.kernel[d] - 1) * (max_pool ? p.dilation[d] : 1) + 1);
-        EMBER_CHECK(static_cast<i64>(p.padding[d]) * 2 <= eff, Argument, op, ": padding ",
-                    p.padding[d], " must be at most half of the kernel size ", p.kernel[d],
-                    " (input ", x.shape, ")");
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.k[s] = static_cast<i64>(p.kernel[d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = max_pool ? static_cast<i64>(p.dilation[d]) : 1;
-        g.out[s] = pool_out_size(g.in[s], g.k[s], g.pad[s], g.stride[s], g.dil[s], p.ceil_mode);
-        EMBER_CHECK(g.out[s] >= 1, Shape, op, ": kernel ", p.kernel[d], " (padding ", p.padding[d],
-                    ") is larger than the input ", x.shape, " in spatial dim ", d);
-        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
+    for (std::size_t s = 0; s < 3; ++s) {
+        g.in[s] = d.in[s];
+        g.out[s] = d.out[s];
+        g.k[s] = w.k[s];
+        g.stride[s] = w.s[s];
+        g.pad[s] = w.pad[s];
+        g.dil[s] = max_pool ? w.dil[s] : 1;
     }
     return g;
 }
