@@ -6,23 +6,7 @@
 
 namespace ember::detail::cpu {
 
-using pool::i64;
-using pool::Dims3;
-using pool::div_floor;
-using pool::pool_out_size;
-using pool::pool_geometry;
-using pool::Window3;
-using pool::window3;
-using pool::AxisWindows;
-using pool::avg_windows;
-using pool::adaptive_start;
-using pool::adaptive_end;
-using pool::nearest_index;
-using pool::pixel_scale;
-using pool::source_index;
-using pool::AxisWeights;
-using pool::linear_weights;
-using pool::cubic_weights;
+using namespace ember::detail::pool;  // every name of the shared geometry
 
 /// Grain (in planes) that gives each task about 64K elements of output.
 inline std::size_t plane_grain(i64 plane_work) {

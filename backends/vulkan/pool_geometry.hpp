@@ -1,27 +1,11 @@
 #pragma once
-// The pooling and interpolation geometry of backends/common/pool_geometry.hpp, in the Vulkan backend's
-// namespace.
+// The pooling and interpolation geometry of backends/common/pool_geometry.hpp, in the Vulkan
+// backend's namespace.
 #include "../common/pool_geometry.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
 
-using pool::i64;
-using pool::Dims3;
-using pool::div_floor;
-using pool::pool_out_size;
-using pool::pool_geometry;
-using pool::Window3;
-using pool::window3;
-using pool::AxisWindows;
-using pool::avg_windows;
-using pool::adaptive_start;
-using pool::adaptive_end;
-using pool::nearest_index;
-using pool::pixel_scale;
-using pool::source_index;
-using pool::AxisWeights;
-using pool::linear_weights;
-using pool::cubic_weights;
+using namespace ember::detail::pool;  // every name of the shared geometry
 
 }  // namespace ember::detail::vk
