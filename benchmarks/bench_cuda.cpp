@@ -1,7 +1,9 @@
 // ember's CUDA benchmarks (ANCHORS.md, GPU table), run next to bench_cuda_torch.py in one call
 // on the GPU machine by benchmarks/cuda.sh: sgemm 8192³ in f32, TF32 and bf16, softmax
-// 4096×4096, the per-op overhead of a 1-element add, and training steps (Adam, batch 64) of
-// the MLP 784-512-512-10 and the guide CNN on random batches. Prints one JSON line per result.
+// 4096×4096, the per-op overhead of a 1-element add, training steps (Adam, batch 64) of the
+// MLP 784-512-512-10 and the guide CNN on random batches, gelu_custom over 64M floats through
+// Fusion<Cuda> (one generated kernel) beside the unfused chain and x·1 (a copy), and the int8
+// Linear (cuBLASLt) beside the f32 Linear at batch 1 and 64. Prints one JSON line per result.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
+#include <numbers>
 
 #include "../examples/mnist/model.hpp"
 
@@ -69,6 +72,59 @@ void train_step(const char* name) {
         50, 10);
     emit(name, s * 1e3, "ms");
 }
+template <ember::Backend B, std::size_t D>
+Tensor<B, D> gelu_custom(Tensor<B, D> x) {
+    auto y = x * ((x / std::numbers::sqrt2_v<float>).erf() + 1);
+    return y / 2;
+}
+
+/// gelu_custom over 64M floats: effective bandwidth counts 4 bytes read and 4 written an
+/// element (what one fused kernel moves), whatever the implementation moves.
+void fusion() {
+    using F = ember::Fusion<Cuda>;
+    const long n = 64L << 20;
+    const auto gbs = [&](double s) { return 8.0 * n / s / 1e9; };
+    auto x = Tensor<Cuda, 1>::random({n}, ember::Distribution::Normal(0, 1));
+    Tensor<Cuda, 1> y = x;
+    // x·1 into a new tensor moves what a device copy moves: the bandwidth to compare with.
+    emit("mul1_64M", gbs(time_per_call([&] { y = x * 1.0; }, 20)), "GB/s");
+    emit("gelu_custom_unfused_64M", gbs(time_per_call([&] { y = gelu_custom(x); }, 20)), "GB/s");
+    auto xf = Tensor<F, 1>::from_data(x.to_data());
+    Tensor<F, 1> yf = xf;
+    const double s = time_per_call(
+        [&] {
+            yf = gelu_custom(xf);
+            F::flush();
+        },
+        20);
+    emit("gelu_custom_fusion_64M", gbs(s), "GB/s");
+    const auto st = ember::fusion::stats();
+    std::fprintf(stderr, "bench_cuda: fusion: %llu fused launches, %llu compiled\n",
+                 static_cast<unsigned long long>(st.fused_launches),
+                 static_cast<unsigned long long>(st.programs_compiled));
+}
+
+/// The int8 Linear (dynamic activations, per-channel weights) beside the f32 Linear, for the
+/// guide's layer sizes, at batch 1 and 64 (as bench_quant on the CPU).
+void quant() {
+    struct Layer {
+        std::size_t in, out;
+    };
+    for (Layer l : {Layer{784, 512}, Layer{1024, 512}, Layer{512, 512}}) {
+        auto f32 = ember::nn::LinearConfig{l.in, l.out}.init<Cuda>();
+        auto int8 = f32.quantize_weights(ember::quant::Quantizer<>{});
+        for (std::size_t batch : {std::size_t{1}, std::size_t{64}}) {
+            auto x = Tensor<Cuda, 2>::random({batch, l.in}, ember::Distribution::Default);
+            Tensor<Cuda, 2> y = x;
+            const std::string w = "linear_" + std::to_string(l.in) + "x" + std::to_string(l.out) +
+                                  "_b" + std::to_string(batch);
+            emit((w + "_f32").c_str(), time_per_call([&] { y = f32.forward(x); }, 1000) * 1e6,
+                 "us");
+            emit((w + "_int8").c_str(), time_per_call([&] { y = int8.forward(x); }, 1000) * 1e6,
+                 "us");
+        }
+    }
+}
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -105,6 +161,8 @@ int main(int argc, char** argv) try {
         const double inplace = time_per_call([&] { a = std::move(a) + b; }, 10000);
         emit("op_overhead_add_1_in_place", inplace * 1e6, "us/op");
     }
+    if (want("fusion")) fusion();
+    if (want("quant")) quant();
     if (want("train")) {
         train_step<mnist::Mlp<ember::Autodiff<Cuda>>>("train_step_mlp_b64");
         train_step<mnist::Cnn<ember::Autodiff<Cuda>>>("train_step_cnn_b64");
