@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "device.cuh"
+#include "launch.hpp"
 
 namespace ember::detail::cuda {
 namespace {
@@ -304,6 +305,19 @@ __global__ void binary_f32x4_kernel(BinaryOp op, std::int64_t n4, float4* out, c
                              apply_binary(op, x.z, y.z), apply_binary(op, x.w, y.w));
     }
 }
+/// Contiguous same-shape f32 operands of any length: small parameters (a launch copies fewer
+/// bytes than with an Iter) and no index arithmetic. The per-op cost of small tensors.
+__global__ void binary_f32_kernel(BinaryOp op, std::int64_t n, float* out, const float* a,
+                                  const float* b) {
+    EMBER_GRID_LOOP(i, n) out[i] = apply_binary(op, a[i], b[i]);
+}
+__global__ void binary_scalar_f32_kernel(BinaryOp op, std::int64_t n, float* out, const float* a,
+                                         float v) {
+    EMBER_GRID_LOOP(i, n) out[i] = apply_binary(op, a[i], v);
+}
+__global__ void unary_f32_kernel(UnaryOp op, std::int64_t n, float* out, const float* in) {
+    EMBER_GRID_LOOP(i, n) out[i] = apply_unary(op, in[i]);
+}
 template <typename T>
 __global__ void compare_kernel(CompareOp op, Iter<3> it, std::uint8_t* out, const T* a,
                                const T* b) {
@@ -454,6 +468,16 @@ void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType 
 void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void* in,
                   cudaStream_t s) {
     if (it.n == 0) return;
+    // rank 0: every dim has size 1 (a single element).
+    if (cd == DType::F32 && op != UnaryOp::IsNan &&
+        (it.rank == 0 || (it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1))) {
+        static KernelHandle h;
+        std::int64_t n = it.n;
+        void* args[] = {&op, &n, &out, const_cast<void**>(&in)};
+        launch_fast(reinterpret_cast<const void*>(&unary_f32_kernel), h, current_device(),
+                    blocks_for(n), kThreads, args, s, "unary");
+        return;
+    }
     visit_compute(cd, [&]<typename T>(T) {
         if (op == UnaryOp::IsNan)
             isnan_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, static_cast<std::uint8_t*>(out),
@@ -471,11 +495,20 @@ void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const vo
     const auto aligned = [](const void* p) {
         return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
     };
-    if (cd == DType::F32 && it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 &&
-        it.strides[2][0] == 1 && it.n % 4 == 0 && aligned(out) && aligned(a) && aligned(b)) {
-        binary_f32x4_kernel<<<blocks_for(it.n / 4), kThreads, 0, s>>>(
-            op, it.n / 4, static_cast<float4*>(out), static_cast<const float4*>(a),
-            static_cast<const float4*>(b));
+    const bool dense = it.rank == 0 || (it.rank == 1 && it.strides[0][0] == 1 &&
+                                        it.strides[1][0] == 1 && it.strides[2][0] == 1);
+    if (cd == DType::F32 && dense) {
+        const bool x4 = it.n % 4 == 0 && aligned(out) && aligned(a) && aligned(b);
+        static KernelHandle h4, h1;
+        std::int64_t n = x4 ? it.n / 4 : it.n;
+        void* args[] = {&op, &n, &out, const_cast<void**>(&a), const_cast<void**>(&b)};
+        if (x4)
+            launch_fast(reinterpret_cast<const void*>(&binary_f32x4_kernel), h4, current_device(),
+                        blocks_for(n), kThreads, args, s, "binary");
+        else
+            launch_fast(reinterpret_cast<const void*>(&binary_f32_kernel), h1, current_device(),
+                        blocks_for(n), kThreads, args, s, "binary");
+        return;
     } else {
         visit_compute(cd, [&]<typename T>(T) {
             binary_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
@@ -499,6 +532,16 @@ void launch_compare(CompareOp op, DType cd, const Iter<3>& it, void* out, const 
 void launch_binary_scalar(BinaryOp op, DType cd, const Iter<2>& it, void* out, const void* a,
                           Scalar v, cudaStream_t s) {
     if (it.n == 0) return;
+    if (cd == DType::F32 &&
+        (it.rank == 0 || (it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1))) {
+        static KernelHandle h;
+        std::int64_t n = it.n;
+        float x = static_cast<float>(v.f);
+        void* args[] = {&op, &n, &out, const_cast<void**>(&a), &x};
+        launch_fast(reinterpret_cast<const void*>(&binary_scalar_f32_kernel), h, current_device(),
+                    blocks_for(n), kThreads, args, s, "binary_scalar");
+        return;
+    }
     visit_compute(cd, [&]<typename T>(T) {
         const T x = std::is_floating_point_v<T> ? static_cast<T>(v.f) : static_cast<T>(v.i);
         binary_scalar_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<T*>(out),

@@ -3,8 +3,8 @@
 // it knows otherwise (the driver finishes it) — loaded through the driver API and launched on
 // the device's stream. The library links no libcuda: the driver's entry points come from the
 // runtime (cudaGetDriverEntryPointByVersion) at the first launch, so it loads on machines
-// without a driver. Compiled images are kept in memory (per program and device) and on disk,
-// keyed by the source, the architecture and the NVRTC and driver versions.
+// without a driver (launch.hpp). Compiled images are kept in memory (per program and device) and on
+// disk, keyed by the source, the architecture and the NVRTC and driver versions.
 #include <cuda.h>
 #include <nvrtc.h>
 
@@ -23,6 +23,7 @@
 
 #include "ember/backend/cuda.hpp"
 #include "fusion.hpp"
+#include "launch.hpp"
 #include "runtime.hpp"
 
 namespace ember {
@@ -32,47 +33,6 @@ namespace detail::cuda {
 namespace {
 
 std::atomic<std::size_t> g_compiles{0}, g_disk_hits{0}, g_loads{0};
-
-// ---- the driver API, through the runtime ---------------------------------------------------
-struct Driver {
-    CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
-    CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
-    CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              unsigned, unsigned, CUstream, void**, void**) = nullptr;
-    CUresult (*get_error_name)(CUresult, const char**) = nullptr;
-};
-
-template <typename F>
-void entry_point(const char* name, F*& fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    EMBER_CHECK(e == cudaSuccess && q == cudaDriverEntryPointSuccess && p != nullptr, Device,
-                "CUDA backend: the driver has no entry point ", name,
-                " (cudaGetDriverEntryPointByVersion: ", cudaGetErrorName(e), ")");
-    fn = reinterpret_cast<F*>(p);
-}
-
-const Driver& driver() {
-    static const Driver d = [] {
-        Driver r;
-        entry_point("cuModuleLoadData", r.module_load_data);
-        entry_point("cuModuleGetFunction", r.module_get_function);
-        entry_point("cuLaunchKernel", r.launch_kernel);
-        entry_point("cuGetErrorName", r.get_error_name);
-        return r;
-    }();
-    return d;
-}
-
-void check_cu(CUresult r, const char* call, const std::string& what) {
-    if (r == CUDA_SUCCESS) [[likely]]
-        return;
-    const char* name = "unknown error";
-    if (driver().get_error_name) driver().get_error_name(r, &name);
-    EMBER_FAIL(Device, "CUDA driver error in ", call, " (", what, "): ", name);
-}
 
 void check_nvrtc(nvrtcResult r, const char* call, const std::string& log = {}) {
     if (r == NVRTC_SUCCESS) [[likely]]
@@ -212,15 +172,15 @@ const FusedFunctions& functions(FusedModule& m, int device) {
     use_device(device);
     (void)stream(device);  // the device's primary context is current from here on
     const std::string image = image_for(m.source, device);
-    const Driver& drv = driver();
+    const DriverApi& drv = driver_api();
     CUmodule mod = nullptr;
-    check_cu(drv.module_load_data(&mod, image.data()), "cuModuleLoadData", m.source.name);
+    check_cu(drv.module_load_data(&mod, image.data()), "cuModuleLoadData", m.source.name.c_str());
     g_loads.fetch_add(1, std::memory_order_relaxed);
     FusedFunctions f;
     auto get = [&](const char* suffix, void*& out) {
         const std::string fn = m.source.name + suffix;
         CUfunction h = nullptr;
-        check_cu(drv.module_get_function(&h, mod, fn.c_str()), "cuModuleGetFunction", fn);
+        check_cu(drv.module_get_function(&h, mod, fn.c_str()), "cuModuleGetFunction", fn.c_str());
         out = h;
     };
     if (m.source.dense) {
@@ -328,9 +288,9 @@ std::vector<CudaBackend::FT> CudaBackend::fused_launch(const FusedKernel& kernel
     }
     for (std::size_t w = 1; w < words.size(); ++w) args.push_back(&words[w]);
     auto* stream = reinterpret_cast<CUstream>(k::stream(device));
-    k::check_cu(k::driver().launch_kernel(static_cast<CUfunction>(fn), grid, 1, 1, k::kThreads, 1,
-                                          1, 0, stream, args.data(), nullptr),
-                "cuLaunchKernel", src.name);
+    k::check_cu(k::driver_api().launch_kernel(static_cast<CUfunction>(fn), grid, 1, 1, k::kThreads,
+                                              1, 1, 0, stream, args.data(), nullptr),
+                "cuLaunchKernel", src.name.c_str());
     return outs;
 }
 

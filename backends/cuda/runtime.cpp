@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ember/backend/cuda.hpp"
+#include "launch.hpp"
 
 namespace ember::detail::cuda {
 
@@ -55,7 +56,13 @@ struct DeviceState {
     void* workspace = nullptr;
     std::size_t workspace_bytes = 0;
     std::mutex mu;  // guards the pool and the counters below
+    // Free blocks by size: the 512-byte classes up to 1 MiB in an array (no hashing on the
+    // small tensors' hot path), the 2 MiB classes above in a map.
+    std::vector<std::vector<void*>> small_blocks = std::vector<std::vector<void*>>(2049);
     std::unordered_map<std::size_t, std::vector<void*>> free_blocks;
+    std::vector<void*>& bucket(std::size_t size) {
+        return size <= (std::size_t{1} << 20) ? small_blocks[size / 512] : free_blocks[size];
+    }
     ember::cuda::MemoryStats stats;
     void* pinned = nullptr;  // staging for readbacks
     std::size_t pinned_bytes = 0;
@@ -129,9 +136,20 @@ void release_cache(DeviceState& d) {
         }
     }
     d.free_blocks.clear();
+    for (std::size_t c = 0; c < d.small_blocks.size(); ++c) {
+        for (void* p : d.small_blocks[c]) {
+            EMBER_CUDA_CHECK(cudaFree(p));
+            d.stats.bytes_reserved -= c * 512;
+        }
+        d.small_blocks[c].clear();
+    }
 }
 
 }  // namespace
+
+int current_device() {
+    return t_current;
+}
 
 void use_device(int device) {
     DeviceState& d = state(device);
@@ -170,17 +188,20 @@ void synchronize(int device) {
 }
 
 std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
-    use_device(device);
+    DeviceState& d = state(device);  // one lookup: it also validates the device
+    if (t_current != device) [[unlikely]] {
+        EMBER_CUDA_CHECK(cudaSetDevice(device));
+        t_current = device;
+    }
     auto s = std::make_shared<Storage>();
     s->device = device;
     if (bytes == 0) return s;
-    DeviceState& d = state(device);
     const std::size_t size = size_class(bytes);
     std::lock_guard lock(d.mu);
-    auto it = d.free_blocks.find(size);
-    if (it != d.free_blocks.end() && !it->second.empty()) {
-        s->data = it->second.back();
-        it->second.pop_back();
+    std::vector<void*>& free = d.bucket(size);
+    if (!free.empty()) {
+        s->data = free.back();
+        free.pop_back();
     } else {
         cudaError_t e = cudaMalloc(&s->data, size);
         if (e == cudaErrorMemoryAllocation) {
@@ -208,7 +229,7 @@ Storage::~Storage() {
     if (data == nullptr) return;
     DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
     std::lock_guard lock(d.mu);
-    d.free_blocks[bytes].push_back(data);
+    d.bucket(bytes).push_back(data);
     d.stats.bytes_in_use -= bytes;
 }
 
