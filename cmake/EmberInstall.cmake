@@ -28,7 +28,8 @@ mark_as_advanced(EMBER_INSTALL_CMAKEDIR)
 # ---- which libraries / components exist in this build ----------------------------------------
 # component name (as given to find_package) -> build target; the exported name is ember::<lower>.
 set(_ember_component_targets Cpu ember_cpu Vulkan ember_vulkan Cuda ember_cuda
-                             Data ember_data Train ember_train)
+                             Data ember_data Collective ember_collective
+                             Nccl ember_nccl Train ember_train)
 set(_ember_install_targets ember)
 set(EMBER_PACKAGE_COMPONENTS "")
 list(LENGTH _ember_component_targets _n)

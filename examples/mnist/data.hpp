@@ -4,6 +4,7 @@
 // into [N, 28, 28], with the labels as class ids.
 #include <ember/data.hpp>
 #include <ember/ember.hpp>
+#include <ember/train/output.hpp>
 
 #include "pixels.hpp"
 
@@ -12,8 +13,16 @@ namespace mnist {
 /// A batch: images [N, 28, 28] and their class ids [N].
 template <ember::Backend B>
 struct MnistBatch {
-    ember::Tensor<B, 3> images;                ///< normalised pixels
+    ember::Tensor<B, 3> images;               ///< normalised pixels
     ember::Tensor<B, 1, ember::Int> targets;  ///< labels 0..9
+
+    /// Number of images (data-parallel training splits batches by it).
+    std::size_t num_items() const { return images.dims()[0]; }
+    /// Images [begin, end) on `device`: one replica's shard.
+    MnistBatch shard(std::size_t begin, std::size_t end, const ember::Device<B>& device) const {
+        return {ember::train::shard_rows(images, begin, end, device),
+                ember::train::shard_rows(targets, begin, end, device)};
+    }
 };
 
 /// Builds MnistBatch<B> from dataset items (thread-safe: it holds nothing).
@@ -32,8 +41,8 @@ struct MnistBatcher {
             labels.push_back(item.label);
         }
         return {ember::Tensor<B, 3>::from_data(
-                    ember::TensorData(std::move(pixels), {n, ember::data::MNIST_HEIGHT,
-                                                          ember::data::MNIST_WIDTH}),
+                    ember::TensorData(std::move(pixels),
+                                      {n, ember::data::MNIST_HEIGHT, ember::data::MNIST_WIDTH}),
                     device),
                 ember::Tensor<B, 1, ember::Int>::from_data(
                     ember::TensorData(std::move(labels), {n}), device)};

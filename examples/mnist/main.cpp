@@ -1,7 +1,8 @@
 // The guide: train a Fashion-MNIST classifier with the Learner (live dashboard on a terminal),
 // save it, then load it again for inference.
 //
-//   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu|cuda] ...   (see --help)
+//   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu|cuda] [--devices N|I,J] ...
+//                                                                          (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N]
 //   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
 #include <ember/ember.hpp>
@@ -10,6 +11,9 @@
 #include <ember/record.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
+#if defined(EMBER_NCCL)
+#include <ember/collective/nccl.hpp>
+#endif
 
 #include <fstream>
 
@@ -60,6 +64,7 @@ struct Options {
     std::optional<fs::path> data_dir;
     fs::path out_dir = "artifacts/firmware";
     std::optional<std::size_t> threads;
+    std::vector<std::size_t> devices;  // --devices: CUDA indices, or {N} replicas on the CPU
     bool plain = false;
     bool resume = false;
     std::size_t count = 10;
@@ -81,6 +86,9 @@ options:
   --workers N            data loader threads (default 2)
   --threads N            CPU backend threads (default: EMBER_NUM_THREADS or all)
   --backend NAME         the backend to train on: cpu, or cuda where the build has it
+  --devices N|I,J,...    data-parallel training (docs/multi-device.md): on cpu, N replicas on
+                         threads; on cuda, the devices by index (0,1: two GPUs, through NCCL
+                         where the build has it). --batch-size is then per device
   --artifact-dir DIR     where checkpoints, logs and the model go (default artifacts/mnist)
   --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
   --plain                plain line output even on a terminal
@@ -100,6 +108,18 @@ std::size_t to_size(const std::string& flag, const std::string& s) {
         throw ember::ArgumentError("mnist: " + flag + " needs a non-negative integer, got '" + s +
                                    "'");
     return v;
+}
+
+// "0,1,3" → {0, 1, 3}.
+std::vector<std::size_t> to_list(const std::string& flag, const std::string& s) {
+    std::vector<std::size_t> out;
+    std::size_t start = 0;
+    while (start <= s.size()) {
+        const std::size_t comma = std::min(s.find(',', start), s.size());
+        out.push_back(to_size(flag, s.substr(start, comma - start)));
+        start = comma + 1;
+    }
+    return out;
 }
 
 Options parse(int argc, char** argv) {
@@ -131,6 +151,8 @@ Options parse(int argc, char** argv) {
             o.threads = to_size(a, value());
         else if (a == "--backend")
             o.backend = value();
+        else if (a == "--devices")
+            o.devices = to_list(a, value());
         else if (a == "--artifact-dir")
             o.artifact_dir = value();
         else if (a == "--data")
@@ -163,7 +185,23 @@ Options parse(int argc, char** argv) {
         throw ember::ArgumentError("mnist: backend '" + o.backend +
                                    "' is not available in this build (available: " + kBackends +
                                    ")");
+    if (o.backend == "cpu" && !o.devices.empty() && (o.devices.size() != 1 || o.devices[0] == 0))
+        throw ember::ArgumentError(
+            "mnist: on the cpu, --devices takes a number of replicas (>= 1)");
     return o;
+}
+
+// The devices of --devices for backend B (none: the default device).
+template <ember::Backend B>
+std::vector<ember::Device<B>> devices_of(const Options& o) {
+    std::vector<ember::Device<B>> out;
+    if constexpr (std::is_same_v<ember::Device<B>, ember::CpuDevice>) {
+        out.resize(o.devices.empty() ? 1 : o.devices[0]);
+    } else {
+        for (std::size_t i : o.devices) out.push_back(ember::Device<B>{i});
+        if (out.empty()) out.push_back({});
+    }
+    return out;
 }
 
 ember::data::MnistDataset load_split(const Options& o, bool training) {
@@ -196,13 +234,16 @@ void train_model(const Options& o) {
     c.save(o.artifact_dir / "config.json");
     B::seed(c.seed);
 
+    const auto devices = devices_of<B>(o);
     auto train_loader = ember::data::DataLoaderBuilder(MnistBatcher<B>{})
-                            .batch_size(c.batch_size)
+                            .batch_size(c.batch_size * devices.size())  // split between them
+                            .set_device(devices.front())
                             .shuffle(c.seed)
                             .num_workers(c.num_workers)
                             .build(load_split(o, true));
     auto valid_loader = ember::data::DataLoaderBuilder(MnistBatcher<Inner>{})
                             .batch_size(256)
+                            .set_device(devices.front())
                             .num_workers(c.num_workers)
                             .build(load_split(o, false));
 
@@ -221,6 +262,20 @@ void train_model(const Options& o) {
         .num_epochs(c.num_epochs)
         .seed(c.seed)
         .summary();
+    builder.devices(devices);
+#if defined(EMBER_NCCL)
+    if constexpr (std::is_same_v<ember::Device<B>, ember::CudaDevice>) {
+        if (devices.size() > 1 && ember::collective::NcclCollective::is_available()) {
+            std::vector<std::shared_ptr<ember::collective::Collective>> ranks;
+            for (auto& r : ember::collective::NcclCollective::init_all(devices))
+                ranks.push_back(std::move(r));
+            builder.collectives(std::move(ranks));
+        }
+    }
+#endif
+    if (devices.size() > 1)
+        std::cout << "data-parallel training on " << devices.size() << " replicas, " << c.batch_size
+                  << " images each per step\n";
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
     if (o.resume) {
         const std::size_t n = last_checkpoint(o.artifact_dir);

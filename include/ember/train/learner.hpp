@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "../collective/collective.hpp"
 #include "../optim/accumulator.hpp"
 #include "../optim/lr_scheduler.hpp"
 #include "../record/recorder.hpp"
@@ -116,9 +117,11 @@ struct LearnerOptions {
     std::optional<detail::Checkpointer> checkpointer;  ///< none by default
     std::size_t num_epochs = 1;                        ///< epochs of the run
     std::any devices;                                  ///< std::vector<Device>
-    std::optional<std::size_t> checkpoint;             ///< resume from it
-    std::shared_ptr<ApplicationLogger> app_logger;     ///< experiment.log
-    bool app_logger_set = false;                       ///< given explicitly
+    /// The collective endpoints of a data-parallel run, one per device (none: threads).
+    std::vector<std::shared_ptr<collective::Collective>> collectives;
+    std::optional<std::size_t> checkpoint;          ///< resume from it
+    std::shared_ptr<ApplicationLogger> app_logger;  ///< experiment.log
+    bool app_logger_set = false;                    ///< given explicitly
     struct EarlyStopping {
         std::string metric;
         Split split;
@@ -212,12 +215,28 @@ class LearnerBuilder {
         o_.num_epochs = n;
         return *this;
     }
-    /// The devices to train on (the model is forked to the first; one device for now).
+    /// The devices to train on. One device: the model is forked to it. Several: data-parallel
+    /// training, a replica of the model per device, each on its own thread, each batch split
+    /// into one shard per replica (the batch type must be a ShardableBatch), gradients averaged
+    /// over the replicas before every optimizer step (docs/multi-device.md). A device may be
+    /// listed more than once (the CPU has one device: replicas on threads).
     template <typename Dev>
     LearnerBuilder& devices(std::vector<Dev> devices) {
-        EMBER_CHECK(devices.size() == 1, Argument, "LearnerBuilder::devices: ", devices.size(),
-                    " devices given; training runs on exactly one device");
+        EMBER_CHECK(!devices.empty(), Argument, "LearnerBuilder::devices: no device given");
         o_.devices = std::move(devices);
+        return *this;
+    }
+    /// The collective endpoints of the replicas, endpoint i for devices()[i] (default: an
+    /// in-process ThreadCollective group). Their ranks place each replica's shard of the batch
+    /// in a group that may span processes and hosts (NcclCollective), where every process runs
+    /// the same loader and keeps the shards of its own ranks; checkpoints are written by the
+    /// process that holds rank 0.
+    LearnerBuilder& collectives(std::vector<std::shared_ptr<collective::Collective>> endpoints) {
+        EMBER_CHECK(!endpoints.empty(), Argument, "LearnerBuilder::collectives: no endpoint given");
+        for (std::size_t i = 0; i < endpoints.size(); ++i)
+            EMBER_CHECK(endpoints[i] != nullptr, Argument, "LearnerBuilder::collectives: endpoint ",
+                        i, " is null");
+        o_.collectives = std::move(endpoints);
         return *this;
     }
     /// Resumes from the checkpoint of epoch `epoch` (≥ 1): training continues at epoch + 1.
@@ -283,6 +302,13 @@ class LearnerBuilder {
                         "LearnerBuilder::build: the devices are not devices of the model's "
                         "backend");
             model = model.fork(devs->front());
+            EMBER_CHECK(o.collectives.empty() || o.collectives.size() == devs->size(), Argument,
+                        "LearnerBuilder::build: ", o.collectives.size(),
+                        " collective endpoints for ", devs->size(), " devices");
+        } else {
+            EMBER_CHECK(o.collectives.empty(), Argument,
+                        "LearnerBuilder::build: collective endpoints without devices (call "
+                        "devices() with one device per endpoint)");
         }
         const auto& dir = o.artifact_dir;
         if (!o.train_logger) o.train_logger = std::make_shared<FileMetricLogger>(dir / "train");

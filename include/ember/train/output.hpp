@@ -4,7 +4,9 @@
 // backward and returns the gradients with the output; the validation model (`model.valid()`,
 // the same module off autodiff) returns the output only.
 #include <concepts>
+#include <span>
 #include <utility>
+#include <vector>
 
 #include "../optim/gradients_params.hpp"
 #include "metrics.hpp"
@@ -84,6 +86,100 @@ template <Backend B>
 struct Adaptor<RegressionOutput<B>, LossInput<B>> {
     /// The loss.
     static LossInput<B> adapt(const RegressionOutput<B>& o) { return {o.loss}; }
+};
+
+// ---- data-parallel training: batches split into shards, outputs merged back ----------------
+
+/// A batch that data-parallel training can split (LearnerBuilder::devices with several devices):
+/// `num_items()` and `shard(begin, end, device)`, the items [begin, end) as a batch on `device`
+/// (shard_rows does it for each tensor).
+template <typename Batch, typename Dev>
+concept ShardableBatch = requires(const Batch& b, std::size_t i, const Dev& d) {
+    { b.num_items() } -> std::convertible_to<std::size_t>;
+    { b.shard(i, i, d) } -> std::convertible_to<Batch>;
+};
+
+/// Rows [begin, end) of `t` (along dim 0), on `device`: a view where no move is needed.
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> shard_rows(const Tensor<B, D, K>& t, std::size_t begin, std::size_t end,
+                           const Device<B>& device) {
+    EMBER_CHECK(begin <= end && end <= t.dims()[0], Index, "shard_rows: rows [", begin, ", ", end,
+                ") of a tensor of shape ", t.shape().to_string());
+    auto rows = t.narrow(0, begin, end - begin);
+    return rows.device() == device ? rows : rows.to_device(device);
+}
+
+/// How the Learner merges the step outputs of the replicas into the one output the metrics read
+/// (specialise it for your own output types). `weights[r]` is replica r's share of the batch's
+/// items; the result lives on the device of items[0].
+template <typename Item>
+struct ItemMerge;
+
+namespace detail {
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> detached_on(const Tensor<B, D, K>& t, const Device<B>& device) {
+    auto d = t.detach();
+    return d.device() == device ? d : d.to_device(device);
+}
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> merge_rows(const std::vector<Tensor<B, D, K>>& parts) {
+    const auto device = parts.front().device();
+    std::vector<Tensor<B, D, K>> moved;
+    for (const auto& p : parts) moved.push_back(detached_on(p, device));
+    return moved.size() == 1 ? moved.front() : Tensor<B, D, K>::cat(moved, 0);
+}
+template <Backend B>
+Tensor<B, 1> merge_loss(const std::vector<Tensor<B, 1>>& losses, std::span<const double> w) {
+    const auto device = losses.front().device();
+    Tensor<B, 1> sum = detached_on(losses.front(), device).mul_scalar(w[0]);
+    for (std::size_t r = 1; r < losses.size(); ++r)
+        sum = std::move(sum).add(detached_on(losses[r], device).mul_scalar(w[r]));
+    return sum;
+}
+}  // namespace detail
+
+/// ClassificationOutput: the loss is the weighted mean of the replicas' (a mean loss over the
+/// whole batch), scores and targets are concatenated in replica order.
+template <Backend B>
+struct ItemMerge<ClassificationOutput<B>> {
+    /// One output for the whole batch.
+    static ClassificationOutput<B> merge(std::vector<ClassificationOutput<B>> items,
+                                         std::span<const double> weights) {
+        std::vector<Tensor<B, 1>> loss;
+        std::vector<Tensor<B, 2>> out;
+        std::vector<Tensor<B, 1, Int>> targets;
+        for (auto& i : items) {
+            loss.push_back(i.loss);
+            out.push_back(i.output);
+            targets.push_back(i.targets);
+        }
+        return {detail::merge_loss(loss, weights), detail::merge_rows(out),
+                detail::merge_rows(targets)};
+    }
+};
+
+/// RegressionOutput: as ClassificationOutput.
+template <Backend B>
+struct ItemMerge<RegressionOutput<B>> {
+    /// One output for the whole batch.
+    static RegressionOutput<B> merge(std::vector<RegressionOutput<B>> items,
+                                     std::span<const double> weights) {
+        std::vector<Tensor<B, 1>> loss;
+        std::vector<Tensor<B, 2>> out, targets;
+        for (auto& i : items) {
+            loss.push_back(i.loss);
+            out.push_back(i.output);
+            targets.push_back(i.targets);
+        }
+        return {detail::merge_loss(loss, weights), detail::merge_rows(out),
+                detail::merge_rows(targets)};
+    }
+};
+
+/// Whether the Learner can merge replicas' outputs of type Item.
+template <typename Item>
+concept MergeableItem = requires(std::vector<Item> v, std::span<const double> w) {
+    { ItemMerge<Item>::merge(std::move(v), w) } -> std::convertible_to<Item>;
 };
 
 }  // namespace ember::train

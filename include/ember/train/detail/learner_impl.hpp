@@ -5,6 +5,10 @@
 #include <limits>
 #include <sstream>
 
+#include "../../collective/gradients.hpp"
+#include "../../collective/thread.hpp"
+#include "replica_workers.hpp"
+
 namespace ember::train {
 
 /// Trains a model (Burn's Learner); made by LearnerBuilder::build.
@@ -45,10 +49,12 @@ class Learner {
         S sched = sched_;
         history_.clear();
         std::size_t first = 1;
+        std::optional<record::Value> optim_record;  // loaded again on each replica's device
         if (o_.checkpoint) {
             const std::size_t n = *o_.checkpoint;
             model = model.load_record(load_checkpoint("model", n));
-            optim = optim.load_record(load_checkpoint("optim", n));
+            optim_record = load_checkpoint("optim", n);
+            optim = optim.load_record(*optim_record);
             sched = sched.load_record(load_checkpoint("scheduler", n));
             first = n + 1;
             restore_history(n, train, valid);
@@ -72,9 +78,21 @@ class Learner {
             ~RunEnd() { r.on_run_end(); }
         } run_end{*o_.renderer};
 
+        std::optional<Replicas> dp;
+        if (data_parallel()) {
+            using Batch = std::remove_cvref_t<decltype(*train.iter().begin())>;
+            dp.emplace(make_replicas<Batch>(model, optim, optim_record));
+        }
+
         std::size_t done = first - 1;
         for (std::size_t epoch = first; epoch <= o_.num_epochs; ++epoch) {
-            if (!train_epoch(train, epoch, model, optim, sched)) {
+            const bool trained = dp ? train_epoch_parallel(train, epoch, *dp, sched)
+                                    : train_epoch(train, epoch, model, optim, sched);
+            if (dp) {  // replica 0 is validated and checkpointed; every replica holds the same
+                model = dp->models[0];
+                optim = dp->optims[0];
+            }
+            if (!trained) {
                 log("interrupted in epoch " + std::to_string(epoch) +
                     " (training); resume "
                     "from checkpoint " +
@@ -89,7 +107,7 @@ class Learner {
                 break;
             }
             done = epoch;
-            save_checkpoint(epoch, model, optim, sched);
+            if (!dp || dp->main) save_checkpoint(epoch, model, optim, sched);
             log("epoch " + std::to_string(epoch) + "/" + std::to_string(o_.num_epochs) +
                 " train: " + detail::format_epoch(history_[Split::Train], epoch) +
                 " | valid: " + detail::format_epoch(history_[Split::Valid], epoch));
@@ -119,6 +137,175 @@ class Learner {
 
   private:
     using Backend_ = module::BackendOf<M>;
+
+    // ---- data parallel -------------------------------------------------------------------
+
+    // The replicas of a data-parallel run: a model, an optimizer and a collective endpoint per
+    // device, and the threads that run them.
+    struct Replicas {
+        std::vector<Device<Backend_>> devices;
+        std::vector<std::shared_ptr<collective::Collective>> comms;
+        std::vector<M> models;
+        std::vector<O> optims;
+        std::vector<optim::GradientsAccumulator> accumulators;
+        std::unique_ptr<detail::ReplicaWorkers> workers;
+        bool main = true;  // holds rank 0 (writes the checkpoints)
+    };
+
+    bool data_parallel() const {
+        const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o_.devices);
+        return !o_.collectives.empty() || (devs != nullptr && devs->size() > 1);
+    }
+
+    template <typename Batch>
+    Replicas make_replicas(const M& model, const O& optim,
+                           const std::optional<record::Value>& optim_record) {
+        if constexpr (!ShardableBatch<Batch, Device<Backend_>>) {
+            EMBER_FAIL(Argument,
+                       "Learner::fit: training on several devices splits every batch, but the "
+                       "batch type has no num_items() and shard(begin, end, device) (see "
+                       "ShardableBatch in ember/train/output.hpp)");
+        } else if constexpr (!MergeableItem<TrainItem>) {
+            EMBER_FAIL(Argument,
+                       "Learner::fit: training on several devices merges the replicas' step "
+                       "outputs, but ember::train::ItemMerge has no specialisation for this "
+                       "output type");
+        } else {
+            Replicas dp;
+            const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o_.devices);
+            dp.devices = *devs;
+            const std::size_t n = dp.devices.size();
+            if (o_.collectives.empty()) {
+                for (auto& c : collective::ThreadCollective::group(n))
+                    dp.comms.emplace_back(std::move(c));
+            } else {
+                dp.comms = o_.collectives;
+            }
+            dp.main = false;
+            for (const auto& c : dp.comms) dp.main = dp.main || c->rank() == 0;
+            dp.models.resize(n, model);
+            dp.optims.resize(n, optim);
+            dp.accumulators.resize(n);
+            dp.workers = std::make_unique<detail::ReplicaWorkers>(n);
+            // Lazy parameters are drawn here, once: forks of a lazy parameter would each draw
+            // their own values.
+            model.visit([](std::string_view, const auto& p) { (void)p.val(); });
+            // Every replica starts from rank 0's values (other processes may have drawn their
+            // own) and keeps its optimizer state on its own device.
+            dp.workers->run(
+                [&](std::size_t r) {
+                    M m = r == 0 ? model : model.fork(dp.devices[r]);
+                    dp.models[r] = collective::broadcast_module(*dp.comms[r], m, 0);
+                    if constexpr (requires { optim.load_record(*optim_record, dp.devices[r]); }) {
+                        if (optim_record)
+                            dp.optims[r] = optim.load_record(*optim_record, dp.devices[r]);
+                    }
+                },
+                [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); });
+            log("data-parallel training on " + std::to_string(n) + " local replica(s) of " +
+                std::to_string(dp.comms[0]->world_size()) + " (" + dp.comms[0]->name() + ")");
+            return dp;
+        }
+    }
+
+    // One data-parallel training epoch; false when interrupted. Each batch is split into
+    // world-size shards by rank; replica r steps its shard, weights its gradients by its share
+    // of the batch's items, and the replicas' sums are what every optimizer steps with: the
+    // gradient of a mean loss over the whole batch, as one device computes it.
+    template <typename L>
+    bool train_epoch_parallel(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
+        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
+        set_epoch(loader, epoch);
+        for (auto& s : o_.train_metrics) s->clear();
+        o_.train_logger->start_epoch(epoch);
+        std::map<std::string, std::pair<double, std::size_t>> sums;
+        const std::size_t n = dp.models.size(), world = dp.comms[0]->world_size();
+        std::size_t pending = 0, iteration = 0;
+        double lr = 0;
+        bool stopped = false;
+        const std::size_t nb = loader.num_batches();
+        auto on_error = [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); };
+        auto step = [&](std::size_t r, optim::GradientsParams grads) {
+            dp.models[r] = dp.optims[r].step(lr, std::move(dp.models[r]), std::move(grads));
+        };
+        auto&& range = loader.iter();
+        for (auto&& batch : range) {
+            lr = lr_scheduler::step(sched);
+            const std::size_t items = batch.num_items();
+            const bool update = o_.grads_accumulation == 1 || ++pending == o_.grads_accumulation;
+            std::vector<std::optional<TrainItem>> outs(n);
+            std::vector<std::size_t> sizes(n, 0);
+            dp.workers->run(
+                [&](std::size_t r) {
+                    auto& comm = *dp.comms[r];
+                    const std::size_t g = comm.rank();
+                    const std::size_t begin = items * g / world, end = items * (g + 1) / world;
+                    sizes[r] = end - begin;
+                    optim::GradientsParams grads;
+                    if (end > begin) {
+                        auto out = dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
+                        static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
+                                      "fit: the model's step(batch) must return "
+                                      "TrainOutput<TrainItem>");
+                        grads = std::move(out.grads);
+                        outs[r].emplace(std::move(out.item));
+                    }
+                    const double w = items ? double(end - begin) / double(items) : 0.0;
+                    if (o_.grads_accumulation == 1) {
+                        step(r, collective::sync_gradients(comm, dp.models[r], std::move(grads),
+                                                           {.weight = w}));
+                        return;
+                    }
+                    dp.accumulators[r].accumulate(
+                        dp.models[r],
+                        collective::scale_gradients(dp.models[r], std::move(grads), w));
+                    if (update)
+                        step(r, collective::sync_gradients(comm, dp.models[r],
+                                                           dp.accumulators[r].grads(),
+                                                           {.op = collective::ReduceOp::Sum}));
+                },
+                on_error);
+            if (update) pending = 0;
+            ++iteration;
+            TrainingProgress p{epoch,
+                               o_.num_epochs,
+                               iteration,
+                               items_after(loader, iteration),
+                               loader.num_items(),
+                               (epoch - 1) * nb + iteration};
+            // The metrics read one output for the batch: this process's shards merged.
+            std::vector<TrainItem> present;
+            std::vector<double> weights;
+            std::size_t local = 0;
+            for (std::size_t r = 0; r < n; ++r) local += sizes[r];
+            for (std::size_t r = 0; r < n; ++r) {
+                if (!outs[r]) continue;
+                present.push_back(std::move(*outs[r]));
+                weights.push_back(double(sizes[r]) / double(local));
+            }
+            if (!present.empty()) {
+                const TrainItem merged = ItemMerge<TrainItem>::merge(std::move(present), weights);
+                report(o_.train_metrics, merged, MetricMetadata{p, lr}, local, Split::Train,
+                       *o_.train_logger, sums);
+            }
+            o_.renderer->render_train(p);
+            if (o_.interrupter.should_stop()) {
+                stopped = true;
+                break;
+            }
+        }
+        // The last, partial accumulation is applied rather than dropped: no batch is ignored.
+        if (!stopped && pending > 0)
+            dp.workers->run(
+                [&](std::size_t r) {
+                    step(r, collective::sync_gradients(*dp.comms[r], dp.models[r],
+                                                       dp.accumulators[r].grads(),
+                                                       {.op = collective::ReduceOp::Sum}));
+                },
+                on_error);
+        end_epoch(Split::Train, epoch, sums);
+        return !stopped;
+    }
 
     template <typename L>
     static std::size_t items_after(L& loader, std::size_t iteration) {

@@ -1,0 +1,115 @@
+#pragma once
+// The collective ops on tensors: every rank of a group calls the same function with a tensor of
+// the same shape and gets the result as a new tensor on the device its input was on.
+//
+//   using namespace ember::collective;
+//   auto g = all_reduce(comm, grad, ReduceOp::Mean);   // the mean over ranks
+//   auto w = broadcast(comm, weights, 0);               // rank 0's weights everywhere
+//   auto all = all_gather(comm, x);                     // [W·n, ...]: every rank's x, by rank
+//   auto part = reduce_scatter(comm, y);                // [n/W, ...]: rank r's share of the sum
+//
+// Tensors whose memory the endpoint accepts are passed in place (CUDA tensors to NCCL, on the
+// backend's stream, without waiting); the others make a round trip through host memory. On an
+// autodiff backend the op runs on the inner tensor: a collective is never part of a graph.
+// Integer tensors reduce too (a mean rounds toward zero); bool tensors do not.
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "../backend/detail/cuda_tensor.hpp"
+#include "../tensor/tensor.hpp"
+#include "collective.hpp"
+
+namespace ember::collective {
+
+namespace detail {
+
+/// Whether `B`'s tensors are CUDA device buffers (the CUDA backend's primitive).
+template <typename B>
+constexpr bool is_cuda_backend =
+    std::same_as<typename B::FloatTensorPrimitive, ember::detail::cuda::CudaTensor>;
+
+/// Runs `fn(input, output)` on `t`'s elements and an output of `out_shape` (in place when
+/// `in_place`: output = input), on the device when the endpoint accepts its memory.
+template <Backend B, std::size_t D, typename K, typename Fn>
+Tensor<B, D, K> run(Collective& c, Tensor<B, D, K> t, const Shape& out_shape, bool in_place,
+                    Fn&& fn) {
+    static_assert(!std::same_as<K, Bool>, "ember::collective: bool tensors cannot be reduced");
+    if constexpr (AutodiffBackend<B>) {
+        return Tensor<B, D, K>::from_inner(
+            run(c, t.inner(), out_shape, in_place, std::forward<Fn>(fn)));
+    } else {
+        const Device<B> device = t.device();
+        if constexpr (is_cuda_backend<B>) {
+            if (c.accepts(Memory::Cuda)) {
+                // Written in place: the buffer must be this handle's alone (an elementwise
+                // copy makes a fresh, contiguous one).
+                if (!t.primitive().is_unique()) t = t.mul_scalar(1);
+                const auto& p = t.primitive();
+                const Buffer in{p.ptr(), p.shape, p.dtype, Memory::Cuda, p.device()};
+                if (in_place) {
+                    fn(in, in);
+                    return t;
+                }
+                auto out = Tensor<B, D, K>::empty(out_shape, device);
+                if constexpr (std::same_as<K, Float>) out = out.cast(t.dtype());
+                const auto& q = out.primitive();
+                fn(in, Buffer{q.ptr(), q.shape, q.dtype, Memory::Cuda, q.device()});
+                return out;
+            }
+        }
+        TensorData data = std::move(t).into_data();
+        const Buffer in{data.bytes_mut().data(), data.shape(), data.dtype()};
+        if (in_place) {
+            fn(in, in);
+            return Tensor<B, D, K>::from_data(data, device);
+        }
+        TensorData out(std::vector<std::byte>(out_shape.num_elements() * dtype_size(data.dtype())),
+                       out_shape, data.dtype());
+        fn(in, Buffer{out.bytes_mut().data(), out_shape, data.dtype()});
+        return Tensor<B, D, K>::from_data(out, device);
+    }
+}
+
+/// `s` with its first dim multiplied (`mul`) or divided (floor) by `n`.
+inline Shape scale_dim0(Shape s, std::size_t n, bool mul) {
+    s[0] = mul ? s[0] * n : s[0] / n;
+    return s;
+}
+
+}  // namespace detail
+
+/// The reduction over ranks of every rank's `t` (same shape and dtype on every rank).
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> all_reduce(Collective& c, Tensor<B, D, K> t, ReduceOp op = ReduceOp::Sum) {
+    const Shape s = t.shape();
+    return detail::run(c, std::move(t), s, true,
+                       [&](const Buffer& in, const Buffer&) { c.all_reduce(in, op); });
+}
+
+/// Rank `root`'s `t` on every rank (every rank passes a tensor of the same shape).
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> broadcast(Collective& c, Tensor<B, D, K> t, std::size_t root) {
+    const Shape s = t.shape();
+    return detail::run(c, std::move(t), s, true,
+                       [&](const Buffer& in, const Buffer&) { c.broadcast(in, root); });
+}
+
+/// Every rank's `t` concatenated along dim 0 in rank order: [world_size · n, ...].
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> all_gather(Collective& c, Tensor<B, D, K> t) {
+    const Shape s = detail::scale_dim0(t.shape(), c.world_size(), true);
+    return detail::run(c, std::move(t), s, false,
+                       [&](const Buffer& in, const Buffer& out) { c.all_gather(in, out); });
+}
+
+/// Rank r's share of the reduction: dim 0 of `t` (a multiple of the world size) split into
+/// world_size equal parts, part r reduced over ranks: [n / world_size, ...].
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> reduce_scatter(Collective& c, Tensor<B, D, K> t, ReduceOp op = ReduceOp::Sum) {
+    const Shape s = detail::scale_dim0(t.shape(), c.world_size(), false);
+    return detail::run(c, std::move(t), s, false,
+                       [&](const Buffer& in, const Buffer& out) { c.reduce_scatter(in, out, op); });
+}
+
+}  // namespace ember::collective

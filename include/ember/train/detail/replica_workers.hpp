@@ -1,0 +1,46 @@
+#pragma once
+// The threads of data-parallel training: one per replica, alive for a whole fit, each running
+// its replica's share of an iteration while the caller waits.
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ember::train::detail {
+
+/// N worker threads that run `fn(r)` for r = 0..N-1 together (r on thread r).
+class ReplicaWorkers {
+  public:
+    /// Starts `n` (≥ 1) threads.
+    explicit ReplicaWorkers(std::size_t n);
+    /// Stops and joins the threads.
+    ~ReplicaWorkers();
+    ReplicaWorkers(const ReplicaWorkers&) = delete;
+    ReplicaWorkers& operator=(const ReplicaWorkers&) = delete;
+
+    /// Number of threads.
+    std::size_t size() const { return threads_.size(); }
+    /// Runs `fn(r)` on every thread and waits for all of them. When one throws, `on_error(r,
+    /// what)` runs on that thread at once (to abort a collective the others may be waiting in),
+    /// and the first exception thrown is rethrown here once every thread is done.
+    void run(const std::function<void(std::size_t)>& fn,
+             const std::function<void(std::size_t, const std::string&)>& on_error);
+
+  private:
+    void loop(std::size_t r);
+
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable start_cv_, done_cv_;
+    const std::function<void(std::size_t)>* fn_ = nullptr;
+    const std::function<void(std::size_t, const std::string&)>* on_error_ = nullptr;
+    std::size_t generation_ = 0, done_ = 0;
+    bool quit_ = false;
+    std::exception_ptr first_;
+};
+
+}  // namespace ember::train::detail

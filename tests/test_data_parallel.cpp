@@ -1,0 +1,333 @@
+// Data-parallel training on CPU replicas (threads): N replicas with shards of B items give the
+// same parameters after K steps as one replica with batches of B·N items, with SGD (momentum)
+// and Adam, through a bare training loop (sync_gradients) and through the Learner
+// (LearnerBuilder::devices with N devices); the Learner also splits batches that do not divide
+// evenly, writes one checkpoint, and reports the metrics of the whole batch.
+#include <unistd.h>
+#include <cmath>
+#include <ember/collective/gradients.hpp>
+#include <ember/collective/thread.hpp>
+#include <ember/ember.hpp>
+#include <ember/nn/dropout.hpp>
+#include <ember/nn/linear.hpp>
+#include <ember/nn/loss.hpp>
+#include <ember/optim.hpp>
+#include <ember/train/learner.hpp>
+#include <ember/train/plain_renderer.hpp>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+#include "harness.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace train = ember::train;
+using namespace ember::collective;
+using ember::Cpu;
+using ember::Tensor;
+using ember::TensorData;
+using AD = ember::Autodiff<Cpu>;
+
+template <ember::Backend B>
+struct Batch {
+    Tensor<B, 2> x;  // [n, 4]
+    Tensor<B, 2> y;  // [n, 2]
+    std::size_t num_items() const { return x.dims()[0]; }
+    Batch shard(std::size_t begin, std::size_t end, const ember::Device<B>& device) const {
+        return {train::shard_rows(x, begin, end, device), train::shard_rows(y, begin, end, device)};
+    }
+};
+
+// Deterministic items: item i of the data set.
+Batch<AD> make_batch(std::size_t first, std::size_t n) {
+    std::vector<float> x, y;
+    for (std::size_t i = first; i < first + n; ++i) {
+        float s = 0;
+        for (std::size_t j = 0; j < 4; ++j) {
+            const float v = std::sin(0.37f * float(i) + 1.3f * float(j));
+            x.push_back(v);
+            s += v * float(j + 1);
+        }
+        y.push_back(std::tanh(s));
+        y.push_back(0.5f * s - 0.25f);
+    }
+    return {Tensor<AD, 2>::from_data(TensorData(x, {n, 4})),
+            Tensor<AD, 2>::from_data(TensorData(y, {n, 2}))};
+}
+
+template <ember::Backend B>
+struct Net {
+    ember::nn::Linear<B> l1;
+    ember::nn::Linear<B> l2;
+    ember::nn::Relu act;
+    EMBER_MODULE(Net, l1, l2, act)
+
+    train::RegressionOutput<B> forward(const Batch<B>& b) const {
+        auto out = l2.forward(act.forward(l1.forward(b.x)));
+        return {ember::nn::loss::MseLoss{}.forward(out, b.y), out, b.y};
+    }
+    train::TrainOutput<train::RegressionOutput<B>> step(
+        const Batch<B>& b) const requires ember::AutodiffBackend<B> {
+        auto item = forward(b);
+        return {*this, item.loss.backward(), std::move(item)};
+    }
+    train::RegressionOutput<B> step(const Batch<B>& b) const requires(!ember::AutodiffBackend<B>) {
+        return forward(b);
+    }
+};
+
+Net<AD> make_net() {
+    AD::seed(7);
+    return {ember::nn::LinearConfig{4, 16}.init<AD>({}),
+            ember::nn::LinearConfig{16, 2}.init<AD>({}),
+            {}};
+}
+
+// Every parameter's values, in visiting order.
+std::vector<std::vector<float>> params_of(const Net<AD>& m) {
+    std::vector<std::vector<float>> out;
+    m.visit([&](std::string_view, const auto& p) {
+        out.push_back(p.val().to_data().template to_vec<float>());
+    });
+    return out;
+}
+
+void check_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                 double tol) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(a[i].size() == b[i].size());
+        for (std::size_t j = 0; j < a[i].size(); ++j)
+            worst = std::max(worst, double(std::abs(a[i][j] - b[i][j])));
+    }
+    INFO("largest difference " << worst);
+    CHECK(worst <= tol);
+}
+
+// The parameters did move (the comparison above is not between two untrained models).
+void check_moved(const std::vector<std::vector<float>>& before,
+                 const std::vector<std::vector<float>>& after) {
+    double moved = 0;
+    for (std::size_t i = 0; i < before.size(); ++i)
+        for (std::size_t j = 0; j < before[i].size(); ++j)
+            moved = std::max(moved, double(std::abs(before[i][j] - after[i][j])));
+    CHECK(moved > 1e-3);
+}
+
+// K steps of one replica on batches of B·N items.
+template <typename Opt>
+Net<AD> train_single(Net<AD> model, Opt optim, std::size_t batch, std::size_t steps, double lr) {
+    for (std::size_t k = 0; k < steps; ++k) {
+        auto out = model.step(make_batch(k * batch, batch));
+        model = optim.step(lr, std::move(model), std::move(out.grads));
+    }
+    return model;
+}
+
+// K steps of N replicas (threads) with shards of batch / N items, gradients averaged.
+template <typename Opt>
+std::vector<Net<AD>> train_replicas(const Net<AD>& model, const Opt& optim, std::size_t n,
+                                    std::size_t batch, std::size_t steps, double lr) {
+    auto group = ThreadCollective::group(n);
+    std::vector<Net<AD>> models(n, model);
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < n; ++r)
+        threads.emplace_back([&, r] {
+            Net<AD> m = model.fork(ember::CpuDevice{});
+            Opt o = optim;
+            const std::size_t shard = batch / n;
+            for (std::size_t k = 0; k < steps; ++k) {
+                auto out =
+                    m.step(make_batch(k * batch, batch).shard(r * shard, (r + 1) * shard, {}));
+                auto grads = sync_gradients(*group[r], m, std::move(out.grads),
+                                            {.bucket_bytes = 256});  // several buckets
+                m = o.step(lr, std::move(m), std::move(grads));
+            }
+            models[r] = m;
+        });
+    for (auto& t : threads) t.join();
+    return models;
+}
+
+struct Loader {
+    std::size_t items, batch;
+    std::size_t num_items() const { return items; }
+    std::size_t num_batches() const { return (items + batch - 1) / batch; }
+    std::size_t batch_size() const { return batch; }
+    std::vector<Batch<AD>> iter() const {
+        std::vector<Batch<AD>> out;
+        for (std::size_t s = 0; s < items; s += batch)
+            out.push_back(make_batch(s, std::min(batch, items - s)));
+        return out;
+    }
+};
+
+struct ValidLoader {
+    std::size_t num_items() const { return 8; }
+    std::size_t num_batches() const { return 1; }
+    std::vector<Batch<Cpu>> iter() const {
+        auto b = make_batch(1000, 8);
+        return {{b.x.inner(), b.y.inner()}};
+    }
+};
+
+struct TempDir {
+    fs::path path;
+    explicit TempDir(const std::string& name)
+        : path(fs::temp_directory_path() /
+               ("ember-dp-" + name + "-" + std::to_string(::getpid()))) {
+        fs::remove_all(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+using Builder = train::LearnerBuilder<train::RegressionOutput<AD>, train::RegressionOutput<Cpu>>;
+
+template <typename Opt>
+std::pair<Net<AD>, std::vector<double>> fit(const Net<AD>& model, const Opt& optim,
+                                            std::size_t replicas, const Loader& loader, double lr,
+                                            const fs::path& dir, bool checkpoint = false) {
+    std::ostringstream sink;
+    Builder b(dir);
+    b.metric_train_numeric(train::LossMetric<AD>{})
+        .metric_valid_numeric(train::LossMetric<Cpu>{})
+        .renderer(std::make_shared<train::PlainRenderer>(sink, 0.0))
+        .with_application_logger(nullptr)
+        .devices(std::vector<ember::CpuDevice>(replicas));
+    if (checkpoint)
+        b.with_file_checkpointer(
+            ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>{}, 1);
+    auto learner = b.build(model, optim, lr);
+    auto trained = learner.fit(loader, ValidLoader{});
+    return {trained, learner.history().at(train::Split::Train).at("Loss")};
+}
+
+}  // namespace
+
+TEST_CASE("Data parallel, bare loop: N replicas with batch B match one with batch B·N",
+          "[collective][data-parallel]") {
+    const std::size_t shard = 6, steps = 5;
+    const Net<AD> model = make_net();
+    const auto start = params_of(model);
+    for (std::size_t n : {2u, 4u}) {
+        SECTION("SGD with momentum, " + std::to_string(n) + " replicas") {
+            auto optim = ember::optim::SgdConfig{}
+                             .with_momentum(ember::optim::MomentumConfig{})
+                             .init<Net<AD>>();
+            auto single = params_of(train_single(model, optim, shard * n, steps, 0.1));
+            auto replicas = train_replicas(model, optim, n, shard * n, steps, 0.1);
+            check_moved(start, single);
+            for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+        }
+        SECTION("Adam, " + std::to_string(n) + " replicas") {
+            auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
+            auto single = params_of(train_single(model, optim, shard * n, steps, 1e-2));
+            auto replicas = train_replicas(model, optim, n, shard * n, steps, 1e-2);
+            check_moved(start, single);
+            for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+        }
+    }
+}
+
+TEST_CASE("Data parallel, Learner: devices({N CPU replicas}) matches one device",
+          "[collective][data-parallel][learner]") {
+    const Net<AD> model = make_net();
+    const auto start = params_of(model);
+    for (std::size_t n : {2u, 4u}) {
+        const std::size_t batch = 6 * n;
+        const Loader loader{5 * batch, batch};  // K = 5 steps
+        SECTION("SGD, " + std::to_string(n) + " replicas") {
+            TempDir d1("sgd1"), dn("sgdn");
+            auto optim = ember::optim::SgdConfig{}
+                             .with_momentum(ember::optim::MomentumConfig{})
+                             .init<Net<AD>>();
+            auto [one, loss1] = fit(model, optim, 1, loader, 0.1, d1.path);
+            auto [many, lossn] = fit(model, optim, n, loader, 0.1, dn.path);
+            check_moved(start, params_of(one));
+            check_close(params_of(many), params_of(one), 1e-5);
+            REQUIRE(lossn.size() == 1);
+            CHECK(lossn[0] == Approx(loss1[0]).epsilon(1e-5));  // metrics of the whole batch
+        }
+        SECTION("Adam, " + std::to_string(n) + " replicas") {
+            TempDir d1("adam1"), dn("adamn");
+            auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
+            auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
+            auto [many, lossn] = fit(model, optim, n, loader, 1e-2, dn.path);
+            check_moved(start, params_of(one));
+            check_close(params_of(many), params_of(one), 1e-5);
+        }
+    }
+}
+
+TEST_CASE("Data parallel, Learner: uneven shards, a short last batch, one checkpoint",
+          "[collective][data-parallel][learner]") {
+    const Net<AD> model = make_net();
+    // Batches of 10 over 4 replicas (shards of 2, 3, 2, 3) and a last batch of 3 (one replica
+    // gets nothing): weighting by shard size keeps the result that of one device.
+    const Loader loader{43, 10};
+    TempDir d1("uneven1"), dn("unevenn");
+    auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
+    auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
+    auto [many, lossn] = fit(model, optim, 4, loader, 1e-2, dn.path, true);
+    check_close(params_of(many), params_of(one), 1e-5);
+    CHECK(lossn[0] == Approx(loss1[0]).epsilon(1e-5));
+    // One checkpoint, of replica 0, which holds the trained values.
+    const auto ckpt = dn.path / "checkpoint";
+    REQUIRE(fs::exists(ckpt / "model-1.mpk.gz"));
+    std::size_t files = 0;
+    for (const auto& e : fs::directory_iterator(ckpt)) files += e.is_regular_file();
+    CHECK(files == 3);  // model, optimizer, scheduler
+    auto loaded = make_net().load_file(
+        ckpt / "model-1",
+        ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>{},
+        ember::CpuDevice{});
+    check_close(params_of(loaded), params_of(many), 0.0);
+}
+
+TEST_CASE("Data parallel, Learner: option errors", "[collective][data-parallel][learner][errors]") {
+    TempDir dir("errors");
+    auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
+    auto group = ThreadCollective::group(3);
+    std::vector<std::shared_ptr<Collective>> comms;
+    for (auto& c : group) comms.emplace_back(std::move(c));
+    CHECK_THROWS_WITH(Builder(dir.path)
+                          .devices(std::vector<ember::CpuDevice>(2))
+                          .collectives(comms)
+                          .build(make_net(), optim, 0.1),
+                      Catch::Matchers::Contains("3 collective endpoints for 2 devices"));
+    CHECK_THROWS_AS(Builder(dir.path).collectives(comms).build(make_net(), optim, 0.1),
+                    ember::ArgumentError);
+    CHECK_THROWS_AS(Builder(dir.path).collectives({}), ember::ArgumentError);
+}
+
+TEST_CASE("sync_gradients: weighted sums and GradientsParams between threads",
+          "[collective][data-parallel]") {
+    const Net<AD> model = make_net();
+    auto group = ThreadCollective::group(2);
+    // Replica r's gradients are all (r + 1); with weights 0.25 and 0.75 the result is
+    // 0.25·1 + 0.75·2 = 1.75 everywhere, on both replicas.
+    std::vector<ember::optim::GradientsParams> synced(2);
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < 2; ++r)
+        threads.emplace_back([&, r] {
+            ember::optim::GradientsParams g;
+            model.visit([&](std::string_view, const auto& p) {
+                g.register_(p.id(), p.val().inner().ones_like().mul_scalar(double(r + 1)));
+            });
+            synced[r] =
+                sync_gradients(*group[r], model, std::move(g), {.weight = r == 0 ? 0.25 : 0.75});
+        });
+    for (auto& t : threads) t.join();
+    for (std::size_t r = 0; r < 2; ++r) {
+        REQUIRE(synced[r].len() == 4);
+        model.visit([&](std::string_view, const auto& p) {
+            constexpr std::size_t D = std::remove_cvref_t<decltype(p.val())>::rank;
+            auto g = synced[r].get<Cpu, D>(p.id());
+            REQUIRE(g);
+            CHECK(g->shape() == p.shape());
+            for (float v : g->to_data().template to_vec<float>()) CHECK(v == Approx(1.75));
+        });
+    }
+}
