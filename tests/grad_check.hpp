@@ -21,7 +21,7 @@ using AutodiffBackends = decltype(std::tuple_cat(
                ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>,
                ember::Autodiff<ember::Fusion<ember::Cpu>>>{}
 #if defined(EMBER_VULKAN)
-    , std::tuple<ember::Autodiff<ember::Vulkan>>{}
+    , std::tuple<ember::Autodiff<ember::Vulkan>, ember::Autodiff<ember::Fusion<ember::Vulkan>>>{}
 #endif
 #if defined(EMBER_CUDA)
     , std::tuple<ember::Autodiff<ember::Cuda>, ember::Autodiff<ember::Fusion<ember::Cuda>>>{}
@@ -44,6 +44,10 @@ struct F64Twin<Autodiff<Fusion<Cpu>, C>> {
 /// (the analytic gradients of the Vulkan stack are checked against PyTorch in step 1).
 template <typename C>
 struct F64Twin<Autodiff<Vulkan, C>> {
+    using type = Autodiff<CpuF64, C>;
+};
+template <typename C>
+struct F64Twin<Autodiff<Fusion<Vulkan>, C>> {
     using type = Autodiff<CpuF64, C>;
 };
 #endif

@@ -6,6 +6,7 @@
 #include <string>
 #ifdef EMBER_VULKAN
 #include <ember/backend/vulkan_autodiff.hpp>
+#include <ember/backend/vulkan_fusion.hpp>
 #endif
 #include <tuple>
 
@@ -15,19 +16,30 @@ namespace ember::test {
 /// each GPU backend this build has (its cases skip where its device is absent).
 using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>>{}
 #if defined(EMBER_VULKAN)
-                                             , std::tuple<ember::Vulkan>{}
+                                             , std::tuple<ember::Vulkan, ember::Fusion<ember::Vulkan>>{}
 #endif
 #if defined(EMBER_CUDA)
                                              , std::tuple<ember::Cuda, ember::Fusion<ember::Cuda>>{}
 #endif
                                              ));
 
+/// Whether backend B computes on the Vulkan backend (itself, or under Fusion and Autodiff).
+template <typename B>
+constexpr bool on_vulkan() {
+#if defined(EMBER_VULKAN)
+    return std::is_same_v<InnerBackend<B>, ember::Vulkan> ||
+           std::is_same_v<InnerBackend<B>, ember::Fusion<ember::Vulkan>>;
+#else
+    return false;
+#endif
+}
+
 /// Whether backend B (or the backend under a decorator) can run here: a GPU backend needs its
 /// device; the CPU always can.
 template <typename B>
 bool backend_available() {
 #if defined(EMBER_VULKAN)
-    if constexpr (std::is_same_v<InnerBackend<B>, ember::Vulkan>) return ember::vulkan::is_available();
+    if constexpr (on_vulkan<B>()) return ember::vulkan::is_available();
 #endif
 #if defined(EMBER_CUDA)
     if constexpr (std::is_same_v<InnerBackend<B>, ember::Cuda> ||
@@ -99,7 +111,7 @@ Tolerance default_tolerance() {
 #ifdef EMBER_VULKAN
     // GPU transcendentals are specified to a few ulp (exp, log, pow through exp2/log2) and sums
     // are reduced in a different order: a few f32 ulp of headroom over the CPU's bound.
-    else if constexpr (std::is_same_v<InnerBackend<B>, ember::Vulkan>) return {2e-5, 2e-4};
+    else if constexpr (on_vulkan<B>()) return {2e-5, 2e-4};
 #endif
     else return {1e-5, 1e-4};
 }
@@ -110,7 +122,7 @@ Tolerance default_tolerance() {
 template <typename B>
 constexpr bool computes_f64() {
 #if defined(EMBER_VULKAN)
-    if constexpr (std::is_same_v<InnerBackend<B>, ember::Vulkan>) return false;
+    if constexpr (on_vulkan<B>()) return false;
 #endif
     return true;
 }
