@@ -42,16 +42,15 @@ std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> composed_ada
     double beta_1, double beta_2, double epsilon, double lr, Tensor<B, D> param, Tensor<B, D> grad,
     std::optional<AdaptiveMomentumState<B, D>> state) {
     Tensor<B, D> g2 = grad.mul(grad);
-    AdaptiveMomentumState<B, D> s =
-        state ? AdaptiveMomentumState<B, D>{std::move(state->moment_1)
-                                                .mul_scalar(beta_1)
-                                                .add(grad.mul_scalar(1 - beta_1)),
-                                            std::move(state->moment_2)
-                                                .mul_scalar(beta_2)
-                                                .add(std::move(g2).mul_scalar(1 - beta_2)),
-                                            state->time + 1}
-              : AdaptiveMomentumState<B, D>{grad.mul_scalar(1 - beta_1),
-                                            std::move(g2).mul_scalar(1 - beta_2), 1};
+    // No state yet is zero moments (0·β + x is x exactly): the first step then has the same
+    // ops as every later one, so Fusion compiles its elementwise chain once, not twice.
+    AdaptiveMomentumState<B, D> prev =
+        state ? std::move(*state)
+              : AdaptiveMomentumState<B, D>{grad.zeros_like(), grad.zeros_like(), 0};
+    AdaptiveMomentumState<B, D> s{
+        std::move(prev.moment_1).mul_scalar(beta_1).add(grad.mul_scalar(1 - beta_1)),
+        std::move(prev.moment_2).mul_scalar(beta_2).add(std::move(g2).mul_scalar(1 - beta_2)),
+        prev.time + 1};
     const double t = double(s.time);
     const double c1 = 1 - std::pow(beta_1, t);
     const double c2 = 1 - std::pow(beta_2, t);
