@@ -149,8 +149,33 @@ class Learner {
         std::vector<O> optims;
         std::vector<optim::GradientsAccumulator> accumulators;
         std::unique_ptr<detail::ReplicaWorkers> workers;
-        bool main = true;  // holds rank 0 (writes the checkpoints)
+        bool main = true;                           // holds rank 0 (writes the checkpoints)
+        bool ready = false;                         // the models are forked (prepare_replicas)
+        std::optional<record::Value> optim_record;  // a resumed optimizer's state
     };
+
+    // Forks `dp.models[0]` (the model given to fit) to every device. Run at the start of the
+    // first epoch, after the backend is seeded: lazy parameters are drawn then, in the module's
+    // order (one device draws them in its first forward pass, in the order the forward pass
+    // reads them: the values differ unless the model is initialised before fit). Every replica
+    // then starts from rank 0's values (other processes may have drawn their own) and loads a
+    // resumed optimizer state on its own device.
+    void prepare_replicas(Replicas& dp) {
+        const M model = dp.models[0];
+        model.visit([](std::string_view, const auto& p) { (void)p.val(); });
+        const O optim = dp.optims[0];
+        dp.workers->run(
+            [&](std::size_t r) {
+                M m = r == 0 ? model : model.fork(dp.devices[r]);
+                dp.models[r] = collective::broadcast_module(*dp.comms[r], m, 0);
+                if constexpr (requires { optim.load_record(*dp.optim_record, dp.devices[r]); }) {
+                    if (dp.optim_record)
+                        dp.optims[r] = optim.load_record(*dp.optim_record, dp.devices[r]);
+                }
+            },
+            [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); });
+        dp.ready = true;
+    }
 
     bool data_parallel() const {
         const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o_.devices);
@@ -187,21 +212,8 @@ class Learner {
             dp.optims.resize(n, optim);
             dp.accumulators.resize(n);
             dp.workers = std::make_unique<detail::ReplicaWorkers>(n);
-            // Lazy parameters are drawn here, once: forks of a lazy parameter would each draw
-            // their own values.
-            model.visit([](std::string_view, const auto& p) { (void)p.val(); });
-            // Every replica starts from rank 0's values (other processes may have drawn their
-            // own) and keeps its optimizer state on its own device.
-            dp.workers->run(
-                [&](std::size_t r) {
-                    M m = r == 0 ? model : model.fork(dp.devices[r]);
-                    dp.models[r] = collective::broadcast_module(*dp.comms[r], m, 0);
-                    if constexpr (requires { optim.load_record(*optim_record, dp.devices[r]); }) {
-                        if (optim_record)
-                            dp.optims[r] = optim.load_record(*optim_record, dp.devices[r]);
-                    }
-                },
-                [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); });
+            // The replicas are made from `model` when the first epoch starts (prepare_replicas).
+            dp.optim_record = optim_record;
             log("data-parallel training on " + std::to_string(n) + " local replica(s) of " +
                 std::to_string(dp.comms[0]->world_size()) + " (" + dp.comms[0]->name() + ")");
             return dp;
@@ -216,6 +228,7 @@ class Learner {
     bool train_epoch_parallel(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
         Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
         set_epoch(loader, epoch);
+        if (!dp.ready) prepare_replicas(dp);
         for (auto& s : o_.train_metrics) s->clear();
         o_.train_logger->start_epoch(epoch);
         std::map<std::string, std::pair<double, std::size_t>> sums;
