@@ -226,6 +226,15 @@ class Learner {
     // gradient of a mean loss over the whole batch, as one device computes it.
     template <typename L>
     bool train_epoch_parallel(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
+        using Batch = std::remove_cvref_t<decltype(*loader.iter().begin())>;
+        if constexpr (ShardableBatch<Batch, Device<Backend_>> && MergeableItem<TrainItem>)
+            return train_shards(loader, epoch, dp, sched);
+        else  // make_replicas has refused these types already
+            EMBER_FAIL(Argument, "Learner::fit: data-parallel training needs shardable batches");
+    }
+
+    template <typename L>
+    bool train_shards(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
         Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
         set_epoch(loader, epoch);
         if (!dp.ready) prepare_replicas(dp);
