@@ -1,6 +1,7 @@
 """PyTorch's side of benchmarks/bench_cuda.cpp: the same workloads, timed the same way (best of
 5 timings after warm-up, torch.cuda.synchronize around each). One JSON line per result."""
 import json
+import math
 import sys
 import time
 
@@ -81,6 +82,28 @@ def train_step(name, model):
     emit(name, time_per_call(step, 50, 10) * 1e3, "ms")
 
 
+def gelu_custom(x):
+    """The hand-written GELU of ember's fusion benchmark: five elementwise ops."""
+    y = x * (torch.erf(x / math.sqrt(2)) + 1)
+    return y / 2
+
+
+def fusion():
+    """gelu_custom over 64M floats: eager (five kernels), F.gelu (one), torch.compile of the
+    chain where it works here; effective bandwidth = 4 bytes read + 4 written an element."""
+    n = 64 << 20
+    x = torch.randn(n, device="cuda")
+    gbs = lambda s: 8 * n / s / 1e9
+    emit("gelu_custom_eager_64M", gbs(time_per_call(lambda: gelu_custom(x), 20)), "GB/s")
+    emit("F_gelu_64M", gbs(time_per_call(lambda: F.gelu(x), 20)), "GB/s")
+    try:
+        compiled = torch.compile(gelu_custom)
+        compiled(x)
+        emit("gelu_custom_compile_64M", gbs(time_per_call(lambda: compiled(x), 20)), "GB/s")
+    except Exception as e:  # no triton or no compiler on this machine: say so, go on
+        print(f"bench_cuda_torch: torch.compile unavailable: {str(e)[:200]}", file=sys.stderr)
+
+
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     want = lambda w: not only or only == w
@@ -100,6 +123,8 @@ def main():
     if want("train"):
         train_step("train_step_mlp_b64", Mlp())
         train_step("train_step_cnn_b64", Cnn())
+    if want("fusion"):
+        fusion()
 
 
 if __name__ == "__main__":

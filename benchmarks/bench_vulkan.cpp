@@ -1,16 +1,20 @@
 // ember's Vulkan benchmarks (issue 6, ANCHORS.md's GPU table), run next to PyTorch on the GPU
 // machine by benchmarks/vulkan.sh: elementwise bandwidth (a 64M-float add) beside a device copy,
 // sgemm 8192³ in f32, the f16 gemm on cooperative matrices, softmax 4096×4096, and training
-// steps (Adam, batch 64) of the MLP and the guide CNN. The PyTorch side is bench_cuda_torch.py
+// steps (Adam, batch 64) of the MLP and the guide CNN, on Autodiff<Vulkan> and
+// Autodiff<Fusion<Vulkan>>, and a hand-written GELU (five elementwise ops) on 64M floats unfused
+// and through Fusion<Vulkan> (one generated kernel). The PyTorch side is bench_cuda_torch.py
 // (same workload names). Prints one JSON line per result.
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <numbers>
 #include <string>
 
 #include <ember/backend/vulkan.hpp>
 #include <ember/backend/vulkan_autodiff.hpp>
+#include <ember/backend/vulkan_fusion.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -20,18 +24,20 @@
 namespace {
 using ember::Tensor;
 using ember::Vulkan;
+using FusedVulkan = ember::Fusion<Vulkan>;
 using Clock = std::chrono::steady_clock;
 
-/// Seconds per call of f: `warm` untimed calls (autotuning and pipeline creation happen
-/// there), then the best of 5 timings of `reps` calls, the queue drained around each.
+/// Seconds per call of f: `warm` untimed calls (autotuning, pipeline creation and fused-kernel
+/// compilation happen there), then the best of 5 timings of `reps` calls, the queue drained
+/// around each (Fusion's sync runs what is pending, then waits for the device).
 double time_per_call(const std::function<void()>& f, int reps, int warm = 3) {
     for (int i = 0; i < warm; ++i) f();
-    Vulkan::sync({});
+    FusedVulkan::sync({});
     double best = 1e30;
     for (int r = 0; r < 5; ++r) {
         const auto t0 = Clock::now();
         for (int i = 0; i < reps; ++i) f();
-        Vulkan::sync({});
+        FusedVulkan::sync({});
         best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / reps);
     }
     return best;
@@ -52,9 +58,9 @@ void gemm(const char* name, ember::DType dt) {
     emit(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
 }
 
-template <typename Model>
+template <ember::Backend B, template <typename> class Net>
 void train_step(const char* name) {
-    using B = ember::Autodiff<Vulkan>;
+    using Model = Net<B>;
     Model model = Model::init();
     auto optim = ember::optim::AdamConfig{.epsilon = 1e-8}.init<Model>();
     auto images = Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default);
@@ -68,6 +74,27 @@ void train_step(const char* name) {
         },
         20, 5);
     emit(name, s * 1e3, "ms");
+}
+
+template <ember::Backend B, std::size_t D>
+Tensor<B, D> gelu_custom(Tensor<B, D> x) {
+    auto y = x * ((x / std::numbers::sqrt2_v<float>).erf() + 1);
+    return y / 2;
+}
+
+/// gelu_custom over 64M floats; effective bandwidth = 4 bytes read + 4 written an element.
+template <ember::Backend B>
+void gelu_64m(const char* name) {
+    const long n = 64L << 20;
+    auto x = Tensor<B, 1>::random({n}, ember::Distribution::Normal(0, 1));
+    Tensor<B, 1> y = x;
+    const double s = time_per_call(
+        [&] {
+            y = gelu_custom(x);
+            if constexpr (std::is_same_v<B, FusedVulkan>) FusedVulkan::flush();  // run it now
+        },
+        20);
+    emit(name, 8.0 * n / s / 1e9, "GB/s");
 }
 }  // namespace
 
@@ -104,8 +131,14 @@ int main(int argc, char** argv) try {
         emit("softmax_4096x4096", 2.0 * 4096 * 4096 * 4 / s / 1e9, "GB/s");
     }
     if (want("train")) {
-        train_step<mnist::Mlp<ember::Autodiff<Vulkan>>>("train_step_mlp_b64");
-        train_step<mnist::Cnn<ember::Autodiff<Vulkan>>>("train_step_cnn_b64");
+        train_step<ember::Autodiff<Vulkan>, mnist::Mlp>("train_step_mlp_b64");
+        train_step<ember::Autodiff<Vulkan>, mnist::Cnn>("train_step_cnn_b64");
+        train_step<ember::Autodiff<FusedVulkan>, mnist::Mlp>("train_step_mlp_b64_fusion");
+        train_step<ember::Autodiff<FusedVulkan>, mnist::Cnn>("train_step_cnn_b64_fusion");
+    }
+    if (want("fusion")) {
+        gelu_64m<Vulkan>("gelu_custom_unfused_64M");
+        gelu_64m<FusedVulkan>("gelu_custom_64M");
     }
     return 0;
 } catch (const std::exception& e) {

@@ -28,7 +28,7 @@ print(json.dumps({"framework": "torch", "name": "copy_64M", "value": round(8 * n
 s = per_call(lambda: a + b)
 print(json.dumps({"framework": "torch", "name": "add_64M", "value": round(12 * n / s / 1e9, 2), "unit": "GB/s"}))
 PY
-for w in gemm softmax train; do
+for w in gemm softmax train fusion; do
   "$bench" "$w" | tee -a "$out"
   "$py" "$here/bench_cuda_torch.py" "$w" | tee -a "$out"
 done
@@ -41,7 +41,11 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
         rows.setdefault(r["name"], {})[r["framework"]] = r
 # Peers by name: the f16 gemm against PyTorch's bf16, ember's add against the device copy too.
-peer = {"gemm_f16_8192": "gemm_bf16_8192"}
+peer = {"gemm_f16_8192": "gemm_bf16_8192",
+        "train_step_mlp_b64_fusion": "train_step_mlp_b64",
+        "train_step_cnn_b64_fusion": "train_step_cnn_b64",
+        "gelu_custom_64M": "gelu_custom_eager_64M",
+        "gelu_custom_unfused_64M": "gelu_custom_eager_64M"}
 print("\n| workload | ember | PyTorch | ratio |\n| --- | --- | --- | --- |")
 for name, r in rows.items():
     e = r.get("ember")
@@ -53,6 +57,17 @@ for name, r in rows.items():
     ratio = e["value"] / t["value"] if better_high else t["value"] / e["value"]
     print(f"| {name} (torch: {peer.get(name, name)}) | {e['value']:.3f} {unit} | {t['value']:.3f} {unit} | {ratio:.2f}x |")
 copy = rows.get("copy_64M", {}).get("torch")
+# Fusion<Vulkan>'s gelu_custom beside PyTorch's single-kernel forms and ember's unfused chain.
+fused = rows.get("gelu_custom_64M", {}).get("ember")
+for name in ("F_gelu_64M", "gelu_custom_compile_64M"):
+    t = rows.get(name, {}).get("torch")
+    if fused and t:
+        print(f"| gelu_custom_64M (torch: {name}) | {fused['value']:.1f} GB/s | {t['value']:.1f} GB/s | {fused['value'] / t['value']:.2f}x |")
+unfused = rows.get("gelu_custom_unfused_64M", {}).get("ember")
+if fused and unfused:
+    print(f"| gelu_custom_64M fused ÷ unfused | {fused['value']:.1f} GB/s | unfused {unfused['value']:.1f} GB/s | {fused['value'] / unfused['value']:.2f}x |")
+if fused and copy:
+    print(f"| gelu_custom_64M ÷ device copy | {fused['value']:.1f} GB/s | copy {copy['value']:.1f} GB/s | {fused['value'] / copy['value']:.2f}x |")
 for name in ("add_64M", "scale_64M"):
     e = rows.get(name, {}).get("ember")
     if e and copy:
