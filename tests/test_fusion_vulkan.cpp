@@ -80,7 +80,7 @@ void check_chain(const std::vector<float>& v, Chain chain) {
 
 }  // namespace
 
-TEST_CASE("fusion vulkan: gelu_custom is one dispatch, equal to the unfused kernels and the math",
+TEST_CASE("fusion vulkan: gelu_custom is one dispatch with the unfused values and the math",
           "[fusion][vulkan]") {
     EMBER_SKIP_IF_UNAVAILABLE(F);
     const std::size_t n = 10007;  // not a multiple of 4: the vector loop and the scalar tail
