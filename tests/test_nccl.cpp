@@ -67,6 +67,17 @@ TensorData items(std::size_t first, std::size_t n, std::size_t width, float phas
 
 }  // namespace
 
+TEST_CASE("NcclCollective: argument errors (no GPU needed)", "[nccl][collective][errors]") {
+    using Catch::Matchers::Contains;
+    CHECK_THROWS_WITH(NcclCollective::init_all({CudaDevice{0}, CudaDevice{0}}),
+                      Contains("Cuda(0) is listed twice"));
+    CHECK_THROWS_AS(NcclCollective::init_local({}, 2, 0, {}), ember::ArgumentError);
+    CHECK_THROWS_WITH(NcclCollective::init_local({}, 2, 1, {CudaDevice{0}, CudaDevice{1}}),
+                      Contains("ranks 1..2 are out of range for a world of 2"));
+    CHECK_THROWS_WITH(NcclCollective::init({}, 2, 2, CudaDevice{0}),
+                      Contains("rank 2 is out of range"));
+}
+
 TEST_CASE("NcclCollective: all_reduce, broadcast, all_gather, reduce_scatter on 2 GPUs",
           "[nccl][collective]") {
     if (!two_gpus()) return;

@@ -293,6 +293,7 @@ void NcclCollective::reduce_scatter(const Buffer& input, const Buffer& output, R
 
 void NcclCollective::barrier() {
     const int dev = static_cast<int>(device_.index);
+    ember::detail::cuda::use_device(dev);  // the memset runs on this device's stream
     auto storage = ember::detail::cuda::allocate(sizeof(float), dev);
     EMBER_CUDA_CHECK(cudaMemsetAsync(storage->data, 0, sizeof(float), stream_of(device_)));
     EMBER_NCCL_CHECK(api().all_reduce(storage->data, storage->data, 1, ncclFloat32, ncclSum,
