@@ -331,3 +331,16 @@ TEST_CASE("sync_gradients: weighted sums and GradientsParams between threads",
         });
     }
 }
+
+TEST_CASE("GradientsParams::to_device keeps every gradient under its id",
+          "[collective][data-parallel]") {
+    const Net<AD> model = make_net();
+    auto out = model.step(make_batch(0, 4));
+    const auto before = out.grads.len();
+    REQUIRE(before == 4);
+    auto first = model.l1.weight.id();
+    const auto want = out.grads.get<Cpu, 2>(first)->to_data().to_vec<float>();
+    auto moved = std::move(out.grads).to_device(model, ember::CpuDevice{});
+    CHECK(moved.len() == before);
+    CHECK(moved.get<Cpu, 2>(first)->to_data().to_vec<float>() == want);
+}

@@ -77,6 +77,20 @@ class GradientsParams {
         return out;
     }
 
+    /// These gradients with those of `module`'s parameters moved to `device` (a replica's
+    /// gradients sent to another device; entries of other parameters stay as they are).
+    template <module::Module M, typename Dev>
+    GradientsParams to_device(const M& module, const Dev& device) && {
+        module.visit([&](std::string_view, const auto& p) {
+            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+            if constexpr (T::is_float) {
+                using IB = InnerBackend<typename T::Backend>;
+                if (auto g = remove<IB, T::rank>(p.id())) register_(p.id(), g->to_device(device));
+            }
+        });
+        return std::move(*this);
+    }
+
     /// Takes the gradient of every trainable parameter of `module` out of `grads` (the result
     /// of `loss.backward()`); frozen parameters get none.
     template <module::Module M>
