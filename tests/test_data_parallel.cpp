@@ -31,10 +31,12 @@ using AD = ember::Autodiff<Cpu>;
 
 template <ember::Backend B>
 struct Batch {
-    Tensor<B, 2> x;  // [n, 4]
-    Tensor<B, 2> y;  // [n, 2]
+    Tensor<B, 2> x;         // [n, 4]
+    Tensor<B, 2> y;         // [n, 2]
+    bool poisoned = false;  // its shards past the first throw (a failing replica)
     std::size_t num_items() const { return x.dims()[0]; }
     Batch shard(std::size_t begin, std::size_t end, const ember::Device<B>& device) const {
+        EMBER_CHECK(!poisoned || begin == 0, Argument, "poisoned shard [", begin, ", ", end, ")");
         return {train::shard_rows(x, begin, end, device), train::shard_rows(y, begin, end, device)};
     }
 };
@@ -153,13 +155,16 @@ std::vector<Net<AD>> train_replicas(const Net<AD>& model, const Opt& optim, std:
 
 struct Loader {
     std::size_t items, batch;
+    std::size_t poison = std::size_t(-1);  // the batch whose shards past the first throw
     std::size_t num_items() const { return items; }
     std::size_t num_batches() const { return (items + batch - 1) / batch; }
     std::size_t batch_size() const { return batch; }
     std::vector<Batch<AD>> iter() const {
         std::vector<Batch<AD>> out;
-        for (std::size_t s = 0; s < items; s += batch)
+        for (std::size_t s = 0; s < items; s += batch) {
             out.push_back(make_batch(s, std::min(batch, items - s)));
+            out.back().poisoned = out.size() - 1 == poison;
+        }
         return out;
     }
 };
@@ -343,4 +348,15 @@ TEST_CASE("GradientsParams::to_device keeps every gradient under its id",
     auto moved = std::move(out.grads).to_device(model, ember::CpuDevice{});
     CHECK(moved.len() == before);
     CHECK(moved.get<Cpu, 2>(first)->to_data().to_vec<float>() == want);
+}
+
+TEST_CASE("Data parallel, Learner: a failing replica stops every replica and fit rethrows",
+          "[collective][data-parallel][learner][errors]") {
+    // Batch 2 throws on replicas 1..3 while replica 0 goes on to the all-reduce: the failure
+    // aborts the group (replica 0 does not wait forever) and fit reports the first error.
+    TempDir dir("poison");
+    auto optim = ember::optim::SgdConfig{}.init<Net<AD>>();
+    const Loader loader{40, 8, 2};
+    CHECK_THROWS_WITH(fit(make_net(), optim, 4, loader, 0.1, dir.path),
+                      Catch::Matchers::Contains("poisoned shard"));
 }
