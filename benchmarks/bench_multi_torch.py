@@ -1,6 +1,7 @@
 """PyTorch's DistributedDataParallel on the workloads of bench_multi.cpp (same models, Adam,
 synthetic data resident on each GPU). One GPU: plain training; several: launch with torchrun,
-    NCCL_NVLS_ENABLE=0 torchrun --standalone --nproc_per_node=2 bench_multi_torch.py --model cnn
+    NCCL_NVLS_ENABLE=0 python3 -m torch.distributed.run --standalone --nproc_per_node=2 \
+        bench_multi_torch.py --model cnn
 Prints the line bench_multi prints, with "torch" in front."""
 import argparse
 import os

@@ -30,7 +30,8 @@ for model in cnn transformer; do
     cat /tmp/bench_multi_proc0.txt /tmp/bench_multi_proc1.txt
     procs=$(rate < /tmp/bench_multi_proc0.txt)
     tone=$($PY benchmarks/bench_multi_torch.py --model $model | tee /dev/stderr | rate)
-    ttwo=$(torchrun --standalone --nproc_per_node=2 benchmarks/bench_multi_torch.py --model $model \
+    ttwo=$($PY -m torch.distributed.run --standalone --nproc_per_node=2 \
+           benchmarks/bench_multi_torch.py --model $model \
            2>/dev/null | tee /dev/stderr | rate)
     $PY - "$model" "$one" "$two" "$procs" "$tone" "$ttwo" <<'PY'
 import sys
