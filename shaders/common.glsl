@@ -92,16 +92,21 @@ float py_rem_f(float a, float b) {
     if (r != 0.0 && ((r < 0.0) != (b < 0.0))) r += b;
     return r;
 }
+// Integer division and remainder through the magnitudes: GLSL leaves / and % of negative
+// integers undefined (NVIDIA's drivers and lavapipe disagree on them), unsigned division is not.
+uint64_t mag_i(int64_t v) { return v < 0l ? uint64_t(-(v + 1l)) + 1ul : uint64_t(v); }
 int64_t floor_div_i(int64_t a, int64_t b) {
     if (b == 0l) return 0l;
-    int64_t q = a / b;
-    if ((a % b != 0l) && ((a < 0l) != (b < 0l))) q -= 1l;
-    return q;
+    uint64_t ua = mag_i(a), ub = mag_i(b), uq = ua / ub;
+    if ((a < 0l) == (b < 0l)) return int64_t(uq);
+    return -int64_t(uq) - (ua - uq * ub != 0ul ? 1l : 0l);  // toward -inf
 }
 int64_t py_rem_i(int64_t a, int64_t b) {
     if (b == 0l) return 0l;
-    int64_t r = a % b;
-    if (r != 0l && ((r < 0l) != (b < 0l))) r += b;
+    uint64_t ua = mag_i(a), ub = mag_i(b);
+    int64_t r = int64_t(ua - (ua / ub) * ub);
+    if (a < 0l) r = -r;                                // truncated: the dividend's sign
+    if (r != 0l && ((r < 0l) != (b < 0l))) r += b;  // Python's: the divisor's sign
     return r;
 }
 int64_t pow_i(int64_t base, int64_t e) {
