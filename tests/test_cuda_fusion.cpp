@@ -15,6 +15,7 @@
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 
+#include "fusion_common.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -25,6 +26,8 @@ using ember::Tensor;
 using ember::TensorData;
 using F = ember::Fusion<ember::Cuda>;
 namespace fusion = ember::fusion;
+using ember::test::gelu_custom;
+using ember::test::ramp;
 using fusion::OpKind;
 
 #define REQUIRE_GPU()                        \
@@ -34,19 +37,6 @@ using fusion::OpKind;
             return;                          \
         }                                    \
     } while (0)
-
-template <ember::Backend BE, std::size_t D>
-Tensor<BE, D> gelu_custom(Tensor<BE, D> x) {
-    auto y = x * ((x / std::numbers::sqrt2_v<float>).erf() + 1);
-    return y / 2;
-}
-
-std::vector<float> ramp(std::size_t n, float lo, float hi) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i)
-        v[i] = lo + (hi - lo) * static_cast<float>(i) / static_cast<float>(n - 1);
-    return v;
-}
 
 // |got - want| within `rel` of |want| (and 1e-30 absolute, for exact zeros).
 void check_rel(const std::vector<float>& got, const std::vector<float>& want, double rel) {

@@ -8,6 +8,7 @@
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 
+#include "fusion_common.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -18,27 +19,9 @@ using ember::Tensor;
 using ember::TensorData;
 using B = ember::Fusion<ember::Cpu>;
 namespace fusion = ember::fusion;
-
-template <ember::Backend BE, std::size_t D>
-Tensor<BE, D> gelu_custom(Tensor<BE, D> x) {
-    auto y = x * ((x / std::numbers::sqrt2_v<float>).erf() + 1);
-    return y / 2;
-}
-
-std::vector<float> ramp(std::size_t n, float lo, float hi) {
-    std::vector<float> v(n);
-    for (std::size_t i = 0; i < n; ++i)
-        v[i] = lo + (hi - lo) * static_cast<float>(i) / static_cast<float>(n - 1);
-    return v;
-}
-
-void check_values(const std::vector<float>& got, const std::vector<double>& want, double rel) {
-    REQUIRE(got.size() == want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        INFO("element " << i << ": " << got[i] << " vs " << want[i]);
-        CHECK(std::abs(got[i] - want[i]) <= 1e-6 + rel * std::abs(want[i]));
-    }
-}
+using ember::test::check_values;
+using ember::test::gelu_custom;
+using ember::test::ramp;
 
 }  // namespace
 

@@ -163,6 +163,7 @@ const Pipeline& pipeline_for(const FusedPlan& plan, Context& cx) {
             words = compile_spirv(plan);
             write_spirv(cx.cache_dir(), path, plan, words);
         }
+        c.stats.last_file = path;
         it = c.spirv.emplace(id, std::move(words)).first;
     }
     c.devices.insert(dev);

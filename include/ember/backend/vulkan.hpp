@@ -269,6 +269,7 @@ struct FusionCacheStats {
     std::size_t disk_rejected = 0;   ///< cache files found unreadable or corrupt (rewritten)
     std::size_t disk_writes = 0;     ///< cache files written
     std::size_t pipelines = 0;       ///< pipelines created for fused kernels
+    std::string last_file;           ///< the cache file last written or read (empty: none yet)
 };
 /// The fused-kernel cache's counters now.
 FusionCacheStats fusion_cache_stats();
