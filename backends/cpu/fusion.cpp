@@ -10,6 +10,7 @@
 
 #include "elementwise_fns.hpp"
 #include "ember/backend/cpu.hpp"
+#include "ember/fusion/check.hpp"
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
@@ -27,28 +28,30 @@ using fusion::Instr;
 using fusion::OpKind;
 using fusion::Program;
 
-constexpr std::size_t kTile = 512;            // elements per tile: 2-4 KiB a register
-constexpr std::size_t kChunk = 64 * kTile;    // elements per parallel task
+constexpr std::size_t kTile = 512;          // elements per tile: 2-4 KiB a register
+constexpr std::size_t kChunk = 64 * kTile;  // elements per parallel task
 
 // Registers hold f32 (float), f64 (double), i64 (int64) or bool (uint8 0/1).
 template <typename F>
 decltype(auto) visit_reg(DType d, F&& f) {
     switch (d) {
-        case DType::F32: return f(TypeTag<float>{});
-        case DType::F64: return f(TypeTag<double>{});
-        case DType::I64: return f(TypeTag<std::int64_t>{});
-        default: return f(TypeTag<std::uint8_t>{});
+        case DType::F32:
+            return f(TypeTag<float>{});
+        case DType::F64:
+            return f(TypeTag<double>{});
+        case DType::I64:
+            return f(TypeTag<std::int64_t>{});
+        default:
+            return f(TypeTag<std::uint8_t>{});
     }
-}
-
-bool reg_type_ok(DType d) {
-    return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::Bool;
 }
 
 template <typename T>
 T scalar_as(const Scalar& s) {
-    if constexpr (std::is_floating_point_v<T>) return static_cast<T>(s.f);
-    else return static_cast<T>(s.i);
+    if constexpr (std::is_floating_point_v<T>)
+        return static_cast<T>(s.f);
+    else
+        return static_cast<T>(s.i);
 }
 
 template <typename A, typename R, typename Fn>
@@ -76,9 +79,8 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
         case OpKind::Unary: {
             const auto op = static_cast<UnaryOp>(in.code);
             if (op == UnaryOp::Not)
-                return loop1<std::uint8_t, std::uint8_t>(n, a, dst, [](std::uint8_t x) {
-                    return static_cast<std::uint8_t>(x == 0);
-                });
+                return loop1<std::uint8_t, std::uint8_t>(
+                    n, a, dst, [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (std::is_floating_point_v<T>) {
                     if (op == UnaryOp::IsNan)
@@ -93,8 +95,10 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             const auto op = static_cast<BinaryOp>(in.code);
             if (da == DType::Bool) {
                 using U = std::uint8_t;
-                if (op == BinaryOp::And) return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x & y); });
-                if (op == BinaryOp::Or) return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x | y); });
+                if (op == BinaryOp::And)
+                    return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x & y); });
+                if (op == BinaryOp::Or)
+                    return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x | y); });
                 return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x ^ y); });
             }
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
@@ -123,9 +127,8 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             const auto op = static_cast<CompareOp>(in.code);
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 with_compare_fn<T>(op, [&](auto f) {
-                    loop2<T, T, std::uint8_t>(n, a, b, dst, [f](T x, T y) {
-                        return static_cast<std::uint8_t>(f(x, y));
-                    });
+                    loop2<T, T, std::uint8_t>(
+                        n, a, b, dst, [f](T x, T y) { return static_cast<std::uint8_t>(f(x, y)); });
                 });
             });
         }
@@ -169,8 +172,8 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
         case OpKind::MaskFill:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 const T v = scalar_as<T>(sc[in.s0]);
-                loop2<T, std::uint8_t, T>(n, a, b, dst,
-                                          [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
+                loop2<T, std::uint8_t, T>(
+                    n, a, b, dst, [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
             });
         case OpKind::Clamp:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
@@ -214,8 +217,9 @@ void gather(const CpuTensor& t, const Shape& shape, std::size_t begin, std::size
             std::memcpy(out + done * es, src, run * es);
         } else {
             for (std::size_t k = 0; k < run; ++k)
-                std::memcpy(out + (done + k) * es, src + static_cast<std::int64_t>(k) * st *
-                                                             static_cast<std::int64_t>(es), es);
+                std::memcpy(out + (done + k) * es,
+                            src + static_cast<std::int64_t>(k) * st * static_cast<std::int64_t>(es),
+                            es);
         }
         done += run;
         off += static_cast<std::int64_t>(run) * st;
@@ -233,23 +237,7 @@ void gather(const CpuTensor& t, const Shape& shape, std::size_t begin, std::size
 }  // namespace
 
 std::shared_ptr<const FusedPlan> fused_compile(const Program& p) {
-    EMBER_CHECK(!p.instrs.empty() && !p.outputs.empty(), Argument,
-                "fused program: needs instructions and outputs");
-    const std::size_t n_in = p.inputs.size();
-    for (const auto& in : p.inputs)
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: input dtype ",
-                    dtype_name(in.dtype), " is not computed by fused kernels");
-    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
-        const Instr& in = p.instrs[i];
-        const std::size_t self = n_in + i;
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: instruction ", i, " has dtype ",
-                    dtype_name(in.dtype));
-        EMBER_CHECK(in.a < self && in.b < self && in.c < self, Argument,
-                    "fused program: instruction ", i, " reads a register not yet written");
-    }
-    for (auto o : p.outputs)
-        EMBER_CHECK(o >= n_in && o < n_in + p.instrs.size(), Argument,
-                    "fused program: output register ", o, " is not an instruction's");
+    fusion::check_program(p, kMaxRank);
     auto plan = std::make_shared<FusedPlan>();
     plan->prog = p;
     return plan;
@@ -289,8 +277,7 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
                 if (k < n_in) {
                     const CpuTensor& in = inputs[k];
                     if (dense[k]) {
-                        r[k] = const_cast<std::byte*>(in.bytes()) +
-                               t0 * dtype_size(in.dtype);
+                        r[k] = const_cast<std::byte*>(in.bytes()) + t0 * dtype_size(in.dtype);
                     } else {
                         gather(in, shape, t0, len, own);
                         r[k] = own;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "ember/fusion/check.hpp"
 #include "ember/tensor/error.hpp"
 #include "ember/tensor/shape.hpp"
 #include "fusion.hpp"
@@ -19,10 +20,6 @@ namespace {
 using fusion::Instr;
 using fusion::OpKind;
 using fusion::Program;
-
-bool reg_type_ok(DType d) {
-    return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::Bool;
-}
 
 const char* ctype(DType d) {
     switch (d) {
@@ -314,25 +311,7 @@ std::uint64_t fnv1a(const std::string& s) {
 }  // namespace
 
 void check_program(const Program& p) {
-    EMBER_CHECK(!p.instrs.empty() && !p.outputs.empty(), Argument,
-                "fused program: needs instructions and outputs");
-    EMBER_CHECK(p.rank <= kMaxRank, Argument, "fused program: rank ", p.rank, " exceeds ",
-                kMaxRank);
-    const std::size_t n_in = p.inputs.size();
-    for (const auto& in : p.inputs)
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: input dtype ",
-                    dtype_name(in.dtype), " is not computed by fused kernels");
-    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
-        const Instr& in = p.instrs[i];
-        const std::size_t self = n_in + i;
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: instruction ", i, " has dtype ",
-                    dtype_name(in.dtype));
-        EMBER_CHECK(in.a < self && in.b < self && in.c < self, Argument,
-                    "fused program: instruction ", i, " reads a register not yet written");
-    }
-    for (auto o : p.outputs)
-        EMBER_CHECK(o >= n_in && o < n_in + p.instrs.size(), Argument,
-                    "fused program: output register ", o, " is not an instruction's");
+    fusion::check_program(p, kMaxRank);
 }
 
 FusedSource generate_fused_source(const Program& p) {

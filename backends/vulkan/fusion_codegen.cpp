@@ -4,6 +4,7 @@
 // results agree.
 #include <sstream>
 
+#include "ember/fusion/check.hpp"
 #include "ember/tensor/error.hpp"
 #include "fusion.hpp"
 
@@ -17,9 +18,6 @@ using fusion::Instr;
 using fusion::OpKind;
 using fusion::Program;
 
-bool reg_type_ok(DType d) {
-    return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::Bool;
-}
 bool is_f(DType d) {
     return d == DType::F32 || d == DType::F64;  // f64 is stored and computed as f32 here
 }
@@ -190,34 +188,6 @@ class Gen {
     FusedLayout& l_;
 };
 
-void check(const Program& p) {
-    EMBER_CHECK(!p.instrs.empty() && !p.outputs.empty(), Argument,
-                "fused program: needs instructions and outputs");
-    EMBER_CHECK(p.rank <= kMaxRank, Argument, "fused program: rank ", p.rank, " exceeds ",
-                kMaxRank);
-    const std::size_t n_in = p.inputs.size();
-    for (const auto& in : p.inputs)
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: input dtype ",
-                    dtype_name(in.dtype), " is not computed by fused kernels");
-    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
-        const Instr& in = p.instrs[i];
-        const std::size_t self = n_in + i;
-        EMBER_CHECK(reg_type_ok(in.dtype), DType, "fused program: instruction ", i, " has dtype ",
-                    dtype_name(in.dtype));
-        EMBER_CHECK(in.a < self && in.b < self && in.c < self, Argument,
-                    "fused program: instruction ", i, " reads a register not yet written");
-        if (in.kind == OpKind::Where)
-            EMBER_CHECK(p.reg_dtype(in.a) == DType::Bool, DType, "fused program: instruction ", i,
-                        ": where needs a bool mask");
-        if (in.kind == OpKind::MaskFill)
-            EMBER_CHECK(p.reg_dtype(in.b) == DType::Bool, DType, "fused program: instruction ", i,
-                        ": mask_fill needs a bool mask");
-    }
-    for (auto o : p.outputs)
-        EMBER_CHECK(o >= n_in && o < n_in + p.instrs.size(), Argument,
-                    "fused program: output register ", o, " is not an instruction's");
-}
-
 // Per-element load and store of word buffer `buf` at element index `j` (an expression).
 std::string load(DType d, const std::string& buf, const std::string& j) {
     if (is_f(d)) return "LOAD_F(" + buf + ", " + j + ")";
@@ -242,7 +212,7 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
 }
 
 std::string generate_glsl(const Program& p, FusedLayout& l) {
-    check(p);
+    fusion::check_program(p, kMaxRank);
     const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
     l = FusedLayout{};
     l.rank = p.rank;

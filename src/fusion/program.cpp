@@ -1,5 +1,8 @@
 // The fused program's key and listing, and the fusion counters.
 #include "ember/fusion/program.hpp"
+#include "ember/fusion/check.hpp"
+
+#include "ember/tensor/error.hpp"
 
 #include <atomic>
 #include <sstream>
@@ -11,15 +14,24 @@ std::atomic<std::uint64_t> g_launched{0}, g_fused{0}, g_compiled{0}, g_hits{0}, 
 
 const char* kind_name(OpKind k) {
     switch (k) {
-        case OpKind::Unary: return "unary";
-        case OpKind::Binary: return "binary";
-        case OpKind::BinaryScalar: return "binary_scalar";
-        case OpKind::Compare: return "compare";
-        case OpKind::CompareScalar: return "compare_scalar";
-        case OpKind::Where: return "where";
-        case OpKind::MaskFill: return "mask_fill";
-        case OpKind::Clamp: return "clamp";
-        case OpKind::Cast: return "cast";
+        case OpKind::Unary:
+            return "unary";
+        case OpKind::Binary:
+            return "binary";
+        case OpKind::BinaryScalar:
+            return "binary_scalar";
+        case OpKind::Compare:
+            return "compare";
+        case OpKind::CompareScalar:
+            return "compare_scalar";
+        case OpKind::Where:
+            return "where";
+        case OpKind::MaskFill:
+            return "mask_fill";
+        case OpKind::Clamp:
+            return "clamp";
+        case OpKind::Cast:
+            return "cast";
     }
     return "?";
 }
@@ -98,8 +110,43 @@ void count_launch(bool fused, std::size_t ops) {
         g_ops.fetch_add(ops, std::memory_order_relaxed);
     }
 }
-void count_compile() { g_compiled.fetch_add(1, std::memory_order_relaxed); }
-void count_cache_hit() { g_hits.fetch_add(1, std::memory_order_relaxed); }
+void count_compile() {
+    g_compiled.fetch_add(1, std::memory_order_relaxed);
+}
+void count_cache_hit() {
+    g_hits.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace detail
+
+void check_program(const Program& p, std::size_t max_rank) {
+    EMBER_CHECK(!p.instrs.empty() && !p.outputs.empty(), Argument,
+                "fused program: needs instructions and outputs");
+    EMBER_CHECK(p.rank <= max_rank, Argument, "fused program: rank ", p.rank, " exceeds ",
+                max_rank);
+    auto type_ok = [](DType d) {
+        return d == DType::F32 || d == DType::F64 || d == DType::I64 || d == DType::Bool;
+    };
+    const std::size_t n_in = p.inputs.size();
+    for (const auto& in : p.inputs)
+        EMBER_CHECK(type_ok(in.dtype), DType, "fused program: input dtype ", dtype_name(in.dtype),
+                    " is not computed by fused kernels");
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+        const Instr& in = p.instrs[i];
+        const std::size_t self = n_in + i;
+        EMBER_CHECK(type_ok(in.dtype), DType, "fused program: instruction ", i, " has dtype ",
+                    dtype_name(in.dtype));
+        EMBER_CHECK(in.a < self && in.b < self && in.c < self, Argument,
+                    "fused program: instruction ", i, " reads a register not yet written");
+        if (in.kind == OpKind::Where)
+            EMBER_CHECK(p.reg_dtype(in.a) == DType::Bool, DType, "fused program: instruction ", i,
+                        ": where needs a bool mask");
+        if (in.kind == OpKind::MaskFill)
+            EMBER_CHECK(p.reg_dtype(in.b) == DType::Bool, DType, "fused program: instruction ", i,
+                        ": mask_fill needs a bool mask");
+    }
+    for (auto o : p.outputs)
+        EMBER_CHECK(o >= n_in && o < n_in + p.instrs.size(), Argument,
+                    "fused program: output register ", o, " is not an instruction's");
+}
 
 }  // namespace ember::fusion
