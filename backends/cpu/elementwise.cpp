@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../common/promotion.hpp"
 #include "iter.hpp"
 #include "elementwise_fns.hpp"
 #include "kernels.hpp"
@@ -18,21 +19,7 @@ namespace {
 constexpr std::size_t kGrain = 1 << 15;  // elements per parallel chunk
 
 // ---- dtype rules ----------------------------------------------------------------------------
-int rank_of(DType d) {
-    switch (d) {
-        case DType::Bool: return 0;
-        case DType::U8: return 1;
-        case DType::I8: return 2;
-        case DType::I16: return 3;
-        case DType::I32: return 4;
-        case DType::I64: return 5;
-        case DType::BF16: return 6;
-        case DType::F16: return 7;
-        case DType::F32: return 8;
-        default: return 9;
-    }
-}
-DType promote(DType a, DType b) { return rank_of(a) >= rank_of(b) ? a : b; }
+using ember::detail::promote;
 bool is_half(DType d) { return d == DType::F16 || d == DType::BF16; }
 // f16/bf16 compute in f32 and round once at the end.
 DType compute_dtype(DType d) { return is_half(d) ? DType::F32 : d; }

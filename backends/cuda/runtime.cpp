@@ -3,6 +3,7 @@
 // by tensors go back to per-size free lists, not to the driver: every kernel of a device runs on
 // its one stream, so a block freed after the ops that read it were queued can be handed to the
 // next op at once — the stream orders the reuse after those reads.
+#include "../common/promotion.hpp"
 #include "runtime.hpp"
 
 #include <algorithm>
@@ -311,36 +312,7 @@ DType compute_dtype(DType d) {
     }
 }
 
-namespace {
-int rank_of(DType d) {
-    switch (d) {
-        case DType::Bool:
-            return 0;
-        case DType::U8:
-            return 1;
-        case DType::I8:
-            return 2;
-        case DType::I16:
-            return 3;
-        case DType::I32:
-            return 4;
-        case DType::I64:
-            return 5;
-        case DType::BF16:
-            return 6;
-        case DType::F16:
-            return 7;
-        case DType::F32:
-            return 8;
-        default:
-            return 9;
-    }
-}
-}  // namespace
-
-DType promote(DType a, DType b) {
-    return rank_of(a) >= rank_of(b) ? a : b;
-}
+DType promote(DType a, DType b) { return ember::detail::promote(a, b); }
 
 }  // namespace ember::detail::cuda
 

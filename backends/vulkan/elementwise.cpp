@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "../common/promotion.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
@@ -46,33 +47,7 @@ std::int32_t conv_of(DType d) {
     }
 }
 
-int rank_of(DType d) {
-    switch (d) {
-        case DType::Bool:
-            return 0;
-        case DType::U8:
-            return 1;
-        case DType::I8:
-            return 2;
-        case DType::I16:
-            return 3;
-        case DType::I32:
-            return 4;
-        case DType::I64:
-            return 5;
-        case DType::BF16:
-            return 6;
-        case DType::F16:
-            return 7;
-        case DType::F32:
-            return 8;
-        default:
-            return 9;
-    }
-}
-DType promote(DType a, DType b) {
-    return rank_of(a) >= rank_of(b) ? a : b;
-}
+using ember::detail::promote;
 
 const char* binary_name(BinaryOp op) {
     constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
