@@ -15,6 +15,7 @@
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <thread>
 #include "harness.hpp"
@@ -129,9 +130,10 @@ Net<AD> train_single(Net<AD> model, Opt optim, std::size_t batch, std::size_t st
 }
 
 // K steps of N replicas (threads) with shards of batch / N items, gradients averaged.
+// With `overlap`, gradients are reduced during backward (GradientReducer); else after it.
 template <typename Opt>
 std::vector<Net<AD>> train_replicas(const Net<AD>& model, const Opt& optim, std::size_t n,
-                                    std::size_t batch, std::size_t steps, double lr) {
+                                    std::size_t batch, std::size_t steps, double lr, bool overlap) {
     auto group = ThreadCollective::group(n);
     std::vector<Net<AD>> models(n, model);
     std::vector<std::thread> threads;
@@ -141,11 +143,25 @@ std::vector<Net<AD>> train_replicas(const Net<AD>& model, const Opt& optim, std:
             Opt o = optim;
             const std::size_t shard = batch / n;
             for (std::size_t k = 0; k < steps; ++k) {
-                auto out =
-                    m.step(make_batch(k * batch, batch).shard(r * shard, (r + 1) * shard, {}));
-                auto grads = sync_gradients(*group[r], m, std::move(out.grads),
-                                            {.bucket_bytes = 256});  // several buckets
-                m = o.step(lr, std::move(m), std::move(grads));
+                auto sub = make_batch(k * batch, batch).shard(r * shard, (r + 1) * shard, {});
+                // Four buckets: [l2.bias], [l2.weight], [l1.bias], [l1.weight].
+                const GradientSyncOptions options{.bucket_bytes = 128, .first_bucket_bytes = 8};
+                if (!overlap) {
+                    auto out = m.step(sub);
+                    auto grads = sync_gradients(*group[r], m, std::move(out.grads), options);
+                    m = o.step(lr, std::move(m), std::move(grads));
+                    continue;
+                }
+                GradientReducer reducer(*group[r], m, options);
+                ember::optim::GradientsParams grads;
+                {
+                    auto scope = reducer.attach();
+                    grads = m.step(sub).grads;
+                }
+                // Every bucket was started by backward itself, none by finish.
+                CHECK(reducer.num_buckets() == 4);
+                m = o.step(lr, std::move(m), reducer.finish(std::move(grads)));
+                CHECK(reducer.overlapped() == 4);
             }
             models[r] = m;
         });
@@ -193,14 +209,16 @@ using Builder = train::LearnerBuilder<train::RegressionOutput<AD>, train::Regres
 template <typename Opt>
 std::pair<Net<AD>, std::vector<double>> fit(const Net<AD>& model, const Opt& optim,
                                             std::size_t replicas, const Loader& loader, double lr,
-                                            const fs::path& dir, bool checkpoint = false) {
+                                            const fs::path& dir, bool checkpoint = false,
+                                            bool overlap = true) {
     std::ostringstream sink;
     Builder b(dir);
     b.metric_train_numeric(train::LossMetric<AD>{})
         .metric_valid_numeric(train::LossMetric<Cpu>{})
         .renderer(std::make_shared<train::PlainRenderer>(sink, 0.0))
         .with_application_logger(nullptr)
-        .devices(std::vector<ember::CpuDevice>(replicas));
+        .devices(std::vector<ember::CpuDevice>(replicas))
+        .overlap_gradient_sync(overlap);
     if (checkpoint)
         b.with_file_checkpointer(
             ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>{}, 1);
@@ -222,16 +240,22 @@ TEST_CASE("Data parallel, bare loop: N replicas with batch B match one with batc
                              .with_momentum(ember::optim::MomentumConfig{})
                              .init<Net<AD>>();
             auto single = params_of(train_single(model, optim, shard * n, steps, 0.1));
-            auto replicas = train_replicas(model, optim, n, shard * n, steps, 0.1);
             check_moved(start, single);
-            for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+            for (bool overlap : {false, true}) {
+                INFO("gradients reduced " << (overlap ? "during" : "after") << " backward");
+                auto replicas = train_replicas(model, optim, n, shard * n, steps, 0.1, overlap);
+                for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+            }
         }
         SECTION("Adam, " + std::to_string(n) + " replicas") {
             auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
             auto single = params_of(train_single(model, optim, shard * n, steps, 1e-2));
-            auto replicas = train_replicas(model, optim, n, shard * n, steps, 1e-2);
             check_moved(start, single);
-            for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+            for (bool overlap : {false, true}) {
+                INFO("gradients reduced " << (overlap ? "during" : "after") << " backward");
+                auto replicas = train_replicas(model, optim, n, shard * n, steps, 1e-2, overlap);
+                for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+            }
         }
     }
 }
@@ -261,6 +285,13 @@ TEST_CASE("Data parallel, Learner: devices({N CPU replicas}) matches one device"
             auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
             auto [many, lossn] = fit(model, optim, n, loader, 1e-2, dn.path);
             check_moved(start, params_of(one));
+            check_close(params_of(many), params_of(one), 1e-5);
+        }
+        SECTION("Adam, " + std::to_string(n) + " replicas, gradients reduced after backward") {
+            TempDir d1("late1"), dn("laten");
+            auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
+            auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
+            auto [many, lossn] = fit(model, optim, n, loader, 1e-2, dn.path, false, false);
             check_close(params_of(many), params_of(one), 1e-5);
         }
     }
@@ -359,4 +390,132 @@ TEST_CASE("Data parallel, Learner: a failing replica stops every replica and fit
     const Loader loader{40, 8, 2};
     CHECK_THROWS_WITH(fit(make_net(), optim, 4, loader, 0.1, dir.path),
                       Catch::Matchers::Contains("poisoned shard"));
+}
+
+TEST_CASE("GradientHook: each leaf's gradient arrives as soon as it is final",
+          "[autodiff][collective][data-parallel]") {
+    // y = sum((x·w1) · w2) elementwise: backward finishes w2 (one consumer, run first) before
+    // it even starts on x·w1, whose step then finishes x and w1.
+    auto x = Tensor<AD, 1>::from_data(TensorData(std::vector<float>{1, 2, 3}, {3})).require_grad();
+    auto w1 = Tensor<AD, 1>::from_data(TensorData(std::vector<float>{4, 5, 6}, {3})).require_grad();
+    auto w2 = Tensor<AD, 1>::from_data(TensorData(std::vector<float>{7, 8, 9}, {3})).require_grad();
+    struct Log final : ember::GradientHook {
+        std::vector<std::pair<ember::NodeId, std::vector<float>>> seen;
+        void on_gradient(ember::NodeId id, const std::any& g) override {
+            auto t =
+                Tensor<Cpu, 1>::from_primitive(std::any_cast<const Cpu::FloatTensorPrimitive&>(g));
+            seen.emplace_back(id, t.to_data().template to_vec<float>());
+        }
+    } log;
+    const auto id = [](const Tensor<AD, 1>& t) { return t.primitive().node->id; };
+    ember::Gradients grads;
+    {
+        ember::ScopedGradientHook scope(log);
+        grads = ((x * w1) * w2).sum().backward();
+    }
+    REQUIRE(log.seen.size() == 3);
+    CHECK(log.seen[0].first == id(w2));
+    CHECK(log.seen[0].second == std::vector<float>{4, 10, 18});  // x·w1
+    std::map<ember::NodeId, std::vector<float>> rest(log.seen.begin() + 1, log.seen.end());
+    CHECK(rest.at(id(x)) == std::vector<float>{28, 40, 54});  // w1·w2
+    CHECK(rest.at(id(w1)) == std::vector<float>{7, 16, 27});  // x·w2
+    // backward() still returns every gradient, and the hook is gone with its scope.
+    CHECK(grads.size() == 3);
+    CHECK(w2.grad(grads)->to_data().template to_vec<float>() == std::vector<float>{4, 10, 18});
+    (x * w2).sum().backward();
+    CHECK(log.seen.size() == 3);
+}
+
+TEST_CASE("ThreadCollective all_reduce_async: started in order, beside the caller",
+          "[collective]") {
+    auto group = ThreadCollective::group(3);
+    SECTION("two started ops, then an ordinary one waits for them") {
+        std::vector<std::vector<float>> a(3), b(3), gathered(3);
+        std::vector<std::thread> threads;
+        for (std::size_t r = 0; r < 3; ++r)
+            threads.emplace_back([&, r] {
+                const float v = float(r + 1);
+                auto pa = all_reduce_async(
+                    *group[r],
+                    Tensor<Cpu, 1>::from_data(TensorData(std::vector<float>{v, 10 * v}, {2})),
+                    ReduceOp::Sum);
+                auto pb = all_reduce_async(
+                    *group[r], Tensor<Cpu, 1>::from_data(TensorData(std::vector<float>{v}, {1})),
+                    ReduceOp::Mean);
+                gathered[r] =
+                    all_gather(*group[r],
+                               Tensor<Cpu, 1>::from_data(TensorData(std::vector<float>{v}, {1})))
+                        .to_data()
+                        .to_vec<float>();
+                b[r] = std::move(pb).wait().to_data().to_vec<float>();
+                a[r] = std::move(pa).wait().to_data().to_vec<float>();
+            });
+        for (auto& t : threads) t.join();
+        for (std::size_t r = 0; r < 3; ++r) {
+            CHECK(a[r] == std::vector<float>{6, 60});
+            CHECK(b[r] == std::vector<float>{2});
+            CHECK(gathered[r] == std::vector<float>{1, 2, 3});
+        }
+    }
+    SECTION("a mismatch surfaces at wait() on every rank") {
+        std::vector<std::string> errors(3);
+        std::vector<std::thread> threads;
+        for (std::size_t r = 0; r < 3; ++r)
+            threads.emplace_back([&, r] {
+                auto p = all_reduce_async(*group[r], Tensor<Cpu, 1>::zeros({r == 2 ? 4u : 2u}));
+                try {
+                    std::move(p).wait();
+                } catch (const ember::ShapeError& e) {
+                    errors[r] = e.what();
+                }
+            });
+        for (auto& t : threads) t.join();
+        for (const auto& e : errors) CHECK_THAT(e, Catch::Matchers::Contains("rank 2 passed"));
+    }
+}
+
+TEST_CASE("GradientReducer: buckets, a second backward, misuse",
+          "[collective][data-parallel][errors]") {
+    auto group = ThreadCollective::group(1);
+    const Net<AD> model = make_net();
+    const auto batch = make_batch(0, 4);
+    SECTION("bucket sizes") {
+        // [l2.bias, l2.weight] (8 + 128 bytes) and [l1.bias, l1.weight] (64 + 256 bytes).
+        CHECK(GradientReducer(*group[0], model, {.bucket_bytes = 320, .first_bucket_bytes = 512})
+                  .num_buckets() == 2);
+        CHECK(GradientReducer(*group[0], model, {.bucket_bytes = 1}).num_buckets() == 4);
+        CHECK(GradientReducer(*group[0], model).num_buckets() == 1);
+    }
+    SECTION("one world: the gradients come back unchanged") {
+        GradientReducer reducer(*group[0], model, {.bucket_bytes = 1});
+        ember::optim::GradientsParams grads;
+        {
+            auto scope = reducer.attach();
+            grads = model.step(batch).grads;
+        }
+        CHECK(reducer.overlapped() == 0);  // counted by finish
+        auto expected = model.step(batch).grads;
+        auto got = reducer.finish(std::move(grads));
+        CHECK(reducer.overlapped() == 4);
+        model.visit([&](std::string_view, const auto& p) {
+            constexpr std::size_t D = std::remove_cvref_t<decltype(p.val())>::rank;
+            CHECK(got.get<Cpu, D>(p.id())->to_data().template to_vec<float>() ==
+                  expected.get<Cpu, D>(p.id())->to_data().template to_vec<float>());
+        });
+    }
+    SECTION("two backward passes in one step") {
+        GradientReducer reducer(*group[0], model);
+        auto scope = reducer.attach();
+        (void)model.step(batch);
+        CHECK_THROWS_WITH(model.step(batch),
+                          Catch::Matchers::Contains("got a second gradient in one step"));
+    }
+    SECTION("finish twice, bad options") {
+        GradientReducer reducer(*group[0], model);
+        (void)reducer.finish({});
+        CHECK_THROWS_WITH(reducer.finish({}), Catch::Matchers::Contains("already called"));
+        CHECK_THROWS_AS(GradientReducer(*group[0], model, {.bucket_bytes = 0}),
+                        ember::ArgumentError);
+        CHECK_THROWS_AS(GradientReducer(*group[0], model, {.weight = NAN}), ember::ArgumentError);
+    }
 }

@@ -10,8 +10,11 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <ember/tensor/error.hpp>
 
@@ -43,6 +46,48 @@ struct ThreadGroupState {
     std::string reason;
     std::vector<Post> posts;
     std::vector<std::byte> scratch;  // all_reduce's result, shared by the ranks
+};
+
+// The thread that runs one endpoint's started ops, one after another.
+struct AsyncLane {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::packaged_task<void()>> tasks;
+    bool stop = false;
+    std::thread thread{[this] { run(); }};
+
+    ~AsyncLane() {
+        {
+            std::lock_guard lock(mu);
+            stop = true;
+        }
+        cv.notify_all();
+        thread.join();
+    }
+    std::future<void> push(std::packaged_task<void()> task) {
+        auto f = task.get_future();
+        {
+            std::lock_guard lock(mu);
+            tasks.push_back(std::move(task));
+        }
+        cv.notify_all();
+        return f;
+    }
+
+  private:
+    void run() {
+        for (;;) {
+            std::packaged_task<void()> task;
+            {
+                std::unique_lock lock(mu);
+                cv.wait(lock, [&] { return stop || !tasks.empty(); });
+                if (tasks.empty()) return;
+                task = std::move(tasks.front());
+                tasks.pop_front();
+            }
+            task();  // an error is kept in the task's future, for Work::wait
+        }
+    }
 };
 
 }  // namespace detail
@@ -219,6 +264,25 @@ ThreadCollective::ThreadCollective(std::shared_ptr<detail::ThreadGroupState> sta
 
 ThreadCollective::~ThreadCollective() = default;
 
+namespace {
+struct LaneWork final : Work {
+    std::future<void> done;
+    void wait() override { done.get(); }
+};
+}  // namespace
+
+std::unique_ptr<Work> ThreadCollective::all_reduce_async(const Buffer& buffer, ReduceOp op) {
+    if (!lane_) lane_ = std::make_unique<detail::AsyncLane>();
+    auto work = std::make_unique<LaneWork>();
+    work->done =
+        lane_->push(std::packaged_task<void()>([this, buffer, op] { all_reduce_now(buffer, op); }));
+    return work;
+}
+
+void ThreadCollective::drain() {
+    if (lane_) lane_->push(std::packaged_task<void()>([] {})).wait();
+}
+
 std::vector<std::unique_ptr<ThreadCollective>> ThreadCollective::group(
     std::size_t world_size, std::optional<std::chrono::milliseconds> timeout) {
     EMBER_CHECK(world_size >= 1, Argument,
@@ -249,6 +313,11 @@ std::size_t ThreadCollective::world_size() const {
 }
 
 void ThreadCollective::all_reduce(const Buffer& buffer, ReduceOp op) {
+    drain();
+    all_reduce_now(buffer, op);
+}
+
+void ThreadCollective::all_reduce_now(const Buffer& buffer, ReduceOp op) {
     ThreadGroupState& s = *state_;
     post_and_check(s, rank_, Post{"all_reduce", buffer, {}, false, op, 0});
     const std::size_t n = buffer.count(), w = s.world;
@@ -259,6 +328,7 @@ void ThreadCollective::all_reduce(const Buffer& buffer, ReduceOp op) {
 }
 
 void ThreadCollective::broadcast(const Buffer& buffer, std::size_t root) {
+    drain();
     ThreadGroupState& s = *state_;
     post_and_check(s, rank_, Post{"broadcast", buffer, {}, false, ReduceOp::Sum, root});
     if (rank_ != root && buffer.count())
@@ -267,6 +337,7 @@ void ThreadCollective::broadcast(const Buffer& buffer, std::size_t root) {
 }
 
 void ThreadCollective::all_gather(const Buffer& input, const Buffer& output) {
+    drain();
     ThreadGroupState& s = *state_;
     post_and_check(s, rank_, Post{"all_gather", input, output, true, ReduceOp::Sum, 0});
     const std::size_t bytes = input.bytes();
@@ -276,6 +347,7 @@ void ThreadCollective::all_gather(const Buffer& input, const Buffer& output) {
 }
 
 void ThreadCollective::reduce_scatter(const Buffer& input, const Buffer& output, ReduceOp op) {
+    drain();
     ThreadGroupState& s = *state_;
     post_and_check(s, rank_, Post{"reduce_scatter", input, output, true, op, 0});
     const std::size_t m = output.count();
@@ -284,6 +356,7 @@ void ThreadCollective::reduce_scatter(const Buffer& input, const Buffer& output,
 }
 
 void ThreadCollective::barrier() {
+    drain();
     post_and_check(*state_, rank_, Post{"barrier", {}, {}, false, ReduceOp::Sum, 0});
 }
 

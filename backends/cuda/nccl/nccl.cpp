@@ -126,8 +126,15 @@ namespace detail {
 struct NcclComm {
     ncclComm_t comm = nullptr;
     bool aborted = false;
+    // all_reduce_async's stream (made on first use) and the event that ends its last op: the
+    // ops on the backend's stream wait for it, so that the communicator's ops stay in the
+    // order they were issued, as NCCL requires.
+    cudaStream_t side = nullptr;
+    cudaEvent_t tail = nullptr;
     ~NcclComm() {
         if (comm != nullptr && !aborted) api().comm_destroy(comm);
+        if (tail != nullptr) cudaEventDestroy(tail);
+        if (side != nullptr) cudaStreamDestroy(side);
     }
 };
 }  // namespace detail
@@ -251,8 +258,72 @@ void NcclCollective::check_buffer(const char* op, const Buffer& b) const {
                 " memory");
 }
 
+void NcclCollective::after_async() const {
+    // What all_reduce_async started comes first.
+    if (comm_->tail == nullptr) return;
+    ember::detail::cuda::use_device(static_cast<int>(device_.index));
+    EMBER_CUDA_CHECK(cudaStreamWaitEvent(stream_of(device_), comm_->tail, 0));
+}
+
+namespace {
+// An all-reduce on the side stream; wait() orders the backend's stream after it.
+struct NcclWork final : Work {
+    cudaEvent_t done = nullptr;
+    cudaStream_t stream = nullptr;
+    int device = 0;
+    void wait() override {
+        if (done == nullptr) return;
+        ember::detail::cuda::use_device(device);
+        const cudaError_t e = cudaStreamWaitEvent(stream, done, 0);
+        cudaEventDestroy(done);
+        done = nullptr;
+        EMBER_CUDA_CHECK(e);
+    }
+    // Unwaited: the buffer may be freed on the backend's stream, which must not overtake NCCL.
+    ~NcclWork() override {
+        if (done == nullptr) return;
+        ember::detail::cuda::use_device(device);
+        cudaStreamWaitEvent(stream, done, 0);
+        cudaEventDestroy(done);
+    }
+};
+}  // namespace
+
+std::unique_ptr<Work> NcclCollective::all_reduce_async(const Buffer& buffer, ReduceOp op) {
+    check_buffer("all_reduce", buffer);
+    const int dev = static_cast<int>(device_.index);
+    ember::detail::cuda::use_device(dev);
+    const cudaStream_t main = stream_of(device_);
+    if (comm_->side == nullptr) {
+        // The highest priority: the reduction's few blocks get scheduled among backward's.
+        int lo = 0, hi = 0;
+        EMBER_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+        EMBER_CUDA_CHECK(cudaStreamCreateWithPriority(&comm_->side, cudaStreamNonBlocking, hi));
+        EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&comm_->tail, cudaEventDisableTiming));
+    }
+    // The side stream starts where the backend's stream is (the buffer is written there).
+    cudaEvent_t ready = nullptr;
+    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    const cudaError_t recorded = cudaEventRecord(ready, main);
+    const cudaError_t waited =
+        recorded == cudaSuccess ? cudaStreamWaitEvent(comm_->side, ready, 0) : recorded;
+    cudaEventDestroy(ready);
+    EMBER_CUDA_CHECK(waited);
+    EMBER_NCCL_CHECK(api().all_reduce(buffer.data, buffer.data, buffer.count(),
+                                      nccl_type(buffer.dtype, "all_reduce", true), nccl_op(op),
+                                      comm_->comm, comm_->side));
+    auto work = std::make_unique<NcclWork>();
+    work->stream = main;
+    work->device = dev;
+    EMBER_CUDA_CHECK(cudaEventCreateWithFlags(&work->done, cudaEventDisableTiming));
+    EMBER_CUDA_CHECK(cudaEventRecord(work->done, comm_->side));
+    EMBER_CUDA_CHECK(cudaEventRecord(comm_->tail, comm_->side));
+    return work;
+}
+
 void NcclCollective::all_reduce(const Buffer& buffer, ReduceOp op) {
     check_buffer("all_reduce", buffer);
+    after_async();
     EMBER_NCCL_CHECK(api().all_reduce(buffer.data, buffer.data, buffer.count(),
                                       nccl_type(buffer.dtype, "all_reduce", true), nccl_op(op),
                                       comm_->comm, stream_of(device_)));
@@ -260,6 +331,7 @@ void NcclCollective::all_reduce(const Buffer& buffer, ReduceOp op) {
 
 void NcclCollective::broadcast(const Buffer& buffer, std::size_t root) {
     check_buffer("broadcast", buffer);
+    after_async();
     EMBER_CHECK(root < world_, Argument, "NcclCollective broadcast: root ", root,
                 " is out of range for a group of ", world_, " ranks");
     EMBER_NCCL_CHECK(api().broadcast(buffer.data, buffer.data, nccl_count(buffer, false),
@@ -270,6 +342,7 @@ void NcclCollective::broadcast(const Buffer& buffer, std::size_t root) {
 void NcclCollective::all_gather(const Buffer& input, const Buffer& output) {
     check_buffer("all_gather", input);
     check_buffer("all_gather", output);
+    after_async();
     EMBER_CHECK(output.count() == input.count() * world_ && output.dtype == input.dtype, Shape,
                 "NcclCollective all_gather: an input of shape ", input.shape.to_string(),
                 " needs an output of ", input.count() * world_, " elements, got ",
@@ -282,6 +355,7 @@ void NcclCollective::all_gather(const Buffer& input, const Buffer& output) {
 void NcclCollective::reduce_scatter(const Buffer& input, const Buffer& output, ReduceOp op) {
     check_buffer("reduce_scatter", input);
     check_buffer("reduce_scatter", output);
+    after_async();
     EMBER_CHECK(input.count() % world_ == 0 && output.count() * world_ == input.count() &&
                     output.dtype == input.dtype,
                 Shape, "NcclCollective reduce_scatter: an input of shape ", input.shape.to_string(),
@@ -292,6 +366,7 @@ void NcclCollective::reduce_scatter(const Buffer& input, const Buffer& output, R
 }
 
 void NcclCollective::barrier() {
+    after_async();
     const int dev = static_cast<int>(device_.index);
     ember::detail::cuda::use_device(dev);  // the memset runs on this device's stream
     auto storage = ember::detail::cuda::allocate(sizeof(float), dev);

@@ -16,7 +16,7 @@ using NodeId = std::uint64_t;
 /// Gradients of the leaves of one backward pass, keyed by node id. Entries are inner-backend
 /// float primitives; `Tensor::grad(grads)` gives them back as tensors of the right rank.
 class Gradients {
-public:
+  public:
     /// Number of gradients held.
     std::size_t size() const { return map_.size(); }
     /// Whether no gradient is held.
@@ -46,8 +46,44 @@ public:
         map_.insert_or_assign(id, std::any(std::move(grad)));
     }
 
-private:
+  private:
     std::unordered_map<NodeId, std::any> map_;
+};
+
+/// Sees each leaf's gradient during backward(), as soon as it is final: before backward()
+/// returns, on the thread that runs it. Data-parallel training starts reducing gradients this
+/// way while the rest of backward still runs (collective::GradientReducer), as
+/// DistributedDataParallel's autograd hooks do.
+class GradientHook {
+  public:
+    virtual ~GradientHook() = default;
+    /// Leaf `id`'s gradient: `grad` holds the inner backend's float primitive (the same value
+    /// backward() returns for `id`). An exception thrown here aborts the backward pass.
+    virtual void on_gradient(NodeId id, const std::any& grad) = 0;
+};
+
+namespace detail {
+/// The hook of the current thread's backward passes (null: none).
+inline GradientHook*& current_gradient_hook() {
+    thread_local GradientHook* hook = nullptr;
+    return hook;
+}
+}  // namespace detail
+
+/// Installs `hook` for the backward passes this thread runs while the scope lives; the hook it
+/// replaced comes back when the scope ends.
+class ScopedGradientHook {
+  public:
+    /// Makes `hook` the current thread's gradient hook.
+    explicit ScopedGradientHook(GradientHook& hook) : previous_(detail::current_gradient_hook()) {
+        detail::current_gradient_hook() = &hook;
+    }
+    ~ScopedGradientHook() { detail::current_gradient_hook() = previous_; }
+    ScopedGradientHook(const ScopedGradientHook&) = delete;
+    ScopedGradientHook& operator=(const ScopedGradientHook&) = delete;
+
+  private:
+    GradientHook* previous_;
 };
 
 }  // namespace ember

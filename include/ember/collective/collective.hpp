@@ -11,6 +11,7 @@
 // CUDA devices, in one process or many, on one host or many). Users call the tensor functions of
 // ops.hpp; the raw-buffer methods below are what an implementation provides.
 #include <cstddef>
+#include <memory>
 #include <string>
 
 #include "../tensor/dtype.hpp"
@@ -47,6 +48,16 @@ struct Buffer {
     std::size_t bytes() const { return count() * dtype_size(dtype); }
 };
 
+/// An op started by Collective::all_reduce_async, running beside the caller's later work.
+class Work {
+  public:
+    virtual ~Work() = default;
+    /// Returns once the result may be used: for host buffers, once it is in place; for device
+    /// buffers, once the device's later work is ordered after it (the host need not block).
+    /// Throws the op's ember::Error when it failed. Called at most once.
+    virtual void wait() = 0;
+};
+
 /// One rank's endpoint of a group. Ops are collective: every rank of the group must call the
 /// same op with buffers of the same shape and dtype (all_gather's and reduce_scatter's inputs
 /// of the same shape), in the same order; a mismatch throws ember::Error on every rank where the
@@ -74,11 +85,30 @@ class Collective {
     /// `input` is world_size equal chunks; rank r's `output` receives the reduction over ranks
     /// of chunk r.
     virtual void reduce_scatter(const Buffer& input, const Buffer& output, ReduceOp op) = 0;
+    /// Starts the all-reduce of `buffer` and returns, where the implementation can run it beside
+    /// the caller's later work (a thread of its own, a stream of its own); the others run it at
+    /// once. Started ops run in the order they were started, the same on every rank; `buffer`
+    /// must stay alive and untouched until the returned Work's wait() returned, and the other
+    /// ops of this endpoint first finish what was started. This is how gradients are reduced
+    /// while backward still runs (GradientReducer).
+    virtual std::unique_ptr<Work> all_reduce_async(const Buffer& buffer, ReduceOp op);
     /// Returns when every rank has called it.
     virtual void barrier() = 0;
     /// Marks the group failed (a rank hit an error): every rank blocked in, or later entering,
     /// an op throws ember::Error with `reason` instead of waiting for this rank forever.
     virtual void abort(const std::string& reason) = 0;
 };
+
+namespace detail {
+/// A Work that was done when it was made.
+struct DoneWork final : Work {
+    void wait() override {}
+};
+}  // namespace detail
+
+inline std::unique_ptr<Work> Collective::all_reduce_async(const Buffer& buffer, ReduceOp op) {
+    all_reduce(buffer, op);
+    return std::make_unique<detail::DoneWork>();
+}
 
 }  // namespace ember::collective

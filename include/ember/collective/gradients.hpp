@@ -1,25 +1,33 @@
 #pragma once
 // Gradient synchronisation for data-parallel training: every replica of a model holds the
-// gradients of its shard of the batch; sync_gradients makes each replica's gradients the
-// (weighted) mean over replicas, so that the same optimizer step on every replica keeps them
-// identical. Gradients are packed into flat buckets of about `bucket_bytes` (in the module's
-// parameter order, which every fork shares), one all-reduce per bucket, as PyTorch's
-// DistributedDataParallel does.
+// gradients of its shard of the batch; GradientReducer (during backward) and sync_gradients
+// (after it) make each replica's gradients the (weighted) mean over replicas, so that the same
+// optimizer step on every replica keeps them identical. Gradients are packed into flat buckets
+// of about `bucket_bytes` (in reverse parameter order, which every fork shares), one all-reduce
+// per bucket, as PyTorch's DistributedDataParallel does.
+#include <algorithm>
+#include <any>
+#include <cmath>
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
+#include "../autodiff/gradients.hpp"
 #include "../optim/gradients_params.hpp"
 #include "ops.hpp"
 
 namespace ember::collective {
 
-/// How sync_gradients combines the replicas' gradients.
+/// How sync_gradients and GradientReducer combine the replicas' gradients.
 struct GradientSyncOptions {
     /// Gradients are packed into all-reduces of about this many bytes (a parameter larger than
     /// a bucket gets one of its own). 25 MiB, DistributedDataParallel's default.
     std::size_t bucket_bytes = std::size_t{25} << 20;
+    /// The first bucket (the last parameters, whose gradients come first) is capped lower, so
+    /// that reducing starts early in the backward pass. 1 MiB, as in DistributedDataParallel.
+    std::size_t first_bucket_bytes = std::size_t{1} << 20;
     /// ReduceOp::Mean: the replicas' mean (shards of equal size). ReduceOp::Sum: their sum.
     ReduceOp op = ReduceOp::Mean;
     /// When set, this replica's gradients are multiplied by it and the replicas' products are
@@ -28,72 +36,215 @@ struct GradientSyncOptions {
     std::optional<double> weight;
 };
 
-/// `grads` (this replica's gradients of `module`'s parameters) combined over the ranks of `c`.
-/// Every rank calls it with a fork of the same module. A trainable parameter that has no
-/// gradient on this replica (unused in its forward pass, or an empty shard) counts as zeros,
-/// so that every rank packs the same buckets; it gets the combined gradient like the others.
+/// Reduces a replica's gradients over the ranks of a collective while backward still runs, as
+/// DistributedDataParallel does. The module's trainable parameters are packed into buckets in
+/// reverse order (the order backward produces their gradients); while the reducer is attached
+/// to the thread that runs backward(), each bucket's all-reduce starts as soon as its last
+/// gradient is final (Collective::all_reduce_async), in bucket order on every rank. finish()
+/// starts what is left, waits, and returns the combined gradients.
+///
+///   collective::GradientReducer reducer(comm, model);
+///   optim::GradientsParams grads;
+///   {
+///       auto scope = reducer.attach();
+///       grads = optim::GradientsParams::from_grads(loss.backward(), model);
+///   }
+///   model = optimizer.step(lr, model, reducer.finish(std::move(grads)));
+///
+/// What is reduced is what backward() produced: a step that changes gradients after backward
+/// (clipping, scaling) must do so after finish(), or use sync_gradients. A parameter with no
+/// gradient on this replica counts as zeros, so that every rank packs the same buckets.
+/// One reducer serves one step, with a fork of the same module on every rank.
 template <module::Module M>
-optim::GradientsParams sync_gradients(Collective& c, const M& module, optim::GradientsParams grads,
-                                      const GradientSyncOptions& options = {}) {
+class GradientReducer final : public GradientHook {
     using IB = InnerBackend<module::BackendOf<M>>;
-    EMBER_CHECK(options.bucket_bytes > 0, Argument,
-                "sync_gradients: bucket_bytes must be positive");
-    EMBER_CHECK(!options.weight || std::isfinite(*options.weight), Argument,
-                "sync_gradients: the weight must be finite, got ", options.weight.value_or(0));
-    optim::GradientsParams out;
-    std::vector<Tensor<IB, 1>> parts;
-    std::vector<std::function<void(const Tensor<IB, 1>&, std::size_t)>> unpack;
-    std::vector<std::size_t> sizes;
-    std::size_t bytes = 0;
-    std::optional<DType> dtype;
-    auto flush = [&] {
-        if (parts.empty()) return;
-        auto flat = parts.size() == 1 ? parts[0] : Tensor<IB, 1>::cat(parts, 0);
-        parts.clear();
-        if (options.weight)
-            flat = all_reduce(c, std::move(flat).mul_scalar(*options.weight), ReduceOp::Sum);
-        else
-            flat = all_reduce(c, std::move(flat), options.op);
-        std::size_t offset = 0;
-        for (std::size_t i = 0; i < unpack.size(); ++i) {
-            unpack[i](flat, offset);
-            offset += sizes[i];
+    using Flat = Tensor<IB, 1>;
+
+  public:
+    /// A reducer for `module`'s trainable parameters over `c` (which must outlive it).
+    GradientReducer(Collective& c, const M& module, GradientSyncOptions options = {})
+        : GradientReducer(c, module, options, true) {}
+    GradientReducer(const GradientReducer&) = delete;
+    GradientReducer& operator=(const GradientReducer&) = delete;
+
+    /// Makes this reducer see the gradients of the backward passes the current thread runs
+    /// while the returned scope lives.
+    [[nodiscard]] ScopedGradientHook attach() { return ScopedGradientHook(*this); }
+
+    /// Takes a parameter's final gradient from backward (GradientHook) and starts the
+    /// all-reduces it completes. ArgumentError when the parameter already had one this step.
+    void on_gradient(NodeId id, const std::any& grad) override {
+        auto it = by_node_.find(id);
+        if (it == by_node_.end()) return;  // not one of the module's parameters
+        Slot& s = slots_[it->second];
+        EMBER_CHECK(!s.grad && !finished_, Argument, "GradientReducer: parameter ",
+                    s.id.to_string(), " got a second gradient in one step (backward ran twice?);",
+                    " use a reducer per backward pass, or sync_gradients afterwards");
+        const auto& g = std::any_cast<const typename IB::FloatTensorPrimitive&>(grad);
+        s.grad = Flat::from_primitive(IB::float_reshape(g, Shape{s.shape.num_elements()}));
+        if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
+        --buckets_[s.bucket].missing;
+        start_ready();
+    }
+
+    /// The combined gradients. `grads` (this replica's gradients, as its step returned them)
+    /// supplies what the reducer did not see during backward; the rest of it is dropped.
+    /// Waits for the all-reduces (the host, not a device, where the collective allows it).
+    optim::GradientsParams finish(optim::GradientsParams grads) {
+        EMBER_CHECK(!finished_, Argument, "GradientReducer: finish() was already called");
+        finished_ = true;
+        overlapped_ = next_;
+        for (Slot& s : slots_) {
+            auto given = s.take(grads);
+            if (s.grad) continue;
+            s.grad =
+                given ? std::move(*given) : Flat::zeros(Shape{s.shape.num_elements()}, s.device);
+            if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
+            --buckets_[s.bucket].missing;
         }
-        unpack.clear();
-        sizes.clear();
-        bytes = 0;
+        start_ready();
+        optim::GradientsParams out;
+        for (Bucket& b : buckets_) {
+            const Flat flat = std::move(*b.pending).wait();
+            std::size_t offset = 0;
+            for (std::size_t k : b.slots) {
+                slots_[k].unpack(out, flat, offset);
+                offset += slots_[k].shape.num_elements();
+            }
+        }
+        return out;
+    }
+
+    /// Number of buckets.
+    std::size_t num_buckets() const { return buckets_.size(); }
+    /// Number of buckets whose all-reduce started during backward, before finish().
+    std::size_t overlapped() const { return overlapped_; }
+
+  private:
+    template <module::Module M2>
+    friend optim::GradientsParams sync_gradients(Collective&, const M2&, optim::GradientsParams,
+                                                 const GradientSyncOptions&);
+
+    // `hooked`: whether on_gradient will be used (sync_gradients leaves lazy parameters be).
+    GradientReducer(Collective& c, const M& module, GradientSyncOptions options, bool hooked)
+        : c_(c), options_(options), hooked_(hooked) {
+        EMBER_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0, Argument,
+                    "GradientReducer: bucket sizes must be positive, got bucket_bytes ",
+                    options.bucket_bytes, " and first_bucket_bytes ", options.first_bucket_bytes);
+        EMBER_CHECK(!options.weight || std::isfinite(*options.weight), Argument,
+                    "GradientReducer: the weight must be finite, got ", options.weight.value_or(0));
+        module.visit([&](std::string_view, const auto& p) { add_slot(p); });
+        // Buckets over the parameters in reverse: the last ones' gradients are final first.
+        std::size_t bytes = 0;
+        for (std::size_t k = slots_.size(); k-- > 0;) {
+            const Slot& s = slots_[k];
+            const std::size_t b = s.shape.num_elements() * dtype_size(s.dtype);
+            const std::size_t cap = buckets_.size() == 1
+                                        ? std::min(options.first_bucket_bytes, options.bucket_bytes)
+                                        : options.bucket_bytes;
+            if (buckets_.empty() || s.dtype != slots_[buckets_.back().slots[0]].dtype ||
+                bytes + b > cap) {
+                buckets_.emplace_back();
+                bytes = 0;
+            }
+            buckets_.back().slots.push_back(k);
+            bytes += b;
+        }
+        for (std::size_t i = 0; i < buckets_.size(); ++i) {
+            buckets_[i].missing = buckets_[i].slots.size();
+            for (std::size_t k : buckets_[i].slots) slots_[k].bucket = i;
+        }
+    }
+
+    struct Slot {
+        ParamId id;
+        Shape shape;
+        DType dtype = DType::F32;
+        Device<IB> device;
+        std::size_t bucket = 0;
+        std::optional<Flat> grad;
+        // The parameter's gradient taken out of a step's gradients (rank-specific), flattened.
+        std::function<std::optional<Flat>(optim::GradientsParams&)> take;
+        // Registers the parameter's combined gradient: elements [at, at + n) of a bucket.
+        std::function<void(optim::GradientsParams&, const Flat&, std::size_t)> unpack;
     };
-    module.visit([&](std::string_view, const auto& p) {
-        using T = optim::detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+    struct Bucket {
+        std::vector<std::size_t> slots;
+        std::size_t missing = 0;
+        std::optional<PendingAllReduce<IB, 1, Float>> pending;
+    };
+
+    template <typename Param>
+    void add_slot(const Param& p) {
+        using T = optim::detail::ParamTraits<module::detail::Bare<Param>>;
         if constexpr (T::is_float) {
             constexpr std::size_t D = T::rank;
             // Lazy parameters count too (forks are lazy until used): every rank must pack the
             // same buckets, whatever its replica has touched.
             if (!p.is_require_grad()) return;
             const Shape shape = p.shape();
-            auto g = grads.template remove<IB, D>(p.id());
-            Tensor<IB, D> grad = g ? std::move(*g) : Tensor<IB, D>::zeros(shape, p.device());
-            if (!g && p.dtype() != grad.dtype()) grad = grad.cast(p.dtype());
-            EMBER_CHECK(grad.shape() == shape, Shape, "sync_gradients: the gradient of parameter ",
-                        p.id().to_string(), " has shape ", grad.shape().to_string(),
-                        " but the parameter has shape ", shape.to_string());
-            const std::size_t n = shape.num_elements();
-            const std::size_t b = n * dtype_size(grad.dtype());
-            if (!parts.empty() && (grad.dtype() != *dtype || bytes + b > options.bucket_bytes))
-                flush();
-            dtype = grad.dtype();
-            parts.push_back(grad.template reshape<1>({long(n)}));
-            sizes.push_back(n);
-            bytes += b;
-            unpack.push_back([&out, id = p.id(), shape](const Tensor<IB, 1>& flat, std::size_t at) {
+            // The gradient hook knows a parameter by its graph node, which a lazy parameter
+            // gets when its value is made: made here (as its first use would).
+            if constexpr (AutodiffBackend<module::BackendOf<M>>)
+                if (hooked_)
+                    if (const auto& node = p.val().primitive().node)
+                        by_node_.emplace(node->id, slots_.size());
+            const ParamId id = p.id();
+            Slot s{id, shape, p.dtype(), p.device()};
+            s.take = [id, shape](optim::GradientsParams& g) -> std::optional<Flat> {
+                auto t = g.template remove<IB, D>(id);
+                if (!t) return std::nullopt;
+                EMBER_CHECK(t->shape() == shape, Shape,
+                            "sync_gradients: the gradient of parameter ", id.to_string(),
+                            " has shape ", t->shape().to_string(), " but the parameter has shape ",
+                            shape.to_string());
+                return std::move(*t).template reshape<1>({long(shape.num_elements())});
+            };
+            s.unpack = [id, shape](optim::GradientsParams& out, const Flat& flat, std::size_t at) {
                 const long lo = long(at), hi = long(at + shape.num_elements());
                 auto piece = flat.slice(std::array<std::pair<long, long>, 1>{{{lo, hi}}});
                 out.register_(id, piece.template reshape<D>(shape));
-            });
+            };
+            slots_.push_back(std::move(s));
         }
-    });
-    flush();
-    return out;
+    }
+
+    // Starts, in bucket order, every bucket whose gradients are all in.
+    void start_ready() {
+        while (next_ < buckets_.size() && buckets_[next_].missing == 0) {
+            Bucket& b = buckets_[next_++];
+            std::vector<Flat> parts;
+            for (std::size_t k : b.slots) parts.push_back(std::move(*slots_[k].grad));
+            Flat flat = parts.size() == 1 ? std::move(parts[0]) : Flat::cat(parts, 0);
+            parts.clear();
+            if (options_.weight)
+                b.pending.emplace(all_reduce_async(c_, std::move(flat).mul_scalar(*options_.weight),
+                                                   ReduceOp::Sum));
+            else
+                b.pending.emplace(all_reduce_async(c_, std::move(flat), options_.op));
+        }
+    }
+
+    Collective& c_;
+    GradientSyncOptions options_;
+    std::vector<Slot> slots_;
+    std::vector<Bucket> buckets_;
+    std::unordered_map<NodeId, std::size_t> by_node_;
+    bool hooked_ = true;
+    std::size_t next_ = 0, overlapped_ = 0;
+    bool finished_ = false;
+};
+
+/// `grads` (this replica's gradients of `module`'s parameters) combined over the ranks of `c`,
+/// after backward: GradientReducer without overlap. Every rank calls it with a fork of the same
+/// module. A trainable parameter that has no gradient on this replica (unused in its forward
+/// pass, or an empty shard) counts as zeros, so that every rank packs the same buckets; it gets
+/// the combined gradient like the others.
+template <module::Module M>
+optim::GradientsParams sync_gradients(Collective& c, const M& module, optim::GradientsParams grads,
+                                      const GradientSyncOptions& options = {}) {
+    GradientReducer<M> reducer(c, module, options, false);
+    return reducer.finish(std::move(grads));
 }
 
 }  // namespace ember::collective
@@ -117,9 +268,9 @@ optim::GradientsParams scale_gradients(const M& module, optim::GradientsParams g
     return out;
 }
 
-/// `module` with every parameter (lazy ones initialised) replaced by rank `root`'s (every rank passes a module of the
-/// same structure): replicas that start from one set of values, as DistributedDataParallel
-/// makes them. Parameters keep their ids and trainability.
+/// `module` with every parameter (lazy ones initialised) replaced by rank `root`'s (every rank
+/// passes a module of the same structure): replicas that start from one set of values, as
+/// DistributedDataParallel makes them. Parameters keep their ids and trainability.
 template <module::Module M>
 M broadcast_module(Collective& c, const M& module, std::size_t root) {
     return module::map(module, [&](std::string_view, const auto& p) {

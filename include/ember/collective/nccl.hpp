@@ -68,6 +68,9 @@ class NcclCollective final : public Collective {
     CudaDevice device() const { return device_; }
 
     void all_reduce(const Buffer& buffer, ReduceOp op) override;
+    /// On a stream of its own (highest priority) that starts where the backend's stream is;
+    /// wait() makes the backend's stream wait for it, without blocking the host.
+    std::unique_ptr<Work> all_reduce_async(const Buffer& buffer, ReduceOp op) override;
     void broadcast(const Buffer& buffer, std::size_t root) override;
     void all_gather(const Buffer& input, const Buffer& output) override;
     void reduce_scatter(const Buffer& input, const Buffer& output, ReduceOp op) override;
@@ -80,6 +83,7 @@ class NcclCollective final : public Collective {
     NcclCollective(std::unique_ptr<detail::NcclComm> comm, std::size_t rank, std::size_t world,
                    CudaDevice device);
     void check_buffer(const char* op, const Buffer& b) const;
+    void after_async() const;
 
     std::unique_ptr<detail::NcclComm> comm_;
     std::size_t rank_, world_;

@@ -13,6 +13,8 @@
 // autodiff backend the op runs on the inner tensor: a collective is never part of a graph.
 // Integer tensors reduce too (a mean rounds toward zero); bool tensors do not.
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -85,6 +87,55 @@ Tensor<B, D, K> all_reduce(Collective& c, Tensor<B, D, K> t, ReduceOp op = Reduc
     const Shape s = t.shape();
     return detail::run(c, std::move(t), s, true,
                        [&](const Buffer& in, const Buffer&) { c.all_reduce(in, op); });
+}
+
+/// An all-reduce started by all_reduce_async.
+template <Backend B, std::size_t D, typename K>
+class PendingAllReduce {
+  public:
+    /// Wraps a started op and what makes its result tensor once it is done.
+    PendingAllReduce(std::unique_ptr<Work> work, std::function<Tensor<B, D, K>()> result)
+        : work_(std::move(work)), result_(std::move(result)) {}
+    /// The reduction over ranks, once the op is done (throws its error).
+    Tensor<B, D, K> wait() && {
+        work_->wait();
+        return result_();
+    }
+
+  private:
+    std::unique_ptr<Work> work_;
+    std::function<Tensor<B, D, K>()> result_;
+};
+
+/// Starts the reduction over ranks of `t` (Collective::all_reduce_async: it may run beside the
+/// caller's later work) and returns at once; wait() gives the result. Every rank starts the
+/// same all-reduces in the same order.
+template <Backend B, std::size_t D, typename K>
+PendingAllReduce<B, D, K> all_reduce_async(Collective& c, Tensor<B, D, K> t,
+                                           ReduceOp op = ReduceOp::Sum) {
+    static_assert(!std::same_as<K, Bool>, "ember::collective: bool tensors cannot be reduced");
+    if constexpr (AutodiffBackend<B>) {
+        auto inner = std::make_shared<PendingAllReduce<InnerBackend<B>, D, K>>(
+            all_reduce_async(c, t.inner(), op));
+        return {std::make_unique<detail::DoneWork>(),
+                [inner] { return Tensor<B, D, K>::from_inner(std::move(*inner).wait()); }};
+    } else {
+        if constexpr (detail::is_cuda_backend<B>) {
+            if (c.accepts(Memory::Cuda)) {
+                if (!t.primitive().is_unique()) t = t.mul_scalar(1);  // reduced in place
+                const auto& p = t.primitive();
+                auto work = c.all_reduce_async(
+                    Buffer{p.ptr(), p.shape, p.dtype, Memory::Cuda, p.device()}, op);
+                return {std::move(work), [t] { return t; }};
+            }
+        }
+        const Device<B> device = t.device();
+        auto data = std::make_shared<TensorData>(std::move(t).into_data());
+        auto work =
+            c.all_reduce_async(Buffer{data->bytes_mut().data(), data->shape(), data->dtype()}, op);
+        return {std::move(work),
+                [data, device] { return Tensor<B, D, K>::from_data(*data, device); }};
+    }
 }
 
 /// Rank `root`'s `t` on every rank (every rank passes a tensor of the same shape).

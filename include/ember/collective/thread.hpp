@@ -18,7 +18,8 @@ namespace ember::collective {
 
 namespace detail {
 struct ThreadGroupState;
-}
+struct AsyncLane;
+}  // namespace detail
 
 /// One rank of an in-process group of threads.
 class ThreadCollective final : public Collective {
@@ -42,6 +43,8 @@ class ThreadCollective final : public Collective {
     bool accepts(Memory memory) const override { return memory == Memory::Host; }
 
     void all_reduce(const Buffer& buffer, ReduceOp op) override;
+    /// Runs on a thread of this endpoint's own (started on first use), in start order.
+    std::unique_ptr<Work> all_reduce_async(const Buffer& buffer, ReduceOp op) override;
     void broadcast(const Buffer& buffer, std::size_t root) override;
     void all_gather(const Buffer& input, const Buffer& output) override;
     void reduce_scatter(const Buffer& input, const Buffer& output, ReduceOp op) override;
@@ -50,9 +53,13 @@ class ThreadCollective final : public Collective {
 
   private:
     ThreadCollective(std::shared_ptr<detail::ThreadGroupState> state, std::size_t rank);
+    // Waits for the ops started by all_reduce_async (the others keep the start order).
+    void drain();
+    void all_reduce_now(const Buffer& buffer, ReduceOp op);
 
     std::shared_ptr<detail::ThreadGroupState> state_;
     std::size_t rank_;
+    std::unique_ptr<detail::AsyncLane> lane_;
 };
 
 }  // namespace ember::collective

@@ -119,6 +119,8 @@ struct LearnerOptions {
     std::any devices;                                  ///< std::vector<Device>
     /// The collective endpoints of a data-parallel run, one per device (none: threads).
     std::vector<std::shared_ptr<collective::Collective>> collectives;
+    /// Data parallel: reduce gradients during backward (collective::GradientReducer).
+    bool overlap_gradient_sync = true;
     std::optional<std::size_t> checkpoint;          ///< resume from it
     std::shared_ptr<ApplicationLogger> app_logger;  ///< experiment.log
     bool app_logger_set = false;                    ///< given explicitly
@@ -237,6 +239,15 @@ class LearnerBuilder {
             EMBER_CHECK(endpoints[i] != nullptr, Argument, "LearnerBuilder::collectives: endpoint ",
                         i, " is null");
         o_.collectives = std::move(endpoints);
+        return *this;
+    }
+    /// Data parallel: whether the replicas' gradients are all-reduced while backward still runs
+    /// (on by default; collective::GradientReducer, bucket by bucket as they become final) or
+    /// after step() returns. Turn it off when step() changes its gradients after backward
+    /// (clipping, scaling), which the reduction during backward cannot see. With gradient
+    /// accumulation the reduction always follows the last step of an update.
+    LearnerBuilder& overlap_gradient_sync(bool on) {
+        o_.overlap_gradient_sync = on;
         return *this;
     }
     /// Resumes from the checkpoint of epoch `epoch` (≥ 1): training continues at epoch + 1.

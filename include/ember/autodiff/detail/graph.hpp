@@ -38,7 +38,7 @@ class BackwardCtx;
 template <typename B>
 struct Saved {
     using P = typename B::FloatTensorPrimitive;
-    std::optional<P> value;  ///< the kept value
+    std::optional<P> value;   ///< the kept value
     Node<B>* lazy = nullptr;  ///< otherwise: the node whose output to recompute
     NodeRef<B> keep;          ///< keeps `lazy` alive when it is not the step's own node
 };
@@ -51,19 +51,19 @@ struct Node {
     using Recompute = std::function<P(BackwardCtx<B>&)>;
 
     NodeId id = next_node_id();
-    std::size_t order = 0;                ///< 1 + the parents' largest order (leaves: 0)
-    std::vector<NodeRef<B>> parents;      ///< null where an input needs no gradient
-    Step step;                            ///< empty for leaves and once consumed
-    Recompute recompute;                  ///< set for checkpointed (memory-bound) ops
-    DType dtype = DType::F32;             ///< the output's dtype: gradients arrive in it
-    bool leaf = false;                    ///< a require_grad tensor: its gradient is kept
-    bool consumed = false;                ///< backward already ran through this node
+    std::size_t order = 0;            ///< 1 + the parents' largest order (leaves: 0)
+    std::vector<NodeRef<B>> parents;  ///< null where an input needs no gradient
+    Step step;                        ///< empty for leaves and once consumed
+    Recompute recompute;              ///< set for checkpointed (memory-bound) ops
+    DType dtype = DType::F32;         ///< the output's dtype: gradients arrive in it
+    bool leaf = false;                ///< a require_grad tensor: its gradient is kept
+    bool consumed = false;            ///< backward already ran through this node
 };
 
 /// What a backward step sees: the gradients accumulated so far, and access to saved values.
 template <typename B>
 class BackwardCtx {
-public:
+  public:
     using P = typename B::FloatTensorPrimitive;
 
     /// Whether the current node's input `i` needs a gradient.
@@ -78,8 +78,10 @@ public:
         if (B::float_dtype(g) != parent.dtype) g = B::float_cast(std::move(g), parent.dtype);
         const NodeId id = parent.id;
         auto it = grads_.find(id);
-        if (it == grads_.end()) grads_.emplace(id, std::move(g));
-        else it->second = B::float_binary(BinaryOp::Add, std::move(it->second), std::move(g));
+        if (it == grads_.end())
+            grads_.emplace(id, std::move(g));
+        else
+            it->second = B::float_binary(BinaryOp::Add, std::move(it->second), std::move(g));
     }
     /// The value behind `s`, recomputing it (and what it depends on) when it was not kept.
     /// Recomputed values are not cached: each lives only until its consumer is rebuilt, which
@@ -106,49 +108,66 @@ public:
     }
     void seed(NodeId id, P g) { grads_.emplace(id, std::move(g)); }
 
-private:
+  private:
     std::unordered_map<NodeId, P> grads_;
     Node<B>* current_ = nullptr;
 };
 
-/// Runs backward from `root` seeded with `seed` and returns the leaves' gradients.
+/// Runs backward from `root` seeded with `seed` and returns the leaves' gradients. A leaf's
+/// gradient is final once every reachable node that consumes it has run: it is handed to the
+/// thread's GradientHook at that moment, not at the end, so that work on the first gradients
+/// (a data-parallel all-reduce) overlaps the rest of the pass.
 template <typename B>
 Gradients run_backward(const NodeRef<B>& root, typename B::FloatTensorPrimitive seed) {
     Gradients out;
     if (!root) return out;
-    // Collect the reachable nodes (iteratively: graphs can be deep).
+    // Collect the reachable nodes (iteratively: graphs can be deep), counting for each leaf the
+    // edges from reachable consumers.
     std::vector<Node<B>*> nodes;
     std::unordered_set<Node<B>*> seen;
+    std::unordered_map<Node<B>*, std::size_t> waiting;
     std::vector<Node<B>*> stack{root.get()};
     seen.insert(root.get());
     while (!stack.empty()) {
         Node<B>* n = stack.back();
         stack.pop_back();
         nodes.push_back(n);
-        for (const auto& p : n->parents)
-            if (p && seen.insert(p.get()).second) stack.push_back(p.get());
+        for (const auto& p : n->parents) {
+            if (!p) continue;
+            if (p->leaf) ++waiting[p.get()];
+            if (seen.insert(p.get()).second) stack.push_back(p.get());
+        }
     }
     // Children before parents: a node's order exceeds every parent's.
     std::stable_sort(nodes.begin(), nodes.end(),
                      [](const Node<B>* a, const Node<B>* b) { return a->order > b->order; });
+    GradientHook* hook = ember::detail::current_gradient_hook();
     BackwardCtx<B> ctx;
     ctx.seed(root->id, std::move(seed));
+    auto finish_leaf = [&](const Node<B>& leaf) {
+        auto g = ctx.take(leaf.id);  // none once finished: a leaf is handed over once
+        if (!g) return;
+        if (hook) hook->on_gradient(leaf.id, std::any(*g));
+        out.insert(leaf.id, std::move(*g));
+    };
     for (Node<B>* n : nodes) {
-        auto g = ctx.take(n->id);
         if (n->leaf) {
-            if (g) out.insert(n->id, std::move(*g));
+            finish_leaf(*n);  // the root itself, or a leaf whose consumers had no gradient
             continue;
         }
-        if (!g) continue;
-        EMBER_CHECK(!n->consumed, Argument,
-                    "backward: the graph behind this tensor was already consumed by an earlier "
-                    "backward() (record the forward pass again)");
-        ctx.set_current(n);
-        n->step(ctx, std::move(*g));
-        // Nothing later reads this node's saved values: free them now.
-        n->step = nullptr;
-        n->recompute = nullptr;
-        n->consumed = true;
+        if (auto g = ctx.take(n->id)) {
+            EMBER_CHECK(!n->consumed, Argument,
+                        "backward: the graph behind this tensor was already consumed by an "
+                        "earlier backward() (record the forward pass again)");
+            ctx.set_current(n);
+            n->step(ctx, std::move(*g));
+            // Nothing later reads this node's saved values: free them now.
+            n->step = nullptr;
+            n->recompute = nullptr;
+            n->consumed = true;
+        }
+        for (const auto& p : n->parents)
+            if (p && p->leaf && --waiting[p.get()] == 0) finish_leaf(*p);
     }
     return out;
 }

@@ -264,7 +264,16 @@ class Learner {
                     const std::size_t begin = items * g / world, end = items * (g + 1) / world;
                     sizes[r] = end - begin;
                     optim::GradientsParams grads;
+                    const double w = items ? double(end - begin) / double(items) : 0.0;
+                    // Without accumulation, each bucket's all-reduce starts as soon as backward
+                    // has its gradients.
+                    std::optional<collective::GradientReducer<M>> reducer;
+                    if (o_.grads_accumulation == 1)
+                        reducer.emplace(comm, dp.models[r],
+                                        collective::GradientSyncOptions{.weight = w});
                     if (end > begin) {
+                        std::optional<ScopedGradientHook> hook;
+                        if (reducer && o_.overlap_gradient_sync) hook.emplace(*reducer);
                         auto out = dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
                         static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
                                       "fit: the model's step(batch) must return "
@@ -272,10 +281,8 @@ class Learner {
                         grads = std::move(out.grads);
                         outs[r].emplace(std::move(out.item));
                     }
-                    const double w = items ? double(end - begin) / double(items) : 0.0;
-                    if (o_.grads_accumulation == 1) {
-                        step(r, collective::sync_gradients(comm, dp.models[r], std::move(grads),
-                                                           {.weight = w}));
+                    if (reducer) {
+                        step(r, reducer->finish(std::move(grads)));
                         return;
                     }
                     dp.accumulators[r].accumulate(
