@@ -4,8 +4,11 @@
 // straight to their tensors. A tile is small enough that all the program's registers stay in
 // the core's caches, so a chain of k ops reads and writes main memory once instead of k times.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "elementwise_fns.hpp"
@@ -14,6 +17,19 @@
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+
+// x86-64 builds target AVX2; a second copy of the tile loops for AVX-512 is picked at run time.
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX512F__) && !EMBER_FREESTANDING
+#define EMBER_FUSION_AVX512 1
+#define EMBER_FUSION_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#else
+#define EMBER_FUSION_AVX512 0
+#endif
+#if defined(__GNUC__)
+#define EMBER_FUSION_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_FUSION_INLINE inline
+#endif
 
 namespace ember::detail::cpu {
 
@@ -54,21 +70,70 @@ T scalar_as(const Scalar& s) {
         return static_cast<T>(s.i);
 }
 
+// The tile loops. Each runs through a per-ISA entry point (Loops below) carrying the target
+// attribute, into which the loop body and the element functor are inlined and vectorised.
 template <typename A, typename R, typename Fn>
-void loop1(std::size_t n, const void* a, void* d, Fn f) {
+EMBER_FUSION_INLINE void map1(std::size_t n, const void* a, void* d, Fn f) {
     const A* __restrict x = static_cast<const A*>(a);
     R* __restrict y = static_cast<R*>(d);
     for (std::size_t i = 0; i < n; ++i) y[i] = f(x[i]);
 }
 template <typename A, typename B, typename R, typename Fn>
-void loop2(std::size_t n, const void* a, const void* b, void* d, Fn f) {
+EMBER_FUSION_INLINE void map2(std::size_t n, const void* a, const void* b, void* d, Fn f) {
     const A* __restrict x = static_cast<const A*>(a);
     const B* __restrict z = static_cast<const B*>(b);
     R* __restrict y = static_cast<R*>(d);
     for (std::size_t i = 0; i < n; ++i) y[i] = f(x[i], z[i]);
 }
+template <typename T>
+EMBER_FUSION_INLINE void map_where(std::size_t n, const void* m, const void* a, const void* b,
+                                   void* d) {
+    const std::uint8_t* __restrict c = static_cast<const std::uint8_t*>(m);
+    const T* __restrict x = static_cast<const T*>(a);
+    const T* __restrict z = static_cast<const T*>(b);
+    T* __restrict y = static_cast<T*>(d);
+    for (std::size_t i = 0; i < n; ++i) y[i] = select(c[i] != 0, x[i], z[i]);
+}
+
+// The loops for the build's own target (AVX2 on x86-64 builds).
+struct NativeLoops {
+    template <typename A, typename R, typename Fn>
+    static void loop1(std::size_t n, const void* a, void* d, Fn f) {
+        map1<A, R>(n, a, d, f);
+    }
+    template <typename A, typename B, typename R, typename Fn>
+    static void loop2(std::size_t n, const void* a, const void* b, void* d, Fn f) {
+        map2<A, B, R>(n, a, b, d, f);
+    }
+    template <typename T>
+    static void where(std::size_t n, const void* m, const void* a, const void* b, void* d) {
+        map_where<T>(n, m, a, b, d);
+    }
+};
+
+#if EMBER_FUSION_AVX512
+// The same loops compiled for AVX-512, picked at run time: twice the vector width of the
+// build's AVX2, which halves the cost of compute-bound chains such as erf's polynomials.
+struct Avx512Loops {
+    template <typename A, typename R, typename Fn>
+    EMBER_FUSION_AVX512_TARGET static void loop1(std::size_t n, const void* a, void* d, Fn f) {
+        map1<A, R>(n, a, d, f);
+    }
+    template <typename A, typename B, typename R, typename Fn>
+    EMBER_FUSION_AVX512_TARGET static void loop2(std::size_t n, const void* a, const void* b,
+                                                 void* d, Fn f) {
+        map2<A, B, R>(n, a, b, d, f);
+    }
+    template <typename T>
+    EMBER_FUSION_AVX512_TARGET static void where(std::size_t n, const void* m, const void* a,
+                                                 const void* b, void* d) {
+        map_where<T>(n, m, a, b, d);
+    }
+};
+#endif
 
 // One instruction over one tile of n elements; `r` holds every register's tile pointer.
+template <typename L>
 void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void* dst,
           std::span<const Scalar> sc) {
     const void* a = r[in.a];
@@ -79,16 +144,16 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
         case OpKind::Unary: {
             const auto op = static_cast<UnaryOp>(in.code);
             if (op == UnaryOp::Not)
-                return loop1<std::uint8_t, std::uint8_t>(
+                return L::template loop1<std::uint8_t, std::uint8_t>(
                     n, a, dst, [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (std::is_floating_point_v<T>) {
                     if (op == UnaryOp::IsNan)
-                        return loop1<T, std::uint8_t>(
+                        return L::template loop1<T, std::uint8_t>(
                             n, a, dst, [](T x) { return static_cast<std::uint8_t>(x != x); });
                 }
                 if constexpr (!std::is_same_v<T, std::uint8_t>)
-                    with_unary_fn<T>(op, [&](auto f) { loop1<T, T>(n, a, dst, f); });
+                    with_unary_fn<T>(op, [&](auto f) { L::template loop1<T, T>(n, a, dst, f); });
             });
         }
         case OpKind::Binary: {
@@ -96,14 +161,17 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             if (da == DType::Bool) {
                 using U = std::uint8_t;
                 if (op == BinaryOp::And)
-                    return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x & y); });
+                    return L::template loop2<U, U, U>(n, a, b, dst,
+                                                      [](U x, U y) { return U(x & y); });
                 if (op == BinaryOp::Or)
-                    return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x | y); });
-                return loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x ^ y); });
+                    return L::template loop2<U, U, U>(n, a, b, dst,
+                                                      [](U x, U y) { return U(x | y); });
+                return L::template loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x ^ y); });
             }
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (!std::is_same_v<T, std::uint8_t>)
-                    with_binary_fn<T>(op, [&](auto f) { loop2<T, T, T>(n, a, b, dst, f); });
+                    with_binary_fn<T>(op,
+                                      [&](auto f) { L::template loop2<T, T, T>(n, a, b, dst, f); });
             });
         }
         case OpKind::BinaryScalar: {
@@ -114,11 +182,11 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
                     if constexpr (std::is_floating_point_v<T>) {
                         if (op == BinaryOp::Div && exact_reciprocal(v)) {  // as the unfused kernel
                             const T r = T(1) / v;
-                            return loop1<T, T>(n, a, dst, [r](T x) { return x * r; });
+                            return L::template loop1<T, T>(n, a, dst, [r](T x) { return x * r; });
                         }
                     }
                     with_binary_fn<T>(op, [&](auto f) {
-                        loop1<T, T>(n, a, dst, [f, v](T x) { return f(x, v); });
+                        L::template loop1<T, T>(n, a, dst, [f, v](T x) { return f(x, v); });
                     });
                 }
             });
@@ -127,7 +195,7 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             const auto op = static_cast<CompareOp>(in.code);
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 with_compare_fn<T>(op, [&](auto f) {
-                    loop2<T, T, std::uint8_t>(
+                    L::template loop2<T, T, std::uint8_t>(
                         n, a, b, dst, [f](T x, T y) { return static_cast<std::uint8_t>(f(x, y)); });
                 });
             });
@@ -142,20 +210,20 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
                     if (static_cast<double>(static_cast<float>(v)) == v) {
                         const float vf = static_cast<float>(v);
                         return with_compare_fn<float>(op, [&](auto f) {
-                            loop1<float, std::uint8_t>(n, a, dst, [f, vf](float x) {
+                            L::template loop1<float, std::uint8_t>(n, a, dst, [f, vf](float x) {
                                 return static_cast<std::uint8_t>(f(x, vf));
                             });
                         });
                     }
                     return with_compare_fn<double>(op, [&](auto f) {
-                        loop1<float, std::uint8_t>(n, a, dst, [f, v](float x) {
+                        L::template loop1<float, std::uint8_t>(n, a, dst, [f, v](float x) {
                             return static_cast<std::uint8_t>(f(static_cast<double>(x), v));
                         });
                     });
                 } else {
                     const T v = scalar_as<T>(sc[in.s0]);
                     with_compare_fn<T>(op, [&](auto f) {
-                        loop1<T, std::uint8_t>(
+                        L::template loop1<T, std::uint8_t>(
                             n, a, dst, [f, v](T x) { return static_cast<std::uint8_t>(f(x, v)); });
                     });
                 }
@@ -163,30 +231,64 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
         }
         case OpKind::Where:  // a: mask, b: where true, c: where false
             return visit_reg(p.reg_dtype(in.b), [&]<typename T>(TypeTag<T>) {
-                const std::uint8_t* __restrict m = static_cast<const std::uint8_t*>(a);
-                const T* __restrict x = static_cast<const T*>(b);
-                const T* __restrict z = static_cast<const T*>(c);
-                T* __restrict y = static_cast<T*>(dst);
-                for (std::size_t i = 0; i < n; ++i) y[i] = select(m[i] != 0, x[i], z[i]);
+                L::template where<T>(n, a, b, c, dst);
             });
         case OpKind::MaskFill:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 const T v = scalar_as<T>(sc[in.s0]);
-                loop2<T, std::uint8_t, T>(
+                L::template loop2<T, std::uint8_t, T>(
                     n, a, b, dst, [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
             });
         case OpKind::Clamp:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 const T lo = scalar_as<T>(sc[in.s0]), hi = scalar_as<T>(sc[in.s1]);
-                loop1<T, T>(n, a, dst, [lo, hi](T x) { return nan_min(nan_max(x, lo), hi); });
+                L::template loop1<T, T>(n, a, dst,
+                                        [lo, hi](T x) { return nan_min(nan_max(x, lo), hi); });
             });
         case OpKind::Cast:
             return visit_reg(da, [&]<typename S>(TypeTag<S>) {
                 visit_reg(in.dtype, [&]<typename D>(TypeTag<D>) {
-                    loop1<S, D>(n, a, dst, [](S x) { return static_cast<D>(x); });
+                    L::template loop1<S, D>(n, a, dst, [](S x) { return static_cast<D>(x); });
                 });
             });
     }
+}
+
+// One instruction over one tile, for one set of loops (one instruction set).
+using ExecFn = void (*)(const Program&, const Instr&, std::size_t, void* const*, void*,
+                        std::span<const Scalar>);
+
+struct FusionKernel {
+    std::string_view name;
+    ExecFn exec;
+    bool (*available)();
+};
+
+constexpr FusionKernel kKernels[] = {
+#if EMBER_FUSION_AVX512
+    {"avx512", exec<Avx512Loops>,
+     [] {
+         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+     }},
+#endif
+    {"native", exec<NativeLoops>, [] { return true; }},
+};
+
+// The first kernel this processor has, among those `wanted` names ("auto": any).
+const FusionKernel* choose_kernel(std::string_view wanted) {
+    for (const auto& k : kKernels)
+        if ((wanted == "auto" || wanted == k.name) && k.available()) return &k;
+    return nullptr;
+}
+
+std::atomic<const FusionKernel*>& current_kernel() {
+    static std::atomic<const FusionKernel*> k{[] {
+        const char* env = std::getenv("EMBER_FUSION_KERNEL");
+        const FusionKernel* chosen = env ? choose_kernel(env) : nullptr;
+        return chosen ? chosen : choose_kernel("auto");
+    }()};
+    return k;
 }
 
 // Copies elements [begin, begin + n) of `t` (row-major over `shape`, t's strides) into dst.
@@ -265,6 +367,7 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
     const std::size_t n = shape.num_elements();
     if (n == 0) return outs;
 
+    const ExecFn exec_fn = current_kernel().load()->exec;
     parallel_for(n, kChunk, [&](std::size_t begin, std::size_t end) {
         // Scratch for the registers that are neither dense inputs nor outputs: 8 bytes an
         // element covers every register type.
@@ -290,10 +393,21 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
                 }
             }
             for (std::size_t i = 0; i < p.instrs.size(); ++i)
-                exec(p, p.instrs[i], len, r.data(), r[n_in + i], sc);
+                exec_fn(p, p.instrs[i], len, r.data(), r[n_in + i], sc);
         }
     });
     return outs;
 }
 
 }  // namespace ember::detail::cpu
+
+std::string_view ember::cpu::fusion_kernel() {
+    return detail::cpu::current_kernel().load()->name;
+}
+
+bool ember::cpu::set_fusion_kernel(std::string_view name) {
+    const detail::cpu::FusionKernel* k = detail::cpu::choose_kernel(name);
+    if (!k) return false;
+    detail::cpu::current_kernel().store(k);
+    return true;
+}

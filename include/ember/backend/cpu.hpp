@@ -248,6 +248,11 @@ std::string_view qgemm_kernel();
 /// Chooses the int8 GEMM kernel ("avx512vnni", "avxvnni", "portable", or "auto" for the best
 /// the processor has; EMBER_QGEMM sets the default); false when the processor lacks it.
 bool set_qgemm_kernel(std::string_view name);
+/// The tile loops fused programs run on: "avx512" or "native" (the build's target, AVX2 on x86-64).
+std::string_view fusion_kernel();
+/// Chooses the fused programs' tile loops ("avx512", "native", or "auto" for the widest the
+/// processor has; EMBER_FUSION_KERNEL sets the default); false when the processor lacks them.
+bool set_fusion_kernel(std::string_view name);
 /// Bytes held by live CPU tensors now, and their high-water mark.
 using detail::cpu::MemoryStats;
 /// The CPU backend's memory counters (tensor buffers; the allocator's cache is not counted).
