@@ -36,6 +36,7 @@ struct Options {
     std::vector<std::size_t> devices{0};
     std::size_t batch = 0;  // per device; 0: the model's default
     std::size_t steps = 30, warmup = 5;
+    bool overlap = true;  // gradients all-reduced during backward (GradientReducer)
 };
 
 // A transformer classifier: 6 encoder layers, d_model 512, 8 heads, d_ff 2048, sequence 128,
@@ -90,6 +91,16 @@ double run_replica(coll::Collective* c, Dev device, const Options& o, std::size_
     auto loss_fn = ember::nn::loss::CrossEntropyLossConfig{}.init<B>();
     auto step = [&] {
         auto loss = loss_fn.forward(model.forward(x), y);
+        if (c && o.overlap) {
+            coll::GradientReducer reducer(*c, model);
+            ember::optim::GradientsParams grads;
+            {
+                auto scope = reducer.attach();
+                grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
+            }
+            model = optim.step(1e-4, std::move(model), reducer.finish(std::move(grads)));
+            return;
+        }
         auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
         if (c) grads = coll::sync_gradients(*c, model, std::move(grads));
         model = optim.step(1e-4, std::move(model), std::move(grads));
@@ -145,6 +156,7 @@ void bench(const Options& o) {
     const double samples = double(world * batch * o.steps);
     std::cout << std::fixed << std::setprecision(1) << "ember model=" << o.model
               << " world=" << world << " batch_per_device=" << batch
+              << " overlap=" << (world > 1 && o.overlap ? "on" : "off")
               << " samples_per_s=" << samples / seconds << std::setprecision(3)
               << " ms_per_step=" << 1000.0 * seconds / double(o.steps) << std::endl;
 }
@@ -165,6 +177,8 @@ int main(int argc, char** argv) {
                 o.steps = std::stoul(v), ++i;
             else if (a == "--warmup")
                 o.warmup = std::stoul(v), ++i;
+            else if (a == "--overlap")
+                o.overlap = v != "off", ++i;
             else if (a == "--devices") {
                 o.devices.clear();
                 for (std::size_t s = 0; s <= v.size();) {

@@ -104,6 +104,18 @@ TEST_CASE("NcclCollective: all_reduce, broadcast, all_gather, reduce_scatter on 
         CHECK(s.shape() == ember::Shape{2, 3});
         const auto want = items(0, 4, 3, 0.5f).to_vec<float>();
         CHECK(s.to_data().to_vec<float>()[0] == Approx(2 * want[r * 6]));
+        // Started on the side stream, in order, while the backend's stream goes on; an
+        // ordinary op after them waits for them.
+        auto pa = all_reduce_async(c, t);
+        auto pb = all_reduce_async(c, t.mul_scalar(2.0), ReduceOp::Mean);
+        auto after = all_reduce(c, Tensor<Cuda, 1>::ones({3}, dev)).to_data().to_vec<float>();
+        CHECK(after == std::vector<float>{2, 2, 2});
+        auto a = std::move(pa).wait().add_scalar(1.0).to_data().to_vec<float>();
+        auto b = std::move(pb).wait().to_data().to_vec<float>();
+        for (std::size_t i = 0; i < n; ++i) {
+            REQUIRE(a[i] == float(1000 + 2 * i + 1));
+            REQUIRE(b[i] == Approx(1000.0 + 2.0 * double(i)));
+        }
         auto k = all_reduce(c, Tensor<Cuda, 1, ember::Int>::arange(0, 4, dev));
         CHECK(k.to_data().to_vec<std::int64_t>() == std::vector<std::int64_t>{0, 2, 4, 6});
         // A tensor on the other rank's device is refused, naming the op and the devices.
@@ -133,6 +145,8 @@ TEST_CASE("NcclCollective: 2 GPUs with shards of B match 1 GPU with batches of 2
             single = o.step(1e-2, std::move(single), std::move(grads));
         }
     }
+    const bool overlap = GENERATE(false, true);
+    INFO("gradients reduced " << (overlap ? "during" : "after") << " backward");
     auto ranks = NcclCollective::init_all({CudaDevice{0}, CudaDevice{1}});
     std::vector<Net<ADC>> replicas(2, model);
     on_devices(ranks, [&](std::size_t r, Collective& c, CudaDevice dev) {
@@ -142,8 +156,20 @@ TEST_CASE("NcclCollective: 2 GPUs with shards of B match 1 GPU with batches of 2
             const std::size_t first = k * 2 * shard + r * shard;
             auto x = Tensor<ADC, 2>::from_data(items(first, shard, 8, 0.7f), dev);
             auto y = Tensor<ADC, 2>::from_data(items(first, shard, 4, 1.1f), dev);
-            auto grads = ember::optim::GradientsParams::from_grads(m.loss(x, y).backward(), m);
-            m = o.step(1e-2, std::move(m), sync_gradients(c, m, std::move(grads)));
+            if (!overlap) {
+                auto grads = ember::optim::GradientsParams::from_grads(m.loss(x, y).backward(), m);
+                m = o.step(1e-2, std::move(m), sync_gradients(c, m, std::move(grads)));
+                continue;
+            }
+            // A bucket per parameter, each started on NCCL's stream during backward.
+            GradientReducer reducer(c, m, {.bucket_bytes = 1});
+            ember::optim::GradientsParams grads;
+            {
+                auto scope = reducer.attach();
+                grads = ember::optim::GradientsParams::from_grads(m.loss(x, y).backward(), m);
+            }
+            m = o.step(1e-2, std::move(m), reducer.finish(std::move(grads)));
+            CHECK(reducer.overlapped() == 4);
         }
         replicas[r] = m;
     });
