@@ -80,7 +80,7 @@ TEST_CASE("ThreadCollective all_reduce: sum and mean over 2, 3 and 4 ranks", "[c
     }
 }
 
-TEST_CASE("ThreadCollective all_reduce: f64, i64, a rank-3 tensor and autodiff tensors",
+TEST_CASE("ThreadCollective all_reduce: f64, i64, a rank-3 tensor, autodiff and fusion tensors",
           "[collective]") {
     const std::size_t world = 3;
     std::vector<std::vector<double>> f64(world);
@@ -99,6 +99,13 @@ TEST_CASE("ThreadCollective all_reduce: f64, i64, a rank-3 tensor and autodiff t
         auto s = all_reduce(c, z);
         tracked[r] = s.is_require_grad();
         CHECK(s.to_data().to_vec<float>() == std::vector<float>(4, 3.f));
+        // A fusion backend's pending chain is computed, then reduced as the inner backend's.
+        using F = ember::Fusion<Cpu>;
+        auto f = (Tensor<F, 1>::ones({3}) * float(r + 1)).add_scalar(1.0);  // r + 2
+        CHECK(all_reduce(c, f).to_data().to_vec<float>() == std::vector<float>(3, 9.f));
+        auto g = all_reduce_async(c, Tensor<ember::Autodiff<F>, 1>::ones({2}).mul_scalar(2.0),
+                                  ReduceOp::Mean);
+        CHECK(std::move(g).wait().to_data().to_vec<float>() == std::vector<float>(2, 2.f));
     });
     for (std::size_t r = 0; r < world; ++r) {
         REQUIRE(errors[r].empty());

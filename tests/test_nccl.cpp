@@ -116,6 +116,10 @@ TEST_CASE("NcclCollective: all_reduce, broadcast, all_gather, reduce_scatter on 
             REQUIRE(a[i] == float(1000 + 2 * i + 1));
             REQUIRE(b[i] == Approx(1000.0 + 2.0 * double(i)));
         }
+        // Fusion<Cuda>: the pending chain is computed and its CUDA buffer goes to NCCL.
+        using F = ember::Fusion<Cuda>;
+        auto f = Tensor<F, 1>::ones({5}, dev).mul_scalar(double(r + 1)).add_scalar(1.0);
+        CHECK(all_reduce(c, f).to_data().to_vec<float>() == std::vector<float>(5, 5.f));
         auto k = all_reduce(c, Tensor<Cuda, 1, ember::Int>::arange(0, 4, dev));
         CHECK(k.to_data().to_vec<std::int64_t>() == std::vector<std::int64_t>{0, 2, 4, 6});
         // A tensor on the other rank's device is refused, naming the op and the devices.

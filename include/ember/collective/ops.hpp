@@ -10,7 +10,8 @@
 //
 // Tensors whose memory the endpoint accepts are passed in place (CUDA tensors to NCCL, on the
 // backend's stream, without waiting); the others make a round trip through host memory. On an
-// autodiff backend the op runs on the inner tensor: a collective is never part of a graph.
+// autodiff backend the op runs on the inner tensor: a collective is never part of a graph. On a
+// fusion backend a float tensor is computed first and reduced as its inner backend's.
 // Integer tensors reduce too (a mean rounds toward zero); bool tensors do not.
 #include <cstring>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "../backend/detail/cuda_tensor.hpp"
+#include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
 #include "collective.hpp"
 
@@ -31,6 +33,25 @@ template <typename B>
 constexpr bool is_cuda_backend =
     std::same_as<typename B::FloatTensorPrimitive, ember::detail::cuda::CudaTensor>;
 
+/// Whether `B` is Fusion<Inner>: its float tensors are computed (if pending) and passed as
+/// Inner's, so that a fusion backend over CUDA reaches NCCL with device buffers.
+template <typename B>
+concept IsFusionBackend = requires { typename B::InnerBackend; } &&
+    std::same_as<typename B::FloatTensorPrimitive, FusionTensor<typename B::InnerBackend>>;
+
+/// `t` as a tensor of Fusion<IB>'s inner backend (computed first when pending), and back.
+template <Backend B, std::size_t D>
+auto fusion_inner(Tensor<B, D> t) {
+    using IB = typename B::InnerBackend;
+    return Tensor<IB, D>::from_primitive(
+        ember::detail::fusion::take<IB>(std::move(t).into_primitive()));
+}
+template <Backend B, std::size_t D>
+Tensor<B, D> fusion_outer(Tensor<typename B::InnerBackend, D> t) {
+    return Tensor<B, D>::from_primitive(
+        ember::detail::fusion::make<typename B::InnerBackend>(std::move(t).into_primitive()));
+}
+
 /// Runs `fn(input, output)` on `t`'s elements and an output of `out_shape` (in place when
 /// `in_place`: output = input), on the device when the endpoint accepts its memory.
 template <Backend B, std::size_t D, typename K, typename Fn>
@@ -40,6 +61,9 @@ Tensor<B, D, K> run(Collective& c, Tensor<B, D, K> t, const Shape& out_shape, bo
     if constexpr (AutodiffBackend<B>) {
         return Tensor<B, D, K>::from_inner(
             run(c, t.inner(), out_shape, in_place, std::forward<Fn>(fn)));
+    } else if constexpr (IsFusionBackend<B> && std::same_as<K, Float>) {
+        return fusion_outer<B, D>(
+            run(c, fusion_inner(std::move(t)), out_shape, in_place, std::forward<Fn>(fn)));
     } else {
         const Device<B> device = t.device();
         if constexpr (is_cuda_backend<B>) {
@@ -119,6 +143,11 @@ PendingAllReduce<B, D, K> all_reduce_async(Collective& c, Tensor<B, D, K> t,
             all_reduce_async(c, t.inner(), op));
         return {std::make_unique<detail::DoneWork>(),
                 [inner] { return Tensor<B, D, K>::from_inner(std::move(*inner).wait()); }};
+    } else if constexpr (detail::IsFusionBackend<B> && std::same_as<K, Float>) {
+        auto inner = std::make_shared<PendingAllReduce<typename B::InnerBackend, D, K>>(
+            all_reduce_async(c, detail::fusion_inner(std::move(t)), op));
+        return {std::make_unique<detail::DoneWork>(),
+                [inner] { return detail::fusion_outer<B, D>(std::move(*inner).wait()); }};
     } else {
         if constexpr (detail::is_cuda_backend<B>) {
             if (c.accepts(Memory::Cuda)) {
