@@ -3,11 +3,14 @@
 // every instruction runs as a tight (vectorised) loop over the tile, and outputs are written
 // straight to their tensors. A tile is small enough that all the program's registers stay in
 // the core's caches, so a chain of k ops reads and writes main memory once instead of k times.
+// Each instruction is resolved to its loop once per launch (a Step), and the loops exist for
+// the build's target and, on x86-64, for AVX-512, chosen at run time.
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string_view>
 #include <vector>
 
@@ -95,18 +98,37 @@ EMBER_FUSION_INLINE void map_where(std::size_t n, const void* m, const void* a, 
     for (std::size_t i = 0; i < n; ++i) y[i] = select(c[i] != 0, x[i], z[i]);
 }
 
+// One instruction of a program bound to its loop: resolved once per launch, so that each tile
+// costs one indirect call per instruction rather than a walk through the op and type switches.
+struct Step {
+    using Run = void (*)(const Step&, std::size_t n, const void* a, const void* b, const void* c,
+                         void* d);
+    Run run = nullptr;
+    std::uint32_t a = 0, b = 0, c = 0;  // operand registers
+    // The element functor (a lambda and the scalars it captured), trivially copyable.
+    alignas(16) unsigned char fn[48] = {};
+
+    template <typename Fn>
+    const Fn& functor() const {
+        return *std::launder(reinterpret_cast<const Fn*>(fn));
+    }
+};
+
 // The loops for the build's own target (AVX2 on x86-64 builds).
 struct NativeLoops {
     template <typename A, typename R, typename Fn>
-    static void loop1(std::size_t n, const void* a, void* d, Fn f) {
-        map1<A, R>(n, a, d, f);
+    static void loop1(const Step& s, std::size_t n, const void* a, const void*, const void*,
+                      void* d) {
+        map1<A, R>(n, a, d, s.functor<Fn>());
     }
     template <typename A, typename B, typename R, typename Fn>
-    static void loop2(std::size_t n, const void* a, const void* b, void* d, Fn f) {
-        map2<A, B, R>(n, a, b, d, f);
+    static void loop2(const Step& s, std::size_t n, const void* a, const void* b, const void*,
+                      void* d) {
+        map2<A, B, R>(n, a, b, d, s.functor<Fn>());
     }
     template <typename T>
-    static void where(std::size_t n, const void* m, const void* a, const void* b, void* d) {
+    static void where(const Step&, std::size_t n, const void* m, const void* a, const void* b,
+                      void* d) {
         map_where<T>(n, m, a, b, d);
     }
 };
@@ -116,44 +138,57 @@ struct NativeLoops {
 // build's AVX2, which halves the cost of compute-bound chains such as erf's polynomials.
 struct Avx512Loops {
     template <typename A, typename R, typename Fn>
-    EMBER_FUSION_AVX512_TARGET static void loop1(std::size_t n, const void* a, void* d, Fn f) {
-        map1<A, R>(n, a, d, f);
+    EMBER_FUSION_AVX512_TARGET static void loop1(const Step& s, std::size_t n, const void* a,
+                                                 const void*, const void*, void* d) {
+        map1<A, R>(n, a, d, s.functor<Fn>());
     }
     template <typename A, typename B, typename R, typename Fn>
-    EMBER_FUSION_AVX512_TARGET static void loop2(std::size_t n, const void* a, const void* b,
-                                                 void* d, Fn f) {
-        map2<A, B, R>(n, a, b, d, f);
+    EMBER_FUSION_AVX512_TARGET static void loop2(const Step& s, std::size_t n, const void* a,
+                                                 const void* b, const void*, void* d) {
+        map2<A, B, R>(n, a, b, d, s.functor<Fn>());
     }
     template <typename T>
-    EMBER_FUSION_AVX512_TARGET static void where(std::size_t n, const void* m, const void* a,
-                                                 const void* b, void* d) {
+    EMBER_FUSION_AVX512_TARGET static void where(const Step&, std::size_t n, const void* m,
+                                                 const void* a, const void* b, void* d) {
         map_where<T>(n, m, a, b, d);
     }
 };
 #endif
 
-// One instruction over one tile of n elements; `r` holds every register's tile pointer.
+// Binds `s` to loop L::loop1 or L::loop2 over functor f.
+template <typename L, typename A, typename R, typename Fn>
+void bind1(Step& s, Fn f) {
+    static_assert(std::is_trivially_copyable_v<Fn> && sizeof(Fn) <= sizeof(s.fn) &&
+                  alignof(Fn) <= alignof(Step));
+    ::new (static_cast<void*>(s.fn)) Fn(f);
+    s.run = &L::template loop1<A, R, Fn>;
+}
+template <typename L, typename A, typename B, typename R, typename Fn>
+void bind2(Step& s, Fn f) {
+    static_assert(std::is_trivially_copyable_v<Fn> && sizeof(Fn) <= sizeof(s.fn) &&
+                  alignof(Fn) <= alignof(Step));
+    ::new (static_cast<void*>(s.fn)) Fn(f);
+    s.run = &L::template loop2<A, B, R, Fn>;
+}
+
+// Binds `st` to the loop and element functor of one instruction.
 template <typename L>
-void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void* dst,
-          std::span<const Scalar> sc) {
-    const void* a = r[in.a];
-    const void* b = r[in.b];
-    const void* c = r[in.c];
+void bind_into(Step& st, const Program& p, const Instr& in, std::span<const Scalar> sc) {
     const DType da = p.reg_dtype(in.a);
     switch (in.kind) {
         case OpKind::Unary: {
             const auto op = static_cast<UnaryOp>(in.code);
             if (op == UnaryOp::Not)
-                return L::template loop1<std::uint8_t, std::uint8_t>(
-                    n, a, dst, [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
+                return bind1<L, std::uint8_t, std::uint8_t>(
+                    st, [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (std::is_floating_point_v<T>) {
                     if (op == UnaryOp::IsNan)
-                        return L::template loop1<T, std::uint8_t>(
-                            n, a, dst, [](T x) { return static_cast<std::uint8_t>(x != x); });
+                        return bind1<L, T, std::uint8_t>(
+                            st, [](T x) { return static_cast<std::uint8_t>(x != x); });
                 }
                 if constexpr (!std::is_same_v<T, std::uint8_t>)
-                    with_unary_fn<T>(op, [&](auto f) { L::template loop1<T, T>(n, a, dst, f); });
+                    with_unary_fn<T>(op, [&](auto f) { bind1<L, T, T>(st, f); });
             });
         }
         case OpKind::Binary: {
@@ -161,17 +196,14 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             if (da == DType::Bool) {
                 using U = std::uint8_t;
                 if (op == BinaryOp::And)
-                    return L::template loop2<U, U, U>(n, a, b, dst,
-                                                      [](U x, U y) { return U(x & y); });
+                    return bind2<L, U, U, U>(st, [](U x, U y) { return U(x & y); });
                 if (op == BinaryOp::Or)
-                    return L::template loop2<U, U, U>(n, a, b, dst,
-                                                      [](U x, U y) { return U(x | y); });
-                return L::template loop2<U, U, U>(n, a, b, dst, [](U x, U y) { return U(x ^ y); });
+                    return bind2<L, U, U, U>(st, [](U x, U y) { return U(x | y); });
+                return bind2<L, U, U, U>(st, [](U x, U y) { return U(x ^ y); });
             }
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 if constexpr (!std::is_same_v<T, std::uint8_t>)
-                    with_binary_fn<T>(op,
-                                      [&](auto f) { L::template loop2<T, T, T>(n, a, b, dst, f); });
+                    with_binary_fn<T>(op, [&](auto f) { bind2<L, T, T, T>(st, f); });
             });
         }
         case OpKind::BinaryScalar: {
@@ -182,12 +214,11 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
                     if constexpr (std::is_floating_point_v<T>) {
                         if (op == BinaryOp::Div && exact_reciprocal(v)) {  // as the unfused kernel
                             const T r = T(1) / v;
-                            return L::template loop1<T, T>(n, a, dst, [r](T x) { return x * r; });
+                            return bind1<L, T, T>(st, [r](T x) { return x * r; });
                         }
                     }
-                    with_binary_fn<T>(op, [&](auto f) {
-                        L::template loop1<T, T>(n, a, dst, [f, v](T x) { return f(x, v); });
-                    });
+                    with_binary_fn<T>(
+                        op, [&](auto f) { bind1<L, T, T>(st, [f, v](T x) { return f(x, v); }); });
                 }
             });
         }
@@ -195,8 +226,8 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
             const auto op = static_cast<CompareOp>(in.code);
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 with_compare_fn<T>(op, [&](auto f) {
-                    L::template loop2<T, T, std::uint8_t>(
-                        n, a, b, dst, [f](T x, T y) { return static_cast<std::uint8_t>(f(x, y)); });
+                    bind2<L, T, T, std::uint8_t>(
+                        st, [f](T x, T y) { return static_cast<std::uint8_t>(f(x, y)); });
                 });
             });
         }
@@ -210,69 +241,77 @@ void exec(const Program& p, const Instr& in, std::size_t n, void* const* r, void
                     if (static_cast<double>(static_cast<float>(v)) == v) {
                         const float vf = static_cast<float>(v);
                         return with_compare_fn<float>(op, [&](auto f) {
-                            L::template loop1<float, std::uint8_t>(n, a, dst, [f, vf](float x) {
+                            bind1<L, float, std::uint8_t>(st, [f, vf](float x) {
                                 return static_cast<std::uint8_t>(f(x, vf));
                             });
                         });
                     }
                     return with_compare_fn<double>(op, [&](auto f) {
-                        L::template loop1<float, std::uint8_t>(n, a, dst, [f, v](float x) {
+                        bind1<L, float, std::uint8_t>(st, [f, v](float x) {
                             return static_cast<std::uint8_t>(f(static_cast<double>(x), v));
                         });
                     });
                 } else {
                     const T v = scalar_as<T>(sc[in.s0]);
                     with_compare_fn<T>(op, [&](auto f) {
-                        L::template loop1<T, std::uint8_t>(
-                            n, a, dst, [f, v](T x) { return static_cast<std::uint8_t>(f(x, v)); });
+                        bind1<L, T, std::uint8_t>(
+                            st, [f, v](T x) { return static_cast<std::uint8_t>(f(x, v)); });
                     });
                 }
             });
         }
         case OpKind::Where:  // a: mask, b: where true, c: where false
-            return visit_reg(p.reg_dtype(in.b), [&]<typename T>(TypeTag<T>) {
-                L::template where<T>(n, a, b, c, dst);
-            });
+            return visit_reg(p.reg_dtype(in.b),
+                             [&]<typename T>(TypeTag<T>) { st.run = &L::template where<T>; });
         case OpKind::MaskFill:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 const T v = scalar_as<T>(sc[in.s0]);
-                L::template loop2<T, std::uint8_t, T>(
-                    n, a, b, dst, [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
+                bind2<L, T, std::uint8_t, T>(
+                    st, [v](T x, std::uint8_t m) { return select(m != 0, v, x); });
             });
         case OpKind::Clamp:
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {
                 const T lo = scalar_as<T>(sc[in.s0]), hi = scalar_as<T>(sc[in.s1]);
-                L::template loop1<T, T>(n, a, dst,
-                                        [lo, hi](T x) { return nan_min(nan_max(x, lo), hi); });
+                bind1<L, T, T>(st, [lo, hi](T x) { return nan_min(nan_max(x, lo), hi); });
             });
         case OpKind::Cast:
             return visit_reg(da, [&]<typename S>(TypeTag<S>) {
                 visit_reg(in.dtype, [&]<typename D>(TypeTag<D>) {
-                    L::template loop1<S, D>(n, a, dst, [](S x) { return static_cast<D>(x); });
+                    bind1<L, S, D>(st, [](S x) { return static_cast<D>(x); });
                 });
             });
     }
 }
 
-// One instruction over one tile, for one set of loops (one instruction set).
-using ExecFn = void (*)(const Program&, const Instr&, std::size_t, void* const*, void*,
-                        std::span<const Scalar>);
+// One instruction resolved to its loop, for one set of loops (one instruction set).
+template <typename L>
+Step bind(const Program& p, const Instr& in, std::span<const Scalar> sc) {
+    Step st;
+    st.a = in.a;
+    st.b = in.b;
+    st.c = in.c;
+    bind_into<L>(st, p, in, sc);
+    EMBER_CHECK(st.run != nullptr, DType, "fused program: no CPU loop for op kind ",
+                static_cast<int>(in.kind), " on ", dtype_name(p.reg_dtype(in.a)));
+    return st;
+}
+using BindFn = Step (*)(const Program&, const Instr&, std::span<const Scalar>);
 
 struct FusionKernel {
     std::string_view name;
-    ExecFn exec;
+    BindFn bind;
     bool (*available)();
 };
 
 constexpr FusionKernel kKernels[] = {
 #if EMBER_FUSION_AVX512
-    {"avx512", exec<Avx512Loops>,
+    {"avx512", bind<Avx512Loops>,
      [] {
          return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
      }},
 #endif
-    {"native", exec<NativeLoops>, [] { return true; }},
+    {"native", bind<NativeLoops>, [] { return true; }},
 };
 
 // The first kernel this processor has, among those `wanted` names ("auto": any).
@@ -357,43 +396,51 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
                     dtype_name(inputs[k].dtype), ", expected ", shape.to_string(), " ",
                     dtype_name(p.inputs[k].dtype));
     std::vector<CpuTensor> outs;
-    std::vector<int> out_of(n_regs, -1);
-    for (std::size_t k = 0; k < p.outputs.size(); ++k) {
-        out_of[p.outputs[k]] = static_cast<int>(k);
+    for (std::size_t k = 0; k < p.outputs.size(); ++k)
         outs.push_back(empty(shape, p.reg_dtype(p.outputs[k])));
-    }
     std::vector<bool> dense(n_in);
     for (std::size_t k = 0; k < n_in; ++k) dense[k] = inputs[k].is_contiguous();
     const std::size_t n = shape.num_elements();
     if (n == 0) return outs;
 
-    const ExecFn exec_fn = current_kernel().load()->exec;
+    const BindFn bind_fn = current_kernel().load()->bind;
+    std::vector<Step> steps;
+    steps.reserve(p.instrs.size());
+    for (const Instr& in : p.instrs) steps.push_back(bind_fn(p, in, sc));
+    // Where each register's tile lives: dense inputs and the outputs in their tensors, the
+    // rest (gathered inputs, intermediates) in per-task scratch.
+    struct Home {
+        std::byte* base = nullptr;  // null: scratch
+        std::size_t elem = 0;
+    };
+    std::vector<Home> home(n_regs);
+    for (std::size_t k = 0; k < n_in; ++k)
+        if (dense[k])
+            home[k] = {const_cast<std::byte*>(inputs[k].bytes()), dtype_size(inputs[k].dtype)};
+    for (std::size_t k = 0; k < outs.size(); ++k)
+        if (p.outputs[k] >= n_in) home[p.outputs[k]] = {outs[k].bytes(), dtype_size(outs[k].dtype)};
     parallel_for(n, kChunk, [&](std::size_t begin, std::size_t end) {
-        // Scratch for the registers that are neither dense inputs nor outputs: 8 bytes an
-        // element covers every register type.
-        std::vector<std::uint64_t> scratch(n_regs * kTile);
+        // Scratch registers, 8 bytes an element (enough for every register type), each
+        // starting on a cache line so that vector loads and stores never straddle two.
+        struct alignas(64) Line {
+            std::uint64_t v[8];
+        };
+        constexpr std::size_t kLines = kTile * sizeof(std::uint64_t) / sizeof(Line);
+        std::vector<Line> scratch(n_regs * kLines);
         std::vector<void*> r(n_regs);
+        for (std::size_t k = 0; k < n_regs; ++k) r[k] = scratch.data() + k * kLines;
         for (std::size_t t0 = begin; t0 < end; t0 += kTile) {
             const std::size_t len = std::min(kTile, end - t0);
             for (std::size_t k = 0; k < n_regs; ++k) {
-                void* own = scratch.data() + k * kTile;
-                if (k < n_in) {
-                    const CpuTensor& in = inputs[k];
-                    if (dense[k]) {
-                        r[k] = const_cast<std::byte*>(in.bytes()) + t0 * dtype_size(in.dtype);
-                    } else {
-                        gather(in, shape, t0, len, own);
-                        r[k] = own;
-                    }
-                } else if (out_of[k] >= 0) {
-                    const CpuTensor& o = outs[static_cast<std::size_t>(out_of[k])];
-                    r[k] = o.bytes() + t0 * dtype_size(o.dtype);
-                } else {
-                    r[k] = own;
-                }
+                if (home[k].base)
+                    r[k] = home[k].base + t0 * home[k].elem;
+                else if (k < n_in)
+                    gather(inputs[k], shape, t0, len, r[k]);
             }
-            for (std::size_t i = 0; i < p.instrs.size(); ++i)
-                exec_fn(p, p.instrs[i], len, r.data(), r[n_in + i], sc);
+            for (std::size_t i = 0; i < steps.size(); ++i) {
+                const Step& st = steps[i];
+                st.run(st, len, r[st.a], r[st.b], r[st.c], r[n_in + i]);
+            }
         }
     });
     return outs;
