@@ -4,10 +4,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <numbers>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include <ember/ember.hpp>
+#include <ember/fusion/program.hpp>
 
 namespace ember::test {
 
@@ -33,6 +37,115 @@ inline void check_values(const std::vector<float>& got, const std::vector<double
     for (std::size_t i = 0; i < got.size(); ++i) {
         INFO("element " << i << ": " << got[i] << " vs " << want[i]);
         CHECK(std::abs(got[i] - want[i]) <= 1e-6 + rel * std::abs(want[i]));
+    }
+}
+
+/// Reductions along the last dim that end a pending chain, on Fusion<Inner> where Inner fuses
+/// them (`fused_reductions`): each is one kernel with the values of the math, and a reduced
+/// value that is still held comes out of the same kernel. Reductions along another dim, and
+/// of values already computed, run as before.
+template <typename FB>
+void check_fused_reductions(const typename FB::Device& device = {}) {
+    using fusion_stats = ember::fusion::Stats;
+    const std::vector<float> v = ramp(15, -2.f, 2.f);  // x[i][j] = v[5 i + j]
+    auto x = Tensor<FB, 2>::from_data(TensorData(v, {3, 5}), device);
+    auto launches = [](auto&& run) {
+        ember::fusion::reset_stats();
+        run();
+        const fusion_stats s = ember::fusion::stats();
+        return std::pair{s.fused_launches, s.kernels_launched};
+    };
+    auto rows = [&](auto f) {  // f over each row of x, from the math
+        std::vector<double> out;
+        for (std::size_t i = 0; i < 3; ++i) {
+            std::vector<double> row(v.begin() + 5 * i, v.begin() + 5 * i + 5);
+            out.push_back(f(row));
+        }
+        return out;
+    };
+    SECTION("sum, mean, max and min of a chain: one kernel each") {
+        std::vector<float> got;
+        auto n = launches(
+            [&] { got = (x * 2.0).exp().sum_dim(1).into_data().template to_vec<float>(); });
+        CHECK(n == std::pair<std::uint64_t, std::uint64_t>{1, 1});
+        check_values(got, rows([](const std::vector<double>& r) {
+                         double a = 0;
+                         for (double e : r) a += std::exp(2 * e);
+                         return a;
+                     }),
+                     1e-6);
+        n = launches([&] { got = (x * x).mean_dim(1).into_data().template to_vec<float>(); });
+        CHECK(n.first == 1);
+        check_values(got, rows([](const std::vector<double>& r) {
+                         double a = 0;
+                         for (double e : r) a += e * e;
+                         return a / 5;
+                     }),
+                     1e-6);
+        n = launches(
+            [&] { got = (x - 1.0).abs().max_dim(1).into_data().template to_vec<float>(); });
+        CHECK(n.first == 1);
+        check_values(got, rows([](const std::vector<double>& r) {
+                         double a = 0;
+                         for (double e : r) a = std::max(a, std::abs(e - 1));
+                         return a;
+                     }),
+                     1e-6);
+        n = launches([&] { got = x.sin().min_dim(1).into_data().template to_vec<float>(); });
+        CHECK(n.first == 1);
+        check_values(got, rows([](const std::vector<double>& r) {
+                         double a = 2;
+                         for (double e : r) a = std::min(a, std::sin(e));
+                         return a;
+                     }),
+                     1e-6);
+    }
+    SECTION("a reduced value that is still held is written by the same kernel") {
+        std::optional<Tensor<FB, 2>> e, s;
+        auto n = launches([&] {
+            e = x.exp();
+            s = e->sum_dim(1);
+            (void)s->to_data();
+        });
+        CHECK(n == std::pair<std::uint64_t, std::uint64_t>{1, 1});
+        std::vector<double> ev;
+        for (float f : v) ev.push_back(std::exp(double(f)));
+        check_values(e->to_data().template to_vec<float>(), ev, 1e-6);
+        check_values(s->to_data().template to_vec<float>(), rows([](const std::vector<double>& r) {
+                         double a = 0;
+                         for (double q : r) a += std::exp(q);
+                         return a;
+                     }),
+                     1e-6);
+    }
+    SECTION("strided inputs, rank 3, NaN and other dims") {
+        // x transposed: [5, 3], row j holds column j of x.
+        auto t = (x.transpose() + 1.0).sum_dim(1).into_data().template to_vec<float>();
+        std::vector<double> want;
+        for (std::size_t j = 0; j < 5; ++j)
+            want.push_back(3 + double(v[j]) + double(v[5 + j]) + double(v[10 + j]));
+        check_values(t, want, 1e-6);
+        auto x3 = Tensor<FB, 3>::from_data(TensorData(ramp(24, -1.f, 1.f), {2, 3, 4}), device);
+        auto r3 = x3.clamp_min(0.0).sum_dim(2);
+        CHECK(r3.shape() == ember::Shape{2, 3, 1});
+        std::vector<double> w3;
+        const auto v3 = ramp(24, -1.f, 1.f);
+        for (std::size_t r = 0; r < 6; ++r) {
+            double a = 0;
+            for (std::size_t c = 0; c < 4; ++c) a += std::max(0.0, double(v3[4 * r + c]));
+            w3.push_back(a);
+        }
+        check_values(r3.into_data().template to_vec<float>(), w3, 1e-6);
+        // A NaN in row 1 is the row's max, as unfused.
+        std::vector<float> with_nan = v;
+        with_nan[6] = std::numeric_limits<float>::quiet_NaN();
+        auto xn = Tensor<FB, 2>::from_data(TensorData(with_nan, {3, 5}), device);
+        auto nan_max = (xn + 1.0).max_dim(1).into_data().template to_vec<float>();
+        CHECK(std::isnan(nan_max[1]));
+        CHECK(nan_max[0] == Approx(v[4] + 1));
+        // Along dim 0: reduced unfused after the chain.
+        auto n = launches([&] { (void)(x * 3.0).sum_dim(0).into_data(); });
+        CHECK(n == std::pair<std::uint64_t, std::uint64_t>{0, 2});
     }
 }
 

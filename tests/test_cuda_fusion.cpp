@@ -132,6 +132,20 @@ TEST_CASE("cuda fusion: generated kernels compile with NVRTC (no GPU needed)", "
             CHECK(!ember::cuda::nvrtc_compile(src, 80, false).empty());
         }
     }
+    SECTION("a program that ends in a reduction: the rows kernel alone") {
+        for (bool dense : {true, false}) {
+            auto p = gelu_program(dense, dense ? 1 : 4);
+            p.reduce = ember::fusion::RowReduce{ember::ReduceOp::Max, p.outputs[0]};
+            p.outputs.clear();
+            const std::string src = ember::cuda::fused_source(p);
+            CHECK(src.find("_rows(") != std::string::npos);
+            CHECK(src.find("_vec4(") == std::string::npos);
+            CHECK(is_elf(ember::cuda::nvrtc_compile(src, 90, true)));
+        }
+        auto p = gelu_program(true);
+        p.reduce = ember::fusion::RowReduce{ember::ReduceOp::Prod, p.outputs[0]};
+        CHECK_THROWS_AS(ember::cuda::fused_source(p), ember::ArgumentError);
+    }
     SECTION("scalars are parameters, not part of the source") {
         const std::string src = ember::cuda::fused_source(gelu_program(true));
         CHECK(src.find("double s0") != std::string::npos);
@@ -159,6 +173,11 @@ TEST_CASE("cuda fusion: generated kernels compile with NVRTC (no GPU needed)", "
             CHECK(m.find("undeclared") != std::string::npos);  // NVRTC's log
         }
     }
+}
+
+TEST_CASE("cuda fusion: reductions along the last dim end the chain's kernel", "[cuda][fusion]") {
+    REQUIRE_GPU();
+    ember::test::check_fused_reductions<F>();
 }
 
 TEST_CASE("cuda fusion: gelu_custom is one kernel with the unfused values", "[cuda][fusion]") {

@@ -223,6 +223,12 @@ TEST_CASE("fusion vulkan: every float op equals the unfused kernel", "[fusion][v
     }
 }
 
+TEST_CASE("fusion vulkan: reductions along the last dim end the chain's kernel",
+          "[fusion][vulkan]") {
+    EMBER_SKIP_IF_UNAVAILABLE(F);
+    ember::test::check_fused_reductions<F>();
+}
+
 TEST_CASE("fusion vulkan: the kernel cache", "[fusion][vulkan]") {
     EMBER_SKIP_IF_UNAVAILABLE(F);
     SECTION("scalars are push constants: a new value compiles nothing") {

@@ -183,7 +183,9 @@ const FusedFunctions& functions(FusedModule& m, int device) {
         check_cu(drv.module_get_function(&h, mod, fn.c_str()), "cuModuleGetFunction", fn.c_str());
         out = h;
     };
-    if (m.source.dense) {
+    if (m.source.rows) {
+        get("_rows", f.rows);
+    } else if (m.source.dense) {
         get("_vec4", f.vec4);
         get("_dense", f.dense);
     } else {
@@ -242,18 +244,30 @@ std::vector<CudaBackend::FT> CudaBackend::fused_launch(const FusedKernel& kernel
                     " of shape ", t.shape.to_string(), " is strided, the program reads it dense");
     }
     std::vector<FT> outs;
-    outs.reserve(p.outputs.size());
+    outs.reserve(p.outputs.size() + 1);
     for (auto o : p.outputs) outs.push_back(k::empty(shape, p.reg_dtype(o), device));
     const auto n = static_cast<std::int64_t>(shape.num_elements());
+    if (p.reduce) {
+        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
+                    "fused program: a reduction along the "
+                    "last dim needs a non-empty shape of rank 1 or more, got ",
+                    shape.to_string());
+        Shape rs = shape;
+        rs[rs.rank() - 1] = 1;
+        outs.push_back(k::empty(rs, p.reg_dtype(p.reduce->reg), device));
+    }
     if (n == 0) return outs;
 
     const k::FusedFunctions& fns = k::functions(*kernel, device);
-    // Kernel arguments: every one is 8 bytes but the strided kernel's geometry.
+    // Kernel arguments: every one is 8 bytes but the strided kernel's geometry. A reduction's
+    // output comes last, after the scalars.
+    const std::size_t n_elem_out = p.outputs.size();
     std::vector<std::uint64_t> words;
-    words.reserve(1 + n_in + outs.size() + src.scalars.size());
+    words.reserve(2 + n_in + outs.size() + src.scalars.size());
     words.push_back(static_cast<std::uint64_t>(n));
     for (const FT& t : inputs) words.push_back(reinterpret_cast<std::uintptr_t>(t.ptr()));
-    for (const FT& t : outs) words.push_back(reinterpret_cast<std::uintptr_t>(t.ptr()));
+    for (std::size_t o = 0; o < n_elem_out; ++o)
+        words.push_back(reinterpret_cast<std::uintptr_t>(outs[o].ptr()));
     for (std::size_t s = 0; s < src.scalars.size(); ++s) {
         std::uint64_t w = 0;
         if (src.scalars[s] == k::ScalarParam::F64)
@@ -262,18 +276,31 @@ std::vector<CudaBackend::FT> CudaBackend::fused_launch(const FusedKernel& kernel
             std::memcpy(&w, &scalars[s].i, 8);
         words.push_back(w);
     }
+    if (src.rows) words.push_back(reinterpret_cast<std::uintptr_t>(outs.back().ptr()));
     std::vector<void*> args;
-    args.reserve(words.size() + 1);
+    args.reserve(words.size() + 2);
     args.push_back(&words[0]);
     std::vector<std::int64_t> geo;
     void* fn = nullptr;
     unsigned grid = 0;
-    if (src.dense) {
+    std::int64_t cols = 0;
+    if (src.rows) {
+        // (rows, cols), then the geometry when strided.
+        cols = static_cast<std::int64_t>(shape[shape.rank() - 1]);
+        words[0] = static_cast<std::uint64_t>(n / cols);
+        args.push_back(&cols);
+        grid = static_cast<unsigned>(std::min<std::int64_t>(n / cols, k::kMaxBlocks));
+        fn = fns.rows;
+    } else if (src.dense) {
         bool aligned = true;
         for (const FT& t : inputs) aligned = aligned && k::aligned_for_vec4(t);
         fn = aligned ? fns.vec4 : fns.dense;
         grid = aligned ? k::blocks(n / 4) : k::blocks(n);
     } else {
+        fn = fns.strided;
+        grid = k::blocks(n);
+    }
+    if (!src.dense) {
         // Shape, then each input's strides, `rank` wide (rank 0 iterates one element).
         const std::size_t rank = std::max<std::size_t>(shape.rank(), 1);
         geo.assign(rank * (1 + n_in), 0);
@@ -283,8 +310,6 @@ std::vector<CudaBackend::FT> CudaBackend::fused_launch(const FusedKernel& kernel
             for (std::size_t d = 0; d < shape.rank(); ++d)
                 geo[rank * (1 + i) + d] = inputs[i].strides[d];
         args.push_back(geo.data());
-        fn = fns.strided;
-        grid = k::blocks(n);
     }
     for (std::size_t w = 1; w < words.size(); ++w) args.push_back(&words[w]);
     auto* stream = reinterpret_cast<CUstream>(k::stream(device));

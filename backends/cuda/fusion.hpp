@@ -22,6 +22,8 @@ struct FusedSource {
     bool dense = false;                ///< every input dense: <name>_vec4 and <name>_dense;
                                        ///< otherwise <name>_strided
     std::vector<ScalarParam> scalars;  ///< the kernel's scalar parameters, by slot
+    bool rows = false;                 ///< a reduction ends it: <name>_rows alone (rows, cols,
+                                       ///< the geometry when strided, ..., the reduced output)
 };
 
 /// Checks a program as fused_compile must (register types, operand order, outputs): throws
@@ -37,6 +39,7 @@ struct FusedFunctions {
     void* vec4 = nullptr;     ///< CUfunction: four elements a thread, vector loads
     void* dense = nullptr;    ///< CUfunction: one element a thread, dense inputs
     void* strided = nullptr;  ///< CUfunction: per-input strides
+    void* rows = nullptr;     ///< CUfunction: a block a row, ending in the row's reduction
 };
 
 /// A compiled fused program: its source, and its module on each device that launched it

@@ -308,6 +308,83 @@ std::uint64_t fnv1a(const std::string& s) {
     return h;
 }
 
+// The loads of input k at element i: dense inputs by i, strided ones by their offset o<k>.
+std::string load_input(const Program& p, std::size_t k) {
+    return "in" + std::to_string(k) + "[" +
+           (p.inputs[k].dense ? std::string("i") : "o" + std::to_string(k)) + "]";
+}
+
+// The statements that set o<k> (each strided input's offset of element i) from g's geometry.
+std::string strided_offsets(const Program& p, std::size_t rank, const char* indent) {
+    std::vector<std::size_t> strided;
+    for (std::size_t k = 0; k < p.inputs.size(); ++k)
+        if (!p.inputs[k].dense) strided.push_back(k);
+    std::ostringstream os;
+    if (strided.empty()) return {};
+    for (std::size_t k : strided) os << indent << "long long o" << k << " = 0;\n";
+    os << indent << "long long rest = i;\n#pragma unroll\n"
+       << indent << "for (int d = " << rank - 1 << "; d >= 0; --d) {\n"
+       << indent << "  const long long c = rest % g.shape[d];\n"
+       << indent << "  rest /= g.shape[d];\n";
+    for (std::size_t k : strided)
+        os << indent << "  o" << k << " += c * g.stride[" << k << "][d];\n";
+    os << indent << "}\n";
+    return os.str();
+}
+
+// <name>_rows: a block a row of the iteration shape (its last dim), each thread a strided part
+// of the row's columns, the row's reduction combined through warp shuffles and shared memory.
+void emit_rows_kernel(std::ostringstream& os, const Program& p,
+                      const std::vector<std::string>& exprs, const FusedSource& src,
+                      const std::string& params, std::size_t rank) {
+    const auto op = p.reduce->op;
+    const DType d = p.reg_dtype(p.reduce->reg);
+    const std::string t = ctype(d), r = reg(p.reduce->reg);
+    const bool f = d == DType::F32;
+    const std::string init = op == ReduceOp::Max   ? "-INFINITY"
+                             : op == ReduceOp::Min ? "INFINITY"
+                                                   : (f ? "0.0f" : "0.0");
+    auto combine = [&](const std::string& a, const std::string& b) {
+        if (op == ReduceOp::Max) return "ember_max(" + a + ", " + b + ")";
+        if (op == ReduceOp::Min) return "ember_min(" + a + ", " + b + ")";
+        return std::string(f ? "__fadd_rn(" : "__dadd_rn(") + a + ", " + b + ")";
+    };
+    bool dense = true;
+    for (const auto& in : p.inputs) dense = dense && in.dense;
+    if (!dense)
+        os << "struct " << src.name << "_geo { long long shape[" << rank << "]; long long stride["
+           << p.inputs.size() << "][" << rank << "]; };\n";
+    os << "extern \"C\" __global__ void " << src.name << "_rows(long long rows, long long cols";
+    if (!dense) os << ", " << src.name << "_geo g";
+    os << params << ", " << t << "* __restrict__ red) {\n"
+       << "  __shared__ " << t << " part[32];\n"
+       << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+       << "    " << t << " acc = " << init << ";\n"
+       << "    for (long long col = threadIdx.x; col < cols; col += blockDim.x) {\n"
+       << "      const long long i = row * cols + col;\n"
+       << strided_offsets(p, rank, "      ")
+       << body(
+              p, exprs, [&](std::size_t k) { return load_input(p, k); },
+              [](std::size_t o, const std::string& v) {
+                  return "out" + std::to_string(o) + "[i] = " + v;
+              },
+              "      ")
+       << "      acc = " << combine("acc", r) << ";\n    }\n"
+       << "    for (int off = 16; off > 0; off >>= 1)\n"
+       << "      acc = " << combine("acc", "__shfl_down_sync(0xffffffffu, acc, off)") << ";\n"
+       << "    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;\n"
+       << "    __syncthreads();\n"
+       << "    if (threadIdx.x < 32) {\n"
+       << "      acc = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : " << init << ";\n"
+       << "      for (int off = 16; off > 0; off >>= 1)\n"
+       << "        acc = " << combine("acc", "__shfl_down_sync(0xffffffffu, acc, off)") << ";\n"
+       << "      if (threadIdx.x == 0) red[row] = "
+       << (op == ReduceOp::Mean
+               ? std::string(f ? "__fdiv_rn(acc, (float)cols)" : "__ddiv_rn(acc, (double)cols)")
+               : std::string("acc"))
+       << ";\n    }\n    __syncthreads();\n  }\n}\n";
+}
+
 }  // namespace
 
 void check_program(const Program& p) {
@@ -376,6 +453,12 @@ FusedSource generate_fused_source(const Program& p) {
             return "out" + std::to_string(o) + "[" + idx + "] = " + r;
         };
     };
+    if (p.reduce) {
+        emit_rows_kernel(os, p, exprs, src, params.str(), rank);
+        src.rows = true;
+        src.code = os.str();
+        return src;
+    }
     if (src.dense) {
         // Four elements a thread through vector loads; the last n % 4 by the first threads.
         os << "extern \"C\" __global__ void " << src.name << "_vec4(long long n" << params.str()

@@ -169,7 +169,8 @@ const Pipeline& pipeline_for(const FusedPlan& plan, Context& cx) {
     c.devices.insert(dev);
     const Pipeline& pipe = cx.pipeline_spirv(
         "fused:" + hex(plan.hash), it->second,
-        static_cast<std::uint32_t>(plan.program.outputs.size() + plan.program.inputs.size()),
+        static_cast<std::uint32_t>(plan.program.outputs.size() + plan.program.inputs.size() +
+                                   (plan.program.reduce ? 1u : 0u)),
         kFusedLocal, plan.layout.push_words * 4);
     if (c.pipelines.insert(id).second) ++c.stats.pipelines;
     slot = {&pipe, c.generation};
@@ -215,6 +216,10 @@ std::vector<VT> interpret(const Program& p, const std::vector<VT>& inputs,
     }
     std::vector<VT> outs;
     for (auto o : p.outputs) outs.push_back(r[o]);
+    if (p.reduce) {
+        const VT& x = r[p.reduce->reg];
+        outs.push_back(VulkanBackend::float_reduce_dim(p.reduce->op, x, x.shape.rank() - 1));
+    }
     return outs;
 }
 
@@ -259,6 +264,17 @@ std::vector<VT> fused_launch(const FusedPlan& plan, std::vector<VT> inputs,
     std::vector<VT> outs;
     for (auto o : p.outputs) outs.push_back(empty(shape, p.reg_dtype(o), dev));
     const std::size_t n = shape.num_elements();
+    std::size_t cols = 0;
+    if (p.reduce) {
+        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
+                    "fused program: a reduction along the "
+                    "last dim needs a non-empty shape of rank 1 or more, got ",
+                    shape.to_string());
+        cols = shape[shape.rank() - 1];
+        Shape rs = shape;
+        rs[rs.rank() - 1] = 1;
+        outs.push_back(empty(rs, DType::F32, dev));
+    }
     if (n == 0) return outs;
 
     std::vector<std::uint32_t> words(l.params_words ? l.params_words : 1, 0u);
@@ -279,12 +295,15 @@ std::vector<VT> fused_launch(const FusedPlan& plan, std::vector<VT> inputs,
     for (std::size_t s = 0; s < l.scalar_kinds.size(); ++s)
         put_scalar(sw, l.scalar_word[s] + (l.scalars_in_push ? 2 : 0), l.scalar_kinds[s], sc[s]);
     push[0] = static_cast<std::uint32_t>(n);
-    push[1] = vec ? 1u : 0u;
+    push[1] = p.reduce ? static_cast<std::uint32_t>(cols) : vec ? 1u : 0u;
 
-    // Enough threads to cover the work once (grid-stride beyond 2^16 workgroups).
+    // Enough threads to cover the work once (grid-stride beyond 2^16 workgroups); a workgroup
+    // a row when a reduction ends the program.
     const std::uint64_t items = vec ? n / 4 : n;
     const std::uint64_t groups =
-        std::min<std::uint64_t>((items + kFusedLocal - 1) / kFusedLocal, std::uint64_t{1} << 16);
+        p.reduce ? std::min<std::uint64_t>(n / cols, std::uint64_t{1} << 16)
+                 : std::min<std::uint64_t>((items + kFusedLocal - 1) / kFusedLocal,
+                                           std::uint64_t{1} << 16);
     std::vector<Binding> binds;
     binds.reserve(outs.size() + n_in);
     for (const VT& o : outs) binds.push_back(bind(o, true));
@@ -309,7 +328,12 @@ namespace k = detail::vk;
 VulkanBackend::FusedKernel VulkanBackend::fused_compile(const fusion::Program& program) {
     auto plan = std::make_shared<k::FusedPlan>();
     plan->program = program;
-    plan->interpreted = program.inputs.size() + program.outputs.size() > k::kMaxFusedBuffers;
+    // Programs past the buffer limit, and reductions of f64 (the kernels reduce f32), run op
+    // by op on the unfused kernels.
+    const bool f64_reduce = program.reduce && program.reg_dtype(program.reduce->reg) != DType::F32;
+    plan->interpreted = program.inputs.size() + program.outputs.size() + (program.reduce ? 1 : 0) >
+                            k::kMaxFusedBuffers ||
+                        f64_reduce;
     plan->source = k::generate_glsl(program, plan->layout);  // checks the program too
     plan->hash = k::fnv1a(plan->source.data(), plan->source.size());
     if (plan->interpreted) plan->source.clear();

@@ -211,6 +211,83 @@ std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
     return h;
 }
 
+namespace {
+
+// The statements for element e (a uint in scope): each input's index j<k> (dense inputs at
+// offset + e, strided ones through their strides), body(), the elementwise outputs stored, and,
+// when a reduction ends the program, the reduced register left in `yr`.
+void element(std::ostringstream& s, const Program& p, const FusedLayout& l, const char* ind) {
+    const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
+    bool any_strided = false;
+    for (bool st : l.strided) any_strided = any_strided || st;
+    for (std::size_t k = 0; k < n_in; ++k)
+        s << ind << "int j" << k << " = p[" << k << "]" << (l.strided[k] ? "" : " + int(e)")
+          << ";\n";
+    if (any_strided && p.rank > 0) {
+        s << ind << "uint rem = e, c;\n";
+        for (std::size_t d = p.rank; d-- > 0;) {
+            if (d > 0)
+                s << ind << "{ uint s = uint(p[" << l.shape_word + d
+                  << "]); c = rem % s; rem /= s; }\n";
+            else
+                s << ind << "c = rem;\n";
+            for (std::size_t k = 0; k < n_in; ++k)
+                if (l.strided[k])
+                    s << ind << "j" << k << " += int(c) * p[" << l.stride_word[k] + d << "];\n";
+        }
+    }
+    for (std::size_t k = 0; k < n_out; ++k)
+        s << ind << glsl_type(p.reg_dtype(p.outputs[k])) << " y" << k << ";\n";
+    s << ind << "body(";
+    for (std::size_t k = 0; k < n_in; ++k)
+        s << (k ? ", " : "")
+          << load(p.inputs[k].dtype, "i" + std::to_string(k), "j" + std::to_string(k));
+    for (std::size_t k = 0; k < n_out; ++k) s << ", y" << k;
+    if (p.reduce) s << (n_in + n_out ? ", " : "") << "yr";
+    s << ");\n";
+    for (std::size_t k = 0; k < n_out; ++k)
+        s << ind
+          << store(p.reg_dtype(p.outputs[k]), "o" + std::to_string(k), "int(e)",
+                   "y" + std::to_string(k))
+          << "\n";
+}
+
+// main() of a program that ends in a reduction along the last dim (f32): a workgroup a row
+// (pc.n elements in rows of pc.vec), each thread a strided part of the row's columns, the
+// partial results combined in shared memory.
+void emit_rows_main(std::ostringstream& s, const Program& p, const FusedLayout& l) {
+    const auto op = p.reduce->op;
+    const std::string init = op == ReduceOp::Max   ? "uintBitsToFloat(0xff800000u)"
+                             : op == ReduceOp::Min ? "uintBitsToFloat(0x7f800000u)"
+                                                   : "0.0";
+    auto combine = [&](const std::string& a, const std::string& b) {
+        if (op == ReduceOp::Max) return "nan_max(" + a + ", " + b + ")";
+        if (op == ReduceOp::Min) return "nan_min(" + a + ", " + b + ")";
+        return "(" + a + " + " + b + ")";
+    };
+    s << "\nshared float red_part[WG_SIZE];\n\nvoid main() {\n"
+      << "    uint n = pc.n, cols = pc.vec, rows = n / cols;\n"
+      << "    uint lid = gl_LocalInvocationID.x;\n"
+      << "    uint groups = gl_NumWorkGroups.x * gl_NumWorkGroups.y;\n"
+      << "    for (uint row = group_id(); row < rows; row += groups) {\n"
+      << "        float acc = " << init << ";\n"
+      << "        for (uint col = lid; col < cols; col += WG_SIZE) {\n"
+      << "            uint e = row * cols + col;\n"
+      << "            float yr;\n";
+    element(s, p, l, "            ");
+    s << "            acc = " << combine("acc", "yr") << ";\n        }\n"
+      << "        red_part[lid] = acc;\n        barrier();\n"
+      << "        for (uint h = WG_SIZE / 2u; h > 0u; h >>= 1u) {\n"
+      << "            if (lid < h) red_part[lid] = "
+      << combine("red_part[lid]", "red_part[lid + h]") << ";\n            barrier();\n        }\n"
+      << "        if (lid == 0u) "
+      << store(DType::F32, "or", "int(row)",
+               op == ReduceOp::Mean ? "red_part[0] / float(cols)" : "red_part[0]")
+      << "\n        barrier();\n    }\n}\n";
+}
+
+}  // namespace
+
 std::string generate_glsl(const Program& p, FusedLayout& l) {
     fusion::check_program(p, kMaxRank);
     const std::size_t n_in = p.inputs.size(), n_out = p.outputs.size();
@@ -268,8 +345,11 @@ std::string generate_glsl(const Program& p, FusedLayout& l) {
               << "v { uvec4 " << name << "v[]; };\n";
     };
     for (std::size_t k = 0; k < n_out; ++k) buffer(1 + k, "writeonly", "o" + std::to_string(k));
+    // A reduction's output follows the elementwise ones (the launcher binds it last of them).
+    const std::size_t n_red = p.reduce ? 1 : 0;
+    if (p.reduce) buffer(1 + n_out, "writeonly", "or");
     for (std::size_t k = 0; k < n_in; ++k)
-        buffer(1 + n_out + k, "readonly", "i" + std::to_string(k));
+        buffer(1 + n_out + n_red + k, "readonly", "i" + std::to_string(k));
     s << "layout(push_constant) uniform Push { uint n; uint vec;";
     if (l.scalars_in_push && l.scalar_words) s << " uint s[" << l.scalar_words << "];";
     s << " } pc;\n" << kFusedHelpers;
@@ -280,13 +360,20 @@ std::string generate_glsl(const Program& p, FusedLayout& l) {
         s << (k ? ", " : "") << glsl_type(p.inputs[k].dtype) << " " << reg(k);
     for (std::size_t k = 0; k < n_out; ++k)
         s << ", out " << glsl_type(p.reg_dtype(p.outputs[k])) << " y" << k;
+    if (p.reduce) s << (n_in + n_out ? ", " : "") << "out float yr";
     s << ") {\n";
     for (std::size_t i = 0; i < p.instrs.size(); ++i)
         s << "    " << glsl_type(p.instrs[i].dtype) << " " << reg(n_in + i) << " = "
           << g.instr(p.instrs[i]) << ";\n";
     for (std::size_t k = 0; k < n_out; ++k)
         s << "    y" << k << " = " << reg(p.outputs[k]) << ";\n";
-    s << "}\n\nvoid main() {\n"
+    if (p.reduce) s << "    yr = " << reg(p.reduce->reg) << ";\n";
+    s << "}\n";
+    if (p.reduce) {
+        emit_rows_main(s, p, l);
+        return s.str();
+    }
+    s << "\nvoid main() {\n"
       << "    uint gid = global_id();\n"
       << "    uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * WG_SIZE;\n"
       << "    uint n = pc.n;\n    uint start = 0u;\n";
@@ -350,37 +437,7 @@ std::string generate_glsl(const Program& p, FusedLayout& l) {
 
     // One element a thread: dense inputs at offset + e, strided ones through their strides.
     s << "    for (uint e = start + gid; e < n; e += stride) {\n";
-    bool any_strided = false;
-    for (bool st : l.strided) any_strided = any_strided || st;
-    for (std::size_t k = 0; k < n_in; ++k)
-        s << "        int j" << k << " = p[" << k << "]" << (l.strided[k] ? "" : " + int(e)")
-          << ";\n";
-    if (any_strided && p.rank > 0) {
-        s << "        uint rem = e, c;\n";
-        for (std::size_t d = p.rank; d-- > 0;) {
-            if (d > 0)
-                s << "        { uint s = uint(p[" << l.shape_word + d
-                  << "]); c = rem % s; rem /= s; }\n";
-            else
-                s << "        c = rem;\n";
-            for (std::size_t k = 0; k < n_in; ++k)
-                if (l.strided[k])
-                    s << "        j" << k << " += int(c) * p[" << l.stride_word[k] + d << "];\n";
-        }
-    }
-    for (std::size_t k = 0; k < n_out; ++k)
-        s << "        " << glsl_type(p.reg_dtype(p.outputs[k])) << " y" << k << ";\n";
-    s << "        body(";
-    for (std::size_t k = 0; k < n_in; ++k)
-        s << (k ? ", " : "")
-          << load(p.inputs[k].dtype, "i" + std::to_string(k), "j" + std::to_string(k));
-    for (std::size_t k = 0; k < n_out; ++k) s << ", y" << k;
-    s << ");\n";
-    for (std::size_t k = 0; k < n_out; ++k)
-        s << "        "
-          << store(p.reg_dtype(p.outputs[k]), "o" + std::to_string(k), "int(e)",
-                   "y" + std::to_string(k))
-          << "\n";
+    element(s, p, l, "        ");
     s << "    }\n}\n";
     return s.str();
 }

@@ -63,6 +63,12 @@ std::string Program::key() const {
         k.push_back(static_cast<char>(o & 0xff));
         k.push_back(static_cast<char>(o >> 8));
     }
+    if (reduce) {
+        k.push_back('R');
+        k.push_back(static_cast<char>('0' + static_cast<int>(reduce->op)));
+        k.push_back(static_cast<char>(reduce->reg & 0xff));
+        k.push_back(static_cast<char>(reduce->reg >> 8));
+    }
     return k;
 }
 
@@ -87,6 +93,11 @@ std::string Program::to_string() const {
     }
     os << "outputs:";
     for (auto o : outputs) os << " r" << o;
+    if (reduce) {
+        static const char* const names[] = {"sum", "mean", "prod", "max", "min", "any", "all"};
+        os << "\nreduce: " << names[static_cast<int>(reduce->op)] << " of r" << reduce->reg
+           << " along the last dim";
+    }
     return os.str();
 }
 
@@ -119,7 +130,7 @@ void count_cache_hit() {
 }  // namespace detail
 
 void check_program(const Program& p, std::size_t max_rank) {
-    EMBER_CHECK(!p.instrs.empty() && !p.outputs.empty(), Argument,
+    EMBER_CHECK(!p.instrs.empty() && (!p.outputs.empty() || p.reduce), Argument,
                 "fused program: needs instructions and outputs");
     EMBER_CHECK(p.rank <= max_rank, Argument, "fused program: rank ", p.rank, " exceeds ",
                 max_rank);
@@ -147,6 +158,20 @@ void check_program(const Program& p, std::size_t max_rank) {
     for (auto o : p.outputs)
         EMBER_CHECK(o >= n_in && o < n_in + p.instrs.size(), Argument,
                     "fused program: output register ", o, " is not an instruction's");
+    if (p.reduce) {
+        const auto op = p.reduce->op;
+        EMBER_CHECK(op == ReduceOp::Sum || op == ReduceOp::Mean || op == ReduceOp::Max ||
+                        op == ReduceOp::Min,
+                    Argument, "fused program: reduction ", int(op),
+                    " is not fused (sum, mean, max and min are)");
+        EMBER_CHECK(p.reduce->reg >= n_in && p.reduce->reg < n_in + p.instrs.size(), Argument,
+                    "fused program: the reduced register ", p.reduce->reg,
+                    " is not an instruction's");
+        const DType d = p.reg_dtype(p.reduce->reg);
+        EMBER_CHECK(d == DType::F32 || d == DType::F64, DType,
+                    "fused program: reductions are fused for float registers, not ", dtype_name(d));
+        EMBER_CHECK(p.rank >= 1, Argument, "fused program: a reduction needs a rank of at least 1");
+    }
 }
 
 }  // namespace ember::fusion

@@ -227,6 +227,8 @@ struct CudaBackend : BackendBase<CudaBackend> {
     // ---- fusion (the FusionBackend side of Fusion<Cuda>: CUDA C++ through NVRTC) ----
     /// A fused program's kernel source and the modules loaded from it, one per device.
     using FusedKernel = std::shared_ptr<detail::cuda::FusedModule>;
+    /// Fused programs may end in a reduction along the last dim (a block a row).
+    static constexpr bool fused_reductions = true;
     /// Generates the CUDA C++ of a fused program (checking it); NVRTC compiles it for a
     /// device's architecture at its first launch there (or the on-disk cache supplies it).
     static FusedKernel fused_compile(const fusion::Program& program);

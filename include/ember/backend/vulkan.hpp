@@ -217,6 +217,9 @@ struct VulkanBackend : BackendBase<VulkanBackend> {
     /// A fused program turned into GLSL; its SPIR-V and pipelines are made per device at first
     /// launch (from the on-disk cache when present) and kept.
     using FusedKernel = std::shared_ptr<const detail::vk::FusedPlan>;
+    /// Fused programs may end in a reduction along the last dim (a workgroup a row; f64
+    /// reductions run op by op).
+    static constexpr bool fused_reductions = true;
     /// Checks a fused program and generates its compute shader (EMBER_FUSION_DUMP=1 prints it).
     static FusedKernel fused_compile(const fusion::Program& program);
     /// Runs a fused program over `shape` in one dispatch; scalar values go in push constants.

@@ -282,7 +282,21 @@ struct Fusion : BackendBase<Fusion<B>> {
     EMBER_FUSION_FORWARD(float_full)
     EMBER_FUSION_FORWARD(float_random)
     EMBER_FUSION_FORWARD(float_reduce)
-    EMBER_FUSION_FORWARD(float_reduce_dim)
+    /// A reduction along the last dim of a pending chain ends the chain's kernel, where B
+    /// fuses reductions (`B::fused_reductions`): what is reduced is written out only when
+    /// something else still holds it. Other reductions run on B.
+    static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim) {
+        if constexpr (requires { requires B::fused_reductions; }) {
+            const V& v = *t.value;
+            const bool fusable = op == ReduceOp::Sum || op == ReduceOp::Mean ||
+                                 op == ReduceOp::Max || op == ReduceOp::Min;
+            if (fusable && !v.prim && (v.dtype == DType::F32 || v.dtype == DType::F64) &&
+                v.shape.rank() >= 1 && dim + 1 == v.shape.rank() && v.shape.num_elements() > 0)
+                if (auto r = Stream::get().reduce_last_dim(t.value, op)) return make(std::move(*r));
+        }
+        fusion::detail::count_launch(false, 1);
+        return make(B::float_reduce_dim(op, take(std::move(t)), dim));
+    }
     EMBER_FUSION_FORWARD(float_arg_reduce)
     EMBER_FUSION_FORWARD(float_softmax)
     EMBER_FUSION_FORWARD(float_log_softmax)

@@ -10,6 +10,7 @@
 // compiled kernel.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,8 @@ struct Instr {
     std::uint16_t a = 0;          ///< first operand register
     std::uint16_t b = 0;          ///< second operand register (Binary, Compare, Where, MaskFill)
     std::uint16_t c = 0;          ///< third operand register (Where)
-    std::uint16_t s0 = 0;         ///< first scalar slot (BinaryScalar, CompareScalar, MaskFill, Clamp)
-    std::uint16_t s1 = 0;         ///< second scalar slot (Clamp)
+    std::uint16_t s0 = 0;  ///< first scalar slot (BinaryScalar, CompareScalar, MaskFill, Clamp)
+    std::uint16_t s1 = 0;  ///< second scalar slot (Clamp)
 };
 
 /// An input of the program: its element type and whether it is laid out densely over the
@@ -50,12 +51,21 @@ struct InputDesc {
     bool dense = true;         ///< contiguous over the iteration shape
 };
 
-/// A fused elementwise program.
+/// A reduction that ends a program: register `reg` reduced along the last dim of the iteration
+/// shape, written as one more output of that shape with the last dim 1 (after `outputs`).
+/// Kernels that compute it never write `reg` itself unless it is also among `outputs`.
+struct RowReduce {
+    ReduceOp op = ReduceOp::Sum;  ///< Sum, Mean, Max or Min (NaN-propagating, as unfused)
+    std::uint16_t reg = 0;        ///< the float register reduced
+};
+
+/// A fused elementwise program, optionally ending in a reduction along the last dim.
 struct Program {
-    std::vector<InputDesc> inputs;        ///< registers 0..n-1
-    std::vector<Instr> instrs;            ///< in order; instruction i writes register n + i
-    std::vector<std::uint16_t> outputs;   ///< registers written to output tensors
-    std::size_t rank = 1;                 ///< rank of the iteration shape (strided kernels)
+    std::vector<InputDesc> inputs;       ///< registers 0..n-1
+    std::vector<Instr> instrs;           ///< in order; instruction i writes register n + i
+    std::vector<std::uint16_t> outputs;  ///< registers written to output tensors
+    std::size_t rank = 1;                ///< rank of the iteration shape (strided kernels)
+    std::optional<RowReduce> reduce;     ///< the reduction that ends it, if any
 
     /// The element type of register `r`.
     DType reg_dtype(std::size_t r) const {
@@ -70,8 +80,9 @@ struct Program {
 
 /// Counters of the fusion machinery, process-wide.
 struct Stats {
-    std::uint64_t kernels_launched = 0;   ///< fused kernels plus ops run unfused on the inner backend
-    std::uint64_t fused_launches = 0;     ///< fused kernels launched
+    std::uint64_t kernels_launched =
+        0;                             ///< fused kernels plus ops run unfused on the inner backend
+    std::uint64_t fused_launches = 0;  ///< fused kernels launched
     std::uint64_t programs_compiled = 0;  ///< fused programs compiled (cache misses)
     std::uint64_t cache_hits = 0;         ///< fused launches that found their kernel compiled
     std::uint64_t ops_fused = 0;          ///< elementwise ops that ran inside fused kernels

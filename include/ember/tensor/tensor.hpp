@@ -903,8 +903,10 @@ private:
         const std::size_t d = normalize_dim(dim, D, "var");
         const std::size_t n = shape()[d];
         auto mean = mean_dim(static_cast<long>(d));
-        auto centered = sub(mean);
-        auto sq = centered.mul(centered).sum_dim(static_cast<long>(d));
+        // The centered values are not kept: under Fusion<B> their squares' sum is then one
+        // kernel that never writes them out.
+        auto squared = [](Tensor c) { return c.mul(c); };
+        auto sq = squared(sub(mean)).sum_dim(static_cast<long>(d));
         const double denom = n > correction ? static_cast<double>(n - correction) : 0.0;
         return {sq.div_scalar(denom), mean};
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../detail/sync.hpp"
+#include "../../tensor/ops.hpp"
 #include "../../tensor/shape.hpp"
 #include "../program.hpp"
 
@@ -57,7 +58,7 @@ inline std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
 /// serialised by its mutex, so values may cross threads).
 template <typename B>
 class Stream {
-public:
+  public:
     using V = Value<B>;
     using P = typename B::FloatTensorPrimitive;
     /// Pending ops a program may hold: bounds the registers a kernel needs.
@@ -107,8 +108,21 @@ public:
         flush_locked();
     }
 
-private:
-    void flush_locked();
+    /// B's tensor of the reduction of pending `v` along its last dim (keeping the dim), computed
+    /// by the kernel that runs the chain, so that `v` is written out only when someone else
+    /// holds it; nothing when `v` was computed meanwhile (the caller reduces it unfused).
+    std::optional<P> reduce_last_dim(const std::shared_ptr<V>& v, ReduceOp op) {
+        LockGuard lock(mutex_);
+        if (v->prim) return std::nullopt;
+        return flush_locked(RowTarget{v.get(), op});  // `v` is the caller's handle
+    }
+
+  private:
+    struct RowTarget {
+        const V* value;
+        ReduceOp op;
+    };
+    std::optional<P> flush_locked(std::optional<RowTarget> reduce = std::nullopt);
 
     ember::detail::Mutex mutex_;
     std::vector<std::weak_ptr<V>> pending_;
@@ -135,13 +149,13 @@ typename B::FloatTensorPrimitive run_single(const Value<B>& v,
                                             const typename B::FloatTensorPrimitive* c);
 
 template <typename B>
-void Stream<B>::flush_locked() {
+auto Stream<B>::flush_locked(std::optional<RowTarget> reduce) -> std::optional<P> {
     std::vector<std::shared_ptr<V>> live;
     live.reserve(pending_.size());
     for (auto& w : pending_)
         if (auto s = w.lock()) live.push_back(std::move(s));
     pending_.clear();
-    if (live.empty()) return;
+    if (live.empty()) return std::nullopt;
 
     // Registers: materialised operands become inputs (once each), pending ones the register of
     // the instruction that computes them. Operands always precede their users in the stream.
@@ -161,11 +175,13 @@ void Stream<B>::flush_locked() {
     // A value held outside the stream (a user's tensor, a later op) must be written out.
     std::vector<std::size_t> out_index;
     for (std::size_t i = 0; i < live.size(); ++i) {
-        const long held = live[i].use_count() - 1 - internal_uses[live[i].get()];
+        // The reduced value's caller hands its handle over: not a reason to write it out.
+        const long caller = reduce && reduce->value == live[i].get() ? 1 : 0;
+        const long held = live[i].use_count() - 1 - internal_uses[live[i].get()] - caller;
         if (held > 0) out_index.push_back(i);
     }
 
-    if (live.size() == 1) {
+    if (live.size() == 1 && !reduce) {
         V& v = *live[0];
         const P* ops[3] = {nullptr, nullptr, nullptr};
         for (std::size_t k = 0; k < 3; ++k)
@@ -173,7 +189,7 @@ void Stream<B>::flush_locked() {
         v.prim = run_single<B>(v, ops[0], ops[1], ops[2]);
         ember::fusion::detail::count_launch(false, 1);
         v.args = {};
-        return;
+        return std::nullopt;
     }
 
     Program prog;
@@ -208,12 +224,17 @@ void Stream<B>::flush_locked() {
                 ins.s1 = static_cast<std::uint16_t>(scalars.size());
                 scalars.push_back(v.scalars[1]);
                 break;
-            default: break;
+            default:
+                break;
         }
         reg[live[i].get()] = static_cast<std::uint16_t>(n_in + i);
         prog.instrs.push_back(ins);
     }
     for (std::size_t i : out_index) prog.outputs.push_back(static_cast<std::uint16_t>(n_in + i));
+    if (reduce) {
+        // The target was in the chain (it is pending, and its shape is the chain's).
+        prog.reduce = ember::fusion::RowReduce{reduce->op, reg.at(reduce->value)};
+    }
 
     const std::string key = prog.key();
     auto it = cache_.find(key);
@@ -225,8 +246,11 @@ void Stream<B>::flush_locked() {
     }
     std::vector<P> outs = B::fused_launch(it->second, prog, std::move(in_prims), scalars, shape_);
     ember::fusion::detail::count_launch(true, prog.instrs.size());
-    for (std::size_t k = 0; k < out_index.size(); ++k) live[out_index[k]]->prim = std::move(outs[k]);
+    for (std::size_t k = 0; k < out_index.size(); ++k)
+        live[out_index[k]]->prim = std::move(outs[k]);
     for (auto& v : live) v->args = {};
+    if (reduce) return std::move(outs.back());
+    return std::nullopt;
 }
 
 }  // namespace ember::detail::fusion
