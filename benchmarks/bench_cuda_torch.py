@@ -104,6 +104,20 @@ def fusion():
         print(f"bench_cuda_torch: torch.compile unavailable: {str(e)[:200]}", file=sys.stderr)
 
 
+def reduce_chain():
+    """A row sum of exp(2x) (4 bytes read an element) and LayerNorm over the last dim (4 read +
+    4 written) on [8192, 4096] f32, eager."""
+    rows, cols = 8192, 4096
+    n = rows * cols
+    x = torch.randn(rows, cols, device="cuda")
+    s = time_per_call(lambda: torch.exp(x * 2).sum(1, keepdim=True), 20)
+    emit("rowsum_exp_8192x4096_eager", 4 * n / s / 1e9, "GB/s")
+    ln = torch.nn.LayerNorm(cols, device="cuda")
+    with torch.no_grad():
+        s = time_per_call(lambda: ln(x), 20)
+    emit("layer_norm_8192x4096_eager", 8 * n / s / 1e9, "GB/s")
+
+
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     want = lambda w: not only or only == w
@@ -125,6 +139,8 @@ def main():
         train_step("train_step_cnn_b64", Cnn())
     if want("fusion"):
         fusion()
+    if want("reduce"):
+        reduce_chain()
 
 
 if __name__ == "__main__":
