@@ -17,6 +17,7 @@
 #include <numbers>
 
 #include "../examples/mnist/model.hpp"
+#include "reduce_chain.hpp"
 
 namespace {
 using ember::Cuda;
@@ -104,36 +105,6 @@ void fusion() {
                  static_cast<unsigned long long>(st.programs_compiled));
 }
 
-/// Reductions that end an elementwise chain, [8192, 4096] f32: a row sum of exp(2x) (4 bytes
-/// read an element) and LayerNorm over the last dim (4 read + 4 written), unfused on Cuda and
-/// through Fusion<Cuda> (where the chain and its reduction are one kernel).
-template <ember::Backend B>
-void reduce_chain(const char* tag) {
-    const std::size_t rows = 8192, cols = 4096;
-    const double n = double(rows * cols);
-    auto x = Tensor<B, 2>::from_data(
-        Tensor<Cuda, 2>::random({rows, cols}, ember::Distribution::Normal(0, 1)).to_data());
-    Tensor<B, 2> y = x;
-    auto flush = [] {
-        if constexpr (requires { B::flush(); }) B::flush();
-    };
-    const double s1 = time_per_call(
-        [&] {
-            y = (x * 2.0).exp().sum_dim(1);
-            flush();
-        },
-        20);
-    emit((std::string("rowsum_exp_8192x4096_") + tag).c_str(), 4.0 * n / s1 / 1e9, "GB/s");
-    auto ln = ember::nn::LayerNormConfig{cols}.init<B>();
-    const double s2 = time_per_call(
-        [&] {
-            y = ln.forward(x);
-            flush();
-        },
-        20);
-    emit((std::string("layer_norm_8192x4096_") + tag).c_str(), 8.0 * n / s2 / 1e9, "GB/s");
-}
-
 /// The int8 Linear (dynamic activations, per-channel weights) beside the f32 Linear, for the
 /// guide's layer sizes, at batch 1 and 64 (as bench_quant on the CPU).
 void quant() {
@@ -193,8 +164,15 @@ int main(int argc, char** argv) try {
     }
     if (want("fusion")) fusion();
     if (want("reduce")) {
-        reduce_chain<Cuda>("unfused");
-        reduce_chain<ember::Fusion<Cuda>>("fusion");
+        // Reductions that end a chain, unfused on Cuda and one kernel each on Fusion<Cuda>.
+        using F = ember::Fusion<Cuda>;
+        auto x = Tensor<Cuda, 2>::random({8192, 4096}, ember::Distribution::Normal(0, 1));
+        auto timed = [](const std::function<void()>& f, int reps) {
+            return time_per_call(f, reps);
+        };
+        bench::reduce_chain(x, "unfused", timed, emit, [] {});
+        bench::reduce_chain(Tensor<F, 2>::from_data(x.to_data()), "fusion", timed, emit,
+                            [] { F::flush(); });
     }
     if (want("quant")) quant();
     if (want("train")) {

@@ -20,6 +20,7 @@
 #include <ember/optim.hpp>
 
 #include "../examples/mnist/model.hpp"
+#include "reduce_chain.hpp"
 
 namespace {
 using ember::Tensor;
@@ -96,33 +97,6 @@ void gelu_64m(const char* name) {
         20);
     emit(name, 8.0 * n / s / 1e9, "GB/s");
 }
-/// Reductions that end an elementwise chain, [8192, 4096] f32: a row sum of exp(2x) (4 bytes
-/// read an element) and LayerNorm over the last dim (4 read + 4 written).
-template <ember::Backend B>
-void reduce_chain(const char* tag) {
-    const std::size_t rows = 8192, cols = 4096;
-    const double n = double(rows * cols);
-    auto x = Tensor<B, 2>::random({rows, cols}, ember::Distribution::Normal(0, 1));
-    Tensor<B, 2> y = x;
-    auto flush = [] {
-        if constexpr (std::is_same_v<B, FusedVulkan>) FusedVulkan::flush();
-    };
-    const double s1 = time_per_call(
-        [&] {
-            y = (x * 2.0).exp().sum_dim(1);
-            flush();
-        },
-        20);
-    emit((std::string("rowsum_exp_8192x4096_") + tag).c_str(), 4.0 * n / s1 / 1e9, "GB/s");
-    auto ln = ember::nn::LayerNormConfig{cols}.init<B>();
-    const double s2 = time_per_call(
-        [&] {
-            y = ln.forward(x);
-            flush();
-        },
-        20);
-    emit((std::string("layer_norm_8192x4096_") + tag).c_str(), 8.0 * n / s2 / 1e9, "GB/s");
-}
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -164,8 +138,14 @@ int main(int argc, char** argv) try {
         train_step<ember::Autodiff<FusedVulkan>, mnist::Cnn>("train_step_cnn_b64_fusion");
     }
     if (want("reduce")) {
-        reduce_chain<Vulkan>("vulkan");
-        reduce_chain<FusedVulkan>("fusion_vulkan");
+        // Reductions that end a chain, unfused on Vulkan and one kernel each on Fusion<Vulkan>.
+        auto x = Tensor<Vulkan, 2>::random({8192, 4096}, ember::Distribution::Normal(0, 1));
+        auto timed = [](const std::function<void()>& f, int reps) {
+            return time_per_call(f, reps);
+        };
+        bench::reduce_chain(x, "vulkan", timed, emit, [] {});
+        bench::reduce_chain(Tensor<FusedVulkan, 2>::from_data(x.to_data()), "fusion_vulkan", timed,
+                            emit, [] { FusedVulkan::flush(); });
     }
     if (want("fusion")) {
         gelu_64m<Vulkan>("gelu_custom_unfused_64M");
