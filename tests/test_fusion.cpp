@@ -1,7 +1,11 @@
 // Fusion<Cpu>: elementwise chains run as one kernel, with values from closed-form math; what
 // breaks a chain; outputs kept only for values still held; the program cache; errors as eager.
 // (The shared op suites also run on Fusion<Cpu> and Autodiff<Fusion<Cpu>>: harness.hpp.)
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iterator>
+#include <limits>
 #include <numbers>
 #include <vector>
 
@@ -246,5 +250,103 @@ TEST_CASE("fusion: the custom-kernel example against the math", "[fusion][custom
                 if (product(i, j) > 0)
                     for (std::size_t k = 0; k < 3; ++k) want[k * 2 + j] += l[i * 3 + k];
         check_values(w.grad(grads)->into_data().to_vec<float>(), want, 1e-6);
+    }
+}
+
+namespace {
+
+// Inputs for comparing the CPU's fused-loop kernels: a ramp over [-6, 6] with the element
+// functions' edge cases (NaN, ±inf, ±0, erf's clamp at ±4, far tails) mixed in.
+std::vector<float> probe_values(std::size_t n) {
+    auto v = ramp(std::max<std::size_t>(n, 2), -6.f, 6.f);
+    v.resize(n);
+    const float special[] = {std::numeric_limits<float>::quiet_NaN(),
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             0.f, -0.f, 4.f, -4.f, 3.99f, -4.01f, 1e-30f, 100.f, -100.f};
+    for (std::size_t i = 0; i < n; i += 7) v[i] = special[(i / 7) % std::size(special)];
+    return v;
+}
+
+// Bit for bit the same (any NaN matches any NaN).
+template <typename T>
+void check_same_bits(const std::vector<T>& got, const std::vector<T>& want) {
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        if constexpr (std::is_floating_point_v<T>) {
+            if (std::isnan(got[i]) && std::isnan(want[i])) continue;
+        }
+        INFO("element " << i << ": " << got[i] << " vs " << want[i]);
+        CHECK(std::memcmp(&got[i], &want[i], sizeof(T)) == 0);
+    }
+}
+
+// Several fused programs over x, covering every kind of tile loop: float unary (erf, exp,
+// tanh, sigmoid, abs, sqrt), binary and scalar ops, comparisons, where, mask_fill, clamp,
+// casts, int and bool chains.
+struct KernelRun {
+    std::vector<float> gelu, erf, transcend, select;
+    std::vector<std::int64_t> ints;
+};
+KernelRun run_programs(const std::vector<float>& v) {
+    const std::size_t n = v.size();
+    auto x = Tensor<B, 1>::from_data(TensorData(v, {n}));
+    KernelRun r;
+    fusion::reset_stats();
+    r.gelu = gelu_custom(x).into_data().to_vec<float>();
+    r.erf = (x.erf() * 1).into_data().to_vec<float>();  // a lone op would not be fused
+    r.transcend = (x.exp() * 0.25 + x.tanh() - ember::activation::sigmoid(x) + x.abs().sqrt())
+                      .into_data()
+                      .to_vec<float>();
+    r.select = x.mask_where(x.greater_elem(0.5), x * 3)
+                   .mask_fill(x.lower_elem(-1.0), 7.0)
+                   .clamp(-2.0, 5.0)
+                   .into_data()
+                   .to_vec<float>();
+    auto i = (x.clamp(-50.0, 50.0) * 10).int_();
+    auto m = (i * 3 + 1).greater_elem(2).bool_and(i.lower_elem(40)).not_();
+    r.ints = (m.int_() * 100 + i * i - i).into_data().to_vec<std::int64_t>();
+    CHECK(fusion::stats().fused_launches == 5);
+    return r;
+}
+
+// Puts the default fused-loop kernel back however the test ends.
+struct RestoreKernel {
+    ~RestoreKernel() { ember::cpu::set_fusion_kernel("auto"); }
+};
+
+}  // namespace
+
+TEST_CASE("fusion: the CPU's AVX-512 loops give the bits of the build's own", "[fusion]") {
+    RestoreKernel restore;
+    REQUIRE(ember::cpu::set_fusion_kernel("native"));
+    CHECK(ember::cpu::fusion_kernel() == "native");
+    CHECK_FALSE(ember::cpu::set_fusion_kernel("no-such-kernel"));
+    CHECK(ember::cpu::fusion_kernel() == "native");
+    // Lengths around the vector widths (8, 16) and the 512-element tile, for the tails.
+    for (std::size_t n : {1, 7, 15, 16, 17, 33, 511, 513, 1025, 10007}) {
+        INFO("n = " << n);
+        const auto v = probe_values(n);
+        REQUIRE(ember::cpu::set_fusion_kernel("native"));
+        const KernelRun native = run_programs(v);
+        if (!ember::cpu::set_fusion_kernel("avx512")) {
+            WARN("this processor has no AVX-512: only the build's own loops ran");
+            return;
+        }
+        CHECK(ember::cpu::fusion_kernel() == "avx512");
+        const KernelRun wide = run_programs(v);
+        check_same_bits(wide.gelu, native.gelu);
+        check_same_bits(wide.erf, native.erf);
+        check_same_bits(wide.transcend, native.transcend);
+        check_same_bits(wide.select, native.select);
+        check_same_bits(wide.ints, native.ints);
+        // And the vector erf against the math (erf(±inf) = ±1, NaN stays NaN).
+        for (std::size_t k = 0; k < n; ++k) {
+            INFO("erf(" << v[k] << ") = " << wide.erf[k]);
+            if (std::isnan(v[k]))
+                CHECK(std::isnan(wide.erf[k]));
+            else
+                CHECK(std::abs(wide.erf[k] - std::erf(static_cast<double>(v[k]))) <= 1e-6);
+        }
     }
 }

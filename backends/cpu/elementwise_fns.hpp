@@ -178,6 +178,13 @@ inline float fast_exp(float x) {
     return select(x > 88.7228394f, INFINITY, select(x < -103.972084f, 0.0f, y));
 }
 
+// fast_erf's P and Q, highest power first (fusion.cpp's AVX-512 erf uses them too).
+constexpr float kErfP[] = {-1.320067522e-08f, 4.684475698e-06f, 3.795979428e-04f,
+                           3.849590896e-03f,  5.431669205e-02f, 1.852035075e-01f,
+                           1.128379226e+00f};
+constexpr float kErfQ[] = {6.310773460e-05f, 1.307551051e-03f, 1.546200924e-02f,
+                           1.139583066e-01f, 4.974657595e-01f, 1.0f};
+
 inline float fast_erf(float x) {
     // erf(x) = x * P(x^2) / Q(x^2) on [-4, 4], a rational minimax fit of erf(x)/x (coefficients
     // from tools/approx/fit_erf.py; f32 error below 3e-7, relative and absolute). Past |x| = 4
@@ -185,19 +192,19 @@ inline float fast_erf(float x) {
     // NaN fails both comparisons and flows through.
     const float xc = select(x > 4.0f, 4.0f, select(x < -4.0f, -4.0f, x));
     const float t = xc * xc;
-    float p = -1.320067522e-08f;
-    p = p * t + 4.684475698e-06f;
-    p = p * t + 3.795979428e-04f;
-    p = p * t + 3.849590896e-03f;
-    p = p * t + 5.431669205e-02f;
-    p = p * t + 1.852035075e-01f;
-    p = p * t + 1.128379226e+00f;
-    float q = 6.310773460e-05f;
-    q = q * t + 1.307551051e-03f;
-    q = q * t + 1.546200924e-02f;
-    q = q * t + 1.139583066e-01f;
-    q = q * t + 4.974657595e-01f;
-    q = q * t + 1.0f;
+    float p = kErfP[0];
+    p = p * t + kErfP[1];
+    p = p * t + kErfP[2];
+    p = p * t + kErfP[3];
+    p = p * t + kErfP[4];
+    p = p * t + kErfP[5];
+    p = p * t + kErfP[6];
+    float q = kErfQ[0];
+    q = q * t + kErfQ[1];
+    q = q * t + kErfQ[2];
+    q = q * t + kErfQ[3];
+    q = q * t + kErfQ[4];
+    q = q * t + kErfQ[5];
     const float y = xc * p / q;
     // The fit overshoots 1 by an ulp or two near |x| = 4.
     return select(y > 1.0f, 1.0f, select(y < -1.0f, -1.0f, y));
