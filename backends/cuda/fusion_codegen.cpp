@@ -341,13 +341,20 @@ void emit_rows_kernel(std::ostringstream& os, const Program& p,
     const DType d = p.reg_dtype(p.reduce->reg);
     const std::string t = ctype(d), r = reg(p.reduce->reg);
     const bool f = d == DType::F32;
-    const std::string init = op == ReduceOp::Max   ? "-INFINITY"
-                             : op == ReduceOp::Min ? "INFINITY"
+    // ±infinity by their bits (NVRTC has no math.h macros).
+    const std::string inf =
+        f ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+    const std::string init = op == ReduceOp::Max   ? "(-" + inf + ")"
+                             : op == ReduceOp::Min ? inf
                                                    : (f ? "0.0f" : "0.0");
     auto combine = [&](const std::string& a, const std::string& b) {
         if (op == ReduceOp::Max) return "ember_max(" + a + ", " + b + ")";
         if (op == ReduceOp::Min) return "ember_min(" + a + ", " + b + ")";
         return std::string(f ? "__fadd_rn(" : "__dadd_rn(") + a + ", " + b + ")";
+    };
+    auto load = [&](std::size_t k) { return load_input(p, k); };
+    auto store = [](std::size_t o, const std::string& v) {
+        return "out" + std::to_string(o) + "[i] = " + v;
     };
     bool dense = true;
     for (const auto& in : p.inputs) dense = dense && in.dense;
@@ -359,16 +366,21 @@ void emit_rows_kernel(std::ostringstream& os, const Program& p,
     os << params << ", " << t << "* __restrict__ red) {\n"
        << "  __shared__ " << t << " part[32];\n"
        << "  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {\n"
-       << "    " << t << " acc = " << init << ";\n"
-       << "    for (long long col = threadIdx.x; col < cols; col += blockDim.x) {\n"
+       // Four columns a thread at a time, into four accumulators: four loads in flight.
+       << "    " << t << " accs[4] = {" << init << ", " << init << ", " << init << ", " << init
+       << "};\n"
+       << "    long long col = threadIdx.x;\n"
+       << "    for (; col + 3 * (long long)blockDim.x < cols; col += 4 * (long long)blockDim.x) {\n"
+       << "#pragma unroll\n      for (int u = 0; u < 4; ++u) {\n"
+       << "        const long long i = row * cols + col + u * (long long)blockDim.x;\n"
+       << strided_offsets(p, rank, "        ") << body(p, exprs, load, store, "        ")
+       << "        accs[u] = " << combine("accs[u]", r) << ";\n      }\n    }\n"
+       << "    " << t
+       << " acc = " << combine(combine("accs[0]", "accs[1]"), combine("accs[2]", "accs[3]"))
+       << ";\n"
+       << "    for (; col < cols; col += blockDim.x) {\n"
        << "      const long long i = row * cols + col;\n"
-       << strided_offsets(p, rank, "      ")
-       << body(
-              p, exprs, [&](std::size_t k) { return load_input(p, k); },
-              [](std::size_t o, const std::string& v) {
-                  return "out" + std::to_string(o) + "[i] = " + v;
-              },
-              "      ")
+       << strided_offsets(p, rank, "      ") << body(p, exprs, load, store, "      ")
        << "      acc = " << combine("acc", r) << ";\n    }\n"
        << "    for (int off = 16; off > 0; off >>= 1)\n"
        << "      acc = " << combine("acc", "__shfl_down_sync(0xffffffffu, acc, off)") << ";\n"
