@@ -118,7 +118,6 @@ struct Step {
 
 // The loops for the build's own target (AVX2 on x86-64 builds).
 struct NativeLoops {
-    static constexpr bool kVectorErf = false;  // the generic loop over fast_erf
     template <typename A, typename R, typename Fn>
     static void loop1(const Step& s, std::size_t n, const void* a, const void*, const void*,
                       void* d) {
@@ -157,7 +156,6 @@ EMBER_FUSION_AVX512_TARGET inline __m512 erf16(__m512 x) {
 // The same loops compiled for AVX-512, picked at run time: twice the vector width of the
 // build's AVX2, which halves the cost of compute-bound chains such as erf's polynomials.
 struct Avx512Loops {
-    static constexpr bool kVectorErf = true;
     // f32 erf, 16 lanes at a time; the tail under a mask.
     EMBER_FUSION_AVX512_TARGET static void erf_f32(const Step&, std::size_t n, const void* a,
                                                    const void*, const void*, void* d) {
@@ -204,6 +202,15 @@ void bind2(Step& s, Fn f) {
     s.run = &L::template loop2<A, B, R, Fn>;
 }
 
+// L's own f32 erf loop, where it has one (else erf runs as the generic loop over fast_erf).
+template <typename L>
+constexpr Step::Run vector_erf_loop() {
+    if constexpr (requires { &L::erf_f32; })
+        return &L::erf_f32;
+    else
+        return nullptr;
+}
+
 // Binds `st` to the loop and element functor of one instruction.
 template <typename L>
 void bind_into(Step& st, const Program& p, const Instr& in, std::span<const Scalar> sc) {
@@ -220,9 +227,9 @@ void bind_into(Step& st, const Program& p, const Instr& in, std::span<const Scal
                         return bind1<L, T, std::uint8_t>(
                             st, [](T x) { return static_cast<std::uint8_t>(x != x); });
                 }
-                if constexpr (std::is_same_v<T, float> && L::kVectorErf) {
-                    if (op == UnaryOp::Erf) {
-                        st.run = &L::erf_f32;
+                if constexpr (std::is_same_v<T, float>) {
+                    if (op == UnaryOp::Erf && vector_erf_loop<L>()) {
+                        st.run = vector_erf_loop<L>();
                         return;
                     }
                 }
