@@ -89,7 +89,8 @@ TEST_CASE("fusion: what a chain may hold", "[fusion]") {
         check_values(got, want, 1e-6);
     }
     SECTION("casts and int and bool chains") {
-        auto i = Tensor<B, 1, Int>::from_data(TensorData(std::vector<std::int64_t>{-3, 0, 2, 5}, {4}));
+        auto i =
+            Tensor<B, 1, Int>::from_data(TensorData(std::vector<std::int64_t>{-3, 0, 2, 5}, {4}));
         fusion::reset_stats();
         auto m = (i * 2 + 1).greater_elem(2).bool_and(i.lower_elem(5));
         auto f = m.float_() * 0.5 + i.float_();
@@ -139,6 +140,10 @@ TEST_CASE("fusion: outputs and materialisation", "[fusion]") {
         CHECK(fusion::stats().fused_launches == 1);
         CHECK(s.into_scalar() == 34.f);
     }
+}
+
+TEST_CASE("fusion: reductions along the last dim end the chain's kernel", "[fusion]") {
+    ember::test::check_fused_reductions<B>();
 }
 
 TEST_CASE("fusion: compiled programs are cached by structure", "[fusion]") {
@@ -216,7 +221,8 @@ TEST_CASE("fusion: the custom-kernel example against the math", "[fusion][custom
     auto expect = [&](auto bias_at) {
         std::vector<double> want;
         for (std::size_t i = 0; i < 2; ++i)
-            for (std::size_t j = 0; j < 2; ++j) want.push_back(std::max(0.0, product(i, j) + bias_at(i, j)));
+            for (std::size_t j = 0; j < 2; ++j)
+                want.push_back(std::max(0.0, product(i, j) + bias_at(i, j)));
         return want;
     };
     auto run = [&]<typename BE>(const TensorData& bias) {
@@ -227,7 +233,8 @@ TEST_CASE("fusion: the custom-kernel example against the math", "[fusion][custom
     };
     SECTION("a full bias: the CPU's kernel and the reference (on Fusion<Cpu>)") {
         const std::vector<float> bias{1, -20, 0.5f, 2};
-        const auto want = expect([&](std::size_t i, std::size_t j) { return double(bias[i * 2 + j]); });
+        const auto want =
+            expect([&](std::size_t i, std::size_t j) { return double(bias[i * 2 + j]); });
         check_values(run.template operator()<ember::Cpu>(TensorData(bias, {1, 2, 2})), want, 1e-6);
         check_values(run.template operator()<B>(TensorData(bias, {1, 2, 2})), want, 1e-6);
     }
@@ -263,7 +270,15 @@ std::vector<float> probe_values(std::size_t n) {
     const float special[] = {std::numeric_limits<float>::quiet_NaN(),
                              std::numeric_limits<float>::infinity(),
                              -std::numeric_limits<float>::infinity(),
-                             0.f, -0.f, 4.f, -4.f, 3.99f, -4.01f, 1e-30f, 100.f, -100.f};
+                             0.f,
+                             -0.f,
+                             4.f,
+                             -4.f,
+                             3.99f,
+                             -4.01f,
+                             1e-30f,
+                             100.f,
+                             -100.f};
     for (std::size_t i = 0; i < n; i += 7) v[i] = special[(i / 7) % std::size(special)];
     return v;
 }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string_view>
@@ -421,6 +422,72 @@ void gather(const CpuTensor& t, const Shape& shape, std::size_t begin, std::size
     }
 }
 
+// A program's reduction along the last dim: tiles of the reduced register, in order, are folded
+// into one accumulator a row (double for sums, so that a row of any length keeps f32's
+// precision; NaN-propagating for max and min, as the unfused reduction) and each finished row
+// written out.
+class RowFold {
+  public:
+    /// Where a task is: its current row, and the elements of it folded so far.
+    struct Cursor {
+        std::size_t row = 0;
+        std::size_t done = 0;
+        double acc = std::numeric_limits<double>::quiet_NaN();  // NaN: the row not started
+    };
+    RowFold() = default;
+    RowFold(fusion::RowReduce r, DType d, std::size_t cols, std::byte* out)
+        : op_(r.op), f32_(d == DType::F32), cols_(cols), out_(out) {}
+
+    /// Folds `len` values at `v` (the next ones of the task's rows).
+    void add(Cursor& c, const void* v, std::size_t len) const {
+        if (f32_)
+            add_typed(c, static_cast<const float*>(v), len);
+        else
+            add_typed(c, static_cast<const double*>(v), len);
+    }
+
+  private:
+    template <typename T>
+    void add_typed(Cursor& c, const T* v, std::size_t len) const {
+        for (std::size_t j = 0; j < len;) {
+            const std::size_t take = std::min(len - j, cols_ - c.done);
+            double acc = c.done == 0 ? init() : c.acc;
+            if (op_ == ReduceOp::Sum || op_ == ReduceOp::Mean) {
+                for (std::size_t i = 0; i < take; ++i) acc += static_cast<double>(v[j + i]);
+            } else {
+                const bool mx = op_ == ReduceOp::Max;
+                for (std::size_t i = 0; i < take; ++i) {
+                    const double x = static_cast<double>(v[j + i]);
+                    if (acc != acc) break;  // NaN wins
+                    if (x != x || (mx ? x > acc : x < acc)) acc = x;
+                }
+            }
+            j += take;
+            c.done += take;
+            c.acc = acc;
+            if (c.done == cols_) {
+                const double r = op_ == ReduceOp::Mean ? acc / static_cast<double>(cols_) : acc;
+                if (f32_)
+                    reinterpret_cast<float*>(out_)[c.row] = static_cast<float>(r);
+                else
+                    reinterpret_cast<double*>(out_)[c.row] = r;
+                ++c.row;
+                c.done = 0;
+            }
+        }
+    }
+    double init() const {
+        if (op_ == ReduceOp::Max) return -std::numeric_limits<double>::infinity();
+        if (op_ == ReduceOp::Min) return std::numeric_limits<double>::infinity();
+        return 0.0;
+    }
+
+    ReduceOp op_ = ReduceOp::Sum;
+    bool f32_ = true;
+    std::size_t cols_ = 1;
+    std::byte* out_ = nullptr;
+};
+
 }  // namespace
 
 std::shared_ptr<const FusedPlan> fused_compile(const Program& p) {
@@ -447,6 +514,17 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
     std::vector<bool> dense(n_in);
     for (std::size_t k = 0; k < n_in; ++k) dense[k] = inputs[k].is_contiguous();
     const std::size_t n = shape.num_elements();
+    std::size_t cols = 0;
+    if (p.reduce) {
+        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
+                    "fused program: a reduction along the "
+                    "last dim needs a non-empty shape of rank 1 or more, got ",
+                    shape.to_string());
+        cols = shape[shape.rank() - 1];
+        Shape rs = shape;
+        rs[rs.rank() - 1] = 1;
+        outs.push_back(empty(rs, p.reg_dtype(p.reduce->reg)));
+    }
     if (n == 0) return outs;
 
     const BindFn bind_fn = current_kernel().load()->bind;
@@ -463,9 +541,17 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
     for (std::size_t k = 0; k < n_in; ++k)
         if (dense[k])
             home[k] = {const_cast<std::byte*>(inputs[k].bytes()), dtype_size(inputs[k].dtype)};
-    for (std::size_t k = 0; k < outs.size(); ++k)
+    for (std::size_t k = 0; k < p.outputs.size(); ++k)
         if (p.outputs[k] >= n_in) home[p.outputs[k]] = {outs[k].bytes(), dtype_size(outs[k].dtype)};
-    parallel_for(n, kChunk, [&](std::size_t begin, std::size_t end) {
+    // With a reduction, tasks take whole rows, and each tile's reduced register is folded into
+    // its rows' accumulators as soon as the tile is computed (it never leaves the cache).
+    RowFold fold;
+    if (p.reduce) fold = RowFold(*p.reduce, p.reg_dtype(p.reduce->reg), cols, outs.back().bytes());
+    const std::size_t units = p.reduce ? n / cols : n;
+    const std::size_t grain = p.reduce ? std::max<std::size_t>(1, kChunk / cols) : kChunk;
+    parallel_for(units, grain, [&](std::size_t ub, std::size_t ue) {
+        const std::size_t begin = p.reduce ? ub * cols : ub, end = p.reduce ? ue * cols : ue;
+        RowFold::Cursor cur{ub};
         // Scratch registers, 8 bytes an element (enough for every register type), each
         // starting on a cache line so that vector loads and stores never straddle two.
         struct alignas(64) Line {
@@ -487,6 +573,7 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
                 const Step& st = steps[i];
                 st.run(st, len, r[st.a], r[st.b], r[st.c], r[n_in + i]);
             }
+            if (p.reduce) fold.add(cur, r[p.reduce->reg], len);
         }
     });
     return outs;

@@ -175,6 +175,8 @@ struct CpuBackend : BackendBase<CpuBackend<F>> {
     // ---- fusion (the FusionBackend side of Fusion<Cpu>) ----
     /// A checked fused program (shared by every launch of it).
     using FusedKernel = std::shared_ptr<const detail::cpu::FusedPlan>;
+    /// Fused programs may end in a reduction along the last dim (folded tile by tile).
+    static constexpr bool fused_reductions = true;
     /// Checks a fused program: operand order, register dtypes (f32, f64, i64, bool), outputs.
     static FusedKernel fused_compile(const fusion::Program& program);
     /// Runs a fused program over `shape` in one pass over cache-sized tiles; `inputs` are
