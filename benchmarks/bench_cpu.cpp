@@ -10,6 +10,7 @@
 // no sync is needed; every result is read back (one element, through the primitive's pointer)
 // so that nothing can be skipped. Benchmarks measure, they never assert.
 #include <ember/ember.hpp>
+#include <ember/nn.hpp>
 
 #include <cblas.h>
 
@@ -101,7 +102,8 @@ struct Buf {
     std::size_t n = 0;
     explicit Buf(std::size_t n_) : n(n_) {
         p = static_cast<float*>(std::aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64));
-        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
+        for (std::size_t i = 0; i < n; ++i)
+            p[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.f;
     }
     ~Buf() { std::free(p); }
     Buf(const Buf&) = delete;
@@ -149,8 +151,8 @@ void bench_matmul(std::size_t n) {
     const auto [te, to] = time_alternating(
         [&] { consume(a.matmul(b)); },
         [&] {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.f, ra.p, ni,
-                        rb.p, ni, 0.f, rc.p, ni);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.f, ra.p, ni, rb.p,
+                        ni, 0.f, rc.p, ni);
             g_sink = g_sink + rc.p[0];
         },
         opt.warmup, n <= 256 ? opt.reps * 5 : opt.reps);  // small: cheap, and noisier
@@ -207,6 +209,29 @@ void bench_gelu_fused() {
     report_rate("gelu_custom_16M_fused", "ember_unfused", "GB/s", 8.0 * double(n), 1e9, tu);
 }
 
+// Reductions that end an elementwise chain, [8192, 2048] f32: a row sum of exp(2x) (4 bytes
+// read an element) and LayerNorm over the last dim (4 read + 4 written), on Fusion<Cpu> (the
+// chain and its reduction one pass) and unfused, in turn in the same process.
+void bench_reduce_fused() {
+    if (!selected("reduce_chain_8192x2048")) return;
+    const std::size_t rows = opt.quick ? 1024 : 8192, cols = 2048;
+    const double n = double(rows * cols);
+    using F = ember::Fusion<Cpu>;
+    auto x = T<2>::random({rows, cols}, ember::Distribution::Normal(0, 1));
+    auto xf = ember::Tensor<F, 2>::from_data(x.to_data());
+    auto rowsum = [](auto v) { return (v * 2.0).exp().sum_dim(1); };
+    auto ln = ember::nn::LayerNormConfig{cols}.init<Cpu>();
+    auto lnf = ember::nn::LayerNormConfig{cols}.init<F>();
+    const auto rf = time_runs([&] { consume(rowsum(xf)); }, 1, opt.reps);
+    const auto ru = time_runs([&] { consume(rowsum(x)); }, 1, opt.reps);
+    const auto lf = time_runs([&] { consume(lnf.forward(xf)); }, 1, opt.reps);
+    const auto lu = time_runs([&] { consume(ln.forward(x)); }, 1, opt.reps);
+    report_rate("rowsum_exp_8192x2048", "ember_fused", "GB/s", 4.0 * n, 1e9, rf);
+    report_rate("rowsum_exp_8192x2048", "ember_unfused", "GB/s", 4.0 * n, 1e9, ru);
+    report_rate("layer_norm_8192x2048", "ember_fused", "GB/s", 8.0 * n, 1e9, lf);
+    report_rate("layer_norm_8192x2048", "ember_unfused", "GB/s", 8.0 * n, 1e9, lu);
+}
+
 void bench_sum() {
     if (!selected("sum_16M")) return;
     const std::size_t n = opt.quick ? k16M / 8 : k16M;
@@ -217,7 +242,7 @@ void bench_sum() {
 
 void bench_softmax() {
     if (!selected("softmax_4096x1024")) return;
-    const std::size_t rows = opt.quick ? 512 : 4096, cols = 1024;
+    const std::size_t rows = opt.quick ? 1024 : 8192, cols = 2048;
     auto x = T<2>::random({rows, cols}, ember::Distribution::Normal(0, 1));
     const auto t =
         time_runs([&] { consume(ember::activation::softmax(x, 1)); }, opt.warmup, opt.reps);
@@ -333,6 +358,7 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"add_new_16M", bench_add},  // also add_inplace_16M
         {"gelu_custom_16M", bench_gelu},
         {"gelu_custom_16M_fused", bench_gelu_fused},
+        {"reduce_chain_8192x2048", bench_reduce_fused},  // rowsum_exp_, layer_norm_8192x2048
         {"sum_16M", bench_sum},
         {"softmax_4096x1024", bench_softmax},
         {"conv2d_64x1x28x28_32x3x3", bench_conv2d},
@@ -347,7 +373,8 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (const char* e = std::getenv("EMBER_NUM_THREADS")) opt.threads = std::max(1l, std::strtol(e, nullptr, 10));
+    if (const char* e = std::getenv("EMBER_NUM_THREADS"))
+        opt.threads = std::max(1l, std::strtol(e, nullptr, 10));
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -357,9 +384,12 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "--threads") opt.threads = std::max(1l, std::strtol(next().c_str(), nullptr, 10));
-        else if (a == "--reps") opt.reps = std::max(1, std::atoi(next().c_str()));
-        else if (a == "--quick") opt.quick = true;
+        if (a == "--threads")
+            opt.threads = std::max(1l, std::strtol(next().c_str(), nullptr, 10));
+        else if (a == "--reps")
+            opt.reps = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--quick")
+            opt.quick = true;
         else if (a == "--only") {
             std::string s = next();
             for (std::size_t p = 0; p <= s.size();) {
@@ -372,8 +402,9 @@ int main(int argc, char** argv) {
             std::printf("add_inplace_16M\n");
             return 0;
         } else {
-            std::fprintf(stderr,
-                         "usage: bench_cpu [--threads N] [--reps N] [--quick] [--only NAME,...] [--list]\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_cpu [--threads N] [--reps N] [--quick] [--only NAME,...] [--list]\n");
             return 2;
         }
     }

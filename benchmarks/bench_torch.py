@@ -111,7 +111,7 @@ class Bench:
     def softmax(self):
         if not self.selected("softmax_4096x1024"):
             return
-        rows, cols = (512 if self.quick else 4096), 1024
+        rows, cols = (1024 if self.quick else 8192), 2048
         x = torch.randn(rows, cols)
         t = time_runs(lambda: self.consume(torch.softmax(x, dim=1)), self.warmup, self.reps)
         self.rate("softmax_4096x1024", "torch", "GB/s", 8.0 * rows * cols, 1e9, t)
@@ -217,11 +217,25 @@ class Bench:
             t = time_runs(run, self.warmup, self.reps)
         self.report(name, "torch", "us/iter", t[0] / iters * 1e6, t)
 
+    def reduce_chain(self):
+        if not self.selected("reduce_chain_8192x2048"):
+            return
+        rows, cols = (1024 if self.quick else 8192), 2048
+        n = rows * cols
+        x = torch.randn(rows, cols)
+        t = time_runs(lambda: self.consume(torch.exp(x * 2).sum(1, keepdim=True)), 1, self.reps)
+        self.rate("rowsum_exp_8192x2048", "torch", "GB/s", 4.0 * n, 1e9, t)
+        ln = torch.nn.LayerNorm(cols)
+        with torch.no_grad():
+            t = time_runs(lambda: self.consume(ln(x)), 1, self.reps)
+        self.rate("layer_norm_8192x2048", "torch", "GB/s", 8.0 * n, 1e9, t)
+
     def run(self):
         for n in (256, 1024, 2048):
             self.matmul(n)
         self.add()
         self.gelu()
+        self.reduce_chain()
         self.sum()
         self.softmax()
         self.conv2d()

@@ -403,6 +403,21 @@ void gather(const CpuTensor& t, const Shape& shape, std::size_t begin, std::size
         const unsigned char* src = base + off * static_cast<std::int64_t>(es);
         if (st == 1) {
             std::memcpy(out + done * es, src, run * es);
+        } else if (st == 0) {
+            // Broadcast along the last dim (a per-row mean, a scale): one value, repeated.
+            if (es == 4) {
+                std::uint32_t v;
+                std::memcpy(&v, src, 4);
+                std::fill_n(reinterpret_cast<std::uint32_t*>(out + done * es), run, v);
+            } else if (es == 8) {
+                std::uint64_t v;
+                std::memcpy(&v, src, 8);
+                std::fill_n(reinterpret_cast<std::uint64_t*>(out + done * es), run, v);
+            } else if (es == 1) {
+                std::memset(out + done, *src, run);
+            } else {
+                for (std::size_t k = 0; k < run; ++k) std::memcpy(out + (done + k) * es, src, es);
+            }
         } else {
             for (std::size_t k = 0; k < run; ++k)
                 std::memcpy(out + (done + k) * es,
@@ -453,7 +468,16 @@ class RowFold {
             const std::size_t take = std::min(len - j, cols_ - c.done);
             double acc = c.done == 0 ? init() : c.acc;
             if (op_ == ReduceOp::Sum || op_ == ReduceOp::Mean) {
-                for (std::size_t i = 0; i < take; ++i) acc += static_cast<double>(v[j + i]);
+                // Eight partial sums: independent adds the compiler vectorises (one chain of
+                // dependent adds would cost an add's latency an element).
+                double part[8] = {};
+                std::size_t i = 0;
+                for (; i + 8 <= take; i += 8)
+                    for (std::size_t q = 0; q < 8; ++q)
+                        part[q] += static_cast<double>(v[j + i + q]);
+                for (; i < take; ++i) part[0] += static_cast<double>(v[j + i]);
+                acc += ((part[0] + part[1]) + (part[2] + part[3])) +
+                       ((part[4] + part[5]) + (part[6] + part[7]));
             } else {
                 const bool mx = op_ == ReduceOp::Max;
                 for (std::size_t i = 0; i < take; ++i) {
