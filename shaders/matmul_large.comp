@@ -8,9 +8,10 @@
 // registers as 2 x 2 blocks of 4 x 4, rows {4 tr.., 64 + 4 tr..} by columns {4 tc..,
 // 64 + 4 tc..}. A warp's 32 threads sit on a 4 (tr) x 8 (tc) grid, so that every shared-memory
 // read of a k step is a 16-byte broadcast without bank conflicts. A is stored transposed in
-// shared memory (As[k][m]) so that a thread's A fragment is one vec4 read like B's; its rows
-// are padded by 4 floats, so that the four scalar stores of a transposed vec4 fall in distinct
-// banks. K advances BK (8 or 16, a specialization constant) at a time with two shared buffers:
+// shared memory (As[k][m]) so that a thread's A fragment is one vec4 read like B's; the vec4
+// slots of its rows are permuted (XOR by swz(k)), so that the scalar stores of a warp's
+// transposed loads fall in distinct banks without padding (with padding, BK 16 would not fit
+// 32 KiB of shared memory, lavapipe's limit). K advances BK (8 or 16, a specialization constant) at a time with two shared buffers:
 // the next slice is read from global memory into registers while the current one is multiplied,
 // then stored to the other buffer, with one barrier a step.
 #extension GL_EXT_control_flow_attributes : require
@@ -21,9 +22,9 @@ layout(local_size_x_id = 0) in;  // 256 threads
 layout(constant_id = 4) const int BK = 8;
 
 const int BM = 128, BN = 128, NT = 256;
-const int LDA4 = (BM + 4) / 4;  // a k row of As, in vec4s (padded)
-const int LDB4 = BN / 4;        // a k row of Bs, in vec4s
-const int LOADS = BK / 8;       // vec4 loads of each operand per thread and k slice
+const int LDA4 = BM / 4;   // a k row of As, in vec4s
+const int LDB4 = BN / 4;   // a k row of Bs, in vec4s
+const int LOADS = BK / 8;  // vec4 loads of each operand per thread and k slice
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) writeonly buffer Out { vec4 c4[]; };
@@ -36,6 +37,11 @@ const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS 
 
 shared vec4 As[2 * BK * LDA4];
 shared vec4 Bs[2 * BK * LDB4];
+
+// The slot permutation of As's row k. A warp's stores of one component cover 32 / BK slots of
+// each of BK / 4 rows (one row per k quad): XOR by a multiple of 32 / BK below 8 moves the
+// quads' slots apart within 8 slots (32 banks). Reads stay 16-byte slots, distinct per thread.
+int swz(int k) { return ((k / 4) * (32 / BK)) & 7; }
 
 void batch_offsets(uint bi, out int ao, out int bo) {
     ao = p[P_AO];
@@ -80,15 +86,16 @@ void main() {
         int e = tid + i * NT;
         int m = e / (BK / 4), k = (e % (BK / 4)) * 4;
         int gm = m0 + m;
-        pa[i] = gm < M && k < K ? a4[(ao + gm * ars + k) / 4] : vec4(0.0);
+        pa[i] = gm < M && k < K ? a4[(ao + gm * ars + k) >> 2] : vec4(0.0);
         int kb = e / LDB4, n = (e % LDB4) * 4;
         int gn = n0 + n;
-        pb[i] = kb < K && gn < N ? b4[(bo + kb * brs + gn) / 4] : vec4(0.0);
+        pb[i] = kb < K && gn < N ? b4[(bo + kb * brs + gn) >> 2] : vec4(0.0);
     }
     [[unroll]] for (int i = 0; i < LOADS; ++i) {
         int e = tid + i * NT;
         int m = e / (BK / 4), k = (e % (BK / 4)) * 4;
-        [[unroll]] for (int j = 0; j < 4; ++j) As[(k + j) * LDA4 + m / 4][m % 4] = pa[i][j];
+        [[unroll]] for (int j = 0; j < 4; ++j)
+            As[(k + j) * LDA4 + ((m / 4) ^ swz(k))][m % 4] = pa[i][j];
         Bs[e] = pb[i];  // k row e / LDB4, quad e % LDB4
     }
     barrier();
@@ -102,14 +109,15 @@ void main() {
                 int e = tid + i * NT;
                 int m = e / (BK / 4), gk = k0 + (e % (BK / 4)) * 4;
                 int gm = m0 + m;
-                pa[i] = gm < M && gk < K ? a4[(ao + gm * ars + gk) / 4] : vec4(0.0);
+                pa[i] = gm < M && gk < K ? a4[(ao + gm * ars + gk) >> 2] : vec4(0.0);
                 int kb = k0 + e / LDB4, gn = n0 + (e % LDB4) * 4;
-                pb[i] = kb < K && gn < N ? b4[(bo + kb * brs + gn) / 4] : vec4(0.0);
+                pb[i] = kb < K && gn < N ? b4[(bo + kb * brs + gn) >> 2] : vec4(0.0);
             }
         }
         int abase = cur * BK * LDA4, bbase = cur * BK * LDB4;
         [[unroll]] for (int k = 0; k < BK; ++k) {
-            vec4 a_lo = As[abase + k * LDA4 + tr], a_hi = As[abase + k * LDA4 + 16 + tr];
+            int ta = tr ^ swz(k);  // below 16: the XOR touches bits 0-2 only
+            vec4 a_lo = As[abase + k * LDA4 + ta], a_hi = As[abase + k * LDA4 + 16 + ta];
             vec4 b_lo = Bs[bbase + k * LDB4 + tc], b_hi = Bs[bbase + k * LDB4 + 16 + tc];
             [[unroll]] for (int i = 0; i < 4; ++i) {
                 acc[2 * i] = fma(vec4(a_lo[i]), b_lo, acc[2 * i]);
@@ -125,7 +133,7 @@ void main() {
                 int e = tid + i * NT;
                 int m = e / (BK / 4), k = (e % (BK / 4)) * 4;
                 [[unroll]] for (int j = 0; j < 4; ++j)
-                    As[(nxt * BK + k + j) * LDA4 + m / 4][m % 4] = pa[i][j];
+                    As[(nxt * BK + k + j) * LDA4 + ((m / 4) ^ swz(k))][m % 4] = pa[i][j];
                 Bs[nxt * BK * LDB4 + e] = pb[i];
             }
         }

@@ -178,8 +178,8 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
     // EMBER_VULKAN_MATMUL_KERNEL forces one candidate of the autotuner (an index into its
     // table; one that cannot run the problem is ignored). Shapes with K and N multiples of 4
     // also take the vec4 kernels. Small integers: every product is exact in f32 and in f16.
-    const std::array<std::array<std::size_t, 3>, 5> shapes{
-        {{33, 17, 65}, {130, 64, 132}, {129, 40, 200}, {64, 32, 64}, {257, 36, 68}}};
+    const std::array<std::array<std::size_t, 3>, 6> shapes{
+        {{33, 17, 65}, {130, 64, 132}, {129, 40, 200}, {64, 32, 64}, {257, 36, 68}, {140, 8, 132}}};
     auto product = [](std::size_t m, std::size_t k, std::size_t n) {
         std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
@@ -189,7 +189,8 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
                 for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
         return std::array<std::vector<float>, 3>{a, b, c};
     };
-    for (int kernel = 0; kernel < 9; ++kernel) {
+    // 11 = the size of kVariants in backends/vulkan/matmul.cpp.
+    for (int kernel = 0; kernel < 11; ++kernel) {
         ::setenv("EMBER_VULKAN_MATMUL_KERNEL", std::to_string(kernel).c_str(), 1);
         for (auto [m, k, n] : shapes) {
             INFO("kernel " << kernel << ", " << m << "x" << k << " @ " << k << "x" << n);
@@ -198,6 +199,12 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
             auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
             REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
         }
+        // Batched, with B broadcast over the batch (batch stride 0).
+        INFO("kernel " << kernel << ", [3, 70, 20] @ [20, 136]");
+        auto [a, b, c] = product(3 * 70, 20, 136);
+        auto ta = Tensor<V, 3>::from_data(TensorData(a, {3, 70, 20}));
+        auto tb = Tensor<V, 2>::from_data(TensorData(b, {20, 136})).unsqueeze();
+        REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
     }
     ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
     // f16 operands: tensor cores where the device has them (ragged 128 x 128 tiles here),

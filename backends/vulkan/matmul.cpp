@@ -1,6 +1,6 @@
-// Batched matmul (shaders/matmul.comp) with automatic kernel selection: on first use per
-// device and shape bucket, each tiled candidate that fits the device runs on the real
-// operands and the fastest is kept, in memory and in a per-device file beside the pipeline
+// Batched matmul (shaders/matmul.comp, matmul_large.comp) with automatic kernel selection: on
+// first use per device and shape bucket, each tiled candidate that fits the device runs on the
+// real operands and the fastest is kept, in memory and in a per-device file beside the pipeline
 // cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel).
 #include <bit>
 #include <chrono>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
@@ -19,13 +19,20 @@ namespace ember::detail::vk {
 
 namespace {
 
-/// One kernel: MODE 1 (naive) or MODE 0 with its tile sizes.
+/// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
+/// MODE 3 (matmul_large.comp: 128 x 128 tiles, double-buffered, vec4 loads) with its tile sizes.
 struct Variant {
     std::int32_t mode, bm, bn, bk, tm, tn;
     std::uint32_t threads() const {
         return mode == 1 ? 256u : static_cast<std::uint32_t>((bm / tm) * (bn / tn));
     }
-    std::size_t shared_bytes() const { return mode == 1 ? 0 : 4u * bk * (bm + bn); }
+    std::size_t shared_bytes() const {
+        if (mode == 1) return 0;
+        return (mode == 3 ? 2 : 1) * 4u * bk * (bm + bn);  // MODE 3: two buffers
+    }
+    /// Whether it reads the operands 16 bytes at a time (vec4_ok must hold).
+    bool vec4() const { return mode >= 2; }
+    const char* shader() const { return mode == 3 ? "matmul_large" : "matmul"; }
 };
 
 // Candidates: register-blocked shared-memory tiles of several shapes and the naive kernel.
@@ -36,13 +43,18 @@ constexpr Variant kVariants[] = {
     {0, 16, 16, 16, 1, 1},   // 256 threads: small problems
     {1, 0, 0, 0, 0, 0},      // one thread per output
     {2, 64, 64, 16, 4, 4},   // 5-7: the tiles of 0-2 with vec4 loads
-    {2, 128, 64, 16, 8, 4},  {2, 32, 32, 16, 2, 2},
+    {2, 128, 64, 16, 8, 4},
+    {2, 32, 32, 16, 2, 2},
     {2, 128, 128, 16, 8, 8},  // 8: 256 threads, 8x8 blocks, vec4 loads: the largest problems
+    // 9-10: 256 threads, 8x8 blocks as 2x2 of 4x4, A transposed in shared memory, vec4 shared
+    // reads, two shared buffers (the next k slice loaded during the current one's products).
+    {3, 128, 128, 8, 8, 8},
+    {3, 128, 128, 16, 8, 8},
 };
 constexpr std::size_t kNaive = 4;
 /// The scalar-load twin of a vec4 variant.
 constexpr std::size_t scalar_twin(std::size_t v) {
-    return v == 8 ? 1 : (v >= 5 ? v - 5 : v);
+    return v >= 8 ? 1 : (v >= 5 ? v - 5 : v);
 }
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
 
@@ -142,7 +154,7 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
             const VT& out, std::int32_t ct) {
     Params p = params_of(pr, a, b);
     const std::int32_t spec[] = {v.mode, v.bm, v.bn, v.bk, v.tm, v.tn, ct};
-    const Pipeline& pipe = cx.pipeline("matmul", spec, 3, v.threads());
+    const Pipeline& pipe = cx.pipeline(v.shader(), spec, 3, v.threads());
     const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
     std::uint64_t groups;
     if (v.mode == 1) {
@@ -186,7 +198,7 @@ std::optional<std::size_t> forced_kernel(const Context& cx, bool vec4) {
     char* end = nullptr;
     const unsigned long v = std::strtoul(e, &end, 10);
     if (*end != '\0' || v >= kNumVariants || !fits(cx, kVariants[v]) ||
-        (kVariants[v].mode == 2 && !vec4))
+        (kVariants[v].vec4() && !vec4))
         return std::nullopt;
     return v;
 }
@@ -203,12 +215,12 @@ std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, con
     const auto key = std::make_tuple(bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1);
     // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
     if (auto it = t.best.find(key); it != t.best.end())
-        return kVariants[it->second].mode == 2 && !vec4 ? scalar_twin(it->second) : it->second;
+        return kVariants[it->second].vec4() && !vec4 ? scalar_twin(it->second) : it->second;
     cx.wait_idle();
     double best_time = 1e300;
     std::size_t best = h;
     for (std::size_t i = 0; i < kNumVariants; ++i) {
-        if (!fits(cx, kVariants[i]) || (kVariants[i].mode == 2 && !vec4)) continue;
+        if (!fits(cx, kVariants[i]) || (kVariants[i].vec4() && !vec4)) continue;
         launch(cx, kVariants[i], pr, a, b, out, kF32);  // warm-up (and pipeline creation)
         cx.wait_idle();
         const auto t0 = std::chrono::steady_clock::now();
