@@ -50,13 +50,14 @@ void emit(const char* name, double value, const char* unit) {
     std::fflush(stdout);
 }
 
-void gemm(const char* name, ember::DType dt) {
-    const long n = 8192;
+/// An n x n x n gemm in `dt`, reported as `<name>_<n>`.
+void gemm(const char* name, ember::DType dt, std::size_t n) {
     auto a = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Default).cast(dt);
     auto b = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Default).cast(dt);
     Tensor<Vulkan, 2> c = a;
     const double s = time_per_call([&] { c = a.matmul(b); }, 5, 2);
-    emit(name, 2.0 * n * n * n / s / 1e12, "TFLOP/s");
+    emit((std::string(name) + "_" + std::to_string(n)).c_str(), 2.0 * n * n * n / s / 1e12,
+         "TFLOP/s");
 }
 
 template <ember::Backend B, template <typename> class Net>
@@ -101,6 +102,8 @@ void gelu_64m(const char* name) {
 
 int main(int argc, char** argv) try {
     const std::string only = argc > 1 ? argv[1] : "";
+    // `gemm N`: the gemms at N (8192 by default; smaller ones fit lavapipe's 128 MiB buffers).
+    const std::size_t gemm_n = argc > 2 ? std::stoul(argv[2]) : 8192;
     if (!ember::vulkan::is_available()) {
         std::cerr << "bench_vulkan: no Vulkan device\n";
         return 1;
@@ -122,8 +125,8 @@ int main(int argc, char** argv) try {
         emit("scale_64M", 8.0 * n / sc / 1e9, "GB/s");
     }
     if (want("gemm")) {
-        gemm("sgemm_f32_8192", ember::DType::F32);
-        gemm("gemm_f16_8192", ember::DType::F16);
+        gemm("sgemm_f32", ember::DType::F32, gemm_n);
+        gemm("gemm_f16", ember::DType::F16, gemm_n);
     }
     if (want("softmax")) {
         auto x = Tensor<Vulkan, 2>::random({4096, 4096}, ember::Distribution::Default);
