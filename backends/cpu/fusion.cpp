@@ -540,14 +540,8 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
     const std::size_t n = shape.num_elements();
     std::size_t cols = 0;
     if (p.reduce) {
-        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
-                    "fused program: a reduction along the "
-                    "last dim needs a non-empty shape of rank 1 or more, got ",
-                    shape.to_string());
         cols = shape[shape.rank() - 1];
-        Shape rs = shape;
-        rs[rs.rank() - 1] = 1;
-        outs.push_back(empty(rs, p.reg_dtype(p.reduce->reg)));
+        outs.push_back(empty(ember::fusion::reduced_shape(shape), p.reg_dtype(p.reduce->reg)));
     }
     if (n == 0) return outs;
 

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "ember/backend/cuda.hpp"
+#include "ember/fusion/check.hpp"
 #include "fusion.hpp"
 #include "launch.hpp"
 #include "runtime.hpp"
@@ -247,15 +248,9 @@ std::vector<CudaBackend::FT> CudaBackend::fused_launch(const FusedKernel& kernel
     outs.reserve(p.outputs.size() + 1);
     for (auto o : p.outputs) outs.push_back(k::empty(shape, p.reg_dtype(o), device));
     const auto n = static_cast<std::int64_t>(shape.num_elements());
-    if (p.reduce) {
-        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
-                    "fused program: a reduction along the "
-                    "last dim needs a non-empty shape of rank 1 or more, got ",
-                    shape.to_string());
-        Shape rs = shape;
-        rs[rs.rank() - 1] = 1;
-        outs.push_back(k::empty(rs, p.reg_dtype(p.reduce->reg), device));
-    }
+    if (p.reduce)
+        outs.push_back(
+            k::empty(ember::fusion::reduced_shape(shape), p.reg_dtype(p.reduce->reg), device));
     if (n == 0) return outs;
 
     const k::FusedFunctions& fns = k::functions(*kernel, device);

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "ember/backend/vulkan.hpp"
+#include "ember/fusion/check.hpp"
 #include "fusion.hpp"
 #include "kernels.hpp"
 
@@ -266,14 +267,8 @@ std::vector<VT> fused_launch(const FusedPlan& plan, std::vector<VT> inputs,
     const std::size_t n = shape.num_elements();
     std::size_t cols = 0;
     if (p.reduce) {
-        EMBER_CHECK(shape.rank() >= 1 && n > 0, Shape,
-                    "fused program: a reduction along the "
-                    "last dim needs a non-empty shape of rank 1 or more, got ",
-                    shape.to_string());
         cols = shape[shape.rank() - 1];
-        Shape rs = shape;
-        rs[rs.rank() - 1] = 1;
-        outs.push_back(empty(rs, DType::F32, dev));
+        outs.push_back(empty(ember::fusion::reduced_shape(shape), DType::F32, dev));
     }
     if (n == 0) return outs;
 

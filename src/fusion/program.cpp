@@ -174,4 +174,14 @@ void check_program(const Program& p, std::size_t max_rank) {
     }
 }
 
+Shape reduced_shape(const Shape& shape) {
+    EMBER_CHECK(shape.rank() >= 1 && shape.num_elements() > 0, Shape,
+                "fused program: a reduction along the last dim needs a non-empty shape of rank 1 "
+                "or more, got ",
+                shape.to_string());
+    Shape rs = shape;
+    rs[rs.rank() - 1] = 1;
+    return rs;
+}
+
 }  // namespace ember::fusion

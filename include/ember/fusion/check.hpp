@@ -2,6 +2,7 @@
 // The structural check every FusionBackend runs on a program before compiling it.
 #include <cstddef>
 
+#include "../tensor/shape.hpp"
 #include "program.hpp"
 
 namespace ember::fusion {
@@ -11,5 +12,9 @@ namespace ember::fusion {
 /// is read, where/mask_fill masks bool, outputs naming instructions' registers. Throws an
 /// ember::Error naming the fault.
 void check_program(const Program& p, std::size_t max_rank);
+
+/// The shape of the reduction that ends a program launched over `shape`: `shape` with its last
+/// dim 1. ShapeError unless `shape` has a rank of 1 or more and elements.
+Shape reduced_shape(const Shape& shape);
 
 }  // namespace ember::fusion
