@@ -268,6 +268,11 @@ namespace {
 struct LaneWork final : Work {
     std::future<void> done;
     void wait() override { done.get(); }
+    // Never waited for (a step that failed): the lane may still use the buffer, whose owner
+    // is about to free it. An aborted group makes the op end at once.
+    ~LaneWork() override {
+        if (done.valid()) done.wait();
+    }
 };
 }  // namespace
 

@@ -49,6 +49,8 @@ struct Buffer {
 };
 
 /// An op started by Collective::all_reduce_async, running beside the caller's later work.
+/// Destroyed without wait(), it first lets the op finish (or orders the device after it), so
+/// that the buffer may be freed after it.
 class Work {
   public:
     virtual ~Work() = default;

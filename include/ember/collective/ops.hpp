@@ -36,8 +36,10 @@ constexpr bool is_cuda_backend =
 /// Whether `B` is Fusion<Inner>: its float tensors are computed (if pending) and passed as
 /// Inner's, so that a fusion backend over CUDA reaches NCCL with device buffers.
 template <typename B>
-concept IsFusionBackend = requires { typename B::InnerBackend; } &&
-    std::same_as<typename B::FloatTensorPrimitive, FusionTensor<typename B::InnerBackend>>;
+concept IsFusionBackend = requires {
+    typename B::InnerBackend;
+}
+&&std::same_as<typename B::FloatTensorPrimitive, FusionTensor<typename B::InnerBackend>>;
 
 /// `t` as a tensor of Fusion<IB>'s inner backend (computed first when pending), and back.
 template <Backend B, std::size_t D>
@@ -119,7 +121,7 @@ class PendingAllReduce {
   public:
     /// Wraps a started op and what makes its result tensor once it is done.
     PendingAllReduce(std::unique_ptr<Work> work, std::function<Tensor<B, D, K>()> result)
-        : work_(std::move(work)), result_(std::move(result)) {}
+        : result_(std::move(result)), work_(std::move(work)) {}
     /// The reduction over ranks, once the op is done (throws its error).
     Tensor<B, D, K> wait() && {
         work_->wait();
@@ -127,8 +129,10 @@ class PendingAllReduce {
     }
 
   private:
-    std::unique_ptr<Work> work_;
+    // The buffer (held by result_) outlives the op: work_, declared last, goes first, and an
+    // op that was never waited for is finished (or ordered) by its destructor.
     std::function<Tensor<B, D, K>()> result_;
+    std::unique_ptr<Work> work_;
 };
 
 /// Starts the reduction over ranks of `t` (Collective::all_reduce_async: it may run beside the
