@@ -187,7 +187,8 @@ class GradientReducer final : public GradientHook {
             // gets when its value is made: made here (as its first use would).
             if constexpr (AutodiffBackend<module::BackendOf<M>>)
                 if (hooked_)
-                    if (const auto& node = p.val().primitive().node)
+                    // A copy: val() is a temporary, and a reference into it dangles.
+                    if (const auto node = p.val().primitive().node)
                         by_node_.emplace(node->id, slots_.size());
             const ParamId id = p.id();
             Slot s{id, shape, p.dtype(), p.device()};
