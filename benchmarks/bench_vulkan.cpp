@@ -5,12 +5,19 @@
 // Autodiff<Fusion<Vulkan>>, and a hand-written GELU (five elementwise ops) on 64M floats unfused
 // and through Fusion<Vulkan> (one generated kernel). The PyTorch side is bench_cuda_torch.py
 // (same workload names). Prints one JSON line per result.
+//
+// `bench_vulkan gemm-sweep [N] [config...]` and `coop-sweep [N] [config...]` time many
+// configurations of the f32 kernel (shaders/matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm", or an
+// index into backends/vulkan/matmul.cpp's kVariants) and of the cooperative-matrix f16 kernel
+// ("bm:bn:bk:sgm:sgn:db") in one process, each checked against a reference product, so that
+// one run on the GPU machine measures them all.
 #include <chrono>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <numbers>
 #include <string>
+#include <vector>
 
 #include <ember/backend/vulkan.hpp>
 #include <ember/backend/vulkan_autodiff.hpp>
@@ -58,6 +65,97 @@ void gemm(const char* name, ember::DType dt, std::size_t n) {
     const double s = time_per_call([&] { c = a.matmul(b); }, 5, 2);
     emit((std::string(name) + "_" + std::to_string(n)).c_str(), 2.0 * n * n * n / s / 1e12,
          "TFLOP/s");
+}
+
+/// Seconds per call of f for sweeps: one untimed call, then the best of 3 timings of 3 calls.
+double sweep_time(const std::function<void()>& f) {
+    f();
+    Vulkan::sync({});
+    double best = 1e30;
+    for (int r = 0; r < 3; ++r) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < 3; ++i) f();
+        Vulkan::sync({});
+        best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count() / 3);
+    }
+    return best;
+}
+
+// The f32 configurations swept by default: 128 x 128 tiles at several depths, lane grids and
+// tile orders, larger 128 x 256 and 256 x 128 tiles (8 x 16 a thread), and 128-thread
+// workgroups; 9 and 10 are the table's earlier candidates.
+const char* const kGemmSweep[] = {
+    "9",
+    "10",
+    "128:128:8:8:8:4:8",
+    "128:128:16:8:8:4:8",
+    "128:128:8:8:8:2:0",
+    "128:128:16:8:8:2:0",
+    "128:128:8:8:8:8:0",
+    "128:128:16:8:8:8:0",
+    "128:128:16:4:8:4:0",
+    "128:128:16:4:8:4:8",
+    "128:256:8:8:16:4:0",
+    "128:256:8:8:16:4:8",
+    "128:256:16:8:16:4:0",
+    "128:256:16:8:16:4:8",
+    "128:256:8:8:16:8:0",
+    "256:128:8:16:8:4:0",
+    "256:128:8:16:8:4:8",
+    "256:128:16:16:8:4:0",
+    "256:128:16:16:8:4:8",
+    "256:128:8:16:8:8:0",
+    "128:128:8:8:16:4:0",
+    "128:128:16:8:16:4:0",
+    "128:128:8:16:8:4:0",
+    "128:128:16:16:8:4:0",
+    "128:128:8:8:16:4:8",
+    "128:128:16:16:8:4:8",
+    "64:128:16:8:8:2:0",
+    "128:64:16:8:8:4:0",
+    "128:256:16:8:16:8:0",
+    "256:128:16:16:8:8:0",
+};
+// The f16 configurations: 128 x 128 tiles of 8 or 4 subgroups, one or two buffers, 16 to 64
+// deep, and larger tiles of 64 x 64 pieces.
+const char* const kCoopSweep[] = {
+    "128:128:32:2:4:1", "128:128:32:2:4:0", "128:128:32:4:2:1", "128:128:16:2:4:1",
+    "128:128:64:2:4:0", "128:128:32:2:2:1", "128:128:16:2:2:1", "64:128:32:2:4:1",
+    "128:256:32:2:4:0", "128:256:16:2:4:1", "256:128:32:4:2:0", "256:128:16:4:2:1",
+    "256:256:32:4:4:0", "256:256:16:4:4:0",
+};
+
+/// Times each configuration (set in `env`) of an n x n x n gemm in `dt`; each result is checked
+/// against `ref` computed once (f32: kernel 9; f16: the f32 product of the same f16 values).
+void sweep(const char* kind, const char* env, ember::DType dt, std::size_t n,
+           const std::vector<std::string>& configs) {
+    auto a32 = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Uniform(-1, 1));
+    auto b32 = Tensor<Vulkan, 2>::random({n, n}, ember::Distribution::Uniform(-1, 1));
+    auto a = a32.cast(dt), b = b32.cast(dt);
+    // Kernel 9 forced: no autotuning run (every candidate, slow ones too) for the reference.
+    ::setenv("EMBER_VULKAN_MATMUL_KERNEL", "9", 1);
+    Tensor<Vulkan, 2> ref = dt == ember::DType::F32
+                                ? a.matmul(b)
+                                : a.cast(ember::DType::F32).matmul(b.cast(ember::DType::F32));
+    ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
+    const float scale = ref.clone().abs().max().into_scalar();
+    for (const auto& cfg : configs) {
+        ::setenv(env, cfg.c_str(), 1);
+        try {
+            Tensor<Vulkan, 2> c = ref;
+            const double s = sweep_time([&] { c = a.matmul(b); });
+            const float err = (c.cast(ember::DType::F32) - ref).abs().max().into_scalar() / scale;
+            std::printf(
+                "{\"framework\": \"ember\", \"name\": \"%s %s\", \"value\": %.3f, "
+                "\"unit\": \"TFLOP/s\", \"max_rel_err\": %.2e}\n",
+                kind, cfg.c_str(), 2.0 * n * n * n / s / 1e12, err);
+        } catch (const std::exception& e) {
+            std::printf("{\"framework\": \"ember\", \"name\": \"%s %s\", \"error\": \"%s\"}\n",
+                        kind, cfg.c_str(), e.what());
+        }
+        std::fflush(stdout);
+    }
+    ::unsetenv(env);
 }
 
 template <ember::Backend B, template <typename> class Net>
@@ -110,6 +208,21 @@ int main(int argc, char** argv) try {
     }
     std::cerr << "bench_vulkan: " << ember::vulkan::device_name() << '\n';
     auto want = [&](const char* w) { return only.empty() || only == w; };
+    if (only == "gemm-sweep" || only == "coop-sweep") {
+        const bool f32 = only == "gemm-sweep";
+        std::vector<std::string> configs(argv + std::min(argc, 3), argv + argc);
+        if (configs.empty()) {
+            if (f32)
+                configs.assign(std::begin(kGemmSweep), std::end(kGemmSweep));
+            else
+                configs.assign(std::begin(kCoopSweep), std::end(kCoopSweep));
+        }
+        if (f32)
+            sweep("sgemm_f32", "EMBER_VULKAN_MATMUL_KERNEL", ember::DType::F32, gemm_n, configs);
+        else
+            sweep("gemm_f16", "EMBER_VULKAN_COOP_CONFIG", ember::DType::F16, gemm_n, configs);
+        return 0;
+    }
     if (want("elementwise")) {
         const long n = 64L << 20;
         auto a = Tensor<Vulkan, 1>::random({n}, ember::Distribution::Default);

@@ -2,13 +2,19 @@
 // Matmul of f16 tensors on tensor cores: cooperative matrices (M x N x K = 16 x 8 x 16, f16
 // inputs, f32 accumulation: the shape NVIDIA's drivers offer at subgroup scope).
 //
-// A workgroup of 8 subgroups computes a 128 x 128 tile of C. The subgroups sit on a 2 x 4 grid,
-// each owning a 64 x 32 piece: 4 x 4 accumulator fragments of 16 x 8. K advances 32 at a time:
-// the workgroup stages a 128 x 32 slice of A and a 32 x 128 slice of B in shared memory (the
-// operands are f32 words holding f16-rounded values, as ember stores f16 tensors; they convert
-// exactly), then every subgroup multiplies its fragments out of shared memory. Loads are
-// bounds-checked and zero-padded, so any M, N, K and strides work; the loop over a slice reads
-// along whichever of the operand's dims is contiguous, so that a subgroup's loads coalesce.
+// A workgroup of SGM x SGN subgroups computes a BM x BN tile of C, each subgroup a
+// (BM / SGM) x (BN / SGN) piece held as a grid of 16 x 8 accumulator fragments. K advances BK
+// at a time: the workgroup stages a BM x BK slice of A and a BK x BN slice of B in shared
+// memory as f16, then every subgroup multiplies its fragments out of shared memory. The
+// operands are f32 words holding f16-rounded values (ember stores f16 tensors so), which
+// convert exactly. Each thread moves quads: four consecutive elements along A's k or B's n,
+// read as one 16-byte word where the host allows it (VEC: row-major rows, K, N and offsets
+// multiples of 4, as matmul_large.comp), else as four bounds-checked scalars ordered so that
+// a subgroup's reads coalesce along whichever dim is contiguous; a quad is stored as four
+// packed halves (8 bytes). The next slice is read from global memory into registers while the
+// current one is multiplied, then stored: to the other of two shared buffers when DB is 1
+// (one barrier a step), else to the one buffer after a barrier. Tile sizes are specialization
+// constants (backends/vulkan/matmul.cpp's coop configurations, bench_vulkan's coop-sweep).
 //
 // Written against GL_NV_cooperative_matrix: the glslang of Debian 12 (11.13) has no
 // GL_KHR_cooperative_matrix yet; NVIDIA drivers expose both, with the same hardware path.
@@ -16,39 +22,107 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;  // 8 subgroups of 32 (WG_SIZE = 256)
+layout(local_size_x_id = 0) in;  // SGM * SGN subgroups of 32
+layout(constant_id = 1) const int BM = 128;
+layout(constant_id = 2) const int BN = 128;
+layout(constant_id = 3) const int BK = 32;
+layout(constant_id = 4) const int SGM = 2;
+layout(constant_id = 5) const int SGN = 4;
+layout(constant_id = 6) const int DB = 1;   // two shared buffers
+layout(constant_id = 7) const int VEC = 0;  // 16-byte global reads (the host checks they can)
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
-layout(std430, binding = 2) readonly buffer A { uint a[]; };
-layout(std430, binding = 3) readonly buffer B { uint b[]; };
+layout(std430, binding = 2) readonly buffer A { float a[]; };
+layout(std430, binding = 3) readonly buffer B { float b[]; };
+layout(std430, binding = 2) readonly buffer A4 { vec4 a4[]; };  // the same buffers, 16 bytes
+layout(std430, binding = 3) readonly buffer B4 { vec4 b4[]; };  // at a time (VEC)
 
 // Parameters as matmul.comp.
 const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS = 25, P_ACS = 26,
           P_BRS = 27, P_BCS = 28;
-const int BM = 128, BN = 128, BK = 32;
-const int FM = 16, FN = 8, FK = 16;     // the fragment shape
-const int SM = 64, SN = 32;             // a subgroup's piece of the tile
-const int TM = SM / FM, TN = SN / FN;   // fragments per subgroup: 4 x 4
-// Shared rows are padded by 8 halves so that fragment loads spread over the banks.
+const int FM = 16, FN = 8, FK = 16;  // the fragment shape
+const int NSG = SGM * SGN, NT = NSG * 32;
+const int SM = BM / SGM, SN = BN / SGN;  // a subgroup's piece of the tile
+const int TM = SM / FM, TN = SN / FN;    // its fragments
+// Shared rows are padded by 8 halves (16 bytes), so that the 16-byte rows of a fragment load
+// spread over the banks. Shared arrays hold quads (uvec2: four halves); offsets and strides
+// below are in halves, divided by 4 at the loads.
 const int AS = BK + 8, BS = BN + 8;
+const int NBUF = DB != 0 ? 2 : 1;
+const int A_HALVES = BM * AS, B_HALVES = BK * BS;
+const int QA = BM * BK / 4 / NT, QB = BK * BN / 4 / NT;  // quads of each operand per thread
 
-shared float16_t As[BM * AS];  // row-major BM x BK (stride AS)
-shared float16_t Bs[BK * BS];  // row-major BK x BN (stride BS)
-shared float Cs[8 * FM * FN];  // a fragment per subgroup, for edge tiles
+shared uvec2 As[NBUF * A_HALVES / 4];  // row-major BM x BK (stride AS)
+shared uvec2 Bs[NBUF * B_HALVES / 4];  // row-major BK x BN (stride BS)
+shared float Cs[NSG * FM * FN];        // a fragment per subgroup, for edge tiles
+
+int M, N, K, ao, bo, ars, acs, brs, bcs, m0, n0;
+
+// Quad q of A's slice at k0: rows along m, four k each. Consecutive q run along k when A's
+// rows are contiguous, else along m.
+void quad_a(int q, out int m, out int k) {
+    if (VEC != 0 || acs == 1) {
+        m = q / (BK / 4);
+        k = (q % (BK / 4)) * 4;
+    } else {
+        m = q % BM;
+        k = (q / BM) * 4;
+    }
+}
+// Quad q of B's slice: four n at one k. Consecutive q run along n when B's rows are
+// contiguous, else along k.
+void quad_b(int q, out int k, out int n) {
+    if (VEC != 0 || bcs == 1) {
+        k = q / (BN / 4);
+        n = (q % (BN / 4)) * 4;
+    } else {
+        k = q % BK;
+        n = (q / BK) * 4;
+    }
+}
+
+vec4 load_a(int q, int k0) {
+    int m, k;
+    quad_a(q, m, k);
+    int gm = m0 + m, gk = k0 + k;
+    if (VEC != 0) return gm < M && gk < K ? a4[(ao + gm * ars + gk) >> 2] : vec4(0.0);
+    vec4 v = vec4(0.0);
+    if (gm < M)
+        [[unroll]] for (int j = 0; j < 4; ++j) if (gk + j < K) v[j] = a[ao + gm * ars + (gk + j) * acs];
+    return v;
+}
+
+vec4 load_b(int q, int k0) {
+    int k, n;
+    quad_b(q, k, n);
+    int gk = k0 + k, gn = n0 + n;
+    if (VEC != 0) return gk < K && gn < N ? b4[(bo + gk * brs + gn) >> 2] : vec4(0.0);
+    vec4 v = vec4(0.0);
+    if (gk < K)
+        [[unroll]] for (int j = 0; j < 4; ++j) if (gn + j < N) v[j] = b[bo + gk * brs + (gn + j) * bcs];
+    return v;
+}
+
+uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 
 void main() {
-    int M = p[0], N = p[1], K = p[2];
+    M = p[0];
+    N = p[1];
+    K = p[2];
     uint batch = uint(p[3]);
     uint tiles_m = uint((M + BM - 1) / BM), tiles_n = uint((N + BN - 1) / BN);
     uint g = group_id();
     if (g >= batch * tiles_m * tiles_n) return;
     uint bi = g / (tiles_m * tiles_n);
     uint t = g % (tiles_m * tiles_n);
-    int m0 = int(t / tiles_n) * BM, n0 = int(t % tiles_n) * BN;
-    int ao = p[P_AO], bo = p[P_BO];
+    m0 = int(t / tiles_n) * BM;
+    n0 = int(t % tiles_n) * BN;
+    ao = p[P_AO];
+    bo = p[P_BO];
     uint rem = bi;
     for (int d = p[P_BR] - 1; d >= 0; --d) {
         uint s = uint(p[P_BS + d]);
@@ -57,51 +131,70 @@ void main() {
         ao += i * p[P_AB + d];
         bo += i * p[P_BB + d];
     }
-    int ars = p[P_ARS], acs = p[P_ACS], brs = p[P_BRS], bcs = p[P_BCS];
-    int tid = int(gl_LocalInvocationID.x), nt = int(WG_SIZE);
+    ars = p[P_ARS];
+    acs = p[P_ACS];
+    brs = p[P_BRS];
+    bcs = p[P_BCS];
+    int tid = int(gl_LocalInvocationID.x);
     int sg = tid / 32, lane = tid % 32;
-    int sm0 = (sg / 4) * SM, sn0 = (sg % 4) * SN;  // this subgroup's piece within the tile
+    int sm0 = (sg / SGN) * SM, sn0 = (sg % SGN) * SN;  // this subgroup's piece within the tile
 
     fcoopmatNV<32, gl_ScopeSubgroup, FM, FN> acc[TM * TN];
-    for (int i = 0; i < TM * TN; ++i) acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
+    [[unroll]] for (int i = 0; i < TM * TN; ++i)
+        acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
 
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        if (acs == 1) {  // rows of A contiguous: consecutive threads read consecutive k
-            for (int e = tid; e < BM * BK; e += nt) {
-                int m = e / BK, k = e % BK, gm = m0 + m, gk = k0 + k;
-                As[m * AS + k] =
-                    float16_t((gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk) : 0.0);
-            }
-        } else {
-            for (int e = tid; e < BM * BK; e += nt) {
-                int k = e / BM, m = e % BM, gm = m0 + m, gk = k0 + k;
-                As[m * AS + k] =
-                    float16_t((gm < M && gk < K) ? LOAD_F(a, ao + gm * ars + gk * acs) : 0.0);
-            }
+    vec4 ra[QA], rb[QB];
+    [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, 0);
+    [[unroll]] for (int i = 0; i < QA; ++i) {
+        int m, k;
+        quad_a(tid + i * NT, m, k);
+        As[(m * AS + k) / 4] = pack4(ra[i]);
+    }
+    [[unroll]] for (int i = 0; i < QB; ++i) {
+        int k, n;
+        quad_b(tid + i * NT, k, n);
+        Bs[(k * BS + n) / 4] = pack4(rb[i]);
+    }
+    barrier();
+
+    int nk = (K + BK - 1) / BK;
+    for (int s = 0; s < nk; ++s) {
+        int cur = DB != 0 ? (s & 1) : 0;
+        bool more = s + 1 < nk;
+        if (more) {
+            int k0 = (s + 1) * BK;
+            [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, k0);
+            [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, k0);
         }
-        if (bcs == 1) {  // rows of B contiguous: consecutive threads read consecutive n
-            for (int e = tid; e < BK * BN; e += nt) {
-                int k = e / BN, n = e % BN, gk = k0 + k, gn = n0 + n;
-                Bs[k * BS + n] =
-                    float16_t((gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn) : 0.0);
-            }
-        } else {
-            for (int e = tid; e < BK * BN; e += nt) {
-                int n = e / BK, k = e % BK, gk = k0 + k, gn = n0 + n;
-                Bs[k * BS + n] =
-                    float16_t((gk < K && gn < N) ? LOAD_F(b, bo + gk * brs + gn * bcs) : 0.0);
-            }
-        }
-        barrier();
-        for (int kk = 0; kk < BK; kk += FK) {
+        int abuf = cur * A_HALVES, bbuf = cur * B_HALVES;
+        [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
             fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
-            for (int i = 0; i < TM; ++i)
-                coopMatLoadNV(ma[i], As, uint((sm0 + i * FM) * AS + kk), uint(AS), false);
-            for (int j = 0; j < TN; ++j) {
+            [[unroll]] for (int i = 0; i < TM; ++i)
+                coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 4), uint(AS / 4),
+                              false);
+            [[unroll]] for (int j = 0; j < TN; ++j) {
                 fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mb;
-                coopMatLoadNV(mb, Bs, uint(kk * BS + sn0 + j * FN), uint(BS), false);
-                for (int i = 0; i < TM; ++i)
+                coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 4), uint(BS / 4),
+                              false);
+                [[unroll]] for (int i = 0; i < TM; ++i)
                     acc[i * TN + j] = coopMatMulAddNV(ma[i], mb, acc[i * TN + j]);
+            }
+        }
+        if (more) {
+            // With two buffers, the other one was last read before the previous barrier; with
+            // one, every subgroup must be done with it first.
+            if (DB == 0) barrier();
+            int nxt = DB != 0 ? 1 - cur : 0;
+            [[unroll]] for (int i = 0; i < QA; ++i) {
+                int m, k;
+                quad_a(tid + i * NT, m, k);
+                As[(nxt * A_HALVES + m * AS + k) / 4] = pack4(ra[i]);
+            }
+            [[unroll]] for (int i = 0; i < QB; ++i) {
+                int k, n;
+                quad_b(tid + i * NT, k, n);
+                Bs[(nxt * B_HALVES + k * BS + n) / 4] = pack4(rb[i]);
             }
         }
         barrier();
@@ -109,8 +202,8 @@ void main() {
 
     uint cb = bi * uint(M) * uint(N);
     if (m0 + BM <= M && n0 + BN <= N) {  // the whole tile is inside C: store in place
-        for (int i = 0; i < TM; ++i)
-            for (int j = 0; j < TN; ++j) {
+        [[unroll]] for (int i = 0; i < TM; ++i)
+            [[unroll]] for (int j = 0; j < TN; ++j) {
                 uint at = cb + uint(m0 + sm0 + i * FM) * uint(N) + uint(n0 + sn0 + j * FN);
                 coopMatStoreNV(acc[i * TN + j], c, at, uint(N), false);
             }
@@ -118,8 +211,8 @@ void main() {
     }
     // An edge tile: each fragment goes through shared memory, and only its elements inside C
     // are written.
-    for (int i = 0; i < TM; ++i)
-        for (int j = 0; j < TN; ++j) {
+    [[unroll]] for (int i = 0; i < TM; ++i)
+        [[unroll]] for (int j = 0; j < TN; ++j) {
             coopMatStoreNV(acc[i * TN + j], Cs, uint(sg * FM * FN), uint(FN), false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();

@@ -178,8 +178,13 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
     // EMBER_VULKAN_MATMUL_KERNEL forces one candidate of the autotuner (an index into its
     // table; one that cannot run the problem is ignored). Shapes with K and N multiples of 4
     // also take the vec4 kernels. Small integers: every product is exact in f32 and in f16.
-    const std::array<std::array<std::size_t, 3>, 6> shapes{
-        {{33, 17, 65}, {130, 64, 132}, {129, 40, 200}, {64, 32, 64}, {257, 36, 68}, {140, 8, 132}}};
+    const std::array<std::array<std::size_t, 3>, 7> shapes{{{33, 17, 65},
+                                                            {130, 64, 132},
+                                                            {129, 40, 200},
+                                                            {64, 32, 64},
+                                                            {257, 36, 68},
+                                                            {140, 8, 132},
+                                                            {96, 200, 72}}};
     auto product = [](std::size_t m, std::size_t k, std::size_t n) {
         std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
         for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
@@ -189,9 +194,16 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
                 for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
         return std::array<std::vector<float>, 3>{a, b, c};
     };
-    // 11 = the size of kVariants in backends/vulkan/matmul.cpp.
-    for (int kernel = 0; kernel < 11; ++kernel) {
-        ::setenv("EMBER_VULKAN_MATMUL_KERNEL", std::to_string(kernel).c_str(), 1);
+    // Indices 0-12 of kVariants in backends/vulkan/matmul.cpp, then configurations of
+    // matmul_large.comp ("bm:bn:bk:tm:tn:lr:gm") beyond the table's: other thread blocks, lane
+    // grids, depths and tile orders, within lavapipe's 32 KiB of shared memory.
+    std::vector<std::string> kernels;
+    for (int i = 0; i < 13; ++i) kernels.push_back(std::to_string(i));
+    for (const char* cfg : {"64:64:16:4:4:4:0", "128:64:8:8:8:4:2", "64:128:16:8:8:2:3",
+                            "128:256:8:8:16:4:0", "256:128:8:16:8:8:4", "32:64:32:4:8:8:1"})
+        kernels.push_back(cfg);
+    for (const auto& kernel : kernels) {
+        ::setenv("EMBER_VULKAN_MATMUL_KERNEL", kernel.c_str(), 1);
         for (auto [m, k, n] : shapes) {
             INFO("kernel " << kernel << ", " << m << "x" << k << " @ " << k << "x" << n);
             auto [a, b, c] = product(m, k, n);
@@ -206,19 +218,35 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
         auto tb = Tensor<V, 2>::from_data(TensorData(b, {20, 136})).unsqueeze();
         REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
     }
-    ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
-    // f16 operands: tensor cores where the device has them (ragged 128 x 128 tiles here),
-    // row-major and transposed.
-    for (auto [m, k, n] : shapes) {
-        INFO("f16 " << m << "x" << k << " @ " << k << "x" << n);
-        auto [a, b, c] = product(m, k, n);
-        auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k})).cast(ember::DType::F16);
-        auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(ember::DType::F16);
-        // |c| <= 3 * 2 * 64: integers that f16 holds exactly, so the rounding changes nothing.
-        REQUIRE(ta.matmul(tb).cast(ember::DType::F32).into_data().to_vec<float>() == c);
-        auto tt = tb.transpose().matmul(ta.transpose()).transpose();
-        REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
+    // A configuration the shader cannot take is an error, not a silent fallback.
+    ::setenv("EMBER_VULKAN_MATMUL_KERNEL", "128:128:8:8:8:3:0", 1);
+    {
+        auto [a, b, c] = product(64, 32, 64);
+        auto ta = Tensor<V, 2>::from_data(TensorData(a, {64, 32}));
+        auto tb = Tensor<V, 2>::from_data(TensorData(b, {32, 64}));
+        REQUIRE_THROWS_AS(ta.matmul(tb), ember::ArgumentError);
     }
+    ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
+    // f16 operands: tensor cores where the device has them (ragged tiles here), row-major
+    // (16-byte loads where K and N allow) and transposed (scalar loads), in the default
+    // configuration of matmul_coop.comp and others ("bm:bn:bk:sgm:sgn:db"; lavapipe has no
+    // cooperative matrices and ignores them).
+    for (const char* coop : {"", "128:128:32:2:4:0", "128:128:64:2:4:0", "128:128:16:2:2:1",
+                             "64:128:32:2:4:1", "256:128:16:4:2:1", "128:256:32:2:4:0"}) {
+        ::setenv("EMBER_VULKAN_COOP_CONFIG", coop, 1);
+        for (auto [m, k, n] : shapes) {
+            INFO("f16, coop config '" << coop << "', " << m << "x" << k << " @ " << k << "x" << n);
+            auto [a, b, c] = product(m, k, n);
+            auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k})).cast(ember::DType::F16);
+            auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(ember::DType::F16);
+            // |c| <= 3 * 2 * 200: integers that f16 holds exactly, so the rounding changes
+            // nothing.
+            REQUIRE(ta.matmul(tb).cast(ember::DType::F32).into_data().to_vec<float>() == c);
+            auto tt = tb.transpose().matmul(ta.transpose()).transpose();
+            REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
+        }
+    }
+    ::unsetenv("EMBER_VULKAN_COOP_CONFIG");
 }
 
 TEST_CASE("vulkan: matmul autotuning picks and remembers a kernel", "[vulkan]") {

@@ -20,9 +20,10 @@ namespace ember::detail::vk {
 namespace {
 
 /// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
-/// MODE 3 (matmul_large.comp: 128 x 128 tiles, double-buffered, vec4 loads) with its tile sizes.
+/// MODE 3 (matmul_large.comp: double-buffered tiles, vec4 loads) with its tile sizes; MODE 3
+/// also has a warp's lane grid (lr lanes along rows) and the tile-order grouping gm.
 struct Variant {
-    std::int32_t mode, bm, bn, bk, tm, tn;
+    std::int32_t mode, bm, bn, bk, tm, tn, lr = 4, gm = 0;
     std::uint32_t threads() const {
         return mode == 1 ? 256u : static_cast<std::uint32_t>((bm / tm) * (bn / tn));
     }
@@ -34,6 +35,20 @@ struct Variant {
     bool vec4() const { return mode >= 2; }
     const char* shader() const { return mode == 3 ? "matmul_large" : "matmul"; }
 };
+
+/// Whether matmul_large.comp can be specialised to v: its layout assumes 4 x 4 blocks, whole
+/// warps of 32 lanes on an lr x (32 / lr) grid of threads, every thread loading the same
+/// number of quads of each operand, and rows of As in groups of 8 slots (its XOR permutation).
+constexpr bool large_well_formed(const Variant& v) {
+    auto pow2 = [](std::int32_t x) { return x > 0 && (x & (x - 1)) == 0; };
+    if (v.mode != 3 || v.tm <= 0 || v.tn <= 0 || v.tm % 4 != 0 || v.tn % 4 != 0) return false;
+    if (v.bm <= 0 || v.bn <= 0 || v.bm % v.tm != 0 || v.bn % v.tn != 0 || v.bm % 32 != 0)
+        return false;
+    const std::int32_t tr = v.bm / v.tm, tc = v.bn / v.tn, nt = tr * tc;
+    if (!pow2(v.lr) || v.lr > 8 || tr % v.lr != 0 || tc % (32 / v.lr) != 0) return false;
+    if (!pow2(v.bk) || v.bk < 4 || v.bk > 32) return false;
+    return (v.bm * v.bk / 4) % nt == 0 && (v.bn * v.bk / 4) % nt == 0 && v.gm >= 0;
+}
 
 // Candidates: register-blocked shared-memory tiles of several shapes and the naive kernel.
 constexpr Variant kVariants[] = {
@@ -57,6 +72,11 @@ constexpr std::size_t scalar_twin(std::size_t v) {
     return v >= 8 ? 1 : (v >= 5 ? v - 5 : v);
 }
 constexpr std::size_t kNumVariants = sizeof(kVariants) / sizeof(kVariants[0]);
+static_assert([] {
+    for (const Variant& v : kVariants)
+        if (v.mode == 3 && !large_well_formed(v)) return false;
+    return true;
+}());
 
 struct Problem {
     std::size_t m = 0, n = 0, k = 0, batch = 1;
@@ -153,7 +173,8 @@ Params params_of(const Problem& pr, const VT& a, const VT& b) {
 void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const VT& b,
             const VT& out, std::int32_t ct) {
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {v.mode, v.bm, v.bn, v.bk, v.tm, v.tn, ct};
+    // Constant ids 1-9 of matmul.comp and matmul_large.comp (each reads those it declares).
+    const std::int32_t spec[] = {v.mode, v.bm, v.bn, v.bk, v.tm, v.tn, ct, v.lr, v.gm};
     const Pipeline& pipe = cx.pipeline(v.shader(), spec, 3, v.threads());
     const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
     std::uint64_t groups;
@@ -165,15 +186,58 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
     cx.dispatch(pipe, bs, p.w, groups);
 }
 
-/// The cooperative-matrix kernel (shaders/matmul_coop.comp): 128 x 128 tiles of C, a
-/// workgroup of 8 subgroups each.
-void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
-    constexpr std::size_t kTile = 128;
+/// A configuration of the cooperative-matrix kernel (shaders/matmul_coop.comp): a bm x bn tile
+/// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers.
+struct Coop {
+    std::int32_t bm, bn, bk, sgm, sgn, db;
+    std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
+    std::size_t shared_bytes() const {
+        const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
+        return (db ? 2 : 1) * 2 * halves + std::size_t(sgm) * sgn * 16 * 8 * 4;
+    }
+    /// Whether the shader's layout holds: whole 16 x 8 fragments per subgroup, 16-deep k steps,
+    /// and every thread moving the same number of quads of each operand.
+    bool well_formed() const {
+        if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1))
+            return false;
+        const std::int32_t nt = sgm * sgn * 32;
+        return bm % (sgm * 16) == 0 && bn % (sgn * 8) == 0 && bk % 16 == 0 &&
+               (bm * bk / 4) % nt == 0 && (bk * bn / 4) % nt == 0;
+    }
+};
+
+// 128 x 128 tiles of 8 subgroups, each a 64 x 32 piece (4 x 4 fragments), 32-deep slices,
+// double buffered.
+constexpr Coop kCoop{128, 128, 32, 2, 4, 1};
+
+/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db" replaces kCoop (bench_vulkan's coop-sweep).
+Coop coop_config(const Context& cx) {
+    const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
+    if (!e || !*e) return kCoop;
+    Coop c{};
+    char sep[5] = {};
+    std::istringstream in(e);
+    in >> c.bm >> sep[0] >> c.bn >> sep[1] >> c.bk >> sep[2] >> c.sgm >> sep[3] >> c.sgn >>
+        sep[4] >> c.db;
+    const bool parsed = in && in.peek() == EOF && std::string(sep, 5) == "::::";
+    EMBER_CHECK(parsed && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
+                ": not a valid bm:bn:bk:sgm:sgn:db configuration of matmul_coop.comp");
+    EMBER_CHECK(
+        c.shared_bytes() <= cx.info().max_shared_memory && c.threads() <= cx.info().max_invocations,
+        Argument, "EMBER_VULKAN_COOP_CONFIG=", e, ": needs ", c.shared_bytes(),
+        " B of shared memory and ", c.threads(), " threads; the device has ",
+        cx.info().max_shared_memory, " B and ", cx.info().max_invocations);
+    return c;
+}
+
+void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
+                 bool vec4) {
+    const Coop c = coop_config(cx);
     Params p = params_of(pr, a, b);
-    const Pipeline& pipe = cx.pipeline("matmul_coop", {}, 3, 8 * cx.info().subgroup_size);
+    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, vec4 ? 1 : 0};
+    const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, c.threads());
     const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
-    cx.dispatch(pipe, bs, p.w,
-                pr.batch * ((pr.m + kTile - 1) / kTile) * ((pr.n + kTile - 1) / kTile));
+    cx.dispatch(pipe, bs, p.w, pr.batch * ((pr.m + c.bm - 1) / c.bm) * ((pr.n + c.bn - 1) / c.bn));
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
@@ -190,32 +254,53 @@ std::size_t heuristic(const Context& cx, const Problem& pr, bool vec4) {
     return vec4 && v <= 2 ? v + 5 : v;
 }
 
-/// The kernel EMBER_VULKAN_MATMUL_KERNEL names (an index into kVariants), if it can run this
-/// problem: for tests that check every kernel, and for measuring one.
-std::optional<std::size_t> forced_kernel(const Context& cx, bool vec4) {
+/// The kernel EMBER_VULKAN_MATMUL_KERNEL names, if it can run this problem: an index into
+/// kVariants (for tests that check every kernel, and for measuring one), or a configuration
+/// of matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm" (bench_vulkan's gemm-sweep). A configuration
+/// the shader or the device cannot take is an error; one that needs vec4 loads where the
+/// operands do not allow them is ignored, as an index is.
+std::optional<Variant> forced_kernel(const Context& cx, bool vec4) {
     const char* e = std::getenv("EMBER_VULKAN_MATMUL_KERNEL");
     if (!e || !*e) return std::nullopt;
+    if (std::string(e).find(':') != std::string::npos) {
+        Variant v{3, 0, 0, 0, 0, 0};
+        char sep[6] = {};
+        std::istringstream in(e);
+        in >> v.bm >> sep[0] >> v.bn >> sep[1] >> v.bk >> sep[2] >> v.tm >> sep[3] >> v.tn >>
+            sep[4] >> v.lr >> sep[5] >> v.gm;
+        const bool parsed = in && in.peek() == EOF && std::string(sep, 6) == "::::::";
+        EMBER_CHECK(parsed && large_well_formed(v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e,
+                    ": not a valid bm:bn:bk:tm:tn:lr:gm configuration of matmul_large.comp");
+        EMBER_CHECK(fits(cx, v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e, ": needs ",
+                    v.shared_bytes(), " B of shared memory and ", v.threads(),
+                    " threads; the device has ", cx.info().max_shared_memory, " B and ",
+                    cx.info().max_invocations);
+        if (!vec4) return std::nullopt;
+        return v;
+    }
     char* end = nullptr;
     const unsigned long v = std::strtoul(e, &end, 10);
     if (*end != '\0' || v >= kNumVariants || !fits(cx, kVariants[v]) ||
         (kVariants[v].vec4() && !vec4))
         return std::nullopt;
-    return v;
+    return kVariants[v];
 }
 
-std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
+Variant choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
     const bool vec4 = vec4_ok(pr, a, b);
     if (auto v = forced_kernel(cx, vec4)) return *v;
     const std::size_t h = heuristic(cx, pr, vec4);
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
-    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21)) return h;
+    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
+        return kVariants[h];
     Tuned& t = tuned()[cx.index()];
     std::lock_guard lock(t.mu);
     load_tuned(cx, t);
     const auto key = std::make_tuple(bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1);
     // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
     if (auto it = t.best.find(key); it != t.best.end())
-        return kVariants[it->second].vec4() && !vec4 ? scalar_twin(it->second) : it->second;
+        return kVariants[kVariants[it->second].vec4() && !vec4 ? scalar_twin(it->second)
+                                                               : it->second];
     cx.wait_idle();
     double best_time = 1e300;
     std::size_t best = h;
@@ -235,7 +320,7 @@ std::size_t choose(Context& cx, const Problem& pr, const VT& a, const VT& b, con
     }
     t.best[key] = best;
     save_tuned(cx, t);
-    return best;
+    return kVariants[best];
 }
 
 }  // namespace
@@ -283,11 +368,11 @@ VT matmul(VT a, VT b) {
     std::lock_guard lock(cx.mu);
     if (dt == DType::F16 && b.dtype == DType::F16 && cx.info().cooperative_matrix) {
         // f16 operands: tensor cores, f32 accumulation (the inputs are exact in f16).
-        launch_coop(cx, pr, a, b, out);
+        launch_coop(cx, pr, a, b, out, vec4_ok(pr, a, b));
         return cast(std::move(out), dt);
     }
-    const std::size_t v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kNaive;
-    launch(cx, kVariants[v], pr, a, b, out, class_of(dt));
+    const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];
+    launch(cx, v, pr, a, b, out, class_of(dt));
     // f16/bf16 operands compute in f32 and round once, as on the CPU.
     return out.dtype == dt ? out : cast(std::move(out), dt);
 }
