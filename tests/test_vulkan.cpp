@@ -19,6 +19,16 @@ namespace {
             return;                            \
         }                                      \
     } while (0)
+
+/// Sets an environment variable for a scope, so that a failed REQUIRE (which leaves the scope)
+/// does not carry it into later test cases.
+struct ScopedEnv {
+    const char* name;
+    ScopedEnv(const char* n, const std::string& value) : name(n) { ::setenv(n, value.c_str(), 1); }
+    ~ScopedEnv() { ::unsetenv(name); }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
 }  // namespace
 
 TEST_CASE("vulkan: device and name", "[vulkan]") {
@@ -194,16 +204,17 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
                 for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
         return std::array<std::vector<float>, 3>{a, b, c};
     };
-    // Indices 0-12 of kVariants in backends/vulkan/matmul.cpp, then configurations of
+    // Indices 0-13 of kVariants in backends/vulkan/matmul.cpp, then configurations of
     // matmul_large.comp ("bm:bn:bk:tm:tn:lr:gm") beyond the table's: other thread blocks, lane
     // grids, depths and tile orders, within lavapipe's 32 KiB of shared memory.
     std::vector<std::string> kernels;
-    for (int i = 0; i < 13; ++i) kernels.push_back(std::to_string(i));
-    for (const char* cfg : {"64:64:16:4:4:4:0", "128:64:8:8:8:4:2", "64:128:16:8:8:2:3",
-                            "128:256:8:8:16:4:0", "256:128:8:16:8:8:4", "32:64:32:4:8:8:1"})
+    for (int i = 0; i < 14; ++i) kernels.push_back(std::to_string(i));
+    for (const char* cfg :
+         {"64:64:16:4:4:4:0", "128:64:8:8:8:4:2", "64:128:16:8:8:2:3", "128:256:8:8:16:4:0",
+          "256:128:8:16:8:8:4", "32:64:32:4:8:8:1", "128:128:16:8:16:8:0", "64:256:8:8:16:2:0"})
         kernels.push_back(cfg);
     for (const auto& kernel : kernels) {
-        ::setenv("EMBER_VULKAN_MATMUL_KERNEL", kernel.c_str(), 1);
+        const ScopedEnv forced("EMBER_VULKAN_MATMUL_KERNEL", kernel);
         for (auto [m, k, n] : shapes) {
             INFO("kernel " << kernel << ", " << m << "x" << k << " @ " << k << "x" << n);
             auto [a, b, c] = product(m, k, n);
@@ -219,21 +230,20 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
         REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
     }
     // A configuration the shader cannot take is an error, not a silent fallback.
-    ::setenv("EMBER_VULKAN_MATMUL_KERNEL", "128:128:8:8:8:3:0", 1);
     {
+        const ScopedEnv forced("EMBER_VULKAN_MATMUL_KERNEL", "128:128:8:8:8:3:0");
         auto [a, b, c] = product(64, 32, 64);
         auto ta = Tensor<V, 2>::from_data(TensorData(a, {64, 32}));
         auto tb = Tensor<V, 2>::from_data(TensorData(b, {32, 64}));
         REQUIRE_THROWS_AS(ta.matmul(tb), ember::ArgumentError);
     }
-    ::unsetenv("EMBER_VULKAN_MATMUL_KERNEL");
     // f16 operands: tensor cores where the device has them (ragged tiles here), row-major
     // (16-byte loads where K and N allow) and transposed (scalar loads), in the default
     // configuration of matmul_coop.comp and others ("bm:bn:bk:sgm:sgn:db"; lavapipe has no
     // cooperative matrices and ignores them).
     for (const char* coop : {"", "128:128:32:2:4:0", "128:128:64:2:4:0", "128:128:16:2:2:1",
                              "64:128:32:2:4:1", "256:128:16:4:2:1", "128:256:32:2:4:0"}) {
-        ::setenv("EMBER_VULKAN_COOP_CONFIG", coop, 1);
+        const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
         for (auto [m, k, n] : shapes) {
             INFO("f16, coop config '" << coop << "', " << m << "x" << k << " @ " << k << "x" << n);
             auto [a, b, c] = product(m, k, n);
@@ -246,7 +256,6 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
             REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
         }
     }
-    ::unsetenv("EMBER_VULKAN_COOP_CONFIG");
 }
 
 TEST_CASE("vulkan: matmul autotuning picks and remembers a kernel", "[vulkan]") {

@@ -65,8 +65,15 @@ constexpr Variant kVariants[] = {
     // reads, two shared buffers (the next k slice loaded during the current one's products).
     {3, 128, 128, 8, 8, 8},
     {3, 128, 128, 16, 8, 8},
+    // 11-13: 8 x 16 (or 8 x 8) a thread, 16 deep: the fastest of bench_vulkan's gemm-sweep on
+    // an H200 (128 x 256 tiles: 48 TFLOP/s at 8192^3, against 37 for 9), and smaller tiles that
+    // make more workgroups for medium problems.
+    {3, 128, 256, 16, 8, 16, 8, 0},
+    {3, 128, 128, 16, 8, 16, 4, 0},
+    {3, 64, 128, 16, 8, 8, 2, 0},
 };
 constexpr std::size_t kNaive = 4;
+constexpr std::size_t kLarge = 11;
 /// The scalar-load twin of a vec4 variant.
 constexpr std::size_t scalar_twin(std::size_t v) {
     return v >= 8 ? 1 : (v >= 5 ? v - 5 : v);
@@ -219,7 +226,7 @@ Coop coop_config(const Context& cx) {
     std::istringstream in(e);
     in >> c.bm >> sep[0] >> c.bn >> sep[1] >> c.bk >> sep[2] >> c.sgm >> sep[3] >> c.sgn >>
         sep[4] >> c.db;
-    const bool parsed = in && in.peek() == EOF && std::string(sep, 5) == "::::";
+    const bool parsed = in && in.peek() == EOF && std::string(sep, 5) == ":::::";
     EMBER_CHECK(parsed && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
                 ": not a valid bm:bn:bk:sgm:sgn:db configuration of matmul_coop.comp");
     EMBER_CHECK(
@@ -244,6 +251,9 @@ void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const
 /// fills.
 std::size_t heuristic(const Context& cx, const Problem& pr, bool vec4) {
     if (pr.m * pr.n * pr.k < (std::size_t{1} << 15)) return kNaive;
+    // Large row-major problems: the fastest tile measured, where it makes a wave or more of
+    // workgroups on a large GPU.
+    if (vec4 && pr.m >= 2048 && pr.n >= 2048 && fits(cx, kVariants[kLarge])) return kLarge;
     std::size_t v = 3;
     if (pr.m >= 128 && pr.n >= 64 && fits(cx, kVariants[1]))
         v = 1;
