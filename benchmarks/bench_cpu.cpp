@@ -114,8 +114,10 @@ struct Buf {
 
 // Runs `f` and `g` alternately (warm-up, then `reps` timed pairs), so that both see the same
 // machine: on a shared machine the load changes from second to second.
+// With `ratios`, also the ratio g ÷ f of each pair's times.
 std::pair<Timing, Timing> time_alternating(const std::function<void()>& f,
-                                           const std::function<void()>& g, int warmup, int reps) {
+                                           const std::function<void()>& g, int warmup, int reps,
+                                           std::vector<double>* ratios = nullptr) {
     for (int i = 0; i < warmup; ++i) {
         f();
         g();
@@ -129,6 +131,7 @@ std::pair<Timing, Timing> time_alternating(const std::function<void()>& f,
     for (int i = 0; i < reps; ++i) {
         sf.push_back(once(f));
         sg.push_back(once(g));
+        if (ratios) ratios->push_back(sg.back() / sf.back());
     }
     auto summarise = [](std::vector<double>& s) {
         std::sort(s.begin(), s.end());
@@ -194,8 +197,10 @@ void bench_gelu() {
     report_rate("gelu_custom_16M", "ember", "GB/s", 8.0 * double(n), 1e9, t);
 }
 
-// gelu_custom through Fusion<Cpu>: one kernel; the unfused chain timed in turn in the same
-// process for the fused ÷ unfused ratio.
+// gelu_custom through Fusion<Cpu>: one kernel; the unfused chain timed alternately with it in
+// the same process, so that both see the same machine, for the fused ÷ unfused ratio (also
+// reported as the median of the ratios of consecutive pairs, the figure least disturbed by
+// neighbours whose load changes from second to second).
 void bench_gelu_fused() {
     if (!selected("gelu_custom_16M_fused")) return;
     const std::size_t n = opt.quick ? k16M / 8 : k16M;
@@ -203,10 +208,13 @@ void bench_gelu_fused() {
     auto x = T<1>::random({n}, ember::Distribution::Normal(0, 1));
     auto xf = ember::Tensor<F, 1>::from_data(x.to_data());
     auto gelu = [](auto v) { return v * ((v / std::numbers::sqrt2_v<float>).erf() + 1) / 2; };
-    const auto tf = time_runs([&] { consume(gelu(xf)); }, 1, opt.reps);
-    const auto tu = time_runs([&] { consume(gelu(x)); }, 1, opt.reps);
+    std::vector<double> ratios;
+    const auto [tf, tu] = time_alternating([&] { consume(gelu(xf)); }, [&] { consume(gelu(x)); }, 1,
+                                           opt.reps, &ratios);
     report_rate("gelu_custom_16M_fused", "ember", "GB/s", 8.0 * double(n), 1e9, tf);
     report_rate("gelu_custom_16M_fused", "ember_unfused", "GB/s", 8.0 * double(n), 1e9, tu);
+    std::sort(ratios.begin(), ratios.end());
+    report("gelu_custom_16M_fused", "fused_over_unfused_pairs", "x", ratios[ratios.size() / 2], tf);
 }
 
 // Reductions that end an elementwise chain, [8192, 2048] f32: a row sum of exp(2x) (4 bytes

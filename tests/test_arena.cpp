@@ -6,6 +6,9 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
 
 #include "harness.hpp"
 
@@ -84,4 +87,28 @@ TEST_CASE("tensors in an installed arena", "[arena]") {
         CHECK_THROWS_WITH(T1::zeros({100000}), Catch::Contains("no block of 400000 bytes"));
     }
     CHECK(arena.bytes_in_use() == 0);
+}
+
+TEST_CASE("CPU allocator: large buffers on 2 MiB boundaries, reused", "[arena]") {
+    // 48 MiB: above the threshold (32 MiB) where buffers are asked for transparent huge pages,
+    // which needs them 2 MiB-aligned; values written and read back through every page.
+    const std::size_t n = std::size_t{12} << 20;
+    const auto before = ember::cpu::memory_stats().bytes_in_use;
+    const void* first = nullptr;
+    {
+        auto t = ember::Tensor<B, 1>::full({n}, 1.5f);
+        const std::byte* p = t.primitive().bytes();
+        first = p;
+        const char* off = std::getenv("EMBER_CPU_HUGE_PAGES");  // "0": plain 64-byte alignment
+        const std::size_t align = off && std::string_view(off) == "0" ? 64 : std::size_t{2} << 20;
+        CHECK(reinterpret_cast<std::uintptr_t>(p) % align == 0);
+        CHECK(ember::cpu::memory_stats().bytes_in_use - before >= n * sizeof(float));
+        auto s = (std::move(t) * 2.0f).sum().into_scalar();  // in place: one buffer
+        CHECK(s == Approx(3.0 * double(n)).epsilon(1e-6));
+    }
+    CHECK(ember::cpu::memory_stats().bytes_in_use == before);
+    // The freed buffer is cached and comes back for the next tensor of its size class.
+    auto u = ember::Tensor<B, 1>::zeros({n});
+    CHECK(static_cast<const void*>(u.primitive().bytes()) == first);
+    CHECK(u.sum().into_scalar() == 0.0f);
 }
