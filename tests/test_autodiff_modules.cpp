@@ -219,6 +219,19 @@ void all_cases(const Runner& r) {
                           [](auto x) { return act::quiet_softmax(x, 1); });
     });
 
+    r.group("layer_norm", [&] {
+        using ember::module::layer_norm;
+        r.check<B, In<3>, In<1>, In<1>>(
+            "layer_norm_affine", [](auto x, auto g, auto b) { return layer_norm(x, g, b, 1e-5); });
+        r.check<B, In<2>>("layer_norm_plain", [](auto x) {
+            return layer_norm(x, std::nullopt, std::nullopt, 1e-3);
+        });
+        r.check<B, In<2>, In<1>>("layer_norm_gamma", [](auto x, auto g) {
+            return layer_norm(x, g, std::nullopt, 1e-5);
+        });
+        r.check<B, In<2>, In<1>, In<1>>(
+            "layer_norm_wide", [](auto x, auto g, auto b) { return layer_norm(x, g, b, 1e-5); });
+    });
     r.group("linear", [&] {
         using ember::module::linear;
         r.check<B, In<2>, In<2>, In<1>>("linear_2d_bias",

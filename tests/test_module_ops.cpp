@@ -1,6 +1,7 @@
 // Functional module ops (ember::module) against PyTorch: convolutions, transposed and deformable
 // convolutions, pooling, adaptive pooling, interpolation, embedding and linear. Expected values come
 // from tests/fixtures/gen_module_ops.py; each case's options are stored with it as params.
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -377,5 +378,53 @@ TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)
         Fixture f(kFile, "linear_2d_bias");
         auto w = ember::Tensor<B, 2>::zeros({3, 5});
         REQUIRE_THROWS_AS(linear(f.tensor<B, 2>(0), w), ember::ShapeError);
+    }
+}
+
+// layer_norm's forward values on every backend (the autodiff suite checks its gradients on every
+// autodiff stack); the cases come from gen_autodiff_modules.py: inputs x[, gamma][, beta], then
+// the upstream gradient; output 0 is torch's F.layer_norm.
+TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]", TestBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    using ember::module::layer_norm;
+    SECTION("rank 3, gamma and beta") {
+        Fixture f("autodiff_modules", "layer_norm_affine");
+        expect_close(layer_norm(f.tensor<B, 3>(0), f.tensor<B, 1>(1), f.tensor<B, 1>(2), 1e-5),
+                     f.output(0));
+    }
+    SECTION("no affine, eps 1e-3") {
+        Fixture f("autodiff_modules", "layer_norm_plain");
+        expect_close(layer_norm(f.tensor<B, 2>(0), std::nullopt, std::nullopt, 1e-3), f.output(0));
+    }
+    SECTION("gamma only") {
+        Fixture f("autodiff_modules", "layer_norm_gamma");
+        expect_close(layer_norm(f.tensor<B, 2>(0), f.tensor<B, 1>(1), std::nullopt, 1e-5),
+                     f.output(0));
+    }
+    SECTION("rows of 516") {
+        Fixture f("autodiff_modules", "layer_norm_wide");
+        expect_close(layer_norm(f.tensor<B, 2>(0), f.tensor<B, 1>(1), f.tensor<B, 1>(2), 1e-5),
+                     f.output(0));
+    }
+    SECTION("a row of equal values normalises to beta; the input is not changed") {
+        auto x = ember::Tensor<B, 1>::from_floats({3.f, 3.f, 3.f, 3.f, 1.f, 2.f, 3.f, 4.f})
+                     .template reshape<2>({2, 4});
+        auto b = ember::Tensor<B, 1>::from_floats({0.5f, -1.f, 2.f, 0.f});
+        auto y = layer_norm(x, std::nullopt, b, 1e-5).to_data().template to_vec<double>();
+        const double r = 1.0 / std::sqrt(1.25 + 1e-5);  // mean 2.5, biased variance 1.25
+        const double want[] = {0.5, -1, 2, 0, -1.5 * r + 0.5, -0.5 * r - 1, 0.5 * r + 2, 1.5 * r};
+        for (std::size_t i = 0; i < 8; ++i)
+            CHECK(y[i] == Approx(want[i]).epsilon(1e-5).margin(1e-6));
+        CHECK(x.to_data().template to_vec<double>()[4] == 1.0);
+    }
+    SECTION("errors name the op and the shapes") {
+        auto x = ember::Tensor<B, 2>::zeros({3, 4});
+        auto g = ember::Tensor<B, 1>::ones({5});
+        CHECK_THROWS_AS(layer_norm(x, g), ember::ShapeError);
+        CHECK_THROWS_WITH(layer_norm(x, std::nullopt, g),
+                          Catch::Contains("layer_norm") && Catch::Contains("beta") &&
+                              Catch::Contains("[5]") && Catch::Contains("[3, 4]"));
+        CHECK_THROWS_AS(layer_norm(x, std::nullopt, std::nullopt, -1.0), ember::ArgumentError);
     }
 }

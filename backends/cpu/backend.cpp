@@ -90,6 +90,10 @@ CPU::float_cast(FT t, DType d)->FT {
 }
 CPU::float_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim); }
 CPU::float_log_softmax(FT t, std::size_t dim)->FT { return k::log_softmax(std::move(t), dim); }
+CPU::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta, double eps)
+    ->std::array<FT, 3> {
+    return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
 
 // ---- int ----
 CPU::int_from_data(const TensorData& data, const Device&)->IT { return k::from_data(data, kIntDType); }

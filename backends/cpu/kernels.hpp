@@ -85,6 +85,9 @@ CpuTensor arg_reduce(ArgReduceOp op, CpuTensor t, std::size_t dim);
 /// Fused softmax / log-softmax along `dim` (float only).
 CpuTensor softmax(CpuTensor t, std::size_t dim);
 CpuTensor log_softmax(CpuTensor t, std::size_t dim);
+/// Layer norm over the last dim: {y, mean, rstd} (see BackendBase::float_layer_norm).
+std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
+                                    std::optional<CpuTensor> beta, double eps);
 
 // ---- index.cpp ----------------------------------------------------------------------------
 /// torch.gather.

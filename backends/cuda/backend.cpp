@@ -89,6 +89,10 @@ CUDA::float_cast(FT t, DType d)->FT {
 }
 CUDA::float_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, false); }
 CUDA::float_log_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, true); }
+CUDA::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta, double eps)
+    ->std::array<FT, 3> {
+    return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
 
 // ---- int ----
 CUDA::int_from_data(const TensorData& data, const Device& d)->IT { return k::from_data(data, kIntDType, dev(d)); }

@@ -105,6 +105,11 @@ void launch_reduce_all(ReduceOp op, DType cd, std::int64_t n, void* out, const v
 /// Index of the first max (min) along one dim, NaN counting as the extreme.
 void launch_arg_reduce(ArgReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
                        std::int64_t stride, std::int64_t* out, const void* in, cudaStream_t s);
+/// Layer norm of `rows` contiguous rows of `cols` elements (F32 or F64): y, and a mean and an
+/// rstd a row; gamma and beta (`cols` each) may be null.
+void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
+                       const void* gamma, const void* beta, double eps, void* y, void* mean,
+                       void* rstd, cudaStream_t s);
 /// Softmax (or log-softmax) of `rows` contiguous rows of `cols` elements (F32 or F64).
 void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, void* out,
                     const void* in, cudaStream_t s);

@@ -56,6 +56,9 @@ CudaTensor reduce_all(ReduceOp op, CudaTensor t);
 CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim);
 CudaTensor arg_reduce(ArgReduceOp op, CudaTensor t, std::size_t dim);
 CudaTensor softmax(CudaTensor t, std::size_t dim, bool log);
+/// Layer norm over the last dim: {y, mean, rstd} (see BackendBase::float_layer_norm).
+std::array<CudaTensor, 3> layer_norm(CudaTensor x, std::optional<CudaTensor> gamma,
+                                     std::optional<CudaTensor> beta, double eps);
 CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices);
 CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTensor values);
 CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices);

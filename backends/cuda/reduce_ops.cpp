@@ -135,6 +135,35 @@ CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
     return cast(std::move(out), result);
 }
 
+std::array<CudaTensor, 3> layer_norm(CudaTensor x, std::optional<CudaTensor> gamma,
+                                     std::optional<CudaTensor> beta, double eps) {
+    EMBER_CHECK(x.shape.rank() >= 1, Shape, "layer_norm: the input of shape ", x.shape,
+                " has no last dim to normalise");
+    EMBER_CHECK(is_float(x.dtype), DType, "layer_norm: needs a float tensor, got ",
+                dtype_name(x.dtype));
+    const DType result = x.dtype, cd = compute_dtype(x.dtype);
+    const std::size_t c = x.shape[x.shape.rank() - 1];
+    for (auto* p : {&gamma, &beta}) {
+        if (!*p) continue;
+        EMBER_CHECK((*p)->shape.rank() == 1 && (*p)->shape[0] == c, Shape,
+                    "layer_norm: ", p == &gamma ? "gamma" : "beta", " of shape ", (*p)->shape,
+                    " does not match the last dim of the input of shape ", x.shape);
+        **p = contiguous(cast(std::move(**p), cd));
+    }
+    x = contiguous(cast(std::move(x), cd));
+    Shape stat_shape = x.shape;
+    stat_shape[stat_shape.rank() - 1] = 1;
+    CudaTensor y = x.is_unique() ? reuse(x) : empty(x.shape, cd, x.device());
+    CudaTensor mean = empty(stat_shape, cd, x.device()), rstd = empty(stat_shape, cd, x.device());
+    const auto cols = static_cast<std::int64_t>(c);
+    const std::int64_t rows = cols == 0 ? 0 : static_cast<std::int64_t>(x.num_elements()) / cols;
+    launch_layer_norm(cd, rows, cols, x.ptr(), gamma ? gamma->ptr() : nullptr,
+                      beta ? beta->ptr() : nullptr, eps, y.ptr(), mean.ptr(), rstd.ptr(),
+                      stream(x.device()));
+    return {cast(std::move(y), result), cast(std::move(mean), result),
+            cast(std::move(rstd), result)};
+}
+
 CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices) {
     check_dim(dim, t, "gather");
     EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",

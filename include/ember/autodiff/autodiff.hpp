@@ -133,6 +133,8 @@ struct Autodiff : BackendBase<Autodiff<B, C>> {
     static std::pair<FT, IT> float_min_dim_with_indices(FT t, std::size_t dim);
     static FT float_softmax(FT t, std::size_t dim);
     static FT float_log_softmax(FT t, std::size_t dim);
+    static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
+                                              double eps);
 
     // ---- float: shape and indexing ----
     static FT float_reshape(FT t, const Shape& shape);

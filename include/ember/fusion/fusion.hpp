@@ -300,6 +300,20 @@ struct Fusion : BackendBase<Fusion<B>> {
     EMBER_FUSION_FORWARD(float_arg_reduce)
     EMBER_FUSION_FORWARD(float_softmax)
     EMBER_FUSION_FORWARD(float_log_softmax)
+    /// Layer norm: B's own kernel where it has one (`B::native_layer_norm`); otherwise composed
+    /// from Fusion's ops, whose chains and reductions then fuse.
+    static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma,
+                                              std::optional<FT> beta, double eps) {
+        if constexpr (requires { requires B::native_layer_norm; }) {
+            fusion::detail::count_launch(false, 1);
+            auto r = B::float_layer_norm(take(std::move(x)), detail::fusion::unwrap<B>(gamma),
+                                         detail::fusion::unwrap<B>(beta), eps);
+            return detail::fusion::wrap<B>(std::move(r));
+        } else {
+            return BackendBase<Fusion<B>>::float_layer_norm(std::move(x), std::move(gamma),
+                                                            std::move(beta), eps);
+        }
+    }
     EMBER_FUSION_FORWARD(float_adam_step)
     EMBER_FUSION_FORWARD(float_reshape)
     EMBER_FUSION_FORWARD(float_permute)

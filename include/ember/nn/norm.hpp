@@ -9,6 +9,7 @@
 
 #include "../module/config.hpp"
 #include "../module/module.hpp"
+#include "../tensor/module_ops.hpp"
 #include "initializer.hpp"
 
 namespace ember::nn {
@@ -257,9 +258,7 @@ struct LayerNorm {
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const {
         detail::check_last_dim(input, gamma.shape()[0], "LayerNorm");
-        auto [var, mean] = input.var_mean_bias(long(D) - 1);
-        auto x = (input - mean) / (var + epsilon).sqrt();
-        return x * detail::per_feature<D>(gamma.val()) + detail::per_feature<D>(beta.val());
+        return module::layer_norm(input, gamma.val(), beta.val(), epsilon);
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {

@@ -9,6 +9,7 @@
 // (float_exp, float_add, float_sum_dim, float_softmax, conv1d, ...) from the core through
 // `Self`, so decorators get them for free and a backend overrides what it can do faster simply
 // by declaring a static function of the same name.
+#include <array>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -292,6 +293,35 @@ struct BackendBase : quant::QuantizedOps<Self> {
             UnaryOp::Log,
             Self::float_reduce_dim(ReduceOp::Sum, Self::float_unary(UnaryOp::Exp, shifted), dim));
         return Self::float_binary(BinaryOp::Sub, std::move(shifted), std::move(lse));
+    }
+    /// Layer normalisation over the last dim, composed: {y, mean, rstd} with
+    /// y = (x - mean) · rstd · gamma + beta, rstd = 1 / sqrt(biased variance + eps), and mean and
+    /// rstd shaped like x with the last dim 1 (kept for the backward pass). gamma and beta are
+    /// 1-d over the last dim (either may be absent). Backends with a kernel of their own say so
+    /// with `static constexpr bool native_layer_norm = true`.
+    template <typename T>
+    static std::array<T, 3> float_layer_norm(T x, std::optional<T> gamma, std::optional<T> beta,
+                                             double eps) {
+        const Shape s = Self::float_shape(x);
+        const std::size_t d = s.rank() - 1;
+        auto mean = Self::float_reduce_dim(ReduceOp::Mean, x, d);
+        // The centered values are recomputed below rather than kept, so that under Fusion the
+        // variance is one kernel and the normalisation another, with nothing written between.
+        auto c = Self::float_binary(BinaryOp::Sub, x, mean);
+        auto sq = Self::float_binary(BinaryOp::Mul, c, c);
+        auto var = Self::float_reduce_dim(ReduceOp::Mean, std::move(sq), d);
+        auto std_dev = Self::float_unary(
+            UnaryOp::Sqrt, Self::float_binary_scalar(BinaryOp::Add, std::move(var), Scalar(eps)));
+        auto rstd = Self::float_unary(UnaryOp::Recip, std::move(std_dev));
+        auto y = Self::float_binary(BinaryOp::Mul,
+                                    Self::float_binary(BinaryOp::Sub, std::move(x), mean), rstd);
+        Shape row = Shape::filled(s.rank(), 1);
+        row[d] = s[d];
+        if (gamma)
+            y = Self::float_binary(BinaryOp::Mul, std::move(y), Self::float_reshape(*gamma, row));
+        if (beta)
+            y = Self::float_binary(BinaryOp::Add, std::move(y), Self::float_reshape(*beta, row));
+        return {std::move(y), std::move(mean), std::move(rstd)};
     }
     /// Top-k along `dim` through a full sort; backends override with a selection.
     template <typename T>

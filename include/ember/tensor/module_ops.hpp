@@ -30,6 +30,28 @@ Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
     return y;
 }
 
+/// Layer normalisation over the last dim (torch.nn.functional.layer_norm with a 1-d
+/// normalized_shape): (x - mean) / sqrt(var + eps) · gamma + beta, with the biased variance;
+/// gamma and beta [last dim] are optional. One kernel where the backend has one.
+template <Backend B, std::size_t D>
+Tensor<B, D> layer_norm(const Tensor<B, D>& x, const OptionalTensor<B, 1>& gamma = std::nullopt,
+                        const OptionalTensor<B, 1>& beta = std::nullopt, double eps = 1e-5) {
+    static_assert(D >= 1, "layer_norm: the input needs a last dim");
+    const std::size_t c = x.shape()[D - 1];
+    for (const auto* p : {&gamma, &beta})
+        if (*p)
+            EMBER_CHECK((*p)->shape()[0] == c, Shape, "layer_norm: ",
+                        p == &gamma ? "gamma" : "beta", " of shape ", (*p)->shape().to_string(),
+                        " does not match the last dim of the input of shape ",
+                        x.shape().to_string());
+    EMBER_CHECK(eps >= 0.0, Argument, "layer_norm: eps must be non-negative, got ", eps);
+    std::optional<typename B::FloatTensorPrimitive> g, b;
+    if (gamma) g = gamma->primitive();
+    if (beta) b = beta->primitive();
+    auto r = B::float_layer_norm(x.primitive(), std::move(g), std::move(b), eps);
+    return Tensor<B, D>(std::move(r[0]));
+}
+
 #define EMBER_CONV(name, N, Opt)                                                           \
     template <Backend B>                                                                   \
     Tensor<B, N + 2> name(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& weight,      \

@@ -141,4 +141,45 @@ EMBER_AD auto Autodiff<B, C>::float_log_softmax(FT t, std::size_t dim) -> FT {
     });
 }
 
+EMBER_AD auto Autodiff<B, C>::float_layer_norm(FT x, std::optional<FT> gamma,
+                                               std::optional<FT> beta, double eps)
+    -> std::array<FT, 3> {
+    using M = detail::ad::Math<B>;
+    std::optional<IFT> ig, ib;
+    if (gamma) ig = gamma->primitive;
+    if (beta) ib = beta->primitive;
+    auto out = B::float_layer_norm(x.primitive, std::move(ig), std::move(ib), eps);
+    IFT mean = out[1], rstd = out[2];
+    // mean and rstd are statistics for the backward pass, not differentiable outputs.
+    FT m = from_inner(std::move(out[1])), rs = from_inner(std::move(out[2]));
+    auto r = record(std::move(out[0]), std::vector<const FT*>{&x, gamma ? &*gamma : nullptr,
+                                                               beta ? &*beta : nullptr});
+    if (!r.node) return {r.untracked(), std::move(m), std::move(rs)};
+    Saved sx = r.input(x);
+    Saved sg = gamma ? r.input(*gamma) : Saved{};
+    const Shape xs = float_shape(x);
+    const bool affine = gamma.has_value();
+    // With x̂ = (x - mean) · rstd and g' = g · gamma: dgamma = Σ_rows g x̂, dbeta = Σ_rows g,
+    // dx = rstd · (g' - mean(g') - x̂ · mean(g' x̂)), means over the last dim.
+    return {r.finish([=](Ctx& ctx, IFT g) {
+                const std::size_t d = xs.rank() - 1;
+                Shape row = Shape::filled(xs.rank(), 1);
+                row[d] = xs[d];
+                const Shape vec{xs[d]};
+                IFT xhat = M::mul(M::sub(ctx.get(sx), mean), rstd);
+                if (ctx.needs(2)) ctx.add(2, B::float_reshape(M::reduce_to(g, row), vec));
+                if (ctx.needs(1))
+                    ctx.add(1, B::float_reshape(M::reduce_to(M::mul(g, xhat), row), vec));
+                if (!ctx.needs(0)) return;
+                IFT gg = affine ? M::mul(std::move(g), B::float_reshape(ctx.get(sg), row))
+                                : std::move(g);
+                IFT m1 = B::float_reduce_dim(ReduceOp::Mean, gg, d);
+                IFT m2 = B::float_reduce_dim(ReduceOp::Mean, M::mul(gg, xhat), d);
+                IFT inner = M::sub(M::sub(std::move(gg), std::move(m1)),
+                                   M::mul(std::move(xhat), std::move(m2)));
+                ctx.add(0, M::mul(std::move(inner), rstd));
+            }),
+            std::move(m), std::move(rs)};
+}
+
 }  // namespace ember
