@@ -9,7 +9,7 @@
 // `bench_vulkan gemm-sweep [N] [config...]` and `coop-sweep [N] [config...]` time many
 // configurations of the f32 kernel (shaders/matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm", or an
 // index into backends/vulkan/matmul.cpp's kVariants) and of the cooperative-matrix f16 kernel
-// ("bm:bn:bk:sgm:sgn:db") in one process, each checked against a reference product, so that
+// ("bm:bn:bk:sgm:sgn:db:pack") in one process, each checked against a reference product, so that
 // one run on the GPU machine measures them all.
 #include <chrono>
 #include <cstdio>
@@ -118,13 +118,13 @@ const char* const kGemmSweep[] = {
     "128:256:16:8:16:8:0",
     "256:128:16:16:8:8:0",
 };
-// The f16 configurations: 128 x 128 tiles of 8 or 4 subgroups, one or two buffers, 16 to 64
-// deep, and larger tiles of 64 x 64 pieces.
+// The f16 configurations: 128 x 256, 256 x 128 and 128 x 128 tiles, one or two buffers, 16 to
+// 64 deep, operands packed to f16 first or read as f32 words (the first and last: the previous
+// best, twice, for the spread).
 const char* const kCoopSweep[] = {
-    "128:128:32:2:4:1", "128:128:32:2:4:0", "128:128:32:4:2:1", "128:128:16:2:4:1",
-    "128:128:64:2:4:0", "128:128:32:2:2:1", "128:128:16:2:2:1", "64:128:32:2:4:1",
-    "128:256:32:2:4:0", "128:256:16:2:4:1", "256:128:32:4:2:0", "256:128:16:4:2:1",
-    "256:256:32:4:4:0", "256:256:16:4:4:0",
+    "128:256:32:2:4:0:0", "128:256:32:2:4:0:1", "256:128:32:4:2:0:1", "128:128:32:2:4:0:1",
+    "128:128:64:2:4:0:1", "128:256:16:2:4:1:1", "256:128:16:4:2:1:1", "128:128:32:2:4:1:1",
+    "128:128:32:2:2:1:1", "64:256:32:2:4:0:1",  "128:256:32:2:4:0:0",
 };
 
 /// Times each configuration (set in `env`) of an n x n x n gemm in `dt`; each result is checked

@@ -11,7 +11,9 @@
 // read as one 16-byte word where the host allows it (VEC: row-major rows, K, N and offsets
 // multiples of 4, as matmul_large.comp), else as four bounds-checked scalars ordered so that
 // a subgroup's reads coalesce along whichever dim is contiguous; a quad is stored as four
-// packed halves (8 bytes). The next slice is read from global memory into registers while the
+// packed halves (8 bytes). With VEC 2 the operands come packed by pack_f16.comp instead
+// (contiguous [batch][rows][columns rounded up to 8] halves, two a word), so that a 16-byte
+// read brings eight halves and the kernel moves half the bytes. The next slice is read from global memory into registers while the
 // current one is multiplied, then stored: to the other of two shared buffers when DB is 1
 // (one barrier a step), else to the one buffer after a barrier. Tile sizes are specialization
 // constants (backends/vulkan/matmul.cpp's coop configurations, bench_vulkan's coop-sweep).
@@ -32,14 +34,17 @@ layout(constant_id = 3) const int BK = 32;
 layout(constant_id = 4) const int SGM = 2;
 layout(constant_id = 5) const int SGN = 4;
 layout(constant_id = 6) const int DB = 1;   // two shared buffers
-layout(constant_id = 7) const int VEC = 0;  // 16-byte global reads (the host checks they can)
+// 0: scalar reads; 1: 16-byte reads of f32 words (the host checks they can); 2: packed f16.
+layout(constant_id = 7) const int VEC = 0;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
 layout(std430, binding = 2) readonly buffer A { float a[]; };
 layout(std430, binding = 3) readonly buffer B { float b[]; };
 layout(std430, binding = 2) readonly buffer A4 { vec4 a4[]; };  // the same buffers, 16 bytes
-layout(std430, binding = 3) readonly buffer B4 { vec4 b4[]; };  // at a time (VEC)
+layout(std430, binding = 3) readonly buffer B4 { vec4 b4[]; };  // at a time (VEC 1)
+layout(std430, binding = 2) readonly buffer A8 { uvec4 a8[]; };  // eight packed halves (VEC 2)
+layout(std430, binding = 3) readonly buffer B8 { uvec4 b8[]; };
 
 // Parameters as matmul.comp.
 const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS = 25, P_ACS = 26,
@@ -55,6 +60,10 @@ const int AS = BK + 8, BS = BN + 8;
 const int NBUF = DB != 0 ? 2 : 1;
 const int A_HALVES = BM * AS, B_HALVES = BK * BS;
 const int QA = BM * BK / 4 / NT, QB = BK * BN / 4 / NT;  // quads of each operand per thread
+// Octets of each operand per thread (VEC 2, where the host ensures they divide evenly; at
+// least 1 so that the arrays below stay valid in the other modes).
+const int OA = BM * BK / 8 / NT > 0 ? BM * BK / 8 / NT : 1;
+const int OB = BK * BN / 8 / NT > 0 ? BK * BN / 8 / NT : 1;
 
 shared uvec2 As[NBUF * A_HALVES / 4];  // row-major BM x BK (stride AS)
 shared uvec2 Bs[NBUF * B_HALVES / 4];  // row-major BK x BN (stride BS)
@@ -109,6 +118,49 @@ vec4 load_b(int q, int k0) {
 
 uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 
+// VEC 2: octet q of a slice at k0, eight k of a row of A or eight n of a row of B, from rows
+// of KP or NP halves, and its place (in halves) in the shared slice.
+int KP, NP;
+uint bi;
+uvec4 load_a8(int q, int k0, out int at) {
+    int m = q / (BK / 8), k = (q % (BK / 8)) * 8, gm = m0 + m, gk = k0 + k;
+    at = m * AS + k;
+    return gm < M && gk < KP ? a8[(bi * uint(M) + uint(gm)) * uint(KP / 8) + uint(gk / 8)]
+                             : uvec4(0u);
+}
+uvec4 load_b8(int q, int k0, out int at) {
+    int k = q / (BN / 8), n = (q % (BN / 8)) * 8, gk = k0 + k, gn = n0 + n;
+    at = k * BS + n;
+    return gk < K && gn < NP ? b8[(bi * uint(K) + uint(gk)) * uint(NP / 8) + uint(gn / 8)]
+                             : uvec4(0u);
+}
+
+// Stores a thread's quads (VEC 0 and 1) or octets (VEC 2) of a slice into shared buffer buf.
+void stage4(int buf, int tid, vec4 ra[QA], vec4 rb[QB]) {
+    [[unroll]] for (int i = 0; i < QA; ++i) {
+        int m, k;
+        quad_a(tid + i * NT, m, k);
+        As[(buf * A_HALVES + m * AS + k) / 4] = pack4(ra[i]);
+    }
+    [[unroll]] for (int i = 0; i < QB; ++i) {
+        int k, n;
+        quad_b(tid + i * NT, k, n);
+        Bs[(buf * B_HALVES + k * BS + n) / 4] = pack4(rb[i]);
+    }
+}
+void stage8(int buf, uvec4 oa[OA], uvec4 ob[OB], int at_a[OA], int at_b[OB]) {
+    [[unroll]] for (int i = 0; i < OA; ++i) {
+        int h = (buf * A_HALVES + at_a[i]) / 4;
+        As[h] = oa[i].xy;
+        As[h + 1] = oa[i].zw;
+    }
+    [[unroll]] for (int i = 0; i < OB; ++i) {
+        int h = (buf * B_HALVES + at_b[i]) / 4;
+        Bs[h] = ob[i].xy;
+        Bs[h + 1] = ob[i].zw;
+    }
+}
+
 void main() {
     M = p[0];
     N = p[1];
@@ -117,7 +169,9 @@ void main() {
     uint tiles_m = uint((M + BM - 1) / BM), tiles_n = uint((N + BN - 1) / BN);
     uint g = group_id();
     if (g >= batch * tiles_m * tiles_n) return;
-    uint bi = g / (tiles_m * tiles_n);
+    bi = g / (tiles_m * tiles_n);
+    KP = (K + 7) / 8 * 8;
+    NP = (N + 7) / 8 * 8;
     uint t = g % (tiles_m * tiles_n);
     m0 = int(t / tiles_n) * BM;
     n0 = int(t % tiles_n) * BN;
@@ -144,17 +198,16 @@ void main() {
         acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
 
     vec4 ra[QA], rb[QB];
-    [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, 0);
-    [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, 0);
-    [[unroll]] for (int i = 0; i < QA; ++i) {
-        int m, k;
-        quad_a(tid + i * NT, m, k);
-        As[(m * AS + k) / 4] = pack4(ra[i]);
-    }
-    [[unroll]] for (int i = 0; i < QB; ++i) {
-        int k, n;
-        quad_b(tid + i * NT, k, n);
-        Bs[(k * BS + n) / 4] = pack4(rb[i]);
+    uvec4 oa[OA], ob[OB];
+    int at_a[OA], at_b[OB];
+    if (VEC == 2) {
+        [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, 0, at_a[i]);
+        [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, 0, at_b[i]);
+        stage8(0, oa, ob, at_a, at_b);
+    } else {
+        [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, 0);
+        [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, 0);
+        stage4(0, tid, ra, rb);
     }
     barrier();
 
@@ -164,8 +217,13 @@ void main() {
         bool more = s + 1 < nk;
         if (more) {
             int k0 = (s + 1) * BK;
-            [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, k0);
-            [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, k0);
+            if (VEC == 2) {
+                [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, k0, at_a[i]);
+                [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, k0, at_b[i]);
+            } else {
+                [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, k0);
+                [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, k0);
+            }
         }
         int abuf = cur * A_HALVES, bbuf = cur * B_HALVES;
         [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
@@ -186,16 +244,10 @@ void main() {
             // one, every subgroup must be done with it first.
             if (DB == 0) barrier();
             int nxt = DB != 0 ? 1 - cur : 0;
-            [[unroll]] for (int i = 0; i < QA; ++i) {
-                int m, k;
-                quad_a(tid + i * NT, m, k);
-                As[(nxt * A_HALVES + m * AS + k) / 4] = pack4(ra[i]);
-            }
-            [[unroll]] for (int i = 0; i < QB; ++i) {
-                int k, n;
-                quad_b(tid + i * NT, k, n);
-                Bs[(nxt * B_HALVES + k * BS + n) / 4] = pack4(rb[i]);
-            }
+            if (VEC == 2)
+                stage8(nxt, oa, ob, at_a, at_b);
+            else
+                stage4(nxt, tid, ra, rb);
         }
         barrier();
     }

@@ -238,11 +238,12 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
         REQUIRE_THROWS_AS(ta.matmul(tb), ember::ArgumentError);
     }
     // f16 operands: tensor cores where the device has them (ragged tiles here), row-major
-    // (16-byte loads where K and N allow) and transposed (scalar loads), in the default
-    // configuration of matmul_coop.comp and others ("bm:bn:bk:sgm:sgn:db"; lavapipe has no
-    // cooperative matrices and ignores them).
-    for (const char* coop : {"", "128:128:32:2:4:0", "128:128:64:2:4:0", "128:128:16:2:2:1",
-                             "64:128:32:2:4:1", "256:128:16:4:2:1", "128:256:32:2:4:0"}) {
+    // (16-byte loads where K and N allow) and transposed (scalar loads), or packed to f16
+    // first, in the default configuration of matmul_coop.comp and others
+    // ("bm:bn:bk:sgm:sgn:db:pack"; lavapipe has no cooperative matrices and ignores them).
+    for (const char* coop :
+         {"", "128:128:32:2:4:0:0", "128:128:64:2:4:0:1", "128:128:16:2:2:1:0", "64:128:32:2:4:1:1",
+          "256:128:16:4:2:1:1", "128:256:32:2:4:0:0", "128:128:32:2:4:1:1"}) {
         const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
         for (auto [m, k, n] : shapes) {
             INFO("f16, coop config '" << coop << "', " << m << "x" << k << " @ " << k << "x" << n);

@@ -194,9 +194,10 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
 }
 
 /// A configuration of the cooperative-matrix kernel (shaders/matmul_coop.comp): a bm x bn tile
-/// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers.
+/// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers, and
+/// whether the operands are first packed to f16 pairs (shaders/pack_f16.comp).
 struct Coop {
-    std::int32_t bm, bn, bk, sgm, sgn, db;
+    std::int32_t bm, bn, bk, sgm, sgn, db, pack;
     std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
     std::size_t shared_bytes() const {
         const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
@@ -205,30 +206,35 @@ struct Coop {
     /// Whether the shader's layout holds: whole 16 x 8 fragments per subgroup, 16-deep k steps,
     /// and every thread moving the same number of quads of each operand.
     bool well_formed() const {
-        if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1))
+        if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1) ||
+            (pack != 0 && pack != 1))
             return false;
         const std::int32_t nt = sgm * sgn * 32;
+        if (pack && ((bm * bk / 8) % nt != 0 || (bk * bn / 8) % nt != 0)) return false;
         return bm % (sgm * 16) == 0 && bn % (sgn * 8) == 0 && bk % 16 == 0 &&
                (bm * bk / 4) % nt == 0 && (bk * bn / 4) % nt == 0;
     }
 };
 
-// 128 x 128 tiles of 8 subgroups, each a 64 x 32 piece (4 x 4 fragments), 32-deep slices,
-// double buffered.
-constexpr Coop kCoop{128, 128, 32, 2, 4, 1};
+// 128 x 256 tiles of 8 subgroups, each a 64 x 64 piece (4 x 8 fragments), 32-deep slices in
+// one shared buffer, the operands packed first: the fastest of bench_vulkan's coop-sweep on an
+// H200. Problems with fewer than about two waves of such tiles take 128 x 128 ones.
+constexpr Coop kCoopLarge{128, 256, 32, 2, 4, 0, 1};
+constexpr Coop kCoopSmall{128, 128, 32, 2, 4, 0, 1};
 
-/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db" replaces kCoop (bench_vulkan's coop-sweep).
-Coop coop_config(const Context& cx) {
+/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack" replaces those (bench_vulkan's
+/// coop-sweep).
+Coop coop_config(const Context& cx, const Problem& pr) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
-    if (!e || !*e) return kCoop;
+    if (!e || !*e) return pr.batch * pr.m * pr.n >= 2048 * 2048 ? kCoopLarge : kCoopSmall;
     Coop c{};
-    char sep[5] = {};
+    char sep[6] = {};
     std::istringstream in(e);
     in >> c.bm >> sep[0] >> c.bn >> sep[1] >> c.bk >> sep[2] >> c.sgm >> sep[3] >> c.sgn >>
-        sep[4] >> c.db;
-    const bool parsed = in && in.peek() == EOF && std::string(sep, 5) == ":::::";
+        sep[4] >> c.db >> sep[5] >> c.pack;
+    const bool parsed = in && in.peek() == EOF && std::string(sep, 6) == "::::::";
     EMBER_CHECK(parsed && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
-                ": not a valid bm:bn:bk:sgm:sgn:db configuration of matmul_coop.comp");
+                ": not a valid bm:bn:bk:sgm:sgn:db:pack configuration of matmul_coop.comp");
     EMBER_CHECK(
         c.shared_bytes() <= cx.info().max_shared_memory && c.threads() <= cx.info().max_invocations,
         Argument, "EMBER_VULKAN_COOP_CONFIG=", e, ": needs ", c.shared_bytes(),
@@ -237,14 +243,49 @@ Coop coop_config(const Context& cx) {
     return c;
 }
 
+/// An operand of the f16 matmul as f16 pairs (shaders/pack_f16.comp): contiguous
+/// [batch][rows][cols rounded up to 8] halves, one copy per batch entry of the product
+/// (broadcast operands repeat). rs and cs are the row and column strides.
+VT pack_f16(Context& cx, const Problem& pr, const VT& t, const std::array<i64, 6>& batch_strides,
+            std::size_t rows, std::size_t cols, i64 rs, i64 cs) {
+    const std::size_t cols8 = (cols + 7) / 8;
+    const std::size_t words = pr.batch * rows * cols8 * 4;  // 4 words (8 halves) a 16 bytes
+    VT out = empty(Shape{words}, DType::F32, t.device);
+    Params p;
+    p.push(static_cast<i64>(rows));
+    p.push(static_cast<i64>(cols));
+    p.push(static_cast<i64>(pr.batch));
+    p.push(static_cast<i64>(pr.batch_shape.rank()));
+    for (std::size_t d = 0; d < 6; ++d)
+        p.push(d < pr.batch_shape.rank() ? i64(pr.batch_shape[d]) : 1);
+    for (std::size_t d = 0; d < 6; ++d) p.push(batch_strides[d]);
+    p.push(t.offset);
+    p.push(rs);
+    p.push(cs);
+    const Pipeline& pipe = cx.pipeline("pack_f16", {}, 2, 256);
+    const Binding bs[] = {bind(out, true), bind(t, false)};
+    cx.dispatch(pipe, bs, p.w, (pr.batch * rows * cols8 + 255) / 256);
+    return out;
+}
+
 void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
                  bool vec4) {
-    const Coop c = coop_config(cx);
+    const Coop c = coop_config(cx, pr);
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, vec4 ? 1 : 0};
+    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0};
     const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, c.threads());
-    const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
-    cx.dispatch(pipe, bs, p.w, pr.batch * ((pr.m + c.bm - 1) / c.bm) * ((pr.n + c.bn - 1) / c.bn));
+    const std::uint64_t groups = pr.batch * ((pr.m + c.bm - 1) / c.bm) * ((pr.n + c.bn - 1) / c.bn);
+    if (!c.pack) {
+        const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
+        cx.dispatch(pipe, bs, p.w, groups);
+        return;
+    }
+    // The strides params_of sends, for the packing passes (A is M x K, B is K x N).
+    const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
+    const VT pa = pack_f16(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs);
+    const VT pb = pack_f16(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs);
+    const Binding bs[] = {bind(out, true), bind(pa, false), bind(pb, false)};
+    cx.dispatch(pipe, bs, p.w, groups);
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
