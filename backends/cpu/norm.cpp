@@ -10,6 +10,7 @@
 
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "vec8.hpp"
 
 namespace ember::detail::cpu {
 namespace {
@@ -17,23 +18,8 @@ namespace {
 // Elements a parallel task takes at least (as the reductions').
 constexpr std::size_t kWorkGrain = std::size_t{1} << 15;
 
-#if defined(__clang__)
-#pragma clang diagnostic ignored "-Wpsabi"
-#elif defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 // Two 8-wide float accumulators per pass: 16 partial sums keep f32 rows of thousands accurate
 // (each partial adds c/16 terms) and give the adds room to pipeline.
-typedef float f32x8 __attribute__((vector_size(32)));
-
-inline f32x8 load8(const float* p) {
-    f32x8 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-inline void store8(float* p, const f32x8& v) {
-    std::memcpy(p, &v, sizeof v);
-}
 inline double hsum(const f32x8& a, const f32x8& b) {
     double s = 0.0;
     for (int l = 0; l < 8; ++l) s += double(a[l]) + double(b[l]);
