@@ -118,13 +118,14 @@ const char* const kGemmSweep[] = {
     "128:256:16:8:16:8:0",
     "256:128:16:16:8:8:0",
 };
-// The f16 configurations: 128 x 256, 256 x 128 and 128 x 128 tiles, one or two buffers, 16 to
-// 64 deep, operands packed to f16 first or read as f32 words (the first and last: the previous
-// best, twice, for the spread).
+// The f16 configurations: 128 x 256, 256 x 128, 128 x 128 and 64 x 128 tiles of 4 to 16
+// subgroups, one or two buffers, 32 to 64 deep, operands packed to f16 first (one read as f32
+// words, for comparison; the second and last are one configuration, for the spread).
 const char* const kCoopSweep[] = {
-    "128:256:32:2:4:0:0", "128:256:32:2:4:0:1", "256:128:32:4:2:0:1", "128:128:32:2:4:0:1",
-    "128:128:64:2:4:0:1", "128:256:16:2:4:1:1", "256:128:16:4:2:1:1", "128:128:32:2:4:1:1",
-    "128:128:32:2:2:1:1", "64:256:32:2:4:0:1",  "128:256:32:2:4:0:0",
+    "128:256:32:2:4:0:1", "128:128:64:2:4:0:1", "128:256:64:2:4:0:1", "128:256:64:4:4:0:1",
+    "128:128:64:2:2:0:1", "128:128:64:4:2:0:1", "128:128:48:2:4:0:1", "128:256:48:2:4:0:1",
+    "256:128:48:4:2:0:1", "64:128:64:2:4:0:1",  "128:128:64:4:4:0:1", "128:256:32:4:4:0:1",
+    "256:128:32:4:4:0:1", "128:128:32:4:4:1:1", "128:256:32:2:4:0:0", "128:128:64:2:4:0:1",
 };
 
 /// Times each configuration (set in `env`) of an n x n x n gemm in `dt`; each result is checked

@@ -67,7 +67,6 @@ const int OB = BK * BN / 8 / NT > 0 ? BK * BN / 8 / NT : 1;
 
 shared uvec2 As[NBUF * A_HALVES / 4];  // row-major BM x BK (stride AS)
 shared uvec2 Bs[NBUF * B_HALVES / 4];  // row-major BK x BN (stride BS)
-shared float Cs[NSG * FM * FN];        // a fragment per subgroup, for edge tiles
 
 int M, N, K, ao, bo, ars, acs, brs, bcs, m0, n0;
 
@@ -262,15 +261,19 @@ void main() {
         return;
     }
     // An edge tile: each fragment goes through shared memory, and only its elements inside C
-    // are written.
+    // are written. As is free after the loop's last barrier: each subgroup stages its
+    // fragments (f32, two a uvec2) in its own FM x FN piece of it (the host checks it fits),
+    // which leaves the whole 48 KiB to the slices.
+    const uint cs0 = uint(sg * FM * FN / 2);
     [[unroll]] for (int i = 0; i < TM; ++i)
         [[unroll]] for (int j = 0; j < TN; ++j) {
-            coopMatStoreNV(acc[i * TN + j], Cs, uint(sg * FM * FN), uint(FN), false);
+            coopMatStoreNV(acc[i * TN + j], As, cs0, uint(FN / 2), false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             for (int e = lane; e < FM * FN; e += 32) {
                 int gm = m0 + sm0 + i * FM + e / FN, gn = n0 + sn0 + j * FN + e % FN;
-                if (gm < M && gn < N) c[cb + uint(gm) * uint(N) + uint(gn)] = Cs[sg * FM * FN + e];
+                if (gm < M && gn < N)
+                    c[cb + uint(gm) * uint(N) + uint(gn)] = uintBitsToFloat(As[cs0 + e / 2][e % 2]);
             }
             subgroupBarrier();
         }

@@ -201,7 +201,7 @@ struct Coop {
     std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
     std::size_t shared_bytes() const {
         const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
-        return (db ? 2 : 1) * 2 * halves + std::size_t(sgm) * sgn * 16 * 8 * 4;
+        return (db ? 2 : 1) * 2 * halves;
     }
     /// Whether the shader's layout holds: whole 16 x 8 fragments per subgroup, 16-deep k steps,
     /// and every thread moving the same number of quads of each operand.
@@ -211,6 +211,8 @@ struct Coop {
             return false;
         const std::int32_t nt = sgm * sgn * 32;
         if (pack && ((bm * bk / 8) % nt != 0 || (bk * bn / 8) % nt != 0)) return false;
+        // Edge tiles stage a 16 x 8 f32 fragment per subgroup in A's shared slice.
+        if ((db ? 2 : 1) * bm * (bk + 8) * 2 < sgm * sgn * 16 * 8 * 4) return false;
         return bm % (sgm * 16) == 0 && bn % (sgn * 8) == 0 && bk % 16 == 0 &&
                (bm * bk / 4) % nt == 0 && (bk * bn / 4) % nt == 0;
     }
