@@ -1,7 +1,9 @@
 // Batched matmul (shaders/matmul.comp, matmul_large.comp) with automatic kernel selection: on
 // first use per device and shape bucket, each tiled candidate that fits the device runs on the
 // real operands and the fastest is kept, in memory and in a per-device file beside the pipeline
-// cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel).
+// cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel). f16 operands
+// take the cooperative-matrix kernel (shaders/matmul_coop.comp) where the device has one, after
+// packing them to f16 pairs (shaders/pack_f16.comp).
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -218,17 +220,16 @@ struct Coop {
     }
 };
 
-// 128 x 256 tiles of 8 subgroups, each a 64 x 64 piece (4 x 8 fragments), 32-deep slices in
+// 128 x 128 tiles of 8 subgroups, each a 64 x 32 piece (4 x 4 fragments), 64-deep slices in
 // one shared buffer, the operands packed first: the fastest of bench_vulkan's coop-sweep on an
-// H200. Problems with fewer than about two waves of such tiles take 128 x 128 ones.
-constexpr Coop kCoopLarge{128, 256, 32, 2, 4, 0, 1};
-constexpr Coop kCoopSmall{128, 128, 32, 2, 4, 0, 1};
+// H200 (166 TFLOP/s at 8192^3; 128 x 256 x 32 tiles 161, the same unpacked 146).
+constexpr Coop kCoop{128, 128, 64, 2, 4, 0, 1};
 
-/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack" replaces those (bench_vulkan's
+/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack" replaces kCoop (bench_vulkan's
 /// coop-sweep).
-Coop coop_config(const Context& cx, const Problem& pr) {
+Coop coop_config(const Context& cx) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
-    if (!e || !*e) return pr.batch * pr.m * pr.n >= 2048 * 2048 ? kCoopLarge : kCoopSmall;
+    if (!e || !*e) return kCoop;
     Coop c{};
     char sep[6] = {};
     std::istringstream in(e);
@@ -272,7 +273,7 @@ VT pack_f16(Context& cx, const Problem& pr, const VT& t, const std::array<i64, 6
 
 void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
                  bool vec4) {
-    const Coop c = coop_config(cx, pr);
+    const Coop c = coop_config(cx);
     Params p = params_of(pr, a, b);
     const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0};
     const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, c.threads());
