@@ -105,6 +105,10 @@ VK::float_cast(FT t, DType d)->FT {
 }
 VK::float_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, false); }
 VK::float_log_softmax(FT t, std::size_t dim)->FT { return k::softmax(std::move(t), dim, true); }
+VK::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta, double eps)
+    ->std::array<FT, 3> {
+    return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
 
 // ---- int ----
 VK::int_from_data(const TensorData& data, const Device& d)->IT {

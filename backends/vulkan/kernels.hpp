@@ -100,6 +100,8 @@ VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim);
 /// Softmax (or log-softmax) along `dim` in one kernel: max, sum of exponentials and the
 /// result per row.
 VT softmax(VT t, std::size_t dim, bool log);
+/// Layer norm over the last dim in one kernel (shaders/norm.comp): {y, mean, rstd}.
+std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> beta, double eps);
 
 // ---- index.cpp -------------------------------------------------------------------------------
 VT gather(std::size_t dim, VT t, VT indices);

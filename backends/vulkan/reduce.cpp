@@ -133,3 +133,47 @@ VT softmax(VT t, std::size_t dim, bool log) {
 }
 
 }  // namespace ember::detail::vk
+
+namespace ember::detail::vk {
+
+std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> beta, double eps) {
+    EMBER_CHECK(x.shape.rank() >= 1, Shape, "layer_norm: the input of shape ", x.shape,
+                " has no last dim to normalise");
+    EMBER_CHECK(is_float(x.dtype), DType, "layer_norm: needs a float tensor, got ",
+                dtype_name(x.dtype));
+    const std::size_t R = x.shape[x.shape.rank() - 1];
+    for (auto* t : {&gamma, &beta}) {
+        if (!*t) continue;
+        EMBER_CHECK((*t)->shape.rank() == 1 && (*t)->shape[0] == R, Shape, "layer_norm: ",
+                    t == &gamma ? "gamma" : "beta", " of shape ", (*t)->shape,
+                    " does not match the last dim of the input of shape ", x.shape);
+        **t = contiguous(cast(std::move(**t), DType::F32));
+    }
+    const DType dt = x.dtype;
+    x = contiguous(cast(std::move(x), DType::F32));
+    Shape stat_shape = x.shape;
+    stat_shape[stat_shape.rank() - 1] = 1;
+    VT y = empty(x.shape, DType::F32, x.device);
+    VT mean = empty(stat_shape, DType::F32, x.device), rstd = empty(stat_shape, DType::F32, x.device);
+    const std::size_t rows = R == 0 ? 0 : x.num_elements() / R;
+    if (rows > 0) {
+        Params p;
+        p.push(static_cast<i64>(rows));
+        p.push(static_cast<i64>(R));
+        p.push(x.offset);
+        p.push(gamma ? gamma->offset : 0);
+        p.push(beta ? beta->offset : 0);
+        p.push_f(static_cast<float>(eps));
+        Context& cx = ctx(x);
+        // Absent operands bind x in their place (the shader does not read them).
+        const std::int32_t spec[] = {(gamma ? 1 : 0) | (beta ? 2 : 0)};
+        std::lock_guard lock(cx.mu);
+        const Pipeline& pipe = cx.pipeline("norm", spec, 6, 256);
+        const Binding bs[] = {bind(y, true),  bind(mean, true), bind(rstd, true), bind(x, false),
+                              bind(gamma ? *gamma : x, false), bind(beta ? *beta : x, false)};
+        cx.dispatch(pipe, bs, p.w, rows);
+    }
+    return {cast(std::move(y), dt), cast(std::move(mean), dt), cast(std::move(rstd), dt)};
+}
+
+}  // namespace ember::detail::vk

@@ -101,6 +101,11 @@ struct VulkanBackend : BackendBase<VulkanBackend> {
     static FT float_cast(FT t, DType dtype);
     static FT float_softmax(FT t, std::size_t dim);
     static FT float_log_softmax(FT t, std::size_t dim);
+    /// Layer norm over the last dim, a workgroup a row: {y, mean, rstd}.
+    static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
+                                              double eps);
+    /// float_layer_norm has a kernel of its own (Fusion<Vulkan> runs it rather than composing).
+    static constexpr bool native_layer_norm = true;
 
     // ---- int ----
     static IT int_from_data(const TensorData& data, const Device& d);
