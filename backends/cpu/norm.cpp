@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "../common/norm_check.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
@@ -119,17 +120,9 @@ void layer_norm_rows(const CpuTensor& x, const std::optional<CpuTensor>& gamma,
 
 std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
                                     std::optional<CpuTensor> beta, double eps) {
-    EMBER_CHECK(x.shape.rank() >= 1, Shape, "layer_norm: the input of shape ", x.shape.to_string(),
-                " has no last dim to normalise");
-    EMBER_CHECK(is_float(x.dtype), DType, "layer_norm: needs a float tensor, got ",
-                dtype_name(x.dtype));
-    const std::size_t c = x.shape[x.shape.rank() - 1];
+    const std::size_t c = norm::check_layer_norm(x, gamma, beta);
     for (auto* p : {&gamma, &beta}) {
         if (!*p) continue;
-        const char* what = p == &gamma ? "gamma" : "beta";
-        EMBER_CHECK((*p)->shape.rank() == 1 && (*p)->shape[0] == c, Shape, "layer_norm: ", what,
-                    " of shape ", (*p)->shape.to_string(),
-                    " does not match the last dim of the input of shape ", x.shape.to_string());
         if ((*p)->dtype != x.dtype) **p = cast(std::move(**p), x.dtype);
         **p = contiguous(std::move(**p));
     }

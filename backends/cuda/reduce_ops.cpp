@@ -1,6 +1,7 @@
 // Reductions, softmax, indexing and sorting on the GPU. Index tensors are validated by a kernel
 // whose verdict is read back before anything is written, so a bad index throws an IndexError
 // (as on the CPU) instead of reading or writing out of bounds.
+#include "../common/norm_check.hpp"
 #include "ops.hpp"
 
 namespace ember::detail::cuda {
@@ -137,17 +138,10 @@ CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
 
 std::array<CudaTensor, 3> layer_norm(CudaTensor x, std::optional<CudaTensor> gamma,
                                      std::optional<CudaTensor> beta, double eps) {
-    EMBER_CHECK(x.shape.rank() >= 1, Shape, "layer_norm: the input of shape ", x.shape,
-                " has no last dim to normalise");
-    EMBER_CHECK(is_float(x.dtype), DType, "layer_norm: needs a float tensor, got ",
-                dtype_name(x.dtype));
+    const std::size_t c = norm::check_layer_norm(x, gamma, beta);
     const DType result = x.dtype, cd = compute_dtype(x.dtype);
-    const std::size_t c = x.shape[x.shape.rank() - 1];
     for (auto* p : {&gamma, &beta}) {
         if (!*p) continue;
-        EMBER_CHECK((*p)->shape.rank() == 1 && (*p)->shape[0] == c, Shape,
-                    "layer_norm: ", p == &gamma ? "gamma" : "beta", " of shape ", (*p)->shape,
-                    " does not match the last dim of the input of shape ", x.shape);
         **p = contiguous(cast(std::move(**p), cd));
     }
     x = contiguous(cast(std::move(x), cd));

@@ -1,6 +1,7 @@
 // Reductions (shaders/reduce.comp): one workgroup per output element over a strided row.
 #include <algorithm>
 
+#include "../common/norm_check.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
@@ -137,16 +138,9 @@ VT softmax(VT t, std::size_t dim, bool log) {
 namespace ember::detail::vk {
 
 std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> beta, double eps) {
-    EMBER_CHECK(x.shape.rank() >= 1, Shape, "layer_norm: the input of shape ", x.shape,
-                " has no last dim to normalise");
-    EMBER_CHECK(is_float(x.dtype), DType, "layer_norm: needs a float tensor, got ",
-                dtype_name(x.dtype));
-    const std::size_t R = x.shape[x.shape.rank() - 1];
+    const std::size_t R = norm::check_layer_norm(x, gamma, beta);
     for (auto* t : {&gamma, &beta}) {
         if (!*t) continue;
-        EMBER_CHECK((*t)->shape.rank() == 1 && (*t)->shape[0] == R, Shape, "layer_norm: ",
-                    t == &gamma ? "gamma" : "beta", " of shape ", (*t)->shape,
-                    " does not match the last dim of the input of shape ", x.shape);
         **t = contiguous(cast(std::move(**t), DType::F32));
     }
     const DType dt = x.dtype;
