@@ -407,6 +407,15 @@ TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]", Te
         expect_close(layer_norm(f.tensor<B, 2>(0), f.tensor<B, 1>(1), f.tensor<B, 1>(2), 1e-5),
                      f.output(0));
     }
+    SECTION("f16 inputs give f16 results within f16's precision") {
+        Fixture f("autodiff_modules", "layer_norm_wide");
+        const auto h = ember::DType::F16;
+        auto y = layer_norm(f.tensor<B, 2>(0).cast(h), f.tensor<B, 1>(1).cast(h),
+                            f.tensor<B, 1>(2).cast(h), 1e-5);
+        CHECK(y.dtype() == h);
+        // Inputs rounded to 11 bits move the normalised values by a few 1e-3 (|y| < 6 here).
+        check_close(y.cast(ember::DType::F32).to_data(), f.output(0), ember::Tolerance{2e-2, 2e-2});
+    }
     SECTION("a row of equal values normalises to beta; the input is not changed") {
         auto x = ember::Tensor<B, 1>::from_floats({3.f, 3.f, 3.f, 3.f, 1.f, 2.f, 3.f, 4.f})
                      .template reshape<2>({2, 4});
