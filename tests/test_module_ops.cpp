@@ -381,6 +381,18 @@ TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)
     }
 }
 
+// One layer_norm fixture case: x, then gamma and beta where the case has them; eps from params.
+template <typename B, std::size_t D>
+void layer_norm_case(const char* name, bool has_gamma, bool has_beta) {
+    Fixture f("autodiff_modules", name);
+    std::optional<ember::Tensor<B, 1>> gamma, beta;
+    std::size_t next = 1;
+    if (has_gamma) gamma = f.tensor<B, 1>(next++);
+    if (has_beta) beta = f.tensor<B, 1>(next++);
+    expect_close(ember::module::layer_norm(f.tensor<B, D>(0), gamma, beta, f.param("eps")),
+                 f.output(0));
+}
+
 // layer_norm's forward values on every backend (the autodiff suite checks its gradients on every
 // autodiff stack); the cases come from gen_autodiff_modules.py: inputs x[, gamma][, beta], then
 // the upstream gradient; output 0 is torch's F.layer_norm.
@@ -388,25 +400,10 @@ TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]", Te
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using ember::module::layer_norm;
-    SECTION("rank 3, gamma and beta") {
-        Fixture f("autodiff_modules", "layer_norm_affine");
-        expect_close(layer_norm(f.tensor<B, 3>(0), f.tensor<B, 1>(1), f.tensor<B, 1>(2), 1e-5),
-                     f.output(0));
-    }
-    SECTION("no affine, eps 1e-3") {
-        Fixture f("autodiff_modules", "layer_norm_plain");
-        expect_close(layer_norm(f.tensor<B, 2>(0), std::nullopt, std::nullopt, 1e-3), f.output(0));
-    }
-    SECTION("gamma only") {
-        Fixture f("autodiff_modules", "layer_norm_gamma");
-        expect_close(layer_norm(f.tensor<B, 2>(0), f.tensor<B, 1>(1), std::nullopt, 1e-5),
-                     f.output(0));
-    }
-    SECTION("rows of 516") {
-        Fixture f("autodiff_modules", "layer_norm_wide");
-        expect_close(layer_norm(f.tensor<B, 2>(0), f.tensor<B, 1>(1), f.tensor<B, 1>(2), 1e-5),
-                     f.output(0));
-    }
+    SECTION("rank 3, gamma and beta") { layer_norm_case<B, 3>("layer_norm_affine", true, true); }
+    SECTION("no affine, eps 1e-3") { layer_norm_case<B, 2>("layer_norm_plain", false, false); }
+    SECTION("gamma only") { layer_norm_case<B, 2>("layer_norm_gamma", true, false); }
+    SECTION("rows of 516") { layer_norm_case<B, 2>("layer_norm_wide", true, true); }
     SECTION("f16 inputs give f16 results within f16's precision") {
         Fixture f("autodiff_modules", "layer_norm_wide");
         const auto h = ember::DType::F16;

@@ -120,21 +120,15 @@ void layer_norm_rows(const CpuTensor& x, const std::optional<CpuTensor>& gamma,
 
 std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
                                     std::optional<CpuTensor> beta, double eps) {
-    const std::size_t c = norm::check_layer_norm(x, gamma, beta);
-    for (auto* p : {&gamma, &beta}) {
-        if (!*p) continue;
-        if ((*p)->dtype != x.dtype) **p = cast(std::move(**p), x.dtype);
-        **p = contiguous(std::move(**p));
-    }
+    norm::check_layer_norm(x, gamma, beta);
     const DType dt = x.dtype;
-    if (dt != DType::F32 && dt != DType::F64) {
-        // Halves: computed in f32, each result rounded once.
-        auto widen = [](std::optional<CpuTensor>& t) {
-            if (t) *t = cast(std::move(*t), DType::F32);
-        };
-        widen(gamma);
-        widen(beta);
-        auto r = layer_norm(cast(std::move(x), DType::F32), std::move(gamma), std::move(beta), eps);
+    // Halves compute in f32 (each result rounded once), the rest in their own type; gamma and
+    // beta are brought to that type directly, never through the halves.
+    const DType cd = dt == DType::F32 || dt == DType::F64 ? dt : DType::F32;
+    for (auto* p : {&gamma, &beta})
+        if (*p) **p = contiguous(cast(std::move(**p), cd));
+    if (cd != dt) {
+        auto r = layer_norm(cast(std::move(x), cd), std::move(gamma), std::move(beta), eps);
         for (auto& t : r) t = cast(std::move(t), dt);
         return r;
     }

@@ -24,6 +24,18 @@ namespace {
 /// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
 /// MODE 3 (matmul_large.comp: double-buffered tiles, vec4 loads) with its tile sizes; MODE 3
 /// also has a warp's lane grid (lr lanes along rows) and the tile-order grouping gm.
+/// Seven integers separated by colons ("128:128:16:8:16:8:0"), the form of the forced kernel
+/// configurations below; nothing if `text` is anything else.
+std::optional<std::array<std::int32_t, 7>> seven_fields(const char* text) {
+    std::array<std::int32_t, 7> f{};
+    char sep[6] = {};
+    std::istringstream in(text);
+    in >> f[0];
+    for (std::size_t i = 1; i < 7; ++i) in >> sep[i - 1] >> f[i];
+    if (!in || in.peek() != EOF || std::string(sep, 6) != "::::::") return std::nullopt;
+    return f;
+}
+
 struct Variant {
     std::int32_t mode, bm, bn, bk, tm, tn, lr = 4, gm = 0;
     std::uint32_t threads() const {
@@ -230,13 +242,10 @@ constexpr Coop kCoop{128, 128, 64, 2, 4, 0, 1};
 Coop coop_config(const Context& cx) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
     if (!e || !*e) return kCoop;
+    const auto f = seven_fields(e);
     Coop c{};
-    char sep[6] = {};
-    std::istringstream in(e);
-    in >> c.bm >> sep[0] >> c.bn >> sep[1] >> c.bk >> sep[2] >> c.sgm >> sep[3] >> c.sgn >>
-        sep[4] >> c.db >> sep[5] >> c.pack;
-    const bool parsed = in && in.peek() == EOF && std::string(sep, 6) == "::::::";
-    EMBER_CHECK(parsed && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
+    if (f) c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6]};
+    EMBER_CHECK(f && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
                 ": not a valid bm:bn:bk:sgm:sgn:db:pack configuration of matmul_coop.comp");
     EMBER_CHECK(
         c.shared_bytes() <= cx.info().max_shared_memory && c.threads() <= cx.info().max_invocations,
@@ -317,13 +326,10 @@ std::optional<Variant> forced_kernel(const Context& cx, bool vec4) {
     const char* e = std::getenv("EMBER_VULKAN_MATMUL_KERNEL");
     if (!e || !*e) return std::nullopt;
     if (std::string(e).find(':') != std::string::npos) {
+        const auto f = seven_fields(e);
         Variant v{3, 0, 0, 0, 0, 0};
-        char sep[6] = {};
-        std::istringstream in(e);
-        in >> v.bm >> sep[0] >> v.bn >> sep[1] >> v.bk >> sep[2] >> v.tm >> sep[3] >> v.tn >>
-            sep[4] >> v.lr >> sep[5] >> v.gm;
-        const bool parsed = in && in.peek() == EOF && std::string(sep, 6) == "::::::";
-        EMBER_CHECK(parsed && large_well_formed(v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e,
+        if (f) v = {3, (*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6]};
+        EMBER_CHECK(f && large_well_formed(v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e,
                     ": not a valid bm:bn:bk:tm:tn:lr:gm configuration of matmul_large.comp");
         EMBER_CHECK(fits(cx, v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e, ": needs ",
                     v.shared_bytes(), " B of shared memory and ", v.threads(),
