@@ -300,7 +300,7 @@ void check_same_bits(const std::vector<T>& got, const std::vector<T>& want) {
 // tanh, sigmoid, abs, sqrt), binary and scalar ops, comparisons, where, mask_fill, clamp,
 // casts, int and bool chains.
 struct KernelRun {
-    std::vector<float> gelu, erf, transcend, select;
+    std::vector<float> gelu, erf, transcend, select, links;
     std::vector<std::int64_t> ints;
 };
 KernelRun run_programs(const std::vector<float>& v) {
@@ -318,10 +318,18 @@ KernelRun run_programs(const std::vector<float>& v) {
                    .clamp(-2.0, 5.0)
                    .into_data()
                    .to_vec<float>();
+    // Every kind of chain link (scalar and register operands, the chain's value on either side
+    // of - and /, negation, erf), broken where an intermediate is also an output (`mid`).
+    auto z = x.abs() + 0.5;
+    auto mid = ((3.0 / ((x - 0.5) * 1.25 + 2.5)) - 0.75) / 1.5;
+    auto links = -(z + (z / (z - ((2.0 - mid) * z - z) / z) + z).erf() * 0.5);
+    r.links = links.into_data().to_vec<float>();
+    const auto mid_values = mid.into_data().to_vec<float>();
+    r.links.insert(r.links.end(), mid_values.begin(), mid_values.end());
     auto i = (x.clamp(-50.0, 50.0) * 10).int_();
     auto m = (i * 3 + 1).greater_elem(2).bool_and(i.lower_elem(40)).not_();
     r.ints = (m.int_() * 100 + i * i - i).into_data().to_vec<std::int64_t>();
-    CHECK(fusion::stats().fused_launches == 5);
+    CHECK(fusion::stats().fused_launches == 6);
     return r;
 }
 
@@ -354,6 +362,7 @@ TEST_CASE("fusion: the CPU's AVX-512 loops give the bits of the build's own", "[
         check_same_bits(wide.erf, native.erf);
         check_same_bits(wide.transcend, native.transcend);
         check_same_bits(wide.select, native.select);
+        check_same_bits(wide.links, native.links);
         check_same_bits(wide.ints, native.ints);
         // And the vector erf against the math (erf(±inf) = ±1, NaN stays NaN).
         for (std::size_t k = 0; k < n; ++k) {

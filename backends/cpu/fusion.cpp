@@ -13,7 +13,9 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "elementwise_fns.hpp"
@@ -42,6 +44,8 @@ namespace ember::detail::cpu {
 /// A checked program, ready to launch.
 struct FusedPlan {
     fusion::Program prog;
+    /// Runs of instructions [first, last] that can run as chains (see Chain below).
+    std::vector<std::pair<std::size_t, std::size_t>> chains;
 };
 
 namespace {
@@ -103,11 +107,17 @@ EMBER_FUSION_INLINE void map_where(std::size_t n, const void* m, const void* a, 
 
 // One instruction of a program bound to its loop: resolved once per launch, so that each tile
 // costs one indirect call per instruction rather than a walk through the op and type switches.
+struct Chain;
 struct Step {
     using Run = void (*)(const Step&, std::size_t n, const void* a, const void* b, const void* c,
                          void* d);
+    using ChainRun = void (*)(const Chain&, std::size_t n, void* const* regs, void* d);
     Run run = nullptr;
     std::uint32_t a = 0, b = 0, c = 0;  // operand registers
+    std::uint32_t dst = 0;              // the register written
+    // A chain of instructions run as one (run is then unused).
+    const Chain* chain = nullptr;
+    ChainRun chain_run = nullptr;
     // The element functor (a lambda and the scalars it captured), trivially copyable.
     alignas(16) unsigned char fn[48] = {};
 
@@ -115,6 +125,28 @@ struct Step {
     const Fn& functor() const {
         return *std::launder(reinterpret_cast<const Fn*>(fn));
     }
+};
+
+// A chain: consecutive f32 instructions, each reading the one before it as its only use, run
+// vector by vector with the value kept in registers; only the last result is stored. Each link
+// is one IEEE operation, the same as the unfused kernel's, so the bits are the same; what goes
+// is a store and a load of the tile per link (on Zen 4, a 64-byte store takes two cycles, as
+// long as the arithmetic of a simple link).
+struct ChainOp {
+    enum Kind : std::uint8_t {
+        AddS, SubS, RSubS, MulS, DivS, RDivS,  // with a scalar (RSub: s - v)
+        AddR, SubR, RSubR, MulR, DivR, RDivR,  // with another register (RSub: r - v)
+        Neg, Erf
+    };
+    Kind kind = AddS;
+    float s = 0;           // the scalar
+    std::uint32_t r = 0;   // the register
+};
+struct Chain {
+    static constexpr std::size_t kMax = 32;
+    std::uint32_t src = 0;  // the register the chain starts from
+    std::size_t n = 0;
+    ChainOp ops[kMax];
 };
 
 // The loops for the build's own target (AVX2 on x86-64 builds).
@@ -167,6 +199,62 @@ struct Avx512Loops {
         if (i < n) {
             const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
             _mm512_mask_storeu_ps(y + i, m, erf16(_mm512_maskz_loadu_ps(m, x + i)));
+        }
+    }
+    // A chain, W vectors of 16 at a time (W = 4 keeps four independent chains of work in
+    // flight to hide the latencies of the divisions and erf's polynomials); the tail under a
+    // mask, one vector at a time.
+    // The other register's vector q (under the mask for the tail).
+    template <int W>
+    EMBER_FUSION_AVX512_TARGET static EMBER_FUSION_INLINE __m512 other(const float* r, int q,
+                                                                      __mmask16 m) {
+        return W == 1 ? _mm512_maskz_loadu_ps(m, r) : _mm512_loadu_ps(r + 16 * q);
+    }
+    template <int W>
+    EMBER_FUSION_AVX512_TARGET static EMBER_FUSION_INLINE void link(const ChainOp& op,
+                                                                   __m512 (&v)[W],
+                                                                   void* const* regs,
+                                                                   std::size_t i, __mmask16 m) {
+        const __m512 s = _mm512_set1_ps(op.s);
+        const float* r = static_cast<const float*>(regs[op.r]) + i;
+// One operation on each of the W vectors (no lambdas: they would lose the target attribute).
+#define EMBER_CHAIN_EACH(expr)                          \
+    for (int q = 0; q < W; ++q) v[q] = (expr); \
+    break
+        switch (op.kind) {
+            case ChainOp::AddS: EMBER_CHAIN_EACH(_mm512_add_ps(v[q], s));
+            case ChainOp::SubS: EMBER_CHAIN_EACH(_mm512_sub_ps(v[q], s));
+            case ChainOp::RSubS: EMBER_CHAIN_EACH(_mm512_sub_ps(s, v[q]));
+            case ChainOp::MulS: EMBER_CHAIN_EACH(_mm512_mul_ps(v[q], s));
+            case ChainOp::DivS: EMBER_CHAIN_EACH(_mm512_div_ps(v[q], s));
+            case ChainOp::RDivS: EMBER_CHAIN_EACH(_mm512_div_ps(s, v[q]));
+            case ChainOp::AddR: EMBER_CHAIN_EACH(_mm512_add_ps(v[q], other<W>(r, q, m)));
+            case ChainOp::SubR: EMBER_CHAIN_EACH(_mm512_sub_ps(v[q], other<W>(r, q, m)));
+            case ChainOp::RSubR: EMBER_CHAIN_EACH(_mm512_sub_ps(other<W>(r, q, m), v[q]));
+            case ChainOp::MulR: EMBER_CHAIN_EACH(_mm512_mul_ps(v[q], other<W>(r, q, m)));
+            case ChainOp::DivR: EMBER_CHAIN_EACH(_mm512_div_ps(v[q], other<W>(r, q, m)));
+            case ChainOp::RDivR: EMBER_CHAIN_EACH(_mm512_div_ps(other<W>(r, q, m), v[q]));
+            case ChainOp::Neg: EMBER_CHAIN_EACH(_mm512_xor_ps(v[q], _mm512_set1_ps(-0.0f)));
+            case ChainOp::Erf: EMBER_CHAIN_EACH(erf16(v[q]));
+        }
+#undef EMBER_CHAIN_EACH
+    }
+    EMBER_FUSION_AVX512_TARGET static void chain(const Chain& ch, std::size_t n,
+                                                 void* const* regs, void* d) {
+        const float* x = static_cast<const float*>(regs[ch.src]);
+        float* y = static_cast<float*>(d);
+        std::size_t i = 0;
+        for (; i + 64 <= n; i += 64) {
+            __m512 v[4];
+            for (int q = 0; q < 4; ++q) v[q] = _mm512_loadu_ps(x + i + 16 * q);
+            for (std::size_t k = 0; k < ch.n; ++k) link<4>(ch.ops[k], v, regs, i, 0xffff);
+            for (int q = 0; q < 4; ++q) _mm512_storeu_ps(y + i + 16 * q, v[q]);
+        }
+        for (; i < n; i += 16) {
+            const auto m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+            __m512 v[1] = {_mm512_maskz_loadu_ps(m, x + i)};
+            for (std::size_t k = 0; k < ch.n; ++k) link<1>(ch.ops[k], v, regs, i, m);
+            _mm512_mask_storeu_ps(y + i, m, v[0]);
         }
     }
     template <typename A, typename R, typename Fn>
@@ -337,6 +425,7 @@ Step bind(const Program& p, const Instr& in, std::span<const Scalar> sc) {
     st.a = in.a;
     st.b = in.b;
     st.c = in.c;
+    st.dst = static_cast<std::uint32_t>(&in - p.instrs.data() + p.inputs.size());
     bind_into<L>(st, p, in, sc);
     EMBER_CHECK(st.run != nullptr, DType, "fused program: no CPU loop for op kind ",
                 static_cast<int>(in.kind), " on ", dtype_name(p.reg_dtype(in.a)));
@@ -348,6 +437,7 @@ struct FusionKernel {
     std::string_view name;
     BindFn bind;
     bool (*available)();
+    Step::ChainRun chain;  // null: chains run instruction by instruction
 };
 
 constexpr FusionKernel kKernels[] = {
@@ -356,10 +446,106 @@ constexpr FusionKernel kKernels[] = {
      [] {
          return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-     }},
+     },
+     &Avx512Loops::chain},
 #endif
-    {"native", bind<NativeLoops>, [] { return true; }},
+    {"native", bind<NativeLoops>, [] { return true; }, nullptr},
 };
+
+// ---- chains ----------------------------------------------------------------------------------
+
+// Instruction `in` as a link of a chain whose value so far is register `flow`, if it can be one
+// (the scalar of a scalar link is the caller's to fill in).
+std::optional<ChainOp> link_of(const Program& p, const Instr& in, std::size_t flow) {
+    if (in.dtype != DType::F32 || p.reg_dtype(in.a) != DType::F32) return std::nullopt;
+    auto make = [](ChainOp::Kind k, std::uint32_t r = 0) { return ChainOp{k, 0.0f, r}; };
+    switch (in.kind) {
+        case OpKind::Unary:
+            if (in.a != flow) return std::nullopt;
+            if (static_cast<UnaryOp>(in.code) == UnaryOp::Erf) return make(ChainOp::Erf);
+            if (static_cast<UnaryOp>(in.code) == UnaryOp::Neg) return make(ChainOp::Neg);
+            return std::nullopt;
+        case OpKind::BinaryScalar:
+            if (in.a != flow) return std::nullopt;
+            switch (static_cast<BinaryOp>(in.code)) {
+                case BinaryOp::Add: return make(ChainOp::AddS);
+                case BinaryOp::Sub: return make(ChainOp::SubS);
+                case BinaryOp::RSub: return make(ChainOp::RSubS);
+                case BinaryOp::Mul: return make(ChainOp::MulS);
+                case BinaryOp::Div: return make(ChainOp::DivS);
+                case BinaryOp::RDiv: return make(ChainOp::RDivS);
+                default: return std::nullopt;
+            }
+        case OpKind::Binary: {
+            if (p.reg_dtype(in.b) != DType::F32 || (in.a == flow) == (in.b == flow))
+                return std::nullopt;
+            const bool left = in.a == flow;  // the chain's value is the left operand
+            const std::uint32_t r = left ? in.b : in.a;
+            switch (static_cast<BinaryOp>(in.code)) {
+                case BinaryOp::Add: return make(ChainOp::AddR, r);
+                case BinaryOp::Mul: return make(ChainOp::MulR, r);
+                case BinaryOp::Sub: return make(left ? ChainOp::SubR : ChainOp::RSubR, r);
+                case BinaryOp::Div: return make(left ? ChainOp::DivR : ChainOp::RDivR, r);
+                default: return std::nullopt;
+            }
+        }
+        default:
+            return std::nullopt;
+    }
+}
+
+// The maximal chains of a program: runs of at least two consecutive linkable instructions where
+// each result but the last is read only by the next instruction (not by another, not an output,
+// not reduced), so that it never needs to exist.
+std::vector<std::pair<std::size_t, std::size_t>> find_chains(const Program& p) {
+    const std::size_t n_in = p.inputs.size(), n = p.instrs.size();
+    std::vector<std::size_t> uses(n_in + n, 0);
+    for (const Instr& in : p.instrs) {
+        ++uses[in.a];
+        if (in.kind == OpKind::Binary || in.kind == OpKind::Compare ||
+            in.kind == OpKind::Where || in.kind == OpKind::MaskFill)
+            ++uses[in.b];
+        if (in.kind == OpKind::Where) ++uses[in.c];
+    }
+    for (auto o : p.outputs) ++uses[o];
+    if (p.reduce) ++uses[p.reduce->reg];
+    std::vector<std::pair<std::size_t, std::size_t>> chains;
+    for (std::size_t i = 0; i < n;) {
+        if (!link_of(p, p.instrs[i], p.instrs[i].a)) {
+            ++i;
+            continue;
+        }
+        std::size_t j = i;
+        while (j + 1 < n && j + 1 - i < Chain::kMax && uses[n_in + j] == 1 &&
+               link_of(p, p.instrs[j + 1], n_in + j))
+            ++j;
+        if (j > i) chains.emplace_back(i, j);
+        i = j + 1;
+    }
+    return chains;
+}
+
+// Chain [first, last] of `p` with its scalars.
+Chain bind_chain(const Program& p, std::size_t first, std::size_t last,
+                 std::span<const Scalar> sc) {
+    Chain ch;
+    ch.src = p.instrs[first].a;
+    std::size_t flow = ch.src;
+    for (std::size_t i = first; i <= last; ++i) {
+        const Instr& in = p.instrs[i];
+        ChainOp op = *link_of(p, in, flow);
+        if (in.kind == OpKind::BinaryScalar) {
+            op.s = scalar_as<float>(sc[in.s0]);
+            if (op.kind == ChainOp::DivS && exact_reciprocal(op.s)) {  // as the unfused kernel
+                op.kind = ChainOp::MulS;
+                op.s = 1.0f / op.s;
+            }
+        }
+        ch.ops[ch.n++] = op;
+        flow = p.inputs.size() + i;
+    }
+    return ch;
+}
 
 // The first kernel this processor has, among those `wanted` names ("auto": any).
 const FusionKernel* choose_kernel(std::string_view wanted) {
@@ -518,6 +704,7 @@ std::shared_ptr<const FusedPlan> fused_compile(const Program& p) {
     fusion::check_program(p, kMaxRank);
     auto plan = std::make_shared<FusedPlan>();
     plan->prog = p;
+    plan->chains = find_chains(p);
     return plan;
 }
 
@@ -545,10 +732,27 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
     }
     if (n == 0) return outs;
 
-    const BindFn bind_fn = current_kernel().load()->bind;
+    const FusionKernel& kernel = *current_kernel().load();
     std::vector<Step> steps;
     steps.reserve(p.instrs.size());
-    for (const Instr& in : p.instrs) steps.push_back(bind_fn(p, in, sc));
+    std::vector<Chain> chains;
+    chains.reserve(plan.chains.size());
+    auto next_chain = plan.chains.begin();
+    for (std::size_t i = 0; i < p.instrs.size(); ++i) {
+        if (kernel.chain && next_chain != plan.chains.end() && next_chain->first == i) {
+            const std::size_t last = next_chain->second;
+            chains.push_back(bind_chain(p, i, last, sc));
+            Step st;
+            st.chain = &chains.back();
+            st.chain_run = kernel.chain;
+            st.dst = static_cast<std::uint32_t>(n_in + last);
+            steps.push_back(st);
+            i = last;
+            ++next_chain;
+            continue;
+        }
+        steps.push_back(kernel.bind(p, p.instrs[i], sc));
+    }
     // Where each register's tile lives: dense inputs and the outputs in their tensors, the
     // rest (gathered inputs, intermediates) in per-task scratch.
     struct Home {
@@ -587,9 +791,11 @@ std::vector<CpuTensor> fused_launch(const FusedPlan& plan, std::vector<CpuTensor
                 else if (k < n_in)
                     gather(inputs[k], shape, t0, len, r[k]);
             }
-            for (std::size_t i = 0; i < steps.size(); ++i) {
-                const Step& st = steps[i];
-                st.run(st, len, r[st.a], r[st.b], r[st.c], r[n_in + i]);
+            for (const Step& st : steps) {
+                if (st.chain)
+                    st.chain_run(*st.chain, len, r.data(), r[st.dst]);
+                else
+                    st.run(st, len, r[st.a], r[st.b], r[st.c], r[st.dst]);
             }
             if (p.reduce) fold.add(cur, r[p.reduce->reg], len);
         }
