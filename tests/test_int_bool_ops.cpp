@@ -108,6 +108,28 @@ TEMPLATE_LIST_TEST_CASE("int division and remainder follow Python's // and %", "
     }
 }
 
+// Two's complement wrap-around at the int64 limits (as PyTorch's CPU kernels; without it, C++
+// signed overflow is undefined and INT64_MIN / -1 traps). The CPU family only: GPUs wrap in
+// hardware and have their own tests.
+TEMPLATE_TEST_CASE("int arithmetic wraps at the int64 limits", "[int][wrap]", ember::Cpu,
+                   ember::Fusion<ember::Cpu>) {
+    using B = TestType;
+    using I1 = ember::Tensor<B, 1, Int>;
+    constexpr std::int64_t lo = std::numeric_limits<std::int64_t>::min();
+    constexpr std::int64_t hi = std::numeric_limits<std::int64_t>::max();
+    auto x = I1::from_data(ints({lo, hi, -1, 0}, Shape{4}));
+    auto values = [](const I1& t) { return t.clone().into_data().template to_vec<std::int64_t>(); };
+    CHECK(values(x + 1) == std::vector<std::int64_t>{lo + 1, lo, 0, 1});
+    CHECK(values(x - 1) == std::vector<std::int64_t>{hi, hi - 1, -2, -1});
+    CHECK(values(x * 2) == std::vector<std::int64_t>{0, -2, -2, 0});
+    CHECK(values(x * x) == std::vector<std::int64_t>{0, 1, 1, 0});
+    CHECK(values(-x) == std::vector<std::int64_t>{lo, -hi, 1, 0});
+    CHECK(values(x.abs()) == std::vector<std::int64_t>{lo, hi, 1, 0});
+    CHECK(values(x / -1) == std::vector<std::int64_t>{lo, -hi, 1, 0});
+    CHECK(values(x % -1) == std::vector<std::int64_t>{0, 0, 0, 0});
+    CHECK(values(x * -1 + x) == std::vector<std::int64_t>{0, 0, 0, 0});
+}
+
 TEMPLATE_LIST_TEST_CASE("int random", "[int][random]", ember::test::TestBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;

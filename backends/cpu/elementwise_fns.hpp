@@ -30,11 +30,41 @@ inline T select(bool m, T a, T b) {
 }
 
 // ---- scalar functions -----------------------------------------------------------------------
+// Integer +, - and * wrap around in two's complement, as PyTorch's do (and without the
+// undefined behaviour of signed overflow in C++): computed in an unsigned type of at least
+// int's width (narrower unsigned types would promote to signed int and could overflow there).
+template <typename T>
+using WrapT = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+template <typename T>
+T wrap_add(T a, T b) {
+    if constexpr (std::is_integral_v<T>)
+        return static_cast<T>(static_cast<WrapT<T>>(a) + static_cast<WrapT<T>>(b));
+    else
+        return a + b;
+}
+template <typename T>
+T wrap_sub(T a, T b) {
+    if constexpr (std::is_integral_v<T>)
+        return static_cast<T>(static_cast<WrapT<T>>(a) - static_cast<WrapT<T>>(b));
+    else
+        return a - b;
+}
+template <typename T>
+T wrap_mul(T a, T b) {
+    if constexpr (std::is_integral_v<T>)
+        return static_cast<T>(static_cast<WrapT<T>>(a) * static_cast<WrapT<T>>(b));
+    else
+        return a * b;
+}
+
 template <typename T>
 T floor_div(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
         return std::floor(a / b);
     } else {
+        // The lowest value over -1 overflows (a trap on x86): it wraps, as PyTorch's.
+        if constexpr (std::is_signed_v<T>)
+            if (b == -1) return wrap_sub(T{0}, a);
         T q = a / b;
         if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
         return q;
@@ -47,6 +77,8 @@ T py_rem(T a, T b) {
         if (r != 0 && ((r < 0) != (b < 0))) r += b;
         return r;
     } else {
+        if constexpr (std::is_signed_v<T>)
+            if (b == -1) return T{0};  // the lowest value % -1 would trap
         T r = a % b;
         if (r != 0 && ((r < 0) != (b < 0))) r += b;
         return r;
@@ -57,8 +89,8 @@ T int_pow(T base, T exp) {
     if (exp < 0) return (base == 1) ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0);
     T r = 1;
     while (exp) {
-        if (exp & 1) r = static_cast<T>(r * base);
-        base = static_cast<T>(base * base);
+        if (exp & 1) r = wrap_mul(r, base);
+        base = wrap_mul(base, base);
         exp >>= 1;
     }
     return r;
@@ -100,10 +132,10 @@ void with_binary_fn(BinaryOp op, F&& f) {
         }
     } else {
         switch (op) {
-            case BinaryOp::Add: return f([](T a, T b) { return static_cast<T>(a + b); });
-            case BinaryOp::Sub: return f([](T a, T b) { return static_cast<T>(a - b); });
-            case BinaryOp::RSub: return f([](T a, T b) { return static_cast<T>(b - a); });
-            case BinaryOp::Mul: return f([](T a, T b) { return static_cast<T>(a * b); });
+            case BinaryOp::Add: return f([](T a, T b) { return wrap_add(a, b); });
+            case BinaryOp::Sub: return f([](T a, T b) { return wrap_sub(a, b); });
+            case BinaryOp::RSub: return f([](T a, T b) { return wrap_sub(b, a); });
+            case BinaryOp::Mul: return f([](T a, T b) { return wrap_mul(a, b); });
             case BinaryOp::Div:
                 if constexpr (std::is_floating_point_v<T>) return f([](T a, T b) { return a / b; });
                 else return f([](T a, T b) { return floor_div(a, b); });
@@ -241,8 +273,8 @@ void with_unary_fn(UnaryOp op, F&& f) {
         return f([](bool x) { return !x; });
     } else if constexpr (std::is_integral_v<T>) {
         switch (op) {
-            case UnaryOp::Neg: return f([](T x) { return static_cast<T>(-x); });
-            case UnaryOp::Abs: return f([](T x) { return static_cast<T>(x < 0 ? -x : x); });
+            case UnaryOp::Neg: return f([](T x) { return wrap_sub(T{0}, x); });
+            case UnaryOp::Abs: return f([](T x) { return x < 0 ? wrap_sub(T{0}, x) : x; });
             case UnaryOp::Sign: return f([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
             case UnaryOp::Relu: return f([](T x) { return x > 0 ? x : T{0}; });
             default:
