@@ -240,6 +240,35 @@ void bench_reduce_fused() {
     report_rate("layer_norm_8192x2048", "ember_unfused", "GB/s", 8.0 * n, 1e9, lu);
 }
 
+// What a matmul epilogue could save on the CPU: a Linear layer with bias and relu on Fusion<Cpu>
+// (the matmul through OpenBLAS, then the bias add and relu as one fused pass over the result)
+// against the bare matmul, timed in turn. The difference bounds the gain of applying the bias
+// and relu inside the GEMM.
+void bench_linear_epilogue() {
+    if (!selected("linear_bias_relu")) return;
+    using F = ember::Fusion<Cpu>;
+    const std::size_t sizes[][3] = {{64, 784, 512}, {256, 1024, 1024}, {2048, 1024, 1024}};
+    for (const auto& s : sizes) {
+        const std::size_t m = s[0], k = s[1], n = opt.quick ? s[2] / 4 : s[2];
+        const std::string name = "linear_bias_relu_" + std::to_string(m) + "x" +
+                                 std::to_string(k) + "x" + std::to_string(n);
+        auto x = ember::Tensor<F, 2>::random({m, k}, ember::Distribution::Normal(0, 1));
+        auto w = ember::Tensor<F, 2>::random({k, n}, ember::Distribution::Normal(0, 0.05));
+        auto b = ember::Tensor<F, 2>::random({1, n}, ember::Distribution::Normal(0, 1));
+        std::vector<double> ratios;
+        const auto [tm, tl] = time_alternating(
+            [&] { consume(x.matmul(w)); },
+            [&] { consume(ember::activation::relu(x.matmul(w) + b)); }, 2, opt.reps, &ratios);
+        std::sort(ratios.begin(), ratios.end());
+        const double flop = 2.0 * double(m) * double(k) * double(n);
+        report_rate(name, "ember_matmul", "GFLOP/s", flop, 1e9, tm);
+        report_rate(name, "ember_linear", "GFLOP/s", flop, 1e9, tl);
+        // The share of the layer's time outside the matmul (median of the pairs).
+        report(name, "epilogue_share_pct", "%", 100.0 * (1.0 - 1.0 / ratios[ratios.size() / 2]),
+               tl);
+    }
+}
+
 void bench_sum() {
     if (!selected("sum_16M")) return;
     const std::size_t n = opt.quick ? k16M / 8 : k16M;
@@ -367,6 +396,7 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"gelu_custom_16M", bench_gelu},
         {"gelu_custom_16M_fused", bench_gelu_fused},
         {"reduce_chain_8192x2048", bench_reduce_fused},  // rowsum_exp_, layer_norm_8192x2048
+        {"linear_bias_relu", bench_linear_epilogue},  // three sizes m x k x n
         {"sum_16M", bench_sum},
         {"softmax_4096x1024", bench_softmax},
         {"conv2d_64x1x28x28_32x3x3", bench_conv2d},
