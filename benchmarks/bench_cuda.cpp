@@ -3,7 +3,9 @@
 // 4096×4096, the per-op overhead of a 1-element add, training steps (Adam, batch 64) of the
 // MLP 784-512-512-10 and the guide CNN on random batches, gelu_custom over 64M floats through
 // Fusion<Cuda> (one generated kernel) beside the unfused chain and x·1 (a copy), and the int8
-// Linear (cuBLASLt) beside the f32 Linear at batch 1 and 64. Prints one JSON line per result.
+// Linear (cuBLASLt) beside the f32 Linear at batch 1 and 64, and matmul epilogues on Fusion<Cuda>
+// (bias and relu inside cuBLASLt's GEMM) against the separate kernel. Prints one JSON line per
+// result.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -105,6 +107,46 @@ void fusion() {
                  static_cast<unsigned long long>(st.programs_compiled));
 }
 
+/// Matmul epilogues on Fusion<Cuda>: relu(x·w + b) at three sizes and the MLP's forward pass
+/// (inference, batch 64), with the bias and relu in cuBLASLt's epilogue and as a fused kernel
+/// after cuBLAS's GEMM (epilogues off), in turn.
+void epilogue() {
+    using F = ember::Fusion<Cuda>;
+    // Reads nothing back: computes the pending value on the stream (time_per_call syncs).
+    const auto force = [](const Tensor<F, 2>& t) {
+        (void)ember::detail::fusion::take<Cuda>(t.primitive());
+    };
+    struct Case {
+        std::size_t m, k, n;
+        int reps;
+    };
+    for (Case c : {Case{64, 784, 512, 2000}, Case{256, 1024, 1024, 2000}, Case{4096, 4096, 4096, 50}}) {
+        auto x = Tensor<F, 2>::random({c.m, c.k}, ember::Distribution::Default);
+        auto w = Tensor<F, 2>::random({c.k, c.n}, ember::Distribution::Default);
+        auto b = Tensor<F, 2>::random({1, c.n}, ember::Distribution::Default);
+        const std::string name = "linear_relu_" + std::to_string(c.m) + "x" + std::to_string(c.k) +
+                                 "x" + std::to_string(c.n);
+        for (bool on : {true, false}) {
+            ember::fusion::set_matmul_epilogues(on);
+            const double s = time_per_call(
+                [&] { force(ember::activation::relu(x.matmul(w) + b)); }, c.reps, 10);
+            emit((name + (on ? "_epilogue" : "_separate")).c_str(), s * 1e6, "us");
+        }
+    }
+    auto model = mnist::Mlp<F>::init();
+    auto images = Tensor<F, 3>::random({64, 28, 28}, ember::Distribution::Default);
+    for (bool on : {true, false}) {
+        ember::fusion::set_matmul_epilogues(on);
+        ember::fusion::reset_stats();
+        const double s = time_per_call([&] { force(model.forward(images)); }, 2000, 10);
+        emit(on ? "mlp_forward_b64_epilogue" : "mlp_forward_b64_separate", s * 1e6, "us");
+        std::fprintf(stderr, "bench_cuda: mlp forward, epilogues %s: %llu epilogues\n",
+                     on ? "on" : "off",
+                     static_cast<unsigned long long>(ember::fusion::stats().epilogues));
+    }
+    ember::fusion::set_matmul_epilogues(true);
+}
+
 /// The int8 Linear (dynamic activations, per-channel weights) beside the f32 Linear, for the
 /// guide's layer sizes, at batch 1 and 64 (as bench_quant on the CPU).
 void quant() {
@@ -175,6 +217,7 @@ int main(int argc, char** argv) try {
                             [] { F::flush(); });
     }
     if (want("quant")) quant();
+    if (want("epilogue")) epilogue();
     if (want("train")) {
         train_step<mnist::Mlp<ember::Autodiff<Cuda>>>("train_step_mlp_b64");
         train_step<mnist::Cnn<ember::Autodiff<Cuda>>>("train_step_cnn_b64");

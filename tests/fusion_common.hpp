@@ -2,6 +2,7 @@
 // What the fusion tests of every backend share: the gelu_custom, an input ramp and a
 // closed-form value check.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -146,6 +147,107 @@ void check_fused_reductions(const typename FB::Device& device = {}) {
         // Along dim 0: reduced unfused after the chain.
         auto n = launches([&] { (void)(x * 3.0).sum_dim(0).into_data(); });
         CHECK(n == std::pair<std::uint64_t, std::uint64_t>{0, 2});
+    }
+}
+
+/// x · w + bias and relu of it, in double (row-major x [m, k], w [k, n]).
+inline std::vector<double> linear_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                            const std::vector<float>* bias, bool relu,
+                                            std::size_t m, std::size_t k, std::size_t n) {
+    std::vector<double> want(m * n);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            double s = bias ? (*bias)[j] : 0.0;
+            for (std::size_t q = 0; q < k; ++q) s += double(x[i * k + q]) * w[q * n + j];
+            want[i * n + j] = relu ? std::max(s, 0.0) : s;
+        }
+    return want;
+}
+
+/// Turns matmul epilogues back on however a test ends.
+struct RestoreEpilogues {
+    ~RestoreEpilogues() { ember::fusion::set_matmul_epilogues(true); }
+};
+
+/// Matmul epilogues on Fusion<Inner> where Inner takes them (`fused_matmul_epilogue`): a 2-D
+/// f32 product followed by a bias row add and/or relu is one launch with the values of the
+/// math; a product or sum held elsewhere, other ops, full-size biases and batched products run
+/// as before, as does everything with epilogues turned off.
+template <typename FB>
+void check_matmul_epilogues(const typename FB::Device& device = {}) {
+    namespace fusion = ember::fusion;
+    RestoreEpilogues restore;
+    const std::size_t m = 5, k = 7, n = 6;
+    const auto xv = ramp(m * k, -2.f, 2.f), wv = ramp(k * n, 1.5f, -1.f), bv = ramp(n, -1.f, 1.f);
+    auto x = Tensor<FB, 2>::from_data(TensorData(xv, {m, k}), device);
+    auto w = Tensor<FB, 2>::from_data(TensorData(wv, {k, n}), device);
+    auto b = Tensor<FB, 2>::from_data(TensorData(bv, {1, n}), device);
+    auto b1 = Tensor<FB, 1>::from_data(TensorData(bv, {n}), device);
+    const auto with_bias = linear_reference(xv, wv, &bv, true, m, k, n);
+    const auto plain = linear_reference(xv, wv, nullptr, false, m, k, n);
+    auto values = [](const auto& t) { return t.clone().into_data().template to_vec<float>(); };
+
+    SECTION("relu(x · w + b): one launch with the values of the math") {
+        fusion::reset_stats();
+        auto y = ember::activation::relu(x.matmul(w) + b);
+        CHECK(fusion::stats().kernels_launched == 0);  // the matmul waits for its epilogue
+        check_values(values(y), with_bias, 1e-5);
+        CHECK(fusion::stats().epilogues == 1);
+        CHECK(fusion::stats().kernels_launched == 1);
+    }
+    SECTION("the bias on either side, and without relu or without bias") {
+        fusion::reset_stats();
+        // (A statement of its own: a temporary product still alive when the sum is read would
+        // be held elsewhere, and computed on its own.)
+        auto left = ember::activation::relu(b1.unsqueeze() + x.matmul(w));
+        check_values(values(left), with_bias, 1e-5);
+        CHECK(fusion::stats().epilogues == 1);
+        check_values(values(x.matmul(w) + b1.unsqueeze()),
+                     linear_reference(xv, wv, &bv, false, m, k, n), 1e-5);
+        CHECK(fusion::stats().epilogues == 2);
+        check_values(values(ember::activation::relu(x.matmul(w))),
+                     linear_reference(xv, wv, nullptr, true, m, k, n), 1e-5);
+        CHECK(fusion::stats().epilogues == 3);
+    }
+    SECTION("a product or sum held elsewhere is computed on its own") {
+        fusion::reset_stats();
+        auto mm = x.matmul(w);
+        auto y = ember::activation::relu(mm + b);
+        check_values(values(y), with_bias, 1e-5);
+        check_values(values(mm), plain, 1e-5);
+        auto s = x.matmul(w) + b;
+        auto z = ember::activation::relu(s);
+        check_values(values(z), with_bias, 1e-5);
+        check_values(values(s), linear_reference(xv, wv, &bv, false, m, k, n), 1e-5);
+        CHECK(fusion::stats().epilogues == 0);
+    }
+    SECTION("what is not an epilogue: a full bias, other ops, reductions, batched products") {
+        fusion::reset_stats();
+        auto full = Tensor<FB, 2>::ones({m, n}, device);
+        std::vector<double> want(plain);
+        for (auto& e : want) e += 1;
+        check_values(values(x.matmul(w) + full), want, 1e-5);
+        for (std::size_t i = 0; i < want.size(); ++i) want[i] = std::exp(plain[i] * 0.5);
+        check_values(values((x.matmul(w) * 0.5).exp()), want, 1e-5);
+        std::vector<double> sums(m, 0.0);
+        for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) sums[i] += plain[i * n + j];
+        check_values(values(x.matmul(w).sum_dim(1)), sums, 1e-5);
+        auto x3 = x.template unsqueeze_dim<3>(0);
+        auto y3 = ember::activation::relu(x3.matmul(w.template unsqueeze_dim<3>(0)) + b.unsqueeze());
+        check_values(values(y3), with_bias, 1e-5);
+        CHECK(fusion::stats().epilogues == 0);
+    }
+    SECTION("turned off: the matmul and the chain run apart, with the same values") {
+        fusion::set_matmul_epilogues(false);
+        fusion::reset_stats();
+        check_values(values(ember::activation::relu(x.matmul(w) + b)), with_bias, 1e-5);
+        CHECK(fusion::stats().epilogues == 0);
+        CHECK(fusion::stats().kernels_launched == 2);
+    }
+    SECTION("inner dims that differ are an error at the matmul, as without fusion") {
+        auto bad = Tensor<FB, 2>::ones({k + 1, n}, device);
+        CHECK_THROWS_AS(x.matmul(bad), ember::ShapeError);
     }
 }
 

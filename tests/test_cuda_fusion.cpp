@@ -180,6 +180,37 @@ TEST_CASE("cuda fusion: reductions along the last dim end the chain's kernel", "
     ember::test::check_fused_reductions<F>();
 }
 
+TEST_CASE("cuda fusion: a matmul's bias add and relu run in cuBLASLt's epilogue",
+          "[cuda][fusion][epilogue]") {
+    REQUIRE_GPU();
+    ember::test::check_matmul_epilogues<F>();
+}
+
+TEST_CASE("cuda fusion: epilogues on transposed and offset operands, and a Linear layer",
+          "[cuda][fusion][epilogue]") {
+    REQUIRE_GPU();
+    ember::test::RestoreEpilogues restore;
+    const std::size_t m = 33, k = 70, n = 45;  // odd sizes: the alignments cuBLASLt is told
+    const auto xv = ramp(m * k, -1.f, 1.f), wv = ramp(n * k, 0.5f, -0.5f), bv = ramp(n, -1.f, 1.f);
+    auto x = Tensor<F, 2>::from_data(TensorData(xv, {m, k}));
+    auto wt = Tensor<F, 2>::from_data(TensorData(wv, {n, k}));  // used transposed
+    auto b = Tensor<F, 2>::from_data(TensorData(bv, {1, n}));
+    std::vector<float> w(k * n);
+    for (std::size_t q = 0; q < k; ++q)
+        for (std::size_t j = 0; j < n; ++j) w[q * n + j] = wv[j * k + q];
+    fusion::reset_stats();
+    auto y = ember::activation::relu(x.matmul(wt.transpose()) + b);
+    check_values(y.into_data().to_vec<float>(),
+                 ember::test::linear_reference(xv, w, &bv, true, m, k, n), 1e-5);
+    // Rows 1.. of x: an operand that starts past its buffer's first element.
+    auto rows = x.slice({{1, m}, {0, k}});
+    auto z = rows.matmul(wt.transpose()) + b;
+    const auto want = ember::test::linear_reference(xv, w, &bv, false, m, k, n);
+    check_values(z.into_data().to_vec<float>(),
+                 std::vector<double>(want.begin() + n, want.end()), 1e-5);
+    CHECK(fusion::stats().epilogues == 2);
+}
+
 TEST_CASE("cuda fusion: gelu_custom is one kernel with the unfused values", "[cuda][fusion]") {
     REQUIRE_GPU();
     const std::size_t n = (1 << 20) + 3;  // a tail past the vector loads

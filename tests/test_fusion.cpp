@@ -374,3 +374,40 @@ TEST_CASE("fusion: the CPU's AVX-512 loops give the bits of the build's own", "[
         }
     }
 }
+
+TEST_CASE("fusion: a matmul's bias add and relu run inside it (epilogues)", "[fusion][epilogue]") {
+    ember::test::check_matmul_epilogues<B>();
+}
+
+TEST_CASE("fusion: the CPU's epilogue has the unfused ops' bits, gradients too", "[fusion][epilogue]") {
+    ember::test::RestoreEpilogues restore;
+    const std::size_t m = 5, k = 7, n = 6;
+    const auto xv = ramp(m * k, -2.f, 2.f), wv = ramp(k * n, 1.5f, -1.f), bv = ramp(n, -1.f, 1.f);
+    auto run = [&]<typename X>(ember::detail::TypeTag<X>) {
+        auto x = Tensor<X, 2>::from_data(TensorData(xv, {m, k}));
+        auto w = Tensor<X, 2>::from_data(TensorData(wv, {k, n}));
+        auto b = Tensor<X, 2>::from_data(TensorData(bv, {1, n}));
+        auto y = ember::activation::relu(x.matmul(w) + b);
+        return y.into_data().template to_vec<float>();
+    };
+    fusion::reset_stats();
+    check_same_bits(run(ember::detail::TypeTag<B>{}), run(ember::detail::TypeTag<ember::Cpu>{}));
+    CHECK(fusion::stats().epilogues == 1);
+
+    using A = ember::Autodiff<B>;
+    using AC = ember::Autodiff<ember::Cpu>;
+    auto grads_of = [&]<typename X>(ember::detail::TypeTag<X>) {
+        auto xa = Tensor<X, 2>::from_data(TensorData(xv, {m, k})).require_grad();
+        auto wa = Tensor<X, 2>::from_data(TensorData(wv, {k, n})).require_grad();
+        auto ba = Tensor<X, 1>::from_data(TensorData(bv, {n})).require_grad();
+        auto g = (ember::activation::relu(xa.matmul(wa) + ba.unsqueeze()) * 3).sum().backward();
+        std::vector<std::vector<float>> out;
+        out.push_back(xa.grad(g)->into_data().template to_vec<float>());
+        out.push_back(wa.grad(g)->into_data().template to_vec<float>());
+        out.push_back(ba.grad(g)->into_data().template to_vec<float>());
+        return out;
+    };
+    const auto fused = grads_of(ember::detail::TypeTag<A>{});
+    const auto ref = grads_of(ember::detail::TypeTag<AC>{});
+    for (std::size_t i = 0; i < 3; ++i) check_same_bits(fused[i], ref[i]);
+}

@@ -83,6 +83,10 @@ CPU::float_topk(FT t, std::size_t kk, std::size_t dim, bool largest)->std::pair<
     return k::topk(std::move(t), kk, dim, largest);
 }
 CPU::float_matmul(FT a, FT b)->FT { return k::matmul(std::move(a), std::move(b)); }
+CPU::fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
+                           fusion::MatmulEpilogue e)->std::optional<FT> {
+    return k::matmul_epilogue(a, b, bias, e.relu);
+}
 CPU::float_into_int(FT t)->IT { return k::cast(std::move(t), kIntDType); }
 CPU::float_cast(FT t, DType d)->FT {
     EMBER_CHECK(is_float(d), DType, "cast: float tensors cast to float dtypes, got ", dtype_name(d));

@@ -111,6 +111,10 @@ std::pair<CpuTensor, CpuTensor> topk(CpuTensor t, std::size_t k, std::size_t dim
 // ---- matmul.cpp: OpenBLAS when EMBER_CPU_BLAS, a portable blocked GEMM otherwise ----------
 /// Batched matmul with broadcast batch dims; rank >= 1 each as torch.matmul.
 CpuTensor matmul(CpuTensor a, CpuTensor b);
+/// a · b (2-D, f32) with the bias row added and/or relu applied in place over the product;
+/// nothing for other operands.
+std::optional<CpuTensor> matmul_epilogue(const CpuTensor& a, const CpuTensor& b,
+                                         const std::optional<CpuTensor>& bias, bool relu);
 
 // ---- conv.cpp: im2col + GEMM; N = 1, 2 or 3 spatial dims -------------------------------------
 /// Dynamic-rank conv parameters (arrays hold N used entries).

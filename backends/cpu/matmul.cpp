@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "elementwise_fns.hpp"
 #include "gemm.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
@@ -232,6 +233,37 @@ CpuTensor matmul(CpuTensor a, CpuTensor b) {
         } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
             matmul_int<T>(a, b, p, out);
         }
+    });
+    return out;
+}
+
+std::optional<CpuTensor> matmul_epilogue(const CpuTensor& a, const CpuTensor& b,
+                                         const std::optional<CpuTensor>& bias, bool relu) {
+    if (a.dtype != DType::F32 || b.dtype != DType::F32 || a.shape.rank() != 2 ||
+        b.shape.rank() != 2 || (bias && bias->dtype != DType::F32))
+        return std::nullopt;
+    CpuTensor out = matmul(a, b);  // fresh and contiguous: finished in place
+    const std::size_t m = out.shape[0], n = out.shape[1];
+    float* o = out.data<float>();
+    const float* bp = bias ? bias->data<float>() : nullptr;
+    const std::int64_t bs = bias ? bias->strides[bias->shape.rank() - 1] : 0;
+    // The unfused kernels' own functors, so that the bits are theirs.
+    with_binary_fn<float>(BinaryOp::Add, [&](auto add) {
+        with_unary_fn<float>(UnaryOp::Relu, [&](auto rl) {
+            const std::size_t grain = std::max<std::size_t>(1, 16384 / std::max<std::size_t>(n, 1));
+            parallel_for(m, grain, [&](std::size_t r0, std::size_t r1) {
+                for (std::size_t i = r0; i < r1; ++i) {
+                    float* row = o + i * n;
+                    if (bp && bs == 1)
+                        for (std::size_t j = 0; j < n; ++j) row[j] = add(row[j], bp[j]);
+                    else if (bp)
+                        for (std::size_t j = 0; j < n; ++j)
+                            row[j] = add(row[j], bp[static_cast<std::int64_t>(j) * bs]);
+                    if (relu)
+                        for (std::size_t j = 0; j < n; ++j) row[j] = rl(row[j]);
+                }
+            });
+        });
     });
     return out;
 }

@@ -2,10 +2,15 @@
 // batches and transposed views become op flags, so neither is copied. f32 runs in full f32
 // unless TF32 is allowed (ember::cuda::set_allow_tf32), f16/bf16 accumulate in f32, f64 in f64.
 // Integer matmuls run in a plain kernel (cuBLAS has no int64 GEMM).
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "ember/backend/cuda.hpp"
 #include "gemm.hpp"
+#include "lt.hpp"
 #include "ops.hpp"
 
 namespace ember::detail::cuda {
@@ -175,6 +180,135 @@ CudaTensor matmul(CudaTensor a, CudaTensor b) {
          va.batch_stride, b.ptr(), vb.ld, vb.batch_stride, out.ptr(), static_cast<std::int64_t>(n),
          static_cast<std::int64_t>(m * n), nbatch, 0.0);
     return reshape(std::move(out), out_shape);
+}
+
+namespace {
+
+// The largest power of two (up to 256) that divides the address: cuBLASLt picks algorithms for
+// the alignment it is told, and assumes 256 bytes otherwise.
+std::uint32_t alignment(const void* p) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    std::uint32_t al = 256;
+    while (al > 4 && a % al != 0) al /= 2;
+    return al;
+}
+
+/// A prepared cuBLASLt matmul with epilogue: descriptors and the algorithm chosen for them,
+/// kept per shape, layout, epilogue and alignment (the search costs more than the product at
+/// the sizes of a small MLP). `ok` is false when cuBLASLt offers no algorithm.
+struct EpiloguePlan {
+    LtPlan lt;
+    cublasLtMatmulAlgo_t algo{};
+    bool ok = false;
+};
+using EpilogueKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                               std::int64_t, bool, bool, int, bool, std::uint32_t>;
+
+EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
+    // Guarded by epilogue_mutex(); never destroyed, like the handles the plans belong to.
+    static auto* plans = new std::map<EpilogueKey, EpiloguePlan>;
+    auto [it, fresh] = plans->try_emplace(key);
+    EpiloguePlan& p = it->second;
+    if (!fresh) return p;
+    const auto [dev, m, n, k, lda, ldb, ta, tb, ep_int, tf32, align] = key;
+    const auto ep = static_cast<cublasLtEpilogue_t>(ep_int);
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(
+        &p.lt.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B, its B our A.
+    const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    EMBER_CUBLAS_CHECK(tb ? cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, k, n, ldb)
+                          : cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, n, k, ldb));
+    EMBER_CUBLAS_CHECK(ta ? cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, m, k, lda)
+                          : cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, k, m, lda));
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lt.c, CUDA_R_32F, n, m, n));
+    std::size_t ws_bytes = 0;
+    cublas_workspace(dev, &ws_bytes);
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.lt.pref));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        p.lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+        EMBER_CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(p.lt.pref, attr, &align, sizeof align));
+    cublasLtMatmulHeuristicResult_t heur{};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+        cublas_lt(dev), p.lt.desc, p.lt.a, p.lt.b, p.lt.c, p.lt.c, p.lt.pref, 1, &heur, &found);
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return p;
+    EMBER_CUBLAS_CHECK(hs);
+    p.algo = heur.algo;
+    p.ok = true;
+    return p;
+}
+
+std::mutex& epilogue_mutex() {
+    static std::mutex mu;
+    return mu;
+}
+
+}  // namespace
+
+std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor& b0,
+                                          const std::optional<CudaTensor>& bias, bool relu) {
+    if (a0.dtype != DType::F32 || b0.dtype != DType::F32 || a0.shape.rank() != 2 ||
+        b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0] || (bias && bias->dtype != DType::F32))
+        return std::nullopt;
+    const auto m = static_cast<std::int64_t>(a0.shape[0]), k = static_cast<std::int64_t>(a0.shape[1]),
+               n = static_cast<std::int64_t>(b0.shape[1]);
+    if (m == 0 || n == 0 || k == 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return std::nullopt;
+    check_same_device("matmul", a0, b0);
+    const int dev = a0.device();
+    if (bias && (bias->device() != dev || bias->shape.num_elements() != std::size_t(n)))
+        return std::nullopt;
+    CudaTensor a = a0, b = b0;
+    MatView va = mat_view(a, 0, 1);
+    if (!va.ok) {
+        a = fresh_copy(a);
+        va = mat_view(a, 0, 1);
+    }
+    MatView vb = mat_view(b, 0, 1);
+    if (!vb.ok) {
+        b = fresh_copy(b);
+        vb = mat_view(b, 0, 1);
+    }
+    // The bias as n dense floats on a 16-byte boundary.
+    std::optional<CudaTensor> bv;
+    if (bias) {
+        bv = contiguous(reshape(*bias, Shape{std::size_t(n)}));
+        if (reinterpret_cast<std::uintptr_t>(bv->ptr()) % 16 != 0) bv = fresh_copy(*bv);
+    }
+    CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, DType::F32, dev);
+    const cublasLtEpilogue_t ep = !bias ? CUBLASLT_EPILOGUE_RELU
+                                  : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                         : CUBLASLT_EPILOGUE_BIAS;
+    const std::uint32_t align =
+        std::min({alignment(a.ptr()), alignment(b.ptr()), alignment(out.ptr())});
+    const EpilogueKey key{dev, m, n, k, va.ld, vb.ld, va.trans, vb.trans, static_cast<int>(ep),
+                          tf32_allowed(), align};
+    std::lock_guard lock(epilogue_mutex());
+    EpiloguePlan& p = epilogue_plan(key);
+    if (!p.ok) return std::nullopt;
+    if (bv) {
+        const void* bp = bv->ptr();
+        EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    }
+    std::size_t ws_bytes = 0;
+    void* ws = cublas_workspace(dev, &ws_bytes);
+    const float alpha = 1.0f, beta = 0.0f;
+    EMBER_CUBLAS_CHECK(cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a, a.ptr(),
+                                      p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(), p.lt.c,
+                                      &p.algo, ws, ws_bytes, stream(dev)));
+    return out;
 }
 
 }  // namespace ember::detail::cuda

@@ -69,6 +69,10 @@ std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t 
 
 // ---- matmul.cpp ----------------------------------------------------------------------------
 CudaTensor matmul(CudaTensor a, CudaTensor b);
+/// a · b (2-D, f32) with the bias row added and/or relu applied by cuBLASLt's epilogue;
+/// nothing for other operands or where cuBLASLt has no algorithm.
+std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a, const CudaTensor& b,
+                                          const std::optional<CudaTensor>& bias, bool relu);
 
 // ---- conv.cpp ------------------------------------------------------------------------------
 /// Dynamic-rank conv parameters (arrays hold n used entries), as the CPU's.

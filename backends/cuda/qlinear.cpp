@@ -8,13 +8,12 @@
 // y[M, N] = x[M, K] · w[K, N] is, column-major, yᵀ = wᵀ · xᵀ: so the weights are transposed once
 // to [N, K] (kept in the primitive's packed slot) and passed as the transposed operand, x as the
 // plain one, with M padded to a multiple of 4 by zero rows. K and N must be multiples of 4.
-#include <cublasLt.h>
-
 #include <mutex>
 #include <vector>
 
 #include "ember/backend/cuda.hpp"
 #include "ops.hpp"
+#include "lt.hpp"
 #include "qlinear.hpp"
 
 namespace ember {
@@ -22,29 +21,6 @@ namespace k = detail::cuda;
 
 namespace detail::cuda {
 namespace {
-
-void check_lt(cublasStatus_t st, const char* call) {
-    if (st == CUBLAS_STATUS_SUCCESS) [[likely]]
-        return;
-    EMBER_FAIL(Device, "cuBLASLt error in ", call, ": ", cublasGetStatusName(st), " (",
-               cublasGetStatusString(st), ")");
-}
-#define EMBER_LT_CHECK(call) check_lt((call), #call)
-
-/// The device's cuBLASLt handle (created on first use, kept for the process).
-cublasLtHandle_t lt_handle(int device) {
-    static std::mutex mu;
-    static std::vector<cublasLtHandle_t> handles;
-    std::lock_guard lock(mu);
-    if (handles.size() <= static_cast<std::size_t>(device))
-        handles.resize(static_cast<std::size_t>(device) + 1, nullptr);
-    auto& h = handles[static_cast<std::size_t>(device)];
-    if (h == nullptr) {
-        use_device(device);
-        EMBER_LT_CHECK(cublasLtCreate(&h));
-    }
-    return h;
-}
 
 /// The weights as cuBLASLt's transposed operand, with what the epilogue needs of them.
 struct PackedWeights {
@@ -79,46 +55,33 @@ const PackedWeights& packed(const QT& w) {
 /// Returns false when cuBLASLt offers no algorithm for the shape.
 bool int8_gemm(int dev, std::int64_t mp, std::int64_t n, std::int64_t kk, const void* q,
                const void* wt, void* acc) {
-    cublasLtHandle_t lt = lt_handle(dev);
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    struct Cleanup {
-        cublasLtMatmulDesc_t& d;
-        cublasLtMatrixLayout_t &a, &b, &c;
-        cublasLtMatmulPreference_t& p;
-        ~Cleanup() {
-            if (p) cublasLtMatmulPreferenceDestroy(p);
-            if (c) cublasLtMatrixLayoutDestroy(c);
-            if (b) cublasLtMatrixLayoutDestroy(b);
-            if (a) cublasLtMatrixLayoutDestroy(a);
-            if (d) cublasLtMatmulDescDestroy(d);
-        }
-    } cleanup{desc, la, lb, lc, pref};
-    EMBER_LT_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+    cublasLtHandle_t lt = cublas_lt(dev);
+    LtPlan pl;
+    EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
     const cublasOperation_t t = CUBLAS_OP_T, nop = CUBLAS_OP_N;
-    EMBER_LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    EMBER_LT_CHECK(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop));
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    EMBER_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop));
     // Column-major: A = wt stored [K rows, N cols] (ld K), used transposed; B = q stored
     // [K, Mp] (ld K); C = accᵀ [N, Mp] (ld N).
-    EMBER_LT_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_8I, kk, n, kk));
-    EMBER_LT_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, kk, mp, kk));
-    EMBER_LT_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32I, n, mp, n));
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8I, kk, n, kk));
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8I, kk, mp, kk));
+    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32I, n, mp, n));
     std::size_t ws_bytes = 0;
     void* ws = cublas_workspace(dev, &ws_bytes);
-    EMBER_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    EMBER_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pl.pref));
+    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pl.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    const cublasStatus_t hs =
-        cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, pl.desc, pl.a, pl.b, pl.c, pl.c,
+                                                             pl.pref, 1, &heur, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
-    EMBER_LT_CHECK(hs);
+    EMBER_CUBLAS_CHECK(hs);
     const std::int32_t alpha = 1, beta = 0;
-    EMBER_LT_CHECK(cublasLtMatmul(lt, desc, &alpha, wt, la, q, lb, &beta, acc, lc, acc, lc,
-                                  &heur.algo, ws, ws_bytes, stream(dev)));
+    EMBER_CUBLAS_CHECK(cublasLtMatmul(lt, pl.desc, &alpha, wt, pl.a, q, pl.b, &beta, acc, pl.c,
+                                      acc, pl.c, &heur.algo, ws, ws_bytes, stream(dev)));
     return true;
 }
 

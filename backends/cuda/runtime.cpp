@@ -4,6 +4,7 @@
 // its one stream, so a block freed after the ops that read it were queued can be handed to the
 // next op at once — the stream orders the reuse after those reads.
 #include "../common/promotion.hpp"
+#include "lt.hpp"
 #include "runtime.hpp"
 
 #include <algorithm>
@@ -176,6 +177,20 @@ cudaStream_t stream(int device) {
 cublasHandle_t cublas(int device) {
     use_device(device);
     return state(device).cublas;
+}
+
+cublasLtHandle_t cublas_lt(int device) {
+    static std::mutex mu;
+    static std::vector<cublasLtHandle_t> handles;
+    std::lock_guard lock(mu);
+    if (handles.size() <= static_cast<std::size_t>(device))
+        handles.resize(static_cast<std::size_t>(device) + 1, nullptr);
+    auto& h = handles[static_cast<std::size_t>(device)];
+    if (h == nullptr) {
+        use_device(device);
+        EMBER_CUBLAS_CHECK(cublasLtCreate(&h));
+    }
+    return h;
 }
 
 void* cublas_workspace(int device, std::size_t* bytes) {

@@ -5,12 +5,18 @@
 #include "ember/tensor/error.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <sstream>
 
 namespace ember::fusion {
 namespace {
 
-std::atomic<std::uint64_t> g_launched{0}, g_fused{0}, g_compiled{0}, g_hits{0}, g_ops{0};
+std::atomic<std::uint64_t> g_launched{0}, g_fused{0}, g_compiled{0}, g_hits{0}, g_ops{0},
+    g_epilogues{0};
+std::atomic<bool> g_epilogues_on{[] {
+    const char* e = std::getenv("EMBER_FUSION_EPILOGUE");
+    return !(e && e[0] == '0' && e[1] == '\0');
+}()};
 
 const char* kind_name(OpKind k) {
     switch (k) {
@@ -102,7 +108,15 @@ std::string Program::to_string() const {
 }
 
 Stats stats() {
-    return {g_launched.load(), g_fused.load(), g_compiled.load(), g_hits.load(), g_ops.load()};
+    return {g_launched.load(), g_fused.load(), g_compiled.load(),
+            g_hits.load(),     g_ops.load(),   g_epilogues.load()};
+}
+
+bool matmul_epilogues() {
+    return g_epilogues_on.load(std::memory_order_relaxed);
+}
+void set_matmul_epilogues(bool on) {
+    g_epilogues_on.store(on, std::memory_order_relaxed);
 }
 
 void reset_stats() {
@@ -111,6 +125,7 @@ void reset_stats() {
     g_compiled = 0;
     g_hits = 0;
     g_ops = 0;
+    g_epilogues = 0;
 }
 
 namespace detail {
@@ -126,6 +141,9 @@ void count_compile() {
 }
 void count_cache_hit() {
     g_hits.fetch_add(1, std::memory_order_relaxed);
+}
+void count_epilogue() {
+    g_epilogues.fetch_add(1, std::memory_order_relaxed);
 }
 }  // namespace detail
 

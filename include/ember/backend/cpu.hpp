@@ -191,6 +191,11 @@ struct CpuBackend : BackendBase<CpuBackend<F>> {
                                         const Shape& shape);
     /// Contiguous inputs are read in place; others are gathered tile by tile.
     static bool fused_input_dense(const FT& t) { return t.is_contiguous(); }
+    /// A 2-D f32 matmul with a bias row added and/or relu applied in the same call (Fusion<Cpu>'s
+    /// matmul epilogue): the product is finished in place, with no second tensor and no fused
+    /// program, and has the bits of the ops run one after another. Nothing for other operands.
+    static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
+                                                   fusion::MatmulEpilogue epilogue);
 
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);

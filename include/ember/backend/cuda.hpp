@@ -244,6 +244,11 @@ struct CudaBackend : BackendBase<CudaBackend> {
                                         const Shape& shape);
     /// Whether `t` is dense over its shape (the vectorised kernel may read it).
     static bool fused_input_dense(const FT& t) { return t.is_contiguous(); }
+    /// A 2-D f32 matmul with a bias row added and/or relu applied by cuBLASLt's epilogue, in
+    /// the GEMM's own kernel (Fusion<Cuda>'s matmul epilogue). Nothing for other operands, or
+    /// where cuBLASLt has no algorithm for them.
+    static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
+                                                   fusion::MatmulEpilogue epilogue);
 };
 
 /// The CUDA backend (f32 by default).

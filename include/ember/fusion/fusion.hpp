@@ -329,7 +329,32 @@ struct Fusion : BackendBase<Fusion<B>> {
     EMBER_FUSION_FORWARD(float_select_assign)
     EMBER_FUSION_FORWARD(float_sort_with_indices)
     EMBER_FUSION_FORWARD(float_topk)
-    EMBER_FUSION_FORWARD(float_matmul)
+    /// A 2-D f32 matmul is put off until its result is read, where B takes epilogues
+    /// (`B::fused_matmul_epilogue`): a bias add and/or relu recorded on it then run inside it,
+    /// and its result never exists on its own. Otherwise (and with epilogues turned off) B's.
+    static FT float_matmul(FT a, FT b) {
+        if constexpr (detail::fusion::MatmulEpilogueBackend<B>) {
+            const V& va = *a.value;
+            const V& vb = *b.value;
+            if (fusion::matmul_epilogues() && va.dtype == DType::F32 && vb.dtype == DType::F32 &&
+                va.shape.rank() == 2 && vb.shape.rank() == 2 && va.shape[1] == vb.shape[0] &&
+                va.shape.num_elements() > 0 && vb.shape.num_elements() > 0 &&
+                va.device == vb.device) {
+                Stream& st = Stream::get();
+                st.materialize(a.value);
+                st.materialize(b.value);
+                auto v = std::make_shared<V>();
+                v->shape = Shape{va.shape[0], vb.shape[1]};
+                v->dtype = DType::F32;
+                v->device = va.device;
+                v->args = {a.value, b.value, nullptr};
+                v->deferred_matmul = true;
+                return {std::move(v)};
+            }
+        }
+        fusion::detail::count_launch(false, 1);
+        return make(B::float_matmul(take(std::move(a)), take(std::move(b))));
+    }
     EMBER_FUSION_FORWARD(int_to_device)
     EMBER_FUSION_FORWARD(int_empty)
     EMBER_FUSION_FORWARD(int_full)

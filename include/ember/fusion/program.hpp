@@ -78,6 +78,19 @@ struct Program {
     std::string to_string() const;
 };
 
+/// What a backend applies inside its matmul when Fusion<B> hands it the ops that follow one (an
+/// epilogue): the bias row (when given) added, then relu when `relu`.
+struct MatmulEpilogue {
+    bool relu = false;  ///< relu after the bias
+};
+
+/// Whether Fusion<B> runs a matmul followed by a bias add and/or relu as one call to a backend
+/// that takes epilogues (`B::fused_matmul_epilogue`). On by default; EMBER_FUSION_EPILOGUE=0
+/// turns it off at start-up.
+bool matmul_epilogues();
+/// Turns matmul epilogues on or off (for measuring one against the other).
+void set_matmul_epilogues(bool on);
+
 /// Counters of the fusion machinery, process-wide.
 struct Stats {
     std::uint64_t kernels_launched =
@@ -86,6 +99,7 @@ struct Stats {
     std::uint64_t programs_compiled = 0;  ///< fused programs compiled (cache misses)
     std::uint64_t cache_hits = 0;         ///< fused launches that found their kernel compiled
     std::uint64_t ops_fused = 0;          ///< elementwise ops that ran inside fused kernels
+    std::uint64_t epilogues = 0;  ///< matmuls that ran with their bias/relu inside (one launch)
 };
 /// The counters now.
 Stats stats();
@@ -97,6 +111,7 @@ namespace detail {
 void count_launch(bool fused, std::size_t ops);
 void count_compile();
 void count_cache_hit();
+void count_epilogue();
 }  // namespace detail
 
 }  // namespace ember::fusion

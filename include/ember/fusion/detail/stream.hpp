@@ -38,6 +38,19 @@ struct Value {
     std::uint8_t code = 0;                         ///< pending: its op code
     std::array<std::shared_ptr<Value>, 3> args{};  ///< pending: operands (null when unused)
     std::array<Scalar, 2> scalars{};               ///< pending: scalar operands
+    /// A matmul of args[0] and args[1] (both materialised) put off until it is needed, so that
+    /// a bias add and relu recorded after it can run inside it (a backend's epilogue). It is not
+    /// part of any chain: reading it, or flushing a chain it cannot end, computes it on its own.
+    bool deferred_matmul = false;
+};
+
+/// A backend that applies a bias row and relu inside its matmul: returns the result, or nothing
+/// for operands it does not take that way (Fusion then runs the matmul and the chain).
+template <typename B>
+concept MatmulEpilogueBackend = requires(const typename B::FloatTensorPrimitive& t,
+                                         std::optional<typename B::FloatTensorPrimitive> bias) {
+    { B::fused_matmul_epilogue(t, t, bias, ember::fusion::MatmulEpilogue{}) } ->
+        std::same_as<std::optional<typename B::FloatTensorPrimitive>>;
 };
 
 /// PyTorch's broadcasting of two shapes, or nothing when they do not fit (the caller then runs
@@ -97,7 +110,10 @@ class Stream {
     const P& materialize(const std::shared_ptr<V>& v) {
         if (!v->prim) {
             LockGuard lock(mutex_);
-            if (!v->prim) flush_locked();
+            if (v->deferred_matmul)
+                run_matmul(*v);
+            else if (!v->prim)
+                flush_locked();
         }
         return *v->prim;
     }
@@ -113,7 +129,7 @@ class Stream {
     /// holds it; nothing when `v` was computed meanwhile (the caller reduces it unfused).
     std::optional<P> reduce_last_dim(const std::shared_ptr<V>& v, ReduceOp op) {
         LockGuard lock(mutex_);
-        if (v->prim) return std::nullopt;
+        if (v->prim || v->deferred_matmul) return std::nullopt;
         return flush_locked(RowTarget{v.get(), op});  // `v` is the caller's handle
     }
 
@@ -123,6 +139,16 @@ class Stream {
         ReduceOp op;
     };
     std::optional<P> flush_locked(std::optional<RowTarget> reduce = std::nullopt);
+    bool run_epilogue(const std::vector<std::shared_ptr<V>>& live);
+
+    /// Computes a deferred matmul on its own (a no-op once it has been computed).
+    static void run_matmul(V& v) {
+        if (v.prim) return;
+        v.prim = B::float_matmul(*v.args[0]->prim, *v.args[1]->prim);
+        ember::fusion::detail::count_launch(false, 1);
+        v.args = {};
+        v.deferred_matmul = false;
+    }
 
     ember::detail::Mutex mutex_;
     std::vector<std::weak_ptr<V>> pending_;
@@ -156,6 +182,13 @@ auto Stream<B>::flush_locked(std::optional<RowTarget> reduce) -> std::optional<P
         if (auto s = w.lock()) live.push_back(std::move(s));
     pending_.clear();
     if (live.empty()) return std::nullopt;
+    if constexpr (MatmulEpilogueBackend<B>) {
+        if (!reduce && ember::fusion::matmul_epilogues() && run_epilogue(live)) return std::nullopt;
+    }
+    // Deferred matmuls the chain reads are computed first: they are its inputs.
+    for (auto& v : live)
+        for (auto& a : v->args)
+            if (a && a->deferred_matmul) run_matmul(*a);
 
     // Registers: materialised operands become inputs (once each), pending ones the register of
     // the instruction that computes them. Operands always precede their users in the stream.
@@ -251,6 +284,62 @@ auto Stream<B>::flush_locked(std::optional<RowTarget> reduce) -> std::optional<P
     for (auto& v : live) v->args = {};
     if (reduce) return std::move(outs.back());
     return std::nullopt;
+}
+
+// The chain as a matmul's epilogue, when it is exactly that: `mm + bias`, `relu(mm)` or
+// `relu(mm + bias)` where `mm` is a deferred f32 matmul that nothing else holds, the bias a
+// materialised row ([n], [1, n], ...) and the sum, before relu, held by nothing else. Then B runs
+// it as one call, and `mm` and the sum never exist. False (nothing done) otherwise.
+template <typename B>
+bool Stream<B>::run_epilogue(const std::vector<std::shared_ptr<V>>& live) {
+    if (live.size() > 2) return false;
+    const V& first = *live[0];
+    auto deferred = [](const std::shared_ptr<V>& a) {
+        return a && a->deferred_matmul && a->dtype == DType::F32;
+    };
+    const std::shared_ptr<V>* mm = nullptr;
+    const std::shared_ptr<V>* bias = nullptr;
+    bool relu = false;
+    if (first.kind == OpKind::Binary && static_cast<BinaryOp>(first.code) == BinaryOp::Add &&
+        first.dtype == DType::F32) {
+        for (int k = 0; k < 2 && !mm; ++k)
+            if (deferred(first.args[k]) && first.args[1 - k]->prim) {
+                mm = &first.args[k];
+                bias = &first.args[1 - k];
+            }
+        if (!mm) return false;
+        // A row: the matmul's last dim, every other dim 1, of no more dims than the matmul.
+        const Shape& bs = (*bias)->shape;
+        const Shape& ms = (*mm)->shape;
+        if ((*bias)->dtype != DType::F32 || bs.rank() == 0 || bs.rank() > ms.rank() ||
+            bs[bs.rank() - 1] != ms[ms.rank() - 1] || bs.num_elements() != bs[bs.rank() - 1])
+            return false;
+    } else if (first.kind == OpKind::Unary && static_cast<UnaryOp>(first.code) == UnaryOp::Relu &&
+               deferred(first.args[0])) {
+        mm = &first.args[0];
+        relu = true;
+    } else {
+        return false;
+    }
+    if (!((*mm)->shape == shape_) || mm->use_count() != 1) return false;
+    if (live.size() == 2) {
+        const V& second = *live[1];
+        if (relu || second.kind != OpKind::Unary ||
+            static_cast<UnaryOp>(second.code) != UnaryOp::Relu || second.args[0] != live[0] ||
+            live[0].use_count() != 2)  // `live` and `second` hold the sum: nobody else
+            return false;
+        relu = true;
+    }
+    std::optional<P> b;
+    if (bias) b = *(*bias)->prim;
+    std::optional<P> r = B::fused_matmul_epilogue(*(*mm)->args[0]->prim, *(*mm)->args[1]->prim,
+                                                  std::move(b), ember::fusion::MatmulEpilogue{relu});
+    if (!r) return false;
+    live.back()->prim = std::move(*r);
+    for (auto& v : live) v->args = {};
+    ember::fusion::detail::count_launch(false, 1);
+    ember::fusion::detail::count_epilogue();
+    return true;
 }
 
 }  // namespace ember::detail::fusion
