@@ -200,13 +200,13 @@ TEST_CASE("cuda fusion: epilogues on transposed and offset operands, and a Linea
         for (std::size_t j = 0; j < n; ++j) w[q * n + j] = wv[j * k + q];
     fusion::reset_stats();
     auto y = ember::activation::relu(x.matmul(wt.transpose()) + b);
-    check_values(y.into_data().to_vec<float>(),
+    ember::test::check_values(y.into_data().to_vec<float>(),
                  ember::test::linear_reference(xv, w, &bv, true, m, k, n), 1e-5);
     // Rows 1.. of x: an operand that starts past its buffer's first element.
     auto rows = x.slice({{1, m}, {0, k}});
     auto z = rows.matmul(wt.transpose()) + b;
     const auto want = ember::test::linear_reference(xv, w, &bv, false, m, k, n);
-    check_values(z.into_data().to_vec<float>(),
+    ember::test::check_values(z.into_data().to_vec<float>(),
                  std::vector<double>(want.begin() + n, want.end()), 1e-5);
     CHECK(fusion::stats().epilogues == 2);
 }
