@@ -139,8 +139,8 @@ struct ChainOp {
         Neg, Erf
     };
     Kind kind = AddS;
-    float s = 0;           // the scalar
-    std::uint32_t r = 0;   // the register
+    float s = 0;          // the scalar
+    std::uint32_t r = 0;  // the register
 };
 struct Chain {
     static constexpr std::size_t kMax = 32;
@@ -201,10 +201,7 @@ struct Avx512Loops {
             _mm512_mask_storeu_ps(y + i, m, erf16(_mm512_maskz_loadu_ps(m, x + i)));
         }
     }
-    // A chain, W vectors of 16 at a time (W = 4 keeps four independent chains of work in
-    // flight to hide the latencies of the divisions and erf's polynomials); the tail under a
-    // mask, one vector at a time.
-    // The other register's vector q (under the mask for the tail).
+    // The other register's vector q of a link (under the mask for the tail).
     template <int W>
     EMBER_FUSION_AVX512_TARGET static EMBER_FUSION_INLINE __m512 other(const float* r, int q,
                                                                       __mmask16 m) {
@@ -239,6 +236,9 @@ struct Avx512Loops {
         }
 #undef EMBER_CHAIN_EACH
     }
+    // A chain, W = 4 vectors of 16 at a time (four independent streams of work in flight hide
+    // the latencies of the divisions and erf's polynomials); the tail under a mask, one vector
+    // at a time.
     EMBER_FUSION_AVX512_TARGET static void chain(const Chain& ch, std::size_t n,
                                                  void* const* regs, void* d) {
         const float* x = static_cast<const float*>(regs[ch.src]);
@@ -501,11 +501,8 @@ std::vector<std::pair<std::size_t, std::size_t>> find_chains(const Program& p) {
     const std::size_t n_in = p.inputs.size(), n = p.instrs.size();
     std::vector<std::size_t> uses(n_in + n, 0);
     for (const Instr& in : p.instrs) {
-        ++uses[in.a];
-        if (in.kind == OpKind::Binary || in.kind == OpKind::Compare ||
-            in.kind == OpKind::Where || in.kind == OpKind::MaskFill)
-            ++uses[in.b];
-        if (in.kind == OpKind::Where) ++uses[in.c];
+        const std::uint16_t regs[] = {in.a, in.b, in.c};
+        for (int k = 0; k < fusion::operand_count(in.kind); ++k) ++uses[regs[k]];
     }
     for (auto o : p.outputs) ++uses[o];
     if (p.reduce) ++uses[p.reduce->reg];

@@ -60,6 +60,16 @@ MatView mat_view(const CudaTensor& t, std::size_t nb, std::int64_t batch) {
     (void)batch;
     return v;
 }
+
+/// `t` as a BLAS matrix, copied to a dense one first where its strides describe none.
+MatView blas_operand(CudaTensor& t, std::size_t nb, std::int64_t batch) {
+    MatView v = mat_view(t, nb, batch);
+    if (!v.ok) {
+        t = fresh_copy(t);
+        v = mat_view(t, nb, batch);
+    }
+    return v;
+}
 }  // namespace
 
 void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -164,16 +174,8 @@ CudaTensor matmul(CudaTensor a, CudaTensor b) {
         return reshape(cast(std::move(out), result), out_shape);
     }
 
-    MatView va = mat_view(a, nb, nbatch);
-    if (!va.ok) {
-        a = fresh_copy(a);
-        va = mat_view(a, nb, nbatch);
-    }
-    MatView vb = mat_view(b, nb, nbatch);
-    if (!vb.ok) {
-        b = fresh_copy(b);
-        vb = mat_view(b, nb, nbatch);
-    }
+    const MatView va = blas_operand(a, nb, nbatch);
+    const MatView vb = blas_operand(b, nb, nbatch);
     CudaTensor out = empty(full_out, a.dtype, dev);
     gemm(dev, a.dtype, va.trans, vb.trans, static_cast<std::int64_t>(m),
          static_cast<std::int64_t>(n), static_cast<std::int64_t>(k), a.ptr(), va.ld,
@@ -270,16 +272,8 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     if (bias && (bias->device() != dev || bias->shape.num_elements() != std::size_t(n)))
         return std::nullopt;
     CudaTensor a = a0, b = b0;
-    MatView va = mat_view(a, 0, 1);
-    if (!va.ok) {
-        a = fresh_copy(a);
-        va = mat_view(a, 0, 1);
-    }
-    MatView vb = mat_view(b, 0, 1);
-    if (!vb.ok) {
-        b = fresh_copy(b);
-        vb = mat_view(b, 0, 1);
-    }
+    const MatView va = blas_operand(a, 0, 1);
+    const MatView vb = blas_operand(b, 0, 1);
     // The bias as n dense floats on a 16-byte boundary.
     std::optional<CudaTensor> bv;
     if (bias) {

@@ -87,10 +87,8 @@ std::string Program::to_string() const {
         const Instr& in = instrs[i];
         os << "r" << inputs.size() + i << " = " << kind_name(in.kind) << "#" << int(in.code) << " "
            << dtype_name(in.dtype) << " r" << in.a;
-        if (in.kind == OpKind::Binary || in.kind == OpKind::Compare || in.kind == OpKind::Where ||
-            in.kind == OpKind::MaskFill)
-            os << " r" << in.b;
-        if (in.kind == OpKind::Where) os << " r" << in.c;
+        if (operand_count(in.kind) >= 2) os << " r" << in.b;
+        if (operand_count(in.kind) == 3) os << " r" << in.c;
         if (in.kind == OpKind::BinaryScalar || in.kind == OpKind::CompareScalar ||
             in.kind == OpKind::MaskFill || in.kind == OpKind::Clamp)
             os << " s" << in.s0;

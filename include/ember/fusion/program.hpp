@@ -44,6 +44,12 @@ struct Instr {
     std::uint16_t s1 = 0;  ///< second scalar slot (Clamp)
 };
 
+/// How many operand registers an instruction of kind `k` reads (a; a, b; or a, b, c).
+constexpr int operand_count(OpKind k) {
+    if (k == OpKind::Where) return 3;
+    return k == OpKind::Binary || k == OpKind::Compare || k == OpKind::MaskFill ? 2 : 1;
+}
+
 /// An input of the program: its element type and whether it is laid out densely over the
 /// iteration shape (contiguous, no broadcast), which lets kernels load it with vector loads.
 struct InputDesc {
