@@ -1,16 +1,18 @@
 // ember's Vulkan benchmarks (issue 6, ANCHORS.md's GPU table), run next to PyTorch on the GPU
 // machine by benchmarks/vulkan.sh: elementwise bandwidth (a 64M-float add) beside a device copy,
-// sgemm 8192³ in f32, the f16 gemm on cooperative matrices, softmax 4096×4096, and training
+// sgemm 8192³ in f32, the f16 and bf16 gemms on cooperative matrices, softmax 4096×4096, and training
 // steps (Adam, batch 64) of the MLP and the guide CNN, on Autodiff<Vulkan> and
 // Autodiff<Fusion<Vulkan>>, and a hand-written GELU (five elementwise ops) on 64M floats unfused
 // and through Fusion<Vulkan> (one generated kernel). The PyTorch side is bench_cuda_torch.py
 // (same workload names). Prints one JSON line per result.
 //
-// `bench_vulkan gemm-sweep [N] [config...]` and `coop-sweep [N] [config...]` time many
-// configurations of the f32 kernel (shaders/matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm", or an
-// index into backends/vulkan/matmul.cpp's kVariants) and of the cooperative-matrix f16 kernel
-// ("bm:bn:bk:sgm:sgn:db:pack") in one process, each checked against a reference product, so that
-// one run on the GPU machine measures them all.
+// `bench_vulkan gemm-sweep [N] [config...]`, `coop-sweep [N] [config...]` and
+// `coop-sweep-bf16 [N] [config...]` time many configurations of the f32 kernel
+// (shaders/matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm", or an index into
+// backends/vulkan/matmul.cpp's kVariants) and of the cooperative-matrix kernel on f16 or bf16
+// ("bm:bn:bk:sgm:sgn:db:pack[:fn]") in one process, each checked against a reference product,
+// so that one run on the GPU machine measures them all. `coop-peak` reports the tensor cores'
+// rate through cooperative matrices with no memory traffic (the ceiling of the 16-bit gemm).
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -118,6 +120,12 @@ const char* const kGemmSweep[] = {
     "128:256:16:8:16:8:0",
     "256:128:16:16:8:8:0",
 };
+// The bf16 configurations (16 x 16 x 16 fragments, packed operands only).
+const char* const kCoopSweepBf16[] = {
+    "128:128:64:2:4:0:1:16", "128:256:32:2:4:0:1:16", "128:128:32:2:2:1:1:16",
+    "64:128:64:2:4:0:1:16",  "128:128:64:2:2:0:1:16", "128:128:64:4:2:0:1:16",
+    "256:128:32:4:2:0:1:16", "128:256:32:2:2:0:1:16", "128:128:48:2:4:0:1:16",
+};
 // The f16 configurations: 128 x 256, 256 x 128, 128 x 128 and 64 x 128 tiles of 4 to 16
 // subgroups, one or two buffers, 32 to 64 deep, operands packed to f16 first (one read as f32
 // words, for comparison; the second and last are one configuration, for the spread).
@@ -211,19 +219,36 @@ int main(int argc, char** argv) try {
     }
     std::cerr << "bench_vulkan: " << ember::vulkan::device_name() << '\n';
     auto want = [&](const char* w) { return only.empty() || only == w; };
-    if (only == "gemm-sweep" || only == "coop-sweep") {
-        const bool f32 = only == "gemm-sweep";
+    if (only == "gemm-sweep" || only == "coop-sweep" || only == "coop-sweep-bf16") {
         std::vector<std::string> configs(argv + std::min(argc, 3), argv + argc);
-        if (configs.empty()) {
-            if (f32)
-                configs.assign(std::begin(kGemmSweep), std::end(kGemmSweep));
-            else
-                configs.assign(std::begin(kCoopSweep), std::end(kCoopSweep));
-        }
-        if (f32)
+        if (only == "gemm-sweep") {
+            if (configs.empty()) configs.assign(std::begin(kGemmSweep), std::end(kGemmSweep));
             sweep("sgemm_f32", "EMBER_VULKAN_MATMUL_KERNEL", ember::DType::F32, gemm_n, configs);
-        else
+        } else if (only == "coop-sweep") {
+            if (configs.empty()) configs.assign(std::begin(kCoopSweep), std::end(kCoopSweep));
             sweep("gemm_f16", "EMBER_VULKAN_COOP_CONFIG", ember::DType::F16, gemm_n, configs);
+        } else {
+            if (configs.empty())
+                configs.assign(std::begin(kCoopSweepBf16), std::end(kCoopSweepBf16));
+            sweep("gemm_bf16", "EMBER_VULKAN_COOP_CONFIG", ember::DType::BF16, gemm_n, configs);
+        }
+        return 0;
+    }
+    if (only == "coop-peak") {
+        const auto info = ember::vulkan::cooperative_matrix_info();
+        std::cerr << "bench_vulkan: cooperative matrices '" << info.extension << "'\n";
+        const std::pair<ember::DType, int> kinds[] = {
+            {ember::DType::F16, 8}, {ember::DType::F16, 16}, {ember::DType::BF16, 16}};
+        for (auto [dt, fn] : kinds) {
+            const std::string name = "coop_peak_" + std::string(ember::dtype_name(dt)) + "_16x" +
+                                     std::to_string(fn) + "x16";
+            try {
+                emit(name.c_str(), ember::vulkan::cooperative_matrix_peak(dt, fn), "TFLOP/s");
+            } catch (const ember::Error& e) {
+                std::printf("{\"framework\": \"ember\", \"name\": \"%s\", \"error\": \"%s\"}\n",
+                            name.c_str(), e.what());
+            }
+        }
         return 0;
     }
     if (want("elementwise")) {
@@ -243,6 +268,7 @@ int main(int argc, char** argv) try {
     if (want("gemm")) {
         gemm("sgemm_f32", ember::DType::F32, gemm_n);
         gemm("gemm_f16", ember::DType::F16, gemm_n);
+        gemm("gemm_bf16", ember::DType::BF16, gemm_n);
     }
     if (want("softmax")) {
         auto x = Tensor<Vulkan, 2>::random({4096, 4096}, ember::Distribution::Default);

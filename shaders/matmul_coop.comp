@@ -1,9 +1,10 @@
 #version 450
-// Matmul of f16 tensors on tensor cores: cooperative matrices (M x N x K = 16 x 8 x 16, f16
-// inputs, f32 accumulation: the shape NVIDIA's drivers offer at subgroup scope).
+// Matmul of f16 (or bf16) tensors on tensor cores: cooperative matrices (M x N x K = 16 x FN x
+// 16 with FN 8 or 16, 16-bit inputs, f32 accumulation: the shapes NVIDIA's drivers offer at
+// subgroup scope).
 //
 // A workgroup of SGM x SGN subgroups computes a BM x BN tile of C, each subgroup a
-// (BM / SGM) x (BN / SGN) piece held as a grid of 16 x 8 accumulator fragments. K advances BK
+// (BM / SGM) x (BN / SGN) piece held as a grid of 16 x FN accumulator fragments. K advances BK
 // at a time: the workgroup stages a BM x BK slice of A and a BK x BN slice of B in shared
 // memory as f16, then every subgroup multiplies its fragments out of shared memory. The
 // operands are f32 words holding f16-rounded values (ember stores f16 tensors so), which
@@ -18,8 +19,11 @@
 // (one barrier a step), else to the one buffer after a barrier. Tile sizes are specialization
 // constants (backends/vulkan/matmul.cpp's coop configurations, bench_vulkan's coop-sweep).
 //
-// Written against GL_NV_cooperative_matrix: the glslang of Debian 12 (11.13) has no
-// GL_KHR_cooperative_matrix yet; NVIDIA drivers expose both, with the same hardware path.
+// Written against GL_NV_cooperative_matrix: the glslang of Debian 12 has no
+// GL_KHR_cooperative_matrix. Where the device offers VK_KHR_cooperative_matrix, the host rewrites
+// this module's SPIR-V to the KHR instructions (backends/vulkan/spirv_coop.cpp), and for bf16
+// retypes its 16-bit floats as bf16: in the packed mode (VEC 2) the halves are only moved, never
+// computed on, so the same code multiplies either type.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -36,6 +40,8 @@ layout(constant_id = 5) const int SGN = 4;
 layout(constant_id = 6) const int DB = 1;   // two shared buffers
 // 0: scalar reads; 1: 16-byte reads of f32 words (the host checks they can); 2: packed f16.
 layout(constant_id = 7) const int VEC = 0;
+// Fragment columns: 8 (NV's and KHR's 16x8x16) or 16 (KHR's 16x16x16, the only bf16 shape).
+layout(constant_id = 8) const int FN = 8;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
@@ -49,7 +55,7 @@ layout(std430, binding = 3) readonly buffer B8 { uvec4 b8[]; };
 // Parameters as matmul.comp.
 const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS = 25, P_ACS = 26,
           P_BRS = 27, P_BCS = 28;
-const int FM = 16, FN = 8, FK = 16;  // the fragment shape
+const int FM = 16, FK = 16;  // the fragment shape, with FN
 const int NSG = SGM * SGN, NT = NSG * 32;
 const int SM = BM / SGM, SN = BN / SGN;  // a subgroup's piece of the tile
 const int TM = SM / FM, TN = SN / FN;    // its fragments

@@ -4,9 +4,12 @@
 // kernel reading them directly moves twice the bytes it multiplies. Out is contiguous
 // [batch][R][CP] halves, two a word, CP = C rounded up to 8 and the columns past C zero, so
 // that the matmul reads any row in 16-byte words. Each thread writes eight halves of a row.
+// With BF16 the operand is a bf16 tensor (f32 words holding bf16-rounded values) and each half
+// is the word's upper 16 bits, exactly.
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const int BF16 = 0;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) writeonly buffer Out { uvec4 o[]; };
@@ -35,6 +38,10 @@ void main() {
     int rs = p[P_RS], cs = p[P_CS];
     float v[8];
     for (int j = 0; j < 8; ++j) v[j] = c0 + j < C ? x[off + r * rs + (c0 + j) * cs] : 0.0;
-    o[i] = uvec4(packHalf2x16(vec2(v[0], v[1])), packHalf2x16(vec2(v[2], v[3])),
-                 packHalf2x16(vec2(v[4], v[5])), packHalf2x16(vec2(v[6], v[7])));
+    uvec4 w;
+    for (int j = 0; j < 4; ++j)
+        w[j] = BF16 != 0 ? (floatBitsToUint(v[2 * j]) >> 16) |
+                               (floatBitsToUint(v[2 * j + 1]) & 0xffff0000u)
+                         : packHalf2x16(vec2(v[2 * j], v[2 * j + 1]));
+    o[i] = w;
 }

@@ -2,9 +2,15 @@
 // asynchronous execution, and the on-disk caches. The backend-agnostic suites (TestBackends,
 // AutodiffBackends) cover the ops themselves against PyTorch fixtures.
 #ifdef EMBER_VULKAN
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <set>
+#include <span>
 
+#include "../backends/vulkan/shader_registry.hpp"
+#include "../backends/vulkan/spirv_coop.hpp"
 #include "harness.hpp"
 
 using ember::Tensor;
@@ -29,6 +35,23 @@ struct ScopedEnv {
     ScopedEnv(const ScopedEnv&) = delete;
     ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
+/// Whether the on-disk cache directory holds a file whose name contains `what`.
+bool cache_has(const std::string& what) {
+    const char* dir = std::getenv("EMBER_CACHE_DIR");
+    std::filesystem::path base;
+    if (dir && *dir)
+        base = dir;
+    else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+        base = std::filesystem::path(xdg) / "ember";
+    else if (const char* home = std::getenv("HOME"); home && *home)
+        base = std::filesystem::path(home) / ".cache/ember";
+    else
+        base = "/tmp/ember-cache";
+    bool found = false;
+    for (const auto& e : std::filesystem::directory_iterator(base))
+        found = found || e.path().filename().string().find(what) != std::string::npos;
+    return found;
+}
 }  // namespace
 
 TEST_CASE("vulkan: device and name", "[vulkan]") {
@@ -142,20 +165,7 @@ TEST_CASE("vulkan: the pipeline cache is written to disk", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     auto x = Tensor<V, 1>::ones({16}).sin().cos();
     V::sync({});  // a host wait persists new pipelines
-    const char* dir = std::getenv("EMBER_CACHE_DIR");
-    std::filesystem::path base;
-    if (dir && *dir)
-        base = dir;
-    else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
-        base = std::filesystem::path(xdg) / "ember";
-    else if (const char* home = std::getenv("HOME"); home && *home)
-        base = std::filesystem::path(home) / ".cache/ember";
-    else
-        base = "/tmp/ember-cache";
-    bool found = false;
-    for (const auto& e : std::filesystem::directory_iterator(base))
-        found = found || e.path().filename().string().find("pipelines.bin") != std::string::npos;
-    REQUIRE(found);
+    REQUIRE(cache_has("pipelines.bin"));
 }
 
 TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
@@ -292,5 +302,199 @@ TEST_CASE("vulkan: long reductions split over workgroups", "[vulkan]") {
     REQUIRE(r.clone().sum().into_scalar() == std::int64_t(n) * (std::int64_t(n) - 1) / 2);
     REQUIRE(r.clone().max().into_scalar() == std::int64_t(n) - 1);
     REQUIRE(r.argmax(0).into_scalar() == std::int64_t(n) - 1);
+}
+TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
+    VK_REQUIRE_DEVICE();
+    const auto info = ember::vulkan::cooperative_matrix_info();
+    INFO("cooperative matrices: '" << info.extension << "', f16 " << info.f16 << ", bf16 "
+                                   << info.bf16 << ", f16 16x16x16 " << info.f16_16x16);
+    // Products of integers in [-2, 2] and [-1, 1] over k <= 128: |c| <= 256, which bf16 (8
+    // significant bits) holds exactly, so every path must give exactly the f32 product.
+    auto product = [](std::size_t batch, std::size_t m, std::size_t k, std::size_t n) {
+        std::vector<float> a(batch * m * k), b(k * n), c(batch * m * n, 0.0f);
+        for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 5) - 2);
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 3) - 1);
+        for (std::size_t q = 0; q < batch; ++q)
+            for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t l = 0; l < k; ++l)
+                    for (std::size_t j = 0; j < n; ++j)
+                        c[(q * m + i) * n + j] += a[(q * m + i) * k + l] * b[l * n + j];
+        return std::tuple{a, b, c};
+    };
+    const std::array<std::size_t, 4> shapes[] = {
+        {1, 1, 1, 1}, {1, 17, 33, 9}, {1, 70, 20, 136}, {1, 128, 128, 128}, {1, 200, 64, 130},
+        {3, 70, 20, 136}};
+    auto check = [&](ember::DType dt) {
+        for (auto [batch, m, k, n] : shapes) {
+            INFO(ember::dtype_name(dt) << " [" << batch << ", " << m << ", " << k << "] @ [" << k
+                                       << ", " << n << "]");
+            auto [a, b, c] = product(batch, m, k, n);
+            auto ta = Tensor<V, 3>::from_data(TensorData(a, {batch, m, k})).cast(dt);
+            auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(dt).unsqueeze();
+            auto r = ta.clone().matmul(tb.clone());
+            REQUIRE(r.dtype() == dt);
+            REQUIRE(r.cast(ember::DType::F32).into_data().to_vec<float>() == c);
+            // Transposed (strided) operands are packed the same way.
+            auto tt = tb.transpose().matmul(ta.transpose()).transpose();
+            REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
+        }
+    };
+    SECTION("bf16: tensor cores where the device has them, else the f32 tiles") {
+        check(ember::DType::BF16);
+        if (info.bf16) {
+            for (const char* coop : {"128:128:64:2:4:0:1:16", "128:256:32:2:4:0:1:16",
+                                     "64:64:64:2:2:0:1:16", "128:128:32:2:2:1:1:16"}) {
+                INFO("coop config " << coop);
+                const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
+                check(ember::DType::BF16);
+            }
+            // bf16 has only 16 x 16 x 16 fragments of packed operands.
+            for (const char* bad : {"128:128:64:2:4:0:1:8", "128:128:64:2:4:0:0:16"}) {
+                const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", bad);
+                auto x = Tensor<V, 2>::ones({32, 32}).cast(ember::DType::BF16);
+                REQUIRE_THROWS_AS(x.clone().matmul(x), ember::ArgumentError);
+            }
+        }
+    }
+    SECTION("f16 in 16 x 16 x 16 fragments") {
+        if (info.f16_16x16) {
+            for (const char* coop : {"128:128:64:2:4:0:1:16", "64:64:64:2:2:0:1:16",
+                                     "128:128:32:2:4:0:0:16", "128:256:32:2:4:0:1:16"}) {
+                INFO("coop config " << coop);
+                const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
+                check(ember::DType::F16);
+            }
+        }
+        check(ember::DType::F16);  // tuned (128 x 128 x 128) and the heuristic's picks
+    }
+    SECTION("the tuned configuration is remembered on disk") {
+        // 128^3 multiply-adds: tuned. Every candidate ran on these operands above or runs now.
+        auto [a, b, c] = product(1, 128, 128, 128);
+        for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+            auto ta = Tensor<V, 2>::from_data(TensorData(a, {128, 128})).cast(dt);
+            auto tb = Tensor<V, 2>::from_data(TensorData(b, {128, 128})).cast(dt);
+            REQUIRE(ta.matmul(tb).cast(ember::DType::F32).into_data().to_vec<float>() == c);
+        }
+        if (info.f16) REQUIRE(cache_has("matmul-coop-f16-autotune.txt"));
+        if (info.bf16) REQUIRE(cache_has("matmul-coop-bf16-autotune.txt"));
+    }
+}
+TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan]") {
+    using ember::detail::vk::coop_nv_to_khr;
+    using ember::detail::vk::CoopElement;
+    using u32 = std::uint32_t;
+    const ember::detail::vk::ShaderBlob* blob = nullptr;
+    for (std::size_t i = 0; i < ember::detail::vk::kNumShaders; ++i)
+        if (std::string(ember::detail::vk::kShaders[i].name) == "matmul_coop")
+            blob = &ember::detail::vk::kShaders[i];
+    REQUIRE(blob);
+    const std::span<const u32> nv(blob->words, blob->count);
+    // Instructions (opcode, words) of a module, checking that their word counts tile it.
+    auto walk = [](std::span<const u32> w) {
+        std::vector<std::pair<u32, std::span<const u32>>> r;
+        std::size_t at = 5;
+        while (at < w.size()) {
+            const u32 n = w[at] >> 16;
+            REQUIRE(n > 0);
+            REQUIRE(at + n <= w.size());
+            r.push_back({w[at] & 0xffff, w.subspan(at, n)});
+            at += n;
+        }
+        REQUIRE(at == w.size());
+        return r;
+    };
+    auto count = [](const auto& insts, u32 op) {
+        return std::count_if(insts.begin(), insts.end(), [&](auto& i) { return i.first == op; });
+    };
+    const auto before = walk(nv);
+    // OpCooperativeMatrix{Load,Store,MulAdd}NV = 5359-5361.
+    REQUIRE(count(before, 5359) >= 2);
+    REQUIRE(count(before, 5361) >= 1);
+    for (CoopElement elem : {CoopElement::F16, CoopElement::BF16}) {
+        const bool bf16 = elem == CoopElement::BF16;
+        INFO((bf16 ? "bf16" : "f16"));
+        const std::vector<u32> khr = coop_nv_to_khr(nv, elem);
+        const auto after = walk(khr);
+        REQUIRE(khr[0] == 0x07230203u);
+        const u32 bound = khr[3];
+        REQUIRE(bound == nv[3] + 3);  // three integer constants: 0, 1, 2
+        // No NV instruction or capability is left; each has its KHR twin (4456-4460).
+        for (u32 op = 5358; op <= 5362; ++op) REQUIRE(count(after, op) == 0);
+        REQUIRE(count(after, 4457) == count(before, 5359));
+        REQUIRE(count(after, 4458) == count(before, 5360));
+        REQUIRE(count(after, 4459) == count(before, 5361));
+        REQUIRE(count(after, 4456) == count(before, 5358));
+        std::map<u32, u32> constants;  // id → value of 32-bit integer OpConstants
+        std::set<u32> caps;
+        std::vector<std::string> exts;
+        u32 half_words = 0;
+        for (const auto& [op, w] : after) {
+            if (op == 43 && w.size() == 4) constants[w[2]] = w[3];
+            if (op == 17) caps.insert(w[1]);
+            if (op == 10) exts.emplace_back(reinterpret_cast<const char*>(w.data() + 1));
+            if (op == 22 && w[2] == 16) half_words = static_cast<u32>(w.size());
+        }
+        REQUIRE(caps.count(6022));  // CooperativeMatrixKHR
+        REQUIRE_FALSE(caps.count(5357));
+        REQUIRE(std::count(exts.begin(), exts.end(), "SPV_KHR_cooperative_matrix") == 1);
+        REQUIRE(std::count(exts.begin(), exts.end(), "SPV_NV_cooperative_matrix") == 0);
+        REQUIRE((std::count(exts.begin(), exts.end(), "SPV_KHR_bfloat16") == 1) == bf16);
+        REQUIRE((caps.count(5116) && caps.count(5118)) == bf16);  // BFloat16 type, coop
+        REQUIRE(half_words == (bf16 ? 4u : 3u));  // OpTypeFloat 16 [BFloat16KHR]
+        // One matrix type per use: A (0) and B (1) of 16-bit floats, the accumulator (2).
+        std::multiset<u32> uses;
+        for (const auto& [op, w] : after)
+            if (op == 4456) {
+                REQUIRE(w.size() == 7);
+                REQUIRE(constants.count(w[6]));
+                uses.insert(constants[w[6]]);
+            }
+        REQUIRE(uses == std::multiset<u32>{0, 1, 2});
+        // Loads and stores: a layout constant (row-major here), then the stride.
+        for (const auto& [op, w] : after) {
+            if (op == 4457) REQUIRE(constants.at(w[4]) == 0);
+            if (op == 4458) REQUIRE(constants.at(w[3]) == 0);
+        }
+        // Every instruction the rewrite did not touch is the same, in the same order.
+        std::size_t same = 0;
+        for (const auto& [op, w] : after)
+            same += std::any_of(before.begin(), before.end(), [&](auto& b) {
+                return b.first == op && std::equal(w.begin(), w.end(), b.second.begin(), b.second.end());
+            });
+        REQUIRE(same + 16 >= before.size());
+    }
+    SECTION("malformed modules and misuse are FormatErrors") {
+        REQUIRE_THROWS_AS(coop_nv_to_khr(nv.first(4), CoopElement::F16), ember::FormatError);
+        std::vector<u32> bad(nv.begin(), nv.end());
+        bad[0] = 0x12345678u;
+        REQUIRE_THROWS_AS(coop_nv_to_khr(bad, CoopElement::F16), ember::FormatError);
+        bad = std::vector<u32>(nv.begin(), nv.end());
+        bad[5] = (1000u << 16) | (bad[5] & 0xffffu);  // an instruction past the end
+        REQUIRE_THROWS_AS(coop_nv_to_khr(bad, CoopElement::F16), ember::FormatError);
+        // A hand-made module: one 16 x 16 half matrix type read as both A and B of a
+        // multiply-add (KHR types carry one use), and a half constant (arithmetic bf16 lacks).
+        const u32 magic[] = {0x07230203u, 0x00010500u, 0u, 20u, 0u};
+        auto inst = [](std::vector<u32>& m, u32 op, std::initializer_list<u32> ops) {
+            m.push_back(static_cast<u32>(ops.size() + 1) << 16 | op);
+            m.insert(m.end(), ops);
+        };
+        std::vector<u32> m(std::begin(magic), std::end(magic));
+        inst(m, 21, {1, 32, 0});          // %1 = OpTypeInt 32 0
+        inst(m, 22, {2, 16});             // %2 = OpTypeFloat 16
+        inst(m, 22, {3, 32});             // %3 = OpTypeFloat 32
+        inst(m, 43, {1, 4, 3});           // %4 = OpConstant %1 3 (subgroup scope)
+        inst(m, 43, {1, 5, 16});          // %5 = OpConstant %1 16
+        inst(m, 5358, {6, 2, 4, 5, 5});   // %6 = 16 x 16 half matrix
+        inst(m, 5358, {7, 3, 4, 5, 5});   // %7 = 16 x 16 f32 matrix
+        inst(m, 1, {6, 8});               // %8 = OpUndef %6
+        inst(m, 1, {7, 9});               // %9 = OpUndef %7
+        std::vector<u32> both = m;
+        inst(both, 5361, {7, 10, 8, 8, 9});  // %10 = %8 x %8 + %9
+        REQUIRE_THROWS_AS(coop_nv_to_khr(both, CoopElement::F16), ember::FormatError);
+        std::vector<u32> arith = m;
+        inst(arith, 43, {2, 11, 0x3c00});  // %11 = OpConstant %2 1.0
+        REQUIRE_NOTHROW(coop_nv_to_khr(arith, CoopElement::F16));
+        REQUIRE_THROWS_AS(coop_nv_to_khr(arith, CoopElement::BF16), ember::FormatError);
+    }
 }
 #endif

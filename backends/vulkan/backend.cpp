@@ -305,6 +305,16 @@ std::size_t device_count() {
 }
 bool is_available() { return device_count() > 0; }
 std::string device_name(const VulkanDevice& d) { return k::Context::get(d.resolved()).info().name; }
+CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d) {
+    const k::DeviceInfo& info = k::Context::get(d.resolved()).info();
+    CooperativeMatrixInfo r;
+    if (info.coop == k::DeviceInfo::Coop::Khr) r.extension = "VK_KHR_cooperative_matrix";
+    if (info.coop == k::DeviceInfo::Coop::Nv) r.extension = "VK_NV_cooperative_matrix";
+    r.f16 = info.cooperative_matrix;
+    r.bf16 = info.coop_bf16;
+    r.f16_16x16 = info.coop_f16_n16;
+    return r;
+}
 MemoryStats memory_stats(const VulkanDevice& d) {
     return k::Context::get(d.resolved()).pool().stats();
 }

@@ -14,6 +14,7 @@
 
 #include "ember/tensor/error.hpp"
 #include "shader_registry.hpp"
+#include "spirv_coop.hpp"
 
 namespace ember::detail::vk {
 
@@ -50,6 +51,48 @@ std::uint32_t compute_family(VkPhysicalDevice d, bool* found) {
         }
     *found = false;
     return 0;
+}
+
+// VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 postdate Debian 12's Vulkan headers
+// (1.3.239): their structures, as the registry defines them.
+constexpr const char* kKhrCoopExtension = "VK_KHR_cooperative_matrix";
+constexpr const char* kBf16Extension = "VK_KHR_shader_bfloat16";
+constexpr auto kSTypeKhrCoopFeatures = static_cast<VkStructureType>(1000506000);
+constexpr auto kSTypeKhrCoopProps = static_cast<VkStructureType>(1000506001);
+constexpr auto kSTypeBf16Features = static_cast<VkStructureType>(1000141000);
+constexpr std::int32_t kComponentF16 = 0, kComponentF32 = 1, kComponentBf16 = 1000141000;
+constexpr std::int32_t kScopeSubgroup = 3;
+struct KhrCoopFeatures {
+    VkStructureType sType;
+    void* pNext = nullptr;
+    VkBool32 cooperativeMatrix = VK_FALSE, cooperativeMatrixRobustBufferAccess = VK_FALSE;
+};
+struct KhrCoopShape {
+    VkStructureType sType = kSTypeKhrCoopProps;
+    void* pNext = nullptr;
+    std::uint32_t MSize = 0, NSize = 0, KSize = 0;
+    std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;
+    VkBool32 saturatingAccumulation = VK_FALSE;
+    std::int32_t scope = 0;
+};
+struct Bf16Features {
+    VkStructureType sType;
+    void* pNext = nullptr;
+    VkBool32 shaderBFloat16Type = VK_FALSE, shaderBFloat16DotProduct = VK_FALSE,
+             shaderBFloat16CooperativeMatrix = VK_FALSE;
+};
+
+/// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list (empty if the loader lacks it).
+std::vector<KhrCoopShape> khr_coop_shapes(VkInstance inst, VkPhysicalDevice d) {
+    using Fn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, KhrCoopShape*);
+    const auto fn = reinterpret_cast<Fn>(
+        vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+    std::uint32_t n = 0;
+    if (!fn || fn(d, &n, nullptr) != VK_SUCCESS) return {};
+    std::vector<KhrCoopShape> list(n);
+    if (fn(d, &n, list.data()) != VK_SUCCESS) return {};
+    list.resize(n);
+    return list;
 }
 
 Instance& instance() {
@@ -182,52 +225,98 @@ Context::Context(std::uint32_t index) : index_(index) {
                 "vulkan: device ", info_.name, " lacks VK_KHR_push_descriptor");
 
     std::vector<const char*> exts{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-    // Tensor cores for f16 matmul (shaders/matmul_coop.comp): the cooperative-matrix extension
-    // with a 16x8x16 f16 x f16 + f32 shape at subgroup scope (NVIDIA's drivers list 16x8x16 and
-    // 16x8x8, not 16x16x16), f16 arithmetic, and 32-wide subgroups (the kernel's workgroup is
-    // 8 subgroups of 32). EMBER_VULKAN_COOPMAT=0 turns it off.
+    // Tensor cores for 16-bit matmuls (shaders/matmul_coop.comp): cooperative matrices at
+    // subgroup scope with f16 x f16 + f32 16x8x16 (NVIDIA's drivers list 16x8x16 and 16x8x8
+    // under the NV extension), f16 arithmetic, and 32-wide subgroups (the kernel's workgroups
+    // are whole subgroups of 32). VK_KHR_cooperative_matrix is preferred where the device has
+    // it (its SPIR-V rewritten from the NV form, spirv_coop.hpp), with bf16 where it also lists
+    // bf16 16x16x16 and VK_KHR_shader_bfloat16. EMBER_VULKAN_COOPMAT=0 turns them off, =nv
+    // keeps the NV extension.
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_feats{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    KhrCoopFeatures khr_feats{kSTypeKhrCoopFeatures};
+    Bf16Features bf16_feats{kSTypeBf16Features};
     VkPhysicalDeviceVulkan12Features feats12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     {
         const char* env = std::getenv("EMBER_VULKAN_COOPMAT");
-        const bool allowed = !(env && std::string(env) == "0");
-        if (allowed && props.properties.apiVersion >= VK_API_VERSION_1_2 &&
-            has_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME) &&
-            info_.subgroup_size == 32 && info_.max_shared_memory >= 24 * 1024) {
-            feats12.pNext = &coop_feats;
+        const std::string mode = env ? env : "";
+        const bool has_nv = has_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        const bool has_khr = mode != "nv" && has_extension(phys_, kKhrCoopExtension);
+        const bool has_bf16 = has_khr && has_extension(phys_, kBf16Extension);
+        if (mode != "0" && props.properties.apiVersion >= VK_API_VERSION_1_2 &&
+            (has_nv || has_khr) && info_.subgroup_size == 32 &&
+            info_.max_shared_memory >= 24 * 1024) {
+            feats12.pNext = has_khr ? static_cast<void*>(&khr_feats) : &coop_feats;
+            if (has_bf16) khr_feats.pNext = &bf16_feats;
             VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
             f2.pNext = &feats12;
             vkGetPhysicalDeviceFeatures2(phys_, &f2);
-            bool shape = false;
-            if (coop_feats.cooperativeMatrix && feats12.shaderFloat16) {
-                std::uint32_t n = 0;
-                vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, nullptr);
-                std::vector<VkCooperativeMatrixPropertiesNV> cm(
-                    n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-                vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, cm.data());
-                for (const auto& c : cm)
-                    shape = shape || (c.MSize == 16 && c.NSize == 8 && c.KSize == 16 &&
-                                      c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                                      c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                                      c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                                      c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                                      c.scope == VK_SCOPE_SUBGROUP_NV);
+            if (has_khr && khr_feats.cooperativeMatrix && feats12.shaderFloat16) {
+                const auto list = khr_coop_shapes(instance_, phys_);
+                auto lists = [&](std::uint32_t n, std::int32_t ab) {
+                    for (const auto& c : list)
+                        if (c.MSize == 16 && c.NSize == n && c.KSize == 16 && c.AType == ab &&
+                            c.BType == ab && c.CType == kComponentF32 &&
+                            c.ResultType == kComponentF32 && c.scope == kScopeSubgroup)
+                            return true;
+                    return false;
+                };
+                if (lists(8, kComponentF16)) {
+                    info_.coop = DeviceInfo::Coop::Khr;
+                    info_.coop_f16_n16 = lists(16, kComponentF16);
+                    info_.coop_bf16 = has_bf16 && bf16_feats.shaderBFloat16Type &&
+                                      bf16_feats.shaderBFloat16CooperativeMatrix &&
+                                      lists(16, kComponentBf16);
+                }
             }
-            info_.cooperative_matrix = shape;
+            if (info_.coop == DeviceInfo::Coop::None && has_nv) {
+                feats12.pNext = &coop_feats;
+                vkGetPhysicalDeviceFeatures2(phys_, &f2);
+                bool shape = false;
+                if (coop_feats.cooperativeMatrix && feats12.shaderFloat16) {
+                    std::uint32_t n = 0;
+                    vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, nullptr);
+                    std::vector<VkCooperativeMatrixPropertiesNV> cm(
+                        n, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+                    vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(phys_, &n, cm.data());
+                    for (const auto& c : cm)
+                        shape = shape || (c.MSize == 16 && c.NSize == 8 && c.KSize == 16 &&
+                                          c.AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                          c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                                          c.CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                          c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                                          c.scope == VK_SCOPE_SUBGROUP_NV);
+                }
+                if (shape) info_.coop = DeviceInfo::Coop::Nv;
+            }
+            info_.cooperative_matrix = info_.coop != DeviceInfo::Coop::None;
         }
-    }
-    if (info_.cooperative_matrix) {
-        exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-        info_.float16 = true;
     }
     // Only what is used is enabled.
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_on{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     coop_on.cooperativeMatrix = VK_TRUE;
+    KhrCoopFeatures khr_on{kSTypeKhrCoopFeatures};
+    khr_on.cooperativeMatrix = VK_TRUE;
+    Bf16Features bf16_on{kSTypeBf16Features};
+    bf16_on.shaderBFloat16Type = VK_TRUE;
+    bf16_on.shaderBFloat16CooperativeMatrix = VK_TRUE;
     VkPhysicalDeviceVulkan12Features f12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     f12_on.shaderFloat16 = VK_TRUE;
-    f12_on.pNext = &coop_on;
+    // The matmul's SPIR-V declares the Vulkan memory model (both extensions require it).
+    f12_on.vulkanMemoryModel = feats12.vulkanMemoryModel;
+    if (info_.coop == DeviceInfo::Coop::Khr) {
+        exts.push_back(kKhrCoopExtension);
+        f12_on.pNext = &khr_on;
+        if (info_.coop_bf16) {
+            exts.push_back(kBf16Extension);
+            khr_on.pNext = &bf16_on;
+        }
+    } else if (info_.coop == DeviceInfo::Coop::Nv) {
+        exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        f12_on.pNext = &coop_on;
+    }
+    if (info_.cooperative_matrix) info_.float16 = true;
     const float priority = 1.0f;
     VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qi.queueFamilyIndex = family_;
@@ -285,11 +374,15 @@ Context::Context(std::uint32_t index) : index_(index) {
     if (const char* v = std::getenv("EMBER_VULKAN_VERBOSE"); v && std::string(v) == "1")
         std::fprintf(stderr,
                      "ember vulkan: device %u '%s', subgroup %u, shared memory %u B, "
-                     "maxStorageBufferRange %llu B, cooperative matrix (f16 matmul) %s, "
+                     "maxStorageBufferRange %llu B, cooperative matrix %s (f16%s%s), "
                      "cache %s\n",
                      index_, info_.name.c_str(), info_.subgroup_size, info_.max_shared_memory,
                      static_cast<unsigned long long>(info_.max_storage_range),
-                     info_.cooperative_matrix ? "on" : "off", cache_dir_.c_str());
+                     info_.coop == DeviceInfo::Coop::Khr  ? "KHR"
+                     : info_.coop == DeviceInfo::Coop::Nv ? "NV"
+                                                          : "off",
+                     info_.coop_f16_n16 ? " 16x8x16 and 16x16x16" : " 16x8x16",
+                     info_.coop_bf16 ? ", bf16 16x16x16" : "", cache_dir_.c_str());
     if (exit_list().empty()) std::atexit(run_exit);
     exit_list().push_back(this);
 }
@@ -507,13 +600,25 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
 
     VkShaderModule& mod = modules_[name];
     if (!mod) {
+        // "shader@khr" and "shader@khr_bf16": the embedded NV cooperative-matrix module moved
+        // to VK_KHR_cooperative_matrix, with f16 or bf16 matrices (spirv_coop.hpp).
+        const std::string full = name;
+        const std::size_t at = full.find('@');
+        const std::string base = full.substr(0, at), variant = at == full.npos ? "" : full.substr(at + 1);
         const ShaderBlob* blob = nullptr;
         for (std::size_t i = 0; i < kNumShaders; ++i)
-            if (std::strcmp(kShaders[i].name, name) == 0) blob = &kShaders[i];
-        EMBER_CHECK(blob, Generic, "vulkan: no embedded shader named ", name);
+            if (base == kShaders[i].name) blob = &kShaders[i];
+        EMBER_CHECK(blob && (variant.empty() || variant == "khr" || variant == "khr_bf16"), Generic,
+                    "vulkan: no embedded shader named ", name);
+        std::span<const std::uint32_t> words(blob->words, blob->count);
+        std::vector<std::uint32_t> rewritten;
+        if (!variant.empty()) {
+            rewritten = coop_nv_to_khr(words, variant == "khr" ? CoopElement::F16 : CoopElement::BF16);
+            words = rewritten;
+        }
         VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-        si.codeSize = blob->count * 4;
-        si.pCode = blob->words;
+        si.codeSize = words.size() * 4;
+        si.pCode = words.data();
         EMBER_CHECK(vkCreateShaderModule(device_, &si, nullptr, &mod) == VK_SUCCESS, Device,
                     "vulkan: vkCreateShaderModule failed for ", name);
     }

@@ -53,7 +53,12 @@ struct DeviceInfo {
     std::uint32_t max_invocations = 0;
     std::array<std::uint32_t, 3> max_groups{};
     std::uint32_t subgroup_size = 0;
-    bool cooperative_matrix = false;  ///< VK_NV_cooperative_matrix with f16 → f32 16x8x16
+    bool cooperative_matrix = false;  ///< f16 matmuls on cooperative matrices (coop != None)
+    /// The cooperative-matrix extension the matmul uses: VK_NV_cooperative_matrix (f16 16x8x16)
+    /// or VK_KHR_cooperative_matrix (its SPIR-V rewritten from the NV form, spirv_coop.hpp).
+    enum class Coop { None, Nv, Khr } coop = Coop::None;
+    bool coop_f16_n16 = false;  ///< KHR: f16 16x16x16 listed besides 16x8x16
+    bool coop_bf16 = false;     ///< KHR: bf16 16x16x16 listed, VK_KHR_shader_bfloat16 on
     bool float16 = false;             ///< shaderFloat16 + 16-bit storage
 };
 

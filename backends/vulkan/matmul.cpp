@@ -1,9 +1,10 @@
 // Batched matmul (shaders/matmul.comp, matmul_large.comp) with automatic kernel selection: on
 // first use per device and shape bucket, each tiled candidate that fits the device runs on the
 // real operands and the fastest is kept, in memory and in a per-device file beside the pipeline
-// cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel). f16 operands
-// take the cooperative-matrix kernel (shaders/matmul_coop.comp) where the device has one, after
-// packing them to f16 pairs (shaders/pack_f16.comp).
+// cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel). f16 and bf16
+// operands take the cooperative-matrix kernel (shaders/matmul_coop.comp) where the device has
+// one, after packing them to 16-bit pairs (shaders/pack_f16.comp); its configurations are tuned
+// the same way, in tables of their own.
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -24,15 +25,18 @@ namespace {
 /// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
 /// MODE 3 (matmul_large.comp: double-buffered tiles, vec4 loads) with its tile sizes; MODE 3
 /// also has a warp's lane grid (lr lanes along rows) and the tile-order grouping gm.
-/// Seven integers separated by colons ("128:128:16:8:16:8:0"), the form of the forced kernel
+/// `count` integers separated by colons ("128:128:16:8:16:8:0"), the form of the forced kernel
 /// configurations below; nothing if `text` is anything else.
-std::optional<std::array<std::int32_t, 7>> seven_fields(const char* text) {
-    std::array<std::int32_t, 7> f{};
-    char sep[6] = {};
+std::optional<std::vector<std::int32_t>> int_fields(const char* text, std::size_t count) {
+    std::vector<std::int32_t> f(count);
     std::istringstream in(text);
     in >> f[0];
-    for (std::size_t i = 1; i < 7; ++i) in >> sep[i - 1] >> f[i];
-    if (!in || in.peek() != EOF || std::string(sep, 6) != "::::::") return std::nullopt;
+    for (std::size_t i = 1; i < count; ++i) {
+        char sep = 0;
+        in >> sep >> f[i];
+        if (sep != ':') return std::nullopt;
+    }
+    if (!in || in.peek() != EOF) return std::nullopt;
     return f;
 }
 
@@ -114,31 +118,35 @@ std::size_t bucket(std::size_t v) {
     return std::bit_ceil(std::max<std::size_t>(v, 1));
 }
 
-/// The per-device table of winners: (M, N, K, batched) bucket → variant index.
+/// A per-device table of winners: (M, N, K, batched) bucket → candidate index, kept in memory
+/// and in the file `name` beside the pipeline cache.
 struct Tuned {
     std::mutex mu;
     std::map<std::tuple<std::size_t, std::size_t, std::size_t, bool>, std::size_t> best;
     bool loaded = false;
 };
-std::map<std::uint32_t, Tuned>& tuned() {
-    static std::map<std::uint32_t, Tuned> t;
-    return t;
+Tuned& tuned(const Context& cx, const std::string& name) {
+    static std::mutex mu;
+    static std::map<std::pair<std::uint32_t, std::string>, Tuned> t;
+    std::lock_guard lock(mu);
+    return t[{cx.index(), name}];
 }
 
-void load_tuned(Context& cx, Tuned& t) {
+/// Reads table `name` once; entries past `count` candidates (a stale file) are dropped.
+void load_tuned(Context& cx, Tuned& t, const std::string& name, std::size_t count) {
     if (t.loaded) return;
     t.loaded = true;
-    std::ifstream f(cx.cache_file("matmul-autotune.txt"));
+    std::ifstream f(cx.cache_file(name));
     std::size_t m, n, k, v;
     int b;
     while (f >> m >> n >> k >> b >> v)
-        if (v < kNumVariants) t.best[{m, n, k, b != 0}] = v;
+        if (v < count) t.best[{m, n, k, b != 0}] = v;
 }
 
-void save_tuned(Context& cx, const Tuned& t) {
+void save_tuned(Context& cx, const Tuned& t, const std::string& name) {
     std::error_code ec;
     std::filesystem::create_directories(cx.cache_dir(), ec);
-    const std::string path = cx.cache_file("matmul-autotune.txt");
+    const std::string path = cx.cache_file(name);
     const std::string tmp = path + ".tmp";
     {
         std::ofstream f(tmp);
@@ -148,6 +156,35 @@ void save_tuned(Context& cx, const Tuned& t) {
               << int(std::get<3>(key)) << ' ' << v << '\n';
     }
     std::filesystem::rename(tmp, path, ec);
+}
+
+std::tuple<std::size_t, std::size_t, std::size_t, bool> tune_key(const Problem& pr) {
+    return {bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1};
+}
+
+/// Times `run(i)` for each candidate i < count that `usable(i)` allows (one untimed call that
+/// also creates the pipeline, then three), the queue drained around each; the fastest, else
+/// `fallback`.
+template <class Usable, class Run>
+std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable usable, Run run) {
+    cx.wait_idle();
+    double best_time = 1e300;
+    std::size_t best = fallback;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!usable(i)) continue;
+        run(i);
+        cx.wait_idle();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < 3; ++r) run(i);
+        cx.wait_idle();
+        const double dt =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (dt < best_time) {
+            best_time = dt;
+            best = i;
+        }
+    }
+    return best;
 }
 
 /// Whether 16-byte loads can read both operands: row-major rows of a multiple of 4 elements
@@ -208,58 +245,94 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
 }
 
 /// A configuration of the cooperative-matrix kernel (shaders/matmul_coop.comp): a bm x bn tile
-/// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers, and
-/// whether the operands are first packed to f16 pairs (shaders/pack_f16.comp).
+/// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers,
+/// whether the operands are first packed to 16-bit pairs (shaders/pack_f16.comp), and the
+/// fragment's columns fn (16 x 8 x 16 or 16 x 16 x 16 products).
 struct Coop {
-    std::int32_t bm, bn, bk, sgm, sgn, db, pack;
-    std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
-    std::size_t shared_bytes() const {
+    std::int32_t bm, bn, bk, sgm, sgn, db, pack, fn = 8;
+    constexpr std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
+    constexpr std::size_t shared_bytes() const {
         const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
         return (db ? 2 : 1) * 2 * halves;
     }
-    /// Whether the shader's layout holds: whole 16 x 8 fragments per subgroup, 16-deep k steps,
-    /// and every thread moving the same number of quads of each operand.
-    bool well_formed() const {
+    /// Whether the shader's layout holds: whole 16 x fn fragments per subgroup, 16-deep k
+    /// steps, and every thread moving the same number of quads of each operand.
+    constexpr bool well_formed() const {
         if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1) ||
-            (pack != 0 && pack != 1))
+            (pack != 0 && pack != 1) || (fn != 8 && fn != 16))
             return false;
         const std::int32_t nt = sgm * sgn * 32;
         if (pack && ((bm * bk / 8) % nt != 0 || (bk * bn / 8) % nt != 0)) return false;
-        // Edge tiles stage a 16 x 8 f32 fragment per subgroup in A's shared slice.
-        if ((db ? 2 : 1) * bm * (bk + 8) * 2 < sgm * sgn * 16 * 8 * 4) return false;
-        return bm % (sgm * 16) == 0 && bn % (sgn * 8) == 0 && bk % 16 == 0 &&
+        // Edge tiles stage a 16 x fn f32 fragment per subgroup in A's shared slice.
+        if ((db ? 2 : 1) * bm * (bk + 8) * 2 < sgm * sgn * 16 * fn * 4) return false;
+        return bm % (sgm * 16) == 0 && bn % (sgn * fn) == 0 && bk % 16 == 0 &&
                (bm * bk / 4) % nt == 0 && (bk * bn / 4) % nt == 0;
+    }
+    /// Whether device `cx` can run it on `bf16` (else f16) operands: bf16 has only the
+    /// 16 x 16 x 16 shape, packed operands and the KHR extension; 16 x 16 x 16 f16 needs KHR.
+    bool runs_on(const Context& cx, bool bf16) const {
+        const DeviceInfo& d = cx.info();
+        if (bf16 ? !(d.coop_bf16 && fn == 16 && pack) : (fn == 16 && !d.coop_f16_n16))
+            return false;
+        return well_formed() && shared_bytes() <= d.max_shared_memory &&
+               threads() <= d.max_invocations;
     }
 };
 
-// 128 x 128 tiles of 8 subgroups, each a 64 x 32 piece (4 x 4 fragments), 64-deep slices in
-// one shared buffer, the operands packed first: the fastest of bench_vulkan's coop-sweep on an
-// H200 (166 TFLOP/s at 8192^3; 128 x 256 x 32 tiles 161, the same unpacked 146).
-constexpr Coop kCoop{128, 128, 64, 2, 4, 0, 1};
+// Candidates for automatic selection, each with 8- and 16-column fragments. 0: 128 x 128
+// tiles of 8 subgroups, each a 64 x 32 piece, 64-deep slices in one shared buffer, the
+// operands packed first: the fastest of bench_vulkan's coop-sweep on an H200 (166 TFLOP/s at
+// 8192^3); 1: 128 x 256 x 32 (161 there); 2: two shared buffers of 32-deep slices, 4
+// subgroups; 3-4: smaller tiles, more workgroups for problems that fill fewer than a wave.
+constexpr Coop kCoopShapes[] = {
+    {128, 128, 64, 2, 4, 0, 1}, {128, 256, 32, 2, 4, 0, 1}, {128, 128, 32, 2, 2, 1, 1},
+    {64, 128, 64, 2, 4, 0, 1},  {64, 64, 64, 2, 2, 0, 1},
+};
+constexpr std::size_t kNumCoopShapes = std::size(kCoopShapes);
+constexpr std::size_t kNumCoop = 2 * kNumCoopShapes;
+/// Candidate i: shape i % kNumCoopShapes with 8 (i < kNumCoopShapes) or 16 fragment columns.
+constexpr Coop coop_candidate(std::size_t i) {
+    Coop c = kCoopShapes[i % kNumCoopShapes];
+    c.fn = i < kNumCoopShapes ? 8 : 16;
+    return c;
+}
+static_assert([] {
+    for (std::size_t i = 0; i < kNumCoop; ++i)
+        if (!coop_candidate(i).well_formed()) return false;
+    return true;
+}());
 
-/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack" replaces kCoop (bench_vulkan's
-/// coop-sweep).
-Coop coop_config(const Context& cx) {
+/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack[:fn]" forces a configuration
+/// (bench_vulkan's coop-sweep); nothing when unset.
+std::optional<Coop> forced_coop(const Context& cx, bool bf16) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
-    if (!e || !*e) return kCoop;
-    const auto f = seven_fields(e);
+    if (!e || !*e) return std::nullopt;
+    auto f = int_fields(e, 8);
+    if (!f) {
+        f = int_fields(e, 7);
+        if (f) f->push_back(8);
+    }
     Coop c{};
-    if (f) c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6]};
+    if (f) c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7]};
     EMBER_CHECK(f && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
-                ": not a valid bm:bn:bk:sgm:sgn:db:pack configuration of matmul_coop.comp");
+                ": not a valid bm:bn:bk:sgm:sgn:db:pack[:fn] configuration of matmul_coop.comp");
     EMBER_CHECK(
         c.shared_bytes() <= cx.info().max_shared_memory && c.threads() <= cx.info().max_invocations,
         Argument, "EMBER_VULKAN_COOP_CONFIG=", e, ": needs ", c.shared_bytes(),
         " B of shared memory and ", c.threads(), " threads; the device has ",
         cx.info().max_shared_memory, " B and ", cx.info().max_invocations);
+    EMBER_CHECK(c.runs_on(cx, bf16), Argument, "EMBER_VULKAN_COOP_CONFIG=", e, ": ",
+                bf16 ? "bf16 matmuls need fn 16 and pack 1 on a device with bf16 cooperative "
+                       "matrices"
+                     : "fn 16 needs a device with f16 16x16x16 cooperative matrices (KHR)");
     return c;
 }
 
-/// An operand of the f16 matmul as f16 pairs (shaders/pack_f16.comp): contiguous
+/// An operand of the 16-bit matmul as f16 or bf16 pairs (shaders/pack_f16.comp): contiguous
 /// [batch][rows][cols rounded up to 8] halves, one copy per batch entry of the product
 /// (broadcast operands repeat). rs and cs are the row and column strides.
-VT pack_f16(Context& cx, const Problem& pr, const VT& t, const std::array<i64, 6>& batch_strides,
-            std::size_t rows, std::size_t cols, i64 rs, i64 cs) {
+VT pack_halves(Context& cx, const Problem& pr, const VT& t, const std::array<i64, 6>& batch_strides,
+               std::size_t rows, std::size_t cols, i64 rs, i64 cs, bool bf16) {
     const std::size_t cols8 = (cols + 7) / 8;
     const std::size_t words = pr.batch * rows * cols8 * 4;  // 4 words (8 halves) a 16 bytes
     VT out = empty(Shape{words}, DType::F32, t.device);
@@ -274,18 +347,22 @@ VT pack_f16(Context& cx, const Problem& pr, const VT& t, const std::array<i64, 6
     p.push(t.offset);
     p.push(rs);
     p.push(cs);
-    const Pipeline& pipe = cx.pipeline("pack_f16", {}, 2, 256);
+    const std::int32_t spec[] = {bf16 ? 1 : 0};
+    const Pipeline& pipe = cx.pipeline("pack_f16", spec, 2, 256);
     const Binding bs[] = {bind(out, true), bind(t, false)};
     cx.dispatch(pipe, bs, p.w, (pr.batch * rows * cols8 + 255) / 256);
     return out;
 }
 
-void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
-                 bool vec4) {
-    const Coop c = coop_config(cx);
+void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, const VT& b,
+                 const VT& out, bool vec4, bool bf16) {
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0};
-    const Pipeline& pipe = cx.pipeline("matmul_coop", spec, 3, c.threads());
+    const std::int32_t spec[] = {c.bm,  c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
+                                 c.fn};
+    const char* shader = cx.info().coop != DeviceInfo::Coop::Khr ? "matmul_coop"
+                         : bf16                                  ? "matmul_coop@khr_bf16"
+                                                                 : "matmul_coop@khr";
+    const Pipeline& pipe = cx.pipeline(shader, spec, 3, c.threads());
     const std::uint64_t groups = pr.batch * ((pr.m + c.bm - 1) / c.bm) * ((pr.n + c.bn - 1) / c.bn);
     if (!c.pack) {
         const Binding bs[] = {bind(out, true), bind(a, false), bind(b, false)};
@@ -294,10 +371,36 @@ void launch_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const
     }
     // The strides params_of sends, for the packing passes (A is M x K, B is K x N).
     const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
-    const VT pa = pack_f16(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs);
-    const VT pb = pack_f16(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs);
+    const VT pa = pack_halves(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs, bf16);
+    const VT pb = pack_halves(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs, bf16);
     const Binding bs[] = {bind(out, true), bind(pa, false), bind(pb, false)};
     cx.dispatch(pipe, bs, p.w, groups);
+}
+
+/// The coop configuration for this problem: the forced one, else (EMBER_AUTOTUNE=0, or a
+/// problem that costs less than a tuning run) the 128 x 128 tiles, 64 x 64 ones where the
+/// problem is narrower, else the fastest candidate measured on this device for the shape
+/// bucket (tables per element type, as the f32 kernels').
+Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
+                 bool vec4, bool bf16) {
+    if (auto c = forced_coop(cx, bf16)) return *c;
+    const std::size_t first = bf16 ? kNumCoopShapes : 0;  // bf16 has only 16 columns
+    const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 4 : 0);
+    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
+        return coop_candidate(h);
+    const std::string table = bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt";
+    Tuned& t = tuned(cx, table);
+    std::lock_guard lock(t.mu);
+    load_tuned(cx, t, table, kNumCoop);
+    const auto key = tune_key(pr);
+    if (auto it = t.best.find(key); it != t.best.end() && coop_candidate(it->second).runs_on(cx, bf16))
+        return coop_candidate(it->second);
+    const std::size_t best = fastest(
+        cx, kNumCoop, h, [&](std::size_t i) { return coop_candidate(i).runs_on(cx, bf16); },
+        [&](std::size_t i) { launch_coop(cx, coop_candidate(i), pr, a, b, out, vec4, bf16); });
+    t.best[key] = best;
+    save_tuned(cx, t, table);
+    return coop_candidate(best);
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
@@ -326,7 +429,7 @@ std::optional<Variant> forced_kernel(const Context& cx, bool vec4) {
     const char* e = std::getenv("EMBER_VULKAN_MATMUL_KERNEL");
     if (!e || !*e) return std::nullopt;
     if (std::string(e).find(':') != std::string::npos) {
-        const auto f = seven_fields(e);
+        const auto f = int_fields(e, 7);
         Variant v{3, 0, 0, 0, 0, 0};
         if (f) v = {3, (*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6]};
         EMBER_CHECK(f && large_well_formed(v), Argument, "EMBER_VULKAN_MATMUL_KERNEL=", e,
@@ -353,33 +456,20 @@ Variant choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const V
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return kVariants[h];
-    Tuned& t = tuned()[cx.index()];
+    Tuned& t = tuned(cx, "matmul-autotune.txt");
     std::lock_guard lock(t.mu);
-    load_tuned(cx, t);
-    const auto key = std::make_tuple(bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1);
+    load_tuned(cx, t, "matmul-autotune.txt", kNumVariants);
+    const auto key = tune_key(pr);
     // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
     if (auto it = t.best.find(key); it != t.best.end())
         return kVariants[kVariants[it->second].vec4() && !vec4 ? scalar_twin(it->second)
                                                                : it->second];
-    cx.wait_idle();
-    double best_time = 1e300;
-    std::size_t best = h;
-    for (std::size_t i = 0; i < kNumVariants; ++i) {
-        if (!fits(cx, kVariants[i]) || (kVariants[i].vec4() && !vec4)) continue;
-        launch(cx, kVariants[i], pr, a, b, out, kF32);  // warm-up (and pipeline creation)
-        cx.wait_idle();
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int r = 0; r < 3; ++r) launch(cx, kVariants[i], pr, a, b, out, kF32);
-        cx.wait_idle();
-        const double dt =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (dt < best_time) {
-            best_time = dt;
-            best = i;
-        }
-    }
+    const std::size_t best = fastest(
+        cx, kNumVariants, h,
+        [&](std::size_t i) { return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4); },
+        [&](std::size_t i) { launch(cx, kVariants[i], pr, a, b, out, kF32); });
     t.best[key] = best;
-    save_tuned(cx, t);
+    save_tuned(cx, t, "matmul-autotune.txt");
     return kVariants[best];
 }
 
@@ -426,9 +516,11 @@ VT matmul(VT a, VT b) {
     VT out = empty(out_shape, class_of(dt) == kF32 ? DType::F32 : DType::I64, a.device);
     Context& cx = ctx(a);
     std::lock_guard lock(cx.mu);
-    if (dt == DType::F16 && b.dtype == DType::F16 && cx.info().cooperative_matrix) {
-        // f16 operands: tensor cores, f32 accumulation (the inputs are exact in f16).
-        launch_coop(cx, pr, a, b, out, vec4_ok(pr, a, b));
+    if ((dt == DType::F16 && cx.info().cooperative_matrix) ||
+        (dt == DType::BF16 && cx.info().coop_bf16)) {
+        // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits).
+        const bool vec4 = vec4_ok(pr, a, b), bf16 = dt == DType::BF16;
+        launch_coop(cx, choose_coop(cx, pr, a, b, out, vec4, bf16), pr, a, b, out, vec4, bf16);
         return cast(std::move(out), dt);
     }
     const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];

@@ -247,6 +247,22 @@ std::size_t device_count();
 bool is_available();
 /// The name of a device ("NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)").
 std::string device_name(const VulkanDevice& d = {});
+/// The tensor-core (cooperative-matrix) matmul of a device.
+struct CooperativeMatrixInfo {
+    /// "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix", or empty (16-bit matmuls then
+    /// run on the f32 tiles).
+    std::string extension;
+    bool f16 = false;   ///< f16 x f16 → f32 matmuls run on tensor cores
+    bool bf16 = false;  ///< bf16 x bf16 → f32 matmuls run on tensor cores (VK_KHR_shader_bfloat16)
+    bool f16_16x16 = false;  ///< f16 also in 16 x 16 x 16 fragments (KHR), besides 16 x 8 x 16
+};
+/// What device `d` offers (EMBER_VULKAN_COOPMAT=0 turns it off, =nv keeps the NV extension).
+CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d = {});
+/// TFLOP/s that device `d`'s cooperative matrices sustain on `dtype` (F16 or BF16) fragments of
+/// 16 x `fragment_columns` x 16 multiplied from registers, with no memory traffic: the ceiling
+/// of the 16-bit matmul (bench_vulkan coop-peak). Throws DeviceError where the device has no
+/// such fragments.
+double cooperative_matrix_peak(DType dtype, int fragment_columns, const VulkanDevice& d = {});
 /// The memory pool's counters of one device.
 struct MemoryStats {
     std::size_t bytes_in_use = 0;       ///< held by live tensors (size classes, rounded up)

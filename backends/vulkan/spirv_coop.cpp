@@ -1,0 +1,238 @@
+// SPV_NV_cooperative_matrix → SPV_KHR_cooperative_matrix (spirv_coop.hpp). The NV and KHR
+// instructions differ in three ways: the KHR matrix type names its use (A, B, accumulator), the
+// KHR loads and stores take a layout constant (an integer) where NV takes a bool, and the
+// stride moves behind the layout. Everything else is copied.
+#include "spirv_coop.hpp"
+
+#include <bit>
+#include <map>
+#include <set>
+#include <string>
+
+#define SPV_ENABLE_UTILITY_CODE
+#include <spirv/unified1/spirv.hpp>
+
+#include "ember/tensor/error.hpp"
+
+namespace ember::detail::vk {
+
+namespace {
+
+using u32 = std::uint32_t;
+
+// SPV_KHR_cooperative_matrix and SPV_KHR_bfloat16 postdate Debian 12's SPIR-V headers.
+constexpr u32 kOpTypeCoopKhr = 4456, kOpCoopLoadKhr = 4457, kOpCoopStoreKhr = 4458,
+              kOpCoopMulAddKhr = 4459, kOpCoopLengthKhr = 4460;
+constexpr u32 kCapCoopKhr = 6022, kCapBf16Type = 5116, kCapBf16Coop = 5118;
+constexpr u32 kEncodingBf16 = 0;  // OpTypeFloat's FP encoding operand: BFloat16KHR
+constexpr u32 kUseA = 0, kUseB = 1, kUseAcc = 2;
+constexpr u32 kRowMajor = 0, kColumnMajor = 1;
+
+constexpr u32 op(spv::Op o) {
+    return static_cast<u32>(o);
+}
+
+struct Inst {
+    std::size_t at;  // word offset of the instruction
+    u32 count, code;
+};
+
+u32 head(u32 count, u32 code) {
+    return count << 16 | code;
+}
+
+/// OpExtension / OpCapability words.
+std::vector<u32> extension(const std::string& name) {
+    std::vector<u32> w{0};
+    const std::size_t n = name.size() / 4 + 1;  // the terminating NUL included
+    for (std::size_t i = 0; i < n; ++i) {
+        u32 v = 0;
+        for (std::size_t b = 0; b < 4; ++b) {
+            const std::size_t c = i * 4 + b;
+            if (c < name.size()) v |= u32(static_cast<unsigned char>(name[c])) << (8 * b);
+        }
+        w.push_back(v);
+    }
+    w[0] = head(static_cast<u32>(w.size()), op(spv::OpExtension));
+    return w;
+}
+
+std::string literal_string(std::span<const u32> w) {
+    std::string s;
+    for (u32 v : w)
+        for (int b = 0; b < 4; ++b) {
+            const char c = static_cast<char>((v >> (8 * b)) & 0xff);
+            if (c == '\0') return s;
+            s.push_back(c);
+        }
+    return s;
+}
+
+}  // namespace
+
+std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
+    EMBER_CHECK(words.size() >= 5 && words[0] == spv::MagicNumber, Format,
+                "coop_nv_to_khr: not a SPIR-V module (", words.size(), " words)");
+    std::vector<Inst> insts;
+    for (std::size_t at = 5; at < words.size();) {
+        const u32 count = words[at] >> 16, code = words[at] & 0xffff;
+        EMBER_CHECK(count > 0 && at + count <= words.size(), Format,
+                    "coop_nv_to_khr: malformed instruction at word ", at, " (opcode ", code,
+                    ", ", count, " words, module of ", words.size(), ")");
+        insts.push_back({at, count, code});
+        at += count;
+    }
+
+    // What the rewrite needs to know: the value → type map (to find the matrix types that
+    // the multiply-adds read), the bool constants, a 32-bit integer type, the 16-bit float.
+    std::map<u32, u32> type_of;
+    std::map<u32, u32> roles;  // matrix type → bit set of uses
+    std::set<u32> coop_types, false_ids, true_ids;
+    std::map<u32, u32> component;  // matrix type → component type
+    std::map<u32, u32> float_width;
+    u32 int32 = 0, half = 0;
+    for (const Inst& in : insts) {
+        const u32* w = &words[in.at];
+        bool has_result = false, has_type = false;
+        spv::HasResultAndType(static_cast<spv::Op>(in.code), &has_result, &has_type);
+        if (has_result && has_type && in.count >= 3) type_of[w[2]] = w[1];
+        if (in.code == op(spv::OpTypeInt) && in.count >= 4 && w[2] == 32 && (!int32 || !w[3]))
+            int32 = w[1];
+        if (in.code == op(spv::OpTypeFloat) && in.count >= 3) {
+            float_width[w[1]] = w[2];
+            if (w[2] == 16) half = w[1];
+        }
+        if (in.code == op(spv::OpConstantFalse)) false_ids.insert(w[2]);
+        if (in.code == op(spv::OpConstantTrue)) true_ids.insert(w[2]);
+        if (in.code == op(spv::OpTypeCooperativeMatrixNV)) {
+            EMBER_CHECK(in.count == 6, Format, "coop_nv_to_khr: a matrix type of ", in.count,
+                        " words");
+            coop_types.insert(w[1]);
+            component[w[1]] = w[2];
+        }
+        if (in.code == op(spv::OpCooperativeMatrixMulAddNV)) {
+            EMBER_CHECK(in.count == 6, Format, "coop_nv_to_khr: a multiply-add of ", in.count,
+                        " words");
+            roles[type_of[w[3]]] |= 1u << kUseA;
+            roles[type_of[w[4]]] |= 1u << kUseB;
+            roles[w[1]] |= 1u << kUseAcc;
+            roles[type_of[w[5]]] |= 1u << kUseAcc;
+        }
+    }
+    EMBER_CHECK(int32, Format, "coop_nv_to_khr: the module declares no 32-bit integer type");
+    std::map<u32, u32> use;
+    for (u32 t : coop_types) {
+        const u32 r = roles[t];
+        EMBER_CHECK(r == 0 || (r & (r - 1)) == 0, Format, "coop_nv_to_khr: matrix type %", t,
+                    " is used in more than one role of a multiply-add (uses mask ", r, ")");
+        // A matrix no multiply-add reads: an accumulator if it holds f32, else an A operand.
+        use[t] = r ? static_cast<u32>(std::countr_zero(r))
+                   : (float_width[component[t]] == 32 ? kUseAcc : kUseA);
+    }
+    if (elem == CoopElement::BF16) {
+        EMBER_CHECK(half, Format, "coop_nv_to_khr: bf16 asked of a module with no 16-bit float");
+        // The 16-bit float may only be a matrix component: bf16 has no arithmetic of its own.
+        for (const Inst& in : insts) {
+            const u32* w = &words[in.at];
+            const bool element_of = (in.code == op(spv::OpTypeVector) ||
+                                     in.code == op(spv::OpTypeArray) ||
+                                     in.code == op(spv::OpTypeRuntimeArray)) &&
+                                    w[2] == half;
+            const bool pointee = in.code == op(spv::OpTypePointer) && w[3] == half;
+            bool has_result = false, has_type = false;
+            spv::HasResultAndType(static_cast<spv::Op>(in.code), &has_result, &has_type);
+            EMBER_CHECK(!element_of && !pointee && !(has_type && w[1] == half), Format,
+                        "coop_nv_to_khr: bf16 asked of a module that computes on its 16-bit "
+                        "floats (opcode ",
+                        in.code, " at word ", in.at, ")");
+        }
+    }
+
+    u32 bound = words[3];
+    const u32 c0 = bound++, c1 = bound++, c2 = bound++;  // integer constants 0, 1, 2
+    auto layout_of = [&](u32 bool_id) {
+        EMBER_CHECK(false_ids.count(bool_id) || true_ids.count(bool_id), Format,
+                    "coop_nv_to_khr: a load or store whose column-major flag %", bool_id,
+                    " is not a constant");
+        return true_ids.count(bool_id) ? kColumnMajor : kRowMajor;
+    };
+    auto constant = [&](u32 v) { return v == 0 ? c0 : (v == 1 ? c1 : c2); };
+
+    std::vector<u32> out(words.begin(), words.begin() + 5);
+    out.reserve(words.size() + 64);
+    for (const Inst& in : insts) {
+        const u32* w = &words[in.at];
+        std::span<const u32> all(w, in.count);
+        switch (in.code) {
+            case op(spv::OpCapability):
+                if (w[1] == static_cast<u32>(spv::CapabilityCooperativeMatrixNV)) {
+                    out.insert(out.end(), {head(2, op(spv::OpCapability)), kCapCoopKhr});
+                    if (elem == CoopElement::BF16)
+                        out.insert(out.end(), {head(2, op(spv::OpCapability)), kCapBf16Type,
+                                               head(2, op(spv::OpCapability)), kCapBf16Coop});
+                    continue;
+                }
+                break;
+            case op(spv::OpExtension):
+                if (literal_string(all.subspan(1)) == "SPV_NV_cooperative_matrix") {
+                    const auto e = extension("SPV_KHR_cooperative_matrix");
+                    out.insert(out.end(), e.begin(), e.end());
+                    if (elem == CoopElement::BF16) {
+                        const auto b = extension("SPV_KHR_bfloat16");
+                        out.insert(out.end(), b.begin(), b.end());
+                    }
+                    continue;
+                }
+                break;
+            case op(spv::OpTypeInt):
+                if (w[1] == int32) {
+                    out.insert(out.end(), all.begin(), all.end());
+                    for (u32 v = 0; v < 3; ++v)
+                        out.insert(out.end(), {head(4, op(spv::OpConstant)), int32, constant(v), v});
+                    continue;
+                }
+                break;
+            case op(spv::OpTypeFloat):
+                if (elem == CoopElement::BF16 && w[1] == half) {
+                    out.insert(out.end(), {head(4, op(spv::OpTypeFloat)), half, 16, kEncodingBf16});
+                    continue;
+                }
+                break;
+            case op(spv::OpTypeCooperativeMatrixNV):
+                out.insert(out.end(),
+                           {head(7, kOpTypeCoopKhr), w[1], w[2], w[3], w[4], w[5], constant(use[w[1]])});
+                continue;
+            case op(spv::OpCooperativeMatrixLoadNV): {
+                // NV: type, result, pointer, stride, column-major[, memory access...]
+                EMBER_CHECK(in.count >= 6, Format, "coop_nv_to_khr: a load of ", in.count, " words");
+                out.insert(out.end(), {head(in.count, kOpCoopLoadKhr), w[1], w[2], w[3],
+                                       constant(layout_of(w[5])), w[4]});
+                out.insert(out.end(), all.begin() + 6, all.end());
+                continue;
+            }
+            case op(spv::OpCooperativeMatrixStoreNV): {
+                // NV: pointer, object, stride, column-major[, memory access...]
+                EMBER_CHECK(in.count >= 5, Format, "coop_nv_to_khr: a store of ", in.count, " words");
+                out.insert(out.end(), {head(in.count, kOpCoopStoreKhr), w[1], w[2],
+                                       constant(layout_of(w[4])), w[3]});
+                out.insert(out.end(), all.begin() + 5, all.end());
+                continue;
+            }
+            case op(spv::OpCooperativeMatrixMulAddNV):
+                out.push_back(head(in.count, kOpCoopMulAddKhr));
+                out.insert(out.end(), all.begin() + 1, all.end());
+                continue;
+            case op(spv::OpCooperativeMatrixLengthNV):
+                out.push_back(head(in.count, kOpCoopLengthKhr));
+                out.insert(out.end(), all.begin() + 1, all.end());
+                continue;
+            default:
+                break;
+        }
+        out.insert(out.end(), all.begin(), all.end());
+    }
+    out[3] = bound;
+    return out;
+}
+
+}  // namespace ember::detail::vk
