@@ -60,8 +60,9 @@ const int NSG = SGM * SGN, NT = NSG * 32;
 const int SM = BM / SGM, SN = BN / SGN;  // a subgroup's piece of the tile
 const int TM = SM / FM, TN = SN / FN;    // its fragments
 // Shared rows are padded by 8 halves (16 bytes), so that the 16-byte rows of a fragment load
-// spread over the banks. Shared arrays hold quads (uvec2: four halves); offsets and strides
-// below are in halves, divided by 4 at the loads.
+// spread over the banks. Shared arrays hold octets (uvec4: eight halves), so that every
+// element starts 16-byte aligned, as the tensor cores' shared-memory loads need; offsets and
+// strides below are in halves, divided by 8 at the loads.
 const int AS = BK + 8, BS = BN + 8;
 const int NBUF = DB != 0 ? 2 : 1;
 const int A_HALVES = BM * AS, B_HALVES = BK * BS;
@@ -71,8 +72,8 @@ const int QA = BM * BK / 4 / NT, QB = BK * BN / 4 / NT;  // quads of each operan
 const int OA = BM * BK / 8 / NT > 0 ? BM * BK / 8 / NT : 1;
 const int OB = BK * BN / 8 / NT > 0 ? BK * BN / 8 / NT : 1;
 
-shared uvec2 As[NBUF * A_HALVES / 4];  // row-major BM x BK (stride AS)
-shared uvec2 Bs[NBUF * B_HALVES / 4];  // row-major BK x BN (stride BS)
+shared uvec4 As[NBUF * A_HALVES / 8];  // row-major BM x BK (stride AS)
+shared uvec4 Bs[NBUF * B_HALVES / 8];  // row-major BK x BN (stride BS)
 
 int M, N, K, ao, bo, ars, acs, brs, bcs, m0, n0;
 
@@ -123,6 +124,16 @@ vec4 load_b(int q, int k0) {
 
 uvec2 pack4(vec4 v) { return uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw)); }
 
+// Stores a quad (four halves) at `at` halves into A's (or B's) shared slices: one half of an
+// octet.
+void put4(bool to_a, int at, uvec2 q) {
+    if (to_a) {
+        if ((at & 4) == 0) As[at / 8].xy = q; else As[at / 8].zw = q;
+    } else {
+        if ((at & 4) == 0) Bs[at / 8].xy = q; else Bs[at / 8].zw = q;
+    }
+}
+
 // VEC 2: octet q of a slice at k0, eight k of a row of A or eight n of a row of B, from rows
 // of KP or NP halves, and its place (in halves) in the shared slice.
 int KP, NP;
@@ -145,24 +156,20 @@ void stage4(int buf, int tid, vec4 ra[QA], vec4 rb[QB]) {
     [[unroll]] for (int i = 0; i < QA; ++i) {
         int m, k;
         quad_a(tid + i * NT, m, k);
-        As[(buf * A_HALVES + m * AS + k) / 4] = pack4(ra[i]);
+        put4(true, buf * A_HALVES + m * AS + k, pack4(ra[i]));
     }
     [[unroll]] for (int i = 0; i < QB; ++i) {
         int k, n;
         quad_b(tid + i * NT, k, n);
-        Bs[(buf * B_HALVES + k * BS + n) / 4] = pack4(rb[i]);
+        put4(false, buf * B_HALVES + k * BS + n, pack4(rb[i]));
     }
 }
 void stage8(int buf, uvec4 oa[OA], uvec4 ob[OB], int at_a[OA], int at_b[OB]) {
     [[unroll]] for (int i = 0; i < OA; ++i) {
-        int h = (buf * A_HALVES + at_a[i]) / 4;
-        As[h] = oa[i].xy;
-        As[h + 1] = oa[i].zw;
+        As[(buf * A_HALVES + at_a[i]) / 8] = oa[i];
     }
     [[unroll]] for (int i = 0; i < OB; ++i) {
-        int h = (buf * B_HALVES + at_b[i]) / 4;
-        Bs[h] = ob[i].xy;
-        Bs[h + 1] = ob[i].zw;
+        Bs[(buf * B_HALVES + at_b[i]) / 8] = ob[i];
     }
 }
 
@@ -234,11 +241,11 @@ void main() {
         [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
             fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
             [[unroll]] for (int i = 0; i < TM; ++i)
-                coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 4), uint(AS / 4),
+                coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 8), uint(AS / 8),
                               false);
             [[unroll]] for (int j = 0; j < TN; ++j) {
                 fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mb;
-                coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 4), uint(BS / 4),
+                coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 8), uint(BS / 8),
                               false);
                 [[unroll]] for (int i = 0; i < TM; ++i)
                     acc[i * TN + j] = coopMatMulAddNV(ma[i], mb, acc[i * TN + j]);
@@ -268,18 +275,18 @@ void main() {
     }
     // An edge tile: each fragment goes through shared memory, and only its elements inside C
     // are written. As is free after the loop's last barrier: each subgroup stages its
-    // fragments (f32, two a uvec2) in its own FM x FN piece of it (the host checks it fits),
+    // fragments (f32, four a uvec4) in its own FM x FN piece of it (the host checks it fits),
     // which leaves the whole 48 KiB to the slices.
-    const uint cs0 = uint(sg * FM * FN / 2);
+    const uint cs0 = uint(sg * FM * FN / 4);
     [[unroll]] for (int i = 0; i < TM; ++i)
         [[unroll]] for (int j = 0; j < TN; ++j) {
-            coopMatStoreNV(acc[i * TN + j], As, cs0, uint(FN / 2), false);
+            coopMatStoreNV(acc[i * TN + j], As, cs0, uint(FN / 4), false);
             subgroupMemoryBarrierShared();
             subgroupBarrier();
             for (int e = lane; e < FM * FN; e += 32) {
                 int gm = m0 + sm0 + i * FM + e / FN, gn = n0 + sn0 + j * FN + e % FN;
                 if (gm < M && gn < N)
-                    c[cb + uint(gm) * uint(N) + uint(gn)] = uintBitsToFloat(As[cs0 + e / 2][e % 2]);
+                    c[cb + uint(gm) * uint(N) + uint(gn)] = uintBitsToFloat(As[cs0 + e / 4][e % 4]);
             }
             subgroupBarrier();
         }

@@ -5,6 +5,7 @@
 // operands take the cooperative-matrix kernel (shaders/matmul_coop.comp) where the device has
 // one, after packing them to 16-bit pairs (shaders/pack_f16.comp); its configurations are tuned
 // the same way, in tables of their own.
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstdlib>
@@ -162,29 +163,28 @@ std::tuple<std::size_t, std::size_t, std::size_t, bool> tune_key(const Problem& 
     return {bucket(pr.m), bucket(pr.n), bucket(pr.k), pr.batch > 1};
 }
 
-/// Times `run(i)` for each candidate i < count that `usable(i)` allows (one untimed call that
-/// also creates the pipeline, then three), the queue drained around each; the fastest, else
-/// `fallback`.
+/// Times `run(i)` for each candidate i < count that `usable(i)` allows, in two rounds (the
+/// first call of each also creates its pipeline), and returns the fastest by its better round,
+/// else `fallback`. Each timing is three calls with the queue drained around them. Two rounds,
+/// because a GPU that starts idle raises its clocks during the first: timed once, the late
+/// candidates ran faster for that alone (an H100 picked a kernel 16% slower than the best).
 template <class Usable, class Run>
 std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable usable, Run run) {
-    cx.wait_idle();
-    double best_time = 1e300;
-    std::size_t best = fallback;
-    for (std::size_t i = 0; i < count; ++i) {
-        if (!usable(i)) continue;
-        run(i);
-        cx.wait_idle();
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int r = 0; r < 3; ++r) run(i);
-        cx.wait_idle();
-        const double dt =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (dt < best_time) {
-            best_time = dt;
-            best = i;
+    std::vector<double> best_time(count, 1e300);
+    for (int round = 0; round < 2; ++round)
+        for (std::size_t i = 0; i < count; ++i) {
+            if (!usable(i)) continue;
+            if (round == 0) run(i);
+            cx.wait_idle();
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int r = 0; r < 3; ++r) run(i);
+            cx.wait_idle();
+            best_time[i] = std::min(
+                best_time[i],
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
-    }
-    return best;
+    const auto it = std::min_element(best_time.begin(), best_time.end());
+    return *it < 1e300 ? static_cast<std::size_t>(it - best_time.begin()) : fallback;
 }
 
 /// Whether 16-byte loads can read both operands: row-major rows of a multiple of 4 elements
@@ -279,14 +279,17 @@ struct Coop {
     }
 };
 
-// Candidates for automatic selection, each with 8- and 16-column fragments. 0: 128 x 128
-// tiles of 8 subgroups, each a 64 x 32 piece, 64-deep slices in one shared buffer, the
-// operands packed first: the fastest of bench_vulkan's coop-sweep on an H200 (166 TFLOP/s at
-// 8192^3); 1: 128 x 256 x 32 (161 there); 2: two shared buffers of 32-deep slices, 4
-// subgroups; 3-4: smaller tiles, more workgroups for problems that fill fewer than a wave.
+// Candidates for automatic selection, each with 8- and 16-column fragments, from
+// bench_vulkan's coop-sweep of 355 configurations on an H100 (KHR, 8192^3, packed operands),
+// then the best timed three times over (f16, 8-column fragments unless named). 0: 128 x 128
+// tiles of 4 subgroups, each a 64 x 64 piece, one shared buffer of 48-deep slices (229-230
+// TFLOP/s); 1: 128 x 256 tiles of 8 subgroups of 64 x 64, 32 deep (220-223); 2: 128 x 128 of
+// 4 subgroups with two buffers of 32-deep slices (227-228 with 16 columns); 3: 128 x 128 of 8
+// subgroups of 64 x 32, 64 deep (the NV path's best, 199-203 here); 4-5: smaller tiles, more
+// workgroups for problems that fill fewer than a wave.
 constexpr Coop kCoopShapes[] = {
-    {128, 128, 64, 2, 4, 0, 1}, {128, 256, 32, 2, 4, 0, 1}, {128, 128, 32, 2, 2, 1, 1},
-    {64, 128, 64, 2, 4, 0, 1},  {64, 64, 64, 2, 2, 0, 1},
+    {128, 128, 48, 2, 2, 0, 1}, {128, 256, 32, 2, 4, 0, 1}, {128, 128, 32, 2, 2, 1, 1},
+    {128, 128, 64, 2, 4, 0, 1}, {64, 128, 64, 2, 4, 0, 1},  {64, 64, 64, 2, 2, 0, 1},
 };
 constexpr std::size_t kNumCoopShapes = std::size(kCoopShapes);
 constexpr std::size_t kNumCoop = 2 * kNumCoopShapes;
@@ -378,14 +381,14 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
 }
 
 /// The coop configuration for this problem: the forced one, else (EMBER_AUTOTUNE=0, or a
-/// problem that costs less than a tuning run) the 128 x 128 tiles, 64 x 64 ones where the
-/// problem is narrower, else the fastest candidate measured on this device for the shape
+/// problem that costs less than a tuning run) candidate 0, 64 x 64 tiles where the problem is
+/// narrower, else the fastest candidate measured on this device for the shape
 /// bucket (tables per element type, as the f32 kernels').
 Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
                  bool vec4, bool bf16) {
     if (auto c = forced_coop(cx, bf16)) return *c;
     const std::size_t first = bf16 ? kNumCoopShapes : 0;  // bf16 has only 16 columns
-    const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 4 : 0);
+    const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 5 : 0);
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return coop_candidate(h);
     const std::string table = bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt";
