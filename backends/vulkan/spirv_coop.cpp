@@ -4,6 +4,7 @@
 // stride moves behind the layout. Everything else is copied.
 #include "spirv_coop.hpp"
 
+#include <array>
 #include <bit>
 #include <map>
 #include <set>
@@ -36,6 +37,16 @@ struct Inst {
     std::size_t at;  // word offset of the instruction
     u32 count, code;
 };
+
+/// An instruction's first six words, zero past its end: the most any rule below reads, so that a
+/// truncated instruction in a malformed module reads zeros (no valid id) instead of its
+/// neighbour's words.
+using Words = std::array<u32, 6>;
+Words first_words(std::span<const u32> words, const Inst& in) {
+    Words w{};
+    for (u32 k = 0; k < in.count && k < w.size(); ++k) w[k] = words[in.at + k];
+    return w;
+}
 
 u32 head(u32 count, u32 code) {
     return count << 16 | code;
@@ -92,7 +103,7 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
     std::map<u32, u32> float_width;
     u32 int32 = 0, half = 0;
     for (const Inst& in : insts) {
-        const u32* w = &words[in.at];
+        const Words w = first_words(words, in);
         bool has_result = false, has_type = false;
         spv::HasResultAndType(static_cast<spv::Op>(in.code), &has_result, &has_type);
         if (has_result && has_type && in.count >= 3) type_of[w[2]] = w[1];
@@ -133,7 +144,7 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
         EMBER_CHECK(half, Format, "coop_nv_to_khr: bf16 asked of a module with no 16-bit float");
         // The 16-bit float may only be a matrix component: bf16 has no arithmetic of its own.
         for (const Inst& in : insts) {
-            const u32* w = &words[in.at];
+            const Words w = first_words(words, in);
             const bool element_of = (in.code == op(spv::OpTypeVector) ||
                                      in.code == op(spv::OpTypeArray) ||
                                      in.code == op(spv::OpTypeRuntimeArray)) &&
@@ -161,8 +172,8 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
     std::vector<u32> out(words.begin(), words.begin() + 5);
     out.reserve(words.size() + 64);
     for (const Inst& in : insts) {
-        const u32* w = &words[in.at];
-        std::span<const u32> all(w, in.count);
+        const Words w = first_words(words, in);
+        const std::span<const u32> all = words.subspan(in.at, in.count);
         switch (in.code) {
             case op(spv::OpCapability):
                 if (w[1] == static_cast<u32>(spv::CapabilityCooperativeMatrixNV)) {
