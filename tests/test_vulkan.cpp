@@ -253,7 +253,7 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
     // ("bm:bn:bk:sgm:sgn:db:pack"; lavapipe has no cooperative matrices and ignores them).
     for (const char* coop :
          {"", "128:128:32:2:4:0:0", "128:128:64:2:4:0:1", "128:128:16:2:2:1:0", "64:128:32:2:4:1:1",
-          "256:128:16:4:2:1:1", "128:256:32:2:4:0:0", "128:128:32:2:4:1:1"}) {
+          "256:128:16:4:2:1:1", "128:256:32:2:4:0:0", "128:128:32:2:4:1:1", "128:128:48:2:2:0:1"}) {
         const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
         for (auto [m, k, n] : shapes) {
             INFO("f16, coop config '" << coop << "', " << m << "x" << k << " @ " << k << "x" << n);
@@ -339,15 +339,20 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
             REQUIRE(tt.cast(ember::DType::F32).into_data().to_vec<float>() == c);
         }
     };
+    // Each forced configuration ("bm:bn:bk:sgm:sgn:db:pack:fn") on every shape.
+    auto check_configs = [&](ember::DType dt, std::initializer_list<const char*> configs) {
+        for (const char* coop : configs) {
+            INFO("coop config " << coop);
+            const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
+            check(dt);
+        }
+    };
     SECTION("bf16: tensor cores where the device has them, else the f32 tiles") {
         check(ember::DType::BF16);
         if (info.bf16) {
-            for (const char* coop : {"128:128:64:2:4:0:1:16", "128:256:32:2:4:0:1:16",
-                                     "64:64:64:2:2:0:1:16", "128:128:32:2:2:1:1:16"}) {
-                INFO("coop config " << coop);
-                const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
-                check(ember::DType::BF16);
-            }
+            check_configs(ember::DType::BF16,
+                          {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16", "128:256:32:2:4:0:1:16",
+                           "64:64:64:2:2:0:1:16", "128:128:32:2:2:1:1:16"});
             // bf16 has only 16 x 16 x 16 fragments of packed operands.
             for (const char* bad : {"128:128:64:2:4:0:1:8", "128:128:64:2:4:0:0:16"}) {
                 const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", bad);
@@ -357,14 +362,10 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
         }
     }
     SECTION("f16 in 16 x 16 x 16 fragments") {
-        if (info.f16_16x16) {
-            for (const char* coop : {"128:128:64:2:4:0:1:16", "64:64:64:2:2:0:1:16",
-                                     "128:128:32:2:4:0:0:16", "128:256:32:2:4:0:1:16"}) {
-                INFO("coop config " << coop);
-                const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
-                check(ember::DType::F16);
-            }
-        }
+        if (info.f16_16x16)
+            check_configs(ember::DType::F16,
+                          {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16", "64:64:64:2:2:0:1:16",
+                           "128:128:32:2:4:0:0:16", "128:256:32:2:4:0:1:16"});
         check(ember::DType::F16);  // tuned (128 x 128 x 128) and the heuristic's picks
     }
     SECTION("the tuned configuration is remembered on disk") {
