@@ -1,7 +1,7 @@
 // ember's Vulkan benchmarks (issue 6, ANCHORS.md's GPU table), run next to PyTorch on the GPU
 // machine by benchmarks/vulkan.sh: elementwise bandwidth (a 64M-float add) beside a device copy,
-// sgemm 8192³ in f32, the f16 and bf16 gemms on cooperative matrices, softmax 4096×4096, and training
-// steps (Adam, batch 64) of the MLP and the guide CNN, on Autodiff<Vulkan> and
+// sgemm 8192³ in f32, the f16 and bf16 gemms on cooperative matrices, softmax 4096×4096, and
+// training steps (Adam, batch 64) of the MLP and the guide CNN, on Autodiff<Vulkan> and
 // Autodiff<Fusion<Vulkan>>, and a hand-written GELU (five elementwise ops) on 64M floats unfused
 // and through Fusion<Vulkan> (one generated kernel). The PyTorch side is bench_cuda_torch.py
 // (same workload names). Prints one JSON line per result.

@@ -321,13 +321,13 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
                         c[(q * m + i) * n + j] += a[(q * m + i) * k + l] * b[l * n + j];
         return std::tuple{a, b, c};
     };
-    const std::array<std::size_t, 4> shapes[] = {
-        {1, 1, 1, 1}, {1, 17, 33, 9}, {1, 70, 20, 136}, {1, 128, 128, 128}, {1, 200, 64, 130},
-        {3, 70, 20, 136}};
+    const std::array<std::size_t, 4> shapes[] = {{1, 1, 1, 1},      {1, 17, 33, 9},
+                                                 {1, 70, 20, 136},  {1, 128, 128, 128},
+                                                 {1, 200, 64, 130}, {3, 70, 20, 136}};
     auto check = [&](ember::DType dt) {
         for (auto [batch, m, k, n] : shapes) {
-            INFO(ember::dtype_name(dt) << " [" << batch << ", " << m << ", " << k << "] @ [" << k
-                                       << ", " << n << "]");
+            INFO(ember::dtype_name(dt)
+                 << " [" << batch << ", " << m << ", " << k << "] @ [" << k << ", " << n << "]");
             auto [a, b, c] = product(batch, m, k, n);
             auto ta = Tensor<V, 3>::from_data(TensorData(a, {batch, m, k})).cast(dt);
             auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(dt).unsqueeze();
@@ -350,9 +350,9 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
     SECTION("bf16: tensor cores where the device has them, else the f32 tiles") {
         check(ember::DType::BF16);
         if (info.bf16) {
-            check_configs(ember::DType::BF16,
-                          {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16", "128:256:32:2:4:0:1:16",
-                           "64:64:64:2:2:0:1:16", "128:128:32:2:2:1:1:16"});
+            check_configs(ember::DType::BF16, {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16",
+                                               "128:256:32:2:4:0:1:16", "64:64:64:2:2:0:1:16",
+                                               "128:128:32:2:2:1:1:16"});
             // bf16 has only 16 x 16 x 16 fragments of packed operands.
             for (const char* bad : {"128:128:64:2:4:0:1:8", "128:128:64:2:4:0:0:16"}) {
                 const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", bad);
@@ -441,7 +441,7 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         REQUIRE(std::count(exts.begin(), exts.end(), "SPV_NV_cooperative_matrix") == 0);
         REQUIRE((std::count(exts.begin(), exts.end(), "SPV_KHR_bfloat16") == 1) == bf16);
         REQUIRE((caps.count(5116) && caps.count(5118)) == bf16);  // BFloat16 type, coop
-        REQUIRE(half_words == (bf16 ? 4u : 3u));  // OpTypeFloat 16 [BFloat16KHR]
+        REQUIRE(half_words == (bf16 ? 4u : 3u));                  // OpTypeFloat 16 [BFloat16KHR]
         // One matrix type per use: A (0) and B (1) of 16-bit floats, the accumulator (2).
         std::multiset<u32> uses;
         for (const auto& [op, w] : after)
@@ -460,7 +460,8 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         std::size_t same = 0;
         for (const auto& [op, w] : after)
             same += std::any_of(before.begin(), before.end(), [&](auto& b) {
-                return b.first == op && std::equal(w.begin(), w.end(), b.second.begin(), b.second.end());
+                return b.first == op &&
+                       std::equal(w.begin(), w.end(), b.second.begin(), b.second.end());
             });
         REQUIRE(same + 16 >= before.size());
     }
@@ -480,15 +481,15 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
             m.insert(m.end(), ops);
         };
         std::vector<u32> m(std::begin(magic), std::end(magic));
-        inst(m, 21, {1, 32, 0});          // %1 = OpTypeInt 32 0
-        inst(m, 22, {2, 16});             // %2 = OpTypeFloat 16
-        inst(m, 22, {3, 32});             // %3 = OpTypeFloat 32
-        inst(m, 43, {1, 4, 3});           // %4 = OpConstant %1 3 (subgroup scope)
-        inst(m, 43, {1, 5, 16});          // %5 = OpConstant %1 16
-        inst(m, 5358, {6, 2, 4, 5, 5});   // %6 = 16 x 16 half matrix
-        inst(m, 5358, {7, 3, 4, 5, 5});   // %7 = 16 x 16 f32 matrix
-        inst(m, 1, {6, 8});               // %8 = OpUndef %6
-        inst(m, 1, {7, 9});               // %9 = OpUndef %7
+        inst(m, 21, {1, 32, 0});         // %1 = OpTypeInt 32 0
+        inst(m, 22, {2, 16});            // %2 = OpTypeFloat 16
+        inst(m, 22, {3, 32});            // %3 = OpTypeFloat 32
+        inst(m, 43, {1, 4, 3});          // %4 = OpConstant %1 3 (subgroup scope)
+        inst(m, 43, {1, 5, 16});         // %5 = OpConstant %1 16
+        inst(m, 5358, {6, 2, 4, 5, 5});  // %6 = 16 x 16 half matrix
+        inst(m, 5358, {7, 3, 4, 5, 5});  // %7 = 16 x 16 f32 matrix
+        inst(m, 1, {6, 8});              // %8 = OpUndef %6
+        inst(m, 1, {7, 9});              // %9 = OpUndef %7
         std::vector<u32> both = m;
         inst(both, 5361, {7, 10, 8, 8, 9});  // %10 = %8 x %8 + %9
         REQUIRE_THROWS_AS(coop_nv_to_khr(both, CoopElement::F16), ember::FormatError);

@@ -604,7 +604,8 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
         // to VK_KHR_cooperative_matrix, with f16 or bf16 matrices (spirv_coop.hpp).
         const std::string full = name;
         const std::size_t at = full.find('@');
-        const std::string base = full.substr(0, at), variant = at == full.npos ? "" : full.substr(at + 1);
+        const std::string base = full.substr(0, at),
+                          variant = at == full.npos ? "" : full.substr(at + 1);
         const ShaderBlob* blob = nullptr;
         for (std::size_t i = 0; i < kNumShaders; ++i)
             if (base == kShaders[i].name) blob = &kShaders[i];
@@ -613,7 +614,8 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
         std::span<const std::uint32_t> words(blob->words, blob->count);
         std::vector<std::uint32_t> rewritten;
         if (!variant.empty()) {
-            rewritten = coop_nv_to_khr(words, variant == "khr" ? CoopElement::F16 : CoopElement::BF16);
+            rewritten =
+                coop_nv_to_khr(words, variant == "khr" ? CoopElement::F16 : CoopElement::BF16);
             words = rewritten;
         }
         VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};

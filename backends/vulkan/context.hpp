@@ -57,8 +57,8 @@ struct DeviceInfo {
     /// The cooperative-matrix extension the matmul uses: VK_NV_cooperative_matrix (f16 16x8x16)
     /// or VK_KHR_cooperative_matrix (its SPIR-V rewritten from the NV form, spirv_coop.hpp).
     enum class Coop { None, Nv, Khr } coop = Coop::None;
-    bool coop_f16_n16 = false;  ///< KHR: f16 16x16x16 listed besides 16x8x16
-    bool coop_bf16 = false;     ///< KHR: bf16 16x16x16 listed, VK_KHR_shader_bfloat16 on
+    bool coop_f16_n16 = false;        ///< KHR: f16 16x16x16 listed besides 16x8x16
+    bool coop_bf16 = false;           ///< KHR: bf16 16x16x16 listed, VK_KHR_shader_bfloat16 on
     bool float16 = false;             ///< shaderFloat16 + 16-bit storage
 };
 

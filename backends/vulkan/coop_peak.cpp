@@ -36,8 +36,8 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, const VulkanDe
     k::VT out = k::empty(Shape{kGroups * kSubgroups * kTm * kTn * 16 * std::uint64_t(fn)},
                          DType::F32, cx.index());
     const char* shader = info.coop != k::DeviceInfo::Coop::Khr ? "coop_peak"
-                         : bf16                                 ? "coop_peak@khr_bf16"
-                                                                : "coop_peak@khr";
+                         : bf16                                ? "coop_peak@khr_bf16"
+                                                               : "coop_peak@khr";
     const std::int32_t spec[] = {fn, kIters, kTm, kTn};
     const k::Pipeline& pipe = cx.pipeline(shader, spec, 2, kSubgroups * 32);
     const k::Binding bs[] = {k::bind(out, true), k::bind(in, false)};
@@ -51,8 +51,8 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, const VulkanDe
     for (int r = 0; r < 5; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         run();
-        best = std::min(best,
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double flops = 2.0 * kGroups * kSubgroups * kIters * kTm * kTn * 16.0 * fn * 16.0;
     return flops / best / 1e12;

@@ -272,8 +272,7 @@ struct Coop {
     /// 16 x 16 x 16 shape, packed operands and the KHR extension; 16 x 16 x 16 f16 needs KHR.
     bool runs_on(const Context& cx, bool bf16) const {
         const DeviceInfo& d = cx.info();
-        if (bf16 ? !(d.coop_bf16 && fn == 16 && pack) : (fn == 16 && !d.coop_f16_n16))
-            return false;
+        if (bf16 ? !(d.coop_bf16 && fn == 16 && pack) : (fn == 16 && !d.coop_f16_n16)) return false;
         return well_formed() && shared_bytes() <= d.max_shared_memory &&
                threads() <= d.max_invocations;
     }
@@ -360,7 +359,7 @@ VT pack_halves(Context& cx, const Problem& pr, const VT& t, const std::array<i64
 void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, const VT& b,
                  const VT& out, bool vec4, bool bf16) {
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {c.bm,  c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
+    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
                                  c.fn};
     const char* shader = cx.info().coop != DeviceInfo::Coop::Khr ? "matmul_coop"
                          : bf16                                  ? "matmul_coop@khr_bf16"
@@ -384,19 +383,21 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
 /// problem that costs less than a tuning run) candidate 0, 64 x 64 tiles where the problem is
 /// narrower, else the fastest candidate measured on this device for the shape
 /// bucket (tables per element type, as the f32 kernels').
-Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
-                 bool vec4, bool bf16) {
+Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out, bool vec4,
+                 bool bf16) {
     if (auto c = forced_coop(cx, bf16)) return *c;
     const std::size_t first = bf16 ? kNumCoopShapes : 0;  // bf16 has only 16 columns
     const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 5 : 0);
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return coop_candidate(h);
-    const std::string table = bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt";
+    const std::string table =
+        bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt";
     Tuned& t = tuned(cx, table);
     std::lock_guard lock(t.mu);
     load_tuned(cx, t, table, kNumCoop);
     const auto key = tune_key(pr);
-    if (auto it = t.best.find(key); it != t.best.end() && coop_candidate(it->second).runs_on(cx, bf16))
+    if (auto it = t.best.find(key);
+        it != t.best.end() && coop_candidate(it->second).runs_on(cx, bf16))
         return coop_candidate(it->second);
     const std::size_t best = fastest(
         cx, kNumCoop, h, [&](std::size_t i) { return coop_candidate(i).runs_on(cx, bf16); },

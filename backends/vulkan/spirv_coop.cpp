@@ -88,8 +88,8 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
     for (std::size_t at = 5; at < words.size();) {
         const u32 count = words[at] >> 16, code = words[at] & 0xffff;
         EMBER_CHECK(count > 0 && at + count <= words.size(), Format,
-                    "coop_nv_to_khr: malformed instruction at word ", at, " (opcode ", code,
-                    ", ", count, " words, module of ", words.size(), ")");
+                    "coop_nv_to_khr: malformed instruction at word ", at, " (opcode ", code, ", ",
+                    count, " words, module of ", words.size(), ")");
         insts.push_back({at, count, code});
         at += count;
     }
@@ -145,10 +145,10 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
         // The 16-bit float may only be a matrix component: bf16 has no arithmetic of its own.
         for (const Inst& in : insts) {
             const Words w = first_words(words, in);
-            const bool element_of = (in.code == op(spv::OpTypeVector) ||
-                                     in.code == op(spv::OpTypeArray) ||
-                                     in.code == op(spv::OpTypeRuntimeArray)) &&
-                                    w[2] == half;
+            const bool element_of =
+                (in.code == op(spv::OpTypeVector) || in.code == op(spv::OpTypeArray) ||
+                 in.code == op(spv::OpTypeRuntimeArray)) &&
+                w[2] == half;
             const bool pointee = in.code == op(spv::OpTypePointer) && w[3] == half;
             bool has_result = false, has_type = false;
             spv::HasResultAndType(static_cast<spv::Op>(in.code), &has_result, &has_type);
@@ -199,7 +199,8 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                 if (w[1] == int32) {
                     out.insert(out.end(), all.begin(), all.end());
                     for (u32 v = 0; v < 3; ++v)
-                        out.insert(out.end(), {head(4, op(spv::OpConstant)), int32, constant(v), v});
+                        out.insert(out.end(),
+                                   {head(4, op(spv::OpConstant)), int32, constant(v), v});
                     continue;
                 }
                 break;
@@ -210,12 +211,13 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                 }
                 break;
             case op(spv::OpTypeCooperativeMatrixNV):
-                out.insert(out.end(),
-                           {head(7, kOpTypeCoopKhr), w[1], w[2], w[3], w[4], w[5], constant(use[w[1]])});
+                out.insert(out.end(), {head(7, kOpTypeCoopKhr), w[1], w[2], w[3], w[4], w[5],
+                                       constant(use[w[1]])});
                 continue;
             case op(spv::OpCooperativeMatrixLoadNV): {
                 // NV: type, result, pointer, stride, column-major[, memory access...]
-                EMBER_CHECK(in.count >= 6, Format, "coop_nv_to_khr: a load of ", in.count, " words");
+                EMBER_CHECK(in.count >= 6, Format, "coop_nv_to_khr: a load of ", in.count,
+                            " words");
                 out.insert(out.end(), {head(in.count, kOpCoopLoadKhr), w[1], w[2], w[3],
                                        constant(layout_of(w[5])), w[4]});
                 out.insert(out.end(), all.begin() + 6, all.end());
@@ -223,7 +225,8 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
             }
             case op(spv::OpCooperativeMatrixStoreNV): {
                 // NV: pointer, object, stride, column-major[, memory access...]
-                EMBER_CHECK(in.count >= 5, Format, "coop_nv_to_khr: a store of ", in.count, " words");
+                EMBER_CHECK(in.count >= 5, Format, "coop_nv_to_khr: a store of ", in.count,
+                            " words");
                 out.insert(out.end(), {head(in.count, kOpCoopStoreKhr), w[1], w[2],
                                        constant(layout_of(w[4])), w[3]});
                 out.insert(out.end(), all.begin() + 5, all.end());

@@ -18,8 +18,8 @@ enum class CoopElement { F16, BF16 };
 /// multiply-adds that read it), loads and stores get a row- or column-major layout constant in
 /// place of their bool, and the capability and extension are renamed. With BF16 the module's
 /// 16-bit float type becomes bf16 (SPV_KHR_bfloat16), which is only valid where nothing computes
-/// on it (the shader moves its halves as integers). Throws ember::FormatError on a malformed module,
-/// a matrix type used in two roles, or 16-bit float arithmetic under BF16.
+/// on it (the shader moves its halves as integers). Throws ember::FormatError on a malformed
+/// module, a matrix type used in two roles, or 16-bit float arithmetic under BF16.
 std::vector<std::uint32_t> coop_nv_to_khr(std::span<const std::uint32_t> words, CoopElement elem);
 
 }  // namespace ember::detail::vk
