@@ -239,11 +239,13 @@ int main(int argc, char** argv) try {
         std::cerr << "bench_vulkan: cooperative matrices '" << info.extension << "'\n";
         const std::pair<ember::DType, int> kinds[] = {
             {ember::DType::F16, 8}, {ember::DType::F16, 16}, {ember::DType::BF16, 16}};
+        for (bool shared : {false, true})
         for (auto [dt, fn] : kinds) {
             const std::string name = "coop_peak_" + std::string(ember::dtype_name(dt)) + "_16x" +
-                                     std::to_string(fn) + "x16";
+                                     std::to_string(fn) + "x16" + (shared ? "_from_shared" : "");
             try {
-                emit(name.c_str(), ember::vulkan::cooperative_matrix_peak(dt, fn), "TFLOP/s");
+                emit(name.c_str(), ember::vulkan::cooperative_matrix_peak(dt, fn, shared),
+                     "TFLOP/s");
             } catch (const ember::Error& e) {
                 std::printf("{\"framework\": \"ember\", \"name\": \"%s\", \"error\": \"%s\"}\n",
                             name.c_str(), e.what());

@@ -127,3 +127,18 @@ float round_bf16(float f) {
     return uintBitsToFloat(u & 0xffff0000u);
 }
 float round_f16(float f) { return unpackHalf2x16(packHalf2x16(vec2(f, 0.0))).x; }
+
+// Tile t of a tiles_m x tiles_n grid of output tiles, visited gm tile rows at a time, column by
+// column (0: row by row), so that workgroups running at the same time share rows of A and
+// columns of B in L2 (matmul_large.comp, matmul_coop.comp).
+void tile_of(uint t, uint tiles_m, uint tiles_n, int gm, out uint tile_m, out uint tile_n) {
+    tile_m = t / tiles_n;
+    tile_n = t % tiles_n;
+    if (gm > 0) {
+        uint span = uint(gm) * tiles_n;  // tiles of one group of gm tile rows
+        uint first = (t / span) * uint(gm);
+        uint rows = min(tiles_m - first, uint(gm));
+        tile_m = first + (t % span) % rows;
+        tile_n = (t % span) / rows;
+    }
+}

@@ -42,6 +42,8 @@ layout(constant_id = 6) const int DB = 1;   // two shared buffers
 layout(constant_id = 7) const int VEC = 0;
 // Fragment columns: 8 (NV's and KHR's 16x8x16) or 16 (KHR's 16x16x16, the only bf16 shape).
 layout(constant_id = 8) const int FN = 8;
+// Tiles are visited GM tile rows at a time (common.glsl's tile_of; 0: row by row).
+layout(constant_id = 9) const int GM = 0;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
@@ -185,8 +187,10 @@ void main() {
     KP = (K + 7) / 8 * 8;
     NP = (N + 7) / 8 * 8;
     uint t = g % (tiles_m * tiles_n);
-    m0 = int(t / tiles_n) * BM;
-    n0 = int(t % tiles_n) * BN;
+    uint tile_m, tile_n;
+    tile_of(t, tiles_m, tiles_n, GM, tile_m, tile_n);
+    m0 = int(tile_m) * BM;
+    n0 = int(tile_n) * BN;
     ao = p[P_AO];
     bo = p[P_BO];
     uint rem = bi;

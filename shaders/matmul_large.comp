@@ -80,14 +80,8 @@ void main() {
     if (g >= batch * tiles_m * tiles_n) return;
     uint bi = g / (tiles_m * tiles_n);
     uint t = g % (tiles_m * tiles_n);
-    uint tile_m = t / tiles_n, tile_n = t % tiles_n;
-    if (GM > 0) {
-        uint span = uint(GM) * tiles_n;  // tiles of one group of GM tile rows
-        uint first = (t / span) * uint(GM);
-        uint rows = min(tiles_m - first, uint(GM));
-        tile_m = first + (t % span) % rows;
-        tile_n = (t % span) / rows;
-    }
+    uint tile_m, tile_n;
+    tile_of(t, tiles_m, tiles_n, GM, tile_m, tile_n);
     int m0 = int(tile_m) * BM, n0 = int(tile_n) * BN;
     int ao, bo;
     batch_offsets(bi, ao, bo);

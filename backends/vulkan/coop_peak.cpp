@@ -10,7 +10,8 @@
 
 namespace ember::vulkan {
 
-double cooperative_matrix_peak(DType dtype, int fragment_columns, const VulkanDevice& d) {
+double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shared,
+                               const VulkanDevice& d) {
     namespace k = detail::vk;
     k::Context& cx = k::Context::get(d.resolved());
     const k::DeviceInfo& info = cx.info();
@@ -23,22 +24,23 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, const VulkanDe
                          : info.cooperative_matrix && (fragment_columns == 8 || info.coop_f16_n16);
     EMBER_CHECK(ok, Device, "cooperative_matrix_peak: device ", info.name, " has no ",
                 dtype_name(dtype), " cooperative matrices of 16 x ", fragment_columns, " x 16");
-    // 8 subgroups a workgroup, 4 x 4 accumulators each, 16 workgroups for each of up to 132
-    // multiprocessors: many more subgroups than the tensor cores can hold at once.
-    constexpr std::int32_t kIters = 4096, kTm = 4, kTn = 4, kSubgroups = 8;
+    // 8 subgroups a workgroup, 16 workgroups for each of up to 132 multiprocessors: many more
+    // subgroups than the tensor cores can hold at once. From registers, 4 x 4 accumulators a
+    // subgroup; from shared memory, a 64 x 64 piece (4 x 64 / fn), as the matmul's subgroups.
+    constexpr std::int32_t kIters = 4096, kTm = 4, kSubgroups = 8;
     constexpr std::uint64_t kGroups = 132 * 16;
-    const std::int32_t fn = fragment_columns;
+    const std::int32_t fn = fragment_columns, kTn = from_shared ? 64 / fn : 4;
     std::lock_guard lock(cx.mu);
     // Inputs: ones (0x3c00 in f16, 0x3f80 in bf16), enough for every fragment.
     const std::uint32_t one = bf16 ? 0x3f80u : 0x3c00u;
     const float pair = std::bit_cast<float>(one | one << 16);
-    k::VT in = k::full(Shape{1024}, Scalar(pair), DType::F32, cx.index());
+    k::VT in = k::full(Shape{256}, Scalar(pair), DType::F32, cx.index());
     k::VT out = k::empty(Shape{kGroups * kSubgroups * kTm * kTn * 16 * std::uint64_t(fn)},
                          DType::F32, cx.index());
     const char* shader = info.coop != k::DeviceInfo::Coop::Khr ? "coop_peak"
                          : bf16                                ? "coop_peak@khr_bf16"
                                                                : "coop_peak@khr";
-    const std::int32_t spec[] = {fn, kIters, kTm, kTn};
+    const std::int32_t spec[] = {fn, kIters, kTm, kTn, from_shared ? 1 : 0};
     const k::Pipeline& pipe = cx.pipeline(shader, spec, 2, kSubgroups * 32);
     const k::Binding bs[] = {k::bind(out, true), k::bind(in, false)};
     const std::int32_t params[] = {0};

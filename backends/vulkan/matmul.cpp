@@ -246,10 +246,11 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
 
 /// A configuration of the cooperative-matrix kernel (shaders/matmul_coop.comp): a bm x bn tile
 /// of C a workgroup, bk deep slices, sgm x sgn subgroups of 32, one or two shared buffers,
-/// whether the operands are first packed to 16-bit pairs (shaders/pack_f16.comp), and the
-/// fragment's columns fn (16 x 8 x 16 or 16 x 16 x 16 products).
+/// whether the operands are first packed to 16-bit pairs (shaders/pack_f16.comp), the
+/// fragment's columns fn (16 x 8 x 16 or 16 x 16 x 16 products), and the tile order gm (tile
+/// rows visited together; 0: row by row).
 struct Coop {
-    std::int32_t bm, bn, bk, sgm, sgn, db, pack, fn = 8;
+    std::int32_t bm, bn, bk, sgm, sgn, db, pack, fn = 8, gm = 0;
     constexpr std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
     constexpr std::size_t shared_bytes() const {
         const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
@@ -259,7 +260,7 @@ struct Coop {
     /// steps, and every thread moving the same number of quads of each operand.
     constexpr bool well_formed() const {
         if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1) ||
-            (pack != 0 && pack != 1) || (fn != 8 && fn != 16))
+            (pack != 0 && pack != 1) || (fn != 8 && fn != 16) || gm < 0)
             return false;
         const std::int32_t nt = sgm * sgn * 32;
         if (pack && ((bm * bk / 8) % nt != 0 || (bk * bn / 8) % nt != 0)) return false;
@@ -304,20 +305,21 @@ static_assert([] {
     return true;
 }());
 
-/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack[:fn]" forces a configuration
-/// (bench_vulkan's coop-sweep); nothing when unset.
+/// EMBER_VULKAN_COOP_CONFIG="bm:bn:bk:sgm:sgn:db:pack[:fn[:gm]]" forces a configuration
+/// (bench_vulkan's coop-sweep; fn 8 and gm 0 when left out); nothing when unset.
 std::optional<Coop> forced_coop(const Context& cx, bool bf16) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
     if (!e || !*e) return std::nullopt;
-    auto f = int_fields(e, 8);
-    if (!f) {
-        f = int_fields(e, 7);
-        if (f) f->push_back(8);
-    }
+    std::optional<std::vector<std::int32_t>> f;
+    for (std::size_t n = 9; n >= 7 && !f; --n) f = int_fields(e, n);
+    if (f && f->size() < 8) f->push_back(8);
+    if (f && f->size() < 9) f->push_back(0);
     Coop c{};
-    if (f) c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7]};
+    if (f)
+        c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7], (*f)[8]};
     EMBER_CHECK(f && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
-                ": not a valid bm:bn:bk:sgm:sgn:db:pack[:fn] configuration of matmul_coop.comp");
+                ": not a valid bm:bn:bk:sgm:sgn:db:pack[:fn[:gm]] configuration of "
+                "matmul_coop.comp");
     EMBER_CHECK(
         c.shared_bytes() <= cx.info().max_shared_memory && c.threads() <= cx.info().max_invocations,
         Argument, "EMBER_VULKAN_COOP_CONFIG=", e, ": needs ", c.shared_bytes(),
@@ -360,7 +362,7 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
                  const VT& out, bool vec4, bool bf16) {
     Params p = params_of(pr, a, b);
     const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
-                                 c.fn};
+                                 c.fn, c.gm};
     const char* shader = cx.info().coop != DeviceInfo::Coop::Khr ? "matmul_coop"
                          : bf16                                  ? "matmul_coop@khr_bf16"
                                                                  : "matmul_coop@khr";
