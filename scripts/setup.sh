@@ -30,6 +30,7 @@ packages=(
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
+  spirv-headers     # spirv.hpp: the cooperative-matrix SPIR-V rewrite (backends/vulkan/spirv_coop.cpp)
   mesa-vulkan-drivers  # lavapipe: the Vulkan tests run on the CPU
 )
 # npm: Debian's package, unless a Node.js from elsewhere already brought its own (the two conflict).

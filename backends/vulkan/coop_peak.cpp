@@ -29,18 +29,18 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shar
     // subgroup; from shared memory, a 64 x 64 piece (4 x 64 / fn), as the matmul's subgroups.
     constexpr std::int32_t kIters = 4096, kTm = 4, kSubgroups = 8;
     constexpr std::uint64_t kGroups = 132 * 16;
-    const std::int32_t fn = fragment_columns, kTn = from_shared ? 64 / fn : 4;
+    const std::int32_t fn = fragment_columns, tn = from_shared ? 64 / fn : 4;
     std::lock_guard lock(cx.mu);
     // Inputs: ones (0x3c00 in f16, 0x3f80 in bf16), enough for every fragment.
     const std::uint32_t one = bf16 ? 0x3f80u : 0x3c00u;
     const float pair = std::bit_cast<float>(one | one << 16);
     k::VT in = k::full(Shape{256}, Scalar(pair), DType::F32, cx.index());
-    k::VT out = k::empty(Shape{kGroups * kSubgroups * kTm * kTn * 16 * std::uint64_t(fn)},
+    k::VT out = k::empty(Shape{kGroups * kSubgroups * kTm * tn * 16 * std::uint64_t(fn)},
                          DType::F32, cx.index());
     const char* shader = info.coop != k::DeviceInfo::Coop::Khr ? "coop_peak"
                          : bf16                                ? "coop_peak@khr_bf16"
                                                                : "coop_peak@khr";
-    const std::int32_t spec[] = {fn, kIters, kTm, kTn, from_shared ? 1 : 0};
+    const std::int32_t spec[] = {fn, kIters, kTm, tn, from_shared ? 1 : 0};
     const k::Pipeline& pipe = cx.pipeline(shader, spec, 2, kSubgroups * 32);
     const k::Binding bs[] = {k::bind(out, true), k::bind(in, false)};
     const std::int32_t params[] = {0};
@@ -56,7 +56,7 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shar
         best = std::min(
             best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
-    const double flops = 2.0 * kGroups * kSubgroups * kIters * kTm * kTn * 16.0 * fn * 16.0;
+    const double flops = 2.0 * kGroups * kSubgroups * kIters * kTm * tn * 16.0 * fn * 16.0;
     return flops / best / 1e12;
 }
 

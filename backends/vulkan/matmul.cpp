@@ -187,6 +187,24 @@ std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable
     return *it < 1e300 ? static_cast<std::size_t>(it - best_time.begin()) : fallback;
 }
 
+/// The winner of table `name` (beside the pipeline cache) for pr's shape bucket: the one
+/// recorded, else the fastest of the `count` candidates that `usable` allows (`fallback` if
+/// none), recorded in memory and on disk. Callers map a recorded winner this call's operands or
+/// device cannot take.
+template <class Usable, class Run>
+std::size_t tuned_choice(Context& cx, const std::string& name, std::size_t count, const Problem& pr,
+                         std::size_t fallback, Usable usable, Run run) {
+    Tuned& t = tuned(cx, name);
+    std::lock_guard lock(t.mu);
+    load_tuned(cx, t, name, count);
+    const auto key = tune_key(pr);
+    if (auto it = t.best.find(key); it != t.best.end()) return it->second;
+    const std::size_t best = fastest(cx, count, fallback, usable, run);
+    t.best[key] = best;
+    save_tuned(cx, t, name);
+    return best;
+}
+
 /// Whether 16-byte loads can read both operands: row-major rows of a multiple of 4 elements
 /// starting at multiples of 4 (allocations are 256-byte aligned).
 bool vec4_ok(const Problem& pr, const VT& a, const VT& b) {
@@ -392,21 +410,12 @@ Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const
     const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 5 : 0);
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return coop_candidate(h);
-    const std::string table =
-        bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt";
-    Tuned& t = tuned(cx, table);
-    std::lock_guard lock(t.mu);
-    load_tuned(cx, t, table, kNumCoop);
-    const auto key = tune_key(pr);
-    if (auto it = t.best.find(key);
-        it != t.best.end() && coop_candidate(it->second).runs_on(cx, bf16))
-        return coop_candidate(it->second);
-    const std::size_t best = fastest(
-        cx, kNumCoop, h, [&](std::size_t i) { return coop_candidate(i).runs_on(cx, bf16); },
-        [&](std::size_t i) { launch_coop(cx, coop_candidate(i), pr, a, b, out, vec4, bf16); });
-    t.best[key] = best;
-    save_tuned(cx, t, table);
-    return coop_candidate(best);
+    const Coop best = coop_candidate(tuned_choice(
+        cx, bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt", kNumCoop, pr,
+        h, [&](std::size_t i) { return coop_candidate(i).runs_on(cx, bf16); },
+        [&](std::size_t i) { launch_coop(cx, coop_candidate(i), pr, a, b, out, vec4, bf16); }));
+    // A winner recorded under another extension (EMBER_VULKAN_COOPMAT=nv has no 16 x 16 x 16).
+    return best.runs_on(cx, bf16) ? best : coop_candidate(h);
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
@@ -462,21 +471,12 @@ Variant choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const V
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return kVariants[h];
-    Tuned& t = tuned(cx, "matmul-autotune.txt");
-    std::lock_guard lock(t.mu);
-    load_tuned(cx, t, "matmul-autotune.txt", kNumVariants);
-    const auto key = tune_key(pr);
-    // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
-    if (auto it = t.best.find(key); it != t.best.end())
-        return kVariants[kVariants[it->second].vec4() && !vec4 ? scalar_twin(it->second)
-                                                               : it->second];
-    const std::size_t best = fastest(
-        cx, kNumVariants, h,
+    const std::size_t best = tuned_choice(
+        cx, "matmul-autotune.txt", kNumVariants, pr, h,
         [&](std::size_t i) { return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4); },
         [&](std::size_t i) { launch(cx, kVariants[i], pr, a, b, out, kF32); });
-    t.best[key] = best;
-    save_tuned(cx, t, "matmul-autotune.txt");
-    return kVariants[best];
+    // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
+    return kVariants[kVariants[best].vec4() && !vec4 ? scalar_twin(best) : best];
 }
 
 }  // namespace
