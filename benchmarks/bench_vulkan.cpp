@@ -11,7 +11,9 @@
 // (shaders/matmul_large.comp, "bm:bn:bk:tm:tn:lr:gm", or an index into
 // backends/vulkan/matmul.cpp's kVariants) and of the cooperative-matrix kernel on f16 or bf16
 // ("bm:bn:bk:sgm:sgn:db:pack[:fn]") in one process, each checked against a reference product,
-// so that one run on the GPU machine measures them all. `coop-peak` reports the tensor cores'
+// so that one run on the GPU machine measures them all; `cm2-sweep [N] [config...]` and
+// `cm2-sweep-bf16` do the same for the workgroup-scope kernel ("bm:bn:bk[:gm]",
+// VK_NV_cooperative_matrix2). `coop-peak` reports the tensor cores'
 // rate through cooperative matrices with no memory traffic (the ceiling of the 16-bit gemm).
 #include <chrono>
 #include <cstdio>
@@ -219,6 +221,13 @@ int main(int argc, char** argv) try {
     }
     std::cerr << "bench_vulkan: " << ember::vulkan::device_name() << '\n';
     auto want = [&](const char* w) { return only.empty() || only == w; };
+    if (only == "cm2-sweep" || only == "cm2-sweep-bf16") {
+        const std::vector<std::string> configs(argv + std::min(argc, 3), argv + argc);
+        const bool bf16 = only == "cm2-sweep-bf16";
+        sweep(bf16 ? "gemm_bf16_cm2" : "gemm_f16_cm2", "EMBER_VULKAN_CM2_CONFIG",
+              bf16 ? ember::DType::BF16 : ember::DType::F16, gemm_n, configs);
+        return 0;
+    }
     if (only == "gemm-sweep" || only == "coop-sweep" || only == "coop-sweep-bf16") {
         std::vector<std::string> configs(argv + std::min(argc, 3), argv + argc);
         if (only == "gemm-sweep") {

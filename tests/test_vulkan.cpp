@@ -307,7 +307,8 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     const auto info = ember::vulkan::cooperative_matrix_info();
     INFO("cooperative matrices: '" << info.extension << "', f16 " << info.f16 << ", bf16 "
-                                   << info.bf16 << ", f16 16x16x16 " << info.f16_16x16);
+                                   << info.bf16 << ", f16 16x16x16 " << info.f16_16x16
+                                   << ", workgroup scope " << info.workgroup_scope);
     // Products of integers in [-2, 2] and [-1, 1] over k <= 128: |c| <= 256, which bf16 (8
     // significant bits) holds exactly, so every path must give exactly the f32 product.
     auto product = [](std::size_t batch, std::size_t m, std::size_t k, std::size_t n) {
@@ -321,10 +322,11 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
                         c[(q * m + i) * n + j] += a[(q * m + i) * k + l] * b[l * n + j];
         return std::tuple{a, b, c};
     };
-    const std::array<std::size_t, 4> shapes[] = {{1, 1, 1, 1},      {1, 17, 33, 9},
-                                                 {1, 70, 20, 136},  {1, 128, 128, 128},
-                                                 {1, 200, 64, 130}, {3, 70, 20, 136}};
-    auto check = [&](ember::DType dt) {
+    using Shape4 = std::array<std::size_t, 4>;  // batch, m, k, n
+    const std::vector<Shape4> odd_shapes = {{1, 1, 1, 1},      {1, 17, 33, 9},
+                                            {1, 70, 20, 136},  {1, 128, 128, 128},
+                                            {1, 200, 64, 130}, {3, 70, 20, 136}};
+    auto check = [&](ember::DType dt, const std::vector<Shape4>& shapes) {
         for (auto [batch, m, k, n] : shapes) {
             INFO(ember::dtype_name(dt)
                  << " [" << batch << ", " << m << ", " << k << "] @ [" << k << ", " << n << "]");
@@ -344,11 +346,11 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
         for (const char* coop : configs) {
             INFO("coop config " << coop);
             const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
-            check(dt);
+            check(dt, odd_shapes);
         }
     };
     SECTION("bf16: tensor cores where the device has them, else the f32 tiles") {
-        check(ember::DType::BF16);
+        check(ember::DType::BF16, odd_shapes);
         if (info.bf16) {
             check_configs(ember::DType::BF16, {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16",
                                                "128:256:32:2:4:0:1:16", "64:64:64:2:2:0:1:16",
@@ -366,7 +368,32 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
             check_configs(ember::DType::F16,
                           {"128:128:48:2:2:0:1:16", "128:128:64:2:4:0:1:16", "64:64:64:2:2:0:1:16",
                            "128:128:32:2:4:0:0:16", "128:256:32:2:4:0:1:16"});
-        check(ember::DType::F16);  // tuned (128 x 128 x 128) and the heuristic's picks
+        check(ember::DType::F16, odd_shapes);  // tuned (128 x 128 x 128) and heuristic picks
+    }
+    SECTION("workgroup-scope matrices (VK_NV_cooperative_matrix2) where the device has them") {
+        if (info.workgroup_scope) {
+            // Shapes every tile below divides (the kernel has no edge tiles), batched too, and
+            // odd ones, which the coop kernel takes instead.
+            const std::vector<Shape4> whole = {
+                {1, 256, 64, 256}, {2, 256, 128, 512}, {1, 512, 128, 256}};
+            for (const char* cm2 : {"128:256:32", "256:128:32", "128:128:64", "64:256:64",
+                                    "256:64:64", "128:128:32:4"}) {
+                INFO("workgroup-scope config " << cm2);
+                const ScopedEnv config("EMBER_VULKAN_CM2_CONFIG", cm2);
+                for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+                    if (dt == ember::DType::BF16 && !info.bf16) continue;
+                    check(dt, whole);
+                    check(dt, {{1, 70, 20, 136}, {1, 256, 48, 256}});
+                }
+            }
+        }
+        // A tile no workgroup-scope shape fits (or no such matrices at all): an ArgumentError,
+        // where 16-bit matmuls run on tensor cores.
+        if (info.f16) {
+            const ScopedEnv config("EMBER_VULKAN_CM2_CONFIG", "100:128:32");
+            auto x = Tensor<V, 2>::ones({256, 256}).cast(ember::DType::F16);
+            REQUIRE_THROWS_AS(x.clone().matmul(x), ember::ArgumentError);
+        }
     }
     SECTION("the tuned configuration is remembered on disk") {
         // 128^3 multiply-adds: tuned. Every candidate ran on these operands above or runs now.
@@ -469,6 +496,81 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         for (u32 op = 5358; op <= 5362; ++op) changed += count(before, op);
         REQUIRE(same + changed >= before.size());
     }
+    SECTION("workgroup-scope loads become tensor loads (VK_NV_cooperative_matrix2)") {
+        const ember::detail::vk::ShaderBlob* wg = nullptr;
+        for (std::size_t i = 0; i < ember::detail::vk::kNumShaders; ++i)
+            if (std::string(ember::detail::vk::kShaders[i].name) == "matmul_cm2")
+                wg = &ember::detail::vk::kShaders[i];
+        REQUIRE(wg);
+        const std::span<const u32> src(wg->words, wg->count);
+        const auto orig = walk(src);
+        for (CoopElement elem : {CoopElement::F16, CoopElement::BF16}) {
+            const std::vector<u32> out = coop_nv_to_khr(src, elem, true);
+            const auto after = walk(out);
+            REQUIRE(out[1] == 0x00010600u);  // SPIR-V 1.6, which tensor addressing needs
+            std::map<u32, u32> constants;
+            std::map<u32, std::span<const u32>> types;  // matrix type id → its words
+            std::set<u32> caps;
+            std::vector<std::string> exts;
+            for (const auto& [op, w] : after) {
+                if (op == 43 && w.size() == 4) constants[w[2]] = w[3];
+                if (op == 4456) types[w[1]] = w;
+                if (op == 17) caps.insert(w[1]);
+                if (op == 10) exts.emplace_back(reinterpret_cast<const char*>(w.data() + 1));
+            }
+            REQUIRE(caps.count(6022));
+            REQUIRE(caps.count(5433));  // CooperativeMatrixTensorAddressingNV
+            REQUIRE(caps.count(5439));  // TensorAddressingNV
+            for (const char* e : {"SPV_KHR_cooperative_matrix", "SPV_NV_cooperative_matrix2",
+                                  "SPV_NV_tensor_addressing"})
+                REQUIRE(std::count(exts.begin(), exts.end(), e) == 1);
+            // Workgroup scope (2) on every matrix type.
+            for (const auto& [id, w] : types) REQUIRE(constants.at(w[3]) == 2);
+            // One 2-d layout type, clamp mode Constant (1).
+            REQUIRE(count(after, 5370) == 1);
+            u32 layout_type = 0;
+            for (const auto& [op, w] : after)
+                if (op == 5370) {
+                    layout_type = w[1];
+                    REQUIRE(constants.at(w[2]) == 2);
+                    REQUIRE(constants.at(w[3]) == 1);
+                }
+            // Each NV load became a tensor load (5367), none a plain KHR load (4457); its
+            // layout is the matrix's rows x columns with the load's row stride.
+            std::vector<u32> strides;
+            for (const auto& [op, w] : orig)
+                if (op == 5359) strides.push_back(w[4]);
+            REQUIRE(count(after, 4457) == 0);
+            REQUIRE(count(after, 5367) == static_cast<std::ptrdiff_t>(strides.size()));
+            std::size_t seen = 0;
+            for (std::size_t i = 4; i < after.size(); ++i) {
+                if (after[i].first != 5367) continue;
+                const auto& load = after[i].second;
+                const auto& undef = after[i - 4].second;
+                const auto& create = after[i - 3].second;
+                const auto& dim = after[i - 2].second;
+                const auto& stride = after[i - 1].second;
+                REQUIRE(load.size() == 8);
+                REQUIRE(after[i - 4].first == 1);
+                REQUIRE(undef[1] == load[1]);  // OpUndef of the matrix type: the object
+                REQUIRE(load[4] == undef[2]);
+                REQUIRE(after[i - 3].first == 5372);
+                REQUIRE(create[1] == layout_type);
+                REQUIRE(after[i - 2].first == 5373);
+                REQUIRE(dim[3] == create[2]);
+                const auto& type = types.at(load[1]);
+                REQUIRE((dim[4] == type[4] && dim[5] == type[5]));  // rows, columns
+                REQUIRE(after[i - 1].first == 5374);
+                REQUIRE(stride[3] == dim[2]);
+                REQUIRE(stride[4] == strides[seen]);
+                REQUIRE(constants.at(stride[5]) == 1);
+                REQUIRE(load[5] == stride[2]);
+                REQUIRE((load[6] == 0 && load[7] == 0));  // no memory or tensor operands
+                ++seen;
+            }
+            REQUIRE(seen == strides.size());
+        }
+    }
     SECTION("malformed modules and misuse are FormatErrors") {
         REQUIRE_THROWS_AS(coop_nv_to_khr(nv.first(4), CoopElement::F16), ember::FormatError);
         std::vector<u32> bad(nv.begin(), nv.end());
@@ -501,6 +603,18 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         inst(arith, 43, {2, 11, 0x3c00});  // %11 = OpConstant %2 1.0
         REQUIRE_NOTHROW(coop_nv_to_khr(arith, CoopElement::F16));
         REQUIRE_THROWS_AS(coop_nv_to_khr(arith, CoopElement::BF16), ember::FormatError);
+        // A column-major load: fine for KHR, which has the layout, but not as a tensor load.
+        std::vector<u32> column = m;
+        inst(column, 20, {12});                 // %12 = OpTypeBool
+        inst(column, 41, {12, 13});             // %13 = OpConstantTrue
+        inst(column, 5359, {6, 14, 8, 5, 13});  // %14 = column-major load (pointer %8)
+        REQUIRE_NOTHROW(coop_nv_to_khr(column, CoopElement::F16));
+        REQUIRE_THROWS_AS(coop_nv_to_khr(column, CoopElement::F16, true), ember::FormatError);
+        // Tensor layouts take unsigned constants: a module with a signed 32-bit integer only.
+        std::vector<u32> sign = m;
+        sign[5 + 1 + 2] = 1;  // %1 = OpTypeInt 32 1
+        REQUIRE_NOTHROW(coop_nv_to_khr(sign, CoopElement::F16));
+        REQUIRE_THROWS_AS(coop_nv_to_khr(sign, CoopElement::F16, true), ember::FormatError);
     }
 }
 #endif

@@ -313,6 +313,7 @@ CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d) {
     r.f16 = info.cooperative_matrix;
     r.bf16 = info.coop_bf16;
     r.f16_16x16 = info.coop_f16_n16;
+    r.workgroup_scope = !info.cm2.empty();
     return r;
 }
 MemoryStats memory_stats(const VulkanDevice& d) {

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <unistd.h>
 
@@ -32,6 +33,7 @@ struct Instance {
     VkInstance instance = VK_NULL_HANDLE;
     std::vector<VkPhysicalDevice> devices;  ///< those with a compute queue
     std::string error;                      ///< why there is none
+    std::uint32_t api_version = 0;          ///< the version the instance was created for
 };
 
 std::uint32_t compute_family(VkPhysicalDevice d, bool* found) {
@@ -82,17 +84,55 @@ struct Bf16Features {
              shaderBFloat16CooperativeMatrix = VK_FALSE;
 };
 
-/// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list (empty if the loader lacks it).
-std::vector<KhrCoopShape> khr_coop_shapes(VkInstance inst, VkPhysicalDevice d) {
-    using Fn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, KhrCoopShape*);
-    const auto fn = reinterpret_cast<Fn>(
-        vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+// VK_NV_cooperative_matrix2 (also newer than those headers).
+constexpr const char* kCoop2Extension = "VK_NV_cooperative_matrix2";
+constexpr auto kSTypeCoop2Features = static_cast<VkStructureType>(1000593000);
+constexpr auto kSTypeCoop2Flexible = static_cast<VkStructureType>(1000593001);
+constexpr auto kSTypeCoop2Props = static_cast<VkStructureType>(1000593002);
+constexpr std::int32_t kScopeWorkgroup = 2;
+struct Coop2Features {
+    VkStructureType sType;
+    void* pNext = nullptr;
+    VkBool32 cooperativeMatrixWorkgroupScope = VK_FALSE,
+             cooperativeMatrixFlexibleDimensions = VK_FALSE, cooperativeMatrixReductions = VK_FALSE,
+             cooperativeMatrixConversions = VK_FALSE,
+             cooperativeMatrixPerElementOperations = VK_FALSE,
+             cooperativeMatrixTensorAddressing = VK_FALSE, cooperativeMatrixBlockLoads = VK_FALSE;
+};
+struct Coop2Props {
+    VkStructureType sType;
+    void* pNext = nullptr;
+    std::uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize = 0,
+                  cooperativeMatrixFlexibleDimensionsMaxDimension = 0,
+                  cooperativeMatrixWorkgroupScopeReservedSharedMemory = 0;
+};
+struct Coop2Flexible {
+    VkStructureType sType = kSTypeCoop2Flexible;
+    void* pNext = nullptr;
+    std::uint32_t MGranularity = 0, NGranularity = 0, KGranularity = 0;
+    std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;
+    VkBool32 saturatingAccumulation = VK_FALSE;
+    std::int32_t scope = 0;
+    std::uint32_t workgroupInvocations = 0;
+};
+
+/// A vkGetPhysicalDevice...Properties list of `T` through the instance entry point `fn_name`
+/// (empty if the loader lacks it).
+template <class T>
+std::vector<T> device_list(VkInstance inst, VkPhysicalDevice d, const char* fn_name) {
+    using Fn = VkResult(VKAPI_PTR*)(VkPhysicalDevice, std::uint32_t*, T*);
+    const auto fn = reinterpret_cast<Fn>(vkGetInstanceProcAddr(inst, fn_name));
     std::uint32_t n = 0;
     if (!fn || fn(d, &n, nullptr) != VK_SUCCESS) return {};
-    std::vector<KhrCoopShape> list(n);
+    std::vector<T> list(n);
     if (fn(d, &n, list.data()) != VK_SUCCESS) return {};
     list.resize(n);
     return list;
+}
+
+/// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list (empty if the loader lacks it).
+std::vector<KhrCoopShape> khr_coop_shapes(VkInstance inst, VkPhysicalDevice d) {
+    return device_list<KhrCoopShape>(inst, d, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
 }
 
 Instance& instance() {
@@ -105,9 +145,14 @@ Instance& instance() {
         VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
         app.pApplicationName = "ember";
         app.pEngineName = "ember";
-        app.apiVersion = VK_API_VERSION_1_2;
+        // 1.3 where the loader has it: the workgroup-scope matmul's tensor loads are SPIR-V 1.6,
+        // which a device accepts only under Vulkan 1.3 (drivers of 1.2 clamp it back).
+        std::uint32_t loader = VK_API_VERSION_1_0;
+        if (vkEnumerateInstanceVersion) vkEnumerateInstanceVersion(&loader);
+        app.apiVersion = loader >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2;
         VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
         ci.pApplicationInfo = &app;
+        r.api_version = app.apiVersion;
         if (vkCreateInstance(&ci, nullptr, &r.instance) != VK_SUCCESS) {
             r.error = "vkCreateInstance failed (no Vulkan 1.2 driver?)";
             return r;
@@ -236,6 +281,7 @@ Context::Context(std::uint32_t index) : index_(index) {
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     KhrCoopFeatures khr_feats{kSTypeKhrCoopFeatures};
     Bf16Features bf16_feats{kSTypeBf16Features};
+    Coop2Features coop2_feats{kSTypeCoop2Features};
     VkPhysicalDeviceVulkan12Features feats12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     {
         const char* env = std::getenv("EMBER_VULKAN_COOPMAT");
@@ -243,11 +289,15 @@ Context::Context(std::uint32_t index) : index_(index) {
         const bool has_nv = has_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
         const bool has_khr = mode != "nv" && has_extension(phys_, kKhrCoopExtension);
         const bool has_bf16 = has_khr && has_extension(phys_, kBf16Extension);
+        const char* env2 = std::getenv("EMBER_VULKAN_COOPMAT2");
+        const bool has_coop2 =
+            has_khr && !(env2 && std::string(env2) == "0") && has_extension(phys_, kCoop2Extension);
         if (mode != "0" && props.properties.apiVersion >= VK_API_VERSION_1_2 &&
             (has_nv || has_khr) && info_.subgroup_size == 32 &&
             info_.max_shared_memory >= 24 * 1024) {
             feats12.pNext = has_khr ? static_cast<void*>(&khr_feats) : &coop_feats;
             if (has_bf16) khr_feats.pNext = &bf16_feats;
+            if (has_coop2) coop2_feats.pNext = std::exchange(khr_feats.pNext, &coop2_feats);
             VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
             f2.pNext = &feats12;
             vkGetPhysicalDeviceFeatures2(phys_, &f2);
@@ -267,6 +317,43 @@ Context::Context(std::uint32_t index) : index_(index) {
                     info_.coop_bf16 = has_bf16 && bf16_feats.shaderBFloat16Type &&
                                       bf16_feats.shaderBFloat16CooperativeMatrix &&
                                       lists(16, kComponentBf16);
+                }
+                // Workgroup-scope matrices with tensor loads (shaders/matmul_cm2.comp), which
+                // reads its operands as 16-bit words.
+                VkPhysicalDevice16BitStorageFeatures s16{
+                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+                VkPhysicalDeviceFeatures2 f16s{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+                f16s.pNext = &s16;
+                vkGetPhysicalDeviceFeatures2(phys_, &f16s);
+                if (info_.coop == DeviceInfo::Coop::Khr && has_coop2 &&
+                    coop2_feats.cooperativeMatrixWorkgroupScope &&
+                    coop2_feats.cooperativeMatrixFlexibleDimensions &&
+                    coop2_feats.cooperativeMatrixTensorAddressing && feats12.vulkanMemoryModel &&
+                    props.properties.apiVersion >= VK_API_VERSION_1_3 &&
+                    instance().api_version >= VK_API_VERSION_1_3 && s16.storageBuffer16BitAccess &&
+                    f16s.features.shaderInt16) {
+                    for (const auto& f :
+                         device_list<Coop2Flexible>(instance_, phys_,
+                                                    "vkGetPhysicalDeviceCooperativeMatrixFlexibleDi"
+                                                    "mensionsPropertiesNV")) {
+                        const bool f16 = f.AType == kComponentF16 && f.BType == kComponentF16,
+                                   bf16 = info_.coop_bf16 && f.AType == kComponentBf16 &&
+                                          f.BType == kComponentBf16;
+                        if ((f16 || bf16) && f.CType == kComponentF32 &&
+                            f.ResultType == kComponentF32 && f.scope == kScopeWorkgroup &&
+                            !f.saturatingAccumulation && f.workgroupInvocations > 0)
+                            info_.cm2.push_back({f.MGranularity, f.NGranularity, f.KGranularity,
+                                                 f.workgroupInvocations, bf16});
+                    }
+                    Coop2Props p2{kSTypeCoop2Props};
+                    VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+                    pp.pNext = &p2;
+                    vkGetPhysicalDeviceProperties2(phys_, &pp);
+                    info_.cm2_max_dim = p2.cooperativeMatrixFlexibleDimensionsMaxDimension;
+                    info_.cm2_max_invocations = p2.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+                    info_.cm2_reserved_shared =
+                        p2.cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+                    if (info_.cm2_max_dim == 0 || info_.cm2_max_invocations == 0) info_.cm2.clear();
                 }
             }
             if (info_.coop == DeviceInfo::Coop::None && has_nv) {
@@ -301,6 +388,13 @@ Context::Context(std::uint32_t index) : index_(index) {
     Bf16Features bf16_on{kSTypeBf16Features};
     bf16_on.shaderBFloat16Type = VK_TRUE;
     bf16_on.shaderBFloat16CooperativeMatrix = VK_TRUE;
+    Coop2Features coop2_on{kSTypeCoop2Features};
+    coop2_on.cooperativeMatrixWorkgroupScope = VK_TRUE;
+    coop2_on.cooperativeMatrixFlexibleDimensions = VK_TRUE;
+    coop2_on.cooperativeMatrixTensorAddressing = VK_TRUE;
+    VkPhysicalDevice16BitStorageFeatures s16_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    s16_on.storageBuffer16BitAccess = VK_TRUE;
     VkPhysicalDeviceVulkan12Features f12_on{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     f12_on.shaderFloat16 = VK_TRUE;
     // The matmul's SPIR-V declares the Vulkan memory model (both extensions require it).
@@ -311,6 +405,11 @@ Context::Context(std::uint32_t index) : index_(index) {
         if (info_.coop_bf16) {
             exts.push_back(kBf16Extension);
             khr_on.pNext = &bf16_on;
+        }
+        if (!info_.cm2.empty()) {
+            exts.push_back(kCoop2Extension);
+            coop2_on.pNext = std::exchange(khr_on.pNext, &coop2_on);
+            s16_on.pNext = std::exchange(coop2_on.pNext, &s16_on);
         }
     } else if (info_.coop == DeviceInfo::Coop::Nv) {
         exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
@@ -324,6 +423,7 @@ Context::Context(std::uint32_t index) : index_(index) {
     qi.pQueuePriorities = &priority;
     VkPhysicalDeviceFeatures enable{};
     enable.shaderInt64 = VK_TRUE;
+    enable.shaderInt16 = info_.cm2.empty() ? VK_FALSE : VK_TRUE;
     VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
@@ -375,14 +475,22 @@ Context::Context(std::uint32_t index) : index_(index) {
         std::fprintf(stderr,
                      "ember vulkan: device %u '%s', subgroup %u, shared memory %u B, "
                      "maxStorageBufferRange %llu B, cooperative matrix %s (f16%s%s), "
-                     "cache %s\n",
+                     "workgroup-scope shapes %zu (max dim %u, max workgroup %u, reserved shared "
+                     "%u B), cache %s\n",
                      index_, info_.name.c_str(), info_.subgroup_size, info_.max_shared_memory,
                      static_cast<unsigned long long>(info_.max_storage_range),
                      info_.coop == DeviceInfo::Coop::Khr  ? "KHR"
                      : info_.coop == DeviceInfo::Coop::Nv ? "NV"
                                                           : "off",
                      info_.coop_f16_n16 ? " 16x8x16 and 16x16x16" : " 16x8x16",
-                     info_.coop_bf16 ? ", bf16 16x16x16" : "", cache_dir_.c_str());
+                     info_.coop_bf16 ? ", bf16 16x16x16" : "", info_.cm2.size(), info_.cm2_max_dim,
+                     info_.cm2_max_invocations, info_.cm2_reserved_shared, cache_dir_.c_str());
+    if (const char* v = std::getenv("EMBER_VULKAN_VERBOSE"); v && std::string(v) == "1")
+        for (const auto& c : info_.cm2)
+            std::fprintf(stderr,
+                         "ember vulkan:   workgroup scope %s: granularity %u x %u x %u, %u "
+                         "invocations\n",
+                         c.bf16 ? "bf16" : "f16", c.mg, c.ng, c.kg, c.invocations);
     if (exit_list().empty()) std::atexit(run_exit);
     exit_list().push_back(this);
 }
@@ -601,7 +709,8 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
     VkShaderModule& mod = modules_[name];
     if (!mod) {
         // "shader@khr" and "shader@khr_bf16": the embedded NV cooperative-matrix module moved
-        // to VK_KHR_cooperative_matrix, with f16 or bf16 matrices (spirv_coop.hpp).
+        // to VK_KHR_cooperative_matrix, with f16 or bf16 matrices (spirv_coop.hpp); "@cm2" and
+        // "@cm2_bf16" also declare VK_NV_cooperative_matrix2 (workgroup-scope matrices).
         const std::string full = name;
         const std::size_t at = full.find('@');
         const std::string base = full.substr(0, at),
@@ -609,13 +718,15 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
         const ShaderBlob* blob = nullptr;
         for (std::size_t i = 0; i < kNumShaders; ++i)
             if (base == kShaders[i].name) blob = &kShaders[i];
-        EMBER_CHECK(blob && (variant.empty() || variant == "khr" || variant == "khr_bf16"), Generic,
-                    "vulkan: no embedded shader named ", name);
+        EMBER_CHECK(blob && (variant.empty() || variant == "khr" || variant == "khr_bf16" ||
+                             variant == "cm2" || variant == "cm2_bf16"),
+                    Generic, "vulkan: no embedded shader named ", name);
         std::span<const std::uint32_t> words(blob->words, blob->count);
         std::vector<std::uint32_t> rewritten;
         if (!variant.empty()) {
-            rewritten =
-                coop_nv_to_khr(words, variant == "khr" ? CoopElement::F16 : CoopElement::BF16);
+            const bool bf16 = variant.ends_with("bf16");
+            rewritten = coop_nv_to_khr(words, bf16 ? CoopElement::BF16 : CoopElement::F16,
+                                       variant.starts_with("cm2"));
             words = rewritten;
         }
         VkShaderModuleCreateInfo si{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
@@ -646,9 +757,9 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
     ci.stage.pSpecializationInfo = &spi;
     ci.layout = layout;
     auto p = std::make_unique<Pipeline>();
-    EMBER_CHECK(
-        vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline) == VK_SUCCESS,
-        Device, "vulkan: vkCreateComputePipelines failed for ", key);
+    const VkResult made = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
+    EMBER_CHECK(made == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed for ", key,
+                " (VkResult ", static_cast<int>(made), ")");
     cache_dirty_ = true;
     p->layout = layout;
     p->bindings = bindings;

@@ -60,6 +60,18 @@ struct DeviceInfo {
     bool coop_f16_n16 = false;        ///< KHR: f16 16x16x16 listed besides 16x8x16
     bool coop_bf16 = false;           ///< KHR: bf16 16x16x16 listed, VK_KHR_shader_bfloat16 on
     bool float16 = false;             ///< shaderFloat16 + 16-bit storage
+    /// A workgroup-scope matrix shape of VK_NV_cooperative_matrix2 with f32 accumulation: its
+    /// M, N and K granularities and the workgroup size it needs (shaders/matmul_cm2.comp).
+    struct Cm2Shape {
+        std::uint32_t mg = 0, ng = 0, kg = 0, invocations = 0;
+        bool bf16 = false;  ///< bf16 (else f16) A and B
+    };
+    /// VK_NV_cooperative_matrix2's workgroup scope and flexible dimensions, on (with the KHR
+    /// extension) where the device has them and EMBER_VULKAN_COOPMAT2 is not 0.
+    std::vector<Cm2Shape> cm2;
+    std::uint32_t cm2_max_dim = 0;          ///< largest matrix dimension
+    std::uint32_t cm2_max_invocations = 0;  ///< largest workgroup with workgroup-scope matrices
+    std::uint32_t cm2_reserved_shared = 0;  ///< shared bytes the driver keeps for its staging
 };
 
 class Context {

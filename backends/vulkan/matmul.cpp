@@ -4,7 +4,8 @@
 // cache. EMBER_AUTOTUNE=0 turns tuning off (a size heuristic picks the kernel). f16 and bf16
 // operands take the cooperative-matrix kernel (shaders/matmul_coop.comp) where the device has
 // one, after packing them to 16-bit pairs (shaders/pack_f16.comp); its configurations are tuned
-// the same way, in tables of their own.
+// the same way, in tables of their own, beside those of the workgroup-scope kernel
+// (shaders/matmul_cm2.comp, VK_NV_cooperative_matrix2) where the device has one.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -399,23 +400,119 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
     cx.dispatch(pipe, bs, p.w, groups);
 }
 
-/// The coop configuration for this problem: the forced one, else (EMBER_AUTOTUNE=0, or a
-/// problem that costs less than a tuning run) candidate 0, 64 x 64 tiles where the problem is
-/// narrower, else the fastest candidate measured on this device for the shape
-/// bucket (tables per element type, as the f32 kernels').
-Coop choose_coop(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out, bool vec4,
-                 bool bf16) {
-    if (auto c = forced_coop(cx, bf16)) return *c;
+/// A configuration of the workgroup-scope kernel (shaders/matmul_cm2.comp,
+/// VK_NV_cooperative_matrix2): a bm x bn tile of C a workgroup, bk deep steps, tile order gm.
+struct Cm2 {
+    std::int32_t bm, bn, bk, gm = 0;
+};
+
+/// The workgroup size matmul_cm2.comp declares: the driver stages the matrices for the declared
+/// size, so it is not specialised.
+constexpr std::uint32_t kCm2Invocations = 256;
+
+/// The device's workgroup-scope shape for kCm2Invocations that `c` fits on `bf16` (else f16)
+/// operands, if any: dimensions multiples of its granularities and within the device's largest.
+const DeviceInfo::Cm2Shape* cm2_shape(const Context& cx, const Cm2& c, bool bf16) {
+    const DeviceInfo& d = cx.info();
+    if (c.bm <= 0 || c.bn <= 0 || c.bk <= 0 || c.gm < 0) return nullptr;
+    const auto max_dim = static_cast<std::int32_t>(d.cm2_max_dim);
+    if (c.bm > max_dim || c.bn > max_dim || c.bk > max_dim) return nullptr;
+    for (const auto& s : d.cm2)
+        if (s.bf16 == bf16 && s.invocations == kCm2Invocations &&
+            c.bm % static_cast<std::int32_t>(s.mg) == 0 &&
+            c.bn % static_cast<std::int32_t>(s.ng) == 0 &&
+            c.bk % static_cast<std::int32_t>(s.kg) == 0 && s.invocations <= d.cm2_max_invocations &&
+            s.invocations <= d.max_invocations)
+            return &s;
+    return nullptr;
+}
+
+/// Whether the workgroup-scope kernel can take problem `pr` in configuration `c`: it has no
+/// edge handling, so the tile must divide M, N and K.
+bool cm2_fits(const Context& cx, const Cm2& c, const Problem& pr, bool bf16) {
+    return cm2_shape(cx, c, bf16) && pr.m % c.bm == 0 && pr.n % c.bn == 0 && pr.k % c.bk == 0;
+}
+
+/// EMBER_VULKAN_CM2_CONFIG="bm:bn:bk[:gm]" forces a workgroup-scope configuration (bench_vulkan's
+/// cm2-sweep); nothing when unset.
+std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
+    const char* env = std::getenv("EMBER_VULKAN_CM2_CONFIG");
+    if (!env || !*env) return std::nullopt;
+    auto f = int_fields(env, 4);
+    if (!f) f = int_fields(env, 3);
+    EMBER_CHECK(f, Argument, "EMBER_VULKAN_CM2_CONFIG=", env,
+                ": not a valid bm:bn:bk[:gm] configuration of matmul_cm2.comp");
+    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0};
+    EMBER_CHECK(cm2_shape(cx, c, bf16), Argument, "EMBER_VULKAN_CM2_CONFIG=", env, ": device ",
+                cx.info().name, " lists no workgroup-scope ", bf16 ? "bf16" : "f16",
+                " cooperative matrices this tile fits");
+    return c;
+}
+
+void launch_cm2(Context& cx, const Cm2& c, const Problem& pr, const VT& a, const VT& b,
+                const VT& out, bool bf16) {
+    Params p = params_of(pr, a, b);
+    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.gm};
+    const Pipeline& pipe =
+        cx.pipeline(bf16 ? "matmul_cm2@cm2_bf16" : "matmul_cm2@cm2", spec, 3, kCm2Invocations);
+    const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
+    const VT pa = pack_halves(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs, bf16);
+    const VT pb = pack_halves(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs, bf16);
+    const Binding bs[] = {bind(out, true), bind(pa, false), bind(pb, false)};
+    cx.dispatch(pipe, bs, p.w, pr.batch * (pr.m / c.bm) * (pr.n / c.bn));
+}
+
+// Workgroup-scope candidates, tuned with the coop ones where the device has them (indices from
+// kNumCoop on): the shapes fastest on an H100 (bench_vulkan cm2-sweep), where they lose to the
+// coop kernel (150 against 230 TFLOP/s) but may win on devices whose drivers stage better.
+constexpr Cm2 kCm2Shapes[] = {
+    {128, 256, 32}, {256, 128, 32}, {128, 128, 64}, {64, 256, 64}, {256, 64, 64},
+};
+constexpr std::size_t kNumCm2 = std::size(kCm2Shapes);
+
+/// A 16-bit matmul kernel: coop candidate i (i < kNumCoop), else workgroup-scope candidate
+/// i - kNumCoop; or a forced configuration of either.
+struct Kernel16 {
+    std::optional<Coop> coop;
+    std::optional<Cm2> cm2;
+};
+Kernel16 candidate16(std::size_t i) {
+    if (i < kNumCoop) return {coop_candidate(i), std::nullopt};
+    return {std::nullopt, kCm2Shapes[i - kNumCoop]};
+}
+
+void launch16(Context& cx, const Kernel16& k, const Problem& pr, const VT& a, const VT& b,
+              const VT& out, bool vec4, bool bf16) {
+    if (k.cm2)
+        launch_cm2(cx, *k.cm2, pr, a, b, out, bf16);
+    else
+        launch_coop(cx, *k.coop, pr, a, b, out, vec4, bf16);
+}
+
+/// The 16-bit kernel for this problem: a forced configuration (a workgroup-scope one where it
+/// fits the problem), else (EMBER_AUTOTUNE=0, or a problem that costs less than a tuning run)
+/// coop candidate 0, 64 x 64 tiles where the problem is narrower, else the fastest candidate
+/// measured on this device for the shape bucket (tables per element type, as the f32
+/// kernels').
+Kernel16 choose16(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out,
+                  bool vec4, bool bf16) {
+    if (auto c = forced_cm2(cx, bf16); c && cm2_fits(cx, *c, pr, bf16)) return {std::nullopt, c};
+    if (auto c = forced_coop(cx, bf16)) return {c, std::nullopt};
     const std::size_t first = bf16 ? kNumCoopShapes : 0;  // bf16 has only 16 columns
     const std::size_t h = first + (pr.m <= 64 || pr.n <= 64 ? 5 : 0);
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
-        return coop_candidate(h);
-    const Coop best = coop_candidate(tuned_choice(
-        cx, bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt", kNumCoop, pr,
-        h, [&](std::size_t i) { return coop_candidate(i).runs_on(cx, bf16); },
-        [&](std::size_t i) { launch_coop(cx, coop_candidate(i), pr, a, b, out, vec4, bf16); }));
-    // A winner recorded under another extension (EMBER_VULKAN_COOPMAT=nv has no 16 x 16 x 16).
-    return best.runs_on(cx, bf16) ? best : coop_candidate(h);
+        return candidate16(h);
+    auto usable = [&](std::size_t i) {
+        const Kernel16 k = candidate16(i);
+        return k.cm2 ? cm2_fits(cx, *k.cm2, pr, bf16) : k.coop->runs_on(cx, bf16);
+    };
+    const std::size_t best = tuned_choice(
+        cx, bf16 ? "matmul-coop-bf16-autotune.txt" : "matmul-coop-f16-autotune.txt",
+        kNumCoop + kNumCm2, pr, h, usable,
+        [&](std::size_t i) { launch16(cx, candidate16(i), pr, a, b, out, vec4, bf16); });
+    // A winner recorded under another extension (EMBER_VULKAN_COOPMAT=nv has no 16 x 16 x 16),
+    // or a workgroup-scope one whose tile does not divide this problem of its bucket.
+    return candidate16(usable(best) ? best : h);
 }
 
 /// Without tuning: the naive kernel for tiny problems, else the largest tile that the problem
@@ -526,7 +623,7 @@ VT matmul(VT a, VT b) {
         (dt == DType::BF16 && cx.info().coop_bf16)) {
         // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits).
         const bool vec4 = vec4_ok(pr, a, b), bf16 = dt == DType::BF16;
-        launch_coop(cx, choose_coop(cx, pr, a, b, out, vec4, bf16), pr, a, b, out, vec4, bf16);
+        launch16(cx, choose16(cx, pr, a, b, out, vec4, bf16), pr, a, b, out, vec4, bf16);
         return cast(std::move(out), dt);
     }
     const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];

@@ -1,9 +1,11 @@
 // SPV_NV_cooperative_matrix → SPV_KHR_cooperative_matrix (spirv_coop.hpp). The NV and KHR
 // instructions differ in three ways: the KHR matrix type names its use (A, B, accumulator), the
 // KHR loads and stores take a layout constant (an integer) where NV takes a bool, and the
-// stride moves behind the layout. Everything else is copied.
+// stride moves behind the layout. Everything else is copied. For workgroup-scope matrices
+// (nv2), loads become tensor loads as well.
 #include "spirv_coop.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <map>
@@ -28,6 +30,11 @@ constexpr u32 kCapCoopKhr = 6022, kCapBf16Type = 5116, kCapBf16Coop = 5118;
 constexpr u32 kEncodingBf16 = 0;  // OpTypeFloat's FP encoding operand: BFloat16KHR
 constexpr u32 kUseA = 0, kUseB = 1, kUseAcc = 2;
 constexpr u32 kRowMajor = 0, kColumnMajor = 1;
+// SPV_NV_cooperative_matrix2 and SPV_NV_tensor_addressing (likewise newer).
+constexpr u32 kOpCoopLoadTensorNv = 5367, kOpTypeTensorLayoutNv = 5370,
+              kOpCreateTensorLayoutNv = 5372, kOpTensorLayoutSetDimensionNv = 5373,
+              kOpTensorLayoutSetStrideNv = 5374;
+constexpr u32 kCapCoopTensorAddressingNv = 5433, kCapTensorAddressingNv = 5439;
 
 constexpr u32 op(spv::Op o) {
     return static_cast<u32>(o);
@@ -81,7 +88,7 @@ std::string literal_string(std::span<const u32> w) {
 
 }  // namespace
 
-std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
+std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem, bool nv2) {
     EMBER_CHECK(words.size() >= 5 && words[0] == spv::MagicNumber, Format,
                 "coop_nv_to_khr: not a SPIR-V module (", words.size(), " words)");
     std::vector<Inst> insts;
@@ -100,15 +107,19 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
     std::map<u32, u32> roles;  // matrix type → bit set of uses
     std::set<u32> coop_types, false_ids, true_ids;
     std::map<u32, u32> component;  // matrix type → component type
+    std::map<u32, std::pair<u32, u32>> dims;  // matrix type → its rows and columns (ids)
     std::map<u32, u32> float_width;
     u32 int32 = 0, half = 0;
+    bool int32_signed = false;
     for (const Inst& in : insts) {
         const Words w = first_words(words, in);
         bool has_result = false, has_type = false;
         spv::HasResultAndType(static_cast<spv::Op>(in.code), &has_result, &has_type);
         if (has_result && has_type && in.count >= 3) type_of[w[2]] = w[1];
-        if (in.code == op(spv::OpTypeInt) && in.count >= 4 && w[2] == 32 && (!int32 || !w[3]))
+        if (in.code == op(spv::OpTypeInt) && in.count >= 4 && w[2] == 32 && (!int32 || !w[3])) {
             int32 = w[1];
+            int32_signed = w[3] != 0;
+        }
         if (in.code == op(spv::OpTypeFloat) && in.count >= 3) {
             float_width[w[1]] = w[2];
             if (w[2] == 16) half = w[1];
@@ -120,6 +131,7 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                         " words");
             coop_types.insert(w[1]);
             component[w[1]] = w[2];
+            dims[w[1]] = {w[4], w[5]};
         }
         if (in.code == op(spv::OpCooperativeMatrixMulAddNV)) {
             EMBER_CHECK(in.count == 6, Format, "coop_nv_to_khr: a multiply-add of ", in.count,
@@ -131,6 +143,9 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
         }
     }
     EMBER_CHECK(int32, Format, "coop_nv_to_khr: the module declares no 32-bit integer type");
+    // Tensor layouts take unsigned dimension counts and clamp modes.
+    EMBER_CHECK(!nv2 || !int32_signed, Format,
+                "coop_nv_to_khr: tensor loads need a module with a 32-bit unsigned integer type");
     std::map<u32, u32> use;
     for (u32 t : coop_types) {
         const u32 r = roles[t];
@@ -161,6 +176,11 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
 
     u32 bound = words[3];
     const u32 c0 = bound++, c1 = bound++, c2 = bound++;  // integer constants 0, 1, 2
+    // nv2: a 2-d tensor layout type (dimension count c2). Its clamp mode is c1, Constant (zeros
+    // past the layout's dimensions) although the loads never leave them: on NVIDIA's H100 driver
+    // (580) that mode takes a path three times faster than Undefined's.
+    const u32 layout_type = nv2 ? bound++ : 0;
+
     auto layout_of = [&](u32 bool_id) {
         EMBER_CHECK(false_ids.count(bool_id) || true_ids.count(bool_id), Format,
                     "coop_nv_to_khr: a load or store whose column-major flag %", bool_id,
@@ -181,6 +201,10 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                     if (elem == CoopElement::BF16)
                         out.insert(out.end(), {head(2, op(spv::OpCapability)), kCapBf16Type,
                                                head(2, op(spv::OpCapability)), kCapBf16Coop});
+                    if (nv2)
+                        out.insert(out.end(),
+                                   {head(2, op(spv::OpCapability)), kCapTensorAddressingNv,
+                                    head(2, op(spv::OpCapability)), kCapCoopTensorAddressingNv});
                     continue;
                 }
                 break;
@@ -192,6 +216,12 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                         const auto b = extension("SPV_KHR_bfloat16");
                         out.insert(out.end(), b.begin(), b.end());
                     }
+                    if (nv2)
+                        for (const char* x :
+                             {"SPV_NV_cooperative_matrix2", "SPV_NV_tensor_addressing"}) {
+                            const auto n = extension(x);
+                            out.insert(out.end(), n.begin(), n.end());
+                        }
                     continue;
                 }
                 break;
@@ -201,6 +231,9 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                     for (u32 v = 0; v < 3; ++v)
                         out.insert(out.end(),
                                    {head(4, op(spv::OpConstant)), int32, constant(v), v});
+                    if (nv2)
+                        out.insert(out.end(),
+                                   {head(4, kOpTypeTensorLayoutNv), layout_type, c2, c1});
                     continue;
                 }
                 break;
@@ -218,6 +251,32 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
                 // NV: type, result, pointer, stride, column-major[, memory access...]
                 EMBER_CHECK(in.count >= 6, Format, "coop_nv_to_khr: a load of ", in.count,
                             " words");
+                if (nv2) {
+                    // The rows x columns block at the pointer, rows `stride` apart, as a tensor
+                    // load: a fresh layout of those dimensions and strides (stride, 1); the
+                    // matrix operand, which only a clipped view would keep, is undefined.
+                    EMBER_CHECK(layout_of(w[5]) == kRowMajor && dims.count(w[1]), Format,
+                                "coop_nv_to_khr: a tensor load must be a row-major load of a "
+                                "matrix type");
+                    const auto [rows, cols] = dims[w[1]];
+                    const u32 undef = bound++, l0 = bound++, l1 = bound++, l2 = bound++;
+                    out.insert(out.end(), {head(3, op(spv::OpUndef)), w[1], undef,
+                                           head(3, kOpCreateTensorLayoutNv), layout_type, l0,
+                                           head(6, kOpTensorLayoutSetDimensionNv), layout_type, l1,
+                                           l0, rows, cols, head(6, kOpTensorLayoutSetStrideNv),
+                                           layout_type, l2, l1, w[4], c1});
+                    // Memory operands as the load's (None where it has none), then no tensor
+                    // addressing operands.
+                    const auto access = all.subspan(6);
+                    out.insert(out.end(),
+                               {head(static_cast<u32>(8 + (access.empty() ? 0 : access.size() - 1)),
+                                     kOpCoopLoadTensorNv),
+                                w[1], w[2], w[3], undef, l2});
+                    if (access.empty()) out.push_back(0);
+                    out.insert(out.end(), access.begin(), access.end());
+                    out.push_back(0);
+                    continue;
+                }
                 out.insert(out.end(), {head(in.count, kOpCoopLoadKhr), w[1], w[2], w[3],
                                        constant(layout_of(w[5])), w[4]});
                 out.insert(out.end(), all.begin() + 6, all.end());
@@ -246,6 +305,10 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem) {
         out.insert(out.end(), all.begin(), all.end());
     }
     out[3] = bound;
+    if (nv2)
+        out[1] = std::max<u32>(
+            out[1],
+            0x00010600);  // tensor addressing is SPIR-V 1.6  // tensor addressing is SPIR-V 1.6
     return out;
 }
 

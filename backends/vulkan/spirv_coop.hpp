@@ -18,8 +18,14 @@ enum class CoopElement { F16, BF16 };
 /// multiply-adds that read it), loads and stores get a row- or column-major layout constant in
 /// place of their bool, and the capability and extension are renamed. With BF16 the module's
 /// 16-bit float type becomes bf16 (SPV_KHR_bfloat16), which is only valid where nothing computes
-/// on it (the shader moves its halves as integers). Throws ember::FormatError on a malformed
-/// module, a matrix type used in two roles, or 16-bit float arithmetic under BF16.
-std::vector<std::uint32_t> coop_nv_to_khr(std::span<const std::uint32_t> words, CoopElement elem);
+/// on it (the shader moves its halves as integers). With `nv2` the module is for
+/// VK_NV_cooperative_matrix2's workgroup-scope matrices: it declares SPV_NV_cooperative_matrix2
+/// and SPV_NV_tensor_addressing, becomes SPIR-V 1.6, and each load becomes a tensor load of the
+/// same rows x columns block through a 2-d tensor layout whose row stride is the load's.
+/// Throws ember::FormatError on a malformed module, a matrix type used in two roles, 16-bit
+/// float arithmetic under BF16, and under `nv2` a column-major load or a module without an
+/// unsigned 32-bit integer type.
+std::vector<std::uint32_t> coop_nv_to_khr(std::span<const std::uint32_t> words, CoopElement elem,
+                                          bool nv2 = false);
 
 }  // namespace ember::detail::vk

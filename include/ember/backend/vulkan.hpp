@@ -255,8 +255,12 @@ struct CooperativeMatrixInfo {
     bool f16 = false;   ///< f16 x f16 → f32 matmuls run on tensor cores
     bool bf16 = false;  ///< bf16 x bf16 → f32 matmuls run on tensor cores (VK_KHR_shader_bfloat16)
     bool f16_16x16 = false;  ///< f16 also in 16 x 16 x 16 fragments (KHR), besides 16 x 8 x 16
+    /// Workgroup-scope matrices with tensor loads (VK_NV_cooperative_matrix2) for f16, and for
+    /// bf16 where `bf16` holds: a second matmul kernel the autotuner also times.
+    bool workgroup_scope = false;
 };
-/// What device `d` offers (EMBER_VULKAN_COOPMAT=0 turns it off, =nv keeps the NV extension).
+/// What device `d` offers (EMBER_VULKAN_COOPMAT=0 turns it off, =nv keeps the NV extension;
+/// EMBER_VULKAN_COOPMAT2=0 leaves VK_NV_cooperative_matrix2 off).
 CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d = {});
 /// TFLOP/s that device `d`'s cooperative matrices sustain on `dtype` (F16 or BF16) fragments of
 /// 16 x `fragment_columns` x 16 multiplied from registers, with no memory traffic: the ceiling
