@@ -411,12 +411,16 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
     using ember::detail::vk::coop_nv_to_khr;
     using ember::detail::vk::CoopElement;
     using u32 = std::uint32_t;
-    const ember::detail::vk::ShaderBlob* blob = nullptr;
-    for (std::size_t i = 0; i < ember::detail::vk::kNumShaders; ++i)
-        if (std::string(ember::detail::vk::kShaders[i].name) == "matmul_coop")
-            blob = &ember::detail::vk::kShaders[i];
-    REQUIRE(blob);
-    const std::span<const u32> nv(blob->words, blob->count);
+    // An embedded shader's SPIR-V.
+    auto embedded = [](const std::string& name) {
+        for (std::size_t i = 0; i < ember::detail::vk::kNumShaders; ++i)
+            if (ember::detail::vk::kShaders[i].name == name)
+                return std::span<const u32>(ember::detail::vk::kShaders[i].words,
+                                            ember::detail::vk::kShaders[i].count);
+        FAIL("no embedded shader " << name);
+        return std::span<const u32>();
+    };
+    const std::span<const u32> nv = embedded("matmul_coop");
     // Instructions (opcode, words) of a module, checking that their word counts tile it.
     auto walk = [](std::span<const u32> w) {
         std::vector<std::pair<u32, std::span<const u32>>> r;
@@ -497,12 +501,7 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         REQUIRE(same + changed >= before.size());
     }
     SECTION("workgroup-scope loads become tensor loads (VK_NV_cooperative_matrix2)") {
-        const ember::detail::vk::ShaderBlob* wg = nullptr;
-        for (std::size_t i = 0; i < ember::detail::vk::kNumShaders; ++i)
-            if (std::string(ember::detail::vk::kShaders[i].name) == "matmul_cm2")
-                wg = &ember::detail::vk::kShaders[i];
-        REQUIRE(wg);
-        const std::span<const u32> src(wg->words, wg->count);
+        const std::span<const u32> src = embedded("matmul_cm2");
         const auto orig = walk(src);
         for (CoopElement elem : {CoopElement::F16, CoopElement::BF16}) {
             const std::vector<u32> out = coop_nv_to_khr(src, elem, true);

@@ -69,14 +69,22 @@ struct KhrCoopFeatures {
     void* pNext = nullptr;
     VkBool32 cooperativeMatrix = VK_FALSE, cooperativeMatrixRobustBufferAccess = VK_FALSE;
 };
-struct KhrCoopShape {
-    VkStructureType sType = kSTypeKhrCoopProps;
+/// One entry of vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR's list (S = its sType) or of
+/// VK_NV_cooperative_matrix2's flexible-dimensions list: the same fields (sizes or
+/// granularities m, n, k), the latter with the workgroup size after them. Both structures are
+/// 56 bytes, so the KHR list's entries leave `invocations` in their tail padding, unread.
+template <VkStructureType S>
+struct CoopShape {
+    VkStructureType sType = S;
     void* pNext = nullptr;
-    std::uint32_t MSize = 0, NSize = 0, KSize = 0;
+    std::uint32_t m = 0, n = 0, k = 0;
     std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;
     VkBool32 saturatingAccumulation = VK_FALSE;
     std::int32_t scope = 0;
+    std::uint32_t invocations = 0;  ///< flexible dimensions: workgroupInvocations
 };
+static_assert(sizeof(CoopShape<kSTypeKhrCoopProps>) == 56);
+using KhrCoopShape = CoopShape<kSTypeKhrCoopProps>;
 struct Bf16Features {
     VkStructureType sType;
     void* pNext = nullptr;
@@ -106,15 +114,7 @@ struct Coop2Props {
                   cooperativeMatrixFlexibleDimensionsMaxDimension = 0,
                   cooperativeMatrixWorkgroupScopeReservedSharedMemory = 0;
 };
-struct Coop2Flexible {
-    VkStructureType sType = kSTypeCoop2Flexible;
-    void* pNext = nullptr;
-    std::uint32_t MGranularity = 0, NGranularity = 0, KGranularity = 0;
-    std::int32_t AType = 0, BType = 0, CType = 0, ResultType = 0;
-    VkBool32 saturatingAccumulation = VK_FALSE;
-    std::int32_t scope = 0;
-    std::uint32_t workgroupInvocations = 0;
-};
+using Coop2Flexible = CoopShape<kSTypeCoop2Flexible>;
 
 /// A vkGetPhysicalDevice...Properties list of `T` through the instance entry point `fn_name`
 /// (empty if the loader lacks it).
@@ -305,7 +305,7 @@ Context::Context(std::uint32_t index) : index_(index) {
                 const auto list = khr_coop_shapes(instance_, phys_);
                 auto lists = [&](std::uint32_t n, std::int32_t ab) {
                     for (const auto& c : list)
-                        if (c.MSize == 16 && c.NSize == n && c.KSize == 16 && c.AType == ab &&
+                        if (c.m == 16 && c.n == n && c.k == 16 && c.AType == ab &&
                             c.BType == ab && c.CType == kComponentF32 &&
                             c.ResultType == kComponentF32 && c.scope == kScopeSubgroup)
                             return true;
@@ -341,9 +341,8 @@ Context::Context(std::uint32_t index) : index_(index) {
                                           f.BType == kComponentBf16;
                         if ((f16 || bf16) && f.CType == kComponentF32 &&
                             f.ResultType == kComponentF32 && f.scope == kScopeWorkgroup &&
-                            !f.saturatingAccumulation && f.workgroupInvocations > 0)
-                            info_.cm2.push_back({f.MGranularity, f.NGranularity, f.KGranularity,
-                                                 f.workgroupInvocations, bf16});
+                            !f.saturatingAccumulation && f.invocations > 0)
+                            info_.cm2.push_back({f.m, f.n, f.k, f.invocations, bf16});
                     }
                     Coop2Props p2{kSTypeCoop2Props};
                     VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
