@@ -12,7 +12,7 @@
 // NV2 GLSL extension) with the workgroup scope in the matrix types. The host moves the module
 // to the KHR instructions before creating the pipeline, and each load to a tensor load
 // (OpCooperativeMatrixLoadTensorNV) of the rows x columns block the plain load would read
-// (spirv_coop.cpp): on an H100 that runs three times faster than the plain loads.
+// (spirv_coop.cpp): on an H100 that runs two to three times faster than plain loads.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

@@ -178,7 +178,7 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem, bo
     const u32 c0 = bound++, c1 = bound++, c2 = bound++;  // integer constants 0, 1, 2
     // nv2: a 2-d tensor layout type (dimension count c2). Its clamp mode is c1, Constant (zeros
     // past the layout's dimensions) although the loads never leave them: on NVIDIA's H100 driver
-    // (580) that mode takes a path three times faster than Undefined's.
+    // (580) that mode takes a path two to three times faster than Undefined's.
     const u32 layout_type = nv2 ? bound++ : 0;
 
     auto layout_of = [&](u32 bool_id) {
