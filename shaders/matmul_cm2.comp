@@ -18,6 +18,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 // The workgroup size the device lists for the matrices (256 unless specialised: the driver may
@@ -27,6 +28,7 @@ layout(constant_id = 1) const int BM = 128;
 layout(constant_id = 2) const int BN = 128;
 layout(constant_id = 3) const int BK = 32;
 layout(constant_id = 4) const int GM = 0;  // tile order (common.glsl's tile_of)
+layout(constant_id = 5) const int U = 1;   // steps a loop iteration (the host ensures U * BK | K)
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
@@ -49,12 +51,15 @@ void main() {
 
     fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN> acc = fcoopmatNV<32, gl_ScopeWorkgroup, BM, BN>(0.0);
     const uint ra = bi * M + m0;
-    for (uint k0 = 0u; k0 < K; k0 += uint(BK)) {
-        fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> ma;
-        fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> mb;
-        coopMatLoadNV(ma, a16, ra * K + k0, K, false);
-        coopMatLoadNV(mb, b16, (bi * K + k0) * N + n0, N, false);
-        acc = coopMatMulAddNV(ma, mb, acc);
+    for (uint k = 0u; k < K; k += uint(U * BK)) {
+        [[unroll]] for (int u = 0; u < U; ++u) {
+            const uint k0 = k + uint(u * BK);
+            fcoopmatNV<16, gl_ScopeWorkgroup, BM, BK> ma;
+            fcoopmatNV<16, gl_ScopeWorkgroup, BK, BN> mb;
+            coopMatLoadNV(ma, a16, ra * K + k0, K, false);
+            coopMatLoadNV(mb, b16, (bi * K + k0) * N + n0, N, false);
+            acc = coopMatMulAddNV(ma, mb, acc);
+        }
     }
     coopMatStoreNV(acc, c, bi * M * N + m0 * N + n0, N, false);
 }

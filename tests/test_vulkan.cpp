@@ -377,7 +377,8 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
             const std::vector<Shape4> whole = {
                 {1, 256, 64, 256}, {2, 256, 128, 512}, {1, 512, 128, 256}};
             for (const char* cm2 : {"128:256:32", "256:128:32", "128:128:64", "64:256:64",
-                                    "256:64:64", "128:128:32:4"}) {
+                                    "256:64:64", "128:128:32:4", "128:256:32:0:2",
+                                    "128:128:64:0:2"}) {
                 INFO("workgroup-scope config " << cm2);
                 const ScopedEnv config("EMBER_VULKAN_CM2_CONFIG", cm2);
                 for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
@@ -385,6 +386,13 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
                     check(dt, whole);
                     check(dt, {{1, 70, 20, 136}, {1, 256, 48, 256}});
                 }
+            }
+            // Loops of 8 steps need K a multiple of 256: f16 only, whose 11 significant bits
+            // hold these products exactly (|c| <= 1024).
+            for (const char* cm2 : {"128:256:32:0:8", "128:256:32:16:8", "256:128:32:0:4"}) {
+                INFO("workgroup-scope config " << cm2);
+                const ScopedEnv config("EMBER_VULKAN_CM2_CONFIG", cm2);
+                check(ember::DType::F16, {{1, 256, 256, 256}, {2, 256, 512, 256}});
             }
         }
         // A tile no workgroup-scope shape fits (or no such matrices at all): an ArgumentError,

@@ -403,7 +403,7 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
 /// A configuration of the workgroup-scope kernel (shaders/matmul_cm2.comp,
 /// VK_NV_cooperative_matrix2): a bm x bn tile of C a workgroup, bk deep steps, tile order gm.
 struct Cm2 {
-    std::int32_t bm, bn, bk, gm = 0;
+    std::int32_t bm, bn, bk, gm = 0, u = 1;
 };
 
 /// The workgroup size matmul_cm2.comp declares: the driver stages the matrices for the declared
@@ -414,7 +414,7 @@ constexpr std::uint32_t kCm2Invocations = 256;
 /// operands, if any: dimensions multiples of its granularities and within the device's largest.
 const DeviceInfo::Cm2Shape* cm2_shape(const Context& cx, const Cm2& c, bool bf16) {
     const DeviceInfo& d = cx.info();
-    if (c.bm <= 0 || c.bn <= 0 || c.bk <= 0 || c.gm < 0) return nullptr;
+    if (c.bm <= 0 || c.bn <= 0 || c.bk <= 0 || c.gm < 0 || c.u < 1 || c.u > 16) return nullptr;
     const auto max_dim = static_cast<std::int32_t>(d.cm2_max_dim);
     if (c.bm > max_dim || c.bn > max_dim || c.bk > max_dim) return nullptr;
     for (const auto& s : d.cm2)
@@ -430,19 +430,21 @@ const DeviceInfo::Cm2Shape* cm2_shape(const Context& cx, const Cm2& c, bool bf16
 /// Whether the workgroup-scope kernel can take problem `pr` in configuration `c`: it has no
 /// edge handling, so the tile must divide M, N and K.
 bool cm2_fits(const Context& cx, const Cm2& c, const Problem& pr, bool bf16) {
-    return cm2_shape(cx, c, bf16) && pr.m % c.bm == 0 && pr.n % c.bn == 0 && pr.k % c.bk == 0;
+    return cm2_shape(cx, c, bf16) && pr.m % c.bm == 0 && pr.n % c.bn == 0 &&
+           pr.k % (c.bk * c.u) == 0;
 }
 
-/// EMBER_VULKAN_CM2_CONFIG="bm:bn:bk[:gm]" forces a workgroup-scope configuration (bench_vulkan's
+/// EMBER_VULKAN_CM2_CONFIG="bm:bn:bk[:gm[:u]]" forces a workgroup-scope configuration (bench_vulkan's
 /// cm2-sweep); nothing when unset.
 std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
     const char* env = std::getenv("EMBER_VULKAN_CM2_CONFIG");
     if (!env || !*env) return std::nullopt;
-    auto f = int_fields(env, 4);
+    auto f = int_fields(env, 5);
+    if (!f) f = int_fields(env, 4);
     if (!f) f = int_fields(env, 3);
     EMBER_CHECK(f, Argument, "EMBER_VULKAN_CM2_CONFIG=", env,
-                ": not a valid bm:bn:bk[:gm] configuration of matmul_cm2.comp");
-    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0};
+                ": not a valid bm:bn:bk[:gm[:u]] configuration of matmul_cm2.comp");
+    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0, f->size() > 4 ? (*f)[4] : 1};
     EMBER_CHECK(cm2_shape(cx, c, bf16), Argument, "EMBER_VULKAN_CM2_CONFIG=", env, ": device ",
                 cx.info().name, " lists no workgroup-scope ", bf16 ? "bf16" : "f16",
                 " cooperative matrices this tile fits");
@@ -452,7 +454,7 @@ std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
 void launch_cm2(Context& cx, const Cm2& c, const Problem& pr, const VT& a, const VT& b,
                 const VT& out, bool bf16) {
     Params p = params_of(pr, a, b);
-    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.gm};
+    const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.gm, c.u};
     const Pipeline& pipe =
         cx.pipeline(bf16 ? "matmul_cm2@cm2_bf16" : "matmul_cm2@cm2", spec, 3, kCm2Invocations);
     const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
@@ -463,10 +465,13 @@ void launch_cm2(Context& cx, const Cm2& c, const Problem& pr, const VT& a, const
 }
 
 // Workgroup-scope candidates, tuned with the coop ones where the device has them (indices from
-// kNumCoop on): the shapes fastest on an H100 (bench_vulkan cm2-sweep), where they lose to the
-// coop kernel (150 against 230 TFLOP/s) but may win on devices whose drivers stage better.
+// kNumCoop on): the configurations fastest on an H100 (bench_vulkan cm2-sweep), where they lose
+// to the coop kernel (at best 190-197 against 230 TFLOP/s) but may win on devices whose drivers
+// stage better. Unrolling the K loop (u steps an iteration) lets the driver overlap the loads:
+// 128 x 256 x 32 ran at 147 TFLOP/s with u 1, 182 with 2, 190 with 4 and 195 with 8.
 constexpr Cm2 kCm2Shapes[] = {
-    {128, 256, 32}, {256, 128, 32}, {128, 128, 64}, {64, 256, 64}, {256, 64, 64},
+    {128, 256, 32, 0, 8}, {128, 256, 32, 16, 8}, {128, 256, 32, 0, 4},
+    {256, 128, 32, 0, 4}, {128, 128, 64, 0, 4},
 };
 constexpr std::size_t kNumCm2 = std::size(kCm2Shapes);
 
