@@ -126,7 +126,17 @@ float round_bf16(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return uintBitsToFloat(u & 0xffff0000u);
 }
-float round_f16(float f) { return unpackHalf2x16(packHalf2x16(vec2(f, 0.0))).x; }
+// Rounds an f32 to f16 (nearest even; overflow gives infinity, NaN stays NaN), through the bits:
+// NVIDIA's compiler folds unpackHalf2x16(packHalf2x16(x)) to x, which left values unrounded.
+float round_f16(float f) {
+    uint u = floatBitsToUint(f);
+    uint a = u & 0x7fffffffu;
+    if (a >= 0x7f800000u) return f;
+    if (a >= 0x477ff000u) return uintBitsToFloat((u & 0x80000000u) | 0x7f800000u);  // >= 65520
+    // Below 2^-14: f16 subnormals, steps of 2^-24 (the scalings by powers of 2 are exact).
+    if (a < 0x38800000u) return roundEven(f * 16777216.0) * (1.0 / 16777216.0);
+    return uintBitsToFloat((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+}
 
 // Tile t of a tiles_m x tiles_n grid of output tiles, visited gm tile rows at a time, column by
 // column (0: row by row), so that workgroups running at the same time share rows of A and

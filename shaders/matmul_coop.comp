@@ -44,6 +44,9 @@ layout(constant_id = 7) const int VEC = 0;
 layout(constant_id = 8) const int FN = 8;
 // Tiles are visited GM tile rows at a time (common.glsl's tile_of; 0: row by row).
 layout(constant_id = 9) const int GM = 0;
+// The output's rounding: 0 none (f32 products), 1 to f16, 2 to bf16 (common.glsl's round_f16 and
+// round_bf16, as the cast kernel rounds), so that a 16-bit product needs no cast pass after.
+layout(constant_id = 10) const int RND = 0;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
@@ -269,7 +272,7 @@ void main() {
     }
 
     uint cb = bi * uint(M) * uint(N);
-    if (m0 + BM <= M && n0 + BN <= N) {  // the whole tile is inside C: store in place
+    if (RND == 0 && m0 + BM <= M && n0 + BN <= N) {  // the whole tile is inside C: store in place
         [[unroll]] for (int i = 0; i < TM; ++i)
             [[unroll]] for (int j = 0; j < TN; ++j) {
                 uint at = cb + uint(m0 + sm0 + i * FM) * uint(N) + uint(n0 + sn0 + j * FN);
@@ -277,10 +280,10 @@ void main() {
             }
         return;
     }
-    // An edge tile: each fragment goes through shared memory, and only its elements inside C
-    // are written. As is free after the loop's last barrier: each subgroup stages its
-    // fragments (f32, four a uvec4) in its own FM x FN piece of it (the host checks it fits),
-    // which leaves the whole 48 KiB to the slices.
+    // An edge tile, or a rounded output: each fragment goes through shared memory, and only its
+    // elements inside C are written, rounded where RND asks. As is free after the loop's last
+    // barrier: each subgroup stages its fragments (f32, four a uvec4) in its own FM x FN piece
+    // of it (the host checks it fits), which leaves the whole 48 KiB to the slices.
     const uint cs0 = uint(sg * FM * FN / 4);
     [[unroll]] for (int i = 0; i < TM; ++i)
         [[unroll]] for (int j = 0; j < TN; ++j) {
@@ -289,8 +292,12 @@ void main() {
             subgroupBarrier();
             for (int e = lane; e < FM * FN; e += 32) {
                 int gm = m0 + sm0 + i * FM + e / FN, gn = n0 + sn0 + j * FN + e % FN;
-                if (gm < M && gn < N)
-                    c[cb + uint(gm) * uint(N) + uint(gn)] = uintBitsToFloat(As[cs0 + e / 4][e % 4]);
+                if (gm < M && gn < N) {
+                    float v = uintBitsToFloat(As[cs0 + e / 4][e % 4]);
+                    if (RND == 1) v = round_f16(v);
+                    if (RND == 2) v = round_bf16(v);
+                    c[cb + uint(gm) * uint(N) + uint(gn)] = v;
+                }
             }
             subgroupBarrier();
         }

@@ -3,6 +3,8 @@
 // AutodiffBackends) cover the ops themselves against PyTorch fixtures.
 #ifdef EMBER_VULKAN
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -303,6 +305,36 @@ TEST_CASE("vulkan: long reductions split over workgroups", "[vulkan]") {
     REQUIRE(r.clone().max().into_scalar() == std::int64_t(n) - 1);
     REQUIRE(r.argmax(0).into_scalar() == std::int64_t(n) - 1);
 }
+TEST_CASE("vulkan: casts to f16 and bf16 round to nearest even", "[vulkan]") {
+    VK_REQUIRE_DEVICE();
+    // Values around every binade of f16, ties of both parities, overflow and subnormals; the
+    // expected words are those of IEEE round-to-nearest-even (f16: 10 fraction bits, from 2^-14
+    // down to 2^-24 a step, 65520 and up to infinity; bf16: 7 fraction bits).
+    const std::vector<float> x = {0.1f,     -0.1f,         1.0f / 3,    2049.0f,     2051.0f,
+                                  65504.0f, 65519.0f,      65520.0f,    -70000.0f,   1e-5f,
+                                  3e-8f,    2.9802322e-8f, 6.1e-5f,     1.00048828f, 1.00146484f,
+                                  257.0f,   259.0f,        -3.14159265f};
+    auto f16 = [](float v) {  // reference RNE through the bits
+        const auto u = std::bit_cast<std::uint32_t>(v);
+        const std::uint32_t a = u & 0x7fffffffu, sign = u & 0x80000000u;
+        if (a >= 0x477ff000u) return std::bit_cast<float>(sign | 0x7f800000u);
+        if (a < 0x38800000u) return std::nearbyint(v * 16777216.0f) / 16777216.0f;
+        return std::bit_cast<float>((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+    };
+    auto bf16 = [](float v) {
+        const auto u = std::bit_cast<std::uint32_t>(v);
+        return std::bit_cast<float>((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+    };
+    auto t = Tensor<V, 1>::from_data(TensorData(x, {x.size()}));
+    const auto h =
+        t.clone().cast(ember::DType::F16).cast(ember::DType::F32).into_data().to_vec<float>();
+    const auto b = t.cast(ember::DType::BF16).cast(ember::DType::F32).into_data().to_vec<float>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        INFO("x = " << x[i]);
+        REQUIRE(std::bit_cast<std::uint32_t>(h[i]) == std::bit_cast<std::uint32_t>(f16(x[i])));
+        REQUIRE(std::bit_cast<std::uint32_t>(b[i]) == std::bit_cast<std::uint32_t>(bf16(x[i])));
+    }
+}
 TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     const auto info = ember::vulkan::cooperative_matrix_info();
@@ -402,6 +434,42 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
             auto x = Tensor<V, 2>::ones({256, 256}).cast(ember::DType::F16);
             REQUIRE_THROWS_AS(x.clone().matmul(x), ember::ArgumentError);
         }
+    }
+    SECTION("non-integer products come out rounded to the dtype, within half an ulp") {
+        // Whether v is an f16 (11 significant bits, exponents from -14, subnormals below) or a
+        // bf16 (the low 16 bits of the f32 word zero) value, and its ulp there.
+        auto ulp16 = [](float v, ember::DType dt) {
+            int e = 0;
+            std::frexp(v, &e);  // |v| = m * 2^e, m in [0.5, 1)
+            return dt == ember::DType::BF16 ? std::ldexp(1.0f, e - 8)
+                                            : std::ldexp(1.0f, std::max(e, -13) - 11);
+        };
+        auto representable = [&](float v, ember::DType dt) {
+            if (v == 0.0f) return true;
+            if (dt == ember::DType::BF16) return (std::bit_cast<std::uint32_t>(v) & 0xffffu) == 0;
+            return std::fabs(v) <= 65504.0f && std::fmod(v, ulp16(v, dt)) == 0.0f;
+        };
+        for (auto dt : {ember::DType::F16, ember::DType::BF16})
+            for (auto [m, k, n] : {std::array<std::size_t, 3>{256, 256, 256}, {200, 72, 130}}) {
+                INFO(ember::dtype_name(dt) << " " << m << " x " << k << " x " << n);
+                auto a = Tensor<V, 2>::random({m, k}, ember::Distribution::Uniform(-1, 1)).cast(dt);
+                auto b = Tensor<V, 2>::random({k, n}, ember::Distribution::Uniform(-1, 1)).cast(dt);
+                const auto ref = a.clone()
+                                     .cast(ember::DType::F32)
+                                     .matmul(b.clone().cast(ember::DType::F32))
+                                     .into_data()
+                                     .to_vec<float>();
+                const auto got = a.matmul(b).cast(ember::DType::F32).into_data().to_vec<float>();
+                std::size_t unrounded = 0, far = 0;
+                for (std::size_t i = 0; i < got.size(); ++i) {
+                    unrounded += !representable(got[i], dt);
+                    // Half an ulp of rounding, as much again, and 1e-4 for f32 sums of k terms
+                    // of at most 1 in another order (which matters where they cancel).
+                    far += std::fabs(got[i] - ref[i]) > ulp16(ref[i], dt) + 1e-4f;
+                }
+                REQUIRE(unrounded == 0);
+                REQUIRE(far == 0);
+            }
     }
     SECTION("the tuned configuration is remembered on disk") {
         // 128^3 multiply-adds: tuned. Every candidate ran on these operands above or runs now.

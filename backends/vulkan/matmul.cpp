@@ -377,11 +377,14 @@ VT pack_halves(Context& cx, const Problem& pr, const VT& t, const std::array<i64
     return out;
 }
 
+/// Launches coop configuration `c`; the products are rounded to the output's dtype where it is
+/// f16 or bf16 (f32: kept as they are).
 void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, const VT& b,
                  const VT& out, bool vec4, bool bf16) {
     Params p = params_of(pr, a, b);
+    const std::int32_t rnd = out.dtype == DType::F16 ? 1 : out.dtype == DType::BF16 ? 2 : 0;
     const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
-                                 c.fn, c.gm};
+                                 c.fn, c.gm, rnd};
     const char* shader = cx.info().coop != DeviceInfo::Coop::Khr ? "matmul_coop"
                          : bf16                                  ? "matmul_coop@khr_bf16"
                                                                  : "matmul_coop@khr";
@@ -486,12 +489,18 @@ Kernel16 candidate16(std::size_t i) {
     return {std::nullopt, kCm2Shapes[i - kNumCoop]};
 }
 
+/// Runs kernel k as the matmul would for an output of out.dtype (the tuner times this): the coop
+/// kernel rounds as it stores, the workgroup-scope one stores f32 products and is cast after.
 void launch16(Context& cx, const Kernel16& k, const Problem& pr, const VT& a, const VT& b,
               const VT& out, bool vec4, bool bf16) {
-    if (k.cm2)
-        launch_cm2(cx, *k.cm2, pr, a, b, out, bf16);
-    else
+    if (k.coop) {
         launch_coop(cx, *k.coop, pr, a, b, out, vec4, bf16);
+        return;
+    }
+    VT products = out;
+    products.dtype = DType::F32;
+    launch_cm2(cx, *k.cm2, pr, a, b, products, bf16);
+    if (out.dtype != DType::F32) cast(products, out.dtype);
 }
 
 /// The 16-bit kernel for this problem: a forced configuration (a workgroup-scope one where it
@@ -627,8 +636,18 @@ VT matmul(VT a, VT b) {
     if ((dt == DType::F16 && cx.info().cooperative_matrix) ||
         (dt == DType::BF16 && cx.info().coop_bf16)) {
         // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits).
+        // The coop kernel rounds its products to dt as it stores them (f16 and bf16 tensors are
+        // f32 words holding rounded values), saving the cast pass; the workgroup-scope kernel
+        // stores f32 products, cast after.
         const bool vec4 = vec4_ok(pr, a, b), bf16 = dt == DType::BF16;
-        launch16(cx, choose16(cx, pr, a, b, out, vec4, bf16), pr, a, b, out, vec4, bf16);
+        out.dtype = dt;
+        const Kernel16 k = choose16(cx, pr, a, b, out, vec4, bf16);
+        if (k.coop) {
+            launch_coop(cx, *k.coop, pr, a, b, out, vec4, bf16);
+            return out;
+        }
+        out.dtype = DType::F32;
+        launch_cm2(cx, *k.cm2, pr, a, b, out, bf16);
         return cast(std::move(out), dt);
     }
     const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];
