@@ -404,7 +404,8 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
 }
 
 /// A configuration of the workgroup-scope kernel (shaders/matmul_cm2.comp,
-/// VK_NV_cooperative_matrix2): a bm x bn tile of C a workgroup, bk deep steps, tile order gm.
+/// VK_NV_cooperative_matrix2): a bm x bn tile of C a workgroup, bk deep steps, u of them an
+/// iteration of the K loop, tile order gm.
 struct Cm2 {
     std::int32_t bm, bn, bk, gm = 0, u = 1;
 };
@@ -431,7 +432,7 @@ const DeviceInfo::Cm2Shape* cm2_shape(const Context& cx, const Cm2& c, bool bf16
 }
 
 /// Whether the workgroup-scope kernel can take problem `pr` in configuration `c`: it has no
-/// edge handling, so the tile must divide M, N and K.
+/// edge handling, so bm and bn must divide M and N, and bk x u must divide K.
 bool cm2_fits(const Context& cx, const Cm2& c, const Problem& pr, bool bf16) {
     return cm2_shape(cx, c, bf16) && pr.m % c.bm == 0 && pr.n % c.bn == 0 &&
            pr.k % (c.bk * c.u) == 0;
@@ -469,9 +470,9 @@ void launch_cm2(Context& cx, const Cm2& c, const Problem& pr, const VT& a, const
 
 // Workgroup-scope candidates, tuned with the coop ones where the device has them (indices from
 // kNumCoop on): the configurations fastest on an H100 (bench_vulkan cm2-sweep), where they lose
-// to the coop kernel (at best 190-197 against 230 TFLOP/s) but may win on devices whose drivers
-// stage better. Unrolling the K loop (u steps an iteration) lets the driver overlap the loads:
-// 128 x 256 x 32 ran at 147 TFLOP/s with u 1, 182 with 2, 190 with 4 and 195 with 8.
+// to the coop kernel (at best 195-198 against 235-244 TFLOP/s) but may win on devices whose
+// drivers stage better. Unrolling the K loop (u steps an iteration) lets the driver overlap the
+// loads: 128 x 256 x 32 ran at 147 TFLOP/s with u 1, 182 with 2, 190 with 4 and 195 with 8.
 constexpr Cm2 kCm2Shapes[] = {
     {128, 256, 32, 0, 8}, {128, 256, 32, 16, 8}, {128, 256, 32, 0, 4},
     {256, 128, 32, 0, 4}, {128, 128, 64, 0, 4},
@@ -489,18 +490,19 @@ Kernel16 candidate16(std::size_t i) {
     return {std::nullopt, kCm2Shapes[i - kNumCoop]};
 }
 
-/// Runs kernel k as the matmul would for an output of out.dtype (the tuner times this): the coop
-/// kernel rounds as it stores, the workgroup-scope one stores f32 products and is cast after.
-void launch16(Context& cx, const Kernel16& k, const Problem& pr, const VT& a, const VT& b,
-              const VT& out, bool vec4, bool bf16) {
+/// Runs kernel k into `out` (of the operands' dtype) and returns the product: the coop kernel
+/// rounds as it stores, the workgroup-scope one stores f32 products, cast after. The tuner times
+/// exactly this.
+VT launch16(Context& cx, const Kernel16& k, const Problem& pr, const VT& a, const VT& b, VT out,
+            bool vec4, bool bf16) {
     if (k.coop) {
         launch_coop(cx, *k.coop, pr, a, b, out, vec4, bf16);
-        return;
+        return out;
     }
-    VT products = out;
-    products.dtype = DType::F32;
-    launch_cm2(cx, *k.cm2, pr, a, b, products, bf16);
-    if (out.dtype != DType::F32) cast(products, out.dtype);
+    const DType dt = out.dtype;
+    out.dtype = DType::F32;
+    launch_cm2(cx, *k.cm2, pr, a, b, out, bf16);
+    return cast(std::move(out), dt);
 }
 
 /// The 16-bit kernel for this problem: a forced configuration (a workgroup-scope one where it
@@ -635,20 +637,13 @@ VT matmul(VT a, VT b) {
     std::lock_guard lock(cx.mu);
     if ((dt == DType::F16 && cx.info().cooperative_matrix) ||
         (dt == DType::BF16 && cx.info().coop_bf16)) {
-        // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits).
-        // The coop kernel rounds its products to dt as it stores them (f16 and bf16 tensors are
-        // f32 words holding rounded values), saving the cast pass; the workgroup-scope kernel
-        // stores f32 products, cast after.
+        // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits),
+        // the products rounded to dt (f16 and bf16 tensors are f32 words holding rounded
+        // values).
         const bool vec4 = vec4_ok(pr, a, b), bf16 = dt == DType::BF16;
         out.dtype = dt;
         const Kernel16 k = choose16(cx, pr, a, b, out, vec4, bf16);
-        if (k.coop) {
-            launch_coop(cx, *k.coop, pr, a, b, out, vec4, bf16);
-            return out;
-        }
-        out.dtype = DType::F32;
-        launch_cm2(cx, *k.cm2, pr, a, b, out, bf16);
-        return cast(std::move(out), dt);
+        return launch16(cx, k, pr, a, b, std::move(out), vec4, bf16);
     }
     const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];
     launch(cx, v, pr, a, b, out, class_of(dt));
