@@ -408,9 +408,9 @@ TEST_CASE("vulkan: bf16 matmuls and 16-column fragments", "[vulkan]") {
             // odd ones, which the coop kernel takes instead.
             const std::vector<Shape4> whole = {
                 {1, 256, 64, 256}, {2, 256, 128, 512}, {1, 512, 128, 256}};
-            for (const char* cm2 : {"128:256:32", "256:128:32", "128:128:64", "64:256:64",
-                                    "256:64:64", "128:128:32:4", "128:256:32:0:2",
-                                    "128:128:64:0:2"}) {
+            for (const char* cm2 :
+                 {"128:256:32", "256:128:32", "128:128:64", "64:256:64", "256:64:64",
+                  "128:128:32:4", "128:256:32:0:2", "128:128:64:0:2"}) {
                 INFO("workgroup-scope config " << cm2);
                 const ScopedEnv config("EMBER_VULKAN_CM2_CONFIG", cm2);
                 for (auto dt : {ember::DType::F16, ember::DType::BF16}) {

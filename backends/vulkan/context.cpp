@@ -305,9 +305,9 @@ Context::Context(std::uint32_t index) : index_(index) {
                 const auto list = khr_coop_shapes(instance_, phys_);
                 auto lists = [&](std::uint32_t n, std::int32_t ab) {
                     for (const auto& c : list)
-                        if (c.m == 16 && c.n == n && c.k == 16 && c.AType == ab &&
-                            c.BType == ab && c.CType == kComponentF32 &&
-                            c.ResultType == kComponentF32 && c.scope == kScopeSubgroup)
+                        if (c.m == 16 && c.n == n && c.k == 16 && c.AType == ab && c.BType == ab &&
+                            c.CType == kComponentF32 && c.ResultType == kComponentF32 &&
+                            c.scope == kScopeSubgroup)
                             return true;
                     return false;
                 };

@@ -438,8 +438,8 @@ bool cm2_fits(const Context& cx, const Cm2& c, const Problem& pr, bool bf16) {
            pr.k % (c.bk * c.u) == 0;
 }
 
-/// EMBER_VULKAN_CM2_CONFIG="bm:bn:bk[:gm[:u]]" forces a workgroup-scope configuration (bench_vulkan's
-/// cm2-sweep); nothing when unset.
+/// EMBER_VULKAN_CM2_CONFIG="bm:bn:bk[:gm[:u]]" forces a workgroup-scope configuration
+/// (bench_vulkan's cm2-sweep); nothing when unset.
 std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
     const char* env = std::getenv("EMBER_VULKAN_CM2_CONFIG");
     if (!env || !*env) return std::nullopt;
@@ -448,7 +448,8 @@ std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
     if (!f) f = int_fields(env, 3);
     EMBER_CHECK(f, Argument, "EMBER_VULKAN_CM2_CONFIG=", env,
                 ": not a valid bm:bn:bk[:gm[:u]] configuration of matmul_cm2.comp");
-    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0, f->size() > 4 ? (*f)[4] : 1};
+    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0,
+                f->size() > 4 ? (*f)[4] : 1};
     EMBER_CHECK(cm2_shape(cx, c, bf16), Argument, "EMBER_VULKAN_CM2_CONFIG=", env, ": device ",
                 cx.info().name, " lists no workgroup-scope ", bf16 ? "bf16" : "f16",
                 " cooperative matrices this tile fits");
