@@ -282,6 +282,8 @@ Context::Context(std::uint32_t index) : index_(index) {
     KhrCoopFeatures khr_feats{kSTypeKhrCoopFeatures};
     Bf16Features bf16_feats{kSTypeBf16Features};
     Coop2Features coop2_feats{kSTypeCoop2Features};
+    VkPhysicalDevice16BitStorageFeatures s16{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
     VkPhysicalDeviceVulkan12Features feats12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
     {
         const char* env = std::getenv("EMBER_VULKAN_COOPMAT");
@@ -299,7 +301,9 @@ Context::Context(std::uint32_t index) : index_(index) {
             if (has_bf16) khr_feats.pNext = &bf16_feats;
             if (has_coop2) coop2_feats.pNext = std::exchange(khr_feats.pNext, &coop2_feats);
             VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-            f2.pNext = &feats12;
+            // 16-bit storage buffers: matmul_cm2.comp reads its operands as 16-bit words.
+            s16.pNext = &feats12;
+            f2.pNext = &s16;
             vkGetPhysicalDeviceFeatures2(phys_, &f2);
             if (has_khr && khr_feats.cooperativeMatrix && feats12.shaderFloat16) {
                 const auto list = khr_coop_shapes(instance_, phys_);
@@ -318,20 +322,14 @@ Context::Context(std::uint32_t index) : index_(index) {
                                       bf16_feats.shaderBFloat16CooperativeMatrix &&
                                       lists(16, kComponentBf16);
                 }
-                // Workgroup-scope matrices with tensor loads (shaders/matmul_cm2.comp), which
-                // reads its operands as 16-bit words.
-                VkPhysicalDevice16BitStorageFeatures s16{
-                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
-                VkPhysicalDeviceFeatures2 f16s{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-                f16s.pNext = &s16;
-                vkGetPhysicalDeviceFeatures2(phys_, &f16s);
+                // Workgroup-scope matrices with tensor loads (shaders/matmul_cm2.comp).
                 if (info_.coop == DeviceInfo::Coop::Khr && has_coop2 &&
                     coop2_feats.cooperativeMatrixWorkgroupScope &&
                     coop2_feats.cooperativeMatrixFlexibleDimensions &&
                     coop2_feats.cooperativeMatrixTensorAddressing && feats12.vulkanMemoryModel &&
                     props.properties.apiVersion >= VK_API_VERSION_1_3 &&
                     instance().api_version >= VK_API_VERSION_1_3 && s16.storageBuffer16BitAccess &&
-                    f16s.features.shaderInt16) {
+                    f2.features.shaderInt16) {
                     for (const auto& f :
                          device_list<Coop2Flexible>(instance_, phys_,
                                                     "vkGetPhysicalDeviceCooperativeMatrixFlexibleDi"

@@ -24,9 +24,6 @@ namespace ember::detail::vk {
 
 namespace {
 
-/// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
-/// MODE 3 (matmul_large.comp: double-buffered tiles, vec4 loads) with its tile sizes; MODE 3
-/// also has a warp's lane grid (lr lanes along rows) and the tile-order grouping gm.
 /// `count` integers separated by colons ("128:128:16:8:16:8:0"), the form of the forced kernel
 /// configurations below; nothing if `text` is anything else.
 std::optional<std::vector<std::int32_t>> int_fields(const char* text, std::size_t count) {
@@ -42,6 +39,22 @@ std::optional<std::vector<std::int32_t>> int_fields(const char* text, std::size_
     return f;
 }
 
+/// `required` integers separated by colons, then up to defaults.size() optional ones, those
+/// left out taken from `defaults`; nothing if `text` is anything else.
+std::optional<std::vector<std::int32_t>> int_fields(const char* text, std::size_t required,
+                                                    std::span<const std::int32_t> defaults) {
+    for (std::size_t n = required + defaults.size(); n >= required; --n)
+        if (auto f = int_fields(text, n)) {
+            f->insert(f->end(), defaults.begin() + static_cast<std::ptrdiff_t>(n - required),
+                      defaults.end());
+            return f;
+        }
+    return std::nullopt;
+}
+
+/// One kernel: MODE 1 (naive), MODE 0/2 (matmul.comp's tiles, scalar or vec4 loads) or
+/// MODE 3 (matmul_large.comp: double-buffered tiles, vec4 loads) with its tile sizes; MODE 3
+/// also has a warp's lane grid (lr lanes along rows) and the tile-order grouping gm.
 struct Variant {
     std::int32_t mode, bm, bn, bk, tm, tn, lr = 4, gm = 0;
     std::uint32_t threads() const {
@@ -329,10 +342,8 @@ static_assert([] {
 std::optional<Coop> forced_coop(const Context& cx, bool bf16) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
     if (!e || !*e) return std::nullopt;
-    std::optional<std::vector<std::int32_t>> f;
-    for (std::size_t n = 9; n >= 7 && !f; --n) f = int_fields(e, n);
-    if (f && f->size() < 8) f->push_back(8);
-    if (f && f->size() < 9) f->push_back(0);
+    const std::int32_t defaults[] = {8, 0};  // fn, gm
+    const auto f = int_fields(e, 7, defaults);
     Coop c{};
     if (f)
         c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7], (*f)[8]};
@@ -443,13 +454,11 @@ bool cm2_fits(const Context& cx, const Cm2& c, const Problem& pr, bool bf16) {
 std::optional<Cm2> forced_cm2(const Context& cx, bool bf16) {
     const char* env = std::getenv("EMBER_VULKAN_CM2_CONFIG");
     if (!env || !*env) return std::nullopt;
-    auto f = int_fields(env, 5);
-    if (!f) f = int_fields(env, 4);
-    if (!f) f = int_fields(env, 3);
+    const std::int32_t defaults[] = {0, 1};  // gm, u
+    const auto f = int_fields(env, 3, defaults);
     EMBER_CHECK(f, Argument, "EMBER_VULKAN_CM2_CONFIG=", env,
                 ": not a valid bm:bn:bk[:gm[:u]] configuration of matmul_cm2.comp");
-    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], f->size() > 3 ? (*f)[3] : 0,
-                f->size() > 4 ? (*f)[4] : 1};
+    const Cm2 c{(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4]};
     EMBER_CHECK(cm2_shape(cx, c, bf16), Argument, "EMBER_VULKAN_CM2_CONFIG=", env, ": device ",
                 cx.info().name, " lists no workgroup-scope ", bf16 ? "bf16" : "f16",
                 " cooperative matrices this tile fits");
