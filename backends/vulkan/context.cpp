@@ -421,6 +421,18 @@ Context::Context(std::uint32_t index) : index_(index) {
     VkPhysicalDeviceFeatures enable{};
     enable.shaderInt64 = VK_TRUE;
     enable.shaderInt16 = info_.cm2.empty() ? VK_FALSE : VK_TRUE;
+    // EMBER_VULKAN_PIPELINE_STATS=1: the driver's statistics of each pipeline it compiles
+    // (registers, spills...), through VK_KHR_pipeline_executable_properties, printed to stderr.
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_on{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    stats_on.pipelineExecutableInfo = VK_TRUE;
+    if (const char* v = std::getenv("EMBER_VULKAN_PIPELINE_STATS");
+        v && (std::string(v) == "1" || std::string(v) == "2") &&
+        has_extension(phys_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+        exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+        pipeline_stats_ = true;
+        pipeline_ir_ = std::string(v) == "2";
+    }
     VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
@@ -428,6 +440,7 @@ Context::Context(std::uint32_t index) : index_(index) {
     di.ppEnabledExtensionNames = exts.data();
     di.pEnabledFeatures = &enable;
     if (info_.cooperative_matrix) di.pNext = &f12_on;
+    if (pipeline_stats_) stats_on.pNext = const_cast<void*>(std::exchange(di.pNext, &stats_on));
     EMBER_CHECK(vkCreateDevice(phys_, &di, nullptr, &device_) == VK_SUCCESS, Device,
                 "vulkan: vkCreateDevice failed for ", info_.name);
     vkGetDeviceQueue(device_, family_, 0, &queue_);
@@ -753,15 +766,74 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spi;
     ci.layout = layout;
+    if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+    if (pipeline_ir_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     auto p = std::make_unique<Pipeline>();
     const VkResult made = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
     EMBER_CHECK(made == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed for ", key,
                 " (VkResult ", static_cast<int>(made), ")");
+    if (pipeline_stats_) print_pipeline_stats(key, p->pipeline);
     cache_dirty_ = true;
     p->layout = layout;
     p->bindings = bindings;
     p->local_size = local_size;
     return *(pipelines_[key] = std::move(p));
+}
+
+void Context::print_pipeline_stats(const std::string& key, VkPipeline pipeline) const {
+    VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+    pi.pipeline = pipeline;
+    std::uint32_t n = 0;
+    vkGetPipelineExecutablePropertiesKHR(device_, &pi, &n, nullptr);
+    for (std::uint32_t e = 0; e < n; ++e) {
+        VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+        ei.pipeline = pipeline;
+        ei.executableIndex = e;
+        std::uint32_t ns = 0;
+        vkGetPipelineExecutableStatisticsKHR(device_, &ei, &ns, nullptr);
+        std::vector<VkPipelineExecutableStatisticKHR> st(
+            ns, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+        vkGetPipelineExecutableStatisticsKHR(device_, &ei, &ns, st.data());
+        std::string line;
+        for (const auto& s : st) {
+            line += std::string(line.empty() ? "" : ", ") + s.name + " ";
+            switch (s.format) {
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                line += s.value.b32 ? "yes" : "no";
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                line += std::to_string(s.value.i64);
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                line += std::to_string(s.value.u64);
+                break;
+            default:
+                line += std::to_string(s.value.f64);
+            }
+        }
+        std::fprintf(stderr, "ember vulkan: pipeline %s: %s\n", key.c_str(), line.c_str());
+        if (!pipeline_ir_) continue;
+        std::uint32_t nr = 0;
+        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, nullptr);
+        std::vector<VkPipelineExecutableInternalRepresentationKHR> ir(
+            nr, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
+        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, ir.data());
+        std::vector<std::vector<char>> data(nr);
+        for (std::uint32_t r = 0; r < nr; ++r) {
+            data[r].resize(ir[r].dataSize);
+            ir[r].pData = data[r].data();
+        }
+        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, ir.data());
+        for (std::uint32_t r = 0; r < nr; ++r) {
+            std::string file = key + "." + std::to_string(r) + ".ir";
+            for (char& ch : file)
+                if (ch == ':' || ch == '@' || ch == ' ' || ch == '/') ch = '_';
+            std::ofstream(file, std::ios::binary).write(data[r].data(), data[r].size());
+            std::fprintf(stderr, "ember vulkan:   ir %u '%s' (%s): %zu bytes%s -> %s\n", r,
+                         ir[r].name, ir[r].description, data[r].size(),
+                         ir[r].isText ? " text" : "", file.c_str());
+        }
+    }
 }
 
 void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,

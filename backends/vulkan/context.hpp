@@ -150,6 +150,8 @@ class Context {
     VkDeviceSize ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align);
     void make_ring(Ring& r, VkDeviceSize size);
     void save_pipeline_cache();
+    /// Prints the driver's statistics of `pipeline` (EMBER_VULKAN_PIPELINE_STATS=1).
+    void print_pipeline_stats(const std::string& key, VkPipeline pipeline) const;
     VkDescriptorSetLayout set_layout(std::uint32_t bindings);
 
     std::uint32_t index_;
@@ -169,6 +171,8 @@ class Context {
     Ring params_, staging_;
     VkPipelineCache cache_ = VK_NULL_HANDLE;
     bool cache_dirty_ = false;
+    bool pipeline_ir_ = false;     // =2: the internal representations too, to files
+    bool pipeline_stats_ = false;  // EMBER_VULKAN_PIPELINE_STATS=1 and the extension is there
     std::string cache_dir_;
     std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts_;
     std::map<std::uint32_t, VkPipelineLayout> layouts_;
