@@ -47,11 +47,6 @@ layout(constant_id = 9) const int GM = 0;
 // The output's rounding: 0 none (f32 products), 1 to f16, 2 to bf16 (common.glsl's round_f16 and
 // round_bf16, as the cast kernel rounds), so that a 16-bit product needs no cast pass after.
 layout(constant_id = 10) const int RND = 0;
-layout(constant_id = 11) const int DIAG = 0;
-// Loader subgroups: with LW > 0 (packed operands, two buffers), LW more subgroups only move
-// slices from global into shared memory, two slices ahead in registers, while the SGM x SGN
-// others only multiply, so that no multiplying subgroup waits on a global read.
-layout(constant_id = 12) const int LW = 0;  // EXPERIMENT: 1 no loads, 2 no barriers, 4 no stores, 8 no mma, 16 frags first
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { float c[]; };
@@ -61,8 +56,6 @@ layout(std430, binding = 2) readonly buffer A4 { vec4 a4[]; };  // the same buff
 layout(std430, binding = 3) readonly buffer B4 { vec4 b4[]; };  // at a time (VEC 1)
 layout(std430, binding = 2) readonly buffer A8 { uvec4 a8[]; };  // eight packed halves (VEC 2)
 layout(std430, binding = 3) readonly buffer B8 { uvec4 b8[]; };
-layout(std430, binding = 2) coherent readonly buffer A8c { uvec4 a8c[]; };  // EXPERIMENT
-layout(std430, binding = 3) coherent readonly buffer B8c { uvec4 b8c[]; };
 
 // Parameters as matmul.comp.
 const int P_BR = 4, P_BS = 5, P_AB = 11, P_BB = 17, P_AO = 23, P_BO = 24, P_ARS = 25, P_ACS = 26,
@@ -153,14 +146,14 @@ uint bi;
 uvec4 load_a8(int q, int k0, out int at) {
     int m = q / (BK / 8), k = (q % (BK / 8)) * 8, gm = m0 + m, gk = k0 + k;
     at = m * AS + k;
-    uint ix = (bi * uint(M) + uint(gm)) * uint(KP / 8) + uint(gk / 8);
-    return gm < M && gk < KP ? ((DIAG & 64) != 0 ? a8c[ix] : a8[ix]) : uvec4(0u);
+    return gm < M && gk < KP ? a8[(bi * uint(M) + uint(gm)) * uint(KP / 8) + uint(gk / 8)]
+                             : uvec4(0u);
 }
 uvec4 load_b8(int q, int k0, out int at) {
     int k = q / (BN / 8), n = (q % (BN / 8)) * 8, gk = k0 + k, gn = n0 + n;
     at = k * BS + n;
-    uint ix = (bi * uint(K) + uint(gk)) * uint(NP / 8) + uint(gn / 8);
-    return gk < K && gn < NP ? ((DIAG & 64) != 0 ? b8c[ix] : b8[ix]) : uvec4(0u);
+    return gk < K && gn < NP ? b8[(bi * uint(K) + uint(gk)) * uint(NP / 8) + uint(gn / 8)]
+                             : uvec4(0u);
 }
 
 // Stores a thread's quads (VEC 0 and 1) or octets (VEC 2) of a slice into shared buffer buf.
@@ -176,8 +169,6 @@ void stage4(int buf, int tid, vec4 ra[QA], vec4 rb[QB]) {
         put4(false, buf * B_HALVES + k * BS + n, pack4(rb[i]));
     }
 }
-int load_at_a(int q) { return ((q / (BK / 8)) * AS + (q % (BK / 8)) * 8) / 8; }
-int load_at_b(int q) { return ((q / (BN / 8)) * BS + (q % (BN / 8)) * 8) / 8; }
 void stage8(int buf, uvec4 oa[OA], uvec4 ob[OB], int at_a[OA], int at_b[OB]) {
     [[unroll]] for (int i = 0; i < OA; ++i) {
         As[(buf * A_HALVES + at_a[i]) / 8] = oa[i];
@@ -225,148 +216,59 @@ void main() {
     [[unroll]] for (int i = 0; i < TM * TN; ++i)
         acc[i] = fcoopmatNV<32, gl_ScopeSubgroup, FM, FN>(0.0);
 
-    const int NLT = LW > 0 ? LW * 32 : 32;
-    const int OAL = LW > 0 ? BM * BK / 8 / NLT : 1, OBL = LW > 0 ? BK * BN / 8 / NLT : 1;
-    if (LW > 0) {
-        int nk = (K + BK - 1) / BK;
-        if (sg >= NSG) {
-            // A loader: slice j goes to buffer j & 1; r0 holds even slices, r1 odd ones.
-            int lt = tid - NSG * 32, at;
-            uvec4 r0a[OAL], r0b[OBL], r1a[OAL], r1b[OBL];
-            [[unroll]] for (int i = 0; i < OAL; ++i) As[load_at_a(lt + i * NLT)] = load_a8(lt + i * NLT, 0, at);
-            [[unroll]] for (int i = 0; i < OBL; ++i) Bs[load_at_b(lt + i * NLT)] = load_b8(lt + i * NLT, 0, at);
-            [[unroll]] for (int i = 0; i < OAL; ++i) r1a[i] = load_a8(lt + i * NLT, BK, at);
-            [[unroll]] for (int i = 0; i < OBL; ++i) r1b[i] = load_b8(lt + i * NLT, BK, at);
-            [[unroll]] for (int i = 0; i < OAL; ++i) r0a[i] = load_a8(lt + i * NLT, 2 * BK, at);
-            [[unroll]] for (int i = 0; i < OBL; ++i) r0b[i] = load_b8(lt + i * NLT, 2 * BK, at);
-            barrier();
-            for (int s = 0; s < nk; s += 2) {
-                if (s + 1 < nk) {
-                    [[unroll]] for (int i = 0; i < OAL; ++i) As[(A_HALVES / 8) + load_at_a(lt + i * NLT)] = r1a[i];
-                    [[unroll]] for (int i = 0; i < OBL; ++i) Bs[(B_HALVES / 8) + load_at_b(lt + i * NLT)] = r1b[i];
-                }
-                if (s + 3 < nk) {
-                    [[unroll]] for (int i = 0; i < OAL; ++i) r1a[i] = load_a8(lt + i * NLT, (s + 3) * BK, at);
-                    [[unroll]] for (int i = 0; i < OBL; ++i) r1b[i] = load_b8(lt + i * NLT, (s + 3) * BK, at);
-                }
-                barrier();
-                if (s + 1 < nk) {
-                    if (s + 2 < nk) {
-                        [[unroll]] for (int i = 0; i < OAL; ++i) As[load_at_a(lt + i * NLT)] = r0a[i];
-                        [[unroll]] for (int i = 0; i < OBL; ++i) Bs[load_at_b(lt + i * NLT)] = r0b[i];
-                    }
-                    if (s + 4 < nk) {
-                        [[unroll]] for (int i = 0; i < OAL; ++i) r0a[i] = load_a8(lt + i * NLT, (s + 4) * BK, at);
-                        [[unroll]] for (int i = 0; i < OBL; ++i) r0b[i] = load_b8(lt + i * NLT, (s + 4) * BK, at);
-                    }
-                    barrier();
-                }
-            }
-            return;
-        }
-        barrier();
-        for (int s = 0; s < nk; ++s) {
-            int abuf = (s & 1) * A_HALVES, bbuf = (s & 1) * B_HALVES;
-            [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
-                fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
-                [[unroll]] for (int i = 0; i < TM; ++i)
-                    coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 8), uint(AS / 8),
-                                  false);
-                [[unroll]] for (int j = 0; j < TN; ++j) {
-                    fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mb;
-                    coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 8), uint(BS / 8),
-                                  false);
-                    [[unroll]] for (int i = 0; i < TM; ++i)
-                        acc[i * TN + j] = coopMatMulAddNV(ma[i], mb, acc[i * TN + j]);
-                }
-            }
-            barrier();
-        }
+    vec4 ra[QA], rb[QB];
+    uvec4 oa[OA], ob[OB];
+    int at_a[OA], at_b[OB];
+    if (VEC == 2) {
+        [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, 0, at_a[i]);
+        [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, 0, at_b[i]);
+        stage8(0, oa, ob, at_a, at_b);
     } else {
-        vec4 ra[QA], rb[QB];
-        uvec4 oa[OA], ob[OB];
-        int at_a[OA], at_b[OB];
-        if (VEC == 2) {
-            [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, 0, at_a[i]);
-            [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, 0, at_b[i]);
-            stage8(0, oa, ob, at_a, at_b);
-        } else {
-            [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, 0);
-            [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, 0);
-            stage4(0, tid, ra, rb);
+        [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, 0);
+        [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, 0);
+        stage4(0, tid, ra, rb);
+    }
+    barrier();
+
+    int nk = (K + BK - 1) / BK;
+    for (int s = 0; s < nk; ++s) {
+        int cur = DB != 0 ? (s & 1) : 0;
+        bool more = s + 1 < nk;
+        if (more) {
+            int k0 = (s + 1) * BK;
+            if (VEC == 2) {
+                [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, k0, at_a[i]);
+                [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, k0, at_b[i]);
+            } else {
+                [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, k0);
+                [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, k0);
+            }
+        }
+        int abuf = cur * A_HALVES, bbuf = cur * B_HALVES;
+        [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
+            fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
+            [[unroll]] for (int i = 0; i < TM; ++i)
+                coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 8), uint(AS / 8),
+                              false);
+            [[unroll]] for (int j = 0; j < TN; ++j) {
+                fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mb;
+                coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 8), uint(BS / 8),
+                              false);
+                [[unroll]] for (int i = 0; i < TM; ++i)
+                    acc[i * TN + j] = coopMatMulAddNV(ma[i], mb, acc[i * TN + j]);
+            }
+        }
+        if (more) {
+            // With two buffers, the other one was last read before the previous barrier; with
+            // one, every subgroup must be done with it first.
+            if (DB == 0) barrier();
+            int nxt = DB != 0 ? 1 - cur : 0;
+            if (VEC == 2)
+                stage8(nxt, oa, ob, at_a, at_b);
+            else
+                stage4(nxt, tid, ra, rb);
         }
         barrier();
-
-        int nk = (K + BK - 1) / BK;
-        for (int s = 0; s < nk; ++s) {
-            int cur = DB != 0 ? (s & 1) : 0;
-            bool more = s + 1 < nk;
-            if (more && (DIAG & 32) != 0 && DB != 0 && VEC == 2) {
-                int k0 = (s + 1) * BK, nxt = 1 - cur;
-                [[unroll]] for (int i = 0; i < OA; ++i) {
-                    int at;
-                    uvec4 v = load_a8(tid + i * NT, k0, at);
-                    As[(nxt * A_HALVES + at) / 8] = v;
-                }
-                [[unroll]] for (int i = 0; i < OB; ++i) {
-                    int at;
-                    uvec4 v = load_b8(tid + i * NT, k0, at);
-                    Bs[(nxt * B_HALVES + at) / 8] = v;
-                }
-            }
-            if (more && (DIAG & 1) == 0 && (DIAG & 32) == 0) {
-                int k0 = (s + 1) * BK;
-                if (VEC == 2) {
-                    [[unroll]] for (int i = 0; i < OA; ++i) oa[i] = load_a8(tid + i * NT, k0, at_a[i]);
-                    [[unroll]] for (int i = 0; i < OB; ++i) ob[i] = load_b8(tid + i * NT, k0, at_b[i]);
-                } else {
-                    [[unroll]] for (int i = 0; i < QA; ++i) ra[i] = load_a(tid + i * NT, k0);
-                    [[unroll]] for (int i = 0; i < QB; ++i) rb[i] = load_b(tid + i * NT, k0);
-                }
-            }
-            int abuf = cur * A_HALVES, bbuf = cur * B_HALVES;
-            if ((DIAG & 8) == 0 && (DIAG & 16) != 0)
-            [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
-                fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
-                fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mbs[TN];
-                [[unroll]] for (int i = 0; i < TM; ++i)
-                    coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 8), uint(AS / 8),
-                                  false);
-                [[unroll]] for (int j = 0; j < TN; ++j)
-                    coopMatLoadNV(mbs[j], Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 8), uint(BS / 8),
-                                  false);
-                [[unroll]] for (int j = 0; j < TN; ++j)
-                    [[unroll]] for (int i = 0; i < TM; ++i)
-                        acc[i * TN + j] = coopMatMulAddNV(ma[i], mbs[j], acc[i * TN + j]);
-            }
-            if ((DIAG & 8) == 0 && (DIAG & 16) == 0)
-            [[unroll]] for (int kk = 0; kk < BK; kk += FK) {
-                fcoopmatNV<16, gl_ScopeSubgroup, FM, FK> ma[TM];
-                [[unroll]] for (int i = 0; i < TM; ++i)
-                    coopMatLoadNV(ma[i], As, uint((abuf + (sm0 + i * FM) * AS + kk) / 8), uint(AS / 8),
-                                  false);
-                [[unroll]] for (int j = 0; j < TN; ++j) {
-                    fcoopmatNV<16, gl_ScopeSubgroup, FK, FN> mb;
-                    coopMatLoadNV(mb, Bs, uint((bbuf + kk * BS + sn0 + j * FN) / 8), uint(BS / 8),
-                                  false);
-                    [[unroll]] for (int i = 0; i < TM; ++i)
-                        acc[i * TN + j] = coopMatMulAddNV(ma[i], mb, acc[i * TN + j]);
-                }
-            }
-            if (more) {
-                // With two buffers, the other one was last read before the previous barrier; with
-                // one, every subgroup must be done with it first.
-                if (DB == 0 && (DIAG & 2) == 0) barrier();
-                int nxt = DB != 0 ? 1 - cur : 0;
-                if ((DIAG & 36) != 0) {
-                } else if (VEC == 2)
-                    stage8(nxt, oa, ob, at_a, at_b);
-                else
-                    stage4(nxt, tid, ra, rb);
-            }
-            if ((DIAG & 2) == 0) barrier();
-        }
-
     }
 
     uint cb = bi * uint(M) * uint(N);

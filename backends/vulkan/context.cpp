@@ -426,12 +426,16 @@ Context::Context(std::uint32_t index) : index_(index) {
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_on{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     stats_on.pipelineExecutableInfo = VK_TRUE;
-    if (const char* v = std::getenv("EMBER_VULKAN_PIPELINE_STATS");
-        v && (std::string(v) == "1" || std::string(v) == "2") &&
-        has_extension(phys_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-        exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-        pipeline_stats_ = true;
-        pipeline_ir_ = std::string(v) == "2";
+    if (const char* v = std::getenv("EMBER_VULKAN_PIPELINE_STATS"); v && std::string(v) == "1") {
+        if (has_extension(phys_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+            exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+            pipeline_stats_ = true;
+        } else {
+            std::fprintf(stderr,
+                         "ember vulkan: EMBER_VULKAN_PIPELINE_STATS=1 ignored: device '%s' lacks "
+                         "VK_KHR_pipeline_executable_properties\n",
+                         info_.name.c_str());
+        }
     }
     VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     di.queueCreateInfoCount = 1;
@@ -684,11 +688,13 @@ const Pipeline& Context::pipeline_spirv(const std::string& key,
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &spi;
     ci.layout = layout;
+    if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     auto p = std::make_unique<Pipeline>();
     const VkResult r = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
     vkDestroyShaderModule(device_, mod, nullptr);  // the pipeline keeps what it needs
     EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed (",
                 static_cast<int>(r), ") for fused kernel ", key);
+    if (pipeline_stats_) print_pipeline_stats(key, p->pipeline);
     cache_dirty_ = true;
     p->layout = layout;
     p->bindings = bindings;
@@ -767,7 +773,6 @@ const Pipeline& Context::pipeline(const char* name, std::span<const std::int32_t
     ci.stage.pSpecializationInfo = &spi;
     ci.layout = layout;
     if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-    if (pipeline_ir_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR;
     auto p = std::make_unique<Pipeline>();
     const VkResult made = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
     EMBER_CHECK(made == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed for ", key,
@@ -812,27 +817,6 @@ void Context::print_pipeline_stats(const std::string& key, VkPipeline pipeline) 
             }
         }
         std::fprintf(stderr, "ember vulkan: pipeline %s: %s\n", key.c_str(), line.c_str());
-        if (!pipeline_ir_) continue;
-        std::uint32_t nr = 0;
-        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, nullptr);
-        std::vector<VkPipelineExecutableInternalRepresentationKHR> ir(
-            nr, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR});
-        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, ir.data());
-        std::vector<std::vector<char>> data(nr);
-        for (std::uint32_t r = 0; r < nr; ++r) {
-            data[r].resize(ir[r].dataSize);
-            ir[r].pData = data[r].data();
-        }
-        vkGetPipelineExecutableInternalRepresentationsKHR(device_, &ei, &nr, ir.data());
-        for (std::uint32_t r = 0; r < nr; ++r) {
-            std::string file = key + "." + std::to_string(r) + ".ir";
-            for (char& ch : file)
-                if (ch == ':' || ch == '@' || ch == ' ' || ch == '/') ch = '_';
-            std::ofstream(file, std::ios::binary).write(data[r].data(), data[r].size());
-            std::fprintf(stderr, "ember vulkan:   ir %u '%s' (%s): %zu bytes%s -> %s\n", r,
-                         ir[r].name, ir[r].description, data[r].size(),
-                         ir[r].isText ? " text" : "", file.c_str());
-        }
     }
 }
 

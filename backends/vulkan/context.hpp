@@ -171,7 +171,6 @@ class Context {
     Ring params_, staging_;
     VkPipelineCache cache_ = VK_NULL_HANDLE;
     bool cache_dirty_ = false;
-    bool pipeline_ir_ = false;     // =2: the internal representations too, to files
     bool pipeline_stats_ = false;  // EMBER_VULKAN_PIPELINE_STATS=1 and the extension is there
     std::string cache_dir_;
     std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts_;

@@ -282,10 +282,8 @@ void launch(Context& cx, const Variant& v, const Problem& pr, const VT& a, const
 /// fragment's columns fn (16 x 8 x 16 or 16 x 16 x 16 products), and the tile order gm (tile
 /// rows visited together; 0: row by row).
 struct Coop {
-    std::int32_t bm, bn, bk, sgm, sgn, db, pack, fn = 8, gm = 0, lw = 0;
-    constexpr std::uint32_t threads() const {
-        return static_cast<std::uint32_t>((sgm * sgn + lw) * 32);
-    }
+    std::int32_t bm, bn, bk, sgm, sgn, db, pack, fn = 8, gm = 0;
+    constexpr std::uint32_t threads() const { return static_cast<std::uint32_t>(sgm * sgn * 32); }
     constexpr std::size_t shared_bytes() const {
         const std::size_t halves = std::size_t(bm) * (bk + 8) + std::size_t(bk) * (bn + 8);
         return (db ? 2 : 1) * 2 * halves;
@@ -294,11 +292,9 @@ struct Coop {
     /// steps, and every thread moving the same number of quads of each operand.
     constexpr bool well_formed() const {
         if (bm <= 0 || bn <= 0 || bk <= 0 || sgm <= 0 || sgn <= 0 || (db != 0 && db != 1) ||
-            (pack != 0 && pack != 1) || (fn != 8 && fn != 16) || gm < 0 || lw < 0)
+            (pack != 0 && pack != 1) || (fn != 8 && fn != 16) || gm < 0)
             return false;
-        const std::int32_t nt = sgm * sgn * 32, nl = lw * 32;
-        if (lw > 0 && (!pack || !db || (bm * bk / 8) % nl != 0 || (bk * bn / 8) % nl != 0))
-            return false;
+        const std::int32_t nt = sgm * sgn * 32;
         if (pack && ((bm * bk / 8) % nt != 0 || (bk * bn / 8) % nt != 0)) return false;
         // Edge tiles stage a 16 x fn f32 fragment per subgroup in A's shared slice.
         if ((db ? 2 : 1) * bm * (bk + 8) * 2 < sgm * sgn * 16 * fn * 4) return false;
@@ -346,11 +342,11 @@ static_assert([] {
 std::optional<Coop> forced_coop(const Context& cx, bool bf16) {
     const char* e = std::getenv("EMBER_VULKAN_COOP_CONFIG");
     if (!e || !*e) return std::nullopt;
-    const std::int32_t defaults[] = {8, 0, 0};  // fn, gm, lw
+    const std::int32_t defaults[] = {8, 0};  // fn, gm
     const auto f = int_fields(e, 7, defaults);
     Coop c{};
     if (f)
-        c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7], (*f)[8], (*f)[9]};
+        c = {(*f)[0], (*f)[1], (*f)[2], (*f)[3], (*f)[4], (*f)[5], (*f)[6], (*f)[7], (*f)[8]};
     EMBER_CHECK(f && c.well_formed(), Argument, "EMBER_VULKAN_COOP_CONFIG=", e,
                 ": not a valid bm:bn:bk:sgm:sgn:db:pack[:fn[:gm]] configuration of "
                 "matmul_coop.comp");
@@ -399,7 +395,7 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
     Params p = params_of(pr, a, b);
     const std::int32_t rnd = out.dtype == DType::F16 ? 1 : out.dtype == DType::BF16 ? 2 : 0;
     const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.sgm, c.sgn, c.db, c.pack ? 2 : vec4 ? 1 : 0,
-                                 c.fn, c.gm, rnd, std::getenv("EMBER_VULKAN_COOP_DIAG") ? std::atoi(std::getenv("EMBER_VULKAN_COOP_DIAG")) : 0, c.lw};
+                                 c.fn, c.gm, rnd};
     const char* shader = cx.info().coop != DeviceInfo::Coop::Khr ? "matmul_coop"
                          : bf16                                  ? "matmul_coop@khr_bf16"
                                                                  : "matmul_coop@khr";
