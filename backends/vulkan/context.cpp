@@ -803,17 +803,17 @@ void Context::print_pipeline_stats(const std::string& key, VkPipeline pipeline) 
         for (const auto& s : st) {
             line += std::string(line.empty() ? "" : ", ") + s.name + " ";
             switch (s.format) {
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-                line += s.value.b32 ? "yes" : "no";
-                break;
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-                line += std::to_string(s.value.i64);
-                break;
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-                line += std::to_string(s.value.u64);
-                break;
-            default:
-                line += std::to_string(s.value.f64);
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                    line += s.value.b32 ? "yes" : "no";
+                    break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                    line += std::to_string(s.value.i64);
+                    break;
+                case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                    line += std::to_string(s.value.u64);
+                    break;
+                default:
+                    line += std::to_string(s.value.f64);
             }
         }
         std::fprintf(stderr, "ember vulkan: pipeline %s: %s\n", key.c_str(), line.c_str());
