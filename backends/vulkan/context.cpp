@@ -422,8 +422,8 @@ Context::Context(std::uint32_t index) : index_(index) {
     enable.shaderInt64 = VK_TRUE;
     enable.shaderInt16 = info_.cm2.empty() ? VK_FALSE : VK_TRUE;
     // EMBER_VULKAN_PIPELINE_STATS=1: the driver's statistics of each pipeline it compiles
-    // (NVIDIA: registers, binary size, shared memory), through VK_KHR_pipeline_executable_properties,
-    // printed to stderr as each pipeline is created.
+    // (NVIDIA: registers, binary size, shared memory), through
+    // VK_KHR_pipeline_executable_properties, printed to stderr as each pipeline is created.
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_on{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
     stats_on.pipelineExecutableInfo = VK_TRUE;
