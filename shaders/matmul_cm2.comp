@@ -21,8 +21,9 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-// The workgroup size the device lists for the matrices (256 unless specialised: the driver may
-// size its staging from the declared one).
+// The workgroup size the device lists for the matrices. The host specialises it to the same
+// 256: the driver sizes its staging from the declared size, and another size (128) gave wrong
+// products.
 layout(local_size_x = 256, local_size_x_id = 0) in;
 layout(constant_id = 1) const int BM = 128;
 layout(constant_id = 2) const int BN = 128;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <tuple>
 
 #include "kernels.hpp"
@@ -388,6 +389,15 @@ VT pack_halves(Context& cx, const Problem& pr, const VT& t, const std::array<i64
     return out;
 }
 
+/// Both operands packed to 16-bit pairs, with the strides params_of put in `p` (A is M x K, B is
+/// K x N).
+std::pair<VT, VT> pack_operands(Context& cx, const Problem& pr, const VT& a, const VT& b,
+                                const Params& p, bool bf16) {
+    const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
+    return {pack_halves(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs, bf16),
+            pack_halves(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs, bf16)};
+}
+
 /// Launches coop configuration `c`; the products are rounded to the output's dtype where it is
 /// f16 or bf16 (f32: kept as they are).
 void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, const VT& b,
@@ -406,10 +416,7 @@ void launch_coop(Context& cx, const Coop& c, const Problem& pr, const VT& a, con
         cx.dispatch(pipe, bs, p.w, groups);
         return;
     }
-    // The strides params_of sends, for the packing passes (A is M x K, B is K x N).
-    const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
-    const VT pa = pack_halves(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs, bf16);
-    const VT pb = pack_halves(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs, bf16);
+    const auto [pa, pb] = pack_operands(cx, pr, a, b, p, bf16);
     const Binding bs[] = {bind(out, true), bind(pa, false), bind(pb, false)};
     cx.dispatch(pipe, bs, p.w, groups);
 }
@@ -471,9 +478,7 @@ void launch_cm2(Context& cx, const Cm2& c, const Problem& pr, const VT& a, const
     const std::int32_t spec[] = {c.bm, c.bn, c.bk, c.gm, c.u};
     const Pipeline& pipe =
         cx.pipeline(bf16 ? "matmul_cm2@cm2_bf16" : "matmul_cm2@cm2", spec, 3, kCm2Invocations);
-    const i64 ars = p.w[25], acs = p.w[26], brs = p.w[27], bcs = p.w[28];
-    const VT pa = pack_halves(cx, pr, a, pr.a_bs, pr.m, pr.k, ars, acs, bf16);
-    const VT pb = pack_halves(cx, pr, b, pr.b_bs, pr.k, pr.n, brs, bcs, bf16);
+    const auto [pa, pb] = pack_operands(cx, pr, a, b, p, bf16);
     const Binding bs[] = {bind(out, true), bind(pa, false), bind(pb, false)};
     cx.dispatch(pipe, bs, p.w, pr.batch * (pr.m / c.bm) * (pr.n / c.bn));
 }

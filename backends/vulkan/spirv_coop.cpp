@@ -305,10 +305,7 @@ std::vector<u32> coop_nv_to_khr(std::span<const u32> words, CoopElement elem, bo
         out.insert(out.end(), all.begin(), all.end());
     }
     out[3] = bound;
-    if (nv2)
-        out[1] = std::max<u32>(
-            out[1],
-            0x00010600);  // tensor addressing is SPIR-V 1.6  // tensor addressing is SPIR-V 1.6
+    if (nv2) out[1] = std::max<u32>(out[1], 0x00010600);  // tensor addressing is SPIR-V 1.6
     return out;
 }
 
