@@ -16,8 +16,8 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <utility>
 #include <tuple>
+#include <utility>
 
 #include "kernels.hpp"
 
