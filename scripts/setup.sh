@@ -22,6 +22,7 @@ packages=(
   dataset-fashion-mnist  # the mnist example's data (/usr/share/datasets/fashion-mnist)
   fortunes          # the text examples' corpus (/usr/share/games/fortunes)
   tmux              # the dashboard test drives the Learner in a terminal
+  doxygen           # the API reference (docs/Doxyfile), built and checked by CTest
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # firmware
   qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
   emscripten        # the WebAssembly build of the web classifier
