@@ -337,8 +337,73 @@ struct NoamLrSchedulerConfig {
     }
 };
 
+/// A linear warm-up then one cosine decay, the schedule GPT-style models train with: at
+/// iteration i = 0, 1, ..., `peak·(i + 1)/warmup` while i < warmup, then
+/// `min + (peak − min)·(1 + cos(π·(i − warmup)/(n − warmup)))/2` up to i = n (`num_iters`), and
+/// `min` after. torch: SequentialLR of LinearLR(start_factor=1/warmup, total_iters=warmup − 1)
+/// and CosineAnnealingLR(T_max=n − warmup, eta_min=min) with the milestone at warmup (over
+/// i = 0..n; torch's cosine rises again after n).
+class WarmupCosineLrScheduler {
+  public:
+    /// Use WarmupCosineLrSchedulerConfig::init.
+    WarmupCosineLrScheduler(double peak_lr, double min_lr, std::int64_t warmup,
+                            std::int64_t num_iters)
+        : peak_(peak_lr), min_(min_lr), warmup_(warmup), num_iters_(num_iters) {}
+    /// The current rate; advances.
+    double step() {
+        const std::int64_t i = current_;
+        if (current_ <= num_iters_) ++current_;  // stays at num_iters + 1 (the floor) after
+        if (i < warmup_) return peak_ * double(i + 1) / double(warmup_);
+        if (i > num_iters_) return min_;
+        const double pi = 3.14159265358979323846;
+        const double t = double(i - warmup_) / double(num_iters_ - warmup_);
+        return min_ + 0.5 * (peak_ - min_) * (1 + std::cos(pi * t));
+    }
+    /// {scheduler: "WarmupCosineLrScheduler", current_iter} (the steps taken, capped at
+    /// num_iters + 1).
+    record::Value to_record() const {
+        return detail::make_record("WarmupCosineLrScheduler", "current_iter", current_);
+    }
+    /// A copy at the recorded position.
+    WarmupCosineLrScheduler load_record(const record::Value& r) const {
+        WarmupCosineLrScheduler out = *this;
+        out.current_ =
+            detail::read_count(r, "WarmupCosineLrScheduler", "current_iter", 0, num_iters_ + 1);
+        return out;
+    }
+
+  private:
+    double peak_, min_;
+    std::int64_t warmup_, num_iters_;
+    std::int64_t current_ = 0;
+};
+
+/// Configuration of WarmupCosineLrScheduler.
+struct WarmupCosineLrSchedulerConfig {
+    double peak_lr;            ///< the rate at the end of the warm-up, in (0, 1]
+    std::size_t warmup_iters;  ///< steps of linear warm-up from peak_lr / warmup_iters (may be 0)
+    std::size_t num_iters;     ///< the step at which the cosine reaches min_lr (> warmup_iters)
+    double min_lr = 0.0;       ///< the final rate, in [0, peak_lr]
+    EMBER_CONFIG(WarmupCosineLrSchedulerConfig, peak_lr, warmup_iters, num_iters, min_lr)
+
+    /// The scheduler; ArgumentError for values out of range.
+    WarmupCosineLrScheduler init() const {
+        const char* who = "WarmupCosineLrSchedulerConfig::init";
+        detail::check_lr(peak_lr > 0 && peak_lr <= 1, who,
+                         "peak_lr must be greater than 0 and at most 1", peak_lr);
+        detail::check_lr(min_lr >= 0 && min_lr <= peak_lr, who,
+                         "min_lr must be at least 0 and at most peak_lr", min_lr);
+        detail::check_lr(num_iters > warmup_iters, who,
+                         "num_iters must be greater than warmup_iters (" +
+                             std::to_string(warmup_iters) + ")",
+                         double(num_iters));
+        return {peak_lr, min_lr, std::int64_t(warmup_iters), std::int64_t(num_iters)};
+    }
+};
+
 static_assert(LrScheduler<ConstantLr> && LrScheduler<LinearLrScheduler> &&
               LrScheduler<CosineAnnealingLrScheduler> && LrScheduler<ExponentialLrScheduler> &&
-              LrScheduler<StepLrScheduler> && LrScheduler<NoamLrScheduler>);
+              LrScheduler<StepLrScheduler> && LrScheduler<NoamLrScheduler> &&
+              LrScheduler<WarmupCosineLrScheduler>);
 
 }  // namespace ember::lr_scheduler

@@ -1,0 +1,468 @@
+// A GPT-2-shaped byte-level language model on ember: trained with AdamW and a warm-up + cosine
+// learning rate on Debian's text, checkpointed, and sampled with a KV cache.
+//
+//   gpt train [--layers N --d-model N --heads N --context N] [--steps N] [--batch-size N] ...
+//   gpt generate [--artifact-dir DIR] [--prompt S] [--length N] [--temperature X] [--top-k K]
+//                                                                              (see --help)
+#include <ember/ember.hpp>
+#include <ember/nn.hpp>
+#include <ember/optim.hpp>
+#include <ember/record.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "model.hpp"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+
+/// What `train` runs with; saved as config.json beside the checkpoint, so `generate` and
+/// `train --resume` rebuild the same model.
+struct TrainConfig {
+    GptConfig model;                 ///< the network
+    std::size_t steps = 2000;        ///< optimizer steps of the run
+    std::size_t batch_size = 8;      ///< sequences per step
+    std::size_t seq_len = 0;         ///< tokens per sequence (0: the context)
+    double learning_rate = 6e-4;     ///< peak rate, after the warm-up
+    double min_lr = 6e-5;            ///< the rate the cosine ends at
+    std::size_t warmup = 100;        ///< warm-up steps
+    double weight_decay = 0.1;       ///< AdamW's decoupled decay
+    double beta_2 = 0.95;            ///< AdamW's second-moment decay
+    std::uint64_t seed = 42;         ///< initialisation, batches, dropout
+    EMBER_CONFIG(TrainConfig, model, steps, batch_size, seq_len, learning_rate, min_lr, warmup,
+                 weight_decay, beta_2, seed)
+};
+
+/// How to sample.
+struct Sampling {
+    std::string prompt = "\n";
+    std::size_t length = 400;
+    double temperature = 0.8;
+    std::size_t top_k = 0;  // 0: all tokens
+    std::uint64_t seed = 7;
+    bool cache = true;
+};
+
+struct Options {
+    std::string command;
+    TrainConfig config;
+    Sampling sampling;
+    std::string backend = "cpu";
+    fs::path artifact_dir = "artifacts/gpt";
+    std::vector<fs::path> texts;
+    std::size_t log_every = 10;
+    std::size_t eval_every = 200;
+    std::size_t eval_batches = 8;
+    std::size_t checkpoint_every = 500;
+    std::optional<std::size_t> threads;
+    bool resume = false;
+    bool check = false;
+};
+
+[[noreturn]] void usage(int status) {
+    (status == 0 ? std::cout : std::cerr)
+        << R"(usage: gpt train [options]      train a byte-level GPT on Debian's text (fortunes, licences)
+       gpt generate [options]   sample from the checkpoint in the artifact directory
+
+model (train; default GPT-2 small's shape):
+  --layers N           transformer blocks (12)
+  --d-model N          width (768)
+  --heads N            attention heads (12)
+  --context N          longest sequence, learned positions (1024)
+  --dropout X          dropout (0.1)
+training:
+  --steps N            optimizer steps (2000)
+  --batch-size N       sequences per step (8)
+  --seq-len N          tokens per training sequence (default: the context)
+  --lr X               peak learning rate (6e-4), reached after --warmup steps (100), then
+                       cosine-annealed to --min-lr (6e-5) at the last step
+  --weight-decay X     AdamW's decoupled weight decay (0.1); betas 0.9, --beta2 (0.95)
+  --text FILE          more text to train on (repeatable)
+  --log-every N        print the loss every N steps (10)
+  --eval-every N       validation loss every N steps (200) and at the end, over
+  --eval-batches N     N batches of held-out text (8)
+  --checkpoint-every N save model, optimizer and position every N steps (500) and at the end
+  --resume             go on from the checkpoint in the artifact directory
+  --check              also validate before training; exit 1 unless the validation loss fell
+sampling (generate):
+  --prompt TEXT        what the text starts with (a newline)
+  --length N           bytes to generate (400)
+  --temperature X      below 1 sharper, 0 greedy (0.8)
+  --top-k K            sample among the K likeliest bytes only (0: all)
+  --no-cache           recompute the whole window for every byte (to compare with the cache)
+common:
+  --artifact-dir DIR   checkpoint and config.json (artifacts/gpt)
+  --seed N             seed of training, or of sampling (42 / 7)
+  --backend NAME       cpu, or cuda where the build has it
+  --threads N          CPU backend threads (default: EMBER_NUM_THREADS or all)
+)";
+    std::exit(status);
+}
+
+std::size_t to_size(const std::string& flag, const std::string& s) {
+    std::size_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size())
+        throw ember::ArgumentError("gpt: " + flag + " needs a non-negative integer, got '" + s +
+                                   "'");
+    return v;
+}
+
+double to_double(const std::string& flag, const std::string& s) {
+    try {
+        std::size_t used = 0;
+        const double v = std::stod(s, &used);
+        if (used == s.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw ember::ArgumentError("gpt: " + flag + " needs a number, got '" + s + "'");
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    if (argc < 2) usage(2);
+    o.command = argv[1];
+    if (o.command == "--help" || o.command == "-h") usage(0);
+    if (o.command != "train" && o.command != "generate") usage(2);
+    bool seed_set = false;
+    TrainConfig& c = o.config;
+    for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw ember::ArgumentError("gpt: " + a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--layers")
+            c.model.n_layers = to_size(a, value());
+        else if (a == "--d-model")
+            c.model.d_model = to_size(a, value());
+        else if (a == "--heads")
+            c.model.n_heads = to_size(a, value());
+        else if (a == "--context")
+            c.model.context = to_size(a, value());
+        else if (a == "--dropout")
+            c.model.dropout = to_double(a, value());
+        else if (a == "--steps")
+            c.steps = to_size(a, value());
+        else if (a == "--batch-size")
+            c.batch_size = to_size(a, value());
+        else if (a == "--seq-len")
+            c.seq_len = to_size(a, value());
+        else if (a == "--lr")
+            c.learning_rate = to_double(a, value());
+        else if (a == "--min-lr")
+            c.min_lr = to_double(a, value());
+        else if (a == "--warmup")
+            c.warmup = to_size(a, value());
+        else if (a == "--weight-decay")
+            c.weight_decay = to_double(a, value());
+        else if (a == "--beta2")
+            c.beta_2 = to_double(a, value());
+        else if (a == "--text")
+            o.texts.emplace_back(value());
+        else if (a == "--log-every")
+            o.log_every = std::max<std::size_t>(1, to_size(a, value()));
+        else if (a == "--eval-every")
+            o.eval_every = std::max<std::size_t>(1, to_size(a, value()));
+        else if (a == "--eval-batches")
+            o.eval_batches = std::max<std::size_t>(1, to_size(a, value()));
+        else if (a == "--checkpoint-every")
+            o.checkpoint_every = std::max<std::size_t>(1, to_size(a, value()));
+        else if (a == "--resume")
+            o.resume = true;
+        else if (a == "--check")
+            o.check = true;
+        else if (a == "--prompt")
+            o.sampling.prompt = value();
+        else if (a == "--length")
+            o.sampling.length = to_size(a, value());
+        else if (a == "--temperature")
+            o.sampling.temperature = to_double(a, value());
+        else if (a == "--top-k")
+            o.sampling.top_k = to_size(a, value());
+        else if (a == "--no-cache")
+            o.sampling.cache = false;
+        else if (a == "--artifact-dir")
+            o.artifact_dir = value();
+        else if (a == "--seed")
+            c.seed = o.sampling.seed = to_size(a, value()), seed_set = true;
+        else if (a == "--backend")
+            o.backend = value();
+        else if (a == "--threads")
+            o.threads = to_size(a, value());
+        else if (a == "--help" || a == "-h")
+            usage(0);
+        else
+            throw ember::ArgumentError("gpt: unknown option '" + a + "' (see --help)");
+    }
+    (void)seed_set;
+    if (c.seq_len == 0) c.seq_len = c.model.context;
+    if (c.seq_len > c.model.context)
+        throw ember::ArgumentError("gpt: --seq-len " + std::to_string(c.seq_len) +
+                                   " is longer than the context " +
+                                   std::to_string(c.model.context));
+    if (c.steps == 0 || c.batch_size == 0)
+        throw ember::ArgumentError("gpt: --steps and --batch-size must be positive");
+    if (c.warmup >= c.steps) c.warmup = c.steps / 10;  // short runs: a tenth of the steps
+    if (!(o.sampling.temperature >= 0))
+        throw ember::ArgumentError("gpt: --temperature must be >= 0");
+    if (!(c.model.dropout >= 0 && c.model.dropout < 1))
+        throw ember::ArgumentError("gpt: --dropout must be in [0, 1)");
+#if defined(EMBER_CUDA)
+    const bool known = o.backend == "cpu" || o.backend == "cuda";
+    constexpr const char* kBackends = "cpu, cuda";
+#else
+    const bool known = o.backend == "cpu";
+    constexpr const char* kBackends = "cpu";
+#endif
+    if (!known)
+        throw ember::ArgumentError("gpt: backend '" + o.backend +
+                                   "' is not available in this build (available: " + kBackends +
+                                   ")");
+    return o;
+}
+
+using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Mean loss of `model` over `batches` fixed windows of the validation stream (the same windows
+// at every evaluation: drawn from a generator seeded the same way each time).
+template <ember::Backend B>
+double evaluate(const Gpt<B>& model, const Corpus& corpus, const TrainConfig& c,
+                std::size_t batches) {
+    std::mt19937_64 rng(c.seed + 1);
+    double total = 0;
+    for (std::size_t i = 0; i < batches; ++i) {
+        auto batch = sample_batch<B>(corpus.valid, c.batch_size, c.seq_len, rng, {});
+        total += double(model.loss(batch.inputs, batch.targets).into_scalar());
+    }
+    return total / double(batches);
+}
+
+// The checkpoint: model.mpk (weights with their parameter ids), optimizer.mpk (AdamW's moments
+// by parameter id) and state.mpk (the step and the scheduler's position). Each file is written
+// atomically; state.mpk last, so a checkpoint is complete when its state says so.
+template <typename Model, typename Optim, typename Sched>
+void save_checkpoint(const fs::path& dir, const Model& model, const Optim& optim,
+                     const Sched& schedule, std::size_t step) {
+    const Recorder r;
+    model.valid().save_file(dir / "model", r);
+    r.record(optim.to_record(), dir / "optimizer");
+    r.record(ember::record::Map{{"step", std::int64_t(step)}, {"scheduler", schedule.to_record()}},
+             dir / "state");
+}
+
+template <ember::AutodiffBackend B>
+int train(const Options& o) {
+    using Inner = typename B::InnerBackend;
+    const TrainConfig& c = o.config;
+    const Corpus corpus = load_corpus(o.texts);
+    fs::create_directories(o.artifact_dir);
+    if (o.resume) {
+        const auto saved = TrainConfig::load(o.artifact_dir / "config.json");
+        if (saved.to_json() != c.to_json())
+            throw ember::ArgumentError(
+                "gpt: --resume needs the options of the run in " + o.artifact_dir.string() +
+                " (its config.json differs from this command's)");
+    } else {
+        c.save(o.artifact_dir / "config.json");
+    }
+    B::seed(c.seed);
+    auto model = c.model.template init<B>();
+    auto optim = ember::optim::AdamWConfig{}
+                     .with_beta_2(c.beta_2)
+                     .with_epsilon(1e-8)
+                     .with_weight_decay(c.weight_decay)
+                     .template init<Gpt<B>>();
+    auto schedule =
+        ember::lr_scheduler::WarmupCosineLrSchedulerConfig{c.learning_rate, c.warmup, c.steps}
+            .with_min_lr(std::min(c.min_lr, c.learning_rate))
+            .init();
+    std::size_t step = 0;
+    if (o.resume) {
+        const Recorder r;
+        model = model.load_file(o.artifact_dir / "model", r, ember::Device<B>{});
+        optim = optim.load_record(r.load(o.artifact_dir / "optimizer"));
+        const auto state = r.load(o.artifact_dir / "state");
+        step = std::size_t(state.at("step").as<std::int64_t>("step"));
+        schedule = schedule.load_record(state.at("scheduler"));
+        std::printf("resuming at step %zu\n", step);
+    }
+    for (const auto& s : corpus.sources) std::printf("text: %s\n", s.c_str());
+    std::printf(
+        "%zu training bytes, %zu held out; model: %zu parameters (%zu layers, d_model %zu, %zu "
+        "heads, context %zu), backend %s\n",
+        corpus.train.size(), corpus.valid.size(), model.num_params(), c.model.n_layers,
+        c.model.d_model, c.model.n_heads, c.model.context, B::name().c_str());
+    std::printf(
+        "%zu steps of %zu x %zu tokens; AdamW (beta2 %g, weight decay %g), lr %g after %zu "
+        "warm-up steps, cosine to %g\n",
+        c.steps, c.batch_size, c.seq_len, c.beta_2, c.weight_decay, c.learning_rate, c.warmup,
+        c.min_lr);
+
+    std::optional<double> first_eval;
+    if (o.check) {
+        first_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches);
+        std::printf("step %5zu  validation loss %.4f\n", step, *first_eval);
+    }
+    double last_eval = first_eval.value_or(0);
+    const std::size_t tokens_per_step = c.batch_size * c.seq_len;
+    double window_loss = 0, window_seconds = 0;
+    std::size_t window_steps = 0;
+    const auto run_start = std::chrono::steady_clock::now();
+    const std::size_t first_step = step;
+    while (step < c.steps) {
+        // Batches depend on the seed and the step only, so a resumed run sees what an
+        // uninterrupted one would.
+        std::mt19937_64 rng(c.seed * 1000003 + step);
+        const auto start = std::chrono::steady_clock::now();
+        auto batch = sample_batch<B>(corpus.train, c.batch_size, c.seq_len, rng, {});
+        auto loss = model.loss(batch.inputs, batch.targets);
+        auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
+        const double lr = schedule.step();
+        model = optim.step(lr, std::move(model), std::move(grads));
+        window_loss += double(loss.into_scalar());  // waits for the step
+        window_seconds += seconds_since(start);
+        ++window_steps;
+        ++step;
+        if (step % o.log_every == 0 || step == c.steps) {
+            std::printf("step %5zu  loss %.4f  lr %.3g  %.1f ms/step  %.0f tokens/s\n", step,
+                        window_loss / double(window_steps),
+                        lr, 1e3 * window_seconds / double(window_steps),
+                        double(tokens_per_step * window_steps) / window_seconds);
+            std::fflush(stdout);
+            window_loss = window_seconds = 0;
+            window_steps = 0;
+        }
+        if (step % o.eval_every == 0 || step == c.steps) {
+            last_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches);
+            std::printf("step %5zu  validation loss %.4f\n", step, last_eval);
+        }
+        if (step % o.checkpoint_every == 0 || step == c.steps)
+            save_checkpoint(o.artifact_dir, model, optim, schedule, step);
+    }
+    const double total = seconds_since(run_start);
+    const std::size_t done = step - first_step;
+    if (done > 0)
+        std::printf("%zu steps in %.1f s: %.3f steps/s, %.0f tokens/s (evaluation included)\n",
+                    done, total, double(done) / total,
+                    double(done * tokens_per_step) / total);
+    std::printf("checkpoint: %s\n", (o.artifact_dir / "model.mpk").string().c_str());
+    if (!o.check) return 0;
+    const bool fell = last_eval < *first_eval;
+    std::printf("check: validation loss %.4f -> %.4f: %s\n", *first_eval, last_eval,
+                fell ? "fell" : "did NOT fall");
+    return fell ? 0 : 1;
+}
+
+// The next byte from `scores` (the vocabulary's scores): the likeliest at temperature 0, else a
+// draw from softmax(scores / temperature) over the top_k likeliest (all when top_k is 0).
+std::size_t sample(std::vector<float> scores, const Sampling& s, std::mt19937_64& rng) {
+    std::vector<std::size_t> order(scores.size());
+    std::iota(order.begin(), order.end(), 0);
+    const std::size_t k = s.top_k == 0 ? order.size() : std::min(s.top_k, order.size());
+    std::partial_sort(order.begin(), order.begin() + std::ptrdiff_t(k), order.end(),
+                      [&](std::size_t a, std::size_t b) { return scores[a] > scores[b]; });
+    if (s.temperature == 0) return order[0];
+    std::vector<double> weights(k);
+    double total = 0;
+    for (std::size_t i = 0; i < k; ++i)
+        total += weights[i] = std::exp((scores[order[i]] - scores[order[0]]) / s.temperature);
+    // mt19937_64's output is fixed by the standard (its distributions are not): the same seed
+    // gives the same text everywhere.
+    double u = double(rng() >> 11) * 0x1.0p-53 * total;
+    std::size_t i = 0;
+    for (; i + 1 < k && u >= weights[i]; ++i) u -= weights[i];
+    return order[i];
+}
+
+// The scores of the last row of `scores` [rows, vocab].
+template <ember::Backend B>
+std::vector<float> last_row(const ember::Tensor<B, 2>& scores) {
+    const auto [rows, vocab] = scores.dims();
+    return scores.narrow(0, rows - 1, 1).into_data().template to_vec<float>();
+}
+
+template <ember::Backend B>
+int generate(const Options& o) {
+    const auto c = TrainConfig::load(o.artifact_dir / "config.json");
+    const auto model =
+        c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{}, {});
+    const Sampling& s = o.sampling;
+    std::vector<std::int64_t> tokens(s.prompt.begin(), s.prompt.end());
+    for (auto& t : tokens) t = std::int64_t(static_cast<unsigned char>(t));
+    if (tokens.empty()) tokens.push_back('\n');
+    const std::size_t context = model.context();
+    auto as_tensor = [](std::vector<std::int64_t> t) {
+        const std::size_t n = t.size();
+        return ember::Tensor<B, 2, ember::Int>::from_data(ember::TensorData(std::move(t), {1, n}),
+                                                          {});
+    };
+    auto window = [&](std::size_t n) {
+        n = std::min(n, tokens.size());
+        return std::vector<std::int64_t>(tokens.end() - std::ptrdiff_t(n), tokens.end());
+    };
+    std::mt19937_64 rng(s.seed);
+    const auto start = std::chrono::steady_clock::now();
+    auto cache = model.new_cache();
+    std::vector<float> scores;
+    for (std::size_t i = 0; i < s.length; ++i) {
+        if (!s.cache) {
+            // Without a cache: the whole window again for every byte, O(T²) per byte.
+            scores = last_row(model.forward(as_tensor(window(context))));
+        } else if (i == 0 || cache.len == context) {
+            // (Re)fill the cache with the prompt, or, when the context is full, with the last
+            // half of it: learned positions end at the context, so the cache cannot slide.
+            cache = model.new_cache();
+            scores = last_row(
+                model.forward_cached(as_tensor(window(i == 0 ? context : context / 2)), cache));
+        } else {
+            scores = last_row(model.forward_cached(as_tensor({tokens.back()}), cache));
+        }
+        tokens.push_back(std::int64_t(sample(std::move(scores), s, rng)));
+    }
+    const double seconds = seconds_since(start);
+    std::string text(tokens.begin(), tokens.end());
+    std::printf("%s\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", text.c_str(), s.length,
+                seconds, double(s.length) / seconds, s.cache ? "KV cache" : "no cache",
+                B::name().c_str());
+    return 0;
+}
+
+int run(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    if (o.threads) ember::cpu::set_num_threads(*o.threads);
+#if defined(EMBER_CUDA)
+    if (o.backend == "cuda")
+        return o.command == "train" ? train<ember::Autodiff<ember::Cuda>>(o)
+                                    : generate<ember::Cuda>(o);
+#endif
+    return o.command == "train" ? train<ember::Autodiff<ember::Cpu>>(o) : generate<ember::Cpu>(o);
+}
+
+}  // namespace gpt
+
+int main(int argc, char** argv) {
+    try {
+        return gpt::run(argc, argv);
+    } catch (const ember::Error& e) {
+        std::cerr << "gpt: " << e.what() << '\n';
+        return 1;
+    }
+}

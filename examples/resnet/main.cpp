@@ -1,0 +1,352 @@
+// ResNet-18 (CIFAR form) on ember: a throughput run on synthetic data, or a convergence run on
+// Fashion-MNIST padded to 3×32×32 with the Learner.
+//
+//   resnet --synthetic [--backend cpu|cuda] [--batch-size N] [--steps N] [--warmup N] ...
+//   resnet [--backend cpu|cuda] [--epochs N] [--limit N] [--optimizer sgd|adam] ...
+//                                                                            (see --help)
+#include <ember/ember.hpp>
+#include <ember/nn.hpp>
+#include <ember/optim.hpp>
+#include <ember/record.hpp>
+#include <ember/train/learner.hpp>
+#include <ember/train/plain_renderer.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "model.hpp"
+
+namespace fs = std::filesystem;
+namespace train = ember::train;
+
+namespace resnet {
+
+/// What a run was started with (saved beside the model as config.json).
+struct RunConfig {
+    ResNetConfig model;                ///< the network
+    std::string optimizer = "sgd";     ///< "sgd" (momentum, weight decay) or "adam"
+    double learning_rate = 0.05;       ///< peak rate (cosine-annealed to 0 over the run)
+    double momentum = 0.9;             ///< SGD's momentum
+    double weight_decay = 5e-4;        ///< SGD's L2 penalty (Adam: none)
+    std::size_t batch_size = 64;       ///< images per step
+    std::size_t num_epochs = 1;        ///< epochs of the convergence run
+    std::size_t limit = 10000;         ///< training images per epoch (0: all 60000)
+    std::size_t valid_limit = 2000;    ///< test images validated on (0: all 10000)
+    std::uint64_t seed = 42;           ///< initialisation, shuffling, synthetic data
+    EMBER_CONFIG(RunConfig, model, optimizer, learning_rate, momentum, weight_decay, batch_size,
+                 num_epochs, limit, valid_limit, seed)
+};
+
+struct Options {
+    RunConfig config;
+    std::string backend = "cpu";
+    bool synthetic = false;
+    std::size_t steps = 20;   // --synthetic: timed steps
+    std::size_t warmup = 3;   // --synthetic: untimed steps first
+    bool check = false;       // exit 1 unless the loss fell
+    bool plain = false;
+    std::optional<std::size_t> threads;
+    std::optional<fs::path> data_dir;
+    fs::path artifact_dir = "artifacts/resnet";
+};
+
+[[noreturn]] void usage(int status) {
+    (status == 0 ? std::cout : std::cerr) << R"(usage: resnet [options]
+
+Trains ResNet-18 (CIFAR form: 3×32×32 images, 10 classes) on Fashion-MNIST padded to 32×32 and
+copied to three channels, with the Learner; or, with --synthetic, times training steps on random
+data.
+
+options:
+  --synthetic          throughput mode: --warmup untimed then --steps timed steps on random
+                       images and labels (fixed seed); prints steps/s and images/s
+  --steps N            (synthetic) timed steps (default 20)
+  --warmup N           (synthetic) untimed steps before them (default 3)
+  --model NAME         resnet18 (default), or tiny (widths 8/16/32/64, one block per stage: for
+                       tests and quick runs)
+  --batch-size N       images per step (default 64)
+  --epochs N           epochs of the Fashion-MNIST run (default 1)
+  --limit N            training images per epoch (default 10000; 0: all 60000)
+  --valid-limit N      test images validated on (default 2000; 0: all 10000)
+  --optimizer NAME     sgd (momentum 0.9, weight decay 5e-4; default) or adam
+  --lr X               peak learning rate, cosine-annealed to 0 over the run (default 0.05 for
+                       sgd, 1e-3 for adam)
+  --seed N             seed of initialisation, shuffling and synthetic data (default 42)
+  --backend NAME       cpu, or cuda where the build has it
+  --threads N          CPU backend threads (default: EMBER_NUM_THREADS or all)
+  --data DIR           the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
+  --artifact-dir DIR   where the Learner's logs, config.json and model.mpk go
+                       (default artifacts/resnet)
+  --check              exit with status 1 unless the loss fell (synthetic: the mean of the last
+                       third of the steps below that of the first third; Fashion-MNIST: the last
+                       epoch's validation loss below ln 10, a uniform guess)
+  --plain              plain line output even on a terminal
+)";
+    std::exit(status);
+}
+
+std::size_t to_size(const std::string& flag, const std::string& s) {
+    std::size_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size())
+        throw ember::ArgumentError("resnet: " + flag + " needs a non-negative integer, got '" + s +
+                                   "'");
+    return v;
+}
+
+Options parse(int argc, char** argv) {
+    Options o;
+    bool lr_set = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw ember::ArgumentError("resnet: " + a + " needs a value");
+            return argv[++i];
+        };
+        RunConfig& c = o.config;
+        if (a == "--synthetic")
+            o.synthetic = true;
+        else if (a == "--steps")
+            o.steps = to_size(a, value());
+        else if (a == "--warmup")
+            o.warmup = to_size(a, value());
+        else if (a == "--model") {
+            const std::string m = value();
+            if (m == "tiny")
+                c.model.widths = {8, 16, 32, 64}, c.model.blocks = {1, 1, 1, 1};
+            else if (m != "resnet18")
+                throw ember::ArgumentError("resnet: --model must be resnet18 or tiny, got '" + m +
+                                           "'");
+        } else if (a == "--batch-size")
+            c.batch_size = to_size(a, value());
+        else if (a == "--epochs")
+            c.num_epochs = to_size(a, value());
+        else if (a == "--limit")
+            c.limit = to_size(a, value());
+        else if (a == "--valid-limit")
+            c.valid_limit = to_size(a, value());
+        else if (a == "--optimizer")
+            c.optimizer = value();
+        else if (a == "--lr")
+            c.learning_rate = std::stod(value()), lr_set = true;
+        else if (a == "--seed")
+            c.seed = to_size(a, value());
+        else if (a == "--backend")
+            o.backend = value();
+        else if (a == "--threads")
+            o.threads = to_size(a, value());
+        else if (a == "--data")
+            o.data_dir = value();
+        else if (a == "--artifact-dir")
+            o.artifact_dir = value();
+        else if (a == "--check")
+            o.check = true;
+        else if (a == "--plain")
+            o.plain = true;
+        else if (a == "--help" || a == "-h")
+            usage(0);
+        else
+            throw ember::ArgumentError("resnet: unknown option '" + a + "' (see --help)");
+    }
+    RunConfig& c = o.config;
+    if (c.optimizer != "sgd" && c.optimizer != "adam")
+        throw ember::ArgumentError("resnet: --optimizer must be sgd or adam, got '" + c.optimizer +
+                                   "'");
+    if (!lr_set && c.optimizer == "adam") c.learning_rate = 1e-3;
+    if (c.batch_size < 2)  // BatchNorm needs two values per channel in training
+        throw ember::ArgumentError("resnet: --batch-size must be at least 2");
+    if (c.num_epochs == 0 || (o.synthetic && o.steps == 0))
+        throw ember::ArgumentError("resnet: --epochs and --steps must be positive");
+    if (!(c.learning_rate > 0 && c.learning_rate <= 1))
+        throw ember::ArgumentError("resnet: --lr must be in (0, 1]");
+#if defined(EMBER_CUDA)
+    const bool known = o.backend == "cpu" || o.backend == "cuda";
+    constexpr const char* kBackends = "cpu, cuda";
+#else
+    const bool known = o.backend == "cpu";
+    constexpr const char* kBackends = "cpu";
+#endif
+    if (!known)
+        throw ember::ArgumentError("resnet: backend '" + o.backend +
+                                   "' is not available in this build (available: " + kBackends +
+                                   ")");
+    return o;
+}
+
+// SGD with momentum and L2 weight decay, or Adam, for modules M.
+template <typename M>
+auto sgd_optimizer(const RunConfig& c) {
+    return ember::optim::SgdConfig{}
+        .with_momentum(ember::optim::MomentumConfig{c.momentum, 0.0})
+        .with_weight_decay(ember::optim::WeightDecayConfig{c.weight_decay})
+        .template init<M>();
+}
+template <typename M>
+auto adam_optimizer(const RunConfig&) {
+    return ember::optim::AdamConfig{}.with_epsilon(1e-8).template init<M>();
+}
+
+// Throughput: `warmup` then `steps` timed training steps on random data.
+template <ember::AutodiffBackend B, typename Optim>
+int synthetic(const Options& o, Optim optim) {
+    const RunConfig& c = o.config;
+    B::seed(c.seed);
+    const ember::Device<B> device{};
+    auto model = c.model.template init<B>(device);
+    std::printf("ResNet: %zu parameters, backend %s, batch %zu of 3x32x32 random images\n",
+                model.num_params(), B::name().c_str(), c.batch_size);
+    std::mt19937_64 rng(c.seed);
+    // A pool of 4 batches drawn once, so the timed steps measure the model, not the generator
+    // (and so the loss can fall: the model learns the pool's random labels).
+    std::vector<ImageBatch<B>> pool;
+    for (int i = 0; i < 4; ++i)
+        pool.push_back(synthetic_batch<B>(c.batch_size, c.model.num_classes, rng, device));
+    std::vector<double> losses;
+    double seconds = 0;
+    for (std::size_t s = 0; s < o.warmup + o.steps; ++s) {
+        const auto start = std::chrono::steady_clock::now();
+        const auto& batch = pool[s % pool.size()];
+        auto loss = model.classify(batch).loss;
+        auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
+        model = optim.step(c.learning_rate, std::move(model), std::move(grads));
+        const double l = double(loss.into_scalar());  // waits for the step to finish
+        const double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (s >= o.warmup) seconds += t, losses.push_back(l);
+        std::printf("step %3zu%s  loss %.4f  %.1f ms\n", s + 1, s < o.warmup ? " (warm-up)" : "",
+                    l, t * 1e3);
+    }
+    const double steps_per_s = double(o.steps) / seconds;
+    std::printf("%zu steps in %.2f s: %.3f steps/s, %.1f images/s (batch %zu, %s)\n", o.steps,
+                seconds, steps_per_s, steps_per_s * double(c.batch_size), c.batch_size,
+                B::name().c_str());
+    if (!o.check) return 0;
+    const std::size_t third = std::max<std::size_t>(1, losses.size() / 3);
+    double first = 0, last = 0;
+    for (std::size_t i = 0; i < third; ++i)
+        first += losses[i], last += losses[losses.size() - 1 - i];
+    const bool fell = last < first;
+    std::printf("check: mean loss of the first %zu timed steps %.4f, of the last %zu %.4f: %s\n",
+                third, first / double(third), third, last / double(third),
+                fell ? "fell" : "did NOT fall");
+    return fell ? 0 : 1;
+}
+
+ember::data::MnistDataset load_split(const Options& o, bool training) {
+    if (o.data_dir)
+        return training ? ember::data::MnistDataset::train(*o.data_dir)
+                        : ember::data::MnistDataset::test(*o.data_dir);
+    return training ? ember::data::MnistDataset::train() : ember::data::MnistDataset::test();
+}
+
+// The convergence run: the Learner on Fashion-MNIST, cosine-annealed learning rate.
+template <ember::AutodiffBackend B, typename Optim>
+int fashion(const Options& o, Optim optim) {
+    using Inner = typename B::InnerBackend;
+    const RunConfig& c = o.config;
+    fs::create_directories(o.artifact_dir);
+    c.save(o.artifact_dir / "config.json");
+    B::seed(c.seed);
+    const auto train_split = load_split(o, true);
+    const auto test_split = load_split(o, false);
+    const std::size_t n_train =
+        c.limit == 0 ? train_split.len() : std::min(c.limit, train_split.len());
+    const std::size_t n_valid =
+        c.valid_limit == 0 ? test_split.len() : std::min(c.valid_limit, test_split.len());
+    // The first n_train of a fixed shuffle of the 60000, so --limit takes every class.
+    const auto shuffled = ember::data::ShuffledDataset(train_split, c.seed);
+    auto train_loader = ember::data::DataLoaderBuilder(FashionBatcher<B>{})
+                            .batch_size(c.batch_size)
+                            .shuffle(c.seed)
+                            .num_workers(1)
+                            .build(ember::data::PartialDataset(shuffled, 0, n_train));
+    auto valid_loader = ember::data::DataLoaderBuilder(FashionBatcher<Inner>{})
+                            .batch_size(256)
+                            .num_workers(1)
+                            .build(ember::data::PartialDataset(test_split, 0, n_valid));
+    const std::size_t total_steps = train_loader.num_batches() * c.num_epochs;
+
+    using TrainItem = train::ClassificationOutput<B>;
+    using ValidItem = train::ClassificationOutput<Inner>;
+    train::LearnerBuilder<TrainItem, ValidItem> builder(o.artifact_dir);
+    builder.metric_train_numeric(train::LossMetric<B>{})
+        .metric_valid_numeric(train::LossMetric<Inner>{})
+        .metric_train_numeric(train::AccuracyMetric<B>{})
+        .metric_valid_numeric(train::AccuracyMetric<Inner>{})
+        .metric_train_numeric(train::LearningRateMetric{})
+        .num_epochs(c.num_epochs)
+        .seed(c.seed);
+    if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
+    auto model = c.model.template init<B>();
+    std::printf(
+        "ResNet: %zu parameters, backend %s; %s, peak lr %g cosine-annealed over %zu steps; "
+        "training on %zu Fashion-MNIST images per epoch (padded to 3x32x32), validating on %zu\n",
+        model.num_params(), B::name().c_str(), c.optimizer.c_str(), c.learning_rate, total_steps,
+        n_train, n_valid);
+    auto schedule =
+        ember::lr_scheduler::CosineAnnealingLrSchedulerConfig{c.learning_rate, total_steps}.init();
+    auto learner = builder.build(std::move(model), std::move(optim), schedule);
+
+    const auto start = std::chrono::steady_clock::now();
+    auto trained = learner.fit(train_loader, valid_loader);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;
+    trained.valid().save_file(o.artifact_dir / "model", Recorder{});
+
+    const auto& history = learner.history();
+    const auto& train_loss = history.at(train::Split::Train).at("Loss");
+    const auto& valid_loss = history.at(train::Split::Valid).at("Loss");
+    const auto& valid_acc = history.at(train::Split::Valid).at("Accuracy");
+    std::printf("\nepoch  train loss  valid loss  valid accuracy\n");
+    for (std::size_t e = 0; e < valid_loss.size(); ++e)
+        std::printf("%5zu  %10.4f  %10.4f  %12.2f %%\n", e + 1, train_loss[e], valid_loss[e],
+                    valid_acc[e]);
+    std::printf("trained in %.1f s (%.2f steps/s); model saved to %s\n", seconds,
+                double(total_steps) / seconds, (o.artifact_dir / "model.mpk").string().c_str());
+    if (!o.check) return 0;
+    const bool fell = valid_loss.back() < std::log(10.0);
+    std::printf("check: validation loss %.4f %s ln 10 = %.4f\n", valid_loss.back(),
+                fell ? "is below" : "is NOT below", std::log(10.0));
+    return fell ? 0 : 1;
+}
+
+template <ember::AutodiffBackend B>
+int run_on(const Options& o) {
+    using Model = ResNet<B>;
+    const RunConfig& c = o.config;
+    if (o.synthetic)
+        return c.optimizer == "adam" ? synthetic<B>(o, adam_optimizer<Model>(c))
+                                     : synthetic<B>(o, sgd_optimizer<Model>(c));
+    return c.optimizer == "adam" ? fashion<B>(o, adam_optimizer<Model>(c))
+                                 : fashion<B>(o, sgd_optimizer<Model>(c));
+}
+
+int run(int argc, char** argv) {
+    const Options o = parse(argc, argv);
+    if (o.threads) ember::cpu::set_num_threads(*o.threads);
+#if defined(EMBER_CUDA)
+    if (o.backend == "cuda") return run_on<ember::Autodiff<ember::Cuda>>(o);
+#endif
+    return run_on<ember::Autodiff<ember::Cpu>>(o);
+}
+
+}  // namespace resnet
+
+int main(int argc, char** argv) {
+    try {
+        return resnet::run(argc, argv);
+    } catch (const ember::Error& e) {
+        std::cerr << "resnet: " << e.what() << '\n';
+        return 1;
+    }
+}
