@@ -67,6 +67,7 @@ struct Options {
     std::size_t eval_every = 200;
     std::size_t eval_batches = 8;
     std::size_t checkpoint_every = 500;
+    std::optional<std::size_t> stop_at;  // end the process after this step (with a checkpoint)
     std::optional<std::size_t> threads;
     bool resume = false;
     bool check = false;
@@ -94,8 +95,10 @@ training:
   --log-every N        print the loss every N steps (10)
   --eval-every N       validation loss every N steps (200) and at the end, over
   --eval-batches N     N batches of held-out text (8)
-  --checkpoint-every N save model, optimizer and position every N steps (500) and at the end
+  --checkpoint-every N save model, optimizer and position every N steps (500; 0: only at
+                       the end) and at the end
   --resume             go on from the checkpoint in the artifact directory
+  --stop-at N          stop after step N, with a checkpoint (a run to --resume later)
   --check              also validate before training; exit 1 unless the validation loss fell
 sampling (generate):
   --prompt TEXT        what the text starts with (a newline)
@@ -137,7 +140,6 @@ Options parse(int argc, char** argv) {
     o.command = argv[1];
     if (o.command == "--help" || o.command == "-h") usage(0);
     if (o.command != "train" && o.command != "generate") usage(2);
-    bool seed_set = false;
     TrainConfig& c = o.config;
     for (int i = 2; i < argc; ++i) {
         const std::string a = argv[i];
@@ -180,9 +182,11 @@ Options parse(int argc, char** argv) {
         else if (a == "--eval-batches")
             o.eval_batches = std::max<std::size_t>(1, to_size(a, value()));
         else if (a == "--checkpoint-every")
-            o.checkpoint_every = std::max<std::size_t>(1, to_size(a, value()));
+            o.checkpoint_every = to_size(a, value());
         else if (a == "--resume")
             o.resume = true;
+        else if (a == "--stop-at")
+            o.stop_at = to_size(a, value());
         else if (a == "--check")
             o.check = true;
         else if (a == "--prompt")
@@ -198,7 +202,7 @@ Options parse(int argc, char** argv) {
         else if (a == "--artifact-dir")
             o.artifact_dir = value();
         else if (a == "--seed")
-            c.seed = o.sampling.seed = to_size(a, value()), seed_set = true;
+            c.seed = o.sampling.seed = to_size(a, value());
         else if (a == "--backend")
             o.backend = value();
         else if (a == "--threads")
@@ -208,7 +212,6 @@ Options parse(int argc, char** argv) {
         else
             throw ember::ArgumentError("gpt: unknown option '" + a + "' (see --help)");
     }
-    (void)seed_set;
     if (c.seq_len == 0) c.seq_len = c.model.context;
     if (c.seq_len > c.model.context)
         throw ember::ArgumentError("gpt: --seq-len " + std::to_string(c.seq_len) +
@@ -327,7 +330,8 @@ int train(const Options& o) {
     std::size_t window_steps = 0;
     const auto run_start = std::chrono::steady_clock::now();
     const std::size_t first_step = step;
-    while (step < c.steps) {
+    const std::size_t last = std::min(c.steps, o.stop_at.value_or(c.steps));
+    while (step < last) {
         // Batches depend on the seed and the step only, so a resumed run sees what an
         // uninterrupted one would.
         std::mt19937_64 rng(c.seed * 1000003 + step);
@@ -341,7 +345,7 @@ int train(const Options& o) {
         window_seconds += seconds_since(start);
         ++window_steps;
         ++step;
-        if (step % o.log_every == 0 || step == c.steps) {
+        if (step % o.log_every == 0 || step == last) {
             std::printf("step %5zu  loss %.4f  lr %.3g  %.1f ms/step  %.0f tokens/s\n", step,
                         window_loss / double(window_steps),
                         lr, 1e3 * window_seconds / double(window_steps),
@@ -350,11 +354,11 @@ int train(const Options& o) {
             window_loss = window_seconds = 0;
             window_steps = 0;
         }
-        if (step % o.eval_every == 0 || step == c.steps) {
+        if (step % o.eval_every == 0 || step == last) {
             last_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches);
             std::printf("step %5zu  validation loss %.4f\n", step, last_eval);
         }
-        if (step % o.checkpoint_every == 0 || step == c.steps)
+        if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == last)
             save_checkpoint(o.artifact_dir, model, optim, schedule, step);
     }
     const double total = seconds_since(run_start);
@@ -363,7 +367,8 @@ int train(const Options& o) {
         std::printf("%zu steps in %.1f s: %.3f steps/s, %.0f tokens/s (evaluation included)\n",
                     done, total, double(done) / total,
                     double(done * tokens_per_step) / total);
-    std::printf("checkpoint: %s\n", (o.artifact_dir / "model.mpk").string().c_str());
+    std::printf("checkpoint at step %zu: %s\n", step,
+                (o.artifact_dir / "model.mpk").string().c_str());
     if (!o.check) return 0;
     const bool fell = last_eval < *first_eval;
     std::printf("check: validation loss %.4f -> %.4f: %s\n", *first_eval, last_eval,
@@ -395,7 +400,7 @@ std::size_t sample(std::vector<float> scores, const Sampling& s, std::mt19937_64
 // The scores of the last row of `scores` [rows, vocab].
 template <ember::Backend B>
 std::vector<float> last_row(const ember::Tensor<B, 2>& scores) {
-    const auto [rows, vocab] = scores.dims();
+    const std::size_t rows = scores.dims()[0];
     return scores.narrow(0, rows - 1, 1).into_data().template to_vec<float>();
 }
 
@@ -403,7 +408,7 @@ template <ember::Backend B>
 int generate(const Options& o) {
     const auto c = TrainConfig::load(o.artifact_dir / "config.json");
     const auto model =
-        c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{}, {});
+        c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
     const Sampling& s = o.sampling;
     std::vector<std::int64_t> tokens(s.prompt.begin(), s.prompt.end());
     for (auto& t : tokens) t = std::int64_t(static_cast<unsigned char>(t));
@@ -414,32 +419,40 @@ int generate(const Options& o) {
         return ember::Tensor<B, 2, ember::Int>::from_data(ember::TensorData(std::move(t), {1, n}),
                                                           {});
     };
-    auto window = [&](std::size_t n) {
-        n = std::min(n, tokens.size());
-        return std::vector<std::int64_t>(tokens.end() - std::ptrdiff_t(n), tokens.end());
-    };
+    // The model reads positions 0..context-1 (learned positions end there). The window it
+    // reads starts at `base`; when it is full, it restarts from the last half of itself.
+    std::size_t base = tokens.size() > context ? tokens.size() - context : 0;
+    bool refill = true;
     std::mt19937_64 rng(s.seed);
     const auto start = std::chrono::steady_clock::now();
     auto cache = model.new_cache();
     std::vector<float> scores;
     for (std::size_t i = 0; i < s.length; ++i) {
+        if (tokens.size() - base > context) {
+            base = tokens.size() - std::max<std::size_t>(1, context / 2);
+            refill = true;
+        }
+        auto window = [&] {
+            return std::vector<std::int64_t>(tokens.begin() + std::ptrdiff_t(base), tokens.end());
+        };
         if (!s.cache) {
             // Without a cache: the whole window again for every byte, O(T²) per byte.
-            scores = last_row(model.forward(as_tensor(window(context))));
-        } else if (i == 0 || cache.len == context) {
-            // (Re)fill the cache with the prompt, or, when the context is full, with the last
-            // half of it: learned positions end at the context, so the cache cannot slide.
+            scores = last_row(model.forward(as_tensor(window())));
+        } else if (refill) {
+            // The window's keys and values into a fresh cache (the prompt, or after a restart).
             cache = model.new_cache();
-            scores = last_row(
-                model.forward_cached(as_tensor(window(i == 0 ? context : context / 2)), cache));
+            scores = last_row(model.forward_cached(as_tensor(window()), cache));
+            refill = false;
         } else {
+            // One new position attending to the cached ones: O(T) per byte.
             scores = last_row(model.forward_cached(as_tensor({tokens.back()}), cache));
         }
         tokens.push_back(std::int64_t(sample(std::move(scores), s, rng)));
     }
     const double seconds = seconds_since(start);
-    std::string text(tokens.begin(), tokens.end());
-    std::printf("%s\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", text.c_str(), s.length,
+    const std::string text(tokens.begin(), tokens.end());
+    std::fwrite(text.data(), 1, text.size(), stdout);  // the bytes as they are, NULs included
+    std::printf("\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", s.length,
                 seconds, double(s.length) / seconds, s.cache ? "KV cache" : "no cache",
                 B::name().c_str());
     return 0;
