@@ -84,8 +84,8 @@ gpt::GptConfig gpt_config(const Fixture& f) {
 
 TEST_CASE("the ResNet example's network matches PyTorch", "[models][resnet]") {
     Fixture f(kFile, "resnet");
-    const auto config = resnet::ResNetConfig{{4, 8}, {1, 1}, std::size_t(f.param("in_channels")),
-                                             std::size_t(f.param("num_classes"))};
+    const auto config = resnet::ResNetConfig{
+        {4, 8}, {1, 1}, std::size_t(f.param("in_channels")), std::size_t(f.param("num_classes"))};
     const auto fresh = load(config.init<AD>(), f);
     // Identity shortcut in the first block, a 1×1 projection where the second halves the size.
     REQUIRE(!fresh.blocks[0].downsample_conv);
@@ -181,8 +181,7 @@ TEST_CASE("the GPT example's network matches PyTorch", "[models][gpt]") {
             }
             CHECK(cache.len == 6);
             // Positions past the context (8) are refused, not read out of bounds.
-            CHECK_THROWS_AS(model.forward_cached(seq.narrow(1, 0, 3), cache),
-                            ember::ArgumentError);
+            CHECK_THROWS_AS(model.forward_cached(seq.narrow(1, 0, 3), cache), ember::ArgumentError);
         }
     }
 }

@@ -19,8 +19,8 @@ namespace gpt {
 
 /// The two token streams.
 struct Corpus {
-    std::vector<std::uint8_t> train;  ///< training bytes
-    std::vector<std::uint8_t> valid;  ///< held-out bytes
+    std::vector<std::uint8_t> train;   ///< training bytes
+    std::vector<std::uint8_t> valid;   ///< held-out bytes
     std::vector<std::string> sources;  ///< what was read, for the log
 };
 
@@ -55,8 +55,8 @@ inline Corpus load_corpus(const std::vector<std::filesystem::path>& extra) {
             bytes += t.size();
             text += "\n" + t;
         }
-        c.sources.push_back(licenses.string() + " (" + std::to_string(files.size()) +
-                            " files, " + std::to_string(bytes) + " bytes)");
+        c.sources.push_back(licenses.string() + " (" + std::to_string(files.size()) + " files, " +
+                            std::to_string(bytes) + " bytes)");
     }
     for (const auto& f : extra) {
         auto t = detail::read_file(f);
@@ -81,9 +81,8 @@ struct TokenBatch {
 
 /// `n` windows of `seq + 1` bytes of `stream` starting at offsets drawn from `rng`.
 template <ember::Backend B>
-TokenBatch<B> sample_batch(const std::vector<std::uint8_t>& stream, std::size_t n,
-                           std::size_t seq, std::mt19937_64& rng,
-                           const ember::Device<B>& device) {
+TokenBatch<B> sample_batch(const std::vector<std::uint8_t>& stream, std::size_t n, std::size_t seq,
+                           std::mt19937_64& rng, const ember::Device<B>& device) {
     EMBER_CHECK(stream.size() > seq + 1, Argument, "gpt: the text (", stream.size(),
                 " bytes) is shorter than one window of ", seq + 1);
     std::vector<std::int64_t> inputs, targets;

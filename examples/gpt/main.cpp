@@ -32,16 +32,16 @@ namespace gpt {
 /// What `train` runs with; saved as config.json beside the checkpoint, so `generate` and
 /// `train --resume` rebuild the same model.
 struct TrainConfig {
-    GptConfig model;                 ///< the network
-    std::size_t steps = 2000;        ///< optimizer steps of the run
-    std::size_t batch_size = 8;      ///< sequences per step
-    std::size_t seq_len = 0;         ///< tokens per sequence (0: the context)
-    double learning_rate = 6e-4;     ///< peak rate, after the warm-up
-    double min_lr = 6e-5;            ///< the rate the cosine ends at
-    std::size_t warmup = 100;        ///< warm-up steps
-    double weight_decay = 0.1;       ///< AdamW's decoupled decay
-    double beta_2 = 0.95;            ///< AdamW's second-moment decay
-    std::uint64_t seed = 42;         ///< initialisation, batches, dropout
+    GptConfig model;              ///< the network
+    std::size_t steps = 2000;     ///< optimizer steps of the run
+    std::size_t batch_size = 8;   ///< sequences per step
+    std::size_t seq_len = 0;      ///< tokens per sequence (0: the context)
+    double learning_rate = 6e-4;  ///< peak rate, after the warm-up
+    double min_lr = 6e-5;         ///< the rate the cosine ends at
+    std::size_t warmup = 100;     ///< warm-up steps
+    double weight_decay = 0.1;    ///< AdamW's decoupled decay
+    double beta_2 = 0.95;         ///< AdamW's second-moment decay
+    std::uint64_t seed = 42;      ///< initialisation, batches, dropout
     EMBER_CONFIG(TrainConfig, model, steps, batch_size, seq_len, learning_rate, min_lr, warmup,
                  weight_decay, beta_2, seed)
 };
@@ -280,9 +280,9 @@ int train(const Options& o) {
     if (o.resume) {
         const auto saved = TrainConfig::load(o.artifact_dir / "config.json");
         if (saved.to_json() != c.to_json())
-            throw ember::ArgumentError(
-                "gpt: --resume needs the options of the run in " + o.artifact_dir.string() +
-                " (its config.json differs from this command's)");
+            throw ember::ArgumentError("gpt: --resume needs the options of the run in " +
+                                       o.artifact_dir.string() +
+                                       " (its config.json differs from this command's)");
     } else {
         c.save(o.artifact_dir / "config.json");
     }
@@ -347,8 +347,8 @@ int train(const Options& o) {
         ++step;
         if (step % o.log_every == 0 || step == last) {
             std::printf("step %5zu  loss %.4f  lr %.3g  %.1f ms/step  %.0f tokens/s\n", step,
-                        window_loss / double(window_steps),
-                        lr, 1e3 * window_seconds / double(window_steps),
+                        window_loss / double(window_steps), lr,
+                        1e3 * window_seconds / double(window_steps),
                         double(tokens_per_step * window_steps) / window_seconds);
             std::fflush(stdout);
             window_loss = window_seconds = 0;
@@ -365,8 +365,7 @@ int train(const Options& o) {
     const std::size_t done = step - first_step;
     if (done > 0)
         std::printf("%zu steps in %.1f s: %.3f steps/s, %.0f tokens/s (evaluation included)\n",
-                    done, total, double(done) / total,
-                    double(done * tokens_per_step) / total);
+                    done, total, double(done) / total, double(done * tokens_per_step) / total);
     std::printf("checkpoint at step %zu: %s\n", step,
                 (o.artifact_dir / "model.mpk").string().c_str());
     if (!o.check) return 0;
@@ -407,8 +406,8 @@ std::vector<float> last_row(const ember::Tensor<B, 2>& scores) {
 template <ember::Backend B>
 int generate(const Options& o) {
     const auto c = TrainConfig::load(o.artifact_dir / "config.json");
-    const auto model =
-        c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
+    const auto model = c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{},
+                                                            ember::Device<B>{});
     const Sampling& s = o.sampling;
     std::vector<std::int64_t> tokens(s.prompt.begin(), s.prompt.end());
     for (auto& t : tokens) t = std::int64_t(static_cast<unsigned char>(t));
@@ -452,9 +451,8 @@ int generate(const Options& o) {
     const double seconds = seconds_since(start);
     const std::string text(tokens.begin(), tokens.end());
     std::fwrite(text.data(), 1, text.size(), stdout);  // the bytes as they are, NULs included
-    std::printf("\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", s.length,
-                seconds, double(s.length) / seconds, s.cache ? "KV cache" : "no cache",
-                B::name().c_str());
+    std::printf("\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", s.length, seconds,
+                double(s.length) / seconds, s.cache ? "KV cache" : "no cache", B::name().c_str());
     return 0;
 }
 

@@ -40,11 +40,11 @@ struct GptCache {
 /// The language model.
 template <Backend B>
 struct Gpt {
-    nn::Embedding<B> token_embedding;     ///< [vocab, d_model]; also the output projection
-    nn::Embedding<B> position_embedding;  ///< [context, d_model], learned
+    nn::Embedding<B> token_embedding;       ///< [vocab, d_model]; also the output projection
+    nn::Embedding<B> position_embedding;    ///< [context, d_model], learned
     nn::TransformerEncoder<B> transformer;  ///< pre-norm blocks, causal attention
-    nn::LayerNorm<B> norm;                ///< the final LayerNorm
-    nn::Dropout dropout;                  ///< on the summed embeddings (training only)
+    nn::LayerNorm<B> norm;                  ///< the final LayerNorm
+    nn::Dropout dropout;                    ///< on the summed embeddings (training only)
     EMBER_MODULE(Gpt, token_embedding, position_embedding, transformer, norm, dropout)
 
     /// Longest sequence the model reads.
@@ -92,8 +92,7 @@ struct Gpt {
             causal = Tensor<B, 3, ember::Bool>::tril_mask(ember::Shape{n, fresh, start + fresh},
                                                           long(start), tokens.device());
         for (std::size_t l = 0; l < transformer.layers.size(); ++l)
-            x = transformer.layers[l].forward_incremental(x, std::nullopt, causal,
-                                                          cache.layers[l]);
+            x = transformer.layers[l].forward_incremental(x, std::nullopt, causal, cache.layers[l]);
         cache.len += fresh;
         return scores(x);
     }
@@ -108,10 +107,9 @@ struct Gpt {
     Tensor<B, 3> embed(const Tensor<B, 2, ember::Int>& tokens, std::size_t start) const {
         const auto [n, s] = tokens.dims();
         (void)n;
-        auto positions =
-            Tensor<B, 1, ember::Int>::arange(std::int64_t(start), std::int64_t(start + s),
-                                             tokens.device())
-                .template reshape<2>({1, long(s)});
+        auto positions = Tensor<B, 1, ember::Int>::arange(std::int64_t(start),
+                                                          std::int64_t(start + s), tokens.device())
+                             .template reshape<2>({1, long(s)});
         return dropout.forward(token_embedding.forward(tokens) +
                                position_embedding.forward(positions));
     }
@@ -143,8 +141,8 @@ struct GptConfig {
                     "GptConfig::init: vocab_size and context must be positive, got ", vocab_size,
                     " and ", context);
         const auto normal = nn::Initializer::Normal(0.0, 0.02);
-        auto token = nn::EmbeddingConfig{vocab_size, d_model}.with_initializer(normal).init<B>(
-            device);
+        auto token =
+            nn::EmbeddingConfig{vocab_size, d_model}.with_initializer(normal).init<B>(device);
         auto position =
             nn::EmbeddingConfig{context, d_model}.with_initializer(normal).init<B>(device);
         auto transformer = nn::TransformerEncoderConfig{d_model, 4 * d_model, n_heads, n_layers}

@@ -46,10 +46,10 @@ struct FashionBatcher {
             std::copy(first, first + plane, first + 2 * plane);
             labels.push_back(items[i].label);
         }
-        return {Tensor<B, 4>::from_data(ember::TensorData(std::move(pixels), {n, 3, kSide, kSide}),
-                                        device),
-                Tensor<B, 1, ember::Int>::from_data(ember::TensorData(std::move(labels), {n}),
-                                                    device)};
+        return {
+            Tensor<B, 4>::from_data(ember::TensorData(std::move(pixels), {n, 3, kSide, kSide}),
+                                    device),
+            Tensor<B, 1, ember::Int>::from_data(ember::TensorData(std::move(labels), {n}), device)};
     }
 };
 
@@ -63,10 +63,9 @@ ImageBatch<B> synthetic_batch(std::size_t n, std::size_t classes, std::mt19937_6
     for (float& p : pixels) p = pixel(rng);
     std::vector<std::int64_t> labels(n);
     for (auto& l : labels) l = std::int64_t(rng() % classes);
-    return {Tensor<B, 4>::from_data(ember::TensorData(std::move(pixels), {n, 3, kSide, kSide}),
-                                    device),
-            Tensor<B, 1, ember::Int>::from_data(ember::TensorData(std::move(labels), {n}),
-                                                device)};
+    return {
+        Tensor<B, 4>::from_data(ember::TensorData(std::move(pixels), {n, 3, kSide, kSide}), device),
+        Tensor<B, 1, ember::Int>::from_data(ember::TensorData(std::move(labels), {n}), device)};
 }
 
 }  // namespace resnet

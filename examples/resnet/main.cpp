@@ -32,16 +32,16 @@ namespace resnet {
 
 /// What a run was started with (saved beside the model as config.json).
 struct RunConfig {
-    ResNetConfig model;                ///< the network
-    std::string optimizer = "sgd";     ///< "sgd" (momentum, weight decay) or "adam"
-    double learning_rate = 0.05;       ///< peak rate (cosine-annealed to 0 over the run)
-    double momentum = 0.9;             ///< SGD's momentum
-    double weight_decay = 5e-4;        ///< SGD's L2 penalty (Adam: none)
-    std::size_t batch_size = 64;       ///< images per step
-    std::size_t num_epochs = 1;        ///< epochs of the convergence run
-    std::size_t limit = 10000;         ///< training images per epoch (0: all 60000)
-    std::size_t valid_limit = 2000;    ///< test images validated on (0: all 10000)
-    std::uint64_t seed = 42;           ///< initialisation, shuffling, synthetic data
+    ResNetConfig model;              ///< the network
+    std::string optimizer = "sgd";   ///< "sgd" (momentum, weight decay) or "adam"
+    double learning_rate = 0.05;     ///< peak rate (cosine-annealed to 0 over the run)
+    double momentum = 0.9;           ///< SGD's momentum
+    double weight_decay = 5e-4;      ///< SGD's L2 penalty (Adam: none)
+    std::size_t batch_size = 64;     ///< images per step
+    std::size_t num_epochs = 1;      ///< epochs of the convergence run
+    std::size_t limit = 10000;       ///< training images per epoch (0: all 60000)
+    std::size_t valid_limit = 2000;  ///< test images validated on (0: all 10000)
+    std::uint64_t seed = 42;         ///< initialisation, shuffling, synthetic data
     EMBER_CONFIG(RunConfig, model, optimizer, learning_rate, momentum, weight_decay, batch_size,
                  num_epochs, limit, valid_limit, seed)
 };
@@ -50,9 +50,9 @@ struct Options {
     RunConfig config;
     std::string backend = "cpu";
     bool synthetic = false;
-    std::size_t steps = 20;   // --synthetic: timed steps
-    std::size_t warmup = 3;   // --synthetic: untimed steps first
-    bool check = false;       // exit 1 unless the loss fell
+    std::size_t steps = 20;  // --synthetic: timed steps
+    std::size_t warmup = 3;  // --synthetic: untimed steps first
+    bool check = false;      // exit 1 unless the loss fell
     bool plain = false;
     std::optional<std::size_t> threads;
     std::optional<fs::path> data_dir;
@@ -222,8 +222,8 @@ int synthetic(const Options& o, Optim optim) {
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (s >= o.warmup) seconds += t, losses.push_back(l);
-        std::printf("step %3zu%s  loss %.4f  %.1f ms\n", s + 1, s < o.warmup ? " (warm-up)" : "",
-                    l, t * 1e3);
+        std::printf("step %3zu%s  loss %.4f  %.1f ms\n", s + 1, s < o.warmup ? " (warm-up)" : "", l,
+                    t * 1e3);
     }
     const double steps_per_s = double(o.steps) / seconds;
     std::printf("%zu steps in %.2f s: %.3f steps/s, %.1f images/s (batch %zu, %s)\n", o.steps,

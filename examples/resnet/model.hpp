@@ -49,13 +49,13 @@ inline nn::Conv2dConfig conv(std::size_t in, std::size_t out, std::size_t kernel
 /// BatchNorm where the block changes the resolution or the width.
 template <Backend B>
 struct BasicBlock {
-    nn::Conv2d<B> conv1;                               ///< 3×3, stride 1 or 2
-    nn::BatchNorm<B> bn1;                              ///< after conv1
-    nn::Conv2d<B> conv2;                               ///< 3×3, stride 1
-    nn::BatchNorm<B> bn2;                              ///< after conv2
-    std::optional<nn::Conv2d<B>> downsample_conv;      ///< 1×1 projection of the shortcut
-    std::optional<nn::BatchNorm<B>> downsample_bn;     ///< after downsample_conv
-    nn::Relu relu;                                     ///< the activation
+    nn::Conv2d<B> conv1;                            ///< 3×3, stride 1 or 2
+    nn::BatchNorm<B> bn1;                           ///< after conv1
+    nn::Conv2d<B> conv2;                            ///< 3×3, stride 1
+    nn::BatchNorm<B> bn2;                           ///< after conv2
+    std::optional<nn::Conv2d<B>> downsample_conv;   ///< 1×1 projection of the shortcut
+    std::optional<nn::BatchNorm<B>> downsample_bn;  ///< after downsample_conv
+    nn::Relu relu;                                  ///< the activation
     EMBER_MODULE(BasicBlock, conv1, bn1, conv2, bn2, downsample_conv, downsample_bn, relu)
 
     /// x [N, in, H, W] → [N, out, H / stride, W / stride].
@@ -70,12 +70,12 @@ struct BasicBlock {
 /// The network: stem, blocks, pooling and classifier.
 template <Backend B>
 struct ResNet {
-    nn::Conv2d<B> conv1;                 ///< the 3×3 stem convolution
-    nn::BatchNorm<B> bn1;                ///< after the stem
-    std::vector<BasicBlock<B>> blocks;   ///< all stages' blocks in order
-    nn::AdaptiveAvgPool2d pool;          ///< global average pooling
-    nn::Linear<B> fc;                    ///< [last width, classes]
-    nn::Relu relu;                       ///< the activation
+    nn::Conv2d<B> conv1;                ///< the 3×3 stem convolution
+    nn::BatchNorm<B> bn1;               ///< after the stem
+    std::vector<BasicBlock<B>> blocks;  ///< all stages' blocks in order
+    nn::AdaptiveAvgPool2d pool;         ///< global average pooling
+    nn::Linear<B> fc;                   ///< [last width, classes]
+    nn::Relu relu;                      ///< the activation
     EMBER_MODULE(ResNet, conv1, bn1, blocks, pool, fc, relu)
 
     /// Class scores [N, classes] of images [N, C, H, W]. On an autodiff backend BatchNorm uses
@@ -89,8 +89,7 @@ struct ResNet {
     /// Cross-entropy loss and scores of `batch`, as the Learner's metrics read them.
     ember::train::ClassificationOutput<B> classify(const ImageBatch<B>& batch) const {
         auto scores = forward(batch.images);
-        auto loss =
-            nn::loss::CrossEntropyLossConfig{}.init<B>().forward(scores, batch.targets);
+        auto loss = nn::loss::CrossEntropyLossConfig{}.init<B>().forward(scores, batch.targets);
         return {std::move(loss), std::move(scores), batch.targets};
     }
     /// The Learner's training step: loss, scores and the gradients of the loss.
@@ -126,8 +125,8 @@ struct ResNetConfig {
                     "ResNetConfig::init: in_channels and num_classes must be positive, got ",
                     in_channels, " and ", num_classes);
         for (std::size_t s = 0; s < widths.size(); ++s)
-            EMBER_CHECK(widths[s] > 0 && blocks[s] > 0, Argument, "ResNetConfig::init: stage ",
-                        s, " has width ", widths[s], " and ", blocks[s], " blocks; both must be > 0");
+            EMBER_CHECK(widths[s] > 0 && blocks[s] > 0, Argument, "ResNetConfig::init: stage ", s,
+                        " has width ", widths[s], " and ", blocks[s], " blocks; both must be > 0");
         auto bn = [&](std::size_t c) { return nn::BatchNormConfig{c}.init<B>(device); };
         ResNet<B> m{detail::conv(in_channels, widths[0], 3, 1).template init<B>(device),
                     bn(widths[0]),
@@ -148,7 +147,8 @@ struct ResNetConfig {
                                     std::nullopt,
                                     {}};
                 if (stride != 1 || in != out) {
-                    block.downsample_conv = detail::conv(in, out, 1, stride).template init<B>(device);
+                    block.downsample_conv =
+                        detail::conv(in, out, 1, stride).template init<B>(device);
                     block.downsample_bn = bn(out);
                 }
                 m.blocks.push_back(std::move(block));

@@ -393,10 +393,10 @@ struct WarmupCosineLrSchedulerConfig {
                          "peak_lr must be greater than 0 and at most 1", peak_lr);
         detail::check_lr(min_lr >= 0 && min_lr <= peak_lr, who,
                          "min_lr must be at least 0 and at most peak_lr", min_lr);
-        detail::check_lr(num_iters > warmup_iters, who,
-                         "num_iters must be greater than warmup_iters (" +
-                             std::to_string(warmup_iters) + ")",
-                         double(num_iters));
+        detail::check_lr(
+            num_iters > warmup_iters, who,
+            "num_iters must be greater than warmup_iters (" + std::to_string(warmup_iters) + ")",
+            double(num_iters));
         return {peak_lr, min_lr, std::int64_t(warmup_iters), std::int64_t(num_iters)};
     }
 };
