@@ -5,7 +5,8 @@
 // Fusion<Cuda> (one generated kernel) beside the unfused chain and x·1 (a copy), and the int8
 // Linear (cuBLASLt) beside the f32 Linear at batch 1 and 64, and matmul epilogues on Fusion<Cuda>
 // (bias and relu inside cuBLASLt's GEMM) against the separate kernel. Prints one JSON line per
-// result.
+// result. `train` also replays each step as a captured CUDA graph (issue 31), on Autodiff<Cuda>
+// and Autodiff<Fusion<Cuda>>, at batch 64 and 1024; `overhead` times a captured chain of adds.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <string>
 
 #include <ember/backend/cuda.hpp>
+#include <ember/backend/cuda_graph.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -58,23 +60,62 @@ void gemm(const char* name, ember::DType dt, bool tf32) {
     ember::cuda::set_allow_tf32(false);
 }
 
-template <typename Model>
-void train_step(const char* name) {
-    using B = ember::Autodiff<Cuda>;
+/// Training steps (forward, backward, Adam) of model M on one random batch of `batch` images:
+/// eagerly, and (`graph`) captured once as a CUDA graph and replayed (ember::cuda::capture).
+template <template <typename> class M, typename B>
+void train_step(const std::string& name, std::size_t batch, bool graph) {
+    using Model = M<B>;
     Model model = Model::init();
     auto optim = ember::optim::AdamConfig{.epsilon = 1e-8}.init<Model>();
-    auto images = Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default);
-    auto targets = Tensor<B, 1, ember::Int>::random({64}, ember::Distribution::Uniform(0, 10));
-    mnist::MnistBatch<B> batch{images, targets};
-    const double s = time_per_call(
-        [&] {
-            auto out = mnist::classify(model, batch);
-            auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
-            model = optim.step(1e-3, std::move(model), std::move(grads));
-        },
-        50, 10);
-    emit(name, s * 1e3, "ms");
+    auto images = Tensor<B, 3>::random({batch, 28, 28}, ember::Distribution::Default);
+    auto targets = Tensor<B, 1, ember::Int>::random({batch}, ember::Distribution::Uniform(0, 10));
+    mnist::MnistBatch<B> data{images, targets};
+    auto step = [&] {
+        auto out = mnist::classify(model, data);
+        auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
+        model = optim.step(1e-3, std::move(model), std::move(grads));
+    };
+    if (!graph) {
+        emit(name.c_str(), time_per_call([&] { step(); }, 50, 10) * 1e3, "ms");
+        return;
+    }
+    for (int i = 0; i < 3; ++i) step();  // warm-up: kernels compiled, Adam's state made
+    auto captured = ember::cuda::capture(step);
+    if (!captured.replayable()) {
+        std::fprintf(stderr, "bench_cuda: %s: %s\n", name.c_str(), captured.why_not().c_str());
+        return;
+    }
+    emit(name.c_str(), time_per_call([&] { captured.replay(); }, 50, 10) * 1e3, "ms");
+    std::fprintf(stderr, "bench_cuda: %s: %zu graph nodes, %zu random draws, %zu Adam updates\n",
+                 name.c_str(), captured.num_nodes(), captured.random_draws(),
+                 captured.optimizer_updates());
 }
+
+/// Every training-step row (or the one named `only`): MLP and guide CNN at batch 64 and 1024, on
+/// Autodiff<Cuda> and Autodiff<Fusion<Cuda>>, eager and replayed. The eager Autodiff<Cuda> rows
+/// at batch 64 keep their historical names.
+void train(const std::string& only) {
+    using A = ember::Autodiff<Cuda>;
+    using AF = ember::Autodiff<ember::Fusion<Cuda>>;
+    for (std::size_t batch : {std::size_t{64}, std::size_t{1024}}) {
+        const std::string b = "_b" + std::to_string(batch);
+        for (bool graph : {false, true}) {
+            const std::string g = graph ? "_graph" : "";
+            auto row = [&](const std::string& name, auto run) {
+                if (only.empty() || only == name) run(name);
+            };
+            row("train_step_mlp" + b + g,
+                [&](const std::string& n) { train_step<mnist::Mlp, A>(n, batch, graph); });
+            row("train_step_cnn" + b + g,
+                [&](const std::string& n) { train_step<mnist::Cnn, A>(n, batch, graph); });
+            row("train_step_mlp" + b + "_fusion" + g,
+                [&](const std::string& n) { train_step<mnist::Mlp, AF>(n, batch, graph); });
+            row("train_step_cnn" + b + "_fusion" + g,
+                [&](const std::string& n) { train_step<mnist::Cnn, AF>(n, batch, graph); });
+        }
+    }
+}
+
 template <ember::Backend B, std::size_t D>
 Tensor<B, D> gelu_custom(Tensor<B, D> x) {
     auto y = x * ((x / std::numbers::sqrt2_v<float>).erf() + 1);
@@ -203,6 +244,14 @@ int main(int argc, char** argv) try {
         emit("op_overhead_add_1_host_only", host * 1e6, "us/op");
         const double inplace = time_per_call([&] { a = std::move(a) + b; }, 10000);
         emit("op_overhead_add_1_in_place", inplace * 1e6, "us/op");
+        // The same in-place adds, 1000 of them captured as one CUDA graph and replayed: the
+        // per-op cost of a replayed graph (the GPU's time per tiny kernel, the launch gone).
+        constexpr int kChain = 1000;
+        auto chain = ember::cuda::capture([&] {
+            for (int i = 0; i < kChain; ++i) a = std::move(a) + b;
+        });
+        const double replayed = time_per_call([&] { chain.replay(); }, 20);
+        emit("op_overhead_add_1_graph", replayed / kChain * 1e6, "us/op");
     }
     if (want("fusion")) fusion();
     if (want("reduce")) {
@@ -218,10 +267,8 @@ int main(int argc, char** argv) try {
     }
     if (want("quant")) quant();
     if (want("epilogue")) epilogue();
-    if (want("train")) {
-        train_step<mnist::Mlp<ember::Autodiff<Cuda>>>("train_step_mlp_b64");
-        train_step<mnist::Cnn<ember::Autodiff<Cuda>>>("train_step_cnn_b64");
-    }
+    if (want("train")) train("");
+    if (only.rfind("train_step_", 0) == 0) train(only);  // one row (to profile it alone)
     return 0;
 } catch (const std::exception& e) {
     std::cerr << "bench_cuda: " << e.what() << '\n';

@@ -82,6 +82,39 @@ def train_step(name, model):
     emit(name, time_per_call(step, 50, 10) * 1e3, "ms")
 
 
+def train_graph(name, make, batch):
+    """The same step at its fastest in PyTorch (as ../shared/peer/torch_best_step.py measured the
+    figures to beat): eager with the default (foreach) Adam, with the fused Adam, and the whole
+    step captured in one CUDA graph with the fused, capturable Adam, replayed."""
+    x = torch.rand(batch, 28, 28, device="cuda")
+    y = torch.randint(0, 10, (batch,), device="cuda")
+    for cfg in ("eager", "fused", "graph"):
+        torch.manual_seed(0)
+        model = make().cuda()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8, fused=cfg != "eager",
+                               capturable=cfg == "graph")
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+        label = f"{name}_b{batch}" + ("" if cfg == "eager" else "_" + cfg)
+        if cfg != "graph":
+            emit(label, time_per_call(step, 50, 10) * 1e3, "ms")
+            continue
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graphs asks
+            for _ in range(3):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        emit(label, time_per_call(graph.replay, 50, 10) * 1e3, "ms")
+
+
 def gelu_custom(x):
     """The hand-written GELU of ember's fusion benchmark: five elementwise ops."""
     y = x * (torch.erf(x / math.sqrt(2)) + 1)
@@ -137,6 +170,10 @@ def main():
     if want("train"):
         train_step("train_step_mlp_b64", Mlp())
         train_step("train_step_cnn_b64", Cnn())
+    if only == "train_graph":
+        for batch in (64, 1024):
+            train_graph("train_step_mlp", Mlp, batch)
+            train_graph("train_step_cnn", Cnn, batch)
     if want("fusion"):
         fusion()
     if want("reduce"):

@@ -380,8 +380,21 @@ __device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
 __device__ __forceinline__ double uniform01(std::uint64_t key, std::uint64_t i) {
     return static_cast<double>(mix(key + 0x9e3779b97f4a7c15ull * (i + 1)) >> 11) * 0x1.0p-53;
 }
+/// The key of draw `counter` under `seed`. Inside a captured graph `state` holds the device's
+/// {seed, offset}: the draw is then the offset plus its index within the step, so that every
+/// replay draws anew, exactly as the same step run eagerly at that point would.
+__device__ __forceinline__ std::uint64_t draw_key(std::uint64_t seed, std::uint64_t counter,
+                                                  const std::uint64_t* state) {
+    if (state != nullptr) {
+        seed = state[0];
+        counter += state[1];
+    }
+    return seed * 0xd1342543de82ef95ull + counter * 0x9e3779b97f4a7c15ull;
+}
 template <typename T>
-__global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint64_t key) {
+__global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint64_t seed,
+                              std::uint64_t counter, const std::uint64_t* state) {
+    const std::uint64_t key = draw_key(seed, counter, state);
     EMBER_GRID_LOOP(i, n) {
         double v;
         switch (d.kind) {
@@ -409,7 +422,14 @@ __global__ void random_kernel(T* out, std::int64_t n, Distribution d, std::uint6
 // ---- Adam ----------------------------------------------------------------------------------
 template <typename T>
 __global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, const T* g, const T* m,
-                            const T* v, AdamStepScalars s) {
+                            const T* v, AdamStepScalars s, const double* replayed) {
+    // In a captured graph the learning rate and both corrections change from replay to replay:
+    // they come from device memory that the graph's first node writes (graph.cpp).
+    if (replayed != nullptr) {
+        s.lr = replayed[0];
+        s.correction_1 = replayed[1];
+        s.correction_2 = replayed[2];
+    }
     const T b1 = T(s.beta_1), b2 = T(s.beta_2), eps = T(s.epsilon);
     const T inv_sqrt_c2 = T(1.0 / std::sqrt(s.correction_2));
     const T step = T(s.lr / s.correction_1);
@@ -648,19 +668,20 @@ void launch_arange(std::int64_t* out, std::int64_t n, std::int64_t start, std::i
 }
 
 void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, std::uint64_t seed,
-                   std::uint64_t counter, cudaStream_t s) {
+                   std::uint64_t counter, cudaStream_t s, const std::uint64_t* state) {
     if (n == 0) return;
-    const std::uint64_t key = seed * 0xd1342543de82ef95ull + counter * 0x9e3779b97f4a7c15ull;
     switch (dt) {
         case DType::F64:
-            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<double*>(out), n, d, key);
+            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<double*>(out), n, d, seed,
+                                                             counter, state);
             break;
         case DType::I64:
             random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<std::int64_t*>(out), n, d,
-                                                             key);
+                                                             seed, counter, state);
             break;
         default:
-            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(out), n, d, key);
+            random_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(out), n, d, seed,
+                                                             counter, state);
             break;
     }
     check_launch("random");
@@ -668,19 +689,19 @@ void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, s
 
 void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out, const void* p,
                  const void* g, const void* m, const void* v, const AdamStepScalars& sc,
-                 cudaStream_t s) {
+                 cudaStream_t s, const double* replayed) {
     if (n == 0) return;
     if (cd == DType::F64)
         adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
             n, static_cast<double*>(p_out), static_cast<double*>(m_out),
             static_cast<double*>(v_out), static_cast<const double*>(p),
             static_cast<const double*>(g), static_cast<const double*>(m),
-            static_cast<const double*>(v), sc);
+            static_cast<const double*>(v), sc, replayed);
     else
         adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(
             n, static_cast<float*>(p_out), static_cast<float*>(m_out), static_cast<float*>(v_out),
             static_cast<const float*>(p), static_cast<const float*>(g),
-            static_cast<const float*>(m), static_cast<const float*>(v), sc);
+            static_cast<const float*>(m), static_cast<const float*>(v), sc, replayed);
     check_launch("adam_step");
 }
 

@@ -81,13 +81,16 @@ void launch_fill(void* out, DType dt, std::int64_t n, Scalar v, cudaStream_t s);
 void launch_arange(std::int64_t* out, std::int64_t n, std::int64_t start, std::int64_t step,
                    cudaStream_t s);
 /// n random elements of dtype dt (f32, f64 or i64) from a counter-based generator: element i
-/// of draw `counter` depends only on (seed, counter, i).
+/// of draw `counter` depends only on (seed, counter, i). With `state` (a captured graph's
+/// draw), the seed is state[0] and the counter `counter` + state[1], read on the device.
 void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, std::uint64_t seed,
-                   std::uint64_t counter, cudaStream_t s);
-/// One Adam step over n contiguous elements (f32 or f64), written to the out pointers.
+                   std::uint64_t counter, cudaStream_t s, const std::uint64_t* state = nullptr);
+/// One Adam step over n contiguous elements (f32 or f64), written to the out pointers. With
+/// `replayed` (a captured graph's update), lr and both corrections are read from those three
+/// device doubles instead of `sc`.
 void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out, const void* p,
                  const void* g, const void* m, const void* v, const AdamStepScalars& sc,
-                 cudaStream_t s);
+                 cudaStream_t s, const double* replayed = nullptr);
 /// Sets *flag (device int) when any of the n int64 values (strided) is outside [0, limit) or,
 /// with `zero_only`, equals zero; or, with `negative_only`, is negative.
 void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t limit, int mode,

@@ -53,7 +53,7 @@ void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim,
     const auto it = make_iter<1>(indices.shape, {&indices.strides});
     launch_check_range(it, static_cast<const std::int64_t*>(indices.ptr()),
                        static_cast<std::int64_t>(size), 0, static_cast<int*>(flag->data), s);
-    EMBER_CHECK(read_i64(flag->data, indices.device()) == 0, Index, op,
+    EMBER_CHECK(read_i64(flag->data, indices.device(), op) == 0, Index, op,
                 ": an index is out of range for dim ", dim, " of size ", size, " (indices ",
                 indices.shape, ")");
 }
@@ -278,7 +278,7 @@ CudaTensor argwhere(CudaTensor t) {
     }
     launch_argwhere_scan(full_it, t.dtype, t.ptr(), static_cast<std::int64_t*>(pos.ptr()),
                          static_cast<std::int64_t*>(count->data), t.device(), s);
-    const auto total = static_cast<std::size_t>(read_i64(count->data, t.device()));
+    const auto total = static_cast<std::size_t>(read_i64(count->data, t.device(), "argwhere"));
     CudaTensor out = empty(Shape{total, rank}, DType::I64, t.device());
     if (total == 0 || rank == 0) return out;
     launch_argwhere_write(full_it, t.dtype, t.ptr(), static_cast<const std::int64_t*>(pos.ptr()),

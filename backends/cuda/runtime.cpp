@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ember/backend/cuda.hpp"
+#include "graph.hpp"
 #include "launch.hpp"
 
 namespace ember::detail::cuda {
@@ -130,6 +131,8 @@ thread_local int t_current = -1;
 /// Returns every cached block of `d` to the driver (its stream is synchronised first, so no
 /// queued kernel still reads one).
 void release_cache(DeviceState& d) {
+    forbid_in_capture(
+        "trimming the caching pool (empty_cache, or an allocation that ran out of memory)");
     EMBER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
     for (auto& [size, blocks] : d.free_blocks) {
         for (void* p : blocks) {
@@ -200,6 +203,7 @@ void* cublas_workspace(int device, std::size_t* bytes) {
 }
 
 void synchronize(int device) {
+    forbid_in_capture("sync");
     EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
 }
 
@@ -213,6 +217,16 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
     s->device = device;
     if (bytes == 0) return s;
     const std::size_t size = size_class(bytes);
+    if (CaptureState* c = capturing(device)) [[unlikely]] {
+        // A captured step's buffers stay its own: from its private pool.
+        s->data = pool_take(*c, size);
+        s->pool = c->pool;
+        s->bytes = size;
+        std::lock_guard lock(d.mu);
+        d.stats.bytes_in_use += size;
+        d.stats.peak_bytes_in_use = std::max(d.stats.peak_bytes_in_use, d.stats.bytes_in_use);
+        return s;
+    }
     std::lock_guard lock(d.mu);
     std::vector<void*>& free = d.bucket(size);
     if (!free.empty()) {
@@ -244,9 +258,40 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
 Storage::~Storage() {
     if (data == nullptr) return;
     DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
+    {
+        std::lock_guard lock(d.mu);
+        d.stats.bytes_in_use -= bytes;
+    }
+    if (CaptureState* c = capturing(device); c != nullptr && pool != c->pool) [[unlikely]] {
+        // A tensor from before the capture, freed while a step is captured: the graph may read
+        // it on every replay, so nothing else may have it while the graph lives (pool_adopt
+        // also counts it: the step replaced a tensor it may read).
+        if (pool && pool_give_if_open(*pool, data, bytes)) {
+            note_replaced(*c, bytes);  // another live graph's: it stays that graph's
+            return;
+        }
+        pool_adopt(*c, data, bytes);
+        return;
+    }
+    if (pool) [[unlikely]] {
+        pool_give(*pool, data, bytes);
+        return;
+    }
     std::lock_guard lock(d.mu);
     d.bucket(bytes).push_back(data);
-    d.stats.bytes_in_use -= bytes;
+}
+
+void cache_block(int device, void* block, std::size_t size) {
+    DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
+    std::lock_guard lock(d.mu);
+    d.bucket(size).push_back(block);
+}
+
+void note_driver_alloc(int device, std::size_t size) {
+    DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
+    std::lock_guard lock(d.mu);
+    d.stats.bytes_reserved += size;
+    ++d.stats.num_driver_allocs;
 }
 
 CudaTensor empty(const Shape& shape, DType dtype, int device) {
@@ -282,7 +327,8 @@ CudaTensor cast(CudaTensor t, DType dtype) {
     return out;
 }
 
-std::int64_t read_i64(const void* device_ptr, int device) {
+std::int64_t read_i64(const void* device_ptr, int device, const char* op) {
+    forbid_in_capture(op);
     DeviceState& d = state(device);
     std::int64_t v = 0;
     {

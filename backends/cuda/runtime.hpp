@@ -52,8 +52,10 @@ CudaTensor fresh_copy(const CudaTensor& t);
 CudaTensor cast(CudaTensor t, DType dtype);
 /// dst = src for views of the same shape (src may broadcast; dtypes may differ).
 void copy_into(const CudaTensor& dst, const CudaTensor& src);
-/// Reads one int64 scalar computed on the device (waits for the stream).
-std::int64_t read_i64(const void* device_ptr, int device);
+/// Reads one int64 scalar computed on the device (waits for the stream); `op` names what needs
+/// it (a captured step cannot wait: the error names it).
+std::int64_t read_i64(const void* device_ptr, int device,
+                      const char* op = "an op that reads a value back (an index or value check)");
 /// Checks that every tensor is on `device` (ops take tensors of one device).
 void check_same_device(const char* op, const CudaTensor& a, const CudaTensor& b);
 

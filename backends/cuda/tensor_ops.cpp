@@ -6,14 +6,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "graph.hpp"
 #include "ops.hpp"
 
 namespace ember::detail::cuda {
 
 namespace {
-std::atomic<std::uint64_t> g_seed{0x853c49e6748fea9bull};
-std::atomic<std::uint64_t> g_counter{0};
-
 /// A destination for a result of `shape` and `dtype`: `a`'s own buffer when it may be reused.
 CudaTensor output_like(const CudaTensor& a, const Shape& shape, DType dtype) {
     if (a.is_unique() && a.shape == shape && a.dtype == dtype) return reuse(a);
@@ -53,7 +51,7 @@ void check_values(const CudaTensor& t, int mode, const char* op, const char* msg
     const auto it = make_iter<1>(t.shape, {&t.strides});
     launch_check_range(it, static_cast<const std::int64_t*>(t.ptr()), 0, mode,
                        static_cast<int*>(flag->data), s);
-    EMBER_CHECK(read_i64(flag->data, t.device()) == 0, Argument, op, msg);
+    EMBER_CHECK(read_i64(flag->data, t.device(), op) == 0, Argument, op, msg);
 }
 
 void check_int_operand(BinaryOp op, const CudaTensor& divisor_or_exp) {
@@ -83,6 +81,8 @@ CudaTensor full(const Shape& shape, Scalar value, DType dtype, int device) {
 }
 
 CudaTensor from_data(const TensorData& data, DType dtype, int device) {
+    forbid_in_capture("from_data");
+    const auto gate = capture_gate();
     const TensorData conv = data.dtype() == dtype ? TensorData() : data.convert(dtype);
     const TensorData& src = data.dtype() == dtype ? data : conv;
     CudaTensor t = empty(src.shape(), dtype, device);
@@ -100,6 +100,8 @@ CudaTensor from_data(const TensorData& data, DType dtype, int device) {
 }
 
 TensorData to_data(const CudaTensor& t0) {
+    forbid_in_capture("into_data (to_data, into_scalar)");
+    const auto gate = capture_gate();
     const CudaTensor t = contiguous(t0);
     std::vector<std::byte> bytes(t.num_elements() * dtype_size(t.dtype));
     if (!bytes.empty()) {
@@ -112,8 +114,7 @@ TensorData to_data(const CudaTensor& t0) {
 }
 
 void seed(std::uint64_t s) {
-    g_seed = s;
-    g_counter = 0;
+    seed_generator(s);
 }
 
 CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int device) {
@@ -127,8 +128,9 @@ CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int
                       : is_float(dtype)                            ? DType::F32
                                                                    : DType::I64;
     CudaTensor t = empty(shape, gen, device);
-    launch_random(t.ptr(), gen, static_cast<std::int64_t>(t.num_elements()), dist, g_seed.load(),
-                  g_counter.fetch_add(1), stream(device));
+    const RngDraw draw = next_draw(device);
+    launch_random(t.ptr(), gen, static_cast<std::int64_t>(t.num_elements()), dist, draw.seed,
+                  draw.counter, stream(device), draw.state);
     if (gen == DType::I64 && dist.kind == Distribution::Kind::Uniform) {
         t.storage->lo = static_cast<std::int64_t>(std::floor(dist.a));
         t.storage->hi = static_cast<std::int64_t>(std::ceil(dist.b)) - 1;  // draws are < b
@@ -471,10 +473,14 @@ std::array<CudaTensor, 3> adam_step(CudaTensor p, CudaTensor g, CudaTensor m, Cu
     g = prep(std::move(g));
     m = prep(std::move(m));
     v = prep(std::move(v));
-    CudaTensor po = output_like(p, p.shape, cd), mo = output_like(m, p.shape, cd),
-               vo = output_like(v, p.shape, cd);
+    // Inside a captured step the update is in place, as PyTorch's: the next replay reads the
+    // parameter and moments where this one wrote them (graph.cpp).
+    const double* replayed = adam_slot(p.device(), s);
+    CudaTensor po = replayed ? reuse(p) : output_like(p, p.shape, cd),
+               mo = replayed ? reuse(m) : output_like(m, p.shape, cd),
+               vo = replayed ? reuse(v) : output_like(v, p.shape, cd);
     launch_adam(cd, static_cast<std::int64_t>(p.num_elements()), po.ptr(), mo.ptr(), vo.ptr(),
-                p.ptr(), g.ptr(), m.ptr(), v.ptr(), s, stream(p.device()));
+                p.ptr(), g.ptr(), m.ptr(), v.ptr(), s, stream(p.device()), replayed);
     return {cast(std::move(po), result), cast(std::move(mo), result), cast(std::move(vo), result)};
 }
 

@@ -15,6 +15,7 @@ template <ember::Backend B>
 struct MnistBatch {
     ember::Tensor<B, 3> images;               ///< normalised pixels
     ember::Tensor<B, 1, ember::Int> targets;  ///< labels 0..9
+    EMBER_DETAIL_FIELDS(MnistBatch, images, targets)
 
     /// Number of images (data-parallel training splits batches by it).
     std::size_t num_items() const { return images.dims()[0]; }

@@ -67,6 +67,7 @@ struct Options {
     std::vector<std::size_t> devices;  // --devices: CUDA indices, or {N} replicas on the CPU
     bool plain = false;
     bool resume = false;
+    bool capture = false;  // --capture: training and validation steps replayed as CUDA graphs
     std::size_t count = 10;
 };
 
@@ -93,6 +94,9 @@ options:
   --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
   --plain                plain line output even on a terminal
   --resume               go on from the last checkpoint in the artifact directory
+  --capture              (cuda) capture the training and validation steps once and replay them
+                         as CUDA graphs (LearnerBuilder::capture_steps; experiment.log says
+                         when a step ran eagerly instead)
   --count N              (infer) predictions to print (default 10); (export) test images
                          to write (default 10)
   --out DIR              (export) where model.bin, images.bin, labels.bin and expected.bin
@@ -161,6 +165,8 @@ Options parse(int argc, char** argv) {
             o.plain = true;
         else if (a == "--resume")
             o.resume = true;
+        else if (a == "--capture")
+            o.capture = true;
         else if (a == "--count")
             o.count = to_size(a, value());
         else if (a == "--out")
@@ -185,6 +191,8 @@ Options parse(int argc, char** argv) {
         throw ember::ArgumentError("mnist: backend '" + o.backend +
                                    "' is not available in this build (available: " + kBackends +
                                    ")");
+    if (o.capture && o.backend != "cuda")
+        throw ember::ArgumentError("mnist: --capture replays CUDA graphs: it needs --backend cuda");
     if (o.backend == "cpu" && !o.devices.empty() && (o.devices.size() != 1 || o.devices[0] == 0))
         throw ember::ArgumentError(
             "mnist: on the cpu, --devices takes a number of replicas (>= 1)");
@@ -276,6 +284,7 @@ void train_model(const Options& o) {
     if (devices.size() > 1)
         std::cout << "data-parallel training on " << devices.size() << " replicas, " << c.batch_size
                   << " images each per step\n";
+    if (o.capture) builder.capture_steps(true);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
     if (o.resume) {
         const std::size_t n = last_checkpoint(o.artifact_dir);

@@ -120,6 +120,16 @@ class OptimizerAdaptor {
         return out;
     }
 
+    /// Adds `n` to the step count of every state that keeps one (Adam's and AdamW's `time`).
+    /// A step captured in a CUDA graph (ember::cuda::capture) updates its parameters on each
+    /// replay, but the host code that counts steps ran only when it was captured: after `n`
+    /// replays, add_steps(n) brings the count (and so the bias corrections of a later eager
+    /// step, and what to_record saves) up to date.
+    void add_steps(std::int64_t n) {
+        for (auto& [id, e] : states_)
+            if (e.advance) e.advance(e.state, n);
+    }
+
     /// Number of parameters with a state.
     std::size_t num_states() const { return states_.size(); }
     /// Whether parameter `id` has a state.
@@ -134,6 +144,7 @@ class OptimizerAdaptor {
         std::any state;                                    // State<D> once the parameter is stepped
         record::Value (*save)(const std::any&) = nullptr;  // its to_record (knows D)
         record::Value pending;                             // a loaded state not yet converted
+        void (*advance)(std::any&, std::int64_t) = nullptr;  // add_steps (states with a time)
     };
 
     template <std::size_t D>
@@ -165,7 +176,11 @@ class OptimizerAdaptor {
                   [](const std::any& a) {
                       return detail::state_to_record(std::any_cast<const State<D>&>(a));
                   },
-                  {}};
+                  {},
+                  [](std::any& a, std::int64_t n) {
+                      if constexpr (requires(State<D> & st) { st.time += n; })
+                          std::any_cast<State<D>&>(a).time += n;
+                  }};
     }
 
     O optim_;

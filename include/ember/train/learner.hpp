@@ -38,6 +38,9 @@
 #include "logger.hpp"
 #include "metrics.hpp"
 #include "output.hpp"
+#if defined(EMBER_CUDA)
+#include "../backend/cuda_graph.hpp"
+#endif
 
 namespace ember::train {
 
@@ -103,6 +106,16 @@ decltype(auto) deref(T& x) {
         return (x);
 }
 
+/// Whether steps on backend B can be captured as CUDA graphs (LearnerBuilder::capture_steps).
+template <typename B>
+constexpr bool capturable_backend() {
+#if defined(EMBER_CUDA)
+    return ember::cuda::detail::CudaStack<B>;
+#else
+    return false;
+#endif
+}
+
 }  // namespace detail
 
 /// Everything a Learner was configured with (shared by the builder and the Learner).
@@ -133,6 +146,7 @@ struct LearnerOptions {
     };
     std::optional<EarlyStopping> early_stopping;  ///< none by default
     std::uint64_t seed = 0;                       ///< the run's seed
+    bool capture_steps = false;                   ///< replay steps as CUDA graphs
     bool summary = false;                         ///< print the summary at the end
     Interrupter interrupter;                      ///< shared with renderers and handlers
 };
@@ -279,6 +293,17 @@ class LearnerBuilder {
         o_.seed = seed;
         return *this;
     }
+    /// Captures the training and validation steps as CUDA graphs and replays them (Burn-style
+    /// name; ember::cuda::StepGraph, docs/learner.md): the first batch of a shape runs eagerly,
+    /// the second is captured, the rest of that shape are replays; a batch of another shape (a
+    /// short last batch) runs eagerly, and the log says so once. For models on Cuda or
+    /// Fusion<Cuda> under Autodiff, on one device, without gradient accumulation; build() throws
+    /// ArgumentError otherwise. A step that cannot be replayed runs eagerly, with the reason in
+    /// the log.
+    LearnerBuilder& capture_steps(bool on) {
+        o_.capture_steps = on;
+        return *this;
+    }
     /// Prints a summary of the metrics (best and worst epochs) at the end of fit.
     LearnerBuilder& summary() {
         o_.summary = true;
@@ -306,6 +331,20 @@ class LearnerBuilder {
                     "LearnerBuilder::build: checkpoint(", o.checkpoint.value_or(0),
                     ") is beyond num_epochs ", o.num_epochs);
         if (o.early_stopping) check_early_stopping(*o.early_stopping);
+        if (o.capture_steps) {
+            EMBER_CHECK(detail::capturable_backend<module::BackendOf<M>>(), Argument,
+                        "LearnerBuilder::build: capture_steps needs a model on Cuda or "
+                        "Fusion<Cuda> under Autodiff (this one is on ",
+                        module::BackendOf<M>::name(), ")");
+            EMBER_CHECK(o.grads_accumulation == 1, Argument,
+                        "LearnerBuilder::build: capture_steps does not combine with "
+                        "grads_accumulation(",
+                        o.grads_accumulation, ")");
+            const auto* devs = std::any_cast<std::vector<Device<module::BackendOf<M>>>>(&o.devices);
+            EMBER_CHECK(o.collectives.empty() && (devs == nullptr || devs->size() == 1), Argument,
+                        "LearnerBuilder::build: capture_steps trains on one device (not "
+                        "data-parallel)");
+        }
         if (o.devices.has_value()) {
             using Dev = Device<module::BackendOf<M>>;
             const auto* devs = std::any_cast<std::vector<Dev>>(&o.devices);

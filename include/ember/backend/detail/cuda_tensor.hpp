@@ -12,6 +12,8 @@
 
 namespace ember::detail::cuda {
 
+struct PrivatePool;  // a captured graph's blocks (backends/cuda/graph.hpp)
+
 /// A device allocation from the caching pool; returned to the pool (not to the driver) when the
 /// last view of it goes. Every kernel runs on the device's one stream, so a block handed back
 /// here may be reused at once by later work on that stream.
@@ -24,6 +26,9 @@ struct Storage {
     /// reading the data back, so gathers by such indices never wait for the GPU. Cleared when
     /// an op writes into the buffer.
     std::int64_t lo = 1, hi = 0;
+    /// The private pool of the CUDA graph whose capture allocated the block (null: the
+    /// device's caching pool): the block goes back there, out of reach of other work.
+    std::shared_ptr<PrivatePool> pool;
     Storage() = default;
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;

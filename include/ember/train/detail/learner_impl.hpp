@@ -11,6 +11,30 @@
 
 namespace ember::train {
 
+namespace detail {
+/// One split's captured steps (LearnerBuilder::capture_steps): the graph, the output of the
+/// step it replays (whose tensors each replay rewrites), and what the log was told.
+template <typename Batch, typename Item, bool On>
+struct CapturedSteps {};
+#if defined(EMBER_CUDA)
+template <typename Batch, typename Item>
+struct CapturedSteps<Batch, Item, true> {
+    ember::cuda::StepGraph<Batch> graph;
+    std::optional<Item> pending, current;
+    bool captured = false, told_shape = false, told_fallback = false;
+};
+#endif
+/// Whether the Learner captures steps on B over batches of type Batch.
+template <typename B, typename Batch>
+constexpr bool captures() {
+#if defined(EMBER_CUDA)
+    return capturable_backend<B>() && ember::cuda::detail::StepInputs<Batch>;
+#else
+    return false;
+#endif
+}
+}  // namespace detail
+
 /// Trains a model (Burn's Learner); made by LearnerBuilder::build.
 template <typename M, typename O, typename S, typename TrainItem, typename ValidItem>
 class Learner {
@@ -409,19 +433,33 @@ class Learner {
         bool stopped = false;
         const std::size_t nb = loader.num_batches();
         auto&& range = loader.iter();
+        using Batch = std::remove_cvref_t<decltype(*range.begin())>;
+        constexpr bool kCapture = detail::captures<Backend_, Batch>();
+        [[maybe_unused]] detail::CapturedSteps<Batch, TrainItem, kCapture> captured;
+        check_capturable<Batch>();
         for (auto&& batch : range) {
             lr = lr_scheduler::step(sched);
-            auto out = model.step(batch);
-            static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
-                          "fit: the model's step(batch) must return TrainOutput<TrainItem>");
-            if (o_.grads_accumulation > 1) {
-                accumulator.accumulate(model, std::move(out.grads));
-                if (++pending == o_.grads_accumulation) {
-                    model = optim.step(lr, std::move(model), accumulator.grads());
-                    pending = 0;
+            std::optional<TrainOutput<TrainItem>> eager;
+            const TrainItem* item = nullptr;
+            if constexpr (kCapture) {
+                if (o_.capture_steps) item = &captured_train(captured, batch, lr, model, optim);
+            }
+            if (item == nullptr) {
+                eager.emplace(model.step(batch));
+                auto& out = *eager;
+                static_assert(std::same_as<std::remove_cvref_t<decltype(model.step(batch))>,
+                                           TrainOutput<TrainItem>>,
+                              "fit: the model's step(batch) must return TrainOutput<TrainItem>");
+                if (o_.grads_accumulation > 1) {
+                    accumulator.accumulate(model, std::move(out.grads));
+                    if (++pending == o_.grads_accumulation) {
+                        model = optim.step(lr, std::move(model), accumulator.grads());
+                        pending = 0;
+                    }
+                } else {
+                    model = optim.step(lr, std::move(model), std::move(out.grads));
                 }
-            } else {
-                model = optim.step(lr, std::move(model), std::move(out.grads));
+                item = &out.item;
             }
             ++iteration;
             TrainingProgress p{epoch,
@@ -430,8 +468,8 @@ class Learner {
                                items_after(loader, iteration),
                                loader.num_items(),
                                (epoch - 1) * nb + iteration};
-            report(o_.train_metrics, out.item, MetricMetadata{p, lr},
-                   batch_items(loader, iteration), Split::Train, *o_.train_logger, sums);
+            report(o_.train_metrics, *item, MetricMetadata{p, lr}, batch_items(loader, iteration),
+                   Split::Train, *o_.train_logger, sums);
             o_.renderer->render_train(p);
             if (o_.interrupter.should_stop()) {
                 stopped = true;
@@ -443,6 +481,78 @@ class Learner {
         end_epoch(Split::Train, epoch, sums);
         return !stopped;
     }
+
+    // capture_steps over batches the captured steps cannot bind: said at fit, not at build
+    // (the batch type is the loader's).
+    template <typename Batch>
+    void check_capturable() const {
+        if (!o_.capture_steps) return;
+        EMBER_CHECK((detail::captures<Backend_, Batch>()), Argument,
+                    "Learner::fit: capture_steps binds each batch's tensors into the captured "
+                    "step: declare the batch's fields with EMBER_DETAIL_FIELDS (ember/detail/"
+                    "fields.hpp)");
+    }
+
+#if defined(EMBER_CUDA)
+    // One training step through the captured graph (LearnerBuilder::capture_steps). The step's
+    // output lands in `pending` and becomes `current` after the step: the previous output goes
+    // then, outside the capture (a tensor from before a capture freed inside it would make the
+    // graph not replayable).
+    template <typename Batch>
+    const TrainItem& captured_train(detail::CapturedSteps<Batch, TrainItem, true>& c,
+                                    const Batch& batch, double lr, M& model, O& optim) {
+        c.pending.reset();
+        const auto ran = c.graph.run(
+            batch,
+            [&](const Batch& b) {
+                auto out = model.step(b);
+                model = optim.step(lr, std::move(model), std::move(out.grads));
+                c.pending.emplace(std::move(out.item));
+            },
+            lr);
+        if (ran != ember::cuda::StepGraph<Batch>::Ran::Replayed) {
+            c.current = std::move(c.pending);
+        } else if constexpr (requires { optim.add_steps(std::int64_t{1}); }) {
+            optim.add_steps(1);  // the replay's update, which the host code did not see
+        }
+        tell(c, ran, "training");
+        return *c.current;
+    }
+
+    // One validation step through the captured graph (as captured_train, without an update).
+    template <typename Batch, typename VM>
+    const ValidItem& captured_valid(detail::CapturedSteps<Batch, ValidItem, true>& c,
+                                    const Batch& batch, const VM& vmodel) {
+        c.pending.reset();
+        const auto ran =
+            c.graph.run(batch, [&](const Batch& b) { c.pending.emplace(vmodel.step(b)); });
+        if (ran != ember::cuda::StepGraph<Batch>::Ran::Replayed) c.current = std::move(c.pending);
+        tell(c, ran, "validation");
+        return *c.current;
+    }
+
+    // Says once what capture_steps did: the first capture, a step of another shape run eagerly,
+    // and a step that cannot be replayed.
+    template <typename C, typename R>
+    void tell(C& c, R ran, const char* split) {
+        using Ran = decltype(ran);
+        if (ran == Ran::Captured && !c.captured && c.graph.graph()) {
+            c.captured = true;
+            log(std::string("capture_steps: the ") + split +
+                " step is replayed as a CUDA graph of " +
+                std::to_string(c.graph.graph().num_nodes()) + " nodes");
+        } else if (ran == Ran::Eager && c.captured && !c.told_shape && c.graph.fallback().empty()) {
+            c.told_shape = true;
+            log(std::string("capture_steps: a ") + split +
+                " batch of another shape than the captured one (a short last batch) runs eagerly");
+        }
+        if (!c.graph.fallback().empty() && !c.told_fallback) {
+            c.told_fallback = true;
+            log(std::string("capture_steps: ") + split +
+                " steps run eagerly: " + c.graph.fallback());
+        }
+    }
+#endif
 
     // One validation epoch; false when interrupted.
     template <typename L>
@@ -457,10 +567,20 @@ class Learner {
         bool stopped = false;
         const std::size_t nb = loader.num_batches();
         auto&& range = loader.iter();
+        using Batch = std::remove_cvref_t<decltype(*range.begin())>;
+        using VB = module::BackendOf<std::remove_cvref_t<decltype(vmodel)>>;
+        constexpr bool kCapture = detail::captures<VB, Batch>();
+        [[maybe_unused]] detail::CapturedSteps<Batch, ValidItem, kCapture> captured;
         for (auto&& batch : range) {
-            auto item = vmodel.step(batch);
-            static_assert(std::same_as<decltype(item), ValidItem>,
+            static_assert(std::same_as<decltype(vmodel.step(batch)), ValidItem>,
                           "fit: the validation model's step(batch) must return ValidItem");
+            std::optional<ValidItem> eager;
+            const ValidItem* item_ptr = nullptr;
+            if constexpr (kCapture) {
+                if (o_.capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
+            }
+            if (item_ptr == nullptr) item_ptr = &eager.emplace(vmodel.step(batch));
+            const ValidItem& item = *item_ptr;
             ++iteration;
             TrainingProgress p{epoch,
                                o_.num_epochs,

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Issue 31's figures in one run on a GPU machine: ember's training steps (MLP and guide CNN,
+# batch 64 and 1024, Adam) eager and replayed as CUDA graphs, beside PyTorch's eager, fused-Adam
+# and whole-step CUDA-graph steps, in alternating rounds; then the per-op overhead of a replayed
+# chain of 1-element adds against eager. Raw JSON lines go to OUT; graph_report.py makes the
+# RESULTS.md section from them.
+#   bash benchmarks/graph.sh BENCH_CUDA_BINARY OUT.jsonl [ROUNDS]
+# (bench_cuda's standard error, with each captured step's node count, goes to OUT.jsonl.stderr)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bench="$1"
+out="$2"
+rounds="${3:-2}"
+py="${PYTHON:-python3}"
+gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo unknown)"
+torch_version="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)"
+"$py" - "$gpu" "$torch_version" "${COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}" > "$out" <<'PY'
+import json, sys, time
+print(json.dumps({"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                           "gpu": sys.argv[1], "torch": sys.argv[2], "commit": sys.argv[3]}}))
+PY
+for r in $(seq "$rounds"); do
+  "$bench" train 2>> "$out.stderr" | tee -a "$out"
+  "$py" "$here/bench_cuda_torch.py" train_graph | tee -a "$out"
+  "$bench" overhead | tee -a "$out"
+  "$py" "$here/bench_cuda_torch.py" overhead | tee -a "$out"
+done
+"$py" "$here/graph_report.py" --jsonl "$out" --stderr "$out.stderr"
