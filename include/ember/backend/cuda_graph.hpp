@@ -52,8 +52,11 @@ class CapturedStep {
   public:
     /// No graph.
     CapturedStep() = default;
-    CapturedStep(CapturedStep&&) noexcept = default;
-    CapturedStep& operator=(CapturedStep&&) noexcept = default;
+    /// Takes over `other`'s graph.
+    CapturedStep(CapturedStep&& other) noexcept = default;
+    /// Drops this graph (see the destructor) and takes over `other`'s.
+    CapturedStep& operator=(CapturedStep&& other) noexcept = default;
+    /// Waits for queued replays, frees the graph, returns its pool's free blocks.
     ~CapturedStep();
 
     /// Runs the captured step again: one graph launch (queued; returns at once). Throws
