@@ -25,8 +25,8 @@
 
 #if __has_include(<msgpack.hpp>)
 #define MSGPACK_NO_BOOST 1
-#include <msgpack.hpp>
 #include <ember/detail/bit.hpp>
+#include <msgpack.hpp>
 #define EMBER_TEST_HAVE_MSGPACK_CXX 1
 #endif
 
@@ -55,8 +55,9 @@ inline std::string describe(const Value& v) {
                 return std::to_string(x);
             } else if constexpr (std::is_same_v<T, double>) {
                 char buf[48];
-                std::snprintf(buf, sizeof buf, "%.17g(0x%016llx)", x,
-                              static_cast<unsigned long long>(ember::detail::bit_cast<std::uint64_t>(x)));
+                std::snprintf(
+                    buf, sizeof buf, "%.17g(0x%016llx)", x,
+                    static_cast<unsigned long long>(ember::detail::bit_cast<std::uint64_t>(x)));
                 return buf;
             } else if constexpr (std::is_same_v<T, std::string>) {
                 return '"' + x + '"';

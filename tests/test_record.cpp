@@ -1,8 +1,9 @@
 // The record layer: every recorder at every precision, the file formats' layouts, atomic saves,
 // hostile files common to every format (missing, foreign, truncated, corrupted), and trees a
-// format cannot hold. Each format's own layout and crafted input: test_record_{mpk,bin,json,gz}.cpp;
-// Serde: test_record_serde.cpp. Expected values come from the documented rules (TensorData::convert
-// for precision, the MessagePack spec, base64 by hand, CRC-32 by hand), never from the recorders.
+// format cannot hold. Each format's own layout and crafted input:
+// test_record_{mpk,bin,json,gz}.cpp; Serde: test_record_serde.cpp. Expected values come from the
+// documented rules (TensorData::convert for precision, the MessagePack spec, base64 by hand, CRC-32
+// by hand), never from the recorders.
 #include "record_check.hpp"
 
 // ---- every recorder, every precision ---------------------------------------------------------

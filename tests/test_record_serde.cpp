@@ -87,8 +87,8 @@ TEST_CASE("records: serde round trips", "[record]") {
         CHECK(rec::from_value<std::size_t>(rec::to_value(std::size_t{42})) == 42);
         CHECK(rec::to_value(0.1f) == Value(static_cast<double>(0.1f)));
         CHECK(rec::from_value<float>(rec::to_value(0.1f)) == 0.1f);
-        CHECK(ember::detail::bit_cast<std::uint64_t>(rec::from_value<double>(rec::to_value(-0.0))) ==
-              ember::detail::bit_cast<std::uint64_t>(-0.0));
+        CHECK(ember::detail::bit_cast<std::uint64_t>(rec::from_value<double>(
+                  rec::to_value(-0.0))) == ember::detail::bit_cast<std::uint64_t>(-0.0));
         CHECK(std::isnan(
             rec::from_value<float>(rec::to_value(std::numeric_limits<float>::quiet_NaN()))));
         CHECK(rec::from_value<double>(Value(3)) == 3.0);  // an int is accepted where a float is due
