@@ -1,19 +1,10 @@
-// libFuzzer target: ONNX model bytes (tools/onnx/model.cpp). Any input must either parse or
-// give an ember::Error; a crash, a sanitizer report or a leak is a bug.
-#include <cstddef>
-#include <cstdint>
-#include <span>
-
+// ONNX model and tensor bytes (tools/onnx/protobuf.cpp, model.cpp): the protobuf reader and the
+// ModelProto, GraphProto, NodeProto and TensorProto decoding behind ember-onnx.
 #include "../tools/onnx/model.hpp"
+#include "fuzz.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    try {
-        (void)ember::onnx::parse_model(std::as_bytes(std::span(data, size)), "fuzz.onnx");
-    } catch (const ember::Error&) {
-    }
-    try {
-        (void)ember::onnx::parse_tensor(std::as_bytes(std::span(data, size)), "fuzz.pb");
-    } catch (const ember::Error&) {
-    }
-    return 0;
+EMBER_FUZZ_TARGET(onnx) {
+    using namespace ember;
+    fuzz::refused_or_fine([&] { (void)onnx::parse_model(input, "fuzz.onnx"); });
+    fuzz::refused_or_fine([&] { (void)onnx::parse_tensor(input, "fuzz.pb"); });
 }

@@ -1,16 +1,11 @@
-// libFuzzer target: PyTorch .pt bytes (src/record/pytorch: the zip reader, the pickle VM, the
-// tensor rebuild). Any input must either parse or give an ember::Error; a crash, a sanitizer
-// report or a leak is a bug.
+// PyTorch torch.save bytes (src/record/pytorch): the zip reader, the pickle machine and the
+// rebuild of tensors from storages, both as the record tree and as the flat list of tensors.
 #include <ember/record/pytorch.hpp>
 
-#include <cstddef>
-#include <cstdint>
-#include <span>
+#include "fuzz.hpp"
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    try {
-        (void)ember::record::decode_pytorch_value(std::as_bytes(std::span(data, size)), "fuzz.pt");
-    } catch (const ember::Error&) {
-    }
-    return 0;
+EMBER_FUZZ_TARGET(pytorch) {
+    using namespace ember;
+    fuzz::refused_or_fine([&] { (void)record::decode_pytorch_value(input, "fuzz.pt"); });
+    fuzz::refused_or_fine([&] { (void)record::decode_pytorch_tensors(input, "fuzz.pt"); });
 }

@@ -27,6 +27,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr char kMagic[8] = {'E', 'M', 'B', 'E', 'R', 'R', 'D', 'V'};
 enum Status : std::uint32_t { kOk = 0, kBadWorld = 1, kBadRank = 2, kDuplicate = 3 };
+// The most bytes a rendezvous carries (an NCCL id is 128): a peer's length field, or a file, is
+// checked against it before anything is allocated, so that a hostile peer cannot make a rank ask
+// for 4 GiB.
+constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
 
 std::size_t env_number(const char* name, bool required, std::size_t fallback) {
     const char* v = std::getenv(name);
@@ -145,9 +149,12 @@ std::vector<std::byte> wait_rendezvous_file(const std::filesystem::path& path,
     for (;;) {
         std::ifstream in(path, std::ios::binary);
         if (in) {
-            std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
-            std::vector<std::byte> out(raw.size());
-            std::memcpy(out.data(), raw.data(), raw.size());
+            // One byte more than the limit, to tell a file at the limit from a larger one.
+            std::vector<std::byte> out(kMaxBytes + 1);
+            in.read(reinterpret_cast<char*>(out.data()), std::streamsize(out.size()));
+            out.resize(std::size_t(in.gcount()));
+            EMBER_CHECK(out.size() <= kMaxBytes, Format, "wait_rendezvous_file: '", path.string(),
+                        "' holds more than the ", kMaxBytes, " bytes a rendezvous carries");
             return out;
         }
         EMBER_CHECK(Clock::now() < deadline, Format, "wait_rendezvous_file: '", path.string(),
@@ -197,6 +204,8 @@ TcpRendezvousServer::~TcpRendezvousServer() {
 
 void TcpRendezvousServer::serve(std::span<const std::byte> bytes, std::size_t world_size,
                                 std::chrono::milliseconds timeout) {
+    EMBER_CHECK(bytes.size() <= kMaxBytes, Argument, "TcpRendezvousServer::serve: ", bytes.size(),
+                " bytes, more than the ", kMaxBytes, " a rendezvous carries");
     const auto deadline = Clock::now() + timeout;
     std::vector<char> served(world_size, 0);
     std::size_t left = world_size - 1;
@@ -283,7 +292,11 @@ std::vector<std::byte> tcp_rendezvous_fetch(const std::string& address, std::siz
                             status == kBadWorld  ? "it runs another world size"
                             : status == kBadRank ? "the rank is out of range"
                                                  : "another process has this rank");
-                std::vector<std::byte> out(get_u32(head.data() + 4));
+                const std::size_t length = get_u32(head.data() + 4);
+                EMBER_CHECK(length <= kMaxBytes, Format, "tcp_rendezvous: rank 0 at ", address,
+                            " announces ", length, " bytes, more than the ", kMaxBytes,
+                            " a rendezvous carries");
+                std::vector<std::byte> out(length);
                 EMBER_CHECK(transfer(c.fd, out.data(), out.size(), false, deadline), Format,
                             "tcp_rendezvous: rank 0 at ", address, " closed the connection");
                 return out;

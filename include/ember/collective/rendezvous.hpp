@@ -5,7 +5,9 @@
 //   - the environment: every process reads them from a variable (hex), set by the launcher;
 //   - a file on a file system all ranks see: rank 0 writes it atomically, the others wait for it;
 //   - TCP: rank 0 listens on EMBER_MASTER_ADDR (host:port), the others connect and fetch them.
-// The process's place comes from EMBER_WORLD_SIZE and EMBER_RANK (docs/multi-device.md).
+// The process's place comes from EMBER_WORLD_SIZE and EMBER_RANK (docs/multi-device.md). A
+// rendezvous carries at most 1 MiB: larger files and larger lengths announced by a peer are
+// refused before anything is allocated.
 #include <chrono>
 #include <cstddef>
 #include <filesystem>

@@ -1,0 +1,130 @@
+// The fuzz targets (fuzz/fuzz_*.cpp, built into this binary with EMBER_FUZZ_REPLAY) replay every
+// committed seed and every reproducer of a past finding through the normal build, so that a fixed
+// bug stays fixed where no fuzzer runs; and each finding has a test of its own, named after the
+// attack, that checks the refusal and its message.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ember/collective/rendezvous.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <thread>
+
+#include "../fuzz/fuzz.hpp"
+#include "harness.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::byte> read_all(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<char> raw((std::istreambuf_iterator<char>(in)), {});
+    std::vector<std::byte> out(raw.size());
+    std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+}
+
+const fs::path kFuzzDir = fs::path(EMBER_SOURCE_DIR) / "fuzz";
+
+}  // namespace
+
+TEST_CASE("fuzz targets: every seed and reproducer replays without a crash", "[fuzz]") {
+    const auto& targets = ember::fuzz::registry();
+    REQUIRE(targets.size() >= 14);
+    for (const auto& [name, target] : targets) {
+        DYNAMIC_SECTION(name) {
+            std::size_t seeds = 0;
+            for (const char* kind : {"corpus", "crashes"}) {
+                const fs::path dir = kFuzzDir / kind / name;
+                if (!fs::is_directory(dir)) continue;
+                for (const auto& e : fs::directory_iterator(dir)) {
+                    if (!e.is_regular_file() || e.path().filename() == ".keep") continue;
+                    INFO(e.path().string());
+                    // A target swallows the ember::Error that refuses a bad input; anything else
+                    // (another exception, a failed check of the harness) escapes here.
+                    CHECK_NOTHROW(target(read_all(e.path())));
+                    seeds += std::string_view(kind) == "corpus";
+                }
+            }
+            CHECK(seeds >= 1);  // every target has a corpus to start from
+        }
+    }
+}
+
+TEST_CASE("fuzz targets: every corpus and reproducer directory belongs to a target", "[fuzz]") {
+    // A renamed or removed target must not leave seeds or reproducers that nothing replays.
+    std::set<std::string> names;
+    for (const auto& [name, target] : ember::fuzz::registry()) names.insert(name);
+    names.insert("onnx");  // built into this binary only with the ONNX importer (EMBER_ONNX)
+    for (const char* kind : {"corpus", "crashes"})
+        for (const auto& e : fs::directory_iterator(kFuzzDir / kind)) {
+            INFO(e.path().string());
+            CHECK(names.count(e.path().filename().string()) == 1);
+        }
+}
+
+// ---- findings -----------------------------------------------------------------------------
+
+TEST_CASE("rendezvous: a rank 0 that announces 4 GiB is refused before allocating",
+          "[fuzz][collective][rendezvous]") {
+    // A fake rank 0 on loopback answers the hello with status 0 and a length of 2^32 - 1
+    // (fuzz/crashes/rendezvous/rank0-announces-4gib made the rank allocate 4 GiB).
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(listener, 4) == 0);
+    REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    std::thread rank0([&] {
+        const int c = ::accept(listener, nullptr, nullptr);
+        if (c < 0) return;
+        char hello[16];
+        std::size_t got = 0;
+        while (got < sizeof hello) {
+            const ssize_t k = ::recv(c, hello + got, sizeof hello - got, 0);
+            if (k <= 0) break;
+            got += std::size_t(k);
+        }
+        const unsigned char reply[8] = {0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
+        (void)::send(c, reply, sizeof reply, MSG_NOSIGNAL);
+        char byte;
+        (void)::recv(c, &byte, 1, 0);  // until the rank hangs up
+        ::close(c);
+    });
+    const std::string address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+    CHECK_THROWS_WITH(
+        ember::collective::tcp_rendezvous_fetch(address, 1, 2, std::chrono::seconds(10)),
+        Catch::Contains("announces 4294967295 bytes, more than the 1048576"));
+    rank0.join();
+    ::close(listener);
+}
+
+TEST_CASE("rendezvous: more than 1 MiB is refused on both sides and in files",
+          "[fuzz][collective][rendezvous]") {
+    using namespace ember::collective;
+    const std::vector<std::byte> big((std::size_t{1} << 20) + 1, std::byte{7});
+    TcpRendezvousServer server(0);
+    CHECK_THROWS_WITH(server.serve(big, 2, std::chrono::milliseconds(10)),
+                      Catch::Contains("1048577 bytes, more than the 1048576"));
+    const fs::path file =
+        fs::temp_directory_path() / ("ember-rdv-big-" + std::to_string(::getpid()));
+    {
+        std::ofstream out(file, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(big.data()), std::streamsize(big.size()));
+    }
+    CHECK_THROWS_WITH(wait_rendezvous_file(file, std::chrono::seconds(1)),
+                      Catch::Contains("more than the 1048576 bytes"));
+    // At the limit it is still read whole.
+    fs::resize_file(file, std::size_t{1} << 20);
+    CHECK(wait_rendezvous_file(file, std::chrono::seconds(1)).size() == std::size_t{1} << 20);
+    fs::remove(file);
+}
