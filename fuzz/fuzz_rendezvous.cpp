@@ -16,7 +16,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -40,16 +42,23 @@ struct Socket {
     }
 };
 
+// A connection to `port` on loopback. Millions of runs cycle through the ephemeral ports, and
+// the connections ember closes first wait in TIME_WAIT: a connect that finds no free port is
+// retried for a while (the machine's trouble, not a finding).
 Socket connect_to(unsigned short port) {
-    Socket s(::socket(AF_INET, SOCK_STREAM, 0));
-    if (s.fd < 0) throw std::runtime_error("fuzz harness: socket() failed");
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(port);
-    if (::connect(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        throw std::runtime_error("fuzz harness: connect() failed");
-    return s;
+    for (int attempt = 0;; ++attempt) {
+        Socket s(::socket(AF_INET, SOCK_STREAM, 0));
+        if (s.fd < 0) throw std::runtime_error("fuzz harness: socket() failed");
+        if (::connect(s.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return s;
+        if ((errno != EADDRNOTAVAIL && errno != EAGAIN) || attempt == 500)
+            throw std::runtime_error(std::string("fuzz harness: connect() failed: ") +
+                                     std::strerror(errno));
+        std::this_thread::sleep_for(10ms);
+    }
 }
 
 void send_all(int fd, ember::fuzz::Input bytes) {

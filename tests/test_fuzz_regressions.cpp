@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <ember/collective/rendezvous.hpp>
+#include <ember/data/vision.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -126,5 +127,45 @@ TEST_CASE("rendezvous: more than 1 MiB is refused on both sides and in files",
     // At the limit it is still read whole.
     fs::resize_file(file, std::size_t{1} << 20);
     CHECK(wait_rendezvous_file(file, std::chrono::seconds(1)).size() == std::size_t{1} << 20);
+    fs::remove(file);
+}
+
+namespace {
+
+// The reproducer's bytes without the fuzz target's first (mode) byte, written to a temporary
+// file named `name`.
+fs::path image_file(const std::string& reproducer, const std::string& name) {
+    const auto bytes = read_all(kFuzzDir / "crashes" / "image" / reproducer);
+    const fs::path file =
+        fs::temp_directory_path() / ("ember-fuzz-" + std::to_string(::getpid()) + "-" + name);
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()) + 1, std::streamsize(bytes.size() - 1));
+    return file;
+}
+
+}  // namespace
+
+TEST_CASE("images: a JPEG with a Huffman table of more than 256 codes is refused", "[fuzz][data]") {
+    // stb_image 2.27 stores such a table past the end of its arrays (a heap overflow).
+    for (const char* r : {"jpeg-huffman-over-256-codes", "jpeg-huffman-over-256-codes-2"}) {
+        const fs::path file = image_file(r, "huffman.jpg");
+        const auto ds =
+            ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+        CHECK_THROWS_WITH(ds.get(0), Catch::Contains(file.string()) &&
+                                         Catch::Contains("Huffman table of more than 256 codes"));
+        fs::remove(file);
+    }
+}
+
+TEST_CASE("images: an image without pixels loads as an empty tensor", "[fuzz][data]") {
+    // A PGM whose width is not a number: stb_image reads a 0x0 image, whose pixel copy used to
+    // pass a null pointer to memcpy.
+    const fs::path file = image_file("empty-image-memcpy-null", "empty.pgm");
+    const auto ds =
+        ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+    const auto item = ds.get(0);
+    REQUIRE(item.has_value());
+    CHECK(item->image.num_elements() == 0);
+    CHECK(item->image.shape().rank() == 3);
     fs::remove(file);
 }

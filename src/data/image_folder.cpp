@@ -2,8 +2,12 @@
 // implementation is compiled here, once for the library).
 #include <algorithm>
 #include <cctype>
+#include <climits>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
+#include <span>
 
 #include "ember/data/vision.hpp"
 #include "ember/tensor/error.hpp"
@@ -38,6 +42,49 @@ std::size_t lookup(const std::map<std::string, std::size_t>& index, const std::s
                 " has class \"", name, "\", which is not among the ", index.size(),
                 " classes given");
     return it->second;
+}
+
+// stb_image 2.27 (Debian 12's) writes past its tables when a JPEG's Define-Huffman-Table
+// segment lists more than 256 codes (stbi__build_huffman checks the code lengths only after
+// storing them; fuzz/crashes/image/). Such a file is not a valid JPEG, so it is refused before
+// stb sees it. Every DHT segment stb could process is found: stb reads a marker at each 0xFF
+// (fill bytes skipped) that is not byte stuffing (0xFF00) or a restart marker, and every segment
+// it accepts is exactly as long as its length field; walking the same way, and looking at every
+// such marker (also those stb would reject earlier), finds a superset of stb's.
+bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
+    const std::size_t n = b.size();
+    if (n < 2 || b[0] != 0xFF || b[1] != 0xD8) return true;  // not a JPEG: stb's other decoders
+    auto at = [&](std::size_t i) -> unsigned { return i < n ? b[i] : 0u; };  // stb reads 0 at EOF
+    std::size_t i = 2;
+    while (i < n) {
+        if (b[i] != 0xFF) {  // entropy-coded data, or junk stb skips between segments
+            ++i;
+            continue;
+        }
+        std::size_t j = i + 1;
+        while (j < n && b[j] == 0xFF) ++j;
+        if (j >= n) break;
+        const unsigned marker = b[j];
+        i = j + 1;
+        if (marker == 0x00 || (marker >= 0xD0 && marker <= 0xD8)) continue;  // data, RSTn, SOI
+        if (marker == 0xD9) break;                                           // EOI
+        const std::size_t length = (at(i) << 8) | at(i + 1);
+        if (marker == 0xC4) {
+            std::size_t p = i + 2;
+            long left = static_cast<long>(length) - 2;
+            while (left > 0) {
+                if ((at(p) >> 4) > 1 || (at(p) & 15) > 3) break;  // stb refuses the table
+                std::size_t codes = 0;
+                for (std::size_t k = 1; k <= 16; ++k) codes += at(p + k);
+                if (codes > 256) return false;
+                p += 17 + codes;
+                left -= static_cast<long>(17 + codes);
+            }
+        }
+        if (length < 2) break;  // stb refuses the segment
+        i += length;
+    }
+    return true;
 }
 
 }  // namespace
@@ -146,17 +193,27 @@ ImageFolderDataset ImageFolderDataset::with_channels(int channels) const {
 std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const {
     if (index >= len()) return std::nullopt;
     const Entry& e = (*entries_)[index];
+    std::ifstream in(e.path, std::ios::binary);
+    EMBER_CHECK(in.good(), Format, "ImageFolderDataset: cannot read image ", e.path.string(),
+                " (cannot open it)");
+    const std::vector<unsigned char> file((std::istreambuf_iterator<char>(in)), {});
+    EMBER_CHECK(!in.bad() && file.size() <= INT_MAX, Format,
+                "ImageFolderDataset: cannot read image ", e.path.string(),
+                in.bad() ? " (read error)" : " (larger than 2 GiB)");
+    EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
+                e.path.string(), " (corrupt JPEG: a Huffman table of more than 256 codes)");
     int w = 0, h = 0, c = 0;
     // stb_image keeps its failure reason in a thread-local, so DataLoader workers can decode
     // concurrently.
-    stbi_uc* px = stbi_load(e.path.c_str(), &w, &h, &c, channels_);
+    stbi_uc* px =
+        stbi_load_from_memory(file.data(), static_cast<int>(file.size()), &w, &h, &c, channels_);
     EMBER_CHECK(px != nullptr, Format, "ImageFolderDataset: cannot read image ", e.path.string(),
                 " (", stbi_failure_reason() ? stbi_failure_reason() : "unknown error", ")");
     const std::size_t ch =
         channels_ != 0 ? static_cast<std::size_t>(channels_) : static_cast<std::size_t>(c);
     const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * ch;
     std::vector<std::byte> bytes(n);
-    std::memcpy(bytes.data(), px, n);
+    if (n != 0) std::memcpy(bytes.data(), px, n);  // an empty vector's data() may be null
     stbi_image_free(px);
     return ImageDatasetItem{
         TensorData(std::move(bytes),
