@@ -19,59 +19,79 @@ __device__ __forceinline__ void atomic_add(double* p, double v) {
     atomicAdd(p, v);
 }
 
-template <typename T>
+/// im2col, one thread per (channel, image, output position) writing its K taps: the index
+/// arithmetic is done once per position, not once per tap, in the narrowest integer type `I`
+/// that holds every index (64-bit division costs several times 32-bit's), and for each tap the
+/// warp's writes and reads are consecutive in the output position.
+template <typename T, typename I>
 __global__ void im2col_kernel(ConvGeom g, const T* x, T* col) {
-    const i64 L = g.out[0] * g.out[1] * g.out[2], K = g.k[0] * g.k[1] * g.k[2];
-    const i64 n = g.channels * K * g.batch * L;
-    EMBER_GRID_LOOP(i, n) {
-        i64 r = i;
-        const i64 o = r % L;
-        r /= L;
-        const i64 b = r % g.batch;
-        r /= g.batch;
-        const i64 kk = r % K;
-        const i64 c = r / K;
-        const i64 o2 = o % g.out[2], o1 = (o / g.out[2]) % g.out[1], o0 = o / (g.out[2] * g.out[1]);
-        const i64 k2 = kk % g.k[2], k1 = (kk / g.k[2]) % g.k[1], k0 = kk / (g.k[2] * g.k[1]);
-        const i64 p0 = o0 * g.stride[0] - g.pad[0] + k0 * g.dil[0];
-        const i64 p1 = o1 * g.stride[1] - g.pad[1] + k1 * g.dil[1];
-        const i64 p2 = o2 * g.stride[2] - g.pad[2] + k2 * g.dil[2];
-        T v = T(0);
-        if (p0 >= 0 && p0 < g.in[0] && p1 >= 0 && p1 < g.in[1] && p2 >= 0 && p2 < g.in[2])
-            v = x[(((b * g.channels + c) * g.in[0] + p0) * g.in[1] + p1) * g.in[2] + p2];
-        col[i] = v;
+    const I out1 = I(g.out[1]), out2 = I(g.out[2]);
+    const I L = I(g.out[0]) * out1 * out2, B = I(g.batch), C = I(g.channels);
+    const I in0 = I(g.in[0]), in1 = I(g.in[1]), in2 = I(g.in[2]);
+    const I k0n = I(g.k[0]), k1n = I(g.k[1]), k2n = I(g.k[2]);
+    const I tap_stride = B * L;  // from one tap's rows of col to the next's
+    const I n = C * B * L;
+    for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n;
+         i += I(blockDim.x) * I(gridDim.x)) {
+        const I o = i % L, r = i / L;
+        const I b = r % B, c = r / B;
+        const I o2 = o % out2, o1 = (o / out2) % out1, o0 = o / (out2 * out1);
+        const I base0 = o0 * I(g.stride[0]) - I(g.pad[0]);
+        const I base1 = o1 * I(g.stride[1]) - I(g.pad[1]);
+        const I base2 = o2 * I(g.stride[2]) - I(g.pad[2]);
+        const T* xp = x + (b * C + c) * in0 * in1 * in2;
+        T* cp = col + (c * k0n * k1n * k2n * B + b) * L + o;
+        for (I k0 = 0; k0 < k0n; ++k0) {
+            const I p0 = base0 + k0 * I(g.dil[0]);
+            const bool ok0 = p0 >= 0 && p0 < in0;
+            for (I k1 = 0; k1 < k1n; ++k1) {
+                const I p1 = base1 + k1 * I(g.dil[1]);
+                const bool ok1 = ok0 && p1 >= 0 && p1 < in1;
+                for (I k2 = 0; k2 < k2n; ++k2) {
+                    const I p2 = base2 + k2 * I(g.dil[2]);
+                    *cp = ok1 && p2 >= 0 && p2 < in2 ? xp[(p0 * in1 + p1) * in2 + p2] : T(0);
+                    cp += tap_stride;
+                }
+            }
+        }
     }
 }
 
-/// Each input element sums the column entries whose tap lands on it (no atomics).
-template <typename T>
+/// Each input element sums the column entries whose tap lands on it (no atomics), in index
+/// type `I` as im2col.
+template <typename T, typename I>
 __global__ void col2im_kernel(ConvGeom g, const T* col, T* x) {
-    const i64 L = g.out[0] * g.out[1] * g.out[2];
-    const i64 n = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
-    EMBER_GRID_LOOP(i, n) {
-        i64 r = i;
-        const i64 p2 = r % g.in[2];
-        r /= g.in[2];
-        const i64 p1 = r % g.in[1];
-        r /= g.in[1];
-        const i64 p0 = r % g.in[0];
-        r /= g.in[0];
-        const i64 c = r % g.channels;
-        const i64 b = r / g.channels;
+    const I L = I(g.out[0]) * I(g.out[1]) * I(g.out[2]);
+    const I in0 = I(g.in[0]), in1 = I(g.in[1]), in2 = I(g.in[2]);
+    const I C = I(g.channels), B = I(g.batch);
+    const I k0n = I(g.k[0]), k1n = I(g.k[1]), k2n = I(g.k[2]);
+    const I s0 = I(g.stride[0]), s1 = I(g.stride[1]), s2 = I(g.stride[2]);
+    const I n = B * C * in0 * in1 * in2;
+    for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < n;
+         i += I(blockDim.x) * I(gridDim.x)) {
+        I r = i;
+        const I p2 = r % in2;
+        r /= in2;
+        const I p1 = r % in1;
+        r /= in1;
+        const I p0 = r % in0;
+        r /= in0;
+        const I c = r % C;
+        const I b = r / C;
+        const T* cb = col + (c * k0n * k1n * k2n * B + b) * L;
         T sum = T(0);
-        for (i64 k0 = 0; k0 < g.k[0]; ++k0) {
-            const i64 q0 = p0 + g.pad[0] - k0 * g.dil[0];
-            if (q0 < 0 || q0 % g.stride[0] != 0 || q0 / g.stride[0] >= g.out[0]) continue;
-            for (i64 k1 = 0; k1 < g.k[1]; ++k1) {
-                const i64 q1 = p1 + g.pad[1] - k1 * g.dil[1];
-                if (q1 < 0 || q1 % g.stride[1] != 0 || q1 / g.stride[1] >= g.out[1]) continue;
-                for (i64 k2 = 0; k2 < g.k[2]; ++k2) {
-                    const i64 q2 = p2 + g.pad[2] - k2 * g.dil[2];
-                    if (q2 < 0 || q2 % g.stride[2] != 0 || q2 / g.stride[2] >= g.out[2]) continue;
-                    const i64 kk = (k0 * g.k[1] + k1) * g.k[2] + k2;
-                    const i64 o = ((q0 / g.stride[0]) * g.out[1] + q1 / g.stride[1]) * g.out[2] +
-                                  q2 / g.stride[2];
-                    sum += col[((c * g.k[0] * g.k[1] * g.k[2] + kk) * g.batch + b) * L + o];
+        for (I k0 = 0; k0 < k0n; ++k0) {
+            const I q0 = p0 + I(g.pad[0]) - k0 * I(g.dil[0]);
+            if (q0 < 0 || q0 % s0 != 0 || q0 / s0 >= I(g.out[0])) continue;
+            for (I k1 = 0; k1 < k1n; ++k1) {
+                const I q1 = p1 + I(g.pad[1]) - k1 * I(g.dil[1]);
+                if (q1 < 0 || q1 % s1 != 0 || q1 / s1 >= I(g.out[1])) continue;
+                for (I k2 = 0; k2 < k2n; ++k2) {
+                    const I q2 = p2 + I(g.pad[2]) - k2 * I(g.dil[2]);
+                    if (q2 < 0 || q2 % s2 != 0 || q2 / s2 >= I(g.out[2])) continue;
+                    const I kk = (k0 * k1n + k1) * k2n + k2;
+                    const I o = ((q0 / s0) * I(g.out[1]) + q1 / s1) * I(g.out[2]) + q2 / s2;
+                    sum += cb[kk * B * L + o];
                 }
             }
         }
@@ -434,12 +454,24 @@ void visit_float(DType cd, F&& f) {
 
 }  // namespace
 
+/// Whether every index of a convolution's col and x fits int32 (the kernels' fast path).
+static bool fits_int32(const ConvGeom& g) {
+    const i64 col =
+        g.channels * g.k[0] * g.k[1] * g.k[2] * g.batch * g.out[0] * g.out[1] * g.out[2];
+    const i64 x = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
+    return col < INT32_MAX && x < INT32_MAX;
+}
+
 void launch_im2col(DType cd, const ConvGeom& g, const void* x, void* col, cudaStream_t s) {
-    const i64 n = g.channels * g.k[0] * g.k[1] * g.k[2] * g.batch * g.out[0] * g.out[1] * g.out[2];
-    if (n == 0) return;
+    const i64 n = g.channels * g.batch * g.out[0] * g.out[1] * g.out[2];  // one thread a position
+    if (n == 0 || g.k[0] * g.k[1] * g.k[2] == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        im2col_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
-                                                         static_cast<T*>(col));
+        if (fits_int32(g))
+            im2col_kernel<T, int><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
+                                                                     static_cast<T*>(col));
+        else
+            im2col_kernel<T, i64><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(x),
+                                                                     static_cast<T*>(col));
     });
     check_launch("im2col");
 }
@@ -448,8 +480,12 @@ void launch_col2im(DType cd, const ConvGeom& g, const void* col, void* x, cudaSt
     const i64 n = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
     if (n == 0) return;
     visit_float(cd, [&]<typename T>(T) {
-        col2im_kernel<<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(col),
-                                                         static_cast<T*>(x));
+        if (fits_int32(g))
+            col2im_kernel<T, int><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(col),
+                                                                     static_cast<T*>(x));
+        else
+            col2im_kernel<T, i64><<<blocks_for(n), kThreads, 0, s>>>(g, static_cast<const T*>(col),
+                                                                     static_cast<T*>(x));
     });
     check_launch("col2im");
 }
