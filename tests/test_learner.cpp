@@ -528,6 +528,11 @@ TEST_CASE("option errors, missing checkpoints and empty loaders", "[learner]") {
     CHECK_THROWS_AS(
         RegBuilder(dir.path).devices(std::vector<int>{0}).build(regressor(), optim, 0.1),
         ember::ArgumentError);
+    // Captured steps replay CUDA graphs: a model on the CPU is refused, naming the option.
+    CHECK_THROWS_AS(RegBuilder(dir.path).capture_steps(true).build(regressor(), optim, 0.1),
+                    ember::ArgumentError);
+    CHECK_THROWS_WITH(RegBuilder(dir.path).capture_steps(true).build(regressor(), optim, 0.1),
+                      Catch::Contains("capture_steps"));
 
     TinyLoader<AD> tl{grid()};
     TinyLoader<Cpu> vl{grid(8), 4, false};
