@@ -60,6 +60,10 @@ int evaluate(F&& scores, const std::filesystem::path& expected) {
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::size_t n = test.len();
+    if (n == 0) {  // an accuracy over no images is undefined: no "nan %"
+        std::printf("the test set holds no images: there is no accuracy to report\n");
+        return 1;
+    }
     std::printf("test accuracy %.2f%%; %zu of %zu predictions equal PyTorch's; %.2f s\n",
                 100.0 * double(correct) / double(n), agree, n, s);
     return agree * 1000 >= n * 999 ? 0 : 1;

@@ -4,7 +4,8 @@
 // validation loss is the training loss at its end plus 0.05, its accuracy the same minus 2.5.
 // After the run it keeps showing the final state until the Interrupter is asked to stop
 // (`q`, Ctrl-C, SIGINT), then waits 1.5 s as a Learner finishing its checkpoint would, gives
-// the terminal back and exits with 42; 3 if no stop came within 60 s.
+// the terminal back and exits with 42 after `q`, with 130 after Ctrl-C or SIGINT (as the
+// examples do: Interrupter::exit_status); 3 if no stop came within 60 s.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -69,5 +70,5 @@ int main(int argc, char** argv) {
     pause_ms(1500);
     renderer.on_run_end();
     std::puts("driver: stopped through the interrupter");
-    return 42;
+    return interrupter.signal() ? interrupter.exit_status() : 42;
 }

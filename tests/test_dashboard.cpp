@@ -331,7 +331,8 @@ TEST_CASE("the dashboard in tmux: chart, values, progress, keys and a clean exit
     CHECK(t.tmux("display -p -t t '#{alternate_on}'") == "0\n");
 }
 
-TEST_CASE("the dashboard in tmux: Ctrl-C stops through the interrupter", "[dashboard]") {
+TEST_CASE("the dashboard in tmux: Ctrl-C stops through the interrupter, exit status 130",
+          "[dashboard]") {
     const std::string driver = driver_path();
     struct stat st {};
     if (run("command -v tmux").empty() || driver.empty() || stat(driver.c_str(), &st) != 0) {
@@ -345,7 +346,7 @@ TEST_CASE("the dashboard in tmux: Ctrl-C stops through the interrupter", "[dashb
     t.tmux("send-keys -t t C-c");
     CHECK(t.wait_for("stopping after this iteration", s));
     REQUIRE(t.wait_for("DONE", s));
-    CHECK(contains(s, "EXIT=42"));
+    CHECK(contains(s, "EXIT=130"));  // 128 + SIGINT, as shells expect
     CHECK(contains(s, "training stopped on request"));
     CHECK(t.tmux("display -p -t t '#{alternate_on}'") == "0\n");
 }
@@ -378,6 +379,6 @@ TEST_CASE("the dashboard in tmux: SIGINT stops, a resize redraws", "[dashboard]"
     run("kill -INT " + pid.substr(0, pid.find('\n')));
     CHECK(t.wait_for("stopping after this iteration", s));
     REQUIRE(t.wait_for("DONE", s));
-    CHECK(contains(s, "EXIT=42"));
+    CHECK(contains(s, "EXIT=130"));  // 128 + SIGINT, as shells expect
     CHECK(contains(s, "\nicanon"));
 }

@@ -201,7 +201,7 @@ TEST_CASE("from_csv errors name the file, line and column", "[data]") {
     CHECK_THAT(m, Catch::Contains("j.csv:2:1: text after the closing quote"));
     m = error_of<ember::FormatError>(
         [&] { InMemDataset<Person>::from_csv(dir.path / "missing.csv"); });
-    CHECK_THAT(m, Catch::Contains("missing.csv: cannot open the CSV file (no such file)"));
+    CHECK_THAT(m, Catch::Contains("missing.csv: no such file (the CSV file)"));
     // A value out of the field's range, reported by the record layer with the cell's place.
     const auto small = dir.write("k.csv", "level\n12\n256\n");
     m = error_of<ember::FormatError>([&] { InMemDataset<Small>::from_csv(small); });

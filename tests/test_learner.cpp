@@ -1,5 +1,8 @@
 // The Learner on tiny models: training, artifacts, checkpoints, resuming, interruption, early
 // stopping, gradient accumulation and option errors.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <cmath>
 #include <csignal>
@@ -8,6 +11,7 @@
 #include <ember/nn/linear.hpp>
 #include <ember/nn/loss.hpp>
 #include <ember/optim.hpp>
+#include <ember/train/checkpoint.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 #include <filesystem>
@@ -605,4 +609,189 @@ TEST_CASE("the plain renderer and the file loggers", "[learner]") {
     CHECK_FALSE(logger.read_numeric("Loss", 2));
     logger.start_epoch(1);  // a restarted epoch forgets the old files
     CHECK_FALSE(fs::exists(logger.file("Loss", 1)));
+}
+
+// ---- issue 34: checkpoints complete or absent, the directory lock, Ctrl-C ------------------
+
+namespace {
+
+// A recorder that dies while saving the optimizer state of epoch `die_at`: what a kill between
+// the checkpoint's files leaves on disk (model-N written, optim-N and the manifest not).
+struct DyingRec : Rec {
+    std::size_t die_at = 2;
+    void record(const ember::record::Value& v, const fs::path& p) const {
+        if (p.filename().string() == "optim-" + std::to_string(die_at))
+            throw std::runtime_error("killed while writing " + p.string());
+        Rec::record(v, p);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("attack: a run killed between checkpoint files resumes from the newest complete one",
+          "[learner][untrusted]") {
+    TempDir a("ck-full"), b("ck-killed");
+    const auto full = run_regression(a.path, 3);
+    // The manifest of each kept checkpoint lists its three files.
+    CHECK(fs::exists(a.path / "checkpoint" / "checkpoint-3.json"));
+    CHECK(fs::exists(a.path / "checkpoint" / "checkpoint-2.json"));
+    CHECK_FALSE(fs::exists(a.path / "checkpoint" / "checkpoint-1.json"));
+    CHECK(train::latest_checkpoint(a.path) == std::optional<std::size_t>(3));
+
+    CHECK_THROWS_WITH(
+        run_regression(b.path, 3, std::nullopt, nullptr,
+                       [](RegBuilder& rb) { rb.with_file_checkpointer(DyingRec{}, 2); }),
+        Catch::Contains("killed while writing"));
+    const fs::path ck = b.path / "checkpoint";
+    CHECK(fs::exists(ck / "model-2.mpk.gz"));
+    CHECK_FALSE(fs::exists(ck / "checkpoint-2.json"));
+    // What a kill during a write leaves: a temporary file.
+    const fs::path stale = ck / ".optim-2.mpk.gz.tmp-0123456789abcdef";
+    std::ofstream(stale) << "half a record";
+    // Checkpoint 2 is not complete; 1 is the newest that is.
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(1));
+    CHECK_THROWS_WITH(run_regression(b.path, 3, 2),
+                      Catch::Contains("cannot resume from checkpoint 2: it is incomplete") &&
+                          Catch::Contains("the newest complete checkpoint is 1"));
+    // resume() takes checkpoint 1, removes the leftovers, and ends where the unbroken run did.
+    const auto resumed =
+        run_regression(b.path, 3, std::nullopt, nullptr, [](RegBuilder& rb) { rb.resume(); });
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(weights(resumed) == weights(full));
+    CHECK(bias(resumed) == bias(full));
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(3));
+    // A checkpoint whose file was swapped for one of another size is not complete either.
+    std::ofstream(ck / "scheduler-3.mpk.gz", std::ios::app) << "x";
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(2));
+}
+
+TEST_CASE("checkpoint directories written before manifests still resume", "[learner]") {
+    TempDir a("legacy-full"), b("legacy");
+    const auto full = run_regression(a.path, 3);
+    run_regression(b.path, 2);
+    for (const auto& e : fs::directory_iterator(b.path / "checkpoint"))
+        if (e.path().extension() == ".json") fs::remove(e.path());
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(2));
+    const auto resumed =
+        run_regression(b.path, 3, std::nullopt, nullptr, [](RegBuilder& rb) { rb.resume(); });
+    CHECK(weights(resumed) == weights(full));
+}
+
+namespace {
+
+// A process that holds `file`'s flock until killed, as another run would.
+struct LockHolder {
+    pid_t pid = -1;
+    explicit LockHolder(const fs::path& file) {
+        int ready[2];
+        REQUIRE(::pipe(ready) == 0);
+        pid = ::fork();
+        REQUIRE(pid >= 0);
+        if (pid == 0) {  // only async-signal-safe calls between fork and _exit
+            const int fd = ::open(file.c_str(), O_RDWR | O_CREAT, 0644);
+            if (fd < 0 || ::flock(fd, LOCK_EX) != 0) ::_exit(1);
+            const char pidtext[] = "4242\n";
+            if (::pwrite(fd, pidtext, sizeof pidtext - 1, 0) < 0) ::_exit(1);
+            if (::write(ready[1], "x", 1) != 1) ::_exit(1);
+            for (;;) ::pause();
+        }
+        ::close(ready[1]);
+        char c = 0;
+        REQUIRE(::read(ready[0], &c, 1) == 1);
+        ::close(ready[0]);
+    }
+    void crash() {
+        if (pid > 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, nullptr, 0);
+            pid = -1;
+        }
+    }
+    ~LockHolder() { crash(); }
+};
+
+// Whether another process could take `dir`'s lock now (flock(1), util-linux).
+bool lockable_from_outside(const fs::path& dir) {
+    const std::string cmd = "flock -n '" + (dir / ".lock").string() + "' true";
+    return std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("attack: two runs in one artifact directory: the second is refused",
+          "[learner][untrusted]") {
+    TempDir dir("locked");
+    fs::create_directories(dir.path);
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(8), 4, false};
+    auto build = [&] {
+        return RegBuilder(dir.path)
+            .with_file_checkpointer(Rec{})
+            .renderer(std::make_shared<Recorder>())
+            .build(regressor(), ember::optim::SgdConfig{}.init<Regressor<AD>>(), 0.1);
+    };
+    {
+        // Another process runs in the directory: this one stops before writing anything.
+        LockHolder other(dir.path / ".lock");
+        CHECK_THROWS_WITH(build(), Catch::Contains("is in use by another run (process 4242") &&
+                                       Catch::Contains(dir.path.string()));
+        CHECK_THROWS_AS(train::ArtifactLock(dir.path), ember::ArgumentError);
+        CHECK_FALSE(fs::exists(dir.path / "experiment.log"));
+        // The other run dies (kill -9): the kernel releases its lock.
+        other.crash();
+        auto learner = build();
+        // Now this run holds it: a third process is refused, until this Learner is gone.
+        CHECK_FALSE(lockable_from_outside(dir.path));
+        learner.fit(tl, vl);
+        CHECK_FALSE(lockable_from_outside(dir.path));
+        // In one process the lock is shared (a program locks before writing its config, then
+        // builds its Learner).
+        const train::ArtifactLock again(dir.path);
+        CHECK(again.dir() == dir.path);
+    }
+    CHECK(lockable_from_outside(dir.path));
+}
+
+TEST_CASE("attack: Ctrl-C ends training with exit status 130", "[learner][untrusted]") {
+    TempDir dir("sigint");
+    train::Interrupter interrupter;
+    run_regression(dir.path, 3, std::nullopt, nullptr, [&](RegBuilder& rb) {
+        interrupter = rb.interrupter();
+        auto r = std::make_shared<Recorder>();
+        r->hook = [](const train::TrainingProgress& p) {
+            if (p.epoch == 2 && p.iteration == 1) std::raise(SIGINT);
+        };
+        rb.renderer(r);
+    });
+    CHECK(interrupter.should_stop());
+    CHECK(interrupter.signal() == SIGINT);
+    CHECK(interrupter.exit_status() == 130);
+    // stop() from code is not a signal: the program ends normally.
+    train::Interrupter quiet;
+    quiet.stop();
+    CHECK(quiet.exit_status() == 0);
+    quiet.stop_by_signal(SIGTERM);
+    CHECK(quiet.exit_status() == 143);
+    quiet.reset();
+    CHECK(quiet.signal() == 0);
+}
+
+TEST_CASE("attack: an empty test set is an error, not an accuracy of nan", "[learner][untrusted]") {
+    TempDir dir("empty-valid");
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> empty{{}, 4, false};
+    auto learner = RegBuilder(dir.path)
+                       .renderer(std::make_shared<Recorder>())
+                       .build(regressor(), ember::optim::SgdConfig{}.init<Regressor<AD>>(), 0.1);
+    CHECK_THROWS_WITH(learner.fit(tl, empty),
+                      Catch::Contains("the validation loader is empty (0 items, 0 batches)"));
+    // An accuracy over no items is 0, never NaN.
+    train::AccuracyMetric<Cpu> acc;
+    const auto e = acc.update(
+        {Tensor<Cpu, 2>::from_data(TensorData(std::vector<float>{}, {0, 3}), {}),
+         Tensor<Cpu, 1, Int>::from_data(TensorData(std::vector<std::int64_t>{}, {0}), {})},
+        {});
+    REQUIRE(e.numeric);
+    CHECK(*e.numeric == 0.0);
+    CHECK(e.formatted.find("nan") == std::string::npos);
 }

@@ -709,3 +709,31 @@ TEST_CASE("pytorch: tensors outside their storage", "[pytorch]") {
     check_fails(torch_zip(tensor_pickle("BoolStorage", 2, 0, {2}, {1}), std::string("\x01\x02", 2)),
                 "other than 0 and 1");
 }
+
+TEST_CASE("attack: a 1.5 KB .pt of repeated stride-0 views asking for 5 GB is refused",
+          "[pytorch][untrusted]") {
+    // Twenty views of one float, each [8192, 8192] with strides [0, 0]: 256 MiB apiece (within
+    // the per-tensor cap on repeated elements), 5 GiB together. The per-file total refuses the
+    // file before any tensor is made, with the default limits.
+    Pickle p;
+    p.op('}').op('(');
+    for (int k = 0; k < 20; ++k) {
+        p.str("w" + std::to_string(k)).global("torch._utils", "_rebuild_tensor_v2");
+        tensor_args(p, "FloatStorage", 1, 0, {8192, 8192}, {0, 0});
+        p.op('R');
+    }
+    p.op('u').op('.');
+    const auto bytes = torch_zip(p.b, std::string(4, '\0'));
+    CHECK(bytes.size() < 2048);
+    check_fails(bytes, "would take 5368709120 bytes");
+    CHECK_THROWS_WITH(rec::decode_pytorch_value(bytes, "hostile.pt"),
+                      Catch::Contains("would take 5368709120 bytes"));
+    // One such view alone is within the limits (256 MiB, the floor): the total is what counts.
+    // (Not materialised here: the point is that the file as a whole is refused.)
+    rec::ReadLimits l;
+    l.max_bytes = std::uint64_t{1} << 20;
+    const rec::ScopedReadLimits small(l);
+    check_fails(
+        torch_zip(tensor_pickle("FloatStorage", 1, 0, {1024, 1024}, {0, 0}), std::string(4, '\0')),
+        "more than the read limit");
+}

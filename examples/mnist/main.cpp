@@ -219,26 +219,14 @@ ember::data::MnistDataset load_split(const Options& o, bool training) {
     return training ? ember::data::MnistDataset::train() : ember::data::MnistDataset::test();
 }
 
-// The last checkpoint written in `dir` (0 when there is none).
-std::size_t last_checkpoint(const fs::path& dir) {
-    std::size_t last = 0;
-    if (!fs::exists(dir / "checkpoint")) return 0;
-    for (const auto& e : fs::directory_iterator(dir / "checkpoint")) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("model-", 0) != 0) continue;
-        std::size_t n = 0;
-        const char* first = name.data() + 6;
-        auto [p, ec] = std::from_chars(first, name.data() + name.size(), n);
-        if (ec == std::errc{} && p != first) last = std::max(last, n);
-    }
-    return last;
-}
-
+// Trains; returns the exit status (130 when Ctrl-C stopped the run).
 template <typename Model, ember::AutodiffBackend B>
-void train_model(const Options& o) {
+int train_model(const Options& o) {
     using Inner = typename B::InnerBackend;
     const TrainingConfig& c = o.config;
-    fs::create_directories(o.artifact_dir);
+    // Locked before the config is written: a second run in this directory stops here, before
+    // it could mix its config with this run's checkpoints. The Learner shares the lock.
+    const train::ArtifactLock lock(o.artifact_dir);
     c.save(o.artifact_dir / "config.json");
     B::seed(c.seed);
 
@@ -287,11 +275,12 @@ void train_model(const Options& o) {
     if (o.capture) builder.capture_steps(true);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
     if (o.resume) {
-        const std::size_t n = last_checkpoint(o.artifact_dir);
-        if (n > 0)
-            builder.checkpoint(n);
+        // The newest complete checkpoint: one cut short by a kill is skipped.
+        if (const auto n = train::latest_checkpoint(o.artifact_dir))
+            std::cout << "resuming from checkpoint " << *n << '\n';
         else
             std::cout << "no checkpoint in " << o.artifact_dir << ": starting afresh\n";
+        builder.resume();
     }
 
     auto learner =
@@ -303,13 +292,14 @@ void train_model(const Options& o) {
 
     if (learner.interrupter().should_stop()) {
         std::cout << "interrupted: run `mnist train --resume` with the same options to go on\n";
-        return;
+        return learner.interrupter().exit_status();
     }
     trained.valid().save_file(o.artifact_dir / "model", Recorder{});
     const auto& acc = learner.history().at(train::Split::Valid).at("Accuracy");
     std::cout << std::fixed << std::setprecision(2) << "trained " << c.model << " for "
               << c.num_epochs << " epochs in " << seconds << " s; test accuracy " << acc.back()
               << " %; model saved to " << (o.artifact_dir / "model.mpk").string() << '\n';
+    return 0;
 }
 
 // The class `model` predicts for each of `items`.
@@ -368,6 +358,10 @@ void infer_model(const Options& o) {
     auto test = load_split(o, false);
     std::size_t correct = 0;
     const std::size_t n = test.len();
+    // An accuracy over no images is undefined: say so rather than print "nan %".
+    if (n == 0)
+        throw ember::ArgumentError("mnist infer: the test set in " + test.images_path().string() +
+                                   " holds no images: there is no accuracy to report");
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t s = 0; s < n; s += 500) {
         std::vector<ember::data::MnistItem> items;
@@ -409,23 +403,15 @@ int run(int argc, char** argv) {
 #if defined(EMBER_CUDA)
     if (o.backend == "cuda") {
         using B = ember::Autodiff<ember::Cuda>;
-        if (o.config.model == "mlp")
-            train_model<Mlp<B>, B>(o);
-        else if (o.config.model == "tiny")
-            train_model<TinyMlp<B>, B>(o);
-        else
-            train_model<Cnn<B>, B>(o);
-        return 0;
+        if (o.config.model == "mlp") return train_model<Mlp<B>, B>(o);
+        if (o.config.model == "tiny") return train_model<TinyMlp<B>, B>(o);
+        return train_model<Cnn<B>, B>(o);
     }
 #endif
     using B = ember::Autodiff<ember::Cpu>;
-    if (o.config.model == "mlp")
-        train_model<Mlp<B>, B>(o);
-    else if (o.config.model == "tiny")
-        train_model<TinyMlp<B>, B>(o);
-    else
-        train_model<Cnn<B>, B>(o);
-    return 0;
+    if (o.config.model == "mlp") return train_model<Mlp<B>, B>(o);
+    if (o.config.model == "tiny") return train_model<TinyMlp<B>, B>(o);
+    return train_model<Cnn<B>, B>(o);
 }
 
 }  // namespace mnist

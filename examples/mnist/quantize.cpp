@@ -101,6 +101,10 @@ Eval evaluate(const M& model, const ember::data::MnistDataset& test) {
             correct += e.predictions[s + i] == items[i].label;
     }
     e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (n == 0)
+        throw ember::ArgumentError(
+            "mnist quantize: the test set holds no images: there is no "
+            "accuracy to compare");
     e.accuracy = 100.0 * double(correct) / double(n);
     return e;
 }

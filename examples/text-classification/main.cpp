@@ -152,7 +152,8 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
-void train_model(Options& o) {
+// Trains; returns the exit status (130 when Ctrl-C stopped the run).
+int train_model(Options& o) {
     using B = ember::Autodiff<ember::Cpu>;
     using Inner = B::InnerBackend;
     ExperimentConfig& c = o.config;
@@ -169,7 +170,9 @@ void train_model(Options& o) {
     auto [train_split, test_split] = fortunes.split(0.8, c.seed);
     const auto shuffled = ember::data::ShuffledDataset(train_split, c.seed);
     const std::size_t n_train = c.limit == 0 ? shuffled.len() : std::min(c.limit, shuffled.len());
-    fs::create_directories(o.artifact_dir);
+    // Locked before the config is written: a second run in this directory stops here. The
+    // Learner shares the lock.
+    const train::ArtifactLock lock(o.artifact_dir);
     c.save(o.artifact_dir / "config.json");
     B::seed(c.seed);
 
@@ -209,6 +212,12 @@ void train_model(Options& o) {
     auto trained = learner.fit(train_loader, valid_loader);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (learner.interrupter().should_stop()) {
+        // Checkpoints hold the completed epochs; 130 after Ctrl-C, as shells expect.
+        std::printf("interrupted after %.1f s: the checkpoints hold the completed epochs\n",
+                    seconds);
+        return learner.interrupter().exit_status();
+    }
     trained.valid().save_file(o.artifact_dir / "model", Recorder{});
 
     const auto& history = learner.history();
@@ -241,14 +250,23 @@ void train_model(Options& o) {
     std::size_t all_hits = 0, all = 0;
     std::printf("test accuracy by category:");
     for (std::size_t j = 0; j < counts.size(); ++j) {
-        std::printf(" %s %.1f %% (%zu/%zu)%s", c.categories[j].c_str(),
-                    100.0 * double(hits[j]) / double(counts[j]), hits[j], counts[j],
-                    j + 1 < counts.size() ? "," : "\n");
+        // A category absent from the test set has no accuracy ("-", not "nan %").
+        if (counts[j] == 0)
+            std::printf(" %s - (0/0)%s", c.categories[j].c_str(),
+                        j + 1 < counts.size() ? "," : "\n");
+        else
+            std::printf(" %s %.1f %% (%zu/%zu)%s", c.categories[j].c_str(),
+                        100.0 * double(hits[j]) / double(counts[j]), hits[j], counts[j],
+                        j + 1 < counts.size() ? "," : "\n");
         all_hits += hits[j];
         all += counts[j];
     }
-    std::printf("test accuracy: %.2f %% (%zu/%zu)\n", 100.0 * double(all_hits) / double(all),
-                all_hits, all);
+    if (all == 0)
+        std::printf("test accuracy: - (the test set is empty)\n");
+    else
+        std::printf("test accuracy: %.2f %% (%zu/%zu)\n", 100.0 * double(all_hits) / double(all),
+                    all_hits, all);
+    return 0;
 }
 
 void infer(const Options& o) {
@@ -281,11 +299,11 @@ void infer(const Options& o) {
 int run(int argc, char** argv) {
     Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
-    if (o.command == "infer")
+    if (o.command == "infer") {
         infer(o);
-    else
-        train_model(o);
-    return 0;
+        return 0;
+    }
+    return train_model(o);
 }
 
 }  // namespace text_classification

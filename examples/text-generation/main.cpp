@@ -186,7 +186,8 @@ void print_sample(const std::string& text) {
     std::printf("\n--- sample ---\n%s\n---\n", text.c_str());
 }
 
-void train_model(Options& o) {
+// Trains; returns the exit status (130 when Ctrl-C stopped the run).
+int train_model(Options& o) {
     using B = ember::Autodiff<ember::Cpu>;
     using Inner = B::InnerBackend;
     ExperimentConfig& c = o.config;
@@ -211,7 +212,9 @@ void train_model(Options& o) {
     const std::size_t n_train =
         c.limit == 0 ? train_windows.len() : std::min(c.limit, train_windows.len());
     const std::size_t n_valid = std::min(c.valid_windows, valid_windows.len());
-    fs::create_directories(o.artifact_dir);
+    // Locked before the config is written: a second run in this directory stops here. The
+    // Learner shares the lock.
+    const train::ArtifactLock lock(o.artifact_dir);
     c.save(o.artifact_dir / "config.json");
     B::seed(c.seed);
 
@@ -249,6 +252,12 @@ void train_model(Options& o) {
     auto trained = learner.fit(train_loader, valid_loader);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (learner.interrupter().should_stop()) {
+        // Checkpoints hold the completed epochs; 130 after Ctrl-C, as shells expect.
+        std::printf("interrupted after %.1f s: the checkpoints hold the completed epochs\n",
+                    seconds);
+        return learner.interrupter().exit_status();
+    }
     const auto inference = trained.valid();
     inference.save_file(o.artifact_dir / "model", Recorder{});
 
@@ -265,6 +274,7 @@ void train_model(Options& o) {
     std::printf("trained in %.1f s; model saved to %s\n", seconds,
                 (o.artifact_dir / "model.mpk").string().c_str());
     print_sample(generate(inference, context, *tokenizer, o.sampling));
+    return 0;
 }
 
 void generate_text(const Options& o) {
@@ -282,11 +292,11 @@ void generate_text(const Options& o) {
 int run(int argc, char** argv) {
     Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
-    if (o.command == "generate")
+    if (o.command == "generate") {
         generate_text(o);
-    else
-        train_model(o);
-    return 0;
+        return 0;
+    }
+    return train_model(o);
 }
 
 }  // namespace text_generation

@@ -6,13 +6,14 @@
 #include <iterator>
 
 #include "ember/data/dataset.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::data::detail {
 
 namespace {
 
 std::string shown(const std::filesystem::path& file) {
-    return file.string();
+    return record::printable(file.string(), 4096);
 }
 
 /// Splits the text into records, tracking the line each starts on.
@@ -94,11 +95,13 @@ CsvTable read_csv(const std::filesystem::path& file, const CsvOptions& options) 
                     options.delimiter != '\r',
                 Argument, "InMemDataset::from_csv: delimiter '", options.delimiter,
                 "' cannot be the quote character or a line end");
-    std::ifstream in(file, std::ios::binary);
-    EMBER_CHECK(in.good(), Format, shown(file), ": cannot open the CSV file (",
-                std::filesystem::exists(file) ? "not readable" : "no such file", ")");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EMBER_CHECK(!in.bad(), Format, shown(file), ": read error");
+    // A regular file only (a FIFO or /dev/zero is refused before reading), at most the read
+    // limit in size.
+    std::string text;
+    {
+        const auto bytes = record::detail::RegularFile(file, "the CSV file").read_all();
+        text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
     if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);  // BOM
 
     CsvParser parser(file, std::move(text), options);
@@ -110,7 +113,8 @@ CsvTable read_csv(const std::filesystem::path& file, const CsvOptions& options) 
     for (std::size_t i = 0; i < table.header.size(); ++i) {
         for (std::size_t j = 0; j < i; ++j)
             EMBER_CHECK(table.header[i] != table.header[j], Format, shown(file), ":", header->line,
-                        ":", i + 1, ": column '", table.header[i], "' also names column ", j + 1);
+                        ":", i + 1, ": column '", record::printable(table.header[i]),
+                        "' also names column ", j + 1);
     }
     while (std::optional<CsvRow> row = parser.next()) {
         EMBER_CHECK(row->cells.size() == table.header.size(), Format, shown(file), ":", row->line,
@@ -123,14 +127,15 @@ CsvTable read_csv(const std::filesystem::path& file, const CsvOptions& options) 
 void csv_cell_error(const CsvTable& table, const CsvRow& row, std::size_t column,
                     std::string_view why) {
     EMBER_FAIL(Format, shown(table.file), ":", row.line, ":", column + 1, " (column '",
-               table.header[column], "'): ", why);
+               record::printable(table.header[column]), "'): ", record::printable(why));
 }
 
 std::size_t csv_column(const CsvTable& table, std::string_view name) {
     for (std::size_t i = 0; i < table.header.size(); ++i)
         if (table.header[i] == name) return i;
     std::string columns;
-    for (const auto& h : table.header) columns += (columns.empty() ? "'" : ", '") + h + "'";
+    for (const auto& h : table.header)
+        columns += (columns.empty() ? "'" : ", '") + record::printable(h) + "'";
     EMBER_FAIL(Format, shown(table.file), ": no column '", name, "' for the item's field of that ",
                "name (the header has ", columns, ")");
 }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ember/data/text.hpp"
+#include "ember/record/untrusted.hpp"
 #include "ember/tensor/error.hpp"
 
 namespace ember::data {
@@ -32,11 +33,9 @@ struct SplitMix64 {
 };
 
 std::string read_text(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    EMBER_CHECK(in.good(), Format, "FortunesDataset: cannot open ", path.string());
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    EMBER_CHECK(!in.bad(), Format, "FortunesDataset: error reading ", path.string());
-    return s;
+    // A regular file only (a FIFO found among the fortunes is refused, never waited on).
+    const auto bytes = record::detail::RegularFile(path, "a fortune file").read_all();
+    return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 // Splits a fortune file at lines holding only `%`, dropping empty entries.

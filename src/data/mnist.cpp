@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include "ember/data/vision.hpp"
+#include "ember/record/untrusted.hpp"
 #include "ember/tensor/error.hpp"
 
 namespace ember::data {
@@ -46,9 +49,17 @@ std::size_t read_some(gzFile f, const fs::path& path, std::uint8_t* out, std::si
 }  // namespace
 
 IdxArray read_idx_u8(const fs::path& path, std::size_t rank) {
-    GzHandle f(gzopen(path.c_str(), "rb"));
+    // A regular file only (a FIFO or /dev/zero is refused before reading); its size bounds
+    // what the header may announce.
+    record::detail::RegularFile file(path, "an IDX file");
+    const std::uint64_t file_size = file.size();
+    unsigned char gz_magic[2] = {0, 0};
+    const bool gzipped =
+        ::pread(file.fd(), gz_magic, 2, 0) == 2 && gz_magic[0] == 0x1f && gz_magic[1] == 0x8b;
+    GzHandle f(gzdopen(file.fd(), "rb"));
     EMBER_CHECK(f != nullptr, Format, "MnistDataset: cannot open ", path.string(), "; ",
                 kInstallHint);
+    file.release();               // gzclose closes it now
     gzbuffer(f.get(), 1u << 20);  // fewer, larger reads: the image files are 47 MB unpacked
 
     std::uint8_t magic[4];
@@ -77,6 +88,20 @@ IdxArray read_idx_u8(const fs::path& path, std::size_t rank) {
                     " announces an implausible size in its IDX header; ", kInstallHint);
     }
 
+    // Before allocating: a plain file must hold what its header announces, a gzipped one may
+    // not inflate beyond the read limits for its compressed size (a 3 MB file announcing 4 GB
+    // of zeros is refused here).
+    const std::uint64_t header_size = 4 + 4 * rank;
+    if (gzipped) {
+        record::detail::check_decoded_size(total + header_size, file_size,
+                                           "the IDX data its header announces",
+                                           "MnistDataset: " + path.string());
+    } else {
+        EMBER_CHECK(total + header_size <= file_size, Format, "MnistDataset: ", path.string(),
+                    " is truncated: its IDX header announces ", total, " bytes but the file has ",
+                    file_size - std::min(file_size, header_size), " after the header; ",
+                    kInstallHint);
+    }
     // Grow the buffer as data arrives rather than trusting the header for one huge allocation.
     const auto n = static_cast<std::size_t>(total);
     constexpr std::size_t kChunk = std::size_t{1} << 24;
@@ -93,6 +118,15 @@ IdxArray read_idx_u8(const fs::path& path, std::size_t rank) {
     std::uint8_t extra;
     EMBER_CHECK(read_some(f.get(), path, &extra, 1) == 0, Format, "MnistDataset: ", path.string(),
                 " has bytes after the ", n, " its IDX header announces; ", kInstallHint);
+    // gzread reports a stream cut before its trailer (CRC-32 and length) only through gzerror,
+    // as Z_BUF_ERROR, so that files still being written can be read: here it is an error, or
+    // the CRC check would be skipped.
+    int code = Z_OK;
+    gzerror(f.get(), &code);
+    EMBER_CHECK(code == Z_OK, Format, "MnistDataset: ", path.string(),
+                " is truncated: its gzip data ends without the trailer that holds its CRC-32 and "
+                "length; ",
+                kInstallHint);
     return out;
 }
 

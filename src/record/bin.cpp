@@ -40,24 +40,6 @@ unsigned dtype_code(DType d) {
     EMBER_FAIL(Argument, "Bin: dtype ", dtype_name(d), " has no code");
 }
 
-// CRC-32 (the IEEE polynomial, reflected: zlib's and gzip's), written here so that firmware
-// reading Bin records needs no zlib.
-constexpr std::array<std::uint32_t, 256> kCrcTable = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t i = 0; i < 256; ++i) {
-        std::uint32_t c = i;
-        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        t[i] = c;
-    }
-    return t;
-}();
-
-std::uint32_t crc32_of(std::span<const std::byte> bytes) {
-    std::uint32_t c = 0xFFFFFFFFu;
-    for (std::byte b : bytes) c = kCrcTable[(c ^ std::to_integer<std::uint32_t>(b)) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
 class BinWriter {
   public:
     explicit BinWriter(PrecisionSettings precision) : precision_(precision) {}
@@ -68,7 +50,7 @@ class BinWriter {
         byte(dtype_code(precision_.float_dtype));
         byte(dtype_code(precision_.int_dtype));
         value(item, 0);
-        le(crc32_of(out_), 4);
+        le(crc32(out_), 4);
         return std::move(out_);
     }
 
@@ -270,7 +252,8 @@ Value decode_bin(std::span<const std::byte> bytes, const Source& src) {
     std::uint32_t stored = 0;
     for (int i = 3; i >= 0; --i)
         stored = (stored << 8) | std::to_integer<std::uint32_t>(bytes[body_end + i]);
-    if (stored != crc32_of(bytes.first(body_end)))
+    // Skipped only when asked (ReadLimits::verify_checksums, EMBER_VERIFY_CHECKSUMS=0).
+    if (read_limits().verify_checksums && stored != crc32(bytes.first(body_end)))
         src.fail("checksum mismatch: the data is truncated or corrupted");
     const unsigned version =
         std::to_integer<unsigned>(bytes[4]) | (std::to_integer<unsigned>(bytes[5]) << 8);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/record/recorder.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::record::detail {
 
@@ -21,7 +22,7 @@ struct Source {
     /// Throws FormatError with the reason built from `why`.
     template <typename... Args>
     [[noreturn]] void fail(const Args&... why) const {
-        EMBER_FAIL(Format, name, ": not a ", format, " record: ", why...);
+        EMBER_FAIL(Format, printable(name, 4096), ": not a ", format, " record: ", why...);
     }
 };
 
@@ -39,6 +40,12 @@ inline constexpr std::int64_t kVersion = 1;
 inline constexpr std::string_view kTensorTag = "$tensor";
 /// The one-entry map that marks a non-finite double in JSON.
 inline constexpr std::string_view kFloatTag = "$float";
+
+/// The CRC-32 of `bytes` (the polynomial of zlib and gzip), as the Bin and NamedMpk records
+/// carry it.
+std::uint32_t crc32(std::span<const std::byte> bytes);
+/// The key of NamedMpk's checksum entry, the last of its envelope.
+inline constexpr std::string_view kChecksumKey = "crc32";
 
 /// Throws ArgumentError unless the settings name a float dtype and a signed integer dtype.
 void check_precision(PrecisionSettings precision);

@@ -1,11 +1,34 @@
 // The rules every record format shares.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 
 #include "codec.hpp"
 
 namespace ember::record::detail {
+namespace {
+
+// CRC-32 (the IEEE polynomial, reflected: zlib's and gzip's), written here so that firmware
+// reading Bin records needs no zlib.
+constexpr std::array<std::uint32_t, 256> kCrcTable = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+        std::uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        t[i] = c;
+    }
+    return t;
+}();
+
+}  // namespace
+
+std::uint32_t crc32(std::span<const std::byte> bytes) {
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (std::byte b : bytes)
+        c = kCrcTable[(c ^ std::to_integer<std::uint32_t>(b)) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
 
 void check_precision(PrecisionSettings precision) {
     EMBER_CHECK(is_float(precision.float_dtype), Argument,
@@ -80,7 +103,7 @@ std::string escape_key(std::string_view key) {
 std::string unescape_key(std::string_view key, const Source& src) {
     if (key.empty() || key.front() != '$') return std::string(key);
     if (key.size() >= 2 && key[1] == '$') return std::string(key.substr(1));
-    src.fail("map key '", key, "' is reserved ('$' starts the tags $tensor and $float)");
+    src.fail("map key '", printable(key), "' is reserved ('$' starts the tags $tensor and $float)");
 }
 
 }  // namespace ember::record::detail

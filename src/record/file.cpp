@@ -4,15 +4,16 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <random>
 
 #if __has_include(<unistd.h>)
+#include <fcntl.h>
 #include <unistd.h>
 #define EMBER_RECORD_HAVE_FSYNC 1
 #endif
 
 #include "codec.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::record::detail {
 
@@ -82,26 +83,26 @@ void write_bytes_atomic(const std::filesystem::path& file, std::span<const std::
     std::error_code ec;
     std::filesystem::rename(tmp, file, ec);
     if (ec) write_failed(file, tmp, what, ec.message());
+#ifdef EMBER_RECORD_HAVE_FSYNC
+    // The rename itself is on disk once the directory is synced: a crash after this returns
+    // cannot bring the old file back.
+    const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        const int rc = ::fsync(dfd);
+        const int derr = errno;
+        ::close(dfd);
+        // EINVAL: a file system that does not sync directories.
+        EMBER_CHECK(rc == 0 || derr == EINVAL, Argument, what, ": wrote '", file.string(),
+                    "' but cannot sync its directory: ", std::strerror(derr));
+    }
+#endif
 }
 
 std::vector<std::byte> read_bytes(const std::filesystem::path& file, std::string_view what) {
-    const std::string name = file.string();
-    std::error_code ec;
-    const auto status = std::filesystem::status(file, ec);
-    if (!std::filesystem::exists(status)) EMBER_FAIL(Format, name, ": no such file (", what, ")");
-    if (std::filesystem::is_directory(status)) EMBER_FAIL(Format, name, ": is a directory");
-
-    std::ifstream in(file, std::ios::binary);
-    if (!in) EMBER_FAIL(Format, name, ": cannot open: ", std::strerror(errno));
-    std::vector<std::byte> bytes;
-    if (const auto size = std::filesystem::file_size(file, ec); !ec) bytes.reserve(size);
-    char buf[1 << 16];
-    while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-        const auto* p = reinterpret_cast<const std::byte*>(buf);
-        bytes.insert(bytes.end(), p, p + in.gcount());
-    }
-    if (in.bad()) EMBER_FAIL(Format, name, ": read error");
-    return bytes;
+    // A regular file only, its size checked against the read limit before allocating: a path
+    // naming /dev/zero or a FIFO is refused before a byte is read.
+    return RegularFile(file, what).read_all();
 }
 
 void write_file(const Value& value, const std::filesystem::path& file, Format format,

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "codec.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::record::detail {
 namespace {
@@ -29,9 +30,12 @@ struct Feed {
     bool done(const z_stream& z) const { return z.avail_in == 0 && pos == in.size(); }
 };
 
-// Makes room for more output and points zlib at it; returns the room given.
-std::size_t make_room(std::vector<std::byte>& out, std::size_t produced, z_stream& z) {
-    if (produced == out.size()) out.resize(std::max<std::size_t>(out.size() * 2, 1 << 16));
+// Makes room for more output and points zlib at it; returns the room given. The buffer never
+// grows past `cap` bytes.
+std::size_t make_room(std::vector<std::byte>& out, std::size_t produced, z_stream& z,
+                      std::size_t cap = std::numeric_limits<std::size_t>::max()) {
+    if (produced == out.size())
+        out.resize(std::min(cap, std::max<std::size_t>(out.size() * 2, 1 << 16)));
     const std::size_t room = std::min(out.size() - produced, kChunk);
     z.next_out = reinterpret_cast<Bytef*>(out.data() + produced);
     z.avail_out = static_cast<uInt>(room);
@@ -75,17 +79,35 @@ std::vector<std::byte> gunzip(std::span<const std::byte> bytes, const Source& sr
         z_stream& z;
         ~End() { inflateEnd(&z); }
     } end{z};
-    // The uncompressed size in the trailer is only a hint (mod 2^32, and untrusted): cap it.
-    std::vector<std::byte> out(std::min<std::size_t>(bytes.size() * 4, std::size_t{1} << 26));
+    // The decompressed size is known only once inflated (the trailer's is mod 2^32 and
+    // untrusted): the buffer grows as data comes, never past the read limit for this many
+    // compressed bytes, plus one byte to tell "exactly at the limit" from "beyond it".
+    const ReadLimits limits = read_limits();
+    const std::uint64_t allowed = limits.max_decoded(bytes.size());
+    const std::size_t cap = static_cast<std::size_t>(
+        std::min<std::uint64_t>(allowed, std::numeric_limits<std::size_t>::max() - 1) + 1);
+    std::vector<std::byte> out(std::min({bytes.size() * 4, std::size_t{1} << 26, cap}));
     Feed feed{bytes};
     std::size_t produced = 0;
     for (;;) {
         feed.refill(z);
-        const std::size_t room = make_room(out, produced, z);
+        const std::size_t room = make_room(out, produced, z, cap);
         const int ret = inflate(&z, Z_NO_FLUSH);
         produced += room - z.avail_out;
+        if (produced > allowed) {
+            src.fail("it decompresses to more than ", allowed, " bytes from ", bytes.size(),
+                     " compressed ones, beyond the read limits (",
+                     allowed == limits.max_bytes
+                         ? "ReadLimits::max_bytes, EMBER_MAX_READ_BYTES"
+                         : "an expansion beyond " + std::to_string(limits.max_expansion) +
+                               ":1 above " + std::to_string(limits.expansion_floor) +
+                               " bytes: ReadLimits::max_expansion and expansion_floor, "
+                               "EMBER_MAX_EXPANSION and EMBER_EXPANSION_FLOOR",
+                     ")");
+        }
         if (ret == Z_STREAM_END) break;
-        if (ret == Z_DATA_ERROR) src.fail("corrupted gzip data (", z.msg ? z.msg : "bad data", ")");
+        if (ret == Z_DATA_ERROR)
+            src.fail("corrupted gzip data (", printable(z.msg ? z.msg : "bad data"), ")");
         if (ret == Z_NEED_DICT) src.fail("gzip data needs a preset dictionary");
         if (ret == Z_MEM_ERROR) throw std::bad_alloc();
         if (ret != Z_OK && ret != Z_BUF_ERROR) src.fail("gzip error ", ret);

@@ -47,7 +47,8 @@ std::vector<std::byte> base64_decode(std::string_view in, const Source& src) {
         if (c >= '0' && c <= '9') return static_cast<unsigned>(c - '0' + 52);
         if (c == '+') return 62;
         if (c == '/') return 63;
-        src.fail("tensor bytes are not base64 (character '", c, "')");
+        src.fail("tensor bytes are not base64 (character '", printable(std::string_view(&c, 1)),
+                 "')");
     };
     std::vector<std::byte> out;
     out.reserve(in.size() / 4 * 3);
@@ -235,13 +236,13 @@ class JsonReader {
                 else if (c >= 'a' && c <= 'f')
                     d = static_cast<unsigned>(c - 'a' + 10);
                 else
-                    src_.fail("bad NaN spelling '", s, "'");
+                    src_.fail("bad NaN spelling '", printable(s), "'");
                 bits = bits << 4 | d;
             }
             const double d = ember::detail::bit_cast<double>(bits);
             if (std::isnan(d)) return d;
         }
-        src_.fail("'", kFloatTag, "' holds '", s, "', not inf, -inf or NaN");
+        src_.fail("'", kFloatTag, "' holds '", printable(s), "', not inf, -inf or NaN");
     }
     TensorData tensor(const Json& j) {
         if (!j.is_object() || j.size() != 3 || !j.contains("dtype") || !j.contains("shape") ||
@@ -252,12 +253,13 @@ class JsonReader {
         const Json& bytes = j["bytes"];
         if (!dtype.is_string()) src_.fail("tensor dtype is not a string");
         const auto d = dtype_from_name(dtype.get_ref<const std::string&>());
-        if (!d) src_.fail("unknown dtype '", dtype.get_ref<const std::string&>(), "'");
+        if (!d) src_.fail("unknown dtype '", printable(dtype.get_ref<const std::string&>()), "'");
         if (!shape.is_array() || shape.size() > kMaxRank)
             src_.fail("tensor shape is not a list of at most ", kMaxRank, " dims");
         std::vector<std::uint64_t> dims;
         for (const Json& dim : shape) {
-            if (!dim.is_number_unsigned()) src_.fail("tensor dim ", dim.dump(), " is not a size");
+            if (!dim.is_number_unsigned())
+                src_.fail("tensor dim ", printable(dim.dump()), " is not a size");
             dims.push_back(dim.get<std::uint64_t>());
         }
         if (!bytes.is_string()) src_.fail("tensor bytes are not a base64 string");
@@ -325,7 +327,7 @@ Value decode_json(std::span<const std::byte> bytes, const Source& src) {
     try {
         root = Json::parse(p, p + bytes.size());
     } catch (const Json::exception& e) {
-        src.fail("invalid JSON: ", e.what());
+        src.fail("invalid JSON: ", printable(e.what()));
     }
     return JsonReader(src).envelope(root);
 }

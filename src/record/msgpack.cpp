@@ -16,7 +16,7 @@ class MpkWriter {
     explicit MpkWriter(PrecisionSettings precision) : precision_(precision) {}
 
     std::vector<std::byte> finish(const Value& item) {
-        map_header(4);
+        map_header(5);
         str(kVersionKey);
         integer(kVersion);
         str("float");
@@ -25,6 +25,11 @@ class MpkWriter {
         str(dtype_name(precision_.int_dtype));
         str(kItemKey);
         value(item, 0);
+        // The checksum entry comes last, a uint32 in its fixed 5-byte form; the CRC covers every
+        // byte before its own four. Readers that predate it see one more envelope field.
+        str(kChecksumKey);
+        byte(0xce);
+        be(crc32(out_), 4);
         return std::move(out_);
     }
 
@@ -163,24 +168,50 @@ class MpkReader {
         const unsigned first = std::to_integer<unsigned>(in_[0]);
         const bool is_map = (first & 0xf0u) == 0x80u || first == 0xde || first == 0xdf;
         if (!is_map) src_.fail("it does not start with a MessagePack map (another format?)");
-        Value root = value(-1);  // the envelope is not part of the tree's nesting
-        if (!root.is<Map>()) src_.fail("its top level is a tensor, not ember's record header");
+        const Header h = header();
+        if (h.n > left() / 2) need(2 * h.n, "a map");
+        Map fields;
+        std::optional<std::size_t> checksum_at;  // offset of the checksum's value
+        for (std::uint64_t i = 0; i < h.n; ++i) {
+            const std::string_view key = str("a map key");
+            if (h.n == 1 && key == kTensorTag)
+                src_.fail("its top level is a tensor, not ember's record header");
+            if (key == kChecksumKey) checksum_at = pos_;
+            std::string name = unescape_key(key, src_);
+            fields.emplace_back(std::move(name), value(0));
+        }
         if (pos_ != in_.size())
             src_.fail("trailing bytes after the record (", in_.size() - pos_, " bytes at offset ",
                       pos_, ")");
-        Map& fields = root.as_mut<Map>();
+        if (checksum_at) verify_checksum(*checksum_at);
+        Value root(std::move(fields));
         const Value* version = root.find(kVersionKey);
         if (!version || !version->is<std::int64_t>())
             src_.fail("no '", kVersionKey, "' header: not written by ember");
         const std::int64_t v = version->as<std::int64_t>();
         if (v < 1 || v > kVersion)
             src_.fail("record format version ", v, " (this ember reads version ", kVersion, ")");
-        for (auto& [k, item] : fields)
-            if (k == kItemKey) return std::move(item);
+        for (auto& [k, item] : root.as_mut<Map>())
+            if (k == kItemKey) return std::move(item);  // moved: tensors are not copied
         src_.fail("no '", kItemKey, "' field");
     }
 
   private:
+    // The checksum entry is the envelope's last, a uint32 in its 5-byte form (0xce and four
+    // big-endian bytes) ending the file; its CRC-32 covers every byte before those four.
+    // Records written before it existed have no such entry and load unchecked.
+    void verify_checksum(std::size_t at) const {
+        if (at + 5 != in_.size() || std::to_integer<unsigned>(in_[at]) != 0xce)
+            src_.fail("the '", kChecksumKey,
+                      "' entry is not the envelope's last, a 32-bit unsigned integer");
+        if (!read_limits().verify_checksums) return;
+        std::uint32_t stored = 0;
+        for (std::size_t i = at + 1; i < in_.size(); ++i)
+            stored = (stored << 8) | std::to_integer<std::uint32_t>(in_[i]);
+        if (stored != crc32(in_.first(in_.size() - 4)))
+            src_.fail("checksum mismatch: the data is truncated or corrupted");
+    }
+
     std::size_t left() const { return in_.size() - pos_; }
     void need(std::uint64_t n, const char* what) {
         if (n > left())
@@ -340,7 +371,7 @@ class MpkReader {
             if (key == "dtype" && !dtype) {
                 const std::string_view name = str("a dtype");
                 dtype = dtype_from_name(name);
-                if (!dtype) src_.fail("unknown dtype '", name, "'");
+                if (!dtype) src_.fail("unknown dtype '", printable(name), "'");
             } else if (key == "shape" && !have_shape) {
                 const std::size_t shape_at = pos_;
                 const Header s = header();
@@ -366,7 +397,7 @@ class MpkReader {
                 pos_ += static_cast<std::size_t>(b.n);
                 have_bytes = true;
             } else {
-                src_.fail("unexpected tensor field '", key, "' at offset ", at);
+                src_.fail("unexpected tensor field '", printable(key), "' at offset ", at);
             }
         }
         return make_tensor(*dtype, dims, data, src_);

@@ -93,8 +93,32 @@ SafetensorsFile decode_safetensors(std::span<const std::byte> bytes, std::string
     if (n > bytes.size() - 8)
         src.fail("the header claims ", n, " bytes but only ", bytes.size() - 8, " follow");
     const auto* text = reinterpret_cast<const char*>(bytes.data() + 8);
-    nlohmann::json header = nlohmann::json::parse(text, text + n, nullptr, false);
+    // A key given twice would silently keep the last value: JSON leaves that undefined, and
+    // two readers could see two different tensors. Every object's keys are tracked while parsing.
+    std::vector<std::vector<std::string>> keys;  // one list per object being parsed
+    std::string duplicate;
+    auto on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (event == E::object_start) {
+            keys.emplace_back();
+        } else if (event == E::object_end && !keys.empty()) {
+            keys.pop_back();
+        } else if (event == E::key && !keys.empty() && parsed.is_string()) {
+            auto& seen = keys.back();
+            const auto& k = parsed.get_ref<const std::string&>();
+            if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+                if (duplicate.empty()) duplicate = k;
+            } else {
+                seen.push_back(k);
+            }
+        }
+        return true;
+    };
+    nlohmann::json header = nlohmann::json::parse(text, text + n, on_event, false);
     if (header.is_discarded() || !header.is_object()) src.fail("the header is not a JSON object");
+    if (!duplicate.empty())
+        src.fail("the header names '", printable(duplicate),
+                 "' twice in one object (which of the two is meant is undefined)");
     const std::span<const std::byte> body = bytes.subspan(8 + n);
 
     struct Entry {
@@ -112,39 +136,43 @@ SafetensorsFile decode_safetensors(std::span<const std::byte> bytes, std::string
             if (!v.is_object()) src.fail("__metadata__ is not an object");
             for (auto m = v.begin(); m != v.end(); ++m) {
                 if (!m.value().is_string())
-                    src.fail("__metadata__ '", m.key(), "' is not a string");
+                    src.fail("__metadata__ '", printable(m.key()), "' is not a string");
                 out.metadata.emplace_back(m.key(), m.value().get<std::string>());
             }
             continue;
         }
         if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
             !v.contains("data_offsets"))
-            src.fail("tensor '", name, "' lacks dtype, shape or data_offsets");
+            src.fail("tensor '", printable(name), "' lacks dtype, shape or data_offsets");
         const auto& dt = v["dtype"];
-        if (!dt.is_string()) src.fail("tensor '", name, "' has a dtype that is not a string");
+        if (!dt.is_string())
+            src.fail("tensor '", printable(name), "' has a dtype that is not a string");
         const std::string dname = dt.get<std::string>();
         const auto* known = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                          [&](const DTypeName& d) { return d.name == dname; });
         if (known == std::end(kDTypes))
             src.fail(
-                "tensor '", name, "' has dtype ", dname,
+                "tensor '", printable(name), "' has dtype ", printable(dname),
                 ", which ember does not have (known: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
         Entry e{name, known->dtype, {}, 0, 0};
         const auto& shape = v["shape"];
-        if (!shape.is_array()) src.fail("tensor '", name, "' has a shape that is not a list");
+        if (!shape.is_array())
+            src.fail("tensor '", printable(name), "' has a shape that is not a list");
         for (const auto& d : shape) {
             if (!d.is_number_unsigned())
-                src.fail("tensor '", name, "' has a dim that is not a non-negative integer");
+                src.fail("tensor '", printable(name),
+                         "' has a dim that is not a non-negative integer");
             e.dims.push_back(d.get<std::uint64_t>());
         }
         const auto& off = v["data_offsets"];
         if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
             !off[1].is_number_unsigned())
-            src.fail("tensor '", name, "' has data_offsets that are not two non-negative integers");
+            src.fail("tensor '", printable(name),
+                     "' has data_offsets that are not two non-negative integers");
         e.begin = off[0].get<std::uint64_t>();
         e.end = off[1].get<std::uint64_t>();
         if (e.begin > e.end || e.end > body.size())
-            src.fail("tensor '", name, "' has bytes [", e.begin, ", ", e.end,
+            src.fail("tensor '", printable(name), "' has bytes [", e.begin, ", ", e.end,
                      ") outside the body of ", body.size(), " bytes");
         entries.push_back(std::move(e));
     }
@@ -156,7 +184,7 @@ SafetensorsFile decode_safetensors(std::span<const std::byte> bytes, std::string
     std::uint64_t at = 0;
     for (const Entry* e : order) {
         if (e->begin != at)
-            src.fail("tensor '", e->name, "' starts at byte ", e->begin, " where ", at,
+            src.fail("tensor '", printable(e->name), "' starts at byte ", e->begin, " where ", at,
                      " was expected (the ranges overlap or leave a hole)");
         at = e->end;
     }
@@ -168,7 +196,7 @@ SafetensorsFile decode_safetensors(std::span<const std::byte> bytes, std::string
         try {
             out.tensors.emplace_back(e->name, detail::make_tensor(e->dtype, e->dims, part, src));
         } catch (const FormatError& err) {
-            EMBER_FAIL(Format, err.what(), " (tensor '", e->name, "')");
+            EMBER_FAIL(Format, err.what(), " (tensor '", printable(e->name), "')");
         }
     }
     return out;

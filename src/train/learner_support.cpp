@@ -27,7 +27,7 @@ extern "C" void on_sigint(int sig) {
         std::raise(sig);
         return;
     }
-    const_cast<Interrupter*>(i)->stop();
+    const_cast<Interrupter*>(i)->stop_by_signal(sig);
 }
 
 }  // namespace

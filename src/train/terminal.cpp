@@ -59,7 +59,7 @@ void pass_on(int sig) {
 void on_stop_signal(int sig) {
     const int saved_errno = errno;
     if (g_stop_requests.fetch_add(1) == 0) {
-        if (g_interrupter) g_interrupter->stop();
+        if (g_interrupter) g_interrupter->stop_by_signal(sig);
         const char c = 'I';
         const ssize_t n = ::write(g_wake_fd, &c, 1);
         (void)n;

@@ -6,7 +6,9 @@
 //
 // Formats (docs/records.md has the full layouts):
 //
-// - NamedMpk: one MessagePack map {"ember_record": 1, "float": "f32", "int": "i32", "item": tree}.
+// - NamedMpk: one MessagePack map {"ember_record": 1, "float": "f32", "int": "i32", "item": tree,
+//   "crc32": CRC-32 of every byte before its own four} (files without "crc32", written before
+//   it existed, load unchecked).
 //   Maps are msgpack maps keyed by field name, lists arrays, ints the smallest msgpack int,
 //   doubles float64. A tensor is the one-entry map
 //   {"$tensor": {"dtype": "f32", "shape": [2, 3], "bytes": <bin: the elements, little-endian>}};
@@ -19,8 +21,9 @@
 // - Bin: "EMBR", format version (u16 LE), float and int dtype codes (u8 each), the tree as tagged
 //   values (LEB128 lengths, zigzag ints, IEEE doubles), then a CRC-32 of everything before it.
 //
-// Files are written atomically (temporary file in the same directory, flush, rename); loading a
-// missing, foreign, truncated or corrupted file throws FormatError naming the file.
+// Files are written atomically (temporary file in the same directory, flush, rename, directory
+// synced); loading a missing, foreign, truncated or corrupted file, or one that is not a regular
+// file or is beyond the read limits (untrusted.hpp), throws FormatError naming the file.
 #include <concepts>
 #include <cstddef>
 #include <cstdint>

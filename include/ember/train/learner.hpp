@@ -33,6 +33,7 @@
 #include "../optim/accumulator.hpp"
 #include "../optim/lr_scheduler.hpp"
 #include "../record/recorder.hpp"
+#include "checkpoint.hpp"
 #include "dashboard.hpp"
 #include "detail/learner_support.hpp"
 #include "logger.hpp"
@@ -135,6 +136,10 @@ struct LearnerOptions {
     /// Data parallel: reduce gradients during backward (collective::GradientReducer).
     bool overlap_gradient_sync = true;
     std::optional<std::size_t> checkpoint;          ///< resume from it
+    bool resume = false;                            ///< resume from the newest complete one
+    /// The artifact directory's lock, held from build() while the Learner lives (not by the
+    /// processes of a multi-process run that hold no rank 0: they write no checkpoints).
+    std::optional<ArtifactLock> lock;
     std::shared_ptr<ApplicationLogger> app_logger;  ///< experiment.log
     bool app_logger_set = false;                    ///< given explicitly
     struct EarlyStopping {
@@ -265,9 +270,17 @@ class LearnerBuilder {
         return *this;
     }
     /// Resumes from the checkpoint of epoch `epoch` (≥ 1): training continues at epoch + 1.
+    /// fit() throws FormatError when that checkpoint is missing or incomplete.
     LearnerBuilder& checkpoint(std::size_t epoch) {
         EMBER_CHECK(epoch >= 1, Argument, "LearnerBuilder::checkpoint: epochs count from 1");
         o_.checkpoint = epoch;
+        return *this;
+    }
+    /// Resumes from the newest complete checkpoint in the artifact directory when fit() starts
+    /// (latest_checkpoint; a checkpoint cut short by a kill is skipped); starts afresh when
+    /// there is none.
+    LearnerBuilder& resume() {
+        o_.resume = true;
         return *this;
     }
     /// Replaces the application logger (default: experiment.log in the artifact directory;
@@ -327,6 +340,9 @@ class LearnerBuilder {
         LearnerOptions<TrainItem, ValidItem> o = o_;
         EMBER_CHECK(!o.checkpoint || o.checkpointer, Argument, "LearnerBuilder::build: checkpoint(",
                     o.checkpoint.value_or(0), ") needs a checkpointer (with_file_checkpointer)");
+        EMBER_CHECK(
+            !o.resume || o.checkpointer, Argument,
+            "LearnerBuilder::build: resume() needs a checkpointer (with_file_checkpointer)");
         EMBER_CHECK(!o.checkpoint || *o.checkpoint <= o.num_epochs, Argument,
                     "LearnerBuilder::build: checkpoint(", o.checkpoint.value_or(0),
                     ") is beyond num_epochs ", o.num_epochs);
@@ -361,6 +377,10 @@ class LearnerBuilder {
                         "devices() with one device per endpoint)");
         }
         const auto& dir = o.artifact_dir;
+        // Locked before anything is written: a second run in the same directory stops here.
+        bool writes = o.collectives.empty();
+        for (const auto& c : o.collectives) writes = writes || c->rank() == 0;
+        if (writes) o.lock.emplace(dir);
         if (!o.train_logger) o.train_logger = std::make_shared<FileMetricLogger>(dir / "train");
         if (!o.valid_logger) o.valid_logger = std::make_shared<FileMetricLogger>(dir / "valid");
         if (!o.app_logger_set)

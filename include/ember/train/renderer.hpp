@@ -37,14 +37,31 @@ struct TrainingProgress {
 class Interrupter {
 public:
     /// Asks the run to stop.
-    void stop() { flag_->store(true, std::memory_order_relaxed); }
+  void stop() { state_->stop.store(true, std::memory_order_relaxed); }
+  /// Asks the run to stop because signal `sig` (SIGINT, SIGTERM) came; async-signal-safe.
+  void stop_by_signal(int sig) {
+      state_->signal.store(sig, std::memory_order_relaxed);
+      state_->stop.store(true, std::memory_order_relaxed);
+  }
     /// Whether a stop was asked for.
-    bool should_stop() const { return flag_->load(std::memory_order_relaxed); }
-    /// Clears the request (for a new run).
-    void reset() { flag_->store(false, std::memory_order_relaxed); }
+  bool should_stop() const { return state_->stop.load(std::memory_order_relaxed); }
+  /// The signal that asked the run to stop, 0 when none did (stop(), `q`, not stopped).
+  int signal() const { return state_->signal.load(std::memory_order_relaxed); }
+  /// The exit status a program should end with after the run: 128 + the signal that stopped
+  /// it (130 for Ctrl-C, as shells expect), 0 when no signal did.
+  int exit_status() const { return signal() ? 128 + signal() : 0; }
+  /// Clears the request (for a new run).
+  void reset() {
+      state_->stop.store(false, std::memory_order_relaxed);
+      state_->signal.store(0, std::memory_order_relaxed);
+  }
 
 private:
-    std::shared_ptr<std::atomic<bool>> flag_ = std::make_shared<std::atomic<bool>>(false);
+  struct State {
+      std::atomic<bool> stop{false};
+      std::atomic<int> signal{0};
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 /// Shows metrics and progress.

@@ -2,6 +2,7 @@
 // Internal to the PyTorch reader: how its errors name the file.
 #include <string>
 
+#include "ember/record/untrusted.hpp"
 #include "ember/tensor/error.hpp"
 
 namespace ember::record::detail::pt {
@@ -13,7 +14,7 @@ struct Source {
     /// Throws FormatError with the reason built from `why`.
     template <typename... Args>
     [[noreturn]] void fail(const Args&... why) const {
-        EMBER_FAIL(Format, name, ": PyTorch file: ", why...);
+        EMBER_FAIL(Format, printable(name, 4096), ": PyTorch file: ", why...);
     }
 };
 

@@ -85,7 +85,7 @@ class Machine {
   private:
     template <typename... Args>
     [[noreturn]] void fail(const Args&... why) const {
-        src_.fail("pickle '", entry_, "' at byte ", op_at_, ": ", why...);
+        src_.fail("pickle '", printable(entry_), "' at byte ", op_at_, ": ", why...);
     }
 
     std::span<const std::byte> take(std::uint64_t n) {
@@ -542,7 +542,8 @@ class Machine {
         }
         const char c = static_cast<char>(op);
         if (c >= 0x20 && c < 0x7f)
-            fail("pickle opcode 0x", hex(op), " ('", c, "') is not supported");
+            fail("pickle opcode 0x", hex(op), " ('", printable(std::string_view(&c, 1)),
+                 "') is not supported");
         fail("pickle opcode 0x", hex(op), " is not supported");
     }
 
@@ -554,7 +555,8 @@ class Machine {
     Ref global(const std::string& module, const std::string& name) {
         std::string full = module + "." + name;
         if (!known_global(full))
-            fail("global '", full, "' is not supported (ember reads tensors, dicts, lists and ",
+            fail("global '", printable(full),
+                 "' is not supported (ember reads tensors, dicts, lists and ",
                  "plain values, as in a state_dict)");
         return make_str(Kind::Global, std::move(full));
     }
@@ -569,11 +571,11 @@ class Machine {
         if (!cls) fail("a persistent id whose class is not a storage class");
         if (p[2]->kind != Kind::Str) fail("a storage key that is not a string");
         const std::int64_t numel = int_arg(p[4], "storage size");
-        if (numel < 0) fail("storage '", p[2]->s, "' has negative size ", numel);
+        if (numel < 0) fail("storage '", printable(p[2]->s), "' has negative size ", numel);
         std::uint64_t bytes = 0;
         if (__builtin_mul_overflow(static_cast<std::uint64_t>(numel), dtype_size(cls->dtype),
                                    &bytes))
-            fail("storage '", p[2]->s, "' of ", numel, " elements overflows 64 bits");
+            fail("storage '", printable(p[2]->s), "' of ", numel, " elements overflows 64 bits");
         Ref r = make(Kind::Storage);
         r->storage = {cls->dtype, p[2]->s, static_cast<std::uint64_t>(numel)};
         return r;

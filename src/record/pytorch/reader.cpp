@@ -24,13 +24,14 @@ constexpr int kMaxNesting = ember::record::detail::kMaxDepth;
 class Archive {
   public:
     Archive(std::span<const std::byte> bytes, std::string name)
-        : src_{std::move(name)}, zip_(bytes, src_) {
+        : src_{std::move(name)}, zip_(bytes, src_), file_size_(bytes.size()) {
         const ZipEntry* pkl = nullptr;
         for (const auto& e : zip_.entries()) {
             const auto slash = e.name.find('/');
             if (slash == std::string::npos || e.name.substr(slash) != "/data.pkl") continue;
             if (pkl)
-                src_.fail("the archive holds two pickles, '", pkl->name, "' and '", e.name, "'");
+                src_.fail("the archive holds two pickles, '", printable(pkl->name), "' and '",
+                          printable(e.name), "'");
             pkl = &e;
         }
         if (!pkl) src_.fail("the zip archive has no <name>/data.pkl entry (not a torch.save file)");
@@ -46,7 +47,7 @@ class Archive {
             if (s == "big") {
                 big_endian_ = true;
             } else if (s != "little") {
-                src_.fail("byteorder entry holds '", s.substr(0, 16),
+                src_.fail("byteorder entry holds '", printable(s.substr(0, 16)),
                           "' (\"little\" or \"big\" were expected)");
             }
         }
@@ -72,13 +73,30 @@ class Archive {
             if (k->s == key) found = v;  // a repeated key: the last one wins, as in Python
             if (keys.size() < 200) keys += (keys.empty() ? "" : ", ") + k->s;
         }
-        if (!found) src_.fail("no top-level key '", key, "' (the root dict has: ", keys, ")");
+        if (!found)
+            src_.fail("no top-level key '", printable(key),
+                      "' (the root dict has: ", printable(keys), ")");
         return found;
+    }
+
+    // Refuses, before anything is allocated, tensors whose bytes add up past the read limits
+    // for a file of this size: views repeating their storage's elements (stride 0, or many
+    // views of one storage) count each time, which a per-tensor cap alone does not catch.
+    void check_total(std::uint64_t total) const {
+        check_decoded_size(total, file_size_, "the tensors of the file", src_.name);
+    }
+    static std::uint64_t bytes_of(const TensorInfo& t) {
+        std::uint64_t n = dtype_size(t.storage->storage.dtype);
+        for (std::uint64_t d : t.sizes) n *= d;  // checked for overflow when unpickled
+        return n;
     }
 
     // The tensor's elements, contiguous.
     TensorData materialize(const TensorInfo& t) {
         const StorageInfo& st = t.storage->storage;
+        if (__builtin_add_overflow(materialized_, bytes_of(t), &materialized_))
+            materialized_ = std::numeric_limits<std::uint64_t>::max();
+        check_total(materialized_);
         const auto storage = storage_bytes(st);
         const std::size_t es = dtype_size(st.dtype);
         Shape shape;
@@ -126,7 +144,8 @@ class Archive {
             // A bool byte other than 0 or 1 is undefined behaviour the moment a kernel reads it.
             for (std::byte b : out)
                 if (std::to_integer<unsigned>(b) > 1)
-                    src_.fail("bool storage '", st.key, "' holds a byte other than 0 and 1");
+                    src_.fail("bool storage '", printable(st.key),
+                              "' holds a byte other than 0 and 1");
         }
         return TensorData(std::move(out), shape, st.dtype);
     }
@@ -137,7 +156,9 @@ class Archive {
         if (it == storages_.end()) {
             const std::string name = prefix_ + "/data/" + st.key;
             const ZipEntry* e = zip_.find(name);
-            if (!e) src_.fail("storage '", st.key, "' has no entry '", name, "' in the archive");
+            if (!e)
+                src_.fail("storage '", printable(st.key), "' has no entry '", printable(name),
+                          "' in the archive");
             Loaded l;
             l.bytes = zip_.read(*e, l.scratch);
             it = storages_.emplace(st.key, std::move(l)).first;
@@ -146,8 +167,8 @@ class Archive {
         }
         const auto bytes = it->second.bytes;
         if (bytes.size() / dtype_size(st.dtype) != st.numel || bytes.size() % dtype_size(st.dtype))
-            src_.fail("storage '", st.key, "' holds ", bytes.size(), " bytes where ", st.numel,
-                      " elements of ", dtype_name(st.dtype), " need ",
+            src_.fail("storage '", printable(st.key), "' holds ", bytes.size(), " bytes where ",
+                      st.numel, " elements of ", dtype_name(st.dtype), " need ",
                       st.numel * dtype_size(st.dtype));
         return bytes;
     }
@@ -164,6 +185,8 @@ class Archive {
     std::string prefix_;
     bool big_endian_ = false;
     std::unordered_map<std::string, Loaded> storages_;
+    std::uint64_t file_size_ = 0;
+    std::uint64_t materialized_ = 0;  // bytes of the tensors made so far
 };
 
 // Dict keys become path components: strings as they are, integers in decimal.
@@ -199,10 +222,20 @@ void collect(Ref obj, const std::string& key, int depth, const Source& src,
     }
 }
 
+// Refuses, before any tensor is made, a file whose tensors add up past the read limits.
+void check_total_of(const Archive& a, const std::vector<std::pair<std::string, Ref>>& found) {
+    std::uint64_t total = 0;
+    for (const auto& [k, ref] : found)
+        if (__builtin_add_overflow(total, Archive::bytes_of(ref->tensor), &total))
+            total = std::numeric_limits<std::uint64_t>::max();
+    a.check_total(total);
+}
+
 NamedTensors tensors_of(Archive& a, std::string_view top_level_key) {
     std::vector<std::pair<std::string, Ref>> found;
     collect(a.select(top_level_key), "", 0, a.src(), found);
     // A key written twice (a dict's repeated key) keeps its first place and its last value.
+    check_total_of(a, found);
     NamedTensors out;
     std::unordered_map<std::string, std::size_t> at;
     for (auto& [k, ref] : found) {
@@ -287,7 +320,11 @@ NamedTensors read_pytorch_tensors(const std::filesystem::path& file,
 Value decode_pytorch_value(std::span<const std::byte> bytes, std::string_view source,
                            std::string_view top_level_key) {
     detail::pt::Archive a(bytes, std::string(source));
-    return detail::pt::value_of(a, a.select(top_level_key), 0);
+    const detail::pt::Ref root = a.select(top_level_key);
+    std::vector<std::pair<std::string, detail::pt::Ref>> found;
+    detail::pt::collect(root, "", 0, a.src(), found);
+    detail::pt::check_total_of(a, found);
+    return detail::pt::value_of(a, root, 0);
 }
 
 Value read_pytorch_value(const std::filesystem::path& file, std::string_view top_level_key) {
@@ -352,7 +389,7 @@ bool all_digits(std::string_view s) {
 }  // namespace
 
 PyTorchSource::PyTorchSource(const LoadArgs& args)
-    : name_(args.file().string()), debug_(args.debug()) {
+    : name_(printable(args.file().string(), 4096)), debug_(args.debug()) {
     NamedTensors tensors = read_pytorch_tensors(args.file(), args.top_level_key());
     std::vector<std::pair<std::regex, std::string>> remap;
     for (const auto& [pattern, replacement] : args.key_remap())
@@ -364,8 +401,9 @@ PyTorchSource::PyTorchSource(const LoadArgs& args)
         const DType dtype = data.dtype();
         const auto [it, fresh] =
             tensors_.try_emplace(k, Entry{std::move(data), key, shape, dtype, false});
-        EMBER_CHECK(fresh, Argument, name_, ": the key remapping turns both '", it->second.original,
-                    "' and '", key, "' into '", k, "'");
+        EMBER_CHECK(fresh, Argument, name_, ": the key remapping turns both '",
+                    printable(it->second.original), "' and '", printable(key), "' into '",
+                    printable(k), "'");
     }
     if (debug_) {
         std::ostream& os = *debug_;
@@ -399,33 +437,33 @@ std::optional<TensorData> PyTorchSource::take(std::string_view key, std::string_
     if (asked_++ == 0) first_asked_ = std::string(path);
     const auto it = tensors_.find(key);
     if (it == tensors_.end()) {
-        EMBER_CHECK(!has_below(key), Format, name_, ": '", key,
+        EMBER_CHECK(!has_below(key), Format, name_, ": '", printable(key),
                     "' holds a dict of tensors, but the module's '", path, "' is a tensor");
         return std::nullopt;
     }
     Entry& e = it->second;
-    EMBER_CHECK(!e.used, Argument, name_, ": tensor '", key, "' is asked for twice (again by '",
-                path, "')");
+    EMBER_CHECK(!e.used, Argument, name_, ": tensor '", printable(key),
+                "' is asked for twice (again by '", path, "')");
     e.used = true;
     ++taken_;
     const std::string shown =
         e.original == key ? std::string(key) : std::string(key) + "' (file key '" + e.original;
     TensorData data = std::move(e.data);  // each key is taken once: no copy
     if (transpose) {
-        EMBER_CHECK(data.shape().rank() == 2, Shape, name_, ": tensor '", shown, "' of shape ",
-                    data.shape().to_string(), " is the weight of the Linear '", path,
+        EMBER_CHECK(data.shape().rank() == 2, Shape, name_, ": tensor '", printable(shown),
+                    "' of shape ", data.shape().to_string(), " is the weight of the Linear '", path,
                     "', which must have rank 2");
         data = transpose_2d(data);
     }
-    EMBER_CHECK(data.shape() == shape, Shape, name_, ": tensor '", shown, "' has shape ",
+    EMBER_CHECK(data.shape() == shape, Shape, name_, ": tensor '", printable(shown), "' has shape ",
                 data.shape().to_string(),
                 transpose ? " once transposed (PyTorch's Linear stores "
                             "[out, in], ember's [in, out])"
                           : "",
                 " but the module's '", path, "' has shape ", shape.to_string());
-    EMBER_CHECK(module::detail::same_kind(data.dtype(), dtype), DType, name_, ": tensor '", shown,
-                "' holds ", dtype_name(data.dtype()), " values but the module's '", path,
-                "' holds ", dtype_name(dtype));
+    EMBER_CHECK(module::detail::same_kind(data.dtype(), dtype), DType, name_, ": tensor '",
+                printable(shown), "' holds ", dtype_name(data.dtype()),
+                " values but the module's '", path, "' holds ", dtype_name(dtype));
     const DType stored = stored_dtype(data.dtype(), precision);
     return stored == data.dtype() ? std::move(data) : data.convert(stored);
 }
@@ -454,13 +492,14 @@ void PyTorchSource::check_count(std::string_view key, std::string_view path,
     std::string list;
     for (std::size_t i = 0; i < indices.size() && i < 16; ++i) list += (i ? ", " : "") + indices[i];
     if (indices.size() > 16) list += ", ...";
-    EMBER_FAIL(Shape, name_, ": '", key, "' has ", indices.size(), " numbered entries (", list,
-               ") but the module's list '", path, "' has ", n, " items");
+    EMBER_FAIL(Shape, name_, ": '", printable(key), "' has ", indices.size(), " numbered entries (",
+               printable(list), ") but the module's list '", path, "' has ", n, " items");
 }
 
 void PyTorchSource::check_absent(std::string_view key, std::string_view path) const {
-    EMBER_CHECK(!contains(key) && !has_below(key), Format, name_, ": the file has '", key,
-                "' but the module's '", path, "' is absent (an optional the config left out)");
+    EMBER_CHECK(!contains(key) && !has_below(key), Format, name_, ": the file has '",
+                printable(key), "' but the module's '", path,
+                "' is absent (an optional the config left out)");
 }
 
 void PyTorchSource::finish() const {
@@ -479,7 +518,7 @@ void PyTorchSource::finish() const {
         const auto& first = *tensors_.begin();
         EMBER_FAIL(Format, name_, ": none of its ", tensors_.size(),
                    " tensors matches a parameter of the module (the file has keys like '",
-                   first.first, "'; the module asks for paths like '", first_asked_,
+                   printable(first.first), "'; the module asks for paths like '", first_asked_,
                    "'): see LoadArgs::with_top_level_key, with_key_remap and with_debug_print");
     }
 }

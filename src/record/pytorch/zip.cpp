@@ -116,7 +116,7 @@ ZipReader::ZipReader(std::span<const std::byte> bytes, const Source& src)
         if (stop - at - kCentralSize < name_len + extra_len + comment_len)
             src.fail("zip central directory entry ", i, " runs past the directory");
         e.name.assign(reinterpret_cast<const char*>(bytes.data() + at + kCentralSize), name_len);
-        if (flags & 1u) src.fail("zip entry '", e.name, "' is encrypted");
+        if (flags & 1u) src.fail("zip entry '", printable(e.name), "' is encrypted");
         // Sizes and the offset that do not fit 32 bits live in the zip64 extra field, in this
         // order, each present only when its 32-bit field says 0xffffffff.
         std::uint64_t* const wide[] = {&e.size, &e.compressed, &e.local_offset};
@@ -127,13 +127,13 @@ ZipReader::ZipReader(std::span<const std::byte> bytes, const Source& src)
             const auto id = get<std::uint16_t>(bytes, x);
             const std::size_t len = get<std::uint16_t>(bytes, x + 2);
             if (x_end - x - 4 < len)
-                src.fail("zip entry '", e.name, "' has a truncated extra field");
+                src.fail("zip entry '", printable(e.name), "' has a truncated extra field");
             if (id == 0x0001) {
                 std::size_t p = x + 4;
                 for (int k = 0; k < 3; ++k) {
                     if (!need[k]) continue;
                     if (x + 4 + len - p < 8)
-                        src.fail("zip entry '", e.name, "' has a truncated zip64 field");
+                        src.fail("zip entry '", printable(e.name), "' has a truncated zip64 field");
                     *wide[k] = get<std::uint64_t>(bytes, p);
                     need[k] = false;
                     p += 8;
@@ -142,18 +142,20 @@ ZipReader::ZipReader(std::span<const std::byte> bytes, const Source& src)
             x += 4 + len;
         }
         if (need[0] || need[1] || need[2])
-            src.fail("zip entry '", e.name, "' lacks the zip64 sizes its header announces");
+            src.fail("zip entry '", printable(e.name),
+                     "' lacks the zip64 sizes its header announces");
         if (e.method != 0 && e.method != 8)
-            src.fail("zip entry '", e.name, "' uses compression method ", e.method,
+            src.fail("zip entry '", printable(e.name), "' uses compression method ", e.method,
                      " (stored and deflate are supported)");
         if (e.method == 0 && e.compressed != e.size)
-            src.fail("stored zip entry '", e.name, "' has ", e.compressed, " bytes but declares ",
-                     e.size);
+            src.fail("stored zip entry '", printable(e.name), "' has ", e.compressed,
+                     " bytes but declares ", e.size);
         if (e.method == 8 && e.size > e.compressed * kMaxDeflateRatio + 64)
-            src.fail("deflated zip entry '", e.name, "' declares ", e.size, " bytes from ",
-                     e.compressed, " compressed ones, more than deflate can produce");
+            src.fail("deflated zip entry '", printable(e.name), "' declares ", e.size,
+                     " bytes from ", e.compressed,
+                     " compressed ones, more than deflate can produce");
         if (!index_.emplace(e.name, entries_.size()).second)
-            src.fail("zip entry '", e.name, "' appears twice");
+            src.fail("zip entry '", printable(e.name), "' appears twice");
         entries_.push_back(std::move(e));
         at += kCentralSize + name_len + extra_len + comment_len;
     }
@@ -169,21 +171,24 @@ std::span<const std::byte> ZipReader::read(const ZipEntry& e,
     const std::uint64_t n = bytes_.size();
     if (e.local_offset > n || n - e.local_offset < kLocalSize ||
         get<std::uint32_t>(bytes_, static_cast<std::size_t>(e.local_offset)) != kLocalSig)
-        src_.fail("zip entry '", e.name, "' has no local header at byte ", e.local_offset);
+        src_.fail("zip entry '", printable(e.name), "' has no local header at byte ",
+                  e.local_offset);
     const auto at = static_cast<std::size_t>(e.local_offset);
     const std::size_t name_len = get<std::uint16_t>(bytes_, at + 26);
     const std::size_t extra_len = get<std::uint16_t>(bytes_, at + 28);
     const std::uint64_t data = e.local_offset + kLocalSize + name_len + extra_len;
     if (data > n || n - data < e.compressed)
-        src_.fail("zip entry '", e.name, "' (", e.compressed, " bytes at ", data,
+        src_.fail("zip entry '", printable(e.name), "' (", e.compressed, " bytes at ", data,
                   ") runs past the end of the archive of ", n, " bytes");
     if (name_len != e.name.size() ||
         std::memcmp(bytes_.data() + at + kLocalSize, e.name.data(), name_len) != 0)
-        src_.fail("zip entry '", e.name, "' has a local header of another name");
+        src_.fail("zip entry '", printable(e.name), "' has a local header of another name");
     const auto raw =
         bytes_.subspan(static_cast<std::size_t>(data), static_cast<std::size_t>(e.compressed));
     std::span<const std::byte> out = raw;
     if (e.method == 8) {
+        check_decoded_size(e.size, e.compressed, "zip entry '" + printable(e.name) + "'",
+                           src_.name);
         scratch.assign(static_cast<std::size_t>(e.size), std::byte{0});
         z_stream zs{};
         if (inflateInit2(&zs, -MAX_WBITS) != Z_OK) src_.fail("zlib cannot start inflating");
@@ -215,11 +220,12 @@ std::span<const std::byte> ZipReader::read(const ZipEntry& e,
         }
         inflateEnd(&zs);
         if (rc != Z_STREAM_END || produced != scratch.size() || zs.avail_in != 0 || !in.empty())
-            src_.fail("deflated zip entry '", e.name, "' is corrupted or does not hold the ",
-                      e.size, " bytes it declares");
+            src_.fail("deflated zip entry '", printable(e.name),
+                      "' is corrupted or does not hold the ", e.size, " bytes it declares");
         out = scratch;
     }
-    if (crc_of(out) != e.crc) src_.fail("zip entry '", e.name, "' fails its CRC-32 check");
+    if (crc_of(out) != e.crc)
+        src_.fail("zip entry '", printable(e.name), "' fails its CRC-32 check");
     return out;
 }
 

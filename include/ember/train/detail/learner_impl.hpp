@@ -74,8 +74,16 @@ class Learner {
         history_.clear();
         std::size_t first = 1;
         std::optional<record::Value> optim_record;  // loaded again on each replica's device
-        if (o_.checkpoint) {
-            const std::size_t n = *o_.checkpoint;
+        // What killed runs left: temporaries, checkpoints without their manifest.
+        if (o_.lock) detail::clean_artifacts(o_.artifact_dir);
+        std::optional<std::size_t> resume_from = o_.checkpoint;
+        if (!resume_from && o_.resume) resume_from = latest_checkpoint(o_.artifact_dir);
+        EMBER_CHECK(!resume_from || *resume_from <= o_.num_epochs, Argument,
+                    "Learner::fit: the newest checkpoint in ", o_.artifact_dir.string(), " is ",
+                    resume_from.value_or(0), ", beyond num_epochs ", o_.num_epochs);
+        if (resume_from) {
+            const std::size_t n = *resume_from;
+            detail::check_checkpoint(checkpoint_dir(), n, checkpoint_files(n));
             model = model.load_record(load_checkpoint("model", n));
             optim_record = load_checkpoint("optim", n);
             optim = optim.load_record(*optim_record);
@@ -600,8 +608,16 @@ class Learner {
         return !stopped;
     }
 
+    std::filesystem::path checkpoint_dir() const { return o_.artifact_dir / "checkpoint"; }
     std::filesystem::path checkpoint_path(const char* what, std::size_t epoch) const {
-        return o_.artifact_dir / "checkpoint" / (std::string(what) + "-" + std::to_string(epoch));
+        return checkpoint_dir() / (std::string(what) + "-" + std::to_string(epoch));
+    }
+    // The record files of checkpoint `epoch`, with the recorder's extension.
+    std::vector<std::filesystem::path> checkpoint_files(std::size_t epoch) const {
+        std::vector<std::filesystem::path> out;
+        for (const char* what : {"model", "optim", "scheduler"})
+            out.push_back(o_.checkpointer->file_path(checkpoint_path(what, epoch)));
+        return out;
     }
 
     record::Value load_checkpoint(const char* what, std::size_t epoch) const {
@@ -613,17 +629,20 @@ class Learner {
         return o_.checkpointer->load(file);
     }
 
+    // The three records, then the manifest that makes the checkpoint complete (each file
+    // written atomically, the directory synced after the renames); a kill anywhere in between
+    // leaves the previous checkpoint the newest complete one.
     void save_checkpoint(std::size_t epoch, const M& model, const O& optim, const S& sched) {
         if (!o_.checkpointer) return;
-        std::filesystem::create_directories(o_.artifact_dir / "checkpoint");
+        std::filesystem::create_directories(checkpoint_dir());
         const auto& c = *o_.checkpointer;
         c.save(model.into_record(), checkpoint_path("model", epoch));
         c.save(optim.to_record(), checkpoint_path("optim", epoch));
         c.save(sched.to_record(), checkpoint_path("scheduler", epoch));
-        if (epoch > c.keep) {
-            for (const char* what : {"model", "optim", "scheduler"})
-                std::filesystem::remove(c.file_path(checkpoint_path(what, epoch - c.keep)));
-        }
+        detail::commit_checkpoint(checkpoint_dir(), epoch, checkpoint_files(epoch));
+        if (epoch > c.keep)
+            detail::remove_checkpoint(checkpoint_dir(), epoch - c.keep,
+                                      checkpoint_files(epoch - c.keep));
         log("saved checkpoint " + std::to_string(epoch));
     }
 
