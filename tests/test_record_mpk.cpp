@@ -7,7 +7,7 @@ TEST_CASE("records: NamedMpk file layout", "[record]") {
     const TempDir dir;
     SECTION("NamedMpk is plain MessagePack, byte for byte") {
         rec::NamedMpkFileRecorder<>{}.record(tree, dir / "m");
-        std::vector<std::uint8_t> expected{0x84};
+        std::vector<std::uint8_t> expected{0x85};  // five entries: the checksum is the last
         append_str(expected, "ember_record");
         expected.push_back(0x01);
         append_str(expected, "float");
@@ -27,6 +27,11 @@ TEST_CASE("records: NamedMpk file layout", "[record]") {
         append_str(expected, "bytes");
         expected.insert(expected.end(),
                         {0xc4, 0x08, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40});
+        // "crc32": uint32 (0xce, big-endian) of the CRC-32 of every byte before its four.
+        append_str(expected, "crc32");
+        expected.push_back(0xce);
+        const std::uint32_t crc = crc32(expected.data(), expected.size());
+        for (int shift = 24; shift >= 0; shift -= 8) expected.push_back((crc >> shift) & 0xff);
         CHECK(read_bytes(dir / "m.mpk") == expected);
     }
     SECTION("NamedMpk writes the smallest integer forms and float64 doubles") {
@@ -36,9 +41,10 @@ TEST_CASE("records: NamedMpk file layout", "[record]") {
                                        0xcb, 0x3f, 0xe0, 0,    0,    0,    0,    0,    0};
         const auto bytes = to_u8(rec::detail::encode(v, rec::detail::Format::NamedMpk,
                                                      rec::FullPrecisionSettings::value));
-        REQUIRE(bytes.size() > item.size());
-        CHECK(std::vector<std::uint8_t>(bytes.end() - static_cast<long>(item.size()),
-                                        bytes.end()) == item);
+        // The item, then the checksum entry ("crc32", 0xce and 4 bytes: 11 bytes).
+        REQUIRE(bytes.size() > item.size() + 11);
+        CHECK(std::vector<std::uint8_t>(bytes.end() - static_cast<long>(item.size() + 11),
+                                        bytes.end() - 11) == item);
     }
 #ifdef EMBER_TEST_HAVE_MSGPACK_CXX
     SECTION("msgpack-cxx reads NamedMpk files, and NamedMpk reads what msgpack-cxx writes") {

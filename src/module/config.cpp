@@ -5,6 +5,7 @@
 
 #include "ember/module/config.hpp"
 #include "ember/record/recorder.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::config::detail {
 namespace {
@@ -84,7 +85,8 @@ record::Value value_from_json(std::string_view text, std::string_view source) {
     try {
         j = nlohmann::ordered_json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::parse_error& e) {
-        EMBER_FAIL(Format, source, ": not valid JSON (", e.what(), ")");
+        EMBER_FAIL(Format, record::printable(source), ": not valid JSON (",
+                   record::printable(e.what()), ")");
     }
     EMBER_CHECK(j.is_object(), Format, source, ": a config must be a JSON object, found ",
                 j.type_name());
