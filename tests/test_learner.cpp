@@ -629,7 +629,7 @@ struct DyingRec : Rec {
 }  // namespace
 
 TEST_CASE("attack: a run killed between checkpoint files resumes from the newest complete one",
-          "[learner][untrusted]") {
+          "[learner][untrusted][hostile]") {
     TempDir a("ck-full"), b("ck-killed");
     const auto full = run_regression(a.path, 3);
     // The manifest of each kept checkpoint lists its three files.
@@ -719,7 +719,7 @@ bool lockable_from_outside(const fs::path& dir) {
 }  // namespace
 
 TEST_CASE("attack: two runs in one artifact directory: the second is refused",
-          "[learner][untrusted]") {
+          "[learner][untrusted][hostile]") {
     TempDir dir("locked");
     fs::create_directories(dir.path);
     TinyLoader<AD> tl{grid()};
@@ -752,7 +752,7 @@ TEST_CASE("attack: two runs in one artifact directory: the second is refused",
     CHECK(lockable_from_outside(dir.path));
 }
 
-TEST_CASE("attack: Ctrl-C ends training with exit status 130", "[learner][untrusted]") {
+TEST_CASE("attack: Ctrl-C ends training with exit status 130", "[learner][untrusted][hostile]") {
     TempDir dir("sigint");
     train::Interrupter interrupter;
     run_regression(dir.path, 3, std::nullopt, nullptr, [&](RegBuilder& rb) {
@@ -776,7 +776,7 @@ TEST_CASE("attack: Ctrl-C ends training with exit status 130", "[learner][untrus
     CHECK(quiet.signal() == 0);
 }
 
-TEST_CASE("attack: an empty test set is an error, not an accuracy of nan", "[learner][untrusted]") {
+TEST_CASE("attack: an empty test set is an error, not an accuracy of nan", "[learner][untrusted][hostile]") {
     TempDir dir("empty-valid");
     TinyLoader<AD> tl{grid()};
     TinyLoader<Cpu> empty{{}, 4, false};

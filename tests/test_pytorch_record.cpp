@@ -711,7 +711,7 @@ TEST_CASE("pytorch: tensors outside their storage", "[pytorch]") {
 }
 
 TEST_CASE("attack: a 4 KB .pt of repeated stride-0 views asking for 5 GB is refused",
-          "[pytorch][untrusted]") {
+          "[pytorch][untrusted][hostile]") {
     // Twenty views of one float, each [8192, 8192] with strides [0, 0]: 256 MiB apiece (within
     // the per-tensor cap on repeated elements), 5 GiB together. The per-file total refuses the
     // file before any tensor is made, with the default limits.

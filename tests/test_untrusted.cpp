@@ -127,7 +127,7 @@ rec::Value small_tree() {
 
 // ---- item 4: decompression and read limits ------------------------------------------------
 
-TEST_CASE("attack: a 3 MB .mpk.gz that inflates to 3 GB is refused at the limit", "[untrusted]") {
+TEST_CASE("attack: a 3 MB .mpk.gz that inflates to 3 GB is refused at the limit", "[untrusted][hostile]") {
     TempDir dir("mpkgz");
     // 3000 segments of 1 MiB of zeros: ~3 MB on disk, 3 GiB inflated.
     const auto bomb = gzip_bomb({0x85}, 3000);
@@ -152,7 +152,7 @@ TEST_CASE("attack: a 3 MB .mpk.gz that inflates to 3 GB is refused at the limit"
 }
 
 TEST_CASE("attack: an .mpk.gz inflating past the defaults is refused; real ones load",
-          "[untrusted]") {
+          "[untrusted][hostile]") {
     TempDir dir("mpkgz-default");
     // A gzipped record under the limits loads (zeros compress ~1000:1, below the 256 MiB floor).
     rec::Map m;
@@ -177,7 +177,7 @@ TEST_CASE("attack: an .mpk.gz inflating past the defaults is refused; real ones 
 }
 
 TEST_CASE("attack: a 3 MB gzipped IDX file announcing 4.4 GB is refused before reading",
-          "[untrusted]") {
+          "[untrusted][hostile]") {
     TempDir dir("idx");
     // The header announces 4.4 GB of images; the file is a few KB. Default limits: refused from
     // the header, before a byte of pixels is inflated or allocated.
@@ -197,7 +197,7 @@ TEST_CASE("attack: a 3 MB gzipped IDX file announcing 4.4 GB is refused before r
 }
 
 TEST_CASE("attack: a gzipped IDX file missing its trailer fails its CRC/length check",
-          "[untrusted]") {
+          "[untrusted][hostile]") {
     TempDir dir("idx-trailer");
     std::vector<std::uint8_t> idx = idx_header({3});
     idx.insert(idx.end(), {1, 2, 3});
@@ -221,7 +221,7 @@ TEST_CASE("attack: a gzipped IDX file missing its trailer fails its CRC/length c
 }
 
 TEST_CASE("attack: a record file larger than the read limit is refused before reading",
-          "[untrusted]") {
+          "[untrusted][hostile]") {
     TempDir dir("big");
     rec::NamedMpkFileRecorder<>{}.record(small_tree(), dir.path / "m");
     rec::ReadLimits l;
@@ -231,7 +231,7 @@ TEST_CASE("attack: a record file larger than the read limit is refused before re
                Catch::Contains("m.mpk") && Catch::Contains("more than the read limit of 16"));
 }
 
-TEST_CASE("read limits: the arithmetic and set_read_limits", "[untrusted]") {
+TEST_CASE("read limits: the arithmetic and set_read_limits", "[untrusted][hostile]") {
     rec::ReadLimits l;
     l.max_bytes = 100;
     l.expansion_floor = 10;
@@ -244,7 +244,7 @@ TEST_CASE("read limits: the arithmetic and set_read_limits", "[untrusted]") {
     CHECK(rec::read_limits().max_bytes == 100);
 }
 
-TEST_CASE("read limits come from the environment", "[untrusted]") {
+TEST_CASE("read limits come from the environment", "[untrusted][hostile]") {
     struct Env {
         const char* name;
         Env(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
@@ -274,7 +274,7 @@ TEST_CASE("read limits come from the environment", "[untrusted]") {
 // ---- item 4: regular files only -------------------------------------------------------------
 
 TEST_CASE("attack: a record path naming /dev/zero is refused, not read until memory runs out",
-          "[untrusted]") {
+          "[untrusted][hostile]") {
     CHECK_THAT(
         message_of([] { (void)rec::detail::read_file("/dev/zero", rec::detail::Format::Bin); }),
         Catch::Contains("/dev/zero: is a character device, not a regular file"));
@@ -286,7 +286,7 @@ TEST_CASE("attack: a record path naming /dev/zero is refused, not read until mem
                Catch::Contains("not a regular file"));
 }
 
-TEST_CASE("attack: a record path naming a FIFO is refused without blocking", "[untrusted]") {
+TEST_CASE("attack: a record path naming a FIFO is refused without blocking", "[untrusted][hostile]") {
     TempDir dir("fifo");
     const fs::path fifo = dir.path / "model.mpk";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -303,7 +303,7 @@ TEST_CASE("attack: a record path naming a FIFO is refused without blocking", "[u
                Catch::Contains("is a FIFO"));
 }
 
-TEST_CASE("attack: a record path naming a directory is refused with a clear error", "[untrusted]") {
+TEST_CASE("attack: a record path naming a directory is refused with a clear error", "[untrusted][hostile]") {
     TempDir dir("dir");
     fs::create_directories(dir.path / "model.mpk");
     CHECK_THAT(message_of([&] { (void)rec::NamedMpkFileRecorder<>{}.load(dir.path / "model"); }),
@@ -314,7 +314,7 @@ TEST_CASE("attack: a record path naming a directory is refused with a clear erro
 
 // ---- item 7: NamedMpk's checksum ------------------------------------------------------------
 
-TEST_CASE("attack: a flipped byte in a NamedMpk model fails its checksum", "[untrusted]") {
+TEST_CASE("attack: a flipped byte in a NamedMpk model fails its checksum", "[untrusted][hostile]") {
     TempDir dir("mpk-crc");
     const rec::NamedMpkFileRecorder<> r;
     r.record(small_tree(), dir.path / "m");
@@ -355,7 +355,7 @@ TEST_CASE("attack: a flipped byte in a NamedMpk model fails its checksum", "[unt
     CHECK_NOTHROW(bin.load(dir.path / "b"));
 }
 
-TEST_CASE("NamedMpk files written before the checksum still load", "[untrusted]") {
+TEST_CASE("NamedMpk files written before the checksum still load", "[untrusted][hostile]") {
     TempDir dir("mpk-old");
     // An old file: the envelope of four entries, no checksum, byte for byte as ember wrote it
     // ({"ember_record": 1, "float": "f32", "int": "i32", "item": {"step": 7}}).
@@ -380,7 +380,7 @@ TEST_CASE("NamedMpk files written before the checksum still load", "[untrusted]"
 
 // ---- item 7: bytes from a file escaped in messages --------------------------------------------
 
-TEST_CASE("printable escapes what a hostile file could put in a message", "[untrusted]") {
+TEST_CASE("printable escapes what a hostile file could put in a message", "[untrusted][hostile]") {
     CHECK(rec::printable("plain name.weight") == "plain name.weight");
     CHECK(rec::printable("a\nb\tc\\") == "a\\nb\\tc\\\\");
     CHECK(rec::printable("\x1b[2J\x07") == "\\x1b[2J\\x07");
@@ -391,7 +391,7 @@ TEST_CASE("printable escapes what a hostile file could put in a message", "[untr
     CHECK(rec::printable(std::string(300, 'x'), 10) == "xxxxxxxxxx...");
 }
 
-TEST_CASE("attack: a tensor name with terminal escapes is escaped in the error", "[untrusted]") {
+TEST_CASE("attack: a tensor name with terminal escapes is escaped in the error", "[untrusted][hostile]") {
     // safetensors: a dtype ember lacks, on a tensor named with an escape sequence and a newline.
     const std::string header =
         "{\"evil\\u001b]0;pwned\\u0007\\nline\":{\"dtype\":\"U32\",\"shape\":[1],\"data_offsets\":["
@@ -419,7 +419,7 @@ TEST_CASE("attack: a tensor name with terminal escapes is escaped in the error",
     CHECK_THAT(m2, Catch::Contains("unknown dtype '\\x1b\\n2'"));
 }
 
-TEST_CASE("attack: duplicate safetensors keys are refused", "[untrusted]") {
+TEST_CASE("attack: duplicate safetensors keys are refused", "[untrusted][hostile]") {
     auto file = [](const std::string& header, std::size_t body) {
         std::vector<std::byte> bytes(8 + header.size() + body);
         const std::uint64_t n = header.size();
