@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 #include "harness.hpp"
 
 namespace {
@@ -794,4 +795,61 @@ TEST_CASE("attack: an empty test set is an error, not an accuracy of nan", "[lea
     REQUIRE(e.numeric);
     CHECK(*e.numeric == 0.0);
     CHECK(e.formatted.find("nan") == std::string::npos);
+}
+
+TEST_CASE("attack: kill -9 between a checkpoint's files; resume takes the newest complete one",
+          "[learner][untrusted][hostile]") {
+#ifndef EMBER_LEARNER_DRIVER
+    WARN("the learner driver is not built: skipping");
+#else
+    const std::string driver = EMBER_LEARNER_DRIVER;
+    if (!fs::exists(driver)) {
+        WARN("the learner driver is missing: skipping");
+        return;
+    }
+    TempDir a("kill-ref"), b("kill");
+    auto run = [&](const fs::path& dir, const std::string& args) {
+        const std::string cmd = "'" + driver + "' '" + dir.string() + "' 3 " + args + " >/dev/null";
+        return std::system(cmd.c_str());
+    };
+    REQUIRE(run(a.path, "") == 0);  // the run never interrupted
+
+    // The same run, stalled after checkpoint 2's model file and killed there with SIGKILL.
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const std::string d = b.path.string();
+        const int null = ::open("/dev/null", O_WRONLY);
+        if (null >= 0) ::dup2(null, STDOUT_FILENO);
+        ::execl(driver.c_str(), driver.c_str(), d.c_str(), "3", "--stall-at", "2", (char*)nullptr);
+        ::_exit(127);
+    }
+    bool stalled = false;
+    for (int i = 0; i < 600 && !stalled; ++i) {
+        stalled = fs::exists(b.path / "stalled");
+        if (!stalled) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    CHECK(stalled);
+    CHECK_FALSE(lockable_from_outside(b.path));  // the run holds its directory
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    REQUIRE(WIFSIGNALED(status));
+    const fs::path ck = b.path / "checkpoint";
+    CHECK(fs::exists(ck / "model-2.mpk.gz"));
+    CHECK_FALSE(fs::exists(ck / "optim-2.mpk.gz"));
+    CHECK_FALSE(fs::exists(ck / "checkpoint-2.json"));
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(1));
+    CHECK(lockable_from_outside(b.path));  // the kernel let go of the dead run's lock
+
+    // --resume goes on from checkpoint 1 and ends where the unbroken run ended.
+    REQUIRE(run(b.path, "--resume") == 0);
+    // The parameters, bit for bit (their ids are drawn per process).
+    auto param = [](const fs::path& file, const char* name) {
+        return Rec{}.load(file).at("linear").at(name).at("param");
+    };
+    CHECK(param(b.path / "final", "weight") == param(a.path / "final", "weight"));
+    CHECK(param(b.path / "final", "bias") == param(a.path / "final", "bias"));
+    CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(3));
+#endif
 }
