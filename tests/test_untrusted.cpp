@@ -444,3 +444,25 @@ TEST_CASE("attack: duplicate safetensors keys are refused", "[untrusted][hostile
                Catch::Contains("names 'dtype' twice"));
     CHECK_NOTHROW(rec::decode_safetensors(file("{\"w\":" + t + "}", 4), "d"));
 }
+
+TEST_CASE("attack: a 33-byte PNG announcing 768 MB of pixels is refused before decoding",
+          "[untrusted][hostile]") {
+    TempDir dir("png");
+    fs::create_directories(dir.path / "cat");
+    // The PNG signature and an IHDR of 16000 x 16000 RGB (below stb_image's own 1 GiB cap).
+    std::vector<std::uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                                     0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+    for (std::uint32_t v : {16000u, 16000u})
+        png.insert(png.end(), {0, 0, std::uint8_t(v >> 8), std::uint8_t(v)});
+    png.insert(png.end(), {8, 2, 0, 0, 0, 0, 0, 0, 0});  // depth 8, RGB; CRC (stb skips it)
+    write_file(dir.path / "cat" / "big.png", png);
+    const auto ds = ember::data::ImageFolderDataset::new_classification(dir.path);
+    REQUIRE(ds.len() == 1);
+    CHECK_THAT(message_of([&] { (void)ds.get(0); }),
+               Catch::Contains("big.png") &&
+                   Catch::Contains("the image's pixels would take 768000000 bytes"));
+    // Swapped for a FIFO after the listing: refused, not waited on.
+    fs::remove(dir.path / "cat" / "big.png");
+    REQUIRE(::mkfifo((dir.path / "cat" / "big.png").c_str(), 0600) == 0);
+    CHECK_THAT(message_of([&] { (void)ds.get(0); }), Catch::Contains("is a FIFO"));
+}
