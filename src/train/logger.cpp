@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <ember/record/recorder.hpp>
+#include <ember/record/untrusted.hpp>
 #include <ember/tensor/error.hpp>
 #include <ember/train/logger.hpp>
 
@@ -64,8 +65,17 @@ void FileMetricLogger::end_epoch(std::size_t epoch) {
 
 std::optional<std::vector<double>> FileMetricLogger::read_numeric(const std::string& name,
                                                                   std::size_t epoch) const {
-    std::ifstream in(file(name, epoch));
-    if (!in) return std::nullopt;
+    // Through the regular-file rule: a FIFO or device in its place is not waited on or read
+    // without end; what is not a readable log is treated as absent.
+    std::string text;
+    try {
+        const auto bytes =
+            record::detail::RegularFile(file(name, epoch), "a metric log").read_all();
+        text.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    } catch (const FormatError&) {
+        return std::nullopt;
+    }
+    std::istringstream in(text);
     std::vector<double> out;
     std::string line;
     while (std::getline(in, line)) {
