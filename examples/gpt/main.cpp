@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <numeric>
@@ -329,6 +330,7 @@ int train(const Options& o) {
     double window_loss = 0, window_seconds = 0;
     std::size_t window_steps = 0;
     const auto run_start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     const std::size_t first_step = step;
     const std::size_t last = std::min(c.steps, o.stop_at.value_or(c.steps));
     while (step < last) {
@@ -363,9 +365,14 @@ int train(const Options& o) {
     }
     const double total = seconds_since(run_start);
     const std::size_t done = step - first_step;
+    // On a shared machine the wall time depends on the other jobs; the process's CPU time (all
+    // its threads) says how much work the run took.
+    const double cpu = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     if (done > 0)
-        std::printf("%zu steps in %.1f s: %.3f steps/s, %.0f tokens/s (evaluation included)\n",
-                    done, total, double(done) / total, double(done * tokens_per_step) / total);
+        std::printf(
+            "%zu steps in %.1f s: %.3f steps/s, %.0f tokens/s (evaluation and checkpoints "
+            "included); process CPU time %.1f s\n",
+            done, total, double(done) / total, double(done * tokens_per_step) / total, cpu);
     std::printf("checkpoint at step %zu: %s\n", step,
                 (o.artifact_dir / "model.mpk").string().c_str());
     if (!o.check) return 0;
