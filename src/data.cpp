@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ember/detail/bit.hpp>
+#include <new>
+#include <stdexcept>
 
 namespace ember {
 
@@ -56,14 +58,31 @@ float f16::to_float(std::uint16_t h) {
 
 TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)
     : bytes_(std::move(bytes)), shape_(shape), dtype_(dtype) {
-    EMBER_CHECK(bytes_.size() == shape_.num_elements() * dtype_size(dtype_), Shape,
+    EMBER_CHECK(bytes_.size() == shape_.num_elements("TensorData") * dtype_size(dtype_), Shape,
                 "TensorData: ", bytes_.size(), " bytes do not hold shape ", shape_.to_string(),
                 " of ", dtype_name(dtype_));
 }
 
 TensorData TensorData::zeros(Shape shape, DType dtype) {
-    return TensorData(std::vector<std::byte>(shape.num_elements() * dtype_size(dtype)), shape,
-                      dtype);
+    TensorData out;
+    out.shape_ = shape;
+    out.dtype_ = dtype;
+    out.resize_bytes(shape.num_elements("TensorData::zeros") * dtype_size(dtype));
+    return out;
+}
+
+void TensorData::resize_bytes(std::size_t n) {
+#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
+    try {
+        bytes_.resize(n);
+    } catch (const std::bad_alloc&) {
+        detail::allocation_failed("TensorData", n, "the host");
+    } catch (const std::length_error&) {
+        detail::allocation_failed("TensorData", n, "the host");
+    }
+#else
+    bytes_.resize(n);
+#endif
 }
 
 double TensorData::value(std::size_t i) const {
@@ -89,8 +108,8 @@ TensorData TensorData::convert(DType dtype) const {
 }
 
 TensorData TensorData::reshape(Shape shape) && {
-    EMBER_CHECK(shape.num_elements() == num_elements(), Shape, "TensorData::reshape: cannot view ",
-                shape_.to_string(), " as ", shape.to_string());
+    EMBER_CHECK(shape.num_elements("TensorData::reshape") == num_elements(), Shape,
+                "TensorData::reshape: cannot view ", shape_.to_string(), " as ", shape.to_string());
     shape_ = shape;
     return std::move(*this);
 }

@@ -20,6 +20,7 @@
 
 #include "ember/backend/arena.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
+#include "ember/tensor/detail/checked.hpp"
 #include "ember/tensor/error.hpp"
 
 namespace ember::detail::cpu {
@@ -168,7 +169,8 @@ void* allocate_block(std::size_t cls) {
     } else {
         p = std::aligned_alloc(kAlign, cls);
     }
-    if (!p) throw std::bad_alloc();
+    // An ember::Error naming the size, not std::bad_alloc (docs/security.md).
+    if (!p) ember::detail::allocation_failed("CPU backend", cls, "the host");
     return p;
 }
 

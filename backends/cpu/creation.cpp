@@ -147,15 +147,16 @@ CpuTensor random(const Shape& shape, const Distribution& dist, DType dtype) {
 }
 
 CpuTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, DType dtype) {
-    EMBER_CHECK(step != 0, Argument, "arange: step must not be zero");
-    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument,
-                "arange: range ", start, "..", end, " with step ", step, " is inconsistent");
-    const std::size_t n = static_cast<std::size_t>((end - start + step + (step > 0 ? -1 : 1)) / step);
+    // Checked in one place for every backend: INT64_MIN..INT64_MAX or a zero step is an error.
+    const std::size_t n = ember::detail::arange_length(start, end, step, "arange");
     CpuTensor t = empty(Shape{n}, dtype);
     visit_dtype(dtype, [&]<typename T>(TypeTag<T>) {
         T* p = t.data<T>();
         for (std::size_t i = 0; i < n; ++i)
-            p[i] = elem_cast<T>(start + static_cast<std::int64_t>(i) * step);
+            // Unsigned: i * step may pass INT64_MAX on the way to a value that fits.
+            p[i] = elem_cast<T>(static_cast<std::int64_t>(static_cast<std::uint64_t>(start) +
+                                                          static_cast<std::uint64_t>(i) *
+                                                              static_cast<std::uint64_t>(step)));
     });
     return t;
 }

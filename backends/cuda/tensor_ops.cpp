@@ -139,10 +139,8 @@ CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int
 }
 
 CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int device) {
-    EMBER_CHECK(step != 0, Argument, "arange: step must not be zero");
-    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument,
-                "arange: range ", start, "..", end, " with step ", step, " is inconsistent");
-    const auto n = static_cast<std::size_t>((end - start + step + (step > 0 ? -1 : 1)) / step);
+    // Checked in one place for every backend: INT64_MIN..INT64_MAX or a zero step is an error.
+    const auto n = ember::detail::arange_length(start, end, step, "arange");
     CudaTensor t = empty(Shape{n}, DType::I64, device);
     launch_arange(static_cast<std::int64_t*>(t.ptr()), static_cast<std::int64_t>(n), start, step,
                   stream(device));

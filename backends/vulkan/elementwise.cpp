@@ -197,10 +197,8 @@ VT full(const Shape& shape, Scalar value, DType dtype, std::uint32_t device) {
 }
 
 VT arange(i64 start, i64 end, i64 step, std::uint32_t device) {
-    EMBER_CHECK(step != 0, Argument, "arange: step must not be zero");
-    EMBER_CHECK((step > 0 && start <= end) || (step < 0 && start >= end), Argument,
-                "arange: range ", start, "..", end, " with step ", step, " is inconsistent");
-    const auto n = static_cast<std::size_t>((end - start + step + (step > 0 ? -1 : 1)) / step);
+    // Checked in one place for every backend: INT64_MIN..INT64_MAX or a zero step is an error.
+    const auto n = ember::detail::arange_length(start, end, step, "arange");
     VT out = empty(Shape{n}, DType::I64, device);
     Launch l{kArange};
     l.si[0] = start;

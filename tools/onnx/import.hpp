@@ -54,6 +54,20 @@ struct ImportResult {
 ImportResult import_model(const Model& model, const ImportOptions& options,
                           std::string_view source);
 
+/// `text` (from a model file: its name, its producer's) as it may appear in a `//` comment of
+/// generated code: printable ASCII stays, every other byte and the characters that could end,
+/// extend or escape a comment (backslash, `?`, `*`) and `%` become %XX; at most `max_chars` bytes
+/// are kept, then "...".
+std::string comment_text(std::string_view text, std::size_t max_chars = 200);
+
+/// True when `s` may name a namespace or symbol of generated code: letters, digits and `_`,
+/// not starting with a digit or `_`, no `__`, not a C++ keyword or a lower-case C macro.
+bool is_identifier(std::string_view s);
+
+/// An identifier (is_identifier) made from `s`: other characters become `_`, and a prefix or
+/// suffix is added where needed (a model file's stem as the default namespace).
+std::string to_identifier(std::string_view s);
+
 /// The op types ember-onnx translates, sorted.
 std::vector<std::string> supported_ops();
 

@@ -16,11 +16,53 @@ namespace ember::onnx {
 std::int64_t Value::numel() const {
     std::int64_t n = 1;
     for (auto d : dims) {
-        if (d < 0) return -1;
-        n *= d;
+        if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;  // unknown, or absurd
     }
     return n;
 }
+
+namespace {
+
+// Words no identifier of the generated code may be: C++'s keywords and alternative tokens,
+// and lower-case macros the C and POSIX headers (or GNU modes) define.
+const std::set<std::string, std::less<>>& keywords() {
+    static const std::set<std::string, std::less<>> words = {
+        // keywords (C++20) and alternative tokens
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+        "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+        "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+        "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+        "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+        "if", "import", "inline", "int", "long", "module", "mutable", "namespace", "new",
+        "noexcept", "not", "not_eq", "nullptr", "operator", "or", "or_eq", "private", "protected",
+        "public", "register", "reinterpret_cast", "requires", "return", "short", "signed", "sizeof",
+        "static", "static_assert", "static_cast", "struct", "switch", "template", "this",
+        "thread_local", "throw", "true", "try", "typedef", "typeid", "typename", "union",
+        "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+        "final", "override",
+        // lower-case macros of the C/POSIX headers and GNU modes
+        "assert", "errno", "stdin", "stdout", "stderr", "offsetof", "setjmp", "va_arg", "va_start",
+        "va_end", "va_copy", "linux", "unix", "i386", "major", "minor", "makedev"};
+    return words;
+}
+
+// The names the generated struct declares or uses itself (its functions, EMBER_MODULE's
+// members, forward's locals), which a field or local made from an ONNX name must not take.
+// Names starting with "ember" are refused separately: EMBER_MODULE declares ember_* members.
+const std::set<std::string, std::less<>>& generated_names() {
+    static const std::set<std::string, std::less<>> words = {
+        "device",      "input",         "init",
+        "forward",     "record",        "std",
+        "from_file",   "from_embedded", "load_file",
+        "load_record", "save_file",     "into_record",
+        "visit",       "map",           "num_params",
+        "devices",     "to_device",     "fork",
+        "no_grad",     "valid",         "quantize_weights",
+        "recorder"};
+    return words;
+}
+
+}  // namespace
 
 std::string Emitter::fresh(std::string_view hint) {
     std::string id;
@@ -30,17 +72,55 @@ std::string Emitter::fresh(std::string_view hint) {
     while (!id.empty() && id.back() == '_') id.pop_back();
     if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "v" + id;
     if (id.size() > 40) id.resize(40);
-    // Names the generated code uses itself, and C++ keywords an ONNX name may spell.
-    static const std::set<std::string> reserved = {
-        "device", "input", "init", "forward", "record", "auto", "int", "float", "double", "bool",
-        "char", "long", "short", "const", "return", "class", "struct", "template", "typename",
-        "new", "delete", "this", "default", "case", "switch", "if", "else", "for", "while", "do",
-        "break", "continue", "namespace", "using", "operator", "private", "public", "static",
-        "void", "true", "false", "and", "or", "not", "xor", "std", "ember", "B", "Model"};
+    // "ember..." may name an EMBER_MODULE member (ember_fields, ember_type_name...).
+    if (id.rfind("ember", 0) == 0) id = "v_" + id;
     std::string name = id;
-    for (int k = 2; taken_.count(name) || reserved.count(name); ++k) name = id + "_" + std::to_string(k);
+    for (int k = 2; taken_.count(name) || keywords().count(name) || generated_names().count(name);
+         ++k)
+        name = id + "_" + std::to_string(k);
     taken_.insert(name);
     return name;
+}
+
+std::string comment_text(std::string_view text, std::size_t max_chars) {
+    // Only printable ASCII is kept as is, except the characters that could end or extend a
+    // comment or start a trigraph: a newline or carriage return ends a `//` comment, a
+    // backslash before one splices the next line into it, `??/` is a backslash where trigraphs
+    // are on, `*/` ends a block comment. Those and every other byte become %XX.
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (out.size() >= max_chars) {
+            out += "...";
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f && c != '\\' && c != '?' && c != '*' && c != '%') {
+            out += ch;
+        } else {
+            out += '%';
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out;
+}
+
+bool is_identifier(std::string_view s) {
+    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+    for (char c : s)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    return !keywords().count(s) && s.find("__") == std::string_view::npos && s[0] != '_';
+}
+
+std::string to_identifier(std::string_view s) {
+    std::string id;
+    for (char c : s) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "m_" + id;
+    while (id.find("__") != std::string::npos) id.erase(id.find("__"), 1);
+    if (id[0] == '_') id = "m" + id;
+    if (!is_identifier(id)) id += "_";
+    return id;
 }
 
 // ---- NodeCtx ---------------------------------------------------------------------------------
@@ -316,6 +396,19 @@ std::vector<std::string> supported_ops() {
 }
 
 ImportResult import_model(const Model& model, const ImportOptions& options, std::string_view source) {
+    // The options name C++ entities of the generated code: they must be identifiers.
+    {
+        std::string_view ns = options.name_space;
+        for (std::size_t at; (at = ns.find("::")) != std::string_view::npos;
+             ns.remove_prefix(at + 2))
+            EMBER_CHECK(is_identifier(ns.substr(0, at)), Argument, "ember-onnx: namespace '",
+                        comment_text(options.name_space), "' is not a C++ identifier");
+        EMBER_CHECK(is_identifier(ns), Argument, "ember-onnx: namespace '",
+                    comment_text(options.name_space), "' is not a C++ identifier");
+        EMBER_CHECK(options.embedded_symbol.empty() || is_identifier(options.embedded_symbol),
+                    Argument, "ember-onnx: embedded symbol '",
+                    comment_text(options.embedded_symbol), "' is not a C++ identifier");
+    }
     Emitter em;
     em.opset = model.opset();
     const Graph& g = model.graph;
@@ -419,10 +512,15 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
     // The header.
     std::ostringstream h;
     const std::string rec = recorder_type(options);
-    h << "// Generated by ember-onnx from " << source << " (";
-    if (!model.producer_name.empty()) h << model.producer_name << " " << model.producer_version << ", ";
+    // Text from the file (its name, the producer's) reaches the header only through
+    // comment_text, and names only through Emitter::fresh: nothing in a model becomes code.
+    h << "// Generated by ember-onnx from " << comment_text(source) << " (";
+    if (!model.producer_name.empty())
+        h << comment_text(model.producer_name) << " " << comment_text(model.producer_version)
+          << ", ";
     h << "ONNX opset " << em.opset << "). Do not edit: regenerate.\n";
-    if (!options.record_file.empty()) h << "// Weights: " << options.record_file << ".\n";
+    if (!options.record_file.empty())
+        h << "// Weights: " << comment_text(options.record_file) << ".\n";
     h << "#pragma once\n#include <ember/ember.hpp>\n#include <ember/nn.hpp>\n"
          "#include <ember/record/recorder.hpp>\n\n#include <cstddef>\n#include <cstdint>\n"
          "#include <filesystem>\n#include <limits>\n#include <span>\n#include <tuple>\n"
@@ -431,7 +529,8 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
         h << "extern const unsigned char " << options.embedded_symbol << "[];\nextern const std::size_t "
           << options.embedded_symbol << "_size;\n\n";
     h << "namespace " << options.name_space << " {\n\n";
-    h << "/// The model imported from " << source << ": its modules and constants as fields, its\n"
+    h << "/// The model imported from " << comment_text(source)
+      << ": its modules and constants as fields, its\n"
          "/// graph as `forward`.\ntemplate <ember::Backend B>\nstruct Model {\n";
     for (const auto& f : em.fields) h << "    " << f.type << " " << f.name << ";\n";
     h << "    EMBER_MODULE(Model";

@@ -33,11 +33,19 @@ namespace {
     std::exit(code);
 }
 
-std::string identifier(std::string s) {
-    for (auto& ch : s)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-    if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) s = "m_" + s;
-    return s;
+// A name for the --meta file: one token, however the model spells it (bytes outside
+// printable ASCII, spaces and % as %XX, so that test generators split lines on spaces).
+std::string meta_token(const std::string& s) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c > 0x20 && c < 0x7f && c != '%')
+            out += ch;
+        else
+            out += {'%', hex[c >> 4], hex[c & 15]};
+    }
+    return out.empty() ? "%" : out;
 }
 
 template <template <class> class R>
@@ -101,11 +109,16 @@ int main(int argc, char** argv) try {
         else model_path = a;
     }
     if (model_path.empty() || out.empty()) usage(2);
-    if (name.empty()) name = identifier(fs::path(model_path).stem().string());
+    if (name.empty()) name = ember::onnx::to_identifier(fs::path(model_path).stem().string());
+    if (!ember::onnx::is_identifier(name))  // it names files and, by default, the namespace
+        throw ember::ArgumentError("ember-onnx: --name '" + ember::onnx::comment_text(name) +
+                                   "' is not a C++ identifier");
     opt.name_space = ns.empty() ? name : ns;
     const std::string ext = extension(opt.record_type);
     opt.record_file = name + "." + ext;
-    if (embed) opt.embedded_symbol = "ember_onnx_" + identifier(opt.name_space) + "_record";
+    if (embed)
+        opt.embedded_symbol =
+            "ember_onnx_" + ember::onnx::to_identifier(opt.name_space) + "_record";
 
     const auto model = ember::onnx::load_model(model_path);
     const auto result = ember::onnx::import_model(model, opt, fs::path(model_path).filename().string());
@@ -131,9 +144,11 @@ int main(int argc, char** argv) try {
     if (meta) {  // the forward's signature, for test generators: "input|output NAME KIND RANK SCALAR"
         std::ofstream m(out / (name + ".meta"));
         for (const auto& s : result.inputs)
-            m << "input " << s.name << ' ' << s.kind << ' ' << s.rank << ' ' << s.scalar << ' ' << s.index << '\n';
+            m << "input " << meta_token(s.name) << ' ' << s.kind << ' ' << s.rank << ' ' << s.scalar
+              << ' ' << s.index << '\n';
         for (const auto& s : result.outputs)
-            m << "output " << s.name << ' ' << s.kind << ' ' << s.rank << ' ' << s.scalar << ' ' << s.index << '\n';
+            m << "output " << meta_token(s.name) << ' ' << s.kind << ' ' << s.rank << ' '
+              << s.scalar << ' ' << s.index << '\n';
     }
     std::cout << "ember-onnx: " << model_path << " -> " << (out / (name + ".hpp")).string() << " ("
               << result.ops_used.size() << " op types)\n";

@@ -96,15 +96,17 @@ public:
 private:
     template <typename It>
     void fill(It first, std::size_t n) {
-        EMBER_CHECK(n == shape_.num_elements(), Shape, "TensorData: ", n,
+        EMBER_CHECK(n == shape_.num_elements("TensorData"), Shape, "TensorData: ", n,
                     " values do not fill shape ", shape_.to_string());
-        bytes_.resize(n * dtype_size(dtype_));
+        resize_bytes(n * dtype_size(dtype_));
         detail::visit_dtype(dtype_, [&]<typename S>(detail::TypeTag<S>) {
             auto* dst = reinterpret_cast<S*>(bytes_.data());
             for (std::size_t i = 0; i < n; ++i, ++first) dst[i] = detail::elem_cast<S>(*first);
         });
     }
     void check_type(DType wanted, const char* op) const;
+    // bytes_.resize, failing with an ember::Error naming the size where memory runs out.
+    void resize_bytes(std::size_t n);
 
     std::vector<std::byte> bytes_;
     Shape shape_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "detail/checked.hpp"
 #include "error.hpp"
 
 namespace ember {
@@ -42,11 +43,24 @@ public:
 
     /// Number of dims.
     constexpr std::size_t rank() const { return rank_; }
-    /// Product of the dims (1 for rank 0).
-    constexpr std::size_t num_elements() const {
+    /// Product of the dims (1 for rank 0); throws ShapeError when the dims other than 0
+    /// multiply to more than kMaxElements (no tensor may have such a shape: its sizes in
+    /// bytes and its strides would overflow).
+    constexpr std::size_t num_elements() const { return num_elements("Shape::num_elements"); }
+    /// num_elements(), whose error names `op` (the op about to use the shape).
+    constexpr std::size_t num_elements(const char* op) const {
         std::size_t n = 1;
-        for (std::size_t i = 0; i < rank_; ++i) n *= dims_[i];
-        return n;
+        bool zero = false;
+        for (std::size_t i = 0; i < rank_; ++i) {
+            // Dims of 0 are skipped so that [0, 2^40, 2^40] is refused too: its strides would
+            // overflow even though it holds nothing.
+            if (dims_[i] == 0) {
+                zero = true;
+            } else if (__builtin_mul_overflow(n, dims_[i], &n) || n > kMaxElements) [[unlikely]] {
+                too_many_elements(op);
+            }
+        }
+        return zero ? 0 : n;
     }
     /// Dim `i` (unchecked).
     constexpr std::size_t operator[](std::size_t i) const { return dims_[i]; }
@@ -83,6 +97,7 @@ public:
     }
 
 private:
+    [[noreturn]] void too_many_elements(const char* op) const;
     static void check_rank(std::size_t r) {
         EMBER_CHECK(r <= kMaxRank, Shape, "Shape: rank ", r, " exceeds the maximum of ",
                     kMaxRank);

@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <source_location>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,14 +40,21 @@ struct ReshapeArgs {
     }
     ReshapeArgs(const std::array<long, D2>& a) : dims(a) {}  // NOLINT
     ReshapeArgs(const std::array<std::size_t, D2>& a) {      // NOLINT
-        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(a[i]);
+        // A dim past kMaxElements would turn negative as a long (and -1 means "infer").
+        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(checked_dim(a[i]));
     }
     ReshapeArgs(const Shape& s) {  // NOLINT
         EMBER_CHECK(s.rank() == D2, Shape, "reshape: shape ", s.to_string(), " is not of rank ", D2);
-        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(s[i]);
+        for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(checked_dim(s[i]));
+    }
+    static std::size_t checked_dim(std::size_t d) {
+        return checked_mul(d, 1, "reshape", "target dim");
     }
 };
 Shape resolve_reshape(const Shape& from, std::span<const long> dims);
+/// Throws ArgumentError: a moved-from tensor was used by `accessor` (null for an op itself) in
+/// `function` (a source_location's spelling).
+[[noreturn]] void moved_from_tensor(const char* accessor, const char* function);
 template <typename T>
 concept Arithmetic = std::is_arithmetic_v<T>;
 }  // namespace detail
@@ -54,6 +63,8 @@ concept Arithmetic = std::is_arithmetic_v<T>;
 template <Backend B, std::size_t D, TensorKind K>
 class Tensor {
     static_assert(D >= 1 && D <= kMaxRank, "ember::Tensor: rank must be between 1 and kMaxRank");
+    // Where an op was called from (errors on moved-from tensors name it).
+    using Here = std::source_location;
 
 public:
     /// The kind's op table.
@@ -76,6 +87,25 @@ public:
     }
     /// Wraps a primitive (Burn's from_primitive).
     static Tensor from_primitive(Primitive p) { return Tensor(std::move(p)); }
+    /// A copy of the handle (no data copy).
+    Tensor(const Tensor&) = default;
+    /// Takes `other`'s handle; `other` is left moved-from (see is_valid).
+    Tensor(Tensor&& other) noexcept(std::is_nothrow_move_constructible_v<Primitive>)
+        : p_(std::move(other.p_)), moved_(other.moved_) {
+        other.moved_ = true;
+    }
+    /// Copies `other`'s handle.
+    Tensor& operator=(const Tensor&) = default;
+    /// Takes `other`'s handle; `other` is left moved-from (see is_valid).
+    Tensor& operator=(Tensor&& other) noexcept(std::is_nothrow_move_assignable_v<Primitive>) {
+        if (this != &other) {
+            p_ = std::move(other.p_);
+            moved_ = other.moved_;
+            other.moved_ = true;
+        }
+        return *this;
+    }
+    ~Tensor() = default;
 
     // ---- creation ------------------------------------------------------------------------
     /// Uninitialised tensor.
@@ -133,6 +163,7 @@ public:
                               const Device<B>& device = {})
         requires(std::same_as<K, Int> && D == 1)
     {
+        (void)detail::arange_length(start, end, step, "arange");  // before any backend sees it
         return Tensor(B::int_arange(start, end, step, device));
     }
     /// A 1-d float tensor from values.
@@ -199,10 +230,17 @@ public:
     /// other dims differ.
     static Tensor cat(const std::vector<Tensor>& tensors, long dim) {
         EMBER_CHECK(!tensors.empty(), Argument, "cat: needs at least one tensor");
+        const std::size_t d = normalize_dim(dim, D, "cat");
         std::vector<Primitive> ps;
         ps.reserve(tensors.size());
-        for (const auto& t : tensors) ps.push_back(t.p_);
-        return Tensor(Ops::cat(std::move(ps), normalize_dim(dim, D, "cat")));
+        Shape out = tensors[0].shape();
+        out[d] = 0;
+        for (const auto& t : tensors) {
+            ps.push_back(t.handle());
+            out[d] = detail::checked_add(out[d], Ops::shape(ps.back())[d], "cat", "dim sizes");
+        }
+        (void)out.num_elements("cat");
+        return Tensor(Ops::cat(std::move(ps), d));
     }
     /// Stacks tensors along a new dim `dim` (D2 = D + 1).
     template <std::size_t D2 = D + 1>
@@ -217,28 +255,51 @@ public:
     }
 
     // ---- access --------------------------------------------------------------------------
+    // The accessors take the caller's source location: on a moved-from tensor their error
+    // names the accessor and the function that called it (an op, or the user's function).
     /// The dims.
-    std::array<std::size_t, D> dims() const { return Ops::shape(p_).template to_array<D>(); }
+    std::array<std::size_t, D> dims(Here here = Here::current()) const {
+        return Ops::shape(handle(here, "dims")).template to_array<D>();
+    }
     /// The shape.
-    Shape shape() const { return Ops::shape(p_); }
+    Shape shape(Here here = Here::current()) const { return Ops::shape(handle(here, "shape")); }
     /// The element type.
-    DType dtype() const { return Ops::dtype(p_); }
+    DType dtype(Here here = Here::current()) const { return Ops::dtype(handle(here, "dtype")); }
     /// The device.
-    Device<B> device() const { return Ops::device(p_); }
+    Device<B> device(Here here = Here::current()) const {
+        return Ops::device(handle(here, "device"));
+    }
     /// Number of elements.
-    std::size_t num_elements() const { return shape().num_elements(); }
+    std::size_t num_elements(Here here = Here::current()) const {
+        return shape(here).num_elements();
+    }
+    /// True unless the tensor was moved from (`std::move(t)` handed its handle over): every op
+    /// on a moved-from tensor throws ArgumentError, until it is assigned a tensor again.
+    bool is_valid() const { return !moved_; }
     /// The primitive (a handle copy).
-    const Primitive& primitive() const { return p_; }
+    const Primitive& primitive(Here here = Here::current()) const {
+        return handle(here, "primitive");
+    }
     /// Moves the primitive out.
-    Primitive into_primitive() && { return std::move(p_); }
-    Primitive into_primitive() const& { return p_; }
+    Primitive into_primitive(Here here = Here::current()) && {
+        return take(here, "into_primitive");
+    }
+    Primitive into_primitive(Here here = Here::current()) const& {
+        return handle(here, "into_primitive");
+    }
     /// A copy of the handle (no data copy), as Burn's clone().
     Tensor clone() const { return *this; }
     /// Host copy of the data (waits on asynchronous backends).
-    TensorData to_data() const { return Ops::into_data(p_); }
+    TensorData to_data(Here here = Here::current()) const {
+        return Ops::into_data(handle(here, "to_data"));
+    }
     /// Host data, consuming this handle.
-    TensorData into_data() && { return Ops::into_data(std::move(p_)); }
-    TensorData into_data() const& { return Ops::into_data(p_); }
+    TensorData into_data(Here here = Here::current()) && {
+        return Ops::into_data(take(here, "into_data"));
+    }
+    TensorData into_data(Here here = Here::current()) const& {
+        return Ops::into_data(handle(here, "into_data"));
+    }
     /// The single element; throws ShapeError unless there is exactly one.
     Elem into_scalar() const {
         EMBER_CHECK(num_elements() == 1, Shape, "into_scalar: tensor of shape ",
@@ -247,24 +308,28 @@ public:
         else return to_data().template to_vec<Elem>()[0];
     }
     /// The tensor on another device.
-    Tensor to_device(const Device<B>& device) const { return Tensor(Ops::to_device(p_, device)); }
+    Tensor to_device(const Device<B>& device) const {
+        return Tensor(Ops::to_device(handle(), device));
+    }
 
     // ---- shape ops (all kinds) -----------------------------------------------------------
     /// Same elements, new shape; dims may hold one -1 (inferred) and 0 (kept from this shape).
     template <std::size_t D2>
     Tensor<B, D2, K> reshape(detail::ReshapeArgs<D2> args) const {
-        return Tensor<B, D2, K>(Ops::reshape(p_, detail::resolve_reshape(shape(), args.dims)));
+        return Tensor<B, D2, K>(
+            Ops::reshape(handle(), detail::resolve_reshape(shape(), args.dims)));
     }
     /// Broadcasts to `shape` (a view).
     template <std::size_t D2>
     Tensor<B, D2, K> expand(const Shape& shape) const {
-        return Tensor<B, D2, K>(Ops::expand(p_, shape));
+        (void)shape.num_elements("expand");
+        return Tensor<B, D2, K>(Ops::expand(handle(), shape));
     }
     /// Reorders the dims (a view).
     Tensor permute(const std::array<long, D>& axes) const {
         std::array<std::size_t, D> a{};
         for (std::size_t i = 0; i < D; ++i) a[i] = normalize_dim(axes[i], D, "permute");
-        return Tensor(Ops::permute(p_, a));
+        return Tensor(Ops::permute(handle(), a));
     }
     /// Swaps two dims (a view).
     Tensor swap_dims(long d1, long d2) const {
@@ -303,7 +368,7 @@ public:
         for (std::size_t i = s; i <= e; ++i) m *= in[i];
         out.push_back(m);
         for (std::size_t i = e + 1; i < D; ++i) out.push_back(in[i]);
-        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+        return Tensor<B, D2, K>(Ops::reshape(handle(), out));
     }
     /// Removes dim `dim`, which must have size 1 (D2 = D - 1).
     template <std::size_t D2>
@@ -316,7 +381,7 @@ public:
         Shape out;
         for (std::size_t i = 0; i < D; ++i)
             if (i != d) out.push_back(in[i]);
-        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+        return Tensor<B, D2, K>(Ops::reshape(handle(), out));
     }
     /// Alias of squeeze.
     template <std::size_t D2>
@@ -333,14 +398,14 @@ public:
         const Shape in = shape();
         Shape out;
         for (std::size_t i = 0, j = 0; i < D2; ++i) out.push_back(i == d ? 1 : in[j++]);
-        return Tensor<B, D2, K>(Ops::reshape(p_, out));
+        return Tensor<B, D2, K>(Ops::reshape(handle(), out));
     }
     /// Sub-tensor over ranges of the leading dims: `t.slice({{0, 2}, {1, 3}})`; each range is
     /// {start, end} or {start, end, step}, negative values count from the end.
     template <std::size_t N>
     Tensor slice(const Slice (&ranges)[N]) const {
         static_assert(N <= D, "slice: more ranges than dims");
-        return Tensor(Ops::slice(p_, std::span<const Slice>(ranges, N)));
+        return Tensor(Ops::slice(handle(), std::span<const Slice>(ranges, N)));
     }
     /// Sub-tensor over ranges given as pairs.
     template <std::size_t N>
@@ -348,33 +413,35 @@ public:
         static_assert(N <= D, "slice: more ranges than dims");
         std::array<Slice, N> r{};
         for (std::size_t i = 0; i < N; ++i) r[i] = Slice{ranges[i].first, ranges[i].second};
-        return Tensor(Ops::slice(p_, r));
+        return Tensor(Ops::slice(handle(), r));
     }
     /// Sub-tensor over a run-time list of ranges.
     Tensor slice(std::span<const Slice> ranges) const {
         EMBER_CHECK(ranges.size() <= D, Dim, "slice: ", ranges.size(), " ranges for rank ", D);
-        return Tensor(Ops::slice(p_, ranges));
+        return Tensor(Ops::slice(handle(), ranges));
     }
     /// This tensor with the region `ranges` replaced by `values`.
     template <std::size_t N>
     Tensor slice_assign(const Slice (&ranges)[N], const Tensor& values) const {
         static_assert(N <= D, "slice_assign: more ranges than dims");
-        return Tensor(Ops::slice_assign(p_, std::span<const Slice>(ranges, N), values.p_));
+        return Tensor(
+            Ops::slice_assign(handle(), std::span<const Slice>(ranges, N), values.handle()));
     }
     /// slice_assign with a run-time list of ranges.
     Tensor slice_assign(std::span<const Slice> ranges, const Tensor& values) const {
         EMBER_CHECK(ranges.size() <= D, Dim, "slice_assign: ", ranges.size(), " ranges for rank ", D);
-        return Tensor(Ops::slice_assign(p_, ranges, values.p_));
+        return Tensor(Ops::slice_assign(handle(), ranges, values.handle()));
     }
     /// `length` elements of `dim` from `start`.
     Tensor narrow(long dim, std::size_t start, std::size_t length) const {
         const std::size_t d = normalize_dim(dim, D, "narrow");
         const std::size_t size = shape()[d];
-        EMBER_CHECK(start + length <= size, Index, "narrow: start ", start, " + length ", length,
-                    " exceeds dim ", d, " of size ", size);
+        // Not `start + length <= size`: that sum wraps for narrow(d, SIZE_MAX, 2).
+        EMBER_CHECK(start <= size && length <= size - start, Index, "narrow: start ", start,
+                    " + length ", length, " exceeds dim ", d, " of size ", size);
         std::array<Slice, D> r{};
         r[d] = Slice{static_cast<long>(start), static_cast<long>(start + length)};
-        return Tensor(Ops::slice(p_, std::span<const Slice>(r.data(), d + 1)));
+        return Tensor(Ops::slice(handle(), std::span<const Slice>(r.data(), d + 1)));
     }
     /// Splits into `chunks` pieces along `dim` (torch.chunk: the last may be smaller).
     std::vector<Tensor> chunk(std::size_t chunks, long dim) const {
@@ -396,65 +463,73 @@ public:
     Tensor flip(std::span<const long> axes) const {
         std::array<std::size_t, kMaxRank> a{};
         for (std::size_t i = 0; i < axes.size(); ++i) a[i] = normalize_dim(axes[i], D, "flip");
-        return Tensor(Ops::flip(p_, std::span<const std::size_t>(a.data(), axes.size())));
+        return Tensor(Ops::flip(handle(), std::span<const std::size_t>(a.data(), axes.size())));
     }
     /// Tiles `times` copies along `dim`.
     Tensor repeat_dim(long dim, std::size_t times) const {
-        return Tensor(Ops::repeat_dim(p_, normalize_dim(dim, D, "repeat_dim"), times));
+        const std::size_t d = normalize_dim(dim, D, "repeat_dim");
+        return Tensor(Ops::repeat_dim(handle(), d, checked_repeat(d, times, "repeat_dim")));
     }
     /// Tiles along every dim (torch.Tensor.repeat with D sizes).
     Tensor repeat(const std::array<std::size_t, D>& sizes) const {
-        Primitive p = p_;
+        Primitive q = handle();
         for (std::size_t i = 0; i < D; ++i)
-            if (sizes[i] != 1) p = Ops::repeat_dim(std::move(p), i, sizes[i]);
-        return Tensor(std::move(p));
+            if (sizes[i] != 1)
+                q = Ops::repeat_dim(std::move(q), i, checked_repeat(i, sizes[i], "repeat"));
+        return Tensor(std::move(q));
     }
     /// Elementwise equality.
     Tensor<B, D, Bool> equal(const Tensor& other) const {
-        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Eq, p_, other.p_));
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Eq, handle(), other.handle()));
     }
     /// Elementwise inequality.
     Tensor<B, D, Bool> not_equal(const Tensor& other) const {
-        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, p_, other.p_));
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, handle(), other.handle()));
     }
     /// True when every element is non-zero; shape [1].
-    Tensor<B, 1, Bool> all() const { return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::All, Ops::to_bool(p_))); }
+    Tensor<B, 1, Bool> all() const {
+        return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::All, Ops::to_bool(handle())));
+    }
     /// True when any element is non-zero; shape [1].
-    Tensor<B, 1, Bool> any() const { return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::Any, Ops::to_bool(p_))); }
+    Tensor<B, 1, Bool> any() const {
+        return Tensor<B, 1, Bool>(B::bool_reduce(ReduceOp::Any, Ops::to_bool(handle())));
+    }
     /// all() along `dim`, kept with size 1.
     Tensor<B, D, Bool> all_dim(long dim) const {
-        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::All, Ops::to_bool(p_), normalize_dim(dim, D, "all_dim")));
+        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::All, Ops::to_bool(handle()),
+                                                     normalize_dim(dim, D, "all_dim")));
     }
     /// any() along `dim`, kept with size 1.
     Tensor<B, D, Bool> any_dim(long dim) const {
-        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::Any, Ops::to_bool(p_), normalize_dim(dim, D, "any_dim")));
+        return Tensor<B, D, Bool>(B::bool_reduce_dim(ReduceOp::Any, Ops::to_bool(handle()),
+                                                     normalize_dim(dim, D, "any_dim")));
     }
     /// Elements picked along `dim` by an int index of the same rank (torch.gather).
     Tensor gather(long dim, const Tensor<B, D, Int>& indices) const {
-        return Tensor(Ops::gather(normalize_dim(dim, D, "gather"), p_, indices.primitive()));
+        return Tensor(Ops::gather(normalize_dim(dim, D, "gather"), handle(), indices.primitive()));
     }
     /// Rows picked along `dim` by a 1-d int index (torch.index_select).
     Tensor select(long dim, const Tensor<B, 1, Int>& indices) const {
-        return Tensor(Ops::select(p_, normalize_dim(dim, D, "select"), indices.primitive()));
+        return Tensor(Ops::select(handle(), normalize_dim(dim, D, "select"), indices.primitive()));
     }
     /// `value` where `mask` is true, this tensor elsewhere (torch.where(mask, value, self)).
     Tensor mask_where(const Tensor<B, D, Bool>& mask, const Tensor& value) const {
-        return Tensor(Ops::mask_where(p_, mask.primitive(), value.p_));
+        return Tensor(Ops::mask_where(handle(), mask.primitive(), value.handle()));
     }
 
     // ---- numeric ops (Float and Int) -----------------------------------------------------
-#define EMBER_BINARY_METHOD(name, OP)                                                    \
-    Tensor name(const Tensor& other) const& requires NumericKind<K> {                    \
-        return Tensor(Ops::binary(BinaryOp::OP, p_, other.p_));                          \
-    }                                                                                    \
-    Tensor name(const Tensor& other) && requires NumericKind<K> {                        \
-        return Tensor(Ops::binary(BinaryOp::OP, std::move(p_), other.p_));               \
-    }                                                                                    \
-    Tensor name##_scalar(Scalar s) const& requires NumericKind<K> {                      \
-        return Tensor(Ops::binary_scalar(BinaryOp::OP, p_, s));                          \
-    }                                                                                    \
-    Tensor name##_scalar(Scalar s) && requires NumericKind<K> {                          \
-        return Tensor(Ops::binary_scalar(BinaryOp::OP, std::move(p_), s));               \
+#define EMBER_BINARY_METHOD(name, OP)                                       \
+    Tensor name(const Tensor& other) const& requires NumericKind<K> {       \
+        return Tensor(Ops::binary(BinaryOp::OP, handle(), other.handle())); \
+    }                                                                       \
+    Tensor name(const Tensor& other) && requires NumericKind<K> {           \
+        return Tensor(Ops::binary(BinaryOp::OP, take(), other.handle()));   \
+    }                                                                       \
+    Tensor name##_scalar(Scalar s) const& requires NumericKind<K> {         \
+        return Tensor(Ops::binary_scalar(BinaryOp::OP, handle(), s));       \
+    }                                                                       \
+    Tensor name##_scalar(Scalar s) && requires NumericKind<K> {             \
+        return Tensor(Ops::binary_scalar(BinaryOp::OP, take(), s));         \
     }
     /// Elementwise a + b (broadcasting).
     EMBER_BINARY_METHOD(add, Add)
@@ -472,9 +547,13 @@ public:
     EMBER_BINARY_METHOD(min_pair, Min)
 #undef EMBER_BINARY_METHOD
 
-#define EMBER_UNARY_METHOD(name, OP, REQ)                                               \
-    Tensor name() const& requires REQ { return Tensor(Ops::unary(UnaryOp::OP, p_)); }  \
-    Tensor name() && requires REQ { return Tensor(Ops::unary(UnaryOp::OP, std::move(p_))); }
+#define EMBER_UNARY_METHOD(name, OP, REQ)                 \
+    Tensor name() const& requires REQ {                   \
+        return Tensor(Ops::unary(UnaryOp::OP, handle())); \
+    }                                                     \
+    Tensor name() && requires REQ {                       \
+        return Tensor(Ops::unary(UnaryOp::OP, take()));   \
+    }
     /// -x.
     EMBER_UNARY_METHOD(neg, Neg, NumericKind<K>)
     /// |x|.
@@ -509,42 +588,43 @@ public:
 
     /// x^y elementwise, float exponent tensor.
     Tensor powf(const Tensor& other) const requires(std::same_as<K, Float>) {
-        return Tensor(Ops::binary(BinaryOp::Pow, p_, other.p_));
+        return Tensor(Ops::binary(BinaryOp::Pow, handle(), other.handle()));
     }
     /// x^y with an int exponent tensor.
     Tensor powi(const Tensor<B, D, Int>& other) const requires NumericKind<K> {
         if constexpr (std::same_as<K, Float>) return powf(other.float_());
-        else return Tensor(Ops::binary(BinaryOp::Pow, p_, other.primitive()));
+        else
+            return Tensor(Ops::binary(BinaryOp::Pow, handle(), other.primitive()));
     }
     /// x^p with a float exponent.
     Tensor powf_scalar(double p) const requires(std::same_as<K, Float>) {
-        if (p == 2.0) return Tensor(Ops::binary(BinaryOp::Mul, p_, p_));
-        return Tensor(Ops::binary_scalar(BinaryOp::Pow, p_, Scalar(p)));
+        if (p == 2.0) return Tensor(Ops::binary(BinaryOp::Mul, handle(), handle()));
+        return Tensor(Ops::binary_scalar(BinaryOp::Pow, handle(), Scalar(p)));
     }
     /// x^p with an int exponent.
     Tensor powi_scalar(std::int64_t p) const requires NumericKind<K> {
-        if (p == 2) return Tensor(Ops::binary(BinaryOp::Mul, p_, p_));
-        return Tensor(Ops::binary_scalar(BinaryOp::Pow, p_, Scalar(p)));
+        if (p == 2) return Tensor(Ops::binary(BinaryOp::Mul, handle(), handle()));
+        return Tensor(Ops::binary_scalar(BinaryOp::Pow, handle(), Scalar(p)));
     }
     /// Clamps into [lo, hi] (NaN stays NaN).
     Tensor clamp(Scalar lo, Scalar hi) const requires NumericKind<K> {
-        return Tensor(Ops::clamp(p_, lo, hi));
+        return Tensor(Ops::clamp(handle(), lo, hi));
     }
     /// max(x, lo).
     Tensor clamp_min(Scalar lo) const requires NumericKind<K> {
-        return Tensor(Ops::binary_scalar(BinaryOp::Max, p_, lo));
+        return Tensor(Ops::binary_scalar(BinaryOp::Max, handle(), lo));
     }
     /// min(x, hi).
     Tensor clamp_max(Scalar hi) const requires NumericKind<K> {
-        return Tensor(Ops::binary_scalar(BinaryOp::Min, p_, hi));
+        return Tensor(Ops::binary_scalar(BinaryOp::Min, handle(), hi));
     }
 
-#define EMBER_COMPARE_METHOD(name, OP)                                                   \
-    Tensor<B, D, Bool> name(const Tensor& other) const requires NumericKind<K> {         \
-        return Tensor<B, D, Bool>(Ops::compare(CompareOp::OP, p_, other.p_));            \
-    }                                                                                    \
-    Tensor<B, D, Bool> name##_elem(Scalar s) const requires NumericKind<K> {             \
-        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::OP, p_, s));            \
+#define EMBER_COMPARE_METHOD(name, OP)                                                    \
+    Tensor<B, D, Bool> name(const Tensor& other) const requires NumericKind<K> {          \
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::OP, handle(), other.handle())); \
+    }                                                                                     \
+    Tensor<B, D, Bool> name##_elem(Scalar s) const requires NumericKind<K> {              \
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::OP, handle(), s));       \
     }
     /// x > y.
     EMBER_COMPARE_METHOD(greater, Gt)
@@ -557,15 +637,15 @@ public:
 #undef EMBER_COMPARE_METHOD
     /// x == s.
     Tensor<B, D, Bool> equal_elem(Scalar s) const requires NumericKind<K> {
-        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Eq, p_, s));
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Eq, handle(), s));
     }
     /// x != s.
     Tensor<B, D, Bool> not_equal_elem(Scalar s) const requires NumericKind<K> {
-        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Ne, p_, s));
+        return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Ne, handle(), s));
     }
     /// NaN positions (never true for Int).
     Tensor<B, D, Bool> is_nan() const requires NumericKind<K> {
-        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, p_, p_));
+        return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, handle(), handle()));
     }
     /// True when any element is NaN; shape [1].
     Tensor<B, 1, Bool> contains_nan() const requires NumericKind<K> { return is_nan().any(); }
@@ -589,27 +669,30 @@ public:
     }
     /// `value` where `mask` is true.
     Tensor mask_fill(const Tensor<B, D, Bool>& mask, Scalar value) const requires NumericKind<K> {
-        return Tensor(Ops::mask_fill(p_, mask.primitive(), value));
+        return Tensor(Ops::mask_fill(handle(), mask.primitive(), value));
     }
     /// Adds `values` at positions `indices` along `dim` (torch.scatter_add).
     Tensor scatter(long dim, const Tensor<B, D, Int>& indices, const Tensor& values) const
         requires NumericKind<K>
     {
-        return Tensor(Ops::scatter(normalize_dim(dim, D, "scatter"), p_, indices.primitive(), values.p_));
+        return Tensor(Ops::scatter(normalize_dim(dim, D, "scatter"), handle(), indices.primitive(),
+                                   values.handle()));
     }
     /// Adds `values` into the rows `indices` along `dim`.
     Tensor select_assign(long dim, const Tensor<B, 1, Int>& indices, const Tensor& values) const
         requires NumericKind<K>
     {
-        return Tensor(Ops::select_assign(p_, normalize_dim(dim, D, "select_assign"), indices.primitive(), values.p_));
+        return Tensor(Ops::select_assign(handle(), normalize_dim(dim, D, "select_assign"),
+                                         indices.primitive(), values.handle()));
     }
 
-#define EMBER_REDUCE_METHOD(name, OP)                                                          \
-    Tensor<B, 1, K> name() const requires NumericKind<K> {                                    \
-        return Tensor<B, 1, K>(Ops::reduce(ReduceOp::OP, p_));                                \
-    }                                                                                         \
-    Tensor name##_dim(long dim) const requires NumericKind<K> {                               \
-        return Tensor(Ops::reduce_dim(ReduceOp::OP, p_, normalize_dim(dim, D, #name "_dim"))); \
+#define EMBER_REDUCE_METHOD(name, OP)                                                      \
+    Tensor<B, 1, K> name() const requires NumericKind<K> {                                 \
+        return Tensor<B, 1, K>(Ops::reduce(ReduceOp::OP, handle()));                       \
+    }                                                                                      \
+    Tensor name##_dim(long dim) const requires NumericKind<K> {                            \
+        return Tensor(                                                                     \
+            Ops::reduce_dim(ReduceOp::OP, handle(), normalize_dim(dim, D, #name "_dim"))); \
     }
     /// Sum (shape [1]) / along a dim (kept).
     EMBER_REDUCE_METHOD(sum, Sum)
@@ -624,11 +707,13 @@ public:
 #undef EMBER_REDUCE_METHOD
     /// Index of the maximum along `dim` (kept).
     Tensor<B, D, Int> argmax(long dim) const requires NumericKind<K> {
-        return Tensor<B, D, Int>(Ops::arg_reduce(ArgReduceOp::ArgMax, p_, normalize_dim(dim, D, "argmax")));
+        return Tensor<B, D, Int>(
+            Ops::arg_reduce(ArgReduceOp::ArgMax, handle(), normalize_dim(dim, D, "argmax")));
     }
     /// Index of the minimum along `dim` (kept).
     Tensor<B, D, Int> argmin(long dim) const requires NumericKind<K> {
-        return Tensor<B, D, Int>(Ops::arg_reduce(ArgReduceOp::ArgMin, p_, normalize_dim(dim, D, "argmin")));
+        return Tensor<B, D, Int>(
+            Ops::arg_reduce(ArgReduceOp::ArgMin, handle(), normalize_dim(dim, D, "argmin")));
     }
     /// (max along `dim`, its index), both kept.
     std::pair<Tensor, Tensor<B, D, Int>> max_dim_with_indices(long dim) const requires NumericKind<K> {
@@ -648,14 +733,15 @@ public:
     }
     /// (sorted values, their original indices).
     std::pair<Tensor, Tensor<B, D, Int>> sort_with_indices(long dim) const requires NumericKind<K> {
-        auto [v, i] = Ops::sort_with_indices(p_, normalize_dim(dim, D, "sort"), false);
+        auto [v, i] = Ops::sort_with_indices(handle(), normalize_dim(dim, D, "sort"), false);
         return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
     }
     /// (values sorted descending, their original indices).
     std::pair<Tensor, Tensor<B, D, Int>> sort_descending_with_indices(long dim) const
         requires NumericKind<K>
     {
-        auto [v, i] = Ops::sort_with_indices(p_, normalize_dim(dim, D, "sort_descending"), true);
+        auto [v, i] =
+            Ops::sort_with_indices(handle(), normalize_dim(dim, D, "sort_descending"), true);
         return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
     }
     /// Indices that sort along `dim`.
@@ -670,7 +756,7 @@ public:
     std::pair<Tensor, Tensor<B, D, Int>> topk_with_indices(std::size_t k, long dim) const
         requires NumericKind<K>
     {
-        auto [v, i] = Ops::topk(p_, k, normalize_dim(dim, D, "topk"), true);
+        auto [v, i] = Ops::topk(handle(), k, normalize_dim(dim, D, "topk"), true);
         return {Tensor(std::move(v)), Tensor<B, D, Int>(std::move(i))};
     }
     /// Lower triangle of the last two dims (elements above diagonal + `diagonal` zeroed).
@@ -698,15 +784,20 @@ public:
         static_assert(D >= 2, "pad: needs rank >= 2");
         const Shape in = shape();
         Shape out = in;
-        out[D - 1] += pads[0] + pads[1];
-        out[D - 2] += pads[2] + pads[3];
+        out[D - 1] =
+            detail::checked_add(in[D - 1], detail::checked_add(pads[0], pads[1], "pad"), "pad");
+        out[D - 2] =
+            detail::checked_add(in[D - 2], detail::checked_add(pads[2], pads[3], "pad"), "pad");
+        (void)out.num_elements("pad");
         std::array<Slice, D> r{};
         r[D - 1] = Slice{static_cast<long>(pads[0]), static_cast<long>(pads[0] + in[D - 1])};
         r[D - 2] = Slice{static_cast<long>(pads[2]), static_cast<long>(pads[2] + in[D - 2])};
-        return Tensor(Ops::slice_assign(Ops::full(out, value, device()), r, p_));
+        return Tensor(Ops::slice_assign(Ops::full(out, value, device()), r, handle()));
     }
     /// Non-zero → true.
-    Tensor<B, D, Bool> bool_() const requires NumericKind<K> { return Tensor<B, D, Bool>(Ops::to_bool(p_)); }
+    Tensor<B, D, Bool> bool_() const requires NumericKind<K> {
+        return Tensor<B, D, Bool>(Ops::to_bool(handle()));
+    }
 
     // ---- autodiff ------------------------------------------------------------------------
     // On a backend without autodiff these are no-ops (as in Burn): require_grad marks nothing,
@@ -716,29 +807,31 @@ public:
     Tensor require_grad() const requires(std::same_as<K, Float>) { return set_require_grad(true); }
     /// Marks (or unmarks) this tensor as a leaf whose gradient `backward()` keeps.
     Tensor set_require_grad(bool require) const requires(std::same_as<K, Float>) {
-        return Tensor(B::float_set_require_grad(p_, require));
+        return Tensor(B::float_set_require_grad(handle(), require));
     }
     /// Whether `backward()` keeps this tensor's gradient.
     bool is_require_grad() const {
-        if constexpr (std::same_as<K, Float>) return B::float_is_require_grad(p_);
+        if constexpr (std::same_as<K, Float>)
+            return B::float_is_require_grad(handle());
         else return false;
     }
     /// The same values, cut from the graph: no gradient flows through the result.
     Tensor detach() const {
-        if constexpr (std::same_as<K, Float>) return Tensor(B::float_detach(p_));
+        if constexpr (std::same_as<K, Float>)
+            return Tensor(B::float_detach(handle()));
         else return *this;
     }
     /// Backpropagates from this tensor (seeded with ones) and returns the gradients of every
     /// leaf marked with `require_grad()`. The graph behind it is consumed.
     auto backward() const requires(std::same_as<K, Float> && AutodiffBackend<B>) {
-        return B::backward(p_);
+        return B::backward(handle());
     }
     /// This tensor's gradient in `grads` (a tensor of the inner backend), if it has one.
     template <typename G>
     std::optional<Tensor<InnerBackend<B>, D>> grad(const G& grads) const
         requires(std::same_as<K, Float>) {
         if constexpr (AutodiffBackend<B>) {
-            auto g = B::grad(p_, grads);
+            auto g = B::grad(handle(), grads);
             if (!g) return std::nullopt;
             return Tensor<InnerBackend<B>, D>(std::move(*g));
         } else {
@@ -750,7 +843,7 @@ public:
     std::optional<Tensor<InnerBackend<B>, D>> grad_remove(G& grads) const
         requires(std::same_as<K, Float>) {
         if constexpr (AutodiffBackend<B>) {
-            auto g = B::grad_remove(p_, grads);
+            auto g = B::grad_remove(handle(), grads);
             if (!g) return std::nullopt;
             return Tensor<InnerBackend<B>, D>(std::move(*g));
         } else {
@@ -761,13 +854,14 @@ public:
     template <typename G>
     void grad_replace(G& grads, const Tensor<InnerBackend<B>, D>& grad) const
         requires(std::same_as<K, Float> && AutodiffBackend<B>) {
-        B::grad_replace(p_, grads, grad.primitive());
+        B::grad_replace(handle(), grads, grad.primitive());
     }
     /// The same values on the inner backend, outside any graph.
     Tensor<InnerBackend<B>, D, K> inner() const {
         if constexpr (std::same_as<K, Float> && AutodiffBackend<B>)
-            return Tensor<InnerBackend<B>, D, K>(B::inner(p_));
-        else return Tensor<InnerBackend<B>, D, K>(p_);
+            return Tensor<InnerBackend<B>, D, K>(B::inner(handle()));
+        else
+            return Tensor<InnerBackend<B>, D, K>(handle());
     }
     /// Wraps a tensor of the inner backend (untracked, no gradient required).
     static Tensor from_inner(const Tensor<InnerBackend<B>, D, K>& t) {
@@ -779,10 +873,10 @@ public:
     // ---- float only ----------------------------------------------------------------------
     /// Matrix product with torch.matmul's broadcasting of batch dims.
     Tensor matmul(const Tensor& other) const& requires(std::same_as<K, Float>) {
-        return Tensor(B::float_matmul(p_, other.p_));
+        return Tensor(B::float_matmul(handle(), other.handle()));
     }
     Tensor matmul(const Tensor& other) && requires(std::same_as<K, Float>) {
-        return Tensor(B::float_matmul(std::move(p_), other.p_));
+        return Tensor(B::float_matmul(take(), other.handle()));
     }
     /// The tensor quantized with `scheme` and `qparams`: a quant::QuantizedTensor<B, D>
     /// (needs <ember/quant/tensor.hpp>, which <ember/ember.hpp> includes).
@@ -799,17 +893,21 @@ public:
     }
     /// Truncates toward zero into an int tensor.
     Tensor<B, D, Int> int_() const requires(!std::same_as<K, Int>) {
-        if constexpr (std::same_as<K, Float>) return Tensor<B, D, Int>(B::float_into_int(p_));
-        else return Tensor<B, D, Int>(B::bool_into_int(p_));
+        if constexpr (std::same_as<K, Float>)
+            return Tensor<B, D, Int>(B::float_into_int(handle()));
+        else
+            return Tensor<B, D, Int>(B::bool_into_int(handle()));
     }
     /// Converts to a float tensor.
     Tensor<B, D, Float> float_() const requires(!std::same_as<K, Float>) {
-        if constexpr (std::same_as<K, Int>) return Tensor<B, D, Float>(B::int_into_float(p_));
-        else return Tensor<B, D, Float>(B::bool_into_float(p_));
+        if constexpr (std::same_as<K, Int>)
+            return Tensor<B, D, Float>(B::int_into_float(handle()));
+        else
+            return Tensor<B, D, Float>(B::bool_into_float(handle()));
     }
     /// Converts the elements to another float dtype (f32, f64, f16, bf16).
     Tensor cast(DType dtype) const requires(std::same_as<K, Float>) {
-        return Tensor(B::float_cast(p_, dtype));
+        return Tensor(B::float_cast(handle(), dtype));
     }
     /// As f32 (Burn's to_full_precision).
     Tensor to_full_precision() const requires(std::same_as<K, Float>) { return cast(DType::F32); }
@@ -848,22 +946,24 @@ public:
 
     // ---- bool only -----------------------------------------------------------------------
     /// Logical not.
-    Tensor not_() const requires(std::same_as<K, Bool>) { return Tensor(B::bool_not(p_)); }
+    Tensor not_() const requires(std::same_as<K, Bool>) {
+        return Tensor(B::bool_not(handle()));
+    }
     /// Logical and.
     Tensor bool_and(const Tensor& o) const requires(std::same_as<K, Bool>) {
-        return Tensor(B::bool_binary(BinaryOp::And, p_, o.p_));
+        return Tensor(B::bool_binary(BinaryOp::And, handle(), o.handle()));
     }
     /// Logical or.
     Tensor bool_or(const Tensor& o) const requires(std::same_as<K, Bool>) {
-        return Tensor(B::bool_binary(BinaryOp::Or, p_, o.p_));
+        return Tensor(B::bool_binary(BinaryOp::Or, handle(), o.handle()));
     }
     /// Logical xor.
     Tensor bool_xor(const Tensor& o) const requires(std::same_as<K, Bool>) {
-        return Tensor(B::bool_binary(BinaryOp::Xor, p_, o.p_));
+        return Tensor(B::bool_binary(BinaryOp::Xor, handle(), o.handle()));
     }
     /// Indices of true elements: [n, D] (torch.argwhere).
     Tensor<B, 2, Int> argwhere() const requires(std::same_as<K, Bool>) {
-        return Tensor<B, 2, Int>(B::bool_argwhere(p_));
+        return Tensor<B, 2, Int>(B::bool_argwhere(handle()));
     }
     /// Indices of true elements, one 1-d tensor per dim (torch.nonzero(as_tuple=True)).
     std::vector<Tensor<B, 1, Int>> nonzero() const requires(std::same_as<K, Bool>) {
@@ -878,8 +978,33 @@ private:
     template <Backend, std::size_t, TensorKind>
     friend class Tensor;
 
+    // The primitive, for an op; throws ArgumentError when this tensor was moved from, naming
+    // `accessor` (when an accessor asks) and `here`'s function (the op, or the user's function
+    // that called the accessor). One test of a flag: ops stay as cheap as before.
+    const Primitive& handle(Here here = Here::current(), const char* accessor = nullptr) const {
+        if (moved_) [[unlikely]]
+            detail::moved_from_tensor(accessor, here.function_name());
+        return p_;
+    }
+    // The primitive handed over to an op that consumes this tensor (std::move(t).op()).
+    Primitive&& take(Here here = Here::current(), const char* accessor = nullptr) {
+        if (moved_) [[unlikely]]
+            detail::moved_from_tensor(accessor, here.function_name());
+        moved_ = true;
+        return std::move(p_);
+    }
+    // Checks a shape an op is about to create (rank D, element count in range).
     static void check_rank(const Shape& s, const char* op) {
         EMBER_CHECK(s.rank() == D, Shape, op, ": shape ", s.to_string(), " is not of rank ", D);
+        (void)s.num_elements(op);
+    }
+    // `times` copies of dim `d`: the size they make must be one a tensor may have.
+    std::size_t checked_repeat(std::size_t d, std::size_t times, const char* op) const {
+        const Shape s = shape();
+        Shape out = s;
+        out[d] = detail::checked_mul(s[d], times, op, "dim size times repeats");
+        (void)out.num_elements(op);
+        return times;
     }
     Tensor<B, D, Float> float_tensor() const {
         if constexpr (std::same_as<K, Float>) return *this;
@@ -912,6 +1037,7 @@ private:
     }
 
     Primitive p_;
+    bool moved_ = false;  // the handle was moved out (see is_valid)
 };
 
 // ---- operators ----------------------------------------------------------------------------

@@ -1,0 +1,249 @@
+// Hostile sizes and misuse, each case named after the attack it stops (issue 34): element
+// counts and byte sizes that overflow, ranges whose arithmetic wraps, allocations no device can
+// satisfy, and tensors used after std::move. Every one must be an ember::Error naming the op
+// and the values (docs/security.md), never a wrapped size, an out-of-bounds access, SIGFPE or
+// SIGSEGV. Expected values are from the arithmetic spelled out in each case.
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <typeinfo>
+
+#include "harness.hpp"
+
+// Under AddressSanitizer, an allocation larger than it supports is reported and ends the
+// program unless the allocator may return null; the allocation cases below ask for 2^61 bytes
+// and expect the null (then an ember::Error). Options from the environment still apply.
+#if defined(__SANITIZE_ADDRESS__)
+#define EMBER_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMBER_TEST_ASAN 1
+#endif
+#endif
+#if defined(EMBER_TEST_ASAN)
+extern "C" const char* __asan_default_options() {
+    return "allocator_may_return_null=1";
+}
+#endif
+
+namespace {
+
+using ember::Cpu;
+using ember::Shape;
+using ember::Slice;
+using ember::Tensor;
+using ember::TensorData;
+
+constexpr std::size_t k2_32 = std::size_t{1} << 32;
+
+// The message of the ember::Error `f` throws (fails the case when it throws none, or another
+// type than E).
+template <typename E, typename F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const E& e) {
+        return e.what();
+    } catch (const std::exception& e) {
+        FAIL("expected " << typeid(E).name() << ", got " << typeid(e).name() << ": " << e.what());
+    }
+    FAIL("no error thrown");
+    return {};
+}
+
+bool has(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+// ---- element counts -----------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("attack: zeros({1<<32, 1<<32}) overflows the element count",
+                        "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    // 2^64 elements wrap to 0 in size_t: the probe got a 4-byte buffer, then read past it.
+    const auto msg = error_of<ember::ShapeError>([] {
+        (void)Tensor<B, 2>::zeros(Shape{k2_32, k2_32});
+    });
+    CHECK(has(msg, "full"));  // zeros is full(0)
+    CHECK(has(msg, "[4294967296, 4294967296]"));
+    CHECK_THROWS_AS((Tensor<B, 2>::ones(Shape{k2_32, k2_32})), ember::ShapeError);
+    CHECK_THROWS_AS((Tensor<B, 2>::empty(Shape{k2_32, k2_32})), ember::ShapeError);
+    CHECK_THROWS_AS((Tensor<B, 2>::random(Shape{k2_32, k2_32}, ember::Distribution::Uniform(0, 1))),
+                    ember::ShapeError);
+    CHECK_THROWS_AS((Tensor<B, 2, ember::Int>::full(Shape{k2_32, k2_32}, 1)), ember::ShapeError);
+}
+
+TEMPLATE_LIST_TEST_CASE("attack: zeros({SIZE_MAX}) is refused, not a division fault",
+                        "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    const auto msg =
+        error_of<ember::ShapeError>([] { (void)Tensor<B, 1>::zeros(Shape{SIZE_MAX}); });
+    CHECK(has(msg, std::to_string(SIZE_MAX)));
+    // A shape with a 0 dim holds nothing, but its other dims would still overflow its strides.
+    CHECK_THROWS_AS((Tensor<B, 3>::zeros(Shape{0, k2_32, k2_32})), ember::ShapeError);
+    // The limit itself: 2^60 - 1 elements is a shape; 2^60 is not.
+    CHECK(Shape{ember::kMaxElements}.num_elements() == ember::kMaxElements);
+    CHECK_THROWS_AS(Shape{ember::kMaxElements + 1}.num_elements(), ember::ShapeError);
+    CHECK_THROWS_AS((Shape{std::size_t{1} << 30, std::size_t{1} << 30, 2}.num_elements()),
+                    ember::ShapeError);
+}
+
+TEST_CASE("attack: TensorData with an overflowing shape is refused", "[hostile][overflow]") {
+    // 2^64 elements: 0 bytes would have matched the wrapped count.
+    CHECK_THROWS_AS(TensorData(std::vector<std::byte>{}, Shape{k2_32, k2_32}, ember::DType::F32),
+                    ember::ShapeError);
+    CHECK_THROWS_AS(TensorData(std::vector<float>{}, Shape{0, SIZE_MAX}), ember::ShapeError);
+    CHECK_THROWS_AS(TensorData::zeros(Shape{SIZE_MAX}, ember::DType::F64), ember::ShapeError);
+    CHECK_THROWS_AS(TensorData({1.f, 2.f}, Shape{2}).reshape(Shape{k2_32, k2_32, 2}),
+                    ember::ShapeError);
+    // Within the limit but past any memory: an ember::Error naming the size, not bad_alloc.
+    const std::size_t n = std::size_t{1} << 59;  // 2^62 bytes of f64
+    const auto msg =
+        error_of<ember::Error>([&] { (void)TensorData::zeros(Shape{n}, ember::DType::F64); });
+    CHECK(has(msg, "4611686018427387904"));
+}
+
+TEST_CASE("attack: reshape to an overflowing or wrapped shape is refused", "[hostile][overflow]") {
+    const auto x = Tensor<Cpu, 1>::from_floats({1, 2, 3, 4});
+    // [2^32, 2^32] would wrap to 0 elements and [2^62, 4] to 0 as well; neither is 4.
+    CHECK_THROWS_AS((x.reshape<2>(Shape{k2_32, k2_32})), ember::ShapeError);
+    CHECK_THROWS_AS((x.reshape<2>(std::array<std::size_t, 2>{std::size_t{1} << 62, 4})),
+                    ember::ShapeError);
+    // SIZE_MAX would turn into -1 as a long, which means "infer".
+    CHECK_THROWS_AS((x.reshape<2>(std::array<std::size_t, 2>{SIZE_MAX, 4})), ember::ShapeError);
+    CHECK_THROWS_AS((x.reshape<3>({-1L, 1L << 40, 1L << 40})), ember::ShapeError);
+    CHECK((x.reshape<2>({-1, 2}).dims() == std::array<std::size_t, 2>{2, 2}));
+}
+
+TEST_CASE("attack: expand, cat, repeat and pad that overflow the element count are refused",
+          "[hostile][overflow]") {
+    // A broadcast view of 2^59 elements holds one value: it is a valid tensor.
+    const auto one = Tensor<Cpu, 1>::from_floats({7});
+    const auto big = one.expand<1>(Shape{std::size_t{1} << 59});
+    CHECK(big.dims()[0] == (std::size_t{1} << 59));
+    CHECK_THROWS_AS((one.expand<2>(Shape{k2_32, k2_32})), ember::ShapeError);
+    // 3 * 2^59 > 2^60 - 1.
+    const auto msg = error_of<ember::ShapeError>([&] {
+        (void)Tensor<Cpu, 1>::cat({big, big, big}, 0);
+    });
+    CHECK(has(msg, "cat"));
+    CHECK_THROWS_AS((Tensor<Cpu, 1>::stack<2>({big, big, big}, 1)), ember::ShapeError);
+    // 2^59 * 4 and 2^59 * 2^59.
+    CHECK_THROWS_AS(big.repeat_dim(0, 4), ember::ShapeError);
+    CHECK_THROWS_AS(big.repeat({std::size_t{1} << 59}), ember::ShapeError);
+    CHECK_THROWS_AS(one.repeat_dim(0, SIZE_MAX), ember::ShapeError);
+    const auto m = Tensor<Cpu, 2>::zeros(Shape{2, 2});
+    CHECK_THROWS_AS(m.pad({SIZE_MAX, 2, 0, 0}, ember::Scalar(0)), ember::ShapeError);
+    CHECK_THROWS_AS(m.pad({std::size_t{1} << 40, 0, std::size_t{1} << 40, 0}, ember::Scalar(0)),
+                    ember::ShapeError);
+}
+
+// ---- ranges -------------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("attack: arange(INT64_MIN, INT64_MAX) is refused, not SIGFPE",
+                        "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    using I = Tensor<B, 1, ember::Int>;
+    // 2^64 - 1 elements: end - start overflowed a signed 64-bit integer.
+    const auto msg = error_of<ember::ShapeError>([] { (void)I::arange(INT64_MIN, INT64_MAX); });
+    CHECK(has(msg, "arange"));
+    CHECK(has(msg, std::to_string(INT64_MIN)));
+    CHECK_THROWS_AS(I::arange_step(INT64_MAX, INT64_MIN, -1), ember::ShapeError);
+    CHECK_THROWS_AS(I::arange_step(0, 10, 0), ember::ArgumentError);
+    CHECK_THROWS_AS(I::arange_step(INT64_MIN, INT64_MAX, 0), ember::ArgumentError);
+    CHECK_THROWS_AS(I::arange_step(10, 0, 1), ember::ArgumentError);
+    // The whole int64 range in 4 steps of 2^62 is a small tensor: -2^63, -2^62, 0, 2^62.
+    const auto v = I::arange_step(INT64_MIN, INT64_MAX, std::int64_t{1} << 62)
+                       .into_data()
+                       .template to_vec<std::int64_t>();
+    CHECK(v ==
+          std::vector<std::int64_t>{INT64_MIN, -(std::int64_t{1} << 62), 0, std::int64_t{1} << 62});
+    const auto w =
+        I::arange_step(INT64_MAX, INT64_MIN, INT64_MIN).into_data().template to_vec<std::int64_t>();
+    CHECK(w == std::vector<std::int64_t>{INT64_MAX, -1});
+}
+
+TEMPLATE_LIST_TEST_CASE("attack: narrow(1, SIZE_MAX, 2) wraps start + length and is refused",
+                        "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    const auto x = Tensor<B, 2>::zeros(Shape{2, 3});
+    // SIZE_MAX + 2 wraps to 1 <= 3: the probe got a tensor instead of an error.
+    const auto msg = error_of<ember::IndexError>([&] { (void)x.narrow(1, SIZE_MAX, 2); });
+    CHECK(has(msg, "narrow"));
+    CHECK(has(msg, std::to_string(SIZE_MAX)));
+    CHECK_THROWS_AS(x.narrow(1, 2, SIZE_MAX), ember::IndexError);
+    CHECK_THROWS_AS(x.narrow(0, 3, 0), ember::IndexError);
+    CHECK(x.narrow(1, 3, 0).dims()[1] == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("attack: slices with extreme bounds and steps do not wrap",
+                        "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    const auto x = Tensor<B, 1>::from_floats({1, 2, 3, 4, 5});
+    // A step of LONG_MAX made (end - start + step - 1) overflow: one element, x[1].
+    const auto s = x.slice({Slice{1, 5, LONG_MAX}}).into_data().template to_vec<float>();
+    CHECK(s == std::vector<float>{2});
+    CHECK_THROWS_AS(x.slice({Slice{LONG_MIN, 3}}), ember::IndexError);
+    CHECK_THROWS_AS(x.slice({Slice{0, LONG_MIN}}), ember::IndexError);
+    CHECK_THROWS_AS(x.slice({Slice{0, 3, LONG_MIN}}), ember::ArgumentError);
+}
+
+// ---- allocations --------------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE(
+    "attack: an allocation no device can satisfy is an ember::Error naming the size",
+    "[hostile][memory]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    // 2^59 f32 elements are a valid shape, but 2^61 bytes exceed any machine's address space:
+    // the CPU's aligned_alloc returns null, Vulkan's buffer range and CUDA's cudaMalloc refuse.
+    const auto msg = error_of<ember::Error>(
+        [] { (void)Tensor<B, 1>::zeros(Shape{std::size_t{1} << 59}).into_data(); });
+    CHECK(has(msg, "2305843009213693952"));  // 2^61 bytes
+}
+
+// ---- moved-from tensors -------------------------------------------------------------------
+
+TEMPLATE_LIST_TEST_CASE("attack: a tensor used after std::move throws naming the op",
+                        "[hostile][moved]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    auto x = Tensor<B, 2>::ones(Shape{2, 2});
+    const auto y = std::move(x);  // NOLINT: the use after move is the point
+    CHECK_FALSE(x.is_valid());    // NOLINT
+    CHECK(y.is_valid());
+    // Each op names itself; the probe got SIGSEGV from each.
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.add(y); }), "add"));         // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)y.add(x); }), "add"));         // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.matmul(y); }), "matmul"));   // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.sum(); }), "sum"));          // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.exp(); }), "exp"));          // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.to_data(); }), "to_data"));  // NOLINT
+    CHECK(
+        has(error_of<ember::ArgumentError>([&] { (void)x.narrow(0, 0, 1); }), "narrow"));  // NOLINT
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)x.template reshape<1>({4}); }),   // NOLINT
+              "reshape"));
+    CHECK(has(error_of<ember::ArgumentError>([&] {
+                  (void)Tensor<B, 2>::cat({y, x}, 0);
+              }),  // NOLINT
+              "cat"));
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)(x + y); }), "moved from"));  // NOLINT
+    CHECK_THROWS_AS(ember::activation::relu(x), ember::ArgumentError);                 // NOLINT
+    // A tensor consumed by an op taking it by rvalue is moved-from too.
+    auto z = Tensor<B, 2>::ones(Shape{2, 2});
+    const auto w = std::move(z).add(y);
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)z.neg(); }), "neg"));  // NOLINT
+    // Assigning a tensor makes it usable again; a copy of a moved-from tensor is moved-from.
+    x = w;
+    CHECK(x.is_valid());
+    CHECK(x.sum().into_scalar() == Approx(8.0));
+    const auto copy = z;  // NOLINT
+    CHECK_FALSE(copy.is_valid());
+}
