@@ -5,6 +5,7 @@
 // it smuggles is nowhere in it, never ran, and that the model still computes what it says.
 #include <ember/backend/cpu.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -59,15 +60,18 @@ TEST_CASE(
     opt.name_space = "hostile_api";
     const auto result = onnx::import_model(model, opt, evil_source);
     const std::string& h = result.header;
-    CHECK(code_lines_with(h, "system").empty());
+    CHECK(code_lines_with(h, "std::system(").empty());
     CHECK(code_lines_with(h, "setenv").empty());
     CHECK(code_lines_with(h, "#error").empty());
-    CHECK(code_lines_with(h, "injected").empty());
+    CHECK(code_lines_with(h, "ember_onnx_injected").empty());
     CHECK(h.find("*/") == std::string::npos);
-    CHECK(h.find("??/") == std::string::npos);
+    CHECK(h.find("?\?/") == std::string::npos);
     CHECK(h.find('\r') == std::string::npos);
     CHECK(h.find('\\') == std::string::npos);
-    for (unsigned char c : h) CHECK((c == '\n' || (c >= 0x20 && c < 0x7f)));
+    CHECK(std::all_of(h.begin(), h.end(), [](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        return c == '\n' || (c >= 0x20 && c < 0x7f);
+    }));
     // The escaped text is still there to read.
     CHECK(h.find("pwned%0Astatic const int ember_onnx_injected") != std::string::npos);
 }
@@ -130,7 +134,7 @@ TEST_CASE("attack: comment_text leaves nothing that ends, splices or escapes a c
           "[onnx][hostile]") {
     CHECK(onnx::comment_text("a*/b") == "a%2A/b");
     CHECK(onnx::comment_text("x\\") == "x%5C");
-    CHECK(onnx::comment_text("??/") == "%3F%3F/");
+    CHECK(onnx::comment_text("?\?/") == "%3F%3F/");
     CHECK(onnx::comment_text("l1\nl2\r") == "l1%0Al2%0D");
     CHECK(onnx::comment_text("\u00e9") == "%C3%A9");
     CHECK(onnx::comment_text("100%") == "100%25");

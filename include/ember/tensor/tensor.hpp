@@ -129,12 +129,14 @@ public:
     static Tensor zeros(const Shape& shape, const Device<B>& device = {})
         requires NumericKind<K>
     {
+        check_rank(shape, "zeros");
         return full(shape, Scalar(0), device);
     }
     /// Ones.
     static Tensor ones(const Shape& shape, const Device<B>& device = {})
         requires NumericKind<K>
     {
+        check_rank(shape, "ones");
         return full(shape, Scalar(1), device);
     }
     /// Random values drawn from `dist` (B::seed makes draws reproducible).
