@@ -57,7 +57,7 @@ std::string bare_function_name(std::string_view f) {
 }  // namespace
 
 void moved_from_tensor(const char* accessor, const char* function) {
-    const std::string caller = bare_function_name(function ? function : "?");
+    const std::string caller = function ? bare_function_name(function) : "a tensor op";
     EMBER_FAIL(Argument, accessor ? accessor : caller.c_str(),
                accessor ? " (called from " + caller + ")" : std::string(),
                ": the tensor was moved from (std::move handed its handle over); assign it a "

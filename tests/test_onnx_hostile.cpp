@@ -50,7 +50,7 @@ TEST_CASE(
     "[onnx][hostile]") {
     // Had the producer string escaped its comment, the static initialiser would have run when
     // this program started (it is linked into ember_tests) and set this variable.
-    CHECK(std::getenv("EMBER_ONNX_INJECTED") == nullptr);
+    CHECK(std::getenv("HOSTILE_ONNX_INJECTED") == nullptr);
 
     const auto model = onnx::load_model(kHostile);
     REQUIRE(model.producer_name.find('\n') != std::string::npos);  // the fixture is hostile

@@ -47,11 +47,25 @@ struct ReshapeArgs {
         EMBER_CHECK(s.rank() == D2, Shape, "reshape: shape ", s.to_string(), " is not of rank ", D2);
         for (std::size_t i = 0; i < D2; ++i) dims[i] = static_cast<long>(checked_dim(s[i]));
     }
+    /// `d`, which must be at most kMaxElements (ShapeError otherwise).
     static std::size_t checked_dim(std::size_t d) {
         return checked_mul(d, 1, "reshape", "target dim");
     }
 };
 Shape resolve_reshape(const Shape& from, std::span<const long> dims);
+#if EMBER_FREESTANDING
+/// Firmware keeps no call sites: their function names would cost flash in every op.
+struct NoCallSite {
+    /// The (empty) call site.
+    static constexpr NoCallSite current() { return {}; }
+    /// No name: errors say "a tensor op".
+    constexpr const char* function_name() const { return nullptr; }
+};
+using CallSite = NoCallSite;
+#else
+/// Where an op was called from (errors on moved-from tensors name it).
+using CallSite = std::source_location;
+#endif
 /// Throws ArgumentError: a moved-from tensor was used by `accessor` (null for an op itself) in
 /// `function` (a source_location's spelling).
 [[noreturn]] void moved_from_tensor(const char* accessor, const char* function);
@@ -64,7 +78,7 @@ template <Backend B, std::size_t D, TensorKind K>
 class Tensor {
     static_assert(D >= 1 && D <= kMaxRank, "ember::Tensor: rank must be between 1 and kMaxRank");
     // Where an op was called from (errors on moved-from tensors name it).
-    using Here = std::source_location;
+    using Here = detail::CallSite;
 
 public:
     /// The kind's op table.
