@@ -14,7 +14,7 @@
 #include <string>
 
 #include <ember/backend/cuda.hpp>
-#include <ember/backend/cuda_graph.hpp>
+#include <ember/stacks/cuda_graph.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>

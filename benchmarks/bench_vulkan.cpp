@@ -24,8 +24,8 @@
 #include <vector>
 
 #include <ember/backend/vulkan.hpp>
-#include <ember/backend/vulkan_autodiff.hpp>
-#include <ember/backend/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_autodiff.hpp>
+#include <ember/stacks/vulkan_fusion.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>

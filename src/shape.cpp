@@ -106,10 +106,11 @@ std::pair<std::size_t, std::size_t> Slice::resolve(std::size_t size, const char*
     EMBER_CHECK(step > 0, Argument, op, ": slice step must be positive, got ", step);
     EMBER_CHECK(size <= kMaxElements, Shape, op, ": dim of size ", size, " exceeds ", kMaxElements);
     const long n = static_cast<long>(size);
-    long s = start < 0 ? start + n : start;
-    long e = end == std::numeric_limits<long>::max() ? n : (end < 0 ? end + n : end);
-    EMBER_CHECK(s >= 0 && s <= n && e >= 0 && e <= n, Index, op, ": range ", to_string(),
-                " is out of bounds for a dim of size ", size);
+    // PyTorch's and Burn's rules: negative bounds count from the end, and bounds beyond either
+    // end are clamped to it (an empty range where start passes end).
+    const auto clamp = [n](long b) { return std::clamp(b < 0 ? b + n : b, 0L, n); };
+    const long s = clamp(start);
+    long e = end == std::numeric_limits<long>::max() ? n : clamp(end);
     if (e < s) e = s;
     // ceil((e - s) / step) without forming e - s + step - 1, which overflows for a huge step.
     const long len = e == s ? 0 : (e - s - 1) / step + 1;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <ember/ember.hpp>
-#include <ember/fusion/program.hpp>
+#include <ember/tensor/fusion_program.hpp>
 
 namespace ember::test {
 

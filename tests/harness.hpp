@@ -5,8 +5,8 @@
 #include <ember/ember.hpp>
 #include <string>
 #ifdef EMBER_VULKAN
-#include <ember/backend/vulkan_autodiff.hpp>
-#include <ember/backend/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_autodiff.hpp>
+#include <ember/stacks/vulkan_fusion.hpp>
 #endif
 #include <tuple>
 

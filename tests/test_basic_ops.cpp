@@ -377,12 +377,20 @@ TEMPLATE_LIST_TEST_CASE("slice", "[basic][slice]", ember::test::TestBackends) {
     }
     SECTION("negative start") { EXPECT_CLOSE(f.output(4), x.slice({Slice{-2}})); }
     SECTION("negative ends") { EXPECT_CLOSE(f.output(5), x.slice({{0, -1}, {-3, -1}})); }
-    // Unlike Python, ranges beyond the dim are errors (DESIGN.md "Bad input"), as in Burn.
-    SECTION("ends past the size are errors") {
-        CHECK_THROWS_AS(x.slice({{1, 100}, {3, 100}}), ember::IndexError);
+    // As in PyTorch and Burn, bounds past either end are clamped to it (DESIGN.md "Bad input"):
+    // each clamped range is the in-range one it means.
+    SECTION("ends past the size are clamped") {
+        const auto y = x.slice({{1, 100}, {3, 100}});
+        CHECK(y.dims() == std::array<std::size_t, 2>{3, 2});  // x is [4, 5]
+        EXPECT_CLOSE(x.slice({Slice{1, kEnd}, Slice{3, kEnd}}).into_data(), y);
     }
-    SECTION("starts before the beginning are errors") {
-        CHECK_THROWS_AS(x.slice({{-100, 2}}), ember::IndexError);
+    SECTION("starts before the beginning are clamped") {
+        EXPECT_CLOSE(x.slice({{0, 2}}).into_data(), x.slice({{-100, 2}}));
+        EXPECT_CLOSE(x.slice({Slice{0, kEnd, 2}}).into_data(), x.slice({Slice{-100, 100, 2}}));
+    }
+    SECTION("a range wholly past the end is empty") {
+        CHECK(x.slice({{100, 200}}).dims()[0] == 0);
+        CHECK(x.slice({{-100, -90}}).dims()[0] == 0);
     }
     SECTION("a transposed input with a step") {
         EXPECT_CLOSE(f.output(7), x.transpose().slice({Slice{1, 3}, Slice{0, kEnd, 2}}));

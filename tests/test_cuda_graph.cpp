@@ -1,10 +1,10 @@
-// Whole steps captured as CUDA graphs (ember/backend/cuda_graph.hpp): replays equal the same
+// Whole steps captured as CUDA graphs (ember/stacks/cuda_graph.hpp): replays equal the same
 // steps run eagerly from the same seed, bit for bit (the kernels are the same ones); dropout
 // masks move on at each replay; a host synchronisation inside a capture is an error naming the
 // op; StepGraph captures again when the inputs' shape changes. Without a GPU, capture refuses
 // with DeviceError and the other cases are skipped. Compiled only with the CUDA backend.
 #if defined(EMBER_CUDA)
-#include <ember/backend/cuda_graph.hpp>
+#include <ember/stacks/cuda_graph.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/stacks.hpp>

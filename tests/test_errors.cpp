@@ -194,11 +194,15 @@ TEMPLATE_LIST_TEST_CASE("errors: IndexError", "[errors]", ember::test::TestBacke
     using F1 = ember::Tensor<B, 1>;
     auto t = T2::zeros({2, 3});
 
-    SECTION("slice beyond the dim") {
-        REQUIRE_THROWS_AS(t.slice({ember::Slice{0, 5}}), ember::IndexError);
-        REQUIRE_THROWS_WITH(t.slice({ember::Slice{0, 5}}), Contains("slice") && Contains("0..5") &&
-                                                               Contains("size 2"));
-        REQUIRE_THROWS_AS(t.slice({ember::Slice{0, 2}, ember::Slice{-4, 2}}), ember::IndexError);
+    SECTION("slice beyond the dim is clamped, more ranges than dims are an error") {
+        // PyTorch's rule (DESIGN.md "Bad input"): t[0:5] of a 2-long dim is the whole dim.
+        CHECK(t.slice({ember::Slice{0, 5}}).dims() == std::array<std::size_t, 2>{2, 3});
+        CHECK(t.slice({ember::Slice{0, 2}, ember::Slice{-4, 2}}).dims() ==
+              std::array<std::size_t, 2>{2, 2});
+        const std::vector<ember::Slice> three(3, ember::Slice{0, 1});
+        REQUIRE_THROWS_AS(t.slice(std::span<const ember::Slice>(three)), ember::DimError);
+        REQUIRE_THROWS_WITH(t.slice(std::span<const ember::Slice>(three)),
+                            Contains("slice") && Contains("3 ranges"));
     }
     SECTION("narrow beyond the dim") {
         REQUIRE_THROWS_AS(t.narrow(1, 2, 2), ember::IndexError);

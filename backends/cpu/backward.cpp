@@ -28,15 +28,6 @@ bool is_half(DType dt) {
     return dt == DType::F16 || dt == DType::BF16;
 }
 
-/// Checks that `grad` is a float tensor of x's dtype.
-void check_grad_dtype(const std::string& op, const CpuTensor& x, const CpuTensor& grad) {
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    EMBER_CHECK(grad.dtype == x.dtype, DType, op, ": output gradient dtype ",
-                dtype_name(grad.dtype), " ", grad.shape, " differs from input dtype ",
-                dtype_name(x.dtype), " ", x.shape);
-}
-
 /// Runs f(n0, n1, parallel_gemm, acc) over the batch, where each call adds the contributions
 /// of samples [n0, n1) into `acc` (acc_size elements, zeroed before), and leaves their sum in
 /// `out`. Small per-sample products (or a batch large enough to feed every thread) are split
@@ -152,13 +143,6 @@ void avg_backward_impl(const CpuTensor& grad, const Dims3& g, const std::array<A
                          avg_plane_backward(G + q * g.out_size(), DX + q * g.in_size(), g, ax);
                      }
                  });
-}
-
-/// Checks that grad is [N, C, out...] for an input [N, C, in...].
-void check_grad_shape(const std::string& op, const CpuTensor& x, const CpuTensor& grad,
-                      const Shape& expected) {
-    EMBER_CHECK(grad.shape == expected, Shape, op, ": output gradient must be ", expected,
-                " for input ", x.shape, ", got ", grad.shape);
 }
 
 // ---- interpolation ---------------------------------------------------------------------------
@@ -464,52 +448,9 @@ void deform_backward_impl(const CpuTensor& x, const CpuTensor& off, const CpuTen
 
 CpuTensor conv_weight_backward(CpuTensor x, CpuTensor grad, const Shape& weight_shape,
                                const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
-                "conv_weight_backward: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
-                x.shape, ")");
-    const std::string op = "conv" + std::to_string(p.n) + "d_weight_backward";
-    const std::size_t n = p.n;
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(weight_shape.rank() == n + 2, Shape, op, ": weight shape must have rank ", n + 2,
-                ", got ", weight_shape);
-    EMBER_CHECK(grad.shape.rank() == n + 2, Shape, op, ": output gradient must have rank ", n + 2,
-                ", got ", grad.shape, " (input ", x.shape, ", weight ", weight_shape, ")");
-    check_grad_dtype(op, x, grad);
-    for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 in every dim (input ", x.shape, ", weight ",
-                    weight_shape, ")");
-        EMBER_CHECK(weight_shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ",
-                    weight_shape);
-    }
-    EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x.shape, ", weight ",
-                weight_shape, ")");
-    const std::size_t cin = x.shape[1], cout = weight_shape[0];
-    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
-                "); input ", x.shape, ", weight ", weight_shape);
-    EMBER_CHECK(weight_shape[1] * p.groups == cin, Shape, op, ": weight ", weight_shape,
-                " expects ", weight_shape[1] * p.groups, " input channels, input ", x.shape,
-                " has ", cin, " (groups ", p.groups, ")");
-    Geo g;
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < n; ++d) {
-        const std::size_t s = 3 - n + d;
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.k[s] = static_cast<i64>(weight_shape[2 + d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", weight_shape, " (dilation ", p.dilation[d],
-                    ") is larger than the padded input ", x.shape, " (padding ", p.padding[d],
-                    ") in spatial dim ", d);
-        g.out[s] = span / g.stride[s] + 1;
-        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
-    }
-    EMBER_CHECK(grad.shape == out_shape, Shape, op, ": output gradient must be ", out_shape,
-                " for input ", x.shape, " and weight ", weight_shape, ", got ", grad.shape);
+    const check::Conv c = check::conv_weight_backward(x, grad, weight_shape, p);
+    const Geo g{c.g};
+    const Shape& out_shape = c.out;
     const DType dt = x.dtype;
     if (is_half(dt))
         return cast(conv_weight_backward(cast(std::move(x), DType::F32),
@@ -529,8 +470,7 @@ CpuTensor avg_pool_backward(CpuTensor x, CpuTensor grad, const PoolParams& p) {
     Shape out_shape;
     const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape, "_backward");
     const std::string op = "avg_pool" + std::to_string(p.n) + "d_backward";
-    check_grad_dtype(op, x, grad);
-    check_grad_shape(op, x, grad, out_shape);
+    check::grad(op, x, grad, out_shape);
     const DType dt = x.dtype;
     if (is_half(dt))
         return cast(
@@ -551,22 +491,10 @@ CpuTensor avg_pool_backward(CpuTensor x, CpuTensor grad, const PoolParams& p) {
 }
 
 CpuTensor adaptive_avg_pool_backward(CpuTensor x, CpuTensor grad, std::size_t n) {
-    EMBER_CHECK(n >= 1 && n <= 3, Argument,
-                "adaptive_avg_pool_backward: 1, 2 or 3 spatial dims are supported, got ", n,
-                " (input ", x.shape, ")");
-    const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d_backward";
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(
-        grad.shape.rank() == n + 2 && grad.shape[0] == x.shape[0] && grad.shape[1] == x.shape[1],
-        Shape, op, ": output gradient must be [", x.shape[0], ", ", x.shape[1],
-        ", spatial...] of rank ", n + 2, " for input ", x.shape, ", got ", grad.shape);
-    check_grad_dtype(op, x, grad);
+    check::adaptive_avg_pool_backward(x, grad, n);
     Dims3 g;
     for (std::size_t d = 0; d < n; ++d) {
         const std::size_t s = 3 - n + d;
-        EMBER_CHECK(x.shape[2 + d] >= 1 || grad.shape[2 + d] == 0, Shape, op,
-                    ": input spatial dims must be non-empty, got ", x.shape);
         g.in[s] = static_cast<i64>(x.shape[2 + d]);
         g.out[s] = static_cast<i64>(grad.shape[2 + d]);
     }
@@ -599,27 +527,12 @@ CpuTensor adaptive_avg_pool_backward(CpuTensor x, CpuTensor grad, std::size_t n)
 CpuTensor interpolate_backward(CpuTensor x, CpuTensor grad,
                                std::span<const std::size_t> output_size,
                                const InterpolateOptions& o) {
+    check::interpolate_backward(x, grad, output_size);
     const std::size_t n = output_size.size();
-    const Shape os(output_size);
-    EMBER_CHECK(n == 1 || n == 2, Argument,
-                "interpolate_backward: output size must have 1 ([N, C, L] input) or 2 "
-                "([N, C, H, W]) dims, got ",
-                os, " for input ", x.shape);
-    const char* op = "interpolate_backward";
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " for output size ", os, ", got ", x.shape);
-    check_grad_dtype(op, x, grad);
     const i64 ih = n == 2 ? static_cast<i64>(x.shape[2]) : 1;
     const i64 iw = static_cast<i64>(x.shape[n + 1]);
     const i64 oh = n == 2 ? static_cast<i64>(output_size[0]) : 1;
     const i64 ow = static_cast<i64>(output_size[n - 1]);
-    EMBER_CHECK(oh >= 1 && ow >= 1, Argument, op, ": output size must be positive, got ", os,
-                " for input ", x.shape);
-    EMBER_CHECK(ih >= 1 && iw >= 1, Shape, op, ": input spatial dims must be non-empty, got ",
-                x.shape);
-    Shape out_shape{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < n; ++d) out_shape.push_back(output_size[d]);
-    check_grad_shape(op, x, grad, out_shape);
     const DType dt = x.dtype;
     if (is_half(dt))
         return cast(interpolate_backward(cast(std::move(x), DType::F32),
@@ -653,10 +566,10 @@ DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuT
                                              std::optional<CpuTensor> bias, CpuTensor grad,
                                              const DeformConvOptions& o) {
     const char* op = "deform_conv2d_backward";
-    const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
-    const Shape& out_shape = geo.out_shape;
-    check_grad_dtype(op, x, grad);
-    check_grad_shape(op, x, grad, out_shape);
+    const check::Deform geo =
+        check::deform_conv2d(op, x, offset, w, check::operand(mask), check::operand(bias), o);
+    const Shape& out_shape = geo.out;
+    check::grad(op, x, grad, out_shape);
     const DType dt = x.dtype;
     if (is_half(dt)) {
         auto r = deform_conv2d_backward(

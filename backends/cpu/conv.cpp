@@ -16,10 +16,6 @@
 namespace ember::detail::cpu {
 namespace {
 
-std::string op_name(const char* base, std::size_t n) {
-    return std::string(base) + std::to_string(n) + "d";
-}
-
 /// out[c, o] += col[(c, kd, kh, kw), i] where o = i*stride - pad + k*dil (the transpose of
 /// im2col), for `channels` output planes. Here `g.in` is the transposed conv's input size and
 /// `g.out` its output size.
@@ -81,36 +77,6 @@ void over_batch(std::size_t batch, double per_sample_madds, bool kernel_threads,
     } else {
         f(0, batch, true);
     }
-}
-
-// ---- validation ---------------------------------------------------------------------------
-
-void check_common(const std::string& op, const CpuTensor& x, const CpuTensor& w,
-                  const std::optional<CpuTensor>& bias, std::size_t n) {
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
-                w.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    EMBER_CHECK(w.dtype == x.dtype, DType, op, ": weight dtype ", dtype_name(w.dtype),
-                " differs from input dtype ", dtype_name(x.dtype));
-    if (bias) {
-        EMBER_CHECK(bias->dtype == x.dtype, DType, op, ": bias dtype ", dtype_name(bias->dtype),
-                    " differs from input dtype ", dtype_name(x.dtype));
-    }
-}
-
-void check_options(const std::string& op, const ConvParams& p, const Shape& x, const Shape& w) {
-    for (std::size_t d = 0; d < p.n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1, Argument, op, ": stride must be >= 1 in every dim (input ", x,
-                    ", weight ", w, ")");
-        EMBER_CHECK(p.dilation[d] >= 1, Argument, op,
-                    ": dilation must be >= 1 in every dim (input ", x, ", weight ", w, ")");
-        EMBER_CHECK(w[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w);
-    }
-    EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x, ", weight ", w,
-                ")");
 }
 
 // ---- convolution ----------------------------------------------------------------------------
@@ -323,38 +289,9 @@ void deform_impl(const CpuTensor& x, const CpuTensor& off, const CpuTensor& w,
 }  // namespace
 
 CpuTensor conv(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias, const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, "conv: 1, 2 or 3 spatial dims are supported, got ",
-                p.n, " (input ", x.shape, ")");
-    const std::string op = op_name("conv", p.n);
-    check_common(op, x, w, bias, p.n);
-    check_options(op, p, x.shape, w.shape);
-    const std::size_t cin = x.shape[1], cout = w.shape[0];
-    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
-                "); input ", x.shape, ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / p.groups, Shape, op, ": weight ", w.shape, " expects ",
-                w.shape[1] * p.groups, " input channels, input ", x.shape, " has ", cin,
-                " (groups ", p.groups, ")");
-    if (bias) {
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape);
-    }
-    Geo g;
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < p.n; ++d) {
-        const std::size_t s = 3 - p.n + d;
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.k[s] = static_cast<i64>(w.shape[2 + d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " (dilation ", p.dilation[d],
-                    ") is larger than the padded input ", x.shape, " (padding ", p.padding[d],
-                    ") in spatial dim ", d);
-        g.out[s] = span / g.stride[s] + 1;
-        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
-    }
+    const check::Conv c = check::conv(x, w, check::operand(bias), p);
+    const Geo g{c.g};
+    const Shape& out_shape = c.out;
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(conv(cast(std::move(x), DType::F32), cast(std::move(w), DType::F32),
@@ -373,45 +310,9 @@ CpuTensor conv(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias, const Co
 
 CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias,
                          const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
-                "conv_transpose: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
-                x.shape, ")");
-    const std::string op = op_name("conv_transpose", p.n);
-    check_common(op, x, w, bias, p.n);
-    check_options(op, p, x.shape, w.shape);
-    const std::size_t cin = x.shape[1];
-    EMBER_CHECK(w.shape[0] == cin, Shape, op, ": weight ", w.shape, " must have ", cin,
-                " rows (the input channels of ", x.shape, ")");
-    EMBER_CHECK(cin % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by groups (", p.groups, "); input ", x.shape, ", weight ",
-                w.shape);
-    const std::size_t cout = w.shape[1] * p.groups;
-    if (bias) {
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape, " and groups ",
-                    p.groups);
-    }
-    Geo g;
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < p.n; ++d) {
-        const std::size_t s = 3 - p.n + d;
-        EMBER_CHECK(p.padding_out[d] < p.stride[d] || p.padding_out[d] < p.dilation[d], Argument,
-                    op, ": output padding (", p.padding_out[d],
-                    ") must be smaller than either stride (", p.stride[d], ") or dilation (",
-                    p.dilation[d], "); input ", x.shape);
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.k[s] = static_cast<i64>(w.shape[2 + d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 o = (g.in[s] - 1) * g.stride[s] - 2 * g.pad[s] + g.dil[s] * (g.k[s] - 1) +
-                      static_cast<i64>(p.padding_out[d]) + 1;
-        EMBER_CHECK(o >= 1, Shape, op, ": output size ", o, " in spatial dim ", d,
-                    " is not positive (input ", x.shape, ", weight ", w.shape, ", padding ",
-                    p.padding[d], ")");
-        g.out[s] = o;
-        out_shape.push_back(static_cast<std::size_t>(o));
-    }
+    const check::Conv c = check::conv_transpose(x, w, check::operand(bias), p);
+    const Geo g{c.g};
+    const Shape& out_shape = c.out;
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(conv_transpose(cast(std::move(x), DType::F32), cast(std::move(w), DType::F32),
@@ -428,61 +329,11 @@ CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias
     return out;
 }
 
-DeformGeometry check_deform_conv2d(const char* op, const CpuTensor& x, const CpuTensor& offset,
-                                   const CpuTensor& w, const std::optional<CpuTensor>& mask,
-                                   const std::optional<CpuTensor>& bias,
-                                   const DeformConvOptions& o) {
-    check_common(op, x, w, bias, 2);
-    EMBER_CHECK(offset.dtype == x.dtype && (!mask || mask->dtype == x.dtype), DType, op,
-                ": offset and mask must have the input's dtype ", dtype_name(x.dtype));
-    for (std::size_t d = 0; d < 2; ++d) {
-        EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
-                    ")");
-        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
-    }
-    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
-                ": weight_groups and offset_groups must be >= 1");
-    const std::size_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
-    const std::size_t kh = w.shape[2], kw = w.shape[3];
-    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0, Shape, op,
-                ": in channels (", cin, ") and out channels (", cout,
-                ") must be divisible by weight_groups (", o.weight_groups, "); input ", x.shape,
-                ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / o.weight_groups, Shape, op, ": weight ", w.shape,
-                " does not match input ", x.shape, " with weight_groups ", o.weight_groups);
-    EMBER_CHECK(cin % o.offset_groups == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
-    i64 out_hw[2];
-    for (std::size_t d = 0; d < 2; ++d) {
-        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
-                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
-                         1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
-                    x.shape);
-        out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
-    }
-    const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                          std::size_t(out_hw[1])};
-    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
-                offset.shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    if (mask) {
-        const Shape mask_shape{n, o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                               std::size_t(out_hw[1])};
-        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
-                    mask->shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    }
-    if (bias) {
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape);
-    }
-    return {Shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])}, out_hw[0], out_hw[1]};
-}
-
 CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optional<CpuTensor> mask,
                         std::optional<CpuTensor> bias, const DeformConvOptions& o) {
     const char* op = "deform_conv2d";
-    const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
+    const check::Deform geo =
+        check::deform_conv2d(op, x, offset, w, check::operand(mask), check::operand(bias), o);
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(
@@ -490,7 +341,7 @@ CpuTensor deform_conv2d(CpuTensor x, CpuTensor offset, CpuTensor w, std::optiona
                           cast(std::move(w), DType::F32), cast_opt(std::move(mask), DType::F32),
                           cast_opt(std::move(bias), DType::F32), o),
             dt);
-    const Shape& out_shape = geo.out_shape;
+    const Shape& out_shape = geo.out;
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));

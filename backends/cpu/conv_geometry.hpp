@@ -14,13 +14,8 @@ namespace ember::detail::cpu {
 
 using i64 = std::int64_t;
 
-/// Spatial geometry in 3-d form (a 2-d problem has in[0] = k[0] = out[0] = 1).
-struct Geo {
-    std::array<i64, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0},
-        dil{1, 1, 1};
-    i64 in_size() const { return in[0] * in[1] * in[2]; }
-    i64 k_size() const { return k[0] * k[1] * k[2]; }
-    i64 out_size() const { return out[0] * out[1] * out[2]; }
+/// Spatial geometry in 3-d form (check::ConvGeo, from the shared conv checks).
+struct Geo : check::ConvGeo {
     /// A kernel that reads exactly the input: im2col would be a copy.
     bool pointwise() const {
         for (int d = 0; d < 3; ++d)
@@ -104,16 +99,5 @@ inline std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {
     if (!t) return t;
     return cast(std::move(*t), dt);
 }
-
-/// The output of a deformable convolution.
-struct DeformGeometry {
-    Shape out_shape;  ///< [N, C_out, H_out, W_out]
-    i64 oh = 0, ow = 0;
-};
-/// Checks deform_conv2d's operands (errors name `op`) and returns its output geometry.
-DeformGeometry check_deform_conv2d(const char* op, const CpuTensor& x, const CpuTensor& offset,
-                                   const CpuTensor& w, const std::optional<CpuTensor>& mask,
-                                   const std::optional<CpuTensor>& bias,
-                                   const DeformConvOptions& o);
 
 }  // namespace ember::detail::cpu

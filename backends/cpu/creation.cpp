@@ -97,12 +97,7 @@ void seed(std::uint64_t s) {
 }
 
 CpuTensor random(const Shape& shape, const Distribution& dist, DType dtype) {
-    EMBER_CHECK(dist.kind != Distribution::Kind::Uniform || dist.a <= dist.b, Argument,
-                "random: uniform range [", dist.a, ", ", dist.b, ") is empty");
-    EMBER_CHECK(dist.kind != Distribution::Kind::Normal || dist.b >= 0, Argument,
-                "random: normal std must be >= 0, got ", dist.b);
-    EMBER_CHECK(dist.kind != Distribution::Kind::Bernoulli || (dist.a >= 0 && dist.a <= 1),
-                Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
+    check::random(dist);
     CpuTensor t = empty(shape, dtype);
     const std::size_t n = shape.num_elements();
     LockGuard lock(g_rng_mu);

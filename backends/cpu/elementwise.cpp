@@ -351,10 +351,7 @@ CpuTensor compare_scalar(CompareOp op, CpuTensor a, Scalar s) {
 }
 
 CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b) {
-    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_where: mask must be bool, got ",
-                dtype_name(mask.dtype));
-    const Shape shape = broadcast_shapes(broadcast_shapes(mask.shape, a.shape, "mask_where"),
-                                         b.shape, "mask_where");
+    const Shape shape = check::mask_where(b, mask, a);  // mask_where(t = b, mask, value = a)
     const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
     a = to_compute(std::move(a), cd);
     b = to_compute(std::move(b), cd);
@@ -380,11 +377,8 @@ CpuTensor where(CpuTensor mask, CpuTensor a, CpuTensor b) {
 }
 
 CpuTensor mask_fill(CpuTensor t, CpuTensor mask, Scalar value) {
-    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_fill: mask must be bool, got ",
-                dtype_name(mask.dtype));
-    const Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_fill");
-    EMBER_CHECK(shape == t.shape, Shape, "mask_fill: mask ", mask.shape.to_string(),
-                " does not broadcast to the tensor's shape ", t.shape.to_string());
+    check::mask_fill(t, mask);
+    const Shape& shape = t.shape;
     const DType cd = compute_dtype(t.dtype), result = t.dtype;
     t = to_compute(std::move(t), cd);
     CpuTensor out = output_like(t, shape, cd);

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "ember/detail/bit.hpp"
+#include "ember/tensor/check.hpp"
 #include "ember/tensor/error.hpp"
 #include "ember/tensor/ops.hpp"
 
@@ -108,11 +109,7 @@ T nan_min(T a, T b) {
     return a < b ? a : b;
 }
 
-const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub", "mul", "div", "rem", "pow", "max_pair",
-                                     "min_pair", "and", "or", "xor", "sub", "div", "pow", "rem"};
-    return names[static_cast<int>(op)];
-}
+inline const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
 
 // Calls f(functor) with the functor for `op` on element type T (the scalar forms pass the
 // scalar as the right operand; the R* ops swap operands).
@@ -171,11 +168,7 @@ void with_compare_fn(CompareOp op, F&& f) {
         case CompareOp::Le: return f([](T a, T b) { return a <= b; });
     }
 }
-const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal", "not_equal", "greater", "greater_equal", "lower",
-                                     "lower_equal"};
-    return names[static_cast<int>(op)];
-}
+inline const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
 // ---- f32 exp and erf written so that loops over them vectorize ------------------------------
 // libm's expf/erff are calls the compiler cannot vectorize; these are branch-free (selects
 // only) with errors of about 1 ulp (exp) and 2e-7 absolute (erf), and keep NaN and ±inf.

@@ -20,7 +20,7 @@
 
 #include "elementwise_fns.hpp"
 #include "ember/backend/cpu.hpp"
-#include "ember/fusion/check.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"

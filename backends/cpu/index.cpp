@@ -47,8 +47,7 @@ CpuTensor writable(CpuTensor t) {
 
 /// Indices as int64 or int32 (narrower ints are widened; anything else is an error).
 CpuTensor index_tensor(CpuTensor indices, const char* op) {
-    EMBER_CHECK(is_int(indices.dtype), DType, op, ": indices must be an int tensor, got ",
-                dtype_name(indices.dtype));
+    check::index_dtype(op, indices.dtype);
     if (indices.dtype == DType::I64 || indices.dtype == DType::I32) return indices;
     return cast(std::move(indices), DType::I64);
 }
@@ -90,8 +89,7 @@ void check_indices(const CpuTensor& indices, std::size_t size, std::size_t dim, 
         });
     });
     for (std::size_t blk = 0; blk < nb; ++blk)
-        EMBER_CHECK(!bad[blk], Index, op, ": index ", value[blk], " is out of range for dim ", dim,
-                    " of size ", size);
+        if (bad[blk]) check::index_out_of_range(op, value[blk], dim, size);
 }
 
 /// a + b in the element type (ints wrap, bools or, halves round once).
@@ -109,25 +107,10 @@ inline T add_elem(T a, T b) {
     }
 }
 
-void check_dim(std::size_t dim, const CpuTensor& t, const char* op) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, op, ": dim ", dim, " is out of range for shape ",
-                t.shape);
-}
-
-void check_index_rank(const CpuTensor& indices, const char* op) {
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape, op, ": indices must be 1-d, got shape ",
-                indices.shape);
-}
-
 }  // namespace
 
 CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices) {
-    check_dim(dim, t, "gather");
-    EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",
-                indices.shape, " must have the rank of the tensor of shape ", t.shape);
-    for (std::size_t d = 0; d < t.shape.rank(); ++d)
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
-                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    check::gather(dim, t, indices);
     indices = index_tensor(std::move(indices), "gather");
     check_indices(indices, t.shape[dim], dim, "gather");
     CpuTensor out = empty(indices.shape, t.dtype);
@@ -157,21 +140,7 @@ CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices) {
 }
 
 CpuTensor scatter_add(std::size_t dim, CpuTensor t, CpuTensor indices, CpuTensor values) {
-    check_dim(dim, t, "scatter_add");
-    const std::size_t rank = t.shape.rank();
-    EMBER_CHECK(values.dtype == t.dtype, DType, "scatter_add: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
-    EMBER_CHECK(indices.shape.rank() == rank && values.shape.rank() == rank, Shape,
-                "scatter_add: tensor ", t.shape, ", indices ", indices.shape, " and values ",
-                values.shape, " must have the same rank");
-    for (std::size_t d = 0; d < rank; ++d) {
-        EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
-                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
-                    d);
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
-                    "scatter_add: indices of shape ", indices.shape,
-                    " are larger than the tensor of shape ", t.shape, " in dim ", d);
-    }
+    check::scatter_add(dim, t, indices, values);
     indices = index_tensor(std::move(indices), "scatter_add");
     check_indices(indices, t.shape[dim], dim, "scatter_add");
     CpuTensor out = writable(std::move(t));
@@ -209,13 +178,10 @@ CpuTensor scatter_add(std::size_t dim, CpuTensor t, CpuTensor indices, CpuTensor
 }
 
 CpuTensor select(CpuTensor t, std::size_t dim, CpuTensor indices) {
-    check_dim(dim, t, "select");
-    check_index_rank(indices, "select");
+    const Shape out_shape = check::select(t, dim, indices);
     indices = index_tensor(std::move(indices), "select");
     check_indices(indices, t.shape[dim], dim, "select");
     const std::size_t k = indices.num_elements();
-    Shape out_shape = t.shape;
-    out_shape[dim] = k;
     CpuTensor out = empty(out_shape, t.dtype);
     if (out.num_elements() == 0) return out;
     Shape lines = out_shape;
@@ -263,16 +229,8 @@ CpuTensor select(CpuTensor t, std::size_t dim, CpuTensor indices) {
 }
 
 CpuTensor select_assign(CpuTensor t, std::size_t dim, CpuTensor indices, CpuTensor values) {
-    check_dim(dim, t, "select_assign");
-    check_index_rank(indices, "select_assign");
-    EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    check::select_assign(t, dim, indices, values);
     const std::size_t k = indices.num_elements();
-    Shape expected = t.shape;
-    expected[dim] = k;
-    EMBER_CHECK(values.shape == expected, Shape, "select_assign: values of shape ", values.shape,
-                " do not match ", expected, " (the tensor's shape ", t.shape, " with ", k,
-                " indices in dim ", dim, ")");
     indices = index_tensor(std::move(indices), "select_assign");
     check_indices(indices, t.shape[dim], dim, "select_assign");
     CpuTensor out = writable(std::move(t));

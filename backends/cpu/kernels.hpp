@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "../common/pool_geometry.hpp"
+#include "../common/view.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
+#include "ember/tensor/check.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/ops.hpp"
-#include "ember/fusion/program.hpp"
+#include "ember/tensor/fusion_program.hpp"
 #include <memory>
 
 namespace ember::detail::cpu {
@@ -31,12 +33,11 @@ CpuTensor contiguous(CpuTensor t);
 /// Converts elements (float → int truncates toward zero, as PyTorch).
 CpuTensor cast(CpuTensor t, DType dtype);
 
-// ---- views.cpp: zero-copy where the strides allow -------------------------------------------
-CpuTensor reshape(CpuTensor t, const Shape& shape);
-CpuTensor permute(CpuTensor t, std::span<const std::size_t> axes);
-CpuTensor expand(CpuTensor t, const Shape& shape);
-/// One Slice per leading dim (fewer than the rank is allowed).
-CpuTensor slice(CpuTensor t, std::span<const Slice> ranges);
+// ---- views: zero-copy where the strides allow (backends/common/view.hpp) ----------------------
+using view::expand;
+using view::permute;
+using view::reshape;
+using view::slice;  // one Slice per leading dim (fewer than the rank is allowed)
 
 // ---- elementwise.cpp: broadcasting, strided inputs ------------------------------------------
 CpuTensor unary(UnaryOp op, CpuTensor t);
@@ -117,13 +118,8 @@ std::optional<CpuTensor> matmul_epilogue(const CpuTensor& a, const CpuTensor& b,
                                          const std::optional<CpuTensor>& bias, bool relu);
 
 // ---- conv.cpp: im2col + GEMM; N = 1, 2 or 3 spatial dims -------------------------------------
-/// Dynamic-rank conv parameters (arrays hold N used entries).
-struct ConvParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1},
-        padding_out{0, 0, 0};
-    std::size_t groups = 1;
-};
+/// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).
+using check::ConvParams;
 CpuTensor conv(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias, const ConvParams& p);
 CpuTensor conv_transpose(CpuTensor x, CpuTensor w, std::optional<CpuTensor> bias,
                          const ConvParams& p);

@@ -189,35 +189,14 @@ void matmul_int(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTensor
 }  // namespace
 
 CpuTensor matmul(CpuTensor a, CpuTensor b) {
-    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
-    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
-                a.shape, " and ", b.shape);
-    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
-                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
-    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
-                " and ", b.shape);
-
+    const check::Matmul g = check::matmul(a, b);
     Problem p;
-    p.k = a.shape[ra - 1];
-    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
-    EMBER_CHECK(p.k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
-                " (", p.k, " vs ", kb, ")");
-    p.m = ra == 1 ? 1 : a.shape[ra - 2];
-    p.n = rb == 1 ? 1 : b.shape[rb - 1];
-    const std::size_t ba = ra == 1 ? 0 : ra - 2, bb = rb == 1 ? 0 : rb - 2;
-    p.nb = std::max(ba, bb);
-    for (std::size_t i = 0; i < p.nb; ++i) {
-        const std::size_t da = i >= p.nb - ba ? a.shape[i - (p.nb - ba)] : 1;
-        const std::size_t db = i >= p.nb - bb ? b.shape[i - (p.nb - bb)] : 1;
-        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
-                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
-        p.batch.push_back(da == 1 ? db : da);
-    }
-    Shape out_shape = p.batch;
-    if (ra != 1) out_shape.push_back(p.m);
-    if (rb != 1) out_shape.push_back(p.n);
-    // ember has no rank-0 tensors: a vector · vector product is [1] (torch: a 0-d tensor).
-    if (out_shape.rank() == 0) out_shape.push_back(1);
+    p.k = g.k;
+    p.m = g.m;
+    p.n = g.n;
+    p.nb = g.batch.rank();
+    p.batch = g.batch;
+    const Shape& out_shape = g.out;
 
     if (a.dtype == DType::F16 || a.dtype == DType::BF16) {
         const DType dt = a.dtype;

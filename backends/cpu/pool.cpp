@@ -252,25 +252,12 @@ std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolPar
 }
 
 CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_size) {
+    const Shape out_shape = check::adaptive_avg_pool(x, output_size);
     const std::size_t n = output_size.size();
-    EMBER_CHECK(n >= 1 && n <= 3, Argument,
-                "adaptive_avg_pool: 1, 2 or 3 output dims are supported, got ", n, " (input ",
-                x.shape, ")");
-    const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d";
-    const Shape os(output_size);
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape, " for output size ", os);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
     Dims3 g;
-    Shape out_shape{x.shape[0], x.shape[1]};
     for (std::size_t d = 0; d < n; ++d) {
-        const std::size_t s = 3 - n + d;
-        EMBER_CHECK(x.shape[2 + d] >= 1 || output_size[d] == 0, Shape, op,
-                    ": input spatial dims must be non-empty, got ", x.shape);
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.out[s] = static_cast<i64>(output_size[d]);
-        out_shape.push_back(output_size[d]);
+        g.in[3 - n + d] = static_cast<i64>(x.shape[2 + d]);
+        g.out[3 - n + d] = static_cast<i64>(output_size[d]);
     }
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
@@ -284,38 +271,21 @@ CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_siz
 
 CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
                       const InterpolateOptions& o) {
+    const Shape out_shape = check::interpolate(x, output_size, o);
     const std::size_t n = output_size.size();
-    const Shape os(output_size);
-    EMBER_CHECK(n == 1 || n == 2, Argument,
-                "interpolate: output size must have 1 ([N, C, L] input) or 2 ([N, C, H, W]) dims, "
-                "got ",
-                os, " for input ", x.shape);
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, "interpolate: input must have rank ", n + 2,
-                " for output size ", os, ", got ", x.shape);
     const i64 ih = n == 2 ? static_cast<i64>(x.shape[2]) : 1;
     const i64 iw = static_cast<i64>(x.shape[n + 1]);
     const i64 oh = n == 2 ? static_cast<i64>(output_size[0]) : 1;
     const i64 ow = static_cast<i64>(output_size[n - 1]);
-    EMBER_CHECK(oh >= 1 && ow >= 1, Argument, "interpolate: output size must be positive, got ", os,
-                " for input ", x.shape);
-    EMBER_CHECK(ih >= 1 && iw >= 1, Shape,
-                "interpolate: input spatial dims must be non-empty, got ", x.shape);
-    Shape out_shape{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < n; ++d) out_shape.push_back(output_size[d]);
     const DType dt = x.dtype;
 
     if (o.mode == InterpolateMode::Nearest) {
-        EMBER_CHECK(dt != DType::Bool, DType, "interpolate: bool input ", x.shape,
-                    " is not supported");
         CpuTensor out = empty(out_shape, dt);
         if (out_shape.num_elements() == 0) return out;
         x = contiguous(std::move(x));
         visit_dtype(dt, [&]<typename T>(TypeTag<T>) { nearest_impl<T>(x, ih, iw, oh, ow, out); });
         return out;
     }
-    EMBER_CHECK(is_float(dt), DType,
-                "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
-                " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     if (dt == DType::F16 || dt == DType::BF16)
         return cast(interpolate(cast(std::move(x), DType::F32), output_size, o), dt);
     CpuTensor out = empty(out_shape, dt);

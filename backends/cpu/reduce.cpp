@@ -825,8 +825,7 @@ CpuTensor softmax_any(CpuTensor t, std::size_t dim, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
     EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
                 dtype_name(t.dtype));
-    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
-                t.shape);
+    check::dim(name, dim, t.shape);
     switch (t.dtype) {
         case DType::F32:
             return log ? softmax_t<float, true>(t, dim) : softmax_t<float, false>(t, dim);
@@ -843,27 +842,20 @@ CpuTensor softmax_any(CpuTensor t, std::size_t dim, bool log) {
 }  // namespace
 
 CpuTensor reduce_all(ReduceOp op, CpuTensor t) {
-    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.num_elements() > 0, Argument,
-                reduce_name(op), ": the tensor of shape ", t.shape, " is empty");
+    check::reduce_all(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, t.shape);
     return dispatch_reduce(op, t.dtype,
                            [&]<ReduceOp Op, typename T>() { return reduce_all_t<Op, T>(t); });
 }
 
 CpuTensor reduce_dim(ReduceOp op, CpuTensor t, std::size_t dim) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, reduce_name(op), ": dim ", dim,
-                " is out of range for shape ", t.shape);
-    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.shape[dim] > 0, Argument,
-                reduce_name(op), ": dim ", dim, " of shape ", t.shape, " is empty");
+    check::reduce_dim(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, dim, t.shape);
     return dispatch_reduce(op, t.dtype,
                            [&]<ReduceOp Op, typename T>() { return reduce_dim_t<Op, T>(t, dim); });
 }
 
 CpuTensor arg_reduce(ArgReduceOp op, CpuTensor t, std::size_t dim) {
     const char* name = op == ArgReduceOp::ArgMax ? "argmax" : "argmin";
-    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
-                t.shape);
-    EMBER_CHECK(t.shape[dim] > 0, Argument, name, ": dim ", dim, " of shape ", t.shape,
-                " is empty");
+    check::nonempty_dim(name, dim, t.shape);
     return visit_dtype(t.dtype, [&]<typename T>(TypeTag<T>) {
         return op == ArgReduceOp::ArgMax ? arg_reduce_t<ArgReduceOp::ArgMax, T>(t, dim)
                                          : arg_reduce_t<ArgReduceOp::ArgMin, T>(t, dim);

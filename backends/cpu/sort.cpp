@@ -93,8 +93,7 @@ std::pair<CpuTensor, CpuTensor> sort_with_indices(CpuTensor t, std::size_t dim, 
         EMBER_CHECK(dim == 0, Dim, "sort: dim ", dim, " is out of range for a scalar");
         return {contiguous(std::move(t)), full(Shape{}, Scalar(0), DType::I64)};
     }
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "sort: dim ", dim, " is out of range for shape ",
-                t.shape);
+    check::dim("sort", dim, t.shape);
     return visit_dtype(t.dtype, [&]<typename T>(TypeTag<T>) {
         using K = Key<T>;
         return for_each_line<T>(t, dim, t.shape, [&](std::vector<Item<K>>& buf) {
@@ -113,12 +112,7 @@ std::pair<CpuTensor, CpuTensor> sort_with_indices(CpuTensor t, std::size_t dim, 
 }
 
 std::pair<CpuTensor, CpuTensor> topk(CpuTensor t, std::size_t k, std::size_t dim, bool largest) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "topk: dim ", dim, " is out of range for shape ",
-                t.shape);
-    EMBER_CHECK(k <= t.shape[dim], Argument, "topk: k = ", k, " is larger than dim ", dim,
-                " of shape ", t.shape);
-    Shape out_shape = t.shape;
-    out_shape[dim] = k;
+    const Shape out_shape = check::topk(k, dim, t.shape);
     return visit_dtype(t.dtype, [&]<typename T>(TypeTag<T>) {
         using K = Key<T>;
         return for_each_line<T>(t, dim, out_shape, [&](std::vector<Item<K>>& buf) {

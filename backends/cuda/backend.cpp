@@ -19,6 +19,10 @@ int dev(const CudaDevice& d) { return static_cast<int>(d.index); }
 CUDA::name()->std::string { return "cuda"; }
 CUDA::seed(std::uint64_t s)->void { k::seed(s); }
 CUDA::sync(const Device& d)->void { k::synchronize(dev(d)); }
+CUDA::lend_memory(FT& t)->std::optional<LentMemory> {
+    if (!t.is_unique()) t = k::fresh_copy(t);
+    return LentMemory{t.ptr(), MemorySpace::Cuda, t.device()};
+}
 
 // ---- float ----
 CUDA::float_from_data(const TensorData& data, const Device& d)->FT {

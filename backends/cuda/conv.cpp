@@ -16,26 +16,11 @@ DType float_compute(DType d) {
     return d == DType::F64 ? DType::F64 : DType::F32;
 }
 
-void check_conv_inputs(const char* op, const CudaTensor& x, const CudaTensor& w,
-                       const std::optional<CudaTensor>& bias, std::size_t n) {
-    EMBER_CHECK(n >= 1 && n <= 3, Argument, op, ": 1, 2 or 3 spatial dims are supported, got ", n);
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
-                w.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype));
-    EMBER_CHECK(w.dtype == x.dtype, DType, op, ": weight dtype ", dtype_name(w.dtype),
-                " differs from the input's ", dtype_name(x.dtype));
+/// The operands of a convolution on one device (the shapes and dtypes: check::conv and friends).
+void check_devices(const char* op, const CudaTensor& x, const CudaTensor& w,
+                   const std::optional<CudaTensor>& bias) {
     check_same_device(op, x, w);
-    if (bias) {
-        EMBER_CHECK(bias->dtype == x.dtype, DType, op, ": bias dtype ", dtype_name(bias->dtype),
-                    " differs from the input's ", dtype_name(x.dtype));
-        check_same_device(op, x, *bias);
-    }
-}
-
-std::string conv_name(const char* base, std::size_t n) {
-    return std::string(base) + std::to_string(n) + "d";
+    if (bias) check_same_device(op, x, *bias);
 }
 
 /// [N, C, L...] (contiguous) → [C, N, L...] (contiguous).
@@ -90,28 +75,10 @@ i64 taps(const Shape& w, std::size_t n) {
 }  // namespace
 
 CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, const ConvParams& p) {
-    const std::size_t n = p.n;
-    const std::string op = conv_name("conv", n);
-    check_conv_inputs(op.c_str(), x, w, bias, n);
-    const std::size_t cin = x.shape[1], cout = w.shape[0], g = p.groups;
-    EMBER_CHECK(g >= 1 && cin % g == 0 && cout % g == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", g, "): input ",
-                x.shape, ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / g, Shape, op, ": weight ", w.shape, " expects ", w.shape[1] * g,
-                " input channels, input ", x.shape, " has ", cin);
-    if (bias)
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "]");
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 (input ", x.shape, ")");
-        const auto span = static_cast<i64>(x.shape[2 + d] + 2 * p.padding[d]) -
-                          static_cast<i64>(p.dilation[d] * (w.shape[2 + d] - 1) + 1);
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " (dilation ", p.dilation[d],
-                    ") is larger than the padded input ", x.shape);
-        out_shape.push_back(static_cast<std::size_t>(span) / p.stride[d] + 1);
-    }
+    const check::Conv c = check::conv(x, w, check::operand(bias), p);
+    check_devices("conv", x, w, bias);
+    const std::size_t n = p.n, cin = x.shape[1], cout = w.shape[0], g = p.groups;
+    const Shape& out_shape = c.out;
     const DType result = x.dtype, cd = float_compute(x.dtype);
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
@@ -131,33 +98,10 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
 
 CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias,
                           const ConvParams& p) {
-    const std::size_t n = p.n;
-    const std::string op = conv_name("conv_transpose", n);
-    check_conv_inputs(op.c_str(), x, w, bias, n);
-    const std::size_t cin = x.shape[1], g = p.groups;
-    EMBER_CHECK(g >= 1 && cin % g == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by groups (", g, "): input ", x.shape, ", weight ", w.shape);
-    EMBER_CHECK(w.shape[0] == cin, Shape, op, ": weight ", w.shape, " must have ", cin,
-                " input channels (input ", x.shape, ")");
-    const std::size_t cout = w.shape[1] * g;
-    if (bias)
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "]");
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 (input ", x.shape, ")");
-        EMBER_CHECK(p.padding_out[d] < p.stride[d] || p.padding_out[d] < p.dilation[d], Argument,
-                    op, ": output padding ", p.padding_out[d],
-                    " must be smaller than the stride or the dilation");
-        const i64 o = (static_cast<i64>(x.shape[2 + d]) - 1) * static_cast<i64>(p.stride[d]) -
-                      2 * static_cast<i64>(p.padding[d]) +
-                      static_cast<i64>(p.dilation[d] * (w.shape[2 + d] - 1)) +
-                      static_cast<i64>(p.padding_out[d]) + 1;
-        EMBER_CHECK(o >= 1, Shape, op, ": output size ", o, " in spatial dim ", d,
-                    " is not positive (input ", x.shape, ", weight ", w.shape, ")");
-        out_shape.push_back(static_cast<std::size_t>(o));
-    }
+    const check::Conv c = check::conv_transpose(x, w, check::operand(bias), p);
+    check_devices("conv_transpose", x, w, bias);
+    const std::size_t n = p.n, cin = x.shape[1], g = p.groups, cout = c.out[1];
+    const Shape& out_shape = c.out;
     const DType result = x.dtype, cd = float_compute(x.dtype);
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
@@ -184,18 +128,9 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
 
 CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
                                 const ConvParams& p) {
-    const std::size_t n = p.n, g = p.groups;
-    const std::string op = conv_name("conv", n) + "_weight_backward";
-    EMBER_CHECK(x.shape.rank() == n + 2 && grad.shape.rank() == n + 2 && ws.rank() == n + 2, Shape,
-                op, ": input ", x.shape, ", grad ", grad.shape, " and weight shape ", ws,
-                " must have rank ", n + 2);
-    EMBER_CHECK(is_float(x.dtype) && grad.dtype == x.dtype, DType, op,
-                ": needs float input and grad of one dtype");
-    const std::size_t cin = x.shape[1], cout = ws[0];
-    EMBER_CHECK(grad.shape[1] == cout && grad.shape[0] == x.shape[0] && g >= 1 && cin % g == 0 &&
-                    cout % g == 0 && ws[1] == cin / g,
-                Shape, op, ": input ", x.shape, ", grad ", grad.shape, " and weight shape ", ws,
-                " do not fit (groups ", g, ")");
+    check::conv_weight_backward(x, grad, ws, p);
+    check_same_device("conv_weight_backward", x, grad);
+    const std::size_t n = p.n, g = p.groups, cin = x.shape[1], cout = ws[0];
     const DType result = x.dtype, cd = float_compute(x.dtype);
     x = contiguous(cast(std::move(x), cd));
     grad = contiguous(cast(std::move(grad), cd));
@@ -221,27 +156,18 @@ struct DeformSetup {
     Shape out_shape;
 };
 
-DeformSetup deform_setup(const CudaTensor& x, const CudaTensor& offset, const CudaTensor& w,
-                         const std::optional<CudaTensor>& mask, const DeformConvOptions& o) {
-    const char* op = "deform_conv2d";
-    EMBER_CHECK(x.shape.rank() == 4 && w.shape.rank() == 4 && offset.shape.rank() == 4, Shape, op,
-                ": input ", x.shape, ", offset ", offset.shape, " and weight ", w.shape,
-                " must be 4-d");
-    EMBER_CHECK(is_float(x.dtype) && w.dtype == x.dtype && offset.dtype == x.dtype &&
-                    (!mask || mask->dtype == x.dtype),
-                DType, op, ": input, offset, weight and mask need one float dtype");
-    const std::size_t cin = x.shape[1], cout = w.shape[0];
-    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
-                ": groups must be >= 1");
-    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0 &&
-                    w.shape[1] == cin / o.weight_groups && cin % o.offset_groups == 0,
-                Shape, op, ": input ", x.shape, " and weight ", w.shape,
-                " do not fit the groups (weight ", o.weight_groups, ", offset ", o.offset_groups,
-                ")");
+DeformSetup deform_setup(const char* op, const CudaTensor& x, const CudaTensor& offset,
+                         const CudaTensor& w, const std::optional<CudaTensor>& mask,
+                         const std::optional<CudaTensor>& bias, const DeformConvOptions& o) {
+    const check::Deform geo =
+        check::deform_conv2d(op, x, offset, w, check::operand(mask), check::operand(bias), o);
+    check_devices(op, x, w, bias);
+    check_same_device(op, x, offset);
+    if (mask) check_same_device(op, x, *mask);
     DeformSetup s;
     DeformGeom& g = s.g;
     g.batch = static_cast<i64>(x.shape[0]);
-    g.channels = static_cast<i64>(cin);
+    g.channels = static_cast<i64>(x.shape[1]);
     g.h = static_cast<i64>(x.shape[2]);
     g.w = static_cast<i64>(x.shape[3]);
     g.kh = static_cast<i64>(w.shape[2]);
@@ -253,24 +179,9 @@ DeformSetup deform_setup(const CudaTensor& x, const CudaTensor& offset, const Cu
     g.dh = static_cast<i64>(o.dilation[0]);
     g.dw = static_cast<i64>(o.dilation[1]);
     g.offset_groups = static_cast<i64>(o.offset_groups);
-    EMBER_CHECK(g.sh >= 1 && g.sw >= 1 && g.dh >= 1 && g.dw >= 1, Argument, op,
-                ": stride and dilation must be >= 1");
-    const i64 sh = g.h + 2 * g.ph - (g.dh * (g.kh - 1) + 1),
-              sw = g.w + 2 * g.pw - (g.dw * (g.kw - 1) + 1);
-    EMBER_CHECK(sh >= 0 && sw >= 0, Shape, op, ": kernel ", w.shape,
-                " is larger than the padded input ", x.shape);
-    g.oh = sh / g.sh + 1;
-    g.ow = sw / g.sw + 1;
-    const auto oh = static_cast<std::size_t>(g.oh), ow = static_cast<std::size_t>(g.ow);
-    const Shape off_shape{x.shape[0], 2 * o.offset_groups * w.shape[2] * w.shape[3], oh, ow};
-    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
-                offset.shape);
-    if (mask) {
-        const Shape mask_shape{x.shape[0], o.offset_groups * w.shape[2] * w.shape[3], oh, ow};
-        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
-                    mask->shape);
-    }
-    s.out_shape = Shape{x.shape[0], cout, oh, ow};
+    g.oh = geo.oh;
+    g.ow = geo.ow;
+    s.out_shape = geo.out;
     return s;
 }
 }  // namespace
@@ -278,7 +189,7 @@ DeformSetup deform_setup(const CudaTensor& x, const CudaTensor& offset, const Cu
 CudaTensor deform_conv2d(CudaTensor x, CudaTensor offset, CudaTensor w,
                          std::optional<CudaTensor> mask, std::optional<CudaTensor> bias,
                          const DeformConvOptions& o) {
-    const DeformSetup st = deform_setup(x, offset, w, mask, o);
+    const DeformSetup st = deform_setup("deform_conv2d", x, offset, w, mask, bias, o);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     auto prep = [cd](CudaTensor t) { return contiguous(cast(std::move(t), cd)); };
     x = prep(std::move(x));
@@ -302,9 +213,10 @@ CudaTensor deform_conv2d(CudaTensor x, CudaTensor offset, CudaTensor w,
 DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w,
                                    std::optional<CudaTensor> mask, std::optional<CudaTensor> bias,
                                    CudaTensor grad, const DeformConvOptions& o) {
-    const DeformSetup st = deform_setup(x, offset, w, mask, o);
-    EMBER_CHECK(grad.shape == st.out_shape, Shape, "deform_conv2d_backward: grad ", grad.shape,
-                " must be ", st.out_shape);
+    const char* op = "deform_conv2d_backward";
+    const DeformSetup st = deform_setup(op, x, offset, w, mask, bias, o);
+    check::grad(op, x, grad, st.out_shape);
+    check_same_device(op, x, grad);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     auto prep = [cd](CudaTensor t) { return contiguous(cast(std::move(t), cd)); };
     x = prep(std::move(x));

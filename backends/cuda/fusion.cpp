@@ -22,7 +22,8 @@
 #include <sstream>
 
 #include "ember/backend/cuda.hpp"
-#include "ember/fusion/check.hpp"
+#include "ember/detail/hash.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "fusion.hpp"
 #include "launch.hpp"
 #include "runtime.hpp"
@@ -70,11 +71,6 @@ std::string nvrtc_version() {
 }
 
 // ---- the on-disk cache ---------------------------------------------------------------------
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
 
 std::filesystem::path cache_dir() {
     std::string base;

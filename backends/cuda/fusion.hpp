@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ember/fusion/program.hpp"
+#include "ember/tensor/fusion_program.hpp"
 
 namespace ember::detail::cuda {
 

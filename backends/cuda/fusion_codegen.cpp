@@ -9,7 +9,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ember/fusion/check.hpp"
+#include "ember/detail/hash.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "ember/tensor/error.hpp"
 #include "ember/tensor/shape.hpp"
 #include "fusion.hpp"
@@ -300,12 +301,6 @@ std::string body(const Program& p, const std::vector<std::string>& exprs, Load l
     for (std::size_t o = 0; o < p.outputs.size(); ++o)
         os << indent << store(o, reg(p.outputs[o])) << ";\n";
     return os.str();
-}
-
-std::uint64_t fnv1a(const std::string& s) {
-    std::uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
-    return h;
 }
 
 // The loads of input k at element i: dense inputs by i, strided ones by their offset o<k>.

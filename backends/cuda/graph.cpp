@@ -1,4 +1,4 @@
-// Whole steps captured as CUDA graphs (include/ember/backend/cuda_graph.hpp): the stream
+// Whole steps captured as CUDA graphs (include/ember/stacks/cuda_graph.hpp): the stream
 // capture around the step, the private pool that keeps the step's buffers for its replays, the
 // generator's device-side seed and offset, and the node that rewrites the optimizer's scalars
 // before each replay.
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <optional>
 
-#include "ember/backend/cuda_graph.hpp"
+#include "ember/stacks/cuda_graph.hpp"
 #include "graph_kernels.hpp"
 #include "runtime.hpp"
 

@@ -1,6 +1,6 @@
 #pragma once
 // What the CUDA backend's ops need to know about a step being captured into a CUDA graph
-// (graph.cpp; the public API is include/ember/backend/cuda_graph.hpp): the capture in progress on
+// (graph.cpp; the public API is include/ember/stacks/cuda_graph.hpp): the capture in progress on
 // this thread, its private memory pool, the generator's draws, the optimizer updates whose
 // scalars change from replay to replay, and the guard that turns a host synchronisation inside a
 // capture into an ember::Error naming the op.

@@ -115,33 +115,13 @@ bool tf32_allowed() {
 }
 
 CudaTensor matmul(CudaTensor a, CudaTensor b) {
-    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
-    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
-                a.shape, " and ", b.shape);
-    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
-                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
-    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
-                " and ", b.shape);
+    const check::Matmul g = check::matmul(a, b);
     check_same_device("matmul", a, b);
-    const std::size_t k = a.shape[ra - 1];
-    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
-    EMBER_CHECK(k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
-                " (", k, " vs ", kb, ")");
-    const std::size_t m = ra == 1 ? 1 : a.shape[ra - 2], n = rb == 1 ? 1 : b.shape[rb - 1];
-    const std::size_t ba = ra == 1 ? 0 : ra - 2, bbn = rb == 1 ? 0 : rb - 2;
-    const std::size_t nb = std::max(ba, bbn);
-    Shape batch;
-    for (std::size_t i = 0; i < nb; ++i) {
-        const std::size_t da = i >= nb - ba ? a.shape[i - (nb - ba)] : 1;
-        const std::size_t db = i >= nb - bbn ? b.shape[i - (nb - bbn)] : 1;
-        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
-                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
-        batch.push_back(da == 1 ? db : da);
-    }
-    Shape out_shape = batch;
-    if (ra != 1) out_shape.push_back(m);
-    if (rb != 1) out_shape.push_back(n);
-    if (out_shape.rank() == 0) out_shape.push_back(1);  // vector · vector is [1], as the CPU's
+    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
+    const std::size_t m = g.m, n = g.n, k = g.k;
+    const Shape& batch = g.batch;
+    const std::size_t nb = batch.rank();
+    const Shape& out_shape = g.out;
     const int dev = a.device();
     if (out_shape.num_elements() == 0) return empty(out_shape, a.dtype, dev);
     if (k == 0) return full(out_shape, Scalar(0), a.dtype, dev);

@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "../common/pool_geometry.hpp"
+#include "../common/view.hpp"
+#include "ember/tensor/check.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/ops.hpp"
@@ -25,10 +27,10 @@ CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int d
 CudaTensor to_device(CudaTensor t, int device);
 
 // ---- views and data movement (tensor_ops.cpp) ----------------------------------------------
-CudaTensor reshape(CudaTensor t, const Shape& shape);
-CudaTensor permute(CudaTensor t, std::span<const std::size_t> axes);
-CudaTensor expand(CudaTensor t, const Shape& shape);
-CudaTensor slice(CudaTensor t, std::span<const Slice> ranges);
+using view::expand;  // the views: backends/common/view.hpp
+using view::permute;
+using view::reshape;
+using view::slice;
 CudaTensor slice_assign(CudaTensor t, std::span<const Slice> ranges, CudaTensor values);
 CudaTensor flip(CudaTensor t, std::span<const std::size_t> axes);
 CudaTensor cat(std::span<const CudaTensor> tensors, std::size_t dim);
@@ -75,13 +77,8 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a, const CudaTensor&
                                           const std::optional<CudaTensor>& bias, bool relu);
 
 // ---- conv.cpp ------------------------------------------------------------------------------
-/// Dynamic-rank conv parameters (arrays hold n used entries), as the CPU's.
-struct ConvParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1},
-        padding_out{0, 0, 0};
-    std::size_t groups = 1;
-};
+/// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).
+using check::ConvParams;
 /// Dynamic-rank pooling parameters.
 using PoolParams = pool::PoolParams;  // backends/common/pool_geometry.hpp
 CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, const ConvParams& p);
@@ -111,20 +108,7 @@ CudaTensor interpolate_backward(CudaTensor x, CudaTensor grad,
                                 std::span<const std::size_t> output_size,
                                 const InterpolateOptions& o);
 
-/// ConvOptions<N> or ConvTransposeOptions<N> → ConvParams.
-template <std::size_t N, typename O>
-ConvParams conv_params(const O& o) {
-    ConvParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
-    }
-    p.groups = o.groups;
-    return p;
-}
+using check::conv_params;  // ConvOptions<N> or ConvTransposeOptions<N> → ConvParams
 using pool::pool_params;
 
 }  // namespace ember::detail::cuda

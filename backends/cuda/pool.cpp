@@ -33,20 +33,14 @@ PoolGeom pool_geometry(const char* base, const CudaTensor& x, const PoolParams& 
     return g;
 }
 
-PoolGeom adaptive_geometry(const CudaTensor& x, const Shape& out_size, const char* op) {
+/// The geometry of an adaptive pooling problem checked by check::adaptive_avg_pool (or its
+/// backward).
+PoolGeom adaptive_geometry(const CudaTensor& x, const Shape& out_size) {
     const std::size_t n = out_size.rank();
-    EMBER_CHECK(n >= 1 && n <= 3, Argument, op, ": 1, 2 or 3 output dims are supported, got ", n,
-                " (input ", x.shape, ")");
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape, " for output size ", out_size);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
     PoolGeom g;
     g.planes = static_cast<i64>(x.shape[0] * x.shape[1]);
     for (std::size_t d = 0; d < n; ++d) {
         const std::size_t s = 3 - n + d;
-        EMBER_CHECK(x.shape[2 + d] >= 1 || out_size[d] == 0, Shape, op,
-                    ": input spatial dims must be non-empty, got ", x.shape);
         g.in[s] = static_cast<i64>(x.shape[2 + d]);
         g.out[s] = static_cast<i64>(out_size[d]);
     }
@@ -80,10 +74,8 @@ std::pair<CudaTensor, CudaTensor> max_pool_with_indices(CudaTensor x, const Pool
 }
 
 CudaTensor adaptive_avg_pool(CudaTensor x, std::span<const std::size_t> output_size) {
-    const Shape os(output_size);
-    const PoolGeom g = adaptive_geometry(x, os, "adaptive_avg_pool");
-    Shape out_shape{x.shape[0], x.shape[1]};
-    for (std::size_t d : output_size) out_shape.push_back(d);
+    const Shape out_shape = check::adaptive_avg_pool(x, output_size);
+    const PoolGeom g = adaptive_geometry(x, Shape(output_size));
     const DType result = x.dtype, cd = float_compute(x.dtype);
     x = contiguous(cast(std::move(x), cd));
     CudaTensor out = empty(out_shape, cd, x.device());
@@ -94,8 +86,8 @@ CudaTensor adaptive_avg_pool(CudaTensor x, std::span<const std::size_t> output_s
 CudaTensor avg_pool_backward(CudaTensor x, CudaTensor grad, const PoolParams& p) {
     Shape out_shape;
     const PoolGeom g = pool_geometry("avg_pool", x, p, false, out_shape, "_backward");
-    EMBER_CHECK(grad.shape == out_shape, Shape, "avg_pool", p.n, "d_backward: grad ", grad.shape,
-                " must be ", out_shape, " for input ", x.shape);
+    check::grad("avg_pool" + std::to_string(p.n) + "d_backward", x, grad, out_shape);
+    check_same_device("avg_pool_backward", x, grad);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     grad = contiguous(cast(std::move(grad), cd));
     CudaTensor dx = empty(x.shape, cd, x.device());
@@ -104,11 +96,11 @@ CudaTensor avg_pool_backward(CudaTensor x, CudaTensor grad, const PoolParams& p)
 }
 
 CudaTensor adaptive_avg_pool_backward(CudaTensor x, CudaTensor grad, std::size_t n) {
-    EMBER_CHECK(grad.shape.rank() == n + 2, Shape, "adaptive_avg_pool", n,
-                "d_backward: grad must have rank ", n + 2, ", got ", grad.shape);
+    check::adaptive_avg_pool_backward(x, grad, n);
+    check_same_device("adaptive_avg_pool_backward", x, grad);
     Shape os;
     for (std::size_t d = 0; d < n; ++d) os.push_back(grad.shape[2 + d]);
-    const PoolGeom g = adaptive_geometry(x, os, "adaptive_avg_pool_backward");
+    const PoolGeom g = adaptive_geometry(x, os);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     grad = contiguous(cast(std::move(grad), cd));
     CudaTensor dx = empty(x.shape, cd, x.device());
@@ -121,38 +113,24 @@ struct InterpSizes {
     i64 ih, iw, oh, ow;
     Shape out_shape;
 };
-InterpSizes interp_sizes(const CudaTensor& x, std::span<const std::size_t> output_size) {
+/// The sizes of an interpolation problem checked by check::interpolate (or its backward).
+InterpSizes interp_sizes(const CudaTensor& x, std::span<const std::size_t> output_size,
+                         Shape out_shape) {
     const std::size_t n = output_size.size();
-    const Shape os(output_size);
-    EMBER_CHECK(n == 1 || n == 2, Argument,
-                "interpolate: output size must have 1 ([N, C, L] input) or 2 ([N, C, H, W]) dims, "
-                "got ",
-                os, " for input ", x.shape);
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, "interpolate: input must have rank ", n + 2,
-                " for output size ", os, ", got ", x.shape);
     InterpSizes s;
     s.ih = n == 2 ? static_cast<i64>(x.shape[2]) : 1;
     s.iw = static_cast<i64>(x.shape[n + 1]);
     s.oh = n == 2 ? static_cast<i64>(output_size[0]) : 1;
     s.ow = static_cast<i64>(output_size[n - 1]);
-    EMBER_CHECK(s.oh >= 1 && s.ow >= 1, Argument, "interpolate: output size must be positive, got ",
-                os, " for input ", x.shape);
-    EMBER_CHECK(s.ih >= 1 && s.iw >= 1, Shape,
-                "interpolate: input spatial dims must be non-empty, got ", x.shape);
-    s.out_shape = Shape{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < n; ++d) s.out_shape.push_back(output_size[d]);
+    s.out_shape = out_shape;
     return s;
 }
 }  // namespace
 
 CudaTensor interpolate(CudaTensor x, std::span<const std::size_t> output_size,
                        const InterpolateOptions& o) {
-    const InterpSizes s = interp_sizes(x, output_size);
+    const InterpSizes s = interp_sizes(x, output_size, check::interpolate(x, output_size, o));
     const DType dt = x.dtype;
-    EMBER_CHECK(dt != DType::Bool, DType, "interpolate: bool input ", x.shape, " is not supported");
-    EMBER_CHECK(o.mode == InterpolateMode::Nearest || is_float(dt), DType,
-                "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
-                " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     // Nearest on ints moves values through f64, exact for every int up to 2^53.
     const DType cd = is_float(dt) ? float_compute(dt) : DType::F64;
     x = contiguous(cast(std::move(x), cd));
@@ -165,11 +143,9 @@ CudaTensor interpolate(CudaTensor x, std::span<const std::size_t> output_size,
 CudaTensor interpolate_backward(CudaTensor x, CudaTensor grad,
                                 std::span<const std::size_t> output_size,
                                 const InterpolateOptions& o) {
-    const InterpSizes s = interp_sizes(x, output_size);
-    EMBER_CHECK(grad.shape == s.out_shape, Shape, "interpolate_backward: grad ", grad.shape,
-                " must be ", s.out_shape);
-    EMBER_CHECK(is_float(x.dtype), DType, "interpolate_backward: needs a float input, got ",
-                dtype_name(x.dtype));
+    const InterpSizes s =
+        interp_sizes(x, output_size, check::interpolate_backward(x, grad, output_size));
+    check_same_device("interpolate_backward", x, grad);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     grad = contiguous(cast(std::move(grad), cd));
     CudaTensor dx = empty(x.shape, cd, x.device());

@@ -25,15 +25,9 @@ DType reduce_result(ReduceOp op, DType d) {
     return d;
 }
 
-void check_dim(std::size_t dim, const CudaTensor& t, const char* op) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, op, ": dim ", dim, " is out of range for shape ",
-                t.shape);
-}
-
 /// Indices as int64 (narrower ints widened; anything else is an error).
 CudaTensor index_tensor(CudaTensor indices, const char* op) {
-    EMBER_CHECK(is_int(indices.dtype), DType, op, ": indices must be an int tensor, got ",
-                dtype_name(indices.dtype));
+    check::index_dtype(op, indices.dtype);
     return cast(std::move(indices), DType::I64);
 }
 
@@ -42,9 +36,8 @@ void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim,
     if (indices.num_elements() == 0) return;
     const Storage& st = *indices.storage;
     if (st.lo <= st.hi) {  // bounds known on the host: no readback
-        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<std::int64_t>(size), Index, op, ": index ",
-                    st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim, " of size ", size,
-                    " (indices ", indices.shape, ")");
+        if (st.lo < 0 || st.hi >= static_cast<std::int64_t>(size))
+            check::index_out_of_range(op, st.lo < 0 ? st.lo : st.hi, dim, size);
         return;
     }
     auto flag = allocate(8, indices.device());
@@ -53,9 +46,11 @@ void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim,
     const auto it = make_iter<1>(indices.shape, {&indices.strides});
     launch_check_range(it, static_cast<const std::int64_t*>(indices.ptr()),
                        static_cast<std::int64_t>(size), 0, static_cast<int*>(flag->data), s);
-    EMBER_CHECK(read_i64(flag->data, indices.device(), op) == 0, Index, op,
-                ": an index is out of range for dim ", dim, " of size ", size, " (indices ",
-                indices.shape, ")");
+    if (read_i64(flag->data, indices.device(), op) == 0) return;
+    // The error path only: read the indices back to name the first bad one, as every backend.
+    const TensorData host = to_data(indices);
+    for (const std::int64_t v : host.as_slice<std::int64_t>())
+        if (v < 0 || v >= static_cast<std::int64_t>(size)) check::index_out_of_range(op, v, dim, size);
 }
 
 /// Moves `dim` last: the permutation and its inverse.
@@ -70,6 +65,7 @@ void last_dim_perm(std::size_t rank, std::size_t dim, std::array<std::size_t, kM
 }  // namespace
 
 CudaTensor reduce_all(ReduceOp op, CudaTensor t) {
+    check::reduce_all(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, t.shape);
     EMBER_CHECK(op != ReduceOp::Mean || is_float(t.dtype), DType, reduce_name(op),
                 ": needs a float tensor, got ", dtype_name(t.dtype));
     const DType result = reduce_result(op, t.dtype), cd = reduce_compute(t.dtype);
@@ -83,7 +79,7 @@ CudaTensor reduce_all(ReduceOp op, CudaTensor t) {
 }
 
 CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim) {
-    check_dim(dim, t, reduce_name(op));
+    check::reduce_dim(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, dim, t.shape);
     EMBER_CHECK(op != ReduceOp::Mean || is_float(t.dtype), DType, reduce_name(op),
                 ": needs a float tensor, got ", dtype_name(t.dtype));
     const DType result = reduce_result(op, t.dtype), cd = reduce_compute(t.dtype);
@@ -102,8 +98,7 @@ CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim) {
 
 CudaTensor arg_reduce(ArgReduceOp op, CudaTensor t, std::size_t dim) {
     const char* name = op == ArgReduceOp::ArgMax ? "argmax" : "argmin";
-    check_dim(dim, t, name);
-    EMBER_CHECK(t.shape[dim] > 0, Shape, name, ": dim ", dim, " of shape ", t.shape, " is empty");
+    check::nonempty_dim(name, dim, t.shape);
     t = cast(std::move(t), reduce_compute(t.dtype));
     Shape out_shape = t.shape;
     out_shape[dim] = 1;
@@ -118,7 +113,7 @@ CudaTensor arg_reduce(ArgReduceOp op, CudaTensor t, std::size_t dim) {
 
 CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
-    check_dim(dim, t, name);
+    check::dim(name, dim, t.shape);
     EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ",
                 dtype_name(t.dtype));
     const DType result = t.dtype, cd = compute_dtype(t.dtype);
@@ -159,12 +154,7 @@ std::array<CudaTensor, 3> layer_norm(CudaTensor x, std::optional<CudaTensor> gam
 }
 
 CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices) {
-    check_dim(dim, t, "gather");
-    EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",
-                indices.shape, " must have the rank of the tensor of shape ", t.shape);
-    for (std::size_t d = 0; d < t.shape.rank(); ++d)
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
-                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    check::gather(dim, t, indices);
     check_same_device("gather", t, indices);
     indices = index_tensor(std::move(indices), "gather");
     check_indices(indices, t.shape[dim], dim, "gather");
@@ -178,21 +168,7 @@ CudaTensor gather(std::size_t dim, CudaTensor t, CudaTensor indices) {
 }
 
 CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTensor values) {
-    check_dim(dim, t, "scatter_add");
-    const std::size_t rank = t.shape.rank();
-    EMBER_CHECK(values.dtype == t.dtype, DType, "scatter_add: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
-    EMBER_CHECK(indices.shape.rank() == rank && values.shape.rank() == rank, Shape,
-                "scatter_add: tensor ", t.shape, ", indices ", indices.shape, " and values ",
-                values.shape, " must have the same rank");
-    for (std::size_t d = 0; d < rank; ++d) {
-        EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
-                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
-                    d);
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
-                    "scatter_add: indices of shape ", indices.shape,
-                    " are larger than the tensor of shape ", t.shape, " in dim ", d);
-    }
+    check::scatter_add(dim, t, indices, values);
     check_same_device("scatter_add", t, indices);
     check_same_device("scatter_add", t, values);
     indices = index_tensor(std::move(indices), "scatter_add");
@@ -211,14 +187,10 @@ CudaTensor scatter_add(std::size_t dim, CudaTensor t, CudaTensor indices, CudaTe
 }
 
 CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices) {
-    check_dim(dim, t, "select");
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select: indices must be 1-d, got shape ",
-                indices.shape);
+    const Shape out_shape = check::select(t, dim, indices);
     check_same_device("select", t, indices);
     indices = index_tensor(std::move(indices), "select");
     check_indices(indices, t.shape[dim], dim, "select");
-    Shape out_shape = t.shape;
-    out_shape[dim] = indices.num_elements();
     CudaTensor out = empty(out_shape, t.dtype, t.device());
     // index_select is a gather whose index tensor is the 1-d indices broadcast along dim.
     Strides is{}, ts = t.strides;
@@ -231,17 +203,7 @@ CudaTensor select(CudaTensor t, std::size_t dim, CudaTensor indices) {
 }
 
 CudaTensor select_assign(CudaTensor t, std::size_t dim, CudaTensor indices, CudaTensor values) {
-    check_dim(dim, t, "select_assign");
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select_assign: indices must be 1-d, got shape ",
-                indices.shape);
-    EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
-    const std::size_t k = indices.num_elements();
-    Shape expected = t.shape;
-    expected[dim] = k;
-    EMBER_CHECK(values.shape == expected, Shape, "select_assign: values of shape ", values.shape,
-                " do not match ", expected, " (the tensor's shape ", t.shape, " with ", k,
-                " indices in dim ", dim, ")");
+    check::select_assign(t, dim, indices, values);
     check_same_device("select_assign", t, indices);
     check_same_device("select_assign", t, values);
     indices = index_tensor(std::move(indices), "select_assign");
@@ -290,7 +252,7 @@ CudaTensor argwhere(CudaTensor t) {
 
 std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t dim,
                                                     bool descending) {
-    check_dim(dim, t, "sort");
+    check::dim("sort", dim, t.shape);
     const DType result = t.dtype, cd = reduce_compute(t.dtype);
     const std::size_t rank = t.shape.rank();
     std::array<std::size_t, kMaxRank> fwd{}, inv{};
@@ -309,9 +271,7 @@ std::pair<CudaTensor, CudaTensor> sort_with_indices(CudaTensor t, std::size_t di
 }
 
 std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t dim, bool largest) {
-    check_dim(dim, t, "topk");
-    EMBER_CHECK(k <= t.shape[dim], Argument, "topk: k = ", k, " is larger than dim ", dim,
-                " of shape ", t.shape);
+    check::topk(k, dim, t.shape);
     auto [v, i] = sort_with_indices(std::move(t), dim, largest);
     std::array<Slice, kMaxRank> r{};
     r[dim] = Slice{0, static_cast<long>(k)};

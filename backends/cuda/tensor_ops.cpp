@@ -22,17 +22,8 @@ CudaTensor to_compute(CudaTensor t, DType cd) {
     return t.dtype == cd ? t : cast(std::move(t), cd);
 }
 
-const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
-                                     "pow", "max_pair", "min_pair", "and", "or",
-                                     "xor", "sub",      "div",      "pow", "rem"};
-    return names[static_cast<int>(op)];
-}
-const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal",         "not_equal", "greater",
-                                     "greater_equal", "lower",     "lower_equal"};
-    return names[static_cast<int>(op)];
-}
+const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
+const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
 bool is_logical(BinaryOp op) {
     return op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
 }
@@ -118,12 +109,7 @@ void seed(std::uint64_t s) {
 }
 
 CudaTensor random(const Shape& shape, const Distribution& dist, DType dtype, int device) {
-    EMBER_CHECK(dist.kind != Distribution::Kind::Uniform || dist.a <= dist.b, Argument,
-                "random: uniform range [", dist.a, ", ", dist.b, ") is empty");
-    EMBER_CHECK(dist.kind != Distribution::Kind::Normal || dist.b >= 0, Argument,
-                "random: normal std must be >= 0, got ", dist.b);
-    EMBER_CHECK(dist.kind != Distribution::Kind::Bernoulli || (dist.a >= 0 && dist.a <= 1),
-                Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
+    check::random(dist);
     const DType gen = (dtype == DType::F64 || dtype == DType::I64) ? dtype
                       : is_float(dtype)                            ? DType::F32
                                                                    : DType::I64;
@@ -159,155 +145,36 @@ CudaTensor to_device(CudaTensor t, int device) {
     return out;
 }
 
-// ---- views ---------------------------------------------------------------------------------
-CudaTensor reshape(CudaTensor t, const Shape& shape) {
-    EMBER_CHECK(shape.num_elements() == t.num_elements(), Shape, "reshape: cannot reshape ",
-                t.shape.to_string(), " (", t.num_elements(), " elements) into ", shape.to_string(),
-                " (", shape.num_elements(), " elements)");
-    if (!t.is_contiguous()) t = contiguous(std::move(t));
-    t.shape = shape;
-    t.strides = contiguous_strides(shape);
-    return t;
-}
-
-CudaTensor permute(CudaTensor t, std::span<const std::size_t> axes) {
-    EMBER_CHECK(axes.size() == t.shape.rank(), Dim, "permute: ", axes.size(),
-                " axes given for a tensor of shape ", t.shape.to_string());
-    bool seen[kMaxRank] = {};
-    Shape s = t.shape;
-    Strides st{};
-    for (std::size_t i = 0; i < axes.size(); ++i) {
-        EMBER_CHECK(axes[i] < axes.size() && !seen[axes[i]], Dim,
-                    "permute: axes are not a permutation of 0..", axes.size() - 1, " for shape ",
-                    t.shape.to_string());
-        seen[axes[i]] = true;
-        s[i] = t.shape[axes[i]];
-        st[i] = t.strides[axes[i]];
-    }
-    t.shape = s;
-    t.strides = st;
-    return t;
-}
-
-CudaTensor expand(CudaTensor t, const Shape& shape) {
-    EMBER_CHECK(shape.rank() >= t.shape.rank(), Shape, "expand: cannot expand ",
-                t.shape.to_string(), " to the lower rank shape ", shape.to_string());
-    const std::size_t off = shape.rank() - t.shape.rank();
-    Strides st{};
-    for (std::size_t i = off; i < shape.rank(); ++i) {
-        const std::size_t d = t.shape[i - off];
-        EMBER_CHECK(d == shape[i] || d == 1, Shape, "expand: cannot expand ", t.shape.to_string(),
-                    " to ", shape.to_string(), " (dim ", i, ": ", d, " vs ", shape[i], ")");
-        st[i] = d == shape[i] ? t.strides[i - off] : 0;
-    }
-    t.shape = shape;
-    t.strides = st;
-    return t;
-}
-
-CudaTensor slice(CudaTensor t, std::span<const Slice> ranges) {
-    EMBER_CHECK(ranges.size() <= t.shape.rank(), Dim, "slice: ", ranges.size(),
-                " ranges given for a tensor of shape ", t.shape.to_string());
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-        auto [start, len] = ranges[i].resolve(t.shape[i], "slice");
-        t.offset += static_cast<std::int64_t>(start) * t.strides[i];
-        t.shape[i] = len;
-        t.strides[i] *= ranges[i].step;
-    }
-    return t;
-}
-
 // ---- data movement -------------------------------------------------------------------------
-namespace {
-CudaTensor narrow_view(const CudaTensor& t, std::size_t dim, std::size_t start, std::size_t len) {
-    CudaTensor v = t;
-    v.offset += static_cast<std::int64_t>(start) * t.strides[dim];
-    v.shape[dim] = len;
-    return v;
-}
-}  // namespace
-
 CudaTensor cat(std::span<const CudaTensor> tensors, std::size_t dim) {
-    EMBER_CHECK(!tensors.empty(), Argument, "cat: expected at least one tensor");
+    const Shape out_shape = check::cat(check::operands(tensors), dim);
     const CudaTensor& first = tensors[0];
-    const std::size_t rank = first.shape.rank();
-    EMBER_CHECK(dim < rank, Dim, "cat: dim ", dim, " is out of range for rank ", rank);
-    Shape out_shape = first.shape;
-    out_shape[dim] = 0;
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-        const CudaTensor& t = tensors[i];
-        EMBER_CHECK(t.dtype == first.dtype, DType, "cat: tensor ", i, " has dtype ",
-                    dtype_name(t.dtype), " but tensor 0 has ", dtype_name(first.dtype));
-        EMBER_CHECK(t.shape.rank() == rank, Shape, "cat: tensor ", i, " has shape ", t.shape,
-                    " of rank ", t.shape.rank(), " but tensor 0 has shape ", first.shape);
-        check_same_device("cat", t, first);
-        for (std::size_t d = 0; d < rank; ++d)
-            EMBER_CHECK(d == dim || t.shape[d] == first.shape[d], Shape, "cat: tensor ", i,
-                        " has shape ", t.shape, " but tensor 0 has shape ", first.shape,
-                        "; they must match except in dim ", dim);
-        out_shape[dim] += t.shape[dim];
-    }
+    for (const CudaTensor& t : tensors) check_same_device("cat", t, first);
     CudaTensor out = empty(out_shape, first.dtype, first.device());
-    std::size_t start = 0;
-    for (const CudaTensor& t : tensors) {
-        copy_into(narrow_view(out, dim, start, t.shape[dim]), t);
-        start += t.shape[dim];
-    }
+    view::cat_into(out, tensors, dim, copy_into);
     return out;
 }
 
 CudaTensor slice_assign(CudaTensor t, std::span<const Slice> ranges, CudaTensor values) {
-    const std::size_t rank = t.shape.rank();
-    EMBER_CHECK(ranges.size() <= rank, Index, "slice_assign: ", ranges.size(),
-                " ranges given for a tensor of shape ", t.shape);
-    EMBER_CHECK(values.dtype == t.dtype, DType, "slice_assign: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    const check::Region r = check::slice_assign(t, ranges, values);
     check_same_device("slice_assign", t, values);
-    std::array<std::pair<std::size_t, std::size_t>, kMaxRank> r{};
-    Shape region = t.shape;
-    for (std::size_t d = 0; d < ranges.size(); ++d) {
-        r[d] = ranges[d].resolve(t.shape[d], "slice_assign");
-        region[d] = r[d].second;
-    }
-    EMBER_CHECK(region == values.shape, Shape, "slice_assign: values of shape ", values.shape,
-                " do not match the region of shape ", region, " in a tensor of shape ", t.shape);
     t = t.is_unique() ? reuse(std::move(t)) : fresh_copy(t);
-    CudaTensor view = t;
-    view.shape = region;
-    for (std::size_t d = 0; d < ranges.size(); ++d) {
-        view.offset += static_cast<std::int64_t>(r[d].first) * t.strides[d];
-        view.strides[d] = t.strides[d] * ranges[d].step;
-    }
-    copy_into(view, values);
+    copy_into(view::region(t, ranges, r), values);
     return t;
 }
 
 CudaTensor flip(CudaTensor t, std::span<const std::size_t> axes) {
-    const std::size_t rank = t.shape.rank();
-    std::array<bool, kMaxRank> flipped{};
-    for (const std::size_t a : axes) {
-        EMBER_CHECK(a < rank, Dim, "flip: axis ", a, " is out of range for shape ", t.shape);
-        EMBER_CHECK(!flipped[a], Dim, "flip: axis ", a, " is given more than once");
-        flipped[a] = true;
-    }
+    const auto flipped = check::flip(t.shape, axes);
     CudaTensor out = empty(t.shape, t.dtype, t.device());
     if (out.num_elements() == 0) return out;
     // Reading through negative strides turns the flip into a plain strided copy.
-    CudaTensor src = t;
-    for (std::size_t d = 0; d < rank; ++d) {
-        if (!flipped[d]) continue;
-        src.offset += static_cast<std::int64_t>(t.shape[d] - 1) * t.strides[d];
-        src.strides[d] = -t.strides[d];
-    }
+    const CudaTensor src = view::flip(t, flipped);
     copy_into(out, src);
     return out;
 }
 
 CudaTensor repeat_dim(CudaTensor t, std::size_t dim, std::size_t times) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "repeat_dim: dim ", dim, " is out of range for shape ",
-                t.shape);
-    Shape out_shape = t.shape;
-    out_shape[dim] = t.shape[dim] * times;
+    const Shape out_shape = check::repeat_dim(t.shape, dim, times);
     CudaTensor out = empty(out_shape, t.dtype, t.device());
     if (out.num_elements() == 0) return out;
     // One launch: the output viewed as [.., times, n, ..] reads t broadcast over `times`.
@@ -417,12 +284,9 @@ CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s) {
 }
 
 CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b) {
-    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_where: mask must be bool, got ",
-                dtype_name(mask.dtype));
+    const Shape shape = check::mask_where(b, mask, a);  // mask_where(t = b, mask, value = a)
     check_same_device("mask_where", mask, a);
     check_same_device("mask_where", a, b);
-    const Shape shape = broadcast_shapes(broadcast_shapes(mask.shape, a.shape, "mask_where"),
-                                         b.shape, "mask_where");
     const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
     a = to_compute(std::move(a), cd);
     b = to_compute(std::move(b), cd);
@@ -435,11 +299,8 @@ CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b) {
 }
 
 CudaTensor mask_fill(CudaTensor t, CudaTensor mask, Scalar value) {
-    EMBER_CHECK(mask.dtype == DType::Bool, DType, "mask_fill: mask must be bool, got ",
-                dtype_name(mask.dtype));
-    const Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_fill");
-    EMBER_CHECK(shape == t.shape, Shape, "mask_fill: mask ", mask.shape.to_string(),
-                " does not broadcast to the tensor's shape ", t.shape.to_string());
+    check::mask_fill(t, mask);
+    const Shape& shape = t.shape;
     // The value as a one-element tensor seen through stride-0 dims: one where() launch.
     CudaTensor v = full(Shape{1}, value, compute_dtype(t.dtype), t.device());
     v = expand(std::move(v), shape);

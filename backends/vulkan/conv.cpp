@@ -11,66 +11,8 @@ namespace ember::detail::vk {
 namespace {
 constexpr std::uint32_t kLocal = 256;
 
-/// Spatial geometry in 3-d form.
-struct Geo {
-    std::array<i64, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1}, stride{1, 1, 1}, pad{0, 0, 0},
-        dil{1, 1, 1};
-    i64 k_size() const { return k[0] * k[1] * k[2]; }
-    i64 out_size() const { return out[0] * out[1] * out[2]; }
-};
-
-std::string op_name(const char* base, std::size_t n) {
-    return std::string(base) + std::to_string(n) + "d";
-}
-
-void check_common(const std::string& op, const VT& x, const VT& w, const std::optional<VT>& bias,
-                  std::size_t n) {
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
-                w.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    EMBER_CHECK(w.dtype == x.dtype, DType, op, ": weight dtype ", dtype_name(w.dtype),
-                " differs from input dtype ", dtype_name(x.dtype));
-    if (bias)
-        EMBER_CHECK(bias->dtype == x.dtype, DType, op, ": bias dtype ", dtype_name(bias->dtype),
-                    " differs from input dtype ", dtype_name(x.dtype));
-}
-
-void check_options(const std::string& op, const ConvParams& p, const Shape& x, const Shape& w) {
-    for (std::size_t d = 0; d < p.n; ++d) {
-        EMBER_CHECK(p.stride[d] >= 1, Argument, op, ": stride must be >= 1 in every dim (input ", x,
-                    ", weight ", w, ")");
-        EMBER_CHECK(p.dilation[d] >= 1, Argument, op,
-                    ": dilation must be >= 1 in every dim (input ", x, ", weight ", w, ")");
-        EMBER_CHECK(w[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w);
-    }
-    EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x, ", weight ", w,
-                ")");
-}
-
-/// The forward geometry of conv(x, w) (errors name `op`); fills the output shape.
-Geo conv_geometry(const std::string& op, const ConvParams& p, const Shape& x, const Shape& w,
-                  Shape& out_shape) {
-    Geo g;
-    out_shape = Shape{x[0], w[0]};
-    for (std::size_t d = 0; d < p.n; ++d) {
-        const std::size_t s = 3 - p.n + d;
-        g.in[s] = static_cast<i64>(x[2 + d]);
-        g.k[s] = static_cast<i64>(w[2 + d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w, " (dilation ", p.dilation[d],
-                    ") is larger than the padded input ", x, " (padding ", p.padding[d],
-                    ") in spatial dim ", d);
-        g.out[s] = span / g.stride[s] + 1;
-        out_shape.push_back(static_cast<std::size_t>(g.out[s]));
-    }
-    return g;
-}
+/// Spatial geometry in 3-d form (from the shared conv checks).
+using Geo = check::ConvGeo;
 
 /// Parameter words shared by conv.comp's modes.
 Params conv_params_words(i64 total, const VT& x, const Geo& g, std::size_t n_spatial) {
@@ -127,23 +69,9 @@ VT conv_from_cols(VT cols, VT w, const std::optional<VT>& bias, std::size_t grou
 }  // namespace
 
 VT conv(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument, "conv: 1, 2 or 3 spatial dims are supported, got ",
-                p.n, " (input ", x.shape, ")");
-    const std::string op = op_name("conv", p.n);
-    check_common(op, x, w, bias, p.n);
-    check_options(op, p, x.shape, w.shape);
-    const std::size_t cin = x.shape[1], cout = w.shape[0];
-    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
-                "); input ", x.shape, ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / p.groups, Shape, op, ": weight ", w.shape, " expects ",
-                w.shape[1] * p.groups, " input channels, input ", x.shape, " has ", cin,
-                " (groups ", p.groups, ")");
-    if (bias)
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape);
-    Shape out_shape;
-    const Geo g = conv_geometry(op, p, x.shape, w.shape, out_shape);
+    const check::Conv c = check::conv(x, w, check::operand(bias), p);
+    const Geo& g = c.g;
+    const Shape& out_shape = c.out;
     if (out_shape.num_elements() == 0) return empty(out_shape, x.dtype, x.device);
     const DType dt = x.dtype;
     VT out = conv_from_cols(im2col(x, g, p.n), cast(std::move(w), DType::F32),
@@ -153,44 +81,10 @@ VT conv(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
 }
 
 VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
-                "conv_transpose: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
-                x.shape, ")");
-    const std::string op = op_name("conv_transpose", p.n);
-    check_common(op, x, w, bias, p.n);
-    check_options(op, p, x.shape, w.shape);
-    const std::size_t cin = x.shape[1];
-    EMBER_CHECK(w.shape[0] == cin, Shape, op, ": weight ", w.shape, " must have ", cin,
-                " rows (the input channels of ", x.shape, ")");
-    EMBER_CHECK(cin % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by groups (", p.groups, "); input ", x.shape, ", weight ",
-                w.shape);
-    const std::size_t cout = w.shape[1] * p.groups;
-    if (bias)
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape, " and groups ",
-                    p.groups);
-    Geo g;
-    Shape out_shape{x.shape[0], cout};
-    for (std::size_t d = 0; d < p.n; ++d) {
-        const std::size_t s = 3 - p.n + d;
-        EMBER_CHECK(p.padding_out[d] < p.stride[d] || p.padding_out[d] < p.dilation[d], Argument,
-                    op, ": output padding (", p.padding_out[d],
-                    ") must be smaller than either stride (", p.stride[d], ") or dilation (",
-                    p.dilation[d], "); input ", x.shape);
-        g.in[s] = static_cast<i64>(x.shape[2 + d]);
-        g.k[s] = static_cast<i64>(w.shape[2 + d]);
-        g.stride[s] = static_cast<i64>(p.stride[d]);
-        g.pad[s] = static_cast<i64>(p.padding[d]);
-        g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 o = (g.in[s] - 1) * g.stride[s] - 2 * g.pad[s] + g.dil[s] * (g.k[s] - 1) +
-                      static_cast<i64>(p.padding_out[d]) + 1;
-        EMBER_CHECK(o >= 1, Shape, op, ": output size ", o, " in spatial dim ", d,
-                    " is not positive (input ", x.shape, ", weight ", w.shape, ", padding ",
-                    p.padding[d], ")");
-        g.out[s] = o;
-        out_shape.push_back(static_cast<std::size_t>(o));
-    }
+    const check::Conv c = check::conv_transpose(x, w, check::operand(bias), p);
+    const Geo& g = c.g;
+    const Shape& out_shape = c.out;
+    const std::size_t cout = out_shape[1];
     const DType dt = x.dtype;
     VT out = empty(out_shape, DType::F32, x.device);
     const std::size_t total = out.num_elements();
@@ -217,32 +111,10 @@ VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
 }
 
 VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvParams& p) {
-    EMBER_CHECK(p.n >= 1 && p.n <= 3, Argument,
-                "conv_weight_backward: 1, 2 or 3 spatial dims are supported, got ", p.n, " (input ",
-                x.shape, ")");
-    const std::string op = "conv" + std::to_string(p.n) + "d_weight_backward";
-    const std::size_t n = p.n;
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(weight_shape.rank() == n + 2, Shape, op, ": weight shape must have rank ", n + 2,
-                ", got ", weight_shape);
-    EMBER_CHECK(grad.shape.rank() == n + 2, Shape, op, ": output gradient must have rank ", n + 2,
-                ", got ", grad.shape, " (input ", x.shape, ", weight ", weight_shape, ")");
-    EMBER_CHECK(is_float(x.dtype) && is_float(grad.dtype), DType, op, ": needs float tensors, got ",
-                dtype_name(x.dtype), " and ", dtype_name(grad.dtype));
-    check_options(op, p, x.shape, weight_shape);
-    const std::size_t cin = x.shape[1], cout = weight_shape[0];
-    EMBER_CHECK(cin % p.groups == 0 && cout % p.groups == 0, Shape, op, ": in channels (", cin,
-                ") and out channels (", cout, ") must be divisible by groups (", p.groups,
-                "); input ", x.shape, ", weight ", weight_shape);
-    EMBER_CHECK(weight_shape[1] * p.groups == cin, Shape, op, ": weight ", weight_shape,
-                " expects ", weight_shape[1] * p.groups, " input channels, input ", x.shape,
-                " has ", cin, " (groups ", p.groups, ")");
-    Shape out_shape;
-    const Geo g = conv_geometry(op, p, x.shape, weight_shape, out_shape);
-    EMBER_CHECK(grad.shape == out_shape, Shape, op, ": output gradient ", grad.shape,
-                " does not match the convolution's output ", out_shape, " (input ", x.shape,
-                ", weight ", weight_shape, ")");
+    const check::Conv c = check::conv_weight_backward(x, grad, weight_shape, p);
+    const Geo& g = c.g;
+    const Shape& out_shape = c.out;
+    const std::size_t cout = weight_shape[0];
     const DType dt = x.dtype;
     const std::size_t N = x.shape[0], G = p.groups;
     if (N == 0 || out_shape.num_elements() == 0) return full(weight_shape, Scalar(0), dt, x.device);

@@ -10,75 +10,7 @@ namespace ember::detail::vk {
 namespace {
 constexpr std::uint32_t kLocal = 256;
 
-struct DeformGeometry {
-    Shape out_shape;  ///< [N, C_out, H_out, W_out]
-    i64 oh = 0, ow = 0;
-};
-
-void check_common(const char* op, const VT& x, const VT& w, const std::optional<VT>& bias,
-                  std::size_t n) {
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape);
-    EMBER_CHECK(w.shape.rank() == n + 2, Shape, op, ": weight must have rank ", n + 2, ", got ",
-                w.shape);
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    EMBER_CHECK(w.dtype == x.dtype, DType, op, ": weight dtype ", dtype_name(w.dtype),
-                " differs from input dtype ", dtype_name(x.dtype));
-    if (bias)
-        EMBER_CHECK(bias->dtype == x.dtype, DType, op, ": bias dtype ", dtype_name(bias->dtype),
-                    " differs from input dtype ", dtype_name(x.dtype));
-}
-
-DeformGeometry check_deform_conv2d(const char* op, const VT& x, const VT& offset, const VT& w,
-                                   const std::optional<VT>& mask, const std::optional<VT>& bias,
-                                   const DeformConvOptions& o) {
-    check_common(op, x, w, bias, 2);
-    EMBER_CHECK(offset.dtype == x.dtype && (!mask || mask->dtype == x.dtype), DType, op,
-                ": offset and mask must have the input's dtype ", dtype_name(x.dtype));
-    for (std::size_t d = 0; d < 2; ++d) {
-        EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
-                    ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
-                    ")");
-        EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
-    }
-    EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
-                ": weight_groups and offset_groups must be >= 1");
-    const std::size_t n = x.shape[0], cin = x.shape[1], cout = w.shape[0];
-    const std::size_t kh = w.shape[2], kw = w.shape[3];
-    EMBER_CHECK(cin % o.weight_groups == 0 && cout % o.weight_groups == 0, Shape, op,
-                ": in channels (", cin, ") and out channels (", cout,
-                ") must be divisible by weight_groups (", o.weight_groups, "); input ", x.shape,
-                ", weight ", w.shape);
-    EMBER_CHECK(w.shape[1] == cin / o.weight_groups, Shape, op, ": weight ", w.shape,
-                " does not match input ", x.shape, " with weight_groups ", o.weight_groups);
-    EMBER_CHECK(cin % o.offset_groups == 0, Shape, op, ": in channels (", cin,
-                ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
-    i64 out_hw[2];
-    for (std::size_t d = 0; d < 2; ++d) {
-        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
-                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
-                         1;
-        EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
-                    x.shape);
-        out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;
-    }
-    const Shape off_shape{n, 2 * o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                          std::size_t(out_hw[1])};
-    EMBER_CHECK(offset.shape == off_shape, Shape, op, ": offset must be ", off_shape, ", got ",
-                offset.shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    if (mask) {
-        const Shape mask_shape{n, o.offset_groups * kh * kw, std::size_t(out_hw[0]),
-                               std::size_t(out_hw[1])};
-        EMBER_CHECK(mask->shape == mask_shape, Shape, op, ": mask must be ", mask_shape, ", got ",
-                    mask->shape, " (input ", x.shape, ", weight ", w.shape, ")");
-    }
-    if (bias) {
-        EMBER_CHECK(bias->shape.rank() == 1 && bias->shape[0] == cout, Shape, op, ": bias ",
-                    bias->shape, " must be [", cout, "] for weight ", w.shape);
-    }
-    return {Shape{n, cout, std::size_t(out_hw[0]), std::size_t(out_hw[1])}, out_hw[0], out_hw[1]};
-}
+using DeformGeometry = check::Deform;  // the shared deform_conv2d checks
 
 /// Parameter words of conv.comp / deform_backward.comp for a deformable problem.
 Params deform_words(i64 total, const VT& x, const DeformGeometry& geo, const Shape& ws,
@@ -144,9 +76,10 @@ Prepared prepare(VT x, VT off, VT w, std::optional<VT> mask) {
 
 VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT> bias,
                  const DeformConvOptions& o) {
-    const DeformGeometry geo = check_deform_conv2d("deform_conv2d", x, offset, w, mask, bias, o);
+    const DeformGeometry geo = check::deform_conv2d("deform_conv2d", x, offset, w,
+                                                    check::operand(mask), check::operand(bias), o);
     const DType dt = x.dtype;
-    if (geo.out_shape.num_elements() == 0) return empty(geo.out_shape, dt, x.device);
+    if (geo.out.num_elements() == 0) return empty(geo.out, dt, x.device);
     const Shape ws = w.shape;
     Prepared pr = prepare(std::move(x), std::move(offset), std::move(w), std::move(mask));
     const std::size_t N = pr.x.shape[0], G = o.weight_groups, cout = ws[0];
@@ -154,7 +87,7 @@ VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT
     const std::size_t CK = cols.shape[1], P = cols.shape[2];
     cols = reshape(std::move(cols), Shape{N, G, CK / G, P});
     VT wm = reshape(pr.w, Shape{G, cout / G, CK / G});
-    VT out = reshape(matmul(std::move(wm), std::move(cols)), geo.out_shape);
+    VT out = reshape(matmul(std::move(wm), std::move(cols)), geo.out);
     if (bias)
         out = binary(BinaryOp::Add, std::move(out),
                      reshape(cast(*bias, DType::F32), Shape{1, cout, 1, 1}));
@@ -164,9 +97,9 @@ VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT
 DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask,
                                    std::optional<VT> bias, VT grad, const DeformConvOptions& o) {
     const char* op = "deform_conv2d_backward";
-    const DeformGeometry geo = check_deform_conv2d(op, x, offset, w, mask, bias, o);
-    EMBER_CHECK(grad.shape == geo.out_shape, Shape, op, ": output gradient must be ", geo.out_shape,
-                " for input ", x.shape, ", got ", grad.shape);
+    const DeformGeometry geo =
+        check::deform_conv2d(op, x, offset, w, check::operand(mask), check::operand(bias), o);
+    check::grad(op, x, grad, geo.out);
     const DType dt = x.dtype;
     const Shape xs = x.shape, ws = w.shape, os = offset.shape;
     const bool has_mask = mask.has_value();

@@ -49,17 +49,8 @@ std::int32_t conv_of(DType d) {
 
 using ember::detail::promote;
 
-const char* binary_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
-                                     "pow", "max_pair", "min_pair", "and", "or",
-                                     "xor", "sub",      "div",      "pow", "rem"};
-    return names[static_cast<int>(op)];
-}
-const char* compare_name(CompareOp op) {
-    constexpr const char* names[] = {"equal",         "not_equal", "greater",
-                                     "greater_equal", "lower",     "lower_equal"};
-    return names[static_cast<int>(op)];
-}
+const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
+const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
 
 /// One launch of the elementwise shader.
 struct Launch {
@@ -213,12 +204,7 @@ void seed(std::uint64_t s) {
 }
 
 VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32_t device) {
-    EMBER_CHECK(dist.kind != Distribution::Kind::Uniform || dist.a <= dist.b, Argument,
-                "random: uniform range [", dist.a, ", ", dist.b, ") is empty");
-    EMBER_CHECK(dist.kind != Distribution::Kind::Normal || dist.b >= 0, Argument,
-                "random: normal std must be >= 0, got ", dist.b);
-    EMBER_CHECK(dist.kind != Distribution::Kind::Bernoulli || (dist.a >= 0 && dist.a <= 1),
-                Argument, "random: bernoulli probability must be in [0, 1], got ", dist.a);
+    check::random(dist);
     VT out = empty(shape, dtype, device);
     Launch l{kRandom};
     l.op = static_cast<std::int32_t>(dist.kind);
@@ -325,10 +311,7 @@ VT compare_scalar(CompareOp op, VT a, Scalar s) {
 VT where(VT mask, VT value, VT t) {
     check_same_device(t, mask, "mask_where");
     check_same_device(t, value, "mask_where");
-    Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_where");
-    shape = broadcast_shapes(shape, value.shape, "mask_where");
-    EMBER_CHECK(class_of(mask.dtype) == kBool, DType, "mask_where: the mask must be bool, got ",
-                dtype_name(mask.dtype));
+    const Shape shape = check::mask_where(t, mask, value);
     const DType rd = promote(t.dtype, value.dtype);
     VT out = output_like(t, shape, rd);
     Launch l{kWhere, 0, &mask, &value, &t};
@@ -339,9 +322,8 @@ VT where(VT mask, VT value, VT t) {
 
 VT mask_fill(VT t, VT mask, Scalar value) {
     check_same_device(t, mask, "mask_fill");
-    const Shape shape = broadcast_shapes(t.shape, mask.shape, "mask_fill");
-    EMBER_CHECK(class_of(mask.dtype) == kBool, DType, "mask_fill: the mask must be bool, got ",
-                dtype_name(mask.dtype));
+    check::mask_fill(t, mask);
+    const Shape& shape = t.shape;
     VT out = output_like(t, shape, t.dtype);
     Launch l{kMaskFill, 0, &t, &mask};
     l.sf[0] = static_cast<float>(value.f);

@@ -17,7 +17,7 @@
 #include <sstream>
 
 #include "ember/backend/vulkan.hpp"
-#include "ember/fusion/check.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "fusion.hpp"
 #include "kernels.hpp"
 

@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "context.hpp"
-#include "ember/fusion/program.hpp"
+#include "ember/detail/hash.hpp"
+#include "ember/tensor/fusion_program.hpp"
 
 namespace ember::detail::vk {
 
@@ -65,7 +66,6 @@ struct FusedPlan {
     mutable std::vector<std::pair<const Pipeline*, std::uint64_t>> pipelines;
 };
 
-/// FNV-1a, 64 bits.
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ULL);
+using detail::fnv1a;  // include/ember/detail/hash.hpp
 
 }  // namespace ember::detail::vk

@@ -4,7 +4,7 @@
 // results agree.
 #include <sstream>
 
-#include "ember/fusion/check.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "ember/tensor/error.hpp"
 #include "fusion.hpp"
 
@@ -201,15 +201,6 @@ std::string store(DType d, const std::string& buf, const std::string& j, const s
 }
 
 }  // namespace
-
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h) {
-    const auto* b = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < n; ++i) {
-        h ^= b[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 namespace {
 

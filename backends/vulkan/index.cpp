@@ -7,15 +7,9 @@ namespace ember::detail::vk {
 namespace {
 constexpr std::uint32_t kLocal = 256;
 
-void check_dim(std::size_t dim, const VT& t, const char* op) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, op, ": dim ", dim, " is out of range for shape ",
-                t.shape);
-}
-
 /// Indices as int64 (any int dtype is accepted, as on the CPU).
 VT index_tensor(VT indices, const char* op) {
-    EMBER_CHECK(is_int(indices.dtype), DType, op, ": indices must be an int tensor, got ",
-                dtype_name(indices.dtype));
+    check::index_dtype(op, indices.dtype);
     return cast(std::move(indices), DType::I64);
 }
 
@@ -27,8 +21,7 @@ void check_indices(const VT& indices, std::size_t size, std::size_t dim, const c
                     compare_scalar(CompareOp::Ge, indices, Scalar(static_cast<i64>(size))));
     if (!any_true(bad)) return;
     for (const i64 v : read_ints(indices))
-        EMBER_CHECK(v >= 0 && v < static_cast<i64>(size), Index, op, ": index ", v,
-                    " is out of range for dim ", dim, " of size ", size);
+        if (v < 0 || v >= static_cast<i64>(size)) check::index_out_of_range(op, v, dim, size);
 }
 
 /// One launch of index.comp over `shape` (gather: the output's; scatter: the lines').
@@ -65,12 +58,7 @@ VT writable(VT t) {
 }  // namespace
 
 VT gather(std::size_t dim, VT t, VT indices) {
-    check_dim(dim, t, "gather");
-    EMBER_CHECK(indices.shape.rank() == t.shape.rank(), Shape, "gather: indices of shape ",
-                indices.shape, " must have the rank of the tensor of shape ", t.shape);
-    for (std::size_t d = 0; d < t.shape.rank(); ++d)
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape, "gather: indices of shape ",
-                    indices.shape, " are larger than the tensor of shape ", t.shape, " in dim ", d);
+    check::gather(dim, t, indices);
     indices = index_tensor(std::move(indices), "gather");
     check_indices(indices, t.shape[dim], dim, "gather");
     VT out = empty(indices.shape, t.dtype, t.device);
@@ -81,14 +69,9 @@ VT gather(std::size_t dim, VT t, VT indices) {
 }
 
 VT select(VT t, std::size_t dim, VT indices) {
-    check_dim(dim, t, "select");
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select: indices must be 1-d, got shape ",
-                indices.shape);
+    const Shape shape = check::select(t, dim, indices);
     indices = index_tensor(std::move(indices), "select");
-    const std::size_t k = indices.num_elements();
     check_indices(indices, t.shape[dim], dim, "select");
-    Shape shape = t.shape;
-    shape[dim] = k;
     VT out = empty(shape, t.dtype, t.device);
     VT iv = indices;  // varies along dim only
     iv.shape = shape;
@@ -101,21 +84,7 @@ VT select(VT t, std::size_t dim, VT indices) {
 }
 
 VT scatter_add(std::size_t dim, VT t, VT indices, VT values) {
-    check_dim(dim, t, "scatter_add");
-    const std::size_t rank = t.shape.rank();
-    EMBER_CHECK(values.dtype == t.dtype, DType, "scatter_add: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
-    EMBER_CHECK(indices.shape.rank() == rank && values.shape.rank() == rank, Shape,
-                "scatter_add: tensor ", t.shape, ", indices ", indices.shape, " and values ",
-                values.shape, " must have the same rank");
-    for (std::size_t d = 0; d < rank; ++d) {
-        EMBER_CHECK(indices.shape[d] <= values.shape[d], Shape, "scatter_add: indices of shape ",
-                    indices.shape, " are larger than values of shape ", values.shape, " in dim ",
-                    d);
-        EMBER_CHECK(d == dim || indices.shape[d] <= t.shape[d], Shape,
-                    "scatter_add: indices of shape ", indices.shape,
-                    " are larger than the tensor of shape ", t.shape, " in dim ", d);
-    }
+    check::scatter_add(dim, t, indices, values);
     indices = index_tensor(std::move(indices), "scatter_add");
     check_indices(indices, t.shape[dim], dim, "scatter_add");
     VT out = writable(std::move(t));
@@ -127,18 +96,11 @@ VT scatter_add(std::size_t dim, VT t, VT indices, VT values) {
 }
 
 VT select_assign(VT t, std::size_t dim, VT indices, VT values) {
-    check_dim(dim, t, "select_assign");
-    EMBER_CHECK(indices.shape.rank() <= 1, Shape, "select_assign: indices must be 1-d, got shape ",
-                indices.shape);
-    EMBER_CHECK(values.dtype == t.dtype, DType, "select_assign: values have dtype ",
-                dtype_name(values.dtype), " but the tensor has ", dtype_name(t.dtype));
+    check::select_assign(t, dim, indices, values);
     indices = index_tensor(std::move(indices), "select_assign");
     const std::size_t k = indices.num_elements();
     Shape expected = t.shape;
     expected[dim] = k;
-    EMBER_CHECK(values.shape == expected, Shape, "select_assign: values of shape ", values.shape,
-                " do not match ", expected, " (the tensor's shape ", t.shape, " with ", k,
-                " indices in dim ", dim, ")");
     check_indices(indices, t.shape[dim], dim, "select_assign");
     VT out = writable(std::move(t));
     if (k == 0) return out;

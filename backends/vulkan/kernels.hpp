@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "../common/pool_geometry.hpp"
+#include "../common/view.hpp"
 #include "context.hpp"
 #include "ember/backend/detail/vulkan_tensor.hpp"
+#include "ember/tensor/check.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/error.hpp"
@@ -84,10 +86,10 @@ bool any_true(const VT& t);
 std::vector<i64> read_ints(const VT& t);
 
 // ---- shape_ops.cpp ---------------------------------------------------------------------------
-VT reshape(VT t, const Shape& shape);
-VT permute(VT t, std::span<const std::size_t> axes);
-VT expand(VT t, const Shape& shape);
-VT slice(VT t, std::span<const Slice> ranges);
+using view::expand;  // the views: backends/common/view.hpp
+using view::permute;
+using view::reshape;
+using view::slice;
 VT slice_assign(VT t, std::span<const Slice> ranges, VT values);
 VT flip(VT t, std::span<const std::size_t> axes);
 VT cat(std::span<const VT> tensors, std::size_t dim);
@@ -121,27 +123,9 @@ VT matmul(VT a, VT b);
 namespace ember::detail::vk {
 
 // ---- conv.cpp: im2col + matmul, a direct transposed convolution; N = 1, 2 or 3 -------------
-/// Dynamic-rank conv parameters (arrays hold N used entries).
-struct ConvParams {
-    std::size_t n = 2;
-    std::array<std::size_t, 3> stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1},
-        padding_out{0, 0, 0};
-    std::size_t groups = 1;
-};
-/// ConvOptions<N> or ConvTransposeOptions<N> → ConvParams.
-template <std::size_t N, typename O>
-ConvParams conv_params(const O& o) {
-    ConvParams p;
-    p.n = N;
-    for (std::size_t i = 0; i < N; ++i) {
-        p.stride[i] = o.stride[i];
-        p.padding[i] = o.padding[i];
-        p.dilation[i] = o.dilation[i];
-        if constexpr (requires { o.padding_out; }) p.padding_out[i] = o.padding_out[i];
-    }
-    p.groups = o.groups;
-    return p;
-}
+/// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).
+using check::ConvParams;
+using check::conv_params;  // ConvOptions<N> or ConvTransposeOptions<N> → ConvParams
 VT conv(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
 VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
 VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvParams& p);

@@ -610,40 +610,26 @@ Variant choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const V
 }  // namespace
 
 VT matmul(VT a, VT b) {
-    const std::size_t ra = a.shape.rank(), rb = b.shape.rank();
-    EMBER_CHECK(ra >= 1 && rb >= 1, Shape, "matmul: both operands need at least one dim, got ",
-                a.shape, " and ", b.shape);
-    EMBER_CHECK(a.dtype == b.dtype, DType, "matmul: dtypes differ: ", dtype_name(a.dtype), " ",
-                a.shape, " and ", dtype_name(b.dtype), " ", b.shape);
-    EMBER_CHECK(a.dtype != DType::Bool, DType, "matmul: bool operands are not supported: ", a.shape,
-                " and ", b.shape);
+    const check::Matmul g = check::matmul(a, b);
     EMBER_CHECK(a.device == b.device, Device, "matmul: operands on different Vulkan devices (",
                 a.device, " and ", b.device, ")");
-    Problem pr;
-    pr.k = a.shape[ra - 1];
-    const std::size_t kb = rb == 1 ? b.shape[0] : b.shape[rb - 2];
-    EMBER_CHECK(pr.k == kb, Shape, "matmul: inner dims do not match: ", a.shape, " and ", b.shape,
-                " (", pr.k, " vs ", kb, ")");
-    pr.m = ra == 1 ? 1 : a.shape[ra - 2];
-    pr.n = rb == 1 ? 1 : b.shape[rb - 1];
-    const std::size_t ba = ra == 1 ? 0 : ra - 2, bb = rb == 1 ? 0 : rb - 2;
-    const std::size_t nb = std::max(ba, bb);
+    const std::size_t nb = g.batch.rank();
     EMBER_CHECK(nb <= 6, Shape, "matmul: at most 6 batch dims, got ", a.shape, " and ", b.shape);
+    Problem pr;
+    pr.m = g.m;
+    pr.n = g.n;
+    pr.k = g.k;
+    pr.batch_shape = g.batch;
+    // Batch strides per output batch dim (0 where an operand broadcasts).
     for (std::size_t i = 0; i < nb; ++i) {
-        const bool has_a = i >= nb - ba, has_b = i >= nb - bb;
-        const std::size_t da = has_a ? a.shape[i - (nb - ba)] : 1;
-        const std::size_t db = has_b ? b.shape[i - (nb - bb)] : 1;
-        EMBER_CHECK(da == db || da == 1 || db == 1, Shape,
-                    "matmul: batch dims do not broadcast: ", a.shape, " and ", b.shape);
-        pr.batch_shape.push_back(da == 1 ? db : da);
-        pr.a_bs[i] = has_a && da != 1 ? a.strides[i - (nb - ba)] : 0;
-        pr.b_bs[i] = has_b && db != 1 ? b.strides[i - (nb - bb)] : 0;
+        const bool has_a = i >= nb - g.ba, has_b = i >= nb - g.bb;
+        const std::size_t da = has_a ? a.shape[i - (nb - g.ba)] : 1;
+        const std::size_t db = has_b ? b.shape[i - (nb - g.bb)] : 1;
+        pr.a_bs[i] = has_a && da != 1 ? a.strides[i - (nb - g.ba)] : 0;
+        pr.b_bs[i] = has_b && db != 1 ? b.strides[i - (nb - g.bb)] : 0;
     }
     pr.batch = pr.batch_shape.num_elements();
-    Shape out_shape = pr.batch_shape;
-    if (ra != 1) out_shape.push_back(pr.m);
-    if (rb != 1) out_shape.push_back(pr.n);
-    if (out_shape.rank() == 0) out_shape.push_back(1);  // vector · vector: [1], as the CPU
+    const Shape& out_shape = g.out;
     if (out_shape.num_elements() == 0) return empty(out_shape, a.dtype, a.device);
     if (pr.k == 0) return full(out_shape, Scalar(0), a.dtype, a.device);
     const DType dt = a.dtype;

@@ -81,16 +81,6 @@ AxisMatrix interp_matrix(i64 in, i64 out, const InterpolateOptions& o) {
     return a;
 }
 
-void check_grad(const std::string& op, const VT& x, const VT& grad, const Shape& expected) {
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    EMBER_CHECK(grad.dtype == x.dtype, DType, op, ": output gradient dtype ",
-                dtype_name(grad.dtype), " ", grad.shape, " differs from input dtype ",
-                dtype_name(x.dtype), " ", x.shape);
-    EMBER_CHECK(grad.shape == expected, Shape, op, ": output gradient must be ", expected,
-                " for input ", x.shape, ", got ", grad.shape);
-}
-
 /// The avg-pool matrices (height: null for 1-d) of a validated problem.
 std::pair<std::optional<AxisMatrix>, AxisMatrix> avg_matrices(const Dims3& g, const PoolParams& p) {
     const Window3 w = window3(p);
@@ -98,41 +88,6 @@ std::pair<std::optional<AxisMatrix>, AxisMatrix> avg_matrices(const Dims3& g, co
     if (p.n == 1) return {std::nullopt, std::move(aw)};
     return {avg_matrix(g.in[1], g.out[1], w.k[1], w.s[1], w.pad[1], p.count_include_pad),
             std::move(aw)};
-}
-
-Shape adaptive_shape(const std::string& op, const VT& x, std::span<const std::size_t> os) {
-    const std::size_t n = os.size();
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, op, ": input must have rank ", n + 2,
-                " [N, C, spatial...], got ", x.shape, " for output size ", Shape(os));
-    EMBER_CHECK(is_float(x.dtype), DType, op, ": needs a float input, got ", dtype_name(x.dtype),
-                " ", x.shape);
-    Shape out{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(x.shape[2 + d] >= 1 || os[d] == 0, Shape, op,
-                    ": input spatial dims must be non-empty, got ", x.shape);
-        out.push_back(os[d]);
-    }
-    return out;
-}
-
-Shape interp_shape(const VT& x, std::span<const std::size_t> output_size) {
-    const std::size_t n = output_size.size();
-    const Shape os(output_size);
-    EMBER_CHECK(n == 1 || n == 2, Argument,
-                "interpolate: output size must have 1 ([N, C, L] input) or 2 ([N, C, H, W]) dims, "
-                "got ",
-                os, " for input ", x.shape);
-    EMBER_CHECK(x.shape.rank() == n + 2, Shape, "interpolate: input must have rank ", n + 2,
-                " for output size ", os, ", got ", x.shape);
-    for (std::size_t d = 0; d < n; ++d) {
-        EMBER_CHECK(output_size[d] >= 1, Argument,
-                    "interpolate: output size must be positive, got ", os, " for input ", x.shape);
-        EMBER_CHECK(x.shape[2 + d] >= 1, Shape,
-                    "interpolate: input spatial dims must be non-empty, got ", x.shape);
-    }
-    Shape out{x.shape[0], x.shape[1]};
-    for (std::size_t d = 0; d < n; ++d) out.push_back(output_size[d]);
-    return out;
 }
 
 std::pair<std::optional<AxisMatrix>, AxisMatrix> interp_matrices(const Shape& in,
@@ -158,7 +113,7 @@ VT avg_pool(VT x, const PoolParams& p) {
 VT avg_pool_backward(VT x, VT grad, const PoolParams& p) {
     Shape out_shape;
     const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape, "_backward");
-    check_grad("avg_pool" + std::to_string(p.n) + "d_backward", x, grad, out_shape);
+    check::grad("avg_pool" + std::to_string(p.n) + "d_backward", x, grad, out_shape);
     EMBER_CHECK(p.n <= 2, Argument, "avg_pool_backward: 1 or 2 spatial dims are supported");
     if (x.num_elements() == 0) return empty(x.shape, x.dtype, x.device);
     auto [ah, aw] = avg_matrices(g, p);
@@ -199,12 +154,10 @@ std::pair<VT, VT> max_pool_with_indices(VT x, const PoolParams& p) {
 }
 
 VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size) {
+    const Shape out_shape = check::adaptive_avg_pool(x, output_size);
     const std::size_t n = output_size.size();
-    EMBER_CHECK(n >= 1 && n <= 2, Argument,
-                "adaptive_avg_pool: 1 or 2 output dims are supported, got ", n, " (input ", x.shape,
-                ")");
-    const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d";
-    const Shape out_shape = adaptive_shape(op, x, output_size);
+    EMBER_CHECK(n <= 2, Argument, "adaptive_avg_pool: 1 or 2 output dims are supported, got ", n,
+                " (input ", x.shape, ")");
     if (out_shape.num_elements() == 0) return empty(out_shape, x.dtype, x.device);
     AxisMatrix aw = adaptive_matrix(i64(x.shape[n + 1]), i64(output_size[n - 1]));
     std::optional<AxisMatrix> ah;
@@ -214,13 +167,11 @@ VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size) {
 }
 
 VT adaptive_avg_pool_backward(VT x, VT grad, std::size_t n) {
-    const std::string op = "adaptive_avg_pool" + std::to_string(n) + "d_backward";
-    EMBER_CHECK(grad.shape.rank() == n + 2, Shape, op, ": output gradient must have rank ", n + 2,
-                ", got ", grad.shape);
+    check::adaptive_avg_pool_backward(x, grad, n);
+    EMBER_CHECK(n <= 2, Argument, "adaptive_avg_pool_backward: 1 or 2 spatial dims are supported, got ",
+                n, " (input ", x.shape, ")");
     std::array<std::size_t, 2> os{};
     for (std::size_t d = 0; d < n; ++d) os[d] = grad.shape[2 + d];
-    const Shape expected = adaptive_shape(op, x, std::span(os.data(), n));
-    check_grad(op, x, grad, expected);
     if (x.num_elements() == 0) return empty(x.shape, x.dtype, x.device);
     AxisMatrix aw = adaptive_matrix(i64(x.shape[n + 1]), i64(os[n - 1]));
     std::optional<AxisMatrix> ah;
@@ -230,13 +181,8 @@ VT adaptive_avg_pool_backward(VT x, VT grad, std::size_t n) {
 }
 
 VT interpolate(VT x, std::span<const std::size_t> output_size, const InterpolateOptions& o) {
-    const Shape out_shape = interp_shape(x, output_size);
+    const Shape out_shape = check::interpolate(x, output_size, o);
     const DType dt = x.dtype;
-    EMBER_CHECK(dt != DType::Bool, DType, "interpolate: bool input ", x.shape, " is not supported");
-    if (o.mode != InterpolateMode::Nearest)
-        EMBER_CHECK(is_float(dt), DType,
-                    "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
-                    " mode needs a float input, got ", dtype_name(dt), " ", x.shape);
     if (out_shape.num_elements() == 0) return empty(out_shape, dt, x.device);
     auto [ah, aw] = interp_matrices(x.shape, output_size, o);
     // Nearest on ints: the one-hot matrices are int64 and the int matmul is exact.
@@ -246,8 +192,7 @@ VT interpolate(VT x, std::span<const std::size_t> output_size, const Interpolate
 
 VT interpolate_backward(VT x, VT grad, std::span<const std::size_t> output_size,
                         const InterpolateOptions& o) {
-    const Shape out_shape = interp_shape(x, output_size);
-    check_grad("interpolate_backward", x, grad, out_shape);
+    check::interpolate_backward(x, grad, output_size);
     if (x.num_elements() == 0) return empty(x.shape, x.dtype, x.device);
     auto [ah, aw] = interp_matrices(x.shape, output_size, o);
     const DType dt = x.dtype;

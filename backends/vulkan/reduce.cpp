@@ -71,8 +71,7 @@ void check_reduce(ReduceOp op, const VT& t) {
 }  // namespace
 
 VT reduce_all(ReduceOp op, VT t) {
-    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.num_elements() > 0, Argument,
-                reduce_name(op), ": the tensor of shape ", t.shape, " is empty");
+    check::reduce_all(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, t.shape);
     check_reduce(op, t);
     const std::size_t n = t.num_elements();
     VT flat = reshape(std::move(t), Shape{1, n});
@@ -81,20 +80,14 @@ VT reduce_all(ReduceOp op, VT t) {
 }
 
 VT reduce_dim(ReduceOp op, VT t, std::size_t dim) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, reduce_name(op), ": dim ", dim,
-                " is out of range for shape ", t.shape);
-    EMBER_CHECK((op != ReduceOp::Max && op != ReduceOp::Min) || t.shape[dim] > 0, Argument,
-                reduce_name(op), ": dim ", dim, " of shape ", t.shape, " is empty");
+    check::reduce_dim(reduce_name(op), op != ReduceOp::Max && op != ReduceOp::Min, dim, t.shape);
     check_reduce(op, t);
     return run_reduce(static_cast<std::int32_t>(op), t, dim, reduce_dtype(op, t.dtype));
 }
 
 VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim) {
     const char* name = op == ArgReduceOp::ArgMax ? "argmax" : "argmin";
-    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
-                t.shape);
-    EMBER_CHECK(t.shape[dim] > 0, Argument, name, ": dim ", dim, " of shape ", t.shape,
-                " is empty");
+    check::nonempty_dim(name, dim, t.shape);
     return run_pass(op == ArgReduceOp::ArgMax ? 7 : 8, t, dim, DType::I64, 1);
 }
 
@@ -102,8 +95,7 @@ VT softmax(VT t, std::size_t dim, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
     EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ", dtype_name(t.dtype),
                 " ", t.shape);
-    EMBER_CHECK(dim < t.shape.rank(), Dim, name, ": dim ", dim, " is out of range for shape ",
-                t.shape);
+    check::dim(name, dim, t.shape);
     const DType dt = t.dtype;
     VT out = empty(t.shape, DType::F32, t.device);
     const std::size_t R = t.shape[dim];

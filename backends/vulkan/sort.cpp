@@ -11,8 +11,7 @@ constexpr std::uint32_t kLocal = 256;
 }  // namespace
 
 std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "sort: dim ", dim, " is out of range for shape ",
-                t.shape);
+    check::dim("sort", dim, t.shape);
     const std::size_t rank = t.shape.rank();
     // The sorted dim goes last: rows are then contiguous in the outputs, which are permuted
     // back as views.
@@ -82,10 +81,7 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
 }
 
 std::pair<VT, VT> topk(VT t, std::size_t k, std::size_t dim, bool largest) {
-    EMBER_CHECK(dim < t.shape.rank(), Dim, "topk: dim ", dim, " is out of range for shape ",
-                t.shape);
-    EMBER_CHECK(k <= t.shape[dim], Argument, "topk: k = ", k, " is larger than dim ", dim,
-                " of shape ", t.shape);
+    check::topk(k, dim, t.shape);
     auto [v, i] = sort_with_indices(std::move(t), dim, largest);
     std::array<Slice, kMaxRank> r{};
     r[dim] = Slice{0, static_cast<long>(k)};

@@ -1,5 +1,6 @@
 #pragma once
-// The module layer: EMBER_MODULE/EMBER_CONFIG, parameters, and every built-in layer and loss.
+// The module layer: EMBER_MODULE/EMBER_CONFIG, parameters, every built-in layer and loss, and
+// module quantization (quantize_weights, calibration).
 // Kept out of <ember/ember.hpp> so that tensor-only code compiles fast.
 #include "module/config.hpp"
 #include "module/module.hpp"
@@ -18,4 +19,5 @@
 #include "nn/positional.hpp"
 #include "nn/rnn.hpp"
 #include "nn/transformer.hpp"
+#include "quant/module.hpp"
 #include "record.hpp"

@@ -1,6 +1,6 @@
 // Fusion over the Vulkan backend and autodiff over it, compiled once in ember_vulkan (see
-// include/ember/backend/vulkan_fusion.hpp).
-#include "ember/backend/vulkan_fusion.hpp"
+// include/ember/stacks/vulkan_fusion.hpp).
+#include "ember/stacks/vulkan_fusion.hpp"
 
 namespace ember {
 template struct Fusion<Vulkan>;

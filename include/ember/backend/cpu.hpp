@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "../fusion/program.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/cpu_tensor.hpp"
 

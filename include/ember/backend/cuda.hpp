@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "../fusion/program.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/cuda_tensor.hpp"
 
@@ -53,6 +53,9 @@ struct CudaBackend : BackendBase<CudaBackend> {
     static void seed(std::uint64_t seed);
     /// Waits until every op queued on the device's stream has finished.
     static void sync(const Device& d);
+    /// Lends the device buffer of `t` (any dtype) in place, copied first unless `t` is the only
+    /// handle on a contiguous buffer: the collectives hand it to NCCL on the backend's stream.
+    static std::optional<LentMemory> lend_memory(FT& t);
 
     // ---- float ----
     static FT float_from_data(const TensorData& data, const Device& d);

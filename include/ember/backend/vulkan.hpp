@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "../fusion/program.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/vulkan_tensor.hpp"
 

@@ -8,19 +8,19 @@
 //   auto all = all_gather(comm, x);                     // [W·n, ...]: every rank's x, by rank
 //   auto part = reduce_scatter(comm, y);                // [n/W, ...]: rank r's share of the sum
 //
-// Tensors whose memory the endpoint accepts are passed in place (CUDA tensors to NCCL, on the
-// backend's stream, without waiting); the others make a round trip through host memory. On an
-// autodiff backend the op runs on the inner tensor: a collective is never part of a graph. On a
-// fusion backend a float tensor is computed first and reduced as its inner backend's.
+// Tensors whose memory the backend lends (Backend::lend_memory) and the endpoint accepts are
+// passed in place (CUDA tensors to NCCL, on the backend's stream, without waiting; a fusion
+// backend computes pending values first and lends its inner backend's memory); the others make
+// a round trip through host memory. On an autodiff backend the op runs on the inner tensor: a
+// collective is never part of a graph.
 // Integer tensors reduce too (a mean rounds toward zero); bool tensors do not.
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "../backend/detail/cuda_tensor.hpp"
-#include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
 #include "collective.hpp"
 
@@ -28,34 +28,23 @@ namespace ember::collective {
 
 namespace detail {
 
-/// Whether `B`'s tensors are CUDA device buffers (the CUDA backend's primitive).
-template <typename B>
-constexpr bool is_cuda_backend =
-    std::same_as<typename B::FloatTensorPrimitive, ember::detail::cuda::CudaTensor>;
-
-/// Whether `B` is Fusion<Inner>: its float tensors are computed (if pending) and passed as
-/// Inner's, so that a fusion backend over CUDA reaches NCCL with device buffers.
-template <typename B>
-concept IsFusionBackend = requires {
-    typename B::InnerBackend;
+/// The memory an endpoint may be handed in place, as the collective layer names it.
+inline Memory memory_of(MemorySpace s) {
+    return s == MemorySpace::Cuda ? Memory::Cuda : Memory::Host;
 }
-&&std::same_as<typename B::FloatTensorPrimitive, FusionTensor<typename B::InnerBackend>>;
 
-/// `t` as a tensor of Fusion<IB>'s inner backend (computed first when pending), and back.
-template <Backend B, std::size_t D>
-auto fusion_inner(Tensor<B, D> t) {
-    using IB = typename B::InnerBackend;
-    return Tensor<IB, D>::from_primitive(
-        ember::detail::fusion::take<IB>(std::move(t).into_primitive()));
-}
-template <Backend B, std::size_t D>
-Tensor<B, D> fusion_outer(Tensor<typename B::InnerBackend, D> t) {
-    return Tensor<B, D>::from_primitive(
-        ember::detail::fusion::make<typename B::InnerBackend>(std::move(t).into_primitive()));
+/// Asks the backend to lend `p`'s memory (Backend::lend_memory) when the endpoint accepts that
+/// memory: a Buffer over it, or nullopt (the caller goes through host memory).
+template <Backend B, typename P>
+std::optional<Buffer> lent_buffer(Collective& c, P& p, const Shape& shape, DType dtype) {
+    const std::optional<LentMemory> m = B::lend_memory(p);
+    if (!m || !c.accepts(memory_of(m->space))) return std::nullopt;
+    return Buffer{m->data, shape, dtype, memory_of(m->space), m->device};
 }
 
 /// Runs `fn(input, output)` on `t`'s elements and an output of `out_shape` (in place when
-/// `in_place`: output = input), on the device when the endpoint accepts its memory.
+/// `in_place`: output = input), on the device when the backend lends its memory and the
+/// endpoint accepts it.
 template <Backend B, std::size_t D, typename K, typename Fn>
 Tensor<B, D, K> run(Collective& c, Tensor<B, D, K> t, const Shape& out_shape, bool in_place,
                     Fn&& fn) {
@@ -63,39 +52,36 @@ Tensor<B, D, K> run(Collective& c, Tensor<B, D, K> t, const Shape& out_shape, bo
     if constexpr (AutodiffBackend<B>) {
         return Tensor<B, D, K>::from_inner(
             run(c, t.inner(), out_shape, in_place, std::forward<Fn>(fn)));
-    } else if constexpr (IsFusionBackend<B> && std::same_as<K, Float>) {
-        return fusion_outer<B, D>(
-            run(c, fusion_inner(std::move(t)), out_shape, in_place, std::forward<Fn>(fn)));
     } else {
+        using T = Tensor<B, D, K>;
         const Device<B> device = t.device();
-        if constexpr (is_cuda_backend<B>) {
-            if (c.accepts(Memory::Cuda)) {
-                // Written in place: the buffer must be this handle's alone (an elementwise
-                // copy makes a fresh, contiguous one).
-                if (!t.primitive().is_unique()) t = t.mul_scalar(1);
-                const auto& p = t.primitive();
-                const Buffer in{p.ptr(), p.shape, p.dtype, Memory::Cuda, p.device()};
-                if (in_place) {
-                    fn(in, in);
-                    return t;
-                }
-                auto out = Tensor<B, D, K>::empty(out_shape, device);
-                if constexpr (std::same_as<K, Float>) out = out.cast(t.dtype());
-                const auto& q = out.primitive();
-                fn(in, Buffer{q.ptr(), q.shape, q.dtype, Memory::Cuda, q.device()});
-                return out;
+        const Shape shape = t.shape();
+        const DType dtype = t.dtype();
+        auto p = std::move(t).into_primitive();
+        if (const auto in = lent_buffer<B>(c, p, shape, dtype)) {
+            if (in_place) {
+                fn(*in, *in);
+                return T::from_primitive(std::move(p));
             }
+            auto out = T::empty(out_shape, device);
+            if constexpr (std::same_as<K, Float>) out = out.cast(dtype);
+            auto q = std::move(out).into_primitive();
+            const auto o = lent_buffer<B>(c, q, out_shape, dtype);
+            EMBER_CHECK(o.has_value(), Argument,
+                        "collective: the backend lent the input's memory but not the output's");
+            fn(*in, *o);
+            return T::from_primitive(std::move(q));
         }
-        TensorData data = std::move(t).into_data();
+        TensorData data = T::from_primitive(std::move(p)).into_data();
         const Buffer in{data.bytes_mut().data(), data.shape(), data.dtype()};
         if (in_place) {
             fn(in, in);
-            return Tensor<B, D, K>::from_data(data, device);
+            return T::from_data(data, device);
         }
         TensorData out(std::vector<std::byte>(out_shape.num_elements() * dtype_size(data.dtype())),
                        out_shape, data.dtype());
         fn(in, Buffer{out.bytes_mut().data(), out_shape, data.dtype()});
-        return Tensor<B, D, K>::from_data(out, device);
+        return T::from_data(out, device);
     }
 }
 
@@ -147,21 +133,17 @@ PendingAllReduce<B, D, K> all_reduce_async(Collective& c, Tensor<B, D, K> t,
             all_reduce_async(c, t.inner(), op));
         return {std::make_unique<detail::DoneWork>(),
                 [inner] { return Tensor<B, D, K>::from_inner(std::move(*inner).wait()); }};
-    } else if constexpr (detail::IsFusionBackend<B> && std::same_as<K, Float>) {
-        auto inner = std::make_shared<PendingAllReduce<typename B::InnerBackend, D, K>>(
-            all_reduce_async(c, detail::fusion_inner(std::move(t)), op));
-        return {std::make_unique<detail::DoneWork>(),
-                [inner] { return detail::fusion_outer<B, D>(std::move(*inner).wait()); }};
     } else {
-        if constexpr (detail::is_cuda_backend<B>) {
-            if (c.accepts(Memory::Cuda)) {
-                if (!t.primitive().is_unique()) t = t.mul_scalar(1);  // reduced in place
-                const auto& p = t.primitive();
-                auto work = c.all_reduce_async(
-                    Buffer{p.ptr(), p.shape, p.dtype, Memory::Cuda, p.device()}, op);
-                return {std::move(work), [t] { return t; }};
-            }
+        using T = Tensor<B, D, K>;
+        const Shape shape = t.shape();
+        const DType dtype = t.dtype();
+        auto p = std::move(t).into_primitive();
+        if (const auto in = detail::lent_buffer<B>(c, p, shape, dtype)) {
+            auto work = c.all_reduce_async(*in, op);  // reduced in place
+            auto result = std::make_shared<T>(T::from_primitive(std::move(p)));
+            return {std::move(work), [result] { return *result; }};
         }
+        t = T::from_primitive(std::move(p));
         const Device<B> device = t.device();
         auto data = std::make_shared<TensorData>(std::move(t).into_data());
         auto work =

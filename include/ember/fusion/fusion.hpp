@@ -21,7 +21,7 @@
 
 #include "../tensor/backend.hpp"
 #include "detail/stream.hpp"
-#include "program.hpp"
+#include "../tensor/fusion_program.hpp"
 
 namespace ember {
 
@@ -155,6 +155,13 @@ struct Fusion : BackendBase<Fusion<B>> {
     }
     /// Runs what is pending (without waiting for B).
     static void flush() { Stream::get().flush(); }
+    /// Lends B's memory of `t` (computed first, when pending) where B lends it.
+    static std::optional<LentMemory> lend_memory(FT& t) {
+        P p = detail::fusion::take<B>(std::move(t));
+        std::optional<LentMemory> m = B::lend_memory(p);
+        t = detail::fusion::make<B>(std::move(p));
+        return m;
+    }
 
     // ---- data and metadata: never force a pending value ----
     static FT float_from_data(const TensorData& d, const Device& dev) { return make(B::float_from_data(d, dev)); }

@@ -662,6 +662,13 @@ std::ostream& display(std::ostream& os, const M& m) {
     }
 #endif
 
-// The quantization of modules (quantize_weights, calibration, the Dequantize mapper) is part of
-// every module's API: included last, once everything above is defined.
-#include "../quant/module.hpp"
+// The quantization of modules (quantize_weights, calibration, the Dequantize mapper) is a layer
+// above modules (include/ember/quant/module.hpp; DESIGN.md's layer 6): the quantize_weights
+// member names it through these declarations, and a program that quantizes includes
+// <ember/quant/module.hpp> (<ember/nn.hpp> does).
+namespace ember::quant {
+template <typename C>
+struct Quantizer;
+template <module::Module M, typename C>
+M quantize_weights(const M& m, const Quantizer<C>& quantizer);
+}  // namespace ember::quant

@@ -63,39 +63,6 @@ M map_quantized(const M& m, F&& f) {
     });
 }
 
-/// The quantized Linear forward: x [..., K] @ w [K, N] (+ bias) through B::q_linear.
-template <Backend B, std::size_t D>
-Tensor<B, D> linear(const Tensor<B, D>& input, const QuantizedParam<B, 2>& q,
-                    const std::optional<Tensor<B, 1>>& bias) {
-    const auto ws = q.weight.dims();
-    const auto in = input.dims();
-    EMBER_CHECK(in[D - 1] == ws[0], Shape, "Linear: input ", input.shape().to_string(),
-                " does not end in the layer's ", ws[0], " input features");
-    auto x = input.template reshape<2>({-1, static_cast<long>(ws[0])});
-    if (q.observer)
-        q.observer->update(static_cast<float>(x.min().into_scalar()),
-                           static_cast<float>(x.max().into_scalar()));
-    std::optional<typename B::FloatTensorPrimitive> b;
-    if (bias) b = bias->primitive();
-    Tensor<B, 2> y(B::q_linear(x.primitive(), q.weight.primitive(), std::move(b), q.activation));
-    Shape out = input.shape();
-    out[D - 1] = ws[1];
-    return y.template reshape<D>(out);
-}
-
-/// The quantized Conv2d forward through B::q_conv2d.
-template <Backend B>
-Tensor<B, 4> conv2d(const Tensor<B, 4>& input, const QuantizedParam<B, 4>& q,
-                    const std::optional<Tensor<B, 1>>& bias, const ConvOptions<2>& options) {
-    if (q.observer)
-        q.observer->update(static_cast<float>(input.min().into_scalar()),
-                           static_cast<float>(input.max().into_scalar()));
-    std::optional<typename B::FloatTensorPrimitive> b;
-    if (bias) b = bias->primitive();
-    return Tensor<B, 4>(
-        B::q_conv2d(input.primitive(), q.weight.primitive(), std::move(b), options, q.activation));
-}
-
 }  // namespace detail
 
 /// The module with every float weight (parameters of rank ≥ 2) quantized by `quantizer`:

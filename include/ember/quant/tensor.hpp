@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "../tensor/tensor.hpp"
-#include "primitive.hpp"
+#include "../tensor/quant_primitive.hpp"
 
 namespace ember::quant {
 

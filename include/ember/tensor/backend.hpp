@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "../quant/primitive.hpp"
+#include "quant_primitive.hpp"
 #include "data.hpp"
 #include "distribution.hpp"
 #include "ops.hpp"
@@ -156,12 +156,32 @@ struct InnerBackendOf<B> {
 template <Backend B>
 using InnerBackend = typename detail::InnerBackendOf<B>::type;
 
+/// Where a backend's tensors live, as libraries that reach memory directly see it.
+enum class MemorySpace : std::uint8_t {
+    Host,  ///< process memory (read through into_data / from_data)
+    Cuda,  ///< a CUDA device's memory (NCCL may read and write it in place)
+};
+/// A primitive's elements lent in place (Backend hook `lend_memory`): contiguous, row-major and
+/// the lending handle's alone, valid while that handle lives.
+struct LentMemory {
+    void* data = nullptr;                     ///< the first element
+    MemorySpace space = MemorySpace::Host;  ///< where it lives
+    int device = 0;                           ///< the device ordinal
+};
+
 /// Default implementations, composed from the core ops of `Self` (CRTP). Backends and
 /// decorators derive from it and override any function by declaring one of the same name.
 /// The quantized ops (quantize, dequantize, q_matmul, q_linear, ...) come from
 /// quant::QuantizedOps, so every backend holds quantized tensors without writing anything.
 template <typename Self>
 struct BackendBase : quant::QuantizedOps<Self> {
+    /// Lends `t`'s elements in place to a library that reaches the backend's memory itself (the
+    /// collectives: NCCL on CUDA buffers). A backend that lends makes `t` contiguous and its
+    /// handle's alone first; the default lends nothing, and callers go through into_data.
+    template <typename P>
+    static std::optional<LentMemory> lend_memory(P&) {
+        return std::nullopt;
+    }
 #define EMBER_DEFAULT_UNARY(prefix, name, OP)                                  \
     template <typename T>                                                      \
     static T prefix##_##name(T t) {                                            \

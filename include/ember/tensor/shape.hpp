@@ -117,8 +117,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 /// Normalises a possibly negative dim against `rank`; throws DimError naming `op`.
 std::size_t normalize_dim(long dim, std::size_t rank, const char* op);
 
-/// A range along one dim: [start, end) with a positive step; negative values count from the end.
-/// Ranges beyond the dim are errors (IndexError), not clamped.
+/// A range along one dim: [start, end) with a positive step; negative values count from the end
+/// and bounds beyond the dim are clamped to it, as in PyTorch and Burn.
 struct Slice {
     long start = 0;                                  ///< first index (negative: from the end)
     long end = std::numeric_limits<long>::max();     ///< one past the last (default: the dim's end)

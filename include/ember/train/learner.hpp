@@ -40,7 +40,7 @@
 #include "metrics.hpp"
 #include "output.hpp"
 #if defined(EMBER_CUDA)
-#include "../backend/cuda_graph.hpp"
+#include "../stacks/cuda_graph.hpp"
 #endif
 
 namespace ember::train {

@@ -8,6 +8,7 @@
 
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
+#include "../../tensor/strided.hpp"
 
 namespace ember::cpu {
 struct BufferSource;
@@ -39,19 +40,8 @@ void reset_peak_memory();
 /// Allocates a buffer of at least `bytes` bytes (from the cache when one fits).
 std::shared_ptr<Storage> allocate(std::size_t bytes);
 
-/// Strides in elements, one per dim.
-using Strides = std::array<std::int64_t, kMaxRank>;
-
-/// Row-major strides of a shape.
-inline Strides contiguous_strides(const Shape& s) {
-    Strides st{};
-    std::int64_t acc = 1;
-    for (std::size_t i = s.rank(); i-- > 0;) {
-        st[i] = acc;
-        acc *= static_cast<std::int64_t>(s[i]);
-    }
-    return st;
-}
+using detail::contiguous_strides;  // include/ember/tensor/strided.hpp
+using detail::Strides;
 
 /// A strided view of a buffer.
 struct CpuTensor {
@@ -72,14 +62,7 @@ struct CpuTensor {
                offset * static_cast<std::int64_t>(dtype_size(dtype));
     }
     /// Row-major with no gaps (dims of size 1 may have any stride).
-    bool is_contiguous() const {
-        std::int64_t acc = 1;
-        for (std::size_t i = shape.rank(); i-- > 0;) {
-            if (shape[i] != 1 && strides[i] != acc) return false;
-            acc *= static_cast<std::int64_t>(shape[i]);
-        }
-        return true;
-    }
+    bool is_contiguous() const { return detail::is_contiguous(shape, strides); }
     /// True when this handle is the only reference to a contiguous buffer that it covers
     /// exactly, so an op may write its result in place.
     bool is_unique() const {

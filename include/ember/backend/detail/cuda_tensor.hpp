@@ -9,6 +9,7 @@
 
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
+#include "../../tensor/strided.hpp"
 
 namespace ember::detail::cuda {
 
@@ -38,19 +39,8 @@ struct Storage {
 /// Allocates at least `bytes` bytes on `device` from the caching pool.
 std::shared_ptr<Storage> allocate(std::size_t bytes, int device);
 
-/// Strides in elements, one per dim.
-using Strides = std::array<std::int64_t, kMaxRank>;
-
-/// Row-major strides of a shape.
-inline Strides contiguous_strides(const Shape& s) {
-    Strides st{};
-    std::int64_t acc = 1;
-    for (std::size_t i = s.rank(); i-- > 0;) {
-        st[i] = acc;
-        acc *= static_cast<std::int64_t>(s[i]);
-    }
-    return st;
-}
+using detail::contiguous_strides;  // include/ember/tensor/strided.hpp
+using detail::Strides;
 
 /// A strided view of a device buffer.
 struct CudaTensor {
@@ -68,14 +58,7 @@ struct CudaTensor {
     /// The device index.
     int device() const { return storage ? storage->device : 0; }
     /// Row-major with no gaps (dims of size 1 may have any stride).
-    bool is_contiguous() const {
-        std::int64_t acc = 1;
-        for (std::size_t i = shape.rank(); i-- > 0;) {
-            if (shape[i] != 1 && strides[i] != acc) return false;
-            acc *= static_cast<std::int64_t>(shape[i]);
-        }
-        return true;
-    }
+    bool is_contiguous() const { return detail::is_contiguous(shape, strides); }
     /// True when this handle is the only reference to a contiguous buffer that it covers from
     /// its start, so an op may write its result in place.
     bool is_unique() const {

@@ -9,6 +9,7 @@
 
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
+#include "../../tensor/strided.hpp"
 
 namespace ember::detail::vk {
 
@@ -16,19 +17,8 @@ namespace ember::detail::vk {
 /// back to the pool when the last view of it dies; the pool reuses it in stream order.
 struct Buffer;
 
-/// Strides in elements, one per dim (0 for broadcast dims, negative for flipped ones).
-using Strides = std::array<std::int64_t, kMaxRank>;
-
-/// Row-major strides of a shape.
-inline Strides contiguous_strides(const Shape& s) {
-    Strides st{};
-    std::int64_t acc = 1;
-    for (std::size_t i = s.rank(); i-- > 0;) {
-        st[i] = acc;
-        acc *= static_cast<std::int64_t>(s[i]);
-    }
-    return st;
-}
+using detail::contiguous_strides;  // include/ember/tensor/strided.hpp
+using detail::Strides;
 
 /// A strided view of a device buffer. Element storage on the device: float dtypes are f32
 /// words, int dtypes int64 (two words), bool one u32 word per element (see docs/vulkan.md).
@@ -41,14 +31,7 @@ struct VulkanTensor {
     std::uint32_t device = 0;        ///< index of the Vulkan device holding the buffer
 
     /// Row-major with no gaps (dims of size 1 may have any stride).
-    bool is_contiguous() const {
-        std::int64_t acc = 1;
-        for (std::size_t i = shape.rank(); i-- > 0;) {
-            if (shape[i] != 1 && strides[i] != acc) return false;
-            acc *= static_cast<std::int64_t>(shape[i]);
-        }
-        return true;
-    }
+    bool is_contiguous() const { return detail::is_contiguous(shape, strides); }
     /// The only handle on a contiguous buffer it covers from its start: an op may write its
     /// result in place (a moved-in tensor is reused, as on the CPU).
     bool is_unique() const {

@@ -17,7 +17,7 @@
 #include "../../detail/sync.hpp"
 #include "../../tensor/ops.hpp"
 #include "../../tensor/shape.hpp"
-#include "../program.hpp"
+#include "../../tensor/fusion_program.hpp"
 
 namespace ember::detail::fusion {
 

@@ -1,6 +1,6 @@
 // The fused program's key and listing, and the fusion counters.
-#include "ember/fusion/program.hpp"
-#include "ember/fusion/check.hpp"
+#include "ember/tensor/fusion_program.hpp"
+#include "ember/tensor/fusion_check.hpp"
 
 #include "ember/tensor/error.hpp"
 

@@ -38,7 +38,7 @@
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
-#include "cuda.hpp"
+#include "../backend/cuda.hpp"
 
 namespace ember::detail::cuda {
 struct Graph;  // the instantiated graph and what its replays rewrite (graph.cpp)

@@ -11,11 +11,11 @@
 #include <utility>
 
 #include "../detail/sync.hpp"
-#include "../tensor/dtype.hpp"
-#include "../tensor/error.hpp"
-#include "../tensor/ops.hpp"
-#include "../tensor/shape.hpp"
-#include "scheme.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "ops.hpp"
+#include "shape.hpp"
+#include "quant_scheme.hpp"
 
 namespace ember::quant {
 

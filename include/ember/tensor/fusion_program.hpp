@@ -1,7 +1,9 @@
 #pragma once
 // The fused program: what Fusion<B> hands to a backend to compile and launch. Backend-neutral
 // data — registers, instructions over them and the outputs — so that each backend turns it into
-// its own kernel (a tiled loop on the CPU, SPIR-V on Vulkan, PTX on CUDA).
+// its own kernel (a tiled loop on the CPU, SPIR-V on Vulkan, PTX on CUDA). It lives in the tensor
+// layer (as Burn's burn-ir beside burn-tensor) because backends, below the Fusion decorator, must
+// know it.
 //
 // Registers 0..inputs.size()-1 hold the inputs; instruction i writes register
 // inputs.size() + i. Every register spans the program's iteration shape (inputs are expanded to
@@ -14,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "../tensor/dtype.hpp"
-#include "../tensor/ops.hpp"
+#include "dtype.hpp"
+#include "ops.hpp"
 
 namespace ember::fusion {
 

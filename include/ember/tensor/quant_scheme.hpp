@@ -1,7 +1,8 @@
 #pragma once
 // Quantization schemes (Burn's QuantizationScheme / QuantizationType): how float values map to
-// 8-bit integers. Header-only and free of tensors, so that the tensor layer's defaults
-// (backend.hpp) can name them.
+// 8-bit integers. Header-only and free of tensors, in the tensor layer (as Burn's burn-std) so
+// that the Backend concept's defaults (backend.hpp) and the backends can name them; calibration
+// and module quantization sit in include/ember/quant/, above.
 //
 //   affine:    q = clamp(round(x / scale) + offset, -128, 127),  x ≈ (q - offset) · scale
 //   symmetric: the same with offset 0 (the range is centred on zero)

@@ -2,7 +2,7 @@
 // Autodiff over the Vulkan backend, instantiated once in ember_vulkan
 // (src/stacks/autodiff_vulkan.cpp): declaring it extern keeps users from compiling it again.
 #include "../autodiff/autodiff.hpp"
-#include "vulkan.hpp"
+#include "../backend/vulkan.hpp"
 
 namespace ember {
 extern template struct Autodiff<Vulkan>;

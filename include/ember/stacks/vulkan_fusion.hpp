@@ -6,7 +6,7 @@
 //     using B = ember::Autodiff<ember::Fusion<ember::Vulkan>>;
 #include "../autodiff/autodiff.hpp"
 #include "../fusion/fusion.hpp"
-#include "vulkan.hpp"
+#include "../backend/vulkan.hpp"
 
 namespace ember {
 extern template struct Fusion<Vulkan>;

@@ -1,9 +1,10 @@
 #pragma once
-// The structural check every FusionBackend runs on a program before compiling it.
+// The structural check every FusionBackend runs on a program before compiling it (tensor layer,
+// beside the program IR, so that backends can call it).
 #include <cstddef>
 
-#include "../tensor/shape.hpp"
-#include "program.hpp"
+#include "shape.hpp"
+#include "fusion_program.hpp"
 
 namespace ember::fusion {
 
