@@ -9,11 +9,12 @@
 #include <ember/nn/pool.hpp>
 #include <numeric>
 
+#include "grad_check.hpp"
 #include "module_check.hpp"
 
 namespace {
 
-using B = ember::Autodiff<ember::Cpu>;
+using CpuB = ember::Autodiff<ember::Cpu>;  // the stack of the CPU-only cases
 using F64 = ember::test::AutodiffF64;
 using ember::Distribution;
 using ember::Shape;
@@ -50,9 +51,10 @@ void check_param_grads(const M& model, const ember::Gradients& grads, const Fixt
     });
 }
 
-/// Runs the fixture case `name` through `built` (with the fixture's weights) on Autodiff<Cpu>:
-/// output, input gradient and parameter gradients against torch, with L = sum(output * gout).
-template <std::size_t D, typename M>
+/// Runs the fixture case `name` through `built` (with the fixture's weights) on the autodiff
+/// backend B: output, input gradient and parameter gradients against torch, with
+/// L = sum(output * gout).
+template <typename B, std::size_t D, typename M>
 void check_layer(const std::string& name, const M& built) {
     INFO("case " << name);
     Fixture f(kFile, name);
@@ -119,67 +121,75 @@ void check_uniform(const P& param, double bound) {
 
 }  // namespace
 
-TEST_CASE("Conv1d matches torch.nn.Conv1d", "[nn][conv]") {
+TEMPLATE_LIST_TEST_CASE("Conv1d matches torch.nn.Conv1d", "[nn][conv]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("basic") {
-        check_layer<3>("conv1d_basic", Conv1dConfig{3, 4, 3}.init<B>());
+        check_layer<B, 3>("conv1d_basic", Conv1dConfig{3, 4, 3}.init<B>());
     }
     SECTION("stride, explicit padding and dilation") {
         auto c = Conv1dConfig{2, 4, 3}.with_stride(2).with_dilation(2).with_padding(
             PaddingConfig1d::Explicit(2));
-        check_layer<3>("conv1d_stride_pad_dil", c.init<B>());
+        check_layer<B, 3>("conv1d_stride_pad_dil", c.init<B>());
     }
     SECTION("Same padding keeps the length") {
         auto c = Conv1dConfig{3, 2, 5}.with_padding(PaddingConfig1d::Same());
-        check_layer<3>("conv1d_same", c.init<B>());
+        check_layer<B, 3>("conv1d_same", c.init<B>());
     }
     SECTION("Same padding with dilation (PyTorch's padding=\"same\")") {
         auto c = Conv1dConfig{2, 3, 3}.with_padding(PaddingConfig1d::Same()).with_dilation(2);
-        check_layer<3>("conv1d_same_dilation", c.init<B>());
+        check_layer<B, 3>("conv1d_same_dilation", c.init<B>());
     }
     SECTION("groups, no bias") {
         auto c = Conv1dConfig{4, 6, 2}.with_groups(2).with_bias(false);
-        check_layer<3>("conv1d_groups_nobias", c.init<B>());
+        check_layer<B, 3>("conv1d_groups_nobias", c.init<B>());
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<B, CpuB>) return;  // f64 on the CPU: once, not per stack
         auto c = Conv1dConfig{4, 2, 3}.with_groups(2).with_padding(PaddingConfig1d::Explicit(1));
         check_fd<3>(c.init<F64>(), {2, 4, 6});
     }
 }
 
-TEST_CASE("Conv2d matches torch.nn.Conv2d", "[nn][conv]") {
+TEMPLATE_LIST_TEST_CASE("Conv2d matches torch.nn.Conv2d", "[nn][conv]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("basic") {
-        check_layer<4>("conv2d_basic", Conv2dConfig{{3, 4}, {3, 3}}.init<B>());
+        check_layer<B, 4>("conv2d_basic", Conv2dConfig{{3, 4}, {3, 3}}.init<B>());
     }
     SECTION("stride and explicit padding") {
         auto c = Conv2dConfig{{2, 3}, {3, 2}}.with_stride({2, 1}).with_padding(
             PaddingConfig2d::Explicit(1, 0));
-        check_layer<4>("conv2d_stride_pad", c.init<B>());
+        check_layer<B, 4>("conv2d_stride_pad", c.init<B>());
     }
     SECTION("Same padding with dilation") {
         auto c = Conv2dConfig{{2, 4}, {3, 5}}
                      .with_padding(PaddingConfig2d::Same())
                      .with_dilation({2, 1});
-        check_layer<4>("conv2d_same_dilation", c.init<B>());
+        check_layer<B, 4>("conv2d_same_dilation", c.init<B>());
     }
     SECTION("groups and dilation, no bias") {
         auto c = Conv2dConfig{{4, 6}, {2, 2}}.with_groups(2).with_dilation({1, 2}).with_bias(false);
-        check_layer<4>("conv2d_groups_nobias", c.init<B>());
+        check_layer<B, 4>("conv2d_groups_nobias", c.init<B>());
     }
     SECTION("depthwise") {
         auto c = Conv2dConfig{{3, 3}, {3, 3}}.with_groups(3).with_padding(
             PaddingConfig2d::Explicit(1, 1));
-        check_layer<4>("conv2d_depthwise", c.init<B>());
+        check_layer<B, 4>("conv2d_depthwise", c.init<B>());
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<B, CpuB>) return;  // f64 on the CPU: once, not per stack
         auto c = Conv2dConfig{{2, 3}, {3, 2}}.with_stride({1, 2}).with_padding(
             PaddingConfig2d::Explicit(1, 1));
         check_fd<4>(c.init<F64>(), {2, 2, 4, 5});
     }
 }
 
-TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]") {
+TEMPLATE_LIST_TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("basic") {
-        check_layer<5>("conv3d_basic", Conv3dConfig{{2, 3}, {2, 3, 2}}.init<B>());
+        check_layer<B, 5>("conv3d_basic", Conv3dConfig{{2, 3}, {2, 3, 2}}.init<B>());
     }
     SECTION("stride, padding, dilation and groups, no bias") {
         auto c = Conv3dConfig{{4, 2}, {3, 2, 2}}
@@ -188,25 +198,28 @@ TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]") {
                      .with_dilation({1, 2, 1})
                      .with_groups(2)
                      .with_bias(false);
-        check_layer<5>("conv3d_stride_pad_groups", c.init<B>());
+        check_layer<B, 5>("conv3d_stride_pad_groups", c.init<B>());
     }
     SECTION("Same padding") {
         auto c = Conv3dConfig{{2, 2}, {3, 3, 3}}.with_padding(PaddingConfig3d::Same());
-        check_layer<5>("conv3d_same", c.init<B>());
+        check_layer<B, 5>("conv3d_same", c.init<B>());
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<B, CpuB>) return;  // f64 on the CPU: once, not per stack
         check_fd<5>(Conv3dConfig{{2, 2}, {2, 2, 2}}.init<F64>(), {1, 2, 3, 3, 3});
     }
 }
 
-TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]") {
+TEMPLATE_LIST_TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("1-d basic") {
-        check_layer<3>("conv_transpose1d_basic", ConvTranspose1dConfig{{3, 2}, 3}.init<B>());
+        check_layer<B, 3>("conv_transpose1d_basic", ConvTranspose1dConfig{{3, 2}, 3}.init<B>());
     }
     SECTION("1-d stride, padding, output padding") {
         auto c =
             ConvTranspose1dConfig{{2, 4}, 3}.with_stride(2).with_padding(1).with_padding_out(1);
-        check_layer<3>("conv_transpose1d_stride_pad_opad", c.init<B>());
+        check_layer<B, 3>("conv_transpose1d_stride_pad_opad", c.init<B>());
     }
     SECTION("1-d groups and dilation, no bias") {
         auto c = ConvTranspose1dConfig{{4, 6}, 2}
@@ -215,17 +228,17 @@ TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]") {
                      .with_groups(2)
                      .with_dilation(2)
                      .with_bias(false);
-        check_layer<3>("conv_transpose1d_groups_dil_nobias", c.init<B>());
+        check_layer<B, 3>("conv_transpose1d_groups_dil_nobias", c.init<B>());
     }
     SECTION("2-d basic") {
-        check_layer<4>("conv_transpose2d_basic", ConvTranspose2dConfig{{3, 2}, {3, 2}}.init<B>());
+        check_layer<B, 4>("conv_transpose2d_basic", ConvTranspose2dConfig{{3, 2}, {3, 2}}.init<B>());
     }
     SECTION("2-d stride, padding, output padding") {
         auto c = ConvTranspose2dConfig{{2, 4}, {3, 3}}
                      .with_stride({2, 3})
                      .with_padding({1, 0})
                      .with_padding_out({1, 2});
-        check_layer<4>("conv_transpose2d_stride_pad_opad", c.init<B>());
+        check_layer<B, 4>("conv_transpose2d_stride_pad_opad", c.init<B>());
     }
     SECTION("2-d groups and dilation, no bias") {
         auto c = ConvTranspose2dConfig{{4, 2}, {2, 3}}
@@ -233,10 +246,10 @@ TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]") {
                      .with_groups(2)
                      .with_dilation({2, 1})
                      .with_bias(false);
-        check_layer<4>("conv_transpose2d_groups_dil_nobias", c.init<B>());
+        check_layer<B, 4>("conv_transpose2d_groups_dil_nobias", c.init<B>());
     }
     SECTION("3-d basic") {
-        check_layer<5>("conv_transpose3d_basic",
+        check_layer<B, 5>("conv_transpose3d_basic",
                        ConvTranspose3dConfig{{2, 3}, {2, 2, 3}}.init<B>());
     }
     SECTION("3-d stride, padding, output padding and groups, no bias") {
@@ -246,9 +259,10 @@ TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]") {
                      .with_padding_out({1, 0, 1})
                      .with_groups(2)
                      .with_bias(false);
-        check_layer<5>("conv_transpose3d_stride_groups_nobias", c.init<B>());
+        check_layer<B, 5>("conv_transpose3d_stride_groups_nobias", c.init<B>());
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<B, CpuB>) return;  // f64 on the CPU: once, not per stack
         auto c1 = ConvTranspose1dConfig{{2, 4}, 3}.with_stride(2).with_groups(2);
         check_fd<3>(c1.init<F64>(), {1, 2, 4});
         auto c2 = ConvTranspose2dConfig{{2, 3}, {2, 3}}.with_stride({2, 1}).with_padding({0, 1});
@@ -259,6 +273,7 @@ TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]") {
 
 namespace {
 /// DeformConv2d's fixture case: input, offset and (when present) mask, all with gradients.
+template <typename B>
 void check_deform(const std::string& name, const DeformConv2d<B>& built) {
     INFO("case " << name);
     Fixture f(kFile, name);
@@ -282,7 +297,9 @@ void check_deform(const std::string& name, const DeformConv2d<B>& built) {
 }
 }  // namespace
 
-TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]") {
+TEMPLATE_LIST_TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("basic, no mask") {
         check_deform("deform_conv2d_basic", DeformConv2dConfig{{2, 3}, {3, 3}}.init<B>());
     }
@@ -301,6 +318,7 @@ TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]") {
         check_deform("deform_conv2d_stride_dil_groups_nobias", c.init<B>());
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<B, CpuB>) return;  // f64 on the CPU: once, not per stack
         auto model = DeformConv2dConfig{{2, 2}, {2, 2}}.init<F64>();
         auto x = Tensor<F64, 4>::random({1, 2, 4, 4}, Distribution::Uniform(-1.0, 1.0));
         auto offset = Tensor<F64, 4>::random({1, 8, 3, 3}, Distribution::Uniform(-1.5, 1.5));
@@ -312,52 +330,54 @@ TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]") {
     }
 }
 
-TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]") {
+TEMPLATE_LIST_TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
     SECTION("AvgPool1d") {
-        check_layer<3>("avg_pool1d_basic", AvgPool1dConfig{3}.init());
-        check_layer<3>("avg_pool1d_stride_pad_exclude",
+        check_layer<B, 3>("avg_pool1d_basic", AvgPool1dConfig{3}.init());
+        check_layer<B, 3>("avg_pool1d_stride_pad_exclude",
                        AvgPool1dConfig{4}
                            .with_stride(2)
                            .with_padding(PaddingConfig1d::Explicit(2))
                            .with_count_include_pad(false)
                            .init());
-        check_layer<3>("avg_pool1d_same",
+        check_layer<B, 3>("avg_pool1d_same",
                        AvgPool1dConfig{3}.with_padding(PaddingConfig1d::Same()).init());
-        check_layer<3>("avg_pool1d_ceil", AvgPool1dConfig{3}
+        check_layer<B, 3>("avg_pool1d_ceil", AvgPool1dConfig{3}
                                               .with_stride(2)
                                               .with_padding(PaddingConfig1d::Explicit(1))
                                               .with_ceil_mode(true)
                                               .init());
     }
     SECTION("AvgPool2d") {
-        check_layer<4>("avg_pool2d_basic", AvgPool2dConfig{{2, 3}}.init());
-        check_layer<4>("avg_pool2d_stride_pad_exclude",
+        check_layer<B, 4>("avg_pool2d_basic", AvgPool2dConfig{{2, 3}}.init());
+        check_layer<B, 4>("avg_pool2d_stride_pad_exclude",
                        AvgPool2dConfig{{3, 3}}
                            .with_strides({2, 2})
                            .with_padding(PaddingConfig2d::Explicit(1, 1))
                            .with_count_include_pad(false)
                            .init());
-        check_layer<4>("avg_pool2d_same",
+        check_layer<B, 4>("avg_pool2d_same",
                        AvgPool2dConfig{{3, 5}}.with_padding(PaddingConfig2d::Same()).init());
-        check_layer<4>("avg_pool2d_ceil", AvgPool2dConfig{{3, 2}}
+        check_layer<B, 4>("avg_pool2d_ceil", AvgPool2dConfig{{3, 2}}
                                               .with_strides({2, 2})
                                               .with_padding(PaddingConfig2d::Explicit(1, 1))
                                               .with_ceil_mode(true)
                                               .init());
     }
     SECTION("MaxPool1d") {
-        check_layer<3>("max_pool1d_basic", MaxPool1dConfig{3}.init());
-        check_layer<3>("max_pool1d_stride_pad_dil", MaxPool1dConfig{3}
+        check_layer<B, 3>("max_pool1d_basic", MaxPool1dConfig{3}.init());
+        check_layer<B, 3>("max_pool1d_stride_pad_dil", MaxPool1dConfig{3}
                                                         .with_stride(2)
                                                         .with_padding(PaddingConfig1d::Explicit(1))
                                                         .with_dilation(2)
                                                         .init());
-        check_layer<3>("max_pool1d_ceil",
+        check_layer<B, 3>("max_pool1d_ceil",
                        MaxPool1dConfig{2}.with_stride(3).with_ceil_mode(true).init());
     }
     SECTION("MaxPool2d") {
-        check_layer<4>("max_pool2d_basic", MaxPool2dConfig{{2, 2}}.init());
-        check_layer<4>("max_pool2d_stride_pad_dil",
+        check_layer<B, 4>("max_pool2d_basic", MaxPool2dConfig{{2, 2}}.init());
+        check_layer<B, 4>("max_pool2d_stride_pad_dil",
                        MaxPool2dConfig{{3, 2}}
                            .with_strides({2, 1})
                            .with_padding(PaddingConfig2d::Explicit(1, 1))
@@ -365,16 +385,16 @@ TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]") {
                            .init());
         // Same with dilation pads by dilation·(kernel−1)/2 = (2, 1): more than torch's max_pool
         // accepts, so the fixture pads with -inf explicitly.
-        check_layer<4>("max_pool2d_same_dilation", MaxPool2dConfig{{3, 3}}
+        check_layer<B, 4>("max_pool2d_same_dilation", MaxPool2dConfig{{3, 3}}
                                                        .with_padding(PaddingConfig2d::Same())
                                                        .with_dilation({2, 1})
                                                        .init());
     }
     SECTION("AdaptiveAvgPool1d and AdaptiveAvgPool2d") {
-        check_layer<3>("adaptive_avg_pool1d_down", AdaptiveAvgPool1dConfig{3}.init());
-        check_layer<3>("adaptive_avg_pool1d_up", AdaptiveAvgPool1dConfig{5}.init());
-        check_layer<4>("adaptive_avg_pool2d_down", AdaptiveAvgPool2dConfig{{3, 2}}.init());
-        check_layer<4>("adaptive_avg_pool2d_mixed", AdaptiveAvgPool2dConfig{{4, 4}}.init());
+        check_layer<B, 3>("adaptive_avg_pool1d_down", AdaptiveAvgPool1dConfig{3}.init());
+        check_layer<B, 3>("adaptive_avg_pool1d_up", AdaptiveAvgPool1dConfig{5}.init());
+        check_layer<B, 4>("adaptive_avg_pool2d_down", AdaptiveAvgPool2dConfig{{3, 2}}.init());
+        check_layer<B, 4>("adaptive_avg_pool2d_mixed", AdaptiveAvgPool2dConfig{{4, 4}}.init());
     }
     SECTION("pools run on a backend without autodiff") {
         Fixture f(kFile, "max_pool2d_stride_pad_dil");
@@ -389,6 +409,7 @@ TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]") {
 }
 
 TEST_CASE("convolutions draw PyTorch's default initialisation", "[nn][conv]") {
+    using B = CpuB;
     // PyTorch: kaiming_uniform_(a=√5) on the weight and uniform ±1/√fan_in on the bias, i.e.
     // both uniform on ±1/√fan_in with fan_in = weight.size(1) · ∏kernel.
     SECTION("Conv2d: fan_in = channels_in · kh · kw") {
@@ -435,6 +456,7 @@ TEST_CASE("convolutions draw PyTorch's default initialisation", "[nn][conv]") {
 }
 
 TEST_CASE("convolution modules: valid, records, display", "[nn][conv]") {
+    using B = CpuB;
     SECTION("valid() is the same layer on the inner backend") {
         auto conv = Conv2dConfig{{2, 3}, {3, 3}}.with_padding(PaddingConfig2d::Same()).init<B>();
         auto inner = conv.valid();
@@ -478,6 +500,7 @@ TEST_CASE("convolution modules: valid, records, display", "[nn][conv]") {
 }
 
 TEST_CASE("convolution and pooling errors", "[nn][conv][errors]") {
+    using B = CpuB;
     using ember::ArgumentError;
     using ember::ShapeError;
     SECTION("channels not divisible by groups") {
