@@ -14,10 +14,10 @@
 #include <string>
 
 #include <ember/backend/cuda.hpp>
-#include <ember/stacks/cuda_graph.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
+#include <ember/stacks/cuda_graph.hpp>
 #include <numbers>
 
 #include "../examples/mnist/model.hpp"

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include <ember/backend/vulkan.hpp>
-#include <ember/stacks/vulkan_autodiff.hpp>
-#include <ember/stacks/vulkan_fusion.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
+#include <ember/stacks/vulkan_autodiff.hpp>
+#include <ember/stacks/vulkan_fusion.hpp>
 
 #include "../examples/mnist/model.hpp"
 #include "reduce_chain.hpp"

@@ -43,8 +43,8 @@ void conv_options(const std::string& op, const ConvParams& p, const Shape& x, co
 }
 
 void spatial_dims(const char* base, std::size_t n, const Shape& x) {
-    EMBER_CHECK(n >= 1 && n <= 3, Argument, base, ": 1, 2 or 3 spatial dims are supported, got ",
-                n, " (input ", x, ")");
+    EMBER_CHECK(n >= 1 && n <= 3, Argument, base, ": 1, 2 or 3 spatial dims are supported, got ", n,
+                " (input ", x, ")");
 }
 
 /// The forward convolution's geometry (x and w already checked).
@@ -256,8 +256,8 @@ Conv conv_weight_backward(const Operand& x, const Operand& grad, const Shape& we
                 " expects ", weight_shape[1] * p.groups, " input channels, input ", x.shape,
                 " has ", cin, " (groups ", p.groups, ")");
     Conv c = forward_geometry(op, p, x.shape, weight_shape);
-    EMBER_CHECK(grad.shape == c.out, Shape, op, ": output gradient must be ", c.out,
-                " for input ", x.shape, " and weight ", weight_shape, ", got ", grad.shape);
+    EMBER_CHECK(grad.shape == c.out, Shape, op, ": output gradient must be ", c.out, " for input ",
+                x.shape, " and weight ", weight_shape, ", got ", grad.shape);
     return c;
 }
 
@@ -345,7 +345,8 @@ Shape adaptive_avg_pool(const Operand& x, std::span<const std::size_t> output_si
 
 namespace {
 /// The output shape of interpolate(x, output_size); errors name `op`.
-Shape interpolate_shape(const char* op, const Operand& x, std::span<const std::size_t> output_size) {
+Shape interpolate_shape(const char* op, const Operand& x,
+                        std::span<const std::size_t> output_size) {
     const std::size_t n = output_size.size();
     const Shape os(output_size);
     EMBER_CHECK(n == 1 || n == 2, Argument, op,
@@ -373,8 +374,8 @@ Shape interpolate(const Operand& x, std::span<const std::size_t> output_size,
         EMBER_CHECK(x.dtype != DType::Bool, DType, "interpolate: bool input ", x.shape,
                     " is not supported");
     else
-        EMBER_CHECK(is_float(x.dtype), DType, "interpolate: ",
-                    o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
+        EMBER_CHECK(is_float(x.dtype), DType,
+                    "interpolate: ", o.mode == InterpolateMode::Bilinear ? "bilinear" : "bicubic",
                     " mode needs a float input, got ", dtype_name(x.dtype), " ", x.shape);
     return out;
 }
@@ -453,8 +454,7 @@ Shape select(const Operand& t, std::size_t d, const Operand& indices) {
     return out;
 }
 
-void select_assign(const Operand& t, std::size_t d, const Operand& indices,
-                   const Operand& values) {
+void select_assign(const Operand& t, std::size_t d, const Operand& indices, const Operand& values) {
     dim("select_assign", d, t.shape);
     index_rank("select_assign", indices);
     same_dtype("select_assign", t, values);

@@ -56,10 +56,12 @@ std::vector<Misuse> misuses() {
     add("matmul inner dims", "matmul", [] { F2::zeros({2, 3}).matmul(F2::zeros({4, 5})); });
     add("matmul batch dims", "matmul", [] { F3::zeros({2, 2, 3}).matmul(F3::zeros({3, 3, 4})); });
     // convolutions
-    add("conv2d channels", "conv2d",
-        [] { m::conv2d(F4::zeros({1, 3, 5, 5}), F4::zeros({2, 4, 3, 3})); });
-    add("conv2d kernel larger than the input", "conv2d",
-        [] { m::conv2d(F4::zeros({1, 1, 2, 2}), F4::zeros({1, 1, 3, 3})); });
+    add("conv2d channels", "conv2d", [] {
+        m::conv2d(F4::zeros({1, 3, 5, 5}), F4::zeros({2, 4, 3, 3}));
+    });
+    add("conv2d kernel larger than the input", "conv2d", [] {
+        m::conv2d(F4::zeros({1, 1, 2, 2}), F4::zeros({1, 1, 3, 3}));
+    });
     add("conv2d bias", "conv2d", [] {
         m::conv2d(F4::zeros({1, 1, 4, 4}), F4::zeros({2, 1, 3, 3}), F1::zeros({3}));
     });
@@ -68,8 +70,9 @@ std::vector<Misuse> misuses() {
         o.groups = 2;
         m::conv2d(F4::zeros({1, 3, 4, 4}), F4::zeros({2, 1, 3, 3}), std::nullopt, o);
     });
-    add("conv_transpose2d weight rows", "conv_transpose2d",
-        [] { m::conv_transpose2d(F4::zeros({1, 3, 4, 4}), F4::zeros({2, 1, 3, 3})); });
+    add("conv_transpose2d weight rows", "conv_transpose2d", [] {
+        m::conv_transpose2d(F4::zeros({1, 3, 4, 4}), F4::zeros({2, 1, 3, 3}));
+    });
     add("conv_transpose2d output padding", "conv_transpose2d", [] {
         ember::ConvTransposeOptions<2> o;
         o.padding_out = {1, 1};
@@ -80,19 +83,25 @@ std::vector<Misuse> misuses() {
                          F4::zeros({1, 1, 3, 3}));
     });
     // pooling and interpolation
-    add("avg_pool2d kernel larger than the padded input", "avg_pool2d",
-        [] { m::avg_pool2d(F4::zeros({1, 1, 2, 2}), {3, 3}, {1, 1}); });
-    add("interpolate empty output", "interpolate",
-        [] { m::interpolate(F4::zeros({1, 1, 2, 2}), {0, 2}, {}); });
-    add("adaptive_avg_pool2d empty input", "adaptive_avg_pool2d",
-        [] { m::adaptive_avg_pool2d(F4::zeros({1, 1, 0, 2}), {2, 2}); });
+    add("avg_pool2d kernel larger than the padded input", "avg_pool2d", [] {
+        m::avg_pool2d(F4::zeros({1, 1, 2, 2}), {3, 3}, {1, 1});
+    });
+    add("interpolate empty output", "interpolate", [] {
+        m::interpolate(F4::zeros({1, 1, 2, 2}), {0, 2}, {});
+    });
+    add("adaptive_avg_pool2d empty input", "adaptive_avg_pool2d", [] {
+        m::adaptive_avg_pool2d(F4::zeros({1, 1, 0, 2}), {2, 2});
+    });
     // index ops
-    add("gather indices larger than the tensor", "gather",
-        [] { F2::zeros({2, 3}).gather(0, I2::zeros({2, 4})); });
-    add("gather index out of range", "gather",
-        [] { F2::zeros({2, 3}).gather(1, I2::from_data(ember::TensorData({0, 3}, {2, 1}))); });
-    add("select index out of range", "select",
-        [] { F2::zeros({2, 3}).select(0, I1::from_data(ember::TensorData({0, 2}, {2}))); });
+    add("gather indices larger than the tensor", "gather", [] {
+        F2::zeros({2, 3}).gather(0, I2::zeros({2, 4}));
+    });
+    add("gather index out of range", "gather", [] {
+        F2::zeros({2, 3}).gather(1, I2::from_data(ember::TensorData({0, 3}, {2, 1})));
+    });
+    add("select index out of range", "select", [] {
+        F2::zeros({2, 3}).select(0, I1::from_data(ember::TensorData({0, 2}, {2})));
+    });
     add("select_assign values shape", "select_assign", [] {
         F2::zeros({2, 3}).select_assign(0, I1::from_data(ember::TensorData({0}, {1})),
                                         F2::zeros({2, 3}));
@@ -102,20 +111,25 @@ std::vector<Misuse> misuses() {
     });
     // shape ops
     add("cat shapes", "cat", [] { F2::cat({F2::zeros({2, 3}), F2::zeros({2, 4})}, 0); });
-    add("slice_assign values shape", "slice_assign",
-        [] { F2::zeros({4, 4}).slice_assign({{0, 2}, {0, 2}}, F2::zeros({3, 2})); });
-    add("slice_assign clamped region", "slice_assign",
-        [] { F2::zeros({2, 2}).slice_assign({{0, 5}}, F2::zeros({5, 2})); });
+    add("slice_assign values shape", "slice_assign", [] {
+        F2::zeros({4, 4}).slice_assign({{0, 2}, {0, 2}}, F2::zeros({3, 2}));
+    });
+    add("slice_assign clamped region", "slice_assign", [] {
+        F2::zeros({2, 2}).slice_assign({{0, 5}}, F2::zeros({5, 2}));
+    });
     add("expand", "expand", [] { F2::zeros({2, 3}).template expand<2>(ember::Shape{4, 3}); });
     add("reshape element count", "reshape", [] { F2::zeros({2, 3}).template reshape<2>({4, 2}); });
     add("topk larger than the dim", "topk", [] { F2::zeros({2, 3}).topk(4, 1); });
     // masks and creation
-    add("mask_where shapes", "mask_where",
-        [] { F2::zeros({2, 3}).mask_where(F2::zeros({2, 2}).equal_elem(0.0), F2::zeros({2, 3})); });
-    add("mask_fill mask larger than the tensor", "mask_fill",
-        [] { F2::zeros({1, 3}).mask_fill(F2::zeros({2, 3}).equal_elem(0.0), 1.0); });
-    add("random uniform range", "random",
-        [] { F2::random({2, 2}, ember::Distribution::Uniform(1.0, 0.0)); });
+    add("mask_where shapes", "mask_where", [] {
+        F2::zeros({2, 3}).mask_where(F2::zeros({2, 2}).equal_elem(0.0), F2::zeros({2, 3}));
+    });
+    add("mask_fill mask larger than the tensor", "mask_fill", [] {
+        F2::zeros({1, 3}).mask_fill(F2::zeros({2, 3}).equal_elem(0.0), 1.0);
+    });
+    add("random uniform range", "random", [] {
+        F2::random({2, 2}, ember::Distribution::Uniform(1.0, 0.0));
+    });
     return v;
 }
 

@@ -4,10 +4,10 @@
 // op; StepGraph captures again when the inputs' shape changes. Without a GPU, capture refuses
 // with DeviceError and the other cases are skipped. Compiled only with the CUDA backend.
 #if defined(EMBER_CUDA)
-#include <ember/stacks/cuda_graph.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/stacks.hpp>
+#include <ember/stacks/cuda_graph.hpp>
 
 #include "harness.hpp"
 

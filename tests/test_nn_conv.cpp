@@ -121,7 +121,8 @@ void check_uniform(const P& param, double bound) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("Conv1d matches torch.nn.Conv1d", "[nn][conv]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Conv1d matches torch.nn.Conv1d", "[nn][conv]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("basic") {
@@ -151,7 +152,8 @@ TEMPLATE_LIST_TEST_CASE("Conv1d matches torch.nn.Conv1d", "[nn][conv]", ember::t
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("Conv2d matches torch.nn.Conv2d", "[nn][conv]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Conv2d matches torch.nn.Conv2d", "[nn][conv]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("basic") {
@@ -185,7 +187,8 @@ TEMPLATE_LIST_TEST_CASE("Conv2d matches torch.nn.Conv2d", "[nn][conv]", ember::t
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("basic") {
@@ -210,7 +213,8 @@ TEMPLATE_LIST_TEST_CASE("Conv3d matches torch.nn.Conv3d", "[nn][conv]", ember::t
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "[nn][conv]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("1-d basic") {
@@ -231,7 +235,8 @@ TEMPLATE_LIST_TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "
         check_layer<B, 3>("conv_transpose1d_groups_dil_nobias", c.init<B>());
     }
     SECTION("2-d basic") {
-        check_layer<B, 4>("conv_transpose2d_basic", ConvTranspose2dConfig{{3, 2}, {3, 2}}.init<B>());
+        check_layer<B, 4>("conv_transpose2d_basic",
+                          ConvTranspose2dConfig{{3, 2}, {3, 2}}.init<B>());
     }
     SECTION("2-d stride, padding, output padding") {
         auto c = ConvTranspose2dConfig{{2, 4}, {3, 3}}
@@ -250,7 +255,7 @@ TEMPLATE_LIST_TEST_CASE("ConvTranspose1d/2d/3d match torch.nn.ConvTranspose*", "
     }
     SECTION("3-d basic") {
         check_layer<B, 5>("conv_transpose3d_basic",
-                       ConvTranspose3dConfig{{2, 3}, {2, 2, 3}}.init<B>());
+                          ConvTranspose3dConfig{{2, 3}, {2, 2, 3}}.init<B>());
     }
     SECTION("3-d stride, padding, output padding and groups, no bias") {
         auto c = ConvTranspose3dConfig{{4, 4}, {2, 3, 2}}
@@ -297,7 +302,8 @@ void check_deform(const std::string& name, const DeformConv2d<B>& built) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn][conv]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("basic, no mask") {
@@ -330,65 +336,67 @@ TEMPLATE_LIST_TEST_CASE("DeformConv2d matches torchvision's DeformConv2d", "[nn]
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("pooling layers match torch.nn pools", "[nn][conv][pool]",
+                        ember::test::AutodiffBackends) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("AvgPool1d") {
         check_layer<B, 3>("avg_pool1d_basic", AvgPool1dConfig{3}.init());
         check_layer<B, 3>("avg_pool1d_stride_pad_exclude",
-                       AvgPool1dConfig{4}
-                           .with_stride(2)
-                           .with_padding(PaddingConfig1d::Explicit(2))
-                           .with_count_include_pad(false)
-                           .init());
+                          AvgPool1dConfig{4}
+                              .with_stride(2)
+                              .with_padding(PaddingConfig1d::Explicit(2))
+                              .with_count_include_pad(false)
+                              .init());
         check_layer<B, 3>("avg_pool1d_same",
-                       AvgPool1dConfig{3}.with_padding(PaddingConfig1d::Same()).init());
+                          AvgPool1dConfig{3}.with_padding(PaddingConfig1d::Same()).init());
         check_layer<B, 3>("avg_pool1d_ceil", AvgPool1dConfig{3}
-                                              .with_stride(2)
-                                              .with_padding(PaddingConfig1d::Explicit(1))
-                                              .with_ceil_mode(true)
-                                              .init());
+                                                 .with_stride(2)
+                                                 .with_padding(PaddingConfig1d::Explicit(1))
+                                                 .with_ceil_mode(true)
+                                                 .init());
     }
     SECTION("AvgPool2d") {
         check_layer<B, 4>("avg_pool2d_basic", AvgPool2dConfig{{2, 3}}.init());
         check_layer<B, 4>("avg_pool2d_stride_pad_exclude",
-                       AvgPool2dConfig{{3, 3}}
-                           .with_strides({2, 2})
-                           .with_padding(PaddingConfig2d::Explicit(1, 1))
-                           .with_count_include_pad(false)
-                           .init());
+                          AvgPool2dConfig{{3, 3}}
+                              .with_strides({2, 2})
+                              .with_padding(PaddingConfig2d::Explicit(1, 1))
+                              .with_count_include_pad(false)
+                              .init());
         check_layer<B, 4>("avg_pool2d_same",
-                       AvgPool2dConfig{{3, 5}}.with_padding(PaddingConfig2d::Same()).init());
+                          AvgPool2dConfig{{3, 5}}.with_padding(PaddingConfig2d::Same()).init());
         check_layer<B, 4>("avg_pool2d_ceil", AvgPool2dConfig{{3, 2}}
-                                              .with_strides({2, 2})
-                                              .with_padding(PaddingConfig2d::Explicit(1, 1))
-                                              .with_ceil_mode(true)
-                                              .init());
+                                                 .with_strides({2, 2})
+                                                 .with_padding(PaddingConfig2d::Explicit(1, 1))
+                                                 .with_ceil_mode(true)
+                                                 .init());
     }
     SECTION("MaxPool1d") {
         check_layer<B, 3>("max_pool1d_basic", MaxPool1dConfig{3}.init());
-        check_layer<B, 3>("max_pool1d_stride_pad_dil", MaxPool1dConfig{3}
-                                                        .with_stride(2)
-                                                        .with_padding(PaddingConfig1d::Explicit(1))
-                                                        .with_dilation(2)
-                                                        .init());
+        check_layer<B, 3>("max_pool1d_stride_pad_dil",
+                          MaxPool1dConfig{3}
+                              .with_stride(2)
+                              .with_padding(PaddingConfig1d::Explicit(1))
+                              .with_dilation(2)
+                              .init());
         check_layer<B, 3>("max_pool1d_ceil",
-                       MaxPool1dConfig{2}.with_stride(3).with_ceil_mode(true).init());
+                          MaxPool1dConfig{2}.with_stride(3).with_ceil_mode(true).init());
     }
     SECTION("MaxPool2d") {
         check_layer<B, 4>("max_pool2d_basic", MaxPool2dConfig{{2, 2}}.init());
         check_layer<B, 4>("max_pool2d_stride_pad_dil",
-                       MaxPool2dConfig{{3, 2}}
-                           .with_strides({2, 1})
-                           .with_padding(PaddingConfig2d::Explicit(1, 1))
-                           .with_dilation({1, 2})
-                           .init());
+                          MaxPool2dConfig{{3, 2}}
+                              .with_strides({2, 1})
+                              .with_padding(PaddingConfig2d::Explicit(1, 1))
+                              .with_dilation({1, 2})
+                              .init());
         // Same with dilation pads by dilation·(kernel−1)/2 = (2, 1): more than torch's max_pool
         // accepts, so the fixture pads with -inf explicitly.
         check_layer<B, 4>("max_pool2d_same_dilation", MaxPool2dConfig{{3, 3}}
-                                                       .with_padding(PaddingConfig2d::Same())
-                                                       .with_dilation({2, 1})
-                                                       .init());
+                                                          .with_padding(PaddingConfig2d::Same())
+                                                          .with_dilation({2, 1})
+                                                          .init());
     }
     SECTION("AdaptiveAvgPool1d and AdaptiveAvgPool2d") {
         check_layer<B, 3>("adaptive_avg_pool1d_down", AdaptiveAvgPool1dConfig{3}.init());

@@ -109,7 +109,9 @@ T nan_min(T a, T b) {
     return a < b ? a : b;
 }
 
-inline const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
+inline const char* binary_name(BinaryOp op) {
+    return check::binary_op_name(op);
+}
 
 // Calls f(functor) with the functor for `op` on element type T (the scalar forms pass the
 // scalar as the right operand; the R* ops swap operands).
@@ -168,7 +170,9 @@ void with_compare_fn(CompareOp op, F&& f) {
         case CompareOp::Le: return f([](T a, T b) { return a <= b; });
     }
 }
-inline const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
+inline const char* compare_name(CompareOp op) {
+    return check::compare_op_name(op);
+}
 // ---- f32 exp and erf written so that loops over them vectorize ------------------------------
 // libm's expf/erff are calls the compiler cannot vectorize; these are branch-free (selects
 // only) with errors of about 1 ulp (exp) and 2e-7 absolute (erf), and keep NaN and ±inf.

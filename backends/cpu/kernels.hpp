@@ -8,15 +8,15 @@
 #include <utility>
 #include <vector>
 
+#include <memory>
 #include "../common/pool_geometry.hpp"
 #include "../common/view.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
 #include "ember/tensor/check.hpp"
 #include "ember/tensor/data.hpp"
 #include "ember/tensor/distribution.hpp"
-#include "ember/tensor/ops.hpp"
 #include "ember/tensor/fusion_program.hpp"
-#include <memory>
+#include "ember/tensor/ops.hpp"
 
 namespace ember::detail::cpu {
 

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "ember/detail/hash.hpp"
-#include "ember/tensor/fusion_check.hpp"
 #include "ember/tensor/error.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "ember/tensor/shape.hpp"
 #include "fusion.hpp"
 

@@ -50,7 +50,8 @@ void check_indices(const CudaTensor& indices, std::size_t size, std::size_t dim,
     // The error path only: read the indices back to name the first bad one, as every backend.
     const TensorData host = to_data(indices);
     for (const std::int64_t v : host.as_slice<std::int64_t>())
-        if (v < 0 || v >= static_cast<std::int64_t>(size)) check::index_out_of_range(op, v, dim, size);
+        if (v < 0 || v >= static_cast<std::int64_t>(size))
+            check::index_out_of_range(op, v, dim, size);
 }
 
 /// Moves `dim` last: the permutation and its inverse.

@@ -22,8 +22,12 @@ CudaTensor to_compute(CudaTensor t, DType cd) {
     return t.dtype == cd ? t : cast(std::move(t), cd);
 }
 
-const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
-const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
+const char* binary_name(BinaryOp op) {
+    return check::binary_op_name(op);
+}
+const char* compare_name(CompareOp op) {
+    return check::compare_op_name(op);
+}
 bool is_logical(BinaryOp op) {
     return op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
 }

@@ -49,8 +49,12 @@ std::int32_t conv_of(DType d) {
 
 using ember::detail::promote;
 
-const char* binary_name(BinaryOp op) { return check::binary_op_name(op); }
-const char* compare_name(CompareOp op) { return check::compare_op_name(op); }
+const char* binary_name(BinaryOp op) {
+    return check::binary_op_name(op);
+}
+const char* compare_name(CompareOp op) {
+    return check::compare_op_name(op);
+}
 
 /// One launch of the elementwise shader.
 struct Launch {

@@ -4,8 +4,8 @@
 // results agree.
 #include <sstream>
 
-#include "ember/tensor/fusion_check.hpp"
 #include "ember/tensor/error.hpp"
+#include "ember/tensor/fusion_check.hpp"
 #include "fusion.hpp"
 
 namespace ember::detail::vk {

@@ -124,8 +124,8 @@ namespace ember::detail::vk {
 
 // ---- conv.cpp: im2col + matmul, a direct transposed convolution; N = 1, 2 or 3 -------------
 /// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).
-using check::ConvParams;
 using check::conv_params;  // ConvOptions<N> or ConvTransposeOptions<N> → ConvParams
+using check::ConvParams;
 VT conv(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
 VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
 VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvParams& p);

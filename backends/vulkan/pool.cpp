@@ -168,8 +168,9 @@ VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size) {
 
 VT adaptive_avg_pool_backward(VT x, VT grad, std::size_t n) {
     check::adaptive_avg_pool_backward(x, grad, n);
-    EMBER_CHECK(n <= 2, Argument, "adaptive_avg_pool_backward: 1 or 2 spatial dims are supported, got ",
-                n, " (input ", x.shape, ")");
+    EMBER_CHECK(n <= 2, Argument,
+                "adaptive_avg_pool_backward: 1 or 2 spatial dims are supported, got ", n,
+                " (input ", x.shape, ")");
     std::array<std::size_t, 2> os{};
     for (std::size_t d = 0; d < n; ++d) os[d] = grad.shape[2 + d];
     if (x.num_elements() == 0) return empty(x.shape, x.dtype, x.device);

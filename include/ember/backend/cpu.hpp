@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "../tensor/fusion_program.hpp"
 #include "../tensor/backend.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "detail/cpu_tensor.hpp"
 
 namespace ember {

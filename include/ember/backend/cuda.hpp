@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "../tensor/fusion_program.hpp"
 #include "../tensor/backend.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "detail/cuda_tensor.hpp"
 
 namespace ember {

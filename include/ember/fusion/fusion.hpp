@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "../tensor/backend.hpp"
-#include "detail/stream.hpp"
 #include "../tensor/fusion_program.hpp"
+#include "detail/stream.hpp"
 
 namespace ember {
 

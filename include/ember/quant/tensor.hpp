@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "../tensor/tensor.hpp"
 #include "../tensor/quant_primitive.hpp"
+#include "../tensor/tensor.hpp"
 
 namespace ember::quant {
 

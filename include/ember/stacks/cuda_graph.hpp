@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "../autodiff/autodiff.hpp"
+#include "../backend/cuda.hpp"
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
-#include "../backend/cuda.hpp"
 
 namespace ember::detail::cuda {
 struct Graph;  // the instantiated graph and what its replays rewrite (graph.cpp)

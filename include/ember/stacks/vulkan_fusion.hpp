@@ -5,8 +5,8 @@
 //
 //     using B = ember::Autodiff<ember::Fusion<ember::Vulkan>>;
 #include "../autodiff/autodiff.hpp"
-#include "../fusion/fusion.hpp"
 #include "../backend/vulkan.hpp"
+#include "../fusion/fusion.hpp"
 
 namespace ember {
 extern template struct Fusion<Vulkan>;

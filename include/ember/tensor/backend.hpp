@@ -18,10 +18,10 @@
 #include <utility>
 #include <vector>
 
-#include "quant_primitive.hpp"
 #include "data.hpp"
 #include "distribution.hpp"
 #include "ops.hpp"
+#include "quant_primitive.hpp"
 #include "shape.hpp"
 
 namespace ember {
@@ -164,9 +164,9 @@ enum class MemorySpace : std::uint8_t {
 /// A primitive's elements lent in place (Backend hook `lend_memory`): contiguous, row-major and
 /// the lending handle's alone, valid while that handle lives.
 struct LentMemory {
-    void* data = nullptr;                     ///< the first element
+    void* data = nullptr;                   ///< the first element
     MemorySpace space = MemorySpace::Host;  ///< where it lives
-    int device = 0;                           ///< the device ordinal
+    int device = 0;                         ///< the device ordinal
 };
 
 /// Default implementations, composed from the core ops of `Self` (CRTP). Backends and

@@ -30,10 +30,10 @@ struct Operand {
     Operand(Shape s, DType d) : shape(s), dtype(d) {}
     /// From a backend primitive (CpuTensor, VulkanTensor, CudaTensor...).
     template <typename T>
-        requires requires(const T& t) {
-            { t.shape } -> std::convertible_to<Shape>;
-            { t.dtype } -> std::convertible_to<DType>;
-        }
+    requires requires(const T& t) {
+        { t.shape } -> std::convertible_to<Shape>;
+        { t.dtype } -> std::convertible_to<DType>;
+    }
     Operand(const T& t) : shape(t.shape), dtype(t.dtype) {}  // NOLINT: implicit on purpose
 };
 /// An optional primitive as an optional Operand.
@@ -127,7 +127,7 @@ Conv conv_weight_backward(const Operand& x, const Operand& grad, const Shape& we
                           const ConvParams& p);
 /// The output of a deformable convolution.
 struct Deform {
-    Shape out;         ///< [N, C_out, H_out, W_out]
+    Shape out;           ///< [N, C_out, H_out, W_out]
     i64 oh = 0, ow = 0;  ///< the output's spatial sizes
 };
 /// deform_conv2d's operands (errors name `op`: the forward or its backward).

@@ -3,8 +3,8 @@
 // beside the program IR, so that backends can call it).
 #include <cstddef>
 
-#include "shape.hpp"
 #include "fusion_program.hpp"
+#include "shape.hpp"
 
 namespace ember::fusion {
 

@@ -14,8 +14,8 @@
 #include "dtype.hpp"
 #include "error.hpp"
 #include "ops.hpp"
-#include "shape.hpp"
 #include "quant_scheme.hpp"
+#include "shape.hpp"
 
 namespace ember::quant {
 

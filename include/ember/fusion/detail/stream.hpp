@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "../../detail/sync.hpp"
+#include "../../tensor/fusion_program.hpp"
 #include "../../tensor/ops.hpp"
 #include "../../tensor/shape.hpp"
-#include "../../tensor/fusion_program.hpp"
 
 namespace ember::detail::fusion {
 
