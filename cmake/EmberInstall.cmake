@@ -11,11 +11,15 @@
 #
 # works from an install prefix (and, through export(), from this build tree).
 #
-# The package's dependencies are discovered from the exported targets' link interfaces: every
-# imported target they link (Threads::Threads, PkgConfig::OPENBLAS for a static ember_cpu, ...)
-# becomes a find_dependency() call in EmberConfig.cmake. A dependency this file does not know is
+# One export set per component (EmberTargets.cmake: the tensor layer; Ember<Component>Targets.cmake:
+# Cpu, Vulkan, Cuda, Data, Collective, Nccl, Train; EmberToolsTargets.cmake: ember-onnx), each
+# with its own Ember<Component>Dependencies.cmake, so that find_package(Ember COMPONENTS Cpu)
+# searches only for what ember::cpu needs, whatever else the installation was built with.
+# The dependencies are discovered from each exported target's link interface: every imported
+# target it links (Threads::Threads, PkgConfig::OPENBLAS for a static ember_cpu, ...) becomes a
+# find_dependency() call in that component's file. A dependency this file does not know is
 # reported at configure time; map it in _ember_dependency_code() below, or append CMake code to
-# EMBER_PACKAGE_DEPENDENCIES before this file is included.
+# EMBER_PACKAGE_DEPENDENCIES (loaded with the tensor layer) before this file is included.
 
 include_guard(GLOBAL)
 include(GNUInstallDirs)
@@ -44,14 +48,42 @@ foreach(_i RANGE 0 ${_n} 2)
   endif()
 endforeach()
 
-# ---- headers and libraries --------------------------------------------------------------------
-install(TARGETS ${_ember_install_targets}
-  EXPORT EmberTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ember_development
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ember_runtime
-          NAMELINK_COMPONENT ember_development
-  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ember_runtime
-  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# ---- headers and libraries: one export set per component -------------------------------------
+# The export set of each installed target: its component, Core for the tensor layer. Set <set>
+# becomes Ember<set>Targets.cmake and Ember<set>Dependencies.cmake, the tensor layer's
+# EmberTargets.cmake and EmberDependencies.cmake.
+set(_ember_export_sets "")
+foreach(_tgt IN LISTS _ember_install_targets)
+  if(_tgt STREQUAL "ember")
+    set(_set Core)
+  else()
+    list(FIND _ember_component_targets ${_tgt} _at)
+    math(EXPR _at "${_at} - 1")
+    list(GET _ember_component_targets ${_at} _set)
+  endif()
+  list(APPEND _ember_export_sets "${_set}")
+  string(REGEX REPLACE "^Core$" "" _set "${_set}")
+  install(TARGETS ${_tgt}
+    EXPORT Ember${_set}Targets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ember_development
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT ember_runtime
+            NAMELINK_COMPONENT ember_development
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ember_runtime
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endforeach()
+
+# The ONNX importer and the CMake functions that drive it (ember_import_onnx, ember_embed_bytes):
+# ember::onnx, an imported executable, loaded with every component.
+set(EMBER_PACKAGE_HAS_TOOLS OFF)
+if(TARGET ember-onnx)
+  set(EMBER_PACKAGE_HAS_TOOLS ON)
+  set_target_properties(ember-onnx PROPERTIES EXPORT_NAME onnx)
+  install(TARGETS ember-onnx EXPORT EmberToolsTargets
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ember_development)
+endif()
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/EmberOnnx.cmake ${PROJECT_SOURCE_DIR}/cmake/EmberEmbed.cmake
+  DESTINATION ${EMBER_INSTALL_CMAKEDIR}
+  COMPONENT ember_development)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ember
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
@@ -127,46 +159,60 @@ endif()]=] code @ONLY)
   set(${out} "${code}" PARENT_SCOPE)
 endfunction()
 
-set(_ember_deps "")
-foreach(_tgt IN LISTS _ember_install_targets)
-  get_target_property(_links ${_tgt} INTERFACE_LINK_LIBRARIES)
-  if(NOT _links)
-    continue()
+# The find_dependency() code of one build target's imported link dependencies.
+function(_ember_target_dependency_code tgt out_code out_deps)
+  set(deps "")
+  get_target_property(links ${tgt} INTERFACE_LINK_LIBRARIES)
+  if(links)
+    # Build-only entries never reach the export; LINK_ONLY/INSTALL_INTERFACE entries do.
+    string(REGEX REPLACE "\\$<BUILD_INTERFACE:[^>]*>" "" links "${links}")
+    string(REGEX REPLACE "\\$<(LINK_ONLY|INSTALL_INTERFACE):([^>]*)>" "\\2" links "${links}")
+    foreach(dep IN LISTS links)
+      if(NOT TARGET "${dep}" OR dep MATCHES "^ember::")
+        continue()
+      endif()
+      get_target_property(imported ${dep} IMPORTED)
+      if(NOT imported)
+        continue()  # one of ours: must be in an export set (CMake checks that)
+      endif()
+      list(APPEND deps "${dep}")
+    endforeach()
   endif()
-  # Build-only entries never reach the export; LINK_ONLY/INSTALL_INTERFACE entries do.
-  string(REGEX REPLACE "\\$<BUILD_INTERFACE:[^>]*>" "" _links "${_links}")
-  string(REGEX REPLACE "\\$<(LINK_ONLY|INSTALL_INTERFACE):([^>]*)>" "\\2" _links "${_links}")
-  foreach(_dep IN LISTS _links)
-    if(NOT TARGET "${_dep}" OR _dep MATCHES "^ember::")
+  list(REMOVE_DUPLICATES deps)
+  set(code "")
+  foreach(dep IN LISTS deps)
+    _ember_dependency_code("${dep}" c)
+    if(c STREQUAL "")
+      message(WARNING "EmberInstall: the exported target ${tgt} links the imported target "
+                      "'${dep}', and EmberConfig.cmake does not know how to find it. "
+                      "Add it to _ember_dependency_code() in cmake/EmberInstall.cmake.")
       continue()
     endif()
-    get_target_property(_imported ${_dep} IMPORTED)
-    if(NOT _imported)
-      continue()  # one of ours: must be in the export set (CMake checks that)
+    string(FIND "${code}" "${c}" seen)
+    if(seen EQUAL -1)
+      string(APPEND code "${c}\n")
     endif()
-    list(APPEND _ember_deps "${_dep}")
   endforeach()
-endforeach()
-list(REMOVE_DUPLICATES _ember_deps)
+  set(${out_code} "${code}" PARENT_SCOPE)
+  set(${out_deps} "${deps}" PARENT_SCOPE)
+endfunction()
 
-set(_ember_dep_code "")
-foreach(_dep IN LISTS _ember_deps)
-  _ember_dependency_code("${_dep}" _code)
-  if(_code STREQUAL "")
-    message(WARNING "EmberInstall: the exported ember targets link the imported target "
-                    "'${_dep}', and EmberConfig.cmake does not know how to find it. "
-                    "Add it to _ember_dependency_code() in cmake/EmberInstall.cmake.")
-    continue()
+set(_ember_pkg_dir "${PROJECT_BINARY_DIR}/ember-package")
+set(_ember_deps_summary "")
+foreach(_tgt _set IN ZIP_LISTS _ember_install_targets _ember_export_sets)
+  string(REGEX REPLACE "^Core$" "" _set "${_set}")
+  _ember_target_dependency_code(${_tgt} _code _deps)
+  if(_set STREQUAL "" AND DEFINED EMBER_PACKAGE_DEPENDENCIES)
+    string(APPEND _code "${EMBER_PACKAGE_DEPENDENCIES}\n")
   endif()
-  string(FIND "${_ember_dep_code}" "${_code}" _seen)
-  if(_seen EQUAL -1)
-    string(APPEND _ember_dep_code "${_code}\n")
-  endif()
+  file(CONFIGURE OUTPUT ${_ember_pkg_dir}/Ember${_set}Dependencies.cmake
+       CONTENT "# The packages ${_tgt}'s users need (generated by EmberInstall.cmake).\n${_code}"
+       @ONLY)
+  install(FILES ${_ember_pkg_dir}/Ember${_set}Dependencies.cmake
+          DESTINATION ${EMBER_INSTALL_CMAKEDIR} COMPONENT ember_development)
+  list(JOIN _deps " " _deps)
+  list(APPEND _ember_deps_summary "${_tgt}: ${_deps}")
 endforeach()
-if(DEFINED EMBER_PACKAGE_DEPENDENCIES)
-  string(APPEND _ember_dep_code "${EMBER_PACKAGE_DEPENDENCIES}\n")
-endif()
-set(EMBER_CONFIG_DEPENDENCIES "${_ember_dep_code}")
 
 # Users of a sanitized static build must link the sanitizer runtimes too.
 if(EMBER_SANITIZE)
@@ -176,7 +222,6 @@ else()
 endif()
 
 # ---- the package files ------------------------------------------------------------------------
-set(_ember_pkg_dir "${PROJECT_BINARY_DIR}/ember-package")
 
 configure_package_config_file(
   ${CMAKE_CURRENT_LIST_DIR}/EmberConfig.cmake.in
@@ -187,13 +232,30 @@ configure_package_config_file(
 write_basic_package_version_file(
   ${_ember_pkg_dir}/EmberConfigVersion.cmake
   VERSION ${PROJECT_VERSION}
-  COMPATIBILITY SameMajorVersion)
+  # 0.x: every minor release may break the API (a request for 0.1 accepts 0.1.z, never 0.2).
+  COMPATIBILITY SameMinorVersion)
 
-install(EXPORT EmberTargets
-  NAMESPACE ember::
-  FILE EmberTargets.cmake
-  DESTINATION ${EMBER_INSTALL_CMAKEDIR}
-  COMPONENT ember_development)
+list(REMOVE_DUPLICATES _ember_export_sets)
+if(EMBER_PACKAGE_HAS_TOOLS)
+  list(APPEND _ember_export_sets Tools)
+endif()
+foreach(_set IN LISTS _ember_export_sets)
+  string(REGEX REPLACE "^Core$" "" _set "${_set}")
+  install(EXPORT Ember${_set}Targets
+    NAMESPACE ember::
+    FILE Ember${_set}Targets.cmake
+    DESTINATION ${EMBER_INSTALL_CMAKEDIR}
+    COMPONENT ember_development)
+  # The same package, usable straight from this build tree: -DEmber_DIR=<build>/ember-package.
+  export(EXPORT Ember${_set}Targets
+    NAMESPACE ember::
+    FILE ${_ember_pkg_dir}/Ember${_set}Targets.cmake)
+endforeach()
+# The build-tree package includes the CMake functions from the source tree.
+foreach(_f EmberOnnx EmberEmbed)
+  file(CONFIGURE OUTPUT ${_ember_pkg_dir}/${_f}.cmake
+       CONTENT "include(\"${PROJECT_SOURCE_DIR}/cmake/${_f}.cmake\")\n")
+endforeach()
 
 install(FILES
   ${_ember_pkg_dir}/EmberConfig.cmake
@@ -201,10 +263,8 @@ install(FILES
   DESTINATION ${EMBER_INSTALL_CMAKEDIR}
   COMPONENT ember_development)
 
-# The same package, usable straight from this build tree: -DEmber_DIR=<build>/ember-package.
-export(EXPORT EmberTargets
-  NAMESPACE ember::
-  FILE ${_ember_pkg_dir}/EmberTargets.cmake)
+include(EmberPkgConfig)
 
+list(JOIN _ember_deps_summary "; " _ember_deps_summary)
 message(STATUS "ember package: components ${EMBER_PACKAGE_COMPONENTS}; "
-               "dependencies: ${_ember_deps}")
+               "dependencies: ${_ember_deps_summary}")

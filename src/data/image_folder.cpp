@@ -13,6 +13,9 @@
 #include "ember/record/untrusted.hpp"
 #include "ember/tensor/error.hpp"
 
+// STB_IMAGE_STATIC: stb's functions get internal linkage, so that libember_data exports none
+// of them and a program with its own copy of stb_image links without clashes.
+#define STB_IMAGE_STATIC
 #define STB_IMAGE_IMPLEMENTATION
 #include <stb/stb_image.h>
 

@@ -83,6 +83,68 @@ if(MODE STREQUAL "find_package")
     message(FATAL_ERROR "consumer[find_package]: the install lacks include/ember/ember.hpp")
   endif()
 
+  # The version file: while 0.x, compatible within a minor version only. Evaluated as
+  # find_package does, on this installation's file and on a copy claiming 0.9.0.
+  file(READ "${version_files}" version_code)
+  string(REGEX REPLACE "set\\(PACKAGE_VERSION \"[0-9.]+\"\\)" "set(PACKAGE_VERSION \"0.9.0\")"
+         version_code_09 "${version_code}")
+  if(version_code_09 STREQUAL version_code)
+    message(FATAL_ERROR "consumer[find_package]: no PACKAGE_VERSION in ${version_files}")
+  endif()
+  file(WRITE "${WORK_DIR}/version-0.9/EmberConfigVersion.cmake" "${version_code_09}")
+  function(check_version file request want)
+    string(REPLACE "." ";" parts "${request}")
+    list(GET parts 0 PACKAGE_FIND_VERSION_MAJOR)
+    list(GET parts 1 PACKAGE_FIND_VERSION_MINOR)
+    set(PACKAGE_FIND_VERSION "${request}")
+    set(PACKAGE_FIND_VERSION_PATCH 0)
+    set(PACKAGE_FIND_VERSION_COUNT 2)
+    set(CMAKE_SIZEOF_VOID_P 8)
+    include("${file}")
+    if(NOT PACKAGE_VERSION_COMPATIBLE STREQUAL want)
+      message(FATAL_ERROR "consumer[find_package]: ember ${PACKAGE_VERSION} answers a request "
+                          "for ${request} with compatible=${PACKAGE_VERSION_COMPATIBLE}")
+    endif()
+    message(STATUS "consumer[find_package]: ember ${PACKAGE_VERSION} for ${request}: ${want}")
+  endfunction()
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" this_minor "${EMBER_VERSION}")
+  check_version("${version_files}" "${this_minor}" TRUE)
+  check_version("${WORK_DIR}/version-0.9/EmberConfigVersion.cmake" 0.1 FALSE)
+  check_version("${WORK_DIR}/version-0.9/EmberConfigVersion.cmake" 0.9 TRUE)
+  check_version("${WORK_DIR}/version-0.9/EmberConfigVersion.cmake" 0.10 FALSE)
+
+  # pkg-config: a CPU-only program compiled and linked with nothing but
+  # `pkg-config --cflags --libs ember` against this installation.
+  find_program(PKG_CONFIG_EXECUTABLE pkg-config)
+  file(GLOB_RECURSE pc_files "${prefix}/*/ember.pc")
+  if(NOT pc_files)
+    message(FATAL_ERROR "consumer[find_package]: the install lacks ember.pc")
+  endif()
+  if(PKG_CONFIG_EXECUTABLE AND CXX_COMPILER)
+    get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+    set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
+    execute_process(COMMAND "${PKG_CONFIG_EXECUTABLE}" --cflags --libs ember
+                    OUTPUT_VARIABLE pc_flags OUTPUT_STRIP_TRAILING_WHITESPACE
+                    RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "consumer[find_package]: pkg-config --cflags --libs ember failed")
+    endif()
+    message(STATUS "consumer[find_package]: pkg-config --cflags --libs ember: ${pc_flags}")
+    separate_arguments(pc_flags UNIX_COMMAND "${pc_flags}")
+    set(pc_exe "${WORK_DIR}/pkgconfig/consumer_pc")
+    file(MAKE_DIRECTORY "${WORK_DIR}/pkgconfig")
+    set(pc_launcher "")
+    if(CXX_LAUNCHER)
+      string(REPLACE "|" ";" pc_launcher "${CXX_LAUNCHER}")
+    endif()
+    step("compile a program with pkg-config's flags"
+         ${pc_launcher} "${CXX_COMPILER}" -O1 "${CONSUMER_SOURCE_DIR}/../pkgconfig.cpp"
+         -o "${pc_exe}" ${pc_flags})
+    step("run the pkg-config program" "${pc_exe}")
+  else()
+    message(STATUS "consumer[find_package]: no pkg-config or compiler: ember.pc not exercised")
+  endif()
+
   # Asking for a component this installation lacks, REQUIRED, must fail at configure time.
   message(STATUS "consumer[find_package]: a REQUIRED missing component must fail")
   execute_process(
@@ -107,6 +169,8 @@ if(MODE STREQUAL "find_package")
   step("build the consumer"
        "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --parallel ${JOBS})
   run_consumer("${build}")
+  step("run consumer_train (ember::data, ember::train, ember_import_onnx)"
+       "${build}/bin/consumer_train${CMAKE_EXECUTABLE_SUFFIX}")
 
 elseif(MODE STREQUAL "add_subdirectory")
   # The build folder is kept between runs: ember's libraries then rebuild incrementally.
