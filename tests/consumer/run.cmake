@@ -86,8 +86,7 @@ if(MODE STREQUAL "find_package")
   # The version file: while 0.x, compatible within a minor version only. Evaluated as
   # find_package does, on this installation's file and on a copy claiming 0.9.0.
   file(READ "${version_files}" version_code)
-  string(REGEX REPLACE "set\\(PACKAGE_VERSION \"[0-9.]+\"\\)" "set(PACKAGE_VERSION \"0.9.0\")"
-         version_code_09 "${version_code}")
+  string(REPLACE "\"${EMBER_VERSION}\"" "\"0.9.0\"" version_code_09 "${version_code}")
   if(version_code_09 STREQUAL version_code)
     message(FATAL_ERROR "consumer[find_package]: no PACKAGE_VERSION in ${version_files}")
   endif()
