@@ -61,11 +61,12 @@ ImportResult import_model(const Model& model, const ImportOptions& options,
 std::string comment_text(std::string_view text, std::size_t max_chars = 200);
 
 /// True when `s` may name a namespace or symbol of generated code: letters, digits and `_`,
-/// not starting with a digit or `_`, no `__`, not a C++ keyword or a lower-case C macro.
+/// not starting with a digit, not a C++ keyword or a lower-case C macro.
 bool is_identifier(std::string_view s);
 
-/// An identifier (is_identifier) made from `s`: other characters become `_`, and a prefix or
-/// suffix is added where needed (a model file's stem as the default namespace).
+/// An identifier (is_identifier) made from `s`: other characters become `_`, a leading digit
+/// gets `m_` before it and a keyword `_` after it; an identifier stays as it is (a model file's
+/// stem as the default namespace).
 std::string to_identifier(std::string_view s);
 
 /// The op types ember-onnx translates, sorted.

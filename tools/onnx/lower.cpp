@@ -110,16 +110,14 @@ bool is_identifier(std::string_view s) {
     if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
     for (char c : s)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
-    return !keywords().count(s) && s.find("__") == std::string_view::npos && s[0] != '_';
+    return !keywords().count(s);
 }
 
 std::string to_identifier(std::string_view s) {
     std::string id;
     for (char c : s) id += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
     if (id.empty() || std::isdigit(static_cast<unsigned char>(id[0]))) id = "m_" + id;
-    while (id.find("__") != std::string::npos) id.erase(id.find("__"), 1);
-    if (id[0] == '_') id = "m" + id;
-    if (!is_identifier(id)) id += "_";
+    if (!is_identifier(id)) id += "_";  // a keyword
     return id;
 }
 
