@@ -542,7 +542,9 @@ void Context::make_ring(Ring& r, VkDeviceSize size) {
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    vkCreateBuffer(device_, &bi, nullptr, &r.buffer);
+    // Out of host or device memory here is an ember::Error naming the size, like the pool's.
+    EMBER_CHECK(vkCreateBuffer(device_, &bi, nullptr, &r.buffer) == VK_SUCCESS, Device,
+                "vulkan: cannot create a staging ring of ", size, " bytes");
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(device_, r.buffer, &req);
     VkPhysicalDeviceMemoryProperties mp;
@@ -565,8 +567,11 @@ void Context::make_ring(Ring& r, VkDeviceSize size) {
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
-    EMBER_CHECK(vkAllocateMemory(device_, &ai, nullptr, &r.memory) == VK_SUCCESS, Device,
-                "vulkan: cannot allocate a staging ring of ", size, " bytes");
+    if (vkAllocateMemory(device_, &ai, nullptr, &r.memory) != VK_SUCCESS) {
+        vkDestroyBuffer(device_, r.buffer, nullptr);
+        r.buffer = VK_NULL_HANDLE;
+        EMBER_FAIL(Device, "vulkan: cannot allocate a staging ring of ", size, " bytes");
+    }
     vkBindBufferMemory(device_, r.buffer, r.memory, 0);
     void* p = nullptr;
     vkMapMemory(device_, r.memory, 0, size, 0, &p);
