@@ -8,6 +8,7 @@
 #include <ember/nn/interpolate.hpp>
 #include <ember/nn/norm.hpp>
 
+#include "grad_check.hpp"
 #include "nn_general_check.hpp"
 
 using namespace ember::test::general;
@@ -21,7 +22,7 @@ namespace {
 // forward(model, x) for any module with a forward of one tensor.
 constexpr auto fwd = [](const auto& m, const auto& x) { return m.forward(x); };
 
-template <std::size_t D, typename M>
+template <typename AD, std::size_t D, typename M>
 void torch_case(const M& model, const std::string& name, const std::vector<ParamName>& names) {
     auto f = fx(name);
     auto m = with_params(model, f, names);
@@ -105,6 +106,7 @@ TEST_CASE("BatchNorm defaults, gradients, display and errors", "[nn][general]") 
         CHECK(model.num_params() == 6);
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = perturbed(nn::BatchNormConfig{2}.init<F64>());
         check_fd(m, Tensor<F64, 3>::random({3, 2, 4}, Distribution::Normal(0, 1)), fwd);
     }
@@ -136,20 +138,23 @@ TEST_CASE("BatchNorm defaults, gradients, display and errors", "[nn][general]") 
 
 // ---- GroupNorm, InstanceNorm, LayerNorm, RmsNorm --------------------------------------------
 
-TEST_CASE("GroupNorm matches torch", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("GroupNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     SECTION("[N, C, L], 2 groups") {
-        torch_case<3>(nn::GroupNormConfig{2, 6}.init<AD>(), "groupnorm_3d", kAffine);
+        torch_case<AD, 3>(nn::GroupNormConfig{2, 6}.init<AD>(), "groupnorm_3d", kAffine);
     }
     SECTION("[N, C, H, W], 3 groups, epsilon 1e-3") {
-        torch_case<4>(nn::GroupNormConfig{3, 6}.with_epsilon(1e-3).init<AD>(), "groupnorm_4d",
+        torch_case<AD, 4>(nn::GroupNormConfig{3, 6}.with_epsilon(1e-3).init<AD>(), "groupnorm_4d",
                       kAffine);
     }
     SECTION("without affine parameters") {
         auto m = nn::GroupNormConfig{1, 4}.with_affine(false).init<AD>();
         CHECK(m.num_params() == 0);
-        torch_case<3>(m, "groupnorm_noaffine", {});
+        torch_case<AD, 3>(m, "groupnorm_noaffine", {});
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = perturbed(nn::GroupNormConfig{2, 4}.init<F64>());
         check_fd(m, Tensor<F64, 4>::random({2, 4, 2, 3}, Distribution::Normal(0, 1)), fwd);
     }
@@ -163,24 +168,27 @@ TEST_CASE("GroupNorm matches torch", "[nn][general]") {
     }
 }
 
-TEST_CASE("InstanceNorm matches torch", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("InstanceNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     SECTION("[N, C, L] (InstanceNorm1d, affine)") {
-        torch_case<3>(nn::InstanceNormConfig{3}.init<AD>(), "instancenorm1d", kAffine);
+        torch_case<AD, 3>(nn::InstanceNormConfig{3}.init<AD>(), "instancenorm1d", kAffine);
     }
     SECTION("[N, C, H, W] (InstanceNorm2d, affine)") {
-        torch_case<4>(nn::InstanceNormConfig{3}.init<AD>(), "instancenorm2d", kAffine);
+        torch_case<AD, 4>(nn::InstanceNormConfig{3}.init<AD>(), "instancenorm2d", kAffine);
     }
     SECTION("without affine parameters (PyTorch's default)") {
-        torch_case<3>(nn::InstanceNormConfig{2}.with_affine(false).init<AD>(),
+        torch_case<AD, 3>(nn::InstanceNormConfig{2}.with_affine(false).init<AD>(),
                       "instancenorm_noaffine", {});
     }
     SECTION("inference gives the same values (no running statistics)") {
         auto f = fx("instancenorm1d");
         auto m = with_params(nn::InstanceNormConfig{3}.init<AD>(), f, kAffine);
-        auto y = m.valid().forward(f.named_tensor<ember::Cpu, 3>("input"));
+        auto y = m.valid().forward(f.named_tensor<ember::InnerBackend<AD>, 3>("input"));
         check_close(y.to_data(), f.named("output"));
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = perturbed(nn::InstanceNormConfig{2}.init<F64>());
         check_fd(m, Tensor<F64, 3>::random({2, 2, 5}, Distribution::Normal(0, 1)), fwd);
     }
@@ -191,15 +199,18 @@ TEST_CASE("InstanceNorm matches torch", "[nn][general]") {
     }
 }
 
-TEST_CASE("LayerNorm matches torch", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("LayerNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     SECTION("[N, S, d]") {
-        torch_case<3>(nn::LayerNormConfig{5}.init<AD>(), "layernorm_3d", kAffine);
+        torch_case<AD, 3>(nn::LayerNormConfig{5}.init<AD>(), "layernorm_3d", kAffine);
     }
     SECTION("[N, d], epsilon 1e-3") {
-        torch_case<2>(nn::LayerNormConfig{4}.with_epsilon(1e-3).init<AD>(), "layernorm_2d",
+        torch_case<AD, 2>(nn::LayerNormConfig{4}.with_epsilon(1e-3).init<AD>(), "layernorm_2d",
                       kAffine);
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = perturbed(nn::LayerNormConfig{4}.init<F64>());
         check_fd(m, Tensor<F64, 3>::random({2, 3, 4}, Distribution::Normal(0, 1)), fwd);
     }
@@ -217,15 +228,18 @@ TEST_CASE("LayerNorm matches torch", "[nn][general]") {
     }
 }
 
-TEST_CASE("RmsNorm matches torch ops", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("RmsNorm matches torch ops", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     const std::vector<ParamName> names{{"gamma", "weight"}};
     SECTION("[N, S, d]") {
-        torch_case<3>(nn::RmsNormConfig{5}.init<AD>(), "rmsnorm_3d", names);
+        torch_case<AD, 3>(nn::RmsNormConfig{5}.init<AD>(), "rmsnorm_3d", names);
     }
     SECTION("[N, d], epsilon 1e-2") {
-        torch_case<2>(nn::RmsNormConfig{4}.with_epsilon(1e-2).init<AD>(), "rmsnorm_2d", names);
+        torch_case<AD, 2>(nn::RmsNormConfig{4}.with_epsilon(1e-2).init<AD>(), "rmsnorm_2d", names);
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = perturbed(nn::RmsNormConfig{4}.init<F64>());
         check_fd(m, Tensor<F64, 2>::random({3, 4}, Distribution::Normal(0, 1)), fwd);
     }
@@ -238,45 +252,48 @@ TEST_CASE("RmsNorm matches torch ops", "[nn][general]") {
 
 // ---- activations ---------------------------------------------------------------------------
 
-TEST_CASE("activation modules match torch", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("activation modules match torch", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     SECTION("HardSigmoid, Burn's default alpha 0.2") {
         auto m = nn::HardSigmoidConfig{}.init();
         CHECK(m.alpha == 0.2);
-        torch_case<2>(m, "hardsigmoid_burn", {});
+        torch_case<AD, 2>(m, "hardsigmoid_burn", {});
     }
     SECTION("HardSigmoid with PyTorch's alpha 1/6") {
-        torch_case<2>(nn::HardSigmoidConfig{}.with_alpha(1.0 / 6.0).init(), "hardsigmoid_torch",
+        torch_case<AD, 2>(nn::HardSigmoidConfig{}.with_alpha(1.0 / 6.0).init(), "hardsigmoid_torch",
                       {});
     }
     SECTION("LeakyRelu, default slope 0.01") {
-        torch_case<3>(nn::LeakyReluConfig{}.init(), "leakyrelu_default", {});
+        torch_case<AD, 3>(nn::LeakyReluConfig{}.init(), "leakyrelu_default", {});
     }
     SECTION("LeakyRelu, slope 0.2") {
-        torch_case<1>(nn::LeakyReluConfig{0.2}.init(), "leakyrelu_02", {});
+        torch_case<AD, 1>(nn::LeakyReluConfig{0.2}.init(), "leakyrelu_02", {});
     }
     SECTION("PRelu, one shared slope") {
         auto m = nn::PReluConfig{}.init<AD>();
         CHECK(m.alpha.val().to_data() == ember::TensorData({0.25f}, {1}));
-        torch_case<3>(m, "prelu_shared", {{"alpha", "weight"}});
+        torch_case<AD, 3>(m, "prelu_shared", {{"alpha", "weight"}});
     }
     SECTION("PRelu, one slope per channel") {
-        torch_case<4>(nn::PReluConfig{3}.init<AD>(), "prelu_channels", {{"alpha", "weight"}});
+        torch_case<AD, 4>(nn::PReluConfig{3}.init<AD>(), "prelu_channels", {{"alpha", "weight"}});
     }
     SECTION("SwiGlu without bias (Burn's default)") {
         auto m = nn::SwiGluConfig{4, 5}.init<AD>();
         CHECK_FALSE(m.linear_inner.bias.has_value());
-        torch_case<3>(m, "swiglu_nobias",
+        torch_case<AD, 3>(m, "swiglu_nobias",
                       {{"linear_inner.weight", "linear_inner.weight", true},
                        {"linear_outer.weight", "linear_outer.weight", true}});
     }
     SECTION("SwiGlu with bias") {
-        torch_case<2>(nn::SwiGluConfig{3, 2}.with_bias(true).init<AD>(), "swiglu_bias",
+        torch_case<AD, 2>(nn::SwiGluConfig{3, 2}.with_bias(true).init<AD>(), "swiglu_bias",
                       {{"linear_inner.weight", "linear_inner.weight", true},
                        {"linear_inner.bias", "linear_inner.bias"},
                        {"linear_outer.weight", "linear_outer.weight", true},
                        {"linear_outer.bias", "linear_outer.bias"}});
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         check_fd(perturbed(nn::PReluConfig{3}.init<F64>()),
                  Tensor<F64, 3>::random({2, 3, 4}, Distribution::Normal(0, 1)), fwd);
         check_fd(nn::SwiGluConfig{3, 4}.with_bias(true).init<F64>(),
@@ -303,7 +320,9 @@ TEST_CASE("activation modules match torch", "[nn][general]") {
 
 // ---- Embedding -----------------------------------------------------------------------------
 
-TEST_CASE("Embedding matches torch", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("Embedding matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     auto f = fx("embedding");
     const std::vector<ParamName> names{{"weight", "weight"}};
     auto model = with_params(nn::EmbeddingConfig{10, 4}.init<AD>(), f, names);
@@ -320,6 +339,7 @@ TEST_CASE("Embedding matches torch", "[nn][general]") {
         CHECK(std::abs(w.var(0).mean().into_scalar() - 1.0) < 0.1);
     }
     SECTION("finite differences") {
+        if (!std::is_same_v<AD, ember::Autodiff<ember::Cpu>>) return;  // f64 on the CPU: once
         auto m = nn::EmbeddingConfig{5, 3}.init<F64>();
         auto x = Tensor<F64, 2, ember::Int>::from_data(
             ember::TensorData(std::vector<std::int64_t>{4, 0, 4, 2}, {2, 2}));
@@ -345,7 +365,7 @@ namespace {
 // Interpolate1d (D = 3) or Interpolate2d (D = 4) set up as the fixture `name` says (mode,
 // align_corners, and an output size "out"/"out0", "out1" or a scale "scale"/"scale0", "scale1"),
 // against torch.
-template <std::size_t D, typename Config>
+template <typename AD, std::size_t D, typename Config>
 void interpolate_case(const std::string& name) {
     auto f = fx(name);
     auto config = Config{}
@@ -368,12 +388,14 @@ void interpolate_case(const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     for (const char* name :
          {"interpolate2d_nearest_size", "interpolate2d_nearest_scale", "interpolate2d_linear_size",
           "interpolate2d_linear_noalign", "interpolate2d_cubic_scale"}) {
         DYNAMIC_SECTION(name) {
-            interpolate_case<4, nn::Interpolate2dConfig>(name);
+            interpolate_case<AD, 4, nn::Interpolate2dConfig>(name);
         }
     }
     SECTION("without a size or a scale the input passes through") {
@@ -406,12 +428,14 @@ TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general
     }
 }
 
-TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate", "[nn][general]") {
+TEMPLATE_LIST_TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate", "[nn][general]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     for (const char* name :
          {"interpolate1d_nearest_size", "interpolate1d_nearest_scale", "interpolate1d_linear_size",
           "interpolate1d_linear_noalign", "interpolate1d_cubic_size"}) {
         DYNAMIC_SECTION(name) {
-            interpolate_case<3, nn::Interpolate1dConfig>(name);
+            interpolate_case<AD, 3, nn::Interpolate1dConfig>(name);
         }
     }
     SECTION("errors") {
