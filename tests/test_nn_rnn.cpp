@@ -3,11 +3,12 @@
 // differences, PyTorch's default initialisation, display, and errors.
 #include <ember/nn/rnn.hpp>
 
+#include "grad_check.hpp"
 #include "module_check.hpp"
 
 namespace {
 
-using B = ember::Autodiff<ember::Cpu>;
+using CpuB = ember::Autodiff<ember::Cpu>;  // the stack of the CPU-only cases
 using F64 = ember::test::AutodiffF64;
 using Catch::Contains;
 using ember::test::Fixture;
@@ -52,23 +53,23 @@ void check_param_grads(const M& model, const Fixture& f, const G& grads) {
 }
 
 // A fixture tensor marked as a leaf, so that its gradient can be checked.
-template <std::size_t D>
+template <typename B, std::size_t D>
 ember::Tensor<B, D> leaf(const Fixture& f, const std::string& name) {
     return f.named_tensor<B, D>(name).require_grad();
 }
 
 // An Lstm (Config = LstmConfig, states of rank D = 2) or a BiLstm (BiLstmConfig, D = 3) set up
 // as the fixture says: outputs, final states and every gradient against torch.
-template <typename Config, std::size_t D>
+template <typename B, typename Config, std::size_t D>
 void lstm_case(const Fixture& f) {
     auto model = load_params(Config{kInput, kHidden}
                                  .with_bias(flag(f, "bias"))
                                  .with_batch_first(flag(f, "batch_first"))
                                  .template init<B>(),
                              f);
-    auto input = leaf<3>(f, "input");
+    auto input = leaf<B, 3>(f, "input");
     std::optional<ember::nn::LstmState<B, D>> state;
-    if (flag(f, "with_state")) state = {{leaf<D>(f, "state.cell"), leaf<D>(f, "state.hidden")}};
+    if (flag(f, "with_state")) state = {{leaf<B, D>(f, "state.cell"), leaf<B, D>(f, "state.hidden")}};
     auto [out, fin] = model.forward(input, state);
     ember::test::check_close(out.to_data(), f.named("output"));
     ember::test::check_close(fin.cell.to_data(), f.named("final.cell"));
@@ -87,20 +88,24 @@ void lstm_case(const Fixture& f) {
 
 }  // namespace
 
-TEST_CASE("Lstm and BiLstm match torch.nn.LSTM", "[nn][rnn]") {
+TEMPLATE_LIST_TEST_CASE("Lstm and BiLstm match torch.nn.LSTM", "[nn][rnn]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;  // every autodiff stack
     for (const std::string name : {"lstm", "lstm_state", "lstm_seq_first_state", "lstm_no_bias",
                                    "bilstm", "bilstm_seq_first_state", "bilstm_no_bias_state"}) {
         SECTION(name) {
             const Fixture f("nn_rnn", name);
             if (flag(f, "bidirectional"))
-                lstm_case<ember::nn::BiLstmConfig, 3>(f);
+                lstm_case<B, ember::nn::BiLstmConfig, 3>(f);
             else
-                lstm_case<ember::nn::LstmConfig, 2>(f);
+                lstm_case<B, ember::nn::LstmConfig, 2>(f);
         }
     }
 }
 
-TEST_CASE("Gru matches torch.nn.GRU (reset_after) and the original GRU", "[nn][rnn]") {
+TEMPLATE_LIST_TEST_CASE("Gru matches torch.nn.GRU (reset_after) and the original GRU", "[nn][rnn]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;  // every autodiff stack
     for (const std::string name : {"gru", "gru_state", "gru_seq_first_state", "gru_no_bias",
                                    "gru_reset_before", "gru_reset_before_seq_first_state"}) {
         SECTION(name) {
@@ -111,9 +116,9 @@ TEST_CASE("Gru matches torch.nn.GRU (reset_after) and the original GRU", "[nn][r
                                          .with_batch_first(flag(f, "batch_first"))
                                          .init<B>(),
                                      f);
-            auto input = leaf<3>(f, "input");
+            auto input = leaf<B, 3>(f, "input");
             std::optional<ember::Tensor<B, 2>> state;
-            if (flag(f, "with_state")) state = leaf<2>(f, "state");
+            if (flag(f, "with_state")) state = leaf<B, 2>(f, "state");
             auto out = model.forward(input, state);
             ember::test::check_close(out.to_data(), f.named("output"));
             auto grads = (out * f.named_tensor<B, 3>("gout")).sum().backward();
@@ -161,6 +166,7 @@ TEST_CASE("recurrent gradients match finite differences", "[nn][rnn]") {
 }
 
 TEST_CASE("recurrent layers: structure, initialisation and display", "[nn][rnn]") {
+    using B = CpuB;
     SECTION("parameters follow Burn's layout and paths") {
         auto lstm = ember::nn::LstmConfig{3, 5}.init<B>();
         std::vector<std::string> paths;
@@ -246,6 +252,7 @@ TEST_CASE("recurrent layers: structure, initialisation and display", "[nn][rnn]"
 }
 
 TEST_CASE("recurrent layers reject bad configs and inputs", "[nn][rnn]") {
+    using B = CpuB;
     SECTION("zero sizes") {
         CHECK_THROWS_AS((ember::nn::LstmConfig{0, 4}.init<B>()), ember::ArgumentError);
         CHECK_THROWS_AS((ember::nn::BiLstmConfig{3, 0}.init<B>()), ember::ArgumentError);
