@@ -4,6 +4,8 @@
 // Kept out of <ember/ember.hpp> so that tensor-only code compiles fast.
 #include "module/config.hpp"
 #include "module/module.hpp"
+#include "nn/activation_config.hpp"
+#include "nn/activation_modules.hpp"
 #include "nn/activations.hpp"
 #include "nn/attention.hpp"
 #include "nn/conv.hpp"
