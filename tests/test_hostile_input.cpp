@@ -191,6 +191,16 @@ TEMPLATE_LIST_TEST_CASE("attack: slices with extreme bounds and steps do not wra
     // A step of LONG_MAX made (end - start + step - 1) overflow: one element, x[1].
     const auto s = x.slice({Slice{1, 5, LONG_MAX}}).into_data().template to_vec<float>();
     CHECK(s == std::vector<float>{2});
+    // In 2-D the column stride (1) and row stride (3) times LONG_MAX would overflow: x2[:, 1].
+    const auto x2 = Tensor<B, 2>::from_data(TensorData({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3}));
+    const auto c = x2.slice({Slice{0, 2, LONG_MAX}, Slice{1, 3, LONG_MAX}}).into_data();
+    CHECK(c.shape() == Shape{1, 1});
+    CHECK(c.template to_vec<float>() == std::vector<float>{2});
+    const auto put = x2.slice_assign({Slice{1, 2, LONG_MAX}, Slice{0, 3, LONG_MAX}},
+                                     Tensor<B, 2>::zeros(Shape{1, 1}))
+                         .into_data()
+                         .template to_vec<float>();
+    CHECK(put == std::vector<float>{1, 2, 3, 0, 5, 6});
     CHECK_THROWS_AS(x.slice({Slice{LONG_MIN, 3}}), ember::IndexError);
     CHECK_THROWS_AS(x.slice({Slice{0, LONG_MIN}}), ember::IndexError);
     CHECK_THROWS_AS(x.slice({Slice{0, 3, LONG_MIN}}), ember::ArgumentError);

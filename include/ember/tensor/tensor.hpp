@@ -421,7 +421,7 @@ public:
     template <std::size_t N>
     Tensor slice(const Slice (&ranges)[N]) const {
         static_assert(N <= D, "slice: more ranges than dims");
-        return Tensor(Ops::slice(handle(), std::span<const Slice>(ranges, N)));
+        return Tensor(Ops::slice(handle(), tame_steps(std::span<const Slice>(ranges, N), "slice")));
     }
     /// Sub-tensor over ranges given as pairs.
     template <std::size_t N>
@@ -429,24 +429,25 @@ public:
         static_assert(N <= D, "slice: more ranges than dims");
         std::array<Slice, N> r{};
         for (std::size_t i = 0; i < N; ++i) r[i] = Slice{ranges[i].first, ranges[i].second};
-        return Tensor(Ops::slice(handle(), r));
+        return Tensor(Ops::slice(handle(), tame_steps(r, "slice")));
     }
     /// Sub-tensor over a run-time list of ranges.
     Tensor slice(std::span<const Slice> ranges) const {
         EMBER_CHECK(ranges.size() <= D, Dim, "slice: ", ranges.size(), " ranges for rank ", D);
-        return Tensor(Ops::slice(handle(), ranges));
+        return Tensor(Ops::slice(handle(), tame_steps(ranges, "slice")));
     }
     /// This tensor with the region `ranges` replaced by `values`.
     template <std::size_t N>
     Tensor slice_assign(const Slice (&ranges)[N], const Tensor& values) const {
         static_assert(N <= D, "slice_assign: more ranges than dims");
         return Tensor(
-            Ops::slice_assign(handle(), std::span<const Slice>(ranges, N), values.handle()));
+            Ops::slice_assign(handle(), tame_steps(std::span<const Slice>(ranges, N), "slice_assign"),
+                              values.handle()));
     }
     /// slice_assign with a run-time list of ranges.
     Tensor slice_assign(std::span<const Slice> ranges, const Tensor& values) const {
         EMBER_CHECK(ranges.size() <= D, Dim, "slice_assign: ", ranges.size(), " ranges for rank ", D);
-        return Tensor(Ops::slice_assign(handle(), ranges, values.handle()));
+        return Tensor(Ops::slice_assign(handle(), tame_steps(ranges, "slice_assign"), values.handle()));
     }
     /// `length` elements of `dim` from `start`.
     Tensor narrow(long dim, std::size_t start, std::size_t length) const {
@@ -1013,6 +1014,27 @@ private:
     static void check_rank(const Shape& s, const char* op) {
         EMBER_CHECK(s.rank() == D, Shape, op, ": shape ", s.to_string(), " is not of rank ", D);
         (void)s.num_elements(op);
+    }
+    // The ranges, each of at most one element rewritten with step 1: its step changes nothing
+    // but its stride, and a backend multiplying a stride by a huge step (2 * LONG_MAX)
+    // would overflow. A longer range's stride * step stays below the tensor's extent.
+    struct TamedRanges {
+        std::array<Slice, kMaxRank> r{};
+        std::size_t n = 0;
+        operator std::span<const Slice>() const { return {r.data(), n}; }  // NOLINT
+    };
+    TamedRanges tame_steps(std::span<const Slice> ranges, const char* op) const {
+        TamedRanges out;
+        out.n = std::min(ranges.size(), kMaxRank);
+        const Shape s = shape();
+        for (std::size_t i = 0; i < out.n; ++i) {
+            out.r[i] = ranges[i];
+            if (ranges[i].step <= 1 || i >= s.rank()) continue;
+            const auto [start, len] = ranges[i].resolve(s[i], op);
+            if (len <= 1)
+                out.r[i] = Slice{static_cast<long>(start), static_cast<long>(start + len), 1};
+        }
+        return out;
     }
     // `times` copies of dim `d`: the size they make must be one a tensor may have.
     std::size_t checked_repeat(std::size_t d, std::size_t times, const char* op) const {
