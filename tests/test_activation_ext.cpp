@@ -211,3 +211,24 @@ TEMPLATE_LIST_TEST_CASE("activation ext: bad arguments are typed errors naming t
     // PyTorch accepts a negative ELU alpha; so does ember (the val_elu_am05 case).
     CHECK_NOTHROW(act::elu(x, -0.5));
 }
+
+TEST_CASE("activation ext: the Activation module's records, params and valid()",
+          "[activation][nn]") {
+    using AD = ember::Autodiff<ember::Cpu>;
+    auto m = nn::ActivationConfig{nn::PReluConfig{3, 0.1}}.init<AD>();
+    CHECK(ember::module::num_params(m) == 3);
+    // valid() keeps the active alternative, on the inner backend.
+    auto v = ember::module::valid(m);
+    REQUIRE(std::holds_alternative<nn::PRelu<ember::Cpu>>(v.inner));
+    auto x = ember::Tensor<ember::Cpu, 3>::from_data(
+        ember::TensorData({-1.f, 2.f, -3.f, 4.f, -5.f, 6.f}, {1, 3, 2}));
+    ember::test::check_close(v.forward(x).to_data(),
+                             ember::TensorData({-0.1f, 2.f, -0.3f, 4.f, -0.5f, 6.f}, {1, 3, 2}));
+    // A record of the active alternative loads into a module built with the same choice.
+    auto other = nn::ActivationConfig{nn::PReluConfig{3, 0.7}}.init<AD>();
+    auto loaded = ember::module::load_record(other, ember::module::into_record(m));
+    ember::test::check_close(std::get<nn::PRelu<AD>>(loaded.inner).alpha.val().to_data(),
+                             ember::TensorData({0.1f, 0.1f, 0.1f}, {3}));
+    // Parameter-free alternatives have nothing to record or train.
+    CHECK(ember::module::num_params(nn::ActivationConfig{nn::Selu{}}.init<AD>()) == 0);
+}
