@@ -5,6 +5,7 @@
 #include <ember/nn/positional.hpp>
 #include <ember/nn/transformer.hpp>
 
+#include "grad_check.hpp"
 #include "module_check.hpp"
 
 namespace {
@@ -45,9 +46,9 @@ void check_param_grads(const M& model, const G& grads, const Fixture& f) {
     CHECK(n > 0);
 }
 
-template <std::size_t D>
-Tensor<AD, D> input(const Fixture& f, const std::string& name) {
-    return f.named_tensor<AD, D>(name).require_grad();
+template <typename B, std::size_t D>
+Tensor<B, D> input(const Fixture& f, const std::string& name) {
+    return f.named_tensor<B, D>(name).require_grad();
 }
 
 template <typename B, std::size_t D>
@@ -70,11 +71,11 @@ Config stack_config(const Fixture& f) {
 
 // The output y of `model` against the fixture's "output", and with L = sum(y * gout) the
 // gradients of the parameters and of the named `inputs` against "grad.<name>".
-template <ember::module::Module M>
-void check_output_and_grads(const M& model, const Tensor<AD, 3>& y, const Fixture& f,
-                            const std::vector<std::pair<std::string, Tensor<AD, 3>>>& inputs) {
+template <ember::module::Module M, typename B>
+void check_output_and_grads(const M& model, const Tensor<B, 3>& y, const Fixture& f,
+                            const std::vector<std::pair<std::string, Tensor<B, 3>>>& inputs) {
     check_close(y.to_data(), f.named("output"), kTol);
-    auto grads = (y * f.named_tensor<AD, 3>("gout")).sum().backward();
+    auto grads = (y * f.named_tensor<B, 3>("gout")).sum().backward();
     check_param_grads(model, grads, f);
     for (const auto& [name, x] : inputs) {
         INFO("gradient of " << name);
@@ -84,7 +85,9 @@ void check_output_and_grads(const M& model, const Tensor<AD, 3>& y, const Fixtur
 
 }  // namespace
 
-TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention", "[nn][transformer]") {
+TEMPLATE_LIST_TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention", "[nn][transformer]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     for (const std::string name :
          {"mha_self_masks", "mha_cross_masks", "mha_nomask", "mha_quiet"}) {
         SECTION(name) {
@@ -96,10 +99,10 @@ TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention", "[nn][transf
                                   .with_quiet_softmax(name == "mha_quiet")
                                   .init<AD>(),
                               f);
-            auto q = input<3>(f, "query");
+            auto q = input<AD, 3>(f, "query");
             const bool self_attn = !f.has("key");
-            auto k = self_attn ? q : input<3>(f, "key");
-            auto v = self_attn ? q : input<3>(f, "value");
+            auto k = self_attn ? q : input<AD, 3>(f, "key");
+            auto v = self_attn ? q : input<AD, 3>(f, "value");
             auto in = nn::MhaInput<AD>::new_(q, k, v)
                           .mask_pad(mask<AD, 2>(f, "mask_pad"))
                           .mask_attn(mask<AD, 3>(f, "mask_attn"));
@@ -120,12 +123,14 @@ TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention", "[nn][transf
     }
 }
 
-TEST_CASE("TransformerEncoder matches torch.nn.TransformerEncoder", "[nn][transformer]") {
+TEMPLATE_LIST_TEST_CASE("TransformerEncoder matches torch.nn.TransformerEncoder", "[nn][transformer]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     for (const std::string name : {"encoder_post", "encoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
             auto model = load(stack_config<nn::TransformerEncoderConfig>(f).init<AD>(), f);
-            auto x = input<3>(f, "input");
+            auto x = input<AD, 3>(f, "input");
             auto in = nn::TransformerEncoderInput<AD>(x)
                           .mask_pad(*mask<AD, 2>(f, "mask_pad"))
                           .mask_attn(*mask<AD, 3>(f, "mask_attn"));
@@ -134,13 +139,15 @@ TEST_CASE("TransformerEncoder matches torch.nn.TransformerEncoder", "[nn][transf
     }
 }
 
-TEST_CASE("TransformerDecoder matches torch.nn.TransformerDecoder", "[nn][transformer]") {
+TEMPLATE_LIST_TEST_CASE("TransformerDecoder matches torch.nn.TransformerDecoder", "[nn][transformer]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;  // every autodiff stack
     for (const std::string name : {"decoder_post", "decoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
             auto model = load(stack_config<nn::TransformerDecoderConfig>(f).init<AD>(), f);
-            auto target = input<3>(f, "target");
-            auto memory = input<3>(f, "memory");
+            auto target = input<AD, 3>(f, "target");
+            auto memory = input<AD, 3>(f, "memory");
             auto in = nn::TransformerDecoderInput<AD>(target, memory)
                           .target_mask_pad(*mask<AD, 2>(f, "target_mask_pad"))
                           .target_mask_attn(*mask<AD, 3>(f, "target_mask_attn"))
@@ -183,7 +190,7 @@ TEST_CASE("PositionalEncoding and RotaryEncoding match their formulas", "[nn][tr
                             .init<AD>();
             const auto start = std::size_t(f.param("start"));
             auto check = [&]<std::size_t D>() {
-                auto x = input<D>(f, "input");
+                auto x = input<AD, D>(f, "input");
                 auto y = start == 0 ? rope.forward(x) : rope.apply(x, start);
                 check_close(y.to_data(), f.named("output"), {1e-6, 1e-5});
                 auto grads = (y * f.named_tensor<AD, D>("gout")).sum().backward();
