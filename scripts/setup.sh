@@ -27,7 +27,8 @@ packages=(
   qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
   emscripten        # the WebAssembly build of the web classifier
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
-  clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/)
+  clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/); Clang 14 for the consumer tests
+  clang-15 clang-16  # the consumer tests compile ember's headers with each Clang Debian ships
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
@@ -44,8 +45,9 @@ for arg in "$@"; do
 done
 
 missing=()
+# One status line per installed architecture of a package (zlib1g-dev: amd64 and arm64).
 for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+  if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
   fi
 done
@@ -67,6 +69,16 @@ echo "setup.sh: installing ${missing[*]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
+# Packages of another architecture (name:arm64) need it enabled before apt-get update.
+foreign=()
+for p in "${missing[@]}"; do
+  [[ "$p" == *:* ]] && foreign+=("${p##*:}")
+done
+for arch in $(printf '%s\n' "${foreign[@]}" | sort -u); do
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+    "${sudo[@]}" dpkg --add-architecture "$arch"
+  fi
+done
 if ! { "${sudo[@]}" apt-get update -qq &&
        "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 \
          "${missing[@]}"; } >"$log" 2>&1; then

@@ -17,7 +17,7 @@ struct TinyConfig {
     double rate = 0.5;
     bool flag = true;
     std::string name = "tiny";
-    std::optional<std::vector<std::size_t>> sizes;
+    std::optional<std::vector<std::size_t>> sizes{};
     ember::nn::Initializer init = ember::nn::Initializer::Normal(0.0, 2.0);
     EMBER_CONFIG(TinyConfig, width, rate, flag, name, sizes, init)
 };

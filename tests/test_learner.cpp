@@ -50,7 +50,7 @@ struct TinyLoader {
     std::size_t batch = 4;
     bool shuffle = true;
     std::size_t epoch = 0;
-    std::vector<std::size_t> epochs_seen;
+    std::vector<std::size_t> epochs_seen{};
 
     std::size_t num_items() const { return items.size(); }
     std::size_t num_batches() const { return (items.size() + batch - 1) / batch; }

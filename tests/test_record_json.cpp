@@ -19,7 +19,7 @@ TEST_CASE("records: PrettyJson file layout", "[record]") {
         CHECK(j["int"] == "i32");
         const auto& t = j["item"]["w"]["$tensor"];
         CHECK(t["dtype"] == "f32");
-        CHECK(t["shape"] == nlohmann::json::array({2}));
+        CHECK(t["shape"] == nlohmann::ordered_json::array({2}));
         CHECK(t["bytes"] == "AACAPwAAAEA=");
         CHECK(j["item"]["x"][0]["$float"] == "NaN");
         CHECK(j["item"]["x"][1]["$float"] == "-inf");

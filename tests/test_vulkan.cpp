@@ -565,10 +565,11 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
         }
         // Every instruction the rewrite did not touch is the same, in the same order.
         std::size_t same = 0;
-        for (const auto& [op, w] : after)
+        for (const auto& instr : after)  // not a structured binding: Clang < 16 cannot capture one
             same += std::any_of(before.begin(), before.end(), [&](auto& b) {
-                return b.first == op &&
-                       std::equal(w.begin(), w.end(), b.second.begin(), b.second.end());
+                return b.first == instr.first &&
+                       std::equal(instr.second.begin(), instr.second.end(), b.second.begin(),
+                                  b.second.end());
             });
         // Changed: the NV instructions (5358-5362), the capability, the extension, and for bf16
         // the 16-bit float type.

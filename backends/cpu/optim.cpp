@@ -37,7 +37,11 @@ template <typename T>
     const T inv_sqrt_c2 = a.inv_sqrt_c2, eps = a.eps, step = a.step;
     const T *pp = a.p, *gp = a.g, *mp = a.m, *vp = a.v;
     T *po = a.p_out, *mo = a.m_out, *vo = a.v_out;
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#else
 #pragma GCC ivdep
+#endif
     for (std::size_t k = b; k < e; ++k) {
         const T gk = gp[k];
         const T mk = mp[k] * b1 + gk * one_b1;

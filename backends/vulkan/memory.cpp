@@ -6,6 +6,12 @@
 #include "ember/tensor/error.hpp"
 #include "pool.hpp"
 
+// Vulkan structs are written `VkFoo info{VK_STRUCTURE_TYPE_FOO}`: the members not named are
+// zero (pNext = nullptr, flags = 0), as Vulkan code means them to be; -Wextra would flag each.
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#endif
+
 namespace ember::detail::vk {
 
 namespace {

@@ -8,6 +8,7 @@
 #   GENERATOR MAKE_PROGRAM CXX_COMPILER CXX_LAUNCHER ("|"-separated) CXX_FLAGS BUILD_TYPE
 #   SANITIZE            ON when ember was built with -DEMBER_SANITIZE=ON
 #   JOBS                parallel build jobs (default 2)
+#   STRICT              ON: the consumer also compiles headers.cpp, with -Wall -Wextra -Werror
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var MODE EMBER_SOURCE_DIR EMBER_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
@@ -52,6 +53,9 @@ if(CXX_LAUNCHER)
 endif()
 if(CXX_FLAGS)
   list(APPEND configure_args "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}")
+endif()
+if(STRICT)
+  list(APPEND configure_args -DCONSUMER_STRICT=ON)
 endif()
 
 # The consumer's executable lands in <build>/bin for every generator ($<0:> in the project).

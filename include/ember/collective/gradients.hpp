@@ -162,11 +162,11 @@ class GradientReducer final : public GradientHook {
         DType dtype = DType::F32;
         Device<IB> device;
         std::size_t bucket = 0;
-        std::optional<Flat> grad;
+        std::optional<Flat> grad{};
         // The parameter's gradient taken out of a step's gradients (rank-specific), flattened.
-        std::function<std::optional<Flat>(optim::GradientsParams&)> take;
+        std::function<std::optional<Flat>(optim::GradientsParams&)> take{};
         // Registers the parameter's combined gradient: elements [at, at + n) of a bucket.
-        std::function<void(optim::GradientsParams&, const Flat&, std::size_t)> unpack;
+        std::function<void(optim::GradientsParams&, const Flat&, std::size_t)> unpack{};
     };
     struct Bucket {
         std::vector<std::size_t> slots;

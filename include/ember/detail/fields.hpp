@@ -17,16 +17,16 @@
 /// `ember_fields()` (a tuple of references, const and mutable), in the order given. No fields
 /// is allowed (`EMBER_DETAIL_FIELDS(Gelu)`).
 #define EMBER_DETAIL_FIELDS(Type, ...)                                                       \
-    static constexpr auto ember_type_name = std::string_view(#Type);                        \
-    static constexpr auto ember_field_names = ::ember::detail::field_names(                 \
-        0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_NAME, , __VA_ARGS__)));              \
-    auto ember_fields() {                                                                   \
-        return ::ember::detail::tie_fields(                                                 \
-            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));           \
-    }                                                                                       \
-    auto ember_fields() const {                                                             \
-        return ::ember::detail::tie_fields(                                                 \
-            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));           \
+    [[maybe_unused]] static constexpr auto ember_type_name = std::string_view(#Type);        \
+    [[maybe_unused]] static constexpr auto ember_field_names = ::ember::detail::field_names( \
+        0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_NAME, , __VA_ARGS__)));               \
+    auto ember_fields() {                                                                    \
+        return ::ember::detail::tie_fields(                                                  \
+            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));            \
+    }                                                                                        \
+    auto ember_fields() const {                                                              \
+        return ::ember::detail::tie_fields(                                                  \
+            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));            \
     }
 
 namespace ember::detail {

@@ -644,21 +644,22 @@ std::ostream& display(std::ostream& os, const M& m) {
 #define EMBER_DETAIL_MODULE_HOSTED(Type)
 #else
 /// EMBER_MODULE's members that need files and text streams (none in firmware).
-#define EMBER_DETAIL_MODULE_HOSTED(Type)                                                         \
-    /** Saves with `recorder` (which adds its extension). */                                     \
-    template <typename R>                                                                        \
-    void save_file(const std::filesystem::path& path, const R& recorder) const {                 \
-        ::ember::module::save_file(*this, path, recorder);                                       \
-    }                                                                                            \
-    /** Loads a file saved by save_file onto `device`. */                                        \
-    template <typename R, typename Dev>                                                          \
-    Type load_file(const std::filesystem::path& path, const R& recorder,                         \
-                   const Dev& device) const {                                                    \
-        return ::ember::module::load_file(*this, path, recorder, device);                        \
-    }                                                                                            \
-    /** The display tree, as Burn prints modules. */                                             \
-    friend std::ostream& operator<<(std::ostream& os, const Type& m) {                           \
-        return ::ember::module::display(os, m);                                                  \
+#define EMBER_DETAIL_MODULE_HOSTED(Type)                                                    \
+    /** Saves with `recorder` (which adds its extension). */                                \
+    template <typename R>                                                                   \
+    void save_file(const std::filesystem::path& path, const R& recorder) const {            \
+        ::ember::module::save_file(*this, path, recorder);                                  \
+    }                                                                                       \
+    /** Loads a file saved by save_file onto `device`. */                                   \
+    template <typename R, typename Dev>                                                     \
+    Type load_file(const std::filesystem::path& path, const R& recorder, const Dev& device) \
+        const {                                                                             \
+        return ::ember::module::load_file(*this, path, recorder, device);                   \
+    }                                                                                       \
+    /** The display tree, as Burn prints modules (maybe unused: no warning for */           \
+    /** modules in an anonymous namespace). */                                              \
+    [[maybe_unused]] friend std::ostream& operator<<(std::ostream& os, const Type& m) {     \
+        return ::ember::module::display(os, m);                                             \
     }
 #endif
 

@@ -79,7 +79,9 @@ struct CrossEntropyLoss {
     /// The loss ([1]) of `predictions` [N, C] (logits or probabilities) for `targets` [N] in
     /// [0, C) (pad tokens may be any id).
     Tensor<B, 1> forward(const Tensor<B, 2>& predictions, const Tensor<B, 1, Int>& targets) const {
-        const auto [n, c] = predictions.dims();
+        // Plain variables, not a structured binding: the lambda below uses them, and Clang
+        // before 16 rejects a lambda's reference to a binding.
+        const std::size_t n = predictions.dims()[0], c = predictions.dims()[1];
         EMBER_CHECK(targets.dims()[0] == n, Shape, "CrossEntropyLoss: predictions of shape ",
                     predictions.shape().to_string(), " and targets of shape ",
                     targets.shape().to_string(), " have different batch sizes");

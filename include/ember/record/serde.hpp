@@ -39,7 +39,7 @@
 /// of its fields. The struct must be default-constructible.
 #define EMBER_RECORD(Type, ...)            \
     EMBER_DETAIL_FIELDS(Type, __VA_ARGS__) \
-    static constexpr bool ember_is_record = true;
+    [[maybe_unused]] static constexpr bool ember_is_record = true;
 
 namespace ember::record {
 

@@ -40,7 +40,7 @@ struct Saved {
     using P = typename B::FloatTensorPrimitive;
     std::optional<P> value;   ///< the kept value
     Node<B>* lazy = nullptr;  ///< otherwise: the node whose output to recompute
-    NodeRef<B> keep;          ///< keeps `lazy` alive when it is not the step's own node
+    NodeRef<B> keep{};        ///< keeps `lazy` alive when it is not the step's own node
 };
 
 /// One recorded op (or a leaf that requires a gradient).
