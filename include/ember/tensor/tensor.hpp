@@ -62,9 +62,23 @@ struct NoCallSite {
     constexpr const char* function_name() const { return nullptr; }
 };
 using CallSite = NoCallSite;
-#else
+#elif defined(__cpp_lib_source_location)
 /// Where an op was called from (errors on moved-from tensors name it).
 using CallSite = std::source_location;
+#else
+/// Where an op was called from, for compilers whose standard library has no
+/// std::source_location (Clang 14 with libstdc++ 12): the calling function's name through the
+/// builtin GCC and Clang share, evaluated at the call site as source_location::current() is.
+struct BuiltinCallSite {
+    const char* name = nullptr;  ///< the calling function's name
+    /// The call site of the function whose default argument this is.
+    static constexpr BuiltinCallSite current(const char* function = __builtin_FUNCTION()) {
+        return {function};
+    }
+    /// The calling function's name.
+    constexpr const char* function_name() const { return name; }
+};
+using CallSite = BuiltinCallSite;
 #endif
 /// Throws ArgumentError: a moved-from tensor was used by `accessor` (null for an op itself) in
 /// `function` (a source_location's spelling).
