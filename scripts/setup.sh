@@ -29,6 +29,7 @@ packages=(
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/); Clang 14 for the consumer tests
   clang-15 clang-16  # the consumer tests compile ember's headers with each Clang Debian ships
+  g++-aarch64-linux-gnu qemu-user  # the NEON kernels cross-compiled, run under qemu-aarch64
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
@@ -45,7 +46,8 @@ for arg in "$@"; do
 done
 
 missing=()
-# One status line per installed architecture of a package (zlib1g-dev: amd64 and arm64).
+# One status line per installed architecture of a package (where arm64 ones were added for
+# the AArch64 cross build: docs/platforms.md).
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
     missing+=("$p")
@@ -69,16 +71,6 @@ echo "setup.sh: installing ${missing[*]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
-# Packages of another architecture (name:arm64) need it enabled before apt-get update.
-foreign=()
-for p in "${missing[@]}"; do
-  [[ "$p" == *:* ]] && foreign+=("${p##*:}")
-done
-for arch in $(printf '%s\n' "${foreign[@]}" | sort -u); do
-  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
-    "${sudo[@]}" dpkg --add-architecture "$arch"
-  fi
-done
 if ! { "${sudo[@]}" apt-get update -qq &&
        "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 \
          "${missing[@]}"; } >"$log" 2>&1; then

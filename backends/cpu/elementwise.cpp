@@ -10,6 +10,7 @@
 #include "iter.hpp"
 #include "elementwise_fns.hpp"
 #include "kernels.hpp"
+#include "neon.hpp"
 #include "parallel.hpp"
 #include <ember/detail/bit.hpp>
 
@@ -285,6 +286,21 @@ CpuTensor powf_scalar(CpuTensor t, double p) {
     return binary_scalar(BinaryOp::Pow, std::move(t), Scalar(p));
 }
 
+#if EMBER_CPU_NEON
+namespace {
+/// exp or erf of n contiguous floats with the NEON kernels (the same bits as fast_exp and
+/// fast_erf), in parallel.
+void unary_neon(UnaryOp op, const float* x, float* y, std::size_t n) {
+    parallel_for(n, kGrain, [&](std::size_t b, std::size_t e) {
+        if (op == UnaryOp::Exp)
+            neon::exp_f32(x + b, y + b, e - b, [](float v) { return fast_exp(v); });
+        else
+            neon::erf_f32(x + b, y + b, e - b, kErfP, kErfQ, [](float v) { return fast_erf(v); });
+    });
+}
+}  // namespace
+#endif
+
 CpuTensor unary(UnaryOp op, CpuTensor t) {
     const DType result = op == UnaryOp::IsNan ? DType::Bool : t.dtype;
     if (op == UnaryOp::IsNan && !is_float(t.dtype)) return full(t.shape, Scalar(false), DType::Bool);
@@ -298,6 +314,11 @@ CpuTensor unary(UnaryOp op, CpuTensor t) {
                 return map_unary<T, bool>(t, out, [](T x) { return x != x; });
             EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
         }
+#if EMBER_CPU_NEON
+        if constexpr (std::is_same_v<T, float>)
+            if ((op == UnaryOp::Exp || op == UnaryOp::Erf) && t.is_contiguous() && neon_enabled())
+                return unary_neon(op, t.data<float>(), out.data<float>(), t.num_elements());
+#endif
         with_unary_fn<T>(op, [&](auto f) { map_unary<T, T>(t, out, f); });
     });
     return op == UnaryOp::IsNan ? out : from_compute(std::move(out), result);

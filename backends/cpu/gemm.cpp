@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "ember/backend/detail/cpu_tensor.hpp"
+#include "neon.hpp"
 #include "parallel.hpp"
 
 #if EMBER_CPU_BLAS
@@ -42,6 +43,11 @@
 #else
 #define EMBER_GEMM_AVX512 0
 #endif
+#endif
+// On AArch64 the float micro-kernel is neon.hpp's 8×12 (intrinsics, FMA by lane), and the
+// portable tiles (scalar C++) remain for EMBER_CPU_NEON=0, picked at run time (neon_enabled).
+#if !defined(EMBER_GEMM_NEON)
+#define EMBER_GEMM_NEON (EMBER_CPU_NEON && EMBER_GEMM_VEC_BYTES == 16)
 #endif
 #if EMBER_GEMM_AVX512
 #define EMBER_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
@@ -76,9 +82,11 @@ using Vec = typename VecType<T, VB>::type;
 template <typename T, std::size_t VB>
 struct Tile {
     static constexpr std::size_t kLanes = VB ? VB / sizeof(T) : 1;
-    static constexpr std::size_t NR = VB ? 2 * kLanes : 4;
+    /// NEON's float tile: 32 vector registers hold 8×12 accumulators and the operands.
+    static constexpr bool kNeon = EMBER_GEMM_NEON && VB == 16 && sizeof(T) == 4;
+    static constexpr std::size_t NR = kNeon ? 12 : (VB ? 2 * kLanes : 4);
     static constexpr std::size_t NV = NR / kLanes;  ///< vectors per row of the tile
-    static constexpr std::size_t MR = VB == 64 ? 8 : (VB ? 6 : 4);
+    static constexpr std::size_t MR = kNeon ? 8 : (VB == 64 ? 8 : (VB ? 6 : 4));
     // MC×KC of A stays in L2 and KC×NC of B in L3; a deeper KC means fewer passes over C
     // (measured best: 384 with 64-byte B rows per k step, 512 with 128-byte ones).
     static constexpr std::size_t KC = NR * sizeof(T) >= 128 ? 512 : 384;
@@ -165,6 +173,12 @@ void pack_b(std::size_t kc, std::size_t nc, std::size_t jp0, std::size_t jp1, co
 template <typename T, std::size_t VB>
 EMBER_INLINE void micro_kernel(std::size_t kc, const T* __restrict ap, const T* __restrict bp,
                                T* __restrict out, const T* pf) {
+#if EMBER_GEMM_NEON
+    if constexpr (Tile<T, VB>::kNeon) {
+        static_assert(Tile<T, VB>::MR == neon::kGemmMR && Tile<T, VB>::NR == neon::kGemmNR);
+        return neon::gemm_8x12(kc, ap, bp, out, pf);
+    }
+#endif
     using V = Vec<T, VB>;
     using Tl = Tile<T, VB>;
     constexpr std::size_t MR = Tl::MR, NR = Tl::NR, NV = Tl::NV, L = Tl::kLanes;
@@ -315,6 +329,12 @@ EMBER_AVX512_TARGET void block_panels_avx512(const BlockJob<T>& j, std::size_t p
     block_panels<T, 64>(j, p0, p1);
 }
 #endif
+#if EMBER_GEMM_NEON
+template <typename T>
+void block_panels_portable(const BlockJob<T>& j, std::size_t p0, std::size_t p1) {
+    block_panels<T, 0>(j, p0, p1);
+}
+#endif
 
 /// The blocked GEMM proper (k > 0, alpha != 0, not tiny), for vector width VB.
 template <typename T, std::size_t VB>
@@ -326,6 +346,9 @@ void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n, std::size
     void (*panels_fn)(const BlockJob<T>&, std::size_t, std::size_t) = block_panels_native<T>;
 #if EMBER_GEMM_AVX512
     if constexpr (VB == 64) panels_fn = block_panels_avx512<T>;
+#endif
+#if EMBER_GEMM_NEON
+    if constexpr (VB == 0) panels_fn = block_panels_portable<T>;
 #endif
     const std::size_t kc_max = std::min(Tl::KC, k);
     const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
@@ -553,6 +576,12 @@ template <typename T>
 void dot_tiles_native(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
     dot_tiles_body<T, kNativeVec>(j, t0, t1);
 }
+#if EMBER_GEMM_NEON
+template <typename T>
+void dot_tiles_portable(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
+    dot_tiles_body<T, 0>(j, t0, t1);
+}
+#endif
 
 #if EMBER_GEMM_AVX512
 template <typename T>
@@ -578,6 +607,13 @@ void gemm_dot(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, 
         tiles_fn = dot_tiles_avx512<T>;
         ri = DotTile<T, 64>::RI;
         rj = DotTile<T, 64>::RJ;
+    }
+#endif
+#if EMBER_GEMM_NEON
+    if (!neon_enabled()) {
+        tiles_fn = dot_tiles_portable<T>;
+        ri = DotTile<T, 0>::RI;
+        rj = DotTile<T, 0>::RJ;
     }
 #endif
     const std::size_t tiles = ((m + ri - 1) / ri) * ((n + rj - 1) / rj);
@@ -629,6 +665,11 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         return gemm_blocked_body<T, 64>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                         parallel);
 #endif
+#if EMBER_GEMM_NEON
+    if (!neon_enabled())
+        return gemm_blocked_body<T, 0>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                       parallel);
+#endif
     gemm_blocked_body<T, kNativeVec>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                      parallel);
 }
@@ -644,6 +685,9 @@ void small_k_impl(std::size_t m, std::size_t n, std::size_t k, const T* a, std::
     }
 #if EMBER_GEMM_AVX512
     if (has_avx512()) return small_k_avx512(m, n, k, a, lda, b, ldb, bias, c, ldc);
+#endif
+#if EMBER_GEMM_NEON
+    if (!neon_enabled()) return small_k_body<T, 0>(m, n, k, a, lda, b, ldb, bias, c, ldc);
 #endif
     small_k_body<T, kNativeVec>(m, n, k, a, lda, b, ldb, bias, c, ldc);
 }

@@ -3,7 +3,7 @@
 // transposes, alpha/beta, leading dims). With EMBER_CPU_BLAS it forwards to OpenBLAS, unless
 // OpenBLAS runs generic kernels on this CPU (see gemm_uses_blas); otherwise, and always for
 // `gemm_portable`, a cache-blocked GEMM in plain C++ runs (with an AVX-512 variant picked at
-// run time on x86-64).
+// run time on x86-64, and a NEON micro-kernel on AArch64: neon.hpp).
 #include <cstddef>
 
 namespace ember::detail::cpu {

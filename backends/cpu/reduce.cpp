@@ -15,11 +15,12 @@
 #include <type_traits>
 #include <vector>
 
+#include <ember/detail/bit.hpp>
 #include "iter.hpp"
 #include "kernels.hpp"
+#include "neon.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
-#include <ember/detail/bit.hpp>
 
 namespace ember::detail::cpu {
 
@@ -62,6 +63,9 @@ inline f32x8 min8(const f32x8& a, const f32x8& b) {
 /// costs less than a NaN-propagating compare-and-blend per element.
 template <bool IsMax>
 float extreme_f32(const float* p, std::size_t n) {
+#if EMBER_CPU_NEON
+    if (neon_enabled()) return neon::extreme_f32<IsMax>(p, n);
+#endif
     const float id =
         IsMax ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
     const auto pick = [](const f32x8& x, const f32x8& m) {
@@ -270,6 +274,9 @@ typename R::Acc reduce_run(const T* p, std::size_t n, std::int64_t s) {
     }
     if constexpr (std::same_as<T, float> && R::kBlocked && std::same_as<typename R::Acc, double>) {
         if (s == 1 && n >= 2048 && sum_f32_use_avx512()) return sum_f32_avx512(p, n);
+#if EMBER_CPU_NEON
+        if (s == 1 && n >= 2048 && neon_enabled()) return neon::sum_f32(p, n);
+#endif
     }
     constexpr std::size_t L = kLanes<Lane>;
     constexpr std::size_t kBlock = R::kBlocked ? L * kBlockPerLane : ~std::size_t{0};
@@ -623,6 +630,11 @@ template <bool Log>
 void softmax_row_f32(const float* p, float* o, std::size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (n >= 64 && sum_f32_use_avx512()) return softmax_row_f32_avx512<Log>(p, o, n);
+#endif
+#if EMBER_CPU_NEON
+    if (neon_enabled())
+        return neon::softmax_row_f32<Log>(
+            p, o, n, [](float x) { return exp_c(x); }, [](float x) { return std::log(x); });
 #endif
     // A NaN never wins the max; it still reaches the sum below and makes the row NaN.
     f32x8 m0 = splat8(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
