@@ -29,6 +29,8 @@
 #include <ember/module/param.hpp>
 #include <ember/module/running_state.hpp>
 #include <ember/nn.hpp>
+#include <ember/nn/activation_config.hpp>
+#include <ember/nn/activation_modules.hpp>
 #include <ember/nn/activations.hpp>
 #include <ember/nn/attention.hpp>
 #include <ember/nn/conv.hpp>
