@@ -198,7 +198,7 @@ TEST_CASE("compose_frame lays out chart, values and progress", "[dashboard]") {
     s.stopping = true;
     const std::string next = joined(compose_frame(s, 100, 30));
     CHECK(contains(next, "Chart: Accuracy \u2014 epoch means"));
-    CHECK(contains(next, "stopping after this iteration \u2014 checkpoint will be saved"));
+    CHECK(contains(next, "stopping after this iteration \u2014 a resumed run redoes this epoch"));
 
     CHECK(contains(compose_frame(s, 30, 10)[0], "terminal too small (30x10)"));
 }
@@ -322,7 +322,7 @@ TEST_CASE("the dashboard in tmux: chart, values, progress, keys and a clean exit
            contains(s, "\xe2\xa3")));  // the chart drew braille (U+2800..U+28FF)
 
     t.tmux("send-keys -t t q");
-    CHECK(t.wait_for("stopping after this iteration \u2014 checkpoint will be saved", s));
+    CHECK(t.wait_for("stopping after this iteration \u2014 a resumed run redoes this epoch", s));
     REQUIRE(t.wait_for("DONE", s));
     CHECK(contains(s, "EXIT=42"));  // the driver saw interrupter.should_stop()
     CHECK(contains(s, "[train] Loss: 0.2222"));

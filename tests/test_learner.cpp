@@ -296,6 +296,10 @@ TEST_CASE("a classifier trained 3 epochs: loss falls, metrics and artifacts", "[
     auto v = read_values(dir.path / "train" / "epoch-2" / "Loss.log");
     REQUIRE(v.size() == 4);
     CHECK((v[0] + v[1] + v[2] + v[3]) / 4 == Approx(loss[1]));
+    // The report: metrics.csv holds every numeric value (train 2 metrics × 12 iterations, valid
+    // 2 × 9; Top-2 is text), report.html a chart per numeric metric.
+    CHECK(count_lines(dir.path / "metrics.csv") == 1 + 24 + 18);
+    CHECK(fs::exists(dir.path / "report.html"));
     // Checkpoint retention: the last 2 epochs.
     const auto ck = dir.path / "checkpoint";
     for (const char* what : {"model", "optim", "scheduler"}) {

@@ -202,6 +202,9 @@ TuiRenderer::TuiRenderer(Interrupter interrupter, TuiOptions options)
                 "TuiRenderer: min_redraw_ms must be positive, got ", options.min_redraw_ms);
     impl_->interrupter = std::move(interrupter);
     impl_->options = options;
+    // https://no-color.org: a NO_COLOR that is set and not empty turns colours off.
+    if (const char* no_color = std::getenv("NO_COLOR"); no_color && *no_color)
+        impl_->options.color = false;
 }
 
 TuiRenderer::~TuiRenderer() {

@@ -222,8 +222,8 @@ std::vector<std::string> compose_frame(const DashboardState& s, int width, int h
         add_progress(s, out, width);
         if (s.stopping)
             out.push_back(paint(s, "1;33",
-                                " \u25a0 stopping after this iteration \u2014 checkpoint will be "
-                                "saved"));
+                                " \u25a0 stopping after this iteration \u2014 a resumed run "
+                                "redoes this epoch from the last checkpoint"));
         else
             out.push_back(" q: stop   \u2190/\u2192: metric   \u2191/\u2193: iterations/epochs");
     }

@@ -14,7 +14,8 @@ namespace ember::train {
 struct TuiOptions {
     /// The shortest time between two redraws, in milliseconds (100: ten frames a second).
     int min_redraw_ms = 100;
-    /// Whether to colour the chart and the bars.
+    /// Whether to colour the chart and the bars (off, whatever this says, when the environment
+    /// variable NO_COLOR is set and not empty).
     bool color = true;
 };
 

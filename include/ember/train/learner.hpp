@@ -39,6 +39,7 @@
 #include "logger.hpp"
 #include "metrics.hpp"
 #include "output.hpp"
+#include "report.hpp"
 #if defined(EMBER_CUDA)
 #include "../stacks/cuda_graph.hpp"
 #endif
@@ -153,6 +154,7 @@ struct LearnerOptions {
     std::uint64_t seed = 0;                       ///< the run's seed
     bool capture_steps = false;                   ///< replay steps as CUDA graphs
     bool summary = false;                         ///< print the summary at the end
+    bool report = true;                           ///< write metrics.csv and report.html
     Interrupter interrupter;                      ///< shared with renderers and handlers
 };
 
@@ -320,6 +322,12 @@ class LearnerBuilder {
     /// Prints a summary of the metrics (best and worst epochs) at the end of fit.
     LearnerBuilder& summary() {
         o_.summary = true;
+        return *this;
+    }
+    /// Whether to write `metrics.csv` and `report.html` (the curves of every metric) into the
+    /// artifact directory at the end of every epoch (default: on; see report.hpp).
+    LearnerBuilder& report(bool on) {
+        o_.report = on;
         return *this;
     }
     /// The interrupter of the run: stop() ends it after the current iteration.

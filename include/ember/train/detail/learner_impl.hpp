@@ -140,6 +140,7 @@ class Learner {
             }
             done = epoch;
             if (!dp || dp->main) save_checkpoint(epoch, model, optim, sched);
+            if (o_.report && (!dp || dp->main)) write_report(o_.artifact_dir);
             log("epoch " + std::to_string(epoch) + "/" + std::to_string(o_.num_epochs) +
                 " train: " + detail::format_epoch(history_[Split::Train], epoch) +
                 " | valid: " + detail::format_epoch(history_[Split::Valid], epoch));
@@ -153,6 +154,8 @@ class Learner {
                 }
             }
         }
+        // Once more after the loop: an interrupted epoch's logged iterations join the curves.
+        if (o_.report && (!dp || dp->main) && done < o_.num_epochs) write_report(o_.artifact_dir);
         if (o_.summary) {
             const std::string s = detail::format_summary(history_, done);
             std::cout << s << std::flush;
