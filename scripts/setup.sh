@@ -16,6 +16,7 @@ packages=(
   libopenblas-dev   # CPU matmul
   catch2            # tests (v2, prebuilt main)
   nlohmann-json3-dev  # JSON records; tests read their JSON fixtures
+  libcli11-dev      # the examples' and ember-onnx's command lines
   zlib1g-dev        # gzip-compressed records
   libsqlite3-dev    # SqliteDataset
   libstb-dev        # stb_image: ImageFolderDataset

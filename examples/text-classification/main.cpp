@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -72,83 +73,36 @@ struct Options {
     std::vector<std::string> texts;  // infer: what to classify
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr)
-        << R"(usage: text-classification train [options]          train and save a classifier of fortunes
-       text-classification infer [options] [TEXT ...]   load it and classify texts
-
-options:
-  --epochs N            epochs to train (default 8)
-  --limit N             train on N fortunes only (default: all of the training split)
-  --categories A,B,...  the fortune files to tell apart (default computers,food,politics,startrek)
-  --batch-size N        fortunes per batch (default 32)
-  --lr X                Adam's learning rate (default 1e-3)
-  --seed N              the run's seed (default 42)
-  --threads N           CPU backend threads (default: EMBER_NUM_THREADS or all)
-  --artifact-dir DIR    where the logs, config and model go (default artifacts/text-classification)
-  --plain               plain line output even on a terminal
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("text-classification: " + flag +
-                                   " needs a non-negative integer, got '" + s + "'");
-    return v;
-}
-
-std::vector<std::string> split_list(const std::string& s) {
-    std::vector<std::string> out;
-    std::stringstream in(s);
-    for (std::string item; std::getline(in, item, ',');)
-        if (!item.empty()) out.push_back(item);
-    return out;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
     o.config.categories = kDefaultCategories;
-    if (argc < 2) usage(2);
-    o.command = argv[1];
-    if (o.command == "--help" || o.command == "-h") usage(0);
-    if (o.command != "train" && o.command != "infer") usage(2);
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc)
-                throw ember::ArgumentError("text-classification: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--epochs")
-            o.config.num_epochs = to_size(a, value());
-        else if (a == "--limit")
-            o.config.limit = to_size(a, value());
-        else if (a == "--categories")
-            o.config.categories = split_list(value());
-        else if (a == "--batch-size")
-            o.config.batch_size = to_size(a, value());
-        else if (a == "--lr")
-            o.config.learning_rate = std::stod(value());
-        else if (a == "--seed")
-            o.config.seed = to_size(a, value());
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--plain")
-            o.plain = true;
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else if (o.command == "infer" && a.rfind("--", 0) != 0)
-            o.texts.push_back(a);
-        else
-            throw ember::ArgumentError("text-classification: unknown option '" + a + "'");
+    CLI::App app{"Tells which of Debian's fortune files a fortune comes from.",
+                 "text-classification"};
+    ember_examples::setup(app);
+    app.require_subcommand(1, 1);
+    auto* train_cmd = app.add_subcommand("train", "train and save a classifier of fortunes");
+    auto* infer_cmd = app.add_subcommand("infer", "load it and classify texts");
+    auto& c = o.config;
+    train_cmd->add_option("--epochs", c.num_epochs, "epochs to train")->check(ember_examples::positive);
+    train_cmd->add_option("--limit", c.limit, "train on N fortunes only (0: all of the split)")
+        ->check(ember_examples::non_negative);
+    train_cmd->add_option("--categories", c.categories, "the fortune files to tell apart")
+        ->delimiter(',')
+        ->expected(2, CLI::detail::expected_max_vector_size);
+    train_cmd->add_option("--batch-size", c.batch_size, "fortunes per batch")
+        ->check(ember_examples::positive);
+    train_cmd->add_option("--lr", c.learning_rate, "Adam's learning rate")
+        ->check(ember_examples::positive);
+    train_cmd->add_option("--seed", c.seed, "the run's seed");
+    train_cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
+    infer_cmd->add_option("texts", o.texts, "texts to classify (default: a few samples)");
+    for (auto* cmd : {train_cmd, infer_cmd}) {
+        cmd->add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+            ->check(ember_examples::positive);
+        cmd->add_option("--artifact-dir", o.artifact_dir, "where the logs, config and model go");
     }
-    if (o.config.categories.size() < 2)
-        throw ember::ArgumentError("text-classification: --categories needs at least two");
+    ember_examples::parse_or_exit(app, argc, argv);
+    o.command = train_cmd->parsed() ? "train" : "infer";
     return o;
 }
 
