@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -34,67 +35,30 @@ struct Options {
     std::optional<std::size_t> threads;
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr) << R"(usage: custom-training-loop [options]
-
-Trains a small CNN on Fashion-MNIST with a hand-written loop: Adam on the feature extractor,
-SGD with momentum on the classifier head, gradients accumulated over several mini-batches.
-
-options:
-  --epochs N         epochs to train (default 3)
-  --limit N          train on the first N training images only (default: all 60000)
-  --accumulate N     mini-batches whose gradients are summed before each step (default 4)
-  --batch-size N     images per mini-batch (default 32)
-  --lr-features X    Adam's learning rate for the feature extractor (default 1e-3)
-  --lr-classifier X  SGD's learning rate for the classifier head (default 1e-2)
-  --seed N           seed of the initial weights, dropout and shuffling (default 42)
-  --threads N        CPU backend threads (default: EMBER_NUM_THREADS or all)
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("custom-training-loop: " + flag +
-                                   " needs a non-negative integer, got '" + s + "'");
-    return v;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc)
-                throw ember::ArgumentError("custom-training-loop: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--epochs")
-            o.epochs = to_size(a, value());
-        else if (a == "--limit")
-            o.limit = to_size(a, value());
-        else if (a == "--accumulate")
-            o.accumulate = to_size(a, value());
-        else if (a == "--batch-size")
-            o.batch_size = to_size(a, value());
-        else if (a == "--lr-features")
-            o.lr_features = std::stod(value());
-        else if (a == "--lr-classifier")
-            o.lr_classifier = std::stod(value());
-        else if (a == "--seed")
-            o.seed = to_size(a, value());
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else
-            throw ember::ArgumentError("custom-training-loop: unknown option '" + a + "'");
-    }
-    if (o.epochs == 0 || o.accumulate == 0 || o.batch_size == 0)
-        throw ember::ArgumentError(
-            "custom-training-loop: --epochs, --accumulate and --batch-size must be positive");
+    CLI::App app{"Trains a small CNN on Fashion-MNIST with a hand-written loop: Adam on the "
+                 "feature extractor, SGD with momentum on the classifier head, gradients "
+                 "accumulated over several mini-batches.",
+                 "custom-training-loop"};
+    ember_examples::setup(app);
+    app.add_option("--epochs", o.epochs, "epochs to train")->check(ember_examples::positive);
+    app.add_option("--limit", o.limit, "train on the first N training images only (0: all 60000)")
+        ->check(ember_examples::non_negative);
+    app.add_option("--accumulate", o.accumulate,
+                   "mini-batches whose gradients are summed before each step")
+        ->check(ember_examples::positive);
+    app.add_option("--batch-size", o.batch_size, "images per mini-batch")
+        ->check(ember_examples::positive);
+    app.add_option("--lr-features", o.lr_features, "Adam's learning rate for the feature extractor")
+        ->check(ember_examples::positive);
+    app.add_option("--lr-classifier", o.lr_classifier,
+                   "SGD's learning rate for the classifier head")
+        ->check(ember_examples::positive);
+    app.add_option("--seed", o.seed, "seed of the initial weights, dropout and shuffling");
+    app.add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+        ->check(ember_examples::positive);
+    ember_examples::parse_or_exit(app, argc, argv);
     return o;
 }
 

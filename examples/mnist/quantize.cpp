@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -184,31 +185,20 @@ int run(const Options& o, const std::string& kind) {
 
 int main(int argc, char** argv) try {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc)
-                throw ember::ArgumentError("mnist-quantize: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--data-dir")
-            o.data_dir = fs::path(value());
-        else if (a == "--calibration")
-            o.calibration = std::stoul(value());
-        else if (a == "--json")
-            o.json = fs::path(value());
-        else if (a == "--export")
-            o.export_dir = fs::path(value());
-        else if (a == "--count")
-            o.count = std::stoul(value());
-        else {
-            std::cerr << "usage: mnist-quantize [--artifact-dir DIR] [--data-dir DIR] "
-                         "[--calibration N] [--json FILE] [--export DIR [--count N]]\n";
-            return 2;
-        }
-    }
+    CLI::App app{"Quantizes a trained mnist model to int8 (calibrated on training images), "
+                 "compares it with the float model, and exports it for the firmware.",
+                 "mnist-quantize"};
+    ember_examples::setup(app);
+    app.add_option("--artifact-dir", o.artifact_dir, "the trained model's artifact directory");
+    app.add_option("--data-dir", o.data_dir, "where the Fashion-MNIST IDX files are");
+    app.add_option("--calibration", o.calibration, "training images to calibrate on")
+        ->check(ember_examples::positive);
+    app.add_option("--json", o.json, "write the figures as JSON to this file");
+    auto* export_opt = app.add_option("--export", o.export_dir, "export the int8 model to DIR");
+    app.add_option("--count", o.count, "test images exported with the model")
+        ->check(ember_examples::positive)
+        ->needs(export_opt);
+    ember_examples::parse_or_exit(app, argc, argv);
     const std::string kind = model_kind(o.artifact_dir);
     if (kind == "mlp") return run<mnist::Mlp<B>>(o, kind);
     if (kind == "tiny") return run<mnist::TinyMlp<B>>(o, kind);

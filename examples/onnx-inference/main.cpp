@@ -5,14 +5,21 @@
 //   onnx-inference [--from-file RECORD]    (default: the embedded weights)
 #include <cstring>
 
+#include "../cli.hpp"
 #include "../import_common.hpp"
 #include "fashion_cnn.hpp"
 
 int main(int argc, char** argv) try {
     using Model = fashion_cnn::Model<ember::Cpu>;
-    const Model model = argc == 3 && std::strcmp(argv[1], "--from-file") == 0
-                            ? Model::from_file(argv[2])
-                            : Model::from_embedded();
+    CLI::App app{"Runs the Fashion-MNIST CNN imported from ONNX at build time on the test set.",
+                 "onnx-inference"};
+    ember_examples::setup(app);
+    std::string record;
+    app.add_option("--from-file", record,
+                   "load the weights from this record instead of the embedded ones")
+        ->check(CLI::ExistingFile);
+    ember_examples::parse_or_exit(app, argc, argv);
+    const Model model = record.empty() ? Model::from_embedded() : Model::from_file(record);
     std::printf("imported model: %zu parameters\n", model.num_params());
     return import_example::evaluate([&](const auto& images) { return model.forward(images); },
                                     EMBER_EXAMPLE_DIR "/expected.bin");

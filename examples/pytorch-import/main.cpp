@@ -13,6 +13,7 @@
 
 #include <cstring>
 
+#include "../cli.hpp"
 #include "../import_common.hpp"
 
 template <ember::Backend B>
@@ -45,7 +46,14 @@ int main(int argc, char** argv) try {
                     .with_key_remap(R"(^features\.3\.)", "conv2.")
                     .with_key_remap(R"(^classifier\.0\.)", "linear1.")
                     .with_key_remap(R"(^classifier\.2\.)", "linear2.");
-    if (argc == 2 && std::strcmp(argv[1], "--debug") == 0) args = args.with_debug_print();
+    CLI::App app{"Loads a Fashion-MNIST CNN trained in PyTorch (fashion_cnn.pt) into an ember "
+                 "module and runs it on the test set.",
+                 "pytorch-import"};
+    ember_examples::setup(app);
+    bool debug = false;
+    app.add_flag("--debug", debug, "print how every key of the file was mapped");
+    ember_examples::parse_or_exit(app, argc, argv);
+    if (debug) args = args.with_debug_print();
     const auto model = rec::PyTorchFileRecorder<rec::FullPrecisionSettings>{}.load_into(
         FashionCnn<ember::Cpu>::init(), args);
     std::printf("loaded %zu parameters from fashion_cnn.pt\n", model.num_params());

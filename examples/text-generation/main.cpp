@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -68,78 +69,43 @@ struct Options {
     bool plain = false;
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr)
-        << R"(usage: text-generation train [options]      train a character-level model on fortunes, then sample
-       text-generation generate [options]   load the trained model and sample from it
-
-options:
-  --epochs N           epochs to train (default 3)
-  --limit N            training windows of 65 characters per epoch (default 40000; 0: all)
-  --batch-size N       windows per batch (default 32)
-  --lr X               Adam's learning rate (default 2e-3)
-  --artifact-dir DIR   where the logs, config and model go (default artifacts/text-generation)
-  --prompt TEXT        what the sample starts with (default "The ")
-  --length N           characters to generate (default 300)
-  --temperature X      sampling temperature; 0 picks the likeliest character (default 0.8)
-  --seed N             seed of training and of sampling (default 42)
-  --threads N          CPU backend threads (default: EMBER_NUM_THREADS or all)
-  --plain              plain line output even on a terminal
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("text-generation: " + flag +
-                                   " needs a non-negative integer, got '" + s + "'");
-    return v;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    if (argc < 2) usage(2);
-    o.command = argv[1];
-    if (o.command == "--help" || o.command == "-h") usage(0);
-    if (o.command != "train" && o.command != "generate") usage(2);
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc)
-                throw ember::ArgumentError("text-generation: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--epochs")
-            o.config.num_epochs = to_size(a, value());
-        else if (a == "--limit")
-            o.config.limit = to_size(a, value());
-        else if (a == "--batch-size")
-            o.config.batch_size = to_size(a, value());
-        else if (a == "--lr")
-            o.config.learning_rate = std::stod(value());
-        else if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--prompt")
-            o.sampling.prompt = value();
-        else if (a == "--length")
-            o.sampling.length = to_size(a, value());
-        else if (a == "--temperature")
-            o.sampling.temperature = std::stod(value());
-        else if (a == "--seed")
-            o.config.seed = o.sampling.seed = to_size(a, value());
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--plain")
-            o.plain = true;
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else
-            throw ember::ArgumentError("text-generation: unknown option '" + a + "'");
+    CLI::App app{"A character-level language model of Debian's fortunes.", "text-generation"};
+    ember_examples::setup(app);
+    app.require_subcommand(1, 1);
+    auto* train_cmd =
+        app.add_subcommand("train", "train a character-level model on fortunes, then sample");
+    auto* generate_cmd = app.add_subcommand("generate", "load the trained model and sample from it");
+    std::uint64_t seed = o.config.seed;
+    for (auto* cmd : {train_cmd, generate_cmd}) {
+        if (cmd == train_cmd) {
+            cmd->add_option("--epochs", o.config.num_epochs, "epochs to train")
+                ->check(ember_examples::positive);
+            cmd->add_option("--limit", o.config.limit,
+                            "training windows of 65 characters per epoch (0: all)")
+                ->check(ember_examples::non_negative);
+            cmd->add_option("--batch-size", o.config.batch_size, "windows per batch")
+                ->check(ember_examples::positive);
+            cmd->add_option("--lr", o.config.learning_rate, "Adam's learning rate")
+                ->check(ember_examples::positive);
+            cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
+        }
+        cmd->add_option("--artifact-dir", o.artifact_dir, "where the logs, config and model go");
+        cmd->add_option("--prompt", o.sampling.prompt, "what the sample starts with");
+        cmd->add_option("--length", o.sampling.length, "characters to generate")
+            ->check(ember_examples::non_negative);
+        cmd->add_option("--temperature", o.sampling.temperature,
+                        "sampling temperature; 0 picks the likeliest character")
+            ->check(ember_examples::non_negative);
+        cmd->add_option("--seed", seed, "seed of training and of sampling");
+        cmd->add_option("--threads", o.threads,
+                        "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+            ->check(ember_examples::positive);
     }
-    if (!(o.sampling.temperature >= 0))
-        throw ember::ArgumentError("text-generation: --temperature must be >= 0");
+    ember_examples::parse_or_exit(app, argc, argv);
+    o.command = train_cmd->parsed() ? "train" : "generate";
+    o.config.seed = o.sampling.seed = seed;
     return o;
 }
 
