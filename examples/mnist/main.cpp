@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -71,115 +72,56 @@ struct Options {
     std::size_t count = 10;
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr)
-        << R"(usage: mnist train [options]   train a classifier on Fashion-MNIST with the Learner
-       mnist infer [options]   load the trained model and classify test images
-       mnist export [options]  write the model and test images for examples/firmware
-
-options:
-  --model cnn|mlp|tiny   the guide's CNN (default), an MLP 784-512-512-10, or the MLP
-                         784-64-10 that examples/firmware runs
-  --epochs N             epochs to train (default 10)
-  --batch-size N         items per batch (default 64)
-  --lr X                 Adam's learning rate (default 1e-4 for the CNN, 1e-3 for the MLP)
-  --seed N               the run's seed (default 42)
-  --workers N            data loader threads (default 2)
-  --threads N            CPU backend threads (default: EMBER_NUM_THREADS or all)
-  --backend NAME         the backend to train on: cpu, or cuda where the build has it
-  --devices N|I,J,...    data-parallel training (docs/multi-device.md): on cpu, N replicas on
-                         threads; on cuda, the devices by index (0,1: two GPUs, through NCCL
-                         where the build has it). --batch-size is then per device
-  --artifact-dir DIR     where checkpoints, logs and the model go (default artifacts/mnist)
-  --data DIR             the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
-  --plain                plain line output even on a terminal
-  --resume               go on from the last checkpoint in the artifact directory
-  --capture              (cuda) capture the training and validation steps once and replay them
-                         as CUDA graphs (LearnerBuilder::capture_steps; experiment.log says
-                         when a step ran eagerly instead)
-  --count N              (infer) predictions to print (default 10); (export) test images
-                         to write (default 10)
-  --out DIR              (export) where model.bin, images.bin, labels.bin and expected.bin
-                         go (default artifacts/firmware)
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("mnist: " + flag + " needs a non-negative integer, got '" + s +
-                                   "'");
-    return v;
-}
-
-// "0,1,3" → {0, 1, 3}.
-std::vector<std::size_t> to_list(const std::string& flag, const std::string& s) {
-    std::vector<std::size_t> out;
-    std::size_t start = 0;
-    while (start <= s.size()) {
-        const std::size_t comma = std::min(s.find(',', start), s.size());
-        out.push_back(to_size(flag, s.substr(start, comma - start)));
-        start = comma + 1;
-    }
-    return out;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    if (argc < 2) usage(2);
-    o.command = argv[1];
-    if (o.command == "--help" || o.command == "-h") usage(0);
-    if (o.command != "train" && o.command != "infer" && o.command != "export") usage(2);
-    bool lr_set = false;
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw ember::ArgumentError("mnist: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--model")
-            o.config.model = value();
-        else if (a == "--epochs")
-            o.config.num_epochs = to_size(a, value());
-        else if (a == "--batch-size")
-            o.config.batch_size = to_size(a, value());
-        else if (a == "--lr")
-            o.config.learning_rate = std::stod(value()), lr_set = true;
-        else if (a == "--seed")
-            o.config.seed = to_size(a, value());
-        else if (a == "--workers")
-            o.config.num_workers = to_size(a, value());
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--backend")
-            o.backend = value();
-        else if (a == "--devices")
-            o.devices = to_list(a, value());
-        else if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--data")
-            o.data_dir = value();
-        else if (a == "--plain")
-            o.plain = true;
-        else if (a == "--resume")
-            o.resume = true;
-        else if (a == "--capture")
-            o.capture = true;
-        else if (a == "--count")
-            o.count = to_size(a, value());
-        else if (a == "--out")
-            o.out_dir = value();
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else
-            throw ember::ArgumentError("mnist: unknown option '" + a + "' (see --help)");
+    CLI::App app{"Trains a classifier on Fashion-MNIST with the Learner, classifies test images "
+                 "with it, or exports it for examples/firmware.",
+                 "mnist"};
+    ember_examples::setup(app);
+    app.require_subcommand(1, 1);
+    auto* train_cmd = app.add_subcommand("train", "train a classifier on Fashion-MNIST with the Learner");
+    auto* infer_cmd = app.add_subcommand("infer", "load the trained model and classify test images");
+    auto* export_cmd =
+        app.add_subcommand("export", "write the model and test images for examples/firmware");
+    auto& c = o.config;
+    std::optional<double> lr;
+    for (auto* cmd : {train_cmd, infer_cmd, export_cmd}) {
+        cmd->add_option("--artifact-dir", o.artifact_dir, "where checkpoints, logs and the model go");
+        cmd->add_option("--data", o.data_dir,
+                        "the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)");
+        cmd->add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+            ->check(ember_examples::positive);
     }
-    if (o.config.model != "cnn" && o.config.model != "mlp" && o.config.model != "tiny")
-        throw ember::ArgumentError("mnist: --model must be cnn, mlp or tiny, got '" +
-                                   o.config.model + "'");
-    if (!lr_set && o.config.model != "cnn") o.config.learning_rate = 1e-3;
+    train_cmd->add_option("--model", c.model,
+                          "the guide's CNN, an MLP 784-512-512-10, or the MLP 784-64-10 that "
+                          "examples/firmware runs")
+        ->check(CLI::IsMember({"cnn", "mlp", "tiny"}));
+    train_cmd->add_option("--epochs", c.num_epochs, "epochs to train")->check(ember_examples::positive);
+    train_cmd->add_option("--batch-size", c.batch_size, "items per batch (per device with --devices)")
+        ->check(ember_examples::positive);
+    train_cmd->add_option("--lr", lr, "Adam's learning rate (default 1e-4 for the CNN, 1e-3 for the MLPs)")
+        ->check(ember_examples::positive);
+    train_cmd->add_option("--seed", c.seed, "the run's seed");
+    train_cmd->add_option("--workers", c.num_workers, "data loader threads")
+        ->check(ember_examples::non_negative);
+    train_cmd->add_option("--backend", o.backend, "the backend to train on: cpu, or cuda where the build has it");
+    train_cmd->add_option("--devices", o.devices,
+                          "data-parallel training (docs/multi-device.md): on cpu, N replicas on "
+                          "threads; on cuda, the devices by index (0,1: two GPUs)")
+        ->delimiter(',');
+    train_cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
+    train_cmd->add_flag("--resume", o.resume, "go on from the last checkpoint in the artifact directory");
+    train_cmd->add_flag("--capture", o.capture,
+                        "(cuda) capture the training and validation steps once and replay them as "
+                        "CUDA graphs (LearnerBuilder::capture_steps)");
+    infer_cmd->add_option("--count", o.count, "predictions to print")->check(ember_examples::positive);
+    export_cmd->add_option("--count", o.count, "test images to write")->check(ember_examples::positive);
+    export_cmd->add_option("--out", o.out_dir,
+                           "where model.bin, images.bin, labels.bin and expected.bin go");
+    ember_examples::parse_or_exit(app, argc, argv);
+    o.command = train_cmd->parsed() ? "train" : infer_cmd->parsed() ? "infer" : "export";
+    if (lr) c.learning_rate = *lr;
+    else if (c.model != "cnn") c.learning_rate = 1e-3;
 #if defined(EMBER_CUDA)
     constexpr const char* kBackends = "cpu, cuda";
     const bool known = o.backend == "cpu" || o.backend == "cuda";

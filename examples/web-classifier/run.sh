@@ -21,7 +21,7 @@ case "${1:-}" in
     rm -rf "$work/train"
     "$mnist" train --model cnn --epochs 1 --workers 0 --plain --seed 7 \
       --artifact-dir "$work/train" | tail -1
-    "$mnist" export --model cnn --artifact-dir "$work/train" --out "$work/data" --count 100
+    "$mnist" export --artifact-dir "$work/train" --out "$work/data" --count 100
     ;;
   build)
     work="$2" data="${3:-$2/data}"
