@@ -77,7 +77,9 @@ endforeach()
 set(EMBER_PACKAGE_HAS_TOOLS OFF)
 if(TARGET ember-onnx)
   set(EMBER_PACKAGE_HAS_TOOLS ON)
-  set_target_properties(ember-onnx PROPERTIES EXPORT_NAME onnx)
+  # With shared libraries, the installed tool finds them beside it, wherever the prefix is.
+  set_target_properties(ember-onnx PROPERTIES EXPORT_NAME onnx
+                        INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
   install(TARGETS ember-onnx EXPORT EmberToolsTargets
     RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT ember_development)
 endif()

@@ -13,8 +13,10 @@
 #include "neon.hpp"
 #include "parallel.hpp"
 #include <ember/detail/bit.hpp>
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
+EMBER_CPU_ISA_BEGIN
 namespace {
 
 constexpr std::size_t kGrain = 1 << 15;  // elements per parallel chunk
@@ -282,8 +284,8 @@ CpuTensor binary_scalar(BinaryOp op, CpuTensor a, Scalar s) {
 CpuTensor powf_scalar(CpuTensor t, double p) {
     EMBER_CHECK(is_float(t.dtype), DType, "powf_scalar: needs a float tensor, got ",
                 dtype_name(t.dtype));
-    if (p == 2.0) return binary(BinaryOp::Mul, t, t);
-    return binary_scalar(BinaryOp::Pow, std::move(t), Scalar(p));
+    if (p == 2.0) return EMBER_CPU_ISA_NS::binary(BinaryOp::Mul, t, t);
+    return EMBER_CPU_ISA_NS::binary_scalar(BinaryOp::Pow, std::move(t), Scalar(p));
 }
 
 #if EMBER_CPU_NEON
@@ -427,4 +429,5 @@ CpuTensor clamp(CpuTensor t, Scalar lo, Scalar hi) {
     return from_compute(std::move(out), result);
 }
 
+EMBER_CPU_ISA_END
 }  // namespace ember::detail::cpu

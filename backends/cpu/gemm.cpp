@@ -38,7 +38,8 @@
 #endif
 
 #if !defined(EMBER_GEMM_AVX512)  // tests set it to 0 to exercise the AVX2 kernels
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX512F__) && EMBER_GEMM_VEC_BYTES == 32
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX512F__) && \
+    (EMBER_GEMM_VEC_BYTES == 32 || EMBER_GEMM_VEC_BYTES == 16)
 #define EMBER_GEMM_AVX512 1
 #else
 #define EMBER_GEMM_AVX512 0
@@ -51,6 +52,18 @@
 #endif
 #if EMBER_GEMM_AVX512
 #define EMBER_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#endif
+// A portable x86-64 build (EMBER_CPU_ARCH=portable: SSE2, 16-byte vectors) also compiles an
+// AVX2 + FMA copy, picked at run time below the AVX-512 one.
+#if !defined(EMBER_GEMM_AVX2)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__) && EMBER_GEMM_VEC_BYTES == 16
+#define EMBER_GEMM_AVX2 1
+#else
+#define EMBER_GEMM_AVX2 0
+#endif
+#endif
+#if EMBER_GEMM_AVX2
+#define EMBER_AVX2_TARGET __attribute__((target("avx2,fma")))
 #endif
 
 #if defined(__GNUC__)
@@ -335,6 +348,12 @@ void block_panels_portable(const BlockJob<T>& j, std::size_t p0, std::size_t p1)
     block_panels<T, 0>(j, p0, p1);
 }
 #endif
+#if EMBER_GEMM_AVX2
+template <typename T>
+EMBER_AVX2_TARGET void block_panels_avx2(const BlockJob<T>& j, std::size_t p0, std::size_t p1) {
+    block_panels<T, 32>(j, p0, p1);
+}
+#endif
 
 /// The blocked GEMM proper (k > 0, alpha != 0, not tiny), for vector width VB.
 template <typename T, std::size_t VB>
@@ -349,6 +368,9 @@ void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n, std::size
 #endif
 #if EMBER_GEMM_NEON
     if constexpr (VB == 0) panels_fn = block_panels_portable<T>;
+#endif
+#if EMBER_GEMM_AVX2
+    if constexpr (VB == 32) panels_fn = block_panels_avx2<T>;
 #endif
     const std::size_t kc_max = std::min(Tl::KC, k);
     const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
@@ -482,9 +504,35 @@ EMBER_INLINE void small_k_body(std::size_t m, std::size_t n, std::size_t k, cons
     }
 }
 
+/// EMBER_CPU_ISA=baseline: the build's own vector width only (tests of the portable build's
+/// baseline kernels, comparisons).
+[[maybe_unused]] bool baseline_forced() {
+    const char* e = std::getenv("EMBER_CPU_ISA");
+    return e && std::strcmp(e, "baseline") == 0;
+}
+
+#if EMBER_GEMM_AVX2
+bool has_avx2() {
+    static const bool yes = [] {
+        if (baseline_forced()) return false;
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }();
+    return yes;
+}
+
+template <typename T>
+EMBER_AVX2_TARGET void small_k_avx2(std::size_t m, std::size_t n, std::size_t k, const T* a,
+                                    std::size_t lda, const T* b, std::size_t ldb, const T* bias,
+                                    T* c, std::size_t ldc) {
+    small_k_body<T, 32>(m, n, k, a, lda, b, ldb, bias, c, ldc);
+}
+#endif
+
 #if EMBER_GEMM_AVX512
 bool has_avx512() {
     static const bool yes = [] {
+        if (baseline_forced()) return false;
         __builtin_cpu_init();
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
@@ -589,6 +637,12 @@ EMBER_AVX512_TARGET void dot_tiles_avx512(const DotJob<T>& j, std::size_t t0, st
     dot_tiles_body<T, 64>(j, t0, t1);
 }
 #endif
+#if EMBER_GEMM_AVX2
+template <typename T>
+EMBER_AVX2_TARGET void dot_tiles_avx2(const DotJob<T>& j, std::size_t t0, std::size_t t1) {
+    dot_tiles_body<T, 32>(j, t0, t1);
+}
+#endif
 
 /// Whether C = A·Bᵀ goes through dot products: one side thin enough that packing would
 /// dominate, and rows long enough to fill vectors.
@@ -602,6 +656,13 @@ void gemm_dot(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a, 
     const DotJob<T> job{m, n, k, alpha, beta, a, lda, b, ldb, c, ldc};
     void (*tiles_fn)(const DotJob<T>&, std::size_t, std::size_t) = dot_tiles_native<T>;
     std::size_t ri = DotTile<T, kNativeVec>::RI, rj = DotTile<T, kNativeVec>::RJ;
+#if EMBER_GEMM_AVX2
+    if (has_avx2()) {
+        tiles_fn = dot_tiles_avx2<T>;
+        ri = DotTile<T, 32>::RI;
+        rj = DotTile<T, 32>::RJ;
+    }
+#endif
 #if EMBER_GEMM_AVX512
     if (has_avx512()) {
         tiles_fn = dot_tiles_avx512<T>;
@@ -670,6 +731,11 @@ void gemm_blocked(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         return gemm_blocked_body<T, 0>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                        parallel);
 #endif
+#if EMBER_GEMM_AVX2
+    if (has_avx2())
+        return gemm_blocked_body<T, 32>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                                        parallel);
+#endif
     gemm_blocked_body<T, kNativeVec>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                                      parallel);
 }
@@ -688,6 +754,9 @@ void small_k_impl(std::size_t m, std::size_t n, std::size_t k, const T* a, std::
 #endif
 #if EMBER_GEMM_NEON
     if (!neon_enabled()) return small_k_body<T, 0>(m, n, k, a, lda, b, ldb, bias, c, ldc);
+#endif
+#if EMBER_GEMM_AVX2
+    if (has_avx2()) return small_k_avx2(m, n, k, a, lda, b, ldb, bias, c, ldc);
 #endif
     small_k_body<T, kNativeVec>(m, n, k, a, lda, b, ldb, bias, c, ldc);
 }
@@ -718,7 +787,11 @@ bool blas_preferred() {
             if (same_name(e, "blas")) return true;
             if (same_name(e, "portable")) return false;
         }
-#if defined(OPENBLAS_VERSION) && defined(__x86_64__) && EMBER_GEMM_VEC_BYTES >= 32
+#if defined(OPENBLAS_VERSION) && defined(__x86_64__) && \
+    (EMBER_GEMM_VEC_BYTES >= 32 || EMBER_GEMM_AVX2)
+#if EMBER_GEMM_AVX2
+        if (!has_avx2()) return true;  // the portable build's own kernels are SSE2 here
+#endif
         const char* core = openblas_get_corename();
         if (!core) return true;
         for (const char* c : {"SkylakeX", "Cooperlake", "SapphireRapids"})

@@ -12,8 +12,10 @@
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
+EMBER_CPU_ISA_BEGIN
 namespace {
 
 // Elements a parallel task takes at least (as the reductions').
@@ -128,7 +130,8 @@ std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
     for (auto* p : {&gamma, &beta})
         if (*p) **p = contiguous(cast(std::move(**p), cd));
     if (cd != dt) {
-        auto r = layer_norm(cast(std::move(x), cd), std::move(gamma), std::move(beta), eps);
+        auto r = EMBER_CPU_ISA_NS::layer_norm(cast(std::move(x), cd), std::move(gamma),
+                                              std::move(beta), eps);
         for (auto& t : r) t = cast(std::move(t), dt);
         return r;
     }
@@ -144,4 +147,5 @@ std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
     return {std::move(y), std::move(mean), std::move(rstd)};
 }
 
+EMBER_CPU_ISA_END
 }  // namespace ember::detail::cpu

@@ -7,8 +7,10 @@
 #include "ember/tensor/error.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
+EMBER_CPU_ISA_BEGIN
 
 namespace {
 
@@ -109,4 +111,5 @@ std::array<CpuTensor, 3> adam_step(CpuTensor param, CpuTensor grad, CpuTensor m,
     return {std::move(p_out), std::move(m_out), std::move(v_out)};
 }
 
+EMBER_CPU_ISA_END
 }  // namespace ember::detail::cpu

@@ -13,8 +13,10 @@
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "pool_geometry.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
+EMBER_CPU_ISA_BEGIN
 namespace {
 
 /// Max pooling windows along one axis: PyTorch moves the start into the input by whole
@@ -224,7 +226,7 @@ CpuTensor avg_pool(CpuTensor x, const PoolParams& p) {
     const Dims3 g = pool_geometry("avg_pool", x, p, false, out_shape);
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(avg_pool(cast(std::move(x), DType::F32), p), dt);
+        return cast(EMBER_CPU_ISA_NS::avg_pool(cast(std::move(x), DType::F32), p), dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -239,7 +241,7 @@ std::pair<CpuTensor, CpuTensor> max_pool_with_indices(CpuTensor x, const PoolPar
     const Dims3 g = pool_geometry("max_pool", x, p, true, out_shape);
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16) {
-        auto [v, i] = max_pool_with_indices(cast(std::move(x), DType::F32), p);
+        auto [v, i] = EMBER_CPU_ISA_NS::max_pool_with_indices(cast(std::move(x), DType::F32), p);
         return {cast(std::move(v), dt), std::move(i)};
     }
     CpuTensor out = empty(out_shape, dt);
@@ -261,7 +263,7 @@ CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_siz
     }
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(adaptive_avg_pool(cast(std::move(x), DType::F32), output_size), dt);
+        return cast(EMBER_CPU_ISA_NS::adaptive_avg_pool(cast(std::move(x), DType::F32), output_size), dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -287,7 +289,7 @@ CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
         return out;
     }
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(interpolate(cast(std::move(x), DType::F32), output_size, o), dt);
+        return cast(EMBER_CPU_ISA_NS::interpolate(cast(std::move(x), DType::F32), output_size, o), dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -303,4 +305,5 @@ CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
     return out;
 }
 
+EMBER_CPU_ISA_END
 }  // namespace ember::detail::cpu

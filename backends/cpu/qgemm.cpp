@@ -230,40 +230,53 @@ bool set_qgemm_kernel(std::string_view name) {
     return true;
 }
 
-void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, std::uint8_t* out) {
-    std::size_t i = 0;
-#if EMBER_QGEMM_X86 && defined(__AVX2__)
+#if EMBER_QGEMM_X86
+namespace {
+// The AVX2 loops, compiled for AVX2 whatever the build's target and called only where the
+// processor has it (EMBER_CPU_ARCH=portable builds for the x86-64 baseline).
+bool has_avx2() {
+    static const bool yes = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") != 0;
+    }();
+    return yes;
+}
+
+/// Eight floats scaled, clamped, rounded and offset by the zero point, as int32.
+__attribute__((target("avx2"))) inline __m256i quantize8(const float* x, __m256 vinv,
+                                                         __m256i vzero) {
+    const __m256 big = _mm256_set1_ps(1e9f), small = _mm256_set1_ps(-1e9f);
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), vinv);
+    v = _mm256_min_ps(_mm256_max_ps(v, small), big);
+    return _mm256_add_epi32(_mm256_cvtps_epi32(v), vzero);
+}
+
+/// quantize_u8 over whole blocks of 16; returns how many elements it did.
+__attribute__((target("avx2"))) std::size_t quantize_u8_avx2(const float* x, std::size_t n,
+                                                             float inv, std::int32_t zero,
+                                                             std::uint8_t* out) {
     // cvtps rounds half to even (the default MXCSR mode), as nearbyint; the float is clamped
     // first so that no value leaves int32, and packs saturate to int8 as the clamp does.
-    const __m256 vinv = _mm256_set1_ps(inv), big = _mm256_set1_ps(1e9f),
-                 small = _mm256_set1_ps(-1e9f);
+    const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i vzero = _mm256_set1_epi32(zero), perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
+    std::size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const auto q = [&](std::size_t at) {
-            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + at), vinv);
-            v = _mm256_min_ps(_mm256_max_ps(v, small), big);
-            return _mm256_add_epi32(_mm256_cvtps_epi32(v), vzero);
-        };
-        const __m256i w16 = _mm256_packs_epi32(q(i), q(i + 8));  // lanes interleaved
-        const __m256i b8 = _mm256_packs_epi16(w16, w16);         // saturate to int8
+        const __m256i w16 = _mm256_packs_epi32(quantize8(x + i, vinv, vzero),
+                                               quantize8(x + i + 8, vinv, vzero));  // interleaved
+        const __m256i b8 = _mm256_packs_epi16(w16, w16);  // saturate to int8
         const __m256i ordered = _mm256_permutevar8x32_epi32(b8, perm);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                          _mm_xor_si128(_mm256_castsi256_si128(ordered), bias));  // + 128
     }
-#endif
-    for (; i < n; ++i) {
-        const float q = std::clamp(std::nearbyint(x[i] * inv) + float(zero), -128.0f, 127.0f);
-        out[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q) + 128);
-    }
+    return i;
 }
 
-void min_max(const float* x, std::size_t n, float& lo, float& hi) {
-    lo = 0.0f;  // the range always contains 0 for quantization; starting there is harmless
-    hi = 0.0f;
-    std::size_t i = 0;
-#if EMBER_QGEMM_X86 && defined(__AVX2__)
+/// min_max over whole blocks of 8, folded into lo and hi; returns how many elements it did.
+__attribute__((target("avx2"))) std::size_t min_max_avx2(const float* x, std::size_t n, float& lo,
+                                                         float& hi) {
     __m256 vl = _mm256_setzero_ps(), vh = _mm256_setzero_ps();
+    std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_loadu_ps(x + i);
         vl = _mm256_min_ps(v, vl);  // NaN in v yields the second operand: skipped
@@ -276,6 +289,28 @@ void min_max(const float* x, std::size_t n, float& lo, float& hi) {
         lo = std::min(lo, l[k]);
         hi = std::max(hi, h[k]);
     }
+    return i;
+}
+}  // namespace
+#endif
+
+void quantize_u8(const float* x, std::size_t n, float inv, std::int32_t zero, std::uint8_t* out) {
+    std::size_t i = 0;
+#if EMBER_QGEMM_X86
+    if (has_avx2()) i = quantize_u8_avx2(x, n, inv, zero, out);
+#endif
+    for (; i < n; ++i) {
+        const float q = std::clamp(std::nearbyint(x[i] * inv) + float(zero), -128.0f, 127.0f);
+        out[i] = static_cast<std::uint8_t>(static_cast<std::int32_t>(q) + 128);
+    }
+}
+
+void min_max(const float* x, std::size_t n, float& lo, float& hi) {
+    lo = 0.0f;  // the range always contains 0 for quantization; starting there is harmless
+    hi = 0.0f;
+    std::size_t i = 0;
+#if EMBER_QGEMM_X86
+    if (has_avx2()) i = min_max_avx2(x, n, lo, hi);
 #endif
     for (; i < n; ++i) {
         if (x[i] < lo) lo = x[i];

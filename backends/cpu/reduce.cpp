@@ -21,8 +21,10 @@
 #include "neon.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
+EMBER_CPU_ISA_BEGIN
 
 namespace {
 
@@ -882,4 +884,5 @@ CpuTensor log_softmax(CpuTensor t, std::size_t dim) {
     return softmax_any(std::move(t), dim, true);
 }
 
+EMBER_CPU_ISA_END
 }  // namespace ember::detail::cpu
