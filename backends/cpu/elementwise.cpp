@@ -6,14 +6,14 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <ember/detail/bit.hpp>
 #include "../common/promotion.hpp"
-#include "iter.hpp"
 #include "elementwise_fns.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
+#include "iter.hpp"
 #include "kernels.hpp"
 #include "neon.hpp"
 #include "parallel.hpp"
-#include <ember/detail/bit.hpp>
-#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
 EMBER_CPU_ISA_BEGIN

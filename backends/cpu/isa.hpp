@@ -17,6 +17,8 @@
 // to another of the same file qualifies it so (unqualified, argument-dependent lookup would also
 // find the dispatching declaration of kernels.hpp, and the call would be ambiguous).
 
+// _Pragma takes one string literal: the lines below stay as written.
+// clang-format off
 #if defined(EMBER_CPU_ISA_AVX2)
 #if defined(__clang__)
 #define EMBER_CPU_ISA_BEGIN                                                                 \
@@ -41,3 +43,4 @@
 #define EMBER_CPU_ISA_END
 #define EMBER_CPU_ISA_NS ::ember::detail::cpu
 #endif
+// clang-format on

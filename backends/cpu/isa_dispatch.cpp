@@ -29,15 +29,15 @@ using TensorPair = std::pair<CpuTensor, CpuTensor>;
 }  // namespace
 
 // Declares `name` in both copies and defines the entry point that picks one.
-#define EMBER_CPU_DISPATCH(ret, name, params, args)                           \
-    namespace isa_baseline {                                                  \
-    ret name params;                                                          \
-    }                                                                         \
-    namespace isa_avx2 {                                                      \
-    ret name params;                                                          \
-    }                                                                         \
-    ret name params {                                                         \
-        return use_avx2() ? isa_avx2::name args : isa_baseline::name args;    \
+#define EMBER_CPU_DISPATCH(ret, name, params, args)                        \
+    namespace isa_baseline {                                               \
+    ret name params;                                                       \
+    }                                                                      \
+    namespace isa_avx2 {                                                   \
+    ret name params;                                                       \
+    }                                                                      \
+    ret name params {                                                      \
+        return use_avx2() ? isa_avx2::name args : isa_baseline::name args; \
     }
 
 // elementwise.cpp

@@ -9,10 +9,10 @@
 #include <optional>
 
 #include "../common/norm_check.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
-#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
 EMBER_CPU_ISA_BEGIN

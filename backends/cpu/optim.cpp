@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "ember/tensor/error.hpp"
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 #include "kernels.hpp"
 #include "parallel.hpp"
-#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
 EMBER_CPU_ISA_BEGIN

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "pool_geometry.hpp"
-#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
 EMBER_CPU_ISA_BEGIN
@@ -263,7 +263,8 @@ CpuTensor adaptive_avg_pool(CpuTensor x, std::span<const std::size_t> output_siz
     }
     const DType dt = x.dtype;
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(EMBER_CPU_ISA_NS::adaptive_avg_pool(cast(std::move(x), DType::F32), output_size), dt);
+        return cast(
+            EMBER_CPU_ISA_NS::adaptive_avg_pool(cast(std::move(x), DType::F32), output_size), dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));
@@ -289,7 +290,8 @@ CpuTensor interpolate(CpuTensor x, std::span<const std::size_t> output_size,
         return out;
     }
     if (dt == DType::F16 || dt == DType::BF16)
-        return cast(EMBER_CPU_ISA_NS::interpolate(cast(std::move(x), DType::F32), output_size, o), dt);
+        return cast(EMBER_CPU_ISA_NS::interpolate(cast(std::move(x), DType::F32), output_size, o),
+                    dt);
     CpuTensor out = empty(out_shape, dt);
     if (out_shape.num_elements() == 0) return out;
     x = contiguous(std::move(x));

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include <ember/detail/bit.hpp>
+#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "neon.hpp"
 #include "parallel.hpp"
 #include "vec8.hpp"
-#include "isa.hpp"  // EMBER_CPU_ISA_BEGIN/END: one copy per instruction set (EMBER_CPU_ARCH)
 
 namespace ember::detail::cpu {
 EMBER_CPU_ISA_BEGIN
