@@ -314,7 +314,8 @@ TEST_CASE("Data parallel, Learner: uneven shards, a short last batch, one checkp
     REQUIRE(fs::exists(ckpt / "model-1.mpk.gz"));
     std::size_t files = 0;
     for (const auto& e : fs::directory_iterator(ckpt)) files += e.is_regular_file();
-    CHECK(files == 3);  // model, optimizer, scheduler
+    CHECK(files == 4);  // model, optimizer, scheduler and the checkpoint's manifest
+    CHECK(fs::exists(ckpt / "checkpoint-1.json"));
     auto loaded = make_net().load_file(
         ckpt / "model-1",
         ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>{},
