@@ -37,4 +37,17 @@ inline std::vector<std::byte> with_crc32(Input bytes) {
     return out;
 }
 
+/// When `bytes` end the way a NamedMpk record with a checksum does (a MessagePack uint32: 0xce
+/// and four big-endian bytes), the same bytes with that CRC-32 recomputed over everything before
+/// its four bytes, so that mutations of the tree reach the decoder; else the bytes unchanged.
+inline std::vector<std::byte> with_mpk_checksum(Input bytes) {
+    std::vector<std::byte> out(bytes.begin(), bytes.end());
+    const std::size_t n = out.size();
+    if (n < 5 || out[n - 5] != std::byte{0xce}) return out;
+    const auto crc = static_cast<std::uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(n - 4)));
+    for (int i = 0; i < 4; ++i) out[n - 4 + i] = std::byte((crc >> (8 * (3 - i))) & 0xff);
+    return out;
+}
+
 }  // namespace ember::fuzz
