@@ -210,6 +210,26 @@ void rendezvous_seeds() {
     seed("rendezvous", "fetch-refused", cat({u8(2), u32le(3), u32le(0)}));
 }
 
+// ---- checkpoint manifests ------------------------------------------------------------------
+
+Bytes manifest(std::int64_t epoch, std::uint64_t size) {
+    record::Map files;
+    for (const char* kind : {"model", "optim", "scheduler"})
+        files.emplace_back(std::string(kind) + "-" + std::to_string(epoch) + ".mpk",
+                           record::Value(std::int64_t(size)));
+    record::Map m;
+    m.emplace_back("epoch", record::Value(epoch));
+    m.emplace_back("files", record::Value(std::move(files)));
+    return encoded(record::Value(std::move(m)), Format::PrettyJson);
+}
+
+void checkpoint_seeds() {
+    const Bytes two = manifest(2, 4), one = manifest(1, 4), wrong = manifest(2, 5);
+    seed("checkpoint", "both", cat({u16(two.size()), two, one}));
+    seed("checkpoint", "wrong-size", cat({u16(wrong.size()), wrong, one}));
+    seed("checkpoint", "epoch-swapped", cat({u16(one.size()), one, two}));
+}
+
 // ---- images ---------------------------------------------------------------------------------
 
 void image_seeds() {
@@ -248,6 +268,7 @@ int main(int argc, char** argv) {
     text_seeds();
     config_seeds();
     rendezvous_seeds();
+    checkpoint_seeds();
     image_seeds();
     return 0;
 }

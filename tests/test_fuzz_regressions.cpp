@@ -9,6 +9,7 @@
 
 #include <ember/collective/rendezvous.hpp>
 #include <ember/data/vision.hpp>
+#include <ember/module/config.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -168,4 +169,13 @@ TEST_CASE("images: an image without pixels loads as an empty tensor", "[fuzz][da
     CHECK(item->image.num_elements() == 0);
     CHECK(item->image.shape().rank() == 3);
     fs::remove(file);
+}
+
+TEST_CASE("config: a number beyond a double's range is a FormatError", "[fuzz][config]") {
+    // nlohmann::json reports it as out_of_range, not parse_error, and it escaped as a foreign
+    // exception (fuzz/crashes/config/number-out-of-range).
+    for (const char* text : {R"({"d_model": 1e999})", R"({"a": [-1e400]})"})
+        CHECK_THROWS_WITH(
+            ember::config::detail::value_from_json(text, "fuzz.json"),
+            Catch::Contains("fuzz.json: not valid JSON") && Catch::Contains("number overflow"));
 }
