@@ -179,3 +179,15 @@ TEST_CASE("config: a number beyond a double's range is a FormatError", "[fuzz][c
             ember::config::detail::value_from_json(text, "fuzz.json"),
             Catch::Contains("fuzz.json: not valid JSON") && Catch::Contains("number overflow"));
 }
+
+TEST_CASE("images: a GIF announcing a canvas of gigabytes is refused before decoding",
+          "[fuzz][data]") {
+    // 67 bytes announce 18176x17993 pixels, which stb_image allocated (1.3 GB, then more).
+    const fs::path file = image_file("gif-canvas-of-1.3gb", "canvas.gif");
+    const auto ds =
+        ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+    CHECK_THROWS_WITH(ds.get(0), Catch::Contains(file.string()) &&
+                                     Catch::Contains("the image's pixels would take "
+                                                     "1308163072 bytes from 67 stored"));
+    fs::remove(file);
+}

@@ -209,12 +209,14 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     EMBER_CHECK(file.size() <= INT_MAX, Format, "ImageFolderDataset: cannot read image ", shown,
                 " (larger than 2 GiB)");
     // The pixels a header announces are checked against the read limits before stb_image
-    // allocates them: a small PNG of zeros may claim gigabytes.
+    // allocates them: a small PNG of zeros may claim gigabytes. At least four bytes a pixel,
+    // whatever the channels asked for: stb decodes GIFs (and converts others) through RGBA, so
+    // a 67-byte GIF of 18176x17993 grey pixels made it allocate 1.3 GB (fuzz/crashes/image).
     {
         int iw = 0, ih = 0, ic = 0;
         if (stbi_info_from_memory(file.data(), static_cast<int>(file.size()), &iw, &ih, &ic)) {
             const std::uint64_t pixels = std::uint64_t(iw) * std::uint64_t(ih) *
-                                         std::uint64_t(channels_ != 0 ? channels_ : ic);
+                                         std::uint64_t(std::max({channels_, ic, 4}));
             record::detail::check_decoded_size(pixels, file.size(), "the image's pixels",
                                                "ImageFolderDataset: " + shown);
         }
