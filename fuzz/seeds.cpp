@@ -9,18 +9,14 @@
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
 
-#include <ember/optim/lr_scheduler.hpp>
-#include <version>
-#if defined(__cpp_lib_source_location)  // not with clang 14: see fuzz_config.cpp
-#define EMBER_FUZZ_LAYER_CONFIGS 1
 #include <ember/nn/conv.hpp>
 #include <ember/nn/interpolate.hpp>
 #include <ember/nn/linear.hpp>
 #include <ember/nn/rnn.hpp>
 #include <ember/nn/transformer.hpp>
 #include <ember/optim/adam.hpp>
+#include <ember/optim/lr_scheduler.hpp>
 #include <ember/optim/sgd.hpp>
-#endif
 
 #include <cmath>
 #include <iostream>
@@ -178,7 +174,6 @@ void config_seed(const std::string& name, const C& c) {
 void config_seeds() {
     // (fuzz/corpus/config/outer and cosine, for the target's own config, are written by hand.)
     config_seed("noam", lr_scheduler::NoamLrSchedulerConfig{0.5});
-#if EMBER_FUZZ_LAYER_CONFIGS
     config_seed("transformer", nn::TransformerEncoderConfig{512, 2048, 8, 6}.with_norm_first(true));
     config_seed("conv2d", nn::Conv2dConfig{{3, 8}, {3, 3}}
                               .with_padding(nn::PaddingConfig2d::Explicit(1, 2))
@@ -192,7 +187,6 @@ void config_seeds() {
                             .with_weight_decay(optim::WeightDecayConfig{1e-4})
                             .with_grad_clipping(optim::GradientClipping::Norm(1.0)));
     config_seed("sgd", optim::SgdConfig{}.with_momentum(optim::MomentumConfig{}));
-#endif
 }
 
 // ---- rendezvous -----------------------------------------------------------------------------
