@@ -4,7 +4,8 @@
 # without rebuilding the backend or linking each other's half-written tests.
 #   scripts/dev-test.sh NAME tests/test_a.cpp [src/x/y.cpp ...] [-- catch2 args]
 # Sources of not-yet-built libraries may be listed too; EMBER_DEV_LDFLAGS adds link flags
-# (e.g. "-lsqlite3").
+# (e.g. "-lsqlite3"). EMBER_DEV_VULKAN=DIR links DIR/libember_vulkan.a and its shaderc/glslang
+# libraries and defines EMBER_VULKAN (for the Vulkan suites; a build dir of your own branch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 name=$1; shift
@@ -19,6 +20,15 @@ if [[ -n ${EMBER_DEV_SANITIZE:-} ]]; then  # against build-asan's libraries
   out=$out-asan
   flags+=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 fi
+vk=()
+if [[ -n ${EMBER_DEV_VULKAN:-} ]]; then
+  flags+=(-DEMBER_VULKAN=1)
+  out=$out-vulkan
+  L=/usr/lib/x86_64-linux-gnu
+  vk=("$EMBER_DEV_VULKAN/libember_vulkan.a" $L/libshaderc_combined.a $L/libSPIRV.a $L/libglslang.a
+      $L/libMachineIndependent.a $L/libOGLCompiler.a $L/libOSDependent.a $L/libGenericCodeGen.a
+      $L/libSPIRV-Tools-opt.a $L/libSPIRV-Tools.a -ldl)
+fi
 mkdir -p "$out"
 objs=()
 for s in tests/harness.cpp "${srcs[@]}"; do
@@ -28,6 +38,6 @@ for s in tests/harness.cpp "${srcs[@]}"; do
   fi
   objs+=("$o")
 done
-g++ "${flags[@]}" -o "$out/tests" "${objs[@]}" "$lib/libember_cpu.a" "$lib/libember.a" /usr/lib/libCatch2WithMain.a \
+g++ "${flags[@]}" -o "$out/tests" "${objs[@]}" "${vk[@]}" "$lib/libember_cpu.a" "$lib/libember.a" /usr/lib/libCatch2WithMain.a \
   ${EMBER_DEV_LDFLAGS:-} -lopenblas -lz -lpthread
 exec "$out/tests" "$@"

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "graph.hpp"
 #include "kernels.hpp"
 
 namespace ember {
@@ -29,6 +30,7 @@ std::string VulkanDevice::to_string() const { return "Vulkan(" + std::to_string(
 VK::name()->std::string { return "vulkan"; }
 VK::seed(std::uint64_t s)->void { k::seed(s); }
 VK::sync(const Device& d)->void {
+    k::forbid_in_capture("sync");
     auto& cx = k::Context::get(d.resolved());
     std::lock_guard lock(cx.mu);
     cx.wait_idle();
@@ -43,6 +45,9 @@ VK::float_from_data(const TensorData& data, const Device& d)->FT {
     return k::from_data(data, DType::F32, d.resolved());
 }
 VK::float_into_data(FT t)->TensorData { return k::to_data(t); }
+VK::float_adam_step(FT param, FT grad, FT m, FT v, const AdamStepScalars& s)->std::array<FT, 3> {
+    return k::adam_step(std::move(param), std::move(grad), std::move(m), std::move(v), s);
+}
 VK::float_empty(const Shape& s, const Device& d)->FT { return k::empty(s, DType::F32, d.resolved()); }
 VK::float_full(const Shape& s, Scalar v, const Device& d)->FT {
     return k::full(s, v, DType::F32, d.resolved());

@@ -597,6 +597,7 @@ VkDeviceSize Context::ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align
 }
 
 VkCommandBuffer Context::cmd() {
+    if (cap_) return cap_->cmd;
     if (!recording_) begin_frame();
     return frames_[frame_].cmd;
 }
@@ -626,7 +627,7 @@ void Context::barrier() {
                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     const VkPipelineStageFlags stages =
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(frames_[frame_].cmd, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    vkCmdPipelineBarrier(target(), stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
     reads_.clear();
     writes_.clear();
     ++stats_.barriers;
@@ -839,13 +840,31 @@ void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
     EMBER_CHECK(buffers.size() == p.bindings, Generic, "vulkan: dispatch with ", buffers.size(),
                 " buffers for a pipeline of ", p.bindings);
     const VkDeviceSize pbytes = std::max<VkDeviceSize>(params.size_bytes(), 4);
-    const VkDeviceSize at = ring_alloc(params_, pbytes, kAllocAlign);
-    std::memcpy(params_.mapped + at, params.data(), params.size_bytes());
+    Ring* ring = &params_;
+    VkDeviceSize at = 0;
+    if (cap_) {
+        // A captured step's parameters stay where its command buffer reads them: chunks it
+        // owns, never reused by later work.
+        auto& ch = cap_->chunks;
+        at = ch.empty() ? 0 : (ch.back().top + kAllocAlign - 1) / kAllocAlign * kAllocAlign;
+        if (ch.empty() || at + pbytes > ch.back().size) {
+            ch.emplace_back();
+            make_ring(ch.back(), std::max<VkDeviceSize>(VkDeviceSize{1} << 20, pbytes));
+            at = 0;
+        }
+        ch.back().top = at + pbytes;
+        ring = &ch.back();
+        last_chunk_ = ch.size() - 1;
+        last_at_ = at;
+    } else {
+        at = ring_alloc(params_, pbytes, kAllocAlign);
+    }
+    std::memcpy(ring->mapped + at, params.data(), params.size_bytes());
     VkCommandBuffer c = cmd();
     track(buffers);
     std::vector<VkDescriptorBufferInfo> infos(buffers.size() + 1);
     std::vector<VkWriteDescriptorSet> writes(buffers.size() + 1);
-    infos[0] = {params_.buffer, at, pbytes};
+    infos[0] = {ring->buffer, at, pbytes};
     for (std::size_t i = 0; i < buffers.size(); ++i)
         infos[i + 1] = {buffers[i].buffer, buffers[i].offset, buffers[i].range};
     for (std::size_t i = 0; i < infos.size(); ++i) {
@@ -870,10 +889,11 @@ void Context::dispatch(const Pipeline& p, std::span<const Binding> buffers,
                 " workgroups exceed the device's dispatch limits");
     vkCmdDispatch(c, gx, static_cast<std::uint32_t>(gy), 1);
     ++stats_.dispatches;
-    if (++recorded_ >= kBatch) flush();
+    if (!cap_ && ++recorded_ >= kBatch) flush();
 }
 
 void Context::upload(const void* src, std::size_t bytes, const Binding& dst) {
+    EMBER_CHECK(!cap_, Device, "vulkan::capture: a copy from host memory inside a captured step");
     const auto* from = static_cast<const std::byte*>(src);
     std::size_t done = 0;
     while (done < bytes) {
@@ -890,6 +910,7 @@ void Context::upload(const void* src, std::size_t bytes, const Binding& dst) {
 }
 
 void Context::download(const Binding& src, void* dst, std::size_t bytes) {
+    EMBER_CHECK(!cap_, Device, "vulkan::capture: a read of device memory inside a captured step");
     auto* to = static_cast<std::byte*>(dst);
     std::size_t done = 0;
     while (done < bytes) {
@@ -912,12 +933,20 @@ void Context::download(const Binding& src, void* dst, std::size_t bytes) {
 }
 
 void Context::flush() {
-    if (!recording_) return;
+    if (!recording_ || cap_) return;  // a capture's commands are submitted by its replays
+    submit(VK_NULL_HANDLE);
+}
+
+void Context::submit(VkCommandBuffer extra) {
+    if (!recording_) begin_frame();
     Frame& f = frames_[frame_];
     vkEndCommandBuffer(f.cmd);
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &f.cmd;
+    // A captured step goes in the batch of the frame that wrote its parameters: the frame's
+    // fence then covers it, and wait_idle waits for it.
+    const VkCommandBuffer both[] = {f.cmd, extra};
+    si.commandBufferCount = extra ? 2 : 1;
+    si.pCommandBuffers = both;
     const VkResult r = vkQueueSubmit(queue_, 1, &si, f.fence);
     EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: vkQueueSubmit failed (", static_cast<int>(r),
                 ") on ", info_.name);
@@ -928,6 +957,7 @@ void Context::flush() {
 }
 
 void Context::wait_idle() {
+    EMBER_CHECK(!cap_, Device, "vulkan::capture: a wait for the device inside a captured step");
     flush();
     for (Frame& f : frames_) {
         if (!f.pending) continue;
@@ -941,6 +971,67 @@ void Context::wait_idle() {
     params_.top = 0;
     staging_.top = 0;
     save_pipeline_cache();
+}
+
+void Context::free_ring(Ring& r) {
+    if (r.buffer) vkDestroyBuffer(device_, r.buffer, nullptr);
+    if (r.memory) {
+        vkUnmapMemory(device_, r.memory);
+        vkFreeMemory(device_, r.memory, nullptr);
+    }
+    r = Ring{};
+}
+
+void Context::begin_capture() {
+    EMBER_CHECK(!cap_, Device, "vulkan::capture: a step is already being captured");
+    flush();  // work recorded before belongs before the step
+    auto c = std::make_unique<CapturedCommands>();
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = cmd_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    EMBER_CHECK(vkAllocateCommandBuffers(device_, &ai, &c->cmd) == VK_SUCCESS, Device,
+                "vulkan::capture: vkAllocateCommandBuffers failed on ", info_.name);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    // Replays are queued while earlier ones may still be pending.
+    bi.flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT;
+    vkBeginCommandBuffer(c->cmd, &bi);
+    cap_ = std::move(c);
+    barrier();  // orders each run after everything submitted before it
+}
+
+CapturedCommands Context::end_capture() {
+    vkEndCommandBuffer(cap_->cmd);
+    CapturedCommands out = std::move(*cap_);
+    cap_.reset();
+    reads_.clear();
+    writes_.clear();
+    return out;
+}
+
+void Context::abort_capture() {
+    if (!cap_) return;
+    CapturedCommands c = end_capture();
+    vkFreeCommandBuffers(device_, cmd_pool_, 1, &c.cmd);  // never submitted
+    for (Ring& r : c.chunks) free_ring(r);
+}
+
+void Context::submit_captured(const CapturedCommands& c, std::span<const ParamPatch> patches) {
+    VkCommandBuffer f = cmd();  // a frame: its leading barrier orders the writes after the
+                                // earlier runs' reads of the same parameters
+    for (const ParamPatch& p : patches)
+        vkCmdUpdateBuffer(f, c.chunks[p.chunk].buffer, p.offset, p.words.size() * 4,
+                          p.words.data());
+    submit(c.cmd);  // the captured buffer begins with a barrier: it sees the writes
+}
+
+void Context::free_captured(CapturedCommands& c) {
+    if (!c.cmd) return;
+    wait_idle();
+    vkFreeCommandBuffers(device_, cmd_pool_, 1, &c.cmd);
+    c.cmd = VK_NULL_HANDLE;
+    for (Ring& r : c.chunks) free_ring(r);
+    c.chunks.clear();
 }
 
 ember::vulkan::ExecutionStats Context::exec_stats() const {

@@ -74,6 +74,30 @@ struct DeviceInfo {
     std::uint32_t cm2_reserved_shared = 0;  ///< shared bytes the driver keeps for its staging
 };
 
+/// Host-visible memory a kernel's parameters are written to: the context's ring, or a chunk
+/// that a captured step owns (its parameters must stay where the command buffer reads them).
+struct HostRing {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    VkDeviceMemory memory = VK_NULL_HANDLE;
+    std::byte* mapped = nullptr;
+    VkDeviceSize size = 0, top = 0;
+};
+
+/// A step recorded once for resubmission (graph.cpp): its command buffer and the chunks that
+/// hold its kernels' parameters.
+struct CapturedCommands {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    std::vector<HostRing> chunks;
+};
+
+/// Words of a captured step's parameters rewritten before a resubmission (random keys, the
+/// optimizer's scalars).
+struct ParamPatch {
+    std::size_t chunk = 0;
+    VkDeviceSize offset = 0;  ///< bytes, a multiple of 4
+    std::vector<std::uint32_t> words;
+};
+
 class Context {
   public:
     /// The context of physical device `index` (created on first use; throws DeviceError when
@@ -118,6 +142,23 @@ class Context {
     void wait_idle();
     /// Counters.
     ember::vulkan::ExecutionStats exec_stats() const;
+
+    // ---- captured steps (graph.cpp; the caller holds `mu` throughout) ----
+    /// Submits what is recorded, then records into a command buffer of its own, which is not
+    /// submitted; kernel parameters go to chunks it owns.
+    void begin_capture();
+    /// Ends the recording begun by begin_capture and hands its command buffer over.
+    CapturedCommands end_capture();
+    /// Ends and drops the recording begun by begin_capture (nothing of it ran).
+    void abort_capture();
+    /// Whether begin_capture's recording is open.
+    bool capturing() const { return cap_ != nullptr; }
+    /// Where the last dispatch's parameters went while capturing: {chunk, byte offset}.
+    std::pair<std::size_t, VkDeviceSize> last_params() const { return {last_chunk_, last_at_}; }
+    /// Queues `c` again after writing `patches` into its parameter chunks (one submission).
+    void submit_captured(const CapturedCommands& c, std::span<const ParamPatch> patches);
+    /// Waits for the device, then frees `c`'s command buffer and chunks.
+    void free_captured(CapturedCommands& c);
     /// The directory of the on-disk caches (pipeline cache, autotune results).
     const std::string& cache_dir() const { return cache_dir_; }
     /// A file name unique to this device and driver, for on-disk caches.
@@ -137,18 +178,16 @@ class Context {
         VkBuffer buffer;
         VkDeviceSize begin, end;
     };
-    struct Ring {
-        VkBuffer buffer = VK_NULL_HANDLE;
-        VkDeviceMemory memory = VK_NULL_HANDLE;
-        std::byte* mapped = nullptr;
-        VkDeviceSize size = 0, top = 0;
-    };
+    using Ring = HostRing;
     VkCommandBuffer cmd();
     void begin_frame();
     void track(std::span<const Binding> buffers);
     void barrier();
     VkDeviceSize ring_alloc(Ring& r, VkDeviceSize bytes, VkDeviceSize align);
     void make_ring(Ring& r, VkDeviceSize size);
+    void free_ring(Ring& r);
+    VkCommandBuffer target() const { return cap_ ? cap_->cmd : frames_[frame_].cmd; }
+    void submit(VkCommandBuffer extra);
     void save_pipeline_cache();
     /// Prints the driver's statistics of `pipeline` (EMBER_VULKAN_PIPELINE_STATS=1).
     void print_pipeline_stats(const std::string& key, VkPipeline pipeline) const;
@@ -168,6 +207,9 @@ class Context {
     bool recording_ = false;
     std::size_t recorded_ = 0;  ///< dispatches in the current command buffer
     std::vector<Range> reads_, writes_;
+    std::unique_ptr<CapturedCommands> cap_;  ///< the recording of begin_capture
+    std::size_t last_chunk_ = 0;
+    VkDeviceSize last_at_ = 0;
     Ring params_, staging_;
     VkPipelineCache cache_ = VK_NULL_HANDLE;
     bool cache_dirty_ = false;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "../common/promotion.hpp"
+#include "graph.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
@@ -140,7 +141,24 @@ std::uint64_t splitmix64(std::uint64_t x) {
 }  // namespace
 
 Binding bind(const VT& t, bool write) {
+    if (write) {  // the values' known range no longer holds
+        t.buffer->lo = 1;
+        t.buffer->hi = 0;
+    }
     return {t.buffer->buffer, t.buffer->offset, t.buffer->size, write};
+}
+
+std::uint64_t draw_key(std::uint64_t counter) {
+    return splitmix64(g_seed.load() ^ splitmix64(counter));
+}
+std::uint64_t take_draws(std::uint64_t n) {
+    return g_draw.fetch_add(n);
+}
+std::uint64_t draw_counter() {
+    return g_draw.load();
+}
+void set_draw_counter(std::uint64_t c) {
+    g_draw = c;
 }
 
 void Params::push(i64 v) {
@@ -215,9 +233,16 @@ VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32
     l.sf[0] = static_cast<float>(dist.kind == Distribution::Kind::Default ? 0.0 : dist.a);
     l.sf[1] = static_cast<float>(dist.kind == Distribution::Kind::Default ? 1.0 : dist.b);
     // Each draw gets its own key: the seed mixed with a draw counter (a counter-based stream).
-    l.si[0] = static_cast<i64>(splitmix64(g_seed.load() ^ splitmix64(g_draw.fetch_add(1))));
+    const std::uint64_t counter = g_draw.fetch_add(1);
+    l.si[0] = static_cast<i64>(draw_key(counter));
     l.conv = conv_of(dtype);
+    Context& cx = Context::get(device);
+    std::lock_guard lock(cx.mu);
     run(l, out);
+    // In a captured step a replay rewrites the key (run's parameter words: n, rank, the shape,
+    // four layouts, two floats, then the key).
+    if (capturing(device) && out.num_elements() > 0)
+        note_draw(cx, counter, 2 + kMaxRank + 4 * (kMaxRank + 1) + 2);
     return out;
 }
 

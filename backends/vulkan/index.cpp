@@ -17,6 +17,12 @@ VT index_tensor(VT indices, const char* op) {
 /// device; only its one-word answer (and, on failure, the indices) comes back to the host.
 void check_indices(const VT& indices, std::size_t size, std::size_t dim, const char* op) {
     if (indices.num_elements() == 0) return;
+    const Buffer& st = *indices.buffer;
+    if (st.lo <= st.hi) {  // bounds known on the host (uploaded values): no readback
+        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<i64>(size), Index, op, ": index ",
+                    st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim, " of size ", size);
+        return;
+    }
     VT bad = binary(BinaryOp::Or, compare_scalar(CompareOp::Lt, indices, Scalar(0)),
                     compare_scalar(CompareOp::Ge, indices, Scalar(static_cast<i64>(size))));
     if (!any_true(bad)) return;

@@ -115,6 +115,10 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending);
 /// The k largest (or smallest) along `dim`, sorted, with int64 indices.
 std::pair<VT, VT> topk(VT t, std::size_t k, std::size_t dim, bool largest);
 
+// ---- optim.cpp -------------------------------------------------------------------------------
+/// {param, m, v} after one Adam update (shaders/adam.comp); float operands of one shape.
+std::array<VT, 3> adam_step(VT param, VT grad, VT m, VT v, const AdamStepScalars& s);
+
 // ---- matmul.cpp ------------------------------------------------------------------------------
 VT matmul(VT a, VT b);
 

@@ -106,6 +106,16 @@ std::shared_ptr<Buffer> Pool::allocate(std::size_t bytes, const char* op) {
                 " bytes exceeds the Vulkan device's maxMemoryAllocationSize (", max_alloc_,
                 " bytes)");
     std::lock_guard lock(mu_);
+    PoolCapture* cap =
+        capture_ && capture_->thread == std::this_thread::get_id() ? capture_ : nullptr;
+    if (cap) {
+        for (const auto& b : cap->kept[cls])
+            if (b.use_count() == 1) {  // its tensors are gone: the capture reuses it
+                b->lo = 1;
+                b->hi = 0;
+                return b;
+            }
+    }
     auto out = std::make_shared<Buffer>();
     Slot slot{};
     bool have = false;
@@ -145,6 +155,10 @@ std::shared_ptr<Buffer> Pool::allocate(std::size_t bytes, const char* op) {
     stats_.bytes_in_use += cls;
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
     ++stats_.num_allocs;
+    if (cap) {
+        cap->kept[cls].push_back(out);
+        cap->bytes += cls;
+    }
     return out;
 }
 
@@ -154,6 +168,10 @@ void Pool::release(const Buffer& buf) {
     if (it == blocks_.end()) return;
     --it->second.live;
     stats_.bytes_in_use -= buf.size;
+    if (capture_ && capture_->thread == std::this_thread::get_id()) {
+        ++capture_->replaced;  // the capture's own allocations are kept: this one is older
+        capture_->replaced_bytes += buf.size;
+    }
     free_[buf.size].push_back({buf.block, buf.offset});
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct Buffer {
     VkDeviceSize offset = 0;  ///< within the block's buffer (256-byte aligned)
     VkDeviceSize size = 0;    ///< the size class (what a binding may cover)
     std::uint64_t block = 0;  ///< the owning block's id
+    /// The range of the int64 values uploaded into it (lo > hi: unknown): index checks then
+    /// need no readback (a captured step may not read back). Cleared when a kernel writes it.
+    std::int64_t lo = 1, hi = 0;
     Buffer() = default;
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
@@ -36,6 +40,18 @@ struct Buffer {
 /// Alignment of every sub-allocation: at least any device's minStorageBufferOffsetAlignment
 /// (the Vulkan spec caps that limit at 256).
 inline constexpr VkDeviceSize kAllocAlign = 256;
+
+/// The private pool of a step being captured (graph.cpp): allocations the capturing thread
+/// makes are kept here besides in their tensors, so that nothing else is handed them while the
+/// captured step lives; one whose tensors are all gone (only `kept` holds it) is reused by
+/// later allocations of the capture.
+struct PoolCapture {
+    std::thread::id thread;
+    std::unordered_map<VkDeviceSize, std::vector<std::shared_ptr<Buffer>>> kept;  ///< by class
+    std::size_t bytes = 0;                                                        ///< bytes kept
+    std::size_t replaced = 0;        ///< allocations from before the capture freed during it
+    std::size_t replaced_bytes = 0;  ///< their bytes
+};
 
 class Pool {
   public:
@@ -54,6 +70,11 @@ class Pool {
     void empty_cache();
     /// Counters.
     ember::vulkan::MemoryStats stats() const;
+    /// Routes the allocations of `c`'s thread through `c` (null: stops).
+    void set_capture(PoolCapture* c) {
+        std::lock_guard lock(mu_);
+        capture_ = c;
+    }
     /// The size class `bytes` is rounded up to.
     static VkDeviceSize size_class(std::size_t bytes);
 
@@ -81,6 +102,7 @@ class Pool {
     std::unordered_map<VkDeviceSize, std::vector<Slot>> free_;
     std::uint64_t next_block_ = 1;
     ember::vulkan::MemoryStats stats_;
+    PoolCapture* capture_ = nullptr;
 };
 
 }  // namespace ember::detail::vk

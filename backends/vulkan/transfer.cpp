@@ -1,11 +1,14 @@
 // Host ↔ device transfers (through the context's staging ring) and moves between devices.
+#include <algorithm>
 #include <cstring>
 
+#include "graph.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {
 
 VT from_data(const TensorData& data, DType dtype, std::uint32_t device) {
+    forbid_in_capture("from_data");
     const Class c = class_of(dtype);
     // The device representation: f32 words, int64, or u32 0/1 for bools.
     const DType host = c == kF32 ? DType::F32 : (c == kI64 ? DType::I64 : DType::Bool);
@@ -24,12 +27,19 @@ VT from_data(const TensorData& data, DType dtype, std::uint32_t device) {
     } else {
         cx.upload(src.bytes().data(), n * device_size(dtype), bind(t, true));
     }
+    if (c == kI64) {  // index checks against these values then need no readback
+        const auto v = src.as_slice<i64>();
+        const auto [mn, mx] = std::minmax_element(v.begin(), v.end());
+        t.buffer->lo = *mn;
+        t.buffer->hi = *mx;
+    }
     if (c == kF32 && dtype != DType::F32 && dtype != DType::F64) return cast(std::move(t), dtype);
     if (c == kI64 && dtype != DType::I64) return cast(std::move(t), dtype);
     return t;
 }
 
 TensorData to_data(const VT& tensor) {
+    forbid_in_capture("into_data (to_data, into_scalar)");
     const VT t = contiguous(tensor);
     const std::size_t n = t.num_elements();
     const Class c = class_of(t.dtype);

@@ -79,6 +79,10 @@ struct VulkanBackend : BackendBase<VulkanBackend> {
     static FT float_mask_where(FT t, BT mask, FT value);
     static FT float_mask_fill(FT t, BT mask, Scalar value);
     static FT float_clamp(FT t, Scalar lo, Scalar hi);
+    /// One Adam update in a single pass over the four tensors (same shape): {param, m, v},
+    /// written into whichever inputs are unique (always in place inside a captured step).
+    static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
+                                             const AdamStepScalars& s);
     static FT float_reduce(ReduceOp op, FT t);
     static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
     static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);

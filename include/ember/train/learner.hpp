@@ -43,6 +43,9 @@
 #if defined(EMBER_CUDA)
 #include "../stacks/cuda_graph.hpp"
 #endif
+#if defined(EMBER_VULKAN)
+#include "../backend/vulkan_graph.hpp"
+#endif
 
 namespace ember::train {
 
@@ -108,14 +111,18 @@ decltype(auto) deref(T& x) {
         return (x);
 }
 
-/// Whether steps on backend B can be captured as CUDA graphs (LearnerBuilder::capture_steps).
+/// Whether steps on backend B can be captured and replayed (LearnerBuilder::capture_steps): as
+/// CUDA graphs, or as recorded Vulkan command buffers.
 template <typename B>
 constexpr bool capturable_backend() {
+    bool on = false;
 #if defined(EMBER_CUDA)
-    return ember::cuda::detail::CudaStack<B>;
-#else
-    return false;
+    on = on || ember::cuda::detail::CudaStack<B>;
 #endif
+#if defined(EMBER_VULKAN)
+    on = on || ember::vulkan::detail::VulkanStack<B>;
+#endif
+    return on;
 }
 
 }  // namespace detail
@@ -308,13 +315,13 @@ class LearnerBuilder {
         o_.seed = seed;
         return *this;
     }
-    /// Captures the training and validation steps as CUDA graphs and replays them (Burn-style
-    /// name; ember::cuda::StepGraph, docs/learner.md): the first batch of a shape runs eagerly,
-    /// the second is captured, the rest of that shape are replays; a batch of another shape (a
-    /// short last batch) runs eagerly, and the log says so once. For models on Cuda or
-    /// Fusion<Cuda> under Autodiff, on one device, without gradient accumulation; build() throws
-    /// ArgumentError otherwise. A step that cannot be replayed runs eagerly, with the reason in
-    /// the log.
+    /// Captures the training and validation steps once and replays them (Burn-style name;
+    /// ember::cuda::StepGraph or ember::vulkan::StepGraph, docs/learner.md): the first batch of
+    /// a shape runs eagerly, the second is captured, the rest of that shape are replays; a batch
+    /// of another shape (a short last batch) runs eagerly, and the log says so once. For models
+    /// on Cuda, Fusion<Cuda>, Vulkan or Fusion<Vulkan> under Autodiff, on one device, without
+    /// gradient accumulation; build() throws ArgumentError otherwise. A step that cannot be
+    /// replayed runs eagerly, with the reason in the log.
     LearnerBuilder& capture_steps(bool on) {
         o_.capture_steps = on;
         return *this;
@@ -357,8 +364,8 @@ class LearnerBuilder {
         if (o.early_stopping) check_early_stopping(*o.early_stopping);
         if (o.capture_steps) {
             EMBER_CHECK(detail::capturable_backend<module::BackendOf<M>>(), Argument,
-                        "LearnerBuilder::build: capture_steps needs a model on Cuda or "
-                        "Fusion<Cuda> under Autodiff (this one is on ",
+                        "LearnerBuilder::build: capture_steps needs a model on Cuda, "
+                        "Fusion<Cuda>, Vulkan or Fusion<Vulkan> under Autodiff (this one is on ",
                         module::BackendOf<M>::name(), ")");
             EMBER_CHECK(o.grads_accumulation == 1, Argument,
                         "LearnerBuilder::build: capture_steps does not combine with "

@@ -12,26 +12,48 @@
 namespace ember::train {
 
 namespace detail {
-/// One split's captured steps (LearnerBuilder::capture_steps): the graph, the output of the
-/// step it replays (whose tensors each replay rewrites), and what the log was told.
-template <typename Batch, typename Item, bool On>
-struct CapturedSteps {};
+/// The StepGraph that captures steps on backend B over batches of type Batch (void: none).
+template <typename B, typename Batch>
+struct StepGraphFor {
+    using type = void;
+};
 #if defined(EMBER_CUDA)
-template <typename Batch, typename Item>
-struct CapturedSteps<Batch, Item, true> {
-    ember::cuda::StepGraph<Batch> graph;
-    std::optional<Item> pending, current;
-    bool captured = false, told_shape = false, told_fallback = false;
+template <typename B, typename Batch>
+requires(ember::cuda::detail::CudaStack<B>&&
+             ember::cuda::detail::StepInputs<Batch>) struct StepGraphFor<B, Batch> {
+    using type = ember::cuda::StepGraph<Batch>;
+    static std::string what(std::size_t n) {
+        return "a CUDA graph of " + std::to_string(n) + " nodes";
+    }
 };
 #endif
+#if defined(EMBER_VULKAN)
+template <typename B, typename Batch>
+requires(ember::vulkan::detail::VulkanStack<B>&&
+             ember::vulkan::detail::StepInputs<Batch>) struct StepGraphFor<B, Batch> {
+    using type = ember::vulkan::StepGraph<Batch>;
+    static std::string what(std::size_t n) {
+        return "a Vulkan command buffer of " + std::to_string(n) + " dispatches";
+    }
+};
+#endif
+/// One split's captured steps (LearnerBuilder::capture_steps): the graph, the output of the
+/// step it replays (whose tensors each replay rewrites), and what the log was told.
+template <typename B, typename Batch, typename Item,
+          typename G = typename StepGraphFor<B, Batch>::type>
+struct CapturedSteps {
+    G graph;
+    std::optional<Item> pending, current;
+    bool captured = false, told_shape = false, told_fallback = false;
+    /// What a captured step of `n` nodes is replayed as, for the log.
+    static std::string what(std::size_t n) { return StepGraphFor<B, Batch>::what(n); }
+};
+template <typename B, typename Batch, typename Item>
+struct CapturedSteps<B, Batch, Item, void> {};
 /// Whether the Learner captures steps on B over batches of type Batch.
 template <typename B, typename Batch>
 constexpr bool captures() {
-#if defined(EMBER_CUDA)
-    return capturable_backend<B>() && ember::cuda::detail::StepInputs<Batch>;
-#else
-    return false;
-#endif
+    return !std::is_void_v<typename StepGraphFor<B, Batch>::type>;
 }
 }  // namespace detail
 
@@ -446,7 +468,7 @@ class Learner {
         auto&& range = loader.iter();
         using Batch = std::remove_cvref_t<decltype(*range.begin())>;
         constexpr bool kCapture = detail::captures<Backend_, Batch>();
-        [[maybe_unused]] detail::CapturedSteps<Batch, TrainItem, kCapture> captured;
+        [[maybe_unused]] detail::CapturedSteps<Backend_, Batch, TrainItem> captured;
         check_capturable<Batch>();
         for (auto&& batch : range) {
             lr = lr_scheduler::step(sched);
@@ -504,13 +526,12 @@ class Learner {
                     "fields.hpp)");
     }
 
-#if defined(EMBER_CUDA)
     // One training step through the captured graph (LearnerBuilder::capture_steps). The step's
     // output lands in `pending` and becomes `current` after the step: the previous output goes
     // then, outside the capture (a tensor from before a capture freed inside it would make the
     // graph not replayable).
-    template <typename Batch>
-    const TrainItem& captured_train(detail::CapturedSteps<Batch, TrainItem, true>& c,
+    template <typename B, typename Batch, typename G>
+    const TrainItem& captured_train(detail::CapturedSteps<B, Batch, TrainItem, G>& c,
                                     const Batch& batch, double lr, M& model, O& optim) {
         c.pending.reset();
         const auto ran = c.graph.run(
@@ -521,7 +542,7 @@ class Learner {
                 c.pending.emplace(std::move(out.item));
             },
             lr);
-        if (ran != ember::cuda::StepGraph<Batch>::Ran::Replayed) {
+        if (ran != G::Ran::Replayed) {
             c.current = std::move(c.pending);
         } else if constexpr (requires { optim.add_steps(std::int64_t{1}); }) {
             optim.add_steps(1);  // the replay's update, which the host code did not see
@@ -531,13 +552,13 @@ class Learner {
     }
 
     // One validation step through the captured graph (as captured_train, without an update).
-    template <typename Batch, typename VM>
-    const ValidItem& captured_valid(detail::CapturedSteps<Batch, ValidItem, true>& c,
+    template <typename B, typename Batch, typename G, typename VM>
+    const ValidItem& captured_valid(detail::CapturedSteps<B, Batch, ValidItem, G>& c,
                                     const Batch& batch, const VM& vmodel) {
         c.pending.reset();
         const auto ran =
             c.graph.run(batch, [&](const Batch& b) { c.pending.emplace(vmodel.step(b)); });
-        if (ran != ember::cuda::StepGraph<Batch>::Ran::Replayed) c.current = std::move(c.pending);
+        if (ran != G::Ran::Replayed) c.current = std::move(c.pending);
         tell(c, ran, "validation");
         return *c.current;
     }
@@ -549,9 +570,8 @@ class Learner {
         using Ran = decltype(ran);
         if (ran == Ran::Captured && !c.captured && c.graph.graph()) {
             c.captured = true;
-            log(std::string("capture_steps: the ") + split +
-                " step is replayed as a CUDA graph of " +
-                std::to_string(c.graph.graph().num_nodes()) + " nodes");
+            log(std::string("capture_steps: the ") + split + " step is replayed as " +
+                C::what(c.graph.graph().num_nodes()));
         } else if (ran == Ran::Eager && c.captured && !c.told_shape && c.graph.fallback().empty()) {
             c.told_shape = true;
             log(std::string("capture_steps: a ") + split +
@@ -563,7 +583,6 @@ class Learner {
                 " steps run eagerly: " + c.graph.fallback());
         }
     }
-#endif
 
     // One validation epoch; false when interrupted.
     template <typename L>
@@ -581,7 +600,7 @@ class Learner {
         using Batch = std::remove_cvref_t<decltype(*range.begin())>;
         using VB = module::BackendOf<std::remove_cvref_t<decltype(vmodel)>>;
         constexpr bool kCapture = detail::captures<VB, Batch>();
-        [[maybe_unused]] detail::CapturedSteps<Batch, ValidItem, kCapture> captured;
+        [[maybe_unused]] detail::CapturedSteps<VB, Batch, ValidItem> captured;
         for (auto&& batch : range) {
             static_assert(std::same_as<decltype(vmodel.step(batch)), ValidItem>,
                           "fit: the validation model's step(batch) must return ValidItem");

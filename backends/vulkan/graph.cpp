@@ -1,0 +1,294 @@
+// Whole steps recorded once and resubmitted (include/ember/backend/vulkan_graph.hpp): the
+// recording around the step, the private pool that keeps the step's buffers for its replays,
+// and the parameter words each replay rewrites (random keys, the optimizer's scalars).
+#include "graph.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "ember/backend/vulkan_fusion.hpp"
+#include "ember/backend/vulkan_graph.hpp"
+#include "kernels.hpp"
+
+namespace ember::detail::vk {
+
+namespace {
+
+/// A random draw inside a capture: where its key is, and its counter within the step.
+struct DrawSlot {
+    std::size_t chunk;
+    VkDeviceSize offset;
+    std::uint64_t index;
+};
+/// An Adam update inside a capture: where its two per-step words are, and its scalars.
+struct AdamSlot {
+    std::size_t chunk;
+    VkDeviceSize offset;
+    AdamStepScalars at_capture;
+    double time = 0;  ///< the step count t behind the corrections (0: they stay as captured)
+};
+
+/// The capture in progress on a thread.
+struct CaptureState {
+    Context* cx = nullptr;
+    std::uint32_t device = 0;
+    std::uint64_t counter_base = 0;  ///< the generator's counter when the capture began
+    std::vector<DrawSlot> draws;
+    std::vector<AdamSlot> adam;
+};
+
+constinit thread_local CaptureState* t_capture = nullptr;
+
+/// The step count t behind Adam's corrections (1 − βᵗ, as ember::optim computes them), or 0 when
+/// they are not of that form (then they stay as captured).
+double adam_time(const AdamStepScalars& a) {
+    auto from = [](double beta, double c) {
+        if (!(beta > 0 && beta < 1 && c > 0 && c < 1)) return 0.0;
+        const double t = std::round(std::log1p(-c) / std::log(beta));
+        return std::isfinite(t) && t >= 1 ? t : 0.0;
+    };
+    for (double t : {from(a.beta_2, a.correction_2), from(a.beta_1, a.correction_1)})
+        if (t > 0 && 1 - std::pow(a.beta_1, t) == a.correction_1 &&
+            1 - std::pow(a.beta_2, t) == a.correction_2)
+            return t;
+    return 0;
+}
+
+std::uint32_t bits(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+}  // namespace
+
+bool capturing(std::uint32_t device) {
+    return t_capture != nullptr && t_capture->device == device;
+}
+
+void forbid_in_capture(const char* op) {
+    if (t_capture == nullptr) [[likely]]
+        return;
+    EMBER_FAIL(Device, "vulkan::capture: ", op,
+               " inside a captured step: it waits for the device or reads host memory, which a "
+               "resubmitted command buffer cannot do (read results after capture() or replay() "
+               "returns; copy new inputs into the captured ones)");
+}
+
+void note_draw(Context& cx, std::uint64_t counter, std::size_t word) {
+    CaptureState* c = t_capture;
+    if (c == nullptr || c->cx != &cx) return;
+    const auto [chunk, at] = cx.last_params();
+    c->draws.push_back({chunk, at + 4 * word, counter - c->counter_base});
+}
+
+void note_adam(Context& cx, const AdamStepScalars& s, std::size_t word) {
+    CaptureState* c = t_capture;
+    if (c == nullptr || c->cx != &cx) return;
+    const auto [chunk, at] = cx.last_params();
+    c->adam.push_back({chunk, at + 4 * word, s, adam_time(s)});
+}
+
+/// A captured step: the command buffer, its pool, and what each replay rewrites.
+struct Graph {
+    Context* cx = nullptr;
+    std::uint32_t device = 0;
+    CapturedCommands commands;
+    std::unique_ptr<PoolCapture> pool;
+    std::vector<DrawSlot> draws;
+    std::vector<AdamSlot> adam;
+    std::optional<double> lr;
+    std::size_t replays = 0;
+    std::size_t dispatches = 0;
+    std::string why_not;
+
+    /// Queues run `r` (0: the run at capture, with the words as recorded).
+    void launch(std::size_t r) {
+        std::lock_guard lock(cx->mu);
+        std::vector<ParamPatch> patches;
+        if (r > 0) {
+            patches.reserve(draws.size() + adam.size());
+            // The draws this replay takes: the next ones of the generator, as an eager step's.
+            const std::uint64_t base = draws.empty() ? 0 : take_draws(draws.size());
+            for (const DrawSlot& d : draws) {
+                const std::uint64_t key = draw_key(base + d.index);
+                patches.push_back(
+                    {d.chunk,
+                     d.offset,
+                     {static_cast<std::uint32_t>(key), static_cast<std::uint32_t>(key >> 32)}});
+            }
+            for (const AdamSlot& a : adam) {
+                const AdamStepScalars& s = a.at_capture;
+                double c1 = s.correction_1, c2 = s.correction_2;
+                if (a.time > 0) {
+                    const double t = a.time + double(r);
+                    c1 = 1 - std::pow(s.beta_1, t);
+                    c2 = 1 - std::pow(s.beta_2, t);
+                }
+                float w[2];
+                adam_words(lr.value_or(s.lr), c1, c2, w);
+                patches.push_back({a.chunk, a.offset, {bits(w[0]), bits(w[1])}});
+            }
+        } else if (lr) {
+            for (const AdamSlot& a : adam) {
+                float w[2];
+                adam_words(*lr, a.at_capture.correction_1, a.at_capture.correction_2, w);
+                patches.push_back({a.chunk, a.offset, {bits(w[0]), bits(w[1])}});
+            }
+        }
+        cx->submit_captured(commands, patches);
+    }
+
+    ~Graph() {
+        if (cx == nullptr) return;
+        try {
+            std::lock_guard lock(cx->mu);
+            cx->free_captured(commands);  // waits for the queued replays
+        } catch (...) {
+            // A lost device: nothing more can be done with its memory.
+        }
+        pool.reset();  // the kept buffers go back to the device's pool (or with their tensors)
+    }
+};
+
+}  // namespace ember::detail::vk
+
+namespace ember::vulkan {
+
+namespace k = ember::detail::vk;
+
+CapturedStep capture(const std::function<void()>& step, const VulkanDevice& device) {
+    EMBER_CHECK(k::t_capture == nullptr, Device,
+                "vulkan::capture: a step is already being captured on this thread (captures do "
+                "not nest)");
+    const std::uint32_t dev = device.resolved();
+    k::Context& cx = k::Context::get(dev);  // DeviceError without a device
+    // Work pending in Fusion's stream belongs before the step, not in its command buffer.
+    Fusion<Vulkan>::flush();
+    // Other threads' work on this device waits for the capture (it would land in the step).
+    std::unique_lock lock(cx.mu);
+    auto g = std::make_shared<k::Graph>();
+    g->device = dev;
+    g->pool = std::make_unique<k::PoolCapture>();
+    g->pool->thread = std::this_thread::get_id();
+    k::CaptureState st;
+    st.cx = &cx;
+    st.device = dev;
+    st.counter_base = k::draw_counter();
+    const std::size_t dispatches_before = cx.exec_stats().dispatches;
+    cx.begin_capture();
+    cx.pool().set_capture(g->pool.get());
+    k::t_capture = &st;
+    try {
+        step();
+        Fusion<Vulkan>::flush();
+    } catch (...) {
+        k::t_capture = nullptr;
+        cx.pool().set_capture(nullptr);
+        cx.abort_capture();
+        k::set_draw_counter(st.counter_base);  // nothing was drawn
+        throw;
+    }
+    k::t_capture = nullptr;
+    cx.pool().set_capture(nullptr);
+    g->commands = cx.end_capture();
+    g->cx = &cx;
+    g->dispatches = cx.exec_stats().dispatches - dispatches_before;
+    g->draws = std::move(st.draws);
+    g->adam = std::move(st.adam);
+    if (g->pool->replaced > 0)
+        g->why_not = ember::detail::cat_str(
+            "the step replaced ", g->pool->replaced, " tensor(s) (", g->pool->replaced_bytes,
+            " bytes) that existed before it was captured: a replay would read their old "
+            "values. Update state in place (Adam does; composed SGD, AdamW's decay and running "
+            "statistics do not), and keep outputs that outlive the step out of it");
+    lock.unlock();
+    g->launch(0);
+    CapturedStep out;
+    out.g_ = std::move(g);
+    return out;
+}
+
+CapturedStep::~CapturedStep() = default;
+
+bool is_capturing() {
+    return k::t_capture != nullptr;
+}
+
+void CapturedStep::replay() {
+    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::replay: no step was captured");
+    EMBER_CHECK(g_->why_not.empty(), Argument,
+                "CapturedStep::replay: not replayable: ", g_->why_not);
+    k::forbid_in_capture("CapturedStep::replay");
+    g_->launch(++g_->replays);
+}
+
+void CapturedStep::set_learning_rate(double lr) {
+    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::set_learning_rate: no step was captured");
+    EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument,
+                "CapturedStep::set_learning_rate: the learning rate must be non-negative and "
+                "finite, got ",
+                lr);
+    g_->lr = lr;
+}
+
+bool CapturedStep::replayable() const {
+    return g_ != nullptr && g_->why_not.empty();
+}
+
+const std::string& CapturedStep::why_not() const {
+    static const std::string none = "no step was captured";
+    return g_ ? g_->why_not : none;
+}
+
+std::size_t CapturedStep::replays() const {
+    return g_ ? g_->replays : 0;
+}
+std::size_t CapturedStep::num_nodes() const {
+    return g_ ? g_->dispatches : 0;
+}
+std::size_t CapturedStep::random_draws() const {
+    return g_ ? g_->draws.size() : 0;
+}
+std::size_t CapturedStep::optimizer_updates() const {
+    return g_ ? g_->adam.size() : 0;
+}
+std::size_t CapturedStep::pool_bytes() const {
+    return g_ ? g_->pool->bytes : 0;
+}
+VulkanDevice CapturedStep::device() const {
+    return VulkanDevice{g_ ? g_->device : 0};
+}
+
+namespace detail {
+
+void bind_input(const k::VulkanTensor& dst, const k::VulkanTensor& src) {
+    EMBER_CHECK(dst.shape == src.shape && dst.dtype == src.dtype, Shape,
+                "vulkan::StepGraph: an input of shape ", src.shape, " (", dtype_name(src.dtype),
+                ") cannot be copied into the captured one of shape ", dst.shape, " (",
+                dtype_name(dst.dtype), ")");
+    EMBER_CHECK(dst.device == src.device, Device, "vulkan::StepGraph: an input on Vulkan device ",
+                src.device, " for a step captured on device ", dst.device);
+    k::forbid_in_capture("vulkan::StepGraph input copy");
+    // The range the capture checked the captured input's indices against stays its own.
+    const std::int64_t lo = dst.buffer->lo, hi = dst.buffer->hi;
+    k::copy_into(src, dst);
+    dst.buffer->lo = lo;
+    dst.buffer->hi = hi;
+}
+
+bool within_checked_range(const k::VulkanTensor& dst, const k::VulkanTensor& src) {
+    if (dst.dtype != DType::I64 || !dst.buffer || !src.buffer) return true;
+    const k::Buffer& d = *dst.buffer;
+    const k::Buffer& s = *src.buffer;
+    if (d.lo > d.hi) return true;  // nothing was checked against a range at capture
+    if (s.lo > s.hi) return false;
+    return s.lo >= d.lo && s.hi <= d.hi;
+}
+
+}  // namespace detail
+
+}  // namespace ember::vulkan
