@@ -5,13 +5,19 @@
 // when the inputs' shape changes. Without a Vulkan device, capture refuses with DeviceError and
 // the other cases are skipped (CI runs them on lavapipe). Compiled only with the Vulkan backend.
 #if defined(EMBER_VULKAN)
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <ember/backend/vulkan_fusion.hpp>
 #include <ember/backend/vulkan_graph.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/stacks.hpp>
+#include <ember/train/learner.hpp>
 
 #include "harness.hpp"
 
@@ -246,6 +252,92 @@ TEST_CASE("vulkan graph: StepGraph replays one shape and captures again on a new
     CHECK(run(2, 7) == Run::Replayed);
     CHECK(run(4, 8) == Run::Eager);
     CHECK(steps.fallback().empty());
+}
+
+namespace {
+/// The Learner's view of Net: a classifier whose steps take a Batch.
+template <ember::Backend B>
+struct LearnerNet {
+    Net<B> net;
+    EMBER_MODULE(LearnerNet, net)
+
+    ember::train::ClassificationOutput<B> forward(const Batch<B>& b) const {
+        auto out = net.forward(b.x);
+        auto loss = ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(out, b.y);
+        return {loss, out, b.y};
+    }
+    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(const Batch<B>& b) const
+        requires ember::AutodiffBackend<B> {
+        auto item = forward(b);
+        return {*this, item.loss.backward(), std::move(item)};
+    }
+    ember::train::ClassificationOutput<B> step(const Batch<B>& b) const
+        requires(!ember::AutodiffBackend<B>) {
+        return forward(b);
+    }
+};
+
+/// Three batches of 16 and a short one of 4, the same every epoch.
+template <ember::Backend B>
+struct FixedLoader {
+    std::size_t num_items() const { return 52; }
+    std::size_t num_batches() const { return 4; }
+    void set_epoch(std::size_t) {}
+    std::vector<Batch<B>> iter() const {
+        return {make_batch<B>(16, 1), make_batch<B>(16, 2), make_batch<B>(16, 3),
+                make_batch<B>(4, 4)};
+    }
+};
+
+/// Shows nothing (the test reads the experiment log).
+struct Quiet : ember::train::MetricsRenderer {
+    void update_train(const ember::train::MetricEntry&) override {}
+    void update_valid(const ember::train::MetricEntry&) override {}
+    void render_train(const ember::train::TrainingProgress&) override {}
+    void render_valid(const ember::train::TrainingProgress&) override {}
+};
+
+/// Trains LearnerNet on Autodiff<Vulkan> for two epochs, capturing steps or not; returns the
+/// parameters and the experiment log.
+std::pair<std::vector<ember::TensorData>, std::string> fit_learner(bool capture) {
+    using AB = ember::Autodiff<Vulkan>;
+    using Out = ember::train::ClassificationOutput<AB>;
+    using VOut = ember::train::ClassificationOutput<Vulkan>;
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("ember-vulkan-capture-" + std::to_string(::getpid()) + (capture ? "c" : "e"));
+    std::filesystem::remove_all(dir);
+    AB::seed(5);
+    LearnerNet<AB> model{Net<AB>::init()};
+    auto learner = ember::train::LearnerBuilder<Out, VOut>(dir)
+                       .metric_train_numeric(ember::train::LossMetric<AB>{})
+                       .metric_valid_numeric(ember::train::LossMetric<Vulkan>{})
+                       .num_epochs(2)
+                       .seed(9)
+                       .capture_steps(capture)
+                       .renderer(std::make_shared<Quiet>())
+                       .build(std::move(model),
+                              ember::optim::AdamConfig{.epsilon = 1e-8}.init<LearnerNet<AB>>(),
+                              1e-2);
+    auto trained = learner.fit(FixedLoader<AB>{}, FixedLoader<Vulkan>{});
+    std::ifstream in(dir / "experiment.log");
+    std::stringstream log;
+    log << in.rdbuf();
+    std::filesystem::remove_all(dir);
+    return {params(trained), log.str()};
+}
+}  // namespace
+
+TEST_CASE("vulkan graph: the Learner's captured steps train as its eager ones",
+          "[vulkan][graph][learner]") {
+    REQUIRE_GPU();
+    const auto [eager, eager_log] = fit_learner(false);
+    const auto [captured, log] = fit_learner(true);
+    require_identical(captured, eager);
+    INFO(log);
+    CHECK_THAT(log, Catch::Contains("training step is replayed as a Vulkan command buffer"));
+    CHECK_THAT(log, Catch::Contains("validation step is replayed as a Vulkan command buffer"));
+    CHECK_THAT(log, Catch::Contains("short last batch"));
+    CHECK_THAT(eager_log, !Catch::Contains("capture_steps"));
 }
 
 // The in-place Adam kernel the captured steps need (shaders/adam.comp), also the eager path:
