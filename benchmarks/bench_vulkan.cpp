@@ -1,10 +1,11 @@
 // ember's Vulkan benchmarks (issue 6, ANCHORS.md's GPU table), run next to PyTorch on the GPU
 // machine by benchmarks/vulkan.sh: elementwise bandwidth (a 64M-float add) beside a device copy,
 // sgemm 8192³ in f32, the f16 and bf16 gemms on cooperative matrices, softmax 4096×4096, and
-// training steps (Adam, batch 64) of the MLP and the guide CNN, on Autodiff<Vulkan> and
-// Autodiff<Fusion<Vulkan>>, and a hand-written GELU (five elementwise ops) on 64M floats unfused
-// and through Fusion<Vulkan> (one generated kernel). The PyTorch side is bench_cuda_torch.py
-// (same workload names). Prints one JSON line per result.
+// training steps (Adam, batch 64 and 1024, eager and replayed from one recorded command buffer)
+// of the MLP and the guide CNN, on Autodiff<Vulkan> and Autodiff<Fusion<Vulkan>>, and a
+// hand-written GELU (five elementwise ops) on 64M floats unfused and through Fusion<Vulkan> (one
+// generated kernel). The PyTorch side is bench_cuda_torch.py (same workload names). Prints one JSON
+// line per result.
 //
 // `bench_vulkan gemm-sweep [N] [config...]`, `coop-sweep [N] [config...]` and
 // `coop-sweep-bf16 [N] [config...]` time many configurations of the f32 kernel
@@ -29,6 +30,7 @@
 #include <ember/optim.hpp>
 #include <ember/stacks/vulkan_autodiff.hpp>
 #include <ember/stacks/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_graph.hpp>
 
 #include "../examples/mnist/model.hpp"
 #include "reduce_chain.hpp"
@@ -171,22 +173,35 @@ void sweep(const char* kind, const char* env, ember::DType dt, std::size_t n,
     ::unsetenv(env);
 }
 
+/// Training steps (forward, backward, Adam) of Net on one random batch of `n` images: eagerly,
+/// and (`graph`) recorded once into a command buffer and resubmitted (ember::vulkan::capture).
 template <ember::Backend B, template <typename> class Net>
-void train_step(const char* name) {
+void train_step(const std::string& name, std::size_t n = 64, bool graph = false) {
     using Model = Net<B>;
     Model model = Model::init();
     auto optim = ember::optim::AdamConfig{.epsilon = 1e-8}.init<Model>();
-    auto images = Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default);
-    auto targets = Tensor<B, 1, ember::Int>::random({64}, ember::Distribution::Uniform(0, 10));
+    auto images = Tensor<B, 3>::random({n, 28, 28}, ember::Distribution::Default);
+    auto targets = Tensor<B, 1, ember::Int>::random({n}, ember::Distribution::Uniform(0, 10));
     mnist::MnistBatch<B> batch{images, targets};
-    const double s = time_per_call(
-        [&] {
-            auto out = mnist::classify(model, batch);
-            auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
-            model = optim.step(1e-3, std::move(model), std::move(grads));
-        },
-        20, 5);
-    emit(name, s * 1e3, "ms");
+    auto step = [&] {
+        auto out = mnist::classify(model, batch);
+        auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
+        model = optim.step(1e-3, std::move(model), std::move(grads));
+    };
+    if (!graph) {
+        emit(name.c_str(), time_per_call(step, 20, 5) * 1e3, "ms");
+        return;
+    }
+    for (int i = 0; i < 3; ++i) step();  // warm-up: kernels compiled and tuned, Adam's state made
+    auto captured = ember::vulkan::capture(step);
+    if (!captured.replayable()) {
+        std::fprintf(stderr, "bench_vulkan: %s: %s\n", name.c_str(), captured.why_not().c_str());
+        return;
+    }
+    emit(name.c_str(), time_per_call([&] { captured.replay(); }, 50, 10) * 1e3, "ms");
+    std::fprintf(stderr, "bench_vulkan: %s: %zu dispatches, %zu random draws, %zu Adam updates\n",
+                 name.c_str(), captured.num_nodes(), captured.random_draws(),
+                 captured.optimizer_updates());
 }
 
 template <ember::Backend B, std::size_t D>
@@ -287,11 +302,28 @@ int main(int argc, char** argv) try {
         const double s = time_per_call([&] { y = ember::activation::softmax(x, 1); }, 50);
         emit("softmax_4096x4096", 2.0 * 4096 * 4096 * 4 / s / 1e9, "GB/s");
     }
-    if (want("train")) {
-        train_step<ember::Autodiff<Vulkan>, mnist::Mlp>("train_step_mlp_b64");
-        train_step<ember::Autodiff<Vulkan>, mnist::Cnn>("train_step_cnn_b64");
-        train_step<ember::Autodiff<FusedVulkan>, mnist::Mlp>("train_step_mlp_b64_fusion");
-        train_step<ember::Autodiff<FusedVulkan>, mnist::Cnn>("train_step_cnn_b64_fusion");
+    if (want("train") || only.starts_with("train_step")) {
+        // Eager and replayed (`_graph`) steps at batch 64 and 1024 on both stacks; the eager
+        // rows at batch 64 keep their historical names. `bench_vulkan NAME` runs one row.
+        using A = ember::Autodiff<Vulkan>;
+        using AF = ember::Autodiff<FusedVulkan>;
+        for (std::size_t n : {std::size_t{64}, std::size_t{1024}}) {
+            const std::string b = "_b" + std::to_string(n);
+            for (bool graph : {false, true}) {
+                const std::string g = graph ? "_graph" : "";
+                auto row = [&](const std::string& name, auto run) {
+                    if (!only.starts_with("train_step") || only == name) run(name);
+                };
+                row("train_step_mlp" + b + g,
+                    [&](const std::string& m) { train_step<A, mnist::Mlp>(m, n, graph); });
+                row("train_step_cnn" + b + g,
+                    [&](const std::string& m) { train_step<A, mnist::Cnn>(m, n, graph); });
+                row("train_step_mlp" + b + "_fusion" + g,
+                    [&](const std::string& m) { train_step<AF, mnist::Mlp>(m, n, graph); });
+                row("train_step_cnn" + b + "_fusion" + g,
+                    [&](const std::string& m) { train_step<AF, mnist::Cnn>(m, n, graph); });
+            }
+        }
     }
     if (want("reduce")) {
         // Reductions that end a chain, unfused on Vulkan and one kernel each on Fusion<Vulkan>.

@@ -191,7 +191,10 @@ Val random_value(uint li) {
     float lo = intBitsToFloat(p[P_SF]), hi = intBitsToFloat(p[P_SF + 1]);
     if (OP == 0 || OP == 1) {  // Default / Uniform: lo + (hi - lo) * u
         float v = lo + (hi - lo) * uniform01(li, 0u);
-        return CO == CLASS_I64 ? val_i(int64_t(floor(v))) : val_f(v);
+        // Integers in [floor(lo), ceil(hi) - 1] even where f32 rounding reaches hi: the host
+        // then knows their range (index checks against it need no readback).
+        return CO == CLASS_I64 ? val_i(int64_t(max(floor(lo), min(floor(v), ceil(hi) - 1.0))))
+                               : val_f(v);
     }
     if (OP == 2) {  // Normal (Box-Muller)
         float u1 = 1.0 - uniform01(li, 1u), u2 = uniform01(li, 2u);

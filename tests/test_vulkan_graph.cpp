@@ -1,5 +1,5 @@
 // Whole steps recorded once into a Vulkan command buffer and resubmitted
-// (ember/backend/vulkan_graph.hpp): replays equal the same steps run eagerly from the same
+// (ember/stacks/vulkan_graph.hpp): replays equal the same steps run eagerly from the same
 // seed, bit for bit (the kernels are the same ones); dropout masks move on at each replay; a
 // host synchronisation inside a capture is an error naming the op; StepGraph captures again
 // when the inputs' shape changes. Without a Vulkan device, capture refuses with DeviceError and
@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include <ember/backend/vulkan_fusion.hpp>
-#include <ember/backend/vulkan_graph.hpp>
+#include <ember/stacks/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_graph.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/stacks.hpp>
@@ -199,6 +199,21 @@ TEST_CASE("vulkan graph: a host synchronisation inside a capture is an error nam
     fails(
         [&] { (void)Tensor<Vulkan, 1>::from_data(ember::TensorData(std::vector<float>{1}, {1})); },
         "from_data");
+    // Index checks: indices whose range the host knows (uploaded, or drawn uniformly) are checked
+    // without a readback; computed ones would be read back.
+    const auto known = Tensor<Vulkan, 1, ember::Int>::from_data(
+        ember::TensorData(std::vector<std::int64_t>{2, 0, 1}, {3}));
+    const auto drawn =
+        Tensor<Vulkan, 1, ember::Int>::random({5}, ember::Distribution::Uniform(0, 3));
+    std::optional<Tensor<Vulkan, 1>> picked;
+    auto graph = ember::vulkan::capture(
+        [&] { picked.emplace(x.gather(0, known) + x.gather(0, drawn).sum()); });
+    CHECK(picked->to_data().as_slice<float>()[0] > 3.0f);
+    const auto computed = known + 0;
+    fails([&] { (void)x.gather(0, computed); }, "into_data");
+    const auto out_of_range = Tensor<Vulkan, 1, ember::Int>::from_data(
+        ember::TensorData(std::vector<std::int64_t>{0, 3}, {2}));
+    CHECK_THROWS_WITH(x.gather(0, out_of_range), Catch::Contains("index 3 is out of range"));
     // The stream works eagerly afterwards.
     CHECK((x + 1.0).to_data().as_slice<float>()[2] == 4.0f);
 }

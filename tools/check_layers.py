@@ -47,6 +47,8 @@ LAYER_OF = {
     # Whole-step CUDA graph capture over the CUDA stacks (include/ember/stacks/cuda_graph.hpp),
     # compiled into ember_cuda beside the backend's private stream code.
     "backends/cuda/graph.cpp": "decorators",
+    # The same for Vulkan (include/ember/stacks/vulkan_graph.hpp), compiled into ember_vulkan.
+    "backends/vulkan/graph.cpp": "decorators",
     "include/ember/module/": "module",
     # Quantized parameters and the quantized layers' forwards, beside the other parameters.
     "include/ember/quant/param.hpp": "module",

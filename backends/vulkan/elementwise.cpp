@@ -2,6 +2,7 @@
 // specialised per op family, op code and operand classes.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 
 #include "../common/promotion.hpp"
@@ -243,6 +244,11 @@ VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32
     // four layouts, two floats, then the key).
     if (capturing(device) && out.num_elements() > 0)
         note_draw(cx, counter, 2 + kMaxRank + 4 * (kMaxRank + 1) + 2);
+    if (class_of(dtype) == kI64 && dist.kind == Distribution::Kind::Uniform) {
+        // The shader keeps integer draws in this range (index checks need no readback).
+        out.buffer->lo = static_cast<i64>(std::floor(dist.a));
+        out.buffer->hi = std::max(out.buffer->lo - 1, static_cast<i64>(std::ceil(dist.b)) - 1);
+    }
     return out;
 }
 

@@ -1,4 +1,4 @@
-// Whole steps recorded once and resubmitted (include/ember/backend/vulkan_graph.hpp): the
+// Whole steps recorded once and resubmitted (include/ember/stacks/vulkan_graph.hpp): the
 // recording around the step, the private pool that keeps the step's buffers for its replays,
 // and the parameter words each replay rewrites (random keys, the optimizer's scalars).
 #include "graph.hpp"
@@ -9,8 +9,8 @@
 #include <optional>
 #include <thread>
 
-#include "ember/backend/vulkan_fusion.hpp"
-#include "ember/backend/vulkan_graph.hpp"
+#include "ember/stacks/vulkan_fusion.hpp"
+#include "ember/stacks/vulkan_graph.hpp"
 #include "kernels.hpp"
 
 namespace ember::detail::vk {

@@ -1,6 +1,6 @@
 #pragma once
 // What the Vulkan backend's ops need to know about a step being captured for resubmission
-// (graph.cpp; the public API is include/ember/backend/vulkan_graph.hpp): whether this thread is
+// (graph.cpp; the public API is include/ember/stacks/vulkan_graph.hpp): whether this thread is
 // capturing, the random draws and optimizer updates whose parameter words each replay rewrites,
 // and the guard that turns a host synchronisation inside a capture into an ember::Error naming
 // the op.

@@ -19,8 +19,8 @@ void check_indices(const VT& indices, std::size_t size, std::size_t dim, const c
     if (indices.num_elements() == 0) return;
     const Buffer& st = *indices.buffer;
     if (st.lo <= st.hi) {  // bounds known on the host (uploaded values): no readback
-        EMBER_CHECK(st.lo >= 0 && st.hi < static_cast<i64>(size), Index, op, ": index ",
-                    st.lo < 0 ? st.lo : st.hi, " is out of range for dim ", dim, " of size ", size);
+        if (st.lo < 0 || st.hi >= static_cast<i64>(size))
+            check::index_out_of_range(op, st.lo < 0 ? st.lo : st.hi, dim, size);
         return;
     }
     VT bad = binary(BinaryOp::Or, compare_scalar(CompareOp::Lt, indices, Scalar(0)),

@@ -44,7 +44,7 @@
 #include "../stacks/cuda_graph.hpp"
 #endif
 #if defined(EMBER_VULKAN)
-#include "../backend/vulkan_graph.hpp"
+#include "../stacks/vulkan_graph.hpp"
 #endif
 
 namespace ember::train {

@@ -1,6 +1,6 @@
 #pragma once
 // Whole steps recorded once into a Vulkan command buffer and resubmitted (Vulkan, Fusion<Vulkan>
-// and the autodiff stacks over them): the same API as ember::cuda::capture (cuda_graph.hpp).
+// and the autodiff stacks over them): the same API as ember::cuda::capture (stacks/cuda_graph.hpp).
 // A training step of a small model is a few hundred tiny dispatches, and its time is the host's
 // recording cost; a replay is one queue submission of the recorded command buffer:
 //
@@ -41,7 +41,7 @@
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
-#include "vulkan.hpp"
+#include "../backend/vulkan.hpp"
 
 namespace ember::detail::vk {
 struct Graph;  // the recorded command buffer and what its replays rewrite (graph.cpp)
