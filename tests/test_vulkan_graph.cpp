@@ -12,11 +12,11 @@
 #include <fstream>
 #include <sstream>
 
-#include <ember/stacks/vulkan_fusion.hpp>
-#include <ember/stacks/vulkan_graph.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/stacks.hpp>
+#include <ember/stacks/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_graph.hpp>
 #include <ember/train/learner.hpp>
 
 #include "harness.hpp"
@@ -281,8 +281,8 @@ struct LearnerNet {
         auto loss = ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(out, b.y);
         return {loss, out, b.y};
     }
-    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(const Batch<B>& b) const
-        requires ember::AutodiffBackend<B> {
+    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(
+        const Batch<B>& b) const requires ember::AutodiffBackend<B> {
         auto item = forward(b);
         return {*this, item.loss.backward(), std::move(item)};
     }
@@ -323,16 +323,16 @@ std::pair<std::vector<ember::TensorData>, std::string> fit_learner(bool capture)
     std::filesystem::remove_all(dir);
     AB::seed(5);
     LearnerNet<AB> model{Net<AB>::init()};
-    auto learner = ember::train::LearnerBuilder<Out, VOut>(dir)
-                       .metric_train_numeric(ember::train::LossMetric<AB>{})
-                       .metric_valid_numeric(ember::train::LossMetric<Vulkan>{})
-                       .num_epochs(2)
-                       .seed(9)
-                       .capture_steps(capture)
-                       .renderer(std::make_shared<Quiet>())
-                       .build(std::move(model),
-                              ember::optim::AdamConfig{.epsilon = 1e-8}.init<LearnerNet<AB>>(),
-                              1e-2);
+    auto learner =
+        ember::train::LearnerBuilder<Out, VOut>(dir)
+            .metric_train_numeric(ember::train::LossMetric<AB>{})
+            .metric_valid_numeric(ember::train::LossMetric<Vulkan>{})
+            .num_epochs(2)
+            .seed(9)
+            .capture_steps(capture)
+            .renderer(std::make_shared<Quiet>())
+            .build(std::move(model),
+                   ember::optim::AdamConfig{.epsilon = 1e-8}.init<LearnerNet<AB>>(), 1e-2);
     auto trained = learner.fit(FixedLoader<AB>{}, FixedLoader<Vulkan>{});
     std::ifstream in(dir / "experiment.log");
     std::stringstream log;

@@ -38,10 +38,10 @@
 #include <vector>
 
 #include "../autodiff/autodiff.hpp"
+#include "../backend/vulkan.hpp"
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
-#include "../backend/vulkan.hpp"
 
 namespace ember::detail::vk {
 struct Graph;  // the recorded command buffer and what its replays rewrite (graph.cpp)
