@@ -208,6 +208,9 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     }
     EMBER_CHECK(file.size() <= INT_MAX, Format, "ImageFolderDataset: cannot read image ", shown,
                 " (larger than 2 GiB)");
+    // Before anything of stb reads the file: stbi_info parses a JPEG's Huffman tables too.
+    EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
+                e.path.string(), " (corrupt JPEG: a Huffman table of more than 256 codes)");
     // The pixels a header announces are checked against the read limits before stb_image
     // allocates them: a small PNG of zeros may claim gigabytes. At least four bytes a pixel,
     // whatever the channels asked for: stb decodes GIFs (and converts others) through RGBA, so
@@ -221,8 +224,6 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
                                                "ImageFolderDataset: " + shown);
         }
     }
-    EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
-                e.path.string(), " (corrupt JPEG: a Huffman table of more than 256 codes)");
     int w = 0, h = 0, c = 0;
     // stb_image keeps its failure reason in a thread-local, so DataLoader workers can decode
     // concurrently.
