@@ -10,10 +10,13 @@
 
 namespace ember {
 
-/// The most elements a tensor may hold, and the largest dim: 2^60 - 1. A tensor's size in bytes
-/// (at most 8 per element) then fits a signed 64-bit integer, so no element offset, stride or
-/// byte count computed from its dims can overflow.
-inline constexpr std::size_t kMaxElements = (std::size_t{1} << 60) - 1;
+/// The most elements a tensor may hold, and the largest dim: 2^60 - 1 (2^29 - 1 where size_t
+/// has 32 bits, as on the firmware's Cortex-M). A tensor's size in bytes (at most 8 per element)
+/// then fits a signed 64-bit integer (a size_t on 32-bit targets), so no element offset, stride
+/// or byte count computed from its dims can overflow.
+inline constexpr std::size_t kMaxElements =
+    sizeof(std::size_t) >= 8 ? static_cast<std::size_t>((std::uint64_t{1} << 60) - 1)
+                             : std::size_t(-1) / 8;  // 32-bit targets (firmware): 2^29 - 1
 
 namespace detail {
 
