@@ -193,3 +193,18 @@ TEST_CASE("images: a GIF announcing a canvas of gigabytes is refused before deco
                                                      "1308163072 bytes from 67 stored"));
     fs::remove(file);
 }
+
+TEST_CASE("images: a PGM header number beyond an int, or 16-bit samples, is refused",
+          "[fuzz][data]") {
+    // stb_image 2.27 overflows an int reading the first (undefined behaviour) and reads past its
+    // buffer converting the second to the channels asked for.
+    for (const char* r : {"pgm-width-overflows-int", "pgm-16-bit-samples-to-2-channels"}) {
+        const fs::path file = image_file(r, "bad.pgm");
+        const auto ds =
+            ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"})
+                .with_channels(2);
+        CHECK_THROWS_WITH(ds.get(0), Catch::Contains(file.string()) &&
+                                         Catch::Contains("PGM/PPM: a header number beyond"));
+        fs::remove(file);
+    }
+}

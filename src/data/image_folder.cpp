@@ -91,6 +91,38 @@ bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
     return true;
 }
 
+// stb_image 2.27 reads the numbers of a binary PGM/PPM header (P5, P6) into an int without an
+// overflow check (stbi__pnm_getinteger: undefined behaviour, then a garbage size), and
+// mishandles 16-bit samples (below); fuzz/crashes/image/. Such headers are refused first: the
+// same reading (whitespace, '#' comments, digits up to the end of the data) with each number
+// checked against INT_MAX and the maximum sample value against 255 (8-bit files only).
+bool pnm_header_numbers_fit(std::span<const unsigned char> b) {
+    const std::size_t n = b.size();
+    if (n < 2 || b[0] != 'P' || (b[1] != '5' && b[1] != '6')) return true;  // not one stb reads
+    std::size_t pos = 2;
+    auto at_eof = [&] { return pos >= n; };
+    auto get8 = [&]() -> unsigned { return pos < n ? b[pos++] : 0u; };
+    auto space = [](unsigned c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    unsigned c = get8();
+    for (int field = 0; field < 3; ++field) {  // width, height, maximum value
+        for (;;) {
+            while (!at_eof() && space(c)) c = get8();
+            if (at_eof() || c != '#') break;
+            while (!at_eof() && c != '\n' && c != '\r') c = get8();
+        }
+        std::int64_t value = 0;
+        while (!at_eof() && c >= '0' && c <= '9') {
+            value = value * 10 + (c - '0');
+            if (value > INT_MAX) return false;
+            c = get8();
+        }
+        // 16-bit samples: stb converts them to the channels asked for with its 8-bit routine
+        // and then reads twice the buffer it made (a heap overflow; fuzz/crashes/image/).
+        if (field == 2 && value > 255) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 std::size_t ImageDatasetItem::label() const {
@@ -211,6 +243,9 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     // Before anything of stb reads the file: stbi_info parses a JPEG's Huffman tables too.
     EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 e.path.string(), " (corrupt JPEG: a Huffman table of more than 256 codes)");
+    EMBER_CHECK(pnm_header_numbers_fit(file), Format, "ImageFolderDataset: cannot read image ",
+                e.path.string(),
+                " (PGM/PPM: a header number beyond 2147483647, or samples of more than 8 bits)");
     // The pixels a header announces are checked against the read limits before stb_image
     // allocates them: a small PNG of zeros may claim gigabytes. At least four bytes a pixel,
     // whatever the channels asked for: stb decodes GIFs (and converts others) through RGBA, so
