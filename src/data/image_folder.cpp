@@ -57,9 +57,14 @@ std::size_t lookup(const std::map<std::string, std::size_t>& index, const std::s
 // such marker (also those stb would reject earlier), finds a superset of stb's.
 bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
     const std::size_t n = b.size();
-    if (n < 2 || b[0] != 0xFF || b[1] != 0xD8) return true;  // not a JPEG: stb's other decoders
-    auto at = [&](std::size_t i) -> unsigned { return i < n ? b[i] : 0u; };  // stb reads 0 at EOF
-    std::size_t i = 2;
+    // stb takes the first marker after any number of 0xFF fill bytes, so the start of image may
+    // come late ("FF FF ... FF D8").
+    if (n < 2 || b[0] != 0xFF) return true;  // not a JPEG: stb's other decoders
+    std::size_t i = 1;
+    while (i < n && b[i] == 0xFF) ++i;
+    if (i >= n || b[i] != 0xD8) return true;
+    ++i;
+    auto at = [&](std::size_t k) -> unsigned { return k < n ? b[k] : 0u; };  // stb reads 0 at EOF
     while (i < n) {
         if (b[i] != 0xFF) {  // entropy-coded data, or junk stb skips between segments
             ++i;
