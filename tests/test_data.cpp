@@ -102,7 +102,10 @@ TEST_CASE("data: Slice::resolve follows Python's rules", "[data][shape]") {
     CHECK(ember::Slice{0, 5, 2}.resolve(5, "op") == P{0, 3});
     CHECK(ember::Slice{3, 1}.resolve(5, "op") == P{3, 0});
     CHECK(ember::Slice{}.resolve(4, "op") == P{0, 4});
-    CHECK_THROWS_AS((ember::Slice{0, 6}.resolve(5, "op")), ember::IndexError);
+    // Bounds beyond either end are clamped, as in Python: x[0:6] of 5 elements is x[0:5].
+    CHECK(ember::Slice{0, 6}.resolve(5, "op") == P{0, 5});
+    CHECK(ember::Slice{-9, 2}.resolve(5, "op") == P{0, 2});
+    CHECK(ember::Slice{7, 9}.resolve(5, "op") == P{5, 0});
     CHECK_THROWS_AS((ember::Slice{0, 2, 0}.resolve(5, "op")), ember::ArgumentError);
 }
 
