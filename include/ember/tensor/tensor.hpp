@@ -8,7 +8,9 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#if __has_include(<source_location>)  // not in Emscripten's libc++ (the web build)
 #include <source_location>
+#endif
 #include <type_traits>
 #include <utility>
 #include <vector>
