@@ -4,7 +4,8 @@
 // training steps (Adam, batch 64 and 1024, eager and replayed from one recorded command buffer)
 // of the MLP and the guide CNN, on Autodiff<Vulkan> and Autodiff<Fusion<Vulkan>>, and a
 // hand-written GELU (five elementwise ops) on 64M floats unfused and through Fusion<Vulkan> (one
-// generated kernel). The PyTorch side is bench_cuda_torch.py (same workload names). Prints one JSON
+// generated kernel), and (`overhead`) the per-op cost of a 1-element add, eager and replayed.
+// The PyTorch side is bench_cuda_torch.py (same workload names). Prints one JSON
 // line per result.
 //
 // `bench_vulkan gemm-sweep [N] [config...]`, `coop-sweep [N] [config...]` and
@@ -324,6 +325,24 @@ int main(int argc, char** argv) try {
                     [&](const std::string& m) { train_step<AF, mnist::Cnn>(m, n, graph); });
             }
         }
+    }
+    if (want("overhead")) {
+        // The per-op cost of a 1-element add (issue 31, item 6): eager, then 1000 in-place adds
+        // recorded once and resubmitted (one queue submission for the whole chain).
+        auto a = Tensor<Vulkan, 1>::ones({1});
+        auto b = Tensor<Vulkan, 1>::ones({1});
+        emit("op_overhead_add_1", time_per_call([&] { a = a + b; }, 2000) * 1e6, "us/op");
+        const double inplace = time_per_call([&] { a = std::move(a) + b; }, 2000);
+        emit("op_overhead_add_1_in_place", inplace * 1e6, "us/op");
+        constexpr int kChain = 1000;
+        auto chain = ember::vulkan::capture([&] {
+            for (int i = 0; i < kChain; ++i) a = std::move(a) + b;
+        });
+        if (chain.replayable())
+            emit("op_overhead_add_1_graph",
+                 time_per_call([&] { chain.replay(); }, 20) / kChain * 1e6, "us/op");
+        else
+            std::fprintf(stderr, "bench_vulkan: overhead chain: %s\n", chain.why_not().c_str());
     }
     if (want("reduce")) {
         // Reductions that end a chain, unfused on Vulkan and one kernel each on Fusion<Vulkan>.

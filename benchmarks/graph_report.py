@@ -19,6 +19,7 @@ import statistics
 from results_section import replace_section
 
 GOAL = 0.8  # ember's replayed step ≤ 0.8× PyTorch's whole-step CUDA graph, at batch 64
+VULKAN_GOAL = 1.2  # ember's replayed Vulkan step ≤ 1.2× PyTorch's CUDA graph, at batch 64
 MODELS = [("mlp", "MLP 784-512-512-10"), ("cnn", "guide CNN")]
 
 
@@ -47,7 +48,8 @@ def fmt(v, digits=3):
 def graph_notes(path):
     """{row name: (nodes, draws, updates)} from bench_cuda's stderr (last run of each row)."""
     notes = {}
-    pat = re.compile(r"bench_cuda: (\S+): (\d+) graph nodes, (\d+) random draws, (\d+) Adam")
+    pat = re.compile(r"bench_(?:cuda|vulkan): (\S+): (\d+) (?:graph nodes|dispatches), "
+                     r"(\d+) random draws, (\d+) Adam")
     for line in open(path, encoding="utf-8"):
         m = pat.search(line)
         if m:
@@ -68,31 +70,44 @@ def section(meta, runs, notes=None):
         "graph: the step captured once with `ember::cuda::capture` and replayed; PyTorch's: "
         "the whole step in `torch.cuda.graphs` with the fused, capturable Adam. Ratio = ember's "
         "faster replayed stack / PyTorch's CUDA graph (lower is better).")
-    lines += ["", "| step | ember eager | ember eager, Fusion | ember graph | ember graph, Fusion "
-              "| PyTorch eager | PyTorch fused Adam | PyTorch CUDA graph | ratio | goal |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for batch in (64, 1024):
-        for key, label in MODELS:
-            base = f"train_step_{key}_b{batch}"
-            e = get("ember", base)
-            ef = get("ember", base + "_fusion")
-            g = get("ember", base + "_graph")
-            gf = get("ember", base + "_fusion_graph")
-            t = get("torch", base)
-            tf = get("torch", base + "_fused")
-            tg = get("torch", base + "_graph")
-            ratios = []
-            for i in range(min(len(tg), max(len(g), len(gf)))):
-                best = min(x[i] for x in (g, gf) if i < len(x))
-                ratios.append(best / tg[i])
-            ratio = median(ratios)
-            goal = "—"
-            if batch == 64 and ratio is not None:
-                goal = f"≤ {GOAL}× " + ("✓" if ratio <= GOAL else "✗")
-            lines.append(
-                f"| {label}, batch {batch} | {fmt(median(e))} | {fmt(median(ef))} | "
-                f"{fmt(median(g))} | {fmt(median(gf))} | {fmt(median(t))} | {fmt(median(tf))} | "
-                f"{fmt(median(tg))} | {fmt(ratio, 2) + '×' if ratio is not None else '—'} | {goal} |")
+    def table(fw, goal_value, replay):
+        rows = ["", f"| step | ember eager | ember eager, Fusion | ember {replay} | "
+                f"ember {replay}, Fusion | PyTorch eager | PyTorch fused Adam | "
+                "PyTorch CUDA graph | ratio | goal |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for batch in (64, 1024):
+            for key, label in MODELS:
+                base = f"train_step_{key}_b{batch}"
+                e = get(fw, base)
+                ef = get(fw, base + "_fusion")
+                g = get(fw, base + "_graph")
+                gf = get(fw, base + "_fusion_graph")
+                t = get("torch", base)
+                tf = get("torch", base + "_fused")
+                tg = get("torch", base + "_graph")
+                ratios = []
+                for i in range(min(len(tg), max(len(g), len(gf)))):
+                    best = min(x[i] for x in (g, gf) if i < len(x))
+                    ratios.append(best / tg[i])
+                ratio = median(ratios)
+                goal = "—"
+                if batch == 64 and ratio is not None:
+                    goal = f"≤ {goal_value}× " + ("✓" if ratio <= goal_value else "✗")
+                rows.append(
+                    f"| {label}, batch {batch} | {fmt(median(e))} | {fmt(median(ef))} | "
+                    f"{fmt(median(g))} | {fmt(median(gf))} | {fmt(median(t))} | "
+                    f"{fmt(median(tf))} | {fmt(median(tg))} | "
+                    f"{fmt(ratio, 2) + '×' if ratio is not None else '—'} | {goal} |")
+        return rows
+
+    lines += table("ember", GOAL, "graph")
+    vulkan = any(fw == "ember-vulkan" for fw, _ in runs)
+    if vulkan:
+        lines += ["", "The same steps on ember's Vulkan backend (NVIDIA's Vulkan driver, same GPU, "
+                  "same rounds): replayed = recorded once into a command buffer by "
+                  "`ember::vulkan::capture` and resubmitted; the goal compares it with PyTorch's "
+                  "CUDA graph."]
+        lines += table("ember-vulkan", VULKAN_GOAL, "replayed")
     lines += ["", "Times in ms. Per-op overhead of a 1-element add, µs per op:", "",
               "| ember eager | ember eager, in place | ember replayed graph (1000 in-place adds) "
               "| PyTorch eager |", "| ---: | ---: | ---: | ---: |"]
@@ -101,6 +116,11 @@ def section(meta, runs, notes=None):
         f"{fmt(median(get('ember', 'op_overhead_add_1_in_place')), 2)} | "
         f"{fmt(median(get('ember', 'op_overhead_add_1_graph')), 2)} | "
         f"{fmt(median(get('torch', 'op_overhead_add_1')), 2)} |")
+    if vulkan:
+        lines.append(
+            f"| Vulkan: {fmt(median(get('ember-vulkan', 'op_overhead_add_1')), 2)} | "
+            f"{fmt(median(get('ember-vulkan', 'op_overhead_add_1_in_place')), 2)} | "
+            f"{fmt(median(get('ember-vulkan', 'op_overhead_add_1_graph')), 2)} | — |")
     if notes:
         lines += ["", "Each captured step (from the same run): graph nodes, random draws, Adam "
                   "updates rewritten per replay:", ""]

@@ -77,6 +77,39 @@ TEST_CASE("cuda: matmul of views and broadcast batches equals the CPU's", "[cuda
     ember::test::check_close(got.to_data(), want.to_data(), {1e-5, 1e-5});
 }
 
+TEST_CASE("cuda: a long-k product with a small output (split k) is exact on integers",
+          "[cuda]") {
+    REQUIRE_GPU();
+    // [12, 9000] · [9000, 7] and its transposed spelling aᵀ with a stored [9000, 12]: k long
+    // enough for the split-K path. Small integers keep every partial sum exact in f32, so the
+    // expected product (computed here in double) must match exactly.
+    constexpr std::size_t m = 12, k = 9000, n = 7;
+    std::vector<float> a(m * k), b(k * n);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < k; ++j) a[i * k + j] = float((i + 3 * j) % 5) - 2.f;
+    for (std::size_t i = 0; i < k; ++i)
+        for (std::size_t j = 0; j < n; ++j) b[i * n + j] = float((2 * i + j) % 3) - 1.f;
+    std::vector<float> want(m * n);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            double acc = 0;
+            for (std::size_t p = 0; p < k; ++p) acc += double(a[i * k + p]) * b[p * n + j];
+            want[i * n + j] = float(acc);
+        }
+    auto ga = Tensor<Cuda, 2>::from_data(TensorData(a, {m, k}), {});
+    auto gb = Tensor<Cuda, 2>::from_data(TensorData(b, {k, n}), {});
+    CHECK(ga.matmul(gb).to_data().to_vec<float>() == want);
+    // The same values stored transposed, seen through transpose() views (cuBLAS's op flags).
+    auto stored_transposed = [](const std::vector<float>& v, std::size_t r, std::size_t c) {
+        std::vector<float> t(v.size());
+        for (std::size_t i = 0; i < r; ++i)
+            for (std::size_t j = 0; j < c; ++j) t[j * r + i] = v[i * c + j];
+        return Tensor<Cuda, 2>::from_data(TensorData(t, {c, r}), {}).transpose();
+    };
+    CHECK(stored_transposed(a, m, k).matmul(gb).to_data().to_vec<float>() == want);
+    CHECK(ga.matmul(stored_transposed(b, k, n)).to_data().to_vec<float>() == want);
+}
+
 TEST_CASE("cuda: TF32 is off by default and switchable", "[cuda]") {
     REQUIRE_GPU();
     CHECK_FALSE(ember::cuda::allow_tf32());

@@ -146,6 +146,10 @@ struct ConvGeom {
 };
 /// col[c, kk, b, o] = x[b, c, o·s − p + kk·d] (0 outside); x is [B, C, in...] contiguous.
 void launch_im2col(DType cd, const ConvGeom& g, const void* x, void* col, cudaStream_t s);
+/// c[i, j] = beta·c[i, j] + Σ_s parts[s, i, j] for an [m, n] matrix c with row stride ldc:
+/// the reduction of a split-K GEMM's partial products, in a fixed order (deterministic).
+void launch_sum_partials(DType dt, const void* parts, std::int64_t splits, std::int64_t m,
+                         std::int64_t n, void* c, std::int64_t ldc, double beta, cudaStream_t s);
 /// x[b, c, i] = Σ col[c, kk, b, o] over the taps that land on i (the transpose of im2col).
 void launch_col2im(DType cd, const ConvGeom& g, const void* col, void* x, cudaStream_t s);
 /// Pooling geometry in 3-d form.

@@ -4,8 +4,10 @@
 // Integer matmuls run in a plain kernel (cuBLAS has no int64 GEMM).
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <tuple>
 
 #include "ember/backend/cuda.hpp"
@@ -70,6 +72,21 @@ MatView blas_operand(CudaTensor& t, std::size_t nb, std::int64_t batch) {
     }
     return v;
 }
+/// How many slices of k a single f32/f64 GEMM is split into (1: not split). Split where the
+/// output is small (≤ 64K elements: few of cuBLAS's tiles) and k long (≥ 8192), into slices of
+/// at least 512 that divide k exactly, at most 64 of them. EMBER_CUDA_SPLIT_K=0 turns it off.
+std::int64_t split_k(DType dt, std::int64_t m, std::int64_t n, std::int64_t k,
+                     std::int64_t batch) {
+    static const bool enabled = [] {
+        const char* e = std::getenv("EMBER_CUDA_SPLIT_K");
+        return !(e && std::string_view(e) == "0");
+    }();
+    if (!enabled || batch != 1 || (dt != DType::F32 && dt != DType::F64)) return 1;
+    if (k < 8192 || m * n > 65536) return 1;
+    for (std::int64_t s = std::min<std::int64_t>(64, k / 512); s > 1; --s)
+        if (k % s == 0) return s;
+    return 1;
+}
 }  // namespace
 
 void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k,
@@ -102,6 +119,25 @@ void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n
     const float alpha_f = 1.0f, beta_f = static_cast<float>(beta);
     const void* alpha = dt == DType::F64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
     const void* betap = dt == DType::F64 ? static_cast<const void*>(&beta) : &beta_f;
+    // A single product with a long k and a small output (a convolution's weight gradient: k is
+    // N·H·W, the output a few thousand weights) leaves most of the GPU idle: cuBLAS runs few
+    // tiles, each looping over all of k. Split k into `splits` slices computed as one batched
+    // GEMM into partial products, then summed in a fixed order (deterministic, replayable).
+    if (const std::int64_t splits = split_k(dt, m, n, k, batch); splits > 1) {
+        const std::int64_t kc = k / splits;
+        CudaTensor parts = empty(Shape{static_cast<std::size_t>(splits * m * n)}, dt, device);
+        const std::int64_t ska = ta ? kc * lda : kc, skb = tb ? kc : kc * ldb;
+        const double zero_d = 0.0;
+        const float zero_f = 0.0f;
+        const void* zero = dt == DType::F64 ? static_cast<const void*>(&zero_d) : &zero_f;
+        EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+            h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+            static_cast<int>(m), static_cast<int>(kc), alpha, b, type, static_cast<int>(ldb), skb,
+            a, type, static_cast<int>(lda), ska, zero, parts.ptr(), type, static_cast<int>(n),
+            m * n, static_cast<int>(splits), compute, CUBLAS_GEMM_DEFAULT));
+        launch_sum_partials(dt, parts.ptr(), splits, m, n, c, ldc, beta, stream(device));
+        return;
+    }
     // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands.
     EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),

@@ -476,6 +476,33 @@ void launch_im2col(DType cd, const ConvGeom& g, const void* x, void* col, cudaSt
     check_launch("im2col");
 }
 
+namespace {
+template <typename T>
+__global__ void sum_partials_kernel(const T* parts, i64 splits, i64 m, i64 n, T* c, i64 ldc,
+                                    T beta) {
+    const i64 mn = m * n;
+    for (i64 j = blockIdx.x * i64(blockDim.x) + threadIdx.x; j < mn;
+         j += i64(gridDim.x) * blockDim.x) {
+        T acc = 0;
+        for (i64 s = 0; s < splits; ++s) acc += parts[s * mn + j];
+        T* out = c + (j / n) * ldc + j % n;
+        *out = beta == T(0) ? acc : acc + beta * *out;
+    }
+}
+}  // namespace
+
+void launch_sum_partials(DType dt, const void* parts, std::int64_t splits, std::int64_t m,
+                         std::int64_t n, void* c, std::int64_t ldc, double beta, cudaStream_t s) {
+    const i64 mn = m * n;
+    if (mn == 0) return;
+    visit_float(dt, [&]<typename T>(T) {
+        sum_partials_kernel<T><<<blocks_for(mn), kThreads, 0, s>>>(
+            static_cast<const T*>(parts), splits, m, n, static_cast<T*>(c), ldc,
+            static_cast<T>(beta));
+    });
+    check_launch("sum_partials");
+}
+
 void launch_col2im(DType cd, const ConvGeom& g, const void* col, void* x, cudaStream_t s) {
     const i64 n = g.batch * g.channels * g.in[0] * g.in[1] * g.in[2];
     if (n == 0) return;
