@@ -62,9 +62,9 @@ class ScopedReadLimits {
 };
 
 /// `bytes` made safe to print in a message: printable ASCII and valid UTF-8 letters as they
-/// are; control characters, DEL, C1 controls and invalid UTF-8 as \xNN (\n, \t, \r and \\
-/// spelled so). At most `max_bytes` of the input are shown, then "...". Every error message
-/// that quotes a name or a string read from a file goes through it.
+/// are; control characters, DEL, C1 controls and invalid UTF-8 as \xNN (\n, \t, \r and a
+/// backslash spelled so, the backslash doubled). At most `max_bytes` of the input are shown,
+/// then "...". Every error message that quotes a name or a string read from a file goes through it.
 std::string printable(std::string_view bytes, std::size_t max_bytes = 200);
 
 namespace detail {

@@ -42,6 +42,7 @@
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
+#include "step_graph.hpp"
 
 namespace ember::detail::vk {
 struct Graph;  // the recorded command buffer and what its replays rewrite (graph.cpp)
@@ -106,36 +107,11 @@ bool is_capturing();
 
 namespace detail {
 
-/// The Vulkan tensor behind a tensor of Vulkan, Fusion<Vulkan> or an autodiff stack over them
-/// (pending Fusion values are computed).
-template <typename P>
-ember::detail::vk::VulkanTensor vulkan_primitive(const P& p) {
-    if constexpr (std::is_same_v<P, ember::detail::vk::VulkanTensor>) {
-        return p;
-    } else if constexpr (std::is_same_v<P, FusionTensor<Vulkan>>) {
-        return ember::detail::fusion::take<Vulkan>(p);
-    } else if constexpr (requires {
-                             p.primitive;
-                             p.node;
-                         }) {
-        return vulkan_primitive(p.primitive);
-    } else {
-        static_assert(sizeof(P) == 0, "vulkan::StepGraph: not a tensor of a Vulkan backend stack");
-    }
-}
-/// Whether vulkan_primitive reaches primitives of type P.
-template <typename P>
-struct IsVulkanPrimitive : std::false_type {};
-template <>
-struct IsVulkanPrimitive<ember::detail::vk::VulkanTensor> : std::true_type {};
-template <>
-struct IsVulkanPrimitive<FusionTensor<Vulkan>> : std::true_type {};
-template <typename X>
-struct IsVulkanPrimitive<AutodiffTensor<X>> : IsVulkanPrimitive<typename X::FloatTensorPrimitive> {
-};
 /// Vulkan, Fusion<Vulkan> and the autodiff stacks over them: the backends capture() records.
 template <typename B>
-concept VulkanStack = IsVulkanPrimitive<typename B::FloatTensorPrimitive>::value;
+concept VulkanStack = ember::detail::graph::reaches<Vulkan, typename B::FloatTensorPrimitive>();
+/// What StepGraph takes as inputs: a tensor, or a struct declared with EMBER_DETAIL_FIELDS.
+using ember::detail::graph::StepInputs;
 
 /// dst's buffer = src's values (same shape and dtype, both on one device; queued).
 void bind_input(const ember::detail::vk::VulkanTensor& dst,
@@ -145,126 +121,33 @@ void bind_input(const ember::detail::vk::VulkanTensor& dst,
 bool within_checked_range(const ember::detail::vk::VulkanTensor& dst,
                           const ember::detail::vk::VulkanTensor& src);
 
-/// A tensor (of any backend).
-template <typename T>
-concept AnyTensor = requires(const T& x) {
-    x.primitive();
-    x.dims();
-};
-/// What StepGraph takes as inputs: a tensor, or a struct declared with EMBER_DETAIL_FIELDS
-/// (its tensor fields are the inputs; other fields are ignored).
-template <typename T>
-concept StepInputs = AnyTensor<T> || ember::detail::HasFields<T>;
-
-/// Calls f(vulkan tensor) for every tensor of `x` (see StepInputs), nested structs included.
-template <typename T, typename F>
-void for_each_vulkan_tensor(const T& x, F&& f) {
-    if constexpr (AnyTensor<T>) {
-        f(vulkan_primitive(x.primitive()));
-    } else if constexpr (ember::detail::HasFields<T>) {
-        ember::detail::for_each_field(
-            x, [&](std::string_view, const auto& field) { for_each_vulkan_tensor(field, f); });
+/// What StepGraph needs of Vulkan (stacks/step_graph.hpp).
+struct GraphApi {
+    using Backend = Vulkan;
+    using Captured = CapturedStep;
+    static CapturedStep capture(const std::function<void()>& step) {
+        return ember::vulkan::capture(step);
     }
-}
+    static void bind_input(const ember::detail::vk::VulkanTensor& dst,
+                           const ember::detail::vk::VulkanTensor& src) {
+        detail::bind_input(dst, src);
+    }
+    static bool within_checked_range(const ember::detail::vk::VulkanTensor& dst,
+                                     const ember::detail::vk::VulkanTensor& src) {
+        return detail::within_checked_range(dst, src);
+    }
+    static bool same_buffer(const ember::detail::vk::VulkanTensor& a,
+                            const ember::detail::vk::VulkanTensor& b) {
+        return a.buffer == b.buffer;
+    }
+};
 
 }  // namespace detail
 
-/// A step over inputs whose shapes may change (batches): replayed from its graph while they keep
-/// the shapes it was captured with, captured (again) at the second step of a new shape, and run
-/// eagerly otherwise — the first step of a shape, and a short last batch. `Inputs` is a tensor or
-/// a struct of tensors declared with EMBER_DETAIL_FIELDS (a batch). Replays copy the new inputs
-/// into the captured ones. An eager step drops the graph (it may have replaced the tensors the
-/// graph updates). A step that cannot be captured (not replayable, or a host synchronisation
-/// inside it) runs eagerly from then on; fallback() says why.
+/// A step over batches replayed from its command buffer while their shapes hold, captured again when
+/// they change, eager for the first step of a shape and a short last batch (see
+/// ember::detail::graph::StepGraph).
 template <detail::StepInputs Inputs>
-class StepGraph {
-  public:
-    /// How run() ran a step.
-    enum class Ran { Eager, Captured, Replayed };
-
-    /// Runs `step(inputs)` once, replayed, captured or eagerly (see the class comment). With
-    /// `lr`, the captured optimizer updates use that learning rate.
-    template <typename F>
-    Ran run(const Inputs& inputs, F&& step, std::optional<double> lr = std::nullopt) {
-        auto key = key_of(inputs);
-        if (graph_ && key == key_ && in_range(inputs)) {
-            bind(inputs);
-            if (lr) graph_.set_learning_rate(*lr);
-            graph_.replay();
-            ++pending_replays_;
-            return Ran::Replayed;
-        }
-        graph_ = CapturedStep();
-        bound_.reset();
-        if (fallback_.empty() && warm_ && key == warm_key_) {
-            bound_.emplace(inputs);
-            try {
-                graph_ = capture([&] { step(*bound_); });
-            } catch (const DeviceError& e) {
-                // Nothing ran: the step runs eagerly now, and from now on.
-                fallback_ = e.what();
-                bound_.reset();
-                step(inputs);
-                return Ran::Eager;
-            }
-            key_ = std::move(key);
-            if (!graph_.replayable()) {
-                fallback_ = graph_.why_not();
-                graph_ = CapturedStep();
-                bound_.reset();
-            }
-            return Ran::Captured;
-        }
-        step(inputs);
-        warm_ = true;
-        warm_key_ = std::move(key);
-        return Ran::Eager;
-    }
-    /// Replays since the last call (and resets the count): what optim.add_steps needs.
-    std::size_t take_replays() { return std::exchange(pending_replays_, 0); }
-    /// Why steps run eagerly for good (empty while capturing works).
-    const std::string& fallback() const { return fallback_; }
-    /// The graph now held (empty before a capture and after an eager step).
-    const CapturedStep& graph() const { return graph_; }
-    /// Drops the graph: the next step of any shape runs eagerly first.
-    void reset() {
-        graph_ = CapturedStep();
-        bound_.reset();
-        warm_ = false;
-    }
-
-  private:
-    using Key = std::vector<std::pair<Shape, DType>>;
-    static Key key_of(const Inputs& x) {
-        Key k;
-        detail::for_each_vulkan_tensor(
-            x, [&](const ember::detail::vk::VulkanTensor& t) { k.emplace_back(t.shape, t.dtype); });
-        return k;
-    }
-    std::vector<ember::detail::vk::VulkanTensor> tensors(const Inputs& x) const {
-        std::vector<ember::detail::vk::VulkanTensor> v;
-        detail::for_each_vulkan_tensor(
-            x, [&](const ember::detail::vk::VulkanTensor& t) { v.push_back(t); });
-        return v;
-    }
-    bool in_range(const Inputs& x) const {
-        const auto dst = tensors(*bound_), src = tensors(x);
-        for (std::size_t i = 0; i < dst.size(); ++i)
-            if (!detail::within_checked_range(dst[i], src[i])) return false;
-        return true;
-    }
-    void bind(const Inputs& x) {
-        const auto dst = tensors(*bound_), src = tensors(x);
-        for (std::size_t i = 0; i < dst.size(); ++i)
-            if (dst[i].buffer != src[i].buffer) detail::bind_input(dst[i], src[i]);
-    }
-
-    CapturedStep graph_;
-    std::optional<Inputs> bound_;
-    Key key_, warm_key_;
-    bool warm_ = false;
-    std::string fallback_;
-    std::size_t pending_replays_ = 0;
-};
+using StepGraph = ember::detail::graph::StepGraph<detail::GraphApi, Inputs>;
 
 }  // namespace ember::vulkan
