@@ -4,7 +4,7 @@
 # Steps (default: build graph suites bench mnist sanitize; timeouts from the *_TIMEOUT variables):
 #   build     ember_tests, bench_cuda and the mnist example (CUDA on, Vulkan off, sm_90); extra
 #             CMake flags from EMBER_GPU_CMAKE_FLAGS (a prefix for Catch2 and friends, say)
-#   graph     the captured-step cases, tests/test_cuda_graph.cpp ("[graph]")
+#   graph     the captured-step cases, tests/test_graph.cpp ("[graph]")
 #   suites    every [cuda] case and the shared suites on Cuda, Fusion<Cuda>, Autodiff<Cuda> and
 #             Autodiff<Fusion<Cuda>>
 #   bench     benchmarks/graph.sh: training steps eager and replayed beside PyTorch's CUDA graph,
