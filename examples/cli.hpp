@@ -15,8 +15,8 @@
 
 namespace ember_examples {
 
-namespace detail {
-inline CLI::Validator number_check(const char* name, bool (*ok)(double), const char* want) {
+/// A number for which `ok` holds; a failure says "must be `want`" (e.g. "in [0, 1)").
+inline CLI::Validator number_where(const char* name, bool (*ok)(double), const char* want) {
     return CLI::Validator(
         [ok, want](std::string& text) -> std::string {
             double v = 0;
@@ -25,14 +25,13 @@ inline CLI::Validator number_check(const char* name, bool (*ok)(double), const c
         },
         name);
 }
-}  // namespace detail
 
 /// A number above zero (CLI11's PositiveNumber prints the whole range of double on failure).
-inline const CLI::Validator positive =
-    detail::number_check("POSITIVE", [](double v) { return v > 0; }, "positive");
+inline const CLI::Validator positive = number_where(
+    "POSITIVE", [](double v) { return v > 0; }, "positive");
 /// A number at or above zero.
-inline const CLI::Validator non_negative =
-    detail::number_check("NONNEGATIVE", [](double v) { return v >= 0; }, "zero or more");
+inline const CLI::Validator non_negative = number_where(
+    "NONNEGATIVE", [](double v) { return v >= 0; }, "zero or more");
 
 /// Gives `app` (made as `CLI::App app{description, name}`) a --version flag and defaults shown
 /// in --help.

@@ -2,7 +2,14 @@
 #include <ember/ember.hpp>
 #include <iostream>
 
-int main() {
+#include "cli.hpp"
+
+int main(int argc, char** argv) {
+    CLI::App app{"A first look at ember's tensor API on the CPU backend (no options).",
+                 "tensor_demo"};
+    ember_examples::setup(app);
+    ember_examples::parse_or_exit(app, argc, argv);
+
     using B = ember::Cpu;
     ember::Device<B> device{};
     B::seed(42);

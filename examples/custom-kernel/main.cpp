@@ -2,9 +2,17 @@
 // Fusion<Cpu>, and differentiated through Autodiff<Cpu>.
 #include <iostream>
 
+#include "../cli.hpp"
 #include "fused_matmul_add_relu.hpp"
 
-int main() {
+int main(int argc, char** argv) {
+    CLI::App app{
+        "One op on the CPU backend's own kernel, on the reference through Fusion<Cpu>, "
+        "and differentiated through Autodiff<Cpu> (no options).",
+        "custom-kernel"};
+    ember_examples::setup(app);
+    ember_examples::parse_or_exit(app, argc, argv);
+
     using ember::Tensor;
     auto lhs = Tensor<ember::Cpu, 3>::random({2, 4, 3}, ember::Distribution::Normal(0, 1));
     auto rhs = Tensor<ember::Cpu, 3>::random({2, 3, 5}, ember::Distribution::Normal(0, 1));

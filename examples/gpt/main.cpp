@@ -10,7 +10,6 @@
 #include <ember/record.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -74,168 +74,117 @@ struct Options {
     bool check = false;
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr)
-        << R"(usage: gpt train [options]      train a byte-level GPT on Debian's text (fortunes, licences)
-       gpt generate [options]   sample from the checkpoint in the artifact directory
-
-model (train; default GPT-2 small's shape):
-  --layers N           transformer blocks (12)
-  --d-model N          width (768)
-  --heads N            attention heads (12)
-  --context N          longest sequence, learned positions (1024)
-  --dropout X          dropout (0.1)
-training:
-  --steps N            optimizer steps (2000)
-  --batch-size N       sequences per step (8)
-  --seq-len N          tokens per training sequence (default: the context)
-  --lr X               peak learning rate (6e-4), reached after --warmup steps (100), then
-                       cosine-annealed to --min-lr (6e-5) at the last step
-  --weight-decay X     AdamW's decoupled weight decay (0.1); betas 0.9, --beta2 (0.95)
-  --text FILE          more text to train on (repeatable)
-  --log-every N        print the loss every N steps (10)
-  --eval-every N       validation loss every N steps (200) and at the end, over
-  --eval-batches N     N batches of held-out text (8)
-  --checkpoint-every N save model, optimizer and position every N steps (500; 0: only at
-                       the end) and at the end
-  --resume             go on from the checkpoint in the artifact directory
-  --stop-at N          stop after step N, with a checkpoint (a run to --resume later)
-  --check              also validate before training; exit 1 unless the validation loss fell
-sampling (generate):
-  --prompt TEXT        what the text starts with (a newline)
-  --length N           bytes to generate (400)
-  --temperature X      below 1 sharper, 0 greedy (0.8)
-  --top-k K            sample among the K likeliest bytes only (0: all)
-  --no-cache           recompute the whole window for every byte (to compare with the cache)
-common:
-  --artifact-dir DIR   checkpoint and config.json (artifacts/gpt)
-  --seed N             seed of training, or of sampling (42 / 7)
-  --backend NAME       cpu, or cuda where the build has it
-  --threads N          CPU backend threads (default: EMBER_NUM_THREADS or all)
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("gpt: " + flag + " needs a non-negative integer, got '" + s +
-                                   "'");
-    return v;
-}
-
-double to_double(const std::string& flag, const std::string& s) {
-    try {
-        std::size_t used = 0;
-        const double v = std::stod(s, &used);
-        if (used == s.size()) return v;
-    } catch (const std::exception&) {
-    }
-    throw ember::ArgumentError("gpt: " + flag + " needs a number, got '" + s + "'");
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    if (argc < 2) usage(2);
-    o.command = argv[1];
-    if (o.command == "--help" || o.command == "-h") usage(0);
-    if (o.command != "train" && o.command != "generate") usage(2);
     TrainConfig& c = o.config;
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw ember::ArgumentError("gpt: " + a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--layers")
-            c.model.n_layers = to_size(a, value());
-        else if (a == "--d-model")
-            c.model.d_model = to_size(a, value());
-        else if (a == "--heads")
-            c.model.n_heads = to_size(a, value());
-        else if (a == "--context")
-            c.model.context = to_size(a, value());
-        else if (a == "--dropout")
-            c.model.dropout = to_double(a, value());
-        else if (a == "--steps")
-            c.steps = to_size(a, value());
-        else if (a == "--batch-size")
-            c.batch_size = to_size(a, value());
-        else if (a == "--seq-len")
-            c.seq_len = to_size(a, value());
-        else if (a == "--lr")
-            c.learning_rate = to_double(a, value());
-        else if (a == "--min-lr")
-            c.min_lr = to_double(a, value());
-        else if (a == "--warmup")
-            c.warmup = to_size(a, value());
-        else if (a == "--weight-decay")
-            c.weight_decay = to_double(a, value());
-        else if (a == "--beta2")
-            c.beta_2 = to_double(a, value());
-        else if (a == "--text")
-            o.texts.emplace_back(value());
-        else if (a == "--log-every")
-            o.log_every = std::max<std::size_t>(1, to_size(a, value()));
-        else if (a == "--eval-every")
-            o.eval_every = std::max<std::size_t>(1, to_size(a, value()));
-        else if (a == "--eval-batches")
-            o.eval_batches = std::max<std::size_t>(1, to_size(a, value()));
-        else if (a == "--checkpoint-every")
-            o.checkpoint_every = to_size(a, value());
-        else if (a == "--resume")
-            o.resume = true;
-        else if (a == "--stop-at")
-            o.stop_at = to_size(a, value());
-        else if (a == "--check")
-            o.check = true;
-        else if (a == "--prompt")
-            o.sampling.prompt = value();
-        else if (a == "--length")
-            o.sampling.length = to_size(a, value());
-        else if (a == "--temperature")
-            o.sampling.temperature = to_double(a, value());
-        else if (a == "--top-k")
-            o.sampling.top_k = to_size(a, value());
-        else if (a == "--no-cache")
-            o.sampling.cache = false;
-        else if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--seed")
-            c.seed = o.sampling.seed = to_size(a, value());
-        else if (a == "--backend")
-            o.backend = value();
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else
-            throw ember::ArgumentError("gpt: unknown option '" + a + "' (see --help)");
-    }
-    if (c.seq_len == 0) c.seq_len = c.model.context;
-    if (c.seq_len > c.model.context)
-        throw ember::ArgumentError("gpt: --seq-len " + std::to_string(c.seq_len) +
-                                   " is longer than the context " +
-                                   std::to_string(c.model.context));
-    if (c.steps == 0 || c.batch_size == 0)
-        throw ember::ArgumentError("gpt: --steps and --batch-size must be positive");
-    if (c.warmup >= c.steps) c.warmup = c.steps / 10;  // short runs: a tenth of the steps
-    if (!(o.sampling.temperature >= 0))
-        throw ember::ArgumentError("gpt: --temperature must be >= 0");
-    if (!(c.model.dropout >= 0 && c.model.dropout < 1))
-        throw ember::ArgumentError("gpt: --dropout must be in [0, 1)");
+    Sampling& s = o.sampling;
+    CLI::App app{
+        "A byte-level GPT on Debian's text (fortunes, licences): trained with AdamW, "
+        "checkpointed, and sampled with a KV cache.",
+        "gpt"};
+    ember_examples::setup(app);
+    app.require_subcommand(1, 1);
+    auto* train_cmd = app.add_subcommand(
+        "train", "train a byte-level GPT on Debian's text (default: GPT-2 small's shape)");
+    auto* gen_cmd =
+        app.add_subcommand("generate", "sample from the checkpoint in the artifact directory");
+    const auto& positive = ember_examples::positive;
+    train_cmd->add_option("--layers", c.model.n_layers, "transformer blocks")
+        ->check(positive)
+        ->group("Model");
+    train_cmd->add_option("--d-model", c.model.d_model, "width")->check(positive)->group("Model");
+    train_cmd->add_option("--heads", c.model.n_heads, "attention heads")
+        ->check(positive)
+        ->group("Model");
+    train_cmd->add_option("--context", c.model.context, "longest sequence, learned positions")
+        ->check(positive)
+        ->group("Model");
+    train_cmd->add_option("--dropout", c.model.dropout, "dropout probability, in [0, 1)")
+        ->check(ember_examples::number_where(
+            "PROBABILITY", [](double v) { return v >= 0 && v < 1; }, "in [0, 1)"))
+        ->group("Model");
+    train_cmd->add_option("--steps", c.steps, "optimizer steps")->check(positive);
+    train_cmd->add_option("--batch-size", c.batch_size, "sequences per step")->check(positive);
+    train_cmd
+        ->add_option("--seq-len", c.seq_len,
+                     "tokens per training sequence (0: the context), at most the context")
+        ->check(ember_examples::non_negative);
+    train_cmd
+        ->add_option("--lr", c.learning_rate,
+                     "peak learning rate, reached after --warmup steps, then cosine-annealed "
+                     "to --min-lr at the last step")
+        ->check(positive);
+    train_cmd->add_option("--min-lr", c.min_lr, "the rate the cosine ends at")
+        ->check(ember_examples::non_negative);
+    train_cmd
+        ->add_option("--warmup", c.warmup,
+                     "warm-up steps (a tenth of the steps when not below --steps)")
+        ->check(ember_examples::non_negative);
+    train_cmd->add_option("--weight-decay", c.weight_decay, "AdamW's decoupled weight decay")
+        ->check(ember_examples::non_negative);
+    train_cmd->add_option("--beta2", c.beta_2, "AdamW's second-moment decay (beta1 is 0.9)")
+        ->check(ember_examples::number_where(
+            "FRACTION", [](double v) { return v >= 0 && v < 1; }, "in [0, 1)"));
+    train_cmd->add_option("--text", o.texts, "more text to train on (repeatable)")
+        ->check(CLI::ExistingFile);
+    train_cmd->add_option("--log-every", o.log_every, "print the loss every N steps")
+        ->check(positive);
+    train_cmd
+        ->add_option("--eval-every", o.eval_every,
+                     "the validation loss every N steps, and at the end")
+        ->check(positive);
+    train_cmd->add_option("--eval-batches", o.eval_batches, "batches of held-out text it is over")
+        ->check(positive);
+    train_cmd
+        ->add_option("--checkpoint-every", o.checkpoint_every,
+                     "save model, optimizer and position every N steps (0: only at the end) "
+                     "and at the end")
+        ->check(ember_examples::non_negative);
+    train_cmd->add_flag("--resume", o.resume,
+                        "go on from the checkpoint in the artifact directory");
+    train_cmd
+        ->add_option("--stop-at", o.stop_at,
+                     "stop after step N, with a checkpoint (a run to --resume later)")
+        ->check(positive);
+    train_cmd->add_flag("--check", o.check,
+                        "also validate before training; exit 1 unless the validation loss fell");
+    train_cmd->add_option("--seed", c.seed, "seed of initialisation, batches and dropout");
+    gen_cmd->add_option("--prompt", s.prompt, "what the text starts with")
+        ->default_str("a newline");
+    gen_cmd->add_option("--length", s.length, "bytes to generate")
+        ->check(ember_examples::non_negative);
+    gen_cmd->add_option("--temperature", s.temperature, "below 1 sharper, 0 greedy")
+        ->check(ember_examples::non_negative);
+    gen_cmd->add_option("--top-k", s.top_k, "sample among the K likeliest bytes only (0: all)")
+        ->check(ember_examples::non_negative);
+    bool no_cache = false;
+    gen_cmd->add_flag("--no-cache", no_cache,
+                      "recompute the whole window for every byte (to compare with the cache)");
+    gen_cmd->add_option("--seed", s.seed, "seed of sampling");
+    for (auto* cmd : {train_cmd, gen_cmd}) {
+        cmd->add_option("--artifact-dir", o.artifact_dir, "checkpoint and config.json");
 #if defined(EMBER_CUDA)
-    const bool known = o.backend == "cpu" || o.backend == "cuda";
-    constexpr const char* kBackends = "cpu, cuda";
+        cmd->add_option("--backend", o.backend, "the backend to run on")
+            ->check(CLI::IsMember({"cpu", "cuda"}));
 #else
-    const bool known = o.backend == "cpu";
-    constexpr const char* kBackends = "cpu";
+        cmd->add_option("--backend", o.backend, "the backend to run on (this build has only cpu)")
+            ->check(CLI::IsMember({"cpu"}));
 #endif
-    if (!known)
-        throw ember::ArgumentError("gpt: backend '" + o.backend +
-                                   "' is not available in this build (available: " + kBackends +
-                                   ")");
+        cmd->add_option("--threads", o.threads,
+                        "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+            ->check(positive);
+    }
+    train_cmd->callback([&c] {
+        if (c.seq_len > c.model.context)
+            throw CLI::ValidationError("--seq-len", std::to_string(c.seq_len) +
+                                                        " is longer than the context " +
+                                                        std::to_string(c.model.context));
+    });
+    ember_examples::parse_or_exit(app, argc, argv);
+    o.command = train_cmd->parsed() ? "train" : "generate";
+    s.cache = !no_cache;
+    if (c.seq_len == 0) c.seq_len = c.model.context;
+    if (c.warmup >= c.steps) c.warmup = c.steps / 10;  // short runs: a tenth of the steps
     return o;
 }
 

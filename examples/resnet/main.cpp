@@ -11,7 +11,6 @@
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -23,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
 
@@ -60,126 +60,75 @@ struct Options {
     fs::path artifact_dir = "artifacts/resnet";
 };
 
-[[noreturn]] void usage(int status) {
-    (status == 0 ? std::cout : std::cerr) << R"(usage: resnet [options]
-
-Trains ResNet-18 (CIFAR form: 3×32×32 images, 10 classes) on Fashion-MNIST padded to 32×32 and
-copied to three channels, with the Learner; or, with --synthetic, times training steps on random
-data.
-
-options:
-  --synthetic          throughput mode: --warmup untimed then --steps timed steps on random
-                       images and labels (fixed seed); prints steps/s and images/s
-  --steps N            (synthetic) timed steps (default 20)
-  --warmup N           (synthetic) untimed steps before them (default 3)
-  --model NAME         resnet18 (default), or tiny (widths 8/16/32/64, one block per stage: for
-                       tests and quick runs)
-  --batch-size N       images per step (default 64)
-  --epochs N           epochs of the Fashion-MNIST run (default 1)
-  --limit N            training images per epoch (default 10000; 0: all 60000)
-  --valid-limit N      test images validated on (default 2000; 0: all 10000)
-  --optimizer NAME     sgd (momentum 0.9, weight decay 5e-4; default) or adam
-  --lr X               peak learning rate, cosine-annealed to 0 over the run (default 0.05 for
-                       sgd, 1e-3 for adam)
-  --seed N             seed of initialisation, shuffling and synthetic data (default 42)
-  --backend NAME       cpu, or cuda where the build has it
-  --threads N          CPU backend threads (default: EMBER_NUM_THREADS or all)
-  --data DIR           the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)
-  --artifact-dir DIR   where the Learner's logs, config.json and model.mpk go
-                       (default artifacts/resnet)
-  --check              exit with status 1 unless the loss fell (synthetic: the mean of the last
-                       third of the steps below that of the first third; Fashion-MNIST: the last
-                       epoch's validation loss below ln 10, a uniform guess)
-  --plain              plain line output even on a terminal
-)";
-    std::exit(status);
-}
-
-std::size_t to_size(const std::string& flag, const std::string& s) {
-    std::size_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc{} || p != s.data() + s.size())
-        throw ember::ArgumentError("resnet: " + flag + " needs a non-negative integer, got '" + s +
-                                   "'");
-    return v;
-}
-
 Options parse(int argc, char** argv) {
     Options o;
-    bool lr_set = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) throw ember::ArgumentError("resnet: " + a + " needs a value");
-            return argv[++i];
-        };
-        RunConfig& c = o.config;
-        if (a == "--synthetic")
-            o.synthetic = true;
-        else if (a == "--steps")
-            o.steps = to_size(a, value());
-        else if (a == "--warmup")
-            o.warmup = to_size(a, value());
-        else if (a == "--model") {
-            const std::string m = value();
-            if (m == "tiny")
-                c.model.widths = {8, 16, 32, 64}, c.model.blocks = {1, 1, 1, 1};
-            else if (m != "resnet18")
-                throw ember::ArgumentError("resnet: --model must be resnet18 or tiny, got '" + m +
-                                           "'");
-        } else if (a == "--batch-size")
-            c.batch_size = to_size(a, value());
-        else if (a == "--epochs")
-            c.num_epochs = to_size(a, value());
-        else if (a == "--limit")
-            c.limit = to_size(a, value());
-        else if (a == "--valid-limit")
-            c.valid_limit = to_size(a, value());
-        else if (a == "--optimizer")
-            c.optimizer = value();
-        else if (a == "--lr")
-            c.learning_rate = std::stod(value()), lr_set = true;
-        else if (a == "--seed")
-            c.seed = to_size(a, value());
-        else if (a == "--backend")
-            o.backend = value();
-        else if (a == "--threads")
-            o.threads = to_size(a, value());
-        else if (a == "--data")
-            o.data_dir = value();
-        else if (a == "--artifact-dir")
-            o.artifact_dir = value();
-        else if (a == "--check")
-            o.check = true;
-        else if (a == "--plain")
-            o.plain = true;
-        else if (a == "--help" || a == "-h")
-            usage(0);
-        else
-            throw ember::ArgumentError("resnet: unknown option '" + a + "' (see --help)");
-    }
     RunConfig& c = o.config;
-    if (c.optimizer != "sgd" && c.optimizer != "adam")
-        throw ember::ArgumentError("resnet: --optimizer must be sgd or adam, got '" + c.optimizer +
-                                   "'");
-    if (!lr_set && c.optimizer == "adam") c.learning_rate = 1e-3;
-    if (c.batch_size < 2)  // BatchNorm needs two values per channel in training
-        throw ember::ArgumentError("resnet: --batch-size must be at least 2");
-    if (c.num_epochs == 0 || (o.synthetic && o.steps == 0))
-        throw ember::ArgumentError("resnet: --epochs and --steps must be positive");
-    if (!(c.learning_rate > 0 && c.learning_rate <= 1))
-        throw ember::ArgumentError("resnet: --lr must be in (0, 1]");
+    CLI::App app{
+        "Trains ResNet-18 (CIFAR form: 3x32x32 images, 10 classes) on Fashion-MNIST padded "
+        "to 32x32 and copied to three channels, with the Learner; or, with --synthetic, "
+        "times training steps on random data.",
+        "resnet"};
+    ember_examples::setup(app);
+    auto* synthetic =
+        app.add_flag("--synthetic", o.synthetic,
+                     "throughput mode: --warmup untimed then --steps timed steps on random images "
+                     "and labels (fixed seed); prints steps/s and images/s");
+    app.add_option("--steps", o.steps, "(synthetic) timed steps")
+        ->check(ember_examples::positive)
+        ->needs(synthetic);
+    app.add_option("--warmup", o.warmup, "(synthetic) untimed steps before them")
+        ->check(ember_examples::non_negative)
+        ->needs(synthetic);
+    std::string model = "resnet18";
+    app.add_option("--model", model,
+                   "resnet18, or tiny (widths 8/16/32/64, one block per stage: for tests and "
+                   "quick runs)")
+        ->check(CLI::IsMember({"resnet18", "tiny"}));
+    // BatchNorm needs two values per channel in training.
+    app.add_option("--batch-size", c.batch_size, "images per step")
+        ->check(ember_examples::number_where(
+            "AT_LEAST_2", [](double v) { return v >= 2; }, "at least 2"));
+    auto* fashion_only = app.add_option_group("Fashion-MNIST run");
+    fashion_only->add_option("--epochs", c.num_epochs, "epochs of the Fashion-MNIST run")
+        ->check(ember_examples::positive);
+    fashion_only->add_option("--limit", c.limit, "training images per epoch (0: all 60000)")
+        ->check(ember_examples::non_negative);
+    fashion_only
+        ->add_option("--valid-limit", c.valid_limit, "test images validated on (0: all 10000)")
+        ->check(ember_examples::non_negative);
+    fashion_only->add_option(
+        "--data", o.data_dir,
+        "the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)");
+    fashion_only->add_option("--artifact-dir", o.artifact_dir,
+                             "where the Learner's logs, config.json and model.mpk go");
+    fashion_only->add_flag("--plain", o.plain, "plain line output even on a terminal");
+    fashion_only->excludes(synthetic);
+    app.add_option("--optimizer", c.optimizer, "sgd (momentum 0.9, weight decay 5e-4) or adam")
+        ->check(CLI::IsMember({"sgd", "adam"}));
+    std::optional<double> lr;
+    app.add_option("--lr", lr,
+                   "peak learning rate, cosine-annealed to 0 over the run, in (0, 1] (default 0.05 "
+                   "for sgd, 1e-3 for adam)")
+        ->check(ember_examples::number_where(
+            "RATE", [](double v) { return v > 0 && v <= 1; }, "in (0, 1]"));
+    app.add_option("--seed", c.seed, "seed of initialisation, shuffling and synthetic data");
 #if defined(EMBER_CUDA)
-    const bool known = o.backend == "cpu" || o.backend == "cuda";
-    constexpr const char* kBackends = "cpu, cuda";
+    app.add_option("--backend", o.backend, "the backend to run on")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
 #else
-    const bool known = o.backend == "cpu";
-    constexpr const char* kBackends = "cpu";
+    app.add_option("--backend", o.backend, "the backend to run on (this build has only cpu)")
+        ->check(CLI::IsMember({"cpu"}));
 #endif
-    if (!known)
-        throw ember::ArgumentError("resnet: backend '" + o.backend +
-                                   "' is not available in this build (available: " + kBackends +
-                                   ")");
+    app.add_option("--threads", o.threads,
+                   "CPU backend threads (default: EMBER_NUM_THREADS or all)")
+        ->check(ember_examples::positive);
+    app.add_flag("--check", o.check,
+                 "exit with status 1 unless the loss fell (synthetic: the mean of the last third "
+                 "of the steps below that of the first third; Fashion-MNIST: the last epoch's "
+                 "validation loss below ln 10, a uniform guess)");
+    ember_examples::parse_or_exit(app, argc, argv);
+    if (model == "tiny") c.model.widths = {8, 16, 32, 64}, c.model.blocks = {1, 1, 1, 1};
+    c.learning_rate = lr.value_or(c.optimizer == "adam" ? 1e-3 : c.learning_rate);
     return o;
 }
 

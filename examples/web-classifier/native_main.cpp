@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../cli.hpp"
 #include "classifier.hpp"
 
 namespace {
@@ -25,12 +26,19 @@ std::vector<std::uint8_t> read_file(const std::filesystem::path& path) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-    if (argc < 2) {
-        std::fprintf(stderr, "usage: web-classifier-native DIR [--repeat N]\n");
-        return 2;
-    }
-    const std::filesystem::path dir = argv[1];
-    const int repeat = argc >= 4 && std::string(argv[2]) == "--repeat" ? std::stoi(argv[3]) : 20;
+    std::filesystem::path dir;
+    std::size_t repeat = 20;
+    CLI::App app{
+        "Classifies the images `mnist export` wrote with the web classifier's inference "
+        "code built natively, checks each prediction against the host's and times it.",
+        "web-classifier-native"};
+    ember_examples::setup(app);
+    app.add_option("DIR", dir, "holds model.bin, images.bin and expected.bin")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    app.add_option("--repeat", repeat, "timed passes over the images")
+        ->check(ember_examples::positive);
+    ember_examples::parse_or_exit(app, argc, argv);
     const auto model = read_file(dir / "model.bin");
     const auto images = read_file(dir / "images.bin");
     const auto expected = read_file(dir / "expected.bin");
@@ -49,7 +57,7 @@ int main(int argc, char** argv) try {
     for (std::size_t i = 0; i < n; ++i) agree += web::argmax(classifier.classify(image(i))) == expected[i];
     // Timing: every image `repeat` times, after the pass above warmed the caches and the pool.
     const auto start = std::chrono::steady_clock::now();
-    for (int r = 0; r < repeat; ++r)
+    for (std::size_t r = 0; r < repeat; ++r)
         for (std::size_t i = 0; i < n; ++i) (void)classifier.classify(image(i));
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() /
                       double(repeat * n);

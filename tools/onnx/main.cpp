@@ -2,15 +2,17 @@
 //
 //   ember-onnx MODEL.onnx --out DIR [--name NAME] [--namespace NS] [--record-type TYPE]
 //              [--half] [--embed] [--meta] [--input-shape NAME=D0,D1,...]...
-//              [--bind NAME=TENSOR.pb]... [--list-ops]
+//              [--bind NAME=TENSOR.pb]...
+//   ember-onnx --list-ops | --help | --version
 //
 // Writes DIR/NAME.hpp (the Model<B> struct) and DIR/NAME.<ext> (its weights in the recorder
 // TYPE's format); with --embed also DIR/NAME.embed.bin (the weights as a Bin record, which the
 // build compiles into the program for Model::from_embedded). NAME defaults to the model file's
 // stem, NS to NAME. --meta writes DIR/NAME.meta, the forward's inputs and outputs (for test
-// generators).
+// generators). A bad command line is one line on stderr and exit status 2 (examples/cli.hpp).
 #include <ember/record/recorder.hpp>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -19,19 +21,12 @@
 #include <sstream>
 #include <string>
 
+#include "cli.hpp"  // examples/cli.hpp: the command-line rules ember-onnx shares with the examples
 #include "import.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
-
-[[noreturn]] void usage(int code) {
-    std::cerr << "usage: ember-onnx MODEL.onnx --out DIR [--name NAME] [--namespace NS]\n"
-                 "                  [--record-type NamedMpk|NamedMpkGz|Bin|BinGz|JsonGz|PrettyJson]\n"
-                 "                  [--half] [--embed] [--input-shape NAME=D0,D1,...]\n"
-                 "       ember-onnx --list-ops\n";
-    std::exit(code);
-}
 
 // A name for the --meta file: one token, however the model spells it (bytes outside
 // printable ASCII, spaces and % as %XX, so that test generators split lines on spaces).
@@ -64,51 +59,121 @@ std::string extension(const std::string& type) {
     return "json";
 }
 
+const std::vector<std::string> kRecordTypes = {"NamedMpk", "NamedMpkGz", "Bin",
+                                               "BinGz",    "JsonGz",     "PrettyJson"};
+
+// NAME=D0,D1,... (--input-shape): the input's name and its dimensions, or why the text is not
+// one. Every dimension a whole number at or above zero, written in full (no "3x", no sign).
+std::string parse_shape(const std::string& text, std::string& name,
+                        std::vector<std::int64_t>& dims) {
+    const auto eq = text.find('=');
+    if (eq == std::string::npos || eq == 0) return "'" + text + "' is not NAME=D0,D1,...";
+    name = text.substr(0, eq);
+    dims.clear();
+    const std::string list = text.substr(eq + 1);
+    if (list.empty()) return {};  // a scalar input
+    std::size_t pos = 0;
+    while (true) {
+        const auto comma = std::min(list.find(',', pos), list.size());
+        std::int64_t d = -1;
+        const char* first = list.data() + pos;
+        const char* last = list.data() + comma;
+        const auto [end, ec] = std::from_chars(first, last, d);
+        if (ec != std::errc{} || end != last || d < 0)
+            return "dimension '" + std::string(first, last) + "' of '" + text +
+                   "' is not a whole number >= 0";
+        dims.push_back(d);
+        if (comma == list.size()) return {};
+        pos = comma + 1;
+    }
+}
+
+// NAME=FILE (--bind): the input's name and the TensorProto file.
+std::string split_binding(const std::string& text, std::string& name, std::string& file) {
+    const auto eq = text.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+        return "'" + text + "' is not NAME=FILE.pb";
+    name = text.substr(0, eq);
+    file = text.substr(eq + 1);
+    return {};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
     std::string model_path, name, ns;
     fs::path out;
-    bool embed = false, meta = false;
+    bool embed = false, meta = false, list_ops = false;
+    std::vector<std::string> shapes, bindings;
     ember::onnx::ImportOptions opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto next = [&]() -> std::string {
-            if (i + 1 >= argc) usage(2);
-            return argv[++i];
-        };
-        if (a == "--out") out = next();
-        else if (a == "--name") name = next();
-        else if (a == "--namespace") ns = next();
-        else if (a == "--record-type") opt.record_type = next();
-        else if (a == "--half") opt.half_precision = true;
-        else if (a == "--embed") embed = true;
-        else if (a == "--meta") meta = true;
-        else if (a == "--input-shape") {
-            const std::string s = next();
-            const auto eq = s.find('=');
-            if (eq == std::string::npos) usage(2);
-            std::vector<std::int64_t> dims;
-            std::stringstream ds(s.substr(eq + 1));
-            for (std::string d; std::getline(ds, d, ',');) dims.push_back(std::stoll(d));
-            opt.input_shapes[s.substr(0, eq)] = dims;
-        } else if (a == "--bind") {  // NAME=FILE.pb: a graph input fixed to a TensorProto's value
-            const std::string b = next();
-            const auto eq = b.find('=');
-            if (eq == std::string::npos) usage(2);
-            std::ifstream in(b.substr(eq + 1), std::ios::binary);
-            std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-            if (!in.good() && !in.eof()) throw ember::ArgumentError("ember-onnx: cannot read " + b.substr(eq + 1));
-            opt.bound_inputs[b.substr(0, eq)] =
-                ember::onnx::parse_tensor(std::as_bytes(std::span(bytes)), b.substr(eq + 1)).data;
-        } else if (a == "--list-ops") {
-            for (const auto& op : ember::onnx::supported_ops()) std::cout << op << '\n';
-            return 0;
-        } else if (a == "-h" || a == "--help") usage(0);
-        else if (!a.empty() && a[0] == '-') usage(2);
-        else model_path = a;
+    CLI::App app{
+        "Generates C++ from an ONNX model: OUT/NAME.hpp (the Model<B> struct) and "
+        "OUT/NAME.<ext> (its weights in the --record-type format); see "
+        "docs/onnx-import.md.",
+        "ember-onnx"};
+    ember_examples::setup(app);
+    app.add_option("MODEL", model_path, "the .onnx file")->check(CLI::ExistingFile);
+    app.add_option("--out", out, "the directory the header and the record go to");
+    app.add_option("--name", name,
+                   "the files' name, a C++ identifier (default: the model file's stem)");
+    app.add_option("--namespace", ns, "the generated code's namespace (default: NAME)");
+    app.add_option("--record-type", opt.record_type, "the weights' format")
+        ->check(CLI::IsMember(kRecordTypes));
+    app.add_flag("--half", opt.half_precision, "store the weights as 16-bit floats");
+    app.add_flag("--embed", embed,
+                 "also write OUT/NAME.embed.bin (the weights as a Bin record, which the build "
+                 "compiles into the program for Model::from_embedded)");
+    app.add_flag(
+        "--meta", meta,
+        "also write OUT/NAME.meta, the forward's inputs and outputs (for test generators)");
+    app.add_option("--input-shape", shapes,
+                   "a graph input's shape where the model leaves it open (repeatable)")
+        ->type_name("NAME=D0,D1,...")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                std::string n;
+                std::vector<std::int64_t> d;
+                return parse_shape(text, n, d);
+            },
+            ""));
+    app.add_option("--bind", bindings,
+                   "a graph input fixed to a TensorProto file's value (repeatable)")
+        ->type_name("NAME=FILE.pb")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                std::string n, f;
+                if (auto e = split_binding(text, n, f); !e.empty()) return e;
+                return CLI::ExistingFile(f);
+            },
+            ""));
+    auto* list = app.add_flag("--list-ops", list_ops,
+                              "print the ONNX operators ember-onnx imports, and exit");
+    app.callback([&] {
+        if (list_ops) return;
+        if (model_path.empty()) throw CLI::RequiredError("MODEL");
+        if (out.empty()) throw CLI::RequiredError("--out");
+    });
+    list->excludes("MODEL");
+    ember_examples::parse_or_exit(app, argc, argv);
+    if (list_ops) {
+        for (const auto& op : ember::onnx::supported_ops()) std::cout << op << '\n';
+        return 0;
     }
-    if (model_path.empty() || out.empty()) usage(2);
+    for (const auto& s : shapes) {
+        std::string n;
+        std::vector<std::int64_t> dims;
+        parse_shape(s, n, dims);
+        opt.input_shapes[n] = dims;
+    }
+    for (const auto& b : bindings) {
+        std::string n, file;
+        split_binding(b, n, file);
+        std::ifstream in(file, std::ios::binary);
+        std::vector<char> bytes{std::istreambuf_iterator<char>(in),
+                                std::istreambuf_iterator<char>()};
+        if (!in.good() && !in.eof()) throw ember::ArgumentError("ember-onnx: cannot read " + file);
+        opt.bound_inputs[n] = ember::onnx::parse_tensor(std::as_bytes(std::span(bytes)), file).data;
+    }
     if (name.empty()) name = ember::onnx::to_identifier(fs::path(model_path).stem().string());
     if (!ember::onnx::is_identifier(name))  // it names files and, by default, the namespace
         throw ember::ArgumentError("ember-onnx: --name '" + ember::onnx::comment_text(name) +
