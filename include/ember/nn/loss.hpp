@@ -1,7 +1,8 @@
 #pragma once
 // Losses (ember::nn::loss, as Burn's burn::nn::loss): cross-entropy, binary cross-entropy, mean
 // squared error and Huber. Each is a module whose forward returns the loss as a [1] tensor, so
-// `loss.backward()` trains through it.
+// `loss.backward()` trains through it. The pointwise losses (KLDiv, Lp, PoissonNll, SmoothL1,
+// GaussianNll) are in loss_regression.hpp, the margin and embedding losses in loss_margin.hpp.
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -12,13 +13,15 @@
 
 namespace ember::nn::loss {
 
-/// How a loss reduces its elementwise values. Auto is Mean (Burn's spelling); None keeps every
-/// element (flattened by forward(), shaped as the input by forward_no_reduction()).
+/// How a loss reduces its elementwise values. Auto is the loss's natural reduction: Mean, except
+/// for KLDivLoss (BatchMean); None keeps every element (flattened by forward(), shaped as the
+/// input by forward_no_reduction()).
 enum class Reduction : int {
-    Mean,  ///< the mean of the elements
-    Sum,   ///< the sum of the elements
-    Auto,  ///< the loss's natural reduction: the mean
-    None   ///< no reduction
+    Mean,      ///< the mean of the elements
+    Sum,       ///< the sum of the elements
+    Auto,      ///< the loss's natural reduction
+    None,      ///< no reduction
+    BatchMean  ///< the sum divided by the size of the first dim (the batch)
 };
 
 namespace detail {
@@ -29,6 +32,8 @@ Tensor<B, 1> reduce(const Tensor<B, D>& loss, Reduction reduction) {
             return loss.sum();
         case Reduction::None:
             return loss.template reshape<1>({-1});
+        case Reduction::BatchMean:
+            return loss.sum() / double(loss.dims()[0]);
         default:
             return loss.mean();
     }

@@ -41,6 +41,8 @@
 #include <ember/nn/interpolate.hpp>
 #include <ember/nn/linear.hpp>
 #include <ember/nn/loss.hpp>
+#include <ember/nn/loss_margin.hpp>
+#include <ember/nn/loss_regression.hpp>
 #include <ember/nn/norm.hpp>
 #include <ember/nn/padding.hpp>
 #include <ember/nn/pool.hpp>
