@@ -13,6 +13,7 @@
 #include <ember/nn/loss.hpp>
 #include <ember/optim.hpp>
 #include <ember/train/checkpoint.hpp>
+#include <ember/train/classification_metrics.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 #include <filesystem>
@@ -331,6 +332,51 @@ TEST_CASE("a classifier trained 3 epochs: loss falls, metrics and artifacts", "[
     CHECK(ss.str().find("epoch 3/3 train: Accuracy") != std::string::npos);
     CHECK(ss.str().find("saved checkpoint 3") != std::string::npos);
     CHECK(ss.str().find("Learner summary") != std::string::npos);
+}
+
+TEST_CASE("precision, recall, F-score and perplexity in the Learner", "[learner][metrics]") {
+    TempDir dir("cls-scores");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    using R = train::ClassReduction;
+    auto renderer = std::make_shared<Recorder>();
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(12), 4, false};
+    Classifier<AD> model{ember::nn::LinearConfig{2, 3}.init<AD>({})};
+    auto learner =
+        train::LearnerBuilder<Out, VOut>(dir.path)
+            .metric_valid_numeric(train::AccuracyMetric<Cpu>{})
+            .metric_valid_numeric(train::PrecisionMetric<Cpu>::multiclass())
+            .metric_valid_numeric(
+                train::RecallMetric<Cpu>::multiclass().with_class_reduction(R::Micro))
+            .metric_valid_numeric(
+                train::FBetaScoreMetric<Cpu>::multiclass(1.0).with_class_reduction(R::Weighted))
+            .metric_valid_numeric(train::PerplexityMetric<Cpu>{})
+            .num_epochs(2)
+            .renderer(renderer)
+            .build(model, ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+    learner.fit(tl, vl);
+    const auto& valid = learner.history().at(train::Split::Valid);
+    for (const char* name : {"Precision", "Recall", "FBetaScore", "Perplexity"}) {
+        INFO(name);
+        REQUIRE(valid.at(name).size() == 2);
+        CHECK(count_lines(dir.path / "valid" / "epoch-2" / (std::string(name) + ".log")) == 3);
+    }
+    // Single-label top-1: micro recall counts the items whose best class is the target, which
+    // is the accuracy, batch by batch and so over the epoch.
+    CHECK(valid.at("Recall")[1] == Approx(valid.at("Accuracy")[1]));
+    for (const char* name : {"Precision", "FBetaScore"}) {
+        CHECK(valid.at(name)[1] >= 0.0);
+        CHECK(valid.at(name)[1] <= 100.0);
+    }
+    CHECK(valid.at("Perplexity")[1] >= 1.0);
+    bool shown = false;
+    for (const auto& e : renderer->valid_entries)
+        if (e.name == "FBetaScore") {
+            shown = true;
+            CHECK(e.formatted.find(" %") != std::string::npos);
+        }
+    CHECK(shown);
 }
 
 TEST_CASE("epoch values are means over items, also when resumed", "[learner]") {

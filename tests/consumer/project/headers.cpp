@@ -93,6 +93,7 @@
 #include <ember/tensor/strided.hpp>
 #include <ember/tensor/tensor.hpp>
 #include <ember/train/checkpoint.hpp>
+#include <ember/train/classification_metrics.hpp>
 #include <ember/train/dashboard.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/logger.hpp>
@@ -101,6 +102,7 @@
 #include <ember/train/output.hpp>
 #include <ember/train/plain_renderer.hpp>
 #include <ember/train/renderer.hpp>
+#include <ember/train/vision_metrics.hpp>
 
 #include <utility>
 

@@ -1,0 +1,66 @@
+// DiceMetric and PsnrMetric, checked against values worked out by hand.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <ember/ember.hpp>
+#include <ember/train/vision_metrics.hpp>
+
+namespace {
+using ember::Cpu;
+using ember::Int;
+using ember::Tensor;
+using ember::TensorData;
+namespace train = ember::train;
+
+Tensor<Cpu, 4, Int> mask(std::vector<std::int64_t> v, ember::Shape s) {
+    return Tensor<Cpu, 4, Int>::from_data(TensorData(std::move(v), std::move(s)));
+}
+Tensor<Cpu, 4> image(std::vector<float> v, ember::Shape s) {
+    return Tensor<Cpu, 4>::from_data(TensorData(std::move(v), std::move(s)));
+}
+}  // namespace
+
+TEST_CASE("DiceMetric: overlap of masks, background left out by default", "[metrics]") {
+    static_assert(train::Numeric<train::DiceMetric<Cpu>>);
+    // Class 0 (background) identical in both; class 1: X = 1100, Y = 1010, |X ∩ Y| = 1.
+    auto x = mask({0, 0, 1, 1, 1, 1, 0, 0}, {1, 2, 2, 2});
+    auto y = mask({0, 0, 1, 1, 1, 0, 1, 0}, {1, 2, 2, 2});
+    train::DiceMetric<Cpu> dice;
+    auto e = dice.update({x, y}, {});
+    CHECK(e.name == "4D Dice Metric");
+    CHECK(*e.numeric == Approx(2.0 / 4.0));
+    // With the background: |X ∩ Y| = 2 + 1, |X| = |Y| = 4.
+    train::DiceMetric<Cpu> with_bg({.epsilon = 1e-7, .include_background = true});
+    CHECK(*with_bg.update({x, y}, {}).numeric == Approx(6.0 / 8.0));
+    // Empty masks agree: ε / ε.
+    auto empty = mask(std::vector<std::int64_t>(4, 0), {1, 1, 2, 2});
+    CHECK(*dice.update({empty, empty}, {}).numeric == Approx(1.0));
+    SECTION("errors") {
+        CHECK_THROWS_AS(with_bg.update({empty, empty}, {}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::DiceMetric<Cpu>({.epsilon = -1.0}), ember::ArgumentError);
+        CHECK_THROWS_WITH(dice.update({x, mask(std::vector<std::int64_t>(4, 0), {1, 1, 2, 2})}, {}),
+                          Catch::Contains("DiceMetric") && Catch::Contains("[1, 2, 2, 2]"));
+    }
+}
+
+TEST_CASE("PsnrMetric: 10·log10(max² / MSE) per image, averaged", "[metrics]") {
+    static_assert(train::Numeric<train::PsnrMetric<Cpu>>);
+    // Image 0 off by 0.1 everywhere (MSE 0.01: 20 dB), image 1 by 0.01 (MSE 1e-4: 40 dB).
+    auto out = image({0.1f, 0.1f, 0.1f, 0.1f, 0.01f, 0.01f, 0.01f, 0.01f}, {2, 1, 2, 2});
+    auto zero = Tensor<Cpu, 4>::zeros({2, 1, 2, 2});
+    train::PsnrMetric<Cpu> psnr;
+    auto e = psnr.update({out, zero}, {});
+    CHECK(e.name == "PSNR@1");
+    CHECK(*e.numeric == Approx(30.0).epsilon(1e-5));
+    CHECK(e.formatted == "30.00 dB");
+    // 8-bit range, error 10: 10·log10(255² / 100); a perfect image is capped by ε = 1e-10.
+    train::PsnrMetric<Cpu> byte({.max_pixel_value = 255.0});
+    auto ten = Tensor<Cpu, 4>::full({1, 1, 2, 2}, 10.0);
+    CHECK(*byte.update({ten, Tensor<Cpu, 4>::zeros({1, 1, 2, 2})}, {}).numeric ==
+          Approx(10.0 * std::log10(255.0 * 255.0 / 100.0)));
+    CHECK(*psnr.update({zero, zero}, {}).numeric == Approx(100.0));
+    SECTION("errors") {
+        CHECK_THROWS_AS(train::PsnrMetric<Cpu>({.max_pixel_value = 0.0}), ember::ArgumentError);
+        CHECK_THROWS_AS(psnr.update({out, Tensor<Cpu, 4>::zeros({2, 1, 2, 1})}, {}),
+                        ember::ShapeError);
+    }
+}
