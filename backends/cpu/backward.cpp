@@ -2,8 +2,8 @@
 // gradient of 1-, 2- and 3-d convolution (im2col + GEMM, summed over the batch), the input
 // gradients of average, adaptive average pooling and interpolation (the transposes of the
 // forward kernels' linear maps, built from the same windows and taps), and every gradient of
-// torchvision's deformable convolution. The CpuBackend members that forward to them are defined
-// and instantiated here too.
+// torchvision's deformable convolution. The CpuBackend members that run them are defined in
+// backend.cpp, where the class is instantiated.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -606,79 +606,3 @@ DeformConv2dGradients deform_conv2d_backward(CpuTensor x, CpuTensor offset, CpuT
 }
 
 }  // namespace ember::detail::cpu
-
-// ---- CpuBackend members ----------------------------------------------------------------------
-
-namespace ember {
-namespace k = detail::cpu;
-
-
-// clang-format off
-#define CPU template <typename F> auto CpuBackend<F>
-// clang-format on
-
-CPU::conv1d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<1>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<1>(o));
-}
-CPU::conv2d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<2>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<2>(o));
-}
-CPU::conv3d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<3>& o)->FT {
-    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<3>(o));
-}
-CPU::avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o)->FT {
-    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
-}
-CPU::avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o)->FT {
-    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
-}
-CPU::adaptive_avg_pool1d_backward(FT x, FT grad)->FT {
-    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 1);
-}
-CPU::adaptive_avg_pool2d_backward(FT x, FT grad)->FT {
-    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 2);
-}
-CPU::interpolate_backward(FT x, FT grad, std::array<std::size_t, 2> s, const InterpolateOptions& o)
-    ->FT {
-    return k::interpolate_backward(std::move(x), std::move(grad), s, o);
-}
-CPU::deform_conv2d_backward(FT x, FT off, FT w, std::optional<FT> m, std::optional<FT> b, FT grad,
-                            const DeformConvOptions& o)
-    ->DeformConv2dGrads<FT> {
-    k::DeformConv2dGradients g = k::deform_conv2d_backward(
-        std::move(x), std::move(off), std::move(w), std::move(m), std::move(b), std::move(grad), o);
-    return {std::move(g.x), std::move(g.offset), std::move(g.weight), std::move(g.mask),
-            std::move(g.bias)};
-}
-
-#undef CPU
-
-// backend.cpp's `template struct CpuBackend<...>` does not see the definitions above:
-// instantiate these members here.
-#define EMBER_CPU_BACKWARD_INSTANTIATE(F)                                                 \
-    template auto CpuBackend<F>::conv1d_weight_backward(FT, FT, const Shape&,             \
-                                                        const ConvOptions<1>&)            \
-        ->FT;                                                                             \
-    template auto CpuBackend<F>::conv2d_weight_backward(FT, FT, const Shape&,             \
-                                                        const ConvOptions<2>&)            \
-        ->FT;                                                                             \
-    template auto CpuBackend<F>::conv3d_weight_backward(FT, FT, const Shape&,             \
-                                                        const ConvOptions<3>&)            \
-        ->FT;                                                                             \
-    template auto CpuBackend<F>::avg_pool1d_backward(FT, FT, const PoolOptions<1>&)->FT;  \
-    template auto CpuBackend<F>::avg_pool2d_backward(FT, FT, const PoolOptions<2>&)->FT;  \
-    template auto CpuBackend<F>::adaptive_avg_pool1d_backward(FT, FT)->FT;                \
-    template auto CpuBackend<F>::adaptive_avg_pool2d_backward(FT, FT)->FT;                \
-    template auto CpuBackend<F>::interpolate_backward(FT, FT, std::array<std::size_t, 2>, \
-                                                      const InterpolateOptions&)          \
-        ->FT;                                                                             \
-    template auto CpuBackend<F>::deform_conv2d_backward(                                  \
-        FT, FT, FT, std::optional<FT>, std::optional<FT>, FT, const DeformConvOptions&)   \
-        ->DeformConv2dGrads<FT>;
-
-EMBER_CPU_BACKWARD_INSTANTIATE(float)
-EMBER_CPU_BACKWARD_INSTANTIATE(double)
-
-#undef EMBER_CPU_BACKWARD_INSTANTIATE
-
-}  // namespace ember

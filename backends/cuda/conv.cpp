@@ -210,6 +210,12 @@ CudaTensor deform_conv2d(CudaTensor x, CudaTensor offset, CudaTensor w,
     return finish(std::move(cn), st.out_shape, bias, result);
 }
 
+/// Gradients of deform_conv2d: x, offset, weight, then mask and bias when given.
+struct DeformGrads {
+    CudaTensor x, offset, weight;
+    std::optional<CudaTensor> mask, bias;
+};
+
 DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w,
                                    std::optional<CudaTensor> mask, std::optional<CudaTensor> bias,
                                    CudaTensor grad, const DeformConvOptions& o) {
@@ -260,3 +266,56 @@ DeformGrads deform_conv2d_backward(CudaTensor x, CudaTensor offset, CudaTensor w
 }
 
 }  // namespace ember::detail::cuda
+
+// ---- CudaBackend's ops on the functions above ----
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::conv1d(FT x, FT w, std::optional<FT> b, const ConvOptions<1>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<1>(o));
+}
+auto CudaBackend::conv2d(FT x, FT w, std::optional<FT> b, const ConvOptions<2>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<2>(o));
+}
+auto CudaBackend::conv3d(FT x, FT w, std::optional<FT> b, const ConvOptions<3>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<3>(o));
+}
+auto CudaBackend::conv_transpose1d(FT x, FT w, std::optional<FT> b,
+                                   const ConvTransposeOptions<1>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<1>(o));
+}
+auto CudaBackend::conv_transpose2d(FT x, FT w, std::optional<FT> b,
+                                   const ConvTransposeOptions<2>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<2>(o));
+}
+auto CudaBackend::conv_transpose3d(FT x, FT w, std::optional<FT> b,
+                                   const ConvTransposeOptions<3>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<3>(o));
+}
+auto CudaBackend::deform_conv2d(FT x, FT off, FT w, std::optional<FT> m, std::optional<FT> b,
+                                const DeformConvOptions& o) -> FT {
+    return k::deform_conv2d(std::move(x), std::move(off), std::move(w), std::move(m), std::move(b),
+                            o);
+}
+auto CudaBackend::conv1d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<1>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<1>(o));
+}
+auto CudaBackend::conv2d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<2>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<2>(o));
+}
+auto CudaBackend::conv3d_weight_backward(FT x, FT grad, const Shape& ws, const ConvOptions<3>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(grad), ws, k::conv_params<3>(o));
+}
+auto CudaBackend::deform_conv2d_backward(FT x, FT off, FT w, std::optional<FT> m,
+                                         std::optional<FT> b, FT grad, const DeformConvOptions& o)
+    -> DeformConv2dGrads<FT> {
+    k::DeformGrads g = k::deform_conv2d_backward(std::move(x), std::move(off), std::move(w),
+                                                 std::move(m), std::move(b), std::move(grad), o);
+    return {std::move(g.x), std::move(g.offset), std::move(g.weight), std::move(g.mask),
+            std::move(g.bias)};
+}
+
+}  // namespace ember

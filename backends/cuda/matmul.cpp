@@ -274,6 +274,8 @@ std::mutex& epilogue_mutex() {
 
 }  // namespace
 
+/// a · b (2-D, f32) with the bias row added and/or relu applied by cuBLASLt's epilogue;
+/// nothing for other operands or where cuBLASLt has no algorithm.
 std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor& b0,
                                           const std::optional<CudaTensor>& bias, bool relu) {
     if (a0.dtype != DType::F32 || b0.dtype != DType::F32 || a0.shape.rank() != 2 ||
@@ -331,3 +333,20 @@ bool allow_tf32() {
     return detail::cuda::tf32_allowed();
 }
 }  // namespace ember::cuda
+
+// ---- CudaBackend's ops on the functions above ----
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::float_matmul(FT a, FT b) -> FT {
+    return k::matmul(std::move(a), std::move(b));
+}
+auto CudaBackend::int_matmul(IT a, IT b) -> IT {
+    return k::matmul(std::move(a), std::move(b));
+}
+auto CudaBackend::fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
+                                        fusion::MatmulEpilogue e) -> std::optional<FT> {
+    return k::matmul_epilogue(a, b, bias, e.relu);
+}
+
+}  // namespace ember

@@ -155,3 +155,55 @@ CudaTensor interpolate_backward(CudaTensor x, CudaTensor grad,
 }
 
 }  // namespace ember::detail::cuda
+
+// ---- CudaBackend's ops on the functions above ----
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::avg_pool1d(FT x, const PoolOptions<1>& o) -> FT {
+    return k::avg_pool(std::move(x), k::pool_params(o));
+}
+auto CudaBackend::avg_pool2d(FT x, const PoolOptions<2>& o) -> FT {
+    return k::avg_pool(std::move(x), k::pool_params(o));
+}
+auto CudaBackend::max_pool1d(FT x, const PoolOptions<1>& o) -> FT {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o), false).first;
+}
+auto CudaBackend::max_pool2d(FT x, const PoolOptions<2>& o) -> FT {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o), false).first;
+}
+auto CudaBackend::max_pool1d_with_indices(FT x, const PoolOptions<1>& o) -> std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o), true);
+}
+auto CudaBackend::max_pool2d_with_indices(FT x, const PoolOptions<2>& o) -> std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o), true);
+}
+auto CudaBackend::adaptive_avg_pool1d(FT x, std::size_t n) -> FT {
+    const std::size_t s[1] = {n};
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+auto CudaBackend::adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> s) -> FT {
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+auto CudaBackend::interpolate(FT x, std::array<std::size_t, 2> s, const InterpolateOptions& o)
+    -> FT {
+    return k::interpolate(std::move(x), s, o);
+}
+auto CudaBackend::avg_pool1d_backward(FT x, FT grad, const PoolOptions<1>& o) -> FT {
+    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
+}
+auto CudaBackend::avg_pool2d_backward(FT x, FT grad, const PoolOptions<2>& o) -> FT {
+    return k::avg_pool_backward(std::move(x), std::move(grad), k::pool_params(o));
+}
+auto CudaBackend::adaptive_avg_pool1d_backward(FT x, FT grad) -> FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 1);
+}
+auto CudaBackend::adaptive_avg_pool2d_backward(FT x, FT grad) -> FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(grad), 2);
+}
+auto CudaBackend::interpolate_backward(FT x, FT grad, std::array<std::size_t, 2> s,
+                                       const InterpolateOptions& o) -> FT {
+    return k::interpolate_backward(std::move(x), std::move(grad), s, o);
+}
+
+}  // namespace ember

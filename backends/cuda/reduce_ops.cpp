@@ -132,6 +132,7 @@ CudaTensor softmax(CudaTensor t, std::size_t dim, bool log) {
     return cast(std::move(out), result);
 }
 
+/// Layer norm over the last dim: {y, mean, rstd} (see BackendBase::float_layer_norm).
 std::array<CudaTensor, 3> layer_norm(CudaTensor x, std::optional<CudaTensor> gamma,
                                      std::optional<CudaTensor> beta, double eps) {
     const std::size_t c = norm::check_layer_norm(x, gamma, beta);
@@ -281,3 +282,91 @@ std::pair<CudaTensor, CudaTensor> topk(CudaTensor t, std::size_t k, std::size_t 
 }
 
 }  // namespace ember::detail::cuda
+
+// ---- CudaBackend's ops on the functions above ----
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::float_reduce(ReduceOp op, FT t) -> FT {
+    return k::reduce_all(op, std::move(t));
+}
+auto CudaBackend::int_reduce(ReduceOp op, IT t) -> IT {
+    return k::reduce_all(op, std::move(t));
+}
+auto CudaBackend::bool_reduce(ReduceOp op, BT t) -> BT {
+    return k::reduce_all(op, std::move(t));
+}
+auto CudaBackend::float_reduce_dim(ReduceOp op, FT t, std::size_t dim) -> FT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto CudaBackend::int_reduce_dim(ReduceOp op, IT t, std::size_t dim) -> IT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto CudaBackend::bool_reduce_dim(ReduceOp op, BT t, std::size_t dim) -> BT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto CudaBackend::float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim) -> IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+auto CudaBackend::int_arg_reduce(ArgReduceOp op, IT t, std::size_t dim) -> IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+auto CudaBackend::float_gather(std::size_t dim, FT t, IT i) -> FT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto CudaBackend::int_gather(std::size_t dim, IT t, IT i) -> IT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto CudaBackend::bool_gather(std::size_t dim, BT t, IT i) -> BT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto CudaBackend::float_scatter(std::size_t dim, FT t, IT i, FT v) -> FT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+auto CudaBackend::int_scatter(std::size_t dim, IT t, IT i, IT v) -> IT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+auto CudaBackend::float_select(FT t, std::size_t dim, IT i) -> FT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto CudaBackend::int_select(IT t, std::size_t dim, IT i) -> IT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto CudaBackend::bool_select(BT t, std::size_t dim, IT i) -> BT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto CudaBackend::float_select_assign(FT t, std::size_t dim, IT i, FT v) -> FT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+auto CudaBackend::int_select_assign(IT t, std::size_t dim, IT i, IT v) -> IT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+auto CudaBackend::float_sort_with_indices(FT t, std::size_t dim, bool desc) -> std::pair<FT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+auto CudaBackend::int_sort_with_indices(IT t, std::size_t dim, bool desc) -> std::pair<IT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+auto CudaBackend::float_topk(FT t, std::size_t kk, std::size_t dim, bool largest)
+    -> std::pair<FT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+auto CudaBackend::int_topk(IT t, std::size_t kk, std::size_t dim, bool largest)
+    -> std::pair<IT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+auto CudaBackend::float_softmax(FT t, std::size_t dim) -> FT {
+    return k::softmax(std::move(t), dim, false);
+}
+auto CudaBackend::float_log_softmax(FT t, std::size_t dim) -> FT {
+    return k::softmax(std::move(t), dim, true);
+}
+auto CudaBackend::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
+                                   double eps) -> std::array<FT, 3> {
+    return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
+auto CudaBackend::bool_argwhere(BT t) -> IT {
+    return k::argwhere(std::move(t));
+}
+
+}  // namespace ember

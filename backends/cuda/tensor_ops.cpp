@@ -137,6 +137,7 @@ CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int d
     return t;
 }
 
+/// `t` on `device` (a device-to-device copy when it is elsewhere).
 CudaTensor to_device(CudaTensor t, int device) {
     if (t.device() == device) return t;
     t = contiguous(std::move(t));
@@ -287,6 +288,7 @@ CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s) {
     return out;
 }
 
+/// mask ? a : b with broadcasting.
 CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b) {
     const Shape shape = check::mask_where(b, mask, a);  // mask_where(t = b, mask, value = a)
     check_same_device("mask_where", mask, a);
@@ -348,3 +350,226 @@ std::array<CudaTensor, 3> adam_step(CudaTensor p, CudaTensor g, CudaTensor m, Cu
 }
 
 }  // namespace ember::detail::cuda
+
+// ---- CudaBackend's ops on the functions above ----
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::seed(std::uint64_t s) -> void {
+    k::seed(s);
+}
+auto CudaBackend::float_from_data(const TensorData& data, const Device& d) -> FT {
+    // As Burn: data enters as the backend's float type; `cast` makes other float dtypes.
+    return k::from_data(data, DType::F32, k::ordinal(d));
+}
+auto CudaBackend::int_from_data(const TensorData& data, const Device& d) -> IT {
+    return k::from_data(data, DType::I64, k::ordinal(d));
+}
+auto CudaBackend::bool_from_data(const TensorData& data, const Device& d) -> BT {
+    return k::from_data(data, DType::Bool, k::ordinal(d));
+}
+auto CudaBackend::float_into_data(FT t) -> TensorData {
+    return k::to_data(t);
+}
+auto CudaBackend::int_into_data(IT t) -> TensorData {
+    return k::to_data(t);
+}
+auto CudaBackend::bool_into_data(BT t) -> TensorData {
+    return k::to_data(t);
+}
+auto CudaBackend::float_empty(const Shape& s, const Device& d) -> FT {
+    return k::empty(s, DType::F32, k::ordinal(d));
+}
+auto CudaBackend::int_empty(const Shape& s, const Device& d) -> IT {
+    return k::empty(s, DType::I64, k::ordinal(d));
+}
+auto CudaBackend::bool_empty(const Shape& s, const Device& d) -> BT {
+    return k::empty(s, DType::Bool, k::ordinal(d));
+}
+auto CudaBackend::float_full(const Shape& s, Scalar v, const Device& d) -> FT {
+    return k::full(s, v, DType::F32, k::ordinal(d));
+}
+auto CudaBackend::int_full(const Shape& s, Scalar v, const Device& d) -> IT {
+    return k::full(s, v, DType::I64, k::ordinal(d));
+}
+auto CudaBackend::bool_full(const Shape& s, Scalar v, const Device& d) -> BT {
+    return k::full(s, v, DType::Bool, k::ordinal(d));
+}
+auto CudaBackend::float_random(const Shape& s, const Distribution& dist, const Device& d) -> FT {
+    return k::random(s, dist, DType::F32, k::ordinal(d));
+}
+auto CudaBackend::int_random(const Shape& s, const Distribution& dist, const Device& d) -> IT {
+    return k::random(s, dist, DType::I64, k::ordinal(d));
+}
+auto CudaBackend::float_unary(UnaryOp op, FT t) -> FT {
+    return k::unary(op, std::move(t));
+}
+auto CudaBackend::int_unary(UnaryOp op, IT t) -> IT {
+    return k::unary(op, std::move(t));
+}
+auto CudaBackend::bool_not(BT t) -> BT {
+    return k::unary(UnaryOp::Not, std::move(t));
+}
+auto CudaBackend::float_binary(BinaryOp op, FT a, FT b) -> FT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto CudaBackend::int_binary(BinaryOp op, IT a, IT b) -> IT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto CudaBackend::bool_binary(BinaryOp op, BT a, BT b) -> BT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto CudaBackend::float_binary_scalar(BinaryOp op, FT a, Scalar s) -> FT {
+    return k::binary_scalar(op, std::move(a), s);
+}
+auto CudaBackend::int_binary_scalar(BinaryOp op, IT a, Scalar s) -> IT {
+    return k::binary_scalar(op, std::move(a), s);
+}
+auto CudaBackend::float_compare(CompareOp op, FT a, FT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto CudaBackend::int_compare(CompareOp op, IT a, IT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto CudaBackend::bool_compare(CompareOp op, BT a, BT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto CudaBackend::float_compare_scalar(CompareOp op, FT a, Scalar s) -> BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+auto CudaBackend::int_compare_scalar(CompareOp op, IT a, Scalar s) -> BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+auto CudaBackend::float_mask_where(FT t, BT mask, FT value) -> FT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto CudaBackend::int_mask_where(IT t, BT mask, IT value) -> IT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto CudaBackend::bool_mask_where(BT t, BT mask, BT value) -> BT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto CudaBackend::float_mask_fill(FT t, BT mask, Scalar v) -> FT {
+    return k::mask_fill(std::move(t), std::move(mask), v);
+}
+auto CudaBackend::int_mask_fill(IT t, BT mask, Scalar v) -> IT {
+    return k::mask_fill(std::move(t), std::move(mask), v);
+}
+auto CudaBackend::float_clamp(FT t, Scalar lo, Scalar hi) -> FT {
+    return k::clamp(std::move(t), lo, hi);
+}
+auto CudaBackend::int_clamp(IT t, Scalar lo, Scalar hi) -> IT {
+    return k::clamp(std::move(t), lo, hi);
+}
+auto CudaBackend::float_adam_step(FT param, FT grad, FT m, FT v, const AdamStepScalars& s)
+    -> std::array<FT, 3> {
+    return k::adam_step(std::move(param), std::move(grad), std::move(m), std::move(v), s);
+}
+auto CudaBackend::float_reshape(FT t, const Shape& s) -> FT {
+    return k::reshape(std::move(t), s);
+}
+auto CudaBackend::int_reshape(IT t, const Shape& s) -> IT {
+    return k::reshape(std::move(t), s);
+}
+auto CudaBackend::bool_reshape(BT t, const Shape& s) -> BT {
+    return k::reshape(std::move(t), s);
+}
+auto CudaBackend::float_permute(FT t, std::span<const std::size_t> axes) -> FT {
+    return k::permute(std::move(t), axes);
+}
+auto CudaBackend::int_permute(IT t, std::span<const std::size_t> axes) -> IT {
+    return k::permute(std::move(t), axes);
+}
+auto CudaBackend::bool_permute(BT t, std::span<const std::size_t> axes) -> BT {
+    return k::permute(std::move(t), axes);
+}
+auto CudaBackend::float_expand(FT t, const Shape& s) -> FT {
+    return k::expand(std::move(t), s);
+}
+auto CudaBackend::int_expand(IT t, const Shape& s) -> IT {
+    return k::expand(std::move(t), s);
+}
+auto CudaBackend::bool_expand(BT t, const Shape& s) -> BT {
+    return k::expand(std::move(t), s);
+}
+auto CudaBackend::float_slice(FT t, std::span<const Slice> r) -> FT {
+    return k::slice(std::move(t), r);
+}
+auto CudaBackend::int_slice(IT t, std::span<const Slice> r) -> IT {
+    return k::slice(std::move(t), r);
+}
+auto CudaBackend::bool_slice(BT t, std::span<const Slice> r) -> BT {
+    return k::slice(std::move(t), r);
+}
+auto CudaBackend::float_slice_assign(FT t, std::span<const Slice> r, FT v) -> FT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+auto CudaBackend::int_slice_assign(IT t, std::span<const Slice> r, IT v) -> IT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+auto CudaBackend::bool_slice_assign(BT t, std::span<const Slice> r, BT v) -> BT {
+    return k::slice_assign(std::move(t), r, std::move(v));
+}
+auto CudaBackend::float_flip(FT t, std::span<const std::size_t> axes) -> FT {
+    return k::flip(std::move(t), axes);
+}
+auto CudaBackend::int_flip(IT t, std::span<const std::size_t> axes) -> IT {
+    return k::flip(std::move(t), axes);
+}
+auto CudaBackend::bool_flip(BT t, std::span<const std::size_t> axes) -> BT {
+    return k::flip(std::move(t), axes);
+}
+auto CudaBackend::float_cat(std::vector<FT> ts, std::size_t dim) -> FT {
+    return k::cat(ts, dim);
+}
+auto CudaBackend::int_cat(std::vector<IT> ts, std::size_t dim) -> IT {
+    return k::cat(ts, dim);
+}
+auto CudaBackend::bool_cat(std::vector<BT> ts, std::size_t dim) -> BT {
+    return k::cat(ts, dim);
+}
+auto CudaBackend::float_repeat_dim(FT t, std::size_t dim, std::size_t times) -> FT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+auto CudaBackend::int_repeat_dim(IT t, std::size_t dim, std::size_t times) -> IT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+auto CudaBackend::bool_repeat_dim(BT t, std::size_t dim, std::size_t times) -> BT {
+    return k::repeat_dim(std::move(t), dim, times);
+}
+auto CudaBackend::float_into_int(FT t) -> IT {
+    return k::cast(std::move(t), DType::I64);
+}
+auto CudaBackend::float_cast(FT t, DType d) -> FT {
+    EMBER_CHECK(is_float(d), DType, "cast: float tensors cast to float dtypes, got ",
+                dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+auto CudaBackend::int_into_float(IT t) -> FT {
+    return k::cast(std::move(t), DType::F32);
+}
+auto CudaBackend::int_cast(IT t, DType d) -> IT {
+    EMBER_CHECK(is_int(d), DType, "cast: int tensors cast to int dtypes, got ", dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+auto CudaBackend::bool_into_int(BT t) -> IT {
+    return k::cast(std::move(t), DType::I64);
+}
+auto CudaBackend::bool_into_float(BT t) -> FT {
+    return k::cast(std::move(t), DType::F32);
+}
+auto CudaBackend::int_arange(std::int64_t a, std::int64_t b, std::int64_t step, const Device& d)
+    -> IT {
+    return k::arange(a, b, step, k::ordinal(d));
+}
+auto CudaBackend::float_to_device(FT t, const Device& d) -> FT {
+    return k::to_device(std::move(t), k::ordinal(d));
+}
+auto CudaBackend::int_to_device(IT t, const Device& d) -> IT {
+    return k::to_device(std::move(t), k::ordinal(d));
+}
+auto CudaBackend::bool_to_device(BT t, const Device& d) -> BT {
+    return k::to_device(std::move(t), k::ordinal(d));
+}
+
+}  // namespace ember

@@ -130,3 +130,43 @@ VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvPara
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::conv1d(FT x, FT w, std::optional<FT> b, const ConvOptions<1>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<1>(o));
+}
+auto VulkanBackend::conv2d(FT x, FT w, std::optional<FT> b, const ConvOptions<2>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<2>(o));
+}
+auto VulkanBackend::conv3d(FT x, FT w, std::optional<FT> b, const ConvOptions<3>& o) -> FT {
+    return k::conv(std::move(x), std::move(w), std::move(b), k::conv_params<3>(o));
+}
+auto VulkanBackend::conv_transpose1d(FT x, FT w, std::optional<FT> b,
+                                     const ConvTransposeOptions<1>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<1>(o));
+}
+auto VulkanBackend::conv_transpose2d(FT x, FT w, std::optional<FT> b,
+                                     const ConvTransposeOptions<2>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<2>(o));
+}
+auto VulkanBackend::conv_transpose3d(FT x, FT w, std::optional<FT> b,
+                                     const ConvTransposeOptions<3>& o) -> FT {
+    return k::conv_transpose(std::move(x), std::move(w), std::move(b), k::conv_params<3>(o));
+}
+auto VulkanBackend::conv1d_weight_backward(FT x, FT g, const Shape& ws, const ConvOptions<1>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(g), ws, k::conv_params<1>(o));
+}
+auto VulkanBackend::conv2d_weight_backward(FT x, FT g, const Shape& ws, const ConvOptions<2>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(g), ws, k::conv_params<2>(o));
+}
+auto VulkanBackend::conv3d_weight_backward(FT x, FT g, const Shape& ws, const ConvOptions<3>& o)
+    -> FT {
+    return k::conv_weight_backward(std::move(x), std::move(g), ws, k::conv_params<3>(o));
+}
+
+}  // namespace ember

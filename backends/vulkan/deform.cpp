@@ -94,6 +94,12 @@ VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT
     return cast(std::move(out), dt);
 }
 
+/// Gradients of deform_conv2d: x, offset, weight, then mask and bias when given.
+struct DeformGrads {
+    VT x, offset, weight;
+    std::optional<VT> mask, bias;
+};
+
 DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask,
                                    std::optional<VT> bias, VT grad, const DeformConvOptions& o) {
     const char* op = "deform_conv2d_backward";
@@ -151,3 +157,23 @@ DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::deform_conv2d(FT x, FT off, FT w, std::optional<FT> m, std::optional<FT> b,
+                                  const DeformConvOptions& o) -> FT {
+    return k::deform_conv2d(std::move(x), std::move(off), std::move(w), std::move(m), std::move(b),
+                            o);
+}
+auto VulkanBackend::deform_conv2d_backward(FT x, FT off, FT w, std::optional<FT> m,
+                                           std::optional<FT> b, FT g, const DeformConvOptions& o)
+    -> DeformConv2dGrads<FT> {
+    auto r = k::deform_conv2d_backward(std::move(x), std::move(off), std::move(w), std::move(m),
+                                       std::move(b), std::move(g), o);
+    return {std::move(r.x), std::move(r.offset), std::move(r.weight), std::move(r.mask),
+            std::move(r.bias)};
+}
+
+}  // namespace ember

@@ -413,3 +413,122 @@ VT contiguous(VT t) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::seed(std::uint64_t s) -> void {
+    k::seed(s);
+}
+auto VulkanBackend::float_empty(const Shape& s, const Device& d) -> FT {
+    return k::empty(s, DType::F32, d.resolved());
+}
+auto VulkanBackend::int_empty(const Shape& s, const Device& d) -> IT {
+    return k::empty(s, DType::I64, d.resolved());
+}
+auto VulkanBackend::bool_empty(const Shape& s, const Device& d) -> BT {
+    return k::empty(s, DType::Bool, d.resolved());
+}
+auto VulkanBackend::float_full(const Shape& s, Scalar v, const Device& d) -> FT {
+    return k::full(s, v, DType::F32, d.resolved());
+}
+auto VulkanBackend::int_full(const Shape& s, Scalar v, const Device& d) -> IT {
+    return k::full(s, v, DType::I64, d.resolved());
+}
+auto VulkanBackend::bool_full(const Shape& s, Scalar v, const Device& d) -> BT {
+    return k::full(s, v, DType::Bool, d.resolved());
+}
+auto VulkanBackend::float_random(const Shape& s, const Distribution& dist, const Device& d) -> FT {
+    return k::random(s, dist, DType::F32, d.resolved());
+}
+auto VulkanBackend::int_random(const Shape& s, const Distribution& dist, const Device& d) -> IT {
+    return k::random(s, dist, DType::I64, d.resolved());
+}
+auto VulkanBackend::float_unary(UnaryOp op, FT t) -> FT {
+    return k::unary(op, std::move(t));
+}
+auto VulkanBackend::int_unary(UnaryOp op, IT t) -> IT {
+    return k::unary(op, std::move(t));
+}
+auto VulkanBackend::bool_not(BT t) -> BT {
+    return k::unary(UnaryOp::Not, std::move(t));
+}
+auto VulkanBackend::float_binary(BinaryOp op, FT a, FT b) -> FT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::int_binary(BinaryOp op, IT a, IT b) -> IT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::bool_binary(BinaryOp op, BT a, BT b) -> BT {
+    return k::binary(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::float_binary_scalar(BinaryOp op, FT a, Scalar s) -> FT {
+    return k::binary_scalar(op, std::move(a), s);
+}
+auto VulkanBackend::int_binary_scalar(BinaryOp op, IT a, Scalar s) -> IT {
+    return k::binary_scalar(op, std::move(a), s);
+}
+auto VulkanBackend::float_compare(CompareOp op, FT a, FT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::int_compare(CompareOp op, IT a, IT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::bool_compare(CompareOp op, BT a, BT b) -> BT {
+    return k::compare(op, std::move(a), std::move(b));
+}
+auto VulkanBackend::float_compare_scalar(CompareOp op, FT a, Scalar s) -> BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+auto VulkanBackend::int_compare_scalar(CompareOp op, IT a, Scalar s) -> BT {
+    return k::compare_scalar(op, std::move(a), s);
+}
+auto VulkanBackend::float_mask_where(FT t, BT mask, FT value) -> FT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto VulkanBackend::int_mask_where(IT t, BT mask, IT value) -> IT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto VulkanBackend::bool_mask_where(BT t, BT mask, BT value) -> BT {
+    return k::where(std::move(mask), std::move(value), std::move(t));
+}
+auto VulkanBackend::float_mask_fill(FT t, BT mask, Scalar v) -> FT {
+    return k::mask_fill(std::move(t), std::move(mask), v);
+}
+auto VulkanBackend::int_mask_fill(IT t, BT mask, Scalar v) -> IT {
+    return k::mask_fill(std::move(t), std::move(mask), v);
+}
+auto VulkanBackend::float_clamp(FT t, Scalar lo, Scalar hi) -> FT {
+    return k::clamp(std::move(t), lo, hi);
+}
+auto VulkanBackend::int_clamp(IT t, Scalar lo, Scalar hi) -> IT {
+    return k::clamp(std::move(t), lo, hi);
+}
+auto VulkanBackend::float_into_int(FT t) -> IT {
+    return k::cast(std::move(t), DType::I64);
+}
+auto VulkanBackend::float_cast(FT t, DType d) -> FT {
+    EMBER_CHECK(is_float(d), DType, "cast: float tensors cast to float dtypes, got ",
+                dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+auto VulkanBackend::int_into_float(IT t) -> FT {
+    return k::cast(std::move(t), DType::F32);
+}
+auto VulkanBackend::int_cast(IT t, DType d) -> IT {
+    EMBER_CHECK(is_int(d), DType, "cast: int tensors cast to int dtypes, got ", dtype_name(d));
+    return k::cast(std::move(t), d);
+}
+auto VulkanBackend::bool_into_int(BT t) -> IT {
+    return k::cast(std::move(t), DType::I64);
+}
+auto VulkanBackend::bool_into_float(BT t) -> FT {
+    return k::cast(std::move(t), DType::F32);
+}
+auto VulkanBackend::int_arange(std::int64_t a, std::int64_t b, std::int64_t step, const Device& d)
+    -> IT {
+    return k::arange(a, b, step, d.resolved());
+}
+
+}  // namespace ember

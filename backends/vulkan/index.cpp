@@ -150,3 +150,43 @@ VT argwhere(VT t) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_gather(std::size_t dim, FT t, IT i) -> FT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto VulkanBackend::int_gather(std::size_t dim, IT t, IT i) -> IT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto VulkanBackend::bool_gather(std::size_t dim, BT t, IT i) -> BT {
+    return k::gather(dim, std::move(t), std::move(i));
+}
+auto VulkanBackend::float_scatter(std::size_t dim, FT t, IT i, FT v) -> FT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+auto VulkanBackend::int_scatter(std::size_t dim, IT t, IT i, IT v) -> IT {
+    return k::scatter_add(dim, std::move(t), std::move(i), std::move(v));
+}
+auto VulkanBackend::float_select(FT t, std::size_t dim, IT i) -> FT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto VulkanBackend::int_select(IT t, std::size_t dim, IT i) -> IT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto VulkanBackend::bool_select(BT t, std::size_t dim, IT i) -> BT {
+    return k::select(std::move(t), dim, std::move(i));
+}
+auto VulkanBackend::float_select_assign(FT t, std::size_t dim, IT i, FT v) -> FT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+auto VulkanBackend::int_select_assign(IT t, std::size_t dim, IT i, IT v) -> IT {
+    return k::select_assign(std::move(t), dim, std::move(i), std::move(v));
+}
+auto VulkanBackend::bool_argwhere(BT t) -> IT {
+    return k::argwhere(std::move(t));
+}
+
+}  // namespace ember

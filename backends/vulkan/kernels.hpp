@@ -1,7 +1,8 @@
 #pragma once
-// The Vulkan backend's kernels behind VulkanBackend's op functions, grouped by source file.
-// Tensors are taken by value: a moved-in tensor whose buffer is unique (`is_unique()`) may be
-// reused for the result, as on the CPU.
+// The Vulkan backend's kernels that more than one source file calls, grouped by the file that
+// defines them. VulkanBackend's op functions are defined next to their kernels, in those files;
+// a kernel only its own file calls is not declared here. Tensors are taken by value: a moved-in
+// tensor whose buffer is unique (`is_unique()`) may be reused for the result, as on the CPU.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -56,9 +57,6 @@ struct Params {
 /// A new contiguous tensor on `device`.
 VT empty(const Shape& shape, DType dtype, std::uint32_t device);
 VT full(const Shape& shape, Scalar value, DType dtype, std::uint32_t device);
-VT arange(i64 start, i64 end, i64 step, std::uint32_t device);
-VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32_t device);
-void seed(std::uint64_t s);
 VT unary(UnaryOp op, VT t);
 VT binary(BinaryOp op, VT a, VT b);
 VT binary_scalar(BinaryOp op, VT a, Scalar s);
@@ -78,8 +76,6 @@ VT contiguous(VT t);
 
 // ---- transfer.cpp ----------------------------------------------------------------------------
 VT from_data(const TensorData& data, DType dtype, std::uint32_t device);
-TensorData to_data(const VT& t);
-VT to_device(VT t, std::uint32_t device);
 /// Whether any element of a bool tensor is true (waits: for checks of data).
 bool any_true(const VT& t);
 /// Reads a small tensor's values as int64 (waits): for checks that need data on the host.
@@ -90,69 +86,19 @@ using view::expand;  // the views: backends/common/view.hpp
 using view::permute;
 using view::reshape;
 using view::slice;
-VT slice_assign(VT t, std::span<const Slice> ranges, VT values);
-VT flip(VT t, std::span<const std::size_t> axes);
-VT cat(std::span<const VT> tensors, std::size_t dim);
-VT repeat_dim(VT t, std::size_t dim, std::size_t times);
 
 // ---- reduce.cpp ------------------------------------------------------------------------------
 VT reduce_all(ReduceOp op, VT t);
 VT reduce_dim(ReduceOp op, VT t, std::size_t dim);
-VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim);
-/// Softmax (or log-softmax) along `dim` in one kernel: max, sum of exponentials and the
-/// result per row.
-VT softmax(VT t, std::size_t dim, bool log);
-/// Layer norm over the last dim in one kernel (shaders/norm.comp): {y, mean, rstd}.
-std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> beta, double eps);
-
-// ---- index.cpp -------------------------------------------------------------------------------
-VT gather(std::size_t dim, VT t, VT indices);
-VT scatter_add(std::size_t dim, VT t, VT indices, VT values);
-VT select(VT t, std::size_t dim, VT indices);
-VT select_assign(VT t, std::size_t dim, VT indices, VT values);
-VT argwhere(VT t);
-std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending);
-/// The k largest (or smallest) along `dim`, sorted, with int64 indices.
-std::pair<VT, VT> topk(VT t, std::size_t k, std::size_t dim, bool largest);
-
-// ---- optim.cpp -------------------------------------------------------------------------------
-/// {param, m, v} after one Adam update (shaders/adam.comp); float operands of one shape.
-std::array<VT, 3> adam_step(VT param, VT grad, VT m, VT v, const AdamStepScalars& s);
 
 // ---- matmul.cpp ------------------------------------------------------------------------------
 VT matmul(VT a, VT b);
 
-}  // namespace ember::detail::vk
-
-namespace ember::detail::vk {
-
-// ---- conv.cpp: im2col + matmul, a direct transposed convolution; N = 1, 2 or 3 -------------
+// ---- conv.cpp, deform.cpp, pool.cpp: their parameters -----------------------------------
 /// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).
 using check::conv_params;  // ConvOptions<N> or ConvTransposeOptions<N> → ConvParams
 using check::ConvParams;
-VT conv(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
-VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p);
-VT conv_weight_backward(VT x, VT grad, const Shape& weight_shape, const ConvParams& p);
-VT deform_conv2d(VT x, VT offset, VT w, std::optional<VT> mask, std::optional<VT> bias,
-                 const DeformConvOptions& o);
-/// Gradients of deform_conv2d: x, offset, weight, then mask and bias when given.
-struct DeformGrads {
-    VT x, offset, weight;
-    std::optional<VT> mask, bias;
-};
-DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask,
-                                   std::optional<VT> bias, VT grad, const DeformConvOptions& o);
-
-// ---- pool.cpp: pooling and interpolation (PyTorch's geometry), forward and backward --------
 using PoolParams = pool::PoolParams;  // backends/common/pool_geometry.hpp
 using pool::pool_params;
-VT avg_pool(VT x, const PoolParams& p);
-std::pair<VT, VT> max_pool_with_indices(VT x, const PoolParams& p);
-VT adaptive_avg_pool(VT x, std::span<const std::size_t> output_size);
-VT interpolate(VT x, std::span<const std::size_t> output_size, const InterpolateOptions& o);
-VT avg_pool_backward(VT x, VT grad, const PoolParams& p);
-VT adaptive_avg_pool_backward(VT x, VT grad, std::size_t n);
-VT interpolate_backward(VT x, VT grad, std::span<const std::size_t> output_size,
-                        const InterpolateOptions& o);
 
 }  // namespace ember::detail::vk

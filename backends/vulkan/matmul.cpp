@@ -653,3 +653,16 @@ VT matmul(VT a, VT b) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_matmul(FT a, FT b) -> FT {
+    return k::matmul(std::move(a), std::move(b));
+}
+auto VulkanBackend::int_matmul(IT a, IT b) -> IT {
+    return k::matmul(std::move(a), std::move(b));
+}
+
+}  // namespace ember

@@ -24,6 +24,7 @@ void adam_words(double lr, double c1, double c2, float out[2]) {
     out[1] = static_cast<float>(1.0 / std::sqrt(c2));
 }
 
+/// {param, m, v} after one Adam update (shaders/adam.comp); float operands of one shape.
 std::array<VT, 3> adam_step(VT p, VT g, VT m, VT v, const AdamStepScalars& s) {
     EMBER_CHECK(p.shape == g.shape && p.shape == m.shape && p.shape == v.shape, Shape,
                 "adam_step: param ", p.shape, ", grad ", g.shape, ", moments ", m.shape, " and ",
@@ -70,3 +71,14 @@ std::array<VT, 3> adam_step(VT p, VT g, VT m, VT v, const AdamStepScalars& s) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_adam_step(FT param, FT grad, FT m, FT v, const AdamStepScalars& s)
+    -> std::array<FT, 3> {
+    return k::adam_step(std::move(param), std::move(grad), std::move(m), std::move(v), s);
+}
+
+}  // namespace ember

@@ -201,3 +201,55 @@ VT interpolate_backward(VT x, VT grad, std::span<const std::size_t> output_size,
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::avg_pool1d(FT x, const PoolOptions<1>& o) -> FT {
+    return k::avg_pool(std::move(x), k::pool_params(o));
+}
+auto VulkanBackend::avg_pool2d(FT x, const PoolOptions<2>& o) -> FT {
+    return k::avg_pool(std::move(x), k::pool_params(o));
+}
+auto VulkanBackend::max_pool1d(FT x, const PoolOptions<1>& o) -> FT {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o)).first;
+}
+auto VulkanBackend::max_pool2d(FT x, const PoolOptions<2>& o) -> FT {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o)).first;
+}
+auto VulkanBackend::max_pool1d_with_indices(FT x, const PoolOptions<1>& o) -> std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o));
+}
+auto VulkanBackend::max_pool2d_with_indices(FT x, const PoolOptions<2>& o) -> std::pair<FT, IT> {
+    return k::max_pool_with_indices(std::move(x), k::pool_params(o));
+}
+auto VulkanBackend::adaptive_avg_pool1d(FT x, std::size_t n) -> FT {
+    const std::size_t s[1] = {n};
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+auto VulkanBackend::adaptive_avg_pool2d(FT x, std::array<std::size_t, 2> s) -> FT {
+    return k::adaptive_avg_pool(std::move(x), s);
+}
+auto VulkanBackend::interpolate(FT x, std::array<std::size_t, 2> s, const InterpolateOptions& o)
+    -> FT {
+    return k::interpolate(std::move(x), s, o);
+}
+auto VulkanBackend::avg_pool1d_backward(FT x, FT g, const PoolOptions<1>& o) -> FT {
+    return k::avg_pool_backward(std::move(x), std::move(g), k::pool_params(o));
+}
+auto VulkanBackend::avg_pool2d_backward(FT x, FT g, const PoolOptions<2>& o) -> FT {
+    return k::avg_pool_backward(std::move(x), std::move(g), k::pool_params(o));
+}
+auto VulkanBackend::adaptive_avg_pool1d_backward(FT x, FT g) -> FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(g), 1);
+}
+auto VulkanBackend::adaptive_avg_pool2d_backward(FT x, FT g) -> FT {
+    return k::adaptive_avg_pool_backward(std::move(x), std::move(g), 2);
+}
+auto VulkanBackend::interpolate_backward(FT x, FT g, std::array<std::size_t, 2> s,
+                                         const InterpolateOptions& o) -> FT {
+    return k::interpolate_backward(std::move(x), std::move(g), s, o);
+}
+
+}  // namespace ember

@@ -91,6 +91,8 @@ VT arg_reduce(ArgReduceOp op, VT t, std::size_t dim) {
     return run_pass(op == ArgReduceOp::ArgMax ? 7 : 8, t, dim, DType::I64, 1);
 }
 
+/// Softmax (or log-softmax) along `dim` in one kernel: max, sum of exponentials and the
+/// result per row.
 VT softmax(VT t, std::size_t dim, bool log) {
     const char* name = log ? "log_softmax" : "softmax";
     EMBER_CHECK(is_float(t.dtype), DType, name, ": needs a float tensor, got ", dtype_name(t.dtype),
@@ -129,6 +131,7 @@ VT softmax(VT t, std::size_t dim, bool log) {
 
 namespace ember::detail::vk {
 
+/// Layer norm over the last dim in one kernel (shaders/norm.comp): {y, mean, rstd}.
 std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> beta, double eps) {
     const std::size_t R = norm::check_layer_norm(x, gamma, beta);
     for (auto* t : {&gamma, &beta}) {
@@ -163,3 +166,44 @@ std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> be
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_reduce(ReduceOp op, FT t) -> FT {
+    return k::reduce_all(op, std::move(t));
+}
+auto VulkanBackend::int_reduce(ReduceOp op, IT t) -> IT {
+    return k::reduce_all(op, std::move(t));
+}
+auto VulkanBackend::bool_reduce(ReduceOp op, BT t) -> BT {
+    return k::reduce_all(op, std::move(t));
+}
+auto VulkanBackend::float_reduce_dim(ReduceOp op, FT t, std::size_t dim) -> FT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto VulkanBackend::int_reduce_dim(ReduceOp op, IT t, std::size_t dim) -> IT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto VulkanBackend::bool_reduce_dim(ReduceOp op, BT t, std::size_t dim) -> BT {
+    return k::reduce_dim(op, std::move(t), dim);
+}
+auto VulkanBackend::float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim) -> IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+auto VulkanBackend::int_arg_reduce(ArgReduceOp op, IT t, std::size_t dim) -> IT {
+    return k::arg_reduce(op, std::move(t), dim);
+}
+auto VulkanBackend::float_softmax(FT t, std::size_t dim) -> FT {
+    return k::softmax(std::move(t), dim, false);
+}
+auto VulkanBackend::float_log_softmax(FT t, std::size_t dim) -> FT {
+    return k::softmax(std::move(t), dim, true);
+}
+auto VulkanBackend::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
+                                     double eps) -> std::array<FT, 3> {
+    return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
+
+}  // namespace ember

@@ -80,6 +80,7 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
     return {permute(std::move(values), is), permute(std::move(indices), is)};
 }
 
+/// The k largest (or smallest) along `dim`, sorted, with int64 indices.
 std::pair<VT, VT> topk(VT t, std::size_t k, std::size_t dim, bool largest) {
     check::topk(k, dim, t.shape);
     auto [v, i] = sort_with_indices(std::move(t), dim, largest);
@@ -90,3 +91,24 @@ std::pair<VT, VT> topk(VT t, std::size_t k, std::size_t dim, bool largest) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_sort_with_indices(FT t, std::size_t dim, bool desc) -> std::pair<FT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+auto VulkanBackend::int_sort_with_indices(IT t, std::size_t dim, bool desc) -> std::pair<IT, IT> {
+    return k::sort_with_indices(std::move(t), dim, desc);
+}
+auto VulkanBackend::float_topk(FT t, std::size_t kk, std::size_t dim, bool largest)
+    -> std::pair<FT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+auto VulkanBackend::int_topk(IT t, std::size_t kk, std::size_t dim, bool largest)
+    -> std::pair<IT, IT> {
+    return k::topk(std::move(t), kk, dim, largest);
+}
+
+}  // namespace ember

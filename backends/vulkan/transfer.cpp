@@ -81,3 +81,38 @@ bool any_true(const VT& t) {
 }
 
 }  // namespace ember::detail::vk
+
+// ---- VulkanBackend's ops on the kernels above ----
+namespace ember {
+namespace k = detail::vk;
+
+auto VulkanBackend::float_to_device(FT t, const Device& d) -> FT {
+    return k::to_device(std::move(t), d.resolved());
+}
+auto VulkanBackend::int_to_device(IT t, const Device& d) -> IT {
+    return k::to_device(std::move(t), d.resolved());
+}
+auto VulkanBackend::bool_to_device(BT t, const Device& d) -> BT {
+    return k::to_device(std::move(t), d.resolved());
+}
+auto VulkanBackend::float_from_data(const TensorData& data, const Device& d) -> FT {
+    // As Burn: data enters as the backend's float type; `cast` makes other float dtypes.
+    return k::from_data(data, DType::F32, d.resolved());
+}
+auto VulkanBackend::int_from_data(const TensorData& data, const Device& d) -> IT {
+    return k::from_data(data, DType::I64, d.resolved());
+}
+auto VulkanBackend::bool_from_data(const TensorData& data, const Device& d) -> BT {
+    return k::from_data(data, DType::Bool, d.resolved());
+}
+auto VulkanBackend::float_into_data(FT t) -> TensorData {
+    return k::to_data(t);
+}
+auto VulkanBackend::int_into_data(IT t) -> TensorData {
+    return k::to_data(t);
+}
+auto VulkanBackend::bool_into_data(BT t) -> TensorData {
+    return k::to_data(t);
+}
+
+}  // namespace ember
