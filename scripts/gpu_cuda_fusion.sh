@@ -3,7 +3,7 @@
 #   bash scripts/gpu_cuda_fusion.sh [BUILD_DIR]
 # Builds ember_tests and bench_cuda (CUDA on, Vulkan off, sm_90), runs the CUDA test cases
 # (test_cuda*.cpp and the shared suites on Cuda, Fusion<Cuda>, Autodiff<Cuda> and
-# Autodiff<Fusion<Cuda>>), then the benchmarks. Success: Catch2 prints "All tests passed";
+# Autodiff<Fusion<Cuda>>, the fusion suite on Fusion<Cuda>), then the benchmarks. Success: Catch2 prints "All tests passed";
 # gelu_custom_fusion_64M >= 2600 GB/s; op_overhead_add_1 <= 3 us/op.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -13,10 +13,13 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_VULKAN=
 ninja -C "$build" -j"$(nproc)" ember_tests bench_cuda
 tests="$build/tests/ember_tests"
 # Index order in a CPU + CUDA build: TestBackends Cpu, Fusion<Cpu>, Cuda, Fusion<Cuda>;
-# AutodiffBackends Autodiff<Cpu>, <Cpu, Balanced>, <Fusion<Cpu>>, <Cuda>, <Fusion<Cuda>>.
+# AutodiffBackends Autodiff<Cpu>, <Cpu, Balanced>, <Fusion<Cpu>>, <Cuda>, <Fusion<Cuda>>;
+# FusionStacks Fusion<Cpu>, Fusion<Cuda>.
 "$tests" "[cuda]"
 "$tests" "*TestBackends - 2,*TestBackends - 3,*AutodiffBackends - 3,*AutodiffBackends - 4"
-EMBER_FUSION_DUMP=1 "$tests" "cuda fusion: gelu_custom is one kernel with the unfused values" \
+"$tests" "*FusionStacks - 1"
+EMBER_FUSION_DUMP=1 "$tests" \
+  "fusion: gelu_custom is one kernel with the math's and the unfused values - FusionStacks - 1" \
   2>&1 | head -60
 bench="$build/benchmarks/bench_cuda"
 "$bench" fusion

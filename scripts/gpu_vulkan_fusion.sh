@@ -5,7 +5,7 @@
 # GPU machines have neither), and carried along with the Vulkan loader package in .gl/:
 #   cmake -S . -B build-vkf -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_CUDA=OFF
 #   ninja -C build-vkf ember_tests bench_vulkan
-# Runs Fusion<Vulkan>'s tests, the backend suites on Fusion<Vulkan> and the gradient suites on
+# Runs the fusion suite and Fusion<Vulkan>'s own tests, the backend suites on Fusion<Vulkan> and the gradient suites on
 # Autodiff<Fusion<Vulkan>> (indices of a build without CUDA), prints the generated kernel of
 # gelu_custom, then the benchmarks beside PyTorch. Success: every ember_tests line ends with
 # "All tests passed"; bench_vulkan's gelu_custom_64M is at least 2600 GB/s.
@@ -26,10 +26,10 @@ fi
 export EMBER_CACHE_DIR="${EMBER_CACHE_DIR:-$(mktemp -d)}"
 export EMBER_VULKAN_VERBOSE=1
 tests="$build/tests/ember_tests"
-"$tests" "[fusion][vulkan]"
+"$tests" "[fusion][vulkan],*FusionStacks - 1"
 "$tests" "*TestBackends - 3,*AutodiffBackends - 4"
 EMBER_FUSION_DUMP=1 "$tests" \
-  "fusion vulkan: gelu_custom is one dispatch with the unfused values and the math" 2>&1 |
+  "fusion: gelu_custom is one kernel with the math's and the unfused values - FusionStacks - 1" 2>&1 |
   sed -n '/ember fusion (vulkan)/,$p' | head -90
 bench="$build/benchmarks/bench_vulkan"
 "$bench" fusion
