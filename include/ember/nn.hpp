@@ -15,6 +15,7 @@
 #include "nn/interpolate.hpp"
 #include "nn/linear.hpp"
 #include "nn/loss.hpp"
+#include "nn/loss_ctc.hpp"
 #include "nn/loss_margin.hpp"
 #include "nn/loss_regression.hpp"
 #include "nn/norm.hpp"

@@ -2,7 +2,8 @@
 // Losses (ember::nn::loss, as Burn's burn::nn::loss): cross-entropy, binary cross-entropy, mean
 // squared error and Huber. Each is a module whose forward returns the loss as a [1] tensor, so
 // `loss.backward()` trains through it. The pointwise losses (KLDiv, Lp, PoissonNll, SmoothL1,
-// GaussianNll) are in loss_regression.hpp, the margin and embedding losses in loss_margin.hpp.
+// GaussianNll) are in loss_regression.hpp, the margin and embedding losses in loss_margin.hpp,
+// CtcLoss in loss_ctc.hpp.
 #include <optional>
 #include <string_view>
 #include <vector>

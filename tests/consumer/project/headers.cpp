@@ -41,6 +41,7 @@
 #include <ember/nn/interpolate.hpp>
 #include <ember/nn/linear.hpp>
 #include <ember/nn/loss.hpp>
+#include <ember/nn/loss_ctc.hpp>
 #include <ember/nn/loss_margin.hpp>
 #include <ember/nn/loss_regression.hpp>
 #include <ember/nn/norm.hpp>
