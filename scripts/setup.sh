@@ -4,7 +4,7 @@
 # installed it does nothing; otherwise it prints one line and apt's log only on failure.
 #
 #   bash scripts/setup.sh            build + test dependencies
-#   bash scripts/setup.sh --bench    also PyTorch and NumPy (benchmarks, regenerating fixtures)
+#   bash scripts/setup.sh --bench    also PyTorch, NumPy and Python's msgpack (benchmarks, regenerating fixtures)
 set -euo pipefail
 
 packages=(
@@ -16,6 +16,7 @@ packages=(
   libopenblas-dev   # CPU matmul
   catch2            # tests (v2, prebuilt main)
   nlohmann-json3-dev  # JSON records; tests read their JSON fixtures
+  libmsgpack-cxx-dev  # NamedMpk records (MessagePack)
   libcli11-dev      # the examples' and ember-onnx's command lines
   zlib1g-dev        # gzip-compressed records
   libsqlite3-dev    # SqliteDataset
@@ -41,7 +42,7 @@ packages=(
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 for arg in "$@"; do
   case "$arg" in
-    --bench) packages+=(python3 python3-numpy python3-torch) ;;
+    --bench) packages+=(python3 python3-numpy python3-torch python3-msgpack) ;;
     *) echo "setup.sh: unknown argument '$arg' (known: --bench)" >&2; exit 2 ;;
   esac
 done

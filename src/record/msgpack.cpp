@@ -1,9 +1,21 @@
-// NamedMpk: MessagePack (https://github.com/msgpack/msgpack/blob/master/spec.md), written and
-// read by hand. The subset ember needs is small, and a hand-written reader can check every
-// length against the bytes left before it allocates or reads, which a hostile file demands.
-#include <bit>
-#include <cstring>
-#include <limits>
+// NamedMpk: MessagePack (https://github.com/msgpack/msgpack/blob/master/spec.md) through
+// msgpack-cxx (Debian: libmsgpack-cxx-dev), header-only and used only here: no public header
+// names it, and the freestanding build (the Bin codec only) does not compile this file.
+//
+// Writing: msgpack-cxx's packer, which picks the smallest form of every integer and length as
+// ember's files always had them (tests/test_record_mpk.cpp checks the bytes against the spec and
+// against Python's msgpack); doubles and the checksum's fixed form are written here (see below).
+//
+// Reading a hostile file takes two passes. The first runs msgpack-cxx's parser with a visitor
+// that builds nothing: it finds truncation, bytes MessagePack never uses, extension types and
+// nesting beyond ember's depth (with their offsets) before anything is allocated, so every
+// length the second pass trusts is backed by bytes of the file. The second unpacks with
+// msgpack-cxx's limits set from the file's size and depth (no string or binary copied: they
+// point into the file's bytes) and turns the objects into a Value, checking what MessagePack
+// cannot: keys are strings, integers fit int64, binary data only inside tensors, tensors well
+// formed, ember's depth limit, the envelope and its checksum.
+#define MSGPACK_NO_BOOST 1
+#include <msgpack.hpp>
 
 #include "codec.hpp"
 #include <ember/detail/bit.hpp>
@@ -11,14 +23,23 @@
 namespace ember::record::detail {
 namespace {
 
+// The packer's buffer: appends to the record's bytes.
+struct ByteSink {
+    std::vector<std::byte>* out;
+    void write(const char* p, std::size_t n) {
+        const auto* b = reinterpret_cast<const std::byte*>(p);
+        out->insert(out->end(), b, b + n);
+    }
+};
+
 class MpkWriter {
   public:
     explicit MpkWriter(PrecisionSettings precision) : precision_(precision) {}
 
     std::vector<std::byte> finish(const Value& item) {
-        map_header(5);
+        pk_.pack_map(5);
         str(kVersionKey);
-        integer(kVersion);
+        pk_.pack_int64(kVersion);
         str("float");
         str(dtype_name(precision_.float_dtype));
         str("int");
@@ -27,117 +48,73 @@ class MpkWriter {
         value(item, 0);
         // The checksum entry comes last, a uint32 in its fixed 5-byte form; the CRC covers every
         // byte before its own four. Readers that predate it see one more envelope field.
+        // The marker is written first, since the CRC covers it (the packer would write it
+        // with the value); the value is then big-endian, as MessagePack's are.
         str(kChecksumKey);
-        byte(0xce);
-        be(crc32(out_), 4);
+        out_.push_back(std::byte{0xce});
+        const std::uint32_t crc = crc32(out_);
+        for (int shift = 24; shift >= 0; shift -= 8)
+            out_.push_back(static_cast<std::byte>((crc >> shift) & 0xffu));
         return std::move(out_);
     }
 
   private:
-    void byte(unsigned b) { out_.push_back(static_cast<std::byte>(b)); }
-    // MessagePack is big-endian.
-    void be(std::uint64_t v, int n) {
-        for (int i = n - 1; i >= 0; --i) byte(static_cast<unsigned>((v >> (8 * i)) & 0xffu));
+    // MessagePack's lengths are 32-bit: a longer string, tensor, list or map has no encoding.
+    static std::uint32_t length(std::size_t n, const char* what) {
+        EMBER_CHECK(n <= 0xffffffffu, Argument, "NamedMpk: ", what, " of ", n,
+                    " exceeds MessagePack's 32-bit lengths");
+        return static_cast<std::uint32_t>(n);
     }
-    void raw(const void* p, std::size_t n) {
-        const auto* b = static_cast<const std::byte*>(p);
-        out_.insert(out_.end(), b, b + n);
-    }
-    // A length with a fixed-size form (fix_base | n when n < fix_limit) and 8/16/32-bit forms;
-    // a zero marker means "no form of that width".
-    void length(std::size_t n, unsigned fix_base, std::size_t fix_limit, unsigned m8, unsigned m16,
-                unsigned m32, const char* what) {
-        if (n < fix_limit) {
-            byte(fix_base | static_cast<unsigned>(n));
-        } else if (m8 && n <= 0xff) {
-            byte(m8);
-            be(n, 1);
-        } else if (n <= 0xffff) {
-            byte(m16);
-            be(n, 2);
-        } else {
-            EMBER_CHECK(n <= 0xffffffffu, Argument, "NamedMpk: ", what, " of ", n,
-                        " exceeds MessagePack's 32-bit lengths");
-            byte(m32);
-            be(n, 4);
-        }
-    }
-    void map_header(std::size_t n) { length(n, 0x80, 16, 0, 0xde, 0xdf, "map"); }
-    void array_header(std::size_t n) { length(n, 0x90, 16, 0, 0xdc, 0xdd, "list"); }
     void str(std::string_view s) {
-        length(s.size(), 0xa0, 32, 0xd9, 0xda, 0xdb, "string");
-        raw(s.data(), s.size());
+        pk_.pack_str(length(s.size(), "string"));
+        pk_.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
     }
-    void bin(std::span<const std::byte> b) {
-        length(b.size(), 0, 0, 0xc4, 0xc5, 0xc6, "tensor");
-        raw(b.data(), b.size());
-    }
-    void marked(unsigned marker, std::uint64_t v, int n) {
-        byte(marker);
-        be(v, n);
-    }
-    // The smallest encoding, as msgpack writers do.
-    void integer(std::int64_t i) {
-        const auto u = static_cast<std::uint64_t>(i);  // two's complement, as msgpack wants
-        if (i >= 0) {
-            if (u < 0x80)
-                byte(static_cast<unsigned>(u));
-            else if (u <= 0xff)
-                marked(0xcc, u, 1);
-            else if (u <= 0xffff)
-                marked(0xcd, u, 2);
-            else if (u <= 0xffffffffu)
-                marked(0xce, u, 4);
-            else
-                marked(0xcf, u, 8);
-        } else {
-            if (i >= -32)
-                byte(static_cast<unsigned>(u & 0xffu));
-            else if (i >= INT8_MIN)
-                marked(0xd0, u, 1);
-            else if (i >= INT16_MIN)
-                marked(0xd1, u, 2);
-            else if (i >= INT32_MIN)
-                marked(0xd2, u, 4);
-            else
-                marked(0xd3, u, 8);
-        }
+    // Every double as float64 (0xcb, then its bits big-endian). msgpack-cxx 4's pack_double
+    // writes a double with an integral value as an integer (2.0 as 2, -0.0 as 0), which would
+    // read back as another type, and lose the sign of zero.
+    void float64(double x) {
+        const auto bits = ember::detail::bit_cast<std::uint64_t>(x);
+        out_.push_back(std::byte{0xcb});
+        for (int shift = 56; shift >= 0; shift -= 8)
+            out_.push_back(static_cast<std::byte>((bits >> shift) & 0xffu));
     }
     void tensor(const TensorData& t) {
-        map_header(1);
+        pk_.pack_map(1);
         str(kTensorTag);
-        map_header(3);
+        pk_.pack_map(3);
         str("dtype");
         str(dtype_name(t.dtype()));
         str("shape");
-        array_header(t.shape().rank());
-        for (std::size_t d : t.shape()) integer(static_cast<std::int64_t>(d));
+        pk_.pack_array(static_cast<std::uint32_t>(t.shape().rank()));
+        for (std::size_t d : t.shape()) pk_.pack_uint64(d);
         str("bytes");
-        bin(t.bytes());
+        const auto bytes = t.bytes();
+        pk_.pack_bin(length(bytes.size(), "tensor"));
+        pk_.pack_bin_body(reinterpret_cast<const char*>(bytes.data()),
+                          static_cast<std::uint32_t>(bytes.size()));
     }
     void value(const Value& v, int depth) {
         std::visit(
             [&]<typename T>(const T& x) {
                 if constexpr (std::is_same_v<T, std::monostate>) {
-                    byte(0xc0);
+                    pk_.pack_nil();
                 } else if constexpr (std::is_same_v<T, bool>) {
-                    byte(x ? 0xc3 : 0xc2);
+                    x ? pk_.pack_true() : pk_.pack_false();
                 } else if constexpr (std::is_same_v<T, std::int64_t>) {
-                    integer(x);
+                    pk_.pack_int64(x);
                 } else if constexpr (std::is_same_v<T, double>) {
-                    byte(0xcb);
-                    be(ember::detail::bit_cast<std::uint64_t>(x), 8);
+                    float64(x);
                 } else if constexpr (std::is_same_v<T, std::string>) {
                     str(x);
                 } else if constexpr (std::is_same_v<T, TensorData>) {
                     with_stored(x, precision_, [&](const TensorData& t) { tensor(t); });
                 } else if constexpr (std::is_same_v<T, List>) {
                     check_encode_depth(depth + 1);
-                    array_header(x.size());
+                    pk_.pack_array(length(x.size(), "list"));
                     for (const Value& e : x) value(e, depth + 1);
                 } else {
                     check_encode_depth(depth + 1);
-                    map_header(x.size());
+                    pk_.pack_map(length(x.size(), "map"));
                     for (const auto& [k, e] : x) {
                         str(escape_key(k));
                         value(e, depth + 1);
@@ -149,15 +126,41 @@ class MpkWriter {
 
     PrecisionSettings precision_;
     std::vector<std::byte> out_;
+    ByteSink sink_{&out_};
+    msgpack::packer<ByteSink> pk_{sink_};
 };
 
-// What a msgpack marker introduces.
-enum class Kind { Nil, Bool, UInt, Int, Float32, Float64, Str, Bin, Array, Map };
+// The deepest nesting of MessagePack containers a record may hold: the envelope, ember's
+// kMaxDepth levels of lists and maps in the item, and a tensor's inner map and shape below the
+// deepest. ember's exact rule is checked in the second pass.
+constexpr std::size_t kMaxMsgpackDepth = 1 + kMaxDepth + 2;
 
-struct Header {
-    Kind kind;
-    std::uint64_t n = 0;  // the value (bool, ints, float bits) or the length (str, bin, array, map)
+// The first pass: msgpack-cxx's parser over the whole file, building nothing.
+struct Scan : msgpack::null_visitor {
+    enum class Stop { None, TooDeep, Extension, Invalid, Truncated } stop = Stop::None;
+    std::size_t depth = 0;
+    std::size_t offset = 0;  // of the invalid byte, or where the data ran out
+
+    bool enter() {
+        if (++depth <= kMaxMsgpackDepth) return true;
+        stop = Stop::TooDeep;
+        return false;
+    }
+    bool start_array(std::uint32_t) { return enter(); }
+    bool end_array() { return --depth, true; }
+    bool start_map(std::uint32_t) { return enter(); }
+    bool end_map() { return --depth, true; }
+    bool visit_ext(const char*, std::uint32_t) {
+        stop = Stop::Extension;
+        return false;
+    }
+    void parse_error(std::size_t, std::size_t at) { stop = Stop::Invalid, offset = at; }
+    void insufficient_bytes(std::size_t, std::size_t at) { stop = Stop::Truncated, offset = at; }
 };
+
+bool refer_to_input(msgpack::type::object_type, std::size_t, void*) {
+    return true;
+}
 
 class MpkReader {
   public:
@@ -168,243 +171,175 @@ class MpkReader {
         const unsigned first = std::to_integer<unsigned>(in_[0]);
         const bool is_map = (first & 0xf0u) == 0x80u || first == 0xde || first == 0xdf;
         if (!is_map) src_.fail("it does not start with a MessagePack map (another format?)");
-        const Header h = header();
-        if (h.n > left() / 2) need(2 * h.n, "a map");
-        Map fields;
-        std::optional<std::size_t> checksum_at;  // offset of the checksum's value
-        for (std::uint64_t i = 0; i < h.n; ++i) {
-            const std::string_view key = str("a map key");
-            if (h.n == 1 && key == kTensorTag)
-                src_.fail("its top level is a tensor, not ember's record header");
-            if (key == kChecksumKey) checksum_at = pos_;
-            std::string name = unescape_key(key, src_);
-            fields.emplace_back(std::move(name), value(0));
+        scan();
+        const char* data = reinterpret_cast<const char*>(in_.data());
+        std::size_t end = 0;
+        // Limits from the file: no container holds more entries, and no string or binary is
+        // longer, than it has bytes; no extension types; no deeper than the scan allowed.
+        const msgpack::unpack_limit limits(in_.size(), in_.size() / 2, in_.size(), in_.size(), 0,
+                                           kMaxMsgpackDepth + 1);
+        msgpack::object_handle handle;
+        try {
+            handle = msgpack::unpack(data, in_.size(), end, refer_to_input, nullptr, limits);
+        } catch (const msgpack::unpack_error& e) {  // the scan found the file sound
+            src_.fail("MessagePack: ", e.what());
         }
-        if (pos_ != in_.size())
-            src_.fail("trailing bytes after the record (", in_.size() - pos_, " bytes at offset ",
-                      pos_, ")");
-        if (checksum_at) verify_checksum(*checksum_at);
-        Value root(std::move(fields));
-        const Value* version = root.find(kVersionKey);
+        if (end != in_.size())
+            src_.fail("trailing bytes after the record (", in_.size() - end, " bytes at offset ",
+                      end, ")");
+        const msgpack::object& root = handle.get();
+        const auto& m = root.via.map;
+        Map fields;
+        for (std::uint32_t i = 0; i < m.size; ++i) {
+            const std::string_view key = str(m.ptr[i].key, "a map key");
+            if (m.size == 1 && key == kTensorTag)
+                src_.fail("its top level is a tensor, not ember's record header");
+            if (key == kChecksumKey) verify_checksum(m.ptr[i].val, i + 1 == m.size);
+            std::string name = unescape_key(key, src_);
+            fields.emplace_back(std::move(name), value(m.ptr[i].val, 0));
+        }
+        Value header(std::move(fields));
+        const Value* version = header.find(kVersionKey);
         if (!version || !version->is<std::int64_t>())
             src_.fail("no '", kVersionKey, "' header: not written by ember");
         const std::int64_t v = version->as<std::int64_t>();
         if (v < 1 || v > kVersion)
             src_.fail("record format version ", v, " (this ember reads version ", kVersion, ")");
-        for (auto& [k, item] : root.as_mut<Map>())
+        for (auto& [k, item] : header.as_mut<Map>())
             if (k == kItemKey) return std::move(item);  // moved: tensors are not copied
         src_.fail("no '", kItemKey, "' field");
     }
 
   private:
+    void scan() const {
+        Scan s;
+        std::size_t end = 0;
+        msgpack::parse(reinterpret_cast<const char*>(in_.data()), in_.size(), end, s);
+        switch (s.stop) {
+            case Scan::Stop::None:
+                return;
+            case Scan::Stop::TooDeep:
+                src_.fail("lists and maps nest deeper than ", kMaxDepth);
+            case Scan::Stop::Extension:
+                src_.fail("a MessagePack extension type is not part of a record");
+            case Scan::Stop::Invalid:
+                if (s.offset < in_.size() && std::to_integer<unsigned>(in_[s.offset]) == 0xc1)
+                    src_.fail("byte 0xc1 (never used by MessagePack) at offset ", s.offset);
+                src_.fail("not MessagePack at offset ", s.offset);
+            case Scan::Stop::Truncated:
+                break;
+        }
+        src_.fail("truncated: the data ends inside a value (at offset ", s.offset, " of ",
+                  in_.size(), " bytes)");
+    }
+
     // The checksum entry is the envelope's last, a uint32 in its 5-byte form (0xce and four
     // big-endian bytes) ending the file; its CRC-32 covers every byte before those four.
-    // Records written before it existed have no such entry and load unchecked.
-    void verify_checksum(std::size_t at) const {
-        if (at + 5 != in_.size() || std::to_integer<unsigned>(in_[at]) != 0xce)
+    // Records written before it existed have no such entry and load unchecked. The value ends
+    // the file, so its form is the file's last five bytes (no shorter form of the same value
+    // can end with 0xce and four bytes, the key "crc32" before it holding no zero byte).
+    void verify_checksum(const msgpack::object& v, bool last) const {
+        const std::size_t n = in_.size();
+        std::uint32_t stored = 0;
+        for (std::size_t i = n - 4; i < n; ++i)
+            stored = (stored << 8) | std::to_integer<std::uint32_t>(in_[i]);
+        if (!last || v.type != msgpack::type::POSITIVE_INTEGER || n < 5 ||
+            std::to_integer<unsigned>(in_[n - 5]) != 0xce || v.via.u64 != stored)
             src_.fail("the '", kChecksumKey,
                       "' entry is not the envelope's last, a 32-bit unsigned integer");
         if (!read_limits().verify_checksums) return;
-        std::uint32_t stored = 0;
-        for (std::size_t i = at + 1; i < in_.size(); ++i)
-            stored = (stored << 8) | std::to_integer<std::uint32_t>(in_[i]);
-        if (stored != crc32(in_.first(in_.size() - 4)))
+        if (stored != crc32(in_.first(n - 4)))
             src_.fail("checksum mismatch: the data is truncated or corrupted");
     }
 
-    std::size_t left() const { return in_.size() - pos_; }
-    void need(std::uint64_t n, const char* what) {
-        if (n > left())
-            src_.fail("truncated: ", what, " at offset ", pos_, " needs ", n, " bytes, ", left(),
-                      " left");
-    }
-    std::uint64_t be(int n, const char* what) {
-        need(static_cast<std::uint64_t>(n), what);
-        std::uint64_t v = 0;
-        for (int i = 0; i < n; ++i) v = (v << 8) | std::to_integer<std::uint64_t>(in_[pos_++]);
-        return v;
-    }
-    Header header() {
-        need(1, "a value");
-        const std::size_t at = pos_;
-        const unsigned m = std::to_integer<unsigned>(in_[pos_++]);
-        if (m < 0x80) return {Kind::UInt, m};
-        if (m >= 0xe0) return {Kind::Int, static_cast<std::uint64_t>(static_cast<std::int8_t>(m))};
-        if ((m & 0xf0u) == 0x80u) return {Kind::Map, m & 0x0fu};
-        if ((m & 0xf0u) == 0x90u) return {Kind::Array, m & 0x0fu};
-        if ((m & 0xe0u) == 0xa0u) return {Kind::Str, m & 0x1fu};
-        switch (m) {
-            case 0xc0:
-                return {Kind::Nil};
-            case 0xc2:
-                return {Kind::Bool, 0};
-            case 0xc3:
-                return {Kind::Bool, 1};
-            case 0xc4:
-                return {Kind::Bin, be(1, "a length")};
-            case 0xc5:
-                return {Kind::Bin, be(2, "a length")};
-            case 0xc6:
-                return {Kind::Bin, be(4, "a length")};
-            case 0xca:
-                return {Kind::Float32, be(4, "a float")};
-            case 0xcb:
-                return {Kind::Float64, be(8, "a float")};
-            case 0xcc:
-                return {Kind::UInt, be(1, "an integer")};
-            case 0xcd:
-                return {Kind::UInt, be(2, "an integer")};
-            case 0xce:
-                return {Kind::UInt, be(4, "an integer")};
-            case 0xcf:
-                return {Kind::UInt, be(8, "an integer")};
-            case 0xd0:
-                return {Kind::Int, sign_extend(be(1, "an integer"), 8)};
-            case 0xd1:
-                return {Kind::Int, sign_extend(be(2, "an integer"), 16)};
-            case 0xd2:
-                return {Kind::Int, sign_extend(be(4, "an integer"), 32)};
-            case 0xd3:
-                return {Kind::Int, be(8, "an integer")};
-            case 0xd9:
-                return {Kind::Str, be(1, "a length")};
-            case 0xda:
-                return {Kind::Str, be(2, "a length")};
-            case 0xdb:
-                return {Kind::Str, be(4, "a length")};
-            case 0xdc:
-                return {Kind::Array, be(2, "a length")};
-            case 0xdd:
-                return {Kind::Array, be(4, "a length")};
-            case 0xde:
-                return {Kind::Map, be(2, "a length")};
-            case 0xdf:
-                return {Kind::Map, be(4, "a length")};
-            default:
-                break;
-        }
-        if (m == 0xc1) src_.fail("byte 0xc1 (never used by MessagePack) at offset ", at);
-        src_.fail("MessagePack extension type (marker 0x", hex(m), ") at offset ", at,
-                  " is not part of a record");
-    }
-    static std::uint64_t sign_extend(std::uint64_t v, int bits) {
-        const std::uint64_t sign = std::uint64_t{1} << (bits - 1);
-        return (v ^ sign) - sign;
-    }
-    static std::string hex(unsigned m) {
-        const char* digits = "0123456789abcdef";
-        return {digits[(m >> 4) & 0xf], digits[m & 0xf]};
-    }
-    std::string_view bytes_of(std::uint64_t n, const char* what) {
-        need(n, what);
-        const auto* p = reinterpret_cast<const char*>(in_.data() + pos_);
-        pos_ += static_cast<std::size_t>(n);
-        return {p, static_cast<std::size_t>(n)};
-    }
-    std::string_view str(const char* what) {
-        const std::size_t at = pos_;
-        const Header h = header();
-        if (h.kind != Kind::Str) src_.fail(what, " at offset ", at, " is not a string");
-        return bytes_of(h.n, "a string");
-    }
-    std::int64_t integer(const Header& h, std::size_t at) {
-        if (h.kind == Kind::UInt && h.n > static_cast<std::uint64_t>(INT64_MAX))
-            src_.fail("integer ", h.n, " at offset ", at, " exceeds int64");
-        return static_cast<std::int64_t>(h.n);
+    std::string_view str(const msgpack::object& o, const char* what) const {
+        if (o.type != msgpack::type::STR) src_.fail(what, " is not a string");
+        return {o.via.str.ptr, o.via.str.size};
     }
 
-    Value value(int depth) {
-        const std::size_t at = pos_;
-        const Header h = header();
-        switch (h.kind) {
-            case Kind::Nil:
+    Value value(const msgpack::object& o, int depth) const {
+        using msgpack::type::object_type;
+        switch (o.type) {
+            case object_type::NIL:
                 return Value();
-            case Kind::Bool:
-                return Value(h.n != 0);
-            case Kind::UInt:
-            case Kind::Int:
-                return Value(integer(h, at));
-            case Kind::Float32:
-                return Value(ember::detail::bit_cast<float>(static_cast<std::uint32_t>(h.n)));
-            case Kind::Float64:
-                return Value(ember::detail::bit_cast<double>(h.n));
-            case Kind::Str:
-                return Value(std::string(bytes_of(h.n, "a string")));
-            case Kind::Bin:
-                src_.fail("binary data at offset ", at, " outside a tensor");
-            case Kind::Array: {
+            case object_type::BOOLEAN:
+                return Value(o.via.boolean);
+            case object_type::POSITIVE_INTEGER:
+                if (o.via.u64 > static_cast<std::uint64_t>(INT64_MAX))
+                    src_.fail("integer ", o.via.u64, " exceeds int64");
+                return Value(static_cast<std::int64_t>(o.via.u64));
+            case object_type::NEGATIVE_INTEGER:
+                return Value(o.via.i64);
+            case object_type::FLOAT32:
+            case object_type::FLOAT64:
+                return Value(o.via.f64);  // a float32 widened exactly
+            case object_type::STR:
+                return Value(std::string(o.via.str.ptr, o.via.str.size));
+            case object_type::BIN:
+                src_.fail("binary data outside a tensor");
+            case object_type::ARRAY: {
                 if (depth >= kMaxDepth) src_.fail("lists and maps nest deeper than ", kMaxDepth);
-                need(h.n, "a list");  // every element takes at least one byte
                 List list;
-                list.reserve(static_cast<std::size_t>(h.n));
-                for (std::uint64_t i = 0; i < h.n; ++i) list.push_back(value(depth + 1));
+                list.reserve(o.via.array.size);
+                for (std::uint32_t i = 0; i < o.via.array.size; ++i)
+                    list.push_back(value(o.via.array.ptr[i], depth + 1));
                 return Value(std::move(list));
             }
-            case Kind::Map:
+            case object_type::MAP:
                 break;
+            default:
+                src_.fail("a MessagePack extension type is not part of a record");
         }
         if (depth >= kMaxDepth) src_.fail("lists and maps nest deeper than ", kMaxDepth);
-        if (h.n > left() / 2) need(2 * h.n, "a map");  // a key and a value: two bytes at least
+        const auto& m = o.via.map;
         Map map;
-        map.reserve(static_cast<std::size_t>(h.n));
-        for (std::uint64_t i = 0; i < h.n; ++i) {
-            const std::string_view key = str("a map key");
-            if (h.n == 1 && key == kTensorTag) return Value(tensor());
+        map.reserve(m.size);
+        for (std::uint32_t i = 0; i < m.size; ++i) {
+            const std::string_view key = str(m.ptr[i].key, "a map key");
+            if (m.size == 1 && key == kTensorTag) return Value(tensor(m.ptr[i].val));
             std::string name = unescape_key(key, src_);
-            map.emplace_back(std::move(name), value(depth + 1));
+            map.emplace_back(std::move(name), value(m.ptr[i].val, depth + 1));
         }
         return Value(std::move(map));
     }
 
-    TensorData tensor() {
-        const std::size_t at = pos_;
-        const Header h = header();
-        if (h.kind != Kind::Map || h.n != 3)
-            src_.fail("tensor at offset ", at, " is not a map of dtype, shape and bytes");
+    TensorData tensor(const msgpack::object& t) const {
+        if (t.type != msgpack::type::MAP || t.via.map.size != 3)
+            src_.fail("a tensor is not a map of dtype, shape and bytes");
         std::optional<DType> dtype;
         std::vector<std::uint64_t> dims;
         bool have_shape = false;
         std::span<const std::byte> data;
         bool have_bytes = false;
-        for (int i = 0; i < 3; ++i) {
-            const std::string_view key = str("a tensor field");
+        for (std::uint32_t i = 0; i < 3; ++i) {
+            const std::string_view key = str(t.via.map.ptr[i].key, "a tensor field");
+            const msgpack::object& v = t.via.map.ptr[i].val;
             if (key == "dtype" && !dtype) {
-                const std::string_view name = str("a dtype");
+                const std::string_view name = str(v, "a dtype");
                 dtype = dtype_from_name(name);
                 if (!dtype) src_.fail("unknown dtype '", printable(name), "'");
             } else if (key == "shape" && !have_shape) {
-                const std::size_t shape_at = pos_;
-                const Header s = header();
-                if (s.kind != Kind::Array || s.n > kMaxRank)
-                    src_.fail("tensor shape at offset ", shape_at, " is not a list of at most ",
-                              kMaxRank, " dims");
-                for (std::uint64_t d = 0; d < s.n; ++d) {
-                    const std::size_t dim_at = pos_;
-                    const Header dim = header();
-                    if (dim.kind != Kind::UInt)
-                        src_.fail("tensor dim at offset ", dim_at,
-                                  " is not a non-negative integer");
-                    dims.push_back(dim.n);
+                if (v.type != msgpack::type::ARRAY || v.via.array.size > kMaxRank)
+                    src_.fail("a tensor shape is not a list of at most ", kMaxRank, " dims");
+                for (std::uint32_t d = 0; d < v.via.array.size; ++d) {
+                    const msgpack::object& dim = v.via.array.ptr[d];
+                    if (dim.type != msgpack::type::POSITIVE_INTEGER)
+                        src_.fail("a tensor dim is not a non-negative integer");
+                    dims.push_back(dim.via.u64);
                 }
                 have_shape = true;
             } else if (key == "bytes" && !have_bytes) {
-                const std::size_t bytes_at = pos_;
-                const Header b = header();
-                if (b.kind != Kind::Bin)
-                    src_.fail("tensor bytes at offset ", bytes_at, " are not binary");
-                need(b.n, "tensor bytes");
-                data = in_.subspan(pos_, static_cast<std::size_t>(b.n));
-                pos_ += static_cast<std::size_t>(b.n);
+                if (v.type != msgpack::type::BIN) src_.fail("tensor bytes are not binary");
+                data = std::as_bytes(std::span(v.via.bin.ptr, v.via.bin.size));
                 have_bytes = true;
             } else {
-                src_.fail("unexpected tensor field '", printable(key), "' at offset ", at);
+                src_.fail("unexpected tensor field '", printable(key), "'");
             }
         }
         return make_tensor(*dtype, dims, data, src_);
     }
 
     std::span<const std::byte> in_;
-    std::size_t pos_ = 0;
     const Source& src_;
 };
 
