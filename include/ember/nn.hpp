@@ -18,6 +18,7 @@
 #include "nn/loss_ctc.hpp"
 #include "nn/loss_margin.hpp"
 #include "nn/loss_regression.hpp"
+#include "nn/loss_rnnt.hpp"
 #include "nn/norm.hpp"
 #include "nn/padding.hpp"
 #include "nn/pool.hpp"

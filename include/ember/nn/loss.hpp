@@ -3,7 +3,7 @@
 // squared error and Huber. Each is a module whose forward returns the loss as a [1] tensor, so
 // `loss.backward()` trains through it. The pointwise losses (KLDiv, Lp, PoissonNll, SmoothL1,
 // GaussianNll) are in loss_regression.hpp, the margin and embedding losses in loss_margin.hpp,
-// CtcLoss in loss_ctc.hpp.
+// CtcLoss in loss_ctc.hpp, RnntLoss in loss_rnnt.hpp.
 #include <optional>
 #include <string_view>
 #include <vector>

@@ -44,6 +44,7 @@
 #include <ember/nn/loss_ctc.hpp>
 #include <ember/nn/loss_margin.hpp>
 #include <ember/nn/loss_regression.hpp>
+#include <ember/nn/loss_rnnt.hpp>
 #include <ember/nn/norm.hpp>
 #include <ember/nn/padding.hpp>
 #include <ember/nn/pool.hpp>
