@@ -19,7 +19,8 @@ namespace ember::test {
 using AutodiffBackends = decltype(std::tuple_cat(
     std::tuple<ember::Autodiff<ember::Cpu>,
                ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>,
-               ember::Autodiff<ember::Fusion<ember::Cpu>>>{}
+               ember::Autodiff<ember::Fusion<ember::Cpu>>, DispatchCpuAutodiff,
+               DispatchCpuFusionAutodiff>{}
 #if defined(EMBER_VULKAN)
     , std::tuple<ember::Autodiff<ember::Vulkan>, ember::Autodiff<ember::Fusion<ember::Vulkan>>>{}
 #endif
@@ -38,6 +39,12 @@ struct F64Twin<Autodiff<Cpu, C>> {
 template <typename C>
 struct F64Twin<Autodiff<Fusion<Cpu>, C>> {
     using type = Autodiff<Fusion<CpuF64>, C>;
+};
+/// Dispatch computes in f32 (its float element): the finite differences run on the CPU's f64
+/// stack.
+template <typename Tag>
+struct F64Twin<DispatchOn<Tag>> {
+    using type = Autodiff<CpuF64>;
 };
 #ifdef EMBER_VULKAN
 /// Vulkan computes in f32: its finite-difference check runs the same op on the CPU in f64

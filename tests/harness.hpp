@@ -2,6 +2,7 @@
 // The backend-agnostic test harness: the list of backends every suite runs on, and access to
 // fixtures written by the committed PyTorch scripts in tests/fixtures/ (never by ember).
 #include <catch2/catch.hpp>
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <string>
 #ifdef EMBER_VULKAN
@@ -12,9 +13,42 @@
 
 namespace ember::test {
 
+/// ember::Dispatch whose default device (`Device<B>{}`, what the suites make tensors on) is
+/// `Tag::device()`: lets the shared suites run Dispatch on each stack. The ops are Dispatch's.
+template <typename Tag>
+struct DispatchOn : ember::Dispatch {
+    /// Dispatch's device, made as `Tag::device()` by default.
+    struct Device : ember::DispatchDevice {
+        Device() : ember::DispatchDevice(Tag::device()) {}
+        Device(const ember::DispatchDevice& d) : ember::DispatchDevice(d) {}  // NOLINT: implicit
+    };
+    static Device float_device(const FT& t) { return ember::Dispatch::float_device(t); }
+    static Device int_device(const FT& t) { return ember::Dispatch::int_device(t); }
+    static Device bool_device(const FT& t) { return ember::Dispatch::bool_device(t); }
+};
+/// The CPU stacks Dispatch is tested on.
+struct CpuFusionTag {
+    static constexpr ember::DispatchDevice device() { return ember::DispatchDevice::cpu().fusion(); }
+};
+struct CpuAutodiffTag {
+    static constexpr ember::DispatchDevice device() { return ember::DispatchDevice::cpu().autodiff(); }
+};
+struct CpuFusionAutodiffTag {
+    static constexpr ember::DispatchDevice device() {
+        return ember::DispatchDevice::cpu().fusion().autodiff();
+    }
+};
+/// Dispatch on the CPU (its default device) and on Fusion<Cpu>.
+using DispatchCpu = ember::Dispatch;
+using DispatchCpuFusion = DispatchOn<CpuFusionTag>;
+/// Dispatch on Autodiff<Cpu> and Autodiff<Fusion<Cpu>>.
+using DispatchCpuAutodiff = DispatchOn<CpuAutodiffTag>;
+using DispatchCpuFusionAutodiff = DispatchOn<CpuFusionAutodiffTag>;
+
 /// Every backend (and, later, decorator stack) the suites are instantiated for: the CPU, plus
 /// each GPU backend this build has (its cases skip where its device is absent).
-using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>>{}
+using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>,
+                                                                               DispatchCpu, DispatchCpuFusion>{}
 #if defined(EMBER_VULKAN)
                                              , std::tuple<ember::Vulkan, ember::Fusion<ember::Vulkan>>{}
 #endif

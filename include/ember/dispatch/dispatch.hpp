@@ -1,0 +1,91 @@
+#pragma once
+// ember::Dispatch: a backend whose device picks the concrete stack at run time (Burn's
+// burn-dispatch). One program runs on the CPU, Vulkan or CUDA, with or without Fusion and
+// Autodiff, chosen by a device value or a string:
+//
+//     using B = ember::Dispatch;
+//     auto dev = ember::Device<B>::parse(argv[1]);          // "cpu", "cuda:0+fusion+autodiff"
+//     auto x = ember::Tensor<B, 2>::random({2, 3}, ember::Distribution::Default, dev);
+//
+// Every op is a plain function compiled once in ember_dispatch: it finds the stack its operands
+// live on and calls that stack's op, so a program written against Dispatch instantiates no
+// backend code. Tensors of two stacks in one op are an ember::DeviceError naming both;
+// `to_device` moves a tensor between stacks. A tensor on an autodiff device and one on the
+// same device without autodiff may meet: the latter joins the graph as a constant.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../autodiff/gradients.hpp"
+#include "../tensor/backend.hpp"
+#include "device.hpp"
+#include "ops.hpp"
+
+namespace ember {
+
+/// The run-time dispatched backend: every op goes to the stack its tensors' device names.
+struct Dispatch : detail::dispatch::Ops {
+    using Device = DispatchDevice;                  ///< names the stack
+    using FloatTensorPrimitive = DispatchTensor;    ///< a handle to the stack's float tensor
+    using IntTensorPrimitive = DispatchTensor;      ///< a handle to the stack's int tensor
+    using BoolTensorPrimitive = DispatchTensor;     ///< a handle to the stack's bool tensor
+    using FloatElem = float;                        ///< every stack's float element
+    using IntElem = std::int64_t;                   ///< every stack's int element
+    using InnerBackend = Dispatch;                  ///< inner() keeps Dispatch, without autodiff
+    using Gradients = ember::Gradients;             ///< what backward() returns
+    using FT = DispatchTensor;
+
+    /// "dispatch".
+    static std::string name();
+    /// The stacks' backends this build has: "cpu", "vulkan", "cuda".
+    static std::vector<std::string> backends();
+    /// Seeds the generator of every backend this build has.
+    static void seed(std::uint64_t seed);
+    /// Waits for the device's backend (runs what Fusion holds first).
+    static void sync(const Device& d);
+    /// Whether ops on `d` are recorded for backward() (the device has autodiff); what
+    /// training-only layers (dropout, batch statistics) ask on Dispatch.
+    static bool ad_enabled(const Device& d) { return d.has_autodiff(); }
+
+    // ---- devices: a float tensor's device names its stack; int and bool tensors never carry
+    // autodiff (they are the inner stack's, as on Autodiff<B>) ----
+    /// The device (stack) of a float tensor.
+    static Device float_device(const FT& t);
+    /// The device of an int tensor (without autodiff).
+    static Device int_device(const FT& t);
+    /// The device of a bool tensor (without autodiff).
+    static Device bool_device(const FT& t);
+    /// The tensor on stack `d`: the same backend keeps the graph (a tensor leaving autodiff
+    /// leaves it); another backend or decorator moves the values through TensorData.
+    static FT float_to_device(FT t, const Device& d);
+    /// The int tensor on stack `d` (its autodiff flag is ignored).
+    static FT int_to_device(FT t, const Device& d);
+    /// The bool tensor on stack `d` (its autodiff flag is ignored).
+    static FT bool_to_device(FT t, const Device& d);
+
+    // ---- autodiff (AutodiffBackend): tensors on a device with autodiff ----
+    /// Backpropagates from `root`; an ember::DeviceError when its device has no autodiff.
+    static Gradients backward(FT root);
+    /// The gradient of `t` in `grads`, on t's device without autodiff.
+    static std::optional<FT> grad(const FT& t, const Gradients& grads);
+    /// Removes and returns the gradient of `t`.
+    static std::optional<FT> grad_remove(const FT& t, Gradients& grads);
+    /// Sets the gradient of `t`.
+    static void grad_replace(const FT& t, Gradients& grads, FT grad);
+    /// The tensor without autodiff (outside any graph); itself when its device has none.
+    static FT inner(FT t);
+    /// The tensor on its device with autodiff, untracked.
+    static FT from_inner(FT t);
+    /// Marks a leaf whose gradient backward() keeps; a no-op without autodiff.
+    static FT float_set_require_grad(FT t, bool require);
+    /// Whether the tensor is a leaf that keeps its gradient.
+    static bool float_is_require_grad(const FT& t);
+    /// The same values cut from the graph.
+    static FT float_detach(FT t);
+};
+
+static_assert(Backend<Dispatch>);
+static_assert(AutodiffBackend<Dispatch>);
+
+}  // namespace ember

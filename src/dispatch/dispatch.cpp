@@ -1,0 +1,238 @@
+// ember::Dispatch: device strings, the stack registry, and the ops written by hand (devices,
+// moves between stacks, autodiff). The generated ops are in ops.cpp.
+#include "ember/dispatch/dispatch.hpp"
+
+#include <array>
+#include <charconv>
+
+#include "ember/tensor/error.hpp"
+#include "table.hpp"
+
+namespace ember {
+
+namespace {
+
+constexpr std::array<const char*, 3> kKindNames{"cpu", "vulkan", "cuda"};
+
+// The backends this build has, indexed by DispatchKind (null: not compiled in).
+const std::array<std::optional<detail::dispatch::BackendEntry>, 3>& registry() {
+    static const std::array<std::optional<detail::dispatch::BackendEntry>, 3> r = [] {
+        std::array<std::optional<detail::dispatch::BackendEntry>, 3> a{};
+        a[0] = detail::dispatch::cpu_backend();
+#if defined(EMBER_DISPATCH_VULKAN)
+        a[1] = detail::dispatch::vulkan_backend();
+#endif
+#if defined(EMBER_DISPATCH_CUDA)
+        a[2] = detail::dispatch::cuda_backend();
+#endif
+        return a;
+    }();
+    return r;
+}
+
+std::string backends_list() {
+    std::string s;
+    for (const auto& b : Dispatch::backends()) s += (s.empty() ? "" : ", ") + b;
+    return s;
+}
+
+const detail::dispatch::StackEntry& entry(const DispatchDevice& d) {
+    const auto k = static_cast<std::size_t>(d.kind());
+    const auto& b = registry()[k];
+    EMBER_CHECK(b.has_value(), Device, "ember::Dispatch: this build has no ", kKindNames[k],
+                " backend (device ", d.to_string(), "); it has: ", backends_list());
+    return b->stacks[(d.has_fusion() ? 2 : 0) + (d.has_autodiff() ? 1 : 0)];
+}
+
+}  // namespace
+
+// ---- devices ----
+
+std::string DispatchDevice::to_string() const {
+    std::string s = kKindNames[static_cast<std::size_t>(kind_)];
+    if (kind_ != DispatchKind::Cpu) s += ":" + std::to_string(index_);
+    if (fusion_) s += "+fusion";
+    if (autodiff_) s += "+autodiff";
+    return s;
+}
+
+DispatchDevice DispatchDevice::parse(std::string_view text) {
+    const std::string quoted = "\"" + std::string(text) + "\"";
+    auto fail = [&](const std::string& why) -> DispatchDevice {
+        EMBER_FAIL(Device, "ember::Dispatch: bad device string ", quoted, ": ", why,
+                   " (expected cpu, vulkan[:i] or cuda[:i], then +fusion and/or +autodiff)");
+    };
+    const std::size_t plus = text.find('+');
+    std::string_view head = text.substr(0, plus);
+    std::string_view name = head.substr(0, head.find(':'));
+    DispatchDevice d;
+    std::size_t k = 0;
+    while (k < kKindNames.size() && name != kKindNames[k]) ++k;
+    if (k == kKindNames.size()) return fail("unknown backend \"" + std::string(name) + "\"");
+    d.kind_ = static_cast<DispatchKind>(k);
+    if (head.size() > name.size()) {
+        std::string_view idx = head.substr(name.size() + 1);
+        std::uint32_t i = 0;
+        auto [end, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), i);
+        if (idx.empty() || ec != std::errc{} || end != idx.data() + idx.size())
+            return fail("the device index \"" + std::string(idx) + "\" is not a number");
+        if (d.kind_ == DispatchKind::Cpu && i != 0) return fail("the CPU has only device 0");
+        d.index_ = i;
+    }
+    for (std::size_t at = plus; at != std::string_view::npos;) {
+        const std::size_t next = text.find('+', at + 1);
+        std::string_view flag = text.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
+        if (flag != "fusion" && flag != "autodiff")
+            return fail("unknown decorator \"" + std::string(flag) + "\"");
+        bool& f = flag == "fusion" ? d.fusion_ : d.autodiff_;
+        if (f) return fail("\"" + std::string(flag) + "\" given twice");
+        f = true;
+        at = next;
+    }
+    EMBER_CHECK(registry()[k].has_value(), Device, "ember::Dispatch: device string ", quoted,
+                " names the ", kKindNames[k], " backend, which this build lacks; it has: ",
+                backends_list());
+    return d;
+}
+
+namespace detail::dispatch {
+
+const OpTable& table(const Stack& s) { return *entry(s).ops; }
+const CoreTable& core_table(const Stack& s) { return *entry(s).core; }
+
+Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
+    const DispatchDevice* first = nullptr;
+    bool track = false;
+    auto see = [&](const DispatchTensor& t, bool is_float) {
+        const DispatchDevice& d = handle_of(t).device;
+        if (!first) {
+            first = &d;
+        } else {
+            EMBER_CHECK(base(d) == base(*first), Device, "ember::Dispatch: ", op,
+                        ": tensors of two stacks, ", first->to_string(), " and ", d.to_string(),
+                        " (move one with to_device)");
+        }
+        track = track || (is_float && d.has_autodiff());
+    };
+    for (const Operand& o : ops) {
+        if (o.one) see(*o.one, o.is_float);
+        if (o.many)
+            for (const auto& t : *o.many) see(t, o.is_float);
+    }
+    EMBER_CHECK(first != nullptr, Argument, "ember::Dispatch: ", op, ": no tensor given");
+    return first->autodiff(track);
+}
+
+}  // namespace detail::dispatch
+
+// ---- Dispatch ----
+
+using detail::dispatch::base;
+using detail::dispatch::core_table;
+using detail::dispatch::handle_of;
+
+std::string Dispatch::name() { return "dispatch"; }
+
+std::vector<std::string> Dispatch::backends() {
+    std::vector<std::string> r;
+    for (std::size_t k = 0; k < kKindNames.size(); ++k)
+        if (registry()[k]) r.emplace_back(kKindNames[k]);
+    return r;
+}
+
+void Dispatch::seed(std::uint64_t s) {
+    for (const auto& b : registry())
+        if (b) b->seed(s);
+}
+
+void Dispatch::sync(const Device& d) { core_table(d).sync(d); }
+
+Dispatch::Device Dispatch::float_device(const FT& t) { return handle_of(t).device; }
+Dispatch::Device Dispatch::int_device(const FT& t) { return handle_of(t).device; }
+Dispatch::Device Dispatch::bool_device(const FT& t) { return handle_of(t).device; }
+
+Dispatch::FT Dispatch::float_to_device(FT t, const Device& d) {
+    const Device from = handle_of(t).device;
+    if (from == d) return t;
+    if (base(from) == base(d)) return d.has_autodiff() ? from_inner(std::move(t)) : inner(std::move(t));
+    // Same backend and decorators on another device index: the backend moves it (keeping
+    // the graph under autodiff); otherwise the values travel through TensorData.
+    if (from.kind() == d.kind() && from.has_fusion() == d.has_fusion()) {
+        FT moved = core_table(from).float_to_device(from, std::move(t), d.autodiff(from.has_autodiff()));
+        return float_to_device(std::move(moved), d);
+    }
+    return float_from_data(float_into_data(std::move(t)), d);
+}
+
+Dispatch::FT Dispatch::int_to_device(FT t, const Device& d) {
+    const Device from = handle_of(t).device;
+    if (from == base(d)) return t;
+    if (from.kind() == d.kind() && from.has_fusion() == d.has_fusion())
+        return core_table(from).int_to_device(from, std::move(t), base(d));
+    return int_from_data(int_into_data(std::move(t)), d);
+}
+
+Dispatch::FT Dispatch::bool_to_device(FT t, const Device& d) {
+    const Device from = handle_of(t).device;
+    if (from == base(d)) return t;
+    if (from.kind() == d.kind() && from.has_fusion() == d.has_fusion())
+        return core_table(from).bool_to_device(from, std::move(t), base(d));
+    return bool_from_data(bool_into_data(std::move(t)), d);
+}
+
+Gradients Dispatch::backward(FT root) {
+    const Device s = handle_of(root).device;
+    EMBER_CHECK(s.has_autodiff(), Device, "ember::Dispatch: backward on a tensor of ", s.to_string(),
+                ", which has no autodiff (make it on ", s.autodiff(true).to_string(), ")");
+    return core_table(s).backward(s, std::move(root));
+}
+
+std::optional<Dispatch::FT> Dispatch::grad(const FT& t, const Gradients& grads) {
+    const Device s = handle_of(t).device;
+    if (!s.has_autodiff()) return std::nullopt;
+    return core_table(s).grad(s, t, grads);
+}
+
+std::optional<Dispatch::FT> Dispatch::grad_remove(const FT& t, Gradients& grads) {
+    const Device s = handle_of(t).device;
+    if (!s.has_autodiff()) return std::nullopt;
+    return core_table(s).grad_remove(s, t, grads);
+}
+
+void Dispatch::grad_replace(const FT& t, Gradients& grads, FT grad) {
+    const Device s = handle_of(t).device;
+    EMBER_CHECK(s.has_autodiff(), Device, "ember::Dispatch: grad_replace on a tensor of ",
+                s.to_string(), ", which has no autodiff");
+    core_table(s).grad_replace(s, t, grads, std::move(grad));
+}
+
+Dispatch::FT Dispatch::inner(FT t) {
+    const Device s = handle_of(t).device;
+    if (!s.has_autodiff()) return t;
+    return core_table(s).inner(s, std::move(t));
+}
+
+Dispatch::FT Dispatch::from_inner(FT t) {
+    // The autodiff stack's detach takes a tensor of its inner stack as an untracked constant.
+    const Device to = handle_of(t).device.autodiff(true);
+    return core_table(to).detach(to, std::move(t));
+}
+
+Dispatch::FT Dispatch::float_set_require_grad(FT t, bool require) {
+    const Device s = handle_of(t).device;
+    if (!s.has_autodiff()) return t;
+    return core_table(s).set_require_grad(s, std::move(t), require);
+}
+
+bool Dispatch::float_is_require_grad(const FT& t) {
+    const Device s = handle_of(t).device;
+    return s.has_autodiff() && core_table(s).is_require_grad(s, t);
+}
+
+Dispatch::FT Dispatch::float_detach(FT t) {
+    const Device s = handle_of(t).device;
+    if (!s.has_autodiff()) return t;
+    return core_table(s).detach(s, std::move(t));
+}
+
+}  // namespace ember

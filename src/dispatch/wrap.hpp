@@ -1,0 +1,307 @@
+#pragma once
+// Dispatch's internals: the handle a DispatchTensor points to, how an op finds its stack, and
+// how a stack's entry turns DispatchTensors into the stack's primitives and back.
+#include <initializer_list>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ember/autodiff/autodiff.hpp"
+#include "ember/dispatch/dispatch.hpp"
+#include "ember/tensor/error.hpp"
+
+namespace ember::detail::dispatch {
+
+/// A stack is named by the device of its float tensors.
+using Stack = DispatchDevice;
+
+/// A tensor of one concrete stack; `device` is its stack (without autodiff for int and bool).
+struct Handle {
+    virtual ~Handle() = default;
+    DispatchDevice device;  ///< the stack (and device) it lives on
+};
+/// The handle of a tensor whose primitive is P.
+template <typename P>
+struct Holder final : Handle {
+    P p;  ///< the concrete stack's primitive
+};
+
+/// The stack without autodiff (where int and bool tensors live).
+inline Stack base(Stack s) { return s.autodiff(false); }
+
+/// A tensor operand of an op, for finding the op's stack.
+struct Operand {
+    const DispatchTensor* one = nullptr;
+    const std::vector<DispatchTensor>* many = nullptr;
+    bool is_float = false;
+    /// A tensor.
+    static Operand value(const DispatchTensor& t, bool f) { return {&t, nullptr, f}; }
+    /// An optional tensor (nothing when absent).
+    static Operand optional(const std::optional<DispatchTensor>& t, bool f) {
+        return {t ? &*t : nullptr, nullptr, f};
+    }
+    /// Tensors (cat).
+    static Operand vector(const std::vector<DispatchTensor>& t, bool f) { return {nullptr, &t, f}; }
+};
+
+/// The stack an op on `ops` runs on: every tensor's stack without autodiff must be the same
+/// (else an ember::DeviceError naming both); the op records for backward when a float operand
+/// lives on an autodiff device.
+Stack stack_of(const char* op, std::initializer_list<Operand> ops);
+/// The stack of a creation op on device `d` (`track`: a float tensor, which keeps autodiff).
+inline Stack stack_of_device(const DispatchDevice& d, bool track) {
+    return track ? d : base(d);
+}
+
+struct OpTable;
+struct CoreTable;
+/// The op table of stack `s`; an ember::DeviceError when this build lacks its backend.
+const OpTable& table(const Stack& s);
+/// The hand-written entries of stack `s` (devices, autodiff).
+const CoreTable& core_table(const Stack& s);
+
+/// The handle of `t`, checked.
+inline const Handle& handle_of(const DispatchTensor& t) {
+    EMBER_CHECK(t.handle != nullptr, Argument, "ember::Dispatch: a default-made tensor has no data");
+    return *t.handle;
+}
+
+/// S's primitive of `t` (taken over when this is the last handle, so that S may reuse it).
+template <typename P>
+P take(DispatchTensor&& t) {
+    auto& h = static_cast<Holder<P>&>(*t.handle);
+    if (t.handle.use_count() == 1) {
+        P p = std::move(h.p);
+        t.handle.reset();
+        return p;
+    }
+    return h.p;
+}
+
+/// A float tensor of `s` as S's primitive: a tensor of the same stack is taken as is, one of
+/// the same device without autodiff joins S's graph as a constant.
+template <typename S>
+typename S::FloatTensorPrimitive unwrap_float(DispatchTensor&& t, const Stack& s) {
+    const Stack& ts = handle_of(t).device;
+    if (ts == s) return take<typename S::FloatTensorPrimitive>(std::move(t));
+    if constexpr (AutodiffBackend<S>) {
+        return S::from_inner(take<typename S::InnerBackend::FloatTensorPrimitive>(std::move(t)));
+    } else {
+        EMBER_FAIL(Device, "ember::Dispatch: a tensor of ", ts.to_string(), " used on ", s.to_string());
+    }
+}
+/// An int tensor as S's primitive (S's int primitive is its inner stack's).
+template <typename S>
+typename S::IntTensorPrimitive unwrap_int(DispatchTensor&& t, const Stack&) {
+    handle_of(t);
+    return take<typename S::IntTensorPrimitive>(std::move(t));
+}
+/// A bool tensor as S's primitive.
+template <typename S>
+typename S::BoolTensorPrimitive unwrap_bool(DispatchTensor&& t, const Stack&) {
+    handle_of(t);
+    return take<typename S::BoolTensorPrimitive>(std::move(t));
+}
+
+/// A read-only view of an operand as S's primitive (a lifted copy when it joins the graph).
+template <typename P>
+struct Ref {
+    const P* p = nullptr;
+    std::optional<P> own;
+    /// The primitive.
+    const P& get() const { return own ? *own : *p; }
+};
+template <typename S>
+Ref<typename S::FloatTensorPrimitive> unwrap_float_ref(const DispatchTensor& t, const Stack& s) {
+    using P = typename S::FloatTensorPrimitive;
+    if (handle_of(t).device == s) return {&static_cast<const Holder<P>&>(*t.handle).p, {}};
+    return {nullptr, unwrap_float<S>(DispatchTensor(t), s)};
+}
+template <typename S>
+Ref<typename S::IntTensorPrimitive> unwrap_int_ref(const DispatchTensor& t, const Stack&) {
+    using P = typename S::IntTensorPrimitive;
+    return {&static_cast<const Holder<P>&>(handle_of(t)).p, {}};
+}
+template <typename S>
+Ref<typename S::BoolTensorPrimitive> unwrap_bool_ref(const DispatchTensor& t, const Stack&) {
+    using P = typename S::BoolTensorPrimitive;
+    return {&static_cast<const Holder<P>&>(handle_of(t)).p, {}};
+}
+template <typename S>
+std::optional<typename S::FloatTensorPrimitive> unwrap_opt_float(std::optional<DispatchTensor>&& t,
+                                                                 const Stack& s) {
+    if (!t) return std::nullopt;
+    return unwrap_float<S>(std::move(*t), s);
+}
+template <typename S>
+std::vector<typename S::FloatTensorPrimitive> unwrap_vec_float(std::vector<DispatchTensor>&& v,
+                                                               const Stack& s) {
+    std::vector<typename S::FloatTensorPrimitive> r;
+    r.reserve(v.size());
+    for (auto& t : v) r.push_back(unwrap_float<S>(std::move(t), s));
+    return r;
+}
+template <typename S>
+std::vector<typename S::IntTensorPrimitive> unwrap_vec_int(std::vector<DispatchTensor>&& v,
+                                                           const Stack& s) {
+    std::vector<typename S::IntTensorPrimitive> r;
+    r.reserve(v.size());
+    for (auto& t : v) r.push_back(unwrap_int<S>(std::move(t), s));
+    return r;
+}
+template <typename S>
+std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<DispatchTensor>&& v,
+                                                             const Stack& s) {
+    std::vector<typename S::BoolTensorPrimitive> r;
+    r.reserve(v.size());
+    for (auto& t : v) r.push_back(unwrap_bool<S>(std::move(t), s));
+    return r;
+}
+
+/// A handle around primitive `p` on stack `s`.
+template <typename P>
+DispatchTensor hold(P&& p, const Stack& s) {
+    auto h = std::make_shared<Holder<std::remove_cvref_t<P>>>();
+    h->device = s;
+    h->p = std::forward<P>(p);
+    return {std::move(h)};
+}
+template <typename S>
+DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s) {
+    return hold(std::move(p), s);
+}
+template <typename S>
+DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s) {
+    return hold(std::move(p), base(s));
+}
+template <typename S>
+DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s) {
+    return hold(std::move(p), base(s));
+}
+template <typename S>
+std::vector<DispatchTensor> wrap_vec_float(std::vector<typename S::FloatTensorPrimitive> v,
+                                           const Stack& s) {
+    std::vector<DispatchTensor> r;
+    r.reserve(v.size());
+    for (auto& p : v) r.push_back(wrap_float<S>(std::move(p), s));
+    return r;
+}
+template <typename S>
+DeformConv2dGrads<DispatchTensor> wrap_deform_grads(
+    DeformConv2dGrads<typename S::FloatTensorPrimitive> g, const Stack& s) {
+    auto opt = [&](auto& o) -> std::optional<DispatchTensor> {
+        if (!o) return std::nullopt;
+        return wrap_float<S>(std::move(*o), s);
+    };
+    return {wrap_float<S>(std::move(g.x), s), wrap_float<S>(std::move(g.offset), s),
+            wrap_float<S>(std::move(g.weight), s), opt(g.mask), opt(g.bias)};
+}
+
+/// How a backend's device is made from Dispatch's: specialised by each backend's stacks file.
+template <typename Dev>
+struct DeviceOf;
+/// S's device for Dispatch's device `d`.
+template <typename S>
+typename S::Device device_of(const DispatchDevice& d) {
+    return DeviceOf<typename S::Device>::make(d);
+}
+
+/// The entries of a stack written by hand: devices, the move between devices of one backend,
+/// and autodiff (null on stacks without it).
+struct CoreTable {
+    const char* name;                                        ///< the stack's name
+    void (*sync)(const Stack&);                              ///< S::sync
+    DispatchTensor (*float_to_device)(const Stack&, DispatchTensor, const Stack&);
+    DispatchTensor (*int_to_device)(const Stack&, DispatchTensor, const Stack&);
+    DispatchTensor (*bool_to_device)(const Stack&, DispatchTensor, const Stack&);
+    Gradients (*backward)(const Stack&, DispatchTensor);
+    std::optional<DispatchTensor> (*grad)(const Stack&, const DispatchTensor&, const Gradients&);
+    std::optional<DispatchTensor> (*grad_remove)(const Stack&, const DispatchTensor&, Gradients&);
+    void (*grad_replace)(const Stack&, const DispatchTensor&, Gradients&, DispatchTensor);
+    DispatchTensor (*inner)(const Stack&, DispatchTensor);
+    DispatchTensor (*set_require_grad)(const Stack&, DispatchTensor, bool);
+    bool (*is_require_grad)(const Stack&, const DispatchTensor&);
+    DispatchTensor (*detach)(const Stack&, DispatchTensor);
+};
+
+/// The hand-written entries of stack S.
+template <typename S>
+CoreTable make_core_table(const char* name) {
+    CoreTable c{};
+    c.name = name;
+    c.sync = [](const Stack& s) { S::sync(device_of<S>(s)); };
+    c.float_to_device = [](const Stack& s, DispatchTensor t, const Stack& to) {
+        return wrap_float<S>(S::float_to_device(unwrap_float<S>(std::move(t), s), device_of<S>(to)),
+                             to);
+    };
+    c.int_to_device = [](const Stack& s, DispatchTensor t, const Stack& to) {
+        return wrap_int<S>(S::int_to_device(unwrap_int<S>(std::move(t), s), device_of<S>(to)), to);
+    };
+    c.bool_to_device = [](const Stack& s, DispatchTensor t, const Stack& to) {
+        return wrap_bool<S>(S::bool_to_device(unwrap_bool<S>(std::move(t), s), device_of<S>(to)),
+                            to);
+    };
+    if constexpr (AutodiffBackend<S>) {
+        using I = typename S::InnerBackend;
+        c.backward = [](const Stack& s, DispatchTensor t) {
+            return S::backward(unwrap_float<S>(std::move(t), s));
+        };
+        c.grad = [](const Stack& s, const DispatchTensor& t,
+                    const Gradients& g) -> std::optional<DispatchTensor> {
+            auto r = S::grad(unwrap_float_ref<S>(t, s).get(), g);
+            if (!r) return std::nullopt;
+            return wrap_float<I>(std::move(*r), base(s));
+        };
+        c.grad_remove = [](const Stack& s, const DispatchTensor& t,
+                           Gradients& g) -> std::optional<DispatchTensor> {
+            auto r = S::grad_remove(unwrap_float_ref<S>(t, s).get(), g);
+            if (!r) return std::nullopt;
+            return wrap_float<I>(std::move(*r), base(s));
+        };
+        c.grad_replace = [](const Stack& s, const DispatchTensor& t, Gradients& g,
+                            DispatchTensor v) {
+            EMBER_CHECK(handle_of(v).device == base(s), Device,
+                        "ember::Dispatch: grad_replace: a gradient of ", handle_of(v).device.to_string(),
+                        " for a tensor of ", s.to_string(), " (gradients live on ",
+                        base(s).to_string(), ")");
+            S::grad_replace(unwrap_float_ref<S>(t, s).get(), g,
+                            take<typename I::FloatTensorPrimitive>(std::move(v)));
+        };
+        c.inner = [](const Stack& s, DispatchTensor t) {
+            return wrap_float<I>(S::inner(unwrap_float<S>(std::move(t), s)), base(s));
+        };
+        c.set_require_grad = [](const Stack& s, DispatchTensor t, bool r) {
+            return wrap_float<S>(S::float_set_require_grad(unwrap_float<S>(std::move(t), s), r), s);
+        };
+        c.is_require_grad = [](const Stack& s, const DispatchTensor& t) {
+            return S::float_is_require_grad(unwrap_float_ref<S>(t, s).get());
+        };
+        c.detach = [](const Stack& s, DispatchTensor t) {
+            return wrap_float<S>(S::float_detach(unwrap_float<S>(std::move(t), s)), s);
+        };
+    }
+    return c;
+}
+
+/// The stacks of one backend, indexed by fusion · 2 + autodiff.
+struct StackEntry {
+    const OpTable* ops;     ///< generated entries
+    const CoreTable* core;  ///< hand-written entries
+};
+/// A backend of this build: its four stacks and its generator's seed.
+struct BackendEntry {
+    const StackEntry* stacks;         ///< [plain, autodiff, fusion, autodiff over fusion]
+    void (*seed)(std::uint64_t);      ///< the backend's seed
+};
+/// The CPU's stacks (src/dispatch/stacks_cpu.cpp).
+BackendEntry cpu_backend();
+#if defined(EMBER_DISPATCH_VULKAN)
+/// Vulkan's stacks (src/dispatch/stacks_vulkan.cpp).
+BackendEntry vulkan_backend();
+#endif
+#if defined(EMBER_DISPATCH_CUDA)
+/// CUDA's stacks (src/dispatch/stacks_cuda.cpp).
+BackendEntry cuda_backend();
+#endif
+
+}  // namespace ember::detail::dispatch

@@ -1,0 +1,166 @@
+// ember::Dispatch: device strings, the stacks a build has, tensors of two stacks, to_device
+// between stacks, and autodiff through Dispatch. (The shared suites run Dispatch too: see
+// TestBackends in harness.hpp and AutodiffBackends in grad_check.hpp.)
+#include <ember/dispatch/dispatch.hpp>
+
+#include "harness.hpp"
+
+using ember::Dispatch;
+using ember::DispatchDevice;
+using ember::Tensor;
+using Dev = ember::Device<Dispatch>;
+
+namespace {
+std::string error_of(const auto& f) {
+    try {
+        f();
+    } catch (const ember::DeviceError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("dispatch: device strings parse and print back", "[dispatch]") {
+    CHECK(Dev::parse("cpu") == Dev::cpu());
+    CHECK(Dev::parse("cpu+fusion") == Dev::cpu().fusion(true));
+    CHECK(Dev::parse("cpu+autodiff+fusion") == Dev::cpu().fusion().autodiff());
+    CHECK(Dev{} == Dev::cpu());
+    CHECK(Dev::cpu().fusion(true).fusion(false) == Dev::cpu());
+    CHECK(Dev::cuda(1).fusion().to_string() == "cuda:1+fusion");
+    CHECK(Dev::vulkan(0).autodiff().to_string() == "vulkan:0+autodiff");
+    CHECK(Dev::cpu().fusion().autodiff().to_string() == "cpu+fusion+autodiff");
+    CHECK(Dev::cuda(2).index() == 2);
+    CHECK(Dev::cuda(2).kind() == ember::DispatchKind::Cuda);
+    CHECK(Dev::cuda(0) != Dev::cuda(1));
+    CHECK(Dev::cuda(0) != Dev::cuda(0).fusion());
+    for (const auto& b : Dispatch::backends()) {
+        const std::string s = b == "cpu" ? "cpu+fusion" : b + ":3+fusion+autodiff";
+        CHECK(Dev::parse(s).to_string() == s);
+    }
+}
+
+TEST_CASE("dispatch: bad device strings are errors naming the string", "[dispatch]") {
+    for (const char* bad : {"", "gpu", "cpu+fast", "cuda:x", "cuda:", "cpu:1", "cpu+fusion+fusion",
+                            "cpu+", "vulkan:0+fusion+", "+fusion", "CPU"}) {
+        INFO(bad);
+        const std::string e = error_of([&] { (void)Dev::parse(bad); });
+        CHECK(has(e, std::string("\"") + bad + "\""));
+    }
+    CHECK(has(error_of([] { (void)Dev::parse("cpu+fast"); }), "unknown decorator \"fast\""));
+    CHECK(has(error_of([] { (void)Dev::parse("tpu:0"); }), "unknown backend \"tpu\""));
+}
+
+TEST_CASE("dispatch: a backend the build lacks is an error listing what it has", "[dispatch]") {
+    const auto have = Dispatch::backends();
+    REQUIRE(!have.empty());
+    CHECK(have.front() == "cpu");
+    for (const char* kind : {"vulkan", "cuda"}) {
+        if (std::find(have.begin(), have.end(), kind) != have.end()) continue;
+        const std::string e = error_of([&] { (void)Dev::parse(std::string(kind) + ":0"); });
+        CHECK(has(e, std::string("the ") + kind + " backend, which this build lacks; it has: cpu"));
+        // A device made in code fails where it is first used, with the same list.
+        const auto d = std::string(kind) == "cuda" ? Dev::cuda(0) : Dev::vulkan(0);
+        const std::string u = error_of([&] { (void)Tensor<Dispatch, 1>::zeros({2}, d); });
+        CHECK(has(u, std::string("no ") + kind + " backend"));
+        CHECK(has(u, "it has: cpu"));
+    }
+}
+
+TEST_CASE("dispatch: each CPU stack computes the same values", "[dispatch]") {
+    for (const char* s : {"cpu", "cpu+fusion", "cpu+autodiff", "cpu+fusion+autodiff"}) {
+        INFO(s);
+        const auto d = Dev::parse(s);
+        auto x = Tensor<Dispatch, 1>::from_floats({1.f, -2.f, 3.f, -4.f}, d).reshape<2>({2, 2});
+        auto y = (x * x + 1.0).sum_dim(1);  // [[1+4+2], [9+16+2]]
+        CHECK(y.device() == d);
+        CHECK(y.to_data().to_vec<float>() == std::vector<float>{7.f, 27.f});
+        auto idx = x.argmax(1);  // [[0], [0]]
+        CHECK(idx.device() == d.autodiff(false));  // int tensors never carry autodiff
+        CHECK(idx.to_data().to_vec<std::int64_t>() == std::vector<std::int64_t>{0, 0});
+        auto m = x.greater_elem(0.0);
+        CHECK(m.to_data().to_vec<bool>() == std::vector<bool>{true, false, true, false});
+        CHECK(x.matmul(x).to_data().to_vec<float>() == std::vector<float>{-5.f, 6.f, -9.f, 10.f});
+    }
+}
+
+TEST_CASE("dispatch: tensors of two stacks in one op are an error naming both", "[dispatch]") {
+    auto a = Tensor<Dispatch, 1>::from_floats({1.f, 2.f}, Dev::cpu());
+    auto b = Tensor<Dispatch, 1>::from_floats({3.f, 4.f}, Dev::cpu().fusion());
+    const std::string e = error_of([&] { (void)(a + b); });
+    CHECK(has(e, "tensors of two stacks, cpu and cpu+fusion"));
+    CHECK(has(e, "float_binary"));
+    auto i = Tensor<Dispatch, 1, ember::Int>::from_ints({0, 1}, Dev::cpu().fusion());
+    CHECK(has(error_of([&] { (void)a.gather(0, i); }), "cpu and cpu+fusion"));
+    std::vector<Tensor<Dispatch, 1>> parts{a, b};
+    CHECK(has(error_of([&] { (void)Tensor<Dispatch, 1>::cat(parts, 0); }), "cpu and cpu+fusion"));
+}
+
+TEST_CASE("dispatch: to_device moves between stacks", "[dispatch]") {
+    auto a = Tensor<Dispatch, 1>::from_floats({1.f, 2.f, 3.f}, Dev::cpu());
+    for (const char* s : {"cpu+fusion", "cpu+autodiff", "cpu+fusion+autodiff", "cpu"}) {
+        INFO(s);
+        const auto d = Dev::parse(s);
+        auto b = a.to_device(d);
+        CHECK(b.device() == d);
+        CHECK((b * 2.0).to_data().to_vec<float>() == std::vector<float>{2.f, 4.f, 6.f});
+        // Back again, and between two decorated stacks.
+        CHECK(b.to_device(Dev::cpu()).device() == Dev::cpu());
+        CHECK(b.to_device(Dev::cpu().fusion().autodiff()).to_data().to_vec<float>() ==
+              std::vector<float>{1.f, 2.f, 3.f});
+    }
+    auto i = Tensor<Dispatch, 1, ember::Int>::from_ints({4, 5}, Dev::cpu());
+    auto j = i.to_device(Dev::cpu().fusion().autodiff());
+    CHECK(j.device() == Dev::cpu().fusion());
+    CHECK(j.to_data().to_vec<std::int64_t>() == std::vector<std::int64_t>{4, 5});
+    auto m = i.greater_elem(4).to_device(Dev::cpu().fusion());
+    CHECK(m.to_data().to_vec<bool>() == std::vector<bool>{false, true});
+    // A moved tensor works with the tensors of its new stack.
+    auto f = Tensor<Dispatch, 1>::from_floats({1.f, 1.f}, Dev::cpu().fusion());
+    CHECK((f + a.slice({{0, 2}}).to_device(Dev::cpu().fusion())).to_data().to_vec<float>() ==
+          std::vector<float>{2.f, 3.f});
+}
+
+TEST_CASE("dispatch: autodiff through Dispatch", "[dispatch]") {
+    for (const char* s : {"cpu+autodiff", "cpu+fusion+autodiff"}) {
+        INFO(s);
+        const auto d = Dev::parse(s);
+        auto w = Tensor<Dispatch, 1>::from_floats({1.f, -2.f, 3.f}, d).require_grad();
+        CHECK(w.is_require_grad());
+        // L = sum(w·w·c) with c a constant made without autodiff: dL/dw = 2·w·c.
+        auto c = Tensor<Dispatch, 1>::from_floats({1.f, 2.f, 0.5f}, d.autodiff(false));
+        auto grads = (w * w * c).sum().backward();
+        auto g = w.grad(grads);
+        REQUIRE(g.has_value());
+        CHECK(g->device() == d.autodiff(false));
+        CHECK(g->to_data().to_vec<float>() == std::vector<float>{2.f, -8.f, 3.f});
+        // grad_remove takes it out; grad_replace puts one back.
+        auto removed = w.grad_remove(grads);
+        REQUIRE(removed.has_value());
+        CHECK_FALSE(w.grad(grads).has_value());
+        w.grad_replace(grads, *removed * 2.0);
+        CHECK(w.grad(grads)->to_data().to_vec<float>() == std::vector<float>{4.f, -16.f, 6.f});
+        // detach and inner leave the graph.
+        CHECK_FALSE(w.detach().is_require_grad());
+        CHECK(w.inner().device() == d.autodiff(false));
+        CHECK(Tensor<Dispatch, 1>::from_inner(w.inner()).device() == d);
+    }
+    // Without autodiff: no gradients, and backward says which device to use.
+    auto x = Tensor<Dispatch, 1>::from_floats({1.f}, Dev::cpu()).require_grad();
+    CHECK_FALSE(x.is_require_grad());
+    const std::string e = error_of([&] { (void)x.sum().backward(); });
+    CHECK(has(e, "no autodiff (make it on cpu+autodiff)"));
+}
+
+TEST_CASE("dispatch: a default-made tensor and stacks across ops", "[dispatch]") {
+    CHECK(Dispatch::name() == "dispatch");
+    Tensor<Dispatch, 1> t = Tensor<Dispatch, 1>::zeros({3});
+    CHECK(t.device() == Dev::cpu());
+    Dispatch::seed(7);
+    auto r1 = Tensor<Dispatch, 1>::random({4}, ember::Distribution::Default).to_data();
+    Dispatch::seed(7);
+    auto r2 = Tensor<Dispatch, 1>::random({4}, ember::Distribution::Default).to_data();
+    CHECK(r1.to_vec<float>() == r2.to_vec<float>());
+    Dispatch::sync(Dev::cpu().fusion());
+}
