@@ -33,7 +33,7 @@ mark_as_advanced(EMBER_INSTALL_CMAKEDIR)
 # component name (as given to find_package) -> build target; the exported name is ember::<lower>.
 set(_ember_component_targets Cpu ember_cpu Vulkan ember_vulkan Cuda ember_cuda
                              Data ember_data Collective ember_collective
-                             Nccl ember_nccl Train ember_train)
+                             Nccl ember_nccl Train ember_train Dispatch ember_dispatch)
 set(_ember_install_targets ember)
 set(EMBER_PACKAGE_COMPONENTS "")
 list(LENGTH _ember_component_targets _n)

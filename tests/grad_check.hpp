@@ -19,8 +19,7 @@ namespace ember::test {
 using AutodiffBackends = decltype(std::tuple_cat(
     std::tuple<ember::Autodiff<ember::Cpu>,
                ember::Autodiff<ember::Cpu, ember::BalancedCheckpointing>,
-               ember::Autodiff<ember::Fusion<ember::Cpu>>, DispatchCpuAutodiff,
-               DispatchCpuFusionAutodiff>{}
+               ember::Autodiff<ember::Fusion<ember::Cpu>>>{}
 #if defined(EMBER_VULKAN)
     , std::tuple<ember::Autodiff<ember::Vulkan>, ember::Autodiff<ember::Fusion<ember::Vulkan>>>{}
 #endif
@@ -28,6 +27,10 @@ using AutodiffBackends = decltype(std::tuple_cat(
     , std::tuple<ember::Autodiff<ember::Cuda>, ember::Autodiff<ember::Fusion<ember::Cuda>>>{}
 #endif
     ));
+
+/// AutodiffBackends plus ember::Dispatch on the CPU's autodiff stacks (the suites checked on it).
+using AutodiffBackendsWithDispatch = decltype(std::tuple_cat(
+    AutodiffBackends{}, std::tuple<DispatchCpuAutodiff, DispatchCpuFusionAutodiff>{}));
 
 /// The float64 stack used for finite-difference checks of a stack.
 template <typename AD>

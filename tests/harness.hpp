@@ -47,8 +47,7 @@ using DispatchCpuFusionAutodiff = DispatchOn<CpuFusionAutodiffTag>;
 
 /// Every backend (and, later, decorator stack) the suites are instantiated for: the CPU, plus
 /// each GPU backend this build has (its cases skip where its device is absent).
-using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>,
-                                                                               DispatchCpu, DispatchCpuFusion>{}
+using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusion<ember::Cpu>>{}
 #if defined(EMBER_VULKAN)
                                              , std::tuple<ember::Vulkan, ember::Fusion<ember::Vulkan>>{}
 #endif
@@ -56,6 +55,11 @@ using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusio
                                              , std::tuple<ember::Cuda, ember::Fusion<ember::Cuda>>{}
 #endif
                                              ));
+
+/// TestBackends plus ember::Dispatch on the CPU stacks: the suites that run on Dispatch too
+/// (basic, int/bool, float and module ops; more join as they are checked on it).
+using TestBackendsWithDispatch =
+    decltype(std::tuple_cat(TestBackends{}, std::tuple<DispatchCpu, DispatchCpuFusion>{}));
 
 /// Whether backend B computes on the Vulkan backend (itself, or under Fusion and Autodiff).
 template <typename B>

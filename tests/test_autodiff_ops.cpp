@@ -54,7 +54,8 @@ using BackendOf = typename std::remove_cvref_t<T>::BackendType;
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("autodiff: tensor ops", "[autodiff]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("autodiff: tensor ops", "[autodiff]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T3 = In<3>;
@@ -328,7 +329,7 @@ TEMPLATE_LIST_TEST_CASE("autodiff: tensor ops", "[autodiff]", ember::test::Autod
 }
 
 TEMPLATE_LIST_TEST_CASE("autodiff: gradients keep their input's dtype", "[autodiff]",
-                        ember::test::AutodiffBackends) {
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using ember::DType;

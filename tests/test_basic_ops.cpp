@@ -6,7 +6,7 @@
 #include "op_test.hpp"
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("cat", "[basic][cat]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("cat", "[basic][cat]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T2 = ember::Tensor<B, 2>;
@@ -63,7 +63,7 @@ TEMPLATE_LIST_TEST_CASE("cat", "[basic][cat]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("stack", "[basic][stack]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("stack", "[basic][stack]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T2 = ember::Tensor<B, 2>;
@@ -113,7 +113,7 @@ void check_all_any(const char* name) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("all / any", "[basic][all][any]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("all / any", "[basic][all][any]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float (NaN counts as non-zero)") { check_all_any<B, Float>("basic_all_any_float"); }
@@ -149,7 +149,7 @@ void check_chunks(const char* name) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("chunk", "[basic][chunk]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("chunk", "[basic][chunk]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("5 rows into 2: the last is smaller") { check_chunks<B, Float>("basic_chunk_uneven"); }
@@ -164,7 +164,8 @@ TEMPLATE_LIST_TEST_CASE("chunk", "[basic][chunk]", ember::test::TestBackends) {
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("equal / not_equal", "[basic][equal]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("equal / not_equal", "[basic][equal]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, broadcast [3, 4] with [1, 4], NaN never equal") {
@@ -193,7 +194,7 @@ TEMPLATE_LIST_TEST_CASE("equal / not_equal", "[basic][equal]", ember::test::Test
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("expand", "[basic][expand]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("expand", "[basic][expand]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_expand");
@@ -218,7 +219,7 @@ TEMPLATE_LIST_TEST_CASE("expand", "[basic][expand]", ember::test::TestBackends) 
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("flatten", "[basic][flatten]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("flatten", "[basic][flatten]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_flatten");
@@ -237,7 +238,7 @@ TEMPLATE_LIST_TEST_CASE("flatten", "[basic][flatten]", ember::test::TestBackends
     SECTION("start after end") { CHECK_THROWS_AS(x.template flatten<2>(2, 1), ember::DimError); }
 }
 
-TEMPLATE_LIST_TEST_CASE("flip", "[basic][flip]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("flip", "[basic][flip]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_flip");
@@ -255,7 +256,7 @@ TEMPLATE_LIST_TEST_CASE("flip", "[basic][flip]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("narrow", "[basic][narrow]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("narrow", "[basic][narrow]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_narrow");
@@ -271,7 +272,8 @@ TEMPLATE_LIST_TEST_CASE("narrow", "[basic][narrow]", ember::test::TestBackends) 
     SECTION("out of range") { CHECK_THROWS_AS(x.narrow(0, 3, 2), ember::IndexError); }
 }
 
-TEMPLATE_LIST_TEST_CASE("permute / movedim", "[basic][permute][movedim]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("permute / movedim", "[basic][permute][movedim]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("permute") {
@@ -301,7 +303,8 @@ TEMPLATE_LIST_TEST_CASE("permute / movedim", "[basic][permute][movedim]", ember:
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("repeat / repeat_dim", "[basic][repeat]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("repeat / repeat_dim", "[basic][repeat]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("repeat_dim") {
@@ -327,7 +330,7 @@ TEMPLATE_LIST_TEST_CASE("repeat / repeat_dim", "[basic][repeat]", ember::test::T
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("reshape", "[basic][reshape]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("reshape", "[basic][reshape]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_reshape");
@@ -356,7 +359,7 @@ TEMPLATE_LIST_TEST_CASE("reshape", "[basic][reshape]", ember::test::TestBackends
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("slice", "[basic][slice]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("slice", "[basic][slice]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_slice");
@@ -406,7 +409,8 @@ TEMPLATE_LIST_TEST_CASE("slice", "[basic][slice]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("slice_assign", "[basic][slice_assign]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("slice_assign", "[basic][slice_assign]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("basic_slice_assign");
@@ -445,7 +449,8 @@ TEMPLATE_LIST_TEST_CASE("slice_assign", "[basic][slice_assign]", ember::test::Te
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("squeeze / unsqueeze", "[basic][squeeze][unsqueeze]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("squeeze / unsqueeze", "[basic][squeeze][unsqueeze]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("squeeze") {
@@ -477,7 +482,8 @@ TEMPLATE_LIST_TEST_CASE("squeeze / unsqueeze", "[basic][squeeze][unsqueeze]", em
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("creation, access and transfer", "[basic][data]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("creation, access and transfer", "[basic][data]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T2 = ember::Tensor<B, 2>;

@@ -53,7 +53,8 @@ void check_unary_functions() {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("unary float functions", "[float][unary]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("unary float functions", "[float][unary]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     check_unary_functions<B>();
@@ -69,7 +70,8 @@ TEMPLATE_TEST_CASE("unary float functions on the f64 backend", "[float][unary][f
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("int_ / one_hot / from_floats", "[float][int_][one_hot]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("int_ / one_hot / from_floats", "[float][int_][one_hot]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T1 = ember::Tensor<B, 1>;
@@ -92,7 +94,7 @@ TEMPLATE_LIST_TEST_CASE("int_ / one_hot / from_floats", "[float][int_][one_hot]"
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("matmul", "[float][matmul]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("matmul", "[float][matmul]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("float_matmul");
@@ -124,7 +126,8 @@ TEMPLATE_LIST_TEST_CASE("matmul", "[float][matmul]", ember::test::TestBackends) 
     SECTION("inner dims that differ") { CHECK_THROWS_AS(a.matmul(a), ember::ShapeError); }
 }
 
-TEMPLATE_LIST_TEST_CASE("var / var_bias / var_mean / var_mean_bias", "[float][var]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("var / var_bias / var_mean / var_mean_bias", "[float][var]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("float_var");
@@ -156,7 +159,8 @@ TEMPLATE_LIST_TEST_CASE("var / var_bias / var_mean / var_mean_bias", "[float][va
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("swap_dims / transpose", "[float][swap_dims][transpose]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("swap_dims / transpose", "[float][swap_dims][transpose]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("float_swap_dims");
@@ -176,7 +180,8 @@ TEMPLATE_LIST_TEST_CASE("swap_dims / transpose", "[float][swap_dims][transpose]"
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("casts and full precision", "[float][cast][f64]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("casts and full precision", "[float][cast][f64]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("cast(F64) computes in double") {
@@ -245,7 +250,8 @@ Stats stats_of(const std::vector<double>& v) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("random / random_like", "[float][random]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("random / random_like", "[float][random]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T2 = ember::Tensor<B, 2>;

@@ -13,7 +13,8 @@ TensorData ints(std::vector<std::int64_t> v, Shape s) { return TensorData(v, s);
 // =============================================================================================
 // Int
 // =============================================================================================
-TEMPLATE_LIST_TEST_CASE("arange / arange_step", "[int][arange]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("arange / arange_step", "[int][arange]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using I1 = ember::Tensor<B, 1, Int>;
@@ -28,7 +29,8 @@ TEMPLATE_LIST_TEST_CASE("arange / arange_step", "[int][arange]", ember::test::Te
     SECTION("a zero step is an error") { CHECK_THROWS_AS(I1::arange_step(0, 5, 0), ember::ArgumentError); }
 }
 
-TEMPLATE_LIST_TEST_CASE("float_ / from_ints", "[int][float_]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("float_ / from_ints", "[int][float_]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float_") {
@@ -44,7 +46,8 @@ TEMPLATE_LIST_TEST_CASE("float_ / from_ints", "[int][float_]", ember::test::Test
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("cartesian_grid", "[int][cartesian_grid]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("cartesian_grid", "[int][cartesian_grid]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("int_cartesian_grid");
@@ -54,7 +57,7 @@ TEMPLATE_LIST_TEST_CASE("cartesian_grid", "[int][cartesian_grid]", ember::test::
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("one_hot (int)", "[int][one_hot]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("one_hot (int)", "[int][one_hot]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("int_one_hot");
@@ -71,7 +74,7 @@ TEMPLATE_LIST_TEST_CASE("one_hot (int)", "[int][one_hot]", ember::test::TestBack
 }
 
 TEMPLATE_LIST_TEST_CASE("int division and remainder follow Python's // and %", "[int][div][rem]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("int_div_rem_sign");
@@ -130,7 +133,7 @@ TEMPLATE_TEST_CASE("int arithmetic wraps at the int64 limits", "[int][wrap]", em
     CHECK(values(x * -1 + x) == std::vector<std::int64_t>{0, 0, 0, 0});
 }
 
-TEMPLATE_LIST_TEST_CASE("int random", "[int][random]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("int random", "[int][random]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using I2 = ember::Tensor<B, 2, Int>;
@@ -163,7 +166,8 @@ using Mask = ember::Tensor<B, D, Bool>;
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("tril_mask / triu_mask / diag_mask", "[bool][mask]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("tril_mask / triu_mask / diag_mask", "[bool][mask]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("tril_mask is true above the diagonal") {
@@ -207,7 +211,8 @@ TEMPLATE_LIST_TEST_CASE("tril_mask / triu_mask / diag_mask", "[bool][mask]", emb
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("argwhere / nonzero", "[bool][argwhere][nonzero]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("argwhere / nonzero", "[bool][argwhere][nonzero]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("argwhere") {
@@ -236,7 +241,8 @@ TEMPLATE_LIST_TEST_CASE("argwhere / nonzero", "[bool][argwhere][nonzero]", ember
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("bool conversions and logic", "[bool][not_][float_][int_]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("bool conversions and logic", "[bool][not_][float_][int_]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("bool_convert");

@@ -44,7 +44,7 @@ ember::Tensor<B, N + 2> run_conv_transpose(const Fixture& f) {
 // ---- convolutions -------------------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("module: conv1d/2d/3d match torch", "[module][conv]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"conv1d_basic", "conv1d_nobias", "conv1d_stride_pad_dil", "conv1d_groups"}) {
@@ -70,7 +70,7 @@ TEMPLATE_LIST_TEST_CASE("module: conv1d/2d/3d match torch", "[module][conv]",
 }
 
 TEMPLATE_LIST_TEST_CASE("module: conv bias may be a tensor or std::nullopt", "[module][conv]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using ember::module::conv1d;
@@ -106,7 +106,7 @@ TEMPLATE_LIST_TEST_CASE("module: conv bias may be a tensor or std::nullopt", "[m
 }
 
 TEMPLATE_LIST_TEST_CASE("module: conv_transpose1d/2d/3d match torch", "[module][conv]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"conv_transpose1d_basic", "conv_transpose1d_stride_pad_opad",
@@ -140,7 +140,7 @@ TEMPLATE_LIST_TEST_CASE("module: conv_transpose1d/2d/3d match torch", "[module][
 }
 
 TEMPLATE_LIST_TEST_CASE("module: deform_conv2d matches torchvision semantics", "[module][conv]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"deform_conv2d_basic", "deform_conv2d_mask", "deform_conv2d_mask_bias",
@@ -179,7 +179,7 @@ TEMPLATE_LIST_TEST_CASE("module: deform_conv2d matches torchvision semantics", "
 // ---- pooling ------------------------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("module: avg_pool1d/2d match torch", "[module][pool]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"avg_pool1d_basic", "avg_pool1d_pad", "avg_pool1d_pad_exclude",
@@ -207,7 +207,7 @@ TEMPLATE_LIST_TEST_CASE("module: avg_pool1d/2d match torch", "[module][pool]",
 }
 
 TEMPLATE_LIST_TEST_CASE("module: max_pool1d/2d and their indices match torch", "[module][pool]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"max_pool1d_basic", "max_pool1d_pad", "max_pool1d_dil",
@@ -253,7 +253,7 @@ TEMPLATE_LIST_TEST_CASE("module: max_pool1d/2d and their indices match torch", "
 }
 
 TEMPLATE_LIST_TEST_CASE("module: adaptive_avg_pool1d/2d match torch", "[module][pool]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"adaptive_avg_pool1d_div", "adaptive_avg_pool1d_nondiv",
@@ -285,7 +285,7 @@ TEMPLATE_LIST_TEST_CASE("module: adaptive_avg_pool1d/2d match torch", "[module][
 // ---- interpolate --------------------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("module: interpolate matches torch", "[module][interpolate]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     std::vector<std::string> names{"interpolate_nearest_up", "interpolate_nearest_down",
@@ -328,7 +328,7 @@ TEMPLATE_LIST_TEST_CASE("module: interpolate matches torch", "[module][interpola
 // ---- embedding and linear -----------------------------------------------------------------------
 
 TEMPLATE_LIST_TEST_CASE("module: embedding matches torch", "[module][embedding]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     for (const char* name : {"embedding", "embedding_col"}) {
@@ -346,8 +346,8 @@ TEMPLATE_LIST_TEST_CASE("module: embedding matches torch", "[module][embedding]"
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)", "[module][linear]",
-                        ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)",
+                        "[module][linear]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using ember::module::linear;
@@ -396,7 +396,8 @@ void layer_norm_case(const char* name, bool has_gamma, bool has_beta) {
 // layer_norm's forward values on every backend (the autodiff suite checks its gradients on every
 // autodiff stack); the cases come from gen_autodiff_modules.py: inputs x[, gamma][, beta], then
 // the upstream gradient; output 0 is torch's F.layer_norm.
-TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]", TestBackends) {
+TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]",
+                        TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using ember::module::layer_norm;
