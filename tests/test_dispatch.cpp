@@ -2,6 +2,8 @@
 // between stacks, and autodiff through Dispatch. (The shared suites run Dispatch too: see
 // TestBackends in harness.hpp and AutodiffBackends in grad_check.hpp.)
 #include <ember/dispatch/dispatch.hpp>
+#include <ember/nn/dropout.hpp>
+#include <ember/nn/norm.hpp>
 
 #include "harness.hpp"
 
@@ -163,4 +165,42 @@ TEST_CASE("dispatch: a default-made tensor and stacks across ops", "[dispatch]")
     auto r2 = Tensor<Dispatch, 1>::random({4}, ember::Distribution::Default).to_data();
     CHECK(r1.to_vec<float>() == r2.to_vec<float>());
     Dispatch::sync(Dev::cpu().fusion());
+}
+
+TEST_CASE("dispatch: training-only layers train only on an autodiff device", "[dispatch]") {
+    // Dropout with p = 1 zeroes everything while training and passes the input through in
+    // inference; on Dispatch, "training" is the device's autodiff switch (Dispatch::ad_enabled).
+    const ember::nn::Dropout drop{1.0};
+    for (const char* s : {"cpu", "cpu+fusion", "cpu+autodiff", "cpu+fusion+autodiff"}) {
+        INFO(s);
+        const auto d = Dev::parse(s);
+        CHECK(ember::ad_enabled<Dispatch>(d) == d.has_autodiff());
+        auto x = Tensor<Dispatch, 1>::from_floats({1.f, 2.f}, d);
+        const std::vector<float> want =
+            d.has_autodiff() ? std::vector<float>{0.f, 0.f} : std::vector<float>{1.f, 2.f};
+        CHECK(drop.forward(x).to_data().to_vec<float>() == want);
+    }
+    CHECK(ember::ad_enabled<ember::Autodiff<ember::Cpu>>({}));
+    CHECK_FALSE(ember::ad_enabled<ember::Cpu>({}));
+}
+
+TEST_CASE("dispatch: batch norm uses batch statistics only on an autodiff device", "[dispatch]") {
+    // Input [2, 1]: values 1 and 3. Running statistics (mean 0, variance 1) give x / sqrt(1 + eps);
+    // batch statistics (mean 2, biased variance 1) give (x - 2) / sqrt(1 + eps).
+    const double eps = 1e-5;
+    const float k = static_cast<float>(1.0 / std::sqrt(1.0 + eps));
+    auto check = [&]<typename B>(const ember::Device<B>& d, bool training) {
+        auto bn = ember::nn::BatchNormConfig{1, eps}.init<B>(d);
+        auto x = Tensor<B, 1>::from_floats({1.f, 3.f}, d).template reshape<2>({2, 1});
+        const auto y = bn.forward(x).to_data().template to_vec<float>();
+        const std::vector<float> want = training ? std::vector<float>{-k, k}
+                                                 : std::vector<float>{1.f * k, 3.f * k};
+        REQUIRE(y.size() == 2);
+        CHECK(y[0] == Approx(want[0]).epsilon(1e-6));
+        CHECK(y[1] == Approx(want[1]).epsilon(1e-6));
+    };
+    check.operator()<Dispatch>(Dev::cpu(), false);
+    check.operator()<Dispatch>(Dev::cpu().autodiff(), true);
+    check.operator()<ember::Cpu>({}, false);
+    check.operator()<ember::Autodiff<ember::Cpu>>({}, true);
 }

@@ -187,7 +187,9 @@ def main():
     for ret, name, plist in ops:
         dret = dispatch_type(ret)
         dparams = ", ".join(f"{dispatch_type(t)} {p}" for t, p in plist)
-        hdr.append(f"    static {dret} {name}({dparams});\n")
+        where = "the stack `d` names" if any("Device" in t for t, _ in plist) else "its operands' stack"
+        hdr.append(f"    /// The backend op `{name}`, run on {where}.\n"
+                   f"    static {dret} {name}({dparams});\n")
         fwd_args = ", ".join(p if is_cref(t) else f"std::move({p})" for t, p in plist)
         src.append(f"{dret} Ops::{name}({dparams}) {{\n"
                    f"    const Stack stk = {stack_expr(name, plist, ret)};\n"

@@ -12,120 +12,235 @@ namespace detail::dispatch {
 /// Dispatch's op declarations (inherited by ember::Dispatch; documented on the Backend
 /// concept and the CPU backend, whose list this is).
 struct Ops : BackendBase<Dispatch> {
+    /// The backend op `float_from_data`, run on the stack `d` names.
     static DispatchTensor float_from_data(const TensorData& data, const DispatchDevice& d);
+    /// The backend op `float_into_data`, run on its operands' stack.
     static TensorData float_into_data(DispatchTensor t);
+    /// The backend op `float_shape`, run on its operands' stack.
     static Shape float_shape(const DispatchTensor& t);
+    /// The backend op `float_dtype`, run on its operands' stack.
     static DType float_dtype(const DispatchTensor& t);
+    /// The backend op `float_empty`, run on the stack `d` names.
     static DispatchTensor float_empty(const Shape& shape, const DispatchDevice& d);
+    /// The backend op `float_full`, run on the stack `d` names.
     static DispatchTensor float_full(const Shape& shape, Scalar value, const DispatchDevice& d);
+    /// The backend op `float_random`, run on the stack `d` names.
     static DispatchTensor float_random(const Shape& shape, const Distribution& dist, const DispatchDevice& d);
+    /// The backend op `float_unary`, run on its operands' stack.
     static DispatchTensor float_unary(UnaryOp op, DispatchTensor t);
+    /// The backend op `float_binary`, run on its operands' stack.
     static DispatchTensor float_binary(BinaryOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `float_binary_scalar`, run on its operands' stack.
     static DispatchTensor float_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s);
+    /// The backend op `float_compare`, run on its operands' stack.
     static DispatchTensor float_compare(CompareOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `float_compare_scalar`, run on its operands' stack.
     static DispatchTensor float_compare_scalar(CompareOp op, DispatchTensor a, Scalar s);
+    /// The backend op `float_mask_where`, run on its operands' stack.
     static DispatchTensor float_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value);
+    /// The backend op `float_mask_fill`, run on its operands' stack.
     static DispatchTensor float_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value);
+    /// The backend op `float_clamp`, run on its operands' stack.
     static DispatchTensor float_clamp(DispatchTensor t, Scalar lo, Scalar hi);
+    /// The backend op `float_reduce`, run on its operands' stack.
     static DispatchTensor float_reduce(ReduceOp op, DispatchTensor t);
+    /// The backend op `float_reduce_dim`, run on its operands' stack.
     static DispatchTensor float_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim);
+    /// The backend op `float_arg_reduce`, run on its operands' stack.
     static DispatchTensor float_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim);
+    /// The backend op `float_reshape`, run on its operands' stack.
     static DispatchTensor float_reshape(DispatchTensor t, const Shape& shape);
+    /// The backend op `float_permute`, run on its operands' stack.
     static DispatchTensor float_permute(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `float_expand`, run on its operands' stack.
     static DispatchTensor float_expand(DispatchTensor t, const Shape& shape);
+    /// The backend op `float_slice`, run on its operands' stack.
     static DispatchTensor float_slice(DispatchTensor t, std::span<const Slice> ranges);
+    /// The backend op `float_slice_assign`, run on its operands' stack.
     static DispatchTensor float_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values);
+    /// The backend op `float_flip`, run on its operands' stack.
     static DispatchTensor float_flip(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `float_cat`, run on its operands' stack.
     static DispatchTensor float_cat(std::vector<DispatchTensor> tensors, std::size_t dim);
+    /// The backend op `float_repeat_dim`, run on its operands' stack.
     static DispatchTensor float_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times);
+    /// The backend op `float_gather`, run on its operands' stack.
     static DispatchTensor float_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices);
+    /// The backend op `float_scatter`, run on its operands' stack.
     static DispatchTensor float_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values);
+    /// The backend op `float_select`, run on its operands' stack.
     static DispatchTensor float_select(DispatchTensor t, std::size_t dim, DispatchTensor indices);
+    /// The backend op `float_select_assign`, run on its operands' stack.
     static DispatchTensor float_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values);
+    /// The backend op `float_sort_with_indices`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> float_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending);
+    /// The backend op `float_topk`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> float_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest);
+    /// The backend op `float_matmul`, run on its operands' stack.
     static DispatchTensor float_matmul(DispatchTensor a, DispatchTensor b);
+    /// The backend op `float_into_int`, run on its operands' stack.
     static DispatchTensor float_into_int(DispatchTensor t);
+    /// The backend op `float_cast`, run on its operands' stack.
     static DispatchTensor float_cast(DispatchTensor t, DType dtype);
+    /// The backend op `float_softmax`, run on its operands' stack.
     static DispatchTensor float_softmax(DispatchTensor t, std::size_t dim);
+    /// The backend op `float_log_softmax`, run on its operands' stack.
     static DispatchTensor float_log_softmax(DispatchTensor t, std::size_t dim);
+    /// The backend op `float_layer_norm`, run on its operands' stack.
     static std::array<DispatchTensor, 3> float_layer_norm(DispatchTensor x, std::optional<DispatchTensor> gamma, std::optional<DispatchTensor> beta, double eps);
+    /// The backend op `int_from_data`, run on the stack `d` names.
     static DispatchTensor int_from_data(const TensorData& data, const DispatchDevice& d);
+    /// The backend op `int_into_data`, run on its operands' stack.
     static TensorData int_into_data(DispatchTensor t);
+    /// The backend op `int_shape`, run on its operands' stack.
     static Shape int_shape(const DispatchTensor& t);
+    /// The backend op `int_dtype`, run on its operands' stack.
     static DType int_dtype(const DispatchTensor& t);
+    /// The backend op `int_empty`, run on the stack `d` names.
     static DispatchTensor int_empty(const Shape& shape, const DispatchDevice& d);
+    /// The backend op `int_full`, run on the stack `d` names.
     static DispatchTensor int_full(const Shape& shape, Scalar value, const DispatchDevice& d);
+    /// The backend op `int_random`, run on the stack `d` names.
     static DispatchTensor int_random(const Shape& shape, const Distribution& dist, const DispatchDevice& d);
+    /// The backend op `int_arange`, run on the stack `d` names.
     static DispatchTensor int_arange(std::int64_t start, std::int64_t end, std::int64_t step, const DispatchDevice& d);
+    /// The backend op `int_unary`, run on its operands' stack.
     static DispatchTensor int_unary(UnaryOp op, DispatchTensor t);
+    /// The backend op `int_binary`, run on its operands' stack.
     static DispatchTensor int_binary(BinaryOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `int_binary_scalar`, run on its operands' stack.
     static DispatchTensor int_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s);
+    /// The backend op `int_compare`, run on its operands' stack.
     static DispatchTensor int_compare(CompareOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `int_compare_scalar`, run on its operands' stack.
     static DispatchTensor int_compare_scalar(CompareOp op, DispatchTensor a, Scalar s);
+    /// The backend op `int_mask_where`, run on its operands' stack.
     static DispatchTensor int_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value);
+    /// The backend op `int_mask_fill`, run on its operands' stack.
     static DispatchTensor int_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value);
+    /// The backend op `int_clamp`, run on its operands' stack.
     static DispatchTensor int_clamp(DispatchTensor t, Scalar lo, Scalar hi);
+    /// The backend op `int_reduce`, run on its operands' stack.
     static DispatchTensor int_reduce(ReduceOp op, DispatchTensor t);
+    /// The backend op `int_reduce_dim`, run on its operands' stack.
     static DispatchTensor int_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim);
+    /// The backend op `int_arg_reduce`, run on its operands' stack.
     static DispatchTensor int_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim);
+    /// The backend op `int_reshape`, run on its operands' stack.
     static DispatchTensor int_reshape(DispatchTensor t, const Shape& shape);
+    /// The backend op `int_permute`, run on its operands' stack.
     static DispatchTensor int_permute(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `int_expand`, run on its operands' stack.
     static DispatchTensor int_expand(DispatchTensor t, const Shape& shape);
+    /// The backend op `int_slice`, run on its operands' stack.
     static DispatchTensor int_slice(DispatchTensor t, std::span<const Slice> ranges);
+    /// The backend op `int_slice_assign`, run on its operands' stack.
     static DispatchTensor int_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values);
+    /// The backend op `int_flip`, run on its operands' stack.
     static DispatchTensor int_flip(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `int_cat`, run on its operands' stack.
     static DispatchTensor int_cat(std::vector<DispatchTensor> tensors, std::size_t dim);
+    /// The backend op `int_repeat_dim`, run on its operands' stack.
     static DispatchTensor int_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times);
+    /// The backend op `int_gather`, run on its operands' stack.
     static DispatchTensor int_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices);
+    /// The backend op `int_scatter`, run on its operands' stack.
     static DispatchTensor int_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values);
+    /// The backend op `int_select`, run on its operands' stack.
     static DispatchTensor int_select(DispatchTensor t, std::size_t dim, DispatchTensor indices);
+    /// The backend op `int_select_assign`, run on its operands' stack.
     static DispatchTensor int_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values);
+    /// The backend op `int_sort_with_indices`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> int_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending);
+    /// The backend op `int_topk`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> int_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest);
+    /// The backend op `int_matmul`, run on its operands' stack.
     static DispatchTensor int_matmul(DispatchTensor a, DispatchTensor b);
+    /// The backend op `int_into_float`, run on its operands' stack.
     static DispatchTensor int_into_float(DispatchTensor t);
+    /// The backend op `int_cast`, run on its operands' stack.
     static DispatchTensor int_cast(DispatchTensor t, DType dtype);
+    /// The backend op `bool_from_data`, run on the stack `d` names.
     static DispatchTensor bool_from_data(const TensorData& data, const DispatchDevice& d);
+    /// The backend op `bool_into_data`, run on its operands' stack.
     static TensorData bool_into_data(DispatchTensor t);
+    /// The backend op `bool_shape`, run on its operands' stack.
     static Shape bool_shape(const DispatchTensor& t);
+    /// The backend op `bool_dtype`, run on its operands' stack.
     static DType bool_dtype(const DispatchTensor& t);
+    /// The backend op `bool_empty`, run on the stack `d` names.
     static DispatchTensor bool_empty(const Shape& shape, const DispatchDevice& d);
+    /// The backend op `bool_full`, run on the stack `d` names.
     static DispatchTensor bool_full(const Shape& shape, Scalar value, const DispatchDevice& d);
+    /// The backend op `bool_not`, run on its operands' stack.
     static DispatchTensor bool_not(DispatchTensor t);
+    /// The backend op `bool_binary`, run on its operands' stack.
     static DispatchTensor bool_binary(BinaryOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `bool_compare`, run on its operands' stack.
     static DispatchTensor bool_compare(CompareOp op, DispatchTensor a, DispatchTensor b);
+    /// The backend op `bool_mask_where`, run on its operands' stack.
     static DispatchTensor bool_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value);
+    /// The backend op `bool_reduce`, run on its operands' stack.
     static DispatchTensor bool_reduce(ReduceOp op, DispatchTensor t);
+    /// The backend op `bool_reduce_dim`, run on its operands' stack.
     static DispatchTensor bool_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim);
+    /// The backend op `bool_reshape`, run on its operands' stack.
     static DispatchTensor bool_reshape(DispatchTensor t, const Shape& shape);
+    /// The backend op `bool_permute`, run on its operands' stack.
     static DispatchTensor bool_permute(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `bool_expand`, run on its operands' stack.
     static DispatchTensor bool_expand(DispatchTensor t, const Shape& shape);
+    /// The backend op `bool_slice`, run on its operands' stack.
     static DispatchTensor bool_slice(DispatchTensor t, std::span<const Slice> ranges);
+    /// The backend op `bool_slice_assign`, run on its operands' stack.
     static DispatchTensor bool_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values);
+    /// The backend op `bool_flip`, run on its operands' stack.
     static DispatchTensor bool_flip(DispatchTensor t, std::span<const std::size_t> axes);
+    /// The backend op `bool_cat`, run on its operands' stack.
     static DispatchTensor bool_cat(std::vector<DispatchTensor> tensors, std::size_t dim);
+    /// The backend op `bool_repeat_dim`, run on its operands' stack.
     static DispatchTensor bool_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times);
+    /// The backend op `bool_gather`, run on its operands' stack.
     static DispatchTensor bool_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices);
+    /// The backend op `bool_select`, run on its operands' stack.
     static DispatchTensor bool_select(DispatchTensor t, std::size_t dim, DispatchTensor indices);
+    /// The backend op `bool_into_int`, run on its operands' stack.
     static DispatchTensor bool_into_int(DispatchTensor t);
+    /// The backend op `bool_into_float`, run on its operands' stack.
     static DispatchTensor bool_into_float(DispatchTensor t);
+    /// The backend op `bool_argwhere`, run on its operands' stack.
     static DispatchTensor bool_argwhere(DispatchTensor t);
+    /// The backend op `conv1d`, run on its operands' stack.
     static DispatchTensor conv1d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<1>& o);
+    /// The backend op `conv2d`, run on its operands' stack.
     static DispatchTensor conv2d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<2>& o);
+    /// The backend op `conv3d`, run on its operands' stack.
     static DispatchTensor conv3d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<3>& o);
+    /// The backend op `conv_transpose1d`, run on its operands' stack.
     static DispatchTensor conv_transpose1d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<1>& o);
+    /// The backend op `conv_transpose2d`, run on its operands' stack.
     static DispatchTensor conv_transpose2d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<2>& o);
+    /// The backend op `conv_transpose3d`, run on its operands' stack.
     static DispatchTensor conv_transpose3d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<3>& o);
+    /// The backend op `deform_conv2d`, run on its operands' stack.
     static DispatchTensor deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor w, std::optional<DispatchTensor> mask, std::optional<DispatchTensor> bias, const DeformConvOptions& o);
+    /// The backend op `avg_pool1d`, run on its operands' stack.
     static DispatchTensor avg_pool1d(DispatchTensor x, const PoolOptions<1>& o);
+    /// The backend op `avg_pool2d`, run on its operands' stack.
     static DispatchTensor avg_pool2d(DispatchTensor x, const PoolOptions<2>& o);
+    /// The backend op `max_pool1d`, run on its operands' stack.
     static DispatchTensor max_pool1d(DispatchTensor x, const PoolOptions<1>& o);
+    /// The backend op `max_pool2d`, run on its operands' stack.
     static DispatchTensor max_pool2d(DispatchTensor x, const PoolOptions<2>& o);
+    /// The backend op `max_pool1d_with_indices`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> max_pool1d_with_indices(DispatchTensor x, const PoolOptions<1>& o);
+    /// The backend op `max_pool2d_with_indices`, run on its operands' stack.
     static std::pair<DispatchTensor, DispatchTensor> max_pool2d_with_indices(DispatchTensor x, const PoolOptions<2>& o);
+    /// The backend op `adaptive_avg_pool1d`, run on its operands' stack.
     static DispatchTensor adaptive_avg_pool1d(DispatchTensor x, std::size_t output_size);
+    /// The backend op `adaptive_avg_pool2d`, run on its operands' stack.
     static DispatchTensor adaptive_avg_pool2d(DispatchTensor x, std::array<std::size_t, 2> output_size);
+    /// The backend op `interpolate`, run on its operands' stack.
     static DispatchTensor interpolate(DispatchTensor x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o);
 };
 

@@ -356,7 +356,8 @@ struct Rrelu {
     /// Applies the activation (random slopes only in training).
     template <Backend B, std::size_t D>
     Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::rrelu(std::move(input), lower, upper, AutodiffBackend<B>);
+        const bool training = ad_enabled<B>(input.device());
+        return activation::rrelu(std::move(input), lower, upper, training);
     }
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {

@@ -19,7 +19,7 @@ struct Dropout {
         if constexpr (!AutodiffBackend<B>) {
             return input;
         } else {
-            if (prob == 0.0) return input;
+            if (prob == 0.0 || !ad_enabled<B>(input.device())) return input;
             if (prob >= 1.0) return input.zeros_like();
             auto keep = Tensor<B, D>::random(input.shape(), Distribution::Bernoulli(1.0 - prob),
                                              input.device());

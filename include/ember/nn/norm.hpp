@@ -72,7 +72,8 @@ struct BatchNorm {
         const std::size_t channels = gamma.shape()[0];
         detail::check_channels(input, channels, "BatchNorm");
         auto [mean, var] = [&]() -> std::pair<Tensor<B, D>, Tensor<B, D>> {
-            if constexpr (AutodiffBackend<B>) {
+            // Batch statistics where the graph is recorded (training), running ones elsewhere.
+            if (ad_enabled<B>(input.device())) {
                 // [N, C, ...] → [C, N·...]: one row of samples per channel.
                 auto rows = input.swap_dims(0, 1).template reshape<2>({long(channels), -1});
                 const std::size_t n = rows.dims()[1];

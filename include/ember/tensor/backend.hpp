@@ -152,6 +152,18 @@ struct InnerBackendOf<B> {
 };
 }  // namespace detail
 
+/// Whether ops on `device` record a graph for backward(): an autodiff backend's always do, a
+/// plain backend's never; a backend that decides at run time (ember::Dispatch, whose device
+/// names its stack) says so with `static bool ad_enabled(const Device&)`. Training-only layers
+/// (dropout, batch statistics) ask this.
+template <typename B>
+bool ad_enabled(const typename B::Device& device) {
+    if constexpr (requires { { B::ad_enabled(device) } -> std::convertible_to<bool>; })
+        return B::ad_enabled(device);
+    else
+        return AutodiffBackend<B>;
+}
+
 /// The backend under an autodiff backend; a backend without autodiff is its own inner backend.
 template <Backend B>
 using InnerBackend = typename detail::InnerBackendOf<B>::type;
