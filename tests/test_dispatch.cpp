@@ -204,3 +204,36 @@ TEST_CASE("dispatch: batch norm uses batch statistics only on an autodiff device
     check.operator()<ember::Cpu>({}, false);
     check.operator()<ember::Autodiff<ember::Cpu>>({}, true);
 }
+
+TEST_CASE("dispatch: the GPU stacks this build has compute what the CPU does", "[dispatch]") {
+    std::vector<DispatchDevice> gpus;
+#if defined(EMBER_VULKAN)
+    if (ember::vulkan::is_available())
+        for (const char* s : {"vulkan:0", "vulkan:0+fusion", "vulkan:0+fusion+autodiff"})
+            gpus.push_back(Dev::parse(s));
+#endif
+#if defined(EMBER_CUDA)
+    if (ember::cuda::is_available())
+        for (const char* s : {"cuda:0", "cuda:0+fusion", "cuda:0+fusion+autodiff"})
+            gpus.push_back(Dev::parse(s));
+#endif
+    if (gpus.empty()) {
+        WARN("skipped: no GPU stack can run here");
+        return;
+    }
+    for (const auto& d : gpus) {
+        INFO(d.to_string());
+        auto x = Tensor<Dispatch, 1>::from_floats({1.f, -2.f, 3.f, -4.f}, Dev::cpu());
+        auto g = x.to_device(d).reshape<2>({2, 2}).require_grad();
+        CHECK(g.device() == d);
+        auto y = (g * g + 1.0).sum_dim(1);
+        CHECK(y.to_device(Dev::cpu()).to_data().to_vec<float>() == std::vector<float>{7.f, 27.f});
+        CHECK(g.matmul(g).to_data().to_vec<float>() == std::vector<float>{-5.f, 6.f, -9.f, 10.f});
+        CHECK(has(error_of([&] { (void)(g.reshape<1>({4}) + x); }), "tensors of two stacks"));
+        if (d.has_autodiff()) {
+            auto grads = y.sum().backward();
+            CHECK(g.grad(grads)->to_data().to_vec<float>() ==
+                  std::vector<float>{2.f, -4.f, 6.f, -8.f});
+        }
+    }
+}
