@@ -34,7 +34,7 @@ struct Dispatch : detail::dispatch::Ops {
     using IntElem = std::int64_t;                   ///< every stack's int element
     using InnerBackend = Dispatch;                  ///< inner() keeps Dispatch, without autodiff
     using Gradients = ember::Gradients;             ///< what backward() returns
-    using FT = DispatchTensor;
+    using FT = DispatchTensor;                      ///< shorthand for the primitives
 
     /// "dispatch".
     static std::string name();
