@@ -6,9 +6,10 @@
 #   scripts/sanitize.sh [BUILD_DIR]      default build-asan
 #
 # It configures BUILD_DIR with -DEMBER_SANITIZE=ON (which adds the sanitizer flags to every
-# target: libember.a and libember_cpu.a as much as the tests), builds only what the test binary
-# ember_sanitize_tests needs (its sources: EMBER_SANITIZE_TEST_SOURCES in tests/CMakeLists.txt),
-# checks that the static libraries really are instrumented, and runs the CTest label "sanitize".
+# target: libember.a, libember_cpu.a and libember_data.a as much as the tests), builds only
+# what the test binary ember_sanitize_tests needs (its sources: EMBER_SANITIZE_TEST_SOURCES in
+# tests/CMakeLists.txt), checks that the static libraries really are instrumented, and runs the
+# CTest label "sanitize".
 # Any leak, out-of-bounds access or undefined behaviour fails the test that triggers it.
 # The GPU backends are off: their drivers are not built with the sanitizers.
 set -euo pipefail
@@ -28,8 +29,10 @@ cmake --build "$build" --target ember_sanitize_tests --parallel "${EMBER_JOBS:-$
 
 # The libraries must carry ASan's instrumentation, not just the test binary (an uninstrumented
 # libember.a hides out-of-bounds accesses inside ember).
-for lib in "$build/libember.a" "$build/libember_cpu.a"; do
-  if ! nm "$lib" 2>/dev/null | grep -q '__asan_report'; then
+for lib in "$build/libember.a" "$build/libember_cpu.a" "$build/libember_data.a"; do
+  # grep -c reads all of nm's output: grep -q would stop early and, under pipefail, nm's
+  # SIGPIPE would fail the check on an instrumented library.
+  if ! nm "$lib" 2>/dev/null | grep -c '__asan_report' >/dev/null; then
     echo "sanitize.sh: $lib is not instrumented with AddressSanitizer" >&2
     exit 1
   fi

@@ -29,7 +29,7 @@ packages=(
   qemu-system-arm   # runs the firmware on emulated Cortex-M boards (tests)
   emscripten        # the WebAssembly build of the web classifier
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
-  clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (fuzz/); Clang 14 for the consumer tests
+  clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (tests/fuzz/); Clang 14 for the consumer tests
   clang-15 clang-16  # the consumer tests compile ember's headers with each Clang Debian ships
   g++-aarch64-linux-gnu qemu-user  # the NEON kernels cross-compiled, run under qemu-aarch64
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)

@@ -37,6 +37,12 @@ void conv_options(const std::string& op, const ConvParams& p, const Shape& x, co
         EMBER_CHECK(p.dilation[d] >= 1, Argument, op,
                     ": dilation must be >= 1 in every dim (input ", x, ", weight ", w, ")");
         EMBER_CHECK(w[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w);
+        // Bounded like a dim, so that the signed 64-bit output-size arithmetic cannot wrap.
+        EMBER_CHECK(p.stride[d] <= kMaxElements && p.padding[d] <= kMaxElements &&
+                        p.dilation[d] <= kMaxElements,
+                    Argument, op, ": stride ", p.stride[d], ", padding ", p.padding[d],
+                    " and dilation ", p.dilation[d], " must be at most ", kMaxElements, " (input ",
+                    x, ", weight ", w, ")");
     }
     EMBER_CHECK(p.groups >= 1, Argument, op, ": groups must be >= 1 (input ", x, ", weight ", w,
                 ")");
@@ -59,7 +65,11 @@ Conv forward_geometry(const std::string& op, const ConvParams& p, const Shape& x
         g.stride[s] = static_cast<i64>(p.stride[d]);
         g.pad[s] = static_cast<i64>(p.padding[d]);
         g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 span = g.in[s] + 2 * g.pad[s] - g.dil[s] * (g.k[s] - 1) - 1;
+        // Every operand is at most kMaxElements (conv_options), the product checked: the span
+        // fits a signed 64-bit integer.
+        const auto extent = static_cast<i64>(checked_mul(p.dilation[d], w[2 + d] - 1, op.c_str(),
+                                                         "kernel extent (dilation * (k - 1))"));
+        const i64 span = g.in[s] + 2 * g.pad[s] - extent - 1;
         EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w, " (dilation ", p.dilation[d],
                     ") is larger than the padded input ", x, " (padding ", p.padding[d],
                     ") in spatial dim ", d);
@@ -224,11 +234,20 @@ Conv conv_transpose(const Operand& x, const Operand& w, const std::optional<Oper
         g.stride[s] = static_cast<i64>(p.stride[d]);
         g.pad[s] = static_cast<i64>(p.padding[d]);
         g.dil[s] = static_cast<i64>(p.dilation[d]);
-        const i64 o = (g.in[s] - 1) * g.stride[s] - 2 * g.pad[s] + g.dil[s] * (g.k[s] - 1) +
-                      static_cast<i64>(p.padding_out[d]) + 1;
-        EMBER_CHECK(o >= 1, Shape, op, ": output size ", o, " in spatial dim ", d,
-                    " is not positive (input ", x.shape, ", weight ", w.shape, ", padding ",
-                    p.padding[d], ")");
+        // Products checked, each term at most kMaxElements (conv_options; the output padding is
+        // below the stride or the dilation): the sum fits a signed 64-bit integer.
+        const i64 stretched =
+            x.shape[2 + d] == 0
+                ? -g.stride[s]
+                : static_cast<i64>(checked_mul(x.shape[2 + d] - 1, p.stride[d], op.c_str(),
+                                               "output extent ((input - 1) * stride)"));
+        const auto extent = static_cast<i64>(checked_mul(
+            p.dilation[d], w.shape[2 + d] - 1, op.c_str(), "kernel extent (dilation * (k - 1))"));
+        const i64 o = stretched - 2 * g.pad[s] + extent + static_cast<i64>(p.padding_out[d]) + 1;
+        EMBER_CHECK(o >= 1 && static_cast<std::uint64_t>(o) <= kMaxElements, Shape, op,
+                    ": output size ", o, " in spatial dim ", d,
+                    " is not positive or too large (input ", x.shape, ", weight ", w.shape,
+                    ", padding ", p.padding[d], ")");
         g.out[s] = o;
         c.out.push_back(static_cast<std::size_t>(o));
     }
@@ -271,6 +290,12 @@ Deform deform_conv2d(const char* op, const Operand& x, const Operand& offset, co
         EMBER_CHECK(o.stride[d] >= 1 && o.dilation[d] >= 1, Argument, op,
                     ": stride and dilation must be >= 1 (input ", x.shape, ", weight ", w.shape,
                     ")");
+        // Bounded like a dim, so that the signed 64-bit output-size arithmetic cannot wrap.
+        EMBER_CHECK(o.stride[d] <= kMaxElements && o.padding[d] <= kMaxElements &&
+                        o.dilation[d] <= kMaxElements,
+                    Argument, op, ": stride ", o.stride[d], ", padding ", o.padding[d],
+                    " and dilation ", o.dilation[d], " must be at most ", kMaxElements, " (input ",
+                    x.shape, ", weight ", w.shape, ")");
         EMBER_CHECK(w.shape[2 + d] >= 1, Shape, op, ": kernel dims must be >= 1, weight ", w.shape);
     }
     EMBER_CHECK(o.weight_groups >= 1 && o.offset_groups >= 1, Argument, op,
@@ -287,9 +312,10 @@ Deform deform_conv2d(const char* op, const Operand& x, const Operand& offset, co
                 ") must be divisible by offset_groups (", o.offset_groups, "); input ", x.shape);
     i64 out_hw[2];
     for (std::size_t d = 0; d < 2; ++d) {
-        const i64 span = static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) -
-                         static_cast<i64>(o.dilation[d]) * (static_cast<i64>(w.shape[2 + d]) - 1) -
-                         1;
+        const auto extent = static_cast<i64>(checked_mul(o.dilation[d], w.shape[2 + d] - 1, op,
+                                                         "kernel extent (dilation * (k - 1))"));
+        const i64 span =
+            static_cast<i64>(x.shape[2 + d]) + 2 * static_cast<i64>(o.padding[d]) - extent - 1;
         EMBER_CHECK(span >= 0, Shape, op, ": kernel ", w.shape, " is larger than the padded input ",
                     x.shape);
         out_hw[d] = span / static_cast<i64>(o.stride[d]) + 1;

@@ -1,7 +1,7 @@
-// The fuzz targets (fuzz/fuzz_*.cpp, built into this binary with EMBER_FUZZ_REPLAY) replay every
-// committed seed and every reproducer of a past finding through the normal build, so that a fixed
-// bug stays fixed where no fuzzer runs; and each finding has a test of its own, named after the
-// attack, that checks the refusal and its message.
+// The fuzz targets (tests/fuzz/fuzz_*.cpp, built into this binary with EMBER_FUZZ_REPLAY) replay
+// every committed seed and every reproducer of a past finding through the normal build, so that a
+// fixed bug stays fixed where no fuzzer runs; and each finding has a test of its own, named after
+// the attack, that checks the refusal and its message.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "../fuzz/fuzz.hpp"
+#include "fuzz/fuzz.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -32,7 +32,7 @@ std::vector<std::byte> read_all(const fs::path& p) {
     return out;
 }
 
-const fs::path kFuzzDir = fs::path(EMBER_SOURCE_DIR) / "fuzz";
+const fs::path kFuzzDir = fs::path(EMBER_SOURCE_DIR) / "tests" / "fuzz";
 
 }  // namespace
 
@@ -76,7 +76,7 @@ TEST_CASE("fuzz targets: every corpus and reproducer directory belongs to a targ
 TEST_CASE("rendezvous: a rank 0 that announces 4 GiB is refused before allocating",
           "[fuzz][collective][rendezvous]") {
     // A fake rank 0 on loopback answers the hello with status 0 and a length of 2^32 - 1
-    // (fuzz/crashes/rendezvous/rank0-announces-4gib made the rank allocate 4 GiB).
+    // (tests/fuzz/crashes/rendezvous/rank0-announces-4gib made the rank allocate 4 GiB).
     const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(listener >= 0);
     sockaddr_in a{};
@@ -175,7 +175,7 @@ TEST_CASE("images: an image without pixels loads as an empty tensor", "[fuzz][da
 
 TEST_CASE("config: a number beyond a double's range is a FormatError", "[fuzz][config]") {
     // nlohmann::json reports it as out_of_range, not parse_error, and it escaped as a foreign
-    // exception (fuzz/crashes/config/number-out-of-range).
+    // exception (tests/fuzz/crashes/config/number-out-of-range).
     for (const char* text : {R"({"d_model": 1e999})", R"({"a": [-1e400]})"})
         CHECK_THROWS_WITH(
             ember::config::detail::value_from_json(text, "fuzz.json"),

@@ -101,10 +101,15 @@ TEST_CASE("attack: TensorData with an overflowing shape is refused", "[hostile][
     CHECK_THROWS_AS(TensorData({1.f, 2.f}, Shape{2}).reshape(Shape{k2_32, k2_32, 2}),
                     ember::ShapeError);
     // Within the limit but past any memory: an ember::Error naming the size, not bad_alloc.
+    // Not under AddressSanitizer: its operator new cannot throw std::bad_alloc and ends the
+    // program instead, whatever allocator_may_return_null says (that covers malloc's family,
+    // which the allocation case below goes through).
+#if !defined(EMBER_TEST_ASAN)
     const std::size_t n = std::size_t{1} << 59;  // 2^62 bytes of f64
     const auto msg =
         error_of<ember::Error>([&] { (void)TensorData::zeros(Shape{n}, ember::DType::F64); });
     CHECK(has(msg, "4611686018427387904"));
+#endif
 }
 
 TEST_CASE("attack: reshape to an overflowing or wrapped shape is refused", "[hostile][overflow]") {
@@ -220,6 +225,95 @@ TEMPLATE_LIST_TEST_CASE(
     const auto msg = error_of<ember::Error>(
         [] { (void)Tensor<B, 1>::zeros(Shape{std::size_t{1} << 59}).into_data(); });
     CHECK(has(msg, "2305843009213693952"));  // 2^61 bytes
+}
+
+// ---- window geometry ------------------------------------------------------------------------
+// Kernel, stride, padding and dilation are the caller's numbers (or a model file's, through
+// ONNX): the output sizes computed from them must not wrap into small, valid-looking sizes
+// whose windows then reach past the input.
+
+TEMPLATE_LIST_TEST_CASE(
+    "attack: pooling with a huge kernel, stride, padding or dilation is refused",
+    "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    namespace m = ember::module;
+    const auto x = Tensor<B, 3>::ones(Shape{1, 1, 8});
+    // (kernel - 1) * dilation = 2^62 * 4 wrapped to 0: a window of extent 1 over 2^62 taps.
+    // Each number is now at most kMaxElements (2^60 - 1), and their product is checked.
+    constexpr std::size_t big = std::size_t{1} << 59;
+    CHECK(has(error_of<ember::ArgumentError>(
+                  [&] { (void)m::max_pool1d(x, (std::size_t{1} << 62) + 1, 1, 0, 4); }),
+              "max_pool1d"));
+    CHECK(has(error_of<ember::ShapeError>([&] { (void)m::max_pool1d(x, big + 1, 1, 0, big); }),
+              "max_pool1d"));
+    // A padding of SIZE_MAX turned into -1 in signed arithmetic and passed "at most half the
+    // kernel"; a stride of SIZE_MAX turned into -1 and a negative output size.
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::avg_pool1d(x, 2, 1, SIZE_MAX); }),
+              "avg_pool1d"));
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::max_pool1d(x, 2, 1, SIZE_MAX); }),
+              "max_pool1d"));
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::avg_pool1d(x, 2, SIZE_MAX); }),
+              "18446744073709551615"));
+    CHECK(has(error_of<ember::ArgumentError>(
+                  [&] { (void)m::max_pool1d(x, 2, SIZE_MAX, 0, 1, /*ceil_mode=*/true); }),
+              "max_pool1d"));
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::max_pool1d(x, SIZE_MAX, 1); }),
+              "max_pool1d"));
+    // Large but representable: an ordinary "kernel larger than the input".
+    CHECK(has(error_of<ember::ShapeError>([&] { (void)m::max_pool1d(x, big, 1); }),
+              "larger than the input"));
+    // The limits leave ordinary pools alone: 8 -> (8 + 2 - 3) / 2 + 1 = 4.
+    CHECK(m::max_pool1d(x, 3, 2, 1).dims()[2] == 4);
+}
+
+TEMPLATE_LIST_TEST_CASE(
+    "attack: convolutions with a huge stride, padding or dilation are refused, not wrapped",
+    "[hostile][overflow]", ember::test::TestBackends) {
+    using B = TestType;
+    EMBER_SKIP_IF_UNAVAILABLE(B);
+    namespace m = ember::module;
+    const auto x = Tensor<B, 3>::ones(Shape{1, 1, 4});
+    const auto w = Tensor<B, 3>::ones(Shape{1, 1, 5});
+    constexpr std::size_t big = std::size_t{1} << 59;
+    // dilation * (k - 1) = 2^62 * 4 wrapped to 0: a 4-long output whose taps lie 2^62 apart.
+    // Each number is now at most kMaxElements (2^60 - 1), and their products are checked.
+    ember::ConvOptions<1> dilated;
+    dilated.dilation = {big};
+    CHECK(has(error_of<ember::ShapeError>([&] { (void)m::conv1d(x, w, std::nullopt, dilated); }),
+              "conv1d"));
+    ember::ConvOptions<1> strided;
+    strided.stride = {SIZE_MAX};
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::conv1d(x, w, std::nullopt, strided); }),
+              "conv1d"));
+    ember::ConvOptions<1> padded;
+    padded.padding = {SIZE_MAX / 2};
+    CHECK(has(error_of<ember::ArgumentError>([&] { (void)m::conv1d(x, w, std::nullopt, padded); }),
+              "conv1d"));
+    // conv_transpose: (input - 1) * stride and dilation * (k - 1) past kMaxElements.
+    ember::ConvTransposeOptions<1> t;
+    t.stride = {big};
+    CHECK(
+        has(error_of<ember::ShapeError>([&] { (void)m::conv_transpose1d(x, w, std::nullopt, t); }),
+            "conv_transpose1d"));
+    ember::ConvTransposeOptions<1> td;
+    td.dilation = {big};
+    CHECK(
+        has(error_of<ember::ShapeError>([&] { (void)m::conv_transpose1d(x, w, std::nullopt, td); }),
+            "conv_transpose1d"));
+    // deform_conv2d shares the rule.
+    const auto x4 = Tensor<B, 4>::ones(Shape{1, 1, 4, 4});
+    const auto w4 = Tensor<B, 4>::ones(Shape{1, 1, 5, 5});
+    const auto off = Tensor<B, 4>::zeros(Shape{1, 50, 4, 4});
+    ember::DeformConvOptions d;
+    d.dilation = {big, big};
+    CHECK(has(error_of<ember::ShapeError>(
+                  [&] { (void)m::deform_conv2d(x4, off, w4, std::nullopt, std::nullopt, d); }),
+              "deform_conv2d"));
+    // Ordinary geometry is untouched: (4 + 2 * 2 - 5) / 1 + 1 = 4.
+    ember::ConvOptions<1> same;
+    same.padding = {2};
+    CHECK(m::conv1d(x, w, std::nullopt, same).dims()[2] == 4);
 }
 
 // ---- moved-from tensors -------------------------------------------------------------------

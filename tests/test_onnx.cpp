@@ -236,10 +236,11 @@ TEST_CASE("hostile ONNX bytes give FormatErrors", "[onnx]") {
         Pb sparse = model_with(Pb{}.msg(15, Pb{}));
         CHECK_THAT(parse_error(sparse.b), Catch::Contains("sparse"));
     }
-    SECTION("the fuzzer's corpus seeds and past crashes (fuzz/)") {
+    SECTION("the fuzzer's corpus seeds and past crashes (tests/fuzz/)") {
         std::size_t files = 0;
         for (const char* dir : {"corpus/onnx", "crashes/onnx"}) {
-            for (const auto& e : fs::directory_iterator(fs::path(EMBER_SOURCE_DIR) / "fuzz" / dir)) {
+            for (const auto& e :
+                 fs::directory_iterator(fs::path(EMBER_SOURCE_DIR) / "tests" / "fuzz" / dir)) {
                 if (e.path().filename() == ".keep") continue;
                 ++files;
                 const auto bytes = read_file(e.path());

@@ -159,10 +159,11 @@ TEST_CASE("safetensors", "[record][safetensors]") {
         check_fails(bad_bool, "other than 0 and 1");
         check_fails(make(R"({"__metadata__":{"k":3}})", 0), "not a string");
     }
-    SECTION("the fuzzer's corpus seeds and past crashes (fuzz/)") {
+    SECTION("the fuzzer's corpus seeds and past crashes (tests/fuzz/)") {
         std::size_t files = 0;
         for (const char* dir : {"corpus/safetensors", "crashes/safetensors"}) {
-            for (const auto& e : fs::directory_iterator(fs::path(EMBER_SOURCE_DIR) / "fuzz" / dir)) {
+            for (const auto& e :
+                 fs::directory_iterator(fs::path(EMBER_SOURCE_DIR) / "tests" / "fuzz" / dir)) {
                 if (e.path().filename() == ".keep") continue;
                 ++files;
                 try {

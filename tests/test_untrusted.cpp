@@ -3,6 +3,7 @@
 // cut before their trailer, NamedMpk's checksum, and bytes from a file escaped in messages.
 // Every hostile file is made here, small; the limits, not the machine, stop them.
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -466,4 +467,95 @@ TEST_CASE("attack: a 33-byte PNG announcing 1 GB of pixels is refused before dec
     fs::remove(dir.path / "cat" / "big.png");
     REQUIRE(::mkfifo((dir.path / "cat" / "big.png").c_str(), 0600) == 0);
     CHECK_THAT(message_of([&] { (void)ds.get(0); }), Catch::Contains("is a FIFO"));
+}
+
+TEST_CASE("attack: a SQLite dataset with escape sequences in its names is escaped in the errors",
+          "[untrusted][hostile]") {
+    using ember::data::detail::SqliteReader;
+    TempDir dir("sqlite");
+    // A database made by someone else: its metadata, split names and schema are theirs.
+    auto make = [&](const char* name, const std::vector<std::string>& sql) {
+        const fs::path file = dir.path / name;
+        sqlite3* db = nullptr;
+        REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+        for (const std::string& s : sql) {
+            char* err = nullptr;
+            const int rc = sqlite3_exec(db, s.c_str(), nullptr, nullptr, &err);
+            INFO(s << ": " << (err ? err : ""));
+            sqlite3_free(err);
+            REQUIRE(rc == SQLITE_OK);
+        }
+        sqlite3_close(db);
+        return file;
+    };
+    auto clean = [](const std::string& m) {
+        return m.find('\x1b') == std::string::npos && m.find('\n') == std::string::npos;
+    };
+    const std::string meta = "CREATE TABLE ember_dataset (key TEXT, value TEXT)";
+    const std::string items = "CREATE TABLE items (split TEXT, row_id INTEGER, item BLOB)";
+    // The format and version strings come from the file.
+    auto m = message_of([&] {
+        SqliteReader(make("format.db", {meta,
+                                        "INSERT INTO ember_dataset VALUES ('format', "
+                                        "'x' || char(27) || ']0;pwned' || char(10))"}),
+                     "train");
+    });
+    CHECK_THAT(m, Catch::Contains("format 'x\\x1b]0;pwned\\n'"));
+    CHECK(clean(m));
+    m = message_of([&] {
+        SqliteReader(
+            make("version.db", {meta,
+                                "INSERT INTO ember_dataset VALUES ('format', "
+                                "'ember-sqlite-dataset'), ('version', '9' || char(27) || '[2J')"}),
+            "train");
+    });
+    CHECK_THAT(m, Catch::Contains("version '9\\x1b[2J'"));
+    CHECK(clean(m));
+    const std::string ok_meta =
+        "INSERT INTO ember_dataset VALUES ('format', 'ember-sqlite-dataset'), ('version', '1')";
+    // Split names listed when the asked-for one is missing; a NULL split (which ember's writer
+    // never makes) has no name to list and must not crash the listing.
+    m = message_of([&] {
+        SqliteReader(make("splits.db", {meta, ok_meta, items,
+                                        "INSERT INTO items VALUES ('tr' || char(27) || "
+                                        "'[31m' || char(10), 0, x'00'), (NULL, 0, x'00')"}),
+                     "valid");
+    });
+    CHECK_THAT(m, Catch::Contains("(splits: 'tr\\x1b[31m\\n')"));
+    CHECK(clean(m));
+    // SQLite's own messages quote the schema: a view over a table named with escapes.
+    m = message_of([&] {
+        SqliteReader(make("schema.db",
+                          {meta, ok_meta, "CREATE VIEW items AS SELECT * FROM \"ev\x1bil\nx\""}),
+                     "train");
+    });
+    CHECK_THAT(m, Catch::Contains("no such table: main.ev\\x1bil\\nx"));
+    CHECK(clean(m));
+}
+
+TEST_CASE("attack: image and class names with escape sequences are escaped in the errors",
+          "[untrusted][hostile]") {
+    using ember::data::ImageFolderDataset;
+    TempDir dir("imgnames");
+    // A folder someone else made: its class and file names are theirs.
+    const std::string cls = "c\x1b]0;pwned\x07";
+    fs::create_directories(dir.path / cls);
+    write_file(dir.path / cls / "bad\n\x1b[2J.png", {'n', 'o', 't', ' ', 'a', ' ', 'p', 'n', 'g'});
+    const auto ds = ImageFolderDataset::new_classification(dir.path);
+    REQUIRE(ds.len() == 1);
+    const std::string m = message_of([&] { (void)ds.get(0); });
+    CHECK_THAT(m, Catch::Contains("c\\x1b]0;pwned\\x07/bad\\n\\x1b[2J.png"));
+    CHECK(m.find('\x1b') == std::string::npos);
+    CHECK(m.find('\n') == std::string::npos);
+    // A class name given with the items that is not among the classes.
+    const std::string m2 = message_of([&] {
+        (void)ImageFolderDataset::new_classification_with_items(
+            {{dir.path / "x.png", "do\x1b[8mg"}}, {"cat"});
+    });
+    CHECK_THAT(m2, Catch::Contains("has class \"do\\x1b[8mg\""));
+    CHECK(m2.find('\x1b') == std::string::npos);
+    const std::string m3 = message_of([&] {
+        (void)ImageFolderDataset::new_classification_with_items({}, {"a\nb", "a\nb"});
+    });
+    CHECK_THAT(m3, Catch::Contains("class \"a\\nb\" is listed twice"));
 }

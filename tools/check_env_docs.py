@@ -11,7 +11,7 @@ import re
 import sys
 
 root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent)
-code_dirs = ["include", "src", "backends", "tools", "examples", "benchmarks", "tests", "fuzz"]
+code_dirs = ["include", "src", "backends", "tools", "examples", "benchmarks", "tests"]
 code_ext = {".cpp", ".hpp", ".cu", ".cuh", ".h"}
 literal = re.compile(r'"(EMBER_[A-Z0-9_]+)"')
 shell = re.compile(r"\$\{?(EMBER_[A-Z0-9_]+)")

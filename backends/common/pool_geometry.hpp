@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/tensor/detail/checked.hpp"
 #include "ember/tensor/dtype.hpp"
 #include "ember/tensor/error.hpp"
 #include "ember/tensor/ops.hpp"
@@ -59,7 +60,8 @@ inline i64 div_floor(i64 a, i64 b) {
     return q;
 }
 
-/// PyTorch's pooling_output_shape.
+/// PyTorch's pooling_output_shape. pool_geometry has bounded the operands (each at most
+/// kMaxElements, the padding at most half the window), so nothing here overflows.
 inline i64 pool_out_size(i64 in, i64 k, i64 pad, i64 stride, i64 dil, bool ceil_mode) {
     i64 out =
         div_floor(in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
@@ -86,10 +88,20 @@ Dims3 pool_geometry(const char* base, const T& x, const PoolParams& p, bool max_
         const std::size_t s = 3 - p.n + d;
         EMBER_CHECK(p.kernel[d] >= 1 && p.stride[d] >= 1 && p.dilation[d] >= 1, Argument, op,
                     ": kernel, stride and dilation must be >= 1 (input ", x.shape, ")");
-        const i64 eff = static_cast<i64>((p.kernel[d] - 1) * (max_pool ? p.dilation[d] : 1) + 1);
-        EMBER_CHECK(static_cast<i64>(p.padding[d]) * 2 <= eff, Argument, op, ": padding ",
-                    p.padding[d], " must be at most half of the kernel size ", p.kernel[d],
-                    " (input ", x.shape, ")");
+        // Bounded like a dim, so that the signed 64-bit arithmetic of the output size cannot
+        // wrap (a padding of SIZE_MAX would turn into -1 and pass the check below).
+        EMBER_CHECK(p.kernel[d] <= kMaxElements && p.stride[d] <= kMaxElements &&
+                        p.padding[d] <= kMaxElements && p.dilation[d] <= kMaxElements,
+                    Argument, op, ": kernel ", p.kernel[d], ", stride ", p.stride[d], ", padding ",
+                    p.padding[d], " and dilation ", p.dilation[d], " must be at most ",
+                    kMaxElements, " (input ", x.shape, ")");
+        const std::size_t eff =
+            checked_add(checked_mul(p.kernel[d] - 1, max_pool ? p.dilation[d] : 1, op.c_str(),
+                                    "window extent (kernel - 1) * dilation"),
+                        1, op.c_str(), "window extent");
+        EMBER_CHECK(p.padding[d] <= eff / 2, Argument, op, ": padding ", p.padding[d],
+                    " must be at most half of the kernel size ", p.kernel[d], " (input ", x.shape,
+                    ")");
         g.in[s] = static_cast<i64>(x.shape[2 + d]);
         g.out[s] = pool_out_size(g.in[s], static_cast<i64>(p.kernel[d]),
                                  static_cast<i64>(p.padding[d]), static_cast<i64>(p.stride[d]),

@@ -24,6 +24,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// A path as error messages show it: file and directory names come from whoever made the
+/// folder, so their control bytes are escaped (record::printable).
+std::string shown(const fs::path& path) {
+    return record::printable(path.string(), 4096);
+}
+
 std::string lower(std::string s) {
     for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
@@ -35,23 +41,23 @@ std::map<std::string, std::size_t> class_index(const std::vector<std::string>& c
     std::map<std::string, std::size_t> index;
     for (std::size_t i = 0; i < classes.size(); ++i)
         EMBER_CHECK(index.emplace(classes[i], i).second, Argument, "ImageFolderDataset::", op,
-                    ": class \"", classes[i], "\" is listed twice");
+                    ": class \"", record::printable(classes[i]), "\" is listed twice");
     return index;
 }
 
 std::size_t lookup(const std::map<std::string, std::size_t>& index, const std::string& name,
                    const fs::path& path, const char* op) {
     const auto it = index.find(name);
-    EMBER_CHECK(it != index.end(), Argument, "ImageFolderDataset::", op, ": ", path.string(),
-                " has class \"", name, "\", which is not among the ", index.size(),
-                " classes given");
+    EMBER_CHECK(it != index.end(), Argument, "ImageFolderDataset::", op, ": ", shown(path),
+                " has class \"", record::printable(name), "\", which is not among the ",
+                index.size(), " classes given");
     return it->second;
 }
 
 // stb_image 2.27 (Debian 12's) writes past its tables when a JPEG's Define-Huffman-Table
 // segment lists more than 256 codes (stbi__build_huffman checks the code lengths only after
-// storing them; fuzz/crashes/image/). Such a file is not a valid JPEG, so it is refused before
-// stb sees it. Every DHT segment stb could process is found: stb reads a marker at each 0xFF
+// storing them; tests/fuzz/crashes/image/). Such a file is not a valid JPEG, so it is refused
+// before stb sees it. Every DHT segment stb could process is found: stb reads a marker at each 0xFF
 // (fill bytes skipped) that is not byte stuffing (0xFF00) or a restart marker, and every segment
 // it accepts is exactly as long as its length field; walking the same way, and looking at every
 // such marker (also those stb would reject earlier), finds a superset of stb's.
@@ -98,7 +104,7 @@ bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
 
 // stb_image 2.27 reads the numbers of a binary PGM/PPM header (P5, P6) into an int without an
 // overflow check (stbi__pnm_getinteger: undefined behaviour, then a garbage size), and
-// mishandles 16-bit samples (below); fuzz/crashes/image/. Such headers are refused first: the
+// mishandles 16-bit samples (below); tests/fuzz/crashes/image/. Such headers are refused first: the
 // same reading (whitespace, '#' comments, digits up to the end of the data) with each number
 // checked against INT_MAX and the maximum sample value against 255 (8-bit files only).
 bool pnm_header_numbers_fit(std::span<const unsigned char> b) {
@@ -122,7 +128,7 @@ bool pnm_header_numbers_fit(std::span<const unsigned char> b) {
             c = get8();
         }
         // 16-bit samples: stb converts them to the channels asked for with its 8-bit routine
-        // and then reads twice the buffer it made (a heap overflow; fuzz/crashes/image/).
+        // and then reads twice the buffer it made (a heap overflow; tests/fuzz/crashes/image/).
         if (field == 2 && value > 255) return false;
     }
     return true;
@@ -132,7 +138,7 @@ bool pnm_header_numbers_fit(std::span<const unsigned char> b) {
 
 std::size_t ImageDatasetItem::label() const {
     const auto* one = std::get_if<std::size_t>(&annotation);
-    EMBER_CHECK(one != nullptr, Argument, "ImageDatasetItem::label: ", image_path.string(),
+    EMBER_CHECK(one != nullptr, Argument, "ImageDatasetItem::label: ", shown(image_path),
                 " has a multi-label annotation; use labels()");
     return *one;
 }
@@ -155,7 +161,7 @@ ImageFolderDataset ImageFolderDataset::new_classification_with(
     const fs::path& root, const std::vector<std::string>& extensions) {
     std::error_code ec;
     EMBER_CHECK(fs::is_directory(root, ec), Format,
-                "ImageFolderDataset::new_classification: ", root.string(),
+                "ImageFolderDataset::new_classification: ", shown(root),
                 " is not a directory (expected root/<class>/<image files>)");
     std::vector<std::string> wanted;
     for (const std::string& e : extensions)
@@ -183,7 +189,7 @@ ImageFolderDataset ImageFolderDataset::new_classification_with(
     std::string exts;
     for (const std::string& e : wanted) exts += (exts.empty() ? "" : ", ") + e;
     EMBER_CHECK(!items.empty(), Format, "ImageFolderDataset::new_classification: no image files (",
-                exts, ") in the subdirectories of ", root.string(),
+                exts, ") in the subdirectories of ", shown(root),
                 " (expected root/<class>/<image files>)");
     return new_classification_with_items(items, classes);
 }
@@ -236,32 +242,32 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     const Entry& e = (*entries_)[index];
     // A regular file only (one swapped for a FIFO since the listing is refused, not waited
     // on), within the read limits.
-    const std::string shown = record::printable(e.path.string(), 4096);
+    const std::string name = shown(e.path);
     std::vector<unsigned char> file;
     {
         const auto raw = record::detail::RegularFile(e.path, "an image").read_all();
         const auto* p = reinterpret_cast<const unsigned char*>(raw.data());
         file.assign(p, p + raw.size());
     }
-    EMBER_CHECK(file.size() <= INT_MAX, Format, "ImageFolderDataset: cannot read image ", shown,
+    EMBER_CHECK(file.size() <= INT_MAX, Format, "ImageFolderDataset: cannot read image ", name,
                 " (larger than 2 GiB)");
     // Before anything of stb reads the file: stbi_info parses a JPEG's Huffman tables too.
     EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
-                e.path.string(), " (corrupt JPEG: a Huffman table of more than 256 codes)");
+                name, " (corrupt JPEG: a Huffman table of more than 256 codes)");
     EMBER_CHECK(pnm_header_numbers_fit(file), Format, "ImageFolderDataset: cannot read image ",
-                e.path.string(),
+                name,
                 " (PGM/PPM: a header number beyond 2147483647, or samples of more than 8 bits)");
     // The pixels a header announces are checked against the read limits before stb_image
     // allocates them: a small PNG of zeros may claim gigabytes. At least four bytes a pixel,
     // whatever the channels asked for: stb decodes GIFs (and converts others) through RGBA, so
-    // a 67-byte GIF of 18176x17993 grey pixels made it allocate 1.3 GB (fuzz/crashes/image).
+    // a 67-byte GIF of 18176x17993 grey pixels made it allocate 1.3 GB (tests/fuzz/crashes/image).
     {
         int iw = 0, ih = 0, ic = 0;
         if (stbi_info_from_memory(file.data(), static_cast<int>(file.size()), &iw, &ih, &ic)) {
             const std::uint64_t pixels = std::uint64_t(iw) * std::uint64_t(ih) *
                                          std::uint64_t(std::max({channels_, ic, 4}));
             record::detail::check_decoded_size(pixels, file.size(), "the image's pixels",
-                                               "ImageFolderDataset: " + shown);
+                                               "ImageFolderDataset: " + name);
         }
     }
     int w = 0, h = 0, c = 0;
@@ -269,8 +275,8 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     // concurrently.
     stbi_uc* px =
         stbi_load_from_memory(file.data(), static_cast<int>(file.size()), &w, &h, &c, channels_);
-    EMBER_CHECK(px != nullptr, Format, "ImageFolderDataset: cannot read image ", e.path.string(),
-                " (", stbi_failure_reason() ? stbi_failure_reason() : "unknown error", ")");
+    EMBER_CHECK(px != nullptr, Format, "ImageFolderDataset: cannot read image ", name, " (",
+                stbi_failure_reason() ? stbi_failure_reason() : "unknown error", ")");
     const std::size_t ch =
         channels_ != 0 ? static_cast<std::size_t>(channels_) : static_cast<std::size_t>(c);
     const std::size_t n = static_cast<std::size_t>(w) * static_cast<std::size_t>(h) * ch;

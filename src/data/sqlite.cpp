@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "ember/data/sqlite.hpp"
+#include "ember/record/untrusted.hpp"
 
 namespace ember::data::detail {
 
@@ -29,23 +30,33 @@ struct Stmt {
     ~Stmt() { sqlite3_finalize(s); }
 };
 
+/// SQLite's message for the last error. It may quote the database's own schema (table and
+/// column names of a file someone else made), so its control bytes are escaped.
 std::string errmsg(sqlite3* db) {
-    return db ? sqlite3_errmsg(db) : "out of memory";
+    return db ? record::printable(sqlite3_errmsg(db)) : "out of memory";
+}
+
+/// A path or a name as error messages show it (record::printable: no raw control bytes).
+std::string shown(const std::filesystem::path& file) {
+    return record::printable(file.string(), 4096);
+}
+std::string shown(std::string_view name) {
+    return record::printable(name);
 }
 
 /// Opens `file` read-only and checks that it is an ember dataset of a version this reads.
 sqlite3* open_dataset(const std::filesystem::path& file) {
-    EMBER_CHECK(std::filesystem::is_regular_file(file), Format, "SqliteDataset: ", file.string(),
+    EMBER_CHECK(std::filesystem::is_regular_file(file), Format, "SqliteDataset: ", shown(file),
                 ": no such file (write one with SqliteDatasetWriter)");
     Db db;
     const int rc =
         sqlite3_open_v2(file.c_str(), &db.db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
-    EMBER_CHECK(rc == SQLITE_OK, Format, "SqliteDataset: ", file.string(), ": cannot open (",
+    EMBER_CHECK(rc == SQLITE_OK, Format, "SqliteDataset: ", shown(file), ": cannot open (",
                 errmsg(db.db), ")");
     Stmt st;
     if (sqlite3_prepare_v2(db.db, "SELECT key, value FROM ember_dataset", -1, &st.s, nullptr) !=
         SQLITE_OK) {
-        EMBER_FAIL(Format, "SqliteDataset: ", file.string(), ": not an ember dataset file (",
+        EMBER_FAIL(Format, "SqliteDataset: ", shown(file), ": not an ember dataset file (",
                    errmsg(db.db), "); write one with SqliteDatasetWriter");
     }
     std::map<std::string, std::string> meta;
@@ -55,12 +66,12 @@ sqlite3* open_dataset(const std::filesystem::path& file) {
         const auto* v = sqlite3_column_text(st.s, 1);
         if (k && v) meta[reinterpret_cast<const char*>(k)] = reinterpret_cast<const char*>(v);
     }
-    EMBER_CHECK(step == SQLITE_DONE, Format, "SqliteDataset: ", file.string(), ": ", errmsg(db.db));
-    EMBER_CHECK(meta["format"] == kFormat, Format, "SqliteDataset: ", file.string(),
-                ": not an ember dataset file (format '", meta["format"], "')");
-    EMBER_CHECK(meta["version"] == kVersion, Format, "SqliteDataset: ", file.string(),
-                ": dataset format version ", meta["version"], ", this build reads version ",
-                kVersion);
+    EMBER_CHECK(step == SQLITE_DONE, Format, "SqliteDataset: ", shown(file), ": ", errmsg(db.db));
+    EMBER_CHECK(meta["format"] == kFormat, Format, "SqliteDataset: ", shown(file),
+                ": not an ember dataset file (format '", shown(meta["format"]), "')");
+    EMBER_CHECK(meta["version"] == kVersion, Format, "SqliteDataset: ", shown(file),
+                ": dataset format version '", shown(meta["version"]),
+                "', this build reads version ", kVersion);
     sqlite3* out = db.db;
     db.db = nullptr;
     return out;
@@ -96,7 +107,7 @@ struct SqliteReader::Impl {
         c->db.db = open_dataset(file);
         const char* sql = "SELECT item FROM items WHERE split = ?1 AND row_id = ?2";
         EMBER_CHECK(sqlite3_prepare_v2(c->db.db, sql, -1, &c->stmt.s, nullptr) == SQLITE_OK, Format,
-                    "SqliteDataset: ", file.string(), ": ", errmsg(c->db.db));
+                    "SqliteDataset: ", shown(file), ": ", errmsg(c->db.db));
         return c;
     }
 };
@@ -109,22 +120,23 @@ SqliteReader::SqliteReader(std::filesystem::path file, std::string split)
     Stmt st;
     const char* sql = "SELECT COUNT(*), MAX(row_id) FROM items WHERE split = ?1";
     EMBER_CHECK(sqlite3_prepare_v2(conn->db.db, sql, -1, &st.s, nullptr) == SQLITE_OK, Format,
-                "SqliteDataset: ", impl_->file.string(), ": ", errmsg(conn->db.db));
+                "SqliteDataset: ", shown(impl_->file), ": ", errmsg(conn->db.db));
     sqlite3_bind_text(st.s, 1, impl_->split.data(), static_cast<int>(impl_->split.size()),
                       SQLITE_STATIC);
-    EMBER_CHECK(sqlite3_step(st.s) == SQLITE_ROW, Format, "SqliteDataset: ", impl_->file.string(),
+    EMBER_CHECK(sqlite3_step(st.s) == SQLITE_ROW, Format, "SqliteDataset: ", shown(impl_->file),
                 ": ", errmsg(conn->db.db));
     const auto count = sqlite3_column_int64(st.s, 0);
     if (count == 0) {
         std::string names;
-        for (const auto& s : splits(impl_->file)) names += (names.empty() ? "'" : ", '") + s + "'";
-        EMBER_FAIL(Argument, "SqliteDataset: ", impl_->file.string(), " has no split '",
-                   impl_->split, "' (splits: ", names.empty() ? "none" : names, ")");
+        for (const auto& s : splits(impl_->file))
+            names += (names.empty() ? "'" : ", '") + shown(s) + "'";
+        EMBER_FAIL(Argument, "SqliteDataset: ", shown(impl_->file), " has no split '",
+                   shown(impl_->split), "' (splits: ", names.empty() ? "none" : names, ")");
     }
     // Rows must be numbered 0..count-1, else get(i) would miss rows.
     EMBER_CHECK(sqlite3_column_int64(st.s, 1) == count - 1, Format,
-                "SqliteDataset: ", impl_->file.string(), ": split '", impl_->split, "' has ", count,
-                " rows whose indices are not 0..", count - 1);
+                "SqliteDataset: ", shown(impl_->file), ": split '", shown(impl_->split), "' has ",
+                count, " rows whose indices are not 0..", count - 1);
     impl_->len = static_cast<std::size_t>(count);
     impl_->idle.push_back(std::move(conn));
 }
@@ -170,8 +182,8 @@ std::vector<std::byte> SqliteReader::blob(std::size_t index) const {
         std::lock_guard lock(impl_->mutex);
         impl_->idle.push_back(std::move(c));
     }
-    EMBER_CHECK(error.empty(), Format, "SqliteDataset: ", impl_->file.string(), " [", impl_->split,
-                " row ", index, "]: ", error);
+    EMBER_CHECK(error.empty(), Format, "SqliteDataset: ", shown(impl_->file), " [",
+                shown(impl_->split), " row ", index, "]: ", error);
     return out;
 }
 
@@ -181,10 +193,13 @@ std::vector<std::string> SqliteReader::splits(const std::filesystem::path& file)
     Stmt st;
     EMBER_CHECK(sqlite3_prepare_v2(db.db, "SELECT DISTINCT split FROM items ORDER BY split", -1,
                                    &st.s, nullptr) == SQLITE_OK,
-                Format, "SqliteDataset: ", file.string(), ": ", errmsg(db.db));
+                Format, "SqliteDataset: ", shown(file), ": ", errmsg(db.db));
     std::vector<std::string> out;
-    while (sqlite3_step(st.s) == SQLITE_ROW)
-        out.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st.s, 0)));
+    while (sqlite3_step(st.s) == SQLITE_ROW) {
+        // A file not written by SqliteDatasetWriter may hold a NULL split: no name to list.
+        const auto* name = sqlite3_column_text(st.s, 0);
+        if (name) out.emplace_back(reinterpret_cast<const char*>(name));
+    }
     return out;
 }
 
@@ -199,14 +214,14 @@ struct SqliteWriter::Impl {
 SqliteWriter::SqliteWriter(std::filesystem::path file, bool overwrite)
     : impl_(std::make_unique<Impl>()) {
     EMBER_CHECK(overwrite || !std::filesystem::exists(file), Argument,
-                "SqliteDatasetWriter: ", file.string(),
+                "SqliteDatasetWriter: ", shown(file),
                 " already exists (pass overwrite = true to replace it)");
     static std::atomic<unsigned> counter{0};
     impl_->file = file;
     impl_->tmp = file;
     impl_->tmp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     std::filesystem::remove(impl_->tmp);
-    const std::string what = "SqliteDatasetWriter: " + file.string();
+    const std::string what = "SqliteDatasetWriter: " + shown(file);
     const int rc = sqlite3_open_v2(impl_->tmp.c_str(), &impl_->db.db,
                                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
     if (rc != SQLITE_OK) {
@@ -214,7 +229,7 @@ SqliteWriter::SqliteWriter(std::filesystem::path file, bool overwrite)
         sqlite3_close_v2(impl_->db.db);
         impl_->db.db = nullptr;
         std::filesystem::remove(impl_->tmp);
-        EMBER_FAIL(Argument, what, ": cannot create ", impl_->tmp.string(), " (", msg, ")");
+        EMBER_FAIL(Argument, what, ": cannot create ", shown(impl_->tmp), " (", msg, ")");
     }
     try {
         // The file is private until the rename: no need for a journal on disk.
@@ -251,9 +266,9 @@ SqliteWriter::~SqliteWriter() {
 }
 
 std::size_t SqliteWriter::append(std::string_view split, std::span<const std::byte> blob) {
-    EMBER_CHECK(!impl_->committed, Argument, "SqliteDatasetWriter: ", impl_->file.string(),
+    EMBER_CHECK(!impl_->committed, Argument, "SqliteDatasetWriter: ", shown(impl_->file),
                 ": write after commit");
-    EMBER_CHECK(!split.empty(), Argument, "SqliteDatasetWriter: ", impl_->file.string(),
+    EMBER_CHECK(!split.empty(), Argument, "SqliteDatasetWriter: ", shown(impl_->file),
                 ": the split name is empty");
     auto it = impl_->lens.find(split);
     if (it == impl_->lens.end()) it = impl_->lens.emplace(std::string(split), 0).first;
@@ -269,8 +284,8 @@ std::size_t SqliteWriter::append(std::string_view split, std::span<const std::by
     const int rc = sqlite3_step(s);
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
-    EMBER_CHECK(rc == SQLITE_DONE, Argument, "SqliteDatasetWriter: ", impl_->file.string(),
-                ": cannot insert row ", it->second, " of split '", split,
+    EMBER_CHECK(rc == SQLITE_DONE, Argument, "SqliteDatasetWriter: ", shown(impl_->file),
+                ": cannot insert row ", it->second, " of split '", shown(split),
                 "': ", errmsg(impl_->db.db));
     return it->second++;
 }
@@ -281,9 +296,9 @@ std::size_t SqliteWriter::len(std::string_view split) const {
 }
 
 void SqliteWriter::commit() {
-    EMBER_CHECK(!impl_->committed, Argument, "SqliteDatasetWriter: ", impl_->file.string(),
+    EMBER_CHECK(!impl_->committed, Argument, "SqliteDatasetWriter: ", shown(impl_->file),
                 ": committed twice");
-    const std::string what = "SqliteDatasetWriter: " + impl_->file.string();
+    const std::string what = "SqliteDatasetWriter: " + shown(impl_->file);
     sqlite3_finalize(impl_->insert.s);
     impl_->insert.s = nullptr;
     exec(impl_->db.db, "COMMIT;", what);

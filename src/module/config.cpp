@@ -85,7 +85,8 @@ record::Value value_from_json(std::string_view text, std::string_view source) {
     try {
         j = nlohmann::ordered_json::parse(text.begin(), text.end());
     } catch (const nlohmann::json::exception& e) {
-        // parse_error, and out_of_range for a number beyond double ("1e999"; fuzz/crashes/config)
+        // parse_error, and out_of_range for a number beyond double ("1e999";
+        // tests/fuzz/crashes/config)
         EMBER_FAIL(Format, record::printable(source), ": not valid JSON (",
                    record::printable(e.what()), ")");
     }

@@ -1,6 +1,6 @@
 #pragma once
-// Force-included into the fuzz build (fuzz/CMakeLists.txt) where the standard library offers no
-// std::source_location to this compiler: clang 14 with libstdc++ 12 (Debian 12's pair), whose
+// Force-included into the fuzz build (tests/fuzz/CMakeLists.txt) where the standard library offers
+// no std::source_location to this compiler: clang 14 with libstdc++ 12 (Debian 12's pair), whose
 // header needs __builtin_source_location, which clang has from version 15. ember's tensor API
 // names the caller of an op through it; this stand-in gives the same members from the builtins
 // clang 14 has, so that the parsers and the headers they include compile for the fuzzer.

@@ -1,13 +1,13 @@
 #pragma once
 // What every fuzz target shares. A target is one function of the input bytes, written once with
-// EMBER_FUZZ_TARGET(name) in fuzz/fuzz_<name>.cpp, and compiled two ways:
+// EMBER_FUZZ_TARGET(name) in tests/fuzz/fuzz_<name>.cpp, and compiled two ways:
 //
-// - for libFuzzer (fuzz/CMakeLists.txt, clang, sanitizers): the function becomes
+// - for libFuzzer (tests/fuzz/CMakeLists.txt, clang, sanitizers): the function becomes
 //   LLVMFuzzerTestOneInput, and a crash, a sanitizer report, a leak, a timeout or an allocation
 //   over the limit is a finding;
 // - into the normal test suite (EMBER_FUZZ_REPLAY, tests/test_fuzz_regressions.cpp): the function
 //   is registered under its name, and the test replays every committed seed and reproducer
-//   (fuzz/corpus/<name>, fuzz/crashes/<name>) through it.
+//   (tests/fuzz/corpus/<name>, tests/fuzz/crashes/<name>) through it.
 //
 // Hostile bytes must either parse or be refused with an ember::Error; any other exception escapes
 // the target and counts as a finding too.

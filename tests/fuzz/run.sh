@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# Builds and runs ember's libFuzzer targets (fuzz/fuzz_<target>.cpp), for people and for CTest:
+# Builds and runs ember's libFuzzer targets (tests/fuzz/fuzz_<target>.cpp), for people and for CTest:
 #
-#   fuzz/run.sh --list                        the targets
-#   fuzz/run.sh --build BUILD                 configure and build every target in BUILD/fuzz
-#   fuzz/run.sh TARGET BUILD SECONDS [WORK]   build TARGET, then fuzz it for SECONDS
+#   tests/fuzz/run.sh --list                        the targets
+#   tests/fuzz/run.sh --build BUILD                 configure and build every target in BUILD/fuzz
+#   tests/fuzz/run.sh TARGET BUILD SECONDS [WORK]   build TARGET, then fuzz it for SECONDS
 #
 # BUILD is any directory to build in (CTest passes ember's build directory; the fuzz build lives
-# in BUILD/fuzz, a project of its own compiled with clang: fuzz/CMakeLists.txt). The run starts
-# from the committed seeds in fuzz/corpus/TARGET and the reproducers in fuzz/crashes/TARGET,
+# in BUILD/fuzz, a project of its own compiled with clang: tests/fuzz/CMakeLists.txt). The run starts
+# from the committed seeds in tests/fuzz/corpus/TARGET and the reproducers in tests/fuzz/crashes/TARGET,
 # grows a working corpus in WORK (default BUILD/fuzz/run/TARGET), keeps libFuzzer's output in
 # WORK/log.txt, and fails when libFuzzer finds a crash, a sanitizer report, a leak, a timeout or
 # an allocation over the memory limit: the input that caused it is left in WORK/ (crash-*,
-# leak-*, timeout-*, oom-*). Once the bug is fixed, copy it to fuzz/crashes/TARGET, where
-# tests/test_fuzz_regressions.cpp replays it with the normal suite. fuzz/run_all.sh runs every
+# leak-*, timeout-*, oom-*). Once the bug is fixed, copy it to tests/fuzz/crashes/TARGET, where
+# tests/test_fuzz_regressions.cpp replays it with the normal suite. tests/fuzz/run_all.sh runs every
 # target at once.
 #
 # Environment: EMBER_FUZZ_CXX (the clang++ to use), EMBER_FUZZ_NO_BUILD=1 (the targets are built
@@ -47,7 +47,7 @@ esac
 [[ $# -ge 3 ]] || { echo "usage: run.sh TARGET BUILD SECONDS [WORK] (or --list, --build BUILD)" >&2; exit 2; }
 target="$1" builddir="$2" seconds="$3" work="${4:-$2/fuzz/run/$1}"
 [[ -f $here/fuzz_$target.cpp ]] ||
-  { echo "run.sh: unknown target '$target' (fuzz/run.sh --list)" >&2; exit 2; }
+  { echo "run.sh: unknown target '$target' (tests/fuzz/run.sh --list)" >&2; exit 2; }
 [[ ${EMBER_FUZZ_NO_BUILD:-0} == 1 ]] || build "$builddir" "$target"
 
 mkdir -p "$work/corpus" "$here/corpus/$target" "$here/crashes/$target"

@@ -1,6 +1,6 @@
 // ONNX model and tensor bytes (tools/onnx/protobuf.cpp, model.cpp): the protobuf reader and the
 // ModelProto, GraphProto, NodeProto and TensorProto decoding behind ember-onnx.
-#include "../tools/onnx/model.hpp"
+#include "../../tools/onnx/model.hpp"
 #include "fuzz.hpp"
 
 EMBER_FUZZ_TARGET(onnx) {

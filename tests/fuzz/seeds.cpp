@@ -1,7 +1,7 @@
 // Writes the seed corpora of the fuzz targets that start from ember's own formats
-// (fuzz/corpus/<target>/), so that they can be made again when a format changes:
+// (tests/fuzz/corpus/<target>/), so that they can be made again when a format changes:
 //
-//   ninja -C build/fuzz ember_fuzz_seeds && build/fuzz/ember_fuzz_seeds fuzz/corpus
+//   ninja -C build/fuzz ember_fuzz_seeds && build/fuzz/ember_fuzz_seeds tests/fuzz/corpus
 //
 // Seeds are small valid (and a few nearly valid) inputs in each target's input layout (see the
 // comment at the top of each fuzz_<target>.cpp); libFuzzer mutates from there. The onnx,
@@ -172,7 +172,8 @@ void config_seed(const std::string& name, const C& c) {
 }
 
 void config_seeds() {
-    // (fuzz/corpus/config/outer and cosine, for the target's own config, are written by hand.)
+    // (tests/fuzz/corpus/config/outer and cosine, for the target's own config, are written by
+    // hand.)
     config_seed("noam", lr_scheduler::NoamLrSchedulerConfig{0.5});
     config_seed("transformer", nn::TransformerEncoderConfig{512, 2048, 8, 6}.with_norm_first(true));
     config_seed("conv2d", nn::Conv2dConfig{{3, 8}, {3, 3}}
@@ -260,7 +261,7 @@ void image_seeds() {
 
 int main(int argc, char** argv) {
     if (argc != 2) {
-        std::cerr << "usage: ember_fuzz_seeds CORPUS_DIR (fuzz/corpus)\n";
+        std::cerr << "usage: ember_fuzz_seeds CORPUS_DIR (tests/fuzz/corpus)\n";
         return 2;
     }
     g_root = argv[1];

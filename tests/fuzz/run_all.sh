@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Fuzzes every target for the same time, as many at once as there are cores:
 #
-#   fuzz/run_all.sh SECONDS [BUILD] [JOBS]
+#   tests/fuzz/run_all.sh SECONDS [BUILD] [JOBS]
 #
 # BUILD defaults to build/ of the checkout (the fuzz build goes to BUILD/fuzz, see run.sh), JOBS
-# to the number of cores. Each target runs through fuzz/run.sh, its corpus and log in
+# to the number of cores. Each target runs through tests/fuzz/run.sh, its corpus and log in
 # BUILD/fuzz/run/<target>/. Prints one line per target (runs, coverage, result) and fails when any
 # target found something; the inputs that did are in that target's directory (crash-*, leak-*,
-# timeout-*, oom-*). The issue's bar before a release is `fuzz/run_all.sh 600`.
+# timeout-*, oom-*). The issue's bar before a release is `tests/fuzz/run_all.sh 600`.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 [[ $# -ge 1 ]] || { echo "usage: run_all.sh SECONDS [BUILD] [JOBS]" >&2; exit 2; }
-seconds="$1" builddir="${2:-$here/../build}" jobs="${3:-$(nproc)}"
+seconds="$1" builddir="${2:-$here/../../build}" jobs="${3:-$(nproc)}"
 mkdir -p "$builddir"
 builddir="$(cd "$builddir" && pwd)"
 bash "$here/run.sh" --build "$builddir"
