@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build dependencies, builds ember and its tests in build/ and runs them with CTest.
+# Installs the build dependencies, builds ember and its tests in build/ and runs them with CTest,
+# then runs part of the CPU suite under the sanitizers (scripts/sanitize.sh, in build-asan).
 # This is the README's test command and what CI (.ci/run) runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -10,3 +11,7 @@ export CCACHE_DIR="${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 cmake --build build --parallel "${EMBER_JOBS:-$(nproc)}"
 ctest --test-dir build --output-on-failure -j2
+# Then part of the CPU suite again under AddressSanitizer and UndefinedBehaviorSanitizer, with
+# ember's libraries instrumented too, in build-asan (docs/security.md, "Sanitizers"). Any report
+# fails its test and this script.
+bash scripts/sanitize.sh build-asan

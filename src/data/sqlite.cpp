@@ -40,7 +40,7 @@ std::string errmsg(sqlite3* db) {
 std::string shown(const std::filesystem::path& file) {
     return record::printable(file.string(), 4096);
 }
-std::string shown(std::string_view name) {
+std::string shown_name(std::string_view name) {
     return record::printable(name);
 }
 
@@ -68,9 +68,9 @@ sqlite3* open_dataset(const std::filesystem::path& file) {
     }
     EMBER_CHECK(step == SQLITE_DONE, Format, "SqliteDataset: ", shown(file), ": ", errmsg(db.db));
     EMBER_CHECK(meta["format"] == kFormat, Format, "SqliteDataset: ", shown(file),
-                ": not an ember dataset file (format '", shown(meta["format"]), "')");
+                ": not an ember dataset file (format '", shown_name(meta["format"]), "')");
     EMBER_CHECK(meta["version"] == kVersion, Format, "SqliteDataset: ", shown(file),
-                ": dataset format version '", shown(meta["version"]),
+                ": dataset format version '", shown_name(meta["version"]),
                 "', this build reads version ", kVersion);
     sqlite3* out = db.db;
     db.db = nullptr;
@@ -129,14 +129,14 @@ SqliteReader::SqliteReader(std::filesystem::path file, std::string split)
     if (count == 0) {
         std::string names;
         for (const auto& s : splits(impl_->file))
-            names += (names.empty() ? "'" : ", '") + shown(s) + "'";
+            names += (names.empty() ? "'" : ", '") + shown_name(s) + "'";
         EMBER_FAIL(Argument, "SqliteDataset: ", shown(impl_->file), " has no split '",
-                   shown(impl_->split), "' (splits: ", names.empty() ? "none" : names, ")");
+                   shown_name(impl_->split), "' (splits: ", names.empty() ? "none" : names, ")");
     }
     // Rows must be numbered 0..count-1, else get(i) would miss rows.
     EMBER_CHECK(sqlite3_column_int64(st.s, 1) == count - 1, Format,
-                "SqliteDataset: ", shown(impl_->file), ": split '", shown(impl_->split), "' has ",
-                count, " rows whose indices are not 0..", count - 1);
+                "SqliteDataset: ", shown(impl_->file), ": split '", shown_name(impl_->split),
+                "' has ", count, " rows whose indices are not 0..", count - 1);
     impl_->len = static_cast<std::size_t>(count);
     impl_->idle.push_back(std::move(conn));
 }
@@ -183,7 +183,7 @@ std::vector<std::byte> SqliteReader::blob(std::size_t index) const {
         impl_->idle.push_back(std::move(c));
     }
     EMBER_CHECK(error.empty(), Format, "SqliteDataset: ", shown(impl_->file), " [",
-                shown(impl_->split), " row ", index, "]: ", error);
+                shown_name(impl_->split), " row ", index, "]: ", error);
     return out;
 }
 
@@ -285,7 +285,7 @@ std::size_t SqliteWriter::append(std::string_view split, std::span<const std::by
     sqlite3_reset(s);
     sqlite3_clear_bindings(s);
     EMBER_CHECK(rc == SQLITE_DONE, Argument, "SqliteDatasetWriter: ", shown(impl_->file),
-                ": cannot insert row ", it->second, " of split '", shown(split),
+                ": cannot insert row ", it->second, " of split '", shown_name(split),
                 "': ", errmsg(impl_->db.db));
     return it->second++;
 }
