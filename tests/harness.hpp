@@ -14,7 +14,9 @@
 namespace ember::test {
 
 /// ember::Dispatch whose default device (`Device<B>{}`, what the suites make tensors on) is
-/// `Tag::device()`: lets the shared suites run Dispatch on each stack. The ops are Dispatch's.
+/// `Tag::device()`: lets the shared suites run Dispatch on each stack. The ops are Dispatch's;
+/// the inner backend defaults to the same device without autodiff (`Tag::Inner`), as
+/// `Device<InnerBackend<B>>{}` does on a concrete stack.
 template <typename Tag>
 struct DispatchOn : ember::Dispatch {
     /// Dispatch's device, made as `Tag::device()` by default.
@@ -22,18 +24,26 @@ struct DispatchOn : ember::Dispatch {
         Device() : ember::DispatchDevice(Tag::device()) {}
         Device(const ember::DispatchDevice& d) : ember::DispatchDevice(d) {}  // NOLINT: implicit
     };
+    using InnerBackend = DispatchOn<typename Tag::Inner>;  ///< the device without autodiff
     static Device float_device(const FT& t) { return ember::Dispatch::float_device(t); }
     static Device int_device(const FT& t) { return ember::Dispatch::int_device(t); }
     static Device bool_device(const FT& t) { return ember::Dispatch::bool_device(t); }
 };
-/// The CPU stacks Dispatch is tested on.
+/// The CPU stacks Dispatch is tested on (`Inner`: the same device without autodiff).
 struct CpuFusionTag {
+    using Inner = CpuFusionTag;
     static constexpr ember::DispatchDevice device() { return ember::DispatchDevice::cpu().fusion(); }
 };
+struct CpuPlainTag {
+    using Inner = CpuPlainTag;
+    static constexpr ember::DispatchDevice device() { return ember::DispatchDevice::cpu(); }
+};
 struct CpuAutodiffTag {
+    using Inner = CpuPlainTag;
     static constexpr ember::DispatchDevice device() { return ember::DispatchDevice::cpu().autodiff(); }
 };
 struct CpuFusionAutodiffTag {
+    using Inner = CpuFusionTag;
     static constexpr ember::DispatchDevice device() {
         return ember::DispatchDevice::cpu().fusion().autodiff();
     }

@@ -20,7 +20,7 @@ void expect_close(const ember::Tensor<B, D>& actual, const ember::TensorData& ex
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("activation: elementwise functions match torch", "[activation]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -51,7 +51,7 @@ TEMPLATE_LIST_TEST_CASE("activation: elementwise functions match torch", "[activ
 }
 
 TEMPLATE_LIST_TEST_CASE("activation: long odd-length input (vectorised kernels and tails)",
-                        "[activation]", ember::test::TestBackends) {
+                        "[activation]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -70,7 +70,7 @@ TEMPLATE_LIST_TEST_CASE("activation: long odd-length input (vectorised kernels a
 }
 
 TEMPLATE_LIST_TEST_CASE("activation: parameterised functions match torch", "[activation]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -104,7 +104,8 @@ TEMPLATE_LIST_TEST_CASE("activation: parameterised functions match torch", "[act
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("activation: prelu", "[activation]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("activation: prelu", "[activation]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -134,7 +135,7 @@ TEMPLATE_LIST_TEST_CASE("activation: prelu", "[activation]", ember::test::TestBa
 }
 
 TEMPLATE_LIST_TEST_CASE("activation: softmax family along each dim", "[activation]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -163,7 +164,7 @@ TEMPLATE_LIST_TEST_CASE("activation: softmax family along each dim", "[activatio
 }
 
 TEMPLATE_LIST_TEST_CASE("activation: softmax family is stable for large values", "[activation]",
-                        ember::test::TestBackends) {
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;
@@ -214,7 +215,8 @@ TEMPLATE_LIST_TEST_CASE("activation: softmax family is stable for large values",
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("activation: closed-form values", "[activation]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("activation: closed-form values", "[activation]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     namespace act = ember::activation;

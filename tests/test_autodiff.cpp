@@ -25,7 +25,7 @@ std::size_t f32_bytes(std::size_t n) { return std::max<std::size_t>(64, n * 4); 
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("autodiff: the seed example and an MLP against PyTorch", "[autodiff]",
-                        ember::test::AutodiffBackends) {
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("seed example: exp((x + y) @ x), backward from the result") {
@@ -56,7 +56,7 @@ TEMPLATE_LIST_TEST_CASE("autodiff: the seed example and an MLP against PyTorch",
 }
 
 TEMPLATE_LIST_TEST_CASE("autodiff: leaves, detach and the graph", "[autodiff]",
-                        ember::test::AutodiffBackends) {
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using Inner = ember::InnerBackend<B>;

@@ -138,7 +138,8 @@ TEST_CASE("BatchNorm defaults, gradients, display and errors", "[nn][general]") 
 
 // ---- GroupNorm, InstanceNorm, LayerNorm, RmsNorm --------------------------------------------
 
-TEMPLATE_LIST_TEST_CASE("GroupNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("GroupNorm matches torch", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     SECTION("[N, C, L], 2 groups") {
@@ -168,7 +169,8 @@ TEMPLATE_LIST_TEST_CASE("GroupNorm matches torch", "[nn][general]", ember::test:
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("InstanceNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("InstanceNorm matches torch", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     SECTION("[N, C, L] (InstanceNorm1d, affine)") {
@@ -199,7 +201,8 @@ TEMPLATE_LIST_TEST_CASE("InstanceNorm matches torch", "[nn][general]", ember::te
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("LayerNorm matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("LayerNorm matches torch", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     SECTION("[N, S, d]") {
@@ -228,7 +231,8 @@ TEMPLATE_LIST_TEST_CASE("LayerNorm matches torch", "[nn][general]", ember::test:
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("RmsNorm matches torch ops", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("RmsNorm matches torch ops", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     const std::vector<ParamName> names{{"gamma", "weight"}};
@@ -252,7 +256,8 @@ TEMPLATE_LIST_TEST_CASE("RmsNorm matches torch ops", "[nn][general]", ember::tes
 
 // ---- activations ---------------------------------------------------------------------------
 
-TEMPLATE_LIST_TEST_CASE("activation modules match torch", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("activation modules match torch", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     SECTION("HardSigmoid, Burn's default alpha 0.2") {
@@ -320,7 +325,8 @@ TEMPLATE_LIST_TEST_CASE("activation modules match torch", "[nn][general]", ember
 
 // ---- Embedding -----------------------------------------------------------------------------
 
-TEMPLATE_LIST_TEST_CASE("Embedding matches torch", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Embedding matches torch", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     auto f = fx("embedding");
@@ -388,7 +394,8 @@ void interpolate_case(const std::string& name) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     for (const char* name :
@@ -428,7 +435,8 @@ TEMPLATE_LIST_TEST_CASE("Interpolate2d matches torch.nn.functional.interpolate",
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate", "[nn][general]", ember::test::AutodiffBackends) {
+TEMPLATE_LIST_TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate", "[nn][general]",
+                        ember::test::AutodiffBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using AD = TestType;  // every autodiff stack
     for (const char* name :

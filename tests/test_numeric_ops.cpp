@@ -73,7 +73,7 @@ void check_binary(const char* name, Op op) {
 }
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("add", "[numeric][add]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("add", "[numeric][add]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, operators") { check_binary<B, Float>("num_add", OPERATOR_FORM(+)); }
@@ -82,7 +82,7 @@ TEMPLATE_LIST_TEST_CASE("add", "[numeric][add]", ember::test::TestBackends) {
     SECTION("int, methods") { check_binary<B, Int>("num_int_add", METHOD_FORM(add, +)); }
 }
 
-TEMPLATE_LIST_TEST_CASE("sub", "[numeric][sub]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("sub", "[numeric][sub]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, operators") { check_binary<B, Float>("num_sub", OPERATOR_FORM(-)); }
@@ -91,7 +91,7 @@ TEMPLATE_LIST_TEST_CASE("sub", "[numeric][sub]", ember::test::TestBackends) {
     SECTION("int, methods") { check_binary<B, Int>("num_int_sub", METHOD_FORM(sub, -)); }
 }
 
-TEMPLATE_LIST_TEST_CASE("mul", "[numeric][mul]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("mul", "[numeric][mul]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, operators") { check_binary<B, Float>("num_mul", OPERATOR_FORM(*)); }
@@ -100,7 +100,7 @@ TEMPLATE_LIST_TEST_CASE("mul", "[numeric][mul]", ember::test::TestBackends) {
     SECTION("int, methods") { check_binary<B, Int>("num_int_mul", METHOD_FORM(mul, *)); }
 }
 
-TEMPLATE_LIST_TEST_CASE("div", "[numeric][div]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("div", "[numeric][div]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, operators") { check_binary<B, Float>("num_div", OPERATOR_FORM(/)); }
@@ -116,7 +116,7 @@ TEMPLATE_LIST_TEST_CASE("div", "[numeric][div]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("rem", "[numeric][rem]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("rem", "[numeric][rem]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, operators") { check_binary<B, Float>("num_rem", OPERATOR_FORM(%)); }
@@ -133,7 +133,8 @@ TEMPLATE_LIST_TEST_CASE("rem", "[numeric][rem]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("max_pair / min_pair", "[numeric][max_pair][min_pair]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("max_pair / min_pair", "[numeric][max_pair][min_pair]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float max_pair") { check_binary<B, Float>("num_max_pair", PAIR_FORM(max_pair)); }
@@ -167,7 +168,8 @@ TEMPLATE_TEST_CASE("arithmetic on the f64 backend", "[numeric][f64]", ember::Cpu
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("abs / neg / sign", "[numeric][abs][neg][sign]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("abs / neg / sign", "[numeric][abs][neg][sign]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, with zeros, NaN and infinities") {
@@ -189,7 +191,8 @@ TEMPLATE_LIST_TEST_CASE("abs / neg / sign", "[numeric][abs][neg][sign]", ember::
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("eye / full / ones / zeros / *_like", "[numeric][creation]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("eye / full / ones / zeros / *_like", "[numeric][creation]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using T2 = ember::Tensor<B, 2>;
@@ -223,7 +226,8 @@ TEMPLATE_LIST_TEST_CASE("eye / full / ones / zeros / *_like", "[numeric][creatio
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("is_close / all_close", "[numeric][is_close][all_close]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("is_close / all_close", "[numeric][is_close][all_close]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("is_close") {
@@ -256,7 +260,8 @@ TEMPLATE_LIST_TEST_CASE("is_close / all_close", "[numeric][is_close][all_close]"
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("argmax / argmin", "[numeric][argmax][argmin]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("argmax / argmin", "[numeric][argmax][argmin]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("ties pick the first index") {
@@ -289,7 +294,8 @@ TEMPLATE_LIST_TEST_CASE("argmax / argmin", "[numeric][argmax][argmin]", ember::t
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("sort / argsort", "[numeric][sort][argsort]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("sort / argsort", "[numeric][sort][argsort]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, stable with ties") {
@@ -353,7 +359,7 @@ TEMPLATE_LIST_TEST_CASE("sort / argsort", "[numeric][sort][argsort]", ember::tes
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("topk", "[numeric][topk]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("topk", "[numeric][topk]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float") {
@@ -385,7 +391,7 @@ TEMPLATE_LIST_TEST_CASE("topk", "[numeric][topk]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("clamp", "[numeric][clamp]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("clamp", "[numeric][clamp]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float (NaN stays NaN)") {
@@ -405,7 +411,8 @@ TEMPLATE_LIST_TEST_CASE("clamp", "[numeric][clamp]", ember::test::TestBackends) 
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("is_nan / contains_nan", "[numeric][is_nan][contains_nan]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("is_nan / contains_nan", "[numeric][is_nan][contains_nan]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("num_is_nan");
@@ -422,7 +429,8 @@ TEMPLATE_LIST_TEST_CASE("is_nan / contains_nan", "[numeric][is_nan][contains_nan
     CHECK_FALSE(i.contains_nan().into_scalar());
 }
 
-TEMPLATE_LIST_TEST_CASE("comparisons", "[numeric][compare]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("comparisons", "[numeric][compare]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float, broadcast [3, 4] with [1, 4], NaN compares false") {
@@ -457,7 +465,8 @@ TEMPLATE_LIST_TEST_CASE("comparisons", "[numeric][compare]", ember::test::TestBa
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("gather / scatter", "[numeric][gather][scatter]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("gather / scatter", "[numeric][gather][scatter]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("gather") {
@@ -499,7 +508,8 @@ TEMPLATE_LIST_TEST_CASE("gather / scatter", "[numeric][gather][scatter]", ember:
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("select / select_assign", "[numeric][select][select_assign]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("select / select_assign", "[numeric][select][select_assign]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("select") {
@@ -533,7 +543,8 @@ TEMPLATE_LIST_TEST_CASE("select / select_assign", "[numeric][select][select_assi
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("mask_fill / mask_where", "[numeric][mask_fill][mask_where]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("mask_fill / mask_where", "[numeric][mask_fill][mask_where]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float") {
@@ -564,7 +575,8 @@ TEMPLATE_LIST_TEST_CASE("mask_fill / mask_where", "[numeric][mask_fill][mask_whe
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("reductions", "[numeric][sum][mean][prod][max][min]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("reductions", "[numeric][sum][mean][prod][max][min]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float [3, 4]") {
@@ -665,7 +677,7 @@ TEMPLATE_LIST_TEST_CASE("reductions", "[numeric][sum][mean][prod][max][min]", em
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("size-1 dims", "[numeric][size1]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("size-1 dims", "[numeric][size1]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("num_size_one");
@@ -687,7 +699,8 @@ TEMPLATE_LIST_TEST_CASE("size-1 dims", "[numeric][size1]", ember::test::TestBack
     SECTION("mean of a column") { EXPECT_CLOSE(f.output(8), c.mean_dim(0)); }
 }
 
-TEMPLATE_LIST_TEST_CASE("strided and expanded indices", "[numeric][gather][scatter][select]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("strided and expanded indices", "[numeric][gather][scatter][select]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     using I1 = ember::Tensor<B, 1, Int>;
@@ -711,7 +724,7 @@ TEMPLATE_LIST_TEST_CASE("strided and expanded indices", "[numeric][gather][scatt
 }
 
 // ---------------------------------------------------------------------------------------------
-TEMPLATE_LIST_TEST_CASE("pad", "[numeric][pad]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("pad", "[numeric][pad]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("num_pad");
@@ -727,7 +740,7 @@ TEMPLATE_LIST_TEST_CASE("pad", "[numeric][pad]", ember::test::TestBackends) {
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("powf / powi", "[numeric][pow]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("powf / powi", "[numeric][pow]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float") {
@@ -757,7 +770,8 @@ TEMPLATE_LIST_TEST_CASE("powf / powi", "[numeric][pow]", ember::test::TestBacken
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("tril / triu", "[numeric][tril][triu]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("tril / triu", "[numeric][tril][triu]",
+                        ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     SECTION("float") {
@@ -790,7 +804,7 @@ TEMPLATE_LIST_TEST_CASE("tril / triu", "[numeric][tril][triu]", ember::test::Tes
     }
 }
 
-TEMPLATE_LIST_TEST_CASE("bool_", "[numeric][bool_]", ember::test::TestBackends) {
+TEMPLATE_LIST_TEST_CASE("bool_", "[numeric][bool_]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     using B = TestType;
     auto f = fixture("num_to_bool");

@@ -28,9 +28,11 @@ SECTIONS = ("// ---- float", "// ---- int", "// ---- bool", "// ---- module ops"
 # The module backward kernels are what Autodiff's rules call on the stack under it; Dispatch
 # is never under Autodiff (its stacks are), so it has no use for them.
 SKIP_SECTIONS = ("// ---- quantized", "// ---- fusion", "// ---- module backward")
-# Written by hand in src/dispatch (they read the handle's device or change stacks).
+# Written by hand in src/dispatch (they read the handle's device, shape or dtype, or change
+# stacks).
 MANUAL = {"float_device", "int_device", "bool_device", "float_to_device", "int_to_device",
-          "bool_to_device"}
+          "bool_to_device", "float_shape", "int_shape", "bool_shape", "float_dtype", "int_dtype",
+          "bool_dtype"}
 # Optional capabilities some stacks lack (an optimizer asks `requires B::float_adam_step`):
 # Dispatch leaves them to the composed defaults.
 OPTIONAL = {"float_adam_step"}

@@ -151,6 +151,25 @@ Dispatch::Device Dispatch::float_device(const FT& t) { return handle_of(t).devic
 Dispatch::Device Dispatch::int_device(const FT& t) { return handle_of(t).device; }
 Dispatch::Device Dispatch::bool_device(const FT& t) { return handle_of(t).device; }
 
+Shape Dispatch::float_shape(const FT& t) {
+    return handle_of(t).shape;
+}
+Shape Dispatch::int_shape(const FT& t) {
+    return handle_of(t).shape;
+}
+Shape Dispatch::bool_shape(const FT& t) {
+    return handle_of(t).shape;
+}
+DType Dispatch::float_dtype(const FT& t) {
+    return handle_of(t).dtype;
+}
+DType Dispatch::int_dtype(const FT& t) {
+    return handle_of(t).dtype;
+}
+DType Dispatch::bool_dtype(const FT& t) {
+    return handle_of(t).dtype;
+}
+
 Dispatch::FT Dispatch::float_to_device(FT t, const Device& d) {
     const Device from = handle_of(t).device;
     if (from == d) return t;

@@ -14,14 +14,6 @@ TensorData Ops::float_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of("float_into_data", {detail::dispatch::Operand::value(t, true)});
     return table(stk).float_into_data(stk, std::move(t));
 }
-Shape Ops::float_shape(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("float_shape", {detail::dispatch::Operand::value(t, true)});
-    return table(stk).float_shape(stk, t);
-}
-DType Ops::float_dtype(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("float_dtype", {detail::dispatch::Operand::value(t, true)});
-    return table(stk).float_dtype(stk, t);
-}
 DispatchTensor Ops::float_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, true);
     return table(stk).float_empty(stk, shape, d);
@@ -166,14 +158,6 @@ TensorData Ops::int_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of("int_into_data", {detail::dispatch::Operand::value(t, false)});
     return table(stk).int_into_data(stk, std::move(t));
 }
-Shape Ops::int_shape(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("int_shape", {detail::dispatch::Operand::value(t, false)});
-    return table(stk).int_shape(stk, t);
-}
-DType Ops::int_dtype(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("int_dtype", {detail::dispatch::Operand::value(t, false)});
-    return table(stk).int_dtype(stk, t);
-}
 DispatchTensor Ops::int_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);
     return table(stk).int_empty(stk, shape, d);
@@ -309,14 +293,6 @@ DispatchTensor Ops::bool_from_data(const TensorData& data, const DispatchDevice&
 TensorData Ops::bool_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of("bool_into_data", {detail::dispatch::Operand::value(t, false)});
     return table(stk).bool_into_data(stk, std::move(t));
-}
-Shape Ops::bool_shape(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("bool_shape", {detail::dispatch::Operand::value(t, false)});
-    return table(stk).bool_shape(stk, t);
-}
-DType Ops::bool_dtype(const DispatchTensor& t) {
-    const Stack stk = detail::dispatch::stack_of("bool_dtype", {detail::dispatch::Operand::value(t, false)});
-    return table(stk).bool_dtype(stk, t);
 }
 DispatchTensor Ops::bool_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);

@@ -9,8 +9,6 @@ namespace ember::detail::dispatch {
 struct OpTable {
     DispatchTensor (*float_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
     TensorData (*float_into_data)(const Stack&, DispatchTensor);
-    Shape (*float_shape)(const Stack&, const DispatchTensor&);
-    DType (*float_dtype)(const Stack&, const DispatchTensor&);
     DispatchTensor (*float_empty)(const Stack&, const Shape&, const DispatchDevice&);
     DispatchTensor (*float_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
     DispatchTensor (*float_random)(const Stack&, const Shape&, const Distribution&, const DispatchDevice&);
@@ -47,8 +45,6 @@ struct OpTable {
     std::array<DispatchTensor, 3> (*float_layer_norm)(const Stack&, DispatchTensor, std::optional<DispatchTensor>, std::optional<DispatchTensor>, double);
     DispatchTensor (*int_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
     TensorData (*int_into_data)(const Stack&, DispatchTensor);
-    Shape (*int_shape)(const Stack&, const DispatchTensor&);
-    DType (*int_dtype)(const Stack&, const DispatchTensor&);
     DispatchTensor (*int_empty)(const Stack&, const Shape&, const DispatchDevice&);
     DispatchTensor (*int_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
     DispatchTensor (*int_random)(const Stack&, const Shape&, const Distribution&, const DispatchDevice&);
@@ -83,8 +79,6 @@ struct OpTable {
     DispatchTensor (*int_cast)(const Stack&, DispatchTensor, DType);
     DispatchTensor (*bool_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
     TensorData (*bool_into_data)(const Stack&, DispatchTensor);
-    Shape (*bool_shape)(const Stack&, const DispatchTensor&);
-    DType (*bool_dtype)(const Stack&, const DispatchTensor&);
     DispatchTensor (*bool_empty)(const Stack&, const Shape&, const DispatchDevice&);
     DispatchTensor (*bool_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
     DispatchTensor (*bool_not)(const Stack&, DispatchTensor);
@@ -133,12 +127,6 @@ OpTable make_op_table() {
     };
     tab.float_into_data = [](const Stack& stk, DispatchTensor t) -> TensorData {
         return S::float_into_data(unwrap_float<S>(std::move(t), stk));
-    };
-    tab.float_shape = [](const Stack& stk, const DispatchTensor& t) -> Shape {
-        return S::float_shape(unwrap_float_ref<S>(t, stk).get());
-    };
-    tab.float_dtype = [](const Stack& stk, const DispatchTensor& t) -> DType {
-        return S::float_dtype(unwrap_float_ref<S>(t, stk).get());
     };
     tab.float_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
         return wrap_float<S>(S::float_empty(shape, device_of<S>(d)), stk);
@@ -248,12 +236,6 @@ OpTable make_op_table() {
     tab.int_into_data = [](const Stack& stk, DispatchTensor t) -> TensorData {
         return S::int_into_data(unwrap_int<S>(std::move(t), stk));
     };
-    tab.int_shape = [](const Stack& stk, const DispatchTensor& t) -> Shape {
-        return S::int_shape(unwrap_int_ref<S>(t, stk).get());
-    };
-    tab.int_dtype = [](const Stack& stk, const DispatchTensor& t) -> DType {
-        return S::int_dtype(unwrap_int_ref<S>(t, stk).get());
-    };
     tab.int_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
         return wrap_int<S>(S::int_empty(shape, device_of<S>(d)), stk);
     };
@@ -355,12 +337,6 @@ OpTable make_op_table() {
     };
     tab.bool_into_data = [](const Stack& stk, DispatchTensor t) -> TensorData {
         return S::bool_into_data(unwrap_bool<S>(std::move(t), stk));
-    };
-    tab.bool_shape = [](const Stack& stk, const DispatchTensor& t) -> Shape {
-        return S::bool_shape(unwrap_bool_ref<S>(t, stk).get());
-    };
-    tab.bool_dtype = [](const Stack& stk, const DispatchTensor& t) -> DType {
-        return S::bool_dtype(unwrap_bool_ref<S>(t, stk).get());
     };
     tab.bool_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
         return wrap_bool<S>(S::bool_empty(shape, device_of<S>(d)), stk);

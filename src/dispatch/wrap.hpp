@@ -19,6 +19,10 @@ using Stack = DispatchDevice;
 struct Handle {
     virtual ~Handle() = default;
     DispatchDevice device;  ///< the stack (and device) it lives on
+    // Kept here because the tensor layer's checks ask for them before most ops: reading them
+    // needs no call through the stack's table.
+    Shape shape;               ///< the tensor's shape
+    DType dtype = DType::F32;  ///< the tensor's dtype
 };
 /// The handle of a tensor whose primitive is P.
 template <typename P>
@@ -160,23 +164,31 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
 
 /// A handle around primitive `p` on stack `s`.
 template <typename P>
-DispatchTensor hold(P&& p, const Stack& s) {
+DispatchTensor hold(P&& p, const Stack& s, Shape shape, DType dtype) {
     auto h = std::make_shared<Holder<std::remove_cvref_t<P>>>();
     h->device = s;
+    h->shape = std::move(shape);
+    h->dtype = dtype;
     h->p = std::forward<P>(p);
     return {std::move(h)};
 }
 template <typename S>
 DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s) {
-    return hold(std::move(p), s);
+    Shape shape = S::float_shape(p);
+    const DType dtype = S::float_dtype(p);
+    return hold(std::move(p), s, std::move(shape), dtype);
 }
 template <typename S>
 DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s) {
-    return hold(std::move(p), base(s));
+    Shape shape = S::int_shape(p);
+    const DType dtype = S::int_dtype(p);
+    return hold(std::move(p), base(s), std::move(shape), dtype);
 }
 template <typename S>
 DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s) {
-    return hold(std::move(p), base(s));
+    Shape shape = S::bool_shape(p);
+    const DType dtype = S::bool_dtype(p);
+    return hold(std::move(p), base(s), std::move(shape), dtype);
 }
 template <typename S>
 std::vector<DispatchTensor> wrap_vec_float(std::vector<typename S::FloatTensorPrimitive> v,

@@ -56,6 +56,18 @@ struct Dispatch : detail::dispatch::Ops {
     static Device int_device(const FT& t);
     /// The device of a bool tensor (without autodiff).
     static Device bool_device(const FT& t);
+    /// The shape of a float tensor (kept in its handle: no call to the stack).
+    static Shape float_shape(const FT& t);
+    /// The shape of an int tensor.
+    static Shape int_shape(const FT& t);
+    /// The shape of a bool tensor.
+    static Shape bool_shape(const FT& t);
+    /// The dtype of a float tensor (kept in its handle).
+    static DType float_dtype(const FT& t);
+    /// The dtype of an int tensor.
+    static DType int_dtype(const FT& t);
+    /// The dtype of a bool tensor.
+    static DType bool_dtype(const FT& t);
     /// The tensor on stack `d`: the same backend keeps the graph (a tensor leaving autodiff
     /// leaves it); another backend or decorator moves the values through TensorData.
     static FT float_to_device(FT t, const Device& d);

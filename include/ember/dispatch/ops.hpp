@@ -16,10 +16,6 @@ struct Ops : BackendBase<Dispatch> {
     static DispatchTensor float_from_data(const TensorData& data, const DispatchDevice& d);
     /// The backend op `float_into_data`, run on its operands' stack.
     static TensorData float_into_data(DispatchTensor t);
-    /// The backend op `float_shape`, run on its operands' stack.
-    static Shape float_shape(const DispatchTensor& t);
-    /// The backend op `float_dtype`, run on its operands' stack.
-    static DType float_dtype(const DispatchTensor& t);
     /// The backend op `float_empty`, run on the stack `d` names.
     static DispatchTensor float_empty(const Shape& shape, const DispatchDevice& d);
     /// The backend op `float_full`, run on the stack `d` names.
@@ -92,10 +88,6 @@ struct Ops : BackendBase<Dispatch> {
     static DispatchTensor int_from_data(const TensorData& data, const DispatchDevice& d);
     /// The backend op `int_into_data`, run on its operands' stack.
     static TensorData int_into_data(DispatchTensor t);
-    /// The backend op `int_shape`, run on its operands' stack.
-    static Shape int_shape(const DispatchTensor& t);
-    /// The backend op `int_dtype`, run on its operands' stack.
-    static DType int_dtype(const DispatchTensor& t);
     /// The backend op `int_empty`, run on the stack `d` names.
     static DispatchTensor int_empty(const Shape& shape, const DispatchDevice& d);
     /// The backend op `int_full`, run on the stack `d` names.
@@ -164,10 +156,6 @@ struct Ops : BackendBase<Dispatch> {
     static DispatchTensor bool_from_data(const TensorData& data, const DispatchDevice& d);
     /// The backend op `bool_into_data`, run on its operands' stack.
     static TensorData bool_into_data(DispatchTensor t);
-    /// The backend op `bool_shape`, run on its operands' stack.
-    static Shape bool_shape(const DispatchTensor& t);
-    /// The backend op `bool_dtype`, run on its operands' stack.
-    static DType bool_dtype(const DispatchTensor& t);
     /// The backend op `bool_empty`, run on the stack `d` names.
     static DispatchTensor bool_empty(const Shape& shape, const DispatchDevice& d);
     /// The backend op `bool_full`, run on the stack `d` names.

@@ -22,6 +22,9 @@
 #include <ember/data/text.hpp>
 #include <ember/data/transform.hpp>
 #include <ember/data/vision.hpp>
+#include <ember/dispatch/device.hpp>
+#include <ember/dispatch/dispatch.hpp>
+#include <ember/dispatch/ops.hpp>
 #include <ember/ember.hpp>
 #include <ember/fusion/fusion.hpp>
 #include <ember/module/config.hpp>
