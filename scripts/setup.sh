@@ -19,6 +19,7 @@ packages=(
   libmsgpack-cxx-dev  # NamedMpk records (MessagePack)
   libcli11-dev      # the examples' and ember-onnx's command lines
   zlib1g-dev        # gzip-compressed records
+  libonnx-dev libprotobuf-dev  # ember-onnx: ONNX's protobuf classes, checker, shape inference
   libsqlite3-dev    # SqliteDataset
   libstb-dev        # stb_image: ImageFolderDataset
   dataset-fashion-mnist  # the mnist example's data (/usr/share/datasets/fashion-mnist)

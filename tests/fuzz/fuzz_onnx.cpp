@@ -1,5 +1,6 @@
-// ONNX model and tensor bytes (tools/onnx/protobuf.cpp, model.cpp): the protobuf reader and the
-// ModelProto, GraphProto, NodeProto and TensorProto decoding behind ember-onnx.
+// ONNX model and tensor bytes (tools/onnx/model.cpp): protobuf's parsing under ember's limits,
+// ember's checks and conversion of ModelProto, GraphProto, NodeProto and TensorProto, ONNX's
+// checker and shape inference: everything ember-onnx does before generating code.
 #include "../../tools/onnx/model.hpp"
 #include "fuzz.hpp"
 

@@ -350,6 +350,14 @@ void NodeCtx::out(std::size_t k, Value v, const std::string& expr) {
     if (k >= node.outputs.size() || node.outputs[k].empty()) return;  // an unused optional output
     require(v.rank >= 1 && v.rank <= kMaxRank, "an output of rank " + std::to_string(v.rank));
     if (v.dims.size() != v.rank) v.dims.assign(v.rank, -1);
+    // A dim the handler could not work out, ONNX's shape inference may have (an op whose
+    // handler tracks no dims, fed by inputs of static shape): later handlers then fold on it.
+    if (auto it = em.inferred.find(node.outputs[k]); it != em.inferred.end()) {
+        const auto& inf = it->second;
+        const bool same_rank = inf.size() == v.rank || (inf.empty() && v.scalar && v.rank == 1);
+        for (std::size_t d = 0; same_rank && d < inf.size(); ++d)
+            if (v.dims[d] < 0 && inf[d] >= 0) v.dims[d] = inf[d];
+    }
     v.var = em.fresh(node.outputs[k]);
     em.body.push_back("const auto " + v.var + " = " + expr + ";");
     em.values[node.outputs[k]] = std::move(v);
@@ -410,6 +418,11 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
     Emitter em;
     em.opset = model.opset();
     const Graph& g = model.graph;
+    for (const auto& vi : g.value_info) {
+        if (!vi.shape) continue;
+        auto& dims = em.inferred[vi.name];
+        for (const auto& d : *vi.shape) dims.push_back(d.value);
+    }
     ImportResult result;
 
     // Constants first: a graph input with an initializer of the same name is a constant.

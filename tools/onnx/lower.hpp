@@ -50,6 +50,9 @@ class Emitter {
     std::int64_t opset = 0;               ///< the standard domain's version
     std::map<std::string, int> uses;      ///< consumers of each value
     std::set<std::string> fused;          ///< nodes folded into another (by output name)
+    /// Static dims ONNX's shape inference found for intermediate values (by ONNX name; -1
+    /// where it found none): they fill in what a handler leaves unknown.
+    std::map<std::string, std::vector<std::int64_t>> inferred;
 
     /// A fresh C++ identifier from `hint` (an ONNX name or an op).
     std::string fresh(std::string_view hint);

@@ -185,7 +185,7 @@ int main(int argc, char** argv) try {
         opt.embedded_symbol =
             "ember_onnx_" + ember::onnx::to_identifier(opt.name_space) + "_record";
 
-    const auto model = ember::onnx::load_model(model_path);
+    const auto model = ember::onnx::load_model(model_path, opt.input_shapes);
     const auto result = ember::onnx::import_model(model, opt, fs::path(model_path).filename().string());
     fs::create_directories(out);
     {

@@ -1,18 +1,21 @@
 #include "model.hpp"
 
+#include <ember/record/untrusted.hpp>
 #include <ember/tensor/error.hpp>
 
-#include <cstring>
-#include <fstream>
-#include <iterator>
-#include <limits>
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 
-#include "protobuf.hpp"
+#include <climits>
+#include <cstring>
+#include <exception>
 
 namespace ember::onnx {
 namespace {
 
-using pb::Reader;
+namespace proto = ::onnx;  // libonnx's generated protobuf classes (onnx-ml.proto)
 
 // ONNX TensorProto.DataType codes.
 enum : int {
@@ -22,26 +25,31 @@ enum : int {
 };
 
 // Elements a tensor may declare: more than any model ember-onnx is meant for, few enough that
-// the product of the dims cannot overflow on the way.
+// the product of the dims cannot overflow on the way (in ember or in ONNX's checker after it).
 constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 34;
 
-// Where a tensor's elements were in the file, before they become TensorData.
-struct RawTensor {
-    std::string name;
-    std::vector<std::int64_t> dims;
-    int data_type = 0;
-    std::span<const std::byte> raw;
-    bool has_raw = false;
-    std::vector<float> floats;
-    std::vector<double> doubles;
-    std::vector<std::int64_t> ints;  // int32_data, int64_data and uint64_data, widened
-    bool external = false, strings = false;
+// How deep messages may nest (a graph in an attribute of a node of a graph...): protobuf's
+// parser stops there, so neither it nor the walks below (ember's, the checker's, shape
+// inference's) recurse without end on a hostile file.
+constexpr int kMaxDepth = 64;
+
+// The most bytes protobuf parses as one message (its sizes are ints): 2 GiB, the limit ONNX
+// itself documents; larger models keep their weights in external files, which ember refuses.
+constexpr std::uint64_t kMaxMessageBytes = INT_MAX;
+
+// A name or string from the file, fit for a message (control bytes escaped, length capped).
+std::string in_quotes(std::string_view s) { return "'" + record::printable(s, 120) + "'"; }
+
+struct Reader {
+    std::string_view source;
+
+    [[noreturn]] void fail(std::string_view what) const { EMBER_FAIL(Format, source, ": ", what); }
 };
 
 template <class T>
-std::vector<std::byte> as_bytes(const std::vector<T>& v) {
-    std::vector<std::byte> out(v.size() * sizeof(T));
-    if (!v.empty()) std::memcpy(out.data(), v.data(), out.size());
+std::vector<std::byte> as_bytes(const T* data, std::size_t n) {
+    std::vector<std::byte> out(n * sizeof(T));
+    if (n) std::memcpy(out.data(), data, out.size());
     return out;
 }
 
@@ -49,21 +57,26 @@ template <class To>
 std::vector<std::byte> narrow(const std::vector<std::int64_t>& v) {
     std::vector<To> out(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<To>(v[i]);
-    return as_bytes(out);
+    return as_bytes(out.data(), out.size());
 }
 
-Tensor finish(RawTensor&& t, const Reader& r) {
-    const std::string what = t.name.empty() ? std::string("a tensor") : "tensor '" + t.name + "'";
-    if (t.external) r.fail(what + " keeps its data in an external file, which ember-onnx does not read");
-    if (t.data_type == kString || t.strings) r.fail(what + " holds strings, which ember has no dtype for");
-    if (t.data_type == kComplex64 || t.data_type == kComplex128)
+// A TensorProto as ember TensorData, after ember's checks: what ember cannot hold is refused,
+// the declared size is bounded before anything is allocated, and the data must match it.
+Tensor read_tensor(const proto::TensorProto& t, const Reader& r) {
+    const std::string what = t.name().empty() ? std::string("a tensor") : "tensor " + in_quotes(t.name());
+    if (t.data_location() == proto::TensorProto::EXTERNAL || t.external_data_size() > 0)
+        r.fail(what + " keeps its data in an external file, which ember-onnx does not read");
+    const int type = t.data_type();
+    if (type == kString || t.string_data_size() > 0)
+        r.fail(what + " holds strings, which ember has no dtype for");
+    if (type == kComplex64 || type == kComplex128)
         r.fail(what + " holds complex numbers, which ember has no dtype for");
-    if (t.dims.size() > kMaxRank)
-        r.fail(what + " has rank " + std::to_string(t.dims.size()) + ", more than ember's " +
+    if (static_cast<std::size_t>(t.dims_size()) > kMaxRank)
+        r.fail(what + " has rank " + std::to_string(t.dims_size()) + ", more than ember's " +
                std::to_string(kMaxRank));
     std::uint64_t n = 1;
     std::vector<std::size_t> dims;
-    for (auto d : t.dims) {
+    for (const std::int64_t d : t.dims()) {
         if (d < 0) r.fail(what + " has a negative dim " + std::to_string(d));
         if (d != 0 && n > kMaxElements / static_cast<std::uint64_t>(d))
             r.fail(what + " declares more than 2^34 elements");
@@ -74,7 +87,7 @@ Tensor finish(RawTensor&& t, const Reader& r) {
     // The dtype ember keeps: unsigned types ember lacks widen to the next signed one.
     DType dt;
     std::size_t onnx_size;
-    switch (t.data_type) {
+    switch (type) {
         case kFloat: dt = DType::F32, onnx_size = 4; break;
         case kDouble: dt = DType::F64, onnx_size = 8; break;
         case kFloat16: dt = DType::F16, onnx_size = 2; break;
@@ -88,200 +101,181 @@ Tensor finish(RawTensor&& t, const Reader& r) {
         case kUint16: dt = DType::I32, onnx_size = 2; break;
         case kUint32: dt = DType::I64, onnx_size = 4; break;
         case kUint64: dt = DType::I64, onnx_size = 8; break;
-        default: r.fail(what + " has data type " + std::to_string(t.data_type) + ", which is not an ONNX type");
+        default: r.fail(what + " has data type " + std::to_string(type) + ", which is not an ONNX type");
     }
-    if (t.has_raw) {
-        if (t.raw.size() != n * onnx_size)
-            r.fail(what + " has " + std::to_string(t.raw.size()) + " bytes of raw data for " +
+    if (t.has_raw_data()) {
+        const std::string& raw = t.raw_data();
+        if (raw.size() != n * onnx_size)
+            r.fail(what + " has " + std::to_string(raw.size()) + " bytes of raw data for " +
                    std::to_string(n) + " elements of " + std::to_string(onnx_size) + " bytes");
-        std::vector<std::byte> bytes(t.raw.begin(), t.raw.end());
-        if (t.data_type == kUint16 || t.data_type == kUint32) {  // widen
+        std::vector<std::byte> bytes = as_bytes(raw.data(), raw.size());
+        if (type == kUint16 || type == kUint32) {  // widen
             std::vector<std::int64_t> v(n);
             for (std::size_t i = 0; i < n; ++i) {
                 std::uint32_t u = 0;
                 std::memcpy(&u, bytes.data() + i * onnx_size, onnx_size);
                 v[i] = u;
             }
-            bytes = t.data_type == kUint16 ? narrow<std::int32_t>(v) : as_bytes(v);
-        } else if (t.data_type == kBool) {
+            bytes = type == kUint16 ? narrow<std::int32_t>(v) : as_bytes(v.data(), v.size());
+        } else if (type == kBool) {
             for (auto& b : bytes) b = static_cast<std::byte>(b != std::byte{0});
         }
-        return {std::move(t.name), TensorData(std::move(bytes), shape, dt)};
+        return {t.name(), TensorData(std::move(bytes), shape, dt)};
     }
-    // Typed fields: float_data, double_data, or the integer fields.
-    std::size_t have = t.data_type == kFloat ? t.floats.size()
-                       : t.data_type == kDouble ? t.doubles.size() : t.ints.size();
+    // Typed fields: float_data, double_data, or the integer fields (int32_data, int64_data and
+    // uint64_data, each read as int64).
+    const std::size_t ints_have = static_cast<std::size_t>(t.int32_data_size()) +
+                                  static_cast<std::size_t>(t.int64_data_size()) +
+                                  static_cast<std::size_t>(t.uint64_data_size());
+    const std::size_t have = type == kFloat    ? static_cast<std::size_t>(t.float_data_size())
+                             : type == kDouble ? static_cast<std::size_t>(t.double_data_size())
+                                               : ints_have;
     if (have != n)
         r.fail(what + " has " + std::to_string(have) + " elements for shape " + shape.to_string());
+    if (type == kFloat) return {t.name(), TensorData(as_bytes(t.float_data().data(), n), shape, dt)};
+    if (type == kDouble) return {t.name(), TensorData(as_bytes(t.double_data().data(), n), shape, dt)};
+    std::vector<std::int64_t> ints;
+    ints.reserve(n);
+    ints.insert(ints.end(), t.int32_data().begin(), t.int32_data().end());
+    ints.insert(ints.end(), t.int64_data().begin(), t.int64_data().end());
+    for (const std::uint64_t u : t.uint64_data()) ints.push_back(static_cast<std::int64_t>(u));
     std::vector<std::byte> bytes;
-    switch (t.data_type) {
-        case kFloat: bytes = as_bytes(t.floats); break;
-        case kDouble: bytes = as_bytes(t.doubles); break;
-        case kInt64: case kUint32: case kUint64: bytes = as_bytes(t.ints); break;
-        case kInt32: case kUint16: bytes = narrow<std::int32_t>(t.ints); break;
-        case kInt16: bytes = narrow<std::int16_t>(t.ints); break;
-        case kInt8: bytes = narrow<std::int8_t>(t.ints); break;
-        case kUint8: bytes = narrow<std::uint8_t>(t.ints); break;
+    switch (type) {
+        case kInt64: case kUint32: case kUint64: bytes = as_bytes(ints.data(), n); break;
+        case kInt32: case kUint16: bytes = narrow<std::int32_t>(ints); break;
+        case kInt16: bytes = narrow<std::int16_t>(ints); break;
+        case kInt8: bytes = narrow<std::int8_t>(ints); break;
+        case kUint8: bytes = narrow<std::uint8_t>(ints); break;
         case kBool:
-            for (auto& v : t.ints) v = v != 0;
-            bytes = narrow<std::uint8_t>(t.ints);
+            for (auto& v : ints) v = v != 0;
+            bytes = narrow<std::uint8_t>(ints);
             break;
-        case kFloat16: case kBFloat16: bytes = narrow<std::uint16_t>(t.ints); break;  // bits
+        case kFloat16: case kBFloat16: bytes = narrow<std::uint16_t>(ints); break;  // bits
     }
-    return {std::move(t.name), TensorData(std::move(bytes), shape, dt)};
+    return {t.name(), TensorData(std::move(bytes), shape, dt)};
 }
 
-Tensor read_tensor(Reader r) {
-    RawTensor t;
-    while (r.next()) {
-        switch (r.field()) {
-            case 1: r.append_varints(t.dims); break;
-            case 2: t.data_type = static_cast<int>(r.int64()); break;
-            case 4: r.append_floats(t.floats); break;
-            case 5: case 7: r.append_varints(t.ints); break;
-            case 6: t.strings = true, r.skip(); break;
-            case 8: t.name = r.string(); break;
-            case 9: t.raw = r.bytes(), t.has_raw = true; break;
-            case 10: r.append_doubles(t.doubles); break;
-            case 11: r.append_varints(t.ints); break;
-            case 13: t.external = true, r.skip(); break;
-            case 14: t.external = t.external || r.int64() == 1; break;
-            default: r.skip();
-        }
-    }
-    return finish(std::move(t), r);
-}
-
-Dim read_dim(Reader r) {
-    Dim d;
-    while (r.next()) {
-        if (r.field() == 1) d.value = r.int64();
-        else if (r.field() == 2) d.param = r.string();
-        else r.skip();
-    }
-    return d;
-}
-
-ValueInfo read_value_info(Reader r) {
+ValueInfo read_value_info(const proto::ValueInfoProto& p) {
     ValueInfo v;
-    while (r.next()) {
-        if (r.field() == 1) {
-            v.name = r.string();
-        } else if (r.field() == 2) {  // TypeProto
-            Reader type = r.message("TypeProto");
-            while (type.next()) {
-                if (type.field() != 1) {  // sequence, map, optional, sparse: not tensors
-                    type.skip();
-                    continue;
-                }
-                Reader tensor = type.message("TypeProto.Tensor");
-                while (tensor.next()) {
-                    if (tensor.field() == 1) {
-                        v.elem_type = static_cast<int>(tensor.int64());
-                    } else if (tensor.field() == 2) {
-                        Reader shape = tensor.message("TensorShapeProto");
-                        v.shape.emplace();
-                        while (shape.next()) {
-                            if (shape.field() == 1) v.shape->push_back(read_dim(shape.message("Dimension")));
-                            else shape.skip();
-                        }
-                    } else {
-                        tensor.skip();
-                    }
-                }
-            }
-        } else {
-            r.skip();
-        }
+    v.name = p.name();
+    if (!p.type().has_tensor_type()) return v;  // sequence, map, optional, sparse: not tensors
+    const auto& tensor = p.type().tensor_type();
+    v.elem_type = tensor.elem_type();
+    if (tensor.has_shape()) {
+        v.shape.emplace();
+        for (const auto& d : tensor.shape().dim())
+            v.shape->push_back({d.has_dim_value() ? d.dim_value() : -1, d.dim_param()});
     }
     return v;
 }
 
-Graph read_graph(Reader r);
+Graph read_graph(const proto::GraphProto& p, const Reader& r);
 
-Attribute read_attribute(Reader r) {
+Attribute read_attribute(const proto::AttributeProto& p, const Reader& r) {
     Attribute a;
-    std::int64_t type = 0;
-    std::optional<float> f;
-    std::optional<std::int64_t> i;
-    std::optional<std::string> s;
-    std::optional<Tensor> t;
-    std::shared_ptr<Graph> g;
-    std::vector<float> floats;
-    std::vector<std::int64_t> ints;
-    std::vector<std::string> strings;
+    a.name = p.name();
+    const std::string what = "attribute " + in_quotes(a.name);
+    // Every tensor the attribute carries is checked, whatever its type says: nothing ember has
+    // not bounded reaches ONNX's checker.
     std::vector<Tensor> tensors;
-    bool graphs = false;
-    while (r.next()) {
-        switch (r.field()) {
-            case 1: a.name = r.string(); break;
-            case 2: f = r.f32(); break;
-            case 3: i = r.int64(); break;
-            case 4: s = r.string(); break;
-            case 5: t = read_tensor(r.message("TensorProto")); break;
-            case 6: g = std::make_shared<Graph>(read_graph(r.message("GraphProto"))); break;
-            case 7: r.append_floats(floats); break;
-            case 8: r.append_varints(ints); break;
-            case 9: strings.push_back(r.string()); break;
-            case 10: tensors.push_back(read_tensor(r.message("TensorProto"))); break;
-            case 11: graphs = true, r.skip(); break;
-            case 20: type = r.int64(); break;
-            default: r.skip();
-        }
-    }
-    const std::string what = "attribute '" + a.name + "'";
-    switch (type) {
-        case 1: if (!f) r.fail(what + " of type FLOAT has no float"); a.value = *f; break;
-        case 2: if (!i) r.fail(what + " of type INT has no int"); a.value = *i; break;
-        case 3: if (!s) r.fail(what + " of type STRING has no string"); a.value = std::move(*s); break;
-        case 4: if (!t) r.fail(what + " of type TENSOR has no tensor"); a.value = std::move(*t); break;
-        case 5: if (!g) r.fail(what + " of type GRAPH has no graph"); a.value = std::move(g); break;
-        case 6: a.value = std::move(floats); break;
-        case 7: a.value = std::move(ints); break;
-        case 8: a.value = std::move(strings); break;
-        case 9: a.value = std::move(tensors); break;
-        case 10: r.fail(what + " is a list of graphs, which ember-onnx does not read");
+    for (const auto& t : p.tensors()) tensors.push_back(read_tensor(t, r));
+    std::optional<Tensor> tensor;
+    if (p.has_t()) tensor = read_tensor(p.t(), r);
+    std::shared_ptr<Graph> graph;
+    if (p.has_g()) graph = std::make_shared<Graph>(read_graph(p.g(), r));
+    if (p.has_sparse_tensor() || p.sparse_tensors_size() > 0)
+        r.fail(what + " holds sparse tensors, which ember-onnx does not read");
+    if (p.graphs_size() > 0) r.fail(what + " is a list of graphs, which ember-onnx does not read");
+    switch (p.type()) {
+        case proto::AttributeProto::FLOAT:
+            if (!p.has_f()) r.fail(what + " of type FLOAT has no float");
+            a.value = p.f();
+            break;
+        case proto::AttributeProto::INT:
+            if (!p.has_i()) r.fail(what + " of type INT has no int");
+            a.value = std::int64_t{p.i()};
+            break;
+        case proto::AttributeProto::STRING:
+            if (!p.has_s()) r.fail(what + " of type STRING has no string");
+            a.value = p.s();
+            break;
+        case proto::AttributeProto::TENSOR:
+            if (!tensor) r.fail(what + " of type TENSOR has no tensor");
+            a.value = std::move(*tensor);
+            break;
+        case proto::AttributeProto::GRAPH:
+            if (!graph) r.fail(what + " of type GRAPH has no graph");
+            a.value = std::move(graph);
+            break;
+        case proto::AttributeProto::FLOATS:
+            a.value = std::vector<float>(p.floats().begin(), p.floats().end());
+            break;
+        case proto::AttributeProto::INTS:
+            a.value = std::vector<std::int64_t>(p.ints().begin(), p.ints().end());
+            break;
+        case proto::AttributeProto::STRINGS:
+            a.value = std::vector<std::string>(p.strings().begin(), p.strings().end());
+            break;
+        case proto::AttributeProto::TENSORS: a.value = std::move(tensors); break;
         default:
-            r.fail(what + " has attribute type " + std::to_string(type) +
+            r.fail(what + " has attribute type " + std::to_string(int(p.type())) +
                    " (sparse tensors and type protos are not read)");
     }
-    (void)graphs;
     return a;
 }
 
-Node read_node(Reader r) {
+Node read_node(const proto::NodeProto& p, const Reader& r) {
     Node n;
-    while (r.next()) {
-        switch (r.field()) {
-            case 1: n.inputs.push_back(r.string()); break;
-            case 2: n.outputs.push_back(r.string()); break;
-            case 3: n.name = r.string(); break;
-            case 4: n.op_type = r.string(); break;
-            case 5: n.attributes.push_back(read_attribute(r.message("AttributeProto"))); break;
-            case 7: n.domain = r.string(); break;
-            default: r.skip();
-        }
-    }
+    n.name = p.name();
+    n.op_type = p.op_type();
+    n.domain = p.domain();
+    n.inputs.assign(p.input().begin(), p.input().end());
+    n.outputs.assign(p.output().begin(), p.output().end());
     if (n.op_type.empty()) r.fail("a node without an op_type");
+    for (const auto& a : p.attribute()) n.attributes.push_back(read_attribute(a, r));
     return n;
 }
 
-Graph read_graph(Reader r) {
+Graph read_graph(const proto::GraphProto& p, const Reader& r) {
+    if (p.sparse_initializer_size() > 0) r.fail("sparse initializers are not read");
     Graph g;
-    while (r.next()) {
-        switch (r.field()) {
-            case 1: g.nodes.push_back(read_node(r.message("NodeProto"))); break;
-            case 2: g.name = r.string(); break;
-            case 5: g.initializers.push_back(read_tensor(r.message("TensorProto"))); break;
-            case 11: g.inputs.push_back(read_value_info(r.message("ValueInfoProto"))); break;
-            case 12: g.outputs.push_back(read_value_info(r.message("ValueInfoProto"))); break;
-            case 13: g.value_info.push_back(read_value_info(r.message("ValueInfoProto"))); break;
-            case 15: r.fail("sparse initializers are not read");
-            default: r.skip();
-        }
-    }
+    g.name = p.name();
+    for (const auto& n : p.node()) g.nodes.push_back(read_node(n, r));
+    for (const auto& t : p.initializer()) g.initializers.push_back(read_tensor(t, r));
+    for (const auto& v : p.input()) g.inputs.push_back(read_value_info(v));
+    for (const auto& v : p.output()) g.outputs.push_back(read_value_info(v));
+    for (const auto& v : p.value_info()) g.value_info.push_back(read_value_info(v));
     for (std::size_t k = 0; k < g.nodes.size(); ++k) g.nodes[k].index = k;
     return g;
+}
+
+// Parses `bytes` as message `m` under protobuf's limits; false when protobuf refuses them.
+bool parse_limited(google::protobuf::MessageLite& m, std::span<const std::byte> bytes) {
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                              static_cast<int>(bytes.size()));
+    in.SetRecursionLimit(kMaxDepth);
+    in.SetTotalBytesLimit(static_cast<int>(bytes.size()));
+    return m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+}
+
+void check_message_size(std::span<const std::byte> bytes, std::string_view source) {
+    if (bytes.size() > kMaxMessageBytes)
+        EMBER_FAIL(Format, source, ": ", bytes.size(),
+                   " bytes, more than the 2 GiB protobuf reads as one message (models that large "
+                   "keep their weights in external files, which ember-onnx does not read)");
+}
+
+// `dims` written into graph input `name`'s declared type (a negative dim becomes unknown).
+void declare_shape(proto::GraphProto& g, const std::string& name, const std::vector<std::int64_t>& dims) {
+    for (auto& in : *g.mutable_input()) {
+        if (in.name() != name || !in.type().has_tensor_type()) continue;
+        auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+        shape->clear_dim();
+        for (const auto d : dims) {
+            auto* dim = shape->add_dim();
+            if (d >= 0) dim->set_dim_value(d);
+        }
+    }
 }
 
 }  // namespace
@@ -302,44 +296,75 @@ std::int64_t Model::opset() const {
     return 0;
 }
 
-Model parse_model(std::span<const std::byte> bytes, std::string_view source) {
-    Reader r(bytes, source, "ModelProto");
+Model parse_model(std::span<const std::byte> bytes, std::string_view source,
+                  const InputShapes& input_shapes) {
+    check_message_size(bytes, source);
+    proto::ModelProto p;
+    if (!parse_limited(p, bytes))
+        EMBER_FAIL(Format, source,
+                   ": not an ONNX model: the protobuf parser refuses the bytes (truncated or "
+                   "malformed, or messages nested more than ", kMaxDepth, " deep)");
+    const Reader r{source};
+    // ember's own checks first: the tensors' sizes are bounded and their data matches them
+    // before ONNX's checker, which trusts the declared sizes, walks the model.
+    if (!p.has_graph()) r.fail("not an ONNX model (no graph)");
     Model m;
-    bool has_graph = false;
-    while (r.next()) {
-        switch (r.field()) {
-            case 1: m.ir_version = r.int64(); break;
-            case 2: m.producer_name = r.string(); break;
-            case 3: m.producer_version = r.string(); break;
-            case 7: m.graph = read_graph(r.message("GraphProto")), has_graph = true; break;
-            case 8: {
-                Reader o = r.message("OperatorSetIdProto");
-                OpsetImport op{"", 0};
-                while (o.next()) {
-                    if (o.field() == 1) op.domain = o.string();
-                    else if (o.field() == 2) op.version = o.int64();
-                    else o.skip();
-                }
-                m.opsets.push_back(std::move(op));
-                break;
-            }
-            default: r.skip();
-        }
+    m.ir_version = p.ir_version();
+    m.producer_name = p.producer_name();
+    m.producer_version = p.producer_version();
+    for (const auto& o : p.opset_import()) m.opsets.push_back({o.domain(), o.version()});
+    if (m.opset() == 0) r.fail("the model imports no standard opset");
+    m.graph = read_graph(p.graph(), r);
+    for (const auto& f : p.functions())  // not imported, but the checker reads them
+        for (const auto& n : f.node()) (void)read_node(n, r);
+    p.clear_training_info();  // never imported; nothing ember has not checked goes on
+
+    for (const auto& [name, dims] : input_shapes) declare_shape(*p.mutable_graph(), name, dims);
+    // ONNX's checker. A model of a newer IR version than this libonnx knows (ONNX 1.12: IR 8)
+    // is checked as one of that version: what later versions added (new data types) is
+    // refused by ember's checks above or by the handlers.
+    const auto ir = p.ir_version();
+    if (ir > proto::IR_VERSION) p.set_ir_version(proto::IR_VERSION);
+    try {
+        proto::checker::check_model(p);
+    } catch (const std::exception& e) {
+        EMBER_FAIL(Format, source, ": ONNX's checker refuses the model: ",
+                   record::printable(e.what(), 600));
     }
-    if (!has_graph) EMBER_FAIL(Format, source, ": not an ONNX model (no graph)");
-    if (m.opset() == 0) EMBER_FAIL(Format, source, ": the model imports no standard opset");
+    // ONNX's shape inference: the static dims of intermediate values (value_info), as far as
+    // the graph's declared input shapes and its constants determine them. Only what inference
+    // derives is kept, not value_info the file claims.
+    p.mutable_graph()->clear_value_info();
+    try {
+        proto::shape_inference::InferShapes(p);
+    } catch (const std::exception& e) {
+        EMBER_FAIL(Format, source, ": ONNX's shape inference refuses the model: ",
+                   record::printable(e.what(), 600));
+    }
+    m.graph.value_info.clear();
+    for (const auto& v : p.graph().value_info()) m.graph.value_info.push_back(read_value_info(v));
     return m;
 }
 
-Model load_model(const std::filesystem::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    EMBER_CHECK(in.good(), Format, "ONNX model '", path.string(), "' cannot be read");
-    std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    return parse_model(std::as_bytes(std::span(bytes)), path.string());
+Model load_model(const std::filesystem::path& path, const InputShapes& input_shapes) {
+    // A regular file within ember's read limits (EMBER_MAX_READ_BYTES), checked before reading.
+    record::detail::RegularFile file(path, "an ONNX model");
+    if (file.size() > kMaxMessageBytes)
+        EMBER_FAIL(Format, "ONNX model '", path.string(), "': ", file.size(),
+                   " bytes, more than the 2 GiB protobuf reads as one message (models that large "
+                   "keep their weights in external files, which ember-onnx does not read)");
+    const auto bytes = file.read_all();
+    return parse_model(bytes, path.string(), input_shapes);
 }
 
 Tensor parse_tensor(std::span<const std::byte> bytes, std::string_view source) {
-    return read_tensor(Reader(bytes, source, "TensorProto"));
+    check_message_size(bytes, source);
+    proto::TensorProto t;
+    if (!parse_limited(t, bytes))
+        EMBER_FAIL(Format, source,
+                   ": not an ONNX TensorProto: the protobuf parser refuses the bytes (truncated "
+                   "or malformed)");
+    return read_tensor(t, Reader{source});
 }
 
 std::optional<DType> dtype_of(int t) {

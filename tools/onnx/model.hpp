@@ -1,13 +1,17 @@
 #pragma once
 // An ONNX model as ember-onnx reads it: the parts of onnx.proto that describe a graph of
 // operators over tensors (ModelProto, GraphProto, NodeProto, AttributeProto, TensorProto,
-// ValueInfoProto). Tensors arrive as ember TensorData; what ember cannot hold (strings,
-// complex numbers, external data files, sparse tensors) is refused at read time with an error
-// that names the tensor.
+// ValueInfoProto), converted in one place (model.cpp) from libonnx's generated protobuf classes.
+// Reading a model runs, in order: protobuf's parser under ember's limits (size, nesting),
+// ember's own checks (what ember cannot hold — strings, complex numbers, external data files,
+// sparse tensors — is refused naming the tensor; declared sizes are bounded and must match the
+// data), ONNX's checker, and ONNX's shape inference, whose static dims of intermediate values
+// end up in Graph::value_info. Nothing of libonnx or protobuf appears in this header.
 #include <ember/tensor/data.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -71,7 +75,9 @@ struct Graph {
     std::vector<Tensor> initializers;   ///< weights and other constants
     std::vector<ValueInfo> inputs;      ///< graph inputs (may include initializers' names)
     std::vector<ValueInfo> outputs;     ///< graph outputs
-    std::vector<ValueInfo> value_info;  ///< shapes of intermediate values, when recorded
+    /// Shapes of intermediate values as ONNX's shape inference derives them (the main graph:
+    /// only what inference finds, not what the file claims; subgraphs: as the file records).
+    std::vector<ValueInfo> value_info;
 };
 
 /// An operator set the model uses.
@@ -92,10 +98,16 @@ struct Model {
     std::int64_t opset() const;
 };
 
-/// Parses a ModelProto from `bytes`; `source` names them in errors (FormatError).
-Model parse_model(std::span<const std::byte> bytes, std::string_view source = "ONNX bytes");
-/// Reads and parses the model file `path`.
-Model load_model(const std::filesystem::path& path);
+/// Shapes to assume for graph inputs (name → dims, a negative dim unknown): `--input-shape`.
+using InputShapes = std::map<std::string, std::vector<std::int64_t>>;
+
+/// Parses a ModelProto from `bytes`, checks it (ember's limits, then ONNX's checker) and runs
+/// ONNX's shape inference; `input_shapes` replace the declared shapes of those inputs first.
+/// `source` names the bytes in errors (FormatError, with the checker's message escaped).
+Model parse_model(std::span<const std::byte> bytes, std::string_view source = "ONNX bytes",
+                  const InputShapes& input_shapes = {});
+/// Reads and parses the model file `path` (a regular file within ember's read limits).
+Model load_model(const std::filesystem::path& path, const InputShapes& input_shapes = {});
 /// Parses a TensorProto (a node test's input_N.pb / output_N.pb).
 Tensor parse_tensor(std::span<const std::byte> bytes, std::string_view source = "TensorProto bytes");
 
