@@ -38,7 +38,9 @@ constexpr int kMaxDepth = 64;
 constexpr std::uint64_t kMaxMessageBytes = INT_MAX;
 
 // A name or string from the file, fit for a message (control bytes escaped, length capped).
-std::string in_quotes(std::string_view s) { return "'" + record::printable(s, 120) + "'"; }
+std::string in_quotes(std::string_view s) {
+    return "'" + record::printable(s, 120) + "'";
+}
 
 struct Reader {
     std::string_view source;
@@ -63,7 +65,8 @@ std::vector<std::byte> narrow(const std::vector<std::int64_t>& v) {
 // A TensorProto as ember TensorData, after ember's checks: what ember cannot hold is refused,
 // the declared size is bounded before anything is allocated, and the data must match it.
 Tensor read_tensor(const proto::TensorProto& t, const Reader& r) {
-    const std::string what = t.name().empty() ? std::string("a tensor") : "tensor " + in_quotes(t.name());
+    const std::string what =
+        t.name().empty() ? std::string("a tensor") : "tensor " + in_quotes(t.name());
     if (t.data_location() == proto::TensorProto::EXTERNAL || t.external_data_size() > 0)
         r.fail(what + " keeps its data in an external file, which ember-onnx does not read");
     const int type = t.data_type();
@@ -101,7 +104,8 @@ Tensor read_tensor(const proto::TensorProto& t, const Reader& r) {
         case kUint16: dt = DType::I32, onnx_size = 2; break;
         case kUint32: dt = DType::I64, onnx_size = 4; break;
         case kUint64: dt = DType::I64, onnx_size = 8; break;
-        default: r.fail(what + " has data type " + std::to_string(type) + ", which is not an ONNX type");
+        default:
+            r.fail(what + " has data type " + std::to_string(type) + ", which is not an ONNX type");
     }
     if (t.has_raw_data()) {
         const std::string& raw = t.raw_data();
@@ -132,8 +136,10 @@ Tensor read_tensor(const proto::TensorProto& t, const Reader& r) {
                                                : ints_have;
     if (have != n)
         r.fail(what + " has " + std::to_string(have) + " elements for shape " + shape.to_string());
-    if (type == kFloat) return {t.name(), TensorData(as_bytes(t.float_data().data(), n), shape, dt)};
-    if (type == kDouble) return {t.name(), TensorData(as_bytes(t.double_data().data(), n), shape, dt)};
+    if (type == kFloat)
+        return {t.name(), TensorData(as_bytes(t.float_data().data(), n), shape, dt)};
+    if (type == kDouble)
+        return {t.name(), TensorData(as_bytes(t.double_data().data(), n), shape, dt)};
     std::vector<std::int64_t> ints;
     ints.reserve(n);
     ints.insert(ints.end(), t.int32_data().begin(), t.int32_data().end());
@@ -141,16 +147,32 @@ Tensor read_tensor(const proto::TensorProto& t, const Reader& r) {
     for (const std::uint64_t u : t.uint64_data()) ints.push_back(static_cast<std::int64_t>(u));
     std::vector<std::byte> bytes;
     switch (type) {
-        case kInt64: case kUint32: case kUint64: bytes = as_bytes(ints.data(), n); break;
-        case kInt32: case kUint16: bytes = narrow<std::int32_t>(ints); break;
-        case kInt16: bytes = narrow<std::int16_t>(ints); break;
-        case kInt8: bytes = narrow<std::int8_t>(ints); break;
-        case kUint8: bytes = narrow<std::uint8_t>(ints); break;
+        case kInt64:
+        case kUint32:
+        case kUint64:
+            bytes = as_bytes(ints.data(), n);
+            break;
+        case kInt32:
+        case kUint16:
+            bytes = narrow<std::int32_t>(ints);
+            break;
+        case kInt16:
+            bytes = narrow<std::int16_t>(ints);
+            break;
+        case kInt8:
+            bytes = narrow<std::int8_t>(ints);
+            break;
+        case kUint8:
+            bytes = narrow<std::uint8_t>(ints);
+            break;
         case kBool:
             for (auto& v : ints) v = v != 0;
             bytes = narrow<std::uint8_t>(ints);
             break;
-        case kFloat16: case kBFloat16: bytes = narrow<std::uint16_t>(ints); break;  // bits
+        case kFloat16:
+        case kBFloat16:
+            bytes = narrow<std::uint16_t>(ints);
+            break;  // bits
     }
     return {t.name(), TensorData(std::move(bytes), shape, dt)};
 }
@@ -216,7 +238,9 @@ Attribute read_attribute(const proto::AttributeProto& p, const Reader& r) {
         case proto::AttributeProto::STRINGS:
             a.value = std::vector<std::string>(p.strings().begin(), p.strings().end());
             break;
-        case proto::AttributeProto::TENSORS: a.value = std::move(tensors); break;
+        case proto::AttributeProto::TENSORS:
+            a.value = std::move(tensors);
+            break;
         default:
             r.fail(what + " has attribute type " + std::to_string(int(p.type())) +
                    " (sparse tensors and type protos are not read)");
@@ -266,7 +290,8 @@ void check_message_size(std::span<const std::byte> bytes, std::string_view sourc
 }
 
 // `dims` written into graph input `name`'s declared type (a negative dim becomes unknown).
-void declare_shape(proto::GraphProto& g, const std::string& name, const std::vector<std::int64_t>& dims) {
+void declare_shape(proto::GraphProto& g, const std::string& name,
+                   const std::vector<std::int64_t>& dims) {
     for (auto& in : *g.mutable_input()) {
         if (in.name() != name || !in.type().has_tensor_type()) continue;
         auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -303,7 +328,8 @@ Model parse_model(std::span<const std::byte> bytes, std::string_view source,
     if (!parse_limited(p, bytes))
         EMBER_FAIL(Format, source,
                    ": not an ONNX model: the protobuf parser refuses the bytes (truncated or "
-                   "malformed, or messages nested more than ", kMaxDepth, " deep)");
+                   "malformed, or messages nested more than ",
+                   kMaxDepth, " deep)");
     const Reader r{source};
     // ember's own checks first: the tensors' sizes are bounded and their data matches them
     // before ONNX's checker, which trusts the declared sizes, walks the model.
@@ -314,12 +340,12 @@ Model parse_model(std::span<const std::byte> bytes, std::string_view source,
     m.producer_version = p.producer_version();
     for (const auto& o : p.opset_import()) m.opsets.push_back({o.domain(), o.version()});
     if (m.opset() == 0) r.fail("the model imports no standard opset");
+    for (const auto& [name, dims] : input_shapes) declare_shape(*p.mutable_graph(), name, dims);
     m.graph = read_graph(p.graph(), r);
     for (const auto& f : p.functions())  // not imported, but the checker reads them
         for (const auto& n : f.node()) (void)read_node(n, r);
     p.clear_training_info();  // never imported; nothing ember has not checked goes on
 
-    for (const auto& [name, dims] : input_shapes) declare_shape(*p.mutable_graph(), name, dims);
     // ONNX's checker. A model of a newer IR version than this libonnx knows (ONNX 1.12: IR 8)
     // is checked as one of that version: what later versions added (new data types) is
     // refused by ember's checks above or by the handlers.
@@ -328,8 +354,8 @@ Model parse_model(std::span<const std::byte> bytes, std::string_view source,
     try {
         proto::checker::check_model(p);
     } catch (const std::exception& e) {
-        EMBER_FAIL(Format, source, ": ONNX's checker refuses the model: ",
-                   record::printable(e.what(), 600));
+        EMBER_FAIL(Format, source,
+                   ": ONNX's checker refuses the model: ", record::printable(e.what(), 600));
     }
     // ONNX's shape inference: the static dims of intermediate values (value_info), as far as
     // the graph's declared input shapes and its constants determine them. Only what inference
