@@ -371,3 +371,18 @@ TEST_CASE("ONNX's shape inference gives ember-onnx dims its handlers cannot work
     CHECK(y.shape() == ember::Shape{1, 8, 1, 1});
     CHECK(y.to_vec<float>() == std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4});
 }
+
+TEST_CASE(
+    "fuzz finding: a ConvTranspose weight dim without a value crashed ONNX's shape "
+    "inference; now a FormatError",
+    "[onnx][hostile][fuzz]") {
+    // libonnx 1.12's ConvTranspose inference reads through a null pointer on this model
+    // (tests/fuzz/crashes/onnx/): the checker and inference run in a child process, whose crash is
+    // ember's refusal of the model.
+    const auto bytes = read_file(fs::path(EMBER_SOURCE_DIR) /
+                                 "tests/fuzz/crashes/onnx/convtranspose-weight-dim-without-value");
+    REQUIRE(!bytes.empty());
+    CHECK_THAT(
+        parse_error(bytes),
+        Catch::Contains("test.onnx: ONNX's checker or shape inference crashed on the model"));
+}

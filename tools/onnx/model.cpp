@@ -8,7 +8,13 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <climits>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -303,6 +309,99 @@ void declare_shape(proto::GraphProto& g, const std::string& name,
     }
 }
 
+// What the child process running ONNX's checker and shape inference reports: 'K' and the
+// inferred value_info (a serialized GraphProto), 'C' or 'I' and the checker's or inference's
+// message, or anything else and ember's account of how the child failed.
+struct Checked {
+    char status = 0;
+    std::string text;
+};
+
+// Seconds the checker and shape inference may take on one model.
+constexpr unsigned kCheckSeconds = 120;
+
+bool write_all(int fd, const char* data, std::size_t n) {
+    while (n > 0) {
+        const ssize_t w = ::write(fd, data, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        data += w, n -= static_cast<std::size_t>(w);
+    }
+    return true;
+}
+
+// The child's side: runs the checker and inference on `p`, writes status and text, exits.
+[[noreturn]] void check_in_child(proto::ModelProto& p, int fd) {
+    ::alarm(kCheckSeconds);
+    char status = 'K';
+    std::string text;
+    // A model of a newer IR version than this libonnx knows (ONNX 1.12: IR 8) is checked as
+    // one of that version: what later versions added (new data types) ember refuses itself.
+    if (p.ir_version() > proto::IR_VERSION) p.set_ir_version(proto::IR_VERSION);
+    try {
+        proto::checker::check_model(p);
+    } catch (const std::exception& e) {
+        status = 'C', text = e.what();
+    } catch (...) {
+        status = 'C', text = "(an exception that is not a std::exception)";
+    }
+    if (status == 'K') {
+        try {
+            proto::shape_inference::InferShapes(p);
+            proto::GraphProto shapes;
+            *shapes.mutable_value_info() = p.graph().value_info();
+            text = shapes.SerializeAsString();
+        } catch (const std::exception& e) {
+            status = 'I', text = e.what();
+        } catch (...) {
+            status = 'I', text = "(an exception that is not a std::exception)";
+        }
+    }
+    const bool ok = write_all(fd, &status, 1) && write_all(fd, text.data(), text.size());
+    ::_exit(ok ? 0 : 3);  // no atexit handlers, no destructors of the parent's objects
+}
+
+Checked check_and_infer(proto::ModelProto& p) {
+    int fds[2];
+    if (::pipe(fds) != 0)
+        return {0, std::string("cannot run ONNX's checker: pipe: ") + std::strerror(errno)};
+    std::fflush(nullptr);  // nothing buffered is written twice
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        ::close(fds[0]), ::close(fds[1]);
+        return {0, std::string("cannot run ONNX's checker: fork: ") + std::strerror(errno)};
+    }
+    if (pid == 0) {
+        ::close(fds[0]);
+        check_in_child(p, fds[1]);
+    }
+    ::close(fds[1]);
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = ::read(fds[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (out.size() + static_cast<std::size_t>(n) > kMaxMessageBytes) break;
+        out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fds[0]);
+    int wstatus = 0;
+    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGALRM)
+        return {0, "ONNX's checker and shape inference took more than " +
+                       std::to_string(kCheckSeconds) + " s on the model"};
+    if (WIFSIGNALED(wstatus))
+        return {0, "ONNX's checker or shape inference crashed on the model (signal " +
+                       std::to_string(WTERMSIG(wstatus)) +
+                       "; libonnx is not hardened against malformed models)"};
+    if (!WIFEXITED(wstatus) || WEXITSTATUS(wstatus) != 0 || out.empty())
+        return {0, "ONNX's checker or shape inference failed on the model (exit status " +
+                       std::to_string(WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1) + ")"};
+    return {out[0], out.substr(1)};
+}
+
 }  // namespace
 
 const Attribute* Node::find(std::string_view name) const {
@@ -346,29 +445,21 @@ Model parse_model(std::span<const std::byte> bytes, std::string_view source,
         for (const auto& n : f.node()) (void)read_node(n, r);
     p.clear_training_info();  // never imported; nothing ember has not checked goes on
 
-    // ONNX's checker. A model of a newer IR version than this libonnx knows (ONNX 1.12: IR 8)
-    // is checked as one of that version: what later versions added (new data types) is
-    // refused by ember's checks above or by the handlers.
-    const auto ir = p.ir_version();
-    if (ir > proto::IR_VERSION) p.set_ir_version(proto::IR_VERSION);
-    try {
-        proto::checker::check_model(p);
-    } catch (const std::exception& e) {
-        EMBER_FAIL(Format, source,
-                   ": ONNX's checker refuses the model: ", record::printable(e.what(), 600));
-    }
-    // ONNX's shape inference: the static dims of intermediate values (value_info), as far as
-    // the graph's declared input shapes and its constants determine them. Only what inference
-    // derives is kept, not value_info the file claims.
-    p.mutable_graph()->clear_value_info();
-    try {
-        proto::shape_inference::InferShapes(p);
-    } catch (const std::exception& e) {
-        EMBER_FAIL(Format, source, ": ONNX's shape inference refuses the model: ",
-                   record::printable(e.what(), 600));
-    }
+    // ONNX's checker, then its shape inference, in a child process: libonnx 1.12 is not
+    // hardened against malformed models (the fuzzer crashed its ConvTranspose inference with a
+    // weight dim that has no value), and a crash there must be a refusal, not ember-onnx's.
+    p.mutable_graph()->clear_value_info();  // only what inference derives is used, not claims
+    const auto checked = check_and_infer(p);
+    if (checked.status == 'C')
+        r.fail("ONNX's checker refuses the model: " + record::printable(checked.text, 600));
+    if (checked.status == 'I')
+        r.fail("ONNX's shape inference refuses the model: " + record::printable(checked.text, 600));
+    if (checked.status != 'K') r.fail(checked.text);
+    proto::GraphProto inferred;
+    if (!parse_limited(inferred, std::as_bytes(std::span(checked.text))))
+        r.fail("ONNX's shape inference returned unreadable shapes");
     m.graph.value_info.clear();
-    for (const auto& v : p.graph().value_info()) m.graph.value_info.push_back(read_value_info(v));
+    for (const auto& v : inferred.value_info()) m.graph.value_info.push_back(read_value_info(v));
     return m;
 }
 
