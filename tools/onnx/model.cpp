@@ -332,6 +332,10 @@ bool write_all(int fd, const char* data, std::size_t n) {
 
 // The child's side: runs the checker and inference on `p`, writes status and text, exits.
 [[noreturn]] void check_in_child(proto::ModelProto& p, int fd) {
+    // A crash ends the child plainly: handlers the parent installed (a fuzzer's, which would
+    // report the parent's input as a crash) are not the child's business.
+    for (const int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM})
+        std::signal(sig, SIG_DFL);
     ::alarm(kCheckSeconds);
     char status = 'K';
     std::string text;
