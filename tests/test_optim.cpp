@@ -90,7 +90,8 @@ void check_trajectory(const std::string& name, Optim optim) {
     auto model = load_model<B>(fx);
     const double lr = fx.param("lr");
     for (int k = 1; k <= kSteps; ++k) {
-        model = optim.step(lr, std::move(model), grads_of(model, data));
+        auto grads = grads_of(model, data);  // before `model` is moved into step()
+        model = optim.step(lr, std::move(model), std::move(grads));
         check_step(fx, model, k);
     }
 }

@@ -220,9 +220,18 @@ struct Fusion : BackendBase<Fusion<B>> {
         if (int_ok(a) && int_safe(op)) return lazy(OpKind::BinaryScalar, op, dt(a), a, {a}, {s});
         return eager([&] { return B::int_binary_scalar(op, take(std::move(a)), s); });
     }
-    static FT float_compare(CompareOp op, FT a, FT b) { return compare(op, std::move(a), std::move(b), float_ok(a)); }
-    static FT int_compare(CompareOp op, FT a, FT b) { return compare(op, std::move(a), std::move(b), int_ok(a)); }
-    static FT bool_compare(CompareOp op, FT a, FT b) { return compare(op, std::move(a), std::move(b), bool_ok(a)); }
+    static FT float_compare(CompareOp op, FT a, FT b) {
+        const bool ok = float_ok(a);  // before `a` is moved: argument order is unspecified
+        return compare(op, std::move(a), std::move(b), ok);
+    }
+    static FT int_compare(CompareOp op, FT a, FT b) {
+        const bool ok = int_ok(a);  // before `a` is moved: argument order is unspecified
+        return compare(op, std::move(a), std::move(b), ok);
+    }
+    static FT bool_compare(CompareOp op, FT a, FT b) {
+        const bool ok = bool_ok(a);  // before `a` is moved: argument order is unspecified
+        return compare(op, std::move(a), std::move(b), ok);
+    }
     static FT float_compare_scalar(CompareOp op, FT a, Scalar s) {
         if (float_ok(a)) return lazy(OpKind::CompareScalar, op, DType::Bool, a, {a}, {s});
         return eager([&] { return B::float_compare_scalar(op, take(std::move(a)), s); });
@@ -231,9 +240,18 @@ struct Fusion : BackendBase<Fusion<B>> {
         if (int_ok(a)) return lazy(OpKind::CompareScalar, op, DType::Bool, a, {a}, {s});
         return eager([&] { return B::int_compare_scalar(op, take(std::move(a)), s); });
     }
-    static FT float_mask_where(FT t, FT mask, FT value) { return where(std::move(t), std::move(mask), std::move(value), float_ok(t)); }
-    static FT int_mask_where(FT t, FT mask, FT value) { return where(std::move(t), std::move(mask), std::move(value), int_ok(t)); }
-    static FT bool_mask_where(FT t, FT mask, FT value) { return where(std::move(t), std::move(mask), std::move(value), bool_ok(t)); }
+    static FT float_mask_where(FT t, FT mask, FT value) {
+        const bool ok = float_ok(t);  // before `t` is moved: argument order is unspecified
+        return where(std::move(t), std::move(mask), std::move(value), ok);
+    }
+    static FT int_mask_where(FT t, FT mask, FT value) {
+        const bool ok = int_ok(t);  // before `t` is moved: argument order is unspecified
+        return where(std::move(t), std::move(mask), std::move(value), ok);
+    }
+    static FT bool_mask_where(FT t, FT mask, FT value) {
+        const bool ok = bool_ok(t);  // before `t` is moved: argument order is unspecified
+        return where(std::move(t), std::move(mask), std::move(value), ok);
+    }
     static FT float_mask_fill(FT t, FT mask, Scalar s) {
         if (float_ok(t) && mask_fits(t, mask)) return lazy(OpKind::MaskFill, 0, dt(t), t, {t, mask}, {s});
         return eager([&] { return B::float_mask_fill(take(std::move(t)), take(std::move(mask)), s); });
