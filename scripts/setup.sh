@@ -33,6 +33,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (tests/fuzz/); Clang 14 for the consumer tests
   clang-15 clang-16  # the consumer tests compile ember's headers with each Clang Debian ships
   g++-aarch64-linux-gnu qemu-user  # the NEON kernels cross-compiled, run under qemu-aarch64
+  zlib1g-dev:arm64 libsqlite3-dev:arm64  # the target's libraries for the AArch64 cross build
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
@@ -74,6 +75,11 @@ echo "setup.sh: installing ${missing[*]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
+# The arm64 packages (the AArch64 cross build's target libraries) come from Debian's multiarch
+# archive, which apt reads only once dpkg knows the architecture.
+if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  "${sudo[@]}" dpkg --add-architecture arm64
+fi
 if ! { "${sudo[@]}" apt-get update -qq &&
        "${sudo[@]}" apt-get install -y -qq --no-install-recommends -o Dpkg::Use-Pty=0 \
          "${missing[@]}"; } >"$log" 2>&1; then
