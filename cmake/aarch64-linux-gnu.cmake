@@ -32,3 +32,11 @@ find_program(EMBER_QEMU_AARCH64 qemu-aarch64)
 if(EMBER_QEMU_AARCH64)
   set(CMAKE_CROSSCOMPILING_EMULATOR ${EMBER_QEMU_AARCH64} -L /usr/${EMBER_CROSS_TRIPLE})
 endif()
+
+# msgpack-cxx (NamedMpk records) is header-only, but Debian files its CMake package under the
+# build machine's multiarch directory, and its arm64 package would pull in Boost's: take the
+# build machine's package (its headers are the same).
+set(_ember_host_msgpack /usr/lib/${CMAKE_HOST_SYSTEM_PROCESSOR}-linux-gnu/cmake/msgpackc-cxx)
+if(NOT msgpack_DIR AND EXISTS ${_ember_host_msgpack}/msgpack-config.cmake)
+  set(msgpack_DIR ${_ember_host_msgpack})
+endif()
