@@ -9,6 +9,9 @@
 #   SANITIZE            ON when ember was built with -DEMBER_SANITIZE=ON
 #   JOBS                parallel build jobs (default 2)
 #   STRICT              ON: the consumer also compiles headers.cpp, with -Wall -Wextra -Werror
+#   SHARED              ON (add_subdirectory): ember built with BUILD_SHARED_LIBS=ON and no build
+#                       type; checks that ember leaves the consumer's CMAKE_BUILD_TYPE alone, that
+#                       its libraries carry their SONAME, and that they export only ember's symbols
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var MODE EMBER_SOURCE_DIR EMBER_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
@@ -183,15 +186,71 @@ elseif(MODE STREQUAL "add_subdirectory")
     list(APPEND extra -DEMBER_SANITIZE=ON
          "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
   endif()
+  if(SHARED)
+    # No build type: ember, a subproject here, must not put Release into the consumer's cache.
+    list(FILTER configure_args EXCLUDE REGEX "^-DCMAKE_BUILD_TYPE=")
+    list(APPEND configure_args "-DCMAKE_BUILD_TYPE=" -DBUILD_SHARED_LIBS=ON)
+  endif()
   step("configure the consumer"
        "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${build}" ${configure_args}
        -DCONSUMER_MODE=add_subdirectory "-DCONSUMER_EMBER_SOURCE_DIR=${EMBER_SOURCE_DIR}"
        ${extra})
+  if(SHARED)
+    file(STRINGS "${build}/CMakeCache.txt" build_type REGEX "^CMAKE_BUILD_TYPE:")
+    if(NOT build_type MATCHES "=$")
+      message(FATAL_ERROR "consumer[add_subdirectory]: ember, a subproject, changed the "
+                          "consumer's cache: ${build_type}")
+    endif()
+  endif()
   # Only the consumer and what it links (ember, ember_cpu): ember is EXCLUDE_FROM_ALL there.
   step("build the consumer (and ember's libraries it links)"
        "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --target consumer
        --parallel ${JOBS})
   run_consumer("${build}")
+  if(SHARED)
+    # The shared libraries: versioned, and exporting ember's symbols only (cmake/ember-exports.map).
+    find_program(NM nm)
+    foreach(lib ember ember_cpu)
+      file(GLOB_RECURSE so "${build}/ember/lib${lib}.so.*.*.*")
+      if(NOT so)
+        message(FATAL_ERROR "consumer[add_subdirectory]: no versioned lib${lib}.so.X.Y.Z in "
+                            "${build}/ember")
+      endif()
+      list(GET so 0 so)
+      if(NOT NM)
+        message(STATUS "consumer[add_subdirectory]: no nm: exports of ${so} not checked")
+        continue()
+      endif()
+      execute_process(COMMAND "${NM}" -D -C --defined-only "${so}" OUTPUT_VARIABLE syms
+                      RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR "consumer[add_subdirectory]: nm -D ${so} failed")
+      endif()
+      string(REPLACE "\n" ";" syms "${syms}")
+      set(foreign "")
+      set(count 0)
+      foreach(line IN LISTS syms)
+        # "ADDRESS TYPE NAME"; the linker's own markers (_edata, _end, __bss_start) are absolute.
+        if(line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$")
+          set(name "${CMAKE_MATCH_1}")
+          if(line MATCHES "^[0-9a-f]+ A ")
+            continue()
+          endif()
+          math(EXPR count "${count} + 1")
+          if(NOT name MATCHES "ember::")
+            list(APPEND foreign "${name}")
+          endif()
+        endif()
+      endforeach()
+      list(LENGTH foreign n_foreign)
+      if(n_foreign GREATER 0)
+        list(SUBLIST foreign 0 10 some)
+        message(FATAL_ERROR "consumer[add_subdirectory]: ${so} exports ${n_foreign} symbols "
+                            "outside ember's namespace, e.g.: ${some}")
+      endif()
+      message(STATUS "consumer[add_subdirectory]: ${so}: ${count} symbols exported, all ember's")
+    endforeach()
+  endif()
 
 else()
   message(FATAL_ERROR "run.cmake: unknown MODE '${MODE}'")
