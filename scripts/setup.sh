@@ -5,6 +5,7 @@
 #
 #   bash scripts/setup.sh            build + test dependencies
 #   bash scripts/setup.sh --bench    also PyTorch, NumPy and Python's msgpack (benchmarks, regenerating fixtures)
+#   bash scripts/setup.sh --aarch64  also the Arm target's zlib and SQLite (the opt-in AArch64 suites)
 set -euo pipefail
 
 packages=(
@@ -33,7 +34,6 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (tests/fuzz/); Clang 14 for the consumer tests
   clang-15 clang-16  # the consumer tests compile ember's headers with each Clang Debian ships
   g++-aarch64-linux-gnu qemu-user  # the NEON kernels cross-compiled, run under qemu-aarch64
-  zlib1g-dev:arm64 libsqlite3-dev:arm64  # the target's libraries for the AArch64 cross build
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time
   glslang-tools     # glslang-dev's CMake package names /usr/bin/glslangValidator and fails without it
@@ -45,7 +45,10 @@ command -v npm >/dev/null 2>&1 || packages+=(npm)
 for arg in "$@"; do
   case "$arg" in
     --bench) packages+=(python3 python3-numpy python3-torch python3-msgpack) ;;
-    *) echo "setup.sh: unknown argument '$arg' (known: --bench)" >&2; exit 2 ;;
+    # The target's libraries for the AArch64 cross build's suites (-DEMBER_TEST_AARCH64=ON),
+    # from Debian's multiarch archive.
+    --aarch64) packages+=(zlib1g-dev:arm64 libsqlite3-dev:arm64) ;;
+    *) echo "setup.sh: unknown argument '$arg' (known: --bench, --aarch64)" >&2; exit 2 ;;
   esac
 done
 
