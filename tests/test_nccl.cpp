@@ -162,7 +162,10 @@ TEST_CASE("NcclCollective: 2 GPUs with shards of B match 1 GPU with batches of 2
             auto y = Tensor<ADC, 2>::from_data(items(first, shard, 4, 1.1f), dev);
             if (!overlap) {
                 auto grads = ember::optim::GradientsParams::from_grads(m.loss(x, y).backward(), m);
-                m = o.step(1e-2, std::move(m), sync_gradients(c, m, std::move(grads)));
+                // The gradients are synchronised before m is moved into step (the order in
+                // which a call's arguments are evaluated is unspecified).
+                auto synced = sync_gradients(c, m, std::move(grads));
+                m = o.step(1e-2, std::move(m), std::move(synced));
                 continue;
             }
             // A bucket per parameter, each started on NCCL's stream during backward.
