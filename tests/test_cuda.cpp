@@ -77,8 +77,7 @@ TEST_CASE("cuda: matmul of views and broadcast batches equals the CPU's", "[cuda
     ember::test::check_close(got.to_data(), want.to_data(), {1e-5, 1e-5});
 }
 
-TEST_CASE("cuda: a long-k product with a small output (split k) is exact on integers",
-          "[cuda]") {
+TEST_CASE("cuda: a long-k product with a small output (split k) is exact on integers", "[cuda]") {
     REQUIRE_GPU();
     // [12, 9000] · [9000, 7] and its transposed spelling aᵀ with a stored [9000, 12]: k long
     // enough for the split-K path. Small integers keep every partial sum exact in f32, so the

@@ -139,12 +139,12 @@ using GraphKinds = decltype(std::tuple_cat(
 #endif
     std::tuple<>{}));
 
-#define REQUIRE_DEVICE(K)                                    \
-    do {                                                     \
-        if (!K::available()) {                               \
-            WARN("skipped: no " << K::tag << " device");     \
-            return;                                          \
-        }                                                    \
+#define REQUIRE_DEVICE(K)                                \
+    do {                                                 \
+        if (!K::available()) {                           \
+            WARN("skipped: no " << K::tag << " device"); \
+            return;                                      \
+        }                                                \
     } while (0)
 
 /// N steps from the same seed, eagerly and as 1 eager step + capture + N - 2 replays; then, with
@@ -289,7 +289,9 @@ TEMPLATE_LIST_TEST_CASE("graph: each replay draws the next mask of the eager seq
     using B = typename K::B;
     REQUIRE_DEVICE(K);
     const std::size_t n = 4096;
-    const auto draw = [&] { return Tensor<B, 1>::random({n}, ember::Distribution::Bernoulli(0.5)); };
+    const auto draw = [&] {
+        return Tensor<B, 1>::random({n}, ember::Distribution::Bernoulli(0.5));
+    };
     B::seed(11);
     std::vector<ember::TensorData> eager;
     for (int i = 0; i < 5; ++i) eager.push_back(draw().to_data());
@@ -333,7 +335,8 @@ TEMPLATE_LIST_TEST_CASE("graph: a host synchronisation inside a capture is an er
         // checked without a readback; computed ones would be read back.
         const auto known = Tensor<B, 1, ember::Int>::from_data(
             ember::TensorData(std::vector<std::int64_t>{2, 0, 1}, {3}));
-        const auto drawn = Tensor<B, 1, ember::Int>::random({5}, ember::Distribution::Uniform(0, 3));
+        const auto drawn =
+            Tensor<B, 1, ember::Int>::random({5}, ember::Distribution::Uniform(0, 3));
         std::optional<Tensor<B, 1>> picked;
         auto graph =
             K::capture([&] { picked.emplace(x.gather(0, known) + x.gather(0, drawn).sum()); });

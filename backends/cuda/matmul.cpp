@@ -75,8 +75,7 @@ MatView blas_operand(CudaTensor& t, std::size_t nb, std::int64_t batch) {
 /// How many slices of k a single f32/f64 GEMM is split into (1: not split). Split where the
 /// output is small (≤ 64K elements: few of cuBLAS's tiles) and k long (≥ 8192), into slices of
 /// at least 512 that divide k exactly, at most 64 of them. EMBER_CUDA_SPLIT_K=0 turns it off.
-std::int64_t split_k(DType dt, std::int64_t m, std::int64_t n, std::int64_t k,
-                     std::int64_t batch) {
+std::int64_t split_k(DType dt, std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch) {
     static const bool enabled = [] {
         const char* e = std::getenv("EMBER_CUDA_SPLIT_K");
         return !(e && std::string_view(e) == "0");

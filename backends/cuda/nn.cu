@@ -496,9 +496,9 @@ void launch_sum_partials(DType dt, const void* parts, std::int64_t splits, std::
     const i64 mn = m * n;
     if (mn == 0) return;
     visit_float(dt, [&]<typename T>(T) {
-        sum_partials_kernel<T><<<blocks_for(mn), kThreads, 0, s>>>(
-            static_cast<const T*>(parts), splits, m, n, static_cast<T*>(c), ldc,
-            static_cast<T>(beta));
+        sum_partials_kernel<T><<<blocks_for(mn), kThreads, 0, s>>>(static_cast<const T*>(parts),
+                                                                   splits, m, n, static_cast<T*>(c),
+                                                                   ldc, static_cast<T>(beta));
     });
     check_launch("sum_partials");
 }

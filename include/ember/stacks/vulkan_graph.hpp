@@ -144,8 +144,8 @@ struct GraphApi {
 
 }  // namespace detail
 
-/// A step over batches replayed from its command buffer while their shapes hold, captured again when
-/// they change, eager for the first step of a shape and a short last batch (see
+/// A step over batches replayed from its command buffer while their shapes hold, captured again
+/// when they change, eager for the first step of a shape and a short last batch (see
 /// ember::detail::graph::StepGraph).
 template <detail::StepInputs Inputs>
 using StepGraph = ember::detail::graph::StepGraph<detail::GraphApi, Inputs>;
