@@ -859,7 +859,7 @@ TEST_CASE("attack: an empty test set is an error, not an accuracy of nan", "[lea
     CHECK(e.formatted.find("nan") == std::string::npos);
 }
 
-TEST_CASE("attack: kill -9 between a checkpoint's files; resume takes the newest complete one",
+TEST_CASE("attack: kill -9 between a checkpoint's files: resume takes the newest complete one",
           "[learner][untrusted][hostile]") {
 #ifndef EMBER_LEARNER_DRIVER
     WARN("the learner driver is not built: skipping");

@@ -334,7 +334,7 @@ TEST_CASE("ONNX's checker refuses malformed models, its message escaped", "[onnx
     CHECK(e.find('\x1b') == std::string::npos);
 }
 
-TEST_CASE("--input-shape is written into the model before ONNX's checker and shape inference",
+TEST_CASE("ember-onnx --input-shape is written into the model before ONNX's checker and shape inference",
           "[onnx]") {
     // An input without a declared shape: ONNX 1.12's checker requires one.
     const auto bytes = one_node_model("Relu", std::nullopt).b;
@@ -374,7 +374,7 @@ TEST_CASE("ONNX's shape inference gives ember-onnx dims its handlers cannot work
 
 TEST_CASE(
     "fuzz finding: a ConvTranspose weight dim without a value crashed ONNX's shape "
-    "inference; now a FormatError",
+    "inference: now a FormatError",
     "[onnx][hostile][fuzz]") {
     // libonnx 1.12's ConvTranspose inference reads through a null pointer on this model
     // (tests/fuzz/crashes/onnx/): the checker and inference run in a child process, whose crash is

@@ -163,7 +163,7 @@ TEST_CASE("attack: a 3 MB .mpk.gz that inflates to 3 GB is refused at the limit"
                Catch::Contains("EMBER_MAX_READ_BYTES"));
 }
 
-TEST_CASE("attack: an .mpk.gz inflating past the defaults is refused; real ones load",
+TEST_CASE("attack: an .mpk.gz inflating past the defaults is refused, real ones load",
           "[untrusted][hostile]") {
     TempDir dir("mpkgz-default");
     // A gzipped record under the limits loads (zeros compress ~1000:1, below the 256 MiB floor).
