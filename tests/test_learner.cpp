@@ -14,8 +14,11 @@
 #include <ember/optim.hpp>
 #include <ember/train/checkpoint.hpp>
 #include <ember/train/classification_metrics.hpp>
+#include <ember/train/device_metrics.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
+#include <ember/train/ranking_metrics.hpp>
+#include <ember/train/text_metrics.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -377,6 +380,75 @@ TEST_CASE("precision, recall, F-score and perplexity in the Learner", "[learner]
             CHECK(e.formatted.find(" %") != std::string::npos);
         }
     CHECK(shown);
+}
+
+// A step output decoded as text, as a sequence model's adaptor would: each item's best class
+// and its target as one letter, so that the character error rate is the share of items wrong.
+template <>
+struct ember::train::Adaptor<train::ClassificationOutput<Cpu>, train::TextInput> {
+    static train::TextInput adapt(const train::ClassificationOutput<Cpu>& o) {
+        const auto best = o.output.argmax(1).to_data().to_vec<std::int64_t>();
+        const auto truth = o.targets.to_data().to_vec<std::int64_t>();
+        train::TextInput in;
+        for (std::size_t i = 0; i < truth.size(); ++i) {
+            in.predictions.emplace_back(1, char('a' + best[i]));
+            in.references.emplace_back(1, char('a' + truth[i]));
+        }
+        return in;
+    }
+};
+
+TEST_CASE("AUROC, AUC-PR, text and machine metrics in the Learner", "[learner][metrics]") {
+    TempDir dir("rank-text");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    auto renderer = std::make_shared<Recorder>();
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(12), 4, false};
+    Classifier<AD> model{ember::nn::LinearConfig{2, 3}.init<AD>({})};
+    auto learner = train::LearnerBuilder<Out, VOut>(dir.path)
+                       .metric_train(train::CudaMetric{})
+                       .metric_train_numeric(train::CpuTemperature{})
+                       .metric_valid_numeric(train::AccuracyMetric<Cpu>{})
+                       .metric_valid_numeric(train::AurocMetric<Cpu>{})
+                       .metric_valid_numeric(train::AucPrMetric<Cpu>{})
+                       .metric_valid_numeric(train::CerMetric{})
+                       .metric_valid_numeric(train::WerMetric{})
+                       .metric_valid_numeric(train::BleuMetric(1))
+                       .metric_valid_numeric(train::RougeLMetric{})
+                       .num_epochs(2)
+                       .renderer(renderer)
+                       .build(model, ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+    learner.fit(tl, vl);
+    const auto& valid = learner.history().at(train::Split::Valid);
+    for (const char* name : {"AUROC", "AUC-PR", "CER", "WER", "BLEU-1", "ROUGE-L"}) {
+        INFO(name);
+        REQUIRE(valid.at(name).size() == 2);
+        CHECK(valid.at(name)[1] >= 0.0);
+        CHECK(valid.at(name)[1] <= 100.0);
+        CHECK(count_lines(dir.path / "valid" / "epoch-2" / (std::string(name) + ".log")) == 3);
+    }
+    // One letter per item: the error rates are the share of items wrong, and BLEU-1 and
+    // ROUGE-L the share right (a batch's unigram precision; per item, all or nothing).
+    CHECK(valid.at("CER")[1] == Approx(100.0 - valid.at("Accuracy")[1]));
+    CHECK(valid.at("WER")[1] == Approx(100.0 - valid.at("Accuracy")[1]));
+    CHECK(valid.at("ROUGE-L")[1] == Approx(valid.at("Accuracy")[1]));
+    CHECK(valid.at("BLEU-1")[1] == Approx(valid.at("Accuracy")[1]));
+    // The machine metrics show text; this machine's sensors decide which.
+    std::size_t cuda = 0, temp = 0;
+    for (const auto& e : renderer->train_entries) {
+        if (e.name == "CUDA") {
+            ++cuda;
+            CHECK(!e.formatted.empty());
+            CHECK_FALSE(e.numeric.has_value());
+        }
+        if (e.name == "CPU Temperature") {
+            ++temp;
+            CHECK((e.formatted == "unavailable" || e.formatted.find(" °C") != std::string::npos));
+        }
+    }
+    CHECK(cuda == renderer->train_progress.size());
+    CHECK(temp == renderer->train_progress.size());
 }
 
 TEST_CASE("epoch values are means over items, also when resumed", "[learner]") {

@@ -1,8 +1,11 @@
-// DiceMetric and PsnrMetric, checked against values worked out by hand.
+// DiceMetric, PsnrMetric and SsimMetric, checked against values worked out by hand and, for
+// SSIM, the torch references of tests/fixtures/gen_metrics.py.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <ember/ember.hpp>
 #include <ember/train/vision_metrics.hpp>
+
+#include "harness.hpp"
 
 namespace {
 using ember::Cpu;
@@ -62,5 +65,43 @@ TEST_CASE("PsnrMetric: 10·log10(max² / MSE) per image, averaged", "[metrics]")
         CHECK_THROWS_AS(train::PsnrMetric<Cpu>({.max_pixel_value = 0.0}), ember::ArgumentError);
         CHECK_THROWS_AS(psnr.update({out, Tensor<Cpu, 4>::zeros({2, 1, 2, 1})}, {}),
                         ember::ShapeError);
+    }
+}
+
+TEST_CASE("SsimMetric: identical images, and torch references", "[metrics]") {
+    static_assert(train::Numeric<train::SsimMetric<Cpu>>);
+    train::SsimMetric<Cpu> ssim;
+    CHECK(ssim.name() == "SSIM");
+    // An image against itself: 1 wherever the window lies.
+    std::vector<float> v(2 * 12 * 13);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = float((i * 37) % 101) / 100.0f;
+    auto x = image(v, {1, 2, 12, 13});
+    CHECK(*ssim.update({x, x}, {}).numeric == Approx(1.0));
+    for (const char* name : {"ssim_default", "ssim_range", "ssim_small_window"}) {
+        INFO(name);
+        ember::test::Fixture fx("metrics", name);
+        train::SsimMetricConfig config;
+        if (fx.has_param("data_range")) config.data_range = fx.param("data_range");
+        if (fx.has_param("kernel_size")) config.kernel_size = std::size_t(fx.param("kernel_size"));
+        if (fx.has_param("sigma")) config.sigma = fx.param("sigma");
+        train::SsimMetric<Cpu> m(config);
+        auto e =
+            m.update({fx.named_tensor<Cpu, 4>("outputs"), fx.named_tensor<Cpu, 4>("targets")}, {});
+        CHECK(*e.numeric == Approx(fx.param("ssim")).epsilon(1e-9));
+    }
+    SECTION("errors") {
+        CHECK_THROWS_AS(train::SsimMetric<Cpu>({.kernel_size = 4}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::SsimMetric<Cpu>({.sigma = 0.0}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::SsimMetric<Cpu>({.data_range = -1.0}), ember::ArgumentError);
+        auto small = Tensor<Cpu, 4>::zeros({1, 1, 10, 20});
+        CHECK_THROWS_WITH(ssim.update({small, small}, {}),
+                          Catch::Contains("SsimMetric") && Catch::Contains("[1, 1, 10, 20]"));
+        CHECK_THROWS_AS(ssim.update({x, Tensor<Cpu, 4>::zeros({1, 2, 12, 12})}, {}),
+                        ember::ShapeError);
+        // Constant images have no data range to derive.
+        auto flat = Tensor<Cpu, 4>::full({1, 1, 11, 11}, 0.5);
+        CHECK_THROWS_WITH(ssim.update({flat, flat}, {}), Catch::Contains("data_range"));
+        train::SsimMetric<Cpu> ranged({.data_range = 1.0});
+        CHECK(*ranged.update({flat, flat}, {}).numeric == Approx(1.0));
     }
 }

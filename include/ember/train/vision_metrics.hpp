@@ -1,10 +1,13 @@
 #pragma once
-// Image metrics (Burn's train::metric::vision): the Dice coefficient of segmentation masks and
-// the peak signal-to-noise ratio of reconstructions. Each reads its batch back to the host.
+// Image metrics (Burn's train::metric::vision): the Dice coefficient of segmentation masks, the
+// peak signal-to-noise ratio and the structural similarity of reconstructions. Each reads its
+// batch back to the host.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "metrics.hpp"
 
@@ -138,6 +141,157 @@ class PsnrMetric {
 
   private:
     PsnrMetricConfig config_;
+    NumericMetricState state_;
+};
+
+// ---- SsimMetric -----------------------------------------------------------------------------
+
+/// Input of SsimMetric: reconstructed and true images [N, C, H, W], H and W at least the
+/// window size.
+template <Backend B>
+struct SsimInput {
+    Tensor<B, 4> outputs;  ///< reconstructions
+    Tensor<B, 4> targets;  ///< originals
+};
+
+/// Configuration of SsimMetric (torchmetrics' StructuralSimilarityIndexMeasure defaults).
+struct SsimMetricConfig {
+    std::size_t kernel_size = 11;  ///< the gaussian window's side (odd)
+    double sigma = 1.5;            ///< the gaussian window's standard deviation
+    /// The range of pixel values L; unset: the larger of the batch's outputs' and targets'
+    /// max − min, as torchmetrics does when data_range is None.
+    std::optional<double> data_range;
+    double k1 = 0.01;  ///< C1 = (k1·L)²
+    double k2 = 0.03;  ///< C2 = (k2·L)²
+};
+
+namespace detail {
+
+/// The normalised 1-D gaussian window: exp(−x²/(2σ²)) at x = −(k−1)/2 … (k−1)/2, summing to 1.
+inline std::vector<double> gaussian_window(std::size_t k, double sigma) {
+    std::vector<double> w(k);
+    double sum = 0;
+    for (std::size_t i = 0; i < k; ++i) {
+        const double x = double(i) - double(k - 1) / 2;
+        w[i] = std::exp(-x * x / (2 * sigma * sigma));
+        sum += w[i];
+    }
+    for (double& v : w) v /= sum;
+    return w;
+}
+
+/// The "valid" correlation of an h × w plane with the separable window w ⊗ w:
+/// (h − k + 1) × (w − k + 1) weighted means.
+inline std::vector<double> gaussian_filter_valid(const double* plane, std::size_t h, std::size_t wd,
+                                                 const std::vector<double>& win) {
+    const std::size_t k = win.size(), oh = h - k + 1, ow = wd - k + 1;
+    std::vector<double> rows(h * ow), out(oh * ow);
+    for (std::size_t y = 0; y < h; ++y)
+        for (std::size_t x = 0; x < ow; ++x) {
+            double s = 0;
+            for (std::size_t j = 0; j < k; ++j) s += win[j] * plane[y * wd + x + j];
+            rows[y * ow + x] = s;
+        }
+    for (std::size_t y = 0; y < oh; ++y)
+        for (std::size_t x = 0; x < ow; ++x) {
+            double s = 0;
+            for (std::size_t j = 0; j < k; ++j) s += win[j] * rows[(y + j) * ow + x];
+            out[y * ow + x] = s;
+        }
+    return out;
+}
+
+}  // namespace detail
+
+/// The structural similarity index (Wang et al. 2004) in [−1, 1], as torchmetrics'
+/// StructuralSimilarityIndexMeasure with its defaults: local means, variances and covariance
+/// under an 11 × 11 gaussian window of σ = 1.5 (population moments, no N/(N−1)), the SSIM map
+/// ((2μxμy + C1)(2σxy + C2)) / ((μx² + μy² + C1)(σx² + σy² + C2)) over the positions where the
+/// window lies inside the image, averaged over channels and positions per image, then over the
+/// batch. scikit-image's structural_similarity gives the same number with gaussian_weights=True,
+/// use_sample_covariance=False and the same data_range, once its border of (k − 1)/2 is cropped.
+template <Backend B>
+class SsimMetric {
+  public:
+    /// The input.
+    using Input = SsimInput<B>;
+    /// The metric with `config`; ArgumentError for an even or zero kernel size, a non-positive
+    /// sigma, data_range, k1 or k2.
+    explicit SsimMetric(SsimMetricConfig config = {}) : config_(config) {
+        EMBER_CHECK(config.kernel_size % 2 == 1, Argument,
+                    "SsimMetric: kernel_size must be odd, got ", config.kernel_size);
+        EMBER_CHECK(config.sigma > 0.0 && config.k1 > 0.0 && config.k2 > 0.0, Argument,
+                    "SsimMetric: sigma, k1 and k2 must be positive, got ", config.sigma, ", ",
+                    config.k1, " and ", config.k2);
+        EMBER_CHECK(!config.data_range || *config.data_range > 0.0, Argument,
+                    "SsimMetric: data_range must be positive, got ", config.data_range.value_or(0));
+    }
+    /// Updates with one batch; ShapeError when the shapes differ, the batch is empty or an
+    /// image is smaller than the window.
+    MetricEntry update(const Input& in, const MetricMetadata&) {
+        const Shape& s = in.outputs.shape();
+        EMBER_CHECK(s == in.targets.shape(), Shape, "SsimMetric: outputs of shape ", s.to_string(),
+                    " and targets of shape ", in.targets.shape().to_string(), " differ");
+        const std::size_t n = s[0], c = s[1], h = s[2], w = s[3], k = config_.kernel_size;
+        EMBER_CHECK(n > 0 && c > 0, Shape, "SsimMetric: an empty batch of shape ", s.to_string());
+        EMBER_CHECK(h >= k && w >= k, Shape, "SsimMetric: images of shape ", s.to_string(),
+                    " are smaller than the ", k, " × ", k, " window");
+        const auto x = in.outputs.to_data().template to_vec<double>();
+        const auto y = in.targets.to_data().template to_vec<double>();
+        double range = 0;
+        if (config_.data_range) {
+            range = *config_.data_range;
+        } else {
+            const auto [xl, xh] = std::minmax_element(x.begin(), x.end());
+            const auto [yl, yh] = std::minmax_element(y.begin(), y.end());
+            range = std::max(*xh - *xl, *yh - *yl);
+            // Constant images leave C1 = C2 = 0 and the index 0/0.
+            EMBER_CHECK(range > 0.0, Argument,
+                        "SsimMetric: outputs and targets are constant, so the data range is 0; "
+                        "set SsimMetricConfig::data_range");
+        }
+        const double c1 = std::pow(config_.k1 * range, 2), c2 = std::pow(config_.k2 * range, 2);
+        const auto win = detail::gaussian_window(k, config_.sigma);
+        const std::size_t plane = h * w;
+        std::vector<double> xx(plane), yy(plane), xy(plane);
+        double total = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            double image = 0;
+            std::size_t positions = 0;
+            for (std::size_t ch = 0; ch < c; ++ch) {
+                const double* px = x.data() + (i * c + ch) * plane;
+                const double* py = y.data() + (i * c + ch) * plane;
+                for (std::size_t p = 0; p < plane; ++p) {
+                    xx[p] = px[p] * px[p];
+                    yy[p] = py[p] * py[p];
+                    xy[p] = px[p] * py[p];
+                }
+                const auto mx = detail::gaussian_filter_valid(px, h, w, win);
+                const auto my = detail::gaussian_filter_valid(py, h, w, win);
+                const auto mxx = detail::gaussian_filter_valid(xx.data(), h, w, win);
+                const auto myy = detail::gaussian_filter_valid(yy.data(), h, w, win);
+                const auto mxy = detail::gaussian_filter_valid(xy.data(), h, w, win);
+                for (std::size_t p = 0; p < mx.size(); ++p) {
+                    const double vx = mxx[p] - mx[p] * mx[p], vy = myy[p] - my[p] * my[p];
+                    const double cov = mxy[p] - mx[p] * my[p];
+                    image += ((2 * mx[p] * my[p] + c1) * (2 * cov + c2)) /
+                             ((mx[p] * mx[p] + my[p] * my[p] + c1) * (vx + vy + c2));
+                }
+                positions += mx.size();
+            }
+            total += image / double(positions);
+        }
+        return state_.update(name(), total / double(n), n, 4);
+    }
+    /// Forgets the epoch.
+    void clear() { state_.reset(); }
+    /// "SSIM".
+    std::string name() const { return "SSIM"; }
+    /// The last batch's mean SSIM.
+    double value() const { return state_.value(); }
+
+  private:
+    SsimMetricConfig config_;
     NumericMetricState state_;
 };
 

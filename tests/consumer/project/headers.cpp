@@ -100,13 +100,16 @@
 #include <ember/train/checkpoint.hpp>
 #include <ember/train/classification_metrics.hpp>
 #include <ember/train/dashboard.hpp>
+#include <ember/train/device_metrics.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/logger.hpp>
 #include <ember/train/metric.hpp>
 #include <ember/train/metrics.hpp>
 #include <ember/train/output.hpp>
 #include <ember/train/plain_renderer.hpp>
+#include <ember/train/ranking_metrics.hpp>
 #include <ember/train/renderer.hpp>
+#include <ember/train/text_metrics.hpp>
 #include <ember/train/vision_metrics.hpp>
 
 #include <utility>
