@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../tensor/error.hpp"
 #include "metric.hpp"
 
 namespace ember::train {
