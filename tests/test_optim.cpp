@@ -194,6 +194,93 @@ TEST_CASE("AdaGrad follows torch.optim.Adagrad", "[optim]") {
     }
 }
 
+TEST_CASE("Adan follows its reference update", "[optim]") {
+    // gen_optim.py writes the update of the authors' implementation (torch 1.13 has no Adan).
+    SECTION("defaults") {
+        check_config("adan", optim::AdanConfig{});
+    }
+    SECTION("proximal weight decay") {
+        check_config("adan_weight_decay", optim::AdanConfig{}.with_weight_decay(0.1));
+    }
+    SECTION("decoupled weight decay, other betas") {
+        check_config("adan_no_prox", optim::AdanConfig{}
+                                         .with_beta_1(0.9)
+                                         .with_beta_2(0.8)
+                                         .with_beta_3(0.999)
+                                         .with_epsilon(1e-6)
+                                         .with_weight_decay(0.1)
+                                         .with_no_prox(true));
+    }
+    SECTION("on Autodiff<Cpu> (f32)") {
+        check_trajectory<F32>("adan", optim::AdanConfig{}.init<TrainModel<F32>>());
+    }
+}
+
+namespace {
+// Muon steps 2-D parameters only: the bias and the scale are frozen, as gen_optim.py leaves
+// them out of its optimizer.
+template <typename B, typename Optim>
+void check_muon(const std::string& name, Optim optim) {
+    INFO("case " << name);
+    ember::test::Fixture fx(kFile, name);
+    Data<B> data(fx);
+    auto model = load_model<B>(fx);
+    model.linear.bias = model.linear.bias->set_require_grad(false);
+    model.head.scale = model.head.scale.set_require_grad(false);
+    for (int k = 1; k <= kSteps; ++k) {
+        auto grads = grads_of(model, data);
+        model = optim.step(fx.param("lr"), std::move(model), std::move(grads));
+        check_step(fx, model, k);
+    }
+}
+}  // namespace
+
+TEST_CASE("Muon follows its reference update", "[optim]") {
+    // gen_optim.py writes torch.optim.Muon's update (PyTorch 2.9) in float64.
+    SECTION("defaults: Nesterov momentum 0.95, lr scaled by sqrt(max(1, rows / cols))") {
+        check_muon<F64>("muon", optim::MuonConfig{}.init<TrainModel<F64>>());
+    }
+    SECTION("plain momentum, weight decay, the AdamW-matching lr scale") {
+        check_muon<F64>("muon_plain_decay", optim::MuonConfig{}
+                                                .with_momentum(0.9)
+                                                .with_nesterov(false)
+                                                .with_weight_decay(0.1)
+                                                .with_adjust_lr(optim::MuonAdjustLr::MatchRmsAdamW)
+                                                .init<TrainModel<F64>>());
+    }
+    SECTION("on Autodiff<Cpu> (f32)") {
+        check_muon<F32>("muon", optim::MuonConfig{}.init<TrainModel<F32>>());
+    }
+    SECTION("Newton-Schulz acts on each singular value alone") {
+        // diag(3, 0.5) divided by its Frobenius norm has singular values σ = 3/√9.25 and
+        // 0.5/√9.25 and keeps its singular vectors, so each entry follows σ ← aσ + bσ³ + cσ⁵
+        // five times: into the band around 1 the coefficients are tuned for (not exactly 1).
+        auto g = ember::Tensor<ember::CpuF64, 2>::from_data(
+            ember::TensorData(std::vector<double>{3.0, 0.0, 0.0, 0.5}, {2, 2}));
+        const auto muon = optim::MuonConfig{}.init<TrainModel<F64>>().optimizer();
+        const auto v = muon.orthogonalize(g).to_data().to_vec<double>();
+        auto iterate = [&](double s) {
+            for (int i = 0; i < 5; ++i)
+                s = muon.ns_a * s + muon.ns_b * s * s * s + muon.ns_c * s * s * s * s * s;
+            return s;
+        };
+        CHECK(v[0] == Approx(iterate(3.0 / std::sqrt(9.25))).epsilon(1e-12));
+        CHECK(v[3] == Approx(iterate(0.5 / std::sqrt(9.25))).epsilon(1e-12));
+        CHECK(v[1] == 0.0);
+        CHECK(v[2] == 0.0);
+        CHECK(v[0] > 0.68);
+        CHECK(v[3] < 1.2);
+    }
+    SECTION("a parameter that is not 2-D is an error naming Muon") {
+        ember::test::Fixture fx(kFile, "muon");
+        Data<F64> data(fx);
+        auto model = load_model<F64>(fx);
+        auto muon = optim::MuonConfig{}.init<TrainModel<F64>>();
+        CHECK_THROWS_WITH(muon.step(0.05, model, grads_of(model, data)),
+                          Catch::Contains("Muon") && Catch::Contains("[3]"));
+    }
+}
+
 TEST_CASE("gradient clipping", "[optim]") {
     using optim::GradientClipping;
     SECTION("by value matches clip_grad_value_") {
@@ -299,6 +386,9 @@ TEST_CASE("optimizer state is saved and resumed exactly", "[optim]") {
     }
     SECTION("AdaGrad") {
         resume("adagrad_lr_decay", optim::AdaGradConfig{}.with_lr_decay(0.05));
+    }
+    SECTION("Adan (the previous gradient is state)") {
+        resume("adan_weight_decay", optim::AdanConfig{}.with_weight_decay(0.1));
     }
     SECTION("the record's layout") {
         ember::test::Fixture fx(kFile, "adam");
@@ -449,6 +539,13 @@ TEST_CASE("optimizer errors", "[optim]") {
         CHECK_THROWS_AS(optim::RmsPropConfig{}.with_alpha(1.5).init<M>(), ember::ArgumentError);
         CHECK_THROWS_AS(optim::RmsPropConfig{}.with_momentum(-1).init<M>(), ember::ArgumentError);
         CHECK_THROWS_AS(optim::AdaGradConfig{}.with_lr_decay(-0.1).init<M>(), ember::ArgumentError);
+        CHECK_THROWS_WITH(optim::AdanConfig{}.with_beta_3(1.0).init<M>(),
+                          Catch::Contains("AdanConfig") && Catch::Contains("beta_3"));
+        CHECK_THROWS_AS(optim::AdanConfig{}.with_weight_decay(-1).init<M>(), ember::ArgumentError);
+        CHECK_THROWS_WITH(optim::MuonConfig{}.with_momentum(1.0).init<M>(),
+                          Catch::Contains("MuonConfig") && Catch::Contains("momentum"));
+        CHECK_THROWS_AS(optim::MuonConfig{}.with_ns_steps(0).init<M>(), ember::ArgumentError);
+        CHECK_THROWS_AS(optim::MuonConfig{}.with_epsilon(0).init<M>(), ember::ArgumentError);
         CHECK_THROWS_AS(
             optim::AdamConfig{}.with_grad_clipping(optim::GradientClipping::Norm(0.0)).init<M>(),
             ember::ArgumentError);
