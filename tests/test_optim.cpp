@@ -281,6 +281,54 @@ TEST_CASE("Muon follows its reference update", "[optim]") {
     }
 }
 
+TEST_CASE("L-BFGS follows torch.optim.LBFGS", "[optim]") {
+    auto run = [](const std::string& name, optim::LbfgsConfig config) {
+        INFO("case " << name);
+        ember::test::Fixture fx(kFile, name);
+        Data<F64> data(fx);
+        auto model = load_model<F64>(fx);
+        auto lbfgs = config.init<TrainModel<F64>>();
+        const auto closure = [&](const TrainModel<F64>& m) { return m.loss(data.x, data.target); };
+        for (int k = 1; k <= 3; ++k) {
+            model = lbfgs.step(std::move(model), closure);
+            check_step(fx, model, k);
+            const std::string s = "." + std::to_string(k);
+            CHECK(lbfgs.loss() == Approx(fx.named("loss" + s).value(0)).epsilon(1e-9));
+            CHECK(double(lbfgs.func_evals()) == fx.param("evals" + s));
+        }
+    };
+    SECTION("fixed steps, a history of 3 pairs") {
+        run("lbfgs", optim::LbfgsConfig{}.with_lr(0.5).with_max_iter(4).with_history_size(3));
+    }
+    SECTION("strong-Wolfe line search, stopped by max_eval") {
+        run("lbfgs_strong_wolfe",
+            optim::LbfgsConfig{}.with_max_iter(10).with_history_size(5).with_line_search(
+                optim::LbfgsLineSearch::StrongWolfe));
+    }
+    SECTION("strong-Wolfe line search, torch's defaults") {
+        run("lbfgs_strong_wolfe_defaults",
+            optim::LbfgsConfig{}.with_line_search(optim::LbfgsLineSearch::StrongWolfe));
+    }
+    SECTION("frozen parameters stay, a loss of several elements is an error") {
+        ember::test::Fixture fx(kFile, "lbfgs");
+        Data<F64> data(fx);
+        auto model = load_model<F64>(fx);
+        model.head.scale = model.head.scale.set_require_grad(false);
+        auto lbfgs = optim::LbfgsConfig{}.init<TrainModel<F64>>();
+        auto stepped = lbfgs.step(
+            model, [&](const TrainModel<F64>& m) { return m.loss(data.x, data.target); });
+        CHECK(stepped.head.scale.val().to_data() == model.head.scale.val().to_data());
+        CHECK(stepped.linear.weight.val().to_data() != model.linear.weight.val().to_data());
+        CHECK(stepped.linear.weight.id() == model.linear.weight.id());
+        CHECK(stepped.linear.weight.is_require_grad());
+        CHECK_THROWS_WITH(lbfgs.step(model,
+                                     [&](const TrainModel<F64>& m) {
+                                         return m.linear.forward(data.x).reshape<1>({15});
+                                     }),
+                          Catch::Contains("Lbfgs") && Catch::Contains("[15]"));
+    }
+}
+
 TEST_CASE("gradient clipping", "[optim]") {
     using optim::GradientClipping;
     SECTION("by value matches clip_grad_value_") {
@@ -546,6 +594,11 @@ TEST_CASE("optimizer errors", "[optim]") {
                           Catch::Contains("MuonConfig") && Catch::Contains("momentum"));
         CHECK_THROWS_AS(optim::MuonConfig{}.with_ns_steps(0).init<M>(), ember::ArgumentError);
         CHECK_THROWS_AS(optim::MuonConfig{}.with_epsilon(0).init<M>(), ember::ArgumentError);
+        CHECK_THROWS_WITH(optim::LbfgsConfig{}.with_lr(0).init<M>(),
+                          Catch::Contains("LbfgsConfig") && Catch::Contains("lr"));
+        CHECK_THROWS_AS(optim::LbfgsConfig{}.with_history_size(0).init<M>(), ember::ArgumentError);
+        CHECK_THROWS_AS(optim::LbfgsConfig{}.with_tolerance_grad(-1).init<M>(),
+                        ember::ArgumentError);
         CHECK_THROWS_AS(
             optim::AdamConfig{}.with_grad_clipping(optim::GradientClipping::Norm(0.0)).init<M>(),
             ember::ArgumentError);

@@ -5,6 +5,7 @@
 #include "optim/adam.hpp"
 #include "optim/adan.hpp"
 #include "optim/gradients_params.hpp"
+#include "optim/lbfgs.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "optim/muon.hpp"
 #include "optim/optimizer.hpp"
