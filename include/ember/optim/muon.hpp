@@ -30,7 +30,9 @@ struct Muon {
     double momentum;          ///< μ
     bool nesterov;            ///< Nesterov's look-ahead form
     double weight_decay;      ///< decoupled decay λ: p ← p·(1 − lr·λ)
-    double ns_a, ns_b, ns_c;  ///< the Newton–Schulz coefficients
+    double ns_a;              ///< Newton–Schulz coefficient a
+    double ns_b;              ///< Newton–Schulz coefficient b
+    double ns_c;              ///< Newton–Schulz coefficient c
     std::size_t ns_steps;     ///< Newton–Schulz iterations
     double epsilon;           ///< the smallest norm divided by
     MuonAdjustLr adjust_lr;   ///< the shape's learning-rate scale
