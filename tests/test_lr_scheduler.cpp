@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include <ember/optim/lr_scheduler.hpp>
+#include <ember/optim/lr_scheduler_compose.hpp>
 
 #include "harness.hpp"
 
@@ -134,4 +135,50 @@ TEST_CASE("scheduler config errors", "[lr_scheduler]") {
     CHECK_THROWS_AS(lr::NoamLrSchedulerConfig({1.0}).with_model_size(0).init(), ArgumentError);
     // StepLR does not check initial_lr or gamma (Burn: atypical values help debugging).
     CHECK_NOTHROW(lr::StepLrSchedulerConfig({-1.0, 2}).with_gamma(2.0).init());
+}
+
+TEST_CASE("composed and sequential schedulers", "[lr_scheduler]") {
+    SECTION("SequentialLrScheduler follows torch's SequentialLR") {
+        auto make = [] {
+            return lr::sequential(
+                {4}, lr::LinearLrSchedulerConfig{0.4, 0.1, 3}.init(),
+                lr::CosineAnnealingLrSchedulerConfig{0.4, 4}.with_min_lr(0.05).init());
+        };
+        check_sequence(make(), expected_lrs("sequential"));
+        check_resume(make(), make(), 6);
+        check_resume(make(), make(), 2);
+    }
+    SECTION("ComposedLrScheduler: product, sum and mean of the parts' rates") {
+        // Exponential 0.5·0.5^i with constant 0.2: the product is 0.1·0.5^i, the sum
+        // 0.5·0.5^i + 0.2, the mean half of it.
+        auto exp = lr::ExponentialLrSchedulerConfig{0.5, 0.5}.init();
+        auto prod = lr::ComposedLrScheduler(exp, lr::ConstantLr{0.2});
+        auto sum = lr::compose(lr::SchedulerReduction::Sum, exp, lr::ConstantLr{0.2});
+        auto avg = lr::compose(lr::SchedulerReduction::Avg, exp, lr::ConstantLr{0.2});
+        for (int i = 0; i < 6; ++i) {
+            INFO("iteration " << i);
+            const double e = 0.5 * std::pow(0.5, i);
+            CHECK(prod.step() == Approx(0.2 * e).epsilon(1e-14));
+            CHECK(sum.step() == Approx(e + 0.2).epsilon(1e-14));
+            CHECK(avg.step() == Approx((e + 0.2) / 2).epsilon(1e-14));
+        }
+        check_resume(lr::ComposedLrScheduler(exp, lr::ConstantLr{0.2}),
+                     lr::ComposedLrScheduler(exp, lr::ConstantLr{0.2}), 3);
+        static_assert(lr::LrScheduler<decltype(prod)>);
+    }
+    SECTION("errors") {
+        auto a = lr::ExponentialLrSchedulerConfig{0.5, 0.5}.init();
+        CHECK_THROWS_WITH(lr::sequential({}, a, a), Catch::Contains("SequentialLrScheduler") &&
+                                                        Catch::Contains("1 milestones"));
+        CHECK_THROWS_AS(lr::sequential({3, 3}, a, a, a), ember::ArgumentError);
+        CHECK_THROWS_AS(lr::sequential({0}, a, a), ember::ArgumentError);
+        // A record of another kind, or of another number of parts.
+        auto two = lr::ComposedLrScheduler(a, a);
+        CHECK_THROWS_AS(two.load_record(a.to_record()), ember::FormatError);
+        CHECK_THROWS_WITH(
+            two.load_record(lr::ComposedLrScheduler(a).to_record()),
+            Catch::Contains("ComposedLrScheduler") && Catch::Contains("1 schedulers"));
+        auto seq = lr::sequential({2}, a, a);
+        CHECK_THROWS_AS(seq.load_record(two.to_record()), ember::FormatError);
+    }
 }

@@ -7,6 +7,7 @@
 #include "optim/gradients_params.hpp"
 #include "optim/lbfgs.hpp"
 #include "optim/lr_scheduler.hpp"
+#include "optim/lr_scheduler_compose.hpp"
 #include "optim/muon.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/rmsprop.hpp"

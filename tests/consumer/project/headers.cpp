@@ -58,10 +58,14 @@
 #include <ember/optim/accumulator.hpp>
 #include <ember/optim/adagrad.hpp>
 #include <ember/optim/adam.hpp>
+#include <ember/optim/adan.hpp>
 #include <ember/optim/decay.hpp>
 #include <ember/optim/grad_clipping.hpp>
 #include <ember/optim/gradients_params.hpp>
+#include <ember/optim/lbfgs.hpp>
 #include <ember/optim/lr_scheduler.hpp>
+#include <ember/optim/lr_scheduler_compose.hpp>
+#include <ember/optim/muon.hpp>
 #include <ember/optim/optimizer.hpp>
 #include <ember/optim/rmsprop.hpp>
 #include <ember/optim/sgd.hpp>
