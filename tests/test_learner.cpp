@@ -451,6 +451,64 @@ TEST_CASE("AUROC, AUC-PR, text and machine metrics in the Learner", "[learner][m
     CHECK(temp == renderer->train_progress.size());
 }
 
+TEST_CASE("keep_best_checkpoint keeps the best epoch besides the last", "[learner]") {
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    // Both directions on the validation loss: "Highest" keeps an early epoch for the whole run
+    // (the loss falls), "Lowest" a late one; which epochs those are is read from the history.
+    for (auto direction : {train::Direction::Highest, train::Direction::Lowest}) {
+        const bool highest = direction == train::Direction::Highest;
+        INFO((highest ? "Highest" : "Lowest"));
+        TempDir dir(highest ? "best-high" : "best-low");
+        TinyLoader<AD> tl{grid()};
+        TinyLoader<Cpu> vl{grid(12), 4, false};
+        auto learner = train::LearnerBuilder<Out, VOut>(dir.path)
+                           .metric_valid_numeric(train::LossMetric<Cpu>{})
+                           .with_file_checkpointer(Rec{}, 1)
+                           .keep_best_checkpoint("Loss", train::Split::Valid, direction)
+                           .num_epochs(4)
+                           .renderer(std::make_shared<Recorder>())
+                           .build(Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})},
+                                  ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+        learner.fit(tl, vl);
+        const auto& loss = learner.history().at(train::Split::Valid).at("Loss");
+        REQUIRE(loss.size() == 4);
+        const auto it = highest ? std::max_element(loss.begin(), loss.end())
+                                : std::min_element(loss.begin(), loss.end());
+        const std::size_t best = std::size_t(it - loss.begin()) + 1;
+        REQUIRE(learner.best_checkpoint().has_value());
+        CHECK(*learner.best_checkpoint() == best);
+        const auto ck = dir.path / "checkpoint";
+        for (std::size_t e = 1; e <= 4; ++e) {
+            INFO("epoch " << e);
+            const bool kept = e == 4 || e == best;
+            CHECK(fs::exists(ck / ("model-" + std::to_string(e) + ".mpk.gz")) == kept);
+            CHECK(fs::exists(ck / ("checkpoint-" + std::to_string(e) + ".json")) == kept);
+        }
+    }
+    SECTION("errors") {
+        TempDir dir("best-errors");
+        auto builder = [&] {
+            return train::LearnerBuilder<Out, VOut>(dir.path)
+                .metric_valid_numeric(train::LossMetric<Cpu>{})
+                .renderer(std::make_shared<Recorder>());
+        };
+        auto model = Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})};
+        auto sgd = ember::optim::SgdConfig{}.init<Classifier<AD>>();
+        CHECK_THROWS_WITH(
+            builder()
+                .keep_best_checkpoint("Loss", train::Split::Valid, train::Direction::Lowest)
+                .build(model, sgd, 0.5),
+            Catch::Contains("keep_best_checkpoint") && Catch::Contains("checkpointer"));
+        CHECK_THROWS_WITH(
+            builder()
+                .with_file_checkpointer(Rec{}, 1)
+                .keep_best_checkpoint("Accuracy", train::Split::Valid, train::Direction::Highest)
+                .build(model, sgd, 0.5),
+            Catch::Contains("keep_best_checkpoint on 'Accuracy'"));
+    }
+}
+
 TEST_CASE("epoch values are means over items, also when resumed", "[learner]") {
     // 10 items in batches of 4: the last batch has 2, and weighs half what the others do.
     TempDir dir("weighted");

@@ -158,6 +158,13 @@ struct LearnerOptions {
         std::size_t patience;
     };
     std::optional<EarlyStopping> early_stopping;  ///< none by default
+    /// The metric whose best epoch's checkpoint is kept besides the last ones.
+    struct KeepBest {
+        std::string metric;   ///< a numeric metric's name
+        Split split;          ///< the split it is registered for
+        Direction direction;  ///< Lowest or Highest is best
+    };
+    std::optional<KeepBest> keep_best;            ///< none by default
     std::uint64_t seed = 0;                       ///< the run's seed
     bool capture_steps = false;                   ///< replay steps as CUDA graphs
     bool summary = false;                         ///< print the summary at the end
@@ -310,6 +317,15 @@ class LearnerBuilder {
         o_.early_stopping = {std::move(metric), split, direction, min_delta, patience};
         return *this;
     }
+    /// Keeps, besides the last `keep` checkpoints, the one of the epoch whose epoch mean of
+    /// numeric metric `metric` of `split` is the best in `direction` so far (Burn's
+    /// MetricCheckpointingStrategy; ties keep the earlier epoch). Learner::best_checkpoint()
+    /// names it. build() throws ArgumentError without a checkpointer or for a metric that is
+    /// not a numeric one of that split.
+    LearnerBuilder& keep_best_checkpoint(std::string metric, Split split, Direction direction) {
+        o_.keep_best = {std::move(metric), split, direction};
+        return *this;
+    }
     /// The run's seed (default 0): with the loaders' set_epoch it fixes every random draw.
     LearnerBuilder& seed(std::uint64_t seed) {
         o_.seed = seed;
@@ -362,6 +378,10 @@ class LearnerBuilder {
                     "LearnerBuilder::build: checkpoint(", o.checkpoint.value_or(0),
                     ") is beyond num_epochs ", o.num_epochs);
         if (o.early_stopping) check_early_stopping(*o.early_stopping);
+        EMBER_CHECK(!o.keep_best || o.checkpointer, Argument,
+                    "LearnerBuilder::build: keep_best_checkpoint needs a checkpointer "
+                    "(with_file_checkpointer)");
+        if (o.keep_best) check_early_stopping(*o.keep_best, "keep_best_checkpoint");
         if (o.capture_steps) {
             EMBER_CHECK(detail::capturable_backend<module::BackendOf<M>>(), Argument,
                         "LearnerBuilder::build: capture_steps needs a model on Cuda, "
@@ -422,15 +442,16 @@ class LearnerBuilder {
         slots.push_back(std::move(slot));
     }
 
+    // `what` ("early stopping", "keep_best_checkpoint") names the setting in the message.
     template <typename E>
-    void check_early_stopping(const E& es) const {
+    void check_early_stopping(const E& es, const char* what = "early stopping") const {
         auto has = [&](const auto& slots) {
             for (const auto& s : slots)
                 if (s->numeric && s->name() == es.metric) return true;
             return false;
         };
         const bool ok = es.split == Split::Train ? has(o_.train_metrics) : has(o_.valid_metrics);
-        EMBER_CHECK(ok, Argument, "LearnerBuilder::build: early stopping on '", es.metric,
+        EMBER_CHECK(ok, Argument, "LearnerBuilder::build: ", what, " on '", es.metric,
                     "', which is not a numeric ",
                     es.split == Split::Train ? "training" : "validation",
                     " metric of this learner");

@@ -191,6 +191,14 @@ class Learner {
     /// The epoch means of every numeric metric after the last fit:
     /// history()[split][name][epoch - 1] (NaN for epochs before a resume whose logs are gone).
     const detail::MetricHistory& history() const { return history_; }
+    /// The epoch whose checkpoint keep_best_checkpoint keeps (the best so far); nullopt without
+    /// keep_best_checkpoint or before an epoch has a value of its metric.
+    std::optional<std::size_t> best_checkpoint() const {
+        std::size_t n = 0;
+        for (const auto& [split, metrics] : history_)
+            for (const auto& [name, v] : metrics) n = std::max(n, v.size());
+        return best_epoch(n);
+    }
 
   private:
     using Backend_ = module::BackendOf<M>;
@@ -662,10 +670,37 @@ class Learner {
         c.save(optim.to_record(), checkpoint_path("optim", epoch));
         c.save(sched.to_record(), checkpoint_path("scheduler", epoch));
         detail::commit_checkpoint(checkpoint_dir(), epoch, checkpoint_files(epoch));
-        if (epoch > c.keep)
+        // The best epoch's checkpoint outlives the window of the last `keep`; when a better
+        // epoch comes, the former best goes unless the window still holds it.
+        const auto before = best_epoch(epoch - 1), best = best_epoch(epoch);
+        const std::size_t oldest = epoch > c.keep ? epoch - c.keep + 1 : 1;  // in the window
+        if (epoch > c.keep && best != epoch - c.keep)
             detail::remove_checkpoint(checkpoint_dir(), epoch - c.keep,
                                       checkpoint_files(epoch - c.keep));
-        log("saved checkpoint " + std::to_string(epoch));
+        if (before && before != best && *before + 1 < oldest)
+            detail::remove_checkpoint(checkpoint_dir(), *before, checkpoint_files(*before));
+        log("saved checkpoint " + std::to_string(epoch) +
+            (best ? " (best " + o_.keep_best->metric + ": epoch " + std::to_string(*best) + ")"
+                  : std::string()));
+    }
+
+    // The epoch among 1..upto with the best epoch mean of the keep_best metric (the earlier on
+    // ties; epochs without a value are skipped); nullopt without keep_best or a value.
+    std::optional<std::size_t> best_epoch(std::size_t upto) const {
+        if (!o_.keep_best) return std::nullopt;
+        const auto& kb = *o_.keep_best;
+        const auto split = history_.find(kb.split);
+        if (split == history_.end()) return std::nullopt;
+        const auto values = split->second.find(kb.metric);
+        if (values == split->second.end()) return std::nullopt;
+        std::optional<std::size_t> best;
+        for (std::size_t e = 1; e <= std::min(upto, values->second.size()); ++e) {
+            const double v = values->second[e - 1];
+            if (std::isnan(v)) continue;
+            const double b = best ? values->second[*best - 1] : 0.0;
+            if (!best || (kb.direction == Direction::Lowest ? v < b : v > b)) best = e;
+        }
+        return best;
     }
 
     // The epoch means of epochs 1..n, from what the loggers wrote (resume); each iteration's
