@@ -486,6 +486,33 @@ TEST_CASE("keep_best_checkpoint keeps the best epoch besides the last", "[learne
             CHECK(fs::exists(ck / ("checkpoint-" + std::to_string(e) + ".json")) == kept);
         }
     }
+    SECTION("a resumed run knows the best epoch from the metric logs") {
+        TempDir dir("best-resume");
+        auto run = [&](std::size_t epochs, bool resume) {
+            TinyLoader<AD> tl{grid()};
+            TinyLoader<Cpu> vl{grid(12), 4, false};
+            train::LearnerBuilder<Out, VOut> b(dir.path);
+            b.metric_valid_numeric(train::LossMetric<Cpu>{})
+                .with_file_checkpointer(Rec{}, 1)
+                .keep_best_checkpoint("Loss", train::Split::Valid, train::Direction::Highest)
+                .num_epochs(epochs)
+                .renderer(std::make_shared<Recorder>());
+            if (resume) b.resume();
+            auto learner = b.build(Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})},
+                                   ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+            learner.fit(tl, vl);
+            const auto& loss = learner.history().at(train::Split::Valid).at("Loss");
+            return std::size_t(std::max_element(loss.begin(), loss.end()) - loss.begin()) + 1;
+        };
+        run(2, false);
+        const std::size_t best = run(4, true);
+        for (std::size_t e = 1; e <= 4; ++e) {
+            INFO("epoch " << e);
+            CHECK(fs::exists(dir.path / "checkpoint" /
+                             ("checkpoint-" + std::to_string(e) + ".json")) ==
+                  (e == 4 || e == best));
+        }
+    }
     SECTION("errors") {
         TempDir dir("best-errors");
         auto builder = [&] {
