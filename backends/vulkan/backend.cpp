@@ -30,7 +30,6 @@ std::string VulkanBackend::name() {
 void VulkanBackend::sync(const Device& d) {
     k::forbid_in_capture("sync");
     auto& cx = k::Context::get(d.resolved());
-    std::lock_guard lock(cx.mu);
     cx.wait_idle();
 }
 
@@ -59,10 +58,7 @@ MemoryStats memory_stats(const VulkanDevice& d) {
     return k::Context::get(d.resolved()).pool().stats();
 }
 void empty_cache(const VulkanDevice& d) {
-    auto& cx = k::Context::get(d.resolved());
-    std::lock_guard lock(cx.mu);
-    cx.wait_idle();
-    cx.pool().empty_cache();
+    k::Context::get(d.resolved()).empty_cache();
 }
 ExecutionStats execution_stats(const VulkanDevice& d) {
     return k::Context::get(d.resolved()).exec_stats();

@@ -43,7 +43,6 @@ VT im2col(const VT& x, const Geo& g, std::size_t n_spatial) {
     for (int i = 0; i < 6; ++i) p.push(0);
     Context& cx = ctx(x);
     const std::int32_t spec[] = {0};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("conv", spec, 4, kLocal);
     const Binding o = bind(cols, true);
     const Binding bs[] = {o, bind(x, false), o, o};
@@ -102,7 +101,6 @@ VT conv_transpose(VT x, VT w, std::optional<VT> bias, const ConvParams& p) {
     pw.push(1);
     Context& cx = ctx(x);
     const std::int32_t spec[] = {1};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("conv", spec, 4, kLocal);
     const Binding bs[] = {bind(out, true), bind(x, false), bind(w, false),
                           b ? bind(*b, false) : bind(w, false)};

@@ -30,7 +30,6 @@ double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shar
     constexpr std::int32_t kIters = 4096, kTm = 4, kSubgroups = 8;
     constexpr std::uint64_t kGroups = 132 * 16;
     const std::int32_t fn = fragment_columns, tn = from_shared ? 64 / fn : 4;
-    std::lock_guard lock(cx.mu);
     // Inputs: ones (0x3c00 in f16, 0x3f80 in bf16), enough for every fragment.
     const std::uint32_t one = bf16 ? 0x3f80u : 0x3c00u;
     const float pair = std::bit_cast<float>(one | one << 16);

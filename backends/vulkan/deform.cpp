@@ -54,7 +54,6 @@ VT deform_cols(const VT& x, const VT& off, const std::optional<VT>& mask, const 
                             mask ? mask->offset : 0);
     Context& cx = ctx(x);
     const std::int32_t spec[] = {2};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("conv", spec, 4, kLocal);
     const Binding bs[] = {bind(cols, true), bind(x, false), bind(off, false),
                           mask ? bind(*mask, false) : bind(off, false)};
@@ -138,7 +137,6 @@ DeformGrads deform_conv2d_backward(VT x, VT offset, VT w, std::optional<VT> mask
         Params p = deform_words(static_cast<i64>(total), pr.x, geo, ws, o, has_mask, pr.off.offset,
                                 has_mask ? pr.mask->offset : 0);
         const std::int32_t spec[] = {mode};
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("deform_backward", spec, 6, kLocal);
         const Binding bs[] = {bind(out, true),
                               bind(out2, true),

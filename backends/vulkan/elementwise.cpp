@@ -91,7 +91,6 @@ void run(const Launch& l, const VT& out) {
     auto cls = [&](const VT* t) { return t ? class_of(t->dtype) : kF32; };
     const std::int32_t spec[] = {
         l.kind, l.op, cls(l.a), cls(l.b), cls(l.c), class_of(out.dtype), l.conv, flat ? 1 : 0};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("elementwise", spec, 4, kLocal);
     const Binding o = bind(out, true);
     const Binding bs[] = {o, l.a ? bind(*l.a, false) : o, l.b ? bind(*l.b, false) : o,
@@ -238,7 +237,6 @@ VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32
     l.si[0] = static_cast<i64>(draw_key(counter));
     l.conv = conv_of(dtype);
     Context& cx = Context::get(device);
-    std::lock_guard lock(cx.mu);
     run(l, out);
     // In a captured step a replay rewrites the key (run's parameter words: n, rank, the shape,
     // four layouts, two floats, then the key).

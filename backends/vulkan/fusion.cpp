@@ -140,7 +140,7 @@ std::vector<std::uint32_t> compile_spirv(const FusedPlan& plan) {
     return words;
 }
 
-/// The pipeline of `plan` on `cx` (caller holds cx.mu): remembered by the plan per device;
+/// The pipeline of `plan` on `cx`: remembered by the plan per device;
 /// else SPIR-V from memory, disk or shaderc, and a new pipeline.
 const Pipeline& pipeline_for(const FusedPlan& plan, Context& cx) {
     std::lock_guard plan_lock(plan.mu);
@@ -304,7 +304,6 @@ std::vector<VT> fused_launch(const FusedPlan& plan, std::vector<VT> inputs,
     for (const VT& o : outs) binds.push_back(bind(o, true));
     for (const VT& t : inputs) binds.push_back(bind(t, false));
     Context& cx = Context::get(dev);
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = pipeline_for(plan, cx);
     cx.dispatch(pipe, binds,
                 std::span(reinterpret_cast<const std::int32_t*>(words.data()), words.size()),
@@ -362,30 +361,20 @@ FusionCacheStats fusion_cache_stats() {
 
 void clear_fusion_cache(bool remove_files) {
     auto& c = k::cache();
-    std::set<std::uint32_t> devs;
-    {
-        std::lock_guard lock(c.mu);
-        devs = c.devices;
-    }
-    if (remove_files && is_available()) devs.insert(VulkanDevice{}.resolved());
-    // Launches lock a device, then the cache: the same order here.
-    std::vector<std::unique_lock<std::recursive_mutex>> locks;
-    std::vector<k::Context*> cxs;
-    for (auto d : devs) {
-        k::Context& cx = k::Context::get(d);
-        locks.emplace_back(cx.mu);
-        cxs.push_back(&cx);
-    }
     std::lock_guard lock(c.mu);
+    if (remove_files && is_available()) c.devices.insert(VulkanDevice{}.resolved());
+    // The plans' remembered pipelines belong to the old generation: each plan looks its
+    // pipeline up again after its SPIR-V. The devices keep the pipelines themselves (the same
+    // source hash names the same pipeline, and work in flight may still use them), so
+    // `pipelines` keeps counting only those created.
     ++c.generation;
     c.spirv.clear();
-    c.pipelines.clear();
-    for (k::Context* cx : cxs) {
-        cx->drop_pipelines("fused:");
-        if (!remove_files) continue;
-        const std::string prefix = cx->cache_file("fused-");
+    if (!remove_files) return;
+    for (const std::uint32_t d : c.devices) {
+        const k::Context& cx = k::Context::get(d);
+        const std::string prefix = cx.cache_file("fused-");
         std::error_code ec;
-        for (const auto& e : std::filesystem::directory_iterator(cx->cache_dir(), ec))
+        for (const auto& e : std::filesystem::directory_iterator(cx.cache_dir(), ec))
             if (e.path().string().compare(0, prefix.size(), prefix) == 0)
                 std::filesystem::remove(e.path(), ec);
     }

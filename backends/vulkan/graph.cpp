@@ -81,14 +81,14 @@ void forbid_in_capture(const char* op) {
 void note_draw(Context& cx, std::uint64_t counter, std::size_t word) {
     CaptureState* c = t_capture;
     if (c == nullptr || c->cx != &cx) return;
-    const auto [chunk, at] = cx.last_params();
+    const auto [chunk, at] = cx.recorder().last_params();
     c->draws.push_back({chunk, at + 4 * word, counter - c->counter_base});
 }
 
 void note_adam(Context& cx, const AdamStepScalars& s, std::size_t word) {
     CaptureState* c = t_capture;
     if (c == nullptr || c->cx != &cx) return;
-    const auto [chunk, at] = cx.last_params();
+    const auto [chunk, at] = cx.recorder().last_params();
     c->adam.push_back({chunk, at + 4 * word, s, adam_time(s)});
 }
 
@@ -107,7 +107,6 @@ struct Graph {
 
     /// Queues run `r` (0: the run at capture, with the words as recorded).
     void launch(std::size_t r) {
-        std::lock_guard lock(cx->mu);
         std::vector<ParamPatch> patches;
         if (r > 0) {
             patches.reserve(draws.size() + adam.size());
@@ -139,14 +138,13 @@ struct Graph {
                 patches.push_back({a.chunk, a.offset, {bits(w[0]), bits(w[1])}});
             }
         }
-        cx->submit_captured(commands, patches);
+        cx->recorder().submit_captured(commands, patches);
     }
 
     ~Graph() {
         if (cx == nullptr) return;
         try {
-            std::lock_guard lock(cx->mu);
-            cx->free_captured(commands);  // waits for the queued replays
+            cx->recorder().free_captured(commands);  // waits for the queued replays
         } catch (...) {
             // A lost device: nothing more can be done with its memory.
         }
@@ -168,8 +166,6 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
     k::Context& cx = k::Context::get(dev);  // DeviceError without a device
     // Work pending in Fusion's stream belongs before the step, not in its command buffer.
     Fusion<Vulkan>::flush();
-    // Other threads' work on this device waits for the capture (it would land in the step).
-    std::unique_lock lock(cx.mu);
     auto g = std::make_shared<k::Graph>();
     g->device = dev;
     g->pool = std::make_unique<k::PoolCapture>();
@@ -178,8 +174,9 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
     st.cx = &cx;
     st.device = dev;
     st.counter_base = k::draw_counter();
-    const std::size_t dispatches_before = cx.exec_stats().dispatches;
-    cx.begin_capture();
+    // From here until end_capture, other threads' work on this device waits (it would land in
+    // the step): the recorder is this thread's.
+    cx.recorder().begin_capture();
     cx.pool().set_capture(g->pool.get());
     k::t_capture = &st;
     try {
@@ -188,15 +185,15 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
     } catch (...) {
         k::t_capture = nullptr;
         cx.pool().set_capture(nullptr);
-        cx.abort_capture();
+        cx.recorder().abort_capture();
         k::set_draw_counter(st.counter_base);  // nothing was drawn
         throw;
     }
     k::t_capture = nullptr;
     cx.pool().set_capture(nullptr);
-    g->commands = cx.end_capture();
+    g->commands = cx.recorder().end_capture();
     g->cx = &cx;
-    g->dispatches = cx.exec_stats().dispatches - dispatches_before;
+    g->dispatches = g->commands.dispatches;
     g->draws = std::move(st.draws);
     g->adam = std::move(st.adam);
     if (g->pool->replaced > 0)
@@ -205,7 +202,6 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
             " bytes) that existed before it was captured: a replay would read their old "
             "values. Update state in place (Adam does; composed SGD, AdamW's decay and running "
             "statistics do not), and keep outputs that outlive the step out of it");
-    lock.unlock();
     g->launch(0);
     CapturedStep out;
     out.g_ = std::move(g);

@@ -48,7 +48,6 @@ void run_index(int mode, const Shape& shape, const VT& out, const VT& t, const V
     p.push(dim_stride);
     Context& cx = ctx(out);
     const std::int32_t spec[] = {mode, class_of(out.dtype)};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("index", spec, 3, kLocal);
     const Binding bs[] = {bind(out, true), bind(t, false), bind(idx, false)};
     cx.dispatch(pipe, bs, p.w, (n + kLocal - 1) / kLocal);
@@ -138,7 +137,6 @@ VT argwhere(VT t) {
     Context& cx = ctx(t);
     {
         const std::int32_t spec[] = {class_of(t.dtype)};
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("argwhere", spec, 3, kLocal);
         const Binding bs[] = {bind(coords, true), bind(count, true), bind(src, false)};
         cx.dispatch(pipe, bs, p.w, 1);

@@ -210,14 +210,20 @@ template <class Usable, class Run>
 std::size_t tuned_choice(Context& cx, const std::string& name, std::size_t count, const Problem& pr,
                          std::size_t fallback, Usable usable, Run run) {
     Tuned& t = tuned(cx, name);
-    std::lock_guard lock(t.mu);
-    load_tuned(cx, t, name, count);
     const auto key = tune_key(pr);
-    if (auto it = t.best.find(key); it != t.best.end()) return it->second;
+    {
+        std::lock_guard lock(t.mu);
+        load_tuned(cx, t, name, count);
+        if (auto it = t.best.find(key); it != t.best.end()) return it->second;
+    }
+    // Timed without the table's lock: the runs take the recorder's, which a capture on another
+    // thread may hold while it, too, looks a shape up here. Two threads tuning one shape at once
+    // both time it; either winner is a fine choice.
     const std::size_t best = fastest(cx, count, fallback, usable, run);
-    t.best[key] = best;
+    std::lock_guard lock(t.mu);
+    t.best.emplace(key, best);
     save_tuned(cx, t, name);
-    return best;
+    return t.best.at(key);
 }
 
 /// Whether 16-byte loads can read both operands: row-major rows of a multiple of 4 elements
@@ -635,7 +641,6 @@ VT matmul(VT a, VT b) {
     const DType dt = a.dtype;
     VT out = empty(out_shape, class_of(dt) == kF32 ? DType::F32 : DType::I64, a.device);
     Context& cx = ctx(a);
-    std::lock_guard lock(cx.mu);
     if ((dt == DType::F16 && cx.info().cooperative_matrix) ||
         (dt == DType::BF16 && cx.info().coop_bf16)) {
         // 16-bit operands: tensor cores, f32 accumulation (the inputs are exact in 16 bits),

@@ -57,7 +57,6 @@ std::array<VT, 3> adam_step(VT p, VT g, VT m, VT v, const AdamStepScalars& s) {
         prm.push_f(w[0]);
         prm.push_f(w[1]);
         Context& cx = ctx(p);
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("adam", {}, 7, kLocal);
         const Binding bs[] = {bind(po, true), bind(mo, true), bind(vo, true), bind(p, false),
                               bind(g, false), bind(m, false), bind(v, false)};

@@ -145,7 +145,6 @@ std::pair<VT, VT> max_pool_with_indices(VT x, const PoolParams& p) {
         pw.push(x.offset);
         pw.push(static_cast<i64>(x.shape[1]));
         Context& cx = ctx(x);
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("maxpool", {}, 3, kLocal);
         const Binding bs[] = {bind(out, true), bind(idx, true), bind(x, false)};
         cx.dispatch(pipe, bs, pw.w, (total + kLocal - 1) / kLocal);

@@ -37,7 +37,6 @@ VT run_pass(std::int32_t code, const VT& t, std::size_t dim, DType out_dtype, st
     p.push(static_cast<i64>((R + parts - 1) / parts));
     Context& cx = ctx(t);
     const std::int32_t spec[] = {code, class_of(t.dtype), class_of(out_dtype)};
-    std::lock_guard lock(cx.mu);
     const Pipeline& pipe = cx.pipeline("reduce", spec, 2, kGroup);
     const Binding bs[] = {bind(out, true), bind(t, false)};
     cx.dispatch(pipe, bs, p.w, n);
@@ -119,7 +118,6 @@ VT softmax(VT t, std::size_t dim, bool log) {
     Context& cx = ctx(t);
     const std::int32_t spec[] = {log ? 1 : 0};
     {
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("softmax", spec, 2, 256);
         const Binding bs[] = {bind(out, true), bind(t, false)};
         cx.dispatch(pipe, bs, p.w, rows);
@@ -156,7 +154,6 @@ std::array<VT, 3> layer_norm(VT x, std::optional<VT> gamma, std::optional<VT> be
         Context& cx = ctx(x);
         // Absent operands bind x in their place (the shader does not read them).
         const std::int32_t spec[] = {(gamma ? 1 : 0) | (beta ? 2 : 0)};
-        std::lock_guard lock(cx.mu);
         const Pipeline& pipe = cx.pipeline("norm", spec, 6, 256);
         const Binding bs[] = {bind(y, true),  bind(mean, true), bind(rstd, true), bind(x, false),
                               bind(gamma ? *gamma : x, false), bind(beta ? *beta : x, false)};

@@ -49,7 +49,6 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
         const std::int32_t ct = class_of(tp.dtype);
         if (P <= kSharedRow) {
             const std::int32_t spec[] = {0, ct};
-            std::lock_guard lock(cx.mu);
             const Pipeline& pipe = cx.pipeline("sort", spec, 5, kLocal);
             const Binding o = bind(values, true);
             const Binding bs[] = {o, bind(indices, true), bind(tp, false), o, o};
@@ -58,7 +57,6 @@ std::pair<VT, VT> sort_with_indices(VT t, std::size_t dim, bool descending) {
             VT keys = empty(Shape{rows * P}, DType::I64, t.device);   // two words per key
             VT order = empty(Shape{rows * P}, DType::F32, t.device);  // one word per index
             const std::uint64_t groups = (rows * P + kLocal - 1) / kLocal;
-            std::lock_guard lock(cx.mu);
             auto launch = [&](std::int32_t mode) {
                 const std::int32_t spec[] = {mode, ct};
                 const Pipeline& pipe = cx.pipeline("sort", spec, 5, kLocal);

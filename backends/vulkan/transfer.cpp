@@ -18,7 +18,6 @@ VT from_data(const TensorData& data, DType dtype, std::uint32_t device) {
     const std::size_t n = data.num_elements();
     if (n == 0) return t;
     Context& cx = ctx(t);
-    std::lock_guard lock(cx.mu);
     if (c == kBool) {
         std::vector<std::uint32_t> words(n);
         const auto bytes = src.bytes();
@@ -47,7 +46,6 @@ TensorData to_data(const VT& tensor) {
     std::vector<std::byte> bytes(n * esz);
     if (n > 0) {
         Context& cx = ctx(t);
-        std::lock_guard lock(cx.mu);
         Binding b = bind(t, false);
         b.offset += static_cast<VkDeviceSize>(t.offset) * esz;
         b.range = n * esz;

@@ -307,8 +307,8 @@ struct FusionCacheStats {
 };
 /// The fused-kernel cache's counters now.
 FusionCacheStats fusion_cache_stats();
-/// Forgets the SPIR-V and pipelines of fused kernels held in memory (after waiting for every
-/// device), so the next launch of each program reads the on-disk cache again or, with
+/// Forgets fused kernels' SPIR-V held in memory (each device keeps its pipelines, named by the
+/// source's hash), so the next launch of each program reads the on-disk cache again or, with
 /// `remove_files`, also deletes this process's devices' cache files and compiles anew.
 void clear_fusion_cache(bool remove_files = false);
 /// The directory of device `d`'s on-disk caches (pipelines, autotuning, fused SPIR-V):
