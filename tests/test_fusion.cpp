@@ -855,7 +855,7 @@ TEST_CASE("fusion cpu: the epilogue has the unfused ops' bits, gradients too",
 
 // ---- Fusion<Vulkan> alone: its SPIR-V cache on disk ----------------------------------------
 #if defined(EMBER_VULKAN)
-TEST_CASE("fusion vulkan: SPIR-V is reloaded from disk; a corrupt file is ignored and rewritten",
+TEST_CASE("fusion vulkan: SPIR-V is reloaded from disk, a corrupt file is ignored and rewritten",
           "[fusion][vulkan]") {
     using F = ember::Fusion<ember::Vulkan>;
     EMBER_SKIP_IF_UNAVAILABLE(F);

@@ -61,7 +61,7 @@ double value_of(auto metric, const train::ConfusionStatsInput<Cpu>& in) {
 
 }  // namespace
 
-TEST_CASE("PrecisionMetric: micro, macro and weighted; multiclass and multilabel", "[metrics]") {
+TEST_CASE("PrecisionMetric: micro, macro and weighted, multiclass and multilabel", "[metrics]") {
     static_assert(train::Numeric<train::PrecisionMetric<Cpu>>);
     using P = train::PrecisionMetric<Cpu>;
     const auto mc = multiclass();
