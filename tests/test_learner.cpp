@@ -15,6 +15,7 @@
 #include <ember/train/checkpoint.hpp>
 #include <ember/train/classification_metrics.hpp>
 #include <ember/train/device_metrics.hpp>
+#include <ember/train/evaluator.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 #include <ember/train/ranking_metrics.hpp>
@@ -533,6 +534,55 @@ TEST_CASE("keep_best_checkpoint keeps the best epoch besides the last", "[learne
                 .keep_best_checkpoint("Accuracy", train::Split::Valid, train::Direction::Highest)
                 .build(model, sgd, 0.5),
             Catch::Contains("keep_best_checkpoint on 'Accuracy'"));
+    }
+}
+
+TEST_CASE("Evaluator: a test split after training", "[learner]") {
+    TempDir dir("evaluator");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    TinyLoader<AD> tl{grid()};
+    TinyLoader<Cpu> vl{grid(10), 4, false};  // 10 items: the last batch has 2
+    auto learner = train::LearnerBuilder<Out, VOut>(dir.path)
+                       .metric_valid_numeric(train::AccuracyMetric<Cpu>{})
+                       .metric_valid_numeric(train::LossMetric<Cpu>{})
+                       .num_epochs(2)
+                       .renderer(std::make_shared<Recorder>())
+                       .build(Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})},
+                              ember::optim::SgdConfig{}.init<Classifier<AD>>(), 0.5);
+    auto trained = learner.fit(tl, vl);
+    auto renderer = std::make_shared<Recorder>();
+    auto evaluator = train::EvaluatorBuilder<VOut>(dir.path)
+                         .metric_test_numeric(train::AccuracyMetric<Cpu>{})
+                         .metric_test_numeric(train::LossMetric<Cpu>{})
+                         .metric_test(train::CudaMetric{})
+                         .renderer(renderer)
+                         .build(trained.valid());
+    // The validation set again: the same numbers as the last validation epoch, the same
+    // item-weighted means.
+    const auto r = evaluator.eval("again", vl);
+    CHECK(r.name == "again");
+    CHECK(r.items == 10);
+    const auto& valid = learner.history().at(train::Split::Valid);
+    CHECK(r.numeric.at("Accuracy") == Approx(valid.at("Accuracy")[1]));
+    CHECK(r.numeric.at("Loss") == Approx(valid.at("Loss")[1]));
+    CHECK(r.numeric.count("CUDA") == 0);  // a text metric: shown and logged only
+    // Logs beside train/ and valid/, one line per batch.
+    CHECK(count_lines(dir.path / "test" / "again" / "epoch-1" / "Accuracy.log") == 3);
+    CHECK(count_lines(dir.path / "test" / "again" / "epoch-1" / "CUDA.log") == 3);
+    CHECK(renderer->valid_entries.size() == 9);
+    CHECK(renderer->valid_progress.size() == 3);
+    // Another test set under another name.
+    TinyLoader<Cpu> other{grid(6), 3, false};
+    CHECK(evaluator.eval("other", other).items == 6);
+    CHECK(fs::exists(dir.path / "test" / "other" / "epoch-1" / "Loss.log"));
+    SECTION("errors") {
+        CHECK_THROWS_WITH(evaluator.eval("a/b", vl), Catch::Contains("Evaluator::eval"));
+        CHECK_THROWS_AS(evaluator.eval("", vl), ember::ArgumentError);
+        CHECK_THROWS_AS(train::EvaluatorBuilder<VOut>(dir.path)
+                            .metric_test_numeric(train::LossMetric<Cpu>{})
+                            .metric_test_numeric(train::LossMetric<Cpu>{}),
+                        ember::ArgumentError);
     }
 }
 

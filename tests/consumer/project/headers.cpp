@@ -105,6 +105,7 @@
 #include <ember/train/classification_metrics.hpp>
 #include <ember/train/dashboard.hpp>
 #include <ember/train/device_metrics.hpp>
+#include <ember/train/evaluator.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/logger.hpp>
 #include <ember/train/metric.hpp>
