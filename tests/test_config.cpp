@@ -180,6 +180,9 @@ TEST_CASE("every built-in config round-trips through JSON", "[config]") {
     check_round_trip(AdamWConfig{});
     check_round_trip(RmsPropConfig{});
     check_round_trip(AdaGradConfig{});
+    check_round_trip(AdanConfig{}.with_no_prox(true));
+    check_round_trip(MuonConfig{}.with_adjust_lr(MuonAdjustLr::MatchRmsAdamW));
+    check_round_trip(LbfgsConfig{}.with_line_search(LbfgsLineSearch::StrongWolfe));
     using namespace ember::lr_scheduler;
     check_round_trip(LinearLrSchedulerConfig{1.0, 0.1, 10});
     check_round_trip(CosineAnnealingLrSchedulerConfig{1.0, 10});
