@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
@@ -106,27 +107,11 @@ const Pipeline& Pipelines::get_spirv(const std::string& key, std::span<const std
                 "vulkan: vkCreateShaderModule failed for fused kernel ", key);
     const std::int32_t ls = static_cast<std::int32_t>(local_size);
     VkSpecializationMapEntry entry{0, 0, 4};
-    VkSpecializationInfo spi{1, &entry, 4, &ls};
-    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
-    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
-    ci.stage.module = mod;
-    ci.stage.pName = "main";
-    ci.stage.pSpecializationInfo = &spi;
-    ci.layout = layout;
-    if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
-    auto p = std::make_unique<Pipeline>();
-    const VkResult r = vkCreateComputePipelines(device_, cache_, 1, &ci, nullptr, &p->pipeline);
-    vkDestroyShaderModule(device_, mod, nullptr);  // the pipeline keeps what it needs
-    EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: vkCreateComputePipelines failed (",
-                static_cast<int>(r), ") for fused kernel ", key);
-    if (pipeline_stats_) print_stats(key, p->pipeline);
-    cache_dirty_ = true;
-    p->layout = layout;
-    p->bindings = bindings;
-    p->local_size = local_size;
-    p->push_bytes = push_bytes;
-    return *(pipelines_[key] = std::move(p));
+    const VkSpecializationInfo spi{1, &entry, 4, &ls};
+    // The pipeline keeps what it needs of the module, made or not.
+    const std::unique_ptr<VkShaderModule_T, std::function<void(VkShaderModule)>> owned(
+        mod, [this](VkShaderModule m) { vkDestroyShaderModule(device_, m, nullptr); });
+    return make(key, mod, spi, layout, bindings, local_size, push_bytes);
 }
 
 const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> spec,
@@ -178,8 +163,15 @@ const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> s
     values.insert(values.end(), spec.begin(), spec.end());
     std::vector<VkSpecializationMapEntry> entries(values.size());
     for (std::uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, i * 4, 4};
-    VkSpecializationInfo spi{static_cast<std::uint32_t>(entries.size()), entries.data(),
-                             values.size() * 4, values.data()};
+    const VkSpecializationInfo spi{static_cast<std::uint32_t>(entries.size()), entries.data(),
+                                   values.size() * 4, values.data()};
+    return make(key, mod, spi, layout, bindings, local_size, 0);
+}
+
+const Pipeline& Pipelines::make(const std::string& key, VkShaderModule mod,
+                                const VkSpecializationInfo& spi, VkPipelineLayout layout,
+                                std::uint32_t bindings, std::uint32_t local_size,
+                                std::uint32_t push_bytes) {
     VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -197,6 +189,7 @@ const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> s
     p->layout = layout;
     p->bindings = bindings;
     p->local_size = local_size;
+    p->push_bytes = push_bytes;
     return *(pipelines_[key] = std::move(p));
 }
 

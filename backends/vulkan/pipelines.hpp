@@ -53,6 +53,11 @@ class Pipelines {
 
   private:
     void save_locked();
+    /// Creates the pipeline of `mod` (entry point "main") and keeps it under `key`.
+    const Pipeline& make(const std::string& key, VkShaderModule mod,
+                         const VkSpecializationInfo& spi, VkPipelineLayout layout,
+                         std::uint32_t bindings, std::uint32_t local_size,
+                         std::uint32_t push_bytes);
     VkDescriptorSetLayout set_layout(std::uint32_t bindings);
     /// Prints the driver's statistics of `pipeline` (EMBER_VULKAN_PIPELINE_STATS=1).
     void print_stats(const std::string& key, VkPipeline pipeline) const;
