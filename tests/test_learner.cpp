@@ -537,6 +537,32 @@ TEST_CASE("keep_best_checkpoint keeps the best epoch besides the last", "[learne
     }
 }
 
+TEST_CASE("a per-module learning rate in the Learner", "[learner]") {
+    // The bias's group has rate 0: it ends where it started, the weight moves; the group's
+    // schedule is in the optimizer's checkpoint and a resumed run continues it.
+    TempDir dir("module-lr");
+    using Out = train::ClassificationOutput<AD>;
+    using VOut = train::ClassificationOutput<Cpu>;
+    const auto model = Classifier<AD>{ember::nn::LinearConfig{2, 3}.init<AD>({})};
+    auto run = [&](std::size_t epochs, bool resume) {
+        TinyLoader<AD> tl{grid()};
+        TinyLoader<Cpu> vl{grid(12), 4, false};
+        train::LearnerBuilder<Out, VOut> b(dir.path);
+        b.metric_valid_numeric(train::LossMetric<Cpu>{})
+            .with_file_checkpointer(Rec{}, 2)
+            .num_epochs(epochs)
+            .renderer(std::make_shared<Recorder>());
+        if (resume) b.resume();
+        auto optim = ember::optim::with_module_lr(ember::optim::SgdConfig{}.init<Classifier<AD>>())
+                         .with_group("linear.bias", 0.0);
+        return b.build(model, optim, 0.5).fit(tl, vl);
+    };
+    auto trained = run(1, false);
+    trained = run(2, true);
+    CHECK(trained.linear.bias->val().to_data() == model.linear.bias->val().to_data());
+    CHECK(trained.linear.weight.val().to_data() != model.linear.weight.val().to_data());
+}
+
 TEST_CASE("Evaluator: a test split after training", "[learner]") {
     TempDir dir("evaluator");
     using Out = train::ClassificationOutput<AD>;

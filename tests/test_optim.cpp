@@ -329,6 +329,52 @@ TEST_CASE("L-BFGS follows torch.optim.LBFGS", "[optim]") {
     }
 }
 
+TEST_CASE("ModuleLrOptimizer: a parameter group with its own schedule", "[optim]") {
+    // torch: one SGD over two groups, the scale's rate from its own LambdaLR.
+    const auto sgd =
+        optim::SgdConfig{}.with_momentum(optim::MomentumConfig{0.9, 0.0}).init<TrainModel<F64>>();
+    auto with_head = [&] {
+        return optim::with_module_lr(sgd).with_group(
+            "head", ember::lr_scheduler::ExponentialLrSchedulerConfig{0.05, 0.5}.init());
+    };
+    SECTION("follows torch's parameter groups") {
+        check_trajectory<F64>("module_lr", with_head());
+    }
+    SECTION("saved and resumed: the group's schedule continues") {
+        ember::test::Fixture fx(kFile, "module_lr");
+        Data<F64> data(fx);
+        auto model = load_model<F64>(fx);
+        auto optim = with_head();
+        for (int k = 1; k <= 4; ++k) model = optim.step(0.1, model, grads_of(model, data));
+        auto resumed = with_head().load_record(optim.to_record());
+        CHECK(resumed.to_record() == optim.to_record());
+        for (int k = 5; k <= kSteps; ++k) {
+            model = resumed.step(0.1, model, grads_of(model, data));
+            check_step(fx, model, k);
+        }
+    }
+    SECTION("prefixes match whole path components; the last matching group wins") {
+        CHECK(optim::detail::under_prefix("head.scale", "head"));
+        CHECK(optim::detail::under_prefix("head", "head"));
+        CHECK_FALSE(optim::detail::under_prefix("header.w", "head"));
+        CHECK(optim::detail::under_prefix("linear.weight", ""));
+        // Rate 0 for the head, by a later group overriding an earlier one: the scale stays.
+        ember::test::Fixture fx(kFile, "module_lr");
+        Data<F64> data(fx);
+        auto model = load_model<F64>(fx);
+        auto optim =
+            optim::with_module_lr(sgd).with_group("head", 0.5).with_group("head.scale", 0.0);
+        auto stepped = optim.step(0.1, model, grads_of(model, data));
+        CHECK(stepped.head.scale.val().to_data() == model.head.scale.val().to_data());
+        CHECK(stepped.linear.bias->val().to_data() != model.linear.bias->val().to_data());
+    }
+    SECTION("errors") {
+        auto optim = with_head();
+        CHECK_THROWS_WITH(optim.load_record(optim::with_module_lr(sgd).to_record()),
+                          Catch::Contains("ModuleLrOptimizer") && Catch::Contains("0 group"));
+    }
+}
+
 TEST_CASE("gradient clipping", "[optim]") {
     using optim::GradientClipping;
     SECTION("by value matches clip_grad_value_") {

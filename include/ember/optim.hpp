@@ -8,6 +8,7 @@
 #include "optim/lbfgs.hpp"
 #include "optim/lr_scheduler.hpp"
 #include "optim/lr_scheduler_compose.hpp"
+#include "optim/module_lr.hpp"
 #include "optim/muon.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/rmsprop.hpp"

@@ -65,6 +65,7 @@
 #include <ember/optim/lbfgs.hpp>
 #include <ember/optim/lr_scheduler.hpp>
 #include <ember/optim/lr_scheduler_compose.hpp>
+#include <ember/optim/module_lr.hpp>
 #include <ember/optim/muon.hpp>
 #include <ember/optim/optimizer.hpp>
 #include <ember/optim/rmsprop.hpp>
