@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 
+#include "../common/captured_step.hpp"
 #include "ember/stacks/cuda_graph.hpp"
 #include "graph_kernels.hpp"
 #include "runtime.hpp"
@@ -235,6 +236,14 @@ struct Graph {
     std::size_t nodes = 0;
     std::string why_not;
 
+    std::size_t random_draws() const { return draws; }
+    std::size_t pool_bytes() const {
+        std::lock_guard lock(pool->mu);
+        return pool->bytes;
+    }
+    CudaDevice device_handle() const { return CudaDevice{static_cast<std::size_t>(device)}; }
+    static void forbid_in_capture(const char* op) { ember::detail::cuda::forbid_in_capture(op); }
+
     /// Rewrites the optimizer scalars for run `r` and launches the graph.
     void launch(std::size_t r) {
         use_device(device);
@@ -357,62 +366,11 @@ CapturedStep capture(const std::function<void()>& step, const CudaDevice& device
             "values. Update state in place (Adam does; composed SGD, AdamW's decay and running "
             "statistics do not), and keep outputs that outlive the step out of it");
     g->launch(0);
-    CapturedStep out;
-    out.g_ = std::move(g);
-    return out;
+    return CapturedStep(std::move(g));
 }
-
-CapturedStep::~CapturedStep() = default;
 
 bool is_capturing() {
     return k::active_capture() != nullptr;
-}
-
-void CapturedStep::replay() {
-    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::replay: no step was captured");
-    EMBER_CHECK(g_->why_not.empty(), Argument,
-                "CapturedStep::replay: not replayable: ", g_->why_not);
-    k::forbid_in_capture("CapturedStep::replay");
-    g_->launch(++g_->replays);
-}
-
-void CapturedStep::set_learning_rate(double lr) {
-    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::set_learning_rate: no step was captured");
-    EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument,
-                "CapturedStep::set_learning_rate: the learning rate must be non-negative and "
-                "finite, got ",
-                lr);
-    g_->lr = lr;
-}
-
-bool CapturedStep::replayable() const {
-    return g_ != nullptr && g_->why_not.empty();
-}
-
-const std::string& CapturedStep::why_not() const {
-    static const std::string none = "no step was captured";
-    return g_ ? g_->why_not : none;
-}
-
-std::size_t CapturedStep::replays() const {
-    return g_ ? g_->replays : 0;
-}
-std::size_t CapturedStep::num_nodes() const {
-    return g_ ? g_->nodes : 0;
-}
-std::size_t CapturedStep::random_draws() const {
-    return g_ ? g_->draws : 0;
-}
-std::size_t CapturedStep::optimizer_updates() const {
-    return g_ ? g_->adam.size() : 0;
-}
-std::size_t CapturedStep::pool_bytes() const {
-    if (!g_) return 0;
-    std::lock_guard lock(g_->pool->mu);
-    return g_->pool->bytes;
-}
-CudaDevice CapturedStep::device() const {
-    return CudaDevice{g_ ? static_cast<std::size_t>(g_->device) : 0};
 }
 
 namespace detail {
@@ -439,3 +397,5 @@ bool within_checked_range(const k::CudaTensor& dst, const k::CudaTensor& src) {
 }  // namespace detail
 
 }  // namespace ember::cuda
+
+template class ember::detail::graph::CapturedStep<ember::detail::cuda::Graph, ember::CudaDevice>;

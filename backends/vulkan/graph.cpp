@@ -9,6 +9,7 @@
 #include <optional>
 #include <thread>
 
+#include "../common/captured_step.hpp"
 #include "ember/stacks/vulkan_fusion.hpp"
 #include "ember/stacks/vulkan_graph.hpp"
 #include "kernels.hpp"
@@ -102,8 +103,13 @@ struct Graph {
     std::vector<AdamSlot> adam;
     std::optional<double> lr;
     std::size_t replays = 0;
-    std::size_t dispatches = 0;
+    std::size_t nodes = 0;  ///< dispatches recorded
     std::string why_not;
+
+    std::size_t random_draws() const { return draws.size(); }
+    std::size_t pool_bytes() const { return pool->bytes; }
+    VulkanDevice device_handle() const { return VulkanDevice{device}; }
+    static void forbid_in_capture(const char* op) { ember::detail::vk::forbid_in_capture(op); }
 
     /// Queues run `r` (0: the run at capture, with the words as recorded).
     void launch(std::size_t r) {
@@ -193,7 +199,7 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
     cx.pool().set_capture(nullptr);
     g->commands = cx.recorder().end_capture();
     g->cx = &cx;
-    g->dispatches = g->commands.dispatches;
+    g->nodes = g->commands.dispatches;
     g->draws = std::move(st.draws);
     g->adam = std::move(st.adam);
     if (g->pool->replaced > 0)
@@ -203,60 +209,11 @@ CapturedStep capture(const std::function<void()>& step, const VulkanDevice& devi
             "values. Update state in place (Adam does; composed SGD, AdamW's decay and running "
             "statistics do not), and keep outputs that outlive the step out of it");
     g->launch(0);
-    CapturedStep out;
-    out.g_ = std::move(g);
-    return out;
+    return CapturedStep(std::move(g));
 }
-
-CapturedStep::~CapturedStep() = default;
 
 bool is_capturing() {
     return k::t_capture != nullptr;
-}
-
-void CapturedStep::replay() {
-    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::replay: no step was captured");
-    EMBER_CHECK(g_->why_not.empty(), Argument,
-                "CapturedStep::replay: not replayable: ", g_->why_not);
-    k::forbid_in_capture("CapturedStep::replay");
-    g_->launch(++g_->replays);
-}
-
-void CapturedStep::set_learning_rate(double lr) {
-    EMBER_CHECK(g_ != nullptr, Argument, "CapturedStep::set_learning_rate: no step was captured");
-    EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument,
-                "CapturedStep::set_learning_rate: the learning rate must be non-negative and "
-                "finite, got ",
-                lr);
-    g_->lr = lr;
-}
-
-bool CapturedStep::replayable() const {
-    return g_ != nullptr && g_->why_not.empty();
-}
-
-const std::string& CapturedStep::why_not() const {
-    static const std::string none = "no step was captured";
-    return g_ ? g_->why_not : none;
-}
-
-std::size_t CapturedStep::replays() const {
-    return g_ ? g_->replays : 0;
-}
-std::size_t CapturedStep::num_nodes() const {
-    return g_ ? g_->dispatches : 0;
-}
-std::size_t CapturedStep::random_draws() const {
-    return g_ ? g_->draws.size() : 0;
-}
-std::size_t CapturedStep::optimizer_updates() const {
-    return g_ ? g_->adam.size() : 0;
-}
-std::size_t CapturedStep::pool_bytes() const {
-    return g_ ? g_->pool->bytes : 0;
-}
-VulkanDevice CapturedStep::device() const {
-    return VulkanDevice{g_ ? g_->device : 0};
 }
 
 namespace detail {
@@ -288,3 +245,5 @@ bool within_checked_range(const k::VulkanTensor& dst, const k::VulkanTensor& src
 }  // namespace detail
 
 }  // namespace ember::vulkan
+
+template class ember::detail::graph::CapturedStep<ember::detail::vk::Graph, ember::VulkanDevice>;

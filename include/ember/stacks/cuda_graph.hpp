@@ -47,49 +47,8 @@ struct Graph;  // the instantiated graph and what its replays rewrite (graph.cpp
 
 namespace ember::cuda {
 
-/// A step captured as one CUDA graph (made by capture()). Move-only; destroying it returns its
-/// private pool's free blocks to the device's caching pool.
-class CapturedStep {
-  public:
-    /// No graph.
-    CapturedStep() = default;
-    /// Takes over `other`'s graph.
-    CapturedStep(CapturedStep&& other) noexcept = default;
-    /// Drops this graph (see the destructor) and takes over `other`'s.
-    CapturedStep& operator=(CapturedStep&& other) noexcept = default;
-    /// Waits for queued replays, frees the graph, returns its pool's free blocks.
-    ~CapturedStep();
-
-    /// Runs the captured step again: one graph launch (queued; returns at once). Throws
-    /// ArgumentError when there is no graph or it is not replayable, DeviceError inside a capture.
-    void replay();
-    /// The learning rate of the optimizer updates from the next replay on (default: the one
-    /// the capture saw).
-    void set_learning_rate(double lr);
-    /// Whether a graph was captured.
-    explicit operator bool() const { return g_ != nullptr; }
-    /// Whether replay() may be called: false when the step replaced tensors that existed before
-    /// the capture (their new values would not be where the next replay reads them).
-    bool replayable() const;
-    /// Why the graph is not replayable (empty when it is).
-    const std::string& why_not() const;
-    /// Replays so far (the run at capture not counted).
-    std::size_t replays() const;
-    /// Nodes of the graph (kernels, copies, and the few it adds).
-    std::size_t num_nodes() const;
-    /// Random draws in the step (each replay moves the generator on by as many).
-    std::size_t random_draws() const;
-    /// Optimizer updates whose scalars each replay rewrites.
-    std::size_t optimizer_updates() const;
-    /// Bytes of the graph's private pool.
-    std::size_t pool_bytes() const;
-    /// The device it runs on.
-    CudaDevice device() const;
-
-  private:
-    friend CapturedStep capture(const std::function<void()>& step, const CudaDevice& device);
-    std::shared_ptr<detail::cuda::Graph> g_;
-};
+/// A step captured by capture() (ember::detail::graph::CapturedStep, stacks/step_graph.hpp).
+using CapturedStep = ember::detail::graph::CapturedStep<ember::detail::cuda::Graph, CudaDevice>;
 
 /// Records the device work of `step` on `device` as one CUDA graph, runs it once (the step's
 /// effect, as if it had been called), and returns it for replaying. Run the step once eagerly

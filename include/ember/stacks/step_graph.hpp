@@ -2,8 +2,9 @@
 // What captured steps have in common on every GPU backend (stacks/cuda_graph.hpp,
 // stacks/vulkan_graph.hpp): reaching the device tensor behind a tensor of any stack over the
 // backend, walking the tensors of a batch, and StepGraph, which replays a step while its inputs
-// keep their shapes and captures it again when they change. Each backend supplies only what
-// differs, through a small API struct:
+// keep their shapes and captures it again when they change; and CapturedStep, the handle every
+// backend's capture() returns. Each backend supplies only what differs, through a small API
+// struct:
 //
 //     struct Api {
 //         using Backend = Cuda;                        // the leaf backend
@@ -15,6 +16,7 @@
 //     };
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,6 +30,58 @@
 #include "../tensor/tensor.hpp"
 
 namespace ember::detail::graph {
+
+/// A step captured on one GPU backend (ember::cuda::CapturedStep is CapturedStep<cuda Graph,
+/// CudaDevice>, ember::vulkan::CapturedStep the Vulkan one), made by that backend's capture():
+/// a handle on its Graph (the recorded work and what each replay rewrites), whose members are
+/// defined once for every backend (backends/common/captured_step.hpp) and instantiated in each
+/// backend's graph.cpp. Move-only; destroying it waits for its queued replays and returns its
+/// private pool's memory to the device's pool.
+template <typename Graph, typename Device>
+class CapturedStep {
+  public:
+    /// No captured step.
+    CapturedStep() = default;
+    /// The step `g` (what the backend's capture() returns).
+    explicit CapturedStep(std::shared_ptr<Graph> g) : g_(std::move(g)) {}
+    /// Takes over `other`'s captured step.
+    CapturedStep(CapturedStep&& other) noexcept = default;
+    /// Drops this captured step (see the destructor) and takes over `other`'s.
+    CapturedStep& operator=(CapturedStep&& other) noexcept = default;
+    /// Waits for queued replays, frees the recorded work, returns its pool's memory.
+    ~CapturedStep();
+
+    /// Runs the captured step again: one graph launch on CUDA, one queue submission on Vulkan
+    /// (queued; returns at once). Throws ArgumentError when nothing was captured or it is not
+    /// replayable, DeviceError inside a capture.
+    void replay();
+    /// The learning rate of the optimizer updates from the next replay on (default: the one
+    /// the capture saw). ArgumentError for a negative or non-finite rate.
+    void set_learning_rate(double lr);
+    /// Whether a step was captured.
+    explicit operator bool() const { return g_ != nullptr; }
+    /// Whether replay() may be called: false when the step replaced tensors that existed before
+    /// the capture (their new values would not be where the next replay reads them).
+    bool replayable() const;
+    /// Why the captured step is not replayable (empty when it is).
+    const std::string& why_not() const;
+    /// Replays so far (the run at capture not counted).
+    std::size_t replays() const;
+    /// Nodes of the recorded work: kernels, copies and the few nodes a CUDA graph adds; the
+    /// dispatches of a Vulkan command buffer.
+    std::size_t num_nodes() const;
+    /// Random draws in the step (each replay moves the generator on by as many).
+    std::size_t random_draws() const;
+    /// Optimizer updates whose scalars each replay rewrites.
+    std::size_t optimizer_updates() const;
+    /// Bytes of the captured step's private pool.
+    std::size_t pool_bytes() const;
+    /// The device it runs on.
+    Device device() const;
+
+  private:
+    std::shared_ptr<Graph> g_;
+};
 
 /// The device tensor of backend B behind a primitive of B, Fusion<B> or an autodiff stack over
 /// them (pending Fusion values are computed).

@@ -50,50 +50,8 @@ struct Graph;  // the recorded command buffer and what its replays rewrite (grap
 
 namespace ember::vulkan {
 
-/// A step recorded into one Vulkan command buffer (made by capture()). Move-only; destroying it
-/// waits for its queued replays and returns its private pool's buffers to the device's pool.
-class CapturedStep {
-  public:
-    /// No captured step.
-    CapturedStep() = default;
-    /// Takes over `other`'s captured step.
-    CapturedStep(CapturedStep&& other) noexcept = default;
-    /// Drops this captured step (see the destructor) and takes over `other`'s.
-    CapturedStep& operator=(CapturedStep&& other) noexcept = default;
-    /// Waits for queued replays, frees the command buffer, returns its pool's buffers.
-    ~CapturedStep();
-
-    /// Runs the captured step again: one queue submission (queued; returns at once). Throws
-    /// ArgumentError when nothing was captured or it is not replayable, DeviceError inside a
-    /// capture.
-    void replay();
-    /// The learning rate of the optimizer updates from the next replay on (default: the one
-    /// the capture saw).
-    void set_learning_rate(double lr);
-    /// Whether a step was captured.
-    explicit operator bool() const { return g_ != nullptr; }
-    /// Whether replay() may be called: false when the step replaced tensors that existed before
-    /// the capture (their new values would not be where the next replay reads them).
-    bool replayable() const;
-    /// Why the captured step is not replayable (empty when it is).
-    const std::string& why_not() const;
-    /// Replays so far (the run at capture not counted).
-    std::size_t replays() const;
-    /// Dispatches recorded in the command buffer.
-    std::size_t num_nodes() const;
-    /// Random draws in the step (each replay moves the generator on by as many).
-    std::size_t random_draws() const;
-    /// Optimizer updates whose scalars each replay rewrites.
-    std::size_t optimizer_updates() const;
-    /// Bytes of the captured step's private pool.
-    std::size_t pool_bytes() const;
-    /// The device it runs on.
-    VulkanDevice device() const;
-
-  private:
-    friend CapturedStep capture(const std::function<void()>& step, const VulkanDevice& device);
-    std::shared_ptr<ember::detail::vk::Graph> g_;
-};
+/// A step captured by capture() (ember::detail::graph::CapturedStep, stacks/step_graph.hpp).
+using CapturedStep = ember::detail::graph::CapturedStep<ember::detail::vk::Graph, VulkanDevice>;
 
 /// Records the device work of `step` on `device` into one command buffer, runs it once (the step's
 /// effect, as if it had been called), and returns it for replaying. Run the step once eagerly
