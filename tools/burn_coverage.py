@@ -25,16 +25,18 @@ import sys
 VERSION = "0.21"
 CATEGORIES = [
     ("tensor", "Tensor methods", "the methods of Burn's `Tensor` (`burn::tensor::Tensor`)"),
-    ("tensor-fn", "Tensor functions", "the free functions of `burn::tensor` and of its "
-     "`linalg`, `signal`, `grid`, `stats` and `loss` modules"),
+    ("tensor-fn", "Tensor functions and types", "the free functions of `burn::tensor` and of its "
+     "`linalg`, `signal`, `grid`, `stats` and `loss` modules, and the types and traits beside "
+     "`Tensor`"),
     ("activation", "Activation functions", "`burn::tensor::activation`"),
     ("module-op", "Module ops", "`burn::tensor::module`"),
     ("nn", "Layers", "the modules (and helper functions) of `burn::nn`"),
-    ("loss", "Losses", "the loss modules of `burn::nn::loss`"),
+    ("loss", "Losses", "the loss modules of `burn::nn::loss` and its `Reduction`"),
     ("optimizer", "Optimizers", "`burn::optim`: optimizers, their configs, clipping, "
      "accumulation, weight decay and momentum"),
     ("lr-scheduler", "Learning-rate schedulers", "`burn::lr_scheduler`"),
-    ("metric", "Metrics", "the metrics of `burn::train::metric`"),
+    ("metric", "Metrics", "the metrics of `burn::train::metric`, with the perceptual ones "
+     "(FID, LPIPS, DISTS)"),
 ]
 MISSING = "not yet implemented"
 

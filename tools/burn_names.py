@@ -8,16 +8,18 @@ saying where the names came from). Only names are taken, never code or doc text.
 Categories and what counts:
   tensor      `pub fn` of the inherent `impl ... Tensor<...>` blocks in crates/burn-tensor/src/tensor
   tensor-fn   top-level `pub fn` of burn-tensor's linalg, signal, grid, stats and loss modules and
-              of tensor/api (written `module::name`; api's are `burn::tensor::` functions)
+              of tensor/api (written `module::name`; api's are `burn::tensor::` functions), and
+              the `pub struct`/`enum`/`trait` of tensor/api (Tensor, Transaction, ...)
   activation  top-level `pub fn` of burn-tensor's tensor/activation (burn::tensor::activation)
   module-op   top-level `pub fn` of burn-tensor's tensor/module.rs (burn::tensor::module)
   nn          `#[derive(Module)]` types of burn-nn's modules/ and activation/, and burn-nn's
               top-level `pub fn`
-  loss        `#[derive(Module)]` types and top-level `pub fn` of burn-nn's loss/
+  loss        `#[derive(Module)]` types and top-level `pub fn` of burn-nn's loss/, and `Reduction`
   optimizer   `pub struct`/`enum`/`trait` of burn-optim's optim/ and grad_clipping/, except the
               per-parameter `*State` and the `*Record*` types (serialised optimizer state)
   lr-scheduler  the same for burn-optim's lr_scheduler/
-  metric      every type with an `impl Metric for` in burn-train's metric/
+  metric      every type with an `impl Metric for` in burn-train's metric/, and the perceptual
+              metrics (the type beside its `<Name>Config` in a metric.rs: Fid, Lpips, Dists)
 
 Code inside `mod tests` (or any `#[cfg(test)]` item) is skipped.
 
@@ -255,6 +257,7 @@ def collect(root):
     for sub in ("linalg", "signal", "grid", "stats", "loss"):
         fns += [f"{sub}::{n}" for _, n in top_fns(rs_files(bt, sub))]
     fns += [n for _, n in top_fns(rs_files(bt, "api"))]
+    fns += public_types(rs_files(bt, "api"), lambda n: False)
     cats["tensor-fn"] = fns
     cats["activation"] = [n for _, n in top_fns(rs_files(bt, "activation"))]
     cats["module-op"] = [n for _, n in top_fns(rs_files(bt, "module.rs"))]
@@ -262,7 +265,8 @@ def collect(root):
     layer_files = rs_files(nn, "modules") + rs_files(nn, "activation")
     cats["nn"] = module_types(layer_files) + [n for _, n in top_fns(layer_files + rs_files(nn, "padding.rs"))]
     loss_files = rs_files(nn, "loss")
-    cats["loss"] = module_types(loss_files) + [n for _, n in top_fns(loss_files)]
+    cats["loss"] = (module_types(loss_files) + [n for _, n in top_fns(loss_files)]
+                    + [n for n in public_types(loss_files, lambda n: False) if n == "Reduction"])
 
     state = lambda n: n.endswith("State") or "Record" in n
     cats["optimizer"] = public_types(rs_files(opt, "optim") + rs_files(opt, "grad_clipping"), state)
@@ -276,6 +280,11 @@ def collect(root):
             trait, ty = impl_target(header)
             if trait == "Metric":
                 metrics.append(ty)
+        # The perceptual metrics (FID, LPIPS, DISTS) are modules, not `Metric`s: the type beside
+        # its `<Name>Config` in a metric.rs.
+        if f.name == "metric.rs":
+            types = public_types([f], lambda n: False)
+            metrics += [t for t in types if t + "Config" in types]
     cats["metric"] = metrics
     return {k: sorted(set(v)) for k, v in cats.items()}
 
@@ -283,15 +292,16 @@ def collect(root):
 HOW = {
     "tensor": "pub fn of the inherent impl blocks of Tensor in crates/burn-tensor/src/tensor",
     "tensor-fn": "top-level pub fn of burn-tensor's tensor/{linalg,signal,grid,stats,loss} "
-                 "(as module::name) and tensor/api (bare name)",
+                 "(as module::name) and tensor/api (bare name); pub types of tensor/api",
     "activation": "top-level pub fn of crates/burn-tensor/src/tensor/activation (burn::tensor::activation)",
     "module-op": "top-level pub fn of crates/burn-tensor/src/tensor/module.rs (burn::tensor::module)",
     "nn": "#[derive(Module)] types of crates/burn-nn/src/{modules,activation} and burn-nn's top-level pub fn",
-    "loss": "#[derive(Module)] types and top-level pub fn of crates/burn-nn/src/loss",
+    "loss": "#[derive(Module)] types, top-level pub fn and the Reduction enum of crates/burn-nn/src/loss",
     "optimizer": "pub struct/enum/trait of crates/burn-optim/src/{optim,grad_clipping}, "
                  "without the *State and *Record* types (serialised per-parameter state)",
     "lr-scheduler": "pub struct/enum/trait of crates/burn-optim/src/lr_scheduler, without *State/*Record*",
-    "metric": "types with `impl Metric for` in crates/burn-train/src/metric",
+    "metric": "types with `impl Metric for` in crates/burn-train/src/metric, and the types "
+              "beside a <Name>Config in its metric.rs files (Fid, Lpips, Dists)",
 }
 
 
