@@ -24,6 +24,8 @@ Categories and what counts:
 Code inside `mod tests` (or any `#[cfg(test)]` item) is skipped.
 
 usage: burn_names.py BURN_TREE --rev LABEL [--version 0.21] [--out docs/coverage]
+A tree from a clone: git -C burn archive v0.21.0 crates | tar -x -C /tmp/burn-0.21
+(the committed lists came from tag v0.21.0, commit 546cacb55fe00168854d19bdf0a5d79bd8060e03).
 """
 import argparse
 import pathlib
