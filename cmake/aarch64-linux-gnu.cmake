@@ -27,10 +27,13 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${EMBER_CROSS_TRIPLE}/pkgconfig:/usr/share/pkgconfig)
 
 # add_test() and the tests' discovery run target programs through qemu, pointed at the target's
-# dynamic loader and libraries.
+# dynamic loader and libraries. LD_LIBRARY_PATH makes the loader take the C and C++ runtime of the
+# cross toolchain (its own glibc build) before an arm64 multiarch libc6 in /lib/<triple>, which
+# does not match that loader (threads hang: docs/platforms.md).
 find_program(EMBER_QEMU_AARCH64 qemu-aarch64)
 if(EMBER_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${EMBER_QEMU_AARCH64} -L /usr/${EMBER_CROSS_TRIPLE})
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${EMBER_QEMU_AARCH64} -L /usr/${EMBER_CROSS_TRIPLE}
+                                    -E LD_LIBRARY_PATH=/usr/${EMBER_CROSS_TRIPLE}/lib)
 endif()
 
 # msgpack-cxx (NamedMpk records) is header-only, but Debian files its CMake package under the

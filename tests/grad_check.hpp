@@ -29,8 +29,13 @@ using AutodiffBackends = decltype(std::tuple_cat(
     ));
 
 /// AutodiffBackends plus ember::Dispatch on the CPU's autodiff stacks (the suites checked on it).
+/// (Without Dispatch under EMBER_TEST_NO_DISPATCH, as TestBackendsWithDispatch.)
+#if defined(EMBER_TEST_NO_DISPATCH)
+using AutodiffBackendsWithDispatch = AutodiffBackends;
+#else
 using AutodiffBackendsWithDispatch = decltype(std::tuple_cat(
     AutodiffBackends{}, std::tuple<DispatchCpuAutodiff, DispatchCpuFusionAutodiff>{}));
+#endif
 
 /// The float64 stack used for finite-difference checks of a stack.
 template <typename AD>

@@ -68,8 +68,14 @@ using TestBackends = decltype(std::tuple_cat(std::tuple<ember::Cpu, ember::Fusio
 
 /// TestBackends plus ember::Dispatch on the CPU stacks: the suites that run on Dispatch too
 /// (basic, int/bool, float and module ops; more join as they are checked on it).
+/// EMBER_TEST_NO_DISPATCH (the AArch64 cross build, tests/aarch64) leaves Dispatch out: it routes
+/// to the same CPU kernels, and its instantiations would double that build's compile time.
+#if defined(EMBER_TEST_NO_DISPATCH)
+using TestBackendsWithDispatch = TestBackends;
+#else
 using TestBackendsWithDispatch =
     decltype(std::tuple_cat(TestBackends{}, std::tuple<DispatchCpu, DispatchCpuFusion>{}));
+#endif
 
 /// Whether backend B computes on the Vulkan backend (itself, or under Fusion and Autodiff).
 template <typename B>

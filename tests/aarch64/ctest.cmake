@@ -17,7 +17,10 @@ if(CMAKE_CROSSCOMPILING OR NOT EMBER_AARCH64_GXX OR NOT EMBER_QEMU_AARCH64)
   return()
 endif()
 set(_a64_run ${CMAKE_CURRENT_LIST_DIR}/run.sh)
-set(_a64_work ${CMAKE_BINARY_DIR}/aarch64)
+# Where the cross build and the programs' outputs go (another build folder's can be shared).
+set(EMBER_AARCH64_WORK ${CMAKE_BINARY_DIR}/aarch64 CACHE PATH
+    "Folder of the AArch64 cross build (tests/aarch64/run.sh)")
+set(_a64_work ${EMBER_AARCH64_WORK})
 add_test(NAME aarch64.neon_kernels COMMAND bash ${_a64_run} kernels ${_a64_work}/kernels)
 set_tests_properties(aarch64.neon_kernels PROPERTIES TIMEOUT 600 LABELS aarch64)
 

@@ -15,7 +15,13 @@ set -euo pipefail
 src="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$src/../.." && pwd)"
 triple=aarch64-linux-gnu
-qemu=(qemu-aarch64 -L "/usr/$triple")
+# The target's dynamic loader and C/C++ runtime come from the cross toolchain's packages
+# (/usr/aarch64-linux-gnu/lib). Where Debian's arm64 multiarch libc6 is installed as well
+# (zlib1g-dev:arm64 pulls it in), the loader would otherwise find that libc first in
+# /lib/aarch64-linux-gnu: a different build of glibc than the loader's, with which
+# std::thread's start hangs. LD_LIBRARY_PATH puts the toolchain's runtime first; zlib and
+# SQLite still come from the multiarch directories.
+qemu=(qemu-aarch64 -L "/usr/$triple" -E "LD_LIBRARY_PATH=/usr/$triple/lib")
 
 case "${1:-}" in
   kernels)
