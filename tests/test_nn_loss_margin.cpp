@@ -93,7 +93,8 @@ TEMPLATE_LIST_TEST_CASE("MultiMarginLoss matches torch's multi_margin_loss", "[n
                     std::string("multi_margin_") + p + "_" + margin + "_" + red;
                 DYNAMIC_SECTION(name) {
                     const auto f = fx(name);
-                    const loss::MultiMarginLossConfig config{int(f.param("p")), f.param("margin")};
+                    const loss::MultiMarginLossConfig config{int(f.param("p")), f.param("margin"),
+                                                             std::nullopt};
                     check_case<AD, In<2>, In<1, Int>>(
                         name, [&](const auto& x) { return config.init<BackendOf<decltype(x)>>(); });
                 }

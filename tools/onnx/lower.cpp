@@ -477,8 +477,11 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
 
     const std::string first_input =
         result.inputs.empty() ? "" : em.values[result.inputs[0].name].var;
-    em.body.push_back(first_input.empty() ? "const ember::Device<B> device{};"
-                                          : "const auto device = " + first_input + ".device();");
+    // Only some operators' code uses `device` (creation ops): [[maybe_unused]] keeps Clang's
+    // -Wunused-variable quiet in the graphs without them.
+    em.body.push_back(first_input.empty()
+                          ? "[[maybe_unused]] const ember::Device<B> device{};"
+                          : "[[maybe_unused]] const auto device = " + first_input + ".device();");
     std::set<std::string> ops;
     const auto& table = handlers();
     for (const auto& n : g.nodes) {
