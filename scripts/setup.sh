@@ -5,7 +5,7 @@
 #
 #   bash scripts/setup.sh            build + test dependencies
 #   bash scripts/setup.sh --bench    also PyTorch, NumPy and Python's msgpack (benchmarks, regenerating fixtures)
-#   bash scripts/setup.sh --aarch64  also the Arm target's zlib and SQLite (the opt-in AArch64 suites)
+#   bash scripts/setup.sh --aarch64  also the Arm target's zlib and SQLite (the AArch64 suites; test.sh passes it)
 set -euo pipefail
 
 packages=(

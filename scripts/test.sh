@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs the build dependencies, builds ember and its tests in build/ and runs them with CTest,
-# then runs part of the CPU suite under the sanitizers (scripts/sanitize.sh, in build-asan).
+# Installs the build dependencies, builds ember and its tests in build/ and runs them with CTest
+# (the AArch64 cross build's suites under qemu among them), then runs part of the CPU suite under
+# the sanitizers (scripts/sanitize.sh, in build-asan).
 # This is the README's test command and what CI (.ci/run) runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-bash scripts/setup.sh
+# --aarch64: the Arm target's zlib and SQLite, for the AArch64 suites under qemu
+# (EMBER_TEST_AARCH64, tests/aarch64; docs/platforms.md).
+bash scripts/setup.sh --aarch64
 
 export CCACHE_DIR="${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+      -DEMBER_TEST_AARCH64=ON
 cmake --build build --parallel "${EMBER_JOBS:-$(nproc)}"
 # Most of the ~1500 CTest entries are one Catch2 case each, a process start apiece: run four at
 # once where there are the cores (EMBER_TEST_JOBS overrides).
