@@ -2,11 +2,11 @@
 # (g++-aarch64-linux-gnu) and qemu-aarch64 (qemu-user) are installed:
 #   aarch64.neon_kernels  the NEON kernels on their own (neon_kernels.cpp), under qemu
 # and, with -DEMBER_TEST_AARCH64=ON and the target's zlib and SQLite installed (multiarch arm64
-# packages), the cross build of tests/aarch64 and its programs under qemu (not run by CI yet:
-# docs/platforms.md):
+# packages; scripts/test.sh, which CI runs, sets both), the cross build of tests/aarch64 and its
+# programs under qemu (docs/platforms.md):
 #   aarch64.build      the cross build (ember's libraries, the CPU suites, the mnist example)
 #   aarch64.ops        the CPU op, module-op, loss and kernel suites (NEON kernels)
-#   aarch64.autodiff   the autodiff suites
+#   aarch64.autodiff   the autodiff suites (test_autodiff, test_autodiff_ops)
 #   aarch64.portable   GEMM, kernels, unary ops, sums, activations, convolutions with
 #                      EMBER_CPU_NEON=0
 #   aarch64.mnist      the mnist example's inference, against the build machine's
