@@ -15,8 +15,10 @@
 
 namespace ember::detail::cuda {
 
+// The EMBER_API functions here are ember::nccl's way into the CUDA backend (another library).
+
 /// Throws ember::DeviceError naming `call` when `e` is not cudaSuccess.
-void check(cudaError_t e, const char* call);
+EMBER_API void check(cudaError_t e, const char* call);
 /// Throws ember::DeviceError naming `call` when `st` is not CUBLAS_STATUS_SUCCESS.
 void check_cublas(cublasStatus_t st, const char* call);
 
@@ -24,9 +26,9 @@ void check_cublas(cublasStatus_t st, const char* call);
 #define EMBER_CUBLAS_CHECK(call) ::ember::detail::cuda::check_cublas((call), #call)
 
 /// Makes `device` current on this thread (validating it; throws DeviceError without a GPU).
-void use_device(int device);
+EMBER_API void use_device(int device);
 /// The device's stream (created on first use; every op of the device runs on it).
-cudaStream_t stream(int device);
+EMBER_API cudaStream_t stream(int device);
 /// The device's cuBLAS handle, bound to its stream.
 cublasHandle_t cublas(int device);
 /// A cuBLASLt-sized workspace for the device (32 MiB, allocated once).
@@ -34,7 +36,7 @@ void* cublas_workspace(int device, std::size_t* bytes);
 /// Whether TF32 is allowed for f32 matmuls.
 bool tf32_allowed();
 /// Waits for the device's stream.
-void synchronize(int device);
+EMBER_API void synchronize(int device);
 
 /// A contiguous tensor of `shape` and `dtype` on `device`, uninitialised.
 CudaTensor empty(const Shape& shape, DType dtype, int device);

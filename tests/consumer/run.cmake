@@ -9,9 +9,13 @@
 #   SANITIZE            ON when ember was built with -DEMBER_SANITIZE=ON
 #   JOBS                parallel build jobs (default 2)
 #   STRICT              ON: the consumer also compiles headers.cpp, with -Wall -Wextra -Werror
+#   CXX_CONFIG_FLAGS    the main build's CMAKE_CXX_FLAGS_<CONFIG> (SHARED: see below)
 #   SHARED              ON (add_subdirectory): ember built with BUILD_SHARED_LIBS=ON and no build
-#                       type; checks that ember leaves the consumer's CMAKE_BUILD_TYPE alone, that
-#                       its libraries carry their SONAME, and that they export only ember's symbols
+#                       type, and consumer_shared (the Learner and Dispatch) linked against its
+#                       shared libraries; checks that ember leaves the consumer's CMAKE_BUILD_TYPE
+#                       alone, that its libraries carry their SONAME, that they export only
+#                       ember's symbols, no ember::detail symbol but the listed exceptions, and
+#                       the symbols a program needs
 cmake_minimum_required(VERSION 3.25)
 
 foreach(var MODE EMBER_SOURCE_DIR EMBER_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR)
@@ -186,10 +190,19 @@ elseif(MODE STREQUAL "add_subdirectory")
     list(APPEND extra -DEMBER_SANITIZE=ON
          "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
   endif()
+  set(targets consumer)
   if(SHARED)
     # No build type: ember, a subproject here, must not put Release into the consumer's cache.
-    list(FILTER configure_args EXCLUDE REGEX "^-DCMAKE_BUILD_TYPE=")
-    list(APPEND configure_args "-DCMAKE_BUILD_TYPE=" -DBUILD_SHARED_LIBS=ON)
+    # The main build's flags for its configuration come through CMAKE_CXX_FLAGS instead: the
+    # libraries' compile lines are then the main build's (static and shared objects are the
+    # same, CMakeLists.txt), and the compiler cache the main build filled serves this one.
+    # Without CUDA: nvcc's objects would not come from that cache (the main build compiles them
+    # with its build type's CUDA flags), and the main build compiles them already.
+    list(FILTER configure_args EXCLUDE REGEX "^-DCMAKE_(BUILD_TYPE|CXX_FLAGS)=")
+    string(STRIP "${CXX_FLAGS} ${CXX_CONFIG_FLAGS}" shared_flags)
+    list(APPEND configure_args "-DCMAKE_BUILD_TYPE=" "-DCMAKE_CXX_FLAGS=${shared_flags}"
+         -DBUILD_SHARED_LIBS=ON -DCONSUMER_SHARED=ON -DEMBER_CUDA=OFF)
+    list(APPEND targets consumer_shared)
   endif()
   step("configure the consumer"
        "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${build}" ${configure_args}
@@ -202,54 +215,16 @@ elseif(MODE STREQUAL "add_subdirectory")
                           "consumer's cache: ${build_type}")
     endif()
   endif()
-  # Only the consumer and what it links (ember, ember_cpu): ember is EXCLUDE_FROM_ALL there.
-  step("build the consumer (and ember's libraries it links)"
-       "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --target consumer
+  # Only the consumers and what they link: ember is EXCLUDE_FROM_ALL there.
+  step("build ${targets} (and ember's libraries they link)"
+       "${CMAKE_COMMAND}" --build "${build}" --config "${BUILD_TYPE}" --target ${targets}
        --parallel ${JOBS})
   run_consumer("${build}")
   if(SHARED)
-    # The shared libraries: versioned, and exporting ember's symbols only (cmake/ember-exports.map).
-    find_program(NM nm)
-    foreach(lib ember ember_cpu)
-      file(GLOB_RECURSE so "${build}/ember/lib${lib}.so.*.*.*")
-      if(NOT so)
-        message(FATAL_ERROR "consumer[add_subdirectory]: no versioned lib${lib}.so.X.Y.Z in "
-                            "${build}/ember")
-      endif()
-      list(GET so 0 so)
-      if(NOT NM)
-        message(STATUS "consumer[add_subdirectory]: no nm: exports of ${so} not checked")
-        continue()
-      endif()
-      execute_process(COMMAND "${NM}" -D -C --defined-only "${so}" OUTPUT_VARIABLE syms
-                      RESULT_VARIABLE rc)
-      if(NOT rc EQUAL 0)
-        message(FATAL_ERROR "consumer[add_subdirectory]: nm -D ${so} failed")
-      endif()
-      string(REPLACE "\n" ";" syms "${syms}")
-      set(foreign "")
-      set(count 0)
-      foreach(line IN LISTS syms)
-        # "ADDRESS TYPE NAME"; the linker's own markers (_edata, _end, __bss_start) are absolute.
-        if(line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$")
-          set(name "${CMAKE_MATCH_1}")
-          if(line MATCHES "^[0-9a-f]+ A ")
-            continue()
-          endif()
-          math(EXPR count "${count} + 1")
-          if(NOT name MATCHES "ember::")
-            list(APPEND foreign "${name}")
-          endif()
-        endif()
-      endforeach()
-      list(LENGTH foreign n_foreign)
-      if(n_foreign GREATER 0)
-        list(SUBLIST foreign 0 10 some)
-        message(FATAL_ERROR "consumer[add_subdirectory]: ${so} exports ${n_foreign} symbols "
-                            "outside ember's namespace, e.g.: ${some}")
-      endif()
-      message(STATUS "consumer[add_subdirectory]: ${so}: ${count} symbols exported, all ember's")
-    endforeach()
+    step("run consumer_shared (the Learner and Dispatch through the shared libraries)"
+         "${build}/bin/consumer_shared${CMAKE_EXECUTABLE_SUFFIX}")
+    include("${CMAKE_CURRENT_LIST_DIR}/exports.cmake")
+    check_exports("${build}/ember")
   endif()
 
 else()

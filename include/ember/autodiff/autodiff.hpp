@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "detail/graph.hpp"
 #include "gradients.hpp"
@@ -24,13 +25,13 @@
 namespace ember {
 
 /// Keep every value a backward step needs (the default): the fastest backward.
-struct NoCheckpointing {
+struct EMBER_API NoCheckpointing {
     static constexpr bool balanced = false;  ///< false: nothing is recomputed
 };
 /// Gradient checkpointing: memory-bound ops (elementwise, casts, views) keep nothing and are
 /// recomputed from their inputs during backward; compute-bound ops (matmul, conv, reductions,
 /// softmax) keep what they need. Lower peak memory for a little more backward compute.
-struct BalancedCheckpointing {
+struct EMBER_API BalancedCheckpointing {
     static constexpr bool balanced = true;  ///< true: memory-bound ops are recomputed
 };
 /// A checkpointing strategy (NoCheckpointing or BalancedCheckpointing).
@@ -49,7 +50,7 @@ struct AutodiffTensor {
 
 /// The autodiff decorator over backend `B`, with checkpointing strategy `C`.
 template <Backend B, CheckpointStrategy C = NoCheckpointing>
-struct Autodiff : BackendBase<Autodiff<B, C>> {
+struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     using InnerBackend = B;                           ///< the wrapped backend
     using Gradients = ember::Gradients;               ///< what backward() returns
     using Device = typename B::Device;                ///< B's device

@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "../export.hpp"
+
 namespace ember {
 
 /// Identifies a node of the autodiff graph (and so a leaf tensor and its parameter).
@@ -54,7 +56,7 @@ class Gradients {
 /// returns, on the thread that runs it. Data-parallel training starts reducing gradients this
 /// way while the rest of backward still runs (collective::GradientReducer), as
 /// DistributedDataParallel's autograd hooks do.
-class GradientHook {
+class EMBER_API GradientHook {
   public:
     virtual ~GradientHook() = default;
     /// Leaf `id`'s gradient: `grad` holds the inner backend's float primitive (the same value
@@ -63,8 +65,9 @@ class GradientHook {
 };
 
 namespace detail {
-/// The hook of the current thread's backward passes (null: none).
-inline GradientHook*& current_gradient_hook() {
+/// The hook of the current thread's backward passes (null: none). Exported (EMBER_API), so that
+/// a program and ember's shared libraries see one hook, not a copy each.
+EMBER_API inline GradientHook*& current_gradient_hook() {
     thread_local GradientHook* hook = nullptr;
     return hook;
 }

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <span>
 
+#include "../export.hpp"
+
 namespace ember::cpu {
 
 /// A provider of tensor buffers: `allocate(ctx, bytes, align)` returns an `align`-aligned block
@@ -20,12 +22,12 @@ struct BufferSource {
 /// default allocator). Buffers go back to the source that gave them, so tensors made before the
 /// switch stay valid. `source` must outlive those buffers. Not thread-safe: install it before
 /// any tensor is made.
-void set_buffer_source(const BufferSource* source) noexcept;
+EMBER_API void set_buffer_source(const BufferSource* source) noexcept;
 
 /// A first-fit allocator over a fixed region, with neighbouring free blocks merged: what
 /// firmware installs (a static array, no heap). Each block carries a 64-byte header, and
 /// blocks are 64-byte aligned like the default allocator's.
-class Arena {
+class EMBER_API Arena {
   public:
     /// An arena over `region` (aligned up to 64 bytes; at least a few hundred bytes).
     explicit Arena(std::span<std::byte> region) noexcept;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
 #include "detail/cpu_tensor.hpp"
@@ -27,7 +28,7 @@ struct CpuDevice {
 
 /// The CPU backend with float element type `F` (float or double); int elements are int64.
 template <typename F>
-struct CpuBackend : BackendBase<CpuBackend<F>> {
+struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
     using Device = CpuDevice;
     using FloatTensorPrimitive = detail::cpu::CpuTensor;
     using IntTensorPrimitive = detail::cpu::CpuTensor;
@@ -252,19 +253,19 @@ static_assert(Backend<Cpu>);
 
 namespace cpu {
 /// Number of threads the CPU backend uses.
-std::size_t num_threads();
+EMBER_API std::size_t num_threads();
 /// Sets the number of threads the CPU backend uses (EMBER_NUM_THREADS sets the default).
-void set_num_threads(std::size_t n);
+EMBER_API void set_num_threads(std::size_t n);
 /// The int8 GEMM kernel in use: "avx512vnni", "avxvnni" or "portable".
-std::string_view qgemm_kernel();
+EMBER_API std::string_view qgemm_kernel();
 /// Chooses the int8 GEMM kernel ("avx512vnni", "avxvnni", "portable", or "auto" for the best
 /// the processor has; EMBER_QGEMM sets the default); false when the processor lacks it.
-bool set_qgemm_kernel(std::string_view name);
+EMBER_API bool set_qgemm_kernel(std::string_view name);
 /// The tile loops fused programs run on: "avx512" or "native" (the build's target, AVX2 on x86-64).
-std::string_view fusion_kernel();
+EMBER_API std::string_view fusion_kernel();
 /// Chooses the fused programs' tile loops ("avx512", "native", or "auto" for the widest the
 /// processor has; EMBER_FUSION_KERNEL sets the default); false when the processor lacks them.
-bool set_fusion_kernel(std::string_view name);
+EMBER_API bool set_fusion_kernel(std::string_view name);
 /// Bytes held by live CPU tensors now, and their high-water mark.
 using detail::cpu::MemoryStats;
 /// The CPU backend's memory counters (tensor buffers; the allocator's cache is not counted).

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
 #include "detail/cuda_tensor.hpp"
@@ -36,7 +37,7 @@ struct CudaDevice {
 
 /// The CUDA backend. Float data enters as f32 (FloatElem); `cast` makes f16, bf16 or f64
 /// tensors, which every op accepts (f16/bf16 elementwise math runs in f32 and rounds once).
-struct CudaBackend : BackendBase<CudaBackend> {
+struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     using Device = CudaDevice;
     using FloatTensorPrimitive = detail::cuda::CudaTensor;
     using IntTensorPrimitive = detail::cuda::CudaTensor;
@@ -261,14 +262,14 @@ static_assert(Backend<Cuda>);
 
 namespace cuda {
 /// Whether a CUDA device and driver are usable in this process.
-bool is_available();
+EMBER_API bool is_available();
 /// Number of CUDA devices (0 when there is no driver or device).
-std::size_t device_count();
+EMBER_API std::size_t device_count();
 /// Lets f32 matmuls and convolutions use TF32 tensor cores (about 10 mantissa bits, as
 /// PyTorch's `torch.backends.cuda.matmul.allow_tf32`). Off by default.
-void set_allow_tf32(bool allow);
+EMBER_API void set_allow_tf32(bool allow);
 /// Whether TF32 is allowed for f32 matmuls.
-bool allow_tf32();
+EMBER_API bool allow_tf32();
 /// Bytes of device memory held by live tensors, reserved by the caching pool, and the
 /// high-water mark of the former.
 struct MemoryStats {
@@ -278,11 +279,11 @@ struct MemoryStats {
     std::size_t num_driver_allocs = 0;  ///< cudaMalloc calls so far (a cache hit adds none)
 };
 /// The memory counters of `device`.
-MemoryStats memory_stats(const CudaDevice& device = {});
+EMBER_API MemoryStats memory_stats(const CudaDevice& device = {});
 /// Gives the cached (unused) blocks of `device` back to the driver.
-void empty_cache(const CudaDevice& device = {});
+EMBER_API void empty_cache(const CudaDevice& device = {});
 /// Restarts the high-water mark at the current use.
-void reset_peak_memory(const CudaDevice& device = {});
+EMBER_API void reset_peak_memory(const CudaDevice& device = {});
 
 /// Counters of Fusion<Cuda>'s kernel compiler, process-wide.
 struct FusionCompileStats {
@@ -291,12 +292,12 @@ struct FusionCompileStats {
     std::size_t module_loads = 0;    ///< modules loaded into a device (one per program and device)
 };
 /// The compiler's counters now.
-FusionCompileStats fusion_compile_stats();
+EMBER_API FusionCompileStats fusion_compile_stats();
 /// The CUDA C++ that Fusion<Cuda> generates for `program` (what EMBER_FUSION_DUMP=1 prints).
-std::string fused_source(const fusion::Program& program);
+EMBER_API std::string fused_source(const fusion::Program& program);
 /// Compiles CUDA C++ with NVRTC for compute capability `arch` (90 for sm_90): CUBIN when
 /// `cubin`, else PTX. Needs no GPU; throws ember::DeviceError with NVRTC's log on failure.
-std::string nvrtc_compile(const std::string& source, int arch, bool cubin);
+EMBER_API std::string nvrtc_compile(const std::string& source, int arch, bool cubin);
 }  // namespace cuda
 
 }  // namespace ember

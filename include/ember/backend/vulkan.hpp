@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
 #include "detail/vulkan_tensor.hpp"
@@ -27,7 +28,7 @@ struct FusedPlan;
 
 /// A Vulkan device, by index among the physical devices that have a compute queue. The
 /// default-constructed device is the one EMBER_VULKAN_DEVICE names (index 0 when unset).
-struct VulkanDevice {
+struct EMBER_API VulkanDevice {
     /// "The default device" (EMBER_VULKAN_DEVICE, else 0).
     static constexpr std::uint32_t kDefault = 0xffffffffu;
     std::uint32_t index = kDefault;  ///< physical device index, or kDefault
@@ -43,7 +44,7 @@ struct VulkanDevice {
 };
 
 /// The Vulkan backend: f32 floats, int64 ints, bools. Every op runs on the device.
-struct VulkanBackend : BackendBase<VulkanBackend> {
+struct EMBER_API VulkanBackend : BackendBase<VulkanBackend> {
     using Device = VulkanDevice;
     using FloatTensorPrimitive = detail::vk::VulkanTensor;
     using IntTensorPrimitive = detail::vk::VulkanTensor;
@@ -246,11 +247,11 @@ static_assert(Backend<Vulkan>);
 
 namespace vulkan {
 /// Number of Vulkan devices with a compute queue (0 when no loader or device is present).
-std::size_t device_count();
+EMBER_API std::size_t device_count();
 /// Whether a Vulkan device can be used here (a loader and at least one device).
-bool is_available();
+EMBER_API bool is_available();
 /// The name of a device ("NVIDIA H100 80GB HBM3", "llvmpipe (LLVM 15.0.6, 256 bits)").
-std::string device_name(const VulkanDevice& d = {});
+EMBER_API std::string device_name(const VulkanDevice& d = {});
 /// The tensor-core (cooperative-matrix) matmul of a device.
 struct CooperativeMatrixInfo {
     /// "VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix", or empty (16-bit matmuls then
@@ -265,13 +266,13 @@ struct CooperativeMatrixInfo {
 };
 /// What device `d` offers (EMBER_VULKAN_COOPMAT=0 turns it off, =nv keeps the NV extension;
 /// EMBER_VULKAN_COOPMAT2=0 leaves VK_NV_cooperative_matrix2 off).
-CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d = {});
+EMBER_API CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d = {});
 /// TFLOP/s that device `d`'s cooperative matrices sustain on `dtype` (F16 or BF16) fragments of
 /// 16 x `fragment_columns` x 16 multiplied from registers, with no memory traffic: the ceiling
 /// of the 16-bit matmul (bench_vulkan coop-peak). With `from_shared`, each round of products
 /// first loads its fragments from shared memory, as the matmul's inner loop does. Throws
 /// DeviceError where the device has no such fragments.
-double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shared = false,
+EMBER_API double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shared = false,
                                const VulkanDevice& d = {});
 /// The memory pool's counters of one device.
 struct MemoryStats {
@@ -283,9 +284,9 @@ struct MemoryStats {
     std::size_t num_reused = 0;         ///< ... of which came from the free lists
 };
 /// The pool's counters of device `d`.
-MemoryStats memory_stats(const VulkanDevice& d = {});
+EMBER_API MemoryStats memory_stats(const VulkanDevice& d = {});
 /// Returns the pool's cached free blocks to the driver (after waiting for the device).
-void empty_cache(const VulkanDevice& d = {});
+EMBER_API void empty_cache(const VulkanDevice& d = {});
 /// Number of command-buffer submissions and pipeline barriers recorded so far on `d`.
 struct ExecutionStats {
     std::size_t dispatches = 0;  ///< compute dispatches recorded
@@ -294,7 +295,7 @@ struct ExecutionStats {
     std::size_t waits = 0;       ///< times the host waited for the device
 };
 /// The recorder's counters of device `d`.
-ExecutionStats execution_stats(const VulkanDevice& d = {});
+EMBER_API ExecutionStats execution_stats(const VulkanDevice& d = {});
 
 /// Counters of Fusion<Vulkan>'s kernel cache, process-wide (every device).
 struct FusionCacheStats {
@@ -306,14 +307,14 @@ struct FusionCacheStats {
     std::string last_file;           ///< the cache file last written or read (empty: none yet)
 };
 /// The fused-kernel cache's counters now.
-FusionCacheStats fusion_cache_stats();
+EMBER_API FusionCacheStats fusion_cache_stats();
 /// Forgets fused kernels' SPIR-V held in memory (each device keeps its pipelines, named by the
 /// source's hash), so the next launch of each program reads the on-disk cache again or, with
 /// `remove_files`, also deletes this process's devices' cache files and compiles anew.
-void clear_fusion_cache(bool remove_files = false);
+EMBER_API void clear_fusion_cache(bool remove_files = false);
 /// The directory of device `d`'s on-disk caches (pipelines, autotuning, fused SPIR-V):
 /// $EMBER_CACHE_DIR, else $XDG_CACHE_HOME/ember, else ~/.cache/ember.
-std::string cache_directory(const VulkanDevice& d = {});
+EMBER_API std::string cache_directory(const VulkanDevice& d = {});
 }  // namespace vulkan
 
 }  // namespace ember

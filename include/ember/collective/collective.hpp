@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "../export.hpp"
 #include "../tensor/dtype.hpp"
 #include "../tensor/shape.hpp"
 
@@ -26,7 +27,7 @@ enum class ReduceOp {
 };
 
 /// "sum" or "mean".
-const char* to_string(ReduceOp op);
+EMBER_API const char* to_string(ReduceOp op);
 
 /// Where a buffer's bytes live.
 enum class Memory {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../backend/cuda.hpp"
+#include "../export.hpp"
 #include "collective.hpp"
 
 namespace ember::collective {
@@ -26,7 +27,7 @@ struct NcclComm;
 }
 
 /// One rank of an NCCL communicator, bound to one CUDA device.
-class NcclCollective final : public Collective {
+class EMBER_API NcclCollective final : public Collective {
   public:
     /// The bytes of an ncclUniqueId: made by rank 0, shared with every rank before init.
     using Id = std::array<std::byte, 128>;

@@ -16,10 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
+
 namespace ember::collective {
 
 /// This process's place in a multi-process group, from the environment.
-struct ProcessGroupEnv {
+struct EMBER_API ProcessGroupEnv {
     std::size_t world_size = 1;              ///< EMBER_WORLD_SIZE: number of ranks
     std::size_t rank = 0;                    ///< EMBER_RANK: this process's rank
     std::optional<std::string> master_addr;  ///< EMBER_MASTER_ADDR: "host:port" of rank 0
@@ -31,21 +33,22 @@ struct ProcessGroupEnv {
 };
 
 /// Lower-case hexadecimal of `bytes` (for environment variables and files).
-std::string to_hex(std::span<const std::byte> bytes);
+EMBER_API std::string to_hex(std::span<const std::byte> bytes);
 /// The bytes of hexadecimal text; FormatError naming `what` when it is not hex of even length.
-std::vector<std::byte> from_hex(const std::string& text, const std::string& what);
+EMBER_API std::vector<std::byte> from_hex(const std::string& text, const std::string& what);
 
 /// Writes `bytes` to `path` through a temporary name and a rename, so that a reader never sees
 /// a partial file.
-void write_rendezvous_file(const std::filesystem::path& path, std::span<const std::byte> bytes);
+EMBER_API void write_rendezvous_file(const std::filesystem::path& path,
+                                     std::span<const std::byte> bytes);
 /// Waits until `path` exists (polling) and returns its bytes; FormatError when it has not
 /// appeared after `timeout`.
-std::vector<std::byte> wait_rendezvous_file(const std::filesystem::path& path,
-                                            std::chrono::milliseconds timeout);
+EMBER_API std::vector<std::byte> wait_rendezvous_file(const std::filesystem::path& path,
+                                                      std::chrono::milliseconds timeout);
 
 /// Rank 0's side of a TCP rendezvous: listens on a port, then hands its bytes to every other
 /// rank as it connects.
-class TcpRendezvousServer {
+class EMBER_API TcpRendezvousServer {
   public:
     /// Listens on `port` of every interface (0: a free port the system picks; see port()).
     /// DeviceError naming the call when the port cannot be bound.
@@ -71,14 +74,14 @@ class TcpRendezvousServer {
 /// A non-zero rank's side: connects to `address` ("host:port"), retrying until `timeout`, and
 /// returns rank 0's bytes. ArgumentError when rank 0 refuses this rank (world size or rank
 /// mismatch), FormatError when it cannot be reached in time.
-std::vector<std::byte> tcp_rendezvous_fetch(const std::string& address, std::size_t rank,
-                                            std::size_t world_size,
-                                            std::chrono::milliseconds timeout);
+EMBER_API std::vector<std::byte> tcp_rendezvous_fetch(const std::string& address, std::size_t rank,
+                                                      std::size_t world_size,
+                                                      std::chrono::milliseconds timeout);
 
 /// Rank 0's `bytes` on every rank through TCP at `address`: rank 0 listens on its port and
 /// returns `bytes`; the others connect and return what rank 0 sent.
-std::vector<std::byte> tcp_rendezvous(std::span<const std::byte> bytes, std::size_t rank,
-                                      std::size_t world_size, const std::string& address,
-                                      std::chrono::milliseconds timeout);
+EMBER_API std::vector<std::byte> tcp_rendezvous(std::span<const std::byte> bytes, std::size_t rank,
+                                                std::size_t world_size, const std::string& address,
+                                                std::chrono::milliseconds timeout);
 
 }  // namespace ember::collective

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "../export.hpp"
 #include "collective.hpp"
 
 namespace ember::collective {
@@ -22,7 +23,7 @@ struct AsyncLane;
 }  // namespace detail
 
 /// One rank of an in-process group of threads.
-class ThreadCollective final : public Collective {
+class EMBER_API ThreadCollective final : public Collective {
   public:
     /// The `world_size` (≥ 1) endpoints of a new group, rank i at index i. `timeout` bounds how
     /// long a rank waits for the others in one op (ember::Error naming the op and the missing

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "dataset.hpp"
 #include "detail/random.hpp"
 
@@ -55,7 +56,7 @@ struct BatchFn<R (C::*)(std::vector<I>, Dev) const noexcept>
 
 /// Hands out the batches of one epoch in order, computing them on the calling thread
 /// (no workers) or on worker threads that run ahead by up to `prefetch` batches.
-class BatchPool {
+class EMBER_API BatchPool {
   public:
     /// Computes batch `b` (type-erased, so that the threading is compiled once).
     using Job = std::function<std::shared_ptr<void>(std::size_t b)>;

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../record/serde.hpp"
 #include "../tensor/error.hpp"
 
@@ -125,18 +126,18 @@ struct CsvTable {
 /// Reads `file`; throws FormatError "<file>:<line>: <why>" for a missing file, an empty one, an
 /// unterminated quote, a repeated column name or a record whose cell count differs from the
 /// header's.
-CsvTable read_csv(const std::filesystem::path& file, const CsvOptions& options);
+EMBER_API CsvTable read_csv(const std::filesystem::path& file, const CsvOptions& options);
 /// Throws FormatError "<file>:<line>:<column> (column '<name>'): <why>" (column 1-based).
-[[noreturn]] void csv_cell_error(const CsvTable& table, const CsvRow& row, std::size_t column,
-                                 std::string_view why);
+[[noreturn]] EMBER_API void csv_cell_error(const CsvTable& table, const CsvRow& row,
+                                           std::size_t column, std::string_view why);
 /// The column index of `name`; throws FormatError naming the file and its columns when absent.
-std::size_t csv_column(const CsvTable& table, std::string_view name);
+EMBER_API std::size_t csv_column(const CsvTable& table, std::string_view name);
 /// The whole cell as an integer (decimal, optional sign), or nullopt.
-std::optional<std::int64_t> parse_int(std::string_view cell);
+EMBER_API std::optional<std::int64_t> parse_int(std::string_view cell);
 /// The whole cell as a number (decimal, exponent, inf, nan), or nullopt.
-std::optional<double> parse_double(std::string_view cell);
+EMBER_API std::optional<double> parse_double(std::string_view cell);
 /// "true"/"false"/"1"/"0" (any case), or nullopt.
-std::optional<bool> parse_bool(std::string_view cell);
+EMBER_API std::optional<bool> parse_bool(std::string_view cell);
 
 /// The record value a cell gives a field of type `F`, or nullopt with `why` set. Strings take
 /// the text as is; numbers and bools are parsed; an empty cell is null for an optional field.

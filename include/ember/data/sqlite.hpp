@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../export.hpp"
 #include "../record/recorder.hpp"
 #include "../record/serde.hpp"
 
@@ -29,7 +30,7 @@ namespace ember::data {
 namespace detail {
 
 /// Reads the blobs of one split; `blob` is thread-safe (a pool of read-only connections).
-class SqliteReader {
+class EMBER_API SqliteReader {
   public:
     /// Opens `file` read-only; throws FormatError when it is missing or not an ember dataset, and
     /// ArgumentError when it has no split `split` (naming those it has).
@@ -54,7 +55,7 @@ class SqliteReader {
 };
 
 /// Builds a dataset file under a temporary name, renamed over `file` on commit.
-class SqliteWriter {
+class EMBER_API SqliteWriter {
   public:
     /// Starts a new database; throws ArgumentError when `file` exists and `overwrite` is false,
     /// or when the temporary file cannot be created.

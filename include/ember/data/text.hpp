@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
+
 namespace ember::data {
 
 /// One fortune: its text and its category.
@@ -33,7 +35,7 @@ struct FortuneItem {
 /// category, except hidden files, the `.dat` indexes of strfile, `.u8` links and subdirectories
 /// (such as `off/`). A missing directory throws FormatError naming the paths looked at and how to
 /// install the data.
-class FortunesDataset {
+class EMBER_API FortunesDataset {
   public:
     /// All fortunes of the default locations.
     FortunesDataset();
@@ -86,7 +88,7 @@ class FortunesDataset {
 
 /// A character-level tokenizer: one token per distinct byte of a corpus, in byte order (UTF-8
 /// text is handled byte by byte, so decode() of arbitrary tokens may split a character).
-class CharTokenizer {
+class EMBER_API CharTokenizer {
   public:
     /// The vocabulary of the bytes present in `corpus`; throws ArgumentError when it is empty.
     explicit CharTokenizer(std::string_view corpus);

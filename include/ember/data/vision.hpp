@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "../export.hpp"
 #include "ember/tensor/data.hpp"
 
 namespace ember::data {
@@ -41,7 +42,7 @@ struct MnistItem {
 /// set, `$EMBER_DATA_DIR/fashion-mnist`, `$EMBER_DATA_DIR/mnist`, `$EMBER_DATA_DIR`; then
 /// Debian's `dataset-fashion-mnist` directory (`/usr/share/datasets/fashion-mnist`). A missing or
 /// malformed file throws FormatError naming the paths looked at and how to install the data.
-class MnistDataset {
+class EMBER_API MnistDataset {
   public:
     /// The 60,000 training items from the default locations.
     static MnistDataset train();
@@ -102,7 +103,7 @@ IdxArray read_idx_u8(const std::filesystem::path& path, std::size_t rank);
 using Annotation = std::variant<std::size_t, std::vector<std::size_t>>;
 
 /// One image of an ImageFolderDataset, as Burn's ImageDatasetItem.
-struct ImageDatasetItem {
+struct EMBER_API ImageDatasetItem {
     /// The pixels as U8 data of shape [height, width, channels], channels interleaved.
     TensorData image;
     /// The class index (classification) or indices (multi-label).
@@ -118,7 +119,7 @@ struct ImageDatasetItem {
 
 /// Images in files, each with a class or a set of classes; images are decoded (through stb_image)
 /// when an item is read, so the dataset holds only paths and labels.
-class ImageFolderDataset {
+class EMBER_API ImageFolderDataset {
   public:
     /// The extensions read by default (lower case; matched case-insensitively).
     static std::vector<std::string> default_extensions();

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../export.hpp"
+
 namespace ember {
 
 /// The backends Dispatch can run on (those compiled into this build: `Dispatch::stacks()`).
@@ -21,8 +23,8 @@ enum class DispatchKind : std::uint8_t {
 ///
 ///     auto d = ember::Device<ember::Dispatch>::cuda(0).fusion(true).autodiff(true);
 ///     auto e = ember::DispatchDevice::parse("vulkan:1+fusion");
-class DispatchDevice {
-public:
+class EMBER_API DispatchDevice {
+  public:
     /// The CPU (no decorators): the default device.
     constexpr DispatchDevice() = default;
     /// The CPU.

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../autodiff/gradients.hpp"
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "device.hpp"
 #include "ops.hpp"
@@ -25,7 +26,7 @@
 namespace ember {
 
 /// The run-time dispatched backend: every op goes to the stack its tensors' device names.
-struct Dispatch : detail::dispatch::Ops {
+struct EMBER_API Dispatch : detail::dispatch::Ops {
     using Device = DispatchDevice;                  ///< names the stack
     using FloatTensorPrimitive = DispatchTensor;    ///< a handle to the stack's float tensor
     using IntTensorPrimitive = DispatchTensor;      ///< a handle to the stack's int tensor

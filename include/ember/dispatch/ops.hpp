@@ -2,6 +2,7 @@
 #pragma once
 // The ops of ember::Dispatch, one declaration an op of the CPU backend's list; the
 // definitions are compiled once in ember_dispatch (src/dispatch/ops.cpp).
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "device.hpp"
 
@@ -11,7 +12,7 @@ namespace detail::dispatch {
 
 /// Dispatch's op declarations (inherited by ember::Dispatch; documented on the Backend
 /// concept and the CPU backend, whose list this is).
-struct Ops : BackendBase<Dispatch> {
+struct EMBER_API Ops : BackendBase<Dispatch> {
     /// The backend op `float_from_data`, run on the stack `d` names.
     static DispatchTensor float_from_data(const TensorData& data, const DispatchDevice& d);
     /// The backend op `float_into_data`, run on its operands' stack.

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
 #include "detail/stream.hpp"
@@ -130,7 +131,7 @@ auto wrap(R&& r) {
 
 /// The fusion decorator over backend `B`.
 template <FusionBackend B>
-struct Fusion : BackendBase<Fusion<B>> {
+struct EMBER_API Fusion : BackendBase<Fusion<B>> {
     using InnerBackend = B;                       ///< the wrapped backend
     using Device = typename B::Device;            ///< B's device
     using FloatTensorPrimitive = FusionTensor<B>;  ///< computed or pending

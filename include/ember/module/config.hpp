@@ -11,6 +11,7 @@
 #endif
 
 #include "../detail/fields.hpp"
+#include "../export.hpp"
 #include "../record/serde.hpp"
 
 namespace ember::config {
@@ -22,13 +23,13 @@ concept Config = ember::detail::HasFields<T> && requires { typename T::ember_con
 #if !EMBER_FREESTANDING
 namespace detail {
 /// A tree of plain values as JSON text (tensors and non-finite numbers are refused).
-std::string value_to_json(const record::Value& value, bool pretty);
+EMBER_API std::string value_to_json(const record::Value& value, bool pretty);
 /// JSON text (an object) as a tree; FormatError naming `source` when malformed.
-record::Value value_from_json(std::string_view text, std::string_view source);
+EMBER_API record::Value value_from_json(std::string_view text, std::string_view source);
 /// Writes `text` to `path` atomically (temporary file, then rename).
-void write_text(const std::filesystem::path& path, std::string_view text);
+EMBER_API void write_text(const std::filesystem::path& path, std::string_view text);
 /// The file's bytes; FormatError naming the file when it cannot be read.
-std::string read_text(const std::filesystem::path& path);
+EMBER_API std::string read_text(const std::filesystem::path& path);
 }  // namespace detail
 
 /// The config as JSON text (pretty-printed with two-space indents when `pretty`).

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "../detail/sync.hpp"
+#include "../export.hpp"
 #include "../quant/param.hpp"
 #include "../tensor/tensor.hpp"
 
@@ -24,7 +25,7 @@ struct ParamId {
     std::uint64_t value = 0;  ///< the id's bits
 
     /// A fresh id (random-looking and unique: a counter mixed with a per-process seed).
-    static ParamId make() {
+    EMBER_API static ParamId make() {
         static const std::uint64_t seed = [] {
 #if EMBER_FREESTANDING
             return std::uint64_t{0x5eed};  // no entropy source; ids stay unique by the counter

@@ -41,6 +41,7 @@
 #include <variant>
 #include <vector>
 
+#include "../export.hpp"
 #include "../module/config.hpp"
 #include "../module/module.hpp"
 #include "recorder.hpp"
@@ -60,18 +61,20 @@ using NamedTensors = std::vector<std::pair<std::string, TensorData>>;
 /// root object (or from the root dict's entry `top_level_key`), keyed by the dotted path to it
 /// ("encoder.0.weight"), contiguous, in file order. Other values (numbers, strings) are skipped.
 /// Throws FormatError naming the file when it cannot be read.
-NamedTensors read_pytorch_tensors(const std::filesystem::path& file,
-                                  std::string_view top_level_key = {});
+EMBER_API NamedTensors read_pytorch_tensors(const std::filesystem::path& file,
+                                            std::string_view top_level_key = {});
 /// read_pytorch_tensors on the bytes of a file; `source` names them in errors.
-NamedTensors decode_pytorch_tensors(std::span<const std::byte> bytes, std::string_view source,
-                                    std::string_view top_level_key = {});
+EMBER_API NamedTensors decode_pytorch_tensors(std::span<const std::byte> bytes,
+                                              std::string_view source,
+                                              std::string_view top_level_key = {});
 /// The whole object saved in `file` (or its root dict's entry `top_level_key`) as a record tree:
 /// dicts become maps (keys: strings, or integers written in decimal), lists, tuples and sets
 /// lists, tensors TensorData, numbers, strings, bools and None themselves.
-Value read_pytorch_value(const std::filesystem::path& file, std::string_view top_level_key = {});
+EMBER_API Value read_pytorch_value(const std::filesystem::path& file,
+                                   std::string_view top_level_key = {});
 /// read_pytorch_value on the bytes of a file; `source` names them in errors.
-Value decode_pytorch_value(std::span<const std::byte> bytes, std::string_view source,
-                           std::string_view top_level_key = {});
+EMBER_API Value decode_pytorch_value(std::span<const std::byte> bytes, std::string_view source,
+                                     std::string_view top_level_key = {});
 
 /// A config read from a torch.save file holding a dict of its fields (Burn's
 /// `config_from_file`), optionally under `top_level_key`: `torch.save({"d_model": 512, ...})`.
@@ -88,7 +91,7 @@ C config_from_file(const std::filesystem::path& file, std::string_view top_level
 
 /// What to load and how (Burn's LoadArgs): the file, key remappings, a top-level key and
 /// debug printing. Builders return a modified copy.
-class LoadArgs {
+class EMBER_API LoadArgs {
   public:
     /// Loads `file`.
     LoadArgs(std::filesystem::path file) : file_(std::move(file)) {}
@@ -129,7 +132,7 @@ class LoadArgs {
 namespace detail {
 
 /// The tensors of a file, remapped, for one load into a module: what the module walk asks.
-class PyTorchSource {
+class EMBER_API PyTorchSource {
   public:
     /// Reads `args.file()`, applies the remappings and prints the debug listing.
     explicit PyTorchSource(const LoadArgs& args);

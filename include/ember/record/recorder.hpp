@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../export.hpp"
 #include "value.hpp"
 
 namespace ember::record {
@@ -70,22 +71,24 @@ constexpr std::string_view format_extension(Format f) {
 
 /// The bytes of `value` in `format` (gzip included), tensors converted to `precision`.
 /// Throws ArgumentError for trees the format cannot hold (see docs/records.md).
-std::vector<std::byte> encode(const Value& value, Format format, PrecisionSettings precision);
+EMBER_API std::vector<std::byte> encode(const Value& value, Format format,
+                                        PrecisionSettings precision);
 /// The tree in `bytes`; throws FormatError "<source>: not a <format> record: <why>".
-Value decode(std::span<const std::byte> bytes, Format format, std::string_view source);
+EMBER_API Value decode(std::span<const std::byte> bytes, Format format, std::string_view source);
 #if !EMBER_FREESTANDING
 /// `path` with ".<ext>" appended, unless its file name already ends with it.
-std::filesystem::path with_extension(const std::filesystem::path& path, std::string_view ext);
+EMBER_API std::filesystem::path with_extension(const std::filesystem::path& path,
+                                               std::string_view ext);
 /// Encodes `value` and writes it to `file` atomically; throws ArgumentError when the file
 /// cannot be written (nothing is left behind).
-void write_file(const Value& value, const std::filesystem::path& file, Format format,
-                PrecisionSettings precision);
+EMBER_API void write_file(const Value& value, const std::filesystem::path& file, Format format,
+                          PrecisionSettings precision);
 /// Reads and decodes `file`; throws FormatError naming it.
-Value read_file(const std::filesystem::path& file, Format format);
+EMBER_API Value read_file(const std::filesystem::path& file, Format format);
 /// Writes `bytes` to `file` atomically (a temporary file in the same directory, flushed, then
 /// renamed over it); throws ArgumentError naming `what` and the file when it cannot.
-void write_bytes_atomic(const std::filesystem::path& file, std::span<const std::byte> bytes,
-                        std::string_view what);
+EMBER_API void write_bytes_atomic(const std::filesystem::path& file,
+                                  std::span<const std::byte> bytes, std::string_view what);
 /// The bytes of `file`; throws FormatError naming it (and `what` it should hold) when missing.
 std::vector<std::byte> read_bytes(const std::filesystem::path& file, std::string_view what);
 

@@ -11,12 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/data.hpp"
 
 namespace ember::record {
 
 /// The contents of a safetensors file, in file order.
-struct SafetensorsFile {
+struct EMBER_API SafetensorsFile {
     std::vector<std::pair<std::string, TensorData>> tensors;    ///< name → tensor
     std::vector<std::pair<std::string, std::string>> metadata;  ///< the "__metadata__" strings
 
@@ -26,14 +27,14 @@ struct SafetensorsFile {
 
 /// The bytes of a safetensors file holding `file`. Throws ArgumentError for a name used twice,
 /// the reserved name "__metadata__", or a dtype the format has no code for.
-std::vector<std::byte> encode_safetensors(const SafetensorsFile& file);
+EMBER_API std::vector<std::byte> encode_safetensors(const SafetensorsFile& file);
 /// The contents of safetensors `bytes`; `source` names them in errors (FormatError). Tensors of
 /// dtypes ember has no counterpart for (F8, U16, U32, U64) are refused, naming the tensor.
-SafetensorsFile decode_safetensors(std::span<const std::byte> bytes,
-                                   std::string_view source = "safetensors bytes");
+EMBER_API SafetensorsFile decode_safetensors(std::span<const std::byte> bytes,
+                                             std::string_view source = "safetensors bytes");
 /// Writes `file` to `path` atomically (a temporary file renamed over it).
-void save_safetensors(const SafetensorsFile& file, const std::filesystem::path& path);
+EMBER_API void save_safetensors(const SafetensorsFile& file, const std::filesystem::path& path);
 /// Reads the safetensors file at `path`; FormatError naming it when missing or malformed.
-SafetensorsFile load_safetensors(const std::filesystem::path& path);
+EMBER_API SafetensorsFile load_safetensors(const std::filesystem::path& path);
 
 }  // namespace ember::record

@@ -14,6 +14,8 @@
 #if !EMBER_FREESTANDING
 #include <filesystem>
 #include <vector>
+
+#include "../export.hpp"
 #endif
 
 namespace ember::record {
@@ -21,7 +23,7 @@ namespace ember::record {
 /// What one file may make ember allocate while reading it. The defaults fit real models
 /// (checkpoints of tens of GB, Fashion-MNIST's IDX files) and refuse decompression bombs; the
 /// environment variables named below change them for a process, set_read_limits() in code.
-struct ReadLimits {
+struct EMBER_API ReadLimits {
     /// The most bytes one file may produce: its size as read, its decompressed size, or the
     /// bytes of the tensors made from it (a .pt view repeating elements counts each time).
     /// EMBER_MAX_READ_BYTES (suffixes K, M, G, T allowed); default 16 GiB.
@@ -43,9 +45,9 @@ struct ReadLimits {
 
 /// The limits in force: the last set_read_limits(), else the defaults with the environment
 /// variables applied (read once; ArgumentError naming a variable that does not parse).
-ReadLimits read_limits();
+EMBER_API ReadLimits read_limits();
 /// Replaces the limits for the whole process; returns the previous ones.
-ReadLimits set_read_limits(const ReadLimits& limits);
+EMBER_API ReadLimits set_read_limits(const ReadLimits& limits);
 
 /// Sets the limits while alive, restoring the previous ones after (tests, one-off loads).
 class ScopedReadLimits {
@@ -65,7 +67,7 @@ class ScopedReadLimits {
 /// are; control characters, DEL, C1 controls and invalid UTF-8 as \xNN (\n, \t, \r and a
 /// backslash spelled so, the backslash doubled). At most `max_bytes` of the input are shown,
 /// then "...". Every error message that quotes a name or a string read from a file goes through it.
-std::string printable(std::string_view bytes, std::size_t max_bytes = 200);
+EMBER_API std::string printable(std::string_view bytes, std::size_t max_bytes = 200);
 
 namespace detail {
 
@@ -77,14 +79,14 @@ ReadLimits read_limits_from_environment();
 /// Throws FormatError "<source>: <what> would decode to <decoded> bytes from <stored> stored
 /// ones, more than ..." when `decoded` exceeds read_limits() for `stored` bytes: called before
 /// anything of that size is allocated.
-void check_decoded_size(std::uint64_t decoded, std::uint64_t stored, std::string_view what,
-                        std::string_view source);
+EMBER_API void check_decoded_size(std::uint64_t decoded, std::uint64_t stored,
+                                  std::string_view what, std::string_view source);
 
 #if !EMBER_FREESTANDING
 /// A regular file opened for reading. Opening never blocks (O_NONBLOCK until the type is
 /// known): a FIFO, a device such as /dev/zero, a socket or a directory is refused with a
 /// FormatError naming the path and `what` it should hold.
-class RegularFile {
+class EMBER_API RegularFile {
   public:
     /// Opens `path`; FormatError when it is missing, unreadable or not a regular file.
     RegularFile(const std::filesystem::path& path, std::string_view what);

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../autodiff/autodiff.hpp"
 #include "../backend/cuda.hpp"
 #include "../detail/fields.hpp"
@@ -42,7 +43,7 @@
 #include "step_graph.hpp"
 
 namespace ember::detail::cuda {
-struct Graph;  // the instantiated graph and what its replays rewrite (graph.cpp)
+struct EMBER_API Graph;  // the instantiated graph and what its replays rewrite (graph.cpp)
 }  // namespace ember::detail::cuda
 
 namespace ember::cuda {
@@ -55,10 +56,10 @@ using CapturedStep = ember::detail::graph::CapturedStep<ember::detail::cuda::Gra
 /// before (Fusion's kernels are compiled and the optimizer has its state then). Pending Fusion
 /// work is flushed first and at the end. DeviceError without a GPU, for a host synchronisation
 /// inside `step` (naming the op), or when the driver refuses the capture; captures do not nest.
-CapturedStep capture(const std::function<void()>& step, const CudaDevice& device = {});
+EMBER_API CapturedStep capture(const std::function<void()>& step, const CudaDevice& device = {});
 
 /// Whether this thread is capturing a step now (inside capture()'s `step`).
-bool is_capturing();
+EMBER_API bool is_capturing();
 
 namespace detail {
 
@@ -69,11 +70,11 @@ concept CudaStack = ember::detail::graph::reaches<Cuda, typename B::FloatTensorP
 using ember::detail::graph::StepInputs;
 
 /// dst's buffer = src's values (same shape and dtype, both on one device; queued).
-void bind_input(const ember::detail::cuda::CudaTensor& dst,
+EMBER_API void bind_input(const ember::detail::cuda::CudaTensor& dst,
                 const ember::detail::cuda::CudaTensor& src);
 /// Whether int64 `src`'s known range lies inside the range `dst` was checked with when captured
 /// (a captured index check is not run again on replay); true for other dtypes.
-bool within_checked_range(const ember::detail::cuda::CudaTensor& dst,
+EMBER_API bool within_checked_range(const ember::detail::cuda::CudaTensor& dst,
                           const ember::detail::cuda::CudaTensor& src);
 
 /// What StepGraph needs of Cuda (stacks/step_graph.hpp).

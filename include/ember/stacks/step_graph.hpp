@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../autodiff/autodiff.hpp"
 #include "../detail/fields.hpp"
 #include "../fusion/fusion.hpp"
@@ -38,7 +39,7 @@ namespace ember::detail::graph {
 /// backend's graph.cpp. Move-only; destroying it waits for its queued replays and returns its
 /// private pool's memory to the device's pool.
 template <typename Graph, typename Device>
-class CapturedStep {
+class EMBER_API CapturedStep {
   public:
     /// No captured step.
     CapturedStep() = default;

@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "../autodiff/autodiff.hpp"
 #include "../backend/vulkan.hpp"
 #include "../detail/fields.hpp"
@@ -45,7 +46,7 @@
 #include "step_graph.hpp"
 
 namespace ember::detail::vk {
-struct Graph;  // the recorded command buffer and what its replays rewrite (graph.cpp)
+struct EMBER_API Graph;  // the recorded command buffer and what its replays rewrite (graph.cpp)
 }  // namespace ember::detail::vk
 
 namespace ember::vulkan {
@@ -58,10 +59,10 @@ using CapturedStep = ember::detail::graph::CapturedStep<ember::detail::vk::Graph
 /// before (Fusion's kernels are compiled and the optimizer has its state then). Pending Fusion
 /// work is flushed first and at the end. DeviceError without a Vulkan device, or for a host
 /// synchronisation inside `step` (naming the op); captures do not nest.
-CapturedStep capture(const std::function<void()>& step, const VulkanDevice& device = {});
+EMBER_API CapturedStep capture(const std::function<void()>& step, const VulkanDevice& device = {});
 
 /// Whether this thread is capturing a step now (inside capture()'s `step`).
-bool is_capturing();
+EMBER_API bool is_capturing();
 
 namespace detail {
 
@@ -72,11 +73,11 @@ concept VulkanStack = ember::detail::graph::reaches<Vulkan, typename B::FloatTen
 using ember::detail::graph::StepInputs;
 
 /// dst's buffer = src's values (same shape and dtype, both on one device; queued).
-void bind_input(const ember::detail::vk::VulkanTensor& dst,
+EMBER_API void bind_input(const ember::detail::vk::VulkanTensor& dst,
                 const ember::detail::vk::VulkanTensor& src);
 /// Whether int64 `src`'s known range lies inside the range `dst` was checked with when captured
 /// (a captured index check is not run again on replay); true for other dtypes.
-bool within_checked_range(const ember::detail::vk::VulkanTensor& dst,
+EMBER_API bool within_checked_range(const ember::detail::vk::VulkanTensor& dst,
                           const ember::detail::vk::VulkanTensor& src);
 
 /// What StepGraph needs of Vulkan (stacks/step_graph.hpp).

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "distribution.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
@@ -49,23 +50,23 @@ std::vector<Operand> operands(std::span<const T> ts) {
 
 // ---- dims ----------------------------------------------------------------------------------
 /// `dim` must be a dim of `shape` ("op: dim D is out of range for shape S").
-void dim(const char* op, std::size_t dim, const Shape& shape);
+EMBER_API void dim(const char* op, std::size_t dim, const Shape& shape);
 /// As `dim`, and the dim must not be empty (max, min, argmax... have no identity).
-void nonempty_dim(const char* op, std::size_t dim, const Shape& shape);
+EMBER_API void nonempty_dim(const char* op, std::size_t dim, const Shape& shape);
 /// A reduction of every element: one without an identity (max, min) needs an element.
-void reduce_all(const char* op, bool has_identity, const Shape& shape);
+EMBER_API void reduce_all(const char* op, bool has_identity, const Shape& shape);
 /// A reduction along `dim`: the dim must exist, and be non-empty without an identity.
-void reduce_dim(const char* op, bool has_identity, std::size_t dim, const Shape& shape);
+EMBER_API void reduce_dim(const char* op, bool has_identity, std::size_t dim, const Shape& shape);
 
 // ---- names and creation --------------------------------------------------------------------
 /// The op name a binary op's errors use ("add", "max_pair", ...).
-const char* binary_op_name(BinaryOp op);
+EMBER_API const char* binary_op_name(BinaryOp op);
 /// The op name a comparison's errors use ("equal", "lower_equal", ...).
-const char* compare_op_name(CompareOp op);
+EMBER_API const char* compare_op_name(CompareOp op);
 /// random(shape, dist): the distribution's parameters must describe one.
-void random(const Distribution& dist);
+EMBER_API void random(const Distribution& dist);
 /// topk(t, k, dim): returns the output shape (dim of length k).
-Shape topk(std::size_t k, std::size_t dim, const Shape& shape);
+EMBER_API Shape topk(std::size_t k, std::size_t dim, const Shape& shape);
 
 // ---- matmul --------------------------------------------------------------------------------
 /// torch.matmul's geometry: rank >= 1 each, vectors promoted, batch dims broadcast.
@@ -76,7 +77,7 @@ struct Matmul {
     Shape out;                        ///< the output shape ([1] for vector · vector)
 };
 /// Checks matmul's operands and returns its geometry.
-Matmul matmul(const Operand& a, const Operand& b);
+EMBER_API Matmul matmul(const Operand& a, const Operand& b);
 
 // ---- convolution ---------------------------------------------------------------------------
 /// Dynamic-rank conv parameters (arrays hold `n` used entries).
@@ -117,59 +118,61 @@ struct Conv {
     Shape out;  ///< [N, C_out, spatial...]
 };
 /// conv{1,2,3}d(x, w, bias): checks and output geometry.
-Conv conv(const Operand& x, const Operand& w, const std::optional<Operand>& bias,
-          const ConvParams& p);
-/// conv_transpose{1,2,3}d(x, w, bias): checks and output geometry.
-Conv conv_transpose(const Operand& x, const Operand& w, const std::optional<Operand>& bias,
+EMBER_API Conv conv(const Operand& x, const Operand& w, const std::optional<Operand>& bias,
                     const ConvParams& p);
+/// conv_transpose{1,2,3}d(x, w, bias): checks and output geometry.
+EMBER_API Conv conv_transpose(const Operand& x, const Operand& w,
+                              const std::optional<Operand>& bias, const ConvParams& p);
 /// conv{n}d_weight_backward(x, grad, weight_shape): checks and the forward's geometry.
-Conv conv_weight_backward(const Operand& x, const Operand& grad, const Shape& weight_shape,
-                          const ConvParams& p);
+EMBER_API Conv conv_weight_backward(const Operand& x, const Operand& grad,
+                                    const Shape& weight_shape, const ConvParams& p);
 /// The output of a deformable convolution.
 struct Deform {
     Shape out;           ///< [N, C_out, H_out, W_out]
     i64 oh = 0, ow = 0;  ///< the output's spatial sizes
 };
 /// deform_conv2d's operands (errors name `op`: the forward or its backward).
-Deform deform_conv2d(const char* op, const Operand& x, const Operand& offset, const Operand& w,
-                     const std::optional<Operand>& mask, const std::optional<Operand>& bias,
-                     const DeformConvOptions& o);
+EMBER_API Deform deform_conv2d(const char* op, const Operand& x, const Operand& offset,
+                               const Operand& w, const std::optional<Operand>& mask,
+                               const std::optional<Operand>& bias, const DeformConvOptions& o);
 /// A backward's operands: x a float tensor, the output gradient of x's dtype and, when given,
 /// of the forward's output shape `expected`.
-void grad(const std::string& op, const Operand& x, const Operand& grad,
-          const std::optional<Shape>& expected = std::nullopt);
+EMBER_API void grad(const std::string& op, const Operand& x, const Operand& grad,
+                    const std::optional<Shape>& expected = std::nullopt);
 
 // ---- pooling and interpolation (the window geometry: backends/common/pool_geometry.hpp) ------
 /// adaptive_avg_pool{n}d(x, output_size): checks; returns the output shape.
-Shape adaptive_avg_pool(const Operand& x, std::span<const std::size_t> output_size);
+EMBER_API Shape adaptive_avg_pool(const Operand& x, std::span<const std::size_t> output_size);
 /// interpolate(x, output_size, o): checks (the dtype rule of o.mode included); returns the output
 /// shape.
-Shape interpolate(const Operand& x, std::span<const std::size_t> output_size,
-                  const InterpolateOptions& o);
+EMBER_API Shape interpolate(const Operand& x, std::span<const std::size_t> output_size,
+                            const InterpolateOptions& o);
 /// adaptive_avg_pool{n}d_backward(x, grad): the output size is grad's spatial dims.
-void adaptive_avg_pool_backward(const Operand& x, const Operand& grad, std::size_t n);
+EMBER_API void adaptive_avg_pool_backward(const Operand& x, const Operand& grad, std::size_t n);
 /// interpolate_backward(x, grad, output_size): returns the forward's output shape (grad's).
-Shape interpolate_backward(const Operand& x, const Operand& grad,
-                           std::span<const std::size_t> output_size);
+EMBER_API Shape interpolate_backward(const Operand& x, const Operand& grad,
+                                     std::span<const std::size_t> output_size);
 
 // ---- index ops -----------------------------------------------------------------------------
 /// Index tensors must hold integers.
-void index_dtype(const char* op, DType indices);
+EMBER_API void index_dtype(const char* op, DType indices);
 /// An index value outside [0, size) of `dim`, found by the backend while reading the indices.
-[[noreturn]] void index_out_of_range(const char* op, i64 index, std::size_t dim, std::size_t size);
+[[noreturn]] EMBER_API void index_out_of_range(const char* op, i64 index, std::size_t dim,
+                                               std::size_t size);
 /// gather(dim, t, indices): returns the output shape (the indices').
-Shape gather(std::size_t dim, const Operand& t, const Operand& indices);
+EMBER_API Shape gather(std::size_t dim, const Operand& t, const Operand& indices);
 /// scatter_add(dim, t, indices, values).
-void scatter_add(std::size_t dim, const Operand& t, const Operand& indices, const Operand& values);
+EMBER_API void scatter_add(std::size_t dim, const Operand& t, const Operand& indices,
+                           const Operand& values);
 /// select(t, dim, indices) (index_select): returns the output shape.
-Shape select(const Operand& t, std::size_t dim, const Operand& indices);
+EMBER_API Shape select(const Operand& t, std::size_t dim, const Operand& indices);
 /// select_assign(t, dim, indices, values).
-void select_assign(const Operand& t, std::size_t dim, const Operand& indices,
-                   const Operand& values);
+EMBER_API void select_assign(const Operand& t, std::size_t dim, const Operand& indices,
+                             const Operand& values);
 
 // ---- shape ops -----------------------------------------------------------------------------
 /// cat(tensors, dim): returns the output shape.
-Shape cat(std::span<const Operand> tensors, std::size_t dim);
+EMBER_API Shape cat(std::span<const Operand> tensors, std::size_t dim);
 /// The start and length of each sliced dim, for ranges over the leading dims (PyTorch's rules:
 /// negative bounds count from the end, ranges past the end are clamped).
 struct Region {
@@ -177,24 +180,25 @@ struct Region {
     Shape shape;                                ///< the region's shape (untouched dims whole)
 };
 /// slice(t, ranges): the region taken.
-Region slice(const char* op, const Shape& t, std::span<const Slice> ranges);
+EMBER_API Region slice(const char* op, const Shape& t, std::span<const Slice> ranges);
 /// slice_assign(t, ranges, values): the region written (values must have its shape).
-Region slice_assign(const Operand& t, std::span<const Slice> ranges, const Operand& values);
+EMBER_API Region slice_assign(const Operand& t, std::span<const Slice> ranges,
+                              const Operand& values);
 /// reshape: the element counts must agree.
-void reshape(const Shape& from, const Shape& to);
+EMBER_API void reshape(const Shape& from, const Shape& to);
 /// permute: `axes` must be a permutation of the dims.
-void permute(const Shape& t, std::span<const std::size_t> axes);
+EMBER_API void permute(const Shape& t, std::span<const std::size_t> axes);
 /// expand: every dim of `from` must equal the target's or be 1.
-void expand(const Shape& from, const Shape& to);
+EMBER_API void expand(const Shape& from, const Shape& to);
 /// flip: returns which dims are flipped (each at most once, each in range).
-std::array<bool, kMaxRank> flip(const Shape& t, std::span<const std::size_t> axes);
+EMBER_API std::array<bool, kMaxRank> flip(const Shape& t, std::span<const std::size_t> axes);
 /// repeat_dim: returns the output shape.
-Shape repeat_dim(const Shape& t, std::size_t dim, std::size_t times);
+EMBER_API Shape repeat_dim(const Shape& t, std::size_t dim, std::size_t times);
 
 // ---- masks ---------------------------------------------------------------------------------
 /// mask_where(t, mask, value): returns the broadcast output shape.
-Shape mask_where(const Operand& t, const Operand& mask, const Operand& value);
+EMBER_API Shape mask_where(const Operand& t, const Operand& mask, const Operand& value);
 /// mask_fill(t, mask, value): the mask broadcasts to t's shape.
-void mask_fill(const Operand& t, const Operand& mask);
+EMBER_API void mask_fill(const Operand& t, const Operand& mask);
 
 }  // namespace ember::detail::check

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
 #include "dtype.hpp"
 #include "shape.hpp"
 
@@ -19,8 +20,8 @@ struct Tolerance {
 };
 
 /// A tensor's elements on the host, row-major and contiguous.
-class TensorData {
-public:
+class EMBER_API TensorData {
+  public:
     /// An empty f32 tensor of shape [0].
     TensorData() : shape_{0}, dtype_(DType::F32) {}
     /// Elements and shape; throws ShapeError when their counts differ.
@@ -115,7 +116,7 @@ private:
 
 /// A report of how two tensors' values differ, as Burn's `check_closeness`: counts of elements
 /// within each of a ladder of tolerances.
-struct ClosenessReport {
+struct EMBER_API ClosenessReport {
     std::size_t num_elements = 0;   ///< elements compared
     std::size_t num_nan_mismatch = 0;  ///< NaN in one and not the other
     double max_abs_diff = 0;        ///< largest absolute difference
@@ -124,6 +125,6 @@ struct ClosenessReport {
     std::string to_string() const;
 };
 /// Compares `output` against `expected` element by element.
-ClosenessReport check_closeness(const TensorData& output, const TensorData& expected);
+EMBER_API ClosenessReport check_closeness(const TensorData& output, const TensorData& expected);
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "../export.hpp"
 #include "tensor.hpp"
 
 namespace ember {
@@ -16,17 +17,17 @@ struct PrintOptions {
     std::size_t edge_items = 3;    ///< items kept at each edge of a summarised dim
 };
 /// Sets the options every later print uses.
-void set_print_options(const PrintOptions& options);
+EMBER_API void set_print_options(const PrintOptions& options);
 /// The options in force.
-PrintOptions print_options();
+EMBER_API PrintOptions print_options();
 
 namespace detail {
 /// The nested-bracket rendering of the data.
 std::string format_data(const TensorData& data, const PrintOptions& options);
 /// The full Burn-style block.
-std::string format_tensor(const TensorData& data, const std::string& device,
-                          const std::string& backend, const char* kind,
-                          const PrintOptions& options);
+EMBER_API std::string format_tensor(const TensorData& data, const std::string& device,
+                                    const std::string& backend, const char* kind,
+                                    const PrintOptions& options);
 }  // namespace detail
 
 /// The tensor as Burn prints it, with the given options.

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <string>
 
+#include "../export.hpp"
+
 namespace ember {
 
 /// A probability distribution for `Tensor::random`.
-struct Distribution {
+struct EMBER_API Distribution {
     /// The family.
     enum class Kind : std::uint8_t { Default, Uniform, Normal, Bernoulli };
     Kind kind = Kind::Default;  ///< which family

@@ -7,46 +7,48 @@
 #include <string>
 #include <string_view>
 
+#include "../export.hpp"
+
 namespace ember {
 
 /// Base of every error ember reports.
-class Error : public std::runtime_error {
-public:
+class EMBER_API Error : public std::runtime_error {
+  public:
     using std::runtime_error::runtime_error;
 };
 /// Shapes that do not fit the op (elementwise broadcast, matmul, cat, reshape...).
-class ShapeError : public Error {
-public:
+class EMBER_API ShapeError : public Error {
+  public:
     using Error::Error;
 };
 /// A dim, axis or rank argument outside what the tensor has.
-class DimError : public Error {
-public:
+class EMBER_API DimError : public Error {
+  public:
     using Error::Error;
 };
 /// An index or range outside the tensor's extent (slice, gather, select...).
-class IndexError : public Error {
-public:
+class EMBER_API IndexError : public Error {
+  public:
     using Error::Error;
 };
 /// A dtype the op does not accept, or a conversion that cannot be made.
-class DTypeError : public Error {
-public:
+class EMBER_API DTypeError : public Error {
+  public:
     using Error::Error;
 };
 /// An argument value that is invalid for the op (negative sizes, empty lists, bad options...).
-class ArgumentError : public Error {
-public:
+class EMBER_API ArgumentError : public Error {
+  public:
     using Error::Error;
 };
 /// Tensors on different devices, or a device that does not exist.
-class DeviceError : public Error {
-public:
+class EMBER_API DeviceError : public Error {
+  public:
     using Error::Error;
 };
 /// A file or byte stream that is missing, truncated or malformed.
-class FormatError : public Error {
-public:
+class EMBER_API FormatError : public Error {
+  public:
     using Error::Error;
 };
 
@@ -56,10 +58,10 @@ enum class ErrorKind { Generic, Shape, Dim, Index, DType, Argument, Device, Form
 /// Called instead of throwing in builds without exceptions; must not return.
 using PanicHandler = void (*)(ErrorKind kind, const char* message);
 /// Installs the panic handler used by freestanding builds; returns the previous one.
-PanicHandler set_panic_handler(PanicHandler handler) noexcept;
+EMBER_API PanicHandler set_panic_handler(PanicHandler handler) noexcept;
 
 namespace detail {
-[[noreturn]] void raise(ErrorKind kind, const std::string& message);
+[[noreturn]] EMBER_API void raise(ErrorKind kind, const std::string& message);
 
 inline void append_one(std::string& s, std::string_view v) { s.append(v); }
 inline void append_one(std::string& s, const char* v) { s.append(v); }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
 #include "dtype.hpp"
 #include "ops.hpp"
 
@@ -68,7 +69,7 @@ struct RowReduce {
 };
 
 /// A fused elementwise program, optionally ending in a reduction along the last dim.
-struct Program {
+struct EMBER_API Program {
     std::vector<InputDesc> inputs;       ///< registers 0..n-1
     std::vector<Instr> instrs;           ///< in order; instruction i writes register n + i
     std::vector<std::uint16_t> outputs;  ///< registers written to output tensors
@@ -95,9 +96,9 @@ struct MatmulEpilogue {
 /// Whether Fusion<B> runs a matmul followed by a bias add and/or relu as one call to a backend
 /// that takes epilogues (`B::fused_matmul_epilogue`). On by default; EMBER_FUSION_EPILOGUE=0
 /// turns it off at start-up.
-bool matmul_epilogues();
+EMBER_API bool matmul_epilogues();
 /// Turns matmul epilogues on or off (for measuring one against the other).
-void set_matmul_epilogues(bool on);
+EMBER_API void set_matmul_epilogues(bool on);
 
 /// Counters of the fusion machinery, process-wide.
 struct Stats {
@@ -110,16 +111,16 @@ struct Stats {
     std::uint64_t epilogues = 0;  ///< matmuls that ran with their bias/relu inside (one launch)
 };
 /// The counters now.
-Stats stats();
+EMBER_API Stats stats();
 /// Sets every counter to zero.
-void reset_stats();
+EMBER_API void reset_stats();
 
 namespace detail {
 /// Counter updates (used by Fusion<B>).
-void count_launch(bool fused, std::size_t ops);
-void count_compile();
-void count_cache_hit();
-void count_epilogue();
+EMBER_API void count_launch(bool fused, std::size_t ops);
+EMBER_API void count_compile();
+EMBER_API void count_cache_hit();
+EMBER_API void count_epilogue();
 }  // namespace detail
 
 }  // namespace ember::fusion

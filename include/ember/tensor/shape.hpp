@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "../export.hpp"
 #include "detail/checked.hpp"
 #include "error.hpp"
 
@@ -19,8 +20,8 @@ namespace ember {
 inline constexpr std::size_t kMaxRank = 8;
 
 /// The dims of a tensor.
-class Shape {
-public:
+class EMBER_API Shape {
+  public:
     /// A rank-0 shape (a scalar has one element).
     constexpr Shape() = default;
     /// A shape from its dims, e.g. `Shape{2, 3}`.
@@ -112,14 +113,14 @@ private:
 };
 
 /// PyTorch's broadcasting of two shapes; throws ShapeError naming `op` when they do not fit.
-Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+EMBER_API Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 /// Normalises a possibly negative dim against `rank`; throws DimError naming `op`.
-std::size_t normalize_dim(long dim, std::size_t rank, const char* op);
+EMBER_API std::size_t normalize_dim(long dim, std::size_t rank, const char* op);
 
 /// A range along one dim: [start, end) with a positive step; negative values count from the end
 /// and bounds beyond the dim are clamped to it, as in PyTorch and Burn.
-struct Slice {
+struct EMBER_API Slice {
     long start = 0;                                  ///< first index (negative: from the end)
     long end = std::numeric_limits<long>::max();     ///< one past the last (default: the dim's end)
     long step = 1;                                   ///< positive stride

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "../export.hpp"
 #include "kind.hpp"
 
 namespace ember {
@@ -54,7 +55,7 @@ struct ReshapeArgs {
         return checked_mul(d, 1, "reshape", "target dim");
     }
 };
-Shape resolve_reshape(const Shape& from, std::span<const long> dims);
+EMBER_API Shape resolve_reshape(const Shape& from, std::span<const long> dims);
 #if EMBER_FREESTANDING
 /// Firmware keeps no call sites: their function names would cost flash in every op.
 struct NoCallSite {
@@ -84,7 +85,7 @@ using CallSite = BuiltinCallSite;
 #endif
 /// Throws ArgumentError: a moved-from tensor was used by `accessor` (null for an op itself) in
 /// `function` (a source_location's spelling).
-[[noreturn]] void moved_from_tensor(const char* accessor, const char* function);
+[[noreturn]] EMBER_API void moved_from_tensor(const char* accessor, const char* function);
 template <typename T>
 concept Arithmetic = std::is_arithmetic_v<T>;
 }  // namespace detail

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
+
 namespace ember::train {
 
 /// An exclusive lock on an artifact directory, so that two runs cannot mix their files in it.
@@ -22,7 +24,7 @@ namespace ember::train {
 /// locked. Locks of one process on one directory are shared (a program may lock the directory
 /// before writing its config and then build a Learner, which locks it again); copies share it
 /// too, and the lock is released with the last of them.
-class ArtifactLock {
+class EMBER_API ArtifactLock {
   public:
     /// Locks `dir`, creating it if needed. ArgumentError naming the directory (and the pid
     /// written by the holder) when another process holds it; Error when the lock file cannot be
@@ -40,27 +42,27 @@ class ArtifactLock {
 /// The epoch of the newest complete checkpoint under `artifact_dir`/checkpoint (its manifest
 /// present, its files of the sizes the manifest gives), or nullopt when there is none.
 /// Directories written before manifests existed: the newest epoch with all three files.
-std::optional<std::size_t> latest_checkpoint(const std::filesystem::path& artifact_dir);
+EMBER_API std::optional<std::size_t> latest_checkpoint(const std::filesystem::path& artifact_dir);
 
 namespace detail {
 
 /// Writes the manifest of checkpoint `epoch` in `dir` (the checkpoint directory) naming
 /// `files` (already written, in `dir`) and their sizes; after it the checkpoint is complete.
-void commit_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
-                       const std::vector<std::filesystem::path>& files);
+EMBER_API void commit_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
+                                 const std::vector<std::filesystem::path>& files);
 /// Removes checkpoint `epoch`: its manifest first (so it is never complete with files
 /// missing), then `files`.
-void remove_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
-                       const std::vector<std::filesystem::path>& files);
+EMBER_API void remove_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
+                                 const std::vector<std::filesystem::path>& files);
 /// Throws FormatError naming what is missing unless checkpoint `epoch` in `dir` is complete
 /// and made of `files`.
-void check_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
-                      const std::vector<std::filesystem::path>& files);
+EMBER_API void check_checkpoint(const std::filesystem::path& dir, std::size_t epoch,
+                                const std::vector<std::filesystem::path>& files);
 /// Removes what killed runs leave in `artifact_dir`: temporary files of interrupted atomic
 /// writes (anywhere below it), and under checkpoint/ the files of checkpoints that have no
 /// manifest (when the directory has manifests at all). Call it with the directory locked.
 /// Returns the number of files removed.
-std::size_t clean_artifacts(const std::filesystem::path& artifact_dir);
+EMBER_API std::size_t clean_artifacts(const std::filesystem::path& artifact_dir);
 /// fsync()s a directory, so that the renames in it are on disk.
 void sync_directory(const std::filesystem::path& dir);
 

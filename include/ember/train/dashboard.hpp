@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 
+#include "../export.hpp"
 #include "ember/train/renderer.hpp"
 
 namespace ember::train {
@@ -24,7 +25,7 @@ struct TuiOptions {
 /// SIGTERM/SIGHUP/SIGQUIT/SIGABRT before the signal's previous action runs. A background
 /// thread reads the keys and redraws; SIGINT (or the Ctrl-C key) asks the Interrupter to stop,
 /// and a second one ends the process.
-class TuiRenderer final : public MetricsRenderer {
+class EMBER_API TuiRenderer final : public MetricsRenderer {
   public:
     /// A dashboard that reports `q`, Ctrl-C and SIGINT to `interrupter` (a copy sharing its
     /// flag). Throws ember::Error (Device) when standard output is not a terminal.
@@ -53,12 +54,12 @@ class TuiRenderer final : public MetricsRenderer {
 
 /// The renderer the Learner uses by default: the dashboard when standard output is a terminal
 /// (and TERM is not "dumb"), otherwise the one `fallback` makes (plain line output).
-std::unique_ptr<MetricsRenderer> make_default_renderer(
+EMBER_API std::unique_ptr<MetricsRenderer> make_default_renderer(
     const Interrupter& interrupter,
     const std::function<std::unique_ptr<MetricsRenderer>()>& fallback);
 
 /// The renderer the Learner uses by default: the dashboard on a terminal, otherwise a
 /// PlainRenderer writing to standard output.
-std::unique_ptr<MetricsRenderer> make_default_renderer(const Interrupter& interrupter);
+EMBER_API std::unique_ptr<MetricsRenderer> make_default_renderer(const Interrupter& interrupter);
 
 }  // namespace ember::train

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../export.hpp"
 #include "renderer.hpp"
 
 namespace ember::train {
@@ -37,7 +38,7 @@ class MetricLogger {
 /// Writes `<dir>/epoch-N/<name>.log` (spaces and slashes of the name become '_'): one line per
 /// iteration, the numeric value (shortest text that reads back exactly) or else the formatted
 /// one. Each file is written atomically at the end of its epoch.
-class FileMetricLogger : public MetricLogger {
+class EMBER_API FileMetricLogger : public MetricLogger {
   public:
     /// Logs under `dir` (created when needed).
     explicit FileMetricLogger(std::filesystem::path dir) : dir_(std::move(dir)) {}
@@ -65,7 +66,7 @@ class ApplicationLogger {
 
 /// Appends "<local time> <message>" lines to a file (experiment.log), flushed at each line so
 /// that the log survives a crash. Appending, not replacing: a log is never rewritten whole.
-class FileApplicationLogger : public ApplicationLogger {
+class EMBER_API FileApplicationLogger : public ApplicationLogger {
   public:
     /// Appends to `file` (its directory is created when needed).
     explicit FileApplicationLogger(std::filesystem::path file) : file_(std::move(file)) {}

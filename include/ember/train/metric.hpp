@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "../export.hpp"
 #include "renderer.hpp"
 
 namespace ember::train {
@@ -59,7 +60,7 @@ concept Numeric = Metric<M> && requires(const M& m) {
 
 /// The state most numeric metrics keep (Burn's NumericMetricState): the last value and the
 /// epoch's running mean, weighted by batch size, and the entry that shows them.
-class NumericMetricState {
+class EMBER_API NumericMetricState {
   public:
     /// Records `value` for a batch of `batch_size` items (its weight in the epoch mean; 0 leaves
     /// the mean as it is) and returns the entry: the value with `precision` decimals (a negative

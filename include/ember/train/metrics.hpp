@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
 #include "../tensor/tensor.hpp"
 #include "metric.hpp"
 
@@ -18,10 +19,10 @@ namespace detail {
 /// Items of an [N, C] score matrix whose target [N] is among the k best scores, and items
 /// counted (those whose target is not `pad`). A target ties with another class in its favour.
 /// Throws ShapeError when N differs, IndexError for a target outside [0, C) (pad excepted).
-std::pair<std::size_t, std::size_t> topk_correct(const TensorData& outputs,
-                                                 const TensorData& targets, std::size_t k,
-                                                 std::optional<std::size_t> pad,
-                                                 const char* metric);
+EMBER_API std::pair<std::size_t, std::size_t> topk_correct(const TensorData& outputs,
+                                                           const TensorData& targets, std::size_t k,
+                                                           std::optional<std::size_t> pad,
+                                                           const char* metric);
 
 /// CPU times from a /proc/stat "cpu" line: busy and total jiffies.
 struct CpuTimes {
@@ -157,7 +158,7 @@ class LossMetric {
 
 /// The learning rate of each training iteration (Burn's LearningRateMetric); no value in
 /// validation, which has none.
-class LearningRateMetric {
+class EMBER_API LearningRateMetric {
   public:
     /// The input: nothing, the rate comes with the metadata.
     using Input = NoInput;
@@ -176,7 +177,7 @@ class LearningRateMetric {
 
 /// The machine's CPU utilisation in percent over the time since the previous sample, from
 /// /proc/stat (Burn's CpuUse).
-class CpuUsage {
+class EMBER_API CpuUsage {
   public:
     /// Samples `path` now; FormatError when it cannot be read or parsed. A new value is taken
     /// when at least `min_interval_s` has passed since the last sample (shorter intervals give
@@ -204,7 +205,7 @@ class CpuUsage {
 
 /// The machine's used memory (MemTotal − MemAvailable of /proc/meminfo) in GB (10⁹ bytes);
 /// shown as "used / total GB" (Burn's CpuMemory).
-class CpuMemory {
+class EMBER_API CpuMemory {
   public:
     /// Reads `path` at each update; FormatError when it cannot be read or parsed.
     explicit CpuMemory(std::string path = "/proc/meminfo") : path_(std::move(path)) {}
@@ -227,7 +228,7 @@ class CpuMemory {
 /// Items processed per second since the first iteration of the epoch (Burn's
 /// IterationSpeedMetric): 0 at the first update, which starts the clock, then
 /// items_processed / elapsed.
-class IterationSpeedMetric {
+class EMBER_API IterationSpeedMetric {
   public:
     /// With the steady clock, or `clock` (seconds) for tests.
     explicit IterationSpeedMetric(std::function<double()> clock = {});

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
 #include "renderer.hpp"
 
 namespace ember::train {
@@ -13,7 +14,7 @@ namespace ember::train {
 /// Writes progress as plain lines, at most one per `interval_s` seconds and split, and always
 /// one at the last iteration of an epoch (when the epoch's item count is known) and a summary
 /// line at each epoch's end.
-class PlainRenderer : public MetricsRenderer {
+class EMBER_API PlainRenderer : public MetricsRenderer {
   public:
     /// Writes to `os` (kept by reference; std::cout by default); ArgumentError for a negative
     /// interval. An interval of 0 writes every iteration.

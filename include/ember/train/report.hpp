@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "../export.hpp"
+
 namespace ember::train {
 
 /// The numeric values of one metric in one split: `epochs[e]` holds epoch e+1's values in
@@ -26,20 +28,20 @@ using RunMetrics = std::map<std::string, std::map<std::string, MetricSeries>>;
 /// Reads the metric logs under `artifact_dir` (`train/` and `valid/`, as FileMetricLogger
 /// writes them). Lines that are not numbers (text metrics) are left out; a missing directory
 /// gives an empty split.
-RunMetrics read_run_metrics(const std::filesystem::path& artifact_dir);
+EMBER_API RunMetrics read_run_metrics(const std::filesystem::path& artifact_dir);
 
 /// The CSV text of `metrics`: a header `split,epoch,iteration,metric,value`, then one row per
 /// value (epochs and iterations from 1; values as the shortest text that reads back exactly;
 /// names quoted as RFC 4180 says where they need it).
-std::string metrics_csv(const RunMetrics& metrics);
+EMBER_API std::string metrics_csv(const RunMetrics& metrics);
 
 /// The HTML page of `metrics`: one chart per metric, with each split's per-iteration values
 /// (thin line) and epoch means (thick line with dots) against the epoch, and a table of the
 /// epoch means. `title` heads the page (escaped).
-std::string report_html(const RunMetrics& metrics, const std::string& title);
+EMBER_API std::string report_html(const RunMetrics& metrics, const std::string& title);
 
 /// Reads the logs of `artifact_dir` and writes `metrics.csv` and `report.html` there
 /// atomically. ember::Error (Argument) naming the file when one cannot be written.
-void write_report(const std::filesystem::path& artifact_dir);
+EMBER_API void write_report(const std::filesystem::path& artifact_dir);
 
 }  // namespace ember::train

@@ -14,14 +14,16 @@
 #include <utility>
 #include <vector>
 
+#include "../../export.hpp"
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/error.hpp"
 #include "../gradients.hpp"
 
 namespace ember::detail::ad {
 
-/// A fresh, process-unique node id.
-inline NodeId next_node_id() {
+/// A fresh, process-unique node id. Exported (EMBER_API): with a hidden copy in each shared
+/// library, nodes made by a program and by ember's libraries could get the same id.
+EMBER_API inline NodeId next_node_id() {
     static std::atomic<NodeId> counter{1};
     return counter.fetch_add(1, std::memory_order_relaxed);
 }

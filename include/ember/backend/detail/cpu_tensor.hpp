@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "../../export.hpp"
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
 #include "../../tensor/strided.hpp"
@@ -33,9 +34,9 @@ struct MemoryStats {
     std::size_t peak_bytes_in_use = 0;  ///< the high-water mark of bytes_in_use
 };
 /// The CPU backend's memory counters.
-MemoryStats memory_stats();
+EMBER_API MemoryStats memory_stats();
 /// Restarts the high-water mark at the current use.
-void reset_peak_memory();
+EMBER_API void reset_peak_memory();
 
 /// Allocates a buffer of at least `bytes` bytes (from the cache when one fits).
 std::shared_ptr<Storage> allocate(std::size_t bytes);

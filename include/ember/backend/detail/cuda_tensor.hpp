@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "../../export.hpp"
 #include "../../tensor/dtype.hpp"
 #include "../../tensor/shape.hpp"
 #include "../../tensor/strided.hpp"
@@ -37,7 +38,7 @@ struct Storage {
 };
 
 /// Allocates at least `bytes` bytes on `device` from the caching pool.
-std::shared_ptr<Storage> allocate(std::size_t bytes, int device);
+EMBER_API std::shared_ptr<Storage> allocate(std::size_t bytes, int device);
 
 using detail::contiguous_strides;  // include/ember/tensor/strided.hpp
 using detail::Strides;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../../detail/sync.hpp"
+#include "../../export.hpp"
 #include "../../tensor/fusion_program.hpp"
 #include "../../tensor/ops.hpp"
 #include "../../tensor/shape.hpp"
@@ -77,7 +78,8 @@ class Stream {
     /// Pending ops a program may hold: bounds the registers a kernel needs.
     static constexpr std::size_t kMaxOps = 48;
 
-    static Stream& get() {
+    /// The stream (EMBER_API: one per process, not one in each shared library that uses it).
+    EMBER_API static Stream& get() {
         static Stream s;
         return s;
     }

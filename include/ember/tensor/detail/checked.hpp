@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../../export.hpp"
 #include "../error.hpp"
 
 namespace ember {
@@ -21,8 +22,8 @@ inline constexpr std::size_t kMaxElements =
 namespace detail {
 
 /// Throws ShapeError: `op`'s `what` (`a` `sym` `b`) exceeds kMaxElements or does not fit.
-[[noreturn]] void size_overflow(const char* op, const char* what, std::size_t a, char sym,
-                                std::size_t b);
+[[noreturn]] EMBER_API void size_overflow(const char* op, const char* what, std::size_t a, char sym,
+                                          std::size_t b);
 
 /// a * b, for counts of elements or dims; throws ShapeError naming `op` when it exceeds
 /// kMaxElements.
@@ -57,12 +58,13 @@ constexpr std::size_t checked_bytes(std::size_t elements, std::size_t elem_size,
 /// The number of elements of arange(start, end, step): throws ArgumentError naming `op` for a
 /// zero step or a range running the other way, ShapeError when the count exceeds kMaxElements.
 /// Computed in unsigned arithmetic, so INT64_MIN..INT64_MAX neither overflows nor faults.
-std::size_t arange_length(std::int64_t start, std::int64_t end, std::int64_t step,
-                          const char* op = "arange");
+EMBER_API std::size_t arange_length(std::int64_t start, std::int64_t end, std::int64_t step,
+                                    const char* op = "arange");
 
 /// Throws an ember::Error naming `op` and `bytes`: an allocation the device could not satisfy
 /// (a std::bad_alloc caught, an allocator's null pointer).
-[[noreturn]] void allocation_failed(const char* op, std::size_t bytes, const char* device);
+[[noreturn]] EMBER_API void allocation_failed(const char* op, std::size_t bytes,
+                                              const char* device);
 
 }  // namespace detail
 }  // namespace ember

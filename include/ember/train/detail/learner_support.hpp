@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../../export.hpp"
 #include "../renderer.hpp"
 
 namespace ember::train {
@@ -21,7 +22,7 @@ namespace detail {
 /// While alive, SIGINT asks `interrupter` to stop instead of killing the process; a second
 /// SIGINT while a stop is pending restores the default action and re-raises it (a run stuck in
 /// an iteration can still be killed). The previous handler is restored on destruction.
-class SigintGuard {
+class EMBER_API SigintGuard {
   public:
     /// Installs the handler.
     explicit SigintGuard(const Interrupter& interrupter);
@@ -38,12 +39,12 @@ class SigintGuard {
 
 /// The backend seed of `split` in `epoch` of a run seeded with `seed` (splitmix64 of the
 /// three): each epoch draws the same numbers whether the run was resumed or not.
-std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch, Split split);
+EMBER_API std::uint64_t epoch_seed(std::uint64_t seed, std::size_t epoch, Split split);
 
 /// Early stopping on one metric's epoch means (Burn's MetricEarlyStoppingStrategy with
 /// NoImprovementSince): stops when `patience` epochs passed since the best value, an
 /// improvement being a change beyond `min_delta` in `direction`.
-class EarlyStopper {
+class EMBER_API EarlyStopper {
   public:
     /// The rule.
     EarlyStopper(Direction direction, double min_delta, std::size_t patience)
@@ -66,11 +67,11 @@ using MetricHistory = std::map<Split, std::map<std::string, std::vector<double>>
 
 /// The summary table of a run (Burn's LearnerSummary): per split and metric, the lowest and
 /// highest epoch mean and their epochs.
-std::string format_summary(const MetricHistory& history, std::size_t epochs_done);
+EMBER_API std::string format_summary(const MetricHistory& history, std::size_t epochs_done);
 
 /// "Loss 0.4312 | Accuracy 87.50 %": the epoch means of one split's metrics in `epoch`.
-std::string format_epoch(const std::map<std::string, std::vector<double>>& split_history,
-                         std::size_t epoch);
+EMBER_API std::string format_epoch(const std::map<std::string, std::vector<double>>& split_history,
+                                   std::size_t epoch);
 
 }  // namespace detail
 }  // namespace ember::train

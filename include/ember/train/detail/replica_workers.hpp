@@ -10,10 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "../../export.hpp"
+
 namespace ember::train::detail {
 
 /// N worker threads that run `fn(r)` for r = 0..N-1 together (r on thread r).
-class ReplicaWorkers {
+class EMBER_API ReplicaWorkers {
   public:
     /// Starts `n` (≥ 1) threads.
     explicit ReplicaWorkers(std::size_t n);

@@ -1,0 +1,156 @@
+# What ember's shared libraries export, checked with `nm -D -C` (included by run.cmake, SHARED).
+# For each library built in the folder given to check_exports():
+#   - the versioned file lib<name>.so.X.Y.Z exists (SOVERSION);
+#   - every exported name is ember's (the version script, cmake/ember-exports.map);
+#   - no name in a detail namespace is exported but the exceptions below (EMBER_API marks only
+#     these; the hidden-by-default visibility keeps every other one inside its library);
+#   - the names a program needs are there (a sample of each library's API).
+
+# Detail names that stay exported, and why. A name is "in a detail namespace" when its own
+# qualified name (not a template argument) has a `detail` component.
+set(_ember_detail_exceptions
+  # Called by the inline code of the tensor headers: errors, overflow and shape helpers.
+  "^ember::detail::(raise|size_overflow|allocation_failed|moved_from_tensor|arange_length|resolve_reshape|format_tensor)\\("
+  # The shape checks, called by the backends (ember_cpu, ember_vulkan, ember_cuda) and Dispatch.
+  "^ember::detail::check::"
+  # Called by the inline ember::cpu::memory_stats / reset_peak_memory.
+  "^ember::detail::cpu::(memory_stats|reset_peak_memory)\\(\\)"
+  # Process-wide state of inline functions: one copy shared by the program and every library
+  # (autodiff node ids, the gradient hook, the fusion stream of each backend).
+  "^ember::detail::ad::next_node_id\\(\\)"
+  "^ember::detail::current_gradient_hook\\(\\)"
+  "^ember::fusion::detail::Stream<.*>::get\\(\\)"
+  # Fusion's counters, called by the inline Fusion<B> code.
+  "^ember::fusion::detail::count_(launch|compile|cache_hit|epilogue)\\("
+  # Called by the recorders' and the config functions' templates.
+  "^ember::record::detail::(encode|decode|read_file|write_file|write_bytes_atomic|with_extension|check_decoded_size)\\("
+  "^ember::record::detail::(PyTorchSource|RegularFile)::"
+  "^(typeinfo|typeinfo name|vtable) for ember::record::detail::(PyTorchSource|RegularFile)$"
+  "^ember::config::detail::(value_to_json|value_from_json|write_text|read_text)\\("
+  # Called by the DataLoader, SqliteDataset and CSV templates of ember::data.
+  "^ember::data::detail::(BatchPool|SqliteReader|SqliteWriter)::"
+  "^ember::data::detail::(read_csv|csv_column|csv_cell_error|parse_int|parse_double|parse_bool)\\("
+  # Called by the Learner's template (include/ember/train/detail/learner_impl.hpp).
+  "^ember::train::detail::(SigintGuard|EarlyStopper|ReplicaWorkers)::"
+  "^ember::train::detail::(check_checkpoint|commit_checkpoint|remove_checkpoint|clean_artifacts|epoch_seed|format_epoch|format_summary|topk_correct)\\("
+  # Dispatch's ops, the base of ember::Dispatch.
+  "^ember::detail::dispatch::Ops::"
+  "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
+  # Called by the captured-step templates of the Vulkan and CUDA stacks.
+  "^ember::(vulkan|cuda)::detail::(bind_input|within_checked_range)\\(")
+
+# A sample of what each library must export.
+set(_ember_required_ember
+  "^ember::Shape::to_string\\(\\) const$" "^typeinfo for ember::ShapeError$"
+  "^ember::detail::raise\\(" "^ember::TensorData::convert\\(")
+set(_ember_required_ember_cpu
+  "^ember::CpuBackend<float>::float_matmul\\("
+  "^ember::Autodiff<ember::CpuBackend<float>, ember::NoCheckpointing>::float_matmul\\("
+  "^ember::Fusion<ember::CpuBackend<float> >::" "^ember::cpu::set_num_threads\\(")
+set(_ember_required_ember_data "^ember::data::MnistDataset::" "^ember::data::detail::BatchPool::")
+set(_ember_required_ember_collective "^ember::collective::ThreadCollective::")
+set(_ember_required_ember_train
+  "^ember::train::FileMetricLogger::log\\(" "^ember::train::PlainRenderer::"
+  "^ember::train::write_report\\(")
+set(_ember_required_ember_dispatch "^ember::Dispatch::name\\(\\)" "^ember::DispatchDevice::parse\\(")
+set(_ember_required_ember_vulkan "^ember::vulkan::is_available\\(\\)"
+  "^ember::VulkanBackend::float_matmul\\(")
+
+# The part of a demangled name that names the symbol itself: everything before its parameter
+# list or the first template argument list, without "typeinfo for " and the like.
+function(_ember_symbol_scope name out)
+  string(REGEX REPLACE "^(typeinfo name|typeinfo|vtable|VTT|guard variable|construction vtable) for " "" name "${name}")
+  string(REGEX MATCH "^[^(<]*" scope "${name}")
+  set(${out} "${scope}" PARENT_SCOPE)
+endfunction()
+
+function(check_exports dir)
+  find_program(NM nm)
+  if(NOT NM)
+    message(STATUS "consumer[add_subdirectory]: no nm: the exports are not checked")
+    return()
+  endif()
+  set(libs ember ember_cpu ember_data ember_collective ember_train ember_dispatch)
+  if(EXISTS "${dir}/libember_vulkan.so")
+    list(APPEND libs ember_vulkan)
+  endif()
+  set(problems "")
+  foreach(lib IN LISTS libs)
+    file(GLOB so "${dir}/lib${lib}.so.*.*.*")
+    if(NOT so)
+      message(FATAL_ERROR "consumer[add_subdirectory]: no versioned lib${lib}.so.X.Y.Z in ${dir}")
+    endif()
+    list(GET so 0 so)
+    execute_process(COMMAND "${NM}" -D -C --defined-only "${so}" OUTPUT_VARIABLE syms
+                    RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "consumer[add_subdirectory]: nm -D ${so} failed")
+    endif()
+    # One name per list item (';' inside names would split them: none of ember's has one).
+    string(REPLACE ";" "," syms "${syms}")
+    string(REPLACE "\n" ";" syms "${syms}")
+    set(names "")
+    foreach(line IN LISTS syms)
+      # "ADDRESS TYPE NAME"; the linker's own markers (_edata, _end, __bss_start) are absolute.
+      if(line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$" AND NOT line MATCHES "^[0-9a-f]+ A ")
+        list(APPEND names "${CMAKE_MATCH_1}")
+      endif()
+    endforeach()
+    set(foreign "")
+    set(detail "")
+    set(n_detail_allowed 0)
+    foreach(name IN LISTS names)
+      if(NOT name MATCHES "ember::")
+        list(APPEND foreign "${name}")
+        continue()
+      endif()
+      _ember_symbol_scope("${name}" scope)
+      if(scope MATCHES "(^|::)detail::")
+        string(REGEX REPLACE "^(typeinfo name|typeinfo|vtable|VTT) for " "" bare "${name}")
+        set(allowed FALSE)
+        foreach(re IN LISTS _ember_detail_exceptions)
+          if(name MATCHES "${re}" OR bare MATCHES "${re}")
+            set(allowed TRUE)
+            break()
+          endif()
+        endforeach()
+        if(allowed)
+          math(EXPR n_detail_allowed "${n_detail_allowed} + 1")
+        else()
+          list(APPEND detail "${name}")
+        endif()
+      endif()
+    endforeach()
+    list(LENGTH names n_names)
+    list(LENGTH foreign n_foreign)
+    list(LENGTH detail n_detail)
+    if(n_foreign GREATER 0)
+      list(SUBLIST foreign 0 10 some)
+      string(APPEND problems "\n  ${so} exports ${n_foreign} names outside ember's namespace, "
+                             "e.g. ${some}")
+    endif()
+    if(n_detail GREATER 0)
+      list(SUBLIST detail 0 20 some)
+      string(REPLACE ";" "\n      " some "${some}")
+      string(APPEND problems "\n  ${so} exports ${n_detail} detail names that are not listed "
+                             "exceptions (tests/consumer/exports.cmake):\n      ${some}")
+    endif()
+    foreach(re IN LISTS _ember_required_${lib})
+      set(found FALSE)
+      foreach(name IN LISTS names)
+        if(name MATCHES "${re}")
+          set(found TRUE)
+          break()
+        endif()
+      endforeach()
+      if(NOT found)
+        string(APPEND problems "\n  ${so} does not export ${re}")
+      endif()
+    endforeach()
+    message(STATUS "consumer[add_subdirectory]: ${so}: ${n_names} names exported, "
+                   "${n_detail_allowed} of them in detail namespaces (listed exceptions)")
+  endforeach()
+  if(problems)
+    message(FATAL_ERROR "consumer[add_subdirectory]: the shared libraries' exports:${problems}")
+  endif()
+endfunction()
