@@ -5,7 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
 #include "../detail/bit.hpp"
+#include "../export.hpp"
 
 namespace ember {
 
@@ -13,7 +15,7 @@ namespace ember {
 enum class DType : std::uint8_t { F32, F64, F16, BF16, I64, I32, I16, I8, U8, Bool };
 
 /// IEEE 754 half precision, stored as bits; converts through float.
-struct f16 {
+struct EMBER_API f16 {
     std::uint16_t bits = 0;
     f16() = default;
     /// Rounds to nearest even.
