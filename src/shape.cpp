@@ -56,7 +56,9 @@ std::string bare_function_name(std::string_view f) {
 }
 }  // namespace
 
-void moved_from_tensor(const char* accessor, const char* function) {
+// EMBER_API as on the declaration in ember/tensor/tensor.hpp (not included here): the inline
+// tensor code of every program calls it.
+EMBER_API void moved_from_tensor(const char* accessor, const char* function) {
     const std::string caller = function ? bare_function_name(function) : "a tensor op";
     EMBER_FAIL(Argument, accessor ? accessor : caller.c_str(),
                accessor ? " (called from " + caller + ")" : std::string(),
@@ -127,7 +129,8 @@ std::string Slice::to_string() const {
 }  // namespace ember
 
 namespace ember::detail {
-Shape resolve_reshape(const Shape& from, std::span<const long> dims) {
+// EMBER_API as on the declaration in ember/tensor/tensor.hpp (not included here).
+EMBER_API Shape resolve_reshape(const Shape& from, std::span<const long> dims) {
     Shape out;
     std::size_t known = 1;  // the product of the non-zero target dims
     bool zero = false;
