@@ -46,7 +46,8 @@ set(_ember_required_ember
 set(_ember_required_ember_cpu
   "^ember::CpuBackend<float>::float_matmul\\("
   "^ember::Autodiff<ember::CpuBackend<float>, ember::NoCheckpointing>::float_matmul\\("
-  "^ember::Fusion<ember::CpuBackend<float> >::" "^ember::cpu::set_num_threads\\(")
+  "^ember::Fusion<ember::CpuBackend<float> >::" "^ember::cpu::set_num_threads\\("
+  "^ember::fusion::detail::Stream<ember::CpuBackend<float> >::get\\(\\)")
 set(_ember_required_ember_data "^ember::data::MnistDataset::" "^ember::data::detail::BatchPool::")
 set(_ember_required_ember_collective "^ember::collective::ThreadCollective::")
 set(_ember_required_ember_train
@@ -91,9 +92,11 @@ function(check_exports dir)
     string(REPLACE "\n" ";" syms "${syms}")
     set(names "")
     foreach(line IN LISTS syms)
-      # "ADDRESS TYPE NAME"; the linker's own markers (_edata, _end, __bss_start) are absolute.
-      if(line MATCHES "^[0-9a-f]+ [A-Za-z] (.*)$" AND NOT line MATCHES "^[0-9a-f]+ A ")
-        list(APPEND names "${CMAKE_MATCH_1}")
+      # "ADDRESS TYPE NAME", the name without GCC's ABI tag "[abi:cxx11]"
+      # (not "A": the linker's own markers _edata, _end, __bss_start)
+      if(line MATCHES "^[0-9a-f]+ [B-Zb-z] (.*)$")
+        string(REPLACE "[abi:cxx11]" "" name "${CMAKE_MATCH_1}")  # GCC's ABI tag
+        list(APPEND names "${name}")
       endif()
     endforeach()
     set(foreign "")

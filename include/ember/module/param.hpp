@@ -21,10 +21,11 @@
 namespace ember {
 
 /// A parameter's identity: unique per process run, kept by records and optimizer state.
-struct ParamId {
+struct EMBER_API ParamId {
     std::uint64_t value = 0;  ///< the id's bits
 
     /// A fresh id (random-looking and unique: a counter mixed with a per-process seed).
+    /// Exported (EMBER_API), so that the program and ember's shared libraries share one counter.
     EMBER_API static ParamId make() {
         static const std::uint64_t seed = [] {
 #if EMBER_FREESTANDING

@@ -91,19 +91,19 @@ int main() {
     const fs::path dir = fs::temp_directory_path() / "ember-consumer-shared";
     fs::remove_all(dir);
 
-    // The Learner: 10 epochs of Adam on the regression; the loss must fall well below its start
-    // (a least-squares fit of a linear target reaches 0).
+    // The Learner: 20 epochs of Adam (learning rate 0.1) on the regression; the loss must fall
+    // well below its start (a least-squares fit of a linear target reaches 0).
     try {
         train::LearnerBuilder<train::RegressionOutput<AD>, train::RegressionOutput<ember::Cpu>> b(
             dir);
         b.metric_train_numeric(train::LossMetric<AD>{})
             .metric_valid_numeric(train::LossMetric<ember::Cpu>{})
-            .num_epochs(10)
+            .num_epochs(20)
             .seed(7)
             .renderer(std::make_shared<train::PlainRenderer>());
         Regressor<AD> model{ember::nn::LinearConfig{2, 1}.init<AD>({})};
         const double before = grid_loss(model.valid());
-        auto learner = b.build(model, ember::optim::AdamConfig{}.init<Regressor<AD>>(), 0.05);
+        auto learner = b.build(model, ember::optim::AdamConfig{}.init<Regressor<AD>>(), 0.1);
         const auto trained = learner.fit(Loader<AD>{}, Loader<ember::Cpu>{});
         const double after = grid_loss(trained.valid());
         std::cout << "consumer_shared: grid loss " << before << " -> " << after << '\n';

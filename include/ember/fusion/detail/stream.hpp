@@ -71,7 +71,7 @@ inline std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
 /// The stream of pending ops of backend B (one per process; recording and flushing are
 /// serialised by its mutex, so values may cross threads).
 template <typename B>
-class Stream {
+class EMBER_API Stream {
   public:
     using V = Value<B>;
     using P = typename B::FloatTensorPrimitive;
