@@ -36,8 +36,10 @@ set(_ember_detail_exceptions
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
   "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
-  # Called by the captured-step templates of the Vulkan and CUDA stacks.
-  "^ember::(vulkan|cuda)::detail::(bind_input|within_checked_range)\\(")
+  # Called by the captured-step templates of the Vulkan and CUDA stacks; the captured step
+  # itself (ember::vulkan::CapturedStep and ember::cuda::CapturedStep name it).
+  "^ember::(vulkan|cuda)::detail::(bind_input|within_checked_range)\\("
+  "^ember::detail::graph::CapturedStep<")
 
 # A sample of what each library must export.
 set(_ember_required_ember
@@ -55,7 +57,8 @@ set(_ember_required_ember_train
   "^ember::train::write_report\\(")
 set(_ember_required_ember_dispatch "^ember::Dispatch::name\\(\\)" "^ember::DispatchDevice::parse\\(")
 set(_ember_required_ember_vulkan "^ember::vulkan::is_available\\(\\)"
-  "^ember::VulkanBackend::float_matmul\\(")
+  "^ember::VulkanBackend::float_matmul\\("
+  "^ember::detail::graph::CapturedStep<ember::detail::vk::Graph, ember::VulkanDevice>::replay\\(\\)")
 
 # The part of a demangled name that names the symbol itself: everything before its parameter
 # list or the first template argument list, without "typeinfo for " and the like.

@@ -272,8 +272,8 @@ EMBER_API CooperativeMatrixInfo cooperative_matrix_info(const VulkanDevice& d = 
 /// of the 16-bit matmul (bench_vulkan coop-peak). With `from_shared`, each round of products
 /// first loads its fragments from shared memory, as the matmul's inner loop does. Throws
 /// DeviceError where the device has no such fragments.
-EMBER_API double cooperative_matrix_peak(DType dtype, int fragment_columns, bool from_shared = false,
-                               const VulkanDevice& d = {});
+EMBER_API double cooperative_matrix_peak(DType dtype, int fragment_columns,
+                                         bool from_shared = false, const VulkanDevice& d = {});
 /// The memory pool's counters of one device.
 struct MemoryStats {
     std::size_t bytes_in_use = 0;       ///< held by live tensors (size classes, rounded up)

@@ -34,10 +34,10 @@
 #include <utility>
 #include <vector>
 
-#include "../export.hpp"
 #include "../autodiff/autodiff.hpp"
 #include "../backend/cuda.hpp"
 #include "../detail/fields.hpp"
+#include "../export.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
 #include "step_graph.hpp"
@@ -71,11 +71,11 @@ using ember::detail::graph::StepInputs;
 
 /// dst's buffer = src's values (same shape and dtype, both on one device; queued).
 EMBER_API void bind_input(const ember::detail::cuda::CudaTensor& dst,
-                const ember::detail::cuda::CudaTensor& src);
+                          const ember::detail::cuda::CudaTensor& src);
 /// Whether int64 `src`'s known range lies inside the range `dst` was checked with when captured
 /// (a captured index check is not run again on replay); true for other dtypes.
 EMBER_API bool within_checked_range(const ember::detail::cuda::CudaTensor& dst,
-                          const ember::detail::cuda::CudaTensor& src);
+                                    const ember::detail::cuda::CudaTensor& src);
 
 /// What StepGraph needs of Cuda (stacks/step_graph.hpp).
 struct GraphApi {

@@ -24,9 +24,9 @@
 #include <utility>
 #include <vector>
 
-#include "../export.hpp"
 #include "../autodiff/autodiff.hpp"
 #include "../detail/fields.hpp"
+#include "../export.hpp"
 #include "../fusion/fusion.hpp"
 #include "../tensor/tensor.hpp"
 
