@@ -1,5 +1,5 @@
 # What ember's shared libraries export, checked with `nm -D -C` (included by run.cmake, SHARED).
-# For each library built in the folder given to check_exports():
+# For each library built in the folder given to check_exports(dir [lib...]):
 #   - the versioned file lib<name>.so.X.Y.Z exists (SOVERSION);
 #   - every exported name is ember's (the version script, cmake/ember-exports.map);
 #   - no name in a detail namespace is exported but the exceptions below (EMBER_API marks only
@@ -34,6 +34,8 @@ set(_ember_detail_exceptions
   # Called by the Learner's template (include/ember/train/detail/learner_impl.hpp).
   "^ember::train::detail::(SigintGuard|EarlyStopper|ReplicaWorkers)::"
   "^ember::train::detail::(check_checkpoint|commit_checkpoint|remove_checkpoint|clean_artifacts|epoch_seed|format_epoch|format_summary|topk_correct)\\("
+  # ember::nccl's way into the CUDA backend (another library): the device's stream, allocation.
+  "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
   "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
@@ -61,6 +63,11 @@ set(_ember_required_ember_vulkan "^ember::vulkan::is_available\\(\\)"
   "^ember::VulkanBackend::float_matmul\\("
   "^ember::detail::graph::CapturedStep<ember::detail::vk::Graph, ember::VulkanDevice>::replay\\(\\)")
 
+set(_ember_required_ember_cuda "^ember::cuda::is_available\\(\\)"
+  "^ember::CudaBackend::float_matmul\\("
+  "^ember::detail::graph::CapturedStep<ember::detail::cuda::Graph, ember::CudaDevice>::replay\\(\\)")
+set(_ember_required_ember_nccl "^ember::collective::NcclCollective::")
+
 # The part of a demangled name that names the symbol itself: everything before its parameter
 # list or the first template argument list, without "typeinfo for " and the like.
 function(_ember_symbol_scope name out)
@@ -75,9 +82,14 @@ function(check_exports dir)
     message(STATUS "consumer[add_subdirectory]: no nm: the exports are not checked")
     return()
   endif()
-  set(libs ember ember_cpu ember_data ember_collective ember_train ember_dispatch)
-  if(EXISTS "${dir}/libember_vulkan.so")
-    list(APPEND libs ember_vulkan)
+  set(libs ${ARGN})  # the libraries to check (default: those the shared test builds)
+  if(NOT libs)
+    set(libs ember ember_cpu ember_data ember_collective ember_train ember_dispatch)
+    foreach(lib ember_vulkan ember_cuda ember_nccl)  # where built
+      if(EXISTS "${dir}/lib${lib}.so")
+        list(APPEND libs ${lib})
+      endif()
+    endforeach()
   endif()
   set(problems "")
   foreach(lib IN LISTS libs)

@@ -28,7 +28,7 @@ struct FusedModule;  // a fused program's generated source and its loaded module
 }  // namespace detail::cuda
 
 /// A CUDA device, by index (0 is the default device).
-struct CudaDevice {
+struct EMBER_API CudaDevice {
     std::size_t index = 0;  ///< the CUDA device ordinal
     friend bool operator==(const CudaDevice&, const CudaDevice&) = default;
     /// "Cuda(0)".
