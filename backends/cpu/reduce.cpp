@@ -535,8 +535,12 @@ CpuTensor arg_reduce_t(const CpuTensor& t, std::size_t dim) {
 /// does not vectorise without -ffast-math. Cody-Waite reduction to [-ln2/2, ln2/2] and Cephes'
 /// polynomial: about 1 ulp. Results below FLT_MIN flush to 0 (so -inf gives exactly 0); NaN
 /// propagates. Staying at or below 0 keeps the exponent n in [-126, 0], so one scale suffices.
+/// The result goes to `out` rather than being returned: the AVX-512 softmax row below calls this
+/// from a target("avx512f") function, and Clang rejects passing or returning a 512-bit vector by
+/// value to or from a function compiled without AVX-512 (it would change the ABI); inlined, the
+/// body takes the caller's instruction set.
 template <typename V, typename I>
-inline V exp_nonpos(const V& x) {
+[[gnu::always_inline]] inline void exp_nonpos_to(const V& x, V& out) {
     constexpr float kLog2e = 1.44269504088896341f;
     constexpr float kLn2Hi = 0.693359375f;
     constexpr float kLn2Lo = -2.12194440e-4f;
@@ -557,7 +561,13 @@ inline V exp_nonpos(const V& x) {
     q = q * r + 5.0000001201e-1f;
     const V poly = (q * r) * r + r + 1.0f;
     const V y = poly * __builtin_bit_cast(V, (ni + 127) << 23);
-    return x < lo ? V{} : y;
+    out = x < lo ? V{} : y;
+}
+template <typename V, typename I>
+inline V exp_nonpos(const V& x) {
+    V y;
+    exp_nonpos_to<V, I>(x, y);
+    return y;
 }
 
 template <typename C>
@@ -570,22 +580,24 @@ inline C exp_c(C x) {
 
 #if defined(__x86_64__) && defined(__GNUC__)
 typedef std::int32_t I16x __attribute__((vector_size(64)));
+/// 16 floats from q (a function of its own with the caller's target: Clang rejects a 512-bit
+/// vector returned from a lambda, which is compiled without AVX-512).
+__attribute__((target("avx512f"))) inline V16f load16(const float* q) {
+    V16f v;
+    __builtin_memcpy(&v, q, 64);
+    return v;
+}
 /// The softmax row with 512-bit vectors: the exp polynomial is the bottleneck once a row sits
 /// in L1, so twice the lanes is nearly twice the speed. Same math and NaN rules as below.
 template <bool Log>
 __attribute__((target("avx512f"))) void softmax_row_f32_avx512(const float* p, float* o,
                                                                 std::size_t n) {
     constexpr std::size_t W = 16;
-    const auto load = [](const float* q) {
-        V16f v;
-        __builtin_memcpy(&v, q, 64);
-        return v;
-    };
     const auto store = [](float* q, const V16f& v) { __builtin_memcpy(q, &v, 64); };
     V16f m0 = V16f{} - std::numeric_limits<float>::infinity(), m1 = m0;
     std::size_t i = 0;
     for (; i + 2 * W <= n; i += 2 * W) {
-        const V16f a = load(p + i), b = load(p + i + W);
+        const V16f a = load16(p + i), b = load16(p + i + W);
         m0 = a > m0 ? a : m0;
         m1 = b > m1 ? b : m1;
     }
@@ -597,8 +609,9 @@ __attribute__((target("avx512f"))) void softmax_row_f32_avx512(const float* p, f
     V16f s0{}, s1{};
     i = 0;
     for (; i + 2 * W <= n; i += 2 * W) {
-        const V16f e0 = exp_nonpos<V16f, I16x>(load(p + i) - vmx);
-        const V16f e1 = exp_nonpos<V16f, I16x>(load(p + i + W) - vmx);
+        V16f e0, e1;
+        exp_nonpos_to<V16f, I16x>(load16(p + i) - vmx, e0);
+        exp_nonpos_to<V16f, I16x>(load16(p + i + W) - vmx, e1);
         if constexpr (!Log) {
             store(o + i, e0);
             store(o + i + W, e1);
@@ -617,11 +630,11 @@ __attribute__((target("avx512f"))) void softmax_row_f32_avx512(const float* p, f
     i = 0;
     if constexpr (Log) {
         const float ls = std::log(sum);
-        for (; i + W <= n; i += W) store(o + i, (load(p + i) - vmx) - ls);
+        for (; i + W <= n; i += W) store(o + i, (load16(p + i) - vmx) - ls);
         for (; i < n; ++i) o[i] = (p[i] - mx) - ls;
     } else {
         const V16f vinv = V16f{} + 1.0f / sum;
-        for (; i + W <= n; i += W) store(o + i, load(o + i) * vinv);
+        for (; i + W <= n; i += W) store(o + i, load16(o + i) * vinv);
         for (; i < n; ++i) o[i] *= 1.0f / sum;
     }
 }
