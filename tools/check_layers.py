@@ -49,6 +49,8 @@ LAYER_OF = {
     "backends/cuda/graph.cpp": "decorators",
     # The same for Vulkan (include/ember/stacks/vulkan_graph.hpp), compiled into ember_vulkan.
     "backends/vulkan/graph.cpp": "decorators",
+    # The members of the CapturedStep both graph.cpp files instantiate (stacks/step_graph.hpp).
+    "backends/common/captured_step.hpp": "decorators",
     "include/ember/module/": "module",
     # Quantized parameters and the quantized layers' forwards, beside the other parameters.
     "include/ember/quant/param.hpp": "module",
