@@ -2,8 +2,11 @@
 // model in two parts trained by two optimizers (Adam on the feature extractor, SGD with
 // momentum on the classifier head), and gradients accumulated over several mini-batches before
 // each step, so that the optimizers see an effective batch of batch_size × accumulate items.
+// It runs on ember::Dispatch, on the device --backend names.
 //
-//   custom-training-loop [--epochs N] [--limit N] [--accumulate N] ...   (see --help)
+//   custom-training-loop [--epochs N] [--limit N] [--accumulate N] [--backend B] ...
+//                                                                            (see --help)
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -16,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "../backend.hpp"
 #include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -33,6 +37,7 @@ struct Options {
     double lr_classifier = 1e-2;
     std::uint64_t seed = 42;
     std::optional<std::size_t> threads;
+    std::string backend = "cpu";
 };
 
 Options parse(int argc, char** argv) {
@@ -58,6 +63,7 @@ Options parse(int argc, char** argv) {
     app.add_option("--seed", o.seed, "seed of the initial weights, dropout and shuffling");
     app.add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
         ->check(ember_examples::positive);
+    ember_examples::add_backend_option(&app, o.backend);
     ember_examples::parse_or_exit(app, argc, argv);
     return o;
 }
@@ -82,22 +88,26 @@ struct Tally {
 };
 
 void run(const Options& o) {
-    using B = ember::Autodiff<ember::Cpu>;
+    using B = ember::Dispatch;
     using Inner = B::InnerBackend;
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
     B::seed(o.seed);
-    const ember::Device<B> device{};
+    // Training records the graph (autodiff); testing runs on the same device without.
+    const auto test_device = ember_examples::backend_device_of(o.backend);
+    const auto device = test_device.autodiff(true);
 
     auto train_split = ember::data::MnistDataset::train();
     const std::size_t n_train =
         o.limit == 0 ? train_split.len() : std::min(o.limit, train_split.len());
     auto train_loader = ember::data::DataLoaderBuilder(FashionBatcher<B>{})
                             .batch_size(o.batch_size)
+                            .set_device(device)
                             .shuffle(o.seed)
                             .num_workers(1)
                             .build(ember::data::PartialDataset(train_split, 0, n_train));
     auto test_loader = ember::data::DataLoaderBuilder(FashionBatcher<Inner>{})
                            .batch_size(500)
+                           .set_device(test_device)
                            .num_workers(1)
                            .build(ember::data::MnistDataset::test());
 
@@ -154,7 +164,8 @@ void run(const Options& o) {
             }
         }
 
-        // valid(): the same weights on the inner backend, no graph, dropout off.
+        // valid(): the same weights off autodiff (on Dispatch: on the device without it), no
+        // graph, dropout off.
         const auto eval = model.valid();
         Tally test;
         for (const auto& batch : test_loader.iter()) {

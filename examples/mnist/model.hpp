@@ -2,8 +2,8 @@
 // The models of the guide: a plain MLP 784-512-512-10 here, and in common.hpp (which the
 // firmware and the web classifier compile too) the CNN of Burn's guide and the tiny MLP. All take
 // a batch of normalised images [N, 28, 28] and give class scores [N, 10]; all provide the two
-// `step` overloads the Learner calls (training on an autodiff backend, validation on its inner
-// one).
+// steps the Learner calls (`step` for training on an autodiff backend, `valid_step` for
+// validation).
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/train/output.hpp>
@@ -25,8 +25,9 @@ ember::train::ClassificationOutput<B> classify(const M& model, const MnistBatch<
 
 }  // namespace mnist
 
-// The two `step` overloads the Learner calls, shared by every model here (and by TinyMlp in
-// common.hpp): training on an autodiff backend, validation on its inner one.
+// The two steps the Learner calls, shared by every model here (and by TinyMlp in common.hpp):
+// training (`step`, on an autodiff backend) and validation (`valid_step`). Two names, because
+// on ember::Dispatch the training and the validation model are the same type.
 #define MNIST_LEARNER_STEPS                                                                    \
     /** The Learner's training step: loss, scores and the gradients of the loss. */           \
     ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(                     \
@@ -35,8 +36,7 @@ ember::train::ClassificationOutput<B> classify(const M& model, const MnistBatch<
         return {*this, out.loss.backward(), std::move(out)};                                   \
     }                                                                                          \
     /** The Learner's validation step: loss and scores. */                                    \
-    ember::train::ClassificationOutput<B> step(const MnistBatch<B>& batch) const               \
-        requires(!ember::AutodiffBackend<B>) {                                                 \
+    ember::train::ClassificationOutput<B> valid_step(const MnistBatch<B>& batch) const {       \
         return classify(*this, batch);                                                         \
     }
 

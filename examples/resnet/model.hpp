@@ -99,8 +99,7 @@ struct ResNet {
         return {*this, out.loss.backward(), std::move(out)};
     }
     /// The Learner's validation step: loss and scores.
-    ember::train::ClassificationOutput<B> step(const ImageBatch<B>& batch) const
-        requires(!ember::AutodiffBackend<B>) {
+    ember::train::ClassificationOutput<B> valid_step(const ImageBatch<B>& batch) const {
         return classify(batch);
     }
 };

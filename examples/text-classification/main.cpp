@@ -1,10 +1,12 @@
 // Text classification: which category of Debian's fortune files a fortune comes from, learnt by
 // a small transformer over characters with the Learner (Accuracy and Loss metrics), saved, then
-// loaded again to classify new texts.
+// loaded again to classify new texts. It runs on ember::Dispatch, on the device --backend names.
 //
-//   text-classification train [--epochs N] [--limit N] [--artifact-dir DIR] ...   (see --help)
-//   text-classification infer [--artifact-dir DIR] [TEXT ...]
+//   text-classification train [--epochs N] [--limit N] [--artifact-dir DIR] [--backend B] ...
+//                                                                            (see --help)
+//   text-classification infer [--artifact-dir DIR] [--backend B] [TEXT ...]
 #include <ember/data/text.hpp>
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend.hpp"
 #include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -68,6 +71,7 @@ struct Options {
     std::string command;
     ExperimentConfig config;
     fs::path artifact_dir = "artifacts/text-classification";
+    std::string backend = "cpu";
     std::optional<std::size_t> threads;
     bool plain = false;
     std::vector<std::string> texts;  // infer: what to classify
@@ -100,6 +104,7 @@ Options parse(int argc, char** argv) {
         cmd->add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
             ->check(ember_examples::positive);
         cmd->add_option("--artifact-dir", o.artifact_dir, "where the logs, config and model go");
+        ember_examples::add_backend_option(cmd, o.backend);
     }
     ember_examples::parse_or_exit(app, argc, argv);
     o.command = train_cmd->parsed() ? "train" : "infer";
@@ -108,9 +113,12 @@ Options parse(int argc, char** argv) {
 
 // Trains; returns the exit status (130 when Ctrl-C stopped the run).
 int train_model(Options& o) {
-    using B = ember::Autodiff<ember::Cpu>;
+    using B = ember::Dispatch;
     using Inner = B::InnerBackend;
     ExperimentConfig& c = o.config;
+    // Training records the graph (autodiff); validation runs on the same device without.
+    const auto valid_device = ember_examples::backend_device_of(o.backend);
+    const auto device = valid_device.autodiff(true);
 
     const auto fortunes = ember::data::FortunesDataset().filter_categories(c.categories);
     c.categories = fortunes.categories();  // sorted, as the labels are
@@ -133,12 +141,14 @@ int train_model(Options& o) {
     auto train_loader =
         ember::data::DataLoaderBuilder(TextBatcher<B>{tokenizer, c.model.max_seq_length})
             .batch_size(c.batch_size)
+            .set_device(device)
             .shuffle(c.seed)
             .num_workers(c.num_workers)
             .build(ember::data::PartialDataset(shuffled, 0, n_train));
     auto valid_loader =
         ember::data::DataLoaderBuilder(TextBatcher<Inner>{tokenizer, c.model.max_seq_length})
             .batch_size(64)
+            .set_device(valid_device)
             .num_workers(c.num_workers)
             .build(ember::data::ShuffledDataset(test_split, c.seed));
     std::printf("categories:");
@@ -157,7 +167,7 @@ int train_model(Options& o) {
         .seed(c.seed)
         .summary();
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
-    auto model = c.model.init<B>();
+    auto model = c.model.init<B>(device);
     std::printf("model: %zu parameters\n", model.num_params());
     auto learner = builder.build(std::move(model), c.optimizer.template init<TextClassifier<B>>(),
                                  c.learning_rate);
@@ -224,19 +234,20 @@ int train_model(Options& o) {
 }
 
 void infer(const Options& o) {
-    using B = ember::Cpu;
+    using B = ember::Dispatch;
+    const auto device = ember_examples::backend_device_of(o.backend);
     const auto c = ExperimentConfig::load(o.artifact_dir / "config.json");
     std::string bytes;
     for (int b : c.vocab) bytes.push_back(char(b));
     // The vocabulary string is itself a corpus with each byte once: the same tokens again.
     const auto tokenizer = std::make_shared<const ember::data::CharTokenizer>(bytes);
     const auto model =
-        c.model.init<B>().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
+        c.model.init<B>(device).load_file(o.artifact_dir / "model", Recorder{}, device);
 
     const auto& texts = o.texts.empty() ? kSampleTexts : o.texts;
     std::vector<ember::data::FortuneItem> items;
     for (const auto& t : texts) items.push_back({t, "", 0});
-    const auto batch = TextBatcher<B>{tokenizer, c.model.max_seq_length}.batch(items, {});
+    const auto batch = TextBatcher<B>{tokenizer, c.model.max_seq_length}.batch(items, device);
     const auto probs = ember::activation::softmax(model.forward(batch.tokens, batch.mask_pad), 1)
                            .into_data()
                            .to_vec<float>();

@@ -57,8 +57,7 @@ struct TextClassifier {
         return {*this, out.loss.backward(), std::move(out)};
     }
     /// The Learner's validation step: loss and scores.
-    ember::train::ClassificationOutput<B> step(const TextBatch<B>& batch) const
-        requires(!ember::AutodiffBackend<B>) {
+    ember::train::ClassificationOutput<B> valid_step(const TextBatch<B>& batch) const {
         return classify(batch);
     }
 };

@@ -1,10 +1,12 @@
 // Text generation: a character-level causal transformer trained on the fortunes corpus with the
-// Learner, saved, then sampled one character at a time from a prompt.
+// Learner, saved, then sampled one character at a time from a prompt. It runs on ember::Dispatch,
+// on the device --backend names.
 //
 //   text-generation train [--epochs N] [--limit N] [--artifact-dir DIR] [--prompt S] ...
 //   text-generation generate [--artifact-dir DIR] [--prompt S] [--length N]
-//                            [--temperature X] [--seed N]
+//                            [--temperature X] [--seed N] [--backend B]
 #include <ember/data/text.hpp>
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend.hpp"
 #include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -65,6 +68,7 @@ struct Options {
     ExperimentConfig config;
     Sampling sampling;
     fs::path artifact_dir = "artifacts/text-generation";
+    std::string backend = "cpu";
     std::optional<std::size_t> threads;
     bool plain = false;
 };
@@ -102,6 +106,7 @@ Options parse(int argc, char** argv) {
         cmd->add_option("--threads", o.threads,
                         "CPU backend threads (default: EMBER_NUM_THREADS or all)")
             ->check(ember_examples::positive);
+        ember_examples::add_backend_option(cmd, o.backend);
     }
     ember_examples::parse_or_exit(app, argc, argv);
     o.command = train_cmd->parsed() ? "train" : "generate";
@@ -113,7 +118,8 @@ Options parse(int argc, char** argv) {
 /// distribution sharpened (temperature < 1) or flattened (> 1) by the temperature.
 template <ember::Backend B>
 std::string generate(const CharLm<B>& model, std::size_t context,
-                     const ember::data::CharTokenizer& tokenizer, const Sampling& s) {
+                     const ember::data::CharTokenizer& tokenizer, const Sampling& s,
+                     const ember::Device<B>& device) {
     std::vector<std::size_t> tokens = encode_known(tokenizer, s.prompt);
     if (tokens.empty()) tokens = tokenizer.encode("\n");
     // mt19937_64's output is fixed by the standard (its distributions are not), so the same seed
@@ -126,7 +132,7 @@ std::string generate(const CharLm<B>& model, std::size_t context,
         const std::size_t n = std::min(context, tokens.size());
         std::vector<std::int64_t> window(tokens.end() - std::ptrdiff_t(n), tokens.end());
         auto input = ember::Tensor<B, 2, ember::Int>::from_data(
-            ember::TensorData(std::move(window), {1, n}), ember::Device<B>{});
+            ember::TensorData(std::move(window), {1, n}), device);
         const auto logits = model.forward(input)
                                 .slice({{0, 1}, {long(n) - 1, long(n)}})
                                 .into_data()
@@ -154,9 +160,12 @@ void print_sample(const std::string& text) {
 
 // Trains; returns the exit status (130 when Ctrl-C stopped the run).
 int train_model(Options& o) {
-    using B = ember::Autodiff<ember::Cpu>;
+    using B = ember::Dispatch;
     using Inner = B::InnerBackend;
     ExperimentConfig& c = o.config;
+    // Training records the graph (autodiff); validation runs on the same device without.
+    const auto valid_device = ember_examples::backend_device_of(o.backend);
+    const auto device = valid_device.autodiff(true);
 
     const ember::data::FortunesDataset fortunes;
     const auto tokenizer = std::make_shared<const ember::data::CharTokenizer>(fortunes.corpus());
@@ -186,11 +195,13 @@ int train_model(Options& o) {
 
     auto train_loader = ember::data::DataLoaderBuilder(CharBatcher<B>{})
                             .batch_size(c.batch_size)
+                            .set_device(device)
                             .shuffle(c.seed)
                             .num_workers(c.num_workers)
                             .build(ember::data::PartialDataset(train_windows, 0, n_train));
     auto valid_loader = ember::data::DataLoaderBuilder(CharBatcher<Inner>{})
                             .batch_size(100)
+                            .set_device(valid_device)
                             .num_workers(c.num_workers)
                             .build(ember::data::PartialDataset(valid_windows, 0, n_valid));
     std::printf(
@@ -209,7 +220,7 @@ int train_model(Options& o) {
         .num_epochs(c.num_epochs)
         .seed(c.seed);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
-    auto model = c.model.init<B>();
+    auto model = c.model.init<B>(device);
     std::printf("model: %zu parameters\n", model.num_params());
     auto learner =
         builder.build(std::move(model), c.optimizer.template init<CharLm<B>>(), c.learning_rate);
@@ -239,20 +250,21 @@ int train_model(Options& o) {
                     valid_acc[e]);
     std::printf("trained in %.1f s; model saved to %s\n", seconds,
                 (o.artifact_dir / "model.mpk").string().c_str());
-    print_sample(generate(inference, context, *tokenizer, o.sampling));
+    print_sample(generate(inference, context, *tokenizer, o.sampling, valid_device));
     return 0;
 }
 
 void generate_text(const Options& o) {
-    using B = ember::Cpu;
+    using B = ember::Dispatch;
+    const auto device = ember_examples::backend_device_of(o.backend);
     const auto c = ExperimentConfig::load(o.artifact_dir / "config.json");
     std::string bytes;
     for (int b : c.vocab) bytes.push_back(char(b));
     // The vocabulary string is itself a corpus with each byte once: the same tokens again.
     const ember::data::CharTokenizer tokenizer(bytes);
     const auto model =
-        c.model.init<B>().load_file(o.artifact_dir / "model", Recorder{}, ember::Device<B>{});
-    print_sample(generate(model, c.model.context, tokenizer, o.sampling));
+        c.model.init<B>(device).load_file(o.artifact_dir / "model", Recorder{}, device);
+    print_sample(generate(model, c.model.context, tokenizer, o.sampling, device));
 }
 
 int run(int argc, char** argv) {

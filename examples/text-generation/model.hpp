@@ -52,8 +52,7 @@ struct CharLm {
         return {*this, out.loss.backward(), std::move(out)};
     }
     /// The Learner's validation step: loss and scores.
-    ember::train::ClassificationOutput<B> step(const CharBatch<B>& batch) const
-        requires(!ember::AutodiffBackend<B>) {
+    ember::train::ClassificationOutput<B> valid_step(const CharBatch<B>& batch) const {
         return predict(batch);
     }
 };

@@ -184,8 +184,10 @@ class GradientReducer final : public GradientHook {
             if (!p.is_require_grad()) return;
             const Shape shape = p.shape();
             // The gradient hook knows a parameter by its graph node, which a lazy parameter
-            // gets when its value is made: made here (as its first use would).
-            if constexpr (AutodiffBackend<module::BackendOf<M>>)
+            // gets when its value is made: made here (as its first use would). ember::Dispatch
+            // hides its stack's nodes: there every gradient comes to finish() instead.
+            if constexpr (AutodiffBackend<module::BackendOf<M>> &&
+                          requires { p.val().primitive().node; })
                 if (hooked_)
                     // A copy: val() is a temporary, and a reference into it dangles.
                     if (const auto node = p.val().primitive().node)

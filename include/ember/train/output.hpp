@@ -2,7 +2,9 @@
 // What a model's step returns (Burn's TrainOutput, ClassificationOutput, RegressionOutput) and
 // the step concepts the Learner calls: the training model's `step(batch)` runs forward and
 // backward and returns the gradients with the output; the validation model (`model.valid()`,
-// the same module off autodiff) returns the output only.
+// the same module off autodiff) returns the output only, from `valid_step(batch)` where it has
+// one, else from `step(batch)`. On ember::Dispatch the training and validation models are one
+// type (autodiff is a property of the device), so there the two steps need the two names.
 #include <concepts>
 #include <span>
 #include <utility>
@@ -36,11 +38,22 @@ concept TrainStep = requires(const M& model, const Batch& batch) {
     { model.step(batch) } -> std::same_as<TrainOutput<Item>>;
 };
 
-/// A validation model: `step(batch)` returns `Item`.
+/// A validation model: `valid_step(batch)` (or, where it has none, `step(batch)`) returns
+/// `Item`.
 template <typename M, typename Batch, typename Item>
 concept ValidStep = requires(const M& model, const Batch& batch) {
-    { model.step(batch) } -> std::same_as<Item>;
-};
+    { model.valid_step(batch) } -> std::same_as<Item>;
+} || (!requires(const M& model, const Batch& batch) { model.valid_step(batch); } &&
+      requires(const M& model, const Batch& batch) {
+          { model.step(batch) } -> std::same_as<Item>;
+      });
+
+/// The validation step of `model` on `batch`: `valid_step` where the model has it, else `step`.
+template <typename M, typename Batch>
+decltype(auto) run_valid_step(const M& model, const Batch& batch) {
+    if constexpr (requires { model.valid_step(batch); }) return model.valid_step(batch);
+    else return model.step(batch);
+}
 
 /// The output of a classifier: loss, class scores [N, C] and targets [N]. Feeds LossMetric,
 /// AccuracyMetric and TopKAccuracyMetric.

@@ -565,7 +565,7 @@ class Learner {
                                     const Batch& batch, const VM& vmodel) {
         c.pending.reset();
         const auto ran =
-            c.graph.run(batch, [&](const Batch& b) { c.pending.emplace(vmodel.step(b)); });
+            c.graph.run(batch, [&](const Batch& b) { c.pending.emplace(run_valid_step(vmodel, b)); });
         if (ran != G::Ran::Replayed) c.current = std::move(c.pending);
         tell(c, ran, "validation");
         return *c.current;
@@ -610,14 +610,15 @@ class Learner {
         constexpr bool kCapture = detail::captures<VB, Batch>();
         [[maybe_unused]] detail::CapturedSteps<VB, Batch, ValidItem> captured;
         for (auto&& batch : range) {
-            static_assert(std::same_as<decltype(vmodel.step(batch)), ValidItem>,
-                          "fit: the validation model's step(batch) must return ValidItem");
+            static_assert(std::same_as<decltype(run_valid_step(vmodel, batch)), ValidItem>,
+                          "fit: the validation model's valid_step(batch) (or step(batch)) must "
+                          "return ValidItem");
             std::optional<ValidItem> eager;
             const ValidItem* item_ptr = nullptr;
             if constexpr (kCapture) {
                 if (o_.capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
             }
-            if (item_ptr == nullptr) item_ptr = &eager.emplace(vmodel.step(batch));
+            if (item_ptr == nullptr) item_ptr = &eager.emplace(run_valid_step(vmodel, batch));
             const ValidItem& item = *item_ptr;
             ++iteration;
             TrainingProgress p{epoch,
