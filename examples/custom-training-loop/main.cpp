@@ -63,8 +63,9 @@ Options parse(int argc, char** argv) {
     app.add_option("--seed", o.seed, "seed of the initial weights, dropout and shuffling");
     app.add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
         ->check(ember_examples::positive);
-    ember_examples::add_backend_option(&app, o.backend);
+    const auto* backend = ember_examples::add_backend_option(&app, o.backend);
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {backend}, o.backend);
     return o;
 }
 

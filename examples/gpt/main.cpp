@@ -1,9 +1,11 @@
 // A GPT-2-shaped byte-level language model on ember: trained with AdamW and a warm-up + cosine
-// learning rate on Debian's text, checkpointed, and sampled with a KV cache.
+// learning rate on Debian's text, checkpointed, and sampled with a KV cache. It runs on
+// ember::Dispatch, on the device --backend names (cpu|vulkan|cuda[:i][+fusion]).
 //
 //   gpt train [--layers N --d-model N --heads N --context N] [--steps N] [--batch-size N] ...
 //   gpt generate [--artifact-dir DIR] [--prompt S] [--length N] [--temperature X] [--top-k K]
 //                                                                              (see --help)
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend.hpp"
 #include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -161,15 +164,10 @@ Options parse(int argc, char** argv) {
     gen_cmd->add_flag("--no-cache", no_cache,
                       "recompute the whole window for every byte (to compare with the cache)");
     gen_cmd->add_option("--seed", s.seed, "seed of sampling");
+    std::vector<const CLI::Option*> backends;
     for (auto* cmd : {train_cmd, gen_cmd}) {
         cmd->add_option("--artifact-dir", o.artifact_dir, "checkpoint and config.json");
-#if defined(EMBER_CUDA)
-        cmd->add_option("--backend", o.backend, "the backend to run on")
-            ->check(CLI::IsMember({"cpu", "cuda"}));
-#else
-        cmd->add_option("--backend", o.backend, "the backend to run on (this build has only cpu)")
-            ->check(CLI::IsMember({"cpu"}));
-#endif
+        backends.push_back(ember_examples::add_backend_option(cmd, o.backend));
         cmd->add_option("--threads", o.threads,
                         "CPU backend threads (default: EMBER_NUM_THREADS or all)")
             ->check(positive);
@@ -181,6 +179,7 @@ Options parse(int argc, char** argv) {
                                                         std::to_string(c.model.context));
     });
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {backends[0], backends[1]}, o.backend);
     o.command = train_cmd->parsed() ? "train" : "generate";
     s.cache = !no_cache;
     if (c.seq_len == 0) c.seq_len = c.model.context;
@@ -198,11 +197,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 // at every evaluation: drawn from a generator seeded the same way each time).
 template <ember::Backend B>
 double evaluate(const Gpt<B>& model, const Corpus& corpus, const TrainConfig& c,
-                std::size_t batches) {
+                std::size_t batches, const ember::Device<B>& device) {
     std::mt19937_64 rng(c.seed + 1);
     double total = 0;
     for (std::size_t i = 0; i < batches; ++i) {
-        auto batch = sample_batch<B>(corpus.valid, c.batch_size, c.seq_len, rng, {});
+        auto batch = sample_batch<B>(corpus.valid, c.batch_size, c.seq_len, rng, device);
         total += double(model.loss(batch.inputs, batch.targets).into_scalar());
     }
     return total / double(batches);
@@ -237,7 +236,10 @@ int train(const Options& o) {
         c.save(o.artifact_dir / "config.json");
     }
     B::seed(c.seed);
-    auto model = c.model.template init<B>();
+    // Training records the graph (autodiff); evaluation runs on the same device without.
+    const auto valid_device = ember_examples::backend_device_of(o.backend);
+    const auto device = valid_device.autodiff(true);
+    auto model = c.model.template init<B>(device);
     auto optim = ember::optim::AdamWConfig{}
                      .with_beta_2(c.beta_2)
                      .with_epsilon(1e-8)
@@ -250,7 +252,7 @@ int train(const Options& o) {
     std::size_t step = 0;
     if (o.resume) {
         const Recorder r;
-        model = model.load_file(o.artifact_dir / "model", r, ember::Device<B>{});
+        model = model.load_file(o.artifact_dir / "model", r, device);
         optim = optim.load_record(r.load(o.artifact_dir / "optimizer"));
         const auto state = r.load(o.artifact_dir / "state");
         step = std::size_t(state.at("step").as<std::int64_t>("step"));
@@ -262,7 +264,7 @@ int train(const Options& o) {
         "%zu training bytes, %zu held out; model: %zu parameters (%zu layers, d_model %zu, %zu "
         "heads, context %zu), backend %s\n",
         corpus.train.size(), corpus.valid.size(), model.num_params(), c.model.n_layers,
-        c.model.d_model, c.model.n_heads, c.model.context, B::name().c_str());
+        c.model.d_model, c.model.n_heads, c.model.context, o.backend.c_str());
     std::printf(
         "%zu steps of %zu x %zu tokens; AdamW (beta2 %g, weight decay %g), lr %g after %zu "
         "warm-up steps, cosine to %g\n",
@@ -271,7 +273,7 @@ int train(const Options& o) {
 
     std::optional<double> first_eval;
     if (o.check) {
-        first_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches);
+        first_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches, valid_device);
         std::printf("step %5zu  validation loss %.4f\n", step, *first_eval);
     }
     double last_eval = first_eval.value_or(0);
@@ -287,7 +289,7 @@ int train(const Options& o) {
         // uninterrupted one would.
         std::mt19937_64 rng(c.seed * 1000003 + step);
         const auto start = std::chrono::steady_clock::now();
-        auto batch = sample_batch<B>(corpus.train, c.batch_size, c.seq_len, rng, {});
+        auto batch = sample_batch<B>(corpus.train, c.batch_size, c.seq_len, rng, device);
         auto loss = model.loss(batch.inputs, batch.targets);
         auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
         const double lr = schedule.step();
@@ -306,7 +308,7 @@ int train(const Options& o) {
             window_steps = 0;
         }
         if (step % o.eval_every == 0 || step == last) {
-            last_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches);
+            last_eval = evaluate<Inner>(model.valid(), corpus, c, o.eval_batches, valid_device);
             std::printf("step %5zu  validation loss %.4f\n", step, last_eval);
         }
         if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == last)
@@ -362,17 +364,18 @@ std::vector<float> last_row(const ember::Tensor<B, 2>& scores) {
 template <ember::Backend B>
 int generate(const Options& o) {
     const auto c = TrainConfig::load(o.artifact_dir / "config.json");
-    const auto model = c.model.template init<B>().load_file(o.artifact_dir / "model", Recorder{},
-                                                            ember::Device<B>{});
+    const auto device = ember_examples::backend_device_of(o.backend);
+    const auto model =
+        c.model.template init<B>(device).load_file(o.artifact_dir / "model", Recorder{}, device);
     const Sampling& s = o.sampling;
     std::vector<std::int64_t> tokens(s.prompt.begin(), s.prompt.end());
     for (auto& t : tokens) t = std::int64_t(static_cast<unsigned char>(t));
     if (tokens.empty()) tokens.push_back('\n');
     const std::size_t context = model.context();
-    auto as_tensor = [](std::vector<std::int64_t> t) {
+    auto as_tensor = [&device](std::vector<std::int64_t> t) {
         const std::size_t n = t.size();
         return ember::Tensor<B, 2, ember::Int>::from_data(ember::TensorData(std::move(t), {1, n}),
-                                                          {});
+                                                          device);
     };
     // The model reads positions 0..context-1 (learned positions end there). The window it
     // reads starts at `base`; when it is full, it restarts from the last half of itself.
@@ -408,19 +411,15 @@ int generate(const Options& o) {
     const std::string text(tokens.begin(), tokens.end());
     std::fwrite(text.data(), 1, text.size(), stdout);  // the bytes as they are, NULs included
     std::printf("\n---\n%zu bytes in %.2f s (%.1f bytes/s, %s, %s)\n", s.length, seconds,
-                double(s.length) / seconds, s.cache ? "KV cache" : "no cache", B::name().c_str());
+                double(s.length) / seconds, s.cache ? "KV cache" : "no cache", o.backend.c_str());
     return 0;
 }
 
 int run(int argc, char** argv) {
     const Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
-#if defined(EMBER_CUDA)
-    if (o.backend == "cuda")
-        return o.command == "train" ? train<ember::Autodiff<ember::Cuda>>(o)
-                                    : generate<ember::Cuda>(o);
-#endif
-    return o.command == "train" ? train<ember::Autodiff<ember::Cpu>>(o) : generate<ember::Cpu>(o);
+    using B = ember::Dispatch;
+    return o.command == "train" ? train<B>(o) : generate<B>(o);
 }
 
 }  // namespace gpt

@@ -49,7 +49,8 @@ Options parse(int argc, char** argv) {
         app.add_subcommand("export", "write the model and test images for examples/firmware");
     auto& c = o.config;
     std::optional<double> lr;
-    for (auto* cmd : {train_cmd, infer_cmd}) ember_examples::add_backend_option(cmd, o.backend);
+    const auto* train_backend = ember_examples::add_backend_option(train_cmd, o.backend);
+    const auto* infer_backend = ember_examples::add_backend_option(infer_cmd, o.backend);
     for (auto* cmd : {train_cmd, infer_cmd, export_cmd}) {
         cmd->add_option("--artifact-dir", o.artifact_dir, "where checkpoints, logs and the model go");
         cmd->add_option("--data", o.data_dir,
@@ -83,6 +84,7 @@ Options parse(int argc, char** argv) {
     export_cmd->add_option("--out", o.out_dir,
                            "where model.bin, images.bin, labels.bin and expected.bin go");
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {train_backend, infer_backend}, o.backend);
     o.command = train_cmd->parsed() ? "train" : infer_cmd->parsed() ? "infer" : "export";
     if (lr) c.learning_rate = *lr;
     else if (c.model != "cnn") c.learning_rate = 1e-3;

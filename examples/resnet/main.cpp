@@ -1,9 +1,11 @@
 // ResNet-18 (CIFAR form) on ember: a throughput run on synthetic data, or a convergence run on
-// Fashion-MNIST padded to 3×32×32 with the Learner.
+// Fashion-MNIST padded to 3×32×32 with the Learner. It runs on ember::Dispatch, on the device
+// --backend names.
 //
-//   resnet --synthetic [--backend cpu|cuda] [--batch-size N] [--steps N] [--warmup N] ...
-//   resnet [--backend cpu|cuda] [--epochs N] [--limit N] [--optimizer sgd|adam] ...
-//                                                                            (see --help)
+//   resnet --synthetic [--backend B] [--batch-size N] [--steps N] [--warmup N] ...
+//   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] ...
+//                                                      (B: cpu|vulkan|cuda[:i][+fusion])
+#include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "../backend.hpp"
 #include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
@@ -112,13 +115,7 @@ Options parse(int argc, char** argv) {
         ->check(ember_examples::number_where(
             "RATE", [](double v) { return v > 0 && v <= 1; }, "in (0, 1]"));
     app.add_option("--seed", c.seed, "seed of initialisation, shuffling and synthetic data");
-#if defined(EMBER_CUDA)
-    app.add_option("--backend", o.backend, "the backend to run on")
-        ->check(CLI::IsMember({"cpu", "cuda"}));
-#else
-    app.add_option("--backend", o.backend, "the backend to run on (this build has only cpu)")
-        ->check(CLI::IsMember({"cpu"}));
-#endif
+    const auto* backend = ember_examples::add_backend_option(&app, o.backend);
     app.add_option("--threads", o.threads,
                    "CPU backend threads (default: EMBER_NUM_THREADS or all)")
         ->check(ember_examples::positive);
@@ -127,6 +124,7 @@ Options parse(int argc, char** argv) {
                  "of the steps below that of the first third; Fashion-MNIST: the last epoch's "
                  "validation loss below ln 10, a uniform guess)");
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {backend}, o.backend);
     if (model == "tiny") c.model.widths = {8, 16, 32, 64}, c.model.blocks = {1, 1, 1, 1};
     c.learning_rate = lr.value_or(c.optimizer == "adam" ? 1e-3 : c.learning_rate);
     return o;
@@ -150,10 +148,10 @@ template <ember::AutodiffBackend B, typename Optim>
 int synthetic(const Options& o, Optim optim) {
     const RunConfig& c = o.config;
     B::seed(c.seed);
-    const ember::Device<B> device{};
+    const auto device = ember_examples::backend_device_of(o.backend).autodiff(true);
     auto model = c.model.template init<B>(device);
     std::printf("ResNet: %zu parameters, backend %s, batch %zu of 3x32x32 random images\n",
-                model.num_params(), B::name().c_str(), c.batch_size);
+                model.num_params(), o.backend.c_str(), c.batch_size);
     std::mt19937_64 rng(c.seed);
     // A pool of 4 batches drawn once, so the timed steps measure the model, not the generator
     // (and so the loss can fall: the model learns the pool's random labels).
@@ -185,7 +183,7 @@ int synthetic(const Options& o, Optim optim) {
         "%zu steps in %.2f s: %.3f steps/s, %.1f images/s (batch %zu, %s); process CPU time "
         "%.2f s\n",
         o.steps, seconds, steps_per_s, steps_per_s * double(c.batch_size), c.batch_size,
-        B::name().c_str(), cpu);
+        o.backend.c_str(), cpu);
     if (!o.check) return 0;
     const std::size_t third = std::max<std::size_t>(1, losses.size() / 3);
     double first = 0, last = 0;
@@ -210,6 +208,9 @@ template <ember::AutodiffBackend B, typename Optim>
 int fashion(const Options& o, Optim optim) {
     using Inner = typename B::InnerBackend;
     const RunConfig& c = o.config;
+    // Training records the graph (autodiff); validation runs on the same device without.
+    const auto valid_device = ember_examples::backend_device_of(o.backend);
+    const auto device = valid_device.autodiff(true);
     fs::create_directories(o.artifact_dir);
     c.save(o.artifact_dir / "config.json");
     B::seed(c.seed);
@@ -223,11 +224,13 @@ int fashion(const Options& o, Optim optim) {
     const auto shuffled = ember::data::ShuffledDataset(train_split, c.seed);
     auto train_loader = ember::data::DataLoaderBuilder(FashionBatcher<B>{})
                             .batch_size(c.batch_size)
+                            .set_device(device)
                             .shuffle(c.seed)
                             .num_workers(1)
                             .build(ember::data::PartialDataset(shuffled, 0, n_train));
     auto valid_loader = ember::data::DataLoaderBuilder(FashionBatcher<Inner>{})
                             .batch_size(256)
+                            .set_device(valid_device)
                             .num_workers(1)
                             .build(ember::data::PartialDataset(test_split, 0, n_valid));
     const std::size_t total_steps = train_loader.num_batches() * c.num_epochs;
@@ -243,11 +246,11 @@ int fashion(const Options& o, Optim optim) {
         .num_epochs(c.num_epochs)
         .seed(c.seed);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
-    auto model = c.model.template init<B>();
+    auto model = c.model.template init<B>(device);
     std::printf(
         "ResNet: %zu parameters, backend %s; %s, peak lr %g cosine-annealed over %zu steps; "
         "training on %zu Fashion-MNIST images per epoch (padded to 3x32x32), validating on %zu\n",
-        model.num_params(), B::name().c_str(), c.optimizer.c_str(), c.learning_rate, total_steps,
+        model.num_params(), o.backend.c_str(), c.optimizer.c_str(), c.learning_rate, total_steps,
         n_train, n_valid);
     auto schedule =
         ember::lr_scheduler::CosineAnnealingLrSchedulerConfig{c.learning_rate, total_steps}.init();
@@ -291,10 +294,7 @@ int run_on(const Options& o) {
 int run(int argc, char** argv) {
     const Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
-#if defined(EMBER_CUDA)
-    if (o.backend == "cuda") return run_on<ember::Autodiff<ember::Cuda>>(o);
-#endif
-    return run_on<ember::Autodiff<ember::Cpu>>(o);
+    return run_on<ember::Dispatch>(o);
 }
 
 }  // namespace resnet

@@ -100,13 +100,15 @@ Options parse(int argc, char** argv) {
     train_cmd->add_option("--seed", c.seed, "the run's seed");
     train_cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
     infer_cmd->add_option("texts", o.texts, "texts to classify (default: a few samples)");
+    std::vector<const CLI::Option*> backends;
     for (auto* cmd : {train_cmd, infer_cmd}) {
         cmd->add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
             ->check(ember_examples::positive);
         cmd->add_option("--artifact-dir", o.artifact_dir, "where the logs, config and model go");
-        ember_examples::add_backend_option(cmd, o.backend);
+        backends.push_back(ember_examples::add_backend_option(cmd, o.backend));
     }
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {backends[0], backends[1]}, o.backend);
     o.command = train_cmd->parsed() ? "train" : "infer";
     return o;
 }

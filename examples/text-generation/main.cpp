@@ -82,6 +82,7 @@ Options parse(int argc, char** argv) {
         app.add_subcommand("train", "train a character-level model on fortunes, then sample");
     auto* generate_cmd = app.add_subcommand("generate", "load the trained model and sample from it");
     std::uint64_t seed = o.config.seed;
+    std::vector<const CLI::Option*> backends;
     for (auto* cmd : {train_cmd, generate_cmd}) {
         if (cmd == train_cmd) {
             cmd->add_option("--epochs", o.config.num_epochs, "epochs to train")
@@ -106,9 +107,10 @@ Options parse(int argc, char** argv) {
         cmd->add_option("--threads", o.threads,
                         "CPU backend threads (default: EMBER_NUM_THREADS or all)")
             ->check(ember_examples::positive);
-        ember_examples::add_backend_option(cmd, o.backend);
+        backends.push_back(ember_examples::add_backend_option(cmd, o.backend));
     }
     ember_examples::parse_or_exit(app, argc, argv);
+    ember_examples::backend_from_env(app, {backends[0], backends[1]}, o.backend);
     o.command = train_cmd->parsed() ? "train" : "generate";
     o.config.seed = o.sampling.seed = seed;
     return o;

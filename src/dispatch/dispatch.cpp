@@ -4,6 +4,7 @@
 
 #include <array>
 #include <charconv>
+#include <cmath>
 
 #include "ember/tensor/error.hpp"
 #include "table.hpp"
@@ -252,6 +253,35 @@ Dispatch::FT Dispatch::float_detach(FT t) {
     const Device s = handle_of(t).device;
     if (!s.has_autodiff()) return t;
     return core_table(s).detach(s, std::move(t));
+}
+
+std::array<Dispatch::FT, 3> Dispatch::float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
+                                                      const AdamStepScalars& a) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_adam_step", {Operand::value(param, true), Operand::value(grad, true),
+                            Operand::value(moment_1, true), Operand::value(moment_2, true)});
+    if (const auto fused = core_table(s).adam_step)
+        return fused(s, std::move(param), std::move(grad), std::move(moment_1),
+                     std::move(moment_2), a);
+    // A stack without the fused update: the optimizer's composed arrangement (one division per
+    // element, the bias corrections folded into scalars), op by op.
+    const FT g2 = float_binary(BinaryOp::Mul, grad, grad);
+    FT m = float_binary(BinaryOp::Add, float_binary_scalar(BinaryOp::Mul, std::move(moment_1),
+                                                           Scalar(a.beta_1)),
+                        float_binary_scalar(BinaryOp::Mul, std::move(grad), Scalar(1 - a.beta_1)));
+    FT v = float_binary(BinaryOp::Add, float_binary_scalar(BinaryOp::Mul, std::move(moment_2),
+                                                           Scalar(a.beta_2)),
+                        float_binary_scalar(BinaryOp::Mul, g2, Scalar(1 - a.beta_2)));
+    FT denom = float_binary_scalar(
+        BinaryOp::Add,
+        float_binary_scalar(BinaryOp::Mul, float_unary(UnaryOp::Sqrt, v),
+                            Scalar(1 / std::sqrt(a.correction_2))),
+        Scalar(a.epsilon));
+    FT update = float_binary_scalar(BinaryOp::Mul, float_binary(BinaryOp::Div, m, std::move(denom)),
+                                    Scalar(a.lr / a.correction_1));
+    return {float_binary(BinaryOp::Sub, std::move(param), std::move(update)), std::move(m),
+            std::move(v)};
 }
 
 }  // namespace ember

@@ -1,6 +1,7 @@
 #pragma once
 // Dispatch's internals: the handle a DispatchTensor points to, how an op finds its stack, and
 // how a stack's entry turns DispatchTensors into the stack's primitives and back.
+#include <array>
 #include <initializer_list>
 #include <optional>
 #include <utility>
@@ -234,6 +235,10 @@ struct CoreTable {
     DispatchTensor (*set_require_grad)(const Stack&, DispatchTensor, bool);
     bool (*is_require_grad)(const Stack&, const DispatchTensor&);
     DispatchTensor (*detach)(const Stack&, DispatchTensor);
+    /// S::float_adam_step; null where S has none (Dispatch then composes the update).
+    std::array<DispatchTensor, 3> (*adam_step)(const Stack&, DispatchTensor, DispatchTensor,
+                                               DispatchTensor, DispatchTensor,
+                                               const AdamStepScalars&);
 };
 
 /// The hand-written entries of stack S.
@@ -253,6 +258,19 @@ CoreTable make_core_table(const char* name) {
         return wrap_bool<S>(S::bool_to_device(unwrap_bool<S>(std::move(t), s), device_of<S>(to)),
                             to);
     };
+    if constexpr (requires(typename S::FloatTensorPrimitive t, AdamStepScalars a) {
+                      S::float_adam_step(t, t, t, t, a);
+                  }) {
+        c.adam_step = [](const Stack& s, DispatchTensor p, DispatchTensor g, DispatchTensor m,
+                         DispatchTensor v, const AdamStepScalars& a) {
+            auto [p2, m2, v2] = S::float_adam_step(
+                unwrap_float<S>(std::move(p), s), unwrap_float<S>(std::move(g), s),
+                unwrap_float<S>(std::move(m), s), unwrap_float<S>(std::move(v), s), a);
+            return std::array<DispatchTensor, 3>{wrap_float<S>(std::move(p2), s),
+                                                 wrap_float<S>(std::move(m2), s),
+                                                 wrap_float<S>(std::move(v2), s)};
+        };
+    }
     if constexpr (AutodiffBackend<S>) {
         using I = typename S::InnerBackend;
         c.backward = [](const Stack& s, DispatchTensor t) {

@@ -181,6 +181,8 @@ if(MODE STREQUAL "find_package")
   run_consumer("${build}")
   step("run consumer_train (ember::data, ember::train, ember_import_onnx)"
        "${build}/bin/consumer_train${CMAKE_EXECUTABLE_SUFFIX}")
+  step("run consumer_dispatch (ember::dispatch, the device from a string)"
+       "${build}/bin/consumer_dispatch${CMAKE_EXECUTABLE_SUFFIX}" "cpu+autodiff")
 
 elseif(MODE STREQUAL "add_subdirectory")
   # The build folder is kept between runs: ember's libraries then rebuild incrementally.

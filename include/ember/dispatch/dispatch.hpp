@@ -12,6 +12,7 @@
 // backend code. Tensors of two stacks in one op are an ember::DeviceError naming both;
 // `to_device` moves a tensor between stacks. A tensor on an autodiff device and one on the
 // same device without autodiff may meet: the latter joins the graph as a constant.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -96,6 +97,13 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     static bool float_is_require_grad(const FT& t);
     /// The same values cut from the graph.
     static FT float_detach(FT t);
+
+    // ---- optimizers ----
+    /// Adam's fused update (param, moment_1, moment_2 after one step), as the stack's
+    /// `float_adam_step` where it has one (the CPU backend), else composed from Dispatch's ops in
+    /// the same arrangement as the optimizer's composed step.
+    static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
+                                             const AdamStepScalars& s);
 };
 
 static_assert(Backend<Dispatch>);
