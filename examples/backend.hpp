@@ -35,8 +35,9 @@ inline CLI::Validator backend_device() {
 
 /// Adds --backend to `cmd`, bound to `backend`; backend_from_env() then supplies the default.
 inline CLI::Option* add_backend_option(CLI::App* cmd, std::string& backend) {
-    std::string help = "the device to run on: cpu, vulkan[:i] or cuda[:i], optionally +fusion "
-                       "(this build has: ";
+    std::string help =
+        "the device to run on: cpu, vulkan[:i] or cuda[:i], optionally +fusion "
+        "(this build has: ";
     const auto have = ember::Dispatch::backends();
     for (std::size_t i = 0; i < have.size(); ++i) help += (i ? ", " : "") + have[i];
     help += "; default: $" + std::string(kBackendEnv) + ", else cpu)";

@@ -308,3 +308,41 @@ TEST_CASE("Rendezvous: environment, hex, files and TCP", "[collective][rendezvou
                         ember::ArgumentError);
     }
 }
+
+TEST_CASE("collective: ember::Dispatch tensors, on devices with and without autodiff",
+          "[collective][dispatch]") {
+    // Dispatch's inner backend is itself: its tensors are reduced through host memory as they
+    // are (an autodiff device's too, the result an untracked tensor there), not by recursing
+    // into inner().
+    using ember::Dispatch;
+    const std::size_t world = 3;
+    const std::vector<const char*> devices{"cpu", "cpu+autodiff", "cpu+fusion+autodiff"};
+    // [rank][device]: the sum's device string and values, the mean's, rank 0's broadcast.
+    std::vector<std::vector<std::string>> where(world);
+    std::vector<std::vector<std::vector<float>>> sums(world), means(world), bcasts(world);
+    auto errors = on_ranks(world, [&](std::size_t r, Collective& c) {
+        for (const char* s : devices) {
+            const auto d = ember::DispatchDevice::parse(s);
+            // Rank r holds r + 1 everywhere: the sum over 3 ranks is 6, the mean 2.
+            auto x = Tensor<Dispatch, 2>::ones({2, 2}, d).mul_scalar(double(r + 1));
+            auto sum = all_reduce(c, x);
+            where[r].push_back(sum.device().to_string());
+            sums[r].push_back(sum.to_data().to_vec<float>());
+            means[r].push_back(
+                all_reduce_async(c, x, ReduceOp::Mean).wait().to_data().to_vec<float>());
+            bcasts[r].push_back(broadcast(c, x, 0).to_data().to_vec<float>());
+        }
+    });
+    for (std::size_t r = 0; r < world; ++r) {
+        INFO("rank " << r);
+        CHECK(errors[r].empty());
+        REQUIRE(sums[r].size() == devices.size());
+        for (std::size_t k = 0; k < devices.size(); ++k) {
+            INFO(devices[k]);
+            CHECK(where[r][k] == devices[k]);
+            CHECK(sums[r][k] == std::vector<float>(4, 6.f));
+            CHECK(means[r][k] == std::vector<float>(4, 2.f));
+            CHECK(bcasts[r][k] == std::vector<float>(4, 1.f));
+        }
+    }
+}

@@ -1148,3 +1148,91 @@ TEST_CASE("attack: kill -9 between a checkpoint's files: resume takes the newest
     CHECK(train::latest_checkpoint(b.path) == std::optional<std::size_t>(3));
 #endif
 }
+
+// ---- the Learner on ember::Dispatch --------------------------------------------------------
+
+namespace {
+// A classifier with the two steps by name, as models on Dispatch need them; valid_step records
+// whether its weights carried autodiff (on Dispatch that is the device's switch).
+template <ember::Backend B>
+struct NamedStepsClassifier {
+    ember::nn::Linear<B> linear;
+    EMBER_MODULE(NamedStepsClassifier, linear)
+    static inline int valid_calls = 0;
+    static inline int valid_calls_with_autodiff = 0;
+
+    train::ClassificationOutput<B> forward(const Batch<B>& b) const {
+        auto out = linear.forward(b.x);
+        auto loss = ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(out, b.classes);
+        return {loss, out, b.classes};
+    }
+    train::TrainOutput<train::ClassificationOutput<B>> step(
+        const Batch<B>& b) const requires ember::AutodiffBackend<B> {
+        auto item = forward(b);
+        return {*this, item.loss.backward(), std::move(item)};
+    }
+    train::ClassificationOutput<B> valid_step(const Batch<B>& b) const {
+        ++valid_calls;
+        if constexpr (std::is_same_v<B, ember::Dispatch>)
+            valid_calls_with_autodiff += linear.weight.val().device().has_autodiff();
+        return forward(b);
+    }
+};
+
+// Three epochs of SGD on the grid from fixed weights, on training backend B (validation on
+// its inner backend, on `device` without autodiff); the history of the run.
+template <ember::AutodiffBackend B>
+train::detail::MetricHistory dispatch_run(const fs::path& dir, const ember::Device<B>& device) {
+    using I = typename B::InnerBackend;
+    using M = NamedStepsClassifier<B>;
+    M model{ember::nn::LinearConfig{2, 3}.init<B>(device)};
+    model.linear.weight = ember::Param<Tensor<B, 2>>(Tensor<B, 2>::from_data(
+        TensorData(std::vector<float>{0.1f, -0.2f, 0.3f, 0.05f, 0.4f, -0.1f}, {2, 3}), device));
+    model.linear.bias =
+        ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_floats({0.f, 0.1f, -0.1f}, device));
+    TinyLoader<B> tl{grid()};
+    TinyLoader<I> vl{grid(12), 4, false};
+    auto learner =
+        train::LearnerBuilder<train::ClassificationOutput<B>, train::ClassificationOutput<I>>(dir)
+            .metric_train_numeric(train::LossMetric<B>{})
+            .metric_valid_numeric(train::LossMetric<I>{})
+            .metric_valid_numeric(train::AccuracyMetric<I>{})
+            .num_epochs(3)
+            .seed(3)
+            .renderer(std::make_shared<Recorder>())
+            .build(model, ember::optim::SgdConfig{}.init<M>(), 0.5);
+    (void)learner.fit(tl, vl);
+    return learner.history();
+}
+}  // namespace
+
+TEST_CASE("the Learner trains a model on ember::Dispatch, validating with valid_step",
+          "[learner][dispatch]") {
+    using ember::Dispatch;
+    TempDir a("dispatch"), b("dispatch-concrete");
+    NamedStepsClassifier<Dispatch>::valid_calls = 0;
+    const auto on_dispatch =
+        dispatch_run<Dispatch>(a.path, ember::DispatchDevice::parse("cpu+autodiff"));
+    // 3 epochs of 3 validation batches, each through valid_step on the model of valid(): the
+    // same type, on the CPU without autodiff.
+    CHECK(NamedStepsClassifier<Dispatch>::valid_calls == 9);
+    CHECK(NamedStepsClassifier<Dispatch>::valid_calls_with_autodiff == 0);
+    const auto& loss = on_dispatch.at(train::Split::Train).at("Loss");
+    REQUIRE(loss.size() == 3);
+    CHECK(loss[2] < loss[0]);
+    // The same run on the concrete stack Dispatch's "cpu+autodiff" names (the validation step
+    // found by the same name there) gives the same history: Dispatch only forwards the ops.
+    const auto concrete = dispatch_run<AD>(b.path, {});
+    CHECK(NamedStepsClassifier<Cpu>::valid_calls == 9);
+    for (auto split : {train::Split::Train, train::Split::Valid})
+        for (const auto& [name, values] : concrete.at(split)) {
+            INFO(name);
+            REQUIRE(on_dispatch.at(split).at(name).size() == values.size());
+            for (std::size_t e = 0; e < values.size(); ++e)
+                CHECK(on_dispatch.at(split).at(name)[e] == Approx(values[e]).epsilon(1e-6));
+        }
+    // Training on a device without autodiff: backward says which device to use.
+    TempDir c("dispatch-no-autodiff");
+    CHECK_THROWS_WITH(dispatch_run<Dispatch>(c.path, ember::DispatchDevice::cpu()),
+                      Catch::Contains("cpu+autodiff"));
+}

@@ -70,9 +70,10 @@ Options parse(int argc, char** argv) {
     train_cmd->add_option("--seed", c.seed, "the run's seed");
     train_cmd->add_option("--workers", c.num_workers, "data loader threads")
         ->check(ember_examples::non_negative);
-    train_cmd->add_option("--devices", o.devices,
-                          "data-parallel training (docs/multi-device.md): on cpu, N replicas on "
-                          "threads; on a GPU backend, the devices by index (0,1: two GPUs)")
+    train_cmd
+        ->add_option("--devices", o.devices,
+                     "data-parallel training (docs/multi-device.md): on cpu, N replicas on "
+                     "threads; on a GPU backend, the devices by index (0,1: two GPUs)")
         ->delimiter(',');
     train_cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
     train_cmd->add_flag("--resume", o.resume, "go on from the last checkpoint in the artifact directory");
@@ -141,7 +142,8 @@ void export_model(const Options& o) {
         for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
         labels.push_back(static_cast<std::uint8_t>(items.back().label));
     }
-    for (auto c : predict(model, items, ember::DispatchDevice::cpu())) expected.push_back(static_cast<std::uint8_t>(c));
+    for (auto c : predict(model, items, ember::DispatchDevice::cpu()))
+        expected.push_back(static_cast<std::uint8_t>(c));
     write_bytes(o.out_dir / "images.bin", pixels);
     write_bytes(o.out_dir / "labels.bin", labels);
     write_bytes(o.out_dir / "expected.bin", expected);

@@ -28,16 +28,16 @@ ember::train::ClassificationOutput<B> classify(const M& model, const MnistBatch<
 // The two steps the Learner calls, shared by every model here (and by TinyMlp in common.hpp):
 // training (`step`, on an autodiff backend) and validation (`valid_step`). Two names, because
 // on ember::Dispatch the training and the validation model are the same type.
-#define MNIST_LEARNER_STEPS                                                                    \
-    /** The Learner's training step: loss, scores and the gradients of the loss. */           \
-    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(                     \
-        const MnistBatch<B>& batch) const requires ember::AutodiffBackend<B> {                 \
-        auto out = classify(*this, batch);                                                     \
-        return {*this, out.loss.backward(), std::move(out)};                                   \
-    }                                                                                          \
-    /** The Learner's validation step: loss and scores. */                                    \
-    ember::train::ClassificationOutput<B> valid_step(const MnistBatch<B>& batch) const {       \
-        return classify(*this, batch);                                                         \
+#define MNIST_LEARNER_STEPS                                                              \
+    /** The Learner's training step: loss, scores and the gradients of the loss. */      \
+    ember::train::TrainOutput<ember::train::ClassificationOutput<B>> step(               \
+        const MnistBatch<B>& batch) const requires ember::AutodiffBackend<B> {           \
+        auto out = classify(*this, batch);                                               \
+        return {*this, out.loss.backward(), std::move(out)};                             \
+    }                                                                                    \
+    /** The Learner's validation step: loss and scores. */                               \
+    ember::train::ClassificationOutput<B> valid_step(const MnistBatch<B>& batch) const { \
+        return classify(*this, batch);                                                   \
     }
 
 #include "common.hpp"

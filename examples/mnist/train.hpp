@@ -75,9 +75,9 @@ inline ember::data::MnistDataset load_split(const Options& o, bool training) {
 template <typename Model, ember::AutodiffBackend B>
 int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
                 const ember::Device<typename B::InnerBackend>& valid_device,
-                const std::function<void(train::LearnerBuilder<train::ClassificationOutput<B>,
-                                                               train::ClassificationOutput<
-                                                                   typename B::InnerBackend>>&)>&
+                const std::function<void(
+                    train::LearnerBuilder<train::ClassificationOutput<B>,
+                                          train::ClassificationOutput<typename B::InnerBackend>>&)>&
                     configure = {}) {
     using Inner = typename B::InnerBackend;
     const TrainingConfig& c = o.config;
@@ -148,6 +148,5 @@ int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
               << " %; model saved to " << (o.artifact_dir / "model.mpk").string() << '\n';
     return 0;
 }
-
 
 }  // namespace mnist

@@ -262,22 +262,21 @@ std::array<Dispatch::FT, 3> Dispatch::float_adam_step(FT param, FT grad, FT mome
         "float_adam_step", {Operand::value(param, true), Operand::value(grad, true),
                             Operand::value(moment_1, true), Operand::value(moment_2, true)});
     if (const auto fused = core_table(s).adam_step)
-        return fused(s, std::move(param), std::move(grad), std::move(moment_1),
-                     std::move(moment_2), a);
+        return fused(s, std::move(param), std::move(grad), std::move(moment_1), std::move(moment_2),
+                     a);
     // A stack without the fused update: the optimizer's composed arrangement (one division per
     // element, the bias corrections folded into scalars), op by op.
     const FT g2 = float_binary(BinaryOp::Mul, grad, grad);
-    FT m = float_binary(BinaryOp::Add, float_binary_scalar(BinaryOp::Mul, std::move(moment_1),
-                                                           Scalar(a.beta_1)),
+    FT m = float_binary(BinaryOp::Add,
+                        float_binary_scalar(BinaryOp::Mul, std::move(moment_1), Scalar(a.beta_1)),
                         float_binary_scalar(BinaryOp::Mul, std::move(grad), Scalar(1 - a.beta_1)));
-    FT v = float_binary(BinaryOp::Add, float_binary_scalar(BinaryOp::Mul, std::move(moment_2),
-                                                           Scalar(a.beta_2)),
+    FT v = float_binary(BinaryOp::Add,
+                        float_binary_scalar(BinaryOp::Mul, std::move(moment_2), Scalar(a.beta_2)),
                         float_binary_scalar(BinaryOp::Mul, g2, Scalar(1 - a.beta_2)));
-    FT denom = float_binary_scalar(
-        BinaryOp::Add,
-        float_binary_scalar(BinaryOp::Mul, float_unary(UnaryOp::Sqrt, v),
-                            Scalar(1 / std::sqrt(a.correction_2))),
-        Scalar(a.epsilon));
+    FT denom = float_binary_scalar(BinaryOp::Add,
+                                   float_binary_scalar(BinaryOp::Mul, float_unary(UnaryOp::Sqrt, v),
+                                                       Scalar(1 / std::sqrt(a.correction_2))),
+                                   Scalar(a.epsilon));
     FT update = float_binary_scalar(BinaryOp::Mul, float_binary(BinaryOp::Div, m, std::move(denom)),
                                     Scalar(a.lr / a.correction_1));
     return {float_binary(BinaryOp::Sub, std::move(param), std::move(update)), std::move(m),

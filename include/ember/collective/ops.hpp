@@ -33,6 +33,12 @@ inline Memory memory_of(MemorySpace s) {
     return s == MemorySpace::Cuda ? Memory::Cuda : Memory::Host;
 }
 
+/// An autodiff backend over another one (Autodiff<B>): its tensors go through their inner
+/// backend's. Not ember::Dispatch, whose inner backend is itself: its tensors, on a device with
+/// or without autodiff, go through host memory as they are.
+template <typename B>
+concept AutodiffWrapper = AutodiffBackend<B> && !std::same_as<InnerBackend<B>, B>;
+
 /// Asks the backend to lend `p`'s memory (Backend::lend_memory) when the endpoint accepts that
 /// memory: a Buffer over it, or nullopt (the caller goes through host memory).
 template <Backend B, typename P>
@@ -49,7 +55,7 @@ template <Backend B, std::size_t D, typename K, typename Fn>
 Tensor<B, D, K> run(Collective& c, Tensor<B, D, K> t, const Shape& out_shape, bool in_place,
                     Fn&& fn) {
     static_assert(!std::same_as<K, Bool>, "ember::collective: bool tensors cannot be reduced");
-    if constexpr (AutodiffBackend<B>) {
+    if constexpr (AutodiffWrapper<B>) {
         return Tensor<B, D, K>::from_inner(
             run(c, t.inner(), out_shape, in_place, std::forward<Fn>(fn)));
     } else {
@@ -128,7 +134,7 @@ template <Backend B, std::size_t D, typename K>
 PendingAllReduce<B, D, K> all_reduce_async(Collective& c, Tensor<B, D, K> t,
                                            ReduceOp op = ReduceOp::Sum) {
     static_assert(!std::same_as<K, Bool>, "ember::collective: bool tensors cannot be reduced");
-    if constexpr (AutodiffBackend<B>) {
+    if constexpr (detail::AutodiffWrapper<B>) {
         auto inner = std::make_shared<PendingAllReduce<InnerBackend<B>, D, K>>(
             all_reduce_async(c, t.inner(), op));
         return {std::make_unique<detail::DoneWork>(),

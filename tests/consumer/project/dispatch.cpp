@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
     linear.weight = ember::Param<T>(
         T::from_data(ember::TensorData(std::vector<float>{1, 3, 2, 4}, {2, 2}), device));
     // (row-major: W[0] = [1, 3], W[1] = [2, 4])
-    linear.bias = ember::Param<ember::Tensor<B, 1>>(
-        ember::Tensor<B, 1>::from_floats({0.5f, -0.5f}, device));
+    linear.bias =
+        ember::Param<ember::Tensor<B, 1>>(ember::Tensor<B, 1>::from_floats({0.5f, -0.5f}, device));
     const T x = T::from_data(ember::TensorData(std::vector<float>{1, 1}, {1, 2}), device);
     const auto y = linear.forward(x);
     check(y.to_data().to_vec<float>() == std::vector<float>{3.5f, 6.5f}, "Linear forward");
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     // One Adam step (lr 0.1): the first step moves every weight by lr against its gradient's
     // sign (m̂ / (√v̂ + ε) = 1 for a constant gradient).
     auto optim = ember::optim::AdamConfig{}.init<ember::nn::Linear<B>>();
-    auto stepped = optim.step(0.1, linear, ember::optim::GradientsParams::from_grads(
-                                                std::move(grads), linear));
+    auto stepped = optim.step(0.1, linear,
+                              ember::optim::GradientsParams::from_grads(std::move(grads), linear));
     const auto w = stepped.weight.val().to_data().to_vec<float>();
     const std::vector<float> want{0.9f, 2.9f, 1.9f, 3.9f};
     bool near = w.size() == want.size();
@@ -71,8 +71,9 @@ int main(int argc, char** argv) {
     check(near, "one Adam step");
 
     // The errors: a malformed string names itself; two stacks in one op name both.
-    check(device_error_of([] { (void)ember::DispatchDevice::parse("cpu+fast"); })
-                  .find("\"cpu+fast\"") != std::string::npos,
+    check(device_error_of([] {
+              (void)ember::DispatchDevice::parse("cpu+fast");
+          }).find("\"cpu+fast\"") != std::string::npos,
           "a malformed device string is a DeviceError naming it");
     const auto a = ember::Tensor<B, 1>::from_floats({1.f}, ember::DispatchDevice::cpu());
     const auto f = ember::Tensor<B, 1>::from_floats({1.f}, ember::DispatchDevice::cpu().fusion());
@@ -80,7 +81,7 @@ int main(int argc, char** argv) {
           "tensors of two stacks are a DeviceError naming both");
 
     std::cout << "consumer_dispatch on " << device.to_string() << " ("
-              << ember::Dispatch::backends().size() << " backend(s) in this build): "
-              << (failures ? "FAILED" : "ok") << '\n';
+              << ember::Dispatch::backends().size()
+              << " backend(s) in this build): " << (failures ? "FAILED" : "ok") << '\n';
     return failures ? 1 : 0;
 }
