@@ -56,10 +56,11 @@ class Evaluator {
         std::map<std::string, std::pair<double, std::size_t>> sums;
         std::size_t iteration = 0, done = 0;
         for (auto&& batch : loader.iter()) {
-            static_assert(std::same_as<decltype(model_.step(batch)), Item>,
-                          "Evaluator::eval: the model's step(batch) must return the Item the "
-                          "EvaluatorBuilder was made for");
-            const Item item = model_.step(batch);
+            // The validation step, as the Learner calls it: valid_step, else step.
+            static_assert(std::same_as<decltype(run_valid_step(model_, batch)), Item>,
+                          "Evaluator::eval: the model's valid_step(batch) (or step(batch)) must "
+                          "return the Item the EvaluatorBuilder was made for");
+            const Item item = run_valid_step(model_, batch);
             ++iteration;
             // Batches of equal size but the last, as the Learner counts them.
             std::size_t after = n;
