@@ -1182,7 +1182,8 @@ struct NamedStepsClassifier {
 // Three epochs of SGD on the grid from fixed weights, on training backend B (validation on
 // its inner backend, on `device` without autodiff); the history of the run.
 template <ember::AutodiffBackend B>
-train::detail::MetricHistory dispatch_run(const fs::path& dir, const ember::Device<B>& device) {
+train::detail::MetricHistory dispatch_run(const fs::path& dir, const ember::Device<B>& device,
+                                          double* evaluated_loss = nullptr) {
     using I = typename B::InnerBackend;
     using M = NamedStepsClassifier<B>;
     M model{ember::nn::LinearConfig{2, 3}.init<B>(device)};
@@ -1201,7 +1202,14 @@ train::detail::MetricHistory dispatch_run(const fs::path& dir, const ember::Devi
             .seed(3)
             .renderer(std::make_shared<Recorder>())
             .build(model, ember::optim::SgdConfig{}.init<M>(), 0.5);
-    (void)learner.fit(tl, vl);
+    auto trained = learner.fit(tl, vl);
+    if (evaluated_loss) {
+        // The Evaluator runs the same validation step (valid_step) over the same batches.
+        auto evaluator = train::EvaluatorBuilder<train::ClassificationOutput<I>>(dir)
+                             .metric_test_numeric(train::LossMetric<I>{})
+                             .build(trained.valid());
+        *evaluated_loss = evaluator.eval("test", vl).numeric.at("Loss");
+    }
     return learner.history();
 }
 }  // namespace
@@ -1211,15 +1219,18 @@ TEST_CASE("the Learner trains a model on ember::Dispatch, validating with valid_
     using ember::Dispatch;
     TempDir a("dispatch"), b("dispatch-concrete");
     NamedStepsClassifier<Dispatch>::valid_calls = 0;
+    double evaluated = 0;
     const auto on_dispatch =
-        dispatch_run<Dispatch>(a.path, ember::DispatchDevice::parse("cpu+autodiff"));
-    // 3 epochs of 3 validation batches, each through valid_step on the model of valid(): the
-    // same type, on the CPU without autodiff.
-    CHECK(NamedStepsClassifier<Dispatch>::valid_calls == 9);
+        dispatch_run<Dispatch>(a.path, ember::DispatchDevice::parse("cpu+autodiff"), &evaluated);
+    // 3 epochs of 3 validation batches and the Evaluator's 3, each through valid_step on the
+    // model of valid(): the same type, on the CPU without autodiff.
+    CHECK(NamedStepsClassifier<Dispatch>::valid_calls == 12);
     CHECK(NamedStepsClassifier<Dispatch>::valid_calls_with_autodiff == 0);
     const auto& loss = on_dispatch.at(train::Split::Train).at("Loss");
     REQUIRE(loss.size() == 3);
     CHECK(loss[2] < loss[0]);
+    // The Evaluator's loss over the validation set is the last validation epoch's.
+    CHECK(evaluated == Approx(on_dispatch.at(train::Split::Valid).at("Loss").back()));
     // The same run on the concrete stack Dispatch's "cpu+autodiff" names (the validation step
     // found by the same name there) gives the same history: Dispatch only forwards the ops.
     const auto concrete = dispatch_run<AD>(b.path, {});
