@@ -309,7 +309,7 @@ TEST_CASE("Rendezvous: environment, hex, files and TCP", "[collective][rendezvou
     }
 }
 
-TEST_CASE("collective: ember::Dispatch tensors, on devices with and without autodiff",
+TEST_CASE("collective: ember::Dispatch tensors on devices with and without autodiff",
           "[collective][dispatch]") {
     // Dispatch's inner backend is itself: its tensors are reduced through host memory as they
     // are (an autodiff device's too, the result an untracked tensor there), not by recursing

@@ -1214,7 +1214,7 @@ train::detail::MetricHistory dispatch_run(const fs::path& dir, const ember::Devi
 }
 }  // namespace
 
-TEST_CASE("the Learner trains a model on ember::Dispatch, validating with valid_step",
+TEST_CASE("the Learner trains a model on ember::Dispatch and validates it with valid_step",
           "[learner][dispatch]") {
     using ember::Dispatch;
     TempDir a("dispatch"), b("dispatch-concrete");
