@@ -38,22 +38,31 @@ concept TrainStep = requires(const M& model, const Batch& batch) {
     { model.step(batch) } -> std::same_as<TrainOutput<Item>>;
 };
 
+/// Whether `M` has a `valid_step(batch)`.
+template <typename M, typename Batch>
+concept HasValidStepMember = requires(const M& model, const Batch& batch) {
+    model.valid_step(batch);
+};
+/// Whether `M` has a `step(batch)`.
+template <typename M, typename Batch>
+concept HasStepMember = requires(const M& model, const Batch& batch) { model.step(batch); };
+
+/// The validation step of `model` on `batch`: `valid_step` where the model has it, else `step`.
+template <typename M, typename Batch>
+    requires HasValidStepMember<M, Batch> || HasStepMember<M, Batch>
+decltype(auto) run_valid_step(const M& model, const Batch& batch) {
+    if constexpr (HasValidStepMember<M, Batch>)
+        return model.valid_step(batch);
+    else
+        return model.step(batch);
+}
+
 /// A validation model: `valid_step(batch)` (or, where it has none, `step(batch)`) returns
 /// `Item`.
 template <typename M, typename Batch, typename Item>
 concept ValidStep = requires(const M& model, const Batch& batch) {
-    { model.valid_step(batch) } -> std::same_as<Item>;
-} || (!requires(const M& model, const Batch& batch) { model.valid_step(batch); } &&
-      requires(const M& model, const Batch& batch) {
-          { model.step(batch) } -> std::same_as<Item>;
-      });
-
-/// The validation step of `model` on `batch`: `valid_step` where the model has it, else `step`.
-template <typename M, typename Batch>
-decltype(auto) run_valid_step(const M& model, const Batch& batch) {
-    if constexpr (requires { model.valid_step(batch); }) return model.valid_step(batch);
-    else return model.step(batch);
-}
+    { run_valid_step(model, batch) } -> std::same_as<Item>;
+};
 
 /// The output of a classifier: loss, class scores [N, C] and targets [N]. Feeds LossMetric,
 /// AccuracyMetric and TopKAccuracyMetric.

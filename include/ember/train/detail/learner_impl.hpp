@@ -564,8 +564,8 @@ class Learner {
     const ValidItem& captured_valid(detail::CapturedSteps<B, Batch, ValidItem, G>& c,
                                     const Batch& batch, const VM& vmodel) {
         c.pending.reset();
-        const auto ran =
-            c.graph.run(batch, [&](const Batch& b) { c.pending.emplace(run_valid_step(vmodel, b)); });
+        const auto ran = c.graph.run(
+            batch, [&](const Batch& b) { c.pending.emplace(run_valid_step(vmodel, b)); });
         if (ran != G::Ran::Replayed) c.current = std::move(c.pending);
         tell(c, ran, "validation");
         return *c.current;
