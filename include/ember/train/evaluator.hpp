@@ -140,16 +140,7 @@ class EvaluatorBuilder {
   private:
     template <typename Me>
     void add(Me metric, bool plotted) {
-        static_assert(AdaptsTo<Item, typename Me::Input>,
-                      "this metric's Input has no Adaptor from the step output type: specialise "
-                      "ember::train::Adaptor<Item, Input>");
-        auto slot = std::make_shared<detail::MetricSlotOf<Item, Me>>(std::move(metric));
-        slot->numeric = Numeric<Me>;
-        slot->plotted = plotted;
-        for (const auto& s : metrics_)
-            EMBER_CHECK(s->name() != slot->name(), Argument, "EvaluatorBuilder: metric '",
-                        slot->name(), "' is registered twice");
-        metrics_.push_back(std::move(slot));
+        detail::add_metric_slot<Item>(metrics_, std::move(metric), plotted, "EvaluatorBuilder", "");
     }
 
     std::filesystem::path dir_;

@@ -92,6 +92,24 @@ struct MetricSlotOf final : MetricSlot<Item> {
     M metric;
 };
 
+/// Adds `metric`'s slot to `slots`: numeric where the metric has values, given to the renderer
+/// where `plotted`. A name already there is an ArgumentError naming `owner` (and `scope`).
+template <typename Item, typename M>
+void add_metric_slot(std::vector<std::shared_ptr<MetricSlot<Item>>>& slots, M metric, bool plotted,
+                     const char* owner, const char* scope) {
+    static_assert(AdaptsTo<Item, typename M::Input>,
+                  "this metric's Input has no Adaptor from the step output type: specialise "
+                  "ember::train::Adaptor<Item, Input>");
+    auto slot = std::make_shared<MetricSlotOf<Item, M>>(std::move(metric));
+    slot->numeric = Numeric<M>;
+    slot->plotted = plotted;
+    const std::string name = slot->name();
+    for (const auto& s : slots)
+        EMBER_CHECK(s->name() != name, Argument, owner, ": metric '", name, "' is registered twice",
+                    scope);
+    slots.push_back(std::move(slot));
+}
+
 // A file checkpointer with its recorder's type erased.
 struct Checkpointer {
     std::function<void(const record::Value&, const std::filesystem::path&)> save;
@@ -429,17 +447,8 @@ class LearnerBuilder {
     template <typename Item, typename Me>
     void add(std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots, Me metric,
              bool plotted) {
-        static_assert(AdaptsTo<Item, typename Me::Input>,
-                      "this metric's Input has no Adaptor from the step output type: specialise "
-                      "ember::train::Adaptor<Item, Input>");
-        auto slot = std::make_shared<detail::MetricSlotOf<Item, Me>>(std::move(metric));
-        slot->numeric = Numeric<Me>;
-        slot->plotted = plotted;
-        const std::string name = slot->name();
-        for (const auto& s : slots)
-            EMBER_CHECK(s->name() != name, Argument, "LearnerBuilder: metric '", name,
-                        "' is registered twice for the same split");
-        slots.push_back(std::move(slot));
+        detail::add_metric_slot<Item>(slots, std::move(metric), plotted, "LearnerBuilder",
+                                      " for the same split");
     }
 
     // `what` ("early stopping", "keep_best_checkpoint") names the setting in the message.
