@@ -14,9 +14,9 @@
 #if !EMBER_FREESTANDING
 #include <filesystem>
 #include <vector>
+#endif
 
 #include "../export.hpp"
-#endif
 
 namespace ember::record {
 
