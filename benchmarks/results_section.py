@@ -26,6 +26,12 @@ def replace_section(path, name, text):
     os.replace(tmp, path)
 
 
+def write_section(path, name, lines):
+    """replace_section with the section's lines given without its begin/end markers."""
+    replace_section(path, name, "\n".join([f"<!-- {name}:begin -->", *lines,
+                                           f"<!-- {name}:end -->"]))
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
         sys.exit(__doc__)
