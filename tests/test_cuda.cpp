@@ -55,6 +55,25 @@ TEST_CASE("cuda: the pool reuses freed blocks", "[cuda]") {
     CHECK(ember::cuda::memory_stats().bytes_reserved < mid.bytes_reserved);
 }
 
+TEST_CASE("cuda: running out of device memory is a DeviceError with the size, and recoverable",
+          "[cuda][errors]") {
+    REQUIRE_GPU();
+    const auto before = ember::cuda::memory_stats();
+    // 2^40 floats = 4 TiB: more than any GPU has, so cudaMalloc fails even after the cache is
+    // given back; the error names the bytes asked for and the driver's reason.
+    try {
+        auto huge = Tensor<Cuda, 1>::zeros({std::size_t{1} << 40});
+        FAIL("a 4 TiB tensor was allocated");
+    } catch (const ember::DeviceError& e) {
+        CHECK_THAT(e.what(), Catch::Contains("cudaMalloc of 4398046511104 bytes") &&
+                                 Catch::Contains("cudaErrorMemoryAllocation"));
+    }
+    // Nothing leaked into the books, and the device still works.
+    CHECK(ember::cuda::memory_stats().bytes_in_use == before.bytes_in_use);
+    auto ok = Tensor<Cuda, 1>::ones({1024});
+    CHECK(ok.sum().into_scalar() == Approx(1024));
+}
+
 TEST_CASE("cuda: in-place reuse of a moved unique tensor", "[cuda]") {
     REQUIRE_GPU();
     auto a = Tensor<Cuda, 1>::ones({1 << 16});
