@@ -2,10 +2,13 @@
 // PyTorch (tests/fixtures/gen_models.py): the same weights give the same scores, loss and
 // gradients, the examples' optimizers the same weights after two steps, BatchNorm the same
 // running statistics and eval-mode scores, and the GPT's KV-cached generation path the rows of
-// PyTorch's full causal forward. Also the warm-up + cosine schedule the GPT example trains with.
+// PyTorch's full causal forward. Also the warm-up + cosine schedule the GPT example trains with,
+// and the GPT benchmark's two sides (benchmarks/gpt_torch.py, tests/fixtures/gen_gpt_peer.py):
+// the same initial weights through the PyTorch importer, the same bytes, the same losses.
 #include <ember/optim.hpp>
 #include <ember/optim/lr_scheduler.hpp>
 
+#include "../examples/gpt/data.hpp"
 #include "../examples/gpt/model.hpp"
 #include "../examples/resnet/model.hpp"
 #include "module_check.hpp"
@@ -251,4 +254,54 @@ TEST_CASE("WarmupCosineLrScheduler follows torch's SequentialLR(LinearLR, Cosine
             ember::record::Map{{"scheduler", "NoamLrScheduler"}, {"step", std::int64_t(1)}};
         CHECK_THROWS_AS(config.init().load_record(other), ember::FormatError);
     }
+}
+
+TEST_CASE("the GPT example trains as its PyTorch peer from the peer's saved weights",
+          "[models][gpt][pytorch]") {
+    Fixture f("gpt_peer", "gpt_peer");
+    const auto config = gpt_config(f);
+    const std::filesystem::path pt =
+        std::filesystem::path(EMBER_FIXTURE_DIR) / "pytorch" / "gpt_peer.pt";
+    const auto fresh = config.init<AD>();
+    auto model = gpt::load_pytorch(fresh, pt);
+    // Every parameter came from the file: none keeps the value of the fresh initialisation
+    // (except where both start alike: LayerNorms' gamma 1 and beta 0, biases 0).
+    std::map<std::string, std::vector<float>> before;
+    fresh.visit([&](std::string_view path, const auto& p) {
+        before[std::string(path)] = p.val().to_data().template to_vec<float>();
+    });
+    std::size_t loaded = 0;
+    model.visit([&](std::string_view path, const auto& p) {
+        if (path.ends_with("gamma") || path.ends_with("beta") || path.ends_with("bias")) return;
+        INFO(path);
+        CHECK(p.val().to_data().template to_vec<float>() != before.at(std::string(path)));
+        ++loaded;
+    });
+    CHECK(loaded == 2 + 2 * 6);  // two embeddings, six weight matrices a layer
+
+    // The benchmark's batch formula gives the bytes gpt_torch.py's bench_tokens gave.
+    const auto batch = gpt::bench_batch<AD>(3, 12, std::uint64_t(f.param("seed")), {});
+    CHECK(batch.inputs.to_data().to_vec<std::int64_t>() ==
+          f.named("tokens").to_vec<std::int64_t>());
+    CHECK(batch.targets.to_data().to_vec<std::int64_t>() ==
+          f.named("targets").to_vec<std::int64_t>());
+
+    // Six AdamW steps with the example's settings: the loss before each, as PyTorch's (float64).
+    auto adamw = ember::optim::AdamWConfig{}
+                     .with_beta_2(0.95)
+                     .with_epsilon(1e-8)
+                     .with_weight_decay(0.1)
+                     .init<gpt::Gpt<AD>>();
+    const auto expected = f.named("losses").to_vec<double>();
+    for (std::size_t k = 0; k < expected.size(); ++k) {
+        INFO("step " << k);
+        auto loss = model.loss(batch.inputs, batch.targets);
+        CHECK(double(loss.into_scalar()) == Approx(expected[k]).epsilon(1e-5));
+        auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
+        model = adamw.step(1e-3, std::move(model), std::move(grads));
+    }
+    // A state dict of another size is refused, naming the shapes.
+    CHECK_THROWS_AS(
+        gpt::load_pytorch(gpt::GptConfig{256, 16, 32, 2, 2, 0.0}.init<ember::Cpu>(), pt),
+        ember::Error);
 }

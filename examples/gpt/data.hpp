@@ -79,6 +79,41 @@ struct TokenBatch {
     ember::Tensor<B, 1, ember::Int> targets;  ///< bytes i+1..i+S, row after row
 };
 
+/// splitmix64 (Steele et al. 2014): a fixed, portable formula, so that benchmarks/gpt_torch.py
+/// computes the same bytes.
+inline std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/// The benchmark's batch (`train --bench`), the same as benchmarks/gpt_torch.py's bench_tokens:
+/// `n` rows of `seq + 1` bytes, byte i of them all splitmix64(seed · 2³² + i) mod 256; inputs
+/// are each row's first `seq` bytes, targets the byte after each. No text needed, so it runs on
+/// a machine without the fortunes package.
+template <ember::Backend B>
+TokenBatch<B> bench_batch(std::size_t n, std::size_t seq, std::uint64_t seed,
+                          const ember::Device<B>& device) {
+    std::vector<std::int64_t> inputs, targets;
+    inputs.reserve(n * seq);
+    targets.reserve(n * seq);
+    const std::uint64_t base = seed << 32;
+    for (std::size_t r = 0; r < n; ++r) {
+        auto byte = [&](std::size_t t) {
+            return std::int64_t(splitmix64(base + r * (seq + 1) + t) & 255);
+        };
+        for (std::size_t t = 0; t < seq; ++t) {
+            inputs.push_back(byte(t));
+            targets.push_back(byte(t + 1));
+        }
+    }
+    return {ember::Tensor<B, 2, ember::Int>::from_data(
+                ember::TensorData(std::move(inputs), {n, seq}), device),
+            ember::Tensor<B, 1, ember::Int>::from_data(
+                ember::TensorData(std::move(targets), {n * seq}), device)};
+}
+
 /// `n` windows of `seq + 1` bytes of `stream` starting at offsets drawn from `rng`.
 template <ember::Backend B>
 TokenBatch<B> sample_batch(const std::vector<std::uint8_t>& stream, std::size_t n, std::size_t seq,

@@ -3,6 +3,7 @@
 // ember::Dispatch, on the device --backend names (cpu|vulkan|cuda[:i][+fusion]).
 //
 //   gpt train [--layers N --d-model N --heads N --context N] [--steps N] [--batch-size N] ...
+//   gpt train --bench [--batch 8 --seq 1024] [--peak-tflops X] [--init-from torch.pt]
 //   gpt generate [--artifact-dir DIR] [--prompt S] [--length N] [--temperature X] [--top-k K]
 //                                                                              (see --help)
 #include <ember/dispatch/dispatch.hpp>
@@ -10,6 +11,9 @@
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/record.hpp>
+#if defined(EMBER_CUDA)
+#include <ember/backend/cuda.hpp>  // the peak memory of --bench
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -75,6 +79,13 @@ struct Options {
     std::optional<std::size_t> threads;
     bool resume = false;
     bool check = false;
+    fs::path init_from;      // a PyTorch state dict of benchmarks/gpt_torch.py's model
+    bool bench = false;      // time steps on a fixed batch instead of training
+    double peak_tflops = 0;  // the device's peak, for the model FLOPs utilisation
+    std::size_t bench_warmup = 3;
+    std::size_t bench_reps = 10;
+    std::size_t bench_rounds = 3;
+    std::size_t loss_steps = 0;  // --bench: print the losses of this many steps first
 };
 
 Options parse(int argc, char** argv) {
@@ -107,9 +118,10 @@ Options parse(int argc, char** argv) {
             "PROBABILITY", [](double v) { return v >= 0 && v < 1; }, "in [0, 1)"))
         ->group("Model");
     train_cmd->add_option("--steps", c.steps, "optimizer steps")->check(positive);
-    train_cmd->add_option("--batch-size", c.batch_size, "sequences per step")->check(positive);
+    train_cmd->add_option("--batch-size,--batch", c.batch_size, "sequences per step")
+        ->check(positive);
     train_cmd
-        ->add_option("--seq-len", c.seq_len,
+        ->add_option("--seq-len,--seq", c.seq_len,
                      "tokens per training sequence (0: the context), at most the context")
         ->check(ember_examples::non_negative);
     train_cmd
@@ -152,6 +164,38 @@ Options parse(int argc, char** argv) {
     train_cmd->add_flag("--check", o.check,
                         "also validate before training; exit 1 unless the validation loss fell");
     train_cmd->add_option("--seed", c.seed, "seed of initialisation, batches and dropout");
+    train_cmd
+        ->add_option("--init-from", o.init_from,
+                     "start from these weights: a PyTorch state dict of "
+                     "benchmarks/gpt_torch.py's model (its --save-init)")
+        ->check(CLI::ExistingFile);
+    train_cmd
+        ->add_flag("--bench", o.bench,
+                   "time training steps on one fixed batch (the bytes gpt_torch.py uses) at "
+                   "the constant --lr; print JSON lines (step time, tokens/s, MFU); no text, "
+                   "no checkpoint")
+        ->group("Benchmark");
+    train_cmd
+        ->add_option("--peak-tflops", o.peak_tflops,
+                     "the device's peak TFLOP/s (e.g. 989: an H100/H200's dense bf16), for the "
+                     "model FLOPs utilisation")
+        ->check(positive)
+        ->group("Benchmark");
+    train_cmd->add_option("--bench-warmup", o.bench_warmup, "untimed steps first")
+        ->check(ember_examples::non_negative)
+        ->group("Benchmark");
+    train_cmd->add_option("--bench-reps", o.bench_reps, "steps per timed round")
+        ->check(positive)
+        ->group("Benchmark");
+    train_cmd->add_option("--bench-rounds", o.bench_rounds, "timed rounds; the fastest one counts")
+        ->check(positive)
+        ->group("Benchmark");
+    train_cmd
+        ->add_option("--loss-steps", o.loss_steps,
+                     "before timing, print the loss of each of N steps (gpt_torch.py "
+                     "--loss-steps prints PyTorch's)")
+        ->check(ember_examples::non_negative)
+        ->group("Benchmark");
     gen_cmd->add_option("--prompt", s.prompt, "what the text starts with")
         ->default_str("a newline");
     gen_cmd->add_option("--length", s.length, "bytes to generate")
@@ -240,6 +284,7 @@ int train(const Options& o) {
     const auto valid_device = ember_examples::backend_device_of(o.backend);
     const auto device = valid_device.autodiff(true);
     auto model = c.model.template init<B>(device);
+    if (!o.init_from.empty() && !o.resume) model = load_pytorch(model, o.init_from, device);
     auto optim = ember::optim::AdamWConfig{}
                      .with_beta_2(c.beta_2)
                      .with_epsilon(1e-8)
@@ -333,6 +378,83 @@ int train(const Options& o) {
     return fell ? 0 : 1;
 }
 
+// One JSON line, as benchmarks/gpt_torch.py prints them.
+void print_json(const std::string& fields) {
+    std::printf("{\"framework\": \"ember\", %s}\n", fields.c_str());
+    std::fflush(stdout);
+}
+
+std::string json_number(double v, int digits = 6) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+}
+
+// `train --bench`: AdamW steps (the example's settings, the constant rate --lr) on one fixed
+// batch; the best of --bench-rounds rounds of --bench-reps steps after --bench-warmup steps. A
+// round ends by reading the last loss, which waits for the device, so the time is the steps'.
+template <ember::AutodiffBackend B>
+int bench(const Options& o) {
+    const TrainConfig& c = o.config;
+    B::seed(c.seed);
+    const auto inner = ember_examples::backend_device_of(o.backend);
+    const auto device = inner.autodiff(true);
+    auto model = c.model.template init<B>(device);
+    if (!o.init_from.empty()) model = load_pytorch(model, o.init_from, device);
+    auto optim = ember::optim::AdamWConfig{}
+                     .with_beta_2(c.beta_2)
+                     .with_epsilon(1e-8)
+                     .with_weight_decay(c.weight_decay)
+                     .template init<Gpt<B>>();
+    const auto batch = bench_batch<B>(c.batch_size, c.seq_len, c.seed, device);
+    auto step = [&] {
+        auto loss = model.loss(batch.inputs, batch.targets);
+        auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
+        model = optim.step(c.learning_rate, std::move(model), std::move(grads));
+        return loss;
+    };
+    for (std::size_t k = 0; k < o.loss_steps; ++k) {
+        const double loss = double(step().into_scalar());
+        print_json("\"name\": \"gpt_loss\", \"step\": " + std::to_string(k) +
+                   ", \"value\": " + json_number(loss, 7));
+    }
+#if defined(EMBER_CUDA)
+    const bool cuda = inner.kind() == ember::DispatchKind::Cuda;
+    if (cuda) ember::cuda::reset_peak_memory(ember::CudaDevice{inner.index()});
+#endif
+    double last_loss = 0;
+    for (std::size_t k = 0; k < o.bench_warmup; ++k) last_loss = double(step().into_scalar());
+    double best = 1e300;
+    for (std::size_t r = 0; r < o.bench_rounds; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        std::optional<ember::Tensor<B, 1>> loss;
+        for (std::size_t k = 0; k < o.bench_reps; ++k) loss = step();
+        last_loss = double(loss->into_scalar());
+        best = std::min(best, seconds_since(start) / double(o.bench_reps));
+    }
+    const double tokens = double(c.batch_size * c.seq_len);
+    std::string line = "\"name\": \"gpt_train_step_b" + std::to_string(c.batch_size) + "_s" +
+                       std::to_string(c.seq_len) + "_f32\", \"value\": " + json_number(best * 1e3) +
+                       ", \"unit\": \"ms\", \"tokens_per_s\": " + json_number(tokens / best, 7);
+    if (o.peak_tflops > 0)
+        line += ", \"mfu\": " +
+                json_number(
+                    model_flops(model, c.batch_size, c.seq_len) / best / (o.peak_tflops * 1e12), 4);
+#if defined(EMBER_CUDA)
+    if (cuda)
+        line +=
+            ", \"peak_memory_mib\": " +
+            json_number(
+                double(
+                    ember::cuda::memory_stats(ember::CudaDevice{inner.index()}).peak_bytes_in_use) /
+                (1 << 20));
+#endif
+    line += ", \"loss\": " + json_number(last_loss) + ", \"backend\": \"" + o.backend +
+            "\", \"params\": " + std::to_string(model.num_params());
+    print_json(line);
+    return 0;
+}
+
 // The next byte from `scores` (the vocabulary's scores): the likeliest at temperature 0, else a
 // draw from softmax(scores / temperature) over the top_k likeliest (all when top_k is 0).
 std::size_t sample(std::vector<float> scores, const Sampling& s, std::mt19937_64& rng) {
@@ -419,7 +541,8 @@ int run(int argc, char** argv) {
     const Options o = parse(argc, argv);
     if (o.threads) ember::cpu::set_num_threads(*o.threads);
     using B = ember::Dispatch;
-    return o.command == "train" ? train<B>(o) : generate<B>(o);
+    if (o.command == "train") return o.bench ? bench<B>(o) : train<B>(o);
+    return generate<B>(o);
 }
 
 }  // namespace gpt
