@@ -16,7 +16,8 @@ line {"framework": "torch", "name": ..., "value": ms, "unit": "ms", "tokens_per_
 this torch lacks is skipped with a line on stderr. The minimum is PyTorch's best:
   eager       the model as written, AdamW with foreach (torch's default)
   fused       the same with fused=True AdamW
-  compile     torch.compile(model, mode="max-autotune") (CUDA graphs included) + fused AdamW
+  compile     torch.compile(model, mode="max-autotune") (CUDA graphs included; --compile-mode
+              picks another) + fused AdamW
   cuda_graph  the whole step (zero_grad, forward, backward, fused capturable AdamW) captured
               in one CUDA graph and replayed
 each in f32 (exact, TF32 off, as ember's default) and under bf16 autocast (matmuls and attention
@@ -171,7 +172,7 @@ def run_config(args, dev, precision, cfg, x, y, flops):
     if cfg == "cuda_graph":
         kw["capturable"] = True
     opt = make_adamw(model, args.lr, **kw)  # TypeError where this torch lacks fused/capturable
-    fwd = torch.compile(model, mode="max-autotune") if cfg == "compile" else model
+    fwd = torch.compile(model, mode=args.compile_mode) if cfg == "compile" else model
     # No autocast weight cache: a captured graph must not hold casts made outside it.
     amp = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16",
                                  cache_enabled=False)
@@ -247,6 +248,8 @@ def parse(argv=None):
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compile-mode", default="max-autotune",
+                   help="torch.compile's mode (max-autotune autotunes every GEMM: minutes)")
     p.add_argument("--save-init", help="write the initial weights (state_dict) to this .pt")
     p.add_argument("--loss-steps", type=int, default=0)
     a = p.parse_args(argv)
@@ -278,6 +281,8 @@ def main():
             except Exception as e:  # what this torch or device lacks: say so, go on
                 print(f"gpt_torch: {precision} {cfg} skipped: {type(e).__name__}: {str(e)[:200]}",
                       file=sys.stderr)
+            if cfg == "compile" and hasattr(torch, "_dynamo"):
+                torch._dynamo.reset()  # its graphs and CUDA graph pools go with it
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
 
