@@ -2,18 +2,24 @@
 // Fashion-MNIST padded to 3×32×32 with the Learner. It runs on ember::Dispatch, on the device
 // --backend names.
 //
-//   resnet --synthetic [--backend B] [--batch-size N] [--steps N] [--warmup N] ...
+//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] ...
 //   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] ...
 //                                                      (B: cpu|vulkan|cuda[:i][+fusion])
+// --init-from FILE.pt starts from PyTorch's weights (benchmarks/resnet_torch.py writes them), and
+// --synthetic --batch-from FILE.pt trains on that file's fixed batch: the two together reproduce
+// resnet_torch.py's losses.
 #include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
 #include <ember/record.hpp>
+#include <ember/record/pytorch.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -61,6 +67,9 @@ struct Options {
     std::optional<std::size_t> threads;
     std::optional<fs::path> data_dir;
     fs::path artifact_dir = "artifacts/resnet";
+    std::string model_name = "resnet18";  // for the JSON lines' names
+    std::optional<fs::path> init_from;    // PyTorch weights to start from
+    std::optional<fs::path> batch_from;   // --synthetic: the fixed batch (and its expected losses)
 };
 
 Options parse(int argc, char** argv) {
@@ -75,22 +84,41 @@ Options parse(int argc, char** argv) {
     auto* synthetic =
         app.add_flag("--synthetic", o.synthetic,
                      "throughput mode: --warmup untimed then --steps timed steps on random images "
-                     "and labels (fixed seed); prints steps/s and images/s");
+                     "and labels (fixed seed); prints a JSON line per step (loss, ms) and one with "
+                     "the median step time and images/s");
     app.add_option("--steps", o.steps, "(synthetic) timed steps")
         ->check(ember_examples::positive)
         ->needs(synthetic);
     app.add_option("--warmup", o.warmup, "(synthetic) untimed steps before them")
         ->check(ember_examples::non_negative)
         ->needs(synthetic);
-    std::string model = "resnet18";
-    app.add_option("--model", model,
+    auto* batch_from =
+        app.add_option("--batch-from", o.batch_from,
+                       "(synthetic) train on the one batch of this PyTorch file ({'images': "
+                       "[N,3,32,32], 'targets': [N]}, as resnet_torch.py weights --batch-file "
+                       "writes) instead of random ones; with --check, each step's loss must be "
+                       "within 1e-4 of the file's 'losses', where it has them")
+            ->check(CLI::ExistingFile)
+            ->needs(synthetic);
+    app.add_option("--init-from", o.init_from,
+                   "start from the weights of this PyTorch state_dict file (torch.save; "
+                   "benchmarks/resnet_torch.py weights writes one) instead of a fresh "
+                   "initialisation")
+        ->check(CLI::ExistingFile);
+    app.add_option("--model", o.model_name,
                    "resnet18, or tiny (widths 8/16/32/64, one block per stage: for tests and "
                    "quick runs)")
         ->check(CLI::IsMember({"resnet18", "tiny"}));
+    std::optional<std::size_t> width;
+    app.add_option("--width", width,
+                   "channels of the first stage; the others have 2x, 4x, 8x (default 64 for "
+                   "resnet18, 8 for tiny)")
+        ->check(ember_examples::positive);
     // BatchNorm needs two values per channel in training.
-    app.add_option("--batch-size", c.batch_size, "images per step")
+    app.add_option("--batch-size,--batch", c.batch_size, "images per step")
         ->check(ember_examples::number_where(
-            "AT_LEAST_2", [](double v) { return v >= 2; }, "at least 2"));
+            "AT_LEAST_2", [](double v) { return v >= 2; }, "at least 2"))
+        ->excludes(batch_from);
     auto* fashion_only = app.add_option_group("Fashion-MNIST run");
     fashion_only->add_option("--epochs", c.num_epochs, "epochs of the Fashion-MNIST run")
         ->check(ember_examples::positive);
@@ -125,7 +153,9 @@ Options parse(int argc, char** argv) {
                  "validation loss below ln 10, a uniform guess)");
     ember_examples::parse_or_exit(app, argc, argv);
     ember_examples::backend_from_env(app, {backend}, o.backend);
-    if (model == "tiny") c.model.widths = {8, 16, 32, 64}, c.model.blocks = {1, 1, 1, 1};
+    if (o.model_name == "tiny") c.model.blocks = {1, 1, 1, 1};
+    const std::size_t w = width.value_or(o.model_name == "tiny" ? 8 : 64);
+    c.model.widths = {w, 2 * w, 4 * w, 8 * w};
     c.learning_rate = lr.value_or(c.optimizer == "adam" ? 1e-3 : c.learning_rate);
     return o;
 }
@@ -143,23 +173,75 @@ auto adam_optimizer(const RunConfig&) {
     return ember::optim::AdamConfig{}.with_epsilon(1e-8).template init<M>();
 }
 
-// Throughput: `warmup` then `steps` timed training steps on random data.
+// A fresh model on `device`, or with --init-from the PyTorch file's weights in it (its keys are
+// ember's paths: resnet_torch.py names its modules so; Linear weights are transposed on load).
+template <Backend B>
+ResNet<B> initial_model(const Options& o, const ember::Device<B>& device) {
+    auto model = o.config.model.template init<B>(device);
+    if (!o.init_from) return model;
+    const ember::record::PyTorchFileRecorder<ember::record::FullPrecisionSettings> recorder;
+    return recorder.load_into(model, ember::record::LoadArgs(*o.init_from), device);
+}
+
+// The fixed batch of --batch-from: "images" [N, 3, 32, 32] (float), "targets" [N] (integer) and,
+// where the file has them, the "losses" PyTorch measured on it.
+template <Backend B>
+std::pair<ImageBatch<B>, std::vector<double>> load_batch(const fs::path& file,
+                                                         const ember::Device<B>& device) {
+    const auto tensors = ember::record::read_pytorch_tensors(file);
+    auto find = [&](const std::string& key) -> const ember::TensorData* {
+        for (const auto& [name, data] : tensors)
+            if (name == key) return &data;
+        return nullptr;
+    };
+    const auto* images = find("images");
+    const auto* targets = find("targets");
+    EMBER_CHECK(images && targets, Format, "resnet --batch-from: ", file.string(),
+                " must hold the tensors 'images' and 'targets'");
+    const auto& is = images->shape();
+    EMBER_CHECK(is.rank() == 4 && is[0] >= 2 && is[1] == 3 && is[2] == kSide && is[3] == kSide,
+                Shape, "resnet --batch-from: ", file.string(), ": 'images' has shape ",
+                is.to_string(), ", expected [N >= 2, 3, 32, 32]");
+    EMBER_CHECK(targets->shape() == ember::Shape{is[0]}, Shape,
+                "resnet --batch-from: ", file.string(), ": 'targets' has shape ",
+                targets->shape().to_string(), ", expected [", is[0], "]");
+    std::vector<double> losses;
+    if (const ember::TensorData* l = find("losses")) losses = l->to_vec<double>();
+    return {{Tensor<B, 4>::from_data(images->convert(ember::DType::F32), device),
+             Tensor<B, 1, ember::Int>::from_data(targets->convert(ember::DType::I64), device)},
+            std::move(losses)};
+}
+
+// Throughput: `warmup` then `steps` timed training steps on random data (or --batch-from's
+// batch). Every line is JSON: the run, each step (loss, ms), and the summary, whose "value" is
+// the median step time, named like resnet_torch.py's configurations.
 template <ember::AutodiffBackend B, typename Optim>
 int synthetic(const Options& o, Optim optim) {
     const RunConfig& c = o.config;
     B::seed(c.seed);
     const auto device = ember_examples::backend_device_of(o.backend).autodiff(true);
-    auto model = c.model.template init<B>(device);
-    std::printf("ResNet: %zu parameters, backend %s, batch %zu of 3x32x32 random images\n",
-                model.num_params(), o.backend.c_str(), c.batch_size);
+    auto model = initial_model<B>(o, device);
     std::mt19937_64 rng(c.seed);
     // A pool of 4 batches drawn once, so the timed steps measure the model, not the generator
     // (and so the loss can fall: the model learns the pool's random labels).
     std::vector<ImageBatch<B>> pool;
-    for (int i = 0; i < 4; ++i)
-        pool.push_back(synthetic_batch<B>(c.batch_size, c.model.num_classes, rng, device));
-    std::vector<double> losses;
-    double seconds = 0;
+    std::vector<double> expected;
+    if (o.batch_from) {
+        auto [batch, losses] = load_batch<B>(*o.batch_from, device);
+        pool.push_back(std::move(batch));
+        expected = std::move(losses);
+    } else {
+        for (int i = 0; i < 4; ++i)
+            pool.push_back(synthetic_batch<B>(c.batch_size, c.model.num_classes, rng, device));
+    }
+    const std::size_t batch_size = pool.front().targets.dims()[0];
+    std::printf(
+        "{\"model\":\"%s\",\"widths\":[%zu,%zu,%zu,%zu],\"params\":%zu,\"backend\":\"%s\","
+        "\"batch\":%zu,\"optimizer\":\"%s\",\"lr\":%g,\"init\":\"%s\"}\n",
+        o.model_name.c_str(), c.model.widths[0], c.model.widths[1], c.model.widths[2],
+        c.model.widths[3], model.num_params(), o.backend.c_str(), batch_size, c.optimizer.c_str(),
+        c.learning_rate, o.init_from ? o.init_from->string().c_str() : "fresh");
+    std::vector<double> losses, times;
     std::clock_t cpu_start = std::clock();  // reset after the warm-up
     for (std::size_t s = 0; s < o.warmup + o.steps; ++s) {
         const auto start = std::chrono::steady_clock::now();
@@ -170,29 +252,48 @@ int synthetic(const Options& o, Optim optim) {
         const double l = double(loss.into_scalar());  // waits for the step to finish
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (s >= o.warmup) seconds += t, losses.push_back(l);
+        if (s >= o.warmup) times.push_back(t), losses.push_back(l);
         if (s + 1 == o.warmup) cpu_start = std::clock();
-        std::printf("step %3zu%s  loss %.4f  %.1f ms\n", s + 1, s < o.warmup ? " (warm-up)" : "", l,
-                    t * 1e3);
+        std::printf("{\"step\":%zu,\"warmup\":%s,\"loss\":%.9g,\"ms\":%.3f}\n", s + 1,
+                    s < o.warmup ? "true" : "false", l, t * 1e3);
+        std::fflush(stdout);
     }
-    const double steps_per_s = double(o.steps) / seconds;
+    double seconds = 0;
+    for (double t : times) seconds += t;
+    auto sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    const std::size_t n = sorted.size();
+    const double median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
     // On a shared machine the wall time depends on the other jobs; the process's CPU time (all
     // its threads) says how much work the steps took.
     const double cpu = double(std::clock() - cpu_start) / CLOCKS_PER_SEC;
     std::printf(
-        "%zu steps in %.2f s: %.3f steps/s, %.1f images/s (batch %zu, %s); process CPU time "
-        "%.2f s\n",
-        o.steps, seconds, steps_per_s, steps_per_s * double(c.batch_size), c.batch_size,
-        o.backend.c_str(), cpu);
+        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_f32_%s\",\"value\":%.4f,\"unit\":"
+        "\"ms\",\"mean_ms\":%.4f,\"images_per_s\":%.1f,\"steps\":%zu,\"cpu_s\":%.2f}\n",
+        o.model_name.c_str(), batch_size, c.optimizer.c_str(), o.backend.c_str(), median * 1e3,
+        seconds / double(n) * 1e3, double(batch_size) / median, n, cpu);
     if (!o.check) return 0;
+    if (!expected.empty()) {
+        // The loss check against PyTorch: same weights, same batch, same optimizer.
+        const std::size_t k = std::min(expected.size(), losses.size());
+        double worst = 0;
+        for (std::size_t i = 0; i < k; ++i)
+            worst = std::max(worst, std::abs(losses[i] - expected[i]));
+        const bool ok = o.warmup == 0 && k > 0 && worst <= 1e-4;
+        std::fprintf(stderr, "check: %zu losses against %s's, largest difference %.3g: %s\n", k,
+                     o.batch_from->string().c_str(), worst,
+                     o.warmup != 0 ? "FAILED (--warmup must be 0 to compare)"
+                                   : (ok ? "within 1e-4" : "NOT within 1e-4"));
+        return ok ? 0 : 1;
+    }
     const std::size_t third = std::max<std::size_t>(1, losses.size() / 3);
     double first = 0, last = 0;
     for (std::size_t i = 0; i < third; ++i)
         first += losses[i], last += losses[losses.size() - 1 - i];
     const bool fell = last < first;
-    std::printf("check: mean loss of the first %zu timed steps %.4f, of the last %zu %.4f: %s\n",
-                third, first / double(third), third, last / double(third),
-                fell ? "fell" : "did NOT fall");
+    std::fprintf(
+        stderr, "check: mean loss of the first %zu timed steps %.4f, of the last %zu %.4f: %s\n",
+        third, first / double(third), third, last / double(third), fell ? "fell" : "did NOT fall");
     return fell ? 0 : 1;
 }
 
@@ -246,7 +347,7 @@ int fashion(const Options& o, Optim optim) {
         .num_epochs(c.num_epochs)
         .seed(c.seed);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
-    auto model = c.model.template init<B>(device);
+    auto model = initial_model<B>(o, device);
     std::printf(
         "ResNet: %zu parameters, backend %s; %s, peak lr %g cosine-annealed over %zu steps; "
         "training on %zu Fashion-MNIST images per epoch (padded to 3x32x32), validating on %zu\n",
