@@ -149,8 +149,9 @@ Options parse(int argc, char** argv) {
         ->check(ember_examples::positive);
     app.add_flag("--check", o.check,
                  "exit with status 1 unless the loss fell (synthetic: the mean of the last third "
-                 "of the steps below that of the first third; Fashion-MNIST: the last epoch's "
-                 "validation loss below ln 10, a uniform guess)");
+                 "of the steps below that of the first third, or with --batch-from, every loss "
+                 "within 1e-4 of the file's; Fashion-MNIST: the last epoch's validation loss "
+                 "below ln 10, a uniform guess)");
     ember_examples::parse_or_exit(app, argc, argv);
     ember_examples::backend_from_env(app, {backend}, o.backend);
     if (o.model_name == "tiny") c.model.blocks = {1, 1, 1, 1};
