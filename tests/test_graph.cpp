@@ -314,6 +314,33 @@ TEMPLATE_LIST_TEST_CASE("graph: each replay draws the next mask of the eager seq
     require_identical({mask->to_data()}, {eager[0]});
 }
 
+TEMPLATE_LIST_TEST_CASE("graph: pooling forward and backward replay as they ran eagerly", "[graph]",
+                        GraphKinds) {
+    // Vulkan's average pools are matmuls with small geometry matrices: they must already be on
+    // the device when the step is captured (an upload inside a capture is refused).
+    using K = TestType;
+    using A = ember::Autodiff<typename K::B>;
+    REQUIRE_DEVICE(K);
+    A::seed(3);
+    const auto x = Tensor<A, 4>::random({2, 3, 10, 9}, ember::Distribution::Default).require_grad();
+    std::optional<Tensor<typename K::B, 4>> y_out, g_out;
+    const auto step = [&] {
+        // [2, 3, 4, 3] both: an adaptive pool, and a strided, padded pool's first four rows.
+        auto y = ember::module::adaptive_avg_pool2d(x, {4, 3}) +
+                 ember::module::avg_pool2d(x, {3, 3}, {2, 3}, {1, 0}).slice({{0, 2}, {0, 3}, {0, 4}});
+        auto grads = (y * y).sum().backward();
+        y_out.emplace(y.inner());
+        g_out.emplace(*x.grad(grads));
+    };
+    step();
+    const std::vector<ember::TensorData> eager{y_out->to_data(), g_out->to_data()};
+    y_out.reset();  // the captured step makes its own outputs
+    g_out.reset();
+    auto graph = K::capture(step);
+    graph.replay();
+    require_identical({y_out->to_data(), g_out->to_data()}, eager);
+}
+
 TEMPLATE_LIST_TEST_CASE("graph: a host synchronisation inside a capture is an error naming the op",
                         "[graph]", GraphKinds) {
     using K = TestType;

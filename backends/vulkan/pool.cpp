@@ -3,8 +3,15 @@
 // separable linear maps: out = A_h · x · A_wᵀ per plane, with per-axis matrices built from
 // PyTorch's window and tap geometry (pool_geometry.hpp), so forward and backward
 // (dx = A_hᵀ · g · A_w) are two batched matmuls on the device each. The matrices are
-// parameters of the op (out × in, a few KiB), uploaded once per call.
+// parameters of the op (out × in, a few KiB), uploaded once per geometry and kept on the device:
+// an upload is a host write, which a captured step (ember::vulkan::capture) must not contain, and
+// a step replays the same geometry every time, so its first eager run leaves the matrices cached.
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+
+#include "ember/detail/hash.hpp"
 
 #include "pool_geometry.hpp"
 
@@ -21,11 +28,45 @@ struct AxisMatrix {
     void add(std::size_t o, i64 i, double w) {
         m[o * in + static_cast<std::size_t>(i)] += float(w);
     }
-    VT upload(DType dt, std::uint32_t device) const {
-        TensorData d(m, Shape{out, in});
-        return from_data(d, class_of(dt) == kF32 ? DType::F32 : DType::I64, device);
-    }
+    VT upload(DType dt, std::uint32_t device) const;
 };
+
+/// The device copies of the matrices, keyed by content (a hash, confirmed by comparing the
+/// values), dtype and device. Bounded: past kMaxCached entries the cache starts over (tensors
+/// still using an evicted matrix keep their own reference to its buffer).
+class MatrixCache {
+public:
+    VT get(const AxisMatrix& a, DType dt, std::uint32_t device) {
+        const auto key = std::make_tuple(
+            detail::fnv1a(a.m.data(), a.m.size() * sizeof(float), a.out * 131 + a.in), dt,
+            device);
+        std::lock_guard lock(mu_);
+        auto it = cache_.find(key);
+        if (it != cache_.end() && it->second.out == a.out && it->second.in == a.in &&
+            it->second.m == a.m)
+            return it->second.tensor;
+        if (cache_.size() >= kMaxCached) cache_.clear();
+        TensorData d(a.m, Shape{a.out, a.in});
+        VT t = from_data(d, class_of(dt) == kF32 ? DType::F32 : DType::I64, device);
+        cache_.insert_or_assign(key, Entry{a.out, a.in, a.m, t});
+        return t;
+    }
+
+private:
+    static constexpr std::size_t kMaxCached = 256;
+    struct Entry {
+        std::size_t out, in;
+        std::vector<float> m;
+        VT tensor;
+    };
+    std::mutex mu_;
+    std::map<std::tuple<std::uint64_t, DType, std::uint32_t>, Entry> cache_;
+};
+
+VT AxisMatrix::upload(DType dt, std::uint32_t device) const {
+    static MatrixCache* cache = new MatrixCache;  // never destroyed: outlives the device buffers' users
+    return cache->get(*this, dt, device);
+}
 
 /// out = A_h · x · A_wᵀ over the last one (A_h null) or two dims of x.
 VT apply_separable(VT x, const AxisMatrix* ah, const AxisMatrix& aw) {
