@@ -5,7 +5,8 @@
 # Environment: BACKENDS (ember's devices, default "cuda cuda+fusion"), TORCH_ARGS (extra arguments
 # of `resnet_torch.py time`, e.g. "--precision bf16 --configs eager,cuda_graph"), PYTHON, OUT (a
 # file the raw JSON lines are appended to). Prints every JSON line, then a table: each ember
-# device's median step time against PyTorch's best f32 configuration and its best overall.
+# device's time per step (best of 5 rounds of 20 steps, as PyTorch's) against PyTorch's best f32
+# configuration and its best overall.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 resnet="${1:-$here/../build/examples/resnet}"
@@ -16,7 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 out="$tmp/lines"
 "$py" "$here/resnet_torch.py" weights "$tmp/resnet18.pt"
 for b in ${BACKENDS:-cuda cuda+fusion}; do
-  "$resnet" --synthetic --backend "$b" --batch "$batch" --warmup 5 --steps 30 \
+  "$resnet" --synthetic --backend "$b" --batch "$batch" --warmup 5 --steps 20 --rounds 5 \
     --init-from "$tmp/resnet18.pt" | grep '"framework"' | tee -a "$out"
 done
 # shellcheck disable=SC2086  # TORCH_ARGS is a list of arguments
