@@ -6,7 +6,8 @@
 // Linear (cuBLASLt) beside the f32 Linear at batch 1 and 64, and matmul epilogues on Fusion<Cuda>
 // (bias and relu inside cuBLASLt's GEMM) against the separate kernel. Prints one JSON line per
 // result. `train` also replays each step as a captured CUDA graph (issue 31), on Autodiff<Cuda>
-// and Autodiff<Fusion<Cuda>>, at batch 64 and 1024; `overhead` times a captured chain of adds.
+// and Autodiff<Fusion<Cuda>>, at batch 64 and 1024; `overhead` times a captured chain of adds;
+// `conv` (only when named) times 3×3 convolutions through cuDNN and through im2col.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -14,6 +15,7 @@
 #include <string>
 
 #include <ember/backend/cuda.hpp>
+#include <ember/backend/cudnn.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
@@ -209,6 +211,53 @@ void quant() {
         }
     }
 }
+/// 3×3 convolutions of ResNet-18's CIFAR shapes (stride 1, padding 1): forward, input gradient
+/// (the transposed convolution) and weight gradient, in f32 and bf16, through cuDNN and through
+/// the im2col kernels (ember::cuda::set_use_cudnn). Only on request (`bench_cuda conv`).
+void conv() {
+    struct Layer {
+        std::size_t n, c, hw;
+    };
+    std::fprintf(stderr, "bench_cuda conv: cuDNN %s (version %zu)\n",
+                 ember::cuda::cudnn_available() ? "loaded" : "absent",
+                 ember::cuda::cudnn_version());
+    for (const Layer l : {Layer{64, 64, 32}, Layer{256, 128, 16}, Layer{256, 512, 4}}) {
+        for (const ember::DType dt : {ember::DType::F32, ember::DType::BF16}) {
+            const std::size_t n = l.n, c = l.c, hw = l.hw;
+            auto x = Tensor<Cuda, 4>::random({n, c, hw, hw}, ember::Distribution::Default).cast(dt);
+            auto w = Tensor<Cuda, 4>::random({c, c, 3, 3}, ember::Distribution::Default).cast(dt);
+            auto g = Tensor<Cuda, 4>::random({n, c, hw, hw}, ember::Distribution::Default).cast(dt);
+            ember::ConvOptions<2> o;
+            o.padding = {1, 1};
+            ember::ConvTransposeOptions<2> t;
+            t.padding = {1, 1};
+            const double flops = 2.0 * double(n * c * c * 9 * hw * hw);
+            const std::string base = "conv2d_3x3_b" + std::to_string(l.n) + "_c" +
+                                     std::to_string(l.c) + "_" + std::to_string(l.hw) + "x" +
+                                     std::to_string(l.hw) + "_" +
+                                     (dt == ember::DType::F32 ? "f32" : "bf16");
+            for (const bool use : {true, false}) {
+                ember::cuda::set_use_cudnn(use);
+                const std::string path = use ? "_cudnn" : "_im2col";
+                Tensor<Cuda, 4> y = x;
+                const double fwd =
+                    time_per_call([&] { y = ember::module::conv2d(x, w, std::nullopt, o); }, 20);
+                const double dgrad = time_per_call(
+                    [&] { y = ember::module::conv_transpose2d(g, w, std::nullopt, t); }, 20);
+                const double wgrad = time_per_call(
+                    [&] {
+                        y = Tensor<Cuda, 4>(Cuda::conv2d_weight_backward(
+                            x.primitive(), g.primitive(), ember::Shape{c, c, 3, 3}, o));
+                    },
+                    20);
+                emit((base + "_fwd" + path).c_str(), flops / fwd / 1e12, "TFLOP/s");
+                emit((base + "_dgrad" + path).c_str(), flops / dgrad / 1e12, "TFLOP/s");
+                emit((base + "_wgrad" + path).c_str(), flops / wgrad / 1e12, "TFLOP/s");
+            }
+        }
+    }
+    ember::cuda::set_use_cudnn(true);
+}
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -267,6 +316,7 @@ int main(int argc, char** argv) try {
     }
     if (want("quant")) quant();
     if (want("epilogue")) epilogue();
+    if (only == "conv") conv();  // not in the default run (benchmarks/cuda.sh's table)
     if (want("train")) train("");
     if (only.rfind("train_step_", 0) == 0) train(only);  // one row (to profile it alone)
     return 0;

@@ -1,9 +1,12 @@
-// Convolutions as im2col + one grouped, strided-batched cuBLAS GEMM (the group is the batch),
-// transposed convolutions as GEMM + col2im, their weight gradients as GEMM against im2col, the
-// deformable convolution through torchvision's sampling; pooling and interpolation with
-// PyTorch's geometry. f16/bf16 inputs run in f32 and are rounded once at the end.
+// Convolutions, transposed convolutions and weight gradients through cuDNN where it is loaded
+// and takes the configuration (cudnn.cpp: forward, backward-data and backward-filter, in the
+// operands' own float dtype), otherwise as im2col + one grouped, strided-batched cuBLAS GEMM (the
+// group is the batch), transposed convolutions as GEMM + col2im, their weight gradients as GEMM
+// against im2col; the deformable convolution through torchvision's sampling. On the im2col path
+// f16/bf16 inputs run in f32 and are rounded once at the end.
 #include <string>
 
+#include "cudnn.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
 
@@ -67,6 +70,16 @@ ConvGeom geometry(const Shape& x, const Shape& w, const Shape& out, std::size_t 
     return g;
 }
 
+/// `out` with the bias added (broadcast over [N, C, ...]) and converted to `result`.
+CudaTensor with_bias(CudaTensor out, const std::optional<CudaTensor>& bias, DType result) {
+    if (bias) {
+        Shape bs = Shape::filled(out.shape.rank(), 1);
+        bs[1] = out.shape[1];
+        out = binary(BinaryOp::Add, std::move(out), reshape(cast(*bias, out.dtype), bs));
+    }
+    return cast(std::move(out), result);
+}
+
 i64 taps(const Shape& w, std::size_t n) {
     i64 k = 1;
     for (std::size_t d = 0; d < n; ++d) k *= static_cast<i64>(w[2 + d]);
@@ -80,6 +93,12 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     const std::size_t n = p.n, cin = x.shape[1], cout = w.shape[0], g = p.groups;
     const Shape& out_shape = c.out;
     const DType result = x.dtype, cd = float_compute(x.dtype);
+    if (cudnn::wanted()) {
+        const DType nd = cudnn::native_dtype(x.dtype, w.dtype);
+        CudaTensor xn = contiguous(cast(x, nd)), wn = contiguous(cast(w, nd));
+        CudaTensor y = empty(out_shape, nd, xn.device());
+        if (cudnn::forward(xn, wn, y, p)) return with_bias(std::move(y), bias, result);
+    }
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
     const int dev = x.device();
@@ -103,6 +122,13 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
     const std::size_t n = p.n, cin = x.shape[1], g = p.groups, cout = c.out[1];
     const Shape& out_shape = c.out;
     const DType result = x.dtype, cd = float_compute(x.dtype);
+    if (cudnn::wanted()) {
+        // A transposed convolution is the input gradient of the convolution it transposes.
+        const DType nd = cudnn::native_dtype(x.dtype, w.dtype);
+        CudaTensor xn = contiguous(cast(x, nd)), wn = contiguous(cast(w, nd));
+        CudaTensor out = empty(out_shape, nd, xn.device());
+        if (cudnn::backward_data(xn, wn, out, p)) return with_bias(std::move(out), bias, result);
+    }
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
     const int dev = x.device();
@@ -132,6 +158,12 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     check_same_device("conv_weight_backward", x, grad);
     const std::size_t n = p.n, g = p.groups, cin = x.shape[1], cout = ws[0];
     const DType result = x.dtype, cd = float_compute(x.dtype);
+    if (cudnn::wanted()) {
+        const DType nd = cudnn::native_dtype(x.dtype, grad.dtype);
+        CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
+        CudaTensor dw = empty(ws, nd, xn.device());
+        if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
+    }
     x = contiguous(cast(std::move(x), cd));
     grad = contiguous(cast(std::move(grad), cd));
     const int dev = x.device();

@@ -1,0 +1,460 @@
+// Convolutions on the Cuda backend through cuDNN (backends/cuda/cudnn.cpp) and through the im2col
+// fallback: forward, input gradient (cuDNN's backward-data, also the transposed convolution's
+// forward) and weight gradient (backward-filter), against the PyTorch fixtures of
+// tests/fixtures/nn_conv.json and against the CPU backend for strides, padding, dilation, groups
+// and odd sizes in 1, 2 and 3 dims; f64, f16 and bf16 operands; both paths give the same values;
+// convolutions inside a captured CUDA graph (no cudnnFind there). The GPU cases are skipped
+// without a device; the first case runs everywhere.
+#if defined(EMBER_CUDA)
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ember/backend/cuda.hpp>
+#include <ember/backend/cudnn.hpp>
+#include <ember/stacks.hpp>
+#include <ember/stacks/cuda_graph.hpp>
+
+#include "harness.hpp"
+
+namespace {
+using ember::Cpu;
+using ember::Cuda;
+using ember::DType;
+using ember::Shape;
+using ember::Tensor;
+using ember::TensorData;
+using ember::test::check_close;
+using AD = ember::Autodiff<Cuda>;
+
+#define REQUIRE_GPU()                        \
+    do {                                     \
+        if (!ember::cuda::is_available()) {  \
+            WARN("skipped: no CUDA device"); \
+            return;                          \
+        }                                    \
+    } while (0)
+
+/// Sets ember::cuda::set_use_cudnn for a scope and restores the previous setting after.
+struct UseCudnn {
+    bool previous;
+    explicit UseCudnn(bool use) : previous(ember::cuda::use_cudnn()) {
+        ember::cuda::set_use_cudnn(use);
+    }
+    ~UseCudnn() { ember::cuda::set_use_cudnn(previous); }
+    UseCudnn(const UseCudnn&) = delete;
+    UseCudnn& operator=(const UseCudnn&) = delete;
+};
+
+/// Whether this run should see cuDNN take the convolutions (the library is there and on).
+bool expect_cudnn(bool use) {
+    return use && ember::cuda::cudnn_available();
+}
+
+/// Deterministic values in [-2, 2), multiples of 1/32: exact in f32, f16 and bf16 (7 bits and a
+/// sign), so every dtype convolves the same numbers.
+TensorData values(const Shape& s, std::uint64_t seed) {
+    std::vector<float> v(s.num_elements());
+    std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (float& x : v) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        x = static_cast<float>(static_cast<int>((z >> 33) % 128) - 64) / 32.0f;
+    }
+    return TensorData(v, s);
+}
+
+// ---- the PyTorch fixtures, through Autodiff<Cuda> with cuDNN on and off ----------------------
+
+template <std::size_t N>
+Tensor<AD, N + 2> conv_op(const Tensor<AD, N + 2>& x, const Tensor<AD, N + 2>& w,
+                          const std::optional<Tensor<AD, 1>>& b, const ember::ConvOptions<N>& o) {
+    if constexpr (N == 1) return ember::module::conv1d(x, w, b, o);
+    if constexpr (N == 2) return ember::module::conv2d(x, w, b, o);
+    if constexpr (N == 3) return ember::module::conv3d(x, w, b, o);
+}
+template <std::size_t N>
+Tensor<AD, N + 2> conv_op(const Tensor<AD, N + 2>& x, const Tensor<AD, N + 2>& w,
+                          const std::optional<Tensor<AD, 1>>& b,
+                          const ember::ConvTransposeOptions<N>& o) {
+    if constexpr (N == 1) return ember::module::conv_transpose1d(x, w, b, o);
+    if constexpr (N == 2) return ember::module::conv_transpose2d(x, w, b, o);
+    if constexpr (N == 3) return ember::module::conv_transpose3d(x, w, b, o);
+}
+
+/// Case `name` of nn_conv.json (a torch.nn layer in float64 on exact f32 values): the output,
+/// and the gradients of the input, weight and bias for L = sum(output * gout), computed on
+/// Autodiff<Cuda> with cuDNN switched on and off. With cuDNN on and present, it runs at least
+/// `min_cudnn` of the three convolutions (forward, input gradient, weight gradient).
+template <std::size_t N, typename Opt>
+void check_fixture(const std::string& name, const Opt& o, int min_cudnn) {
+    INFO("case " << name);
+    ember::test::Fixture f("nn_conv", name);
+    for (bool use : {true, false}) {
+        INFO("cuDNN " << (use ? "on" : "off (im2col)"));
+        UseCudnn setting(use);
+        const std::uint64_t before = ember::cuda::cudnn_convolutions();
+        auto x = f.named_tensor<AD, N + 2>("input").require_grad();
+        auto w = f.named_tensor<AD, N + 2>("weight").require_grad();
+        std::optional<Tensor<AD, 1>> b;
+        if (f.has("bias")) b = f.named_tensor<AD, 1>("bias").require_grad();
+        auto y = conv_op<N>(x, w, b, o);
+        check_close(y.to_data(), f.named("output"));
+        auto grads = (y * f.named_tensor<AD, N + 2>("gout")).sum().backward();
+        auto gx = x.grad(grads), gw = w.grad(grads);
+        REQUIRE(gx.has_value());
+        REQUIRE(gw.has_value());
+        check_close(gx->to_data(), f.named("grad.input"));
+        check_close(gw->to_data(), f.named("grad.weight"));
+        if (b) {
+            auto gb = b->grad(grads);
+            REQUIRE(gb.has_value());
+            check_close(gb->to_data(), f.named("grad.bias"));
+        }
+        const std::uint64_t ran = ember::cuda::cudnn_convolutions() - before;
+        INFO("cuDNN ran " << ran << " of the 3 convolutions");
+        if (expect_cudnn(use))
+            CHECK(ran >= static_cast<std::uint64_t>(min_cudnn));
+        else
+            CHECK(ran == 0);
+    }
+}
+
+// ---- random cases against the CPU backend ------------------------------------------------------
+
+/// One convolution configuration: x [N, C, L...], w [O, C / groups, K...].
+template <std::size_t N>
+struct ConvCase {
+    const char* name;
+    Shape x, w;
+    ember::ConvOptions<N> o;
+};
+
+template <std::size_t N, typename B>
+Tensor<B, N + 2> fwd(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& w,
+                     const ember::ConvOptions<N>& o) {
+    if constexpr (N == 1) return ember::module::conv1d(x, w, std::nullopt, o);
+    if constexpr (N == 2) return ember::module::conv2d(x, w, std::nullopt, o);
+    if constexpr (N == 3) return ember::module::conv3d(x, w, std::nullopt, o);
+}
+template <std::size_t N, typename B>
+Tensor<B, N + 2> transposed(const Tensor<B, N + 2>& g, const Tensor<B, N + 2>& w,
+                            const ember::ConvTransposeOptions<N>& t) {
+    if constexpr (N == 1) return ember::module::conv_transpose1d(g, w, std::nullopt, t);
+    if constexpr (N == 2) return ember::module::conv_transpose2d(g, w, std::nullopt, t);
+    if constexpr (N == 3) return ember::module::conv_transpose3d(g, w, std::nullopt, t);
+}
+template <std::size_t N, typename B>
+Tensor<B, N + 2> weight_grad(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& g, const Shape& ws,
+                             const ember::ConvOptions<N>& o) {
+    if constexpr (N == 1)
+        return Tensor<B, 3>(B::conv1d_weight_backward(x.primitive(), g.primitive(), ws, o));
+    if constexpr (N == 2)
+        return Tensor<B, 4>(B::conv2d_weight_backward(x.primitive(), g.primitive(), ws, o));
+    if constexpr (N == 3)
+        return Tensor<B, 5>(B::conv3d_weight_backward(x.primitive(), g.primitive(), ws, o));
+}
+
+/// The transposed convolution that maps conv(x)'s gradient back onto x's shape (what
+/// Autodiff's backward of a convolution runs): output padding restores the rows a stride drops.
+template <std::size_t N>
+ember::ConvTransposeOptions<N> input_grad_options(const Shape& xs, const Shape& ws, const Shape& ys,
+                                                  const ember::ConvOptions<N>& o) {
+    ember::ConvTransposeOptions<N> t;
+    t.stride = o.stride;
+    t.padding = o.padding;
+    t.dilation = o.dilation;
+    t.groups = o.groups;
+    for (std::size_t i = 0; i < N; ++i) {
+        const std::size_t full =
+            (ys[i + 2] - 1) * o.stride[i] + o.dilation[i] * (ws[i + 2] - 1) + 1;
+        t.padding_out[i] = xs[i + 2] + 2 * o.padding[i] - full;
+    }
+    return t;
+}
+
+/// The three convolutions of `c` in `dtype` on Cuda, against the CPU backend in f32 (f64 for an
+/// f64 run) on the same values. Returns how many of them cuDNN ran.
+template <std::size_t N>
+std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolerance tol) {
+    constexpr std::size_t D = N + 2;
+    const DType ref = dtype == DType::F64 ? DType::F64 : DType::F32;
+    const TensorData xd = values(c.x, 11).convert(ref), wd = values(c.w, 12).convert(ref);
+    auto xc = Tensor<Cpu, D>::from_data(xd), wc = Tensor<Cpu, D>::from_data(wd);
+    auto yc = fwd<N>(xc, wc, c.o);
+    const TensorData gd = values(yc.shape(), 13).convert(ref);
+    auto gc = Tensor<Cpu, D>::from_data(gd);
+    const auto t = input_grad_options<N>(c.x, c.w, yc.shape(), c.o);
+    auto dxc = transposed<N>(gc, wc, t);
+    auto dwc = weight_grad<N>(xc, gc, c.w, c.o);
+    REQUIRE(dxc.shape() == c.x);
+
+    auto on_gpu = [&](const TensorData& d) { return Tensor<Cuda, D>::from_data(d.convert(dtype)); };
+    auto xg = on_gpu(xd), wg = on_gpu(wd), gg = on_gpu(gd);
+    const std::uint64_t before = ember::cuda::cudnn_convolutions();
+    auto yg = fwd<N>(xg, wg, c.o);
+    auto dxg = transposed<N>(gg, wg, t);
+    auto dwg = weight_grad<N>(xg, gg, c.w, c.o);
+    const std::uint64_t ran = ember::cuda::cudnn_convolutions() - before;
+    CHECK(yg.dtype() == dtype);
+    CHECK(dxg.dtype() == dtype);
+    CHECK(dwg.dtype() == dtype);
+    {
+        INFO("forward");
+        check_close(yg.to_data().convert(ref), yc.to_data(), tol);
+    }
+    {
+        INFO("input gradient (backward-data)");
+        check_close(dxg.to_data().convert(ref), dxc.to_data(), tol);
+    }
+    {
+        INFO("weight gradient (backward-filter)");
+        check_close(dwg.to_data().convert(ref), dwc.to_data(), tol);
+    }
+    return ran;
+}
+
+template <std::size_t N>
+ember::ConvOptions<N> opts(std::array<std::size_t, N> stride, std::array<std::size_t, N> pad,
+                           std::array<std::size_t, N> dil, std::size_t groups) {
+    ember::ConvOptions<N> o;
+    o.stride = stride;
+    o.padding = pad;
+    o.dilation = dil;
+    o.groups = groups;
+    return o;
+}
+
+/// 2-d configurations: plain, strided and padded with odd sizes, dilated and grouped,
+/// depthwise, pointwise, a ResNet-like 3×3 layer, and a stride larger than the kernel.
+std::vector<ConvCase<2>> cases_2d() {
+    return {
+        {"3x3, no padding", {2, 3, 7, 6}, {4, 3, 3, 3}, opts<2>({1, 1}, {0, 0}, {1, 1}, 1)},
+        {"odd sizes, stride (2, 1), padding (1, 2)",
+         {3, 5, 11, 9},
+         {7, 5, 3, 4},
+         opts<2>({2, 1}, {1, 2}, {1, 1}, 1)},
+        {"dilation (2, 3), groups 2",
+         {2, 6, 10, 13},
+         {4, 3, 3, 2},
+         opts<2>({1, 1}, {1, 0}, {2, 3}, 2)},
+        {"depthwise 5x5, stride 2",
+         {2, 8, 13, 13},
+         {8, 1, 5, 5},
+         opts<2>({2, 2}, {2, 2}, {1, 1}, 8)},
+        {"pointwise 1x1", {4, 16, 7, 7}, {32, 16, 1, 1}, opts<2>({1, 1}, {0, 0}, {1, 1}, 1)},
+        {"ResNet-like 3x3, 32 channels",
+         {8, 32, 16, 16},
+         {32, 32, 3, 3},
+         opts<2>({1, 1}, {1, 1}, {1, 1}, 1)},
+        {"stride 3 over a 2x2 kernel",
+         {1, 2, 10, 8},
+         {3, 2, 2, 2},
+         opts<2>({3, 3}, {0, 1}, {1, 1}, 1)},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("cudnn: the library loads at run time or says why", "[cuda][cudnn]") {
+    // Needs no GPU: dlopen of libcudnn.so.9 and its version.
+    if (ember::cuda::cudnn_available()) {
+        CHECK(ember::cuda::cudnn_unavailable_reason().empty());
+        CHECK(ember::cuda::cudnn_version() / 10000 == 9);
+    } else {
+        const std::string why = ember::cuda::cudnn_unavailable_reason();
+        INFO("reason: " << why);
+        CHECK(why.find("cudnn") != std::string::npos);
+        CHECK(ember::cuda::cudnn_version() == 0);
+    }
+    {
+        UseCudnn off(false);
+        CHECK_FALSE(ember::cuda::use_cudnn());
+        UseCudnn on(true);
+        CHECK(ember::cuda::use_cudnn());
+    }
+}
+
+TEST_CASE("cudnn: convolutions and their gradients match torch.nn", "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    SECTION("conv2d") {
+        check_fixture<2>("conv2d_basic", ember::ConvOptions<2>{}, 3);
+        check_fixture<2>("conv2d_stride_pad", opts<2>({2, 1}, {1, 0}, {1, 1}, 1), 3);
+        // padding="same" with dilation (2, 1) over a (3, 5) kernel: dilation·(k − 1)/2.
+        check_fixture<2>("conv2d_same_dilation", opts<2>({1, 1}, {2, 2}, {2, 1}, 1), 3);
+        check_fixture<2>("conv2d_groups_nobias", opts<2>({1, 1}, {0, 0}, {1, 2}, 2), 1);
+        check_fixture<2>("conv2d_depthwise", opts<2>({1, 1}, {1, 1}, {1, 1}, 3), 1);
+    }
+    SECTION("conv1d and conv3d") {
+        check_fixture<1>("conv1d_stride_pad_dil", opts<1>({2}, {2}, {2}, 1), 1);
+        check_fixture<3>("conv3d_stride_pad_groups", opts<3>({2, 1, 2}, {1, 1, 0}, {1, 2, 1}, 2),
+                         1);
+    }
+    SECTION("transposed convolutions") {
+        ember::ConvTransposeOptions<2> a;
+        a.stride = {2, 3};
+        a.padding = {1, 0};
+        a.padding_out = {1, 2};
+        check_fixture<2>("conv_transpose2d_stride_pad_opad", a, 3);
+        ember::ConvTransposeOptions<2> b;
+        b.stride = {1, 2};
+        b.groups = 2;
+        b.dilation = {2, 1};
+        check_fixture<2>("conv_transpose2d_groups_dil_nobias", b, 1);
+        ember::ConvTransposeOptions<1> c;
+        c.stride = {3};
+        c.padding_out = {2};
+        c.groups = 2;
+        c.dilation = {2};
+        check_fixture<1>("conv_transpose1d_groups_dil_nobias", c, 1);
+    }
+}
+
+TEST_CASE("cudnn: strides, padding, dilation, groups and odd sizes match the CPU backend",
+          "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    for (bool use : {true, false}) {
+        UseCudnn setting(use);
+        for (const auto& c : cases_2d()) {
+            INFO("conv2d " << c.name << ", cuDNN " << (use ? "on" : "off"));
+            const std::uint64_t ran = check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4});
+            INFO("cuDNN ran " << ran << " of 3");
+            if (expect_cudnn(use))
+                CHECK(ran >= 1);
+            else
+                CHECK(ran == 0);
+        }
+        {
+            INFO("conv1d, cuDNN " << (use ? "on" : "off"));
+            ConvCase<1> c{"conv1d", {3, 4, 29}, {6, 2, 5}, opts<1>({2}, {3}, {2}, 2)};
+            check_against_cpu<1>(c, DType::F32, {1e-4, 1e-4});
+        }
+        {
+            INFO("conv3d, cuDNN " << (use ? "on" : "off"));
+            ConvCase<3> c{"conv3d",
+                          {2, 4, 5, 7, 6},
+                          {6, 2, 3, 3, 2},
+                          opts<3>({1, 2, 1}, {1, 1, 0}, {1, 1, 2}, 2)};
+            check_against_cpu<3>(c, DType::F32, {1e-4, 1e-4});
+        }
+    }
+}
+
+TEST_CASE("cudnn: a plain 3x3 convolution runs all three passes on cuDNN", "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    if (!ember::cuda::cudnn_available()) {
+        WARN("skipped: " << ember::cuda::cudnn_unavailable_reason());
+        return;
+    }
+    UseCudnn on(true);
+    const ConvCase<2> c{
+        "3x3 stride 1 pad 1", {4, 8, 12, 12}, {16, 8, 3, 3}, opts<2>({1, 1}, {1, 1}, {1, 1}, 1)};
+    // Twice: the first run measures the algorithms (cudnnFind), the second reuses them.
+    CHECK(check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4}) == 3);
+    CHECK(check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4}) == 3);
+}
+
+TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    UseCudnn on(true);
+    const ConvCase<2> c{"odd sizes, stride 2, groups 2",
+                        {2, 4, 9, 11},
+                        {6, 2, 3, 3},
+                        opts<2>({2, 2}, {1, 1}, {1, 1}, 2)};
+    const ConvCase<2> plain{
+        "3x3", {2, 8, 10, 10}, {8, 8, 3, 3}, opts<2>({1, 1}, {1, 1}, {1, 1}, 1)};
+    {
+        INFO("f64");
+        check_against_cpu<2>(c, DType::F64, {1e-10, 1e-10});
+    }
+    // One rounding of an f32-accumulated result: half an ulp of the output's type, relative,
+    // plus headroom for results that cancel towards zero.
+    for (const auto& cc : {c, plain}) {
+        INFO(cc.name);
+        {
+            INFO("f16");
+            check_against_cpu<2>(cc, DType::F16, {2e-3, 2e-3});
+        }
+        {
+            INFO("bf16");
+            check_against_cpu<2>(cc, DType::BF16, {1.6e-2, 1e-2});
+        }
+    }
+}
+
+TEST_CASE("cudnn: the fallback switch gives the same values", "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    const ConvCase<2> c{
+        "stride 2, dilation 2", {3, 6, 15, 14}, {9, 6, 3, 3}, opts<2>({2, 2}, {2, 1}, {2, 2}, 1)};
+    auto x = Tensor<Cuda, 4>::from_data(values(c.x, 21));
+    auto w = Tensor<Cuda, 4>::from_data(values(c.w, 22));
+    std::optional<TensorData> first;
+    for (bool use : {true, false}) {
+        INFO("cuDNN " << (use ? "on" : "off"));
+        UseCudnn setting(use);
+        CHECK(ember::cuda::use_cudnn() == use);
+        const std::uint64_t before = ember::cuda::cudnn_convolutions();
+        const TensorData y = fwd<2>(x, w, c.o).to_data();
+        CHECK((ember::cuda::cudnn_convolutions() > before) == expect_cudnn(use));
+        if (first)
+            check_close(y, *first, {1e-4, 1e-4});
+        else
+            first = y;
+    }
+}
+
+TEST_CASE("cudnn: convolutions inside a captured CUDA graph", "[cuda][cudnn][graph]") {
+    REQUIRE_GPU();
+    UseCudnn on(true);
+    using ember::module::conv2d;
+    const auto o = opts<2>({2, 2}, {1, 1}, {1, 1}, 1);
+    auto x = Tensor<AD, 4>::from_data(values({2, 3, 9, 9}, 31));
+    auto w = Tensor<AD, 4>::from_data(values({5, 3, 3, 3}, 32)).require_grad();
+    auto g = Tensor<AD, 4>::from_data(values({2, 5, 5, 5}, 33));
+    // The gradient is a tensor of the inner backend.
+    auto step = [&](std::optional<Tensor<AD, 4>>& y, std::optional<Tensor<Cuda, 4>>& dw) {
+        y = conv2d(x, w, std::nullopt, o);
+        auto grads = (*y * g).sum().backward();
+        dw = w.grad(grads);
+    };
+    // The expected values: the same step on the CPU.
+    auto xc = Tensor<Cpu, 4>::from_data(x.to_data());
+    auto wc = Tensor<Cpu, 4>::from_data(w.to_data());
+    auto gc = Tensor<Cpu, 4>::from_data(g.to_data());
+    const TensorData y_ref = fwd<2>(xc, wc, o).to_data();
+    const TensorData dw_ref = weight_grad<2>(xc, gc, Shape{5, 3, 3, 3}, o).to_data();
+
+    SECTION("after an eager run (the algorithms measured then are reused)") {
+        std::optional<Tensor<AD, 4>> y0, y;
+        std::optional<Tensor<Cuda, 4>> dw0, dw;
+        step(y0, dw0);  // eager: cudnnFind runs here
+        // Into other variables: a step that replaced tensors from before its capture could
+        // not be replayed.
+        auto captured = ember::cuda::capture([&] { step(y, dw); });
+        REQUIRE(captured.replayable());
+        REQUIRE(dw.has_value());
+        check_close(y->to_data(), y_ref, {1e-4, 1e-4});
+        check_close(dw->to_data(), dw_ref, {1e-4, 1e-4});
+        captured.replay();
+        check_close(y->to_data(), y_ref, {1e-4, 1e-4});
+        check_close(dw->to_data(), dw_ref, {1e-4, 1e-4});
+    }
+    SECTION("a shape first met inside the capture (cuDNN's heuristic pick, no cudnnFind)") {
+        auto x2 = Tensor<AD, 4>::from_data(values({3, 3, 7, 11}, 34));
+        auto w2 = Tensor<AD, 4>::from_data(values({4, 3, 2, 3}, 35));
+        std::optional<Tensor<AD, 4>> y2;
+        auto captured = ember::cuda::capture([&] { y2 = conv2d(x2, w2, std::nullopt, o); });
+        REQUIRE(y2.has_value());
+        REQUIRE(captured.replayable());
+        const TensorData ref = fwd<2>(Tensor<Cpu, 4>::from_data(x2.to_data()),
+                                      Tensor<Cpu, 4>::from_data(w2.to_data()), o)
+                                   .to_data();
+        check_close(y2->to_data(), ref, {1e-4, 1e-4});
+        captured.replay();
+        check_close(y2->to_data(), ref, {1e-4, 1e-4});
+        // Eager now: the configuration is measured and its result is the same.
+        check_close(conv2d(x2, w2, std::nullopt, o).to_data(), ref, {1e-4, 1e-4});
+    }
+}
+
+#endif  // EMBER_CUDA
