@@ -218,9 +218,14 @@ void conv() {
     struct Layer {
         std::size_t n, c, hw;
     };
-    std::fprintf(stderr, "bench_cuda conv: cuDNN %s (version %zu)\n",
-                 ember::cuda::cudnn_available() ? "loaded" : "absent",
-                 ember::cuda::cudnn_version());
+    {
+        // One convolution first: it loads cuDNN and makes the device's handle.
+        auto x = Tensor<Cuda, 4>::ones({1, 1, 3, 3});
+        (void)ember::module::conv2d(x, x, std::nullopt, ember::ConvOptions<2>{}).to_data();
+    }
+    std::fprintf(stderr, "bench_cuda conv: cuDNN %s (version %zu) %s\n",
+                 ember::cuda::cudnn_available() ? "in use" : "not in use",
+                 ember::cuda::cudnn_version(), ember::cuda::cudnn_unavailable_reason().c_str());
     for (const Layer l : {Layer{64, 64, 32}, Layer{256, 128, 16}, Layer{256, 512, 4}}) {
         for (const ember::DType dt : {ember::DType::F32, ember::DType::BF16}) {
             const std::size_t n = l.n, c = l.c, hw = l.hw;

@@ -347,11 +347,14 @@ TEST_CASE("cudnn: strides, padding, dilation, groups and odd sizes match the CPU
 
 TEST_CASE("cudnn: a plain 3x3 convolution runs all three passes on cuDNN", "[cuda][cudnn]") {
     REQUIRE_GPU();
+    UseCudnn on(true);
+    // A first convolution makes the device's cuDNN handle (which may fail: then it says why).
+    const ConvCase<2> first{"1x1", {1, 2, 3, 3}, {2, 2, 1, 1}, opts<2>({1, 1}, {0, 0}, {1, 1}, 1)};
+    check_against_cpu<2>(first, DType::F32, {1e-4, 1e-4});
     if (!ember::cuda::cudnn_available()) {
         WARN("skipped: " << ember::cuda::cudnn_unavailable_reason());
         return;
     }
-    UseCudnn on(true);
     const ConvCase<2> c{
         "3x3 stride 1 pad 1", {4, 8, 12, 12}, {16, 8, 3, 3}, opts<2>({1, 1}, {1, 1}, {1, 1}, 1)};
     // Twice: the first run measures the algorithms (cudnnFind), the second reuses them.

@@ -153,6 +153,10 @@ bool refusal(cudnnStatus_t s) {
                static_cast<int>(s), ")");
 }
 
+/// Why cudnnCreate failed on a device ("" while it has not), for cudnn_unavailable_reason.
+std::mutex g_handle_error_mu;
+std::string g_handle_error;
+
 enum class Kind { Forward, Data, Filter };
 
 /// One configuration's descriptors and algorithm. The forward convolution's input is x, its
@@ -468,8 +472,12 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
     if (c.handle == nullptr) {
         use_device(device);
         cudnnHandle_t h = nullptr;
-        if (a.create(&h) != CUDNN_STATUS_SUCCESS) {
+        if (const cudnnStatus_t s = a.create(&h); s != CUDNN_STATUS_SUCCESS) {
             c.handle_failed = true;  // e.g. a cuDNN built for other GPUs: im2col from now on
+            std::lock_guard elock(g_handle_error_mu);
+            g_handle_error = std::string("cudnnCreate failed on device ") + std::to_string(device) +
+                             ": " + a.error_string(s) + " (cudnnStatus_t " +
+                             std::to_string(static_cast<int>(s)) + ")";
             return false;
         }
         const cudnnStatus_t s = a.set_stream(h, stream(device));
@@ -588,7 +596,10 @@ bool cudnn_available() {
 
 std::string cudnn_unavailable_reason() {
 #if EMBER_HAVE_CUDNN_H
-    return detail::cuda::cudnn::api().error;
+    namespace c = detail::cuda::cudnn;
+    if (!c::api().error.empty()) return c::api().error;
+    std::lock_guard lock(c::g_handle_error_mu);
+    return c::g_handle_error;
 #else
     return "ember was built without cudnn.h";
 #endif

@@ -10,9 +10,11 @@
 namespace ember::cuda {
 
 /// Whether cuDNN 9 could be loaded in this process (libcudnn.so.9, or the file that
-/// EMBER_CUDNN_LIBRARY names). Loads it on the first call; needs no GPU.
+/// EMBER_CUDNN_LIBRARY names) and no device has failed to make a cuDNN handle so far. Loads it
+/// on the first call; needs no GPU.
 EMBER_API bool cudnn_available();
-/// Why cuDNN is not available ("" when it is): the loader's message or the version found.
+/// Why cuDNN is not available ("" when it is): the loader's message, the version found, or
+/// cudnnCreate's error on a device.
 EMBER_API std::string cudnn_unavailable_reason();
 /// The loaded cuDNN's version as cudnnGetVersion() gives it (91400 for 9.14.0); 0 when absent.
 EMBER_API std::size_t cudnn_version();
