@@ -20,7 +20,9 @@ downsample_conv/downsample_bn, fc), so ember's PyTorchFileRecorder loads its sta
       Times one training step (forward, backward, optimizer step) on random data, at PyTorch's
       best: eager (foreach optimizer), the fused optimizer, torch.compile(mode="max-autotune")
       with the fused optimizer, and the whole step captured in a CUDA graph (fused optimizer),
-      each in every precision and layout asked for (cudnn.benchmark on). One JSON line per
+      each in every precision and layout asked for (cudnn.benchmark on). Precisions: f32 (TF32
+      off for matmuls and cuDNN, as ember's f32; PyTorch's own default lets cuDNN use TF32),
+      tf32 (both on), bf16 (autocast to bfloat16, f32 master weights). One JSON line per
       configuration, {"framework": "torch", "name", "value" (ms), "unit": "ms",
       "peak_memory_mib"},
       then the minimum as "resnet18_b<N>_best". Configurations this PyTorch lacks (Debian's 1.13
