@@ -252,6 +252,61 @@ TEMPLATE_LIST_TEST_CASE("composed: meshgrid and windows", "[composed][grid][sign
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("composed: unsqueeze_dims, unfold, one_hot_fill, gather_nd, scatter_nd",
+                        "[composed]", ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    auto y = Tensor<B, 2>::zeros(Shape{2, 3});
+    CHECK(ember::unsqueeze_dims<4>(y, {0, -1}).shape() == Shape{1, 2, 3, 1});
+    CHECK(ember::unsqueeze_dims<4>(y, {1, 2}).shape() == Shape{2, 1, 1, 3});
+    CHECK(ember::unsqueeze_dims<2>(y, {}).shape() == Shape{2, 3});
+
+    auto fu = fixture("cmp_unfold");
+    auto uf = fu.tensor<B, 2>(0);
+    EXPECT_CLOSE(fu.output(0), ember::unfold<3>(uf, 1, 3, 2));
+    EXPECT_CLOSE(fu.output(1), ember::unfold<3>(uf, 1, 7, 1));
+    EXPECT_CLOSE(fu.output(2), ember::unfold<3>(uf, 0, 1, 1));
+    EXPECT_CLOSE(fu.output(3), ember::unfold<3>(uf, -1, 2, 3));
+
+    auto fo = fixture("cmp_one_hot_fill");
+    auto oh = fo.tensor<B, 2, Int>(0);
+    EXPECT_CLOSE(fo.output(0), ember::one_hot_fill<3>(oh, 4, 2.5, -1.0));
+    EXPECT_CLOSE(fo.output(1), ember::one_hot_fill<3>(oh, 4, 2.5, -1.0, 0));
+    EXPECT_CLOSE(fo.output(2), ember::one_hot_fill<3>(oh, 4, 2.5, -1.0, 1));
+
+    auto fg = fixture("cmp_gather_scatter_nd");
+    auto gd = fg.tensor<B, 3>(0);
+    auto gi = fg.tensor<B, 3, Int>(1);
+    auto gi1 = fg.tensor<B, 2, Int>(2);
+    EXPECT_CLOSE(fg.output(0), ember::gather_nd<3>(gd, gi));
+    EXPECT_CLOSE(fg.output(1), ember::gather_nd<3>(gd, gi1));
+    EXPECT_CLOSE(fg.output(2), ember::scatter_nd(gd, gi, fg.tensor<B, 3>(3)));
+    EXPECT_CLOSE(fg.output(3), ember::scatter_nd(gd, gi1, fg.tensor<B, 3>(4)));
+}
+
+TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    auto f = fixture("cmp_fft");
+    auto [re8, im8] = ember::signal::rfft(f.tensor<B, 2>(0), 1);
+    EXPECT_CLOSE(f.output(0), re8);
+    EXPECT_CLOSE(f.output(1), im8);
+    auto [re7, im7] = ember::signal::rfft(f.tensor<B, 2>(1), 0);
+    EXPECT_CLOSE(f.output(2), re7);
+    EXPECT_CLOSE(f.output(3), im7);
+    auto sr = f.tensor<B, 2>(2), si = f.tensor<B, 2>(3);
+    EXPECT_CLOSE(f.output(4), ember::signal::irfft(sr, si, 1));
+    EXPECT_CLOSE(f.output(5), ember::signal::irfft(sr, si, 1, 9));
+    EXPECT_CLOSE(f.output(6), ember::signal::irfft(sr, si, -1, 4));
+    EXPECT_CLOSE(f.output(7), ember::signal::irfft(sr, si, 1, 12));
+    SECTION("irfft inverts rfft") {
+        auto x = f.tensor<B, 2>(0);
+        auto [re, im] = ember::signal::rfft(x, 1);
+        EXPECT_CLOSE(x.into_data(), ember::signal::irfft(re, im, 1, 8));
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and the shapes",
                         "[composed][errors]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
@@ -307,6 +362,26 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_AS(ember::take<2>(a, 1, idx), ember::Error);
     const std::vector<Slice> three(3);
     REQUIRE_THROWS_AS(ember::slice_fill(a, std::span<const Slice>(three), 0.0), ember::DimError);
+    // The second batch.
+    REQUIRE_THROWS_AS(ember::unsqueeze_dims<3>(a, {0, 0}), ember::DimError);
+    REQUIRE_THROWS_WITH(ember::unsqueeze_dims<4>(a, {0}),
+                        Contains("unsqueeze_dims") && Contains("[2, 3]"));
+    REQUIRE_THROWS_AS(ember::unfold<3>(a, 1, 4, 1), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::unfold<3>(a, 1, 4, 1), Contains("unfold") && Contains("[2, 3]"));
+    REQUIRE_THROWS_AS(ember::unfold<3>(a, 1, 2, 0), ember::ArgumentError);
+    auto tuples = Tensor<B, 1, Int>::from_ints({0, 3, 1, 0}).template reshape<2>(Shape{2, 2});
+    REQUIRE_THROWS_AS(ember::gather_nd<1>(a, tuples), ember::IndexError);
+    REQUIRE_THROWS_WITH(ember::gather_nd<1>(a, tuples),
+                        Contains("gather_nd") && Contains("[2, 3]") && Contains("[2, 2]"));
+    REQUIRE_THROWS_AS(ember::gather_nd<2>(a, tuples), ember::DimError);
+    auto ok = Tensor<B, 1, Int>::from_ints({0, 2, 1, 0}).template reshape<2>(Shape{2, 2});
+    REQUIRE_THROWS_AS(ember::scatter_nd(a, ok, Tensor<B, 1>::ones(Shape{3})), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::scatter_nd(a, ok, Tensor<B, 1>::ones(Shape{3})),
+                        Contains("scatter_nd") && Contains("[3]") && Contains("[2, 3]"));
+    REQUIRE_THROWS_AS(ember::signal::irfft(a, b, 1), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::signal::irfft(a, b, 1), Contains("irfft") && SHAPES);
+    REQUIRE_THROWS_AS(ember::signal::rfft(e, 1), ember::ShapeError);
+    REQUIRE_THROWS_AS(ember::one_hot_fill<3>(tuples, 0, 1.0, 0.0), ember::ArgumentError);
 #undef SHAPES
 }
 
@@ -386,6 +461,22 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
     grad_case<B, In<1>, In<1>>("outer", [](auto a, auto b) { return la::outer<2>(a, b); });
     grad_case<B, In<3>>("diag", [](auto x) { return la::diag<2>(x); });
     grad_case<B, In<2>>("trace", [](auto x) { return la::trace<1>(x); });
+    // Index and signal ops.
+    grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });
+    grad_case<B, In<3>>("gather_nd", [](auto x) {
+        using BB = typename decltype(x)::BackendType;
+        auto i = Tensor<BB, 1, Int>::from_ints({1, 2, 0, 0, 1, 2}).template reshape<2>(Shape{3, 2});
+        return ember::gather_nd<2>(x, i);
+    });
+    grad_case<B, In<3>, In<2>>("scatter_nd", [](auto x, auto v) {
+        using BB = typename decltype(x)::BackendType;
+        auto i = Tensor<BB, 1, Int>::from_ints({1, 2, 0, 0}).template reshape<2>(Shape{2, 2});
+        return ember::scatter_nd(x, i, v);
+    });
+    grad_case<B, In<2>>("rfft_re", [](auto x) { return ember::signal::rfft(x, 1).first; });
+    grad_case<B, In<2>>("rfft_im", [](auto x) { return ember::signal::rfft(x, 0).second; });
+    grad_case<B, In<2>, In<2>>("irfft",
+                               [](auto re, auto im) { return ember::signal::irfft(re, im, 1, 7); });
     SECTION("every case of autodiff_composed.json is checked") {
         for (const auto& name : ember::test::fixture_cases(kGradFile)) {
             INFO(name);

@@ -1,12 +1,12 @@
 #pragma once
 // Tensor ops composed from the primitives every backend has (Burn's Tensor methods that
 // ember::Tensor does not spell as members): inverse trigonometric and hyperbolic functions,
-// cumulative scans, reductions over several dims, split/roll/take, cross and dot products,
-// median. Because they only call Tensor ops, every backend and decorator (Cpu, Vulkan, Cuda,
-// Fusion, Autodiff, Dispatch) has them at once, gradients included. Each checks its own
-// arguments before it computes anything, so a misuse names the op called, not the primitive it
-// would have reached. They are free functions of namespace ember, found by argument-dependent
-// lookup: `cumsum(x, 1)`, `ember::atan2(y, x)`.
+// cumulative scans, reductions over several dims, split/roll/take/unfold, gather_nd and
+// scatter_nd, cross and dot products, median. Because they only call Tensor ops, every backend
+// and decorator (Cpu, Vulkan, Cuda, Fusion, Autodiff, Dispatch) has them at once, gradients
+// included. Each checks its own arguments before it computes anything, so a misuse names the op
+// called, not the primitive it would have reached. They are free functions of namespace ember,
+// found by argument-dependent lookup: `cumsum(x, 1)`, `ember::atan2(y, x)`.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -489,6 +489,161 @@ template <Backend B, std::size_t D, typename K>
 requires NumericKind<K> Tensor<B, D, Int> argtopk(const Tensor<B, D, K>& x, std::size_t k,
                                                   long dim) {
     return x.topk_with_indices(k, dim).second;
+}
+
+// ---- more shape and index ops ----------------------------------------------------------------
+/// Inserts dims of size 1 at the listed positions of the output (negative counts from the
+/// output's end; Burn's unsqueeze_dims). D2 must be D + dims.size().
+template <std::size_t D2, Backend B, std::size_t D, typename K>
+Tensor<B, D2, K> unsqueeze_dims(const Tensor<B, D, K>& x, const std::vector<long>& dims) {
+    const Shape s = x.shape();
+    EMBER_CHECK(D2 == D + dims.size(), Dim, "unsqueeze_dims: inserting ", dims.size(),
+                " dims into shape ", s.to_string(), " gives rank ", D + dims.size(), ", not ", D2);
+    std::array<bool, kMaxRank> one{};
+    for (std::size_t d : detail::composed::dims<D2>(dims, s, "unsqueeze_dims")) one[d] = true;
+    Shape out;
+    for (std::size_t i = 0, j = 0; i < D2; ++i) out.push_back(one[i] ? 1 : s[j++]);
+    return x.template reshape<D2>(out);
+}
+/// Sliding windows of `size` elements every `step` along `dim`: that dim becomes the window
+/// count (size_dim - size) / step + 1 and a new last dim holds each window (torch.Tensor.unfold).
+/// One `select` with a window index, so any backend and autodiff have it.
+template <std::size_t DO, Backend B, std::size_t D, typename K>
+Tensor<B, DO, K> unfold(const Tensor<B, D, K>& x, long dim, std::size_t size, std::size_t step) {
+    static_assert(DO == D + 1, "unfold: the output rank is D + 1");
+    const std::size_t d = normalize_dim(dim, D, "unfold");
+    const Shape s = x.shape();
+    EMBER_CHECK(step > 0, Argument, "unfold: step 0 for shape ", s.to_string());
+    EMBER_CHECK(size <= s[d], Shape, "unfold: window size ", size, " exceeds dim ", d, " of shape ",
+                s.to_string());
+    const std::size_t n = (s[d] - size) / step + 1;
+    const auto dev = x.device();
+    using I = Tensor<B, 1, Int>;
+    auto starts = I::arange(0, static_cast<std::int64_t>(n), dev) * static_cast<std::int64_t>(step);
+    auto offsets = I::arange(0, static_cast<std::int64_t>(size), dev);
+    auto index =
+        starts.template reshape<2>(Shape{n, 1}) + offsets.template reshape<2>(Shape{1, size});
+    auto picked = x.select(static_cast<long>(d), index.template reshape<1>(Shape{n * size}));
+    Shape split;
+    for (std::size_t i = 0; i < D; ++i) {
+        if (i == d) {
+            split.push_back(n);
+            split.push_back(size);
+        } else {
+            split.push_back(s[i]);
+        }
+    }
+    return picked.template reshape<DO>(split).movedim(static_cast<long>(d + 1), -1);
+}
+/// One-hot encoding with chosen values and position: a new dim of `num_classes` at `axis` (of
+/// the output; -1 is last) holding `on` at each index and `off` elsewhere (ONNX OneHot, Burn's
+/// one_hot_fill). Negative indices count from num_classes; indices outside
+/// [-num_classes, num_classes) give a row of `off`, as in ONNX.
+template <std::size_t DO, Backend B, std::size_t D>
+Tensor<B, DO> one_hot_fill(const Tensor<B, D, Int>& indices, std::size_t num_classes, double on,
+                           double off, long axis = -1) {
+    static_assert(DO == D + 1, "one_hot_fill: the output rank is D + 1");
+    const std::size_t a = normalize_dim(axis, DO, "one_hot_fill");
+    EMBER_CHECK(num_classes > 0, Argument, "one_hot_fill: num_classes is 0 for indices of shape ",
+                indices.shape().to_string());
+    const auto c = static_cast<std::int64_t>(num_classes);
+    auto wrapped = indices.mask_where(indices.lower_elem(0), indices + c);
+    Shape cls = Shape::filled(DO, 1);
+    cls[D] = num_classes;
+    auto classes = Tensor<B, 1, Int>::arange(0, c, indices.device()).template reshape<DO>(cls);
+    auto hit = wrapped.template unsqueeze_dim<DO>(-1).equal(classes.template expand<DO>([&] {
+        Shape full = indices.shape();
+        full.push_back(num_classes);
+        return full;
+    }()));
+    auto values = hit.float_() * (on - off) + off;
+    return values.movedim(static_cast<long>(D), static_cast<long>(a));
+}
+
+namespace detail::composed {
+/// The index tuples of gather_nd / scatter_nd as row numbers of `x` seen as
+/// [prod(first k dims), rest]; negative components count from the end, and a component outside
+/// its dim is an IndexError (read back once: a row number alone could land in range).
+template <Backend B, std::size_t D, typename K, std::size_t DI>
+std::pair<Tensor<B, 1, Int>, std::size_t> nd_rows(const Tensor<B, D, K>& x,
+                                                  const Tensor<B, DI, Int>& indices,
+                                                  const char* op) {
+    const Shape s = x.shape(), si = indices.shape();
+    const std::size_t k = si[DI - 1];
+    EMBER_CHECK(k >= 1 && k <= D, Shape, op, ": index tuples of length ", k, " (indices ",
+                si.to_string(), ") for data of shape ", s.to_string());
+    std::vector<std::int64_t> sizes(k), strides(k);
+    std::int64_t stride = 1;
+    for (std::size_t j = k; j-- > 0;) {
+        sizes[j] = static_cast<std::int64_t>(s[j]);
+        strides[j] = stride;
+        stride *= sizes[j];
+    }
+    const std::size_t m = si.num_elements(op) / k;
+    const auto dev = x.device();
+    auto flat = indices.template reshape<2>(Shape{m, k});
+    auto size_row = Tensor<B, 1, Int>::from_data(TensorData(sizes, Shape{k}), dev)
+                        .template reshape<2>(Shape{1, k});
+    auto wrapped = flat.mask_where(flat.lower_elem(0), flat + size_row);
+    if (m > 0) {
+        const bool bad =
+            wrapped.lower_elem(0)
+                .bool_or(wrapped.greater_equal(size_row.template expand<2>(Shape{m, k})))
+                .any()
+                .into_scalar();
+        EMBER_CHECK(!bad, Index, op, ": an index tuple of ", si.to_string(),
+                    " is outside the first ", k, " dims of shape ", s.to_string());
+    }
+    auto stride_row = Tensor<B, 1, Int>::from_data(TensorData(strides, Shape{k}), dev)
+                          .template reshape<2>(Shape{1, k});
+    auto rows = (wrapped * stride_row).sum_dim(1).template reshape<1>(Shape{m});
+    return {rows, k};
+}
+}  // namespace detail::composed
+
+/// The slices of `x` named by index tuples (ONNX GatherND with batch_dims 0, Burn's gather_nd):
+/// `indices` [..., k] picks x[i0, ..., ik-1] (a slice of the remaining dims) for each tuple; the
+/// output is indices.shape[:-1] + x.shape[k:], of rank DO = DI - 1 + D - k.
+template <std::size_t DO, Backend B, std::size_t D, typename K, std::size_t DI>
+Tensor<B, DO, K> gather_nd(const Tensor<B, D, K>& x, const Tensor<B, DI, Int>& indices) {
+    const Shape s = x.shape(), si = indices.shape();
+    const std::size_t k = si[DI - 1];
+    EMBER_CHECK(k <= D && DO + 1 + k == DI + D, Dim, "gather_nd: indices ", si.to_string(),
+                " into shape ", s.to_string(), " give rank ", DI + D - std::min(D, k) - 1, ", not ",
+                DO);
+    auto [rows, kk] = detail::composed::nd_rows(x, indices, "gather_nd");
+    std::size_t lead = 1, rest = 1;
+    for (std::size_t i = 0; i < D; ++i) (i < kk ? lead : rest) *= s[i];
+    auto picked = x.template reshape<2>(Shape{lead, rest}).select(0, rows);
+    Shape out;
+    for (std::size_t i = 0; i + 1 < DI; ++i) out.push_back(si[i]);
+    for (std::size_t i = kk; i < D; ++i) out.push_back(s[i]);
+    return picked.template reshape<DO>(out);
+}
+/// `x` with the slices named by index tuples replaced by `values` (ONNX ScatterND without a
+/// reduction; Burn's scatter_nd): `values` has the shape gather_nd would return. Where a tuple
+/// repeats, the values written there add up (ONNX leaves that case undefined).
+template <Backend B, std::size_t D, typename K, std::size_t DI, std::size_t DV>
+requires NumericKind<K> Tensor<B, D, K> scatter_nd(const Tensor<B, D, K>& x,
+                                                   const Tensor<B, DI, Int>& indices,
+                                                   const Tensor<B, DV, K>& values) {
+    const Shape s = x.shape(), si = indices.shape(), sv = values.shape();
+    auto [rows, k] = detail::composed::nd_rows(x, indices, "scatter_nd");
+    Shape expect;
+    for (std::size_t i = 0; i + 1 < DI; ++i) expect.push_back(si[i]);
+    for (std::size_t i = k; i < D; ++i) expect.push_back(s[i]);
+    EMBER_CHECK(sv == expect, Shape, "scatter_nd: values of shape ", sv.to_string(),
+                " for indices ", si.to_string(), " into shape ", s.to_string(), " (expected ",
+                expect.to_string(), ")");
+    std::size_t lead = 1, rest = 1;
+    for (std::size_t i = 0; i < D; ++i) (i < k ? lead : rest) *= s[i];
+    const std::size_t m = rows.shape()[0];
+    auto x2 = x.template reshape<2>(Shape{lead, rest});
+    auto v2 = values.template reshape<2>(Shape{m, rest});
+    auto hit = Tensor<B, 2, K>::zeros(Shape{lead, 1}, x.device())
+                   .select_assign(0, rows, Tensor<B, 2, K>::ones(Shape{m, 1}, x.device()))
+                   .greater_elem(0);
+    return x2.mask_fill(hit, 0).select_assign(0, rows, v2).template reshape<D>(s);
 }
 
 // ---- products --------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 // Burn's tensor-function modules, composed from Tensor ops (so every backend, Fusion and
 // Autodiff have them, gradients included): ember::linalg (diagonal, trace, vector norms,
 // matrix-vector and outer products, cosine similarity), ember::grid (meshgrid), ember::signal
-// (window functions) and ember::stats (median).
+// (window functions, rfft and irfft), ember::stats (median) and ember::cov.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -191,6 +191,82 @@ Tensor<B, 1> cosine_window(std::size_t size, bool periodic, std::initializer_lis
     return w;
 }
 }  // namespace detail
+namespace detail {
+/// cos and sin of 2π·(a·b mod n)/n for a in [0, rows), b in [0, cols): the DFT's twiddles,
+/// with the product reduced mod n in integers so that the angle keeps full precision.
+template <Backend B>
+std::pair<Tensor<B, 2>, Tensor<B, 2>> twiddles(std::size_t rows, std::size_t cols, std::size_t n,
+                                               const Device<B>& device) {
+    using I = Tensor<B, 1, Int>;
+    auto a =
+        I::arange(0, static_cast<std::int64_t>(rows), device).template reshape<2>(Shape{rows, 1});
+    auto b =
+        I::arange(0, static_cast<std::int64_t>(cols), device).template reshape<2>(Shape{1, cols});
+    auto angle = (a * b).rem_scalar(static_cast<std::int64_t>(n)).float_() *
+                 (2.0 * std::numbers::pi / static_cast<double>(n));
+    return {angle.cos(), angle.sin()};
+}
+/// x with `dim` moved last and the rest flattened: [rows, size].
+template <Backend B, std::size_t D>
+Tensor<B, 2> rows_along(const Tensor<B, D>& x, std::size_t dim) {
+    auto t = x.movedim(static_cast<long>(dim), -1);
+    const Shape s = t.shape();
+    const std::size_t n = s[D - 1];
+    return t.template reshape<2>(Shape{n == 0 ? 0 : s.num_elements() / n, n});
+}
+/// The inverse of rows_along for an output of `size` along `dim`.
+template <Backend B, std::size_t D>
+Tensor<B, D> unrows(const Tensor<B, 2>& r, Shape s, std::size_t dim, std::size_t size) {
+    Shape moved;
+    for (std::size_t i = 0; i < D; ++i)
+        if (i != dim) moved.push_back(s[i]);
+    moved.push_back(size);
+    return r.template reshape<D>(moved).movedim(-1, static_cast<long>(dim));
+}
+}  // namespace detail
+/// The discrete Fourier transform of real `x` along `dim`: the real and imaginary parts of the
+/// n/2 + 1 non-negative frequencies (torch.fft.rfft). A DFT as two matmuls with cosine and sine
+/// tables: O(n²) per signal, exact to rounding, on every backend and through autodiff; fine for
+/// the frame lengths of audio features, slow for signals of many thousands of points.
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, Tensor<B, D>> rfft(const Tensor<B, D>& x, long dim) {
+    const std::size_t d = normalize_dim(dim, D, "rfft");
+    const Shape s = x.shape();
+    const std::size_t n = s[d];
+    EMBER_CHECK(n > 0, Shape, "rfft: dim ", d, " of shape ", s.to_string(), " is empty");
+    const std::size_t m = n / 2 + 1;
+    auto [c, sn] = detail::twiddles<B>(n, m, n, x.device());
+    auto r = detail::rows_along(x, d);
+    return {detail::unrows<B, D>(r.matmul(c), s, d, m),
+            detail::unrows<B, D>(-r.matmul(sn), s, d, m)};
+}
+/// The real signal of length `n` whose rfft along `dim` is (re, im) (torch.fft.irfft; n = 0
+/// means 2·(bins - 1)). Bins past n/2 + 1 are ignored and missing ones count as zero, as in
+/// PyTorch; the imaginary parts of the zero and Nyquist bins do not contribute.
+template <Backend B, std::size_t D>
+Tensor<B, D> irfft(const Tensor<B, D>& re, const Tensor<B, D>& im, long dim, std::size_t n = 0) {
+    const std::size_t d = normalize_dim(dim, D, "irfft");
+    const Shape s = re.shape();
+    EMBER_CHECK(im.shape() == s, Shape, "irfft: real part ", s.to_string(), " and imaginary part ",
+                im.shape().to_string(), " differ");
+    const std::size_t bins = s[d];
+    EMBER_CHECK(bins > 0, Shape, "irfft: dim ", d, " of shape ", s.to_string(), " is empty");
+    if (n == 0) n = 2 * (bins - 1);
+    EMBER_CHECK(n > 0, Argument, "irfft: output length 0 from ", bins, " bin(s) of shape ",
+                s.to_string());
+    const std::size_t used = std::min(bins, n / 2 + 1);
+    auto [c, sn] = detail::twiddles<B>(used, n, n, re.device());
+    // Each bin but the zero (and, for even n, the Nyquist) one stands for itself and its mirror.
+    const double inv = 1.0 / static_cast<double>(n);
+    auto wt = Tensor<B, 2>::full(Shape{used, 1}, 2.0 * inv, re.device());
+    wt = ember::slice_fill(wt, {Slice{0, 1}}, inv);
+    if (n % 2 == 0 && used == n / 2 + 1)
+        wt = ember::slice_fill(wt, {Slice{static_cast<long>(used) - 1}}, inv);
+    auto r = detail::rows_along(re.narrow(static_cast<long>(d), 0, used), d);
+    auto i = detail::rows_along(im.narrow(static_cast<long>(d), 0, used), d);
+    auto out = r.matmul(c * wt) - i.matmul(sn * wt);
+    return detail::unrows<B, D>(out, s, d, n);
+}
 /// The Hann window, 0.5 - 0.5·cos(2πn / L) (torch.hann_window; `periodic` for spectral use).
 template <Backend B>
 Tensor<B, 1> hann_window(std::size_t size, bool periodic = true, const Device<B>& device = {}) {
