@@ -194,6 +194,18 @@ TEST_CASE("images: a GIF announcing a canvas of gigabytes is refused before deco
     fs::remove(file);
 }
 
+TEST_CASE("images: a PNG chunk longer than the file is refused before decoding", "[fuzz][data]") {
+    // 120 bytes whose second IDAT chunk claims 1.3 GB: stb_image grew its buffer to 2 GiB before
+    // finding the data missing (a 10-minute fuzz run of the image target, 2026-11-28).
+    const fs::path file = image_file("png-idat-chunk-claims-1.3gb", "chunk.png");
+    const auto ds =
+        ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+    CHECK_THROWS_AS(ds.get(0), ember::FormatError);
+    CHECK_THROWS_WITH(ds.get(0), Catch::Contains(file.string()) &&
+                                     Catch::Contains("corrupt PNG: an IDAT chunk longer than"));
+    fs::remove(file);
+}
+
 TEST_CASE("images: a PGM header number beyond an int, or 16-bit samples, is refused",
           "[fuzz][data]") {
     // stb_image 2.27 overflows an int reading the first (undefined behaviour) and reads past its

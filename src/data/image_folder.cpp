@@ -102,6 +102,33 @@ bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
     return true;
 }
 
+// stb_image 2.27 grows its buffer of compressed PNG data to the length an IDAT chunk claims
+// before it reads the chunk (stbi__parse_png_file: realloc, then stbi__getn), so a 120-byte PNG
+// whose chunk says 1.3 GB made it allocate 2 GiB (found by fuzzing; tests/fuzz/crashes/image/).
+// A chunk cannot be longer than what follows its header: such files are refused first. Walks
+// the chunks as stb does (length, type, data, CRC) up to IEND.
+bool png_chunks_fit(std::span<const unsigned char> b) {
+    static constexpr unsigned char kSignature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+    const std::size_t n = b.size();
+    if (n < 8 || !std::equal(kSignature, kSignature + 8, b.begin())) return true;  // not a PNG
+    auto be32 = [&](std::size_t k) {
+        return (std::uint32_t(b[k]) << 24) | (std::uint32_t(b[k + 1]) << 16) |
+               (std::uint32_t(b[k + 2]) << 8) | std::uint32_t(b[k + 3]);
+    };
+    std::size_t pos = 8;
+    while (pos + 8 <= n) {
+        const std::size_t length = be32(pos);
+        const bool idat = b[pos + 4] == 'I' && b[pos + 5] == 'D' && b[pos + 6] == 'A' &&
+                          b[pos + 7] == 'T';
+        const bool iend = b[pos + 4] == 'I' && b[pos + 5] == 'E' && b[pos + 6] == 'N' &&
+                          b[pos + 7] == 'D';
+        if (idat && length > n - pos - 8) return false;
+        if (iend || length > n - pos - 8) break;  // stb stops here (or fails reading on)
+        pos += 12 + length;
+    }
+    return true;
+}
+
 // stb_image 2.27 reads the numbers of a binary PGM/PPM header (P5, P6) into an int without an
 // overflow check (stbi__pnm_getinteger: undefined behaviour, then a garbage size), and
 // mishandles 16-bit samples (below); tests/fuzz/crashes/image/. Such headers are refused first: the
@@ -254,6 +281,8 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     // Before anything of stb reads the file: stbi_info parses a JPEG's Huffman tables too.
     EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 name, " (corrupt JPEG: a Huffman table of more than 256 codes)");
+    EMBER_CHECK(png_chunks_fit(file), Format, "ImageFolderDataset: cannot read image ", name,
+                " (corrupt PNG: an IDAT chunk longer than the rest of the file)");
     EMBER_CHECK(pnm_header_numbers_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 name,
                 " (PGM/PPM: a header number beyond 2147483647, or samples of more than 8 bits)");
