@@ -1,0 +1,140 @@
+// Host side of the fused attention (kernels in attention.cu): which operands the kernel takes,
+// their layout (any strides over batch, head and position; a contiguous head dim), and the
+// buffers of the forward and backward passes.
+#include "ember/backend/cuda_attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "attention_kernels.hpp"
+#include "ops.hpp"
+
+namespace ember::cuda {
+namespace {
+
+using detail::cuda::AttnParams;
+using detail::cuda::CudaTensor;
+
+bool float_storage(DType d) {
+    return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+}
+
+/// `t` with a unit stride in its last dim (copied when it has another).
+CudaTensor dense_rows(CudaTensor t) {
+    if (t.shape[3] <= 1 || t.strides[3] == 1) return t;
+    return detail::cuda::contiguous(std::move(t));
+}
+
+void set_strides(std::int64_t (&dst)[3], const CudaTensor& t) {
+    for (int d = 0; d < 3; ++d) dst[d] = t.strides[d];
+}
+
+/// The kernel's view of the operands (q, k, v already with dense rows; `mask` kept alive by
+/// the caller in `mask_store`).
+AttnParams params(const CudaTensor& q, const CudaTensor& k, const CudaTensor& v,
+                  const std::optional<CudaTensor>& mask, std::optional<CudaTensor>& mask_store,
+                  bool causal, double scale) {
+    AttnParams p;
+    p.q = q.ptr();
+    p.k = k.ptr();
+    p.v = v.ptr();
+    set_strides(p.qs, q);
+    set_strides(p.ks, k);
+    set_strides(p.vs, v);
+    p.batch = static_cast<int>(q.shape[0]);
+    p.heads = static_cast<int>(q.shape[1]);
+    p.lq = static_cast<int>(q.shape[2]);
+    p.lk = static_cast<int>(k.shape[2]);
+    p.head_dim = static_cast<int>(q.shape[3]);
+    p.scale = static_cast<float>(scale);
+    p.causal = causal;
+    if (mask) {
+        const Shape full{q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+        if (mask->dtype == DType::Bool) {
+            mask_store = *mask;
+            p.mask_is_bool = true;
+        } else {
+            mask_store = detail::cuda::cast(*mask, DType::F32);
+        }
+        // A mask of rank < 4 is aligned at the right, as broadcasting does.
+        const auto st = detail::cuda::broadcast_strides(*mask_store, full);
+        for (int d = 0; d < 4; ++d) p.ms[d] = st[d];
+        p.mask = mask_store->ptr();
+    }
+    return p;
+}
+
+}  // namespace
+
+bool attention_supported(const CudaTensor& q, const CudaTensor& k, const CudaTensor& v,
+                         const std::optional<CudaTensor>& mask) {
+    if (q.shape.rank() != 4 || k.shape.rank() != 4 || v.shape.rank() != 4) return false;
+    if (!float_storage(q.dtype) || k.dtype != q.dtype || v.dtype != q.dtype) return false;
+    if (k.device() != q.device() || v.device() != q.device()) return false;
+    if (mask && mask->device() != q.device()) return false;
+    const std::size_t e = q.shape[3];
+    if (k.shape[3] != e || v.shape[3] != e) return false;
+    if (!detail::cuda::attention_head_dim_supported(static_cast<int>(e))) return false;
+    constexpr auto kIntMax = static_cast<std::size_t>(std::numeric_limits<int>::max());
+    if (q.shape[0] * q.shape[1] > 65535 || q.shape[2] > kIntMax || k.shape[2] > kIntMax)
+        return false;
+    return true;
+}
+
+std::array<CudaTensor, 2> attention_forward(const CudaTensor& q_in, const CudaTensor& k_in,
+                                            const CudaTensor& v_in,
+                                            const std::optional<CudaTensor>& mask, bool causal,
+                                            double scale) {
+    EMBER_CHECK(attention_supported(q_in, k_in, v_in, mask), Argument,
+                "attention_forward (cuda): the fused kernel does not take q ",
+                q_in.shape.to_string(), " ", dtype_name(q_in.dtype), ", k ", k_in.shape.to_string(),
+                " ", dtype_name(k_in.dtype), ", v ", v_in.shape.to_string(), " ",
+                dtype_name(v_in.dtype), " (it needs one of f32/bf16/f16, head dim 32, 64 or 128)");
+    const CudaTensor q = dense_rows(q_in), k = dense_rows(k_in), v = dense_rows(v_in);
+    const int dev = q.device();
+    std::optional<CudaTensor> mask_store;
+    const AttnParams p = params(q, k, v, mask, mask_store, causal, scale);
+    CudaTensor out =
+        detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2], q.shape[3]}, q.dtype, dev);
+    CudaTensor lse =
+        detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, DType::F32, dev);
+    detail::cuda::launch_attention_forward(p, q.dtype, out.ptr(), static_cast<float*>(lse.ptr()),
+                                           detail::cuda::stream(dev));
+    return {std::move(out), std::move(lse)};
+}
+
+std::array<CudaTensor, 3> attention_backward(const CudaTensor& q_in, const CudaTensor& k_in,
+                                             const CudaTensor& v_in, const CudaTensor& out,
+                                             const CudaTensor& lse, const CudaTensor& dout,
+                                             const std::optional<CudaTensor>& mask, bool causal,
+                                             double scale) {
+    EMBER_CHECK(attention_supported(q_in, k_in, v_in, mask), Argument,
+                "attention_backward (cuda): the fused kernel does not take q ",
+                q_in.shape.to_string(), " ", dtype_name(q_in.dtype),
+                " (it needs one of f32/bf16/f16, head dim 32, 64 or 128)");
+    EMBER_CHECK(out.shape == q_in.shape && dout.shape == q_in.shape &&
+                    lse.shape == Shape({q_in.shape[0], q_in.shape[1], q_in.shape[2]}) &&
+                    lse.dtype == DType::F32,
+                Shape, "attention_backward (cuda): out ", out.shape.to_string(), ", dout ",
+                dout.shape.to_string(), " and lse ", lse.shape.to_string(), " do not fit q ",
+                q_in.shape.to_string());
+    const CudaTensor q = dense_rows(q_in), k = dense_rows(k_in), v = dense_rows(v_in);
+    const int dev = q.device();
+    std::optional<CudaTensor> mask_store;
+    const AttnParams p = params(q, k, v, mask, mask_store, causal, scale);
+    const CudaTensor o = detail::cuda::contiguous(detail::cuda::cast(out, q.dtype));
+    const CudaTensor go = detail::cuda::contiguous(detail::cuda::cast(dout, q.dtype));
+    const CudaTensor l = detail::cuda::contiguous(lse);
+    CudaTensor dq32 = detail::cuda::empty(q.shape, DType::F32, dev);
+    CudaTensor delta =
+        detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, DType::F32, dev);
+    CudaTensor dk = detail::cuda::empty(k.shape, q.dtype, dev);
+    CudaTensor dv = detail::cuda::empty(v.shape, q.dtype, dev);
+    detail::cuda::launch_attention_backward(
+        p, q.dtype, o.ptr(), go.ptr(), static_cast<const float*>(l.ptr()),
+        static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
+        detail::cuda::stream(dev));
+    return {detail::cuda::cast(std::move(dq32), q.dtype), std::move(dk), std::move(dv)};
+}
+
+}  // namespace ember::cuda

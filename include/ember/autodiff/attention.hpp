@@ -1,0 +1,59 @@
+#pragma once
+// Autodiff over a backend with a fused attention kernel (AttentionKernel<B> with a backward,
+// include/ember/tensor/attention.hpp): module::attention records one node whose backward runs
+// B's fused backward from the saved q, k, v, output and log-sum-exp. Over other backends the
+// composed form is differentiated op by op.
+#include <array>
+#include <optional>
+
+#include "../tensor/attention.hpp"
+#include "autodiff.hpp"
+
+namespace ember {
+
+/// Autodiff<B>'s fused attention, where B has one with a backward.
+template <Backend B, CheckpointStrategy C>
+requires FusedAttentionBackward<B>
+struct AttentionKernel<Autodiff<B, C>> {
+    using AD = Autodiff<B, C>;
+    using FT = typename AD::FloatTensorPrimitive;
+    using IFT = typename B::FloatTensorPrimitive;
+    using BT = typename B::BoolTensorPrimitive;
+
+    /// B's answer; false for an additive mask that needs a gradient (the fused backward gives
+    /// none to the mask), which then takes the composed path.
+    static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<BT>& keep,
+                         const std::optional<FT>& bias) {
+        if (bias && bias->node) return false;
+        return AttentionKernel<B>::supports(q.primitive, k.primitive, v.primitive, keep,
+                                            inner(bias));
+    }
+    /// {output (tracked), log-sum-exp (not differentiable)}.
+    static std::array<FT, 2> forward(const FT& q, const FT& k, const FT& v,
+                                     const std::optional<BT>& keep, const std::optional<FT>& bias,
+                                     bool causal, double scale) {
+        std::optional<IFT> ib = inner(bias);
+        auto r = AttentionKernel<B>::forward(q.primitive, k.primitive, v.primitive, keep, ib,
+                                             causal, scale);
+        IFT lse = r[1];
+        FT lse_out = AD::from_inner(std::move(r[1]));
+        auto rec = AD::record(std::move(r[0]), {&q, &k, &v});
+        if (!rec.node) return {rec.untracked(), std::move(lse_out)};
+        auto sq = rec.input(q), sk = rec.input(k), sv = rec.input(v), so = rec.output();
+        return {rec.finish([=](typename AD::Ctx& ctx, IFT g) {
+                    auto d =
+                        AttentionKernel<B>::backward(ctx.get(sq), ctx.get(sk), ctx.get(sv),
+                                                     ctx.get(so), lse, g, keep, ib, causal, scale);
+                    for (std::size_t i = 0; i < 3; ++i) ctx.add(i, std::move(d[i]));
+                }),
+                std::move(lse_out)};
+    }
+
+  private:
+    static std::optional<IFT> inner(const std::optional<FT>& t) {
+        if (!t) return std::nullopt;
+        return t->primitive;
+    }
+};
+
+}  // namespace ember

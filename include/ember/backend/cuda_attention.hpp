@@ -1,0 +1,62 @@
+#pragma once
+// The CUDA backend's fused scaled-dot-product attention (backends/cuda/attention.cu): a
+// flash-style kernel, forward and backward, on tensor cores (TF32 for f32 tensors, bf16/f16
+// natively), for head dims 32, 64 and 128. Including this header makes module::attention on
+// Cuda use it (AttentionKernel<Cuda>); other shapes and dtypes take the composed path.
+#include <array>
+#include <optional>
+
+#include "../tensor/attention.hpp"
+#include "cuda.hpp"
+
+namespace ember {
+
+namespace cuda {
+/// Whether the fused kernel handles these operands: q, k, v of one float dtype (f32, bf16,
+/// f16) on one device, q and k's head dim equal to v's and one of 32, 64, 128, and at most
+/// 65535 batch × heads.
+EMBER_API bool attention_supported(const detail::cuda::CudaTensor& q,
+                                   const detail::cuda::CudaTensor& k,
+                                   const detail::cuda::CudaTensor& v,
+                                   const std::optional<detail::cuda::CudaTensor>& mask);
+/// Fused forward: {softmax(q kᵀ · scale + mask) v [B, H, Lq, E] in q's dtype, the log-sum-exp
+/// of each row's scaled logits [B, H, Lq] (f32; -inf for a row that attends to nothing, whose
+/// output is 0)}. `mask` is boolean (true = attend) or additive, broadcastable to
+/// [B, H, Lq, Lk]. Nothing of size [Lq x Lk] is allocated.
+EMBER_API std::array<detail::cuda::CudaTensor, 2> attention_forward(
+    const detail::cuda::CudaTensor& q, const detail::cuda::CudaTensor& k,
+    const detail::cuda::CudaTensor& v, const std::optional<detail::cuda::CudaTensor>& mask,
+    bool causal, double scale);
+/// Fused backward: {dq, dk, dv} from the forward's output and log-sum-exp and the output's
+/// gradient, recomputing the probabilities tile by tile.
+EMBER_API std::array<detail::cuda::CudaTensor, 3> attention_backward(
+    const detail::cuda::CudaTensor& q, const detail::cuda::CudaTensor& k,
+    const detail::cuda::CudaTensor& v, const detail::cuda::CudaTensor& out,
+    const detail::cuda::CudaTensor& lse, const detail::cuda::CudaTensor& dout,
+    const std::optional<detail::cuda::CudaTensor>& mask, bool causal, double scale);
+}  // namespace cuda
+
+/// Cuda's fused attention (see AttentionKernel).
+template <>
+struct AttentionKernel<CudaBackend> {
+    using FT = detail::cuda::CudaTensor;
+    /// Whether the kernel handles these operands (else module::attention composes).
+    static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<FT>& keep,
+                         const std::optional<FT>& bias) {
+        return cuda::attention_supported(q, k, v, keep ? keep : bias);
+    }
+    /// {output, log-sum-exp}.
+    static std::array<FT, 2> forward(const FT& q, const FT& k, const FT& v,
+                                     const std::optional<FT>& keep, const std::optional<FT>& bias,
+                                     bool causal, double scale) {
+        return cuda::attention_forward(q, k, v, keep ? keep : bias, causal, scale);
+    }
+    /// {dq, dk, dv}.
+    static std::array<FT, 3> backward(const FT& q, const FT& k, const FT& v, const FT& out,
+                                      const FT& lse, const FT& dout, const std::optional<FT>& keep,
+                                      const std::optional<FT>& bias, bool causal, double scale) {
+        return cuda::attention_backward(q, k, v, out, lse, dout, keep ? keep : bias, causal, scale);
+    }
+};
+
+}  // namespace ember
