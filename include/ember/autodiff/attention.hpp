@@ -11,14 +11,14 @@
 
 namespace ember {
 
-/// Autodiff<B>'s fused attention, where B has one with a backward.
+/// The fused attention of `Autodiff<B>`, where `B` has one with a backward.
 template <Backend B, CheckpointStrategy C>
 requires FusedAttentionBackward<B>
 struct AttentionKernel<Autodiff<B, C>> {
-    using AD = Autodiff<B, C>;
-    using FT = typename AD::FloatTensorPrimitive;
-    using IFT = typename B::FloatTensorPrimitive;
-    using BT = typename B::BoolTensorPrimitive;
+    using AD = Autodiff<B, C>;                      ///< the stack
+    using FT = typename AD::FloatTensorPrimitive;   ///< tracked float primitive
+    using IFT = typename B::FloatTensorPrimitive;   ///< B's float primitive
+    using BT = typename B::BoolTensorPrimitive;     ///< B's bool primitive (masks)
 
     /// B's answer; false for an additive mask that needs a gradient (the fused backward gives
     /// none to the mask), which then takes the composed path.

@@ -39,7 +39,7 @@ EMBER_API std::array<detail::cuda::CudaTensor, 3> attention_backward(
 /// Cuda's fused attention (see AttentionKernel).
 template <>
 struct AttentionKernel<CudaBackend> {
-    using FT = detail::cuda::CudaTensor;
+    using FT = detail::cuda::CudaTensor;  ///< every kind's primitive
     /// Whether the kernel handles these operands (else module::attention composes).
     static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<FT>& keep,
                          const std::optional<FT>& bias) {

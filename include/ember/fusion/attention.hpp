@@ -11,13 +11,13 @@
 
 namespace ember {
 
-/// Fusion<B>'s fused attention, where B has one (and one primitive type for all kinds).
+/// The fused attention of `Fusion<B>`, where `B` has one (and one primitive type for all kinds).
 template <FusionBackend B>
 requires FusedAttention<B> &&
     std::same_as<typename B::FloatTensorPrimitive, typename B::BoolTensorPrimitive>
 struct AttentionKernel<Fusion<B>> {
-    using FT = typename Fusion<B>::FloatTensorPrimitive;
-    using P = typename B::FloatTensorPrimitive;
+    using FT = typename Fusion<B>::FloatTensorPrimitive;  ///< Fusion's (pending or computed)
+    using P = typename B::FloatTensorPrimitive;            ///< B's
 
     /// B's answer, on the computed operands.
     static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<FT>& keep,

@@ -47,7 +47,7 @@ struct AttentionOptions {
 template <typename B>
 struct AttentionKernel {};
 
-/// B has a fused attention forward (AttentionKernel<B> specialised).
+/// `B` has a fused attention forward (`AttentionKernel<B>` specialised).
 template <typename B>
 concept FusedAttention = requires(const typename B::FloatTensorPrimitive& t,
                                   const std::optional<typename B::BoolTensorPrimitive>& keep,
@@ -58,7 +58,7 @@ concept FusedAttention = requires(const typename B::FloatTensorPrimitive& t,
         } -> std::same_as<std::array<typename B::FloatTensorPrimitive, 2>>;
 };
 
-/// B's fused attention has a backward too (what Autodiff<B> needs to use it).
+/// The fused attention of `B` has a backward too (what `Autodiff<B>` needs to use it).
 template <typename B>
 concept FusedAttentionBackward = FusedAttention<B> &&
     requires(const typename B::FloatTensorPrimitive& t,
