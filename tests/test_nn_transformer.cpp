@@ -106,12 +106,15 @@ TEMPLATE_LIST_TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention"
             auto in = nn::MhaInput<AD>::new_(q, k, v)
                           .mask_pad(mask<AD, 2>(f, "mask_pad"))
                           .mask_attn(mask<AD, 3>(f, "mask_attn"));
-            auto out = model.forward(in);
+            // Without the weights: module::attention (the fused kernel where there is one).
+            check_close(model.forward(in).context.to_data(), f.named("output"), kTol);
+            auto out = model.forward(in.need_weights());
             check_close(out.context.to_data(), f.named("output"), kTol);
-            check_close(out.weights.to_data(), f.named("output1"), kTol);
+            REQUIRE(out.weights.has_value());
+            check_close(out.weights->to_data(), f.named("output1"), kTol);
 
             auto loss = (out.context * f.named_tensor<AD, 3>("gout")).sum() +
-                        (out.weights * f.named_tensor<AD, 4>("gout1")).sum();
+                        (*out.weights * f.named_tensor<AD, 4>("gout1")).sum();
             auto grads = loss.backward();
             check_param_grads(model, grads, f);
             check_close(q.grad(grads)->to_data(), f.named("grad.query"), kTol);
@@ -214,6 +217,62 @@ TEST_CASE("PositionalEncoding and RotaryEncoding match their formulas", "[nn][tr
     }
 }
 
+TEST_CASE("MultiHeadAttention: the op path, the weights path and the causal flag agree",
+          "[nn][transformer][attention]") {
+    using AD = ember::Autodiff<ember::Cpu>;
+    const std::size_t batch = 2, seq = 6, d = 8;
+    AD::seed(11);
+    auto dist = ember::Distribution::Normal(0, 1);
+    auto x = Tensor<AD, 3>::random({batch, seq, d}, dist);
+    auto mem = Tensor<AD, 3>::random({batch, 4, d}, dist);
+    auto g = Tensor<AD, 3>::random({batch, seq, d}, dist);
+    auto mha = nn::MultiHeadAttentionConfig{d, 2}.with_dropout(0.0).init<AD>();
+    auto causal = nn::generate_autoregressive_mask<AD>(batch, seq);
+    auto pad =
+        nn::generate_padding_mask<AD>(0, {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1}}, std::nullopt).mask;
+    // Each input against the same attention with the weights asked for (the composed path):
+    // context and every parameter's gradient.
+    auto same = [&](const nn::MhaInput<AD>& in, const nn::MhaInput<AD>& ref) {
+        auto a = mha.forward(in);
+        auto b = mha.forward(ref.need_weights());
+        CHECK_FALSE(a.weights.has_value());
+        REQUIRE(b.weights.has_value());
+        check_close(a.context.to_data(), b.context.to_data(), {1e-5, 1e-4});
+        auto ga = (a.context * g.narrow(1, 0, a.context.dims()[1])).sum().backward();
+        auto gb = (b.context * g.narrow(1, 0, b.context.dims()[1])).sum().backward();
+        check_close(mha.query.weight.val().grad(ga)->to_data(),
+                    mha.query.weight.val().grad(gb)->to_data(), {1e-5, 1e-4});
+        check_close(mha.value.weight.val().grad(ga)->to_data(),
+                    mha.value.weight.val().grad(gb)->to_data(), {1e-5, 1e-4});
+    };
+    auto self = nn::MhaInput<AD>::self_attn(x);
+    SECTION("no mask") {
+        same(self, self);
+    }
+    SECTION("causal flag and causal mask") {
+        same(self.causal(), self.mask_attn(causal));
+        same(self.causal(), self.causal());
+    }
+    SECTION("padding and causal") {
+        same(self.mask_pad(pad).causal(), self.mask_pad(pad).mask_attn(causal));
+    }
+    SECTION("cross-attention with padding of the memory") {
+        auto mpad = nn::generate_padding_mask<AD>(0, {{1, 1, 1, 1}, {1, 1}}, std::nullopt).mask;
+        auto in = nn::MhaInput<AD>::new_(x, mem, mem).mask_pad(mpad);
+        same(in, in);
+    }
+    SECTION("the causal flag on incremental steps lines the new queries up with the last keys") {
+        auto full = mha.forward(self.causal());
+        auto cache = nn::MhaCache<AD>::autoregressive();
+        auto first =
+            mha.forward_incremental(nn::MhaInput<AD>::self_attn(x.narrow(1, 0, 4)).causal(), cache);
+        auto rest =
+            mha.forward_incremental(nn::MhaInput<AD>::self_attn(x.narrow(1, 4, 2)).causal(), cache);
+        check_close(Tensor<AD, 3>::cat({first.context, rest.context}, 1).to_data(),
+                    full.context.to_data(), {1e-5, 1e-4});
+    }
+}
+
 TEST_CASE("attention caches reproduce the causal forward", "[nn][transformer]") {
     using C = ember::Cpu;  // inference: dropout (left at its default 0.1) is the identity here
     const std::size_t batch = 2, seq = 5, d = 8;
@@ -223,15 +282,17 @@ TEST_CASE("attention caches reproduce the causal forward", "[nn][transformer]") 
 
     SECTION("MultiHeadAttention::forward_cache fed the growing sequence") {
         auto mha = nn::MultiHeadAttentionConfig{d, 2}.init<C>();
-        auto full = mha.forward(nn::MhaInput<C>::self_attn(x).mask_attn(causal));
+        auto full = mha.forward(nn::MhaInput<C>::self_attn(x).mask_attn(causal).need_weights());
         auto cache = nn::MhaCache<C>::autoregressive();
         Tensor<C, 3> out = x;
         for (std::size_t i = 1; i <= seq; ++i) {
-            auto step = mha.forward_cache(nn::MhaInput<C>::self_attn(x.narrow(1, 0, i)), cache);
+            auto step = mha.forward_cache(
+                nn::MhaInput<C>::self_attn(x.narrow(1, 0, i)).need_weights(), cache);
             out = step.context;
-            CHECK(step.weights.dims() == std::array<std::size_t, 4>{batch, 2, 1, i});
-            check_close(step.weights.to_data(),
-                        full.weights.narrow(2, i - 1, 1).narrow(3, 0, i).to_data(), kSame);
+            REQUIRE(step.weights.has_value());
+            CHECK(step.weights->dims() == std::array<std::size_t, 4>{batch, 2, 1, i});
+            check_close(step.weights->to_data(),
+                        full.weights->narrow(2, i - 1, 1).narrow(3, 0, i).to_data(), kSame);
         }
         CHECK(cache.len() == seq);
         check_close(out.to_data(), full.context.to_data(), kSame);
@@ -242,8 +303,10 @@ TEST_CASE("attention caches reproduce the causal forward", "[nn][transformer]") 
         auto cache = nn::MhaCache<C>::autoregressive();
         auto first = nn::generate_autoregressive_mask<C>(batch, 3);
         mha.forward_cache(nn::MhaInput<C>::self_attn(x.narrow(1, 0, 3)).mask_attn(first), cache);
-        auto out = mha.forward_cache(nn::MhaInput<C>::self_attn(x).mask_attn(causal), cache);
-        CHECK(out.weights.dims() == std::array<std::size_t, 4>{batch, 4, 2, seq});
+        auto out = mha.forward_cache(nn::MhaInput<C>::self_attn(x).mask_attn(causal).need_weights(),
+                                     cache);
+        REQUIRE(out.weights.has_value());
+        CHECK(out.weights->dims() == std::array<std::size_t, 4>{batch, 4, 2, seq});
         check_close(out.context.to_data(), full.context.to_data(), kSame);
     }
     SECTION("forward_incremental fed one token at a time") {

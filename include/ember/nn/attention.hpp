@@ -1,6 +1,8 @@
 #pragma once
 // Multi-head attention (Burn's burn::nn::attention): MultiHeadAttention with its input/output
-// structs, the autoregressive cache, and the mask helpers.
+// structs, the autoregressive cache, and the mask helpers. Unless the attention weights are asked
+// for, it runs module::attention (include/ember/tensor/attention.hpp), the backend's fused kernel
+// where it has one.
 //
 // From a PyTorch nn.MultiheadAttention state_dict (d = embed_dim):
 //   in_proj_weight [3d, d] → query.weight = rows [0, d)ᵀ, key.weight = rows [d, 2d)ᵀ,
@@ -12,9 +14,15 @@
 #include <utility>
 #include <vector>
 
+#include "../autodiff/attention.hpp"
+#include "../fusion/attention.hpp"
 #include "../module/config.hpp"
 #include "../module/module.hpp"
 #include "../tensor/activation.hpp"
+#include "../tensor/attention.hpp"
+#if defined(EMBER_CUDA)  // set by linking ember::cuda
+#include "../backend/cuda_attention.hpp"
+#endif
 #include "dropout.hpp"
 #include "initializer.hpp"
 #include "linear.hpp"
@@ -68,7 +76,8 @@ inline void check_cache_batch(const char* op, std::size_t batch, std::size_t hel
 
 /// The inputs of MultiHeadAttention::forward: query [batch, seq_q, d_model], key and value
 /// [batch, seq_k, d_model], and optional masks where `true` means "do not attend":
-/// `mask_pad` [batch, seq_k] (padding keys) and `mask_attn` [batch, seq_q, seq_k].
+/// `mask_pad` [batch, seq_k] (padding keys) and `mask_attn` [batch, seq_q, seq_k]; `causal()`
+/// masks future keys without a mask tensor; `need_weights()` asks for the attention weights.
 /// Built as Burn's: `MhaInput<B>::self_attn(x).mask_pad(m)`, `MhaInput<B>::new_(q, k, v)`.
 template <Backend B>
 class MhaInput {
@@ -100,6 +109,18 @@ class MhaInput {
         return detail::with_field(*this, &MhaInput::mask_attn_, mask);
     }
 
+    /// A copy that masks every key after the query's position (the query rows being the last
+    /// seq_q of the seq_k positions, so incremental steps line up), with no mask tensor: the
+    /// fused kernel then skips the masked blocks.
+    MhaInput causal(bool on = true) const {
+        return detail::with_field(*this, &MhaInput::causal_, on);
+    }
+    /// A copy that asks for the attention weights in MhaOutput (PyTorch's need_weights). They
+    /// take the composed path, which materialises [batch, n_heads, seq_q, seq_k].
+    MhaInput need_weights(bool on = true) const {
+        return detail::with_field(*this, &MhaInput::need_weights_, on);
+    }
+
     /// The query [batch, seq_q, d_model].
     const Tensor<B, 3>& query() const { return query_; }
     /// The key [batch, seq_k, d_model].
@@ -110,18 +131,26 @@ class MhaInput {
     const std::optional<Tensor<B, 2, Bool>>& mask_pad() const { return mask_pad_; }
     /// The attention mask, if set.
     const std::optional<Tensor<B, 3, Bool>>& mask_attn() const { return mask_attn_; }
+    /// Whether future keys are masked.
+    bool is_causal() const { return causal_; }
+    /// Whether the attention weights are asked for.
+    bool weights_needed() const { return need_weights_; }
 
   private:
     Tensor<B, 3> query_, key_, value_;
     std::optional<Tensor<B, 2, Bool>> mask_pad_;
     std::optional<Tensor<B, 3, Bool>> mask_attn_;
+    bool causal_ = false;
+    bool need_weights_ = false;
 };
 
 /// What MultiHeadAttention returns.
 template <Backend B>
 struct MhaOutput {
     Tensor<B, 3> context;  ///< [batch, seq_q, d_model]
-    Tensor<B, 4> weights;  ///< attention weights per head [batch, n_heads, seq_q, seq_k]
+    /// Attention weights per head [batch, n_heads, seq_q, seq_k], when the input asked for them
+    /// (MhaInput::need_weights).
+    std::optional<Tensor<B, 4>> weights;
 };
 
 template <Backend B>
@@ -161,9 +190,13 @@ class MhaCache {
 /// Multi-head scaled dot-product attention ("Attention Is All You Need"), as Burn's
 /// MultiHeadAttention and PyTorch's nn.MultiheadAttention(batch_first=True).
 ///
-/// Masked scores are set to `min_float` (Burn) rather than -inf (PyTorch): a row whose keys are
-/// all masked gets uniform weights instead of NaN. Dropout applies to the attention weights
-/// after the softmax, as in PyTorch and the paper (Burn applies it to the scores before).
+/// Runs module::attention (one fused kernel on CUDA, no [seq_q x seq_k] matrix in memory) unless
+/// the input asks for the weights, quiet_softmax is on or attention dropout is active (training
+/// with dropout > 0); those take the composed path, which returns the weights. On the fused path
+/// masked keys are left out exactly (as PyTorch) and a query whose keys are all masked gets a
+/// zero context; on the composed path masked scores are set to `min_float` (Burn), so such a
+/// query gets uniform weights. Dropout applies to the attention weights after the softmax, as in
+/// PyTorch and the paper (Burn applies it to the scores before).
 template <Backend B>
 struct MultiHeadAttention {
     Linear<B> query;      ///< query projection [d_model, d_model]
@@ -187,7 +220,7 @@ struct MultiHeadAttention {
         const auto [batch, seq_q, seq_k] = check_input(input, op);
         check_masks(input, batch, seq_q, seq_k, op);
         return attend(project(input.query(), query), project(input.key(), key),
-                      project(input.value(), value), input.mask_pad(), input.mask_attn());
+                      project(input.value(), value), input);
     }
 
     /// Burn's cached forward for autoregressive inference: `input` holds the whole sequence so
@@ -218,7 +251,9 @@ struct MultiHeadAttention {
         }
         auto step = MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v)
                         .mask_pad(input.mask_pad())
-                        .mask_attn(detail::attn_mask_rows(input.mask_attn(), start, new_q));
+                        .mask_attn(detail::attn_mask_rows(input.mask_attn(), start, new_q))
+                        .causal(input.is_causal())
+                        .need_weights(input.weights_needed());
         auto out = forward_incremental(step, cache);
         out.context =
             cache.context_ ? Tensor<B, 3>::cat({*cache.context_, out.context}, 1) : out.context;
@@ -248,8 +283,7 @@ struct MultiHeadAttention {
             cache.value_ = v;
         }
         check_masks(input, batch, new_q, cache.key_len(), op);
-        auto out = attend(project(input.query(), query), *cache.key_, *cache.value_,
-                          input.mask_pad(), input.mask_attn());
+        auto out = attend(project(input.query(), query), *cache.key_, *cache.value_, input);
         cache.queries_ += new_q;
         return out;
     }
@@ -302,29 +336,62 @@ struct MultiHeadAttention {
             .swap_dims(1, 2);
     }
 
+    /// Whether attention dropout would drop anything now (training with dropout > 0).
+    bool dropout_active(const Device<B>& device) const {
+        if constexpr (AutodiffBackend<B>)
+            return dropout.prob > 0.0 && ad_enabled<B>(device);
+        else
+            return false;
+    }
+
+    /// Attends the projected heads q [batch, n_heads, seq_q, d_k] to k and v with the input's
+    /// masks: module::attention, or the composed path when the weights are needed.
     MhaOutput<B> attend(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
-                        const std::optional<Tensor<B, 2, Bool>>& pad,
-                        const std::optional<Tensor<B, 3, Bool>>& attn) const {
+                        const MhaInput<B>& input) const {
         const auto [batch, heads, seq_q, dk] = q.dims();
         (void)heads;
         (void)dk;
         const std::size_t seq_k = k.dims()[2];
+        const auto& pad = input.mask_pad();
+        const auto& attn = input.mask_attn();
+        const bool fused = !input.weights_needed() && !quiet_softmax && !dropout_active(q.device());
+        // The op's own causal flag aligns queries and keys at the start; it serves when they
+        // are the same positions and there is no other mask. Otherwise the causal part joins
+        // the mask, aligned at the end (the queries are the last seq_q positions).
+        const bool causal_flag = fused && input.is_causal() && seq_q == seq_k && !pad && !attn;
+        const Shape m4{batch, 1, seq_q, seq_k};
+        std::optional<Tensor<B, 4, Bool>> masked;  // true: not attended, [batch, 1, seq_q, seq_k]
+        auto add = [&](Tensor<B, 4, Bool> m) {
+            masked = masked ? masked->bool_or(m) : std::move(m);
+        };
+        if (pad)
+            add(pad->template reshape<4>(std::array<std::size_t, 4>{batch, 1, 1, seq_k})
+                    .template expand<4>(m4));
+        if (attn)
+            add(attn->template reshape<4>(std::array<std::size_t, 4>{batch, 1, seq_q, seq_k}));
+        if (input.is_causal() && !causal_flag)
+            add(Tensor<B, 4, Bool>::tril_mask(
+                m4, static_cast<long>(seq_k) - static_cast<long>(seq_q), q.device()));
+        auto merge = [&](const Tensor<B, 4>& ctx) {  // [batch, n_heads, seq_q, d_k] → [.., d_model]
+            return ctx.swap_dims(1, 2).template reshape<3>(
+                std::array<std::size_t, 3>{batch, seq_q, d_model()});
+        };
+        if (fused) {
+            AttentionOptions o;
+            o.causal = causal_flag;
+            o.scale = 1.0 / std::sqrt(double(d_k));
+            auto ctx = masked ? module::attention(q, k, v, masked->not_(), o)
+                              : module::attention(q, k, v, o);
+            return {output.forward(merge(ctx)), std::nullopt};
+        }
         auto scores = q.matmul(k.swap_dims(2, 3)) / std::sqrt(double(d_k));
         const Shape full{batch, n_heads, seq_q, seq_k};
-        if (pad) {
-            auto m = pad->template reshape<4>(std::array<std::size_t, 4>{batch, 1, 1, seq_k});
-            scores = scores.mask_fill(m.template expand<4>(full), min_float);
-        }
-        if (attn) {
-            auto m = attn->template reshape<4>(std::array<std::size_t, 4>{batch, 1, seq_q, seq_k});
-            scores = scores.mask_fill(m.template expand<4>(full), min_float);
-        }
+        if (masked) scores = scores.mask_fill(masked->template expand<4>(full), min_float);
         auto weights = quiet_softmax ? activation::quiet_softmax(std::move(scores), 3)
                                      : activation::softmax(std::move(scores), 3);
         weights = dropout.forward(std::move(weights));
-        auto context = weights.matmul(v).swap_dims(1, 2).template reshape<3>(
-            std::array<std::size_t, 3>{batch, seq_q, d_model()});
-        return {output.forward(context), weights};
+        auto context = merge(weights.matmul(v));
+        return {output.forward(context), std::move(weights)};
     }
 };
 
