@@ -380,8 +380,8 @@ struct MultiHeadAttention {
             AttentionOptions o;
             o.causal = causal_flag;
             o.scale = 1.0 / std::sqrt(double(d_k));
-            auto ctx = masked ? module::attention(q, k, v, masked->not_(), o)
-                              : module::attention(q, k, v, o);
+            auto ctx = masked ? ember::module::attention(q, k, v, masked->not_(), o)
+                              : ember::module::attention(q, k, v, o);
             return {output.forward(merge(ctx)), std::nullopt};
         }
         auto scores = q.matmul(k.swap_dims(2, 3)) / std::sqrt(double(d_k));

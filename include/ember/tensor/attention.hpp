@@ -151,9 +151,10 @@ Tensor<B, 4> attention(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tenso
     const Shape mshape = keep ? keep->shape() : bias ? bias->shape() : Shape{};
     EMBER_CHECK(!(keep && bias), Argument,
                 "attention: give either a boolean or an additive mask, not both");
-    detail::attention::check(q.shape(), k.shape(), v.shape(), keep || bias ? &mshape : nullptr,
-                             options.causal, options.scale);
-    const double scale = detail::attention::scale_of(q.shape(), options.scale);
+    ::ember::detail::attention::check(q.shape(), k.shape(), v.shape(),
+                                      keep || bias ? &mshape : nullptr, options.causal,
+                                      options.scale);
+    const double scale = ::ember::detail::attention::scale_of(q.shape(), options.scale);
     if constexpr (FusedAttention<B>) {
         std::optional<typename B::BoolTensorPrimitive> kp;
         std::optional<typename B::FloatTensorPrimitive> bp;
@@ -165,7 +166,7 @@ Tensor<B, 4> attention(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tenso
             return Tensor<B, 4>(std::move(r[0]));
         }
     }
-    return detail::attention::composed(q, k, v, keep, bias, options.causal, scale);
+    return ::ember::detail::attention::composed(q, k, v, keep, bias, options.causal, scale);
 }
 
 /// Attention without a mask (or with only the causal one of `options`).
