@@ -271,6 +271,18 @@ TEST_CASE("MultiHeadAttention: the op path, the weights path and the causal flag
         check_close(Tensor<AD, 3>::cat({first.context, rest.context}, 1).to_data(),
                     full.context.to_data(), {1e-5, 1e-4});
     }
+    SECTION("TransformerEncoderInput::causal against the causal mask") {
+        auto enc = nn::TransformerEncoderConfig{d, 16, 2, 2}.with_dropout(0.0).init<AD>();
+        auto with_mask = enc.forward(nn::TransformerEncoderInput<AD>(x).mask_attn(causal));
+        auto with_flag = enc.forward(nn::TransformerEncoderInput<AD>(x).causal());
+        check_close(with_flag.to_data(), with_mask.to_data(), {1e-5, 1e-4});
+        auto cache = enc.new_autoregressive_cache();
+        enc.forward_autoregressive_inference(
+            nn::TransformerEncoderInput<AD>(x.narrow(1, 0, 4)).causal(), cache);
+        auto all = enc.forward_autoregressive_inference(nn::TransformerEncoderInput<AD>(x).causal(),
+                                                        cache);
+        check_close(all.to_data(), with_mask.to_data(), {1e-5, 1e-4});
+    }
 }
 
 TEST_CASE("attention caches reproduce the causal forward", "[nn][transformer]") {

@@ -150,7 +150,8 @@ void display_transformer(module::DisplayContent& c, const Stack& s) {
 // ---- encoder ---------------------------------------------------------------------------------
 
 /// The input of TransformerEncoder: the sequence [batch, seq, d_model] and optional masks
-/// (`true` = do not attend): mask_pad [batch, seq], mask_attn [batch, seq, seq].
+/// (`true` = do not attend): mask_pad [batch, seq], mask_attn [batch, seq, seq]; `causal()`
+/// masks later positions without a mask tensor (MhaInput::causal).
 template <Backend B>
 class TransformerEncoderInput {
   public:
@@ -168,17 +169,25 @@ class TransformerEncoderInput {
     TransformerEncoderInput mask_attn(Tensor<B, 3, Bool> mask) const {
         return detail::with_field(*this, &TransformerEncoderInput::mask_attn_, std::move(mask));
     }
+    /// A copy in which each position attends only to itself and earlier ones, with no mask
+    /// tensor: the fused attention kernel then skips the masked blocks (a GPT's causal mask).
+    TransformerEncoderInput causal(bool on = true) const {
+        return detail::with_field(*this, &TransformerEncoderInput::causal_, on);
+    }
     /// The sequence.
     const Tensor<B, 3>& tensor() const { return tensor_; }
     /// The padding mask, if set.
     const std::optional<Tensor<B, 2, Bool>>& mask_pad() const { return mask_pad_; }
     /// The attention mask, if set.
     const std::optional<Tensor<B, 3, Bool>>& mask_attn() const { return mask_attn_; }
+    /// Whether later positions are masked.
+    bool is_causal() const { return causal_; }
 
   private:
     Tensor<B, 3> tensor_;
     std::optional<Tensor<B, 2, Bool>> mask_pad_;
     std::optional<Tensor<B, 3, Bool>> mask_attn_;
+    bool causal_ = false;
 };
 
 /// One encoder layer: self-attention then feed-forward, each in a residual branch with a
@@ -193,25 +202,28 @@ struct TransformerEncoderLayer {
     bool norm_first;                  ///< pre-norm
     EMBER_MODULE(TransformerEncoderLayer, mha, pwff, norm_1, norm_2, dropout, norm_first)
 
-    /// x [batch, seq, d_model] with masks as MhaInput's.
+    /// x [batch, seq, d_model] with masks as MhaInput's (`causal` as MhaInput::causal).
     Tensor<B, 3> forward(const Tensor<B, 3>& x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
-                         const std::optional<Tensor<B, 3, Bool>>& mask_attn) const {
-        return run(x, mask_pad, mask_attn, nullptr);
+                         const std::optional<Tensor<B, 3, Bool>>& mask_attn,
+                         bool causal = false) const {
+        return run(x, mask_pad, mask_attn, causal, nullptr);
     }
     /// The new positions x [batch, new, d_model] attending to the cached ones and themselves;
-    /// masks as MultiHeadAttention::forward_incremental's.
+    /// masks as MultiHeadAttention::forward_incremental's (`causal`: among the new positions).
     Tensor<B, 3> forward_incremental(const Tensor<B, 3>& x,
                                      const std::optional<Tensor<B, 2, Bool>>& mask_pad,
                                      const std::optional<Tensor<B, 3, Bool>>& mask_attn,
-                                     MhaCache<B>& cache) const {
-        return run(x, mask_pad, mask_attn, &cache);
+                                     MhaCache<B>& cache, bool causal = false) const {
+        return run(x, mask_pad, mask_attn, causal, &cache);
     }
 
   private:
     Tensor<B, 3> run(Tensor<B, 3> x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
-                     const std::optional<Tensor<B, 3, Bool>>& mask_attn, MhaCache<B>* cache) const {
+                     const std::optional<Tensor<B, 3, Bool>>& mask_attn, bool causal,
+                     MhaCache<B>* cache) const {
         x = detail::residual(x, norm_first, norm_2, norm_1, dropout, [&](const Tensor<B, 3>& r) {
-            auto in = MhaInput<B>::self_attn(r).mask_pad(mask_pad).mask_attn(mask_attn);
+            auto in =
+                MhaInput<B>::self_attn(r).mask_pad(mask_pad).mask_attn(mask_attn).causal(causal);
             return detail::attention_context(mha, in, cache);
         });
         return detail::residual(x, norm_first, norm_1, norm_2, dropout,
@@ -248,7 +260,8 @@ struct TransformerEncoder {
     Tensor<B, 3> forward(const TransformerEncoderInput<B>& input) const {
         check(input, "TransformerEncoder::forward");
         auto x = input.tensor();
-        for (const auto& layer : layers) x = layer.forward(x, input.mask_pad(), input.mask_attn());
+        for (const auto& layer : layers)
+            x = layer.forward(x, input.mask_pad(), input.mask_attn(), input.is_causal());
         return x;
     }
 
@@ -267,7 +280,8 @@ struct TransformerEncoder {
         auto run_layers = [&](Tensor<B, 3> x, std::size_t start) {
             auto attn = detail::attn_mask_rows(input.mask_attn(), start, x.dims()[1]);
             for (std::size_t i = 0; i < layers.size(); ++i)
-                x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i]);
+                x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i],
+                                                  input.is_causal());
             return x;
         };
         return detail::autoregressive_inference(input.tensor(), cache.output, op, "input",
