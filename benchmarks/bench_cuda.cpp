@@ -13,6 +13,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <ember/backend/cuda.hpp>
 #include <ember/backend/cudnn.hpp>
@@ -93,13 +94,13 @@ void train_step(const std::string& name, std::size_t batch, bool graph) {
                  captured.optimizer_updates());
 }
 
-/// Every training-step row (or the one named `only`): MLP and guide CNN at batch 64 and 1024, on
-/// Autodiff<Cuda> and Autodiff<Fusion<Cuda>>, eager and replayed. The eager Autodiff<Cuda> rows
-/// at batch 64 keep their historical names.
-void train(const std::string& only) {
+/// Every training-step row (or the one named `only`): MLP and guide CNN at batch 64 and 1024 (or
+/// the batches given), on Autodiff<Cuda> and Autodiff<Fusion<Cuda>>, eager and replayed. The
+/// eager Autodiff<Cuda> rows at batch 64 keep their historical names.
+void train(const std::string& only, std::vector<std::size_t> batches = {64, 1024}) {
     using A = ember::Autodiff<Cuda>;
     using AF = ember::Autodiff<ember::Fusion<Cuda>>;
-    for (std::size_t batch : {std::size_t{64}, std::size_t{1024}}) {
+    for (std::size_t batch : batches) {
         const std::string b = "_b" + std::to_string(batch);
         for (bool graph : {false, true}) {
             const std::string g = graph ? "_graph" : "";
@@ -324,6 +325,7 @@ int main(int argc, char** argv) try {
     if (only == "conv") conv();  // not in the default run (benchmarks/cuda.sh's table)
     if (want("train")) train("");
     if (only.rfind("train_step_", 0) == 0) train(only);  // one row (to profile it alone)
+    if (only == "train_b4096") train("", {4096});  // benchmarks/gpu_train.sh's compute-bound rows
     return 0;
 } catch (const std::exception& e) {
     std::cerr << "bench_cuda: " << e.what() << '\n';

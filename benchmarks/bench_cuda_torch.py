@@ -2,6 +2,7 @@
 5 timings after warm-up, torch.cuda.synchronize around each). One JSON line per result."""
 import json
 import math
+import os
 import sys
 import time
 
@@ -82,17 +83,23 @@ def train_step(name, model):
     emit(name, time_per_call(step, 50, 10) * 1e3, "ms")
 
 
-def train_graph(name, make, batch):
+def train_graph(name, make, batch, configs=("eager", "fused", "graph")):
     """The same step at its fastest in PyTorch (as ../shared/peer/torch_best_step.py measured the
-    figures to beat): eager with the default (foreach) Adam, with the fused Adam, and the whole
-    step captured in one CUDA graph with the fused, capturable Adam, replayed."""
+    figures to beat): eager with the default (foreach) Adam, with the fused Adam, torch.compile of
+    the model with the fused Adam ("compile", mode $EMBER_TORCH_COMPILE_MODE, default
+    max-autotune; only when asked for: it compiles for minutes), and the whole step captured in
+    one CUDA graph with the fused, capturable Adam, replayed."""
+    torch.backends.cudnn.benchmark = True
     x = torch.rand(batch, 28, 28, device="cuda")
     y = torch.randint(0, 10, (batch,), device="cuda")
-    for cfg in ("eager", "fused", "graph"):
+    for cfg in configs:
         torch.manual_seed(0)
         model = make().cuda()
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8, fused=cfg != "eager",
                                capturable=cfg == "graph")
+        if cfg == "compile":
+            model = torch.compile(model, mode=os.environ.get("EMBER_TORCH_COMPILE_MODE",
+                                                             "max-autotune"))
 
         def step():
             opt.zero_grad(set_to_none=False)
@@ -174,6 +181,13 @@ def main():
         for batch in (64, 1024):
             train_graph("train_step_mlp", Mlp, batch)
             train_graph("train_step_cnn", Cnn, batch)
+    if only == "train_best":  # benchmarks/gpu_train.sh: train_best [CONFIGS [BATCHES...]]
+        configs = tuple(sys.argv[2].split(",")) if len(sys.argv) > 2 else ("eager", "fused",
+                                                                             "graph")
+        for batch in [int(b) for b in sys.argv[3:]] or [64, 1024, 4096]:
+            if batch <= 1024:
+                train_graph("train_step_mlp", Mlp, batch, configs)
+            train_graph("train_step_cnn", Cnn, batch, configs)
     if want("fusion"):
         fusion()
     if want("reduce"):

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Issue 30's training benchmark in one run on a GPU machine: ember beside PyTorch 2.11, each
+# workload from the same initial weights where the models allow it, every raw JSON line kept.
+#   bash benchmarks/gpu_train.sh BUILD OUT.jsonl
+# BUILD holds benchmarks/bench_cuda, examples/resnet and examples/gpt. Rows:
+#   - MLP (batch 64, 1024) and guide CNN (64, 1024, 4096), f32: ember's Autodiff<Cuda> and
+#     Autodiff<Fusion<Cuda>>, eager and replayed as a CUDA graph (bench_cuda train, train_b4096);
+#     PyTorch eager, fused Adam and the whole step in a CUDA graph (bench_cuda_torch.py train_best);
+#   - ResNet-18 (CIFAR form) at batch 256: ember on cuda and cuda+fusion with cuDNN on and off,
+#     PyTorch f32 and bf16, NCHW and channels-last, eager / fused / CUDA graph (resnet.sh);
+#   - GPT (examples/gpt, GPT-2 small's shape over bytes) at 8 x 1024 tokens: ember on cuda and
+#     PyTorch f32 and bf16, eager / fused / CUDA graph, the 20-step losses of both from the same
+#     weights (gpt_torch.py --save-init, gpt --init-from).
+# TORCH_CONFIGS adds "compile" (torch.compile, mode max-autotune) to PyTorch's configurations:
+# left out by default, as it compiles for minutes. gpu_train_report.py makes RESULTS.md's table.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="$1"
+out="$2"
+py="${PYTHON:-python3}"
+cfg="${TORCH_CONFIGS:-eager,fused,graph}"
+gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo unknown)"
+torch_version="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)"
+"$py" -c 'import json, sys, time; print(json.dumps({"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": sys.argv[1], "torch": sys.argv[2], "commit": sys.argv[3]}}))' \
+  "$gpu" "$torch_version" "${COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}" > "$out"
+keep() { grep '^{' | tee -a "$out"; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+"$build/benchmarks/bench_cuda" train 2>/dev/null | keep
+"$build/benchmarks/bench_cuda" train_b4096 2>/dev/null | keep
+"$py" "$here/bench_cuda_torch.py" train_best "$cfg" 64 1024 4096 | keep
+
+"$py" "$here/resnet_torch.py" weights "$tmp/resnet18.pt" >&2
+for cudnn in 1 0; do
+  for b in cuda cuda+fusion; do
+    EMBER_CUDNN=$cudnn "$build/examples/resnet" --synthetic --backend "$b" --batch 256 --warmup 5 \
+      --steps 20 --init-from "$tmp/resnet18.pt" | grep '"framework"' |
+      sed "s/}\$/, \"cudnn\": $cudnn}/" | keep
+  done
+done
+"$py" "$here/resnet_torch.py" time --batch 256 --weights "$tmp/resnet18.pt" \
+  --configs "${cfg/graph/cuda_graph}" --reps 10 | keep
+
+"$py" "$here/gpt_torch.py" --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" \
+  --save-init "$tmp/gpt.pt" --loss-steps 20 --configs "${cfg/graph/cuda_graph}" --reps 5 \
+  --rounds 2 2>/dev/null | keep
+"$build/examples/gpt" train --bench --backend cuda --batch 8 --seq 1024 --dropout 0 \
+  --peak-tflops "${PEAK_TFLOPS:-989}" --init-from "$tmp/gpt.pt" --loss-steps 20 \
+  --bench-warmup 2 --bench-reps 3 --bench-rounds 2 | keep
+echo "raw lines: $out" >&2
