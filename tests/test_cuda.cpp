@@ -96,6 +96,68 @@ TEST_CASE("cuda: matmul of views and broadcast batches equals the CPU's", "[cuda
     ember::test::check_close(got.to_data(), want.to_data(), {1e-5, 1e-5});
 }
 
+TEST_CASE("cuda: per-channel and bias broadcasts (the vectorised paths) compute each element",
+          "[cuda]") {
+    REQUIRE_GPU();
+    // x [N, C, H, W] against a per-channel [1, C, 1, 1] (four elements share a channel), and
+    // [N, C] against a bias [C] (four neighbours take four channels), either operand first; a
+    // strided channel view and odd sizes take the generic kernel. Expected values from loops.
+    const auto values = [](std::size_t n, float scale) {
+        std::vector<float> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = scale * (float(i % 23) - 11.f) + 0.5f;
+        return v;
+    };
+    const auto op = [](char o, float a, float b) {
+        return o == '+' ? a + b : o == '-' ? a - b : o == '*' ? a * b : a / b;
+    };
+    const auto apply = [&](char o, const auto& x, const auto& y) {
+        return o == '+' ? x + y : o == '-' ? x - y : o == '*' ? x * y : x / y;
+    };
+    for (char o : {'+', '-', '*', '/'}) {
+        INFO("op " << o);
+        for (std::size_t hw : {std::size_t{16}, std::size_t{9}}) {  // 9: not a multiple of four
+            const std::size_t n = 3, c = 8, len = n * c * hw;
+            const auto xv = values(len, 0.25f);
+            const auto cv = values(2 * c, 0.5f);  // every other value: a strided view
+            auto x = Tensor<Cuda, 4>::from_data(TensorData(xv, {n, c, hw, 1}), {});
+            // [1, 2C, 1, 1] seen through a step-2 slice: a channel operand of stride 2.
+            auto all = Tensor<Cuda, 4>::from_data(TensorData(cv, {1, 2 * c, 1, 1}), {});
+            for (bool strided : {false, true}) {
+                INFO("hw " << hw << (strided ? ", strided channel" : ""));
+                std::vector<float> ch(c);
+                for (std::size_t k = 0; k < c; ++k) ch[k] = strided ? cv[2 * k] : cv[k];
+                auto cg = strided ? all.slice({ember::Slice{}, ember::Slice{0, long(2 * c), 2}})
+                                  : Tensor<Cuda, 4>::from_data(TensorData(ch, {1, c, 1, 1}), {});
+                std::vector<float> want(len), want_first(len);
+                for (std::size_t i = 0; i < len; ++i) {
+                    want[i] = op(o, xv[i], ch[(i / hw) % c]);
+                    want_first[i] = op(o, ch[(i / hw) % c], xv[i]);
+                }
+                ember::test::check_close(apply(o, x, cg).to_data(), TensorData(want, {n, c, hw, 1}),
+                                         {1e-6, 1e-6});
+                ember::test::check_close(apply(o, cg, x).to_data(),
+                                         TensorData(want_first, {n, c, hw, 1}), {1e-6, 1e-6});
+            }
+        }
+        for (std::size_t c : {std::size_t{12}, std::size_t{7}}) {  // 7: not a multiple of four
+            INFO("bias of " << c);
+            const std::size_t rows = 5;
+            const auto xv = values(rows * c, 0.3f), bv = values(c, 0.7f);
+            auto x = Tensor<Cuda, 2>::from_data(TensorData(xv, {rows, c}), {});
+            auto bias = Tensor<Cuda, 1>::from_data(TensorData(bv, {c}), {});
+            std::vector<float> want(rows * c), want_first(rows * c);
+            for (std::size_t i = 0; i < rows * c; ++i) {
+                want[i] = op(o, xv[i], bv[i % c]);
+                want_first[i] = op(o, bv[i % c], xv[i]);
+            }
+            ember::test::check_close(apply(o, x, bias.unsqueeze()).to_data(),
+                                     TensorData(want, {rows, c}), {1e-6, 1e-6});
+            ember::test::check_close(apply(o, bias.unsqueeze(), x).to_data(),
+                                     TensorData(want_first, {rows, c}), {1e-6, 1e-6});
+        }
+    }
+}
+
 TEST_CASE("cuda: a long-k product with a small output (split k) is exact on integers", "[cuda]") {
     REQUIRE_GPU();
     // [12, 9000] · [9000, 7] and its transposed spelling aᵀ with a stored [9000, 12]: k long

@@ -509,6 +509,101 @@ void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void
     check_launch("unary");
 }
 
+/// f32 `out = a op b` where `out` and one operand (`dense`) are dense over the iteration and the
+/// other (`chan`) varies along one dim only: a per-channel [1, C, 1, 1] against [N, C, H, W]
+/// (BatchNorm, conv bias) or a bias [C] against [N, C] (Linear). The generic strided kernel
+/// spends most of its time in 64-bit index arithmetic for these; here a thread takes four
+/// neighbours, which share a channel when `inner` (the elements a channel value covers in a row)
+/// is a multiple of four, and 32-bit indices where the tensor allows. `chan_first`: chan is a.
+template <typename I>
+__global__ void binary_channel_f32x4_kernel(BinaryOp op, I n4, float4* out, const float4* dense,
+                                            const float* chan, I inner4, I channels,
+                                            std::int64_t chan_stride, bool chan_first) {
+    for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n4; i += I(blockDim.x) * gridDim.x) {
+        const float y = chan[std::int64_t((i / inner4) % channels) * chan_stride];
+        const float4 x = dense[i];
+        out[i] = chan_first ? make_float4(apply_binary(op, y, x.x), apply_binary(op, y, x.y),
+                                          apply_binary(op, y, x.z), apply_binary(op, y, x.w))
+                            : make_float4(apply_binary(op, x.x, y), apply_binary(op, x.y, y),
+                                          apply_binary(op, x.z, y), apply_binary(op, x.w, y));
+    }
+}
+/// The bias case, `inner` = 1 and a dense `chan` of C = 4·c4 values: four neighbours take four
+/// neighbouring channels.
+template <typename I>
+__global__ void binary_lastdim_f32x4_kernel(BinaryOp op, I n4, float4* out, const float4* dense,
+                                            const float4* chan, I channels4, bool chan_first) {
+    for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < n4; i += I(blockDim.x) * gridDim.x) {
+        const float4 y = chan[i % channels4];
+        const float4 x = dense[i];
+        out[i] = chan_first ? make_float4(apply_binary(op, y.x, x.x), apply_binary(op, y.y, x.y),
+                                          apply_binary(op, y.z, x.z), apply_binary(op, y.w, x.w))
+                            : make_float4(apply_binary(op, x.x, y.x), apply_binary(op, x.y, y.y),
+                                          apply_binary(op, x.z, y.z), apply_binary(op, x.w, y.w));
+    }
+}
+
+/// Launches the kernels above when the iteration has their shape (see binary_channel_f32x4);
+/// false leaves the op to the generic kernel.
+bool launch_binary_channel_f32(BinaryOp op, const Iter<3>& it, void* out, const void* a,
+                               const void* b, cudaStream_t s) {
+    if (it.rank < 2 || it.rank > 3) return false;
+    const auto row_major = [&](int k) {
+        std::int64_t stride = 1;
+        for (int d = it.rank - 1; d >= 0; --d) {
+            if (it.strides[k][d] != stride) return false;
+            stride *= it.shape[d];
+        }
+        return true;
+    };
+    if (!row_major(0)) return false;
+    const int c = row_major(1) ? 2 : row_major(2) ? 1 : 0;  // the operand that broadcasts
+    if (c == 0) return false;
+    int dim = -1;
+    for (int d = 0; d < it.rank; ++d) {
+        if (it.strides[c][d] == 0) continue;
+        if (dim >= 0) return false;  // varies along two dims
+        dim = d;
+    }
+    if (dim < 0) return false;
+    std::int64_t inner = 1;
+    for (int d = dim + 1; d < it.rank; ++d) inner *= it.shape[d];
+    const std::int64_t channels = it.shape[dim], chan_stride = it.strides[c][dim];
+    const void* dense = c == 2 ? a : b;
+    const void* chan = c == 2 ? b : a;
+    const bool chan_first = c == 1;
+    const auto aligned = [](const void* p) {
+        return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+    };
+    if (!aligned(out) || !aligned(dense)) return false;
+    const std::int64_t n4 = it.n / 4;
+    const bool small = n4 < (std::int64_t{1} << 31);
+    auto* o4 = static_cast<float4*>(out);
+    const auto* d4 = static_cast<const float4*>(dense);
+    if (inner % 4 == 0) {
+        if (small)
+            binary_channel_f32x4_kernel<std::uint32_t><<<blocks_for(n4), kThreads, 0, s>>>(
+                op, std::uint32_t(n4), o4, d4, static_cast<const float*>(chan),
+                std::uint32_t(inner / 4), std::uint32_t(channels), chan_stride, chan_first);
+        else
+            binary_channel_f32x4_kernel<std::int64_t><<<blocks_for(n4), kThreads, 0, s>>>(
+                op, n4, o4, d4, static_cast<const float*>(chan), inner / 4, channels, chan_stride,
+                chan_first);
+    } else if (inner == 1 && chan_stride == 1 && channels % 4 == 0 && aligned(chan)) {
+        const auto* c4 = static_cast<const float4*>(chan);
+        if (small)
+            binary_lastdim_f32x4_kernel<std::uint32_t><<<blocks_for(n4), kThreads, 0, s>>>(
+                op, std::uint32_t(n4), o4, d4, c4, std::uint32_t(channels / 4), chan_first);
+        else
+            binary_lastdim_f32x4_kernel<std::int64_t><<<blocks_for(n4), kThreads, 0, s>>>(
+                op, n4, o4, d4, c4, channels / 4, chan_first);
+    } else {
+        return false;
+    }
+    check_launch("binary");
+    return true;
+}
+
 void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const void* a,
                    const void* b, cudaStream_t s) {
     if (it.n == 0) return;
@@ -528,6 +623,8 @@ void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const vo
         else
             launch_fast(reinterpret_cast<const void*>(&binary_f32_kernel), h1, current_device(),
                         blocks_for(n), kThreads, args, s, "binary");
+        return;
+    } else if (cd == DType::F32 && launch_binary_channel_f32(op, it, out, a, b, s)) {
         return;
     } else {
         visit_compute(cd, [&]<typename T>(T) {
