@@ -11,25 +11,35 @@
 #   - GPT (examples/gpt, GPT-2 small's shape over bytes) at 8 x 1024 tokens: ember on cuda and
 #     PyTorch f32 and bf16, eager / fused / CUDA graph, the 20-step losses of both from the same
 #     weights (gpt_torch.py --save-init, gpt --init-from).
+#   - issue 31's rows as graph.sh has them, in the same run: the per-op overhead of eager and
+#     replayed 1-element adds (bench_cuda overhead, PyTorch's eager add) and, with
+#     BENCH_VULKAN=<bench_vulkan binary>, the Vulkan training steps and overhead.
 # TORCH_CONFIGS adds "compile" (torch.compile, mode max-autotune) to PyTorch's configurations:
-# left out by default, as it compiles for minutes. gpu_train_report.py makes RESULTS.md's table.
+# left out by default, as it compiles for minutes. gpu_train_report.py makes RESULTS.md's table
+# (graph_report.py --jsonl OUT.jsonl --stderr OUT.jsonl.stderr makes issue 31's from the same
+# file).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="$1"
 out="$2"
 py="${PYTHON:-python3}"
 cfg="${TORCH_CONFIGS:-eager,fused,graph}"
-gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo unknown)"
-torch_version="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)"
-"$py" -c 'import json, sys, time; print(json.dumps({"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": sys.argv[1], "torch": sys.argv[2], "commit": sys.argv[3]}}))' \
-  "$gpu" "$torch_version" "${COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}" > "$out"
+bash "$here/gpu_meta.sh" > "$out"
 keep() { grep '^{' | tee -a "$out"; }
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
-"$build/benchmarks/bench_cuda" train 2>/dev/null | keep
-"$build/benchmarks/bench_cuda" train_b4096 2>/dev/null | keep
+"$build/benchmarks/bench_cuda" train 2>> "$out.stderr" | keep
+"$build/benchmarks/bench_cuda" train_b4096 2>> "$out.stderr" | keep
 "$py" "$here/bench_cuda_torch.py" train_best "$cfg" 64 1024 4096 | keep
+"$build/benchmarks/bench_cuda" overhead 2>> "$out.stderr" | keep
+"$py" "$here/bench_cuda_torch.py" overhead | keep
+if [[ -n ${BENCH_VULKAN:-} ]]; then
+  for what in train overhead; do
+    "$BENCH_VULKAN" "$what" 2>> "$out.stderr" |
+      sed 's/"framework": "ember"/"framework": "ember-vulkan"/' | keep
+  done
+fi
 
 "$py" "$here/resnet_torch.py" weights "$tmp/resnet18.pt" >&2
 for cudnn in 1 0; do
@@ -40,7 +50,8 @@ for cudnn in 1 0; do
   done
 done
 "$py" "$here/resnet_torch.py" time --batch 256 --weights "$tmp/resnet18.pt" \
-  --configs "${cfg/graph/cuda_graph}" --reps 10 | keep
+  --configs "${cfg/graph/cuda_graph}" --layout "${RESNET_LAYOUTS:-nchw,channels_last}" --reps 10 |
+  keep
 
 "$py" "$here/gpt_torch.py" --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" \
   --save-init "$tmp/gpt.pt" --loss-steps 20 --configs "${cfg/graph/cuda_graph}" --reps 5 \

@@ -14,13 +14,7 @@ bench="$1"
 out="$2"
 rounds="${3:-2}"
 py="${PYTHON:-python3}"
-gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo unknown)"
-torch_version="$("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)"
-"$py" - "$gpu" "$torch_version" "${COMMIT:-$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)}" > "$out" <<'PY'
-import json, sys, time
-print(json.dumps({"meta": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                           "gpu": sys.argv[1], "torch": sys.argv[2], "commit": sys.argv[3]}}))
-PY
+bash "$here/gpu_meta.sh" > "$out"
 for r in $(seq "$rounds"); do
   "$bench" train 2>> "$out.stderr" | tee -a "$out"
   "$py" "$here/bench_cuda_torch.py" train_graph | tee -a "$out"
