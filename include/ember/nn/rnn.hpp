@@ -1,5 +1,6 @@
 #pragma once
-// Recurrent layers, as Burn's nn::rnn: GateController, Lstm, BiLstm and Gru.
+// Recurrent layers, as Burn's nn::rnn: GateController, Lstm, BiLstm and Gru (Rnn, BiRnn and
+// BiGru are in rnn_elman.hpp).
 //
 // Layout. Every gate is a GateController of two Linear layers in Burn's layout: input_transform
 // [d_input, d_hidden] and hidden_transform [d_hidden, d_hidden]. PyTorch packs the gates of a
@@ -373,8 +374,15 @@ struct Gru {
     /// final state. h' = (1 - z) ⊙ n + z ⊙ h.
     Tensor<B, 3> forward(const Tensor<B, 3>& input,
                          std::optional<Tensor<B, 2>> state = std::nullopt) const {
+        return forward_direction(input, std::move(state), false);
+    }
+
+    /// forward(), running through the sequence from its last step to its first when `reverse`
+    /// (BiGru's reverse direction); outputs stay in input order, so the reverse direction's
+    /// final state is its output at the first step. `who` names the caller in error messages.
+    Tensor<B, 3> forward_direction(const Tensor<B, 3>& input, std::optional<Tensor<B, 2>> state,
+                                   bool reverse, std::string_view who = "Gru::forward") const {
         namespace r = detail::rnn;
-        constexpr std::string_view who = "Gru::forward";
         const std::size_t h = d_hidden;
         const Shape state_shape{
             r::check_input(who, input.shape(), r::d_input(update_gate), batch_first), h};
@@ -397,7 +405,7 @@ struct Gru {
         const auto b_hn = reset_after ? r::sum_biases<B>({&gn.hidden_transform}) : std::nullopt;
 
         Tensor<B, 2> hidden = state ? *state : Tensor<B, 2>::zeros(state_shape, device);
-        return r::scan(x_proj, batch_first, false, [&](const Tensor<B, 2>& x) {
+        return r::scan(x_proj, batch_first, reverse, [&](const Tensor<B, 2>& x) {
             auto hp = hidden.matmul(w_h);
             auto reset = activation::sigmoid(r::gate(x, 0, h) + r::gate(hp, 0, h));
             auto update = activation::sigmoid(r::gate(x, 1, h) + r::gate(hp, 1, h));
