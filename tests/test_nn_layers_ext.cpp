@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include <ember/nn/loss_ctc.hpp>
 #include <ember/nn/pool3d.hpp>
 #include <ember/nn/rnn_elman.hpp>
 #include <ember/nn/utility.hpp>
@@ -130,6 +131,26 @@ TEMPLATE_LIST_TEST_CASE("composed module ops: bad arguments throw errors naming 
     CHECK_THROWS_AS(mod::max_pool3d_with_indices(x5, {1, 0, 1}, {1, 1, 1}), ember::ArgumentError);
     CHECK_THROWS_WITH(mod::adaptive_avg_pool3d(x5, {1, 0, 1}),
                       Contains("adaptive_avg_pool3d") && Contains("[1, 2, 3, 4, 5]"));
+}
+
+TEMPLATE_LIST_TEST_CASE("module::ctc_loss gives torch's per-sequence CTC losses and gradients",
+                        "[module][loss]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using AD = TestType;
+    using ember::Int;
+    // tests/fixtures/gen_nn_loss.py's reduction='none' cases.
+    for (const char* name : {"ctc_none", "ctc_zero_infinity_none"}) {
+        DYNAMIC_SECTION(name) {
+            const Fixture f("nn_loss", name);
+            const auto blank = std::size_t(f.param("blank"));
+            const bool zero_inf = f.param("zero_infinity") != 0;
+            ember::test::check_gradients<AD, In<3>, In<2, Int>, In<1, Int>, In<1, Int>>(
+                "nn_loss", name, [&](const auto& x, const auto& y, const auto& il, const auto& tl) {
+                    return mod::ctc_loss(ember::activation::log_softmax(x, 2), y, il, tl, blank,
+                                         zero_inf);
+                });
+        }
+    }
 }
 
 // ---- layers ------------------------------------------------------------------------------------

@@ -163,3 +163,19 @@ using CTCLoss = CtcLoss;
 using CTCLossConfig = CtcLossConfig;
 
 }  // namespace ember::nn::loss
+
+namespace ember::module {
+
+/// CTC loss of each sequence, [N] (Burn's module op; torch.nn.functional.ctc_loss with
+/// reduction='none'): CtcLoss{blank, zero_infinity}.forward_no_reduction, with its arguments and
+/// errors. Differentiable in log_probs on autodiff backends.
+template <Backend B>
+Tensor<B, 1> ctc_loss(const Tensor<B, 3>& log_probs, const Tensor<B, 2, Int>& targets,
+                      const Tensor<B, 1, Int>& input_lengths,
+                      const Tensor<B, 1, Int>& target_lengths, std::size_t blank = 0,
+                      bool zero_infinity = false) {
+    return nn::loss::CtcLoss{blank, zero_infinity}.forward_no_reduction(
+        log_probs, targets, input_lengths, target_lengths);
+}
+
+}  // namespace ember::module

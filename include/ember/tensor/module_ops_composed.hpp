@@ -34,10 +34,6 @@ struct UnfoldOptions {
     std::array<std::size_t, 2> dilation{1, 1};  ///< spacing of a block's taps
 };
 
-}  // namespace ember
-
-namespace ember::module {
-
 namespace detail::composed {
 
 inline std::string pair_str(const std::array<std::size_t, 2>& a) {
@@ -151,6 +147,10 @@ Tensor<B, 5, K> from_depth_last(const Tensor<B, 3, K>& z, std::size_t channels, 
 
 }  // namespace detail::composed
 
+}  // namespace ember
+
+namespace ember::module {
+
 /// Rearranges [..., C·r², H, W] into [..., C, H·r, W·r] (torch.nn.functional.pixel_shuffle):
 /// output (c, h·r + i, w·r + j) is input (c·r² + i·r + j, h, w). Rank 3 or more.
 template <Backend B, std::size_t D>
@@ -206,10 +206,11 @@ template <Backend B>
 Tensor<B, 3> unfold4d(const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_size,
                       const UnfoldOptions& options = {}) {
     const Shape s = x.shape();
-    const auto n = detail::composed::blocks("unfold4d", {s[2], s[3]}, kernel_size, options);
+    const auto n =
+        ::ember::detail::composed::blocks("unfold4d", {s[2], s[3]}, kernel_size, options);
     (void)Shape{s[0], s[1] * kernel_size[0] * kernel_size[1], n[0] * n[1]}.num_elements("unfold4d");
     EMBER_CHECK(s[1] >= 1, Shape, "unfold4d: the input ", s.to_string(), " has no channels");
-    auto w = detail::composed::tap_weight<B>(s[1], kernel_size, x.device());
+    auto w = ::ember::detail::composed::tap_weight<B>(s[1], kernel_size, x.device());
     auto y = conv2d(x, w, std::nullopt,
                     ConvOptions<2>{options.stride, options.padding, options.dilation, s[1]});
     return y.template reshape<3>(
@@ -221,7 +222,7 @@ Tensor<B, 3> unfold4d(const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_s
 template <Backend B>
 Tensor<B, 4> fold4d(const Tensor<B, 3>& x, std::array<std::size_t, 2> output_size,
                     std::array<std::size_t, 2> kernel_size, const UnfoldOptions& options = {}) {
-    namespace c = detail::composed;
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     const auto n = c::blocks("fold4d", output_size, kernel_size, options);
     const std::size_t taps = kernel_size[0] * kernel_size[1];
@@ -256,7 +257,7 @@ Tensor<B, 5> avg_pool3d(const Tensor<B, 5>& x, std::array<std::size_t, 3> kernel
                         std::array<std::size_t, 3> stride,
                         std::array<std::size_t, 3> padding = {0, 0, 0},
                         bool count_include_pad = true, bool ceil_mode = false) {
-    namespace c = detail::composed;
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     const auto o =
         c::pool3d_geometry("avg_pool3d", s, kernel_size, stride, padding, {1, 1, 1}, ceil_mode);
@@ -274,7 +275,7 @@ std::pair<Tensor<B, 5>, Tensor<B, 5, Int>> max_pool3d_with_indices(
     const Tensor<B, 5>& x, std::array<std::size_t, 3> kernel_size,
     std::array<std::size_t, 3> stride, std::array<std::size_t, 3> padding = {0, 0, 0},
     std::array<std::size_t, 3> dilation = {1, 1, 1}, bool ceil_mode = false) {
-    namespace c = detail::composed;
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     const auto o =
         c::pool3d_geometry("max_pool3d", s, kernel_size, stride, padding, dilation, ceil_mode);
@@ -295,7 +296,7 @@ Tensor<B, 5> max_pool3d(const Tensor<B, 5>& x, std::array<std::size_t, 3> kernel
                         std::array<std::size_t, 3> stride,
                         std::array<std::size_t, 3> padding = {0, 0, 0},
                         std::array<std::size_t, 3> dilation = {1, 1, 1}, bool ceil_mode = false) {
-    namespace c = detail::composed;
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     const auto o =
         c::pool3d_geometry("max_pool3d", s, kernel_size, stride, padding, dilation, ceil_mode);
@@ -311,7 +312,7 @@ Tensor<B, 5> max_pool3d(const Tensor<B, 5>& x, std::array<std::size_t, 3> kernel
 /// [⌊i·in/out⌋, ⌈(i+1)·in/out⌉).
 template <Backend B>
 Tensor<B, 5> adaptive_avg_pool3d(const Tensor<B, 5>& x, std::array<std::size_t, 3> output_size) {
-    namespace c = detail::composed;
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     EMBER_CHECK(s[1] >= 1, Shape, "adaptive_avg_pool3d: the input ", s.to_string(),
                 " has no channels");
