@@ -8,6 +8,9 @@
 // result. `train` also replays each step as a captured CUDA graph (issue 31), on Autodiff<Cuda>
 // and Autodiff<Fusion<Cuda>>, at batch 64 and 1024; `overhead` times a captured chain of adds;
 // `conv` (only when named) times 3×3 convolutions through cuDNN and through im2col.
+// `attention` times scaled dot-product attention at batch 8, 12 heads, 1024 positions, head dim
+// 64 (f32 and bf16, plain and causal): forward and forward+backward, the fused kernel
+// (module::attention) against the composed matmul-softmax-matmul.
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include <ember/backend/cuda.hpp>
+#include <ember/backend/cuda_attention.hpp>
 #include <ember/backend/cudnn.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
@@ -264,6 +268,47 @@ void conv() {
     }
     ember::cuda::set_use_cudnn(true);
 }
+
+void attention() {
+    using AD = ember::Autodiff<Cuda>;
+    const std::size_t b = 8, h = 12, l = 1024, e = 64;
+    const double scale = 1.0 / std::sqrt(double(e));
+    for (auto [dt, dname] : {std::pair{ember::DType::F32, "f32"}, {ember::DType::BF16, "bf16"}}) {
+        auto make = [&] {
+            return Tensor<AD, 4>::random({b, h, l, e}, ember::Distribution::Normal(0, 1)).cast(dt);
+        };
+        auto q = make().require_grad(), k = make().require_grad(), v = make().require_grad();
+        for (bool causal : {false, true}) {
+            ember::AttentionOptions o;
+            o.causal = causal;
+            auto fused = [&] { return ember::module::attention(q, k, v, o); };
+            auto composed = [&] {
+                return ember::detail::attention::composed<AD>(q, k, v, std::nullopt, std::nullopt,
+                                                              causal, scale);
+            };
+            const std::string w =
+                std::string("attention_") + dname + (causal ? "_causal" : "") + "_b8h12l1024d64";
+            for (auto [path, f] : {std::pair{"fused", std::function<Tensor<AD, 4>()>(fused)},
+                                   {"composed", std::function<Tensor<AD, 4>()>(composed)}}) {
+                Tensor<AD, 4> out = q;
+                // Forward alone, without recording: the inner tensors.
+                auto qi = q.inner(), ki = k.inner(), vi = v.inner();
+                const double fwd = time_per_call(
+                    [&] {
+                        if (std::string(path) == "fused")
+                            (void)ember::module::attention(qi, ki, vi, o);
+                        else
+                            (void)ember::detail::attention::composed<Cuda>(
+                                qi, ki, vi, std::nullopt, std::nullopt, causal, scale);
+                    },
+                    20);
+                emit((w + "_fwd_" + path).c_str(), fwd * 1e3, "ms");
+                const double both = time_per_call([&] { (void)f().backward(); }, 10);
+                emit((w + "_fwdbwd_" + path).c_str(), both * 1e3, "ms");
+            }
+        }
+    }
+}
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -321,6 +366,7 @@ int main(int argc, char** argv) try {
                             [] { F::flush(); });
     }
     if (want("quant")) quant();
+    if (want("attention")) attention();
     if (want("epilogue")) epilogue();
     if (only == "conv") conv();  // not in the default run (benchmarks/cuda.sh's table)
     if (want("train")) train("");

@@ -158,6 +158,33 @@ def reduce_chain():
     emit("layer_norm_8192x4096_eager", 8 * n / s / 1e9, "GB/s")
 
 
+def attention():
+    """As bench_cuda's `attention`: F.scaled_dot_product_attention (PyTorch's fused kernels) and
+    the composed matmul-softmax-matmul, forward and forward+backward."""
+    b, h, l, e = 8, 12, 1024, 64
+    for dtype, dname in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        q, k, v = (torch.randn(b, h, l, e, device="cuda").to(dtype).requires_grad_()
+                   for _ in range(3))
+        mask = torch.ones(l, l, device="cuda", dtype=torch.bool).tril()
+        for causal in (False, True):
+            def fused():
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+            def composed():
+                s = q @ k.transpose(-2, -1) / math.sqrt(e)
+                if causal:
+                    s = s.masked_fill(~mask, float("-inf"))
+                return torch.softmax(s, -1) @ v
+
+            w = "attention_%s%s_b8h12l1024d64" % (dname, "_causal" if causal else "")
+            for path, f in (("fused", fused), ("composed", composed)):
+                with torch.no_grad():
+                    fwd = time_per_call(f, 20)
+                emit("%s_fwd_%s" % (w, path), fwd * 1e3, "ms")
+                both = time_per_call(lambda: f().sum().backward(), 10)
+                emit("%s_fwdbwd_%s" % (w, path), both * 1e3, "ms")
+
+
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else ""
     want = lambda w: not only or only == w
@@ -192,6 +219,8 @@ def main():
         fusion()
     if want("reduce"):
         reduce_chain()
+    if want("attention"):
+        attention()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 bench="${1:-$here/../build/benchmarks/bench_cuda}"
 py="${PYTHON:-python3}"
 out="$(mktemp)"
-for w in gemm softmax overhead train fusion quant; do
+for w in gemm softmax overhead train fusion quant attention; do
   "$bench" "$w" | tee -a "$out"
   "$py" "$here/bench_cuda_torch.py" "$w" | tee -a "$out"
 done
