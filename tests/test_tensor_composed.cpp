@@ -3,6 +3,7 @@
 // tensor_ops.json), gradients against PyTorch and float64 finite differences
 // (tests/fixtures/gen_autodiff_ops.py → autodiff_composed.json), errors by class and message.
 #include <ember/tensor/linalg.hpp>
+#include <ember/tensor/sampling.hpp>
 #include <set>
 #include <string>
 
@@ -307,6 +308,55 @@ TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
     }
 }
 
+TEMPLATE_LIST_TEST_CASE("composed: outer_dim, lu, det, affine_grid_2d", "[composed][linalg]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    namespace la = ember::linalg;
+    auto fo = fixture("cmp_outer_dim");
+    EXPECT_CLOSE(fo.output(0), la::outer_dim<3>(fo.tensor<B, 2>(0), fo.tensor<B, 2>(1), 0));
+
+    auto f = fixture("cmp_lu_det");
+    auto a4 = f.tensor<B, 2>(0);
+    auto ab = f.tensor<B, 3>(1);
+    auto l4 = la::lu(a4);
+    EXPECT_CLOSE(f.output(0), l4.p);
+    EXPECT_CLOSE(f.output(1), l4.l);
+    EXPECT_CLOSE(f.output(2), l4.u);
+    auto lb = la::lu(ab);
+    EXPECT_CLOSE(f.output(3), lb.p);
+    EXPECT_CLOSE(f.output(4), lb.l);
+    EXPECT_CLOSE(f.output(5), lb.u);
+    EXPECT_CLOSE(f.output(6), la::det<1>(a4));
+    EXPECT_CLOSE(f.output(7), la::det<2>(ab));
+    EXPECT_CLOSE(a4.into_data(), l4.p.matmul(l4.l).matmul(l4.u));
+
+    auto fg = fixture("cmp_affine_grid");
+    auto th = fg.tensor<B, 3>(0);
+    EXPECT_CLOSE(fg.output(0), ember::grid::affine_grid_2d(th, {2, 3, 4, 5}));
+    EXPECT_CLOSE(fg.output(1), ember::grid::affine_grid_2d(th, {2, 3, 4, 5}, true));
+    EXPECT_CLOSE(fg.output(2), ember::grid::affine_grid_2d(th, {2, 1, 1, 3}, true));
+}
+
+TEMPLATE_LIST_TEST_CASE("composed: grid_sample_2d", "[composed][grid_sample]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    using ember::GridSampleMode;
+    using ember::GridSamplePadding;
+    auto f = fixture("cmp_grid_sample");
+    auto x = f.tensor<B, 4>(0), g = f.tensor<B, 4>(1);
+    std::size_t k = 0;
+    for (auto mode : {GridSampleMode::Bilinear, GridSampleMode::Nearest})
+        for (auto pad :
+             {GridSamplePadding::Zeros, GridSamplePadding::Border, GridSamplePadding::Reflection})
+            for (bool ac : {false, true}) {
+                INFO("case " << k << ": mode " << static_cast<int>(mode) << ", padding "
+                             << static_cast<int>(pad) << ", align_corners " << ac);
+                EXPECT_CLOSE(f.output(k++), ember::grid_sample_2d(x, g, {mode, pad, ac}));
+            }
+}
+
 TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and the shapes",
                         "[composed][errors]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
@@ -382,6 +432,23 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_WITH(ember::signal::irfft(a, b, 1), Contains("irfft") && SHAPES);
     REQUIRE_THROWS_AS(ember::signal::rfft(e, 1), ember::ShapeError);
     REQUIRE_THROWS_AS(ember::one_hot_fill<3>(tuples, 0, 1.0, 0.0), ember::ArgumentError);
+    // The third batch.
+    REQUIRE_THROWS_AS(ember::linalg::lu(a), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::linalg::det<1>(a), Contains("lu") && Contains("[2, 3]"));
+    REQUIRE_THROWS_WITH(ember::linalg::outer_dim<3>(a, b, 1), Contains("outer_dim"));
+    REQUIRE_THROWS_AS(
+        ember::grid::affine_grid_2d(Tensor<B, 3>::zeros(Shape{2, 3, 3}), {2, 1, 4, 4}),
+        ember::ShapeError);
+    REQUIRE_THROWS_WITH(
+        ember::grid::affine_grid_2d(Tensor<B, 3>::zeros(Shape{1, 2, 3}), {2, 1, 4, 4}),
+        Contains("affine_grid_2d") && Contains("[1, 2, 3]") && Contains("[2, 1, 4, 4]"));
+    REQUIRE_THROWS_AS(ember::grid_sample_2d(Tensor<B, 4>::zeros(Shape{2, 1, 3, 3}),
+                                            Tensor<B, 4>::zeros(Shape{1, 2, 2, 2})),
+                      ember::ShapeError);
+    REQUIRE_THROWS_WITH(
+        ember::grid_sample_2d(Tensor<B, 4>::zeros(Shape{2, 1, 3, 3}),
+                              Tensor<B, 4>::zeros(Shape{2, 2, 2, 3})),
+        Contains("grid_sample_2d") && Contains("[2, 2, 2, 3]") && Contains("[2, 1, 3, 3]"));
 #undef SHAPES
 }
 
@@ -461,6 +528,20 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
     grad_case<B, In<1>, In<1>>("outer", [](auto a, auto b) { return la::outer<2>(a, b); });
     grad_case<B, In<3>>("diag", [](auto x) { return la::diag<2>(x); });
     grad_case<B, In<2>>("trace", [](auto x) { return la::trace<1>(x); });
+    grad_case<B, In<2>, In<2>>("outer_dim",
+                               [](auto x, auto y) { return la::outer_dim<3>(x, y, 0); });
+    grad_case<B, In<3>>("det", [](auto a) { return la::det<2>(a); });
+    grad_case<B, In<2>>("lu_l", [](auto a) { return la::lu(a).l; });
+    grad_case<B, In<2>>("lu_u", [](auto a) { return la::lu(a).u; });
+    grad_case<B, In<3>>("affine_grid", [](auto t) {
+        return ember::grid::affine_grid_2d(t, {2, 1, 3, 4});
+    });
+    grad_case<B, In<4>, In<4>>("grid_sample_zeros",
+                               [](auto x, auto g) { return ember::grid_sample_2d(x, g); });
+    grad_case<B, In<4>, In<4>>("grid_sample_reflection", [](auto x, auto g) {
+        return ember::grid_sample_2d(
+            x, g, {ember::GridSampleMode::Bilinear, ember::GridSamplePadding::Reflection, true});
+    });
     // Index and signal ops.
     grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });
     grad_case<B, In<3>>("gather_nd", [](auto x) {

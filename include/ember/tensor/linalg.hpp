@@ -1,8 +1,9 @@
 #pragma once
 // Burn's tensor-function modules, composed from Tensor ops (so every backend, Fusion and
 // Autodiff have them, gradients included): ember::linalg (diagonal, trace, vector norms,
-// matrix-vector and outer products, cosine similarity), ember::grid (meshgrid), ember::signal
-// (window functions, rfft and irfft), ember::stats (median) and ember::cov.
+// matrix-vector and outer products, cosine similarity, lu, det), ember::grid (meshgrid,
+// affine_grid_2d), ember::signal (window functions, rfft and irfft), ember::stats (median) and
+// ember::cov.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -92,18 +93,24 @@ Tensor<B, DV> matvec(const Tensor<B, D>& m, const Tensor<B, DV>& v) {
                 sv.to_string(), " differ in the summed dim");
     return m.matmul(v.template unsqueeze_dim<D>(-1)).template squeeze<DV>(-1);
 }
+/// Outer product along `dim`: [..., m, ...] and [..., n, ...] → [..., m, n, ...] (Burn's
+/// outer_dim; the other dims broadcast).
+template <std::size_t DO, Backend B, std::size_t D, typename K>
+requires NumericKind<K> Tensor<B, DO, K> outer_dim(const Tensor<B, D, K>& x,
+                                                   const Tensor<B, D, K>& y, long dim) {
+    static_assert(DO == D + 1, "linalg::outer_dim: the output has one dim more");
+    const std::size_t d = normalize_dim(dim, D, "outer_dim");
+    Shape sx = x.shape(), sy = y.shape();
+    sx[d] = 1;
+    sy[d] = 1;
+    (void)broadcast_shapes(sx, sy, "outer_dim");
+    return x.template unsqueeze_dim<DO>(static_cast<long>(d + 1)) *
+           y.template unsqueeze_dim<DO>(static_cast<long>(d));
+}
 /// Outer product of the last dims: [..., m] and [..., n] → [..., m, n] (batch dims broadcast).
 template <std::size_t DO, Backend B, std::size_t D, typename K>
 requires NumericKind<K> Tensor<B, DO, K> outer(const Tensor<B, D, K>& x, const Tensor<B, D, K>& y) {
-    static_assert(DO == D + 1, "linalg::outer: the output has one dim more");
-    const Shape sx = x.shape(), sy = y.shape();
-    Shape bx, by;
-    for (std::size_t i = 0; i + 1 < D; ++i) {
-        bx.push_back(sx[i]);
-        by.push_back(sy[i]);
-    }
-    if constexpr (D > 1) (void)broadcast_shapes(bx, by, "outer");
-    return x.template unsqueeze_dim<DO>(-1) * y.template unsqueeze_dim<DO>(-2);
+    return outer_dim<DO>(x, y, -1);
 }
 /// Cosine of the angle between x and y along `dim`, kept with size 1:
 /// Σxy / max(‖x‖·‖y‖, ε) (the operands broadcast).
@@ -114,6 +121,89 @@ Tensor<B, D> cosine_similarity(const Tensor<B, D>& x, const Tensor<B, D>& y, lon
     const long d = static_cast<long>(normalize_dim(dim, D, "cosine_similarity"));
     auto norms = (l2_norm(x, d) * l2_norm(y, d)).clamp_min(epsilon);
     return (x * y).sum_dim(d) / norms;
+}
+
+/// The factors of an LU decomposition with partial pivoting: a = p · l · u (torch.linalg.lu).
+template <Backend B, std::size_t D>
+struct Lu {
+    Tensor<B, D> p;         ///< the permutation matrix
+    Tensor<B, D> l;         ///< unit lower triangular
+    Tensor<B, D> u;         ///< upper triangular
+    Tensor<B, D - 1> sign;  ///< det(p), ±1, shape [..., 1]
+};
+/// LU decomposition with partial pivoting of square matrices [..., n, n] (batched): at each
+/// column the row of largest magnitude becomes the pivot, as LAPACK's getrf. Composed from
+/// argmax, gather and slices, so autodiff differentiates l and u (away from ties of pivots).
+template <Backend B, std::size_t D>
+Lu<B, D> lu(const Tensor<B, D>& a) {
+    static_assert(D >= 2, "linalg::lu: needs a matrix");
+    const Shape s = a.shape();
+    const std::size_t n = s[D - 1];
+    EMBER_CHECK(s[D - 2] == n, Shape, "lu: the matrix of shape ", s.to_string(), " is not square");
+    const auto dev = a.device();
+    using I = Tensor<B, D, Int>;
+    Shape col = s;
+    col[D - 1] = 1;
+    // Row numbers of each column, [..., n, 1]; and a [..., 1, 1] count of row swaps' parity.
+    Shape rows_shape = Shape::filled(D, 1);
+    rows_shape[D - 2] = n;
+    auto rows = Tensor<B, 1, Int>::arange(0, static_cast<std::int64_t>(n), dev)
+                    .template reshape<D>(rows_shape)
+                    .template expand<D>(col);
+    Shape one = col;
+    one[D - 2] = 1;
+    Tensor<B, D> u = a;
+    Tensor<B, D> l = Tensor<B, D>::zeros(s, dev);
+    I perm = rows;  // perm[i] = the row of a now at row i
+    Tensor<B, D> sign = Tensor<B, D>::ones(one, dev);
+    for (std::size_t k = 0; k < n; ++k) {
+        const long kk = static_cast<long>(k);
+        auto mag = u.narrow(-1, k, 1).abs().mask_fill(rows.lower_elem(kk), -1.0);
+        auto piv = mag.argmax(-2);  // [..., 1, 1]
+        // swap[i] = piv where i == k, k where i == piv, i elsewhere.
+        auto is_k = rows.equal_elem(kk);
+        auto is_p = rows.equal(piv.template expand<D>(col));
+        auto swap =
+            rows.mask_where(is_p, rows.full_like(kk)).mask_where(is_k, piv.template expand<D>(col));
+        auto full_swap = swap.template expand<D>(s);  // the same row order for every column
+        u = u.gather(-2, full_swap);
+        l = l.gather(-2, full_swap);
+        perm = perm.gather(-2, swap);
+        sign = sign.mask_where(piv.not_equal_elem(kk), -sign);
+        if (k + 1 < n) {
+            auto pivot_row = u.narrow(-2, k, 1);
+            auto below = u.narrow(-2, k + 1, n - k - 1);
+            auto f = below.narrow(-1, k, 1) / pivot_row.narrow(-1, k, 1);
+            u = Tensor<B, D>::cat({u.narrow(-2, 0, k + 1), below - f * pivot_row}, -2);
+            std::array<Slice, D> r{};
+            r[D - 2] = Slice{static_cast<long>(k + 1), static_cast<long>(n)};
+            r[D - 1] = Slice{kk, kk + 1};
+            l = l.slice_assign(std::span<const Slice>(r.data(), D), f);
+        }
+    }
+    l = l + Tensor<B, 2>::eye(n, dev).template reshape<D>([&] {
+        Shape e = Shape::filled(D, 1);
+        e[D - 2] = n;
+        e[D - 1] = n;
+        return e;
+    }());
+    // a = p · l · u with p[perm[i], i] = 1: p is the transpose of one_hot(perm).
+    auto q = perm.template reshape<D - 1>([&] {
+                     Shape v;
+                     for (std::size_t i = 0; i + 1 < D; ++i) v.push_back(s[i]);
+                     return v;
+                 }())
+                 .one_hot(n)
+                 .float_();
+    return {q.transpose(), l, u, sign.template squeeze<D - 1>(-1)};
+}
+/// The determinant of square matrices [..., n, n], shape [..., 1] ([n, n] → [1]): the product
+/// of lu's pivots times the permutation's sign.
+template <std::size_t DO, Backend B, std::size_t D>
+Tensor<B, DO> det(const Tensor<B, D>& a) {
+    static_assert(D >= 2 && DO == D - 1, "linalg::det: a rank-D matrix gives rank D - 1");
+    auto f = lu(a);
+    return diag<DO>(f.u).prod_dim(-1) * f.sign;
 }
 
 }  // namespace ember::linalg
@@ -159,6 +249,32 @@ std::array<Tensor<B, N, K>, N> meshgrid(const std::array<Tensor<B, 1, K>, N>& ax
     }
     (std::make_index_sequence<N>{});
     return out;
+}
+/// The sampling grid of a batch of 2-d affine transforms (torch.nn.functional.affine_grid):
+/// `theta` [N, 2, 3] maps the output's normalised coordinates (x, y, 1) to the input's; the
+/// grid is [N, H, W, 2] for size {N, C, H, W}. With align_corners, -1 and 1 are the centres of
+/// the corner pixels; without, their outer edges.
+template <Backend B>
+Tensor<B, 4> affine_grid_2d(const Tensor<B, 3>& theta, const std::array<std::size_t, 4>& size,
+                            bool align_corners = false) {
+    const Shape st = theta.shape();
+    EMBER_CHECK(st[0] == size[0] && st[1] == 2 && st[2] == 3, Shape, "affine_grid_2d: theta ",
+                st.to_string(), " for size ", Shape(size).to_string(), " (expected [", size[0],
+                ", 2, 3])");
+    const std::size_t h = size[2], w = size[3];
+    const auto dev = theta.device();
+    auto coords = [&](std::size_t n) {
+        auto i = Tensor<B, 1, Int>::arange(0, static_cast<std::int64_t>(n), dev).float_();
+        if (n == 1) return i * 0.0;
+        if (align_corners) return i * (2.0 / static_cast<double>(n - 1)) - 1.0;
+        return (i * 2.0 + 1.0) / static_cast<double>(n) - 1.0;
+    };
+    auto xs = coords(w).template reshape<2>(Shape{1, w}).template expand<2>(Shape{h, w});
+    auto ys = coords(h).template reshape<2>(Shape{h, 1}).template expand<2>(Shape{h, w});
+    auto base = Tensor<B, 2>::template stack<3>({xs, ys, Tensor<B, 2>::ones(Shape{h, w}, dev)}, 2)
+                    .template reshape<3>(Shape{1, h * w, 3});
+    // [1, HW, 3] · [N, 3, 2] → [N, HW, 2].
+    return base.matmul(theta.swap_dims(1, 2)).template reshape<4>(Shape{size[0], h, w, 2});
 }
 /// meshgrid's outputs stacked along a new last dim: [s0, s1, ..., N].
 template <std::size_t DO, Backend B, std::size_t N, typename K>
