@@ -301,6 +301,16 @@ TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
     EXPECT_CLOSE(f.output(5), ember::signal::irfft(sr, si, 1, 9));
     EXPECT_CLOSE(f.output(6), ember::signal::irfft(sr, si, -1, 4));
     EXPECT_CLOSE(f.output(7), ember::signal::irfft(sr, si, 1, 12));
+    SECTION("stft") {
+        auto fs = fixture("cmp_stft");
+        auto st = fs.tensor<B, 2>(0);
+        auto [r1, i1] = ember::signal::stft<3>(st, 8, 3, ember::signal::hann_window<B>(8));
+        EXPECT_CLOSE(fs.output(0), r1);
+        EXPECT_CLOSE(fs.output(1), i1);
+        auto [r2, i2] = ember::signal::stft<3>(st, 6, 4, std::nullopt, false);
+        EXPECT_CLOSE(fs.output(2), r2);
+        EXPECT_CLOSE(fs.output(3), i2);
+    }
     SECTION("irfft inverts rfft") {
         auto x = f.tensor<B, 2>(0);
         auto [re, im] = ember::signal::rfft(x, 1);
@@ -449,6 +459,9 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
         ember::grid_sample_2d(Tensor<B, 4>::zeros(Shape{2, 1, 3, 3}),
                               Tensor<B, 4>::zeros(Shape{2, 2, 2, 3})),
         Contains("grid_sample_2d") && Contains("[2, 2, 2, 3]") && Contains("[2, 1, 3, 3]"));
+    REQUIRE_THROWS_AS(ember::signal::stft<3>(a, 8, 2), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::signal::stft<3>(a, 8, 2), Contains("stft") && Contains("[2, 3]"));
+    REQUIRE_THROWS_AS(ember::signal::stft<3>(a, 2, 0), ember::ArgumentError);
 #undef SHAPES
 }
 
@@ -541,6 +554,10 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
     grad_case<B, In<4>, In<4>>("grid_sample_reflection", [](auto x, auto g) {
         return ember::grid_sample_2d(
             x, g, {ember::GridSampleMode::Bilinear, ember::GridSamplePadding::Reflection, true});
+    });
+    grad_case<B, In<2>>("stft", [](auto x) {
+        using BB = typename decltype(x)::BackendType;
+        return ember::signal::stft<3>(x, 4, 2, ember::signal::hann_window<BB>(4)).first;
     });
     // Index and signal ops.
     grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });

@@ -2,12 +2,14 @@
 // Burn's tensor-function modules, composed from Tensor ops (so every backend, Fusion and
 // Autodiff have them, gradients included): ember::linalg (diagonal, trace, vector norms,
 // matrix-vector and outer products, cosine similarity, lu, det), ember::grid (meshgrid,
-// affine_grid_2d), ember::signal (window functions, rfft and irfft), ember::stats (median) and
+// affine_grid_2d), ember::signal (window functions, rfft, irfft, stft), ember::stats (median) and
 // ember::cov.
 #include <array>
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "composed.hpp"
@@ -382,6 +384,45 @@ Tensor<B, D> irfft(const Tensor<B, D>& re, const Tensor<B, D>& im, long dim, std
     auto i = detail::rows_along(im.narrow(static_cast<long>(d), 0, used), d);
     auto out = r.matmul(c * wt) - i.matmul(sn * wt);
     return detail::unrows<B, D>(out, s, d, n);
+}
+/// The short-time Fourier transform along the last dim (torch.stft with onesided output):
+/// frames of `n_fft` samples every `hop` samples, each multiplied by `window` (n_fft samples;
+/// none: rectangular) and transformed by rfft; [..., L] → real and imaginary parts
+/// [..., n_fft/2 + 1, frames]. With `center`, the signal is first padded by n_fft/2 on each side
+/// by reflection (PyTorch's default pad_mode), which needs n_fft/2 < L.
+template <std::size_t DO, Backend B, std::size_t D>
+std::pair<Tensor<B, DO>, Tensor<B, DO>> stft(
+    const Tensor<B, D>& x, std::size_t n_fft, std::size_t hop,
+    const std::optional<std::type_identity_t<Tensor<B, 1>>>& window = {}, bool center = true) {
+    static_assert(DO == D + 1, "signal::stft: the output has one dim more");
+    const Shape s = x.shape();
+    EMBER_CHECK(n_fft > 0 && hop > 0, Argument, "stft: n_fft ", n_fft, " and hop ", hop,
+                " must be positive (signal ", s.to_string(), ")");
+    if (window)
+        EMBER_CHECK(window->shape()[0] == n_fft, Shape, "stft: window ",
+                    window->shape().to_string(), " for n_fft ", n_fft);
+    Tensor<B, D> sig = x;
+    if (center) {
+        const std::size_t p = n_fft / 2, len = s[D - 1];
+        EMBER_CHECK(p < len, Shape, "stft: centring pads ", p,
+                    " samples by reflection, which needs a ", "longer signal than ", s.to_string());
+        if (p > 0) {
+            const long l = static_cast<long>(len);
+            auto left = x.narrow(-1, 1, p).flip({-1L});
+            auto right = x.narrow(-1, static_cast<std::size_t>(l) - p - 1, p).flip({-1L});
+            sig = Tensor<B, D>::cat({left, x, right}, -1);
+        }
+    }
+    EMBER_CHECK(n_fft <= sig.shape()[D - 1], Shape, "stft: n_fft ", n_fft, " exceeds the signal ",
+                sig.shape().to_string());
+    auto frames = ember::unfold<DO>(sig, -1, n_fft, hop);  // [..., frames, n_fft]
+    if (window) {
+        Shape ws = Shape::filled(DO, 1);
+        ws[DO - 1] = n_fft;
+        frames = frames * window->template reshape<DO>(ws);
+    }
+    auto [re, im] = rfft(frames, -1);  // [..., frames, bins]
+    return {re.swap_dims(-1, -2), im.swap_dims(-1, -2)};
 }
 /// The Hann window, 0.5 - 0.5·cos(2πn / L) (torch.hann_window; `periodic` for spectral use).
 template <Backend B>
