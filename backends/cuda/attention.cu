@@ -95,9 +95,23 @@ struct Layout {
 };
 
 /// Copies rows [r0, r0 + 64) of a [len, D] matrix (row stride `rs`) into a tile, zeros past
-/// `len`.
+/// `len`: 16 bytes at a time where the rows allow (they do for contiguous and head-strided
+/// operands), else element by element.
 template <typename T, int D, int LD>
 __device__ __forceinline__ void load_tile(T* tile, const T* src, std::int64_t rs, int r0, int len) {
+    constexpr int V = 16 / static_cast<int>(sizeof(T));  // elements a 16-byte chunk
+    constexpr int C = D / V;                             // chunks a row
+    if (reinterpret_cast<std::uintptr_t>(src) % 16 == 0 && (rs * sizeof(T)) % 16 == 0) {
+        for (int idx = threadIdx.x; idx < kBM * C; idx += kAttnThreads) {
+            const int r = idx / C, c = (idx % C) * V;
+            uint4 chunk = make_uint4(0u, 0u, 0u, 0u);  // all-zero bits: 0 in f32, bf16 and f16
+            if (r0 + r < len)
+                chunk = *reinterpret_cast<const uint4*>(src +
+                                                        static_cast<std::int64_t>(r0 + r) * rs + c);
+            *reinterpret_cast<uint4*>(tile + r * LD + c) = chunk;
+        }
+        return;
+    }
     for (int idx = threadIdx.x; idx < kBM * D; idx += kAttnThreads) {
         const int r = idx / D, c = idx % D;
         tile[r * LD + c] =
