@@ -348,10 +348,10 @@ struct MultiHeadAttention {
     /// masks: module::attention, or the composed path when the weights are needed.
     MhaOutput<B> attend(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
                         const MhaInput<B>& input) const {
-        const auto [batch, heads, seq_q, dk] = q.dims();
-        (void)heads;
-        (void)dk;
-        const std::size_t seq_k = k.dims()[2];
+        // Plain variables, not structured bindings: the lambdas below capture them (Clang < 16
+        // cannot capture a structured binding).
+        const auto qd = q.dims();
+        const std::size_t batch = qd[0], seq_q = qd[2], seq_k = k.dims()[2];
         const auto& pad = input.mask_pad();
         const auto& attn = input.mask_attn();
         const bool fused = !input.weights_needed() && !quiet_softmax && !dropout_active(q.device());

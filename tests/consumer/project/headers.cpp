@@ -3,11 +3,13 @@
 // (the Clang checks of tests/consumer) sees all of ember's templates: the decorators explicitly
 // instantiated, and a model of the common layers trained one step on each autodiff stack.
 // Compiled only (an object library): the consumer's own program is what runs.
+#include <ember/autodiff/attention.hpp>
 #include <ember/autodiff/autodiff.hpp>
 #include <ember/autodiff/gradients.hpp>
 #include <ember/backend/arena.hpp>
 #include <ember/backend/cpu.hpp>
 #include <ember/backend/cuda.hpp>
+#include <ember/backend/cuda_attention.hpp>
 #include <ember/backend/vulkan.hpp>
 #include <ember/collective/collective.hpp>
 #include <ember/collective/gradients.hpp>
@@ -26,6 +28,7 @@
 #include <ember/dispatch/dispatch.hpp>
 #include <ember/dispatch/ops.hpp>
 #include <ember/ember.hpp>
+#include <ember/fusion/attention.hpp>
 #include <ember/fusion/fusion.hpp>
 #include <ember/module/config.hpp>
 #include <ember/module/module.hpp>
@@ -85,6 +88,7 @@
 #include <ember/stacks/vulkan_autodiff.hpp>
 #include <ember/stacks/vulkan_fusion.hpp>
 #include <ember/tensor/activation.hpp>
+#include <ember/tensor/attention.hpp>
 #include <ember/tensor/backend.hpp>
 #include <ember/tensor/check.hpp>
 #include <ember/tensor/data.hpp>
