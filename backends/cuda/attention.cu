@@ -8,6 +8,8 @@
 // fragments over all query tiles and adds its share of dQ atomically.
 #include <mma.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -410,12 +412,25 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
 }
 
+/// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KiB) on the current
+/// device, once per device: `done` is the flags of one kernel instantiation.
+template <typename K>
+void allow_shared_memory(K* kernel, std::size_t bytes, std::array<std::atomic<bool>, 64>& done) {
+    int dev = 0;
+    EMBER_CUDA_CHECK(cudaGetDevice(&dev));
+    const bool cached = dev >= 0 && dev < 64;
+    if (cached && done[dev].load(std::memory_order_acquire)) return;
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+    if (cached) done[dev].store(true, std::memory_order_release);
+}
+
 template <typename T, int D, bool Precise>
 void forward_as(const AttnParams& p, void* o, float* lse, cudaStream_t s) {
     constexpr std::size_t bytes = Layout<T, D>::fwd;
     auto* kernel = attention_forward_kernel<T, D, Precise>;
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
+    static std::array<std::atomic<bool>, 64> done{};
+    allow_shared_memory(kernel, bytes, done);
     const dim3 grid(static_cast<unsigned>((p.lq + kBM - 1) / kBM),
                     static_cast<unsigned>(p.batch * p.heads));
     kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<T*>(o), lse);
@@ -434,8 +449,8 @@ void backward_as(const AttnParams& p, const void* o, const void* dout, const flo
     }
     constexpr std::size_t bytes = Layout<T, D>::bwd;
     auto* kernel = attention_backward_kernel<T, D, Precise>;
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
+    static std::array<std::atomic<bool>, 64> done{};
+    allow_shared_memory(kernel, bytes, done);
     const dim3 grid(static_cast<unsigned>((p.lk + kBN - 1) / kBN),
                     static_cast<unsigned>(p.batch * p.heads));
     kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<const T*>(dout), lse, delta, dq,
