@@ -6,8 +6,10 @@
 // (tests/fixtures/gen_nn_layers_ext.py), with gradients against torch and finite differences,
 // and their errors.
 #include <cmath>
+#include <sstream>
 #include <string>
 
+#include <ember/nn/cross_attention.hpp>
 #include <ember/nn/loss_ctc.hpp>
 #include <ember/nn/pool3d.hpp>
 #include <ember/nn/rnn_elman.hpp>
@@ -519,4 +521,117 @@ TEST_CASE("layer configs: bad values and inputs throw errors naming the layer",
     CHECK_THROWS_WITH(nn::PairwiseDistanceConfig{}.with_keepdim(true).init().forward(a, a),
                       Contains("forward_keepdim"));
     CHECK_THROWS_AS(nn::CosineSimilarityConfig{}.with_dim(3).init().forward(a, a), ember::Error);
+}
+
+// ---- CrossAttention ----------------------------------------------------------------------------
+
+namespace {
+
+template <typename B>
+nn::CrossAttention<B> cross_attention_from(const Fixture& f, double dropout = 0.0) {
+    auto config =
+        nn::CrossAttentionConfig{std::size_t(f.param("d_model")), std::size_t(f.param("d_context")),
+                                 std::size_t(f.param("n_heads")),
+                                 std::size_t(f.param("n_heads_kv")), std::size_t(f.param("d_head"))}
+            .with_dropout(dropout)
+            .with_quiet_softmax(flag(f, "quiet_softmax"));
+    return load_params(config.template init<B>(), f);
+}
+
+template <typename B>
+std::optional<Tensor<B, 2, ember::Bool>> mask_of(const Fixture& f) {
+    if (!flag(f, "masked")) return std::nullopt;
+    return f.named_tensor<B, 2, ember::Bool>("mask");
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("CrossAttention matches a torch reference (MHA, GQA, MQA, masks)",
+                        "[nn][attention]", ember::test::AutodiffBackends) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    for (const std::string name :
+         {"cross_attention_mha", "cross_attention_gqa_mask", "cross_attention_mqa_quiet_mask"}) {
+        SECTION(name) {
+            const Fixture f(kLayers, name);
+            auto model = cross_attention_from<B>(f);
+            auto x = f.named_tensor<B, 3>("query_in").require_grad();
+            auto c = f.named_tensor<B, 3>("context").require_grad();
+            auto y = model.forward(x, c, mask_of<B>(f));
+            check_close(y.to_data(), f.named("output"));
+            auto grads = (y * f.named_tensor<B, 3>("gout")).sum().backward();
+            std::size_t n = 0;
+            model.visit([&](std::string_view path, const auto& p) {
+                check_grad(p.val(), f, std::string(path), grads);
+                ++n;
+            });
+            CHECK(n == 8);
+            check_grad(x, f, "query_in", grads);
+            check_grad(c, f, "context", grads);
+        }
+    }
+    SECTION("the composed path (attention dropout active, keeping everything) agrees") {
+        const Fixture f(kLayers, "cross_attention_gqa_mask");
+        auto model = cross_attention_from<B>(f, 1e-300);
+        auto y = model.forward(f.named_tensor<B, 3>("query_in"), f.named_tensor<B, 3>("context"),
+                               mask_of<B>(f));
+        check_close(y.to_data(), f.named("output"));
+    }
+    SECTION("forward_cache projects the context once and reuses it") {
+        const Fixture f(kLayers, "cross_attention_gqa_mask");
+        auto model = cross_attention_from<B>(f);
+        auto x = f.named_tensor<B, 3>("query_in");
+        auto c = f.named_tensor<B, 3>("context");
+        nn::CrossAttentionCache<B> cache;
+        CHECK(!cache.filled());
+        check_close(model.forward_cache(x, c, cache, mask_of<B>(f)).to_data(), f.named("output"));
+        REQUIRE(cache.filled());
+        // A later step reads the cache, not the context it is given.
+        check_close(model.forward_cache(x, c.zeros_like(), cache, mask_of<B>(f)).to_data(),
+                    f.named("output"));
+        // One query row at a time (streaming) gives the rows of the full output.
+        auto row = model.forward_cache(x.narrow(1, 1, 1), c, cache, mask_of<B>(f));
+        check_close(row.to_data(),
+                    Tensor<ember::Cpu, 3>::from_data(f.named("output")).narrow(1, 1, 1).to_data());
+        cache.clear();
+        CHECK(!cache.filled());
+    }
+}
+
+TEST_CASE("CrossAttention: structure, records, display and errors", "[nn][attention][errors]") {
+    using B = ember::Autodiff<ember::Cpu>;
+    auto model = nn::CrossAttentionConfig{8, 5, 4, 2, 3}.init<B>();
+    CHECK(model.num_params() == (8 * 12 + 12) + 2 * (5 * 6 + 6) + (12 * 8 + 8));
+    auto loaded =
+        nn::CrossAttentionConfig{8, 5, 4, 2, 3}.init<B>().load_record(model.into_record());
+    CHECK(loaded.key.weight.val().to_data() == model.key.weight.val().to_data());
+    std::ostringstream os;
+    os << model;
+    CHECK_THAT(os.str(), Contains("n_heads_kv: 2") && Contains("d_context: 5"));
+    // The default initialiser is Burn's: Kaiming-uniform with gain 1/sqrt(d_head), on fan_in.
+    auto big = nn::CrossAttentionConfig{64, 64, 4, 4, 16}.init<B>();
+    const double bound = std::sqrt(3.0) / std::sqrt(16.0) / std::sqrt(64.0);
+    const double max = big.query.weight.val().inner().abs().max().into_scalar();
+    CHECK(max <= bound * 1.0001);
+    CHECK(max > bound * 0.9);
+
+    auto q = Tensor<B, 3>::zeros({2, 3, 8}), c = Tensor<B, 3>::zeros({2, 4, 5});
+    CHECK_THROWS_AS(model.forward(Tensor<B, 3>::zeros({2, 3, 7}), c), ember::ShapeError);
+    CHECK_THROWS_WITH(model.forward(Tensor<B, 3>::zeros({2, 3, 7}), c),
+                      Contains("CrossAttention::forward") && Contains("[2, 3, 7]"));
+    CHECK_THROWS_WITH(model.forward(q, Tensor<B, 3>::zeros({2, 4, 6})),
+                      Contains("CrossAttention::forward") && Contains("[2, 4, 6]"));
+    CHECK_THROWS_WITH(model.forward(q, Tensor<B, 3>::zeros({1, 4, 5})),
+                      Contains("batch") && Contains("[1, 4, 5]"));
+    CHECK_THROWS_WITH(model.forward(q, c, Tensor<B, 2>::zeros({2, 3}).equal_elem(1.0)),
+                      Contains("mask") && Contains("[2, 3]"));
+    nn::CrossAttentionCache<B> cache;
+    (void)model.forward_cache(q, c, cache);
+    CHECK_THROWS_WITH(
+        model.forward_cache(Tensor<B, 3>::zeros({1, 3, 8}), Tensor<B, 3>::zeros({1, 4, 5}), cache),
+        Contains("CrossAttention::forward_cache") && Contains("clear()"));
+    CHECK_THROWS_AS((nn::CrossAttentionConfig{8, 5, 4, 3, 3}.init<B>()), ember::ArgumentError);
+    CHECK_THROWS_WITH((nn::CrossAttentionConfig{8, 5, 4, 3, 3}.init<B>()),
+                      Contains("CrossAttentionConfig::init") && Contains("n_heads_kv 3"));
+    CHECK_THROWS_AS((nn::CrossAttentionConfig{8, 0, 4, 2, 3}.init<B>()), ember::ArgumentError);
 }

@@ -9,6 +9,7 @@
 #include "nn/activations.hpp"
 #include "nn/attention.hpp"
 #include "nn/conv.hpp"
+#include "nn/cross_attention.hpp"
 #include "nn/dropout.hpp"
 #include "nn/embedding.hpp"
 #include "nn/initializer.hpp"
