@@ -311,6 +311,21 @@ TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
         EXPECT_CLOSE(fs.output(2), r2);
         EXPECT_CLOSE(fs.output(3), i2);
     }
+    SECTION("cfft") {
+        auto fc = fixture("cmp_cfft");
+        auto cr = fc.tensor<B, 2>(0), ci = fc.tensor<B, 2>(1);
+        auto [r1, i1] = ember::signal::cfft(cr, ci, 1);
+        EXPECT_CLOSE(fc.output(0), r1);
+        EXPECT_CLOSE(fc.output(1), i1);
+        auto [r0, i0] = ember::signal::cfft(cr, ci, 0);
+        EXPECT_CLOSE(fc.output(2), r0);
+        EXPECT_CLOSE(fc.output(3), i0);
+    }
+    SECTION("cross_entropy_with_logits") {
+        auto fl = fixture("cmp_cross_entropy_with_logits");
+        EXPECT_CLOSE(fl.output(0), ember::loss::cross_entropy_with_logits(fl.tensor<B, 2>(0),
+                                                                          fl.tensor<B, 2>(1)));
+    }
     SECTION("irfft inverts rfft") {
         auto x = f.tensor<B, 2>(0);
         auto [re, im] = ember::signal::rfft(x, 1);
@@ -462,6 +477,10 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_AS(ember::signal::stft<3>(a, 8, 2), ember::ShapeError);
     REQUIRE_THROWS_WITH(ember::signal::stft<3>(a, 8, 2), Contains("stft") && Contains("[2, 3]"));
     REQUIRE_THROWS_AS(ember::signal::stft<3>(a, 2, 0), ember::ArgumentError);
+    REQUIRE_THROWS_WITH(ember::signal::cfft(a, b, 1), Contains("cfft") && SHAPES);
+    REQUIRE_THROWS_AS(ember::loss::cross_entropy_with_logits(a, b), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::loss::cross_entropy_with_logits(a, b),
+                        Contains("cross_entropy_with_logits") && SHAPES);
 #undef SHAPES
 }
 
@@ -558,6 +577,13 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
     grad_case<B, In<2>>("stft", [](auto x) {
         using BB = typename decltype(x)::BackendType;
         return ember::signal::stft<3>(x, 4, 2, ember::signal::hann_window<BB>(4)).first;
+    });
+    grad_case<B, In<2>, In<2>>("cfft_re",
+                               [](auto r, auto i) { return ember::signal::cfft(r, i, 1).first; });
+    grad_case<B, In<2>, In<2>>("cfft_im",
+                               [](auto r, auto i) { return ember::signal::cfft(r, i, 1).second; });
+    grad_case<B, In<2>, In<2>>("cross_entropy_with_logits", [](auto x, auto t) {
+        return ember::loss::cross_entropy_with_logits(x, t);
     });
     // Index and signal ops.
     grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });

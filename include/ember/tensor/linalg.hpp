@@ -3,7 +3,7 @@
 // Autodiff have them, gradients included): ember::linalg (diagonal, trace, vector norms,
 // matrix-vector and outer products, cosine similarity, lu, det), ember::grid (meshgrid,
 // affine_grid_2d), ember::signal (window functions, rfft, irfft, stft), ember::stats (median) and
-// ember::cov.
+// ember::cov, and ember::loss::cross_entropy_with_logits.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "activation.hpp"
 #include "composed.hpp"
 
 namespace ember::linalg {
@@ -358,6 +359,24 @@ std::pair<Tensor<B, D>, Tensor<B, D>> rfft(const Tensor<B, D>& x, long dim) {
     return {detail::unrows<B, D>(r.matmul(c), s, d, m),
             detail::unrows<B, D>(-r.matmul(sn), s, d, m)};
 }
+/// The discrete Fourier transform of a complex signal (re, im) along `dim` (torch.fft.fft; Burn's
+/// cfft): the n frequencies' real and imaginary parts. Two matmul pairs with the cosine and sine
+/// tables, as rfft (O(n²) per signal).
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, Tensor<B, D>> cfft(const Tensor<B, D>& re, const Tensor<B, D>& im,
+                                           long dim) {
+    const std::size_t d = normalize_dim(dim, D, "cfft");
+    const Shape s = re.shape();
+    EMBER_CHECK(im.shape() == s, Shape, "cfft: real part ", s.to_string(), " and imaginary part ",
+                im.shape().to_string(), " differ");
+    const std::size_t n = s[d];
+    EMBER_CHECK(n > 0, Shape, "cfft: dim ", d, " of shape ", s.to_string(), " is empty");
+    auto [c, sn] = detail::twiddles<B>(n, n, n, re.device());
+    auto r = detail::rows_along(re, d), i = detail::rows_along(im, d);
+    // (r + i·j)(cos - j·sin) = (r·cos + i·sin) + j·(i·cos - r·sin).
+    return {detail::unrows<B, D>(r.matmul(c) + i.matmul(sn), s, d, n),
+            detail::unrows<B, D>(i.matmul(c) - r.matmul(sn), s, d, n)};
+}
 /// The real signal of length `n` whose rfft along `dim` is (re, im) (torch.fft.irfft; n = 0
 /// means 2·(bins - 1)). Bins past n/2 + 1 are ignored and missing ones count as zero, as in
 /// PyTorch; the imaginary parts of the zero and Nyquist bins do not contribute.
@@ -445,3 +464,16 @@ namespace ember::stats {
 using ember::median;
 using ember::median_with_indices;
 }  // namespace ember::stats
+
+namespace ember::loss {
+/// Cross entropy against target probabilities over the last dim, averaged over the other
+/// elements: -mean(Σ target · log_softmax(logits)) (Burn's loss::cross_entropy_with_logits,
+/// torch.nn.functional.cross_entropy with probability targets); shape [1].
+template <Backend B, std::size_t D>
+Tensor<B, 1> cross_entropy_with_logits(const Tensor<B, D>& logits, const Tensor<B, D>& targets) {
+    EMBER_CHECK(logits.shape() == targets.shape(), Shape, "cross_entropy_with_logits: logits ",
+                logits.shape().to_string(), " and targets ", targets.shape().to_string(),
+                " differ");
+    return -(activation::log_softmax(logits, -1) * targets).sum_dim(-1).mean();
+}
+}  // namespace ember::loss
