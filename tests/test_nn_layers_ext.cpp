@@ -602,6 +602,7 @@ TEST_CASE("CrossAttention: structure, records, display and errors", "[nn][attent
     using B = ember::Autodiff<ember::Cpu>;
     auto model = nn::CrossAttentionConfig{8, 5, 4, 2, 3}.init<B>();
     CHECK(model.num_params() == (8 * 12 + 12) + 2 * (5 * 6 + 6) + (12 * 8 + 8));
+    CHECK(model.group_size() == 2);
     auto loaded =
         nn::CrossAttentionConfig{8, 5, 4, 2, 3}.init<B>().load_record(model.into_record());
     CHECK(loaded.key.weight.val().to_data() == model.key.weight.val().to_data());

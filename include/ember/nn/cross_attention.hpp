@@ -59,9 +59,12 @@ struct CrossAttention {
     EMBER_MODULE(CrossAttention, query, key, value, output, dropout, n_heads, n_heads_kv, d_head,
                  min_float, quiet_softmax)
 
-    /// Attends `query` [batch, seq_q, d_model] to `context` [batch, seq_c, d_context];
-    /// `mask` [batch, seq_c] is true at context positions to leave out (padding). Returns
-    /// [batch, seq_q, d_model].
+    /// Query heads per key/value head: n_heads / n_heads_kv.
+    std::size_t group_size() const { return n_heads / n_heads_kv; }
+
+    /// Attends the queries `query_in` [batch, seq_q, d_model] to `context` [batch, seq_c,
+    /// d_context]; `mask` [batch, seq_c] is true at context positions to leave out (padding).
+    /// Returns [batch, seq_q, d_model].
     Tensor<B, 3> forward(const Tensor<B, 3>& query_in, const Tensor<B, 3>& context,
                          const std::optional<Tensor<B, 2, Bool>>& mask = std::nullopt) const {
         constexpr std::string_view who = "CrossAttention::forward";
@@ -137,7 +140,7 @@ struct CrossAttention {
     Tensor<B, 4> repeat_kv(const Tensor<B, 4>& x) const {
         if (n_heads == n_heads_kv) return x;
         const auto [b, h, l, d] = x.dims();
-        const std::size_t r = n_heads / n_heads_kv;
+        const std::size_t r = group_size();
         return x.template reshape<5>(std::array<std::size_t, 5>{b, h, 1, l, d})
             .template expand<5>(Shape{b, h, r, l, d})
             .template reshape<4>(std::array<std::size_t, 4>{b, h * r, l, d});
