@@ -543,7 +543,17 @@ void gather(NodeCtx& c) {
         v.rank = x.rank - 1;
         return c.out(0, std::move(v), sl + ".template squeeze<" + r(v.rank) + ">(" + r(axis) + ")");
     }
-    c.require(idx.rank == 1, "indices of rank " + r(idx.rank) + " (only scalars and lists are supported)");
+    if (idx.rank > 1) {  // the indices' dims replace the axis (ember::take); negatives wrap
+        const std::string i = c.em.fresh("indices");
+        c.em.body.push_back("const auto " + i + " = " + c.t(1) + ";");
+        v.dims.erase(v.dims.begin() + long(axis));
+        v.dims.insert(v.dims.begin() + long(axis), idx.dims.begin(), idx.dims.end());
+        v.rank = v.dims.size();
+        const std::string e = "ember::take<" + r(v.rank) + ">(" + c.t(0) + ", " + r(axis) + ", " + i + ".mask_where(" + i +
+                              ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" + c.t(0) + ".dims()[" +
+                              r(axis) + "])))";
+        return c.out(0, std::move(v), e);
+    }
     v.dims[axis] = idx.dims[0];
     if (idx.constant && x.dims[axis] >= 0) {  // negative indices counted from the end, here
         auto list = idx.constant->convert(DType::I64).to_vec<std::int64_t>();
@@ -555,7 +565,11 @@ void gather(NodeCtx& c) {
         c.em.body.push_back("const auto " + var + " = " + inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
         return c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + var + ")");
     }
-    c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + c.t(1) + ")");
+    const std::string i = c.em.fresh("indices");  // negative indices count from the end
+    c.em.body.push_back("const auto " + i + " = " + c.t(1) + ";");
+    c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + i + ".mask_where(" + i +
+                               ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" + c.t(0) + ".dims()[" +
+                               r(axis) + "])))");
 }
 
 void slice(NodeCtx& c) {
@@ -790,11 +804,6 @@ const std::map<std::string, Handler>& handlers() {
             m[0] = char(std::tolower(m[0]));
             t[op] = [m](NodeCtx& c) { unary(c, "", "." + m + "()"); };
         }
-        t["Tan"] = [](NodeCtx& c) {
-            c.require(c.in(0).kind == Kind::Float, "needs a float input");
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), x + ".sin() / " + x + ".cos()");
-        };
         t["Abs"] = [](NodeCtx& c) { unary(c, "", ".abs()", false); };
         t["Neg"] = [](NodeCtx& c) { unary(c, "-", "", false); };
         t["Sign"] = [](NodeCtx& c) { unary(c, "", ".sign()", false); };
@@ -895,26 +904,6 @@ const std::map<std::string, Handler>& handlers() {
             c.out(0, like(c.in(0), Kind::Float),
                   x + ".clamp_min(0.0) + ((" + x + " / " + a + ").exp() - 1.0).clamp_max(0.0) * " + a);
         };
-        t["Sinh"] = [](NodeCtx& c) {
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), "(" + x + ".exp() - (-" + x + ").exp()) * 0.5");
-        };
-        t["Cosh"] = [](NodeCtx& c) {
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), "(" + x + ".exp() + (-" + x + ").exp()) * 0.5");
-        };
-        t["Asinh"] = [](NodeCtx& c) {
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), "(" + x + " + (" + x + " * " + x + " + 1.0).sqrt()).log()");
-        };
-        t["Acosh"] = [](NodeCtx& c) {
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), "(" + x + " + (" + x + " * " + x + " - 1.0).sqrt()).log()");
-        };
-        t["Atanh"] = [](NodeCtx& c) {
-            const std::string x = c.t(0);
-            c.out(0, like(c.in(0), Kind::Float), "((1.0 + " + x + ") / (1.0 - " + x + ")).log() * 0.5");
-        };
         t["Mish"] = [](NodeCtx& c) { unary(c, "ember::activation::mish(", ")"); };
         t["Gelu"] = [](NodeCtx& c) {
             c.require(c.attr_str("approximate", "none") == "none", "only the exact Gelu is supported");
@@ -935,6 +924,7 @@ const std::map<std::string, Handler>& handlers() {
         t["ReduceLogSum"] = [](NodeCtx& c) { reduce(c, "sum", 18, "", ".log()"); };
         t["ReduceLogSumExp"] = [](NodeCtx& c) { reduce(c, "sum", 18, "[](const auto& v) { return v.exp(); }", ".log()"); };
         register_quant_ops(t);  // ops_quant.cpp
+        register_extra_ops(t);  // ops_extra.cpp
         return t;
     }();
     return table;

@@ -1,0 +1,296 @@
+// Operators built on ember's composed tensor ops (<ember/tensor/composed.hpp>, issue 33):
+// inverse trigonometric functions, CumSum, GatherND, ScatterND, ScatterElements, NonZero,
+// CastLike, the loss operators (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), the
+// window generators, MeanVarianceNormalization, GroupNormalization, Swish and BitShift.
+//
+// Like every handler, these write C++ built only from what the importer computed itself (ranks,
+// dims, literals, fresh identifiers); no text of the model (names, strings) reaches the code.
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "ops_common.hpp"
+
+namespace ember::onnx::ops {
+namespace {
+
+// The ONNX element type of input `i`: its constant's, else the graph's declaration (0: unknown).
+int elem_type_of(NodeCtx& c, std::size_t i) {
+    const std::string& name = c.node.inputs[i];
+    for (const auto* list : {&g_graph->inputs, &g_graph->value_info, &g_graph->outputs})
+        for (const auto& vi : *list)
+            if (vi.name == name) return vi.elem_type;
+    return 0;
+}
+
+// An integer index tensor (input `i`) with negative entries counted from the end of input 0's
+// dim `axis` (GatherElements' rule, which ScatterElements shares).
+std::string wrapped_indices(NodeCtx& c, std::size_t i, std::size_t axis) {
+    const std::string idx = c.em.fresh("indices");
+    c.em.body.push_back("const auto " + idx + " = " + c.t_as(i, Kind::Int) + ";");
+    return idx + ".mask_where(" + idx + ".lower_elem(static_cast<std::int64_t>(0)), " + idx + " + long(" + c.t(0) +
+           ".dims()[" + r(axis) + "]))";
+}
+
+void cast_like(NodeCtx& c) {
+    const Value& a = c.in(0);
+    Kind k = c.in(1).kind;
+    std::optional<DType> d;
+    if (c.in(1).constant) d = c.in(1).constant->dtype();
+    else if (const int et = elem_type_of(c, 1); et != 0) {
+        d = dtype_of(et);
+        c.require(d.has_value(), "CastLike to " + std::string(onnx_type_name(et)) + ", which ember has no dtype for");
+    }
+    if (d) k = kind_of(*d);
+    if (a.constant && d) return c.out_const(0, a.constant->convert(k == Kind::Float ? DType::F32 : *d));
+    c.out(0, like(a, k), c.t_as(0, k));
+}
+
+void cum_sum(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.kind != Kind::Bool, "CumSum of booleans");
+    const auto ax = c.ints(1, "axis");
+    c.require(ax.size() == 1, "axis must hold one value");
+    const std::size_t axis = c.axis(ax[0], x.rank);
+    const bool reverse = c.attr_int("reverse", 0) != 0, exclusive = c.attr_int("exclusive", 0) != 0;
+    const std::string flip = ".flip({" + r(axis) + "L})";
+    const std::string xs = c.em.fresh("scanned");
+    c.em.body.push_back("const auto " + xs + " = " + c.t(0) + (reverse ? flip : "") + ";");
+    // The exclusive sum is the inclusive one less each element (exact for integers; for floats
+    // one rounding of the running sum).
+    std::string e = "ember::cumsum(" + xs + ", " + r(axis) + ")";
+    if (exclusive) e = "(" + e + " - " + xs + ")";
+    if (reverse) e = "(" + e + ")" + flip;
+    c.out(0, like(x, x.kind), e);
+}
+
+void gather_nd(NodeCtx& c) {
+    const Value &x = c.in(0), &idx = c.in(1);
+    c.require(c.attr_int("batch_dims", 0) == 0, "batch_dims other than 0 is not supported");
+    c.require(idx.kind == Kind::Int, "indices must be integers");
+    c.require(!idx.dims.empty() && idx.dims.back() > 0, "the last dim of indices must be known");
+    const auto k = static_cast<std::size_t>(idx.dims.back());
+    c.require(k <= x.rank, "index tuples of length " + std::to_string(k) + " into data of rank " + r(x.rank));
+    Value v;
+    v.kind = x.kind;
+    for (std::size_t d = 0; d + 1 < idx.rank; ++d) v.dims.push_back(idx.dims[d]);
+    for (std::size_t d = k; d < x.rank; ++d) v.dims.push_back(x.dims[d]);
+    std::string i = c.t(1);
+    if (v.dims.empty()) {  // one full tuple: an ONNX scalar, held as [1]
+        v.scalar = true;
+        v.dims = {1};
+        i += ".template unsqueeze_dim<" + r(idx.rank + 1) + ">(0)";
+    }
+    v.rank = v.dims.size();
+    const std::string e = "ember::gather_nd<" + r(v.rank) + ">(" + c.t(0) + ", " + i + ")";
+    c.out(0, std::move(v), e);
+}
+
+void scatter_nd(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.kind != Kind::Bool, "ScatterND of booleans");
+    c.require(c.in(1).kind == Kind::Int, "indices must be integers");
+    const std::string red = c.attr_str("reduction", "none");
+    const std::string xs = c.t(0), i = c.t(1), u = c.t_as(2, x.kind);
+    // scatter_nd writes the sum of the updates a repeated tuple names, so "add" is the data plus
+    // the updates scattered into zeros (repeated tuples included, as ONNX's reference does).
+    if (red == "none") return c.out(0, like(x, x.kind), "ember::scatter_nd(" + xs + ", " + i + ", " + u + ")");
+    if (red == "add")
+        return c.out(0, like(x, x.kind), "(" + xs + " + ember::scatter_nd(" + xs + ".zeros_like(), " + i + ", " + u + "))");
+    c.require(red == "mul", "reduction " + red + " is not supported (none, add and mul are)");
+    c.require(x.kind == Kind::Float, "reduction mul of integers is not supported");
+    // The product of the updates each position receives, repeated tuples included, from sums:
+    // exp(Σ log|u|), the sign from the count of negative factors, 0 where a factor is 0.
+    const std::string uv = c.em.fresh("updates"), z = c.em.fresh("zeros");
+    c.em.body.push_back("const auto " + uv + " = " + u + ";");
+    c.em.body.push_back("const auto " + z + " = " + xs + ".zeros_like();");
+    auto sum_of = [&](const std::string& v) { return "ember::scatter_nd(" + z + ", " + i + ", " + v + ")"; };
+    const std::string negs = sum_of(uv + ".lower_elem(0.0).float_()"), nulls = sum_of(uv + ".equal_elem(0.0).float_()");
+    c.out(0, like(x, x.kind),
+          "(" + xs + " * " + sum_of(uv + ".abs().log()") + ".exp() * (1.0 - ember::fmod_scalar(" + negs +
+              ", 2.0) * 2.0)).mask_fill(" + nulls + ".greater_elem(0.0), 0.0)");
+}
+
+void scatter_elements(NodeCtx& c) {
+    const Value &x = c.in(0), &idx = c.in(1), &u = c.in(2);
+    c.require(x.kind != Kind::Bool, "ScatterElements of booleans");
+    c.require(idx.rank == x.rank && u.rank == x.rank, "data, indices and updates of different ranks");
+    const std::size_t axis = c.axis(c.attr_int("axis", 0), x.rank);
+    const std::string red = c.attr_str("reduction", "none");
+    const std::string i = c.em.fresh("at");
+    c.em.body.push_back("const auto " + i + " = " + wrapped_indices(c, 1, axis) + ";");
+    const std::string xs = c.t(0), us = c.t_as(2, x.kind), zero = scalar_literal(0, x.kind);
+    const std::string ax = r(axis);
+    if (red == "add") return c.out(0, like(x, x.kind), xs + ".scatter(" + ax + ", " + i + ", " + us + ")");
+    c.require(red == "none", "reduction " + red + " is not supported (none and add are)");
+    // Replace: clear the positions the indices name, then add the updates there.
+    const std::string hit = c.em.fresh("hit");
+    c.em.body.push_back("const auto " + hit + " = " + xs + ".zeros_like().scatter(" + ax + ", " + i + ", " + us +
+                        ".ones_like()).greater_elem(" + zero + ");");
+    c.out(0, like(x, x.kind), xs + ".mask_fill(" + hit + ", " + zero + ").scatter(" + ax + ", " + i + ", " + us + ")");
+}
+
+void non_zero(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(!x.scalar, "NonZero of a scalar is not supported");
+    std::string m = x.kind == Kind::Bool ? c.t(0) : c.t(0) + ".not_equal_elem(" + scalar_literal(0, x.kind) + ")";
+    Value v;
+    v.kind = Kind::Int;
+    v.rank = 2;
+    v.dims = {std::int64_t(x.rank), -1};
+    c.out(0, std::move(v), m + ".argwhere().transpose()");
+}
+
+// NegativeLogLikelihoodLoss on log-probabilities `lp` (input (N, C, d...), C++ expression) and
+// targets (input `t`), optional class weights (input `w`): outputs 0 is the loss.
+void nll(NodeCtx& c, const std::string& lp, std::size_t rank, std::size_t t, std::size_t w) {
+    const Value& tgt = c.in(t);
+    c.require(rank >= 2, "an input of rank " + r(rank) + " (N, C, d...) is needed");
+    c.require(tgt.rank == rank - 1, "targets of rank " + r(tgt.rank) + " for an input of rank " + r(rank));
+    c.require(tgt.kind == Kind::Int, "targets must be integers");
+    const std::string red = c.attr_str("reduction", "mean");
+    c.require(red == "none" || red == "sum" || red == "mean", "reduction " + red + " is not known");
+    const std::string tg = c.em.fresh("target"), ign = c.em.fresh("ignored"), wt = c.em.fresh("weight"),
+                      ls = c.em.fresh("loss");
+    c.em.body.push_back("const auto " + tg + " = " + c.t(t) + ";");
+    const bool has_ignore = c.has_attr("ignore_index");
+    std::string safe = tg;
+    if (has_ignore) {  // ignored targets may lie outside [0, C): read class 0 there, weigh it 0
+        const std::string ii = "static_cast<std::int64_t>(" + std::to_string(c.attr_int("ignore_index", 0)) + ")";
+        c.em.body.push_back("const auto " + ign + " = " + tg + ".equal_elem(" + ii + ");");
+        safe = tg + ".mask_fill(" + ign + ", static_cast<std::int64_t>(0))";
+    }
+    std::string weight = c.has(w) ? "ember::take<" + r(rank - 1) + ">(" + c.t(w) + ", 0, " + safe + ")"
+                                  : tg + ".float_().ones_like()";
+    if (has_ignore) weight = "(" + weight + ").mask_fill(" + ign + ", 0.0)";
+    c.em.body.push_back("const auto " + wt + " = " + weight + ";");
+    c.em.body.push_back("const auto " + ls + " = -(" + lp + ").gather(1, (" + safe + ").template unsqueeze_dim<" + r(rank) +
+                        ">(1)).template squeeze<" + r(rank - 1) + ">(1) * " + wt + ";");
+    Value v;
+    if (red == "none") {
+        v = like(tgt, Kind::Float);
+        return c.out(0, std::move(v), ls);
+    }
+    v.kind = Kind::Float, v.rank = 1, v.scalar = true, v.dims = {1};
+    c.out(0, std::move(v), red == "sum" ? ls + ".sum()" : "(" + ls + ".sum() / " + wt + ".sum())");
+}
+
+// The window generators: values known at import time (the size must be).
+void window(NodeCtx& c, const std::string& op) {
+    const auto n = c.ints(0, "size");
+    c.require(n.size() == 1 && n[0] >= 0, "size must be one non-negative integer");
+    const int dt = int(c.attr_int("output_datatype", 1));
+    const auto d = dtype_of(dt);
+    c.require(d.has_value(), "output_datatype " + std::string(onnx_type_name(dt)) + ", which ember has no dtype for");
+    const std::int64_t size = n[0];
+    const double len = c.attr_int("periodic", 1) != 0 ? double(size) : double(size - 1);
+    std::vector<double> w(static_cast<std::size_t>(size));
+    for (std::int64_t k = 0; k < size; ++k) {
+        const double a = 2.0 * std::numbers::pi * double(k) / len;
+        // ONNX's coefficients: Hamming's are 25/46 and 21/46 (not 0.54 and 0.46).
+        w[std::size_t(k)] = op == "hann"      ? 0.5 - 0.5 * std::cos(a)
+                            : op == "hamming" ? 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a)
+                                              : 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2.0 * a);
+    }
+    c.out_const(0, TensorData(w, Shape{std::size_t(size)}).convert(kind_of(*d) == Kind::Float ? DType::F32 : *d));
+}
+
+void mean_variance_norm(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.kind == Kind::Float, "needs a float input");
+    std::vector<std::string> axes;
+    for (auto a : c.attr_ints("axes", {0, 2, 3})) axes.push_back(r(c.axis(a, x.rank)));
+    const std::string mean = c.em.fresh("mean"), cv = c.em.fresh("centered");
+    c.em.body.push_back("const auto " + mean + " = ember::mean_dims(" + c.t(0) + ", {" + join(axes) + "});");
+    c.em.body.push_back("const auto " + cv + " = " + c.t(0) + " - " + mean + ";");
+    // ONNX's definition: (x - E[x]) / (sqrt(E[x²] - E[x]²) + 1e-9).
+    c.out(0, like(x, Kind::Float),
+          cv + " / ((ember::mean_dims(" + c.t(0) + " * " + c.t(0) + ", {" + join(axes) + "}) - " + mean + " * " + mean +
+              ").clamp_min(0.0).sqrt() + 1e-9)");
+}
+
+void group_norm(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.kind == Kind::Float, "needs a float input");
+    c.require(x.rank >= 3, "GroupNormalization of an input without spatial dims");
+    const auto groups = c.attr_int("num_groups", 0);
+    c.require(groups >= 1, "num_groups must be positive");
+    c.require(x.dims[1] > 0 && x.dims[1] % groups == 0,
+              "the channels (" + std::to_string(x.dims[1]) + ") must be known and divisible by num_groups (" +
+                  std::to_string(groups) + ")");
+    const double eps = c.attr_float("epsilon", 1e-5);
+    std::vector<std::string> dims;
+    for (std::size_t d = 0; d < x.rank; ++d) dims.push_back(dim_expr(c, 0, d));
+    const std::string g = c.em.fresh("grouped"), cv = c.em.fresh("centered"), y = c.em.fresh("normed");
+    c.em.body.push_back("const auto " + g + " = " + c.t(0) + ".template reshape<3>({" + dims[0] + ", " +
+                        std::to_string(groups) + ", -1});");
+    c.em.body.push_back("const auto " + cv + " = " + g + " - " + g + ".mean_dim(2);");
+    c.em.body.push_back("const auto " + y + " = (" + cv + " / ((" + cv + " * " + cv + ").mean_dim(2) + " + literal(eps) +
+                        ").sqrt()).template reshape<" + r(x.rank) + ">({" + join(dims) + "});");
+    // scale and bias: one value per group (opset 18) or per channel (opset 21).
+    auto chan = [&](std::size_t i) {
+        std::string e = c.t(i);
+        if (c.in(i).dims.size() == 1 && c.in(i).dims[0] == groups && groups != x.dims[1])
+            e = "(" + e + ").template unsqueeze_dim<2>(1).template expand<2>(ember::Shape{" + std::to_string(groups) + ", " +
+                std::to_string(x.dims[1] / groups) + "}).template reshape<1>({" + std::to_string(x.dims[1]) + "})";
+        e = "(" + e + ").template unsqueeze_dim<2>(0)";
+        for (std::size_t d = 2; d < x.rank; ++d) e += ".template unsqueeze_dim<" + r(d + 1) + ">(" + r(d) + ")";
+        return e;
+    };
+    c.out(0, like(x, Kind::Float), y + " * " + chan(1) + " + " + chan(2));
+}
+
+void bit_shift(NodeCtx& c) {
+    const Value &a = c.in(0), &b = c.in(1);
+    c.require(a.kind == Kind::Int && b.kind == Kind::Int, "needs integer inputs");
+    const std::string dir = c.attr_str("direction", "");
+    c.require(dir == "LEFT" || dir == "RIGHT", "direction must be LEFT or RIGHT");
+    Value v = broadcast_value(c, a, b, Kind::Int);
+    // ONNX shifts unsigned integers: x·2^y or floor(x / 2^y); 2^y is exact in f32 (a power of two).
+    const std::string p = "(" + c.t_rank(1, v.rank) + ".float_().zeros_like() + 2.0).powf(" + c.t_rank(1, v.rank) +
+                          ".float_()).round().int_()";
+    c.out(0, std::move(v), "(" + c.t_rank(0, v.rank) + (dir == "LEFT" ? " * " : " / ") + p + ")");
+}
+
+}  // namespace
+
+void register_extra_ops(std::map<std::string, Handler>& t) {
+    for (const char* op : {"Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}) {
+        std::string fn = op;
+        fn[0] = char(std::tolower(fn[0]));
+        t[op] = [fn](NodeCtx& c) { unary(c, "ember::" + fn + "(", ")"); };
+    }
+    t["CastLike"] = cast_like;
+    t["CumSum"] = cum_sum;
+    t["GatherND"] = gather_nd;
+    t["ScatterND"] = scatter_nd;
+    t["ScatterElements"] = scatter_elements;
+    t["NonZero"] = non_zero;
+    t["NegativeLogLikelihoodLoss"] = [](NodeCtx& c) {
+        c.require(c.in(0).kind == Kind::Float, "needs float log-probabilities");
+        nll(c, c.t(0), c.in(0).rank, 1, 2);
+    };
+    t["SoftmaxCrossEntropyLoss"] = [](NodeCtx& c) {
+        const Value& x = c.in(0);
+        c.require(x.kind == Kind::Float, "needs float scores");
+        c.require(x.rank >= 2, "scores of rank " + r(x.rank) + " (N, C, d... is needed)");
+        const std::string lp = c.em.fresh("log_prob");
+        c.em.body.push_back("const auto " + lp + " = ember::activation::log_softmax(" + c.t(0) + ", 1);");
+        nll(c, lp, x.rank, 1, 2);
+        if (c.node.outputs.size() > 1 && !c.node.outputs[1].empty()) c.out(1, like(x, Kind::Float), lp);
+    };
+    t["HannWindow"] = [](NodeCtx& c) { window(c, "hann"); };
+    t["HammingWindow"] = [](NodeCtx& c) { window(c, "hamming"); };
+    t["BlackmanWindow"] = [](NodeCtx& c) { window(c, "blackman"); };
+    t["MeanVarianceNormalization"] = mean_variance_norm;
+    t["GroupNormalization"] = group_norm;
+    t["Swish"] = [](NodeCtx& c) {  // x·sigmoid(alpha·x)
+        const std::string x = c.t(0);
+        c.require(c.in(0).kind == Kind::Float, "needs a float input");
+        c.out(0, like(c.in(0), Kind::Float),
+              x + " * ember::activation::sigmoid(" + x + " * " + literal(c.attr_float("alpha", 1.0)) + ")");
+    };
+    t["BitShift"] = bit_shift;
+}
+
+}  // namespace ember::onnx::ops
