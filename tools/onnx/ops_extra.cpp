@@ -1,7 +1,8 @@
 // Operators built on ember's composed tensor ops (<ember/tensor/composed.hpp>, issue 33):
 // inverse trigonometric functions, CumSum, GatherND, ScatterND, ScatterElements, NonZero,
 // CastLike, the loss operators (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), the
-// window generators, MeanVarianceNormalization, GroupNormalization, Swish and BitShift.
+// window generators, MeanVarianceNormalization, BitShift, GridSample (<ember/tensor/sampling.hpp>),
+// RNN and GRU.
 //
 // Like every handler, these write C++ built only from what the importer computed itself (ranks,
 // dims, literals, fresh identifiers); no text of the model (names, strings) reaches the code.
@@ -209,37 +210,6 @@ void mean_variance_norm(NodeCtx& c) {
               ").clamp_min(0.0).sqrt() + 1e-9)");
 }
 
-void group_norm(NodeCtx& c) {
-    const Value& x = c.in(0);
-    c.require(x.kind == Kind::Float, "needs a float input");
-    c.require(x.rank >= 3, "GroupNormalization of an input without spatial dims");
-    const auto groups = c.attr_int("num_groups", 0);
-    c.require(groups >= 1, "num_groups must be positive");
-    c.require(x.dims[1] > 0 && x.dims[1] % groups == 0,
-              "the channels (" + std::to_string(x.dims[1]) + ") must be known and divisible by num_groups (" +
-                  std::to_string(groups) + ")");
-    const double eps = c.attr_float("epsilon", 1e-5);
-    std::vector<std::string> dims;
-    for (std::size_t d = 0; d < x.rank; ++d) dims.push_back(dim_expr(c, 0, d));
-    const std::string g = c.em.fresh("grouped"), cv = c.em.fresh("centered"), y = c.em.fresh("normed");
-    c.em.body.push_back("const auto " + g + " = " + c.t(0) + ".template reshape<3>({" + dims[0] + ", " +
-                        std::to_string(groups) + ", -1});");
-    c.em.body.push_back("const auto " + cv + " = " + g + " - " + g + ".mean_dim(2);");
-    c.em.body.push_back("const auto " + y + " = (" + cv + " / ((" + cv + " * " + cv + ").mean_dim(2) + " + literal(eps) +
-                        ").sqrt()).template reshape<" + r(x.rank) + ">({" + join(dims) + "});");
-    // scale and bias: one value per group (opset 18) or per channel (opset 21).
-    auto chan = [&](std::size_t i) {
-        std::string e = c.t(i);
-        if (c.in(i).dims.size() == 1 && c.in(i).dims[0] == groups && groups != x.dims[1])
-            e = "(" + e + ").template unsqueeze_dim<2>(1).template expand<2>(ember::Shape{" + std::to_string(groups) + ", " +
-                std::to_string(x.dims[1] / groups) + "}).template reshape<1>({" + std::to_string(x.dims[1]) + "})";
-        e = "(" + e + ").template unsqueeze_dim<2>(0)";
-        for (std::size_t d = 2; d < x.rank; ++d) e += ".template unsqueeze_dim<" + r(d + 1) + ">(" + r(d) + ")";
-        return e;
-    };
-    c.out(0, like(x, Kind::Float), y + " * " + chan(1) + " + " + chan(2));
-}
-
 void bit_shift(NodeCtx& c) {
     const Value &a = c.in(0), &b = c.in(1);
     c.require(a.kind == Kind::Int && b.kind == Kind::Int, "needs integer inputs");
@@ -250,6 +220,105 @@ void bit_shift(NodeCtx& c) {
     const std::string p = "(" + c.t_rank(1, v.rank) + ".float_().zeros_like() + 2.0).powf(" + c.t_rank(1, v.rank) +
                           ".float_()).round().int_()";
     c.out(0, std::move(v), "(" + c.t_rank(0, v.rank) + (dir == "LEFT" ? " * " : " / ") + p + ")");
+}
+
+void grid_sample(NodeCtx& c) {
+    const Value &x = c.in(0), &g = c.in(1);
+    c.require(x.kind == Kind::Float && g.kind == Kind::Float, "needs float inputs");
+    c.require(x.rank == 4 && g.rank == 4, "only 2-d sampling (an input and grid of rank 4) is supported");
+    const std::string mode = c.attr_str("mode", "bilinear"), pad = c.attr_str("padding_mode", "zeros");
+    c.require(mode == "bilinear" || mode == "nearest", "mode " + mode + " is not supported (bilinear and nearest are)");
+    c.require(pad == "zeros" || pad == "border" || pad == "reflection", "padding_mode " + pad + " is not known");
+    const std::string o = std::string("ember::GridSampleOptions{") +
+                          (mode == "nearest" ? "ember::GridSampleMode::Nearest" : "ember::GridSampleMode::Bilinear") +
+                          ", " +
+                          (pad == "border"       ? "ember::GridSamplePadding::Border"
+                           : pad == "reflection" ? "ember::GridSamplePadding::Reflection"
+                                                 : "ember::GridSamplePadding::Zeros") +
+                          ", " + (c.attr_int("align_corners", 0) != 0 ? "true" : "false") + "}";
+    Value v = like(x, Kind::Float);
+    v.dims = {x.dims[0], x.dims[1], g.dims[1], g.dims[2]};
+    c.out(0, std::move(v), "ember::grid_sample_2d(" + c.t(0) + ", " + c.t(1) + ", " + o + ")");
+}
+
+// RNN (gru = false) and GRU, one direction: a loop over the time steps in the generated code,
+// the input projections of all steps computed first as one matmul. W, R and B are the graph's
+// tensors (parameters of the struct when they are initializers).
+void recurrent(NodeCtx& c, bool gru) {
+    const Value& x = c.in(0);
+    const std::string dir = c.attr_str("direction", "forward");
+    c.require(dir == "forward" || dir == "reverse", "direction " + dir + " is not supported (forward and reverse are)");
+    c.require(!c.has(4), "sequence_lens is not supported");
+    c.require(!c.has_attr("clip"), "clip is not supported");
+    c.require(!c.has_attr("activations"), "only the default activations are supported");
+    c.require(x.kind == Kind::Float && x.rank == 3, "needs a float input of rank 3");
+    c.require(c.in(1).rank == 3 && c.in(2).rank == 3, "W and R must be of rank 3");
+    const std::int64_t hs = c.attr_int("hidden_size", c.in(2).dims[2]);
+    c.require(hs > 0, "the hidden size must be known");
+    const std::size_t gates = gru ? 3 : 1;
+    const std::string H = std::to_string(hs), GH = std::to_string(std::int64_t(gates) * hs);
+    const bool batch_first = c.attr_int("layout", 0) == 1, reverse = dir == "reverse";
+    const std::string seq = dim_expr(c, 0, batch_first ? 1 : 0), batch = dim_expr(c, 0, batch_first ? 0 : 1);
+    const std::string in = dim_expr(c, 0, 2);
+    auto name = [&](const char* hint) { return c.em.fresh(hint); };
+    const std::string xw = name("xw"), rt = name("rt"), hv = name("h"), ys = name("ys"), br = name("rb");
+    std::string xs = c.t(0);
+    if (batch_first) xs += ".swap_dims(0, 1)";
+    if (reverse) xs += ".flip({0L})";
+    // [seq, batch, in] @ W^T (+ Wb) → [seq, batch, G·H]
+    std::string proj = "(" + xs + ").template reshape<2>({" + seq + " * " + batch + ", " + in + "}).matmul(" + c.t(1) +
+                       ".template squeeze<2>(0).transpose())";
+    if (c.has(3)) {
+        c.require(c.in(3).rank == 2, "B must be of rank 2");
+        proj += " + " + c.t(3) + ".narrow(1, 0, " + GH + ")";
+        c.em.body.push_back("const auto " + br + " = " + c.t(3) + ".narrow(1, " + GH + ", " + GH + ");");
+    }
+    c.em.body.push_back("const auto " + xw + " = (" + proj + ").template reshape<3>({" + seq + ", " + batch + ", " + GH +
+                        "});");
+    c.em.body.push_back("const auto " + rt + " = " + c.t(2) + ".template squeeze<2>(0).transpose();");
+    std::string init = "ember::Tensor<B, 2>::zeros(ember::Shape{std::size_t(" + batch + "), " + H + "}, device)";
+    if (c.has(5)) init = c.t(5) + ".template squeeze<2>(" + (batch_first ? "1" : "0") + ")";
+    std::string step = "        const auto xt = " + xw + ".narrow(0, long(t), 1).template squeeze<2>(0);
+" +
+                       "        const auto hr = " + hv + ".matmul(" + rt + ")" + (c.has(3) ? " + " + br : "") + ";
+";
+    if (!gru) {
+        step += "        " + hv + " = ember::activation::tanh(xt + hr);
+";
+    } else {
+        // ONNX's gate order z, r, h; linear_before_reset applies r after R's product (PyTorch's GRU).
+        const bool lbr = c.attr_int("linear_before_reset", 0) != 0;
+        auto g = [&](const std::string& v, int k) { return v + ".narrow(1, " + std::to_string(k * hs) + ", " + H + ")"; };
+        step += "        const auto z = ember::activation::sigmoid(" + g("xt", 0) + " + " + g("hr", 0) + ");
+";
+        step += "        const auto r = ember::activation::sigmoid(" + g("xt", 1) + " + " + g("hr", 1) + ");
+";
+        const std::string cand =
+            lbr ? g("xt", 2) + " + r * " + g("hr", 2)
+                : g("xt", 2) + " + (r * " + hv + ").matmul(" + g(rt, 2) + ")" + (c.has(3) ? " + " + g(br, 2) : "");
+        step += "        const auto n = ember::activation::tanh(" + cand + ");
+";
+        step += "        " + hv + " = (1.0 - z) * n + z * " + hv + ";
+";
+    }
+    c.em.body.push_back("auto " + hv + " = " + init + ";
+    std::vector<ember::Tensor<B, 2>> " + ys + ";
+    for (std::size_t t = 0; t < std::size_t(" + seq +
+                        "); ++t) {
+" + step + "        " + ys + ".push_back(" + hv + ");
+    }");
+    std::string y = "ember::Tensor<B, 2>::stack(" + ys + ", 0)";
+    if (reverse) y += ".flip({0L})";
+    const std::int64_t sq = x.dims[batch_first ? 1 : 0], bt = x.dims[batch_first ? 0 : 1];
+    Value yv;
+    yv.kind = Kind::Float, yv.rank = 4;
+    yv.dims = batch_first ? Dims{bt, sq, 1, hs} : Dims{sq, 1, bt, hs};
+    y = batch_first ? y + ".swap_dims(0, 1).template unsqueeze_dim<4>(2)" : y + ".template unsqueeze_dim<4>(1)";
+    c.out(0, yv, y);
+    Value st;
+    st.kind = Kind::Float, st.rank = 3;
+    st.dims = batch_first ? Dims{bt, 1, hs} : Dims{1, bt, hs};
+    c.out(1, st, hv + ".template unsqueeze_dim<3>(" + (batch_first ? "1" : "0") + ")");
 }
 
 }  // namespace
@@ -283,14 +352,10 @@ void register_extra_ops(std::map<std::string, Handler>& t) {
     t["HammingWindow"] = [](NodeCtx& c) { window(c, "hamming"); };
     t["BlackmanWindow"] = [](NodeCtx& c) { window(c, "blackman"); };
     t["MeanVarianceNormalization"] = mean_variance_norm;
-    t["GroupNormalization"] = group_norm;
-    t["Swish"] = [](NodeCtx& c) {  // x·sigmoid(alpha·x)
-        const std::string x = c.t(0);
-        c.require(c.in(0).kind == Kind::Float, "needs a float input");
-        c.out(0, like(c.in(0), Kind::Float),
-              x + " * ember::activation::sigmoid(" + x + " * " + literal(c.attr_float("alpha", 1.0)) + ")");
-    };
     t["BitShift"] = bit_shift;
+    t["GridSample"] = grid_sample;
+    t["RNN"] = [](NodeCtx& c) { recurrent(c, false); };
+    t["GRU"] = [](NodeCtx& c) { recurrent(c, true); };
 }
 
 }  // namespace ember::onnx::ops
