@@ -914,7 +914,6 @@ const std::map<std::string, Handler>& handlers() {
             Value v = broadcast_value(c, a, b, a.kind);
             const std::string x = c.t_rank(0, v.rank), y = c.t_rank(1, v.rank);
             if (c.attr_int("fmod", 0) == 0) return c.out(0, std::move(v), x + " % " + y);
-            c.require(a.kind == Kind::Float, "fmod=1 of integers is not supported");
             // C's fmod: the remainder with the dividend's sign.
             c.out(0, std::move(v), "(" + x + ".abs() % " + y + ".abs()) * " + x + ".sign()");
         };

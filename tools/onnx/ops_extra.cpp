@@ -278,35 +278,34 @@ void recurrent(NodeCtx& c, bool gru) {
     c.em.body.push_back("const auto " + rt + " = " + c.t(2) + ".template squeeze<2>(0).transpose();");
     std::string init = "ember::Tensor<B, 2>::zeros(ember::Shape{std::size_t(" + batch + "), " + H + "}, device)";
     if (c.has(5)) init = c.t(5) + ".template squeeze<2>(" + (batch_first ? "1" : "0") + ")";
-    std::string step = "        const auto xt = " + xw + ".narrow(0, long(t), 1).template squeeze<2>(0);
-" +
-                       "        const auto hr = " + hv + ".matmul(" + rt + ")" + (c.has(3) ? " + " + br : "") + ";
-";
+    // The loop's own names are fresh too: the graph's names cannot shadow them.
+    const std::string t = name("step"), xt = name("xt"), hr = name("hr"), z = name("z"),
+                      rg = name("r"), n = name("n");
+    std::string step = "        const auto " + xt + " = " + xw + ".narrow(0, long(" + t +
+                       "), 1).template squeeze<2>(0);\n" + "        const auto " + hr + " = " + hv +
+                       ".matmul(" + rt + ")" + (c.has(3) ? " + " + br : "") + ";\n";
     if (!gru) {
-        step += "        " + hv + " = ember::activation::tanh(xt + hr);
-";
+        step += "        " + hv + " = ember::activation::tanh(" + xt + " + " + hr + ");\n";
     } else {
         // ONNX's gate order z, r, h; linear_before_reset applies r after R's product (PyTorch's GRU).
         const bool lbr = c.attr_int("linear_before_reset", 0) != 0;
         auto g = [&](const std::string& v, int k) { return v + ".narrow(1, " + std::to_string(k * hs) + ", " + H + ")"; };
-        step += "        const auto z = ember::activation::sigmoid(" + g("xt", 0) + " + " + g("hr", 0) + ");
-";
-        step += "        const auto r = ember::activation::sigmoid(" + g("xt", 1) + " + " + g("hr", 1) + ");
-";
-        const std::string cand =
-            lbr ? g("xt", 2) + " + r * " + g("hr", 2)
-                : g("xt", 2) + " + (r * " + hv + ").matmul(" + g(rt, 2) + ")" + (c.has(3) ? " + " + g(br, 2) : "");
-        step += "        const auto n = ember::activation::tanh(" + cand + ");
-";
-        step += "        " + hv + " = (1.0 - z) * n + z * " + hv + ";
-";
+        step += "        const auto " + z + " = ember::activation::sigmoid(" + g(xt, 0) + " + " +
+                g(hr, 0) + ");\n";
+        step += "        const auto " + rg + " = ember::activation::sigmoid(" + g(xt, 1) + " + " +
+                g(hr, 1) + ");\n";
+        const std::string cand = lbr ? g(xt, 2) + " + " + rg + " * " + g(hr, 2)
+                                     : g(xt, 2) + " + (" + rg + " * " + hv + ").matmul(" +
+                                           g(rt, 2) + ")" + (c.has(3) ? " + " + g(br, 2) : "");
+        step += "        const auto " + n + " = ember::activation::tanh(" + cand + ");\n";
+        step += "        " + hv + " = (1.0 - " + z + ") * " + n + " + " + z + " * " + hv + ";\n";
     }
-    c.em.body.push_back("auto " + hv + " = " + init + ";
-    std::vector<ember::Tensor<B, 2>> " + ys + ";
-    for (std::size_t t = 0; t < std::size_t(" + seq +
-                        "); ++t) {
-" + step + "        " + ys + ".push_back(" + hv + ");
-    }");
+    const std::string steps = name("steps");
+    c.em.body.push_back("const auto " + steps + " = std::size_t(" + seq + ");");
+    c.em.body.push_back("auto " + hv + " = " + init + ";\n    std::vector<ember::Tensor<B, 2>> " +
+                        ys + ";\n    for (std::size_t " + t + " = 0; " + t + " < " + steps +
+                        "; ++" + t + ") {\n" + step + "        " + ys + ".push_back(" + hv +
+                        ");\n    }");
     std::string y = "ember::Tensor<B, 2>::stack(" + ys + ", 0)";
     if (reverse) y += ".flip({0L})";
     const std::int64_t sq = x.dims[batch_first ? 1 : 0], bt = x.dims[batch_first ? 0 : 1];
