@@ -536,7 +536,8 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
     if (!options.record_file.empty())
         h << "// Weights: " << comment_text(options.record_file) << ".\n";
     h << "#pragma once\n#include <ember/ember.hpp>\n#include <ember/nn.hpp>\n"
-         "#include <ember/record/recorder.hpp>\n#include <ember/tensor/composed.hpp>\n#include <ember/tensor/sampling.hpp>\n\n#include <cstddef>\n#include <cstdint>\n"
+         "#include <ember/record/recorder.hpp>\n#include <ember/tensor/composed.hpp>\n#include "
+         "<ember/tensor/sampling.hpp>\n\n#include <cstddef>\n#include <cstdint>\n"
          "#include <filesystem>\n#include <limits>\n#include <span>\n#include <tuple>\n"
          "#include <utility>\n#include <vector>\n\n";
     if (!options.embedded_symbol.empty())

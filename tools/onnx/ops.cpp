@@ -549,9 +549,10 @@ void gather(NodeCtx& c) {
         v.dims.erase(v.dims.begin() + long(axis));
         v.dims.insert(v.dims.begin() + long(axis), idx.dims.begin(), idx.dims.end());
         v.rank = v.dims.size();
-        const std::string e = "ember::take<" + r(v.rank) + ">(" + c.t(0) + ", " + r(axis) + ", " + i + ".mask_where(" + i +
-                              ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" + c.t(0) + ".dims()[" +
-                              r(axis) + "])))";
+        const std::string e = "ember::take<" + r(v.rank) + ">(" + c.t(0) + ", " + r(axis) + ", " +
+                              i + ".mask_where(" + i +
+                              ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" +
+                              c.t(0) + ".dims()[" + r(axis) + "])))";
         return c.out(0, std::move(v), e);
     }
     v.dims[axis] = idx.dims[0];
@@ -567,9 +568,10 @@ void gather(NodeCtx& c) {
     }
     const std::string i = c.em.fresh("indices");  // negative indices count from the end
     c.em.body.push_back("const auto " + i + " = " + c.t(1) + ";");
-    c.out(0, std::move(v), c.t(0) + ".select(" + r(axis) + ", " + i + ".mask_where(" + i +
-                               ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" + c.t(0) + ".dims()[" +
-                               r(axis) + "])))");
+    c.out(0, std::move(v),
+          c.t(0) + ".select(" + r(axis) + ", " + i + ".mask_where(" + i +
+              ".lower_elem(static_cast<std::int64_t>(0)), " + i + " + long(" + c.t(0) + ".dims()[" +
+              r(axis) + "])))");
 }
 
 void slice(NodeCtx& c) {

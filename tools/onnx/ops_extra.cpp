@@ -29,21 +29,24 @@ int elem_type_of(NodeCtx& c, std::size_t i) {
 std::string wrapped_indices(NodeCtx& c, std::size_t i, std::size_t axis) {
     const std::string idx = c.em.fresh("indices");
     c.em.body.push_back("const auto " + idx + " = " + c.t_as(i, Kind::Int) + ";");
-    return idx + ".mask_where(" + idx + ".lower_elem(static_cast<std::int64_t>(0)), " + idx + " + long(" + c.t(0) +
-           ".dims()[" + r(axis) + "]))";
+    return idx + ".mask_where(" + idx + ".lower_elem(static_cast<std::int64_t>(0)), " + idx +
+           " + long(" + c.t(0) + ".dims()[" + r(axis) + "]))";
 }
 
 void cast_like(NodeCtx& c) {
     const Value& a = c.in(0);
     Kind k = c.in(1).kind;
     std::optional<DType> d;
-    if (c.in(1).constant) d = c.in(1).constant->dtype();
+    if (c.in(1).constant)
+        d = c.in(1).constant->dtype();
     else if (const int et = elem_type_of(c, 1); et != 0) {
         d = dtype_of(et);
-        c.require(d.has_value(), "CastLike to " + std::string(onnx_type_name(et)) + ", which ember has no dtype for");
+        c.require(d.has_value(), "CastLike to " + std::string(onnx_type_name(et)) +
+                                     ", which ember has no dtype for");
     }
     if (d) k = kind_of(*d);
-    if (a.constant && d) return c.out_const(0, a.constant->convert(k == Kind::Float ? DType::F32 : *d));
+    if (a.constant && d)
+        return c.out_const(0, a.constant->convert(k == Kind::Float ? DType::F32 : *d));
     c.out(0, like(a, k), c.t_as(0, k));
 }
 
@@ -71,7 +74,8 @@ void gather_nd(NodeCtx& c) {
     c.require(idx.kind == Kind::Int, "indices must be integers");
     c.require(!idx.dims.empty() && idx.dims.back() > 0, "the last dim of indices must be known");
     const auto k = static_cast<std::size_t>(idx.dims.back());
-    c.require(k <= x.rank, "index tuples of length " + std::to_string(k) + " into data of rank " + r(x.rank));
+    c.require(k <= x.rank,
+              "index tuples of length " + std::to_string(k) + " into data of rank " + r(x.rank));
     Value v;
     v.kind = x.kind;
     for (std::size_t d = 0; d + 1 < idx.rank; ++d) v.dims.push_back(idx.dims[d]);
@@ -95,9 +99,12 @@ void scatter_nd(NodeCtx& c) {
     const std::string xs = c.t(0), i = c.t(1), u = c.t_as(2, x.kind);
     // scatter_nd writes the sum of the updates a repeated tuple names, so "add" is the data plus
     // the updates scattered into zeros (repeated tuples included, as ONNX's reference does).
-    if (red == "none") return c.out(0, like(x, x.kind), "ember::scatter_nd(" + xs + ", " + i + ", " + u + ")");
+    if (red == "none")
+        return c.out(0, like(x, x.kind), "ember::scatter_nd(" + xs + ", " + i + ", " + u + ")");
     if (red == "add")
-        return c.out(0, like(x, x.kind), "(" + xs + " + ember::scatter_nd(" + xs + ".zeros_like(), " + i + ", " + u + "))");
+        return c.out(
+            0, like(x, x.kind),
+            "(" + xs + " + ember::scatter_nd(" + xs + ".zeros_like(), " + i + ", " + u + "))");
     c.require(red == "mul", "reduction " + red + " is not supported (none, add and mul are)");
     c.require(x.kind == Kind::Float, "reduction mul of integers is not supported");
     // The product of the updates each position receives, repeated tuples included, from sums:
@@ -105,36 +112,44 @@ void scatter_nd(NodeCtx& c) {
     const std::string uv = c.em.fresh("updates"), z = c.em.fresh("zeros");
     c.em.body.push_back("const auto " + uv + " = " + u + ";");
     c.em.body.push_back("const auto " + z + " = " + xs + ".zeros_like();");
-    auto sum_of = [&](const std::string& v) { return "ember::scatter_nd(" + z + ", " + i + ", " + v + ")"; };
-    const std::string negs = sum_of(uv + ".lower_elem(0.0).float_()"), nulls = sum_of(uv + ".equal_elem(0.0).float_()");
+    auto sum_of = [&](const std::string& v) {
+        return "ember::scatter_nd(" + z + ", " + i + ", " + v + ")";
+    };
+    const std::string negs = sum_of(uv + ".lower_elem(0.0).float_()"),
+                      nulls = sum_of(uv + ".equal_elem(0.0).float_()");
     c.out(0, like(x, x.kind),
-          "(" + xs + " * " + sum_of(uv + ".abs().log()") + ".exp() * (1.0 - ember::fmod_scalar(" + negs +
-              ", 2.0) * 2.0)).mask_fill(" + nulls + ".greater_elem(0.0), 0.0)");
+          "(" + xs + " * " + sum_of(uv + ".abs().log()") + ".exp() * (1.0 - ember::fmod_scalar(" +
+              negs + ", 2.0) * 2.0)).mask_fill(" + nulls + ".greater_elem(0.0), 0.0)");
 }
 
 void scatter_elements(NodeCtx& c) {
     const Value &x = c.in(0), &idx = c.in(1), &u = c.in(2);
     c.require(x.kind != Kind::Bool, "ScatterElements of booleans");
-    c.require(idx.rank == x.rank && u.rank == x.rank, "data, indices and updates of different ranks");
+    c.require(idx.rank == x.rank && u.rank == x.rank,
+              "data, indices and updates of different ranks");
     const std::size_t axis = c.axis(c.attr_int("axis", 0), x.rank);
     const std::string red = c.attr_str("reduction", "none");
     const std::string i = c.em.fresh("at");
     c.em.body.push_back("const auto " + i + " = " + wrapped_indices(c, 1, axis) + ";");
     const std::string xs = c.t(0), us = c.t_as(2, x.kind), zero = scalar_literal(0, x.kind);
     const std::string ax = r(axis);
-    if (red == "add") return c.out(0, like(x, x.kind), xs + ".scatter(" + ax + ", " + i + ", " + us + ")");
+    if (red == "add")
+        return c.out(0, like(x, x.kind), xs + ".scatter(" + ax + ", " + i + ", " + us + ")");
     c.require(red == "none", "reduction " + red + " is not supported (none and add are)");
     // Replace: clear the positions the indices name, then add the updates there.
     const std::string hit = c.em.fresh("hit");
-    c.em.body.push_back("const auto " + hit + " = " + xs + ".zeros_like().scatter(" + ax + ", " + i + ", " + us +
-                        ".ones_like()).greater_elem(" + zero + ");");
-    c.out(0, like(x, x.kind), xs + ".mask_fill(" + hit + ", " + zero + ").scatter(" + ax + ", " + i + ", " + us + ")");
+    c.em.body.push_back("const auto " + hit + " = " + xs + ".zeros_like().scatter(" + ax + ", " +
+                        i + ", " + us + ".ones_like()).greater_elem(" + zero + ");");
+    c.out(0, like(x, x.kind),
+          xs + ".mask_fill(" + hit + ", " + zero + ").scatter(" + ax + ", " + i + ", " + us + ")");
 }
 
 void non_zero(NodeCtx& c) {
     const Value& x = c.in(0);
     c.require(!x.scalar, "NonZero of a scalar is not supported");
-    std::string m = x.kind == Kind::Bool ? c.t(0) : c.t(0) + ".not_equal_elem(" + scalar_literal(0, x.kind) + ")";
+    std::string m = x.kind == Kind::Bool
+                        ? c.t(0)
+                        : c.t(0) + ".not_equal_elem(" + scalar_literal(0, x.kind) + ")";
     Value v;
     v.kind = Kind::Int;
     v.rank = 2;
@@ -147,26 +162,30 @@ void non_zero(NodeCtx& c) {
 void nll(NodeCtx& c, const std::string& lp, std::size_t rank, std::size_t t, std::size_t w) {
     const Value& tgt = c.in(t);
     c.require(rank >= 2, "an input of rank " + r(rank) + " (N, C, d...) is needed");
-    c.require(tgt.rank == rank - 1, "targets of rank " + r(tgt.rank) + " for an input of rank " + r(rank));
+    c.require(tgt.rank == rank - 1,
+              "targets of rank " + r(tgt.rank) + " for an input of rank " + r(rank));
     c.require(tgt.kind == Kind::Int, "targets must be integers");
     const std::string red = c.attr_str("reduction", "mean");
     c.require(red == "none" || red == "sum" || red == "mean", "reduction " + red + " is not known");
-    const std::string tg = c.em.fresh("target"), ign = c.em.fresh("ignored"), wt = c.em.fresh("weight"),
-                      ls = c.em.fresh("loss");
+    const std::string tg = c.em.fresh("target"), ign = c.em.fresh("ignored"),
+                      wt = c.em.fresh("weight"), ls = c.em.fresh("loss");
     c.em.body.push_back("const auto " + tg + " = " + c.t(t) + ";");
     const bool has_ignore = c.has_attr("ignore_index");
     std::string safe = tg;
     if (has_ignore) {  // ignored targets may lie outside [0, C): read class 0 there, weigh it 0
-        const std::string ii = "static_cast<std::int64_t>(" + std::to_string(c.attr_int("ignore_index", 0)) + ")";
+        const std::string ii =
+            "static_cast<std::int64_t>(" + std::to_string(c.attr_int("ignore_index", 0)) + ")";
         c.em.body.push_back("const auto " + ign + " = " + tg + ".equal_elem(" + ii + ");");
         safe = tg + ".mask_fill(" + ign + ", static_cast<std::int64_t>(0))";
     }
-    std::string weight = c.has(w) ? "ember::take<" + r(rank - 1) + ">(" + c.t(w) + ", 0, " + safe + ")"
-                                  : tg + ".float_().ones_like()";
+    std::string weight = c.has(w)
+                             ? "ember::take<" + r(rank - 1) + ">(" + c.t(w) + ", 0, " + safe + ")"
+                             : tg + ".float_().ones_like()";
     if (has_ignore) weight = "(" + weight + ").mask_fill(" + ign + ", 0.0)";
     c.em.body.push_back("const auto " + wt + " = " + weight + ";");
-    c.em.body.push_back("const auto " + ls + " = -(" + lp + ").gather(1, (" + safe + ").template unsqueeze_dim<" + r(rank) +
-                        ">(1)).template squeeze<" + r(rank - 1) + ">(1) * " + wt + ";");
+    c.em.body.push_back("const auto " + ls + " = -(" + lp + ").gather(1, (" + safe +
+                        ").template unsqueeze_dim<" + r(rank) + ">(1)).template squeeze<" +
+                        r(rank - 1) + ">(1) * " + wt + ";");
     Value v;
     if (red == "none") {
         v = like(tgt, Kind::Float);
@@ -182,7 +201,8 @@ void window(NodeCtx& c, const std::string& op) {
     c.require(n.size() == 1 && n[0] >= 0, "size must be one non-negative integer");
     const int dt = int(c.attr_int("output_datatype", 1));
     const auto d = dtype_of(dt);
-    c.require(d.has_value(), "output_datatype " + std::string(onnx_type_name(dt)) + ", which ember has no dtype for");
+    c.require(d.has_value(), "output_datatype " + std::string(onnx_type_name(dt)) +
+                                 ", which ember has no dtype for");
     const std::int64_t size = n[0];
     const double len = c.attr_int("periodic", 1) != 0 ? double(size) : double(size - 1);
     std::vector<double> w(static_cast<std::size_t>(size));
@@ -193,7 +213,8 @@ void window(NodeCtx& c, const std::string& op) {
                             : op == "hamming" ? 25.0 / 46.0 - 21.0 / 46.0 * std::cos(a)
                                               : 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2.0 * a);
     }
-    c.out_const(0, TensorData(w, Shape{std::size_t(size)}).convert(kind_of(*d) == Kind::Float ? DType::F32 : *d));
+    c.out_const(0, TensorData(w, Shape{std::size_t(size)})
+                       .convert(kind_of(*d) == Kind::Float ? DType::F32 : *d));
 }
 
 void mean_variance_norm(NodeCtx& c) {
@@ -202,12 +223,13 @@ void mean_variance_norm(NodeCtx& c) {
     std::vector<std::string> axes;
     for (auto a : c.attr_ints("axes", {0, 2, 3})) axes.push_back(r(c.axis(a, x.rank)));
     const std::string mean = c.em.fresh("mean"), cv = c.em.fresh("centered");
-    c.em.body.push_back("const auto " + mean + " = ember::mean_dims(" + c.t(0) + ", {" + join(axes) + "});");
+    c.em.body.push_back("const auto " + mean + " = ember::mean_dims(" + c.t(0) + ", {" +
+                        join(axes) + "});");
     c.em.body.push_back("const auto " + cv + " = " + c.t(0) + " - " + mean + ";");
     // ONNX's definition: (x - E[x]) / (sqrt(E[x²] - E[x]²) + 1e-9).
     c.out(0, like(x, Kind::Float),
-          cv + " / ((ember::mean_dims(" + c.t(0) + " * " + c.t(0) + ", {" + join(axes) + "}) - " + mean + " * " + mean +
-              ").clamp_min(0.0).sqrt() + 1e-9)");
+          cv + " / ((ember::mean_dims(" + c.t(0) + " * " + c.t(0) + ", {" + join(axes) + "}) - " +
+              mean + " * " + mean + ").clamp_min(0.0).sqrt() + 1e-9)");
 }
 
 void bit_shift(NodeCtx& c) {
@@ -217,25 +239,30 @@ void bit_shift(NodeCtx& c) {
     c.require(dir == "LEFT" || dir == "RIGHT", "direction must be LEFT or RIGHT");
     Value v = broadcast_value(c, a, b, Kind::Int);
     // ONNX shifts unsigned integers: x·2^y or floor(x / 2^y); 2^y is exact in f32 (a power of two).
-    const std::string p = "(" + c.t_rank(1, v.rank) + ".float_().zeros_like() + 2.0).powf(" + c.t_rank(1, v.rank) +
-                          ".float_()).round().int_()";
+    const std::string p = "(" + c.t_rank(1, v.rank) + ".float_().zeros_like() + 2.0).powf(" +
+                          c.t_rank(1, v.rank) + ".float_()).round().int_()";
     c.out(0, std::move(v), "(" + c.t_rank(0, v.rank) + (dir == "LEFT" ? " * " : " / ") + p + ")");
 }
 
 void grid_sample(NodeCtx& c) {
     const Value &x = c.in(0), &g = c.in(1);
     c.require(x.kind == Kind::Float && g.kind == Kind::Float, "needs float inputs");
-    c.require(x.rank == 4 && g.rank == 4, "only 2-d sampling (an input and grid of rank 4) is supported");
-    const std::string mode = c.attr_str("mode", "bilinear"), pad = c.attr_str("padding_mode", "zeros");
-    c.require(mode == "bilinear" || mode == "nearest", "mode " + mode + " is not supported (bilinear and nearest are)");
-    c.require(pad == "zeros" || pad == "border" || pad == "reflection", "padding_mode " + pad + " is not known");
-    const std::string o = std::string("ember::GridSampleOptions{") +
-                          (mode == "nearest" ? "ember::GridSampleMode::Nearest" : "ember::GridSampleMode::Bilinear") +
-                          ", " +
-                          (pad == "border"       ? "ember::GridSamplePadding::Border"
-                           : pad == "reflection" ? "ember::GridSamplePadding::Reflection"
-                                                 : "ember::GridSamplePadding::Zeros") +
-                          ", " + (c.attr_int("align_corners", 0) != 0 ? "true" : "false") + "}";
+    c.require(x.rank == 4 && g.rank == 4,
+              "only 2-d sampling (an input and grid of rank 4) is supported");
+    const std::string mode = c.attr_str("mode", "bilinear"),
+                      pad = c.attr_str("padding_mode", "zeros");
+    c.require(mode == "bilinear" || mode == "nearest",
+              "mode " + mode + " is not supported (bilinear and nearest are)");
+    c.require(pad == "zeros" || pad == "border" || pad == "reflection",
+              "padding_mode " + pad + " is not known");
+    const std::string o =
+        std::string("ember::GridSampleOptions{") +
+        (mode == "nearest" ? "ember::GridSampleMode::Nearest" : "ember::GridSampleMode::Bilinear") +
+        ", " +
+        (pad == "border"       ? "ember::GridSamplePadding::Border"
+         : pad == "reflection" ? "ember::GridSamplePadding::Reflection"
+                               : "ember::GridSamplePadding::Zeros") +
+        ", " + (c.attr_int("align_corners", 0) != 0 ? "true" : "false") + "}";
     Value v = like(x, Kind::Float);
     v.dims = {x.dims[0], x.dims[1], g.dims[1], g.dims[2]};
     c.out(0, std::move(v), "ember::grid_sample_2d(" + c.t(0) + ", " + c.t(1) + ", " + o + ")");
@@ -247,7 +274,8 @@ void grid_sample(NodeCtx& c) {
 void recurrent(NodeCtx& c, bool gru) {
     const Value& x = c.in(0);
     const std::string dir = c.attr_str("direction", "forward");
-    c.require(dir == "forward" || dir == "reverse", "direction " + dir + " is not supported (forward and reverse are)");
+    c.require(dir == "forward" || dir == "reverse",
+              "direction " + dir + " is not supported (forward and reverse are)");
     c.require(!c.has(4), "sequence_lens is not supported");
     c.require(!c.has_attr("clip"), "clip is not supported");
     c.require(!c.has_attr("activations"), "only the default activations are supported");
@@ -258,25 +286,30 @@ void recurrent(NodeCtx& c, bool gru) {
     const std::size_t gates = gru ? 3 : 1;
     const std::string H = std::to_string(hs), GH = std::to_string(std::int64_t(gates) * hs);
     const bool batch_first = c.attr_int("layout", 0) == 1, reverse = dir == "reverse";
-    const std::string seq = dim_expr(c, 0, batch_first ? 1 : 0), batch = dim_expr(c, 0, batch_first ? 0 : 1);
+    const std::string seq = dim_expr(c, 0, batch_first ? 1 : 0),
+                      batch = dim_expr(c, 0, batch_first ? 0 : 1);
     const std::string in = dim_expr(c, 0, 2);
     auto name = [&](const char* hint) { return c.em.fresh(hint); };
-    const std::string xw = name("xw"), rt = name("rt"), hv = name("h"), ys = name("ys"), br = name("rb");
+    const std::string xw = name("xw"), rt = name("rt"), hv = name("h"), ys = name("ys"),
+                      br = name("rb");
     std::string xs = c.t(0);
     if (batch_first) xs += ".swap_dims(0, 1)";
     if (reverse) xs += ".flip({0L})";
     // [seq, batch, in] @ W^T (+ Wb) → [seq, batch, G·H]
-    std::string proj = "(" + xs + ").template reshape<2>({" + seq + " * " + batch + ", " + in + "}).matmul(" + c.t(1) +
-                       ".template squeeze<2>(0).transpose())";
+    std::string proj = "(" + xs + ").template reshape<2>({" + seq + " * " + batch + ", " + in +
+                       "}).matmul(" + c.t(1) + ".template squeeze<2>(0).transpose())";
     if (c.has(3)) {
         c.require(c.in(3).rank == 2, "B must be of rank 2");
         proj += " + " + c.t(3) + ".narrow(1, 0, " + GH + ")";
-        c.em.body.push_back("const auto " + br + " = " + c.t(3) + ".narrow(1, " + GH + ", " + GH + ");");
+        c.em.body.push_back("const auto " + br + " = " + c.t(3) + ".narrow(1, " + GH + ", " + GH +
+                            ");");
     }
-    c.em.body.push_back("const auto " + xw + " = (" + proj + ").template reshape<3>({" + seq + ", " + batch + ", " + GH +
-                        "});");
-    c.em.body.push_back("const auto " + rt + " = " + c.t(2) + ".template squeeze<2>(0).transpose();");
-    std::string init = "ember::Tensor<B, 2>::zeros(ember::Shape{std::size_t(" + batch + "), " + H + "}, device)";
+    c.em.body.push_back("const auto " + xw + " = (" + proj + ").template reshape<3>({" + seq +
+                        ", " + batch + ", " + GH + "});");
+    c.em.body.push_back("const auto " + rt + " = " + c.t(2) +
+                        ".template squeeze<2>(0).transpose();");
+    std::string init =
+        "ember::Tensor<B, 2>::zeros(ember::Shape{std::size_t(" + batch + "), " + H + "}, device)";
     if (c.has(5)) init = c.t(5) + ".template squeeze<2>(" + (batch_first ? "1" : "0") + ")";
     // The loop's own names are fresh too: the graph's names cannot shadow them.
     const std::string t = name("step"), xt = name("xt"), hr = name("hr"), z = name("z"),
@@ -287,9 +320,12 @@ void recurrent(NodeCtx& c, bool gru) {
     if (!gru) {
         step += "        " + hv + " = ember::activation::tanh(" + xt + " + " + hr + ");\n";
     } else {
-        // ONNX's gate order z, r, h; linear_before_reset applies r after R's product (PyTorch's GRU).
+        // ONNX's gate order z, r, h; linear_before_reset applies r after R's product (PyTorch's
+        // GRU).
         const bool lbr = c.attr_int("linear_before_reset", 0) != 0;
-        auto g = [&](const std::string& v, int k) { return v + ".narrow(1, " + std::to_string(k * hs) + ", " + H + ")"; };
+        auto g = [&](const std::string& v, int k) {
+            return v + ".narrow(1, " + std::to_string(k * hs) + ", " + H + ")";
+        };
         step += "        const auto " + z + " = ember::activation::sigmoid(" + g(xt, 0) + " + " +
                 g(hr, 0) + ");\n";
         step += "        const auto " + rg + " = ember::activation::sigmoid(" + g(xt, 1) + " + " +
@@ -312,7 +348,8 @@ void recurrent(NodeCtx& c, bool gru) {
     Value yv;
     yv.kind = Kind::Float, yv.rank = 4;
     yv.dims = batch_first ? Dims{bt, sq, 1, hs} : Dims{sq, 1, bt, hs};
-    y = batch_first ? y + ".swap_dims(0, 1).template unsqueeze_dim<4>(2)" : y + ".template unsqueeze_dim<4>(1)";
+    y = batch_first ? y + ".swap_dims(0, 1).template unsqueeze_dim<4>(2)"
+                    : y + ".template unsqueeze_dim<4>(1)";
     c.out(0, yv, y);
     Value st;
     st.kind = Kind::Float, st.rank = 3;
@@ -323,7 +360,8 @@ void recurrent(NodeCtx& c, bool gru) {
 }  // namespace
 
 void register_extra_ops(std::map<std::string, Handler>& t) {
-    for (const char* op : {"Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}) {
+    for (const char* op :
+         {"Asin", "Acos", "Atan", "Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"}) {
         std::string fn = op;
         fn[0] = char(std::tolower(fn[0]));
         t[op] = [fn](NodeCtx& c) { unary(c, "ember::" + fn + "(", ")"); };
@@ -343,9 +381,11 @@ void register_extra_ops(std::map<std::string, Handler>& t) {
         c.require(x.kind == Kind::Float, "needs float scores");
         c.require(x.rank >= 2, "scores of rank " + r(x.rank) + " (N, C, d... is needed)");
         const std::string lp = c.em.fresh("log_prob");
-        c.em.body.push_back("const auto " + lp + " = ember::activation::log_softmax(" + c.t(0) + ", 1);");
+        c.em.body.push_back("const auto " + lp + " = ember::activation::log_softmax(" + c.t(0) +
+                            ", 1);");
         nll(c, lp, x.rank, 1, 2);
-        if (c.node.outputs.size() > 1 && !c.node.outputs[1].empty()) c.out(1, like(x, Kind::Float), lp);
+        if (c.node.outputs.size() > 1 && !c.node.outputs[1].empty())
+            c.out(1, like(x, Kind::Float), lp);
     };
     t["HannWindow"] = [](NodeCtx& c) { window(c, "hann"); };
     t["HammingWindow"] = [](NodeCtx& c) { window(c, "hamming"); };
