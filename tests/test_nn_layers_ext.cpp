@@ -118,8 +118,16 @@ TEMPLATE_LIST_TEST_CASE("composed module ops: bad arguments throw errors naming 
     CHECK_THROWS_AS(mod::unfold4d(x4, {5, 2}), ember::ShapeError);
     CHECK_THROWS_WITH(mod::unfold4d(x4, {5, 2}), Contains("unfold4d") && Contains("(4, 5)"));
     CHECK_THROWS_AS(mod::unfold4d(x4, {0, 2}), ember::ArgumentError);
+    // Huge sizes are refused with typed errors, never a wrapped product or a huge allocation.
+    const std::size_t huge = std::size_t(1) << 40;
+    CHECK_THROWS_AS(mod::unfold4d(x4, {huge, 1}), ember::Error);
+    CHECK_THROWS_AS(mod::unfold4d(x4, {1, 1}, ember::UnfoldOptions{{1, 1}, {huge, huge}, {1, 1}}),
+                    ember::ShapeError);
+    CHECK_THROWS_AS(mod::pixel_shuffle(x4, huge), ember::ShapeError);
+    CHECK_THROWS_AS(mod::avg_pool3d(x5, {huge, 1, 1}, {1, 1, 1}), ember::Error);
     auto cols = Tensor<B, 3>::zeros({1, 12, 7});
     CHECK_THROWS_AS(mod::fold4d(cols, {4, 5}, {2, 2}), ember::ShapeError);
+    CHECK_THROWS_AS(mod::fold4d(cols, {4, 5}, {huge, huge}), ember::Error);
     CHECK_THROWS_WITH(mod::fold4d(cols, {4, 5}, {2, 2}),
                       Contains("fold4d") && Contains("[1, 12, 7]") && Contains("12"));
     CHECK_THROWS_WITH(mod::fold4d(Tensor<B, 3>::zeros({1, 10, 12}), {4, 5}, {2, 2}),

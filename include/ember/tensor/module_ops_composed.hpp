@@ -7,10 +7,11 @@
 // with no kernel of their own.
 //
 // Why the compositions are exact:
-// - unfold4d is a grouped convolution whose C·kh·kw output channels each copy one kernel tap of
-//   one channel (an identity weight); output channel c·kh·kw + i·kw + j is PyTorch's row order.
-//   fold4d is the transposed convolution with the same weight: it adds every column back onto
-//   the taps it was read from.
+// - unfold4d pads the input once and takes, for each kernel tap (i, j), the strided slice of the
+//   positions that tap reads in every block; stacking the kh·kw slices after the channel dim
+//   gives PyTorch's row order c·kh·kw + i·kw + j. fold4d adds each tap's columns back onto the
+//   same strided slice of a zero (padded) image and crops the padding. Memory is that of the
+//   output; no kh·kw × kh·kw weight is built.
 // - A 3-d box (average, max or adaptive average) is the product of per-axis windows, and so are
 //   its divisors (count_include_pad either way, ceil_mode's clipped windows): pooling H and W
 //   with the 2-d op and then D with the 1-d op gives the 3-d op. For max_pool3d's indices, the
@@ -18,6 +19,7 @@
 //   the first maximum in (d, h, w) order, as PyTorch's kernel scans.
 #include <array>
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,8 +63,10 @@ inline std::array<std::size_t, 2> blocks(const char* op, std::array<std::size_t,
                     pair_str(o.dilation), " must each be at most ", kMaxElements);
     std::array<std::size_t, 2> n{};
     for (std::size_t d = 0; d < 2; ++d) {
-        const std::size_t padded = spatial[d] + 2 * o.padding[d];
-        const std::size_t extent = o.dilation[d] * (kernel[d] - 1) + 1;
+        const std::size_t padded = spatial[d] + 2 * o.padding[d];  // < 2^62: no overflow
+        const std::size_t extent = checked_add(
+            checked_mul(o.dilation[d], kernel[d] - 1, op, "dilation * (kernel_size - 1)"), 1, op,
+            "block extent");
         EMBER_CHECK(padded >= extent, Shape, op, ": spatial size ", pair_str(spatial),
                     " with padding ", pair_str(o.padding), " is smaller than the kernel ",
                     pair_str(kernel), " with dilation ", pair_str(o.dilation),
@@ -72,16 +76,15 @@ inline std::array<std::size_t, 2> blocks(const char* op, std::array<std::size_t,
     return n;
 }
 
-// The identity weight [c·kh·kw, 1, kh, kw] of unfold4d/fold4d: output channel c·K + k copies tap
-// k of channel c.
-template <Backend B>
-Tensor<B, 4> tap_weight(std::size_t channels, const std::array<std::size_t, 2>& kernel,
-                        const Device<B>& device) {
-    const std::size_t taps = kernel[0] * kernel[1];
-    std::vector<float> eye(taps * taps, 0.0f);
-    for (std::size_t k = 0; k < taps; ++k) eye[k * taps + k] = 1.0f;
-    auto w = Tensor<B, 4>::from_data(TensorData(eye, Shape{taps, 1, kernel[0], kernel[1]}), device);
-    return channels == 1 ? w : w.repeat_dim(0, channels);
+// The strided slice of a padded [N, C, H', W'] image that tap (i, j) reads in every one of the
+// n[0] × n[1] blocks.
+inline std::array<Slice, 4> tap_slice(std::size_t i, std::size_t j,
+                                      const std::array<std::size_t, 2>& n, const UnfoldOptions& o) {
+    auto axis = [&](std::size_t tap, std::size_t d) {
+        const std::size_t start = tap * o.dilation[d];
+        return Slice{long(start), long(start + (n[d] - 1) * o.stride[d] + 1), long(o.stride[d])};
+    };
+    return {Slice{}, Slice{}, axis(i, 0), axis(j, 1)};
 }
 
 // Checks 3-d pooling arguments against the input [N, C, D, H, W] as PyTorch does (`dilated`:
@@ -104,7 +107,9 @@ inline std::array<std::size_t, 3> pool3d_geometry(const char* op, const Shape& i
                     Argument, op, ": kernel_size ", triple_str(kernel), ", stride ",
                     triple_str(stride), ", padding ", triple_str(padding), " and dilation ",
                     triple_str(dilation), " must each be at most ", kMaxElements);
-        const std::size_t extent = dilation[d] * (kernel[d] - 1) + 1;
+        const std::size_t extent =
+            checked_add(checked_mul(dilation[d], kernel[d] - 1, op, "dilation * (kernel_size - 1)"),
+                        1, op, "window extent");
         EMBER_CHECK(2 * padding[d] <= extent, Argument, op, ": padding ", triple_str(padding),
                     " must be at most half of the kernel size ", triple_str(kernel), " (input ",
                     in.to_string(), ")");
@@ -161,17 +166,19 @@ Tensor<B, D> pixel_shuffle(const Tensor<B, D>& x, std::size_t upscale_factor) {
     EMBER_CHECK(r >= 1 && r <= kMaxElements, Argument,
                 "pixel_shuffle: upscale_factor must be >= 1, got ", r, " (input ", s.to_string(),
                 ")");
-    EMBER_CHECK(c % (r * r) == 0, Shape, "pixel_shuffle: channels ", c, " of the input ",
-                s.to_string(), " are not divisible by upscale_factor² = ", r * r);
+    // c % r² without forming r² (which could wrap for a huge factor).
+    EMBER_CHECK(c % r == 0 && (c / r) % r == 0, Shape, "pixel_shuffle: channels ", c,
+                " of the input ", s.to_string(), " are not divisible by upscale_factor² (", r,
+                "²)");
     std::size_t batch = 1;
     for (std::size_t i = 0; i + 3 < D; ++i) batch *= s[i];
-    const long oc = long(c / (r * r)), lr = long(r);
+    const long oc = long(c / r / r), lr = long(r);
     auto y = x.template reshape<6>({long(batch), oc, lr, lr, long(h), long(w)})
                  .permute({0, 1, 4, 2, 5, 3});
     Shape out = s;
-    out[D - 3] = c / (r * r);
-    out[D - 2] = h * r;
-    out[D - 1] = w * r;
+    out[D - 3] = c / r / r;
+    out[D - 2] = ::ember::detail::checked_mul(h, r, "pixel_shuffle", "height * upscale_factor");
+    out[D - 1] = ::ember::detail::checked_mul(w, r, "pixel_shuffle", "width * upscale_factor");
     return y.template reshape<D>(out);
 }
 
@@ -193,7 +200,9 @@ Tensor<B, D> pixel_unshuffle(const Tensor<B, D>& x, std::size_t downscale_factor
     auto y = x.template reshape<6>({long(batch), long(c), long(h / r), lr, long(w / r), lr})
                  .permute({0, 1, 3, 5, 2, 4});
     Shape out = s;
-    out[D - 3] = c * r * r;
+    out[D - 3] = ::ember::detail::checked_mul(
+        ::ember::detail::checked_mul(c, r, "pixel_unshuffle", "channels * downscale_factor"), r,
+        "pixel_unshuffle", "channels * downscale_factor²");
     out[D - 2] = h / r;
     out[D - 1] = w / r;
     return y.template reshape<D>(out);
@@ -205,16 +214,24 @@ Tensor<B, D> pixel_unshuffle(const Tensor<B, D>& x, std::size_t downscale_factor
 template <Backend B>
 Tensor<B, 3> unfold4d(const Tensor<B, 4>& x, std::array<std::size_t, 2> kernel_size,
                       const UnfoldOptions& options = {}) {
+    namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
-    const auto n =
-        ::ember::detail::composed::blocks("unfold4d", {s[2], s[3]}, kernel_size, options);
-    (void)Shape{s[0], s[1] * kernel_size[0] * kernel_size[1], n[0] * n[1]}.num_elements("unfold4d");
-    EMBER_CHECK(s[1] >= 1, Shape, "unfold4d: the input ", s.to_string(), " has no channels");
-    auto w = ::ember::detail::composed::tap_weight<B>(s[1], kernel_size, x.device());
-    auto y = conv2d(x, w, std::nullopt,
-                    ConvOptions<2>{options.stride, options.padding, options.dilation, s[1]});
-    return y.template reshape<3>(
-        {long(s[0]), long(s[1] * kernel_size[0] * kernel_size[1]), long(n[0] * n[1])});
+    const auto n = c::blocks("unfold4d", {s[2], s[3]}, kernel_size, options);
+    const std::size_t taps =
+        ::ember::detail::checked_mul(kernel_size[0], kernel_size[1], "unfold4d", "kernel taps");
+    const std::size_t rows =
+        ::ember::detail::checked_mul(s[1], taps, "unfold4d", "channels * kernel taps");
+    (void)Shape{s[0], rows, ::ember::detail::checked_mul(n[0], n[1], "unfold4d", "blocks")}
+        .num_elements("unfold4d");
+    const auto& p = options.padding;
+    auto padded = p[0] || p[1] ? x.pad({p[1], p[1], p[0], p[0]}, 0.0) : x;
+    std::vector<Tensor<B, 4>> parts;  // [N, C, n0, n1] per tap, in row-major tap order
+    parts.reserve(taps);
+    for (std::size_t i = 0; i < kernel_size[0]; ++i)
+        for (std::size_t j = 0; j < kernel_size[1]; ++j)
+            parts.push_back(padded.slice(std::span<const Slice>(c::tap_slice(i, j, n, options))));
+    return Tensor<B, 4>::template stack<5>(parts, 2).template reshape<3>(
+        {long(s[0]), long(rows), long(n[0] * n[1])});
 }
 
 /// Sums sliding blocks back into an image (torch.nn.functional.fold; the adjoint of unfold4d):
@@ -225,29 +242,37 @@ Tensor<B, 4> fold4d(const Tensor<B, 3>& x, std::array<std::size_t, 2> output_siz
     namespace c = ::ember::detail::composed;
     const Shape s = x.shape();
     const auto n = c::blocks("fold4d", output_size, kernel_size, options);
-    const std::size_t taps = kernel_size[0] * kernel_size[1];
+    const std::size_t taps =
+        ::ember::detail::checked_mul(kernel_size[0], kernel_size[1], "fold4d", "kernel taps");
     EMBER_CHECK(s[1] % taps == 0 && s[1] >= 1, Shape, "fold4d: dim 1 of the input ", s.to_string(),
                 " must be a positive multiple of kernel_size ", c::pair_str(kernel_size), "'s ",
                 taps, " taps");
-    EMBER_CHECK(s[2] == n[0] * n[1], Shape, "fold4d: the input ", s.to_string(), " has ", s[2],
+    const std::size_t blocks = ::ember::detail::checked_mul(n[0], n[1], "fold4d", "blocks");
+    EMBER_CHECK(s[2] == blocks, Shape, "fold4d: the input ", s.to_string(), " has ", s[2],
                 " blocks but output_size ", c::pair_str(output_size), " with kernel_size ",
                 c::pair_str(kernel_size), ", stride ", c::pair_str(options.stride), ", padding ",
                 c::pair_str(options.padding), " and dilation ", c::pair_str(options.dilation),
-                " needs ", n[0], " x ", n[1], " = ", n[0] * n[1]);
+                " needs ", n[0], " x ", n[1], " = ", blocks);
     const std::size_t channels = s[1] / taps;
-    (void)Shape{s[0], channels, output_size[0], output_size[1]}.num_elements("fold4d");
-    ConvTransposeOptions<2> o;
-    o.stride = options.stride;
-    o.padding = options.padding;
-    o.dilation = options.dilation;
-    o.groups = channels;
-    for (std::size_t d = 0; d < 2; ++d)  // the rows and columns no block reaches
-        o.padding_out[d] = output_size[d] + 2 * options.padding[d] -
-                           options.dilation[d] * (kernel_size[d] - 1) - 1 -
-                           (n[d] - 1) * options.stride[d];
-    auto planes = x.template reshape<4>({long(s[0]), long(s[1]), long(n[0]), long(n[1])});
-    return conv_transpose2d(planes, c::tap_weight<B>(channels, kernel_size, x.device()),
-                            std::nullopt, o);
+    const auto& p = options.padding;
+    const std::size_t hp = output_size[0] + 2 * p[0], wp = output_size[1] + 2 * p[1];
+    (void)Shape{s[0], channels, hp, wp}.num_elements("fold4d");
+    auto cols =
+        x.template reshape<5>({long(s[0]), long(channels), long(taps), long(n[0]), long(n[1])});
+    auto out = Tensor<B, 4>::zeros(Shape{s[0], channels, hp, wp}, x.device());
+    // Within one tap the blocks' positions are distinct, so each tap is one slice update.
+    for (std::size_t i = 0; i < kernel_size[0]; ++i)
+        for (std::size_t j = 0; j < kernel_size[1]; ++j) {
+            const auto r = c::tap_slice(i, j, n, options);
+            const std::span<const Slice> rs(r);
+            auto part = cols.narrow(2, i * kernel_size[1] + j, 1).template squeeze<4>(2);
+            out = out.slice_assign(rs, out.slice(rs) + part);
+        }
+    if (!p[0] && !p[1]) return out;
+    const std::array<Slice, 4> crop{Slice{}, Slice{},
+                                    Slice{long(p[0]), long(p[0] + output_size[0])},
+                                    Slice{long(p[1]), long(p[1] + output_size[1])}};
+    return out.slice(std::span<const Slice>(crop));
 }
 
 /// 3-d average pooling over [N, C, D, H, W] (torch.nn.functional.avg_pool3d without
