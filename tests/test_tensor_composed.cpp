@@ -326,6 +326,16 @@ TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
         EXPECT_CLOSE(fl.output(0), ember::loss::cross_entropy_with_logits(fl.tensor<B, 2>(0),
                                                                           fl.tensor<B, 2>(1)));
     }
+    SECTION("istft") {
+        auto fi = fixture("cmp_istft");
+        auto r1 = fi.tensor<B, 3>(0), i1 = fi.tensor<B, 3>(1);
+        auto hann = ember::signal::hann_window<B>(8);
+        EXPECT_CLOSE(fi.output(0), ember::signal::istft<2>(r1, i1, 8, 3, hann));
+        EXPECT_CLOSE(fi.output(1), ember::signal::istft<2>(r1, i1, 8, 3, hann, true, 17));
+        EXPECT_CLOSE(fi.output(2), ember::signal::istft<2>(r1, i1, 8, 3, hann, true, 24));
+        EXPECT_CLOSE(fi.output(3), ember::signal::istft<2>(fi.tensor<B, 3>(2), fi.tensor<B, 3>(3),
+                                                           6, 4, std::nullopt, false));
+    }
     SECTION("irfft inverts rfft") {
         auto x = f.tensor<B, 2>(0);
         auto [re, im] = ember::signal::rfft(x, 1);
@@ -481,6 +491,15 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_AS(ember::loss::cross_entropy_with_logits(a, b), ember::ShapeError);
     REQUIRE_THROWS_WITH(ember::loss::cross_entropy_with_logits(a, b),
                         Contains("cross_entropy_with_logits") && SHAPES);
+    auto spec = Tensor<B, 3>::ones(Shape{2, 5, 4});
+    REQUIRE_THROWS_AS(ember::signal::istft<2>(spec, spec, 6, 2), ember::ShapeError);
+    REQUIRE_THROWS_WITH(ember::signal::istft<2>(spec, spec, 6, 2),
+                        Contains("istft") && Contains("[2, 5, 4]"));
+    REQUIRE_THROWS_AS(ember::signal::istft<2>(spec, spec, 8, 9), ember::ArgumentError);
+    // A window that is zero where frames do not overlap: NOLA fails.
+    REQUIRE_THROWS_AS(
+        ember::signal::istft<2>(spec, spec, 8, 8, ember::signal::hann_window<B>(8, false), false),
+        ember::ArgumentError);
 #undef SHAPES
 }
 
@@ -584,6 +603,10 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
                                [](auto r, auto i) { return ember::signal::cfft(r, i, 1).second; });
     grad_case<B, In<2>, In<2>>("cross_entropy_with_logits", [](auto x, auto t) {
         return ember::loss::cross_entropy_with_logits(x, t);
+    });
+    grad_case<B, In<3>, In<3>>("istft", [](auto r, auto i) {
+        using BB = typename decltype(r)::BackendType;
+        return ember::signal::istft<2>(r, i, 4, 2, ember::signal::hann_window<BB>(4));
     });
     // Index and signal ops.
     grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });

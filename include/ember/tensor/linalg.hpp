@@ -2,8 +2,8 @@
 // Burn's tensor-function modules, composed from Tensor ops (so every backend, Fusion and
 // Autodiff have them, gradients included): ember::linalg (diagonal, trace, vector norms,
 // matrix-vector and outer products, cosine similarity, lu, det), ember::grid (meshgrid,
-// affine_grid_2d), ember::signal (window functions, rfft, irfft, stft), ember::stats (median) and
-// ember::cov, and ember::loss::cross_entropy_with_logits.
+// affine_grid_2d), ember::signal (window functions, rfft, irfft, cfft, stft, istft), ember::stats
+// (median) and ember::cov, and ember::loss::cross_entropy_with_logits.
 #include <array>
 #include <cmath>
 #include <limits>
@@ -442,6 +442,77 @@ std::pair<Tensor<B, DO>, Tensor<B, DO>> stft(
     }
     auto [re, im] = rfft(frames, -1);  // [..., frames, bins]
     return {re.swap_dims(-1, -2), im.swap_dims(-1, -2)};
+}
+/// The inverse of stft (torch.istft with onesided input): each frame's spectrum (re, im)
+/// [..., n_fft/2 + 1, frames] goes back through irfft, is multiplied by `window` (none:
+/// rectangular) and overlap-added every `hop` samples; the sum is divided by the overlap-added
+/// squared window, which must not vanish anywhere inside the output (PyTorch's NOLA condition;
+/// an ArgumentError otherwise). With `center`, the n_fft/2 samples stft padded at the start are
+/// removed, and without a `length` those at the end too; a `length` (0: none) trims the result or
+/// pads it with zeros.
+template <std::size_t DO, Backend B, std::size_t D>
+Tensor<B, DO> istft(const Tensor<B, D>& re, const Tensor<B, D>& im, std::size_t n_fft,
+                    std::size_t hop,
+                    const std::optional<std::type_identity_t<Tensor<B, 1>>>& window = {},
+                    bool center = true, std::size_t length = 0) {
+    static_assert(D >= 2 && DO == D - 1, "signal::istft: the output has one dim less");
+    const Shape s = re.shape();
+    EMBER_CHECK(im.shape() == s, Shape, "istft: real part ", s.to_string(), " and imaginary part ",
+                im.shape().to_string(), " differ");
+    EMBER_CHECK(n_fft > 0 && hop > 0 && hop <= n_fft, Argument, "istft: n_fft ", n_fft, " and hop ",
+                hop, " (need 0 < hop <= n_fft) for a spectrum of shape ", s.to_string());
+    EMBER_CHECK(s[D - 2] == n_fft / 2 + 1, Shape, "istft: ", s[D - 2], " frequency bins in ",
+                s.to_string(), " for n_fft ", n_fft, " (expected ", n_fft / 2 + 1, ")");
+    if (window)
+        EMBER_CHECK(window->shape()[0] == n_fft, Shape, "istft: window ",
+                    window->shape().to_string(), " for n_fft ", n_fft);
+    const std::size_t frames = s[D - 1];
+    EMBER_CHECK(frames > 0, Shape, "istft: no frames in ", s.to_string());
+    const auto dev = re.device();
+    // [..., frames, n_fft] signals, windowed.
+    auto sig = irfft(re.swap_dims(-1, -2), im.swap_dims(-1, -2), -1, n_fft);
+    auto w = window ? *window : Tensor<B, 1>::ones(Shape{n_fft}, dev);
+    Shape ws = Shape::filled(D, 1);
+    ws[D - 1] = n_fft;
+    sig = sig * w.template reshape<D>(ws);
+    // Overlap-add: sample j of frame f lands at f·hop + j.
+    const std::size_t total = n_fft + hop * (frames - 1);
+    using I = Tensor<B, 1, Int>;
+    auto pos =
+        (I::arange(0, static_cast<std::int64_t>(frames), dev) * static_cast<std::int64_t>(hop))
+            .template reshape<2>(Shape{frames, 1}) +
+        I::arange(0, static_cast<std::int64_t>(n_fft), dev).template reshape<2>(Shape{1, n_fft});
+    auto index = pos.template reshape<1>(Shape{frames * n_fft});
+    Shape lead;
+    for (std::size_t i = 0; i + 2 < D; ++i) lead.push_back(s[i]);
+    Shape flat_in = lead, flat_out = lead;
+    flat_in.push_back(frames * n_fft);
+    flat_out.push_back(total);
+    auto summed = Tensor<B, DO>::zeros(flat_out, dev)
+                      .select_assign(-1, index, sig.template reshape<DO>(flat_in));
+    auto w2 = (w * w).template reshape<2>(Shape{1, n_fft}).template expand<2>(Shape{frames, n_fft});
+    auto envelope = Tensor<B, 1>::zeros(Shape{total}, dev)
+                        .select_assign(0, index, w2.template reshape<1>(Shape{frames * n_fft}));
+    const std::size_t start = center ? n_fft / 2 : 0;
+    // Without a length, the centring padding is cut from the end too; with one, the output
+    // runs on into it (and past the last sample as zeros), as PyTorch.
+    const std::size_t end =
+        length > 0 ? std::min(total, start + length) : (center ? total - n_fft / 2 : total);
+    EMBER_CHECK(end > start, Shape, "istft: nothing is left of ", total,
+                " samples after removing the ", "centring padding (spectrum ", s.to_string(), ")");
+    auto env = envelope.narrow(0, start, end - start);
+    const bool nola = env.abs().greater_elem(1e-11).all().into_scalar();
+    EMBER_CHECK(nola, Argument, "istft: the window's overlap-added square vanishes inside the ",
+                "output (NOLA fails for n_fft ", n_fft, ", hop ", hop, ")");
+    Shape es = Shape::filled(DO, 1);
+    es[DO - 1] = end - start;
+    auto out = summed.narrow(-1, start, end - start) / env.template reshape<DO>(es);
+    if (length > end - start) {
+        Shape pad = lead;
+        pad.push_back(length - (end - start));
+        out = Tensor<B, DO>::cat({out, Tensor<B, DO>::zeros(pad, dev)}, -1);
+    }
+    return out;
 }
 /// The Hann window, 0.5 - 0.5·cos(2πn / L) (torch.hann_window; `periodic` for spectral use).
 template <Backend B>
