@@ -2,10 +2,12 @@
 // stack: values against PyTorch (tests/fixtures/gen_tensor_ops.py, the "cmp_" cases of
 // tensor_ops.json), gradients against PyTorch and float64 finite differences
 // (tests/fixtures/gen_autodiff_ops.py → autodiff_composed.json), errors by class and message.
+#include <array>
 #include <ember/tensor/linalg.hpp>
 #include <ember/tensor/sampling.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "grad_check.hpp"
 #include "op_test.hpp"
@@ -392,6 +394,39 @@ TEMPLATE_LIST_TEST_CASE("composed: grid_sample_2d", "[composed][grid_sample]",
             }
 }
 
+TEMPLATE_LIST_TEST_CASE("composed: categorical sampling", "[composed][random]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    // Rows with one non-zero weight always give that class; zero weights are never drawn.
+    auto w = Tensor<B, 1>::from_floats({0, 0, 3, 0, 1, 0, 0, 0, 0, 0, 0, 2})
+                 .template reshape<2>(Shape{3, 4});
+    std::vector<std::int64_t> fixed;
+    for (std::int64_t r : {2, 0, 3})
+        for (int k = 0; k < 50; ++k) fixed.push_back(r);
+    EXPECT_SAME(TensorData(fixed, Shape{3, 50}), ember::categorical(w, 50));
+    // Frequencies: 20000 draws from weights (1, 2.5, 0, 1.5) are within 8 standard deviations
+    // (at most ~0.03) of (0.2, 0.5, 0, 0.3).
+    const std::size_t n = 20000;
+    auto p = Tensor<B, 1>::from_floats({1.0f, 2.5f, 0.0f, 1.5f}).template reshape<2>(Shape{1, 4});
+    auto draws = ember::categorical(p, n).into_data().template to_vec<std::int64_t>();
+    REQUIRE(draws.size() == n);
+    std::array<double, 4> freq{};
+    std::size_t outside = 0;
+    for (auto d : draws) {
+        if (d < 0 || d >= 4)
+            ++outside;
+        else
+            freq[static_cast<std::size_t>(d)] += 1.0 / static_cast<double>(n);
+    }
+    CHECK(outside == 0);
+    CHECK(freq[0] == Approx(0.2).margin(0.03));
+    CHECK(freq[1] == Approx(0.5).margin(0.03));
+    CHECK(freq[2] == 0.0);
+    CHECK(freq[3] == Approx(0.3).margin(0.03));
+    CHECK(ember::categorical(p, 0).shape() == Shape{1, 0});
+}
+
 TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and the shapes",
                         "[composed][errors]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
@@ -500,6 +535,11 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_AS(
         ember::signal::istft<2>(spec, spec, 8, 8, ember::signal::hann_window<B>(8, false), false),
         ember::ArgumentError);
+    auto neg = Tensor<B, 1>::from_floats({0.5f, -0.1f}).template reshape<2>(Shape{1, 2});
+    REQUIRE_THROWS_AS(ember::categorical(neg, 3), ember::ArgumentError);
+    REQUIRE_THROWS_WITH(ember::categorical(neg, 3), Contains("categorical") && Contains("[1, 2]"));
+    REQUIRE_THROWS_AS(ember::categorical(Tensor<B, 2>::zeros(Shape{2, 3}), 3),
+                      ember::ArgumentError);
 #undef SHAPES
 }
 

@@ -2,11 +2,12 @@
 // Tensor ops composed from the primitives every backend has (Burn's Tensor methods that
 // ember::Tensor does not spell as members): inverse trigonometric and hyperbolic functions,
 // cumulative scans, reductions over several dims, split/roll/take/unfold, gather_nd and
-// scatter_nd, cross and dot products, median. Because they only call Tensor ops, every backend
-// and decorator (Cpu, Vulkan, Cuda, Fusion, Autodiff, Dispatch) has them at once, gradients
-// included. Each checks its own arguments before it computes anything, so a misuse names the op
-// called, not the primitive it would have reached. They are free functions of namespace ember,
-// found by argument-dependent lookup: `cumsum(x, 1)`, `ember::atan2(y, x)`.
+// scatter_nd, cross and dot products, median, categorical sampling. Because they only call
+// Tensor ops, every backend and decorator (Cpu, Vulkan, Cuda, Fusion, Autodiff, Dispatch) has
+// them at once, gradients included. Each checks its own arguments before it computes anything,
+// so a misuse names the op called, not the primitive it would have reached. They are free
+// functions of namespace ember, found by argument-dependent lookup: `cumsum(x, 1)`,
+// `ember::atan2(y, x)`.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -644,6 +645,36 @@ requires NumericKind<K> Tensor<B, D, K> scatter_nd(const Tensor<B, D, K>& x,
                    .select_assign(0, rows, Tensor<B, 2, K>::ones(Shape{m, 1}, x.device()))
                    .greater_elem(0);
     return x2.mask_fill(hit, 0).select_assign(0, rows, v2).template reshape<D>(s);
+}
+
+// ---- sampling --------------------------------------------------------------------------------
+/// `num_samples` class indices per row of `weights` [batch, classes], drawn with replacement
+/// with probability proportional to the weights (torch.multinomial(weights, n, True)): each
+/// draw counts the classes whose cumulative weight is at most a uniform draw in [0, total).
+/// Negative weights, or a row without any weight, are an ArgumentError (found with one read).
+/// Builds a [batch, num_samples, classes] comparison, so it suits moderate class counts.
+template <Backend B>
+Tensor<B, 2, Int> categorical(const Tensor<B, 2>& weights, std::size_t num_samples) {
+    const Shape s = weights.shape();
+    const std::size_t rows = s[0], classes = s[1];
+    EMBER_CHECK(classes > 0, Shape, "categorical: no classes in weights of shape ", s.to_string());
+    const auto dev = weights.device();
+    if (rows == 0 || num_samples == 0)
+        return Tensor<B, 2, Int>::zeros(Shape{rows, num_samples}, dev);
+    auto cdf = cumsum(weights, 1);
+    auto total = cdf.narrow(1, classes - 1, 1);  // [rows, 1]
+    const bool bad = weights.lower_elem(0.0)
+                         .any()
+                         .bool_or(total.lower_equal_elem(0.0).any())
+                         .bool_or(weights.is_nan().any())
+                         .into_scalar();
+    EMBER_CHECK(!bad, Argument, "categorical: weights of shape ", s.to_string(),
+                " hold a negative or NaN weight, or a row without weight");
+    auto u = Tensor<B, 2>::random(Shape{rows, num_samples}, Distribution::Default, dev) * total;
+    auto below = cdf.template unsqueeze_dim<3>(1).lower_equal(
+        u.template unsqueeze_dim<3>(2).template expand<3>(Shape{rows, num_samples, classes}));
+    auto picked = below.int_().sum_dim(2).clamp_max(static_cast<std::int64_t>(classes - 1));
+    return picked.template reshape<2>(Shape{rows, num_samples});
 }
 
 // ---- products --------------------------------------------------------------------------------
