@@ -338,6 +338,16 @@ TEMPLATE_LIST_TEST_CASE("composed: rfft and irfft", "[composed][signal]",
         EXPECT_CLOSE(fi.output(3), ember::signal::istft<2>(fi.tensor<B, 3>(2), fi.tensor<B, 3>(3),
                                                            6, 4, std::nullopt, false));
     }
+    SECTION("pad with modes") {
+        auto fp = fixture("cmp_pad_modes");
+        auto x = fp.tensor<B, 3>(0);
+        using ember::PadMode;
+        EXPECT_CLOSE(fp.output(0), ember::pad(x, {2, 1}, PadMode::Reflect));
+        EXPECT_CLOSE(fp.output(1), ember::pad(x, {1, 3, 2, 0}, PadMode::Reflect));
+        EXPECT_CLOSE(fp.output(2), ember::pad(x, {3, 0, 1, 2}, PadMode::Replicate));
+        EXPECT_CLOSE(fp.output(3), ember::pad(x, {1, 2, 0, 1}, PadMode::Constant, -0.5));
+        EXPECT_CLOSE(fp.output(4), ember::pad(x, {0, 0, 2, 2}, PadMode::Replicate));
+    }
     SECTION("irfft inverts rfft") {
         auto x = f.tensor<B, 2>(0);
         auto [re, im] = ember::signal::rfft(x, 1);
@@ -540,6 +550,10 @@ TEMPLATE_LIST_TEST_CASE("composed: misuse is an ember Error naming the op and th
     REQUIRE_THROWS_WITH(ember::categorical(neg, 3), Contains("categorical") && Contains("[1, 2]"));
     REQUIRE_THROWS_AS(ember::categorical(Tensor<B, 2>::zeros(Shape{2, 3}), 3),
                       ember::ArgumentError);
+    REQUIRE_THROWS_AS(ember::pad(a, {3, 0}, ember::PadMode::Reflect), ember::ArgumentError);
+    REQUIRE_THROWS_WITH(ember::pad(a, {3, 0}, ember::PadMode::Reflect),
+                        Contains("pad") && Contains("[2, 3]"));
+    REQUIRE_THROWS_AS(ember::pad(a, {1, 1, 1}, ember::PadMode::Constant), ember::ArgumentError);
 #undef SHAPES
 }
 
@@ -647,6 +661,12 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
     grad_case<B, In<3>, In<3>>("istft", [](auto r, auto i) {
         using BB = typename decltype(r)::BackendType;
         return ember::signal::istft<2>(r, i, 4, 2, ember::signal::hann_window<BB>(4));
+    });
+    grad_case<B, In<3>>("pad_reflect", [](auto x) {
+        return ember::pad(x, {2, 1, 1, 1}, ember::PadMode::Reflect);
+    });
+    grad_case<B, In<3>>("pad_replicate", [](auto x) {
+        return ember::pad(x, {1, 2, 0, 1}, ember::PadMode::Replicate);
     });
     // Index and signal ops.
     grad_case<B, In<3>>("unfold", [](auto x) { return ember::unfold<4>(x, 2, 2, 1); });

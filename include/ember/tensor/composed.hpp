@@ -677,6 +677,59 @@ Tensor<B, 2, Int> categorical(const Tensor<B, 2>& weights, std::size_t num_sampl
     return picked.template reshape<2>(Shape{rows, num_samples});
 }
 
+/// How `pad` fills the new elements.
+enum class PadMode {
+    Constant,  ///< a given value
+    Reflect,   ///< the input mirrored without repeating its edge (torch's "reflect")
+    Replicate  ///< the edge element repeated
+};
+/// Pads the trailing dims: `pads` lists (before, after) counts from the last dim backwards, as
+/// torch.nn.functional.pad ({left, right, top, bottom, ...}); Reflect needs each count below
+/// its dim's size (ArgumentError otherwise), Replicate a non-empty dim.
+template <Backend B, std::size_t D, typename K>
+requires NumericKind<K> Tensor<B, D, K> pad(const Tensor<B, D, K>& x,
+                                            const std::vector<std::size_t>& pads, PadMode mode,
+                                            Scalar value = 0.0) {
+    const Shape s = x.shape();
+    EMBER_CHECK(pads.size() % 2 == 0 && pads.size() / 2 <= D, Argument, "pad: ", pads.size(),
+                " pad counts ", detail::composed::list(pads), " for shape ", s.to_string(),
+                " (need a (before, after) pair per trailing dim)");
+    using T = Tensor<B, D, K>;
+    T y = x;
+    for (std::size_t i = 0; i < pads.size() / 2; ++i) {
+        const std::size_t d = D - 1 - i, before = pads[2 * i], after = pads[2 * i + 1];
+        if (before == 0 && after == 0) continue;
+        const long ld = static_cast<long>(d);
+        const std::size_t n = y.shape()[d];
+        std::vector<T> parts;
+        if (mode == PadMode::Constant) {
+            auto side = [&](std::size_t count) {
+                Shape p = y.shape();
+                p[d] = count;
+                return T::full(p, value, y.device());
+            };
+            if (before) parts.push_back(side(before));
+            parts.push_back(y);
+            if (after) parts.push_back(side(after));
+        } else if (mode == PadMode::Replicate) {
+            EMBER_CHECK(n > 0, Argument, "pad: Replicate needs elements in dim ", d, " of shape ",
+                        s.to_string());
+            if (before) parts.push_back(y.narrow(ld, 0, 1).repeat_dim(ld, before));
+            parts.push_back(y);
+            if (after) parts.push_back(y.narrow(ld, n - 1, 1).repeat_dim(ld, after));
+        } else {
+            EMBER_CHECK(before < n && after < n, Argument, "pad: Reflect pads ", before, " and ",
+                        after, " must be below dim ", d, "'s size in shape ", s.to_string());
+            const long axes[] = {ld};
+            if (before) parts.push_back(y.narrow(ld, 1, before).flip(axes));
+            parts.push_back(y);
+            if (after) parts.push_back(y.narrow(ld, n - 1 - after, after).flip(axes));
+        }
+        y = T::cat(parts, ld);
+    }
+    return y;
+}
+
 // ---- products --------------------------------------------------------------------------------
 /// The cross product of 3-vectors along `dim` (torch.linalg.cross; the operands broadcast and
 /// `dim` must have size 3 in both).
