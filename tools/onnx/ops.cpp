@@ -600,9 +600,26 @@ void slice(NodeCtx& c) {
     }
     std::vector<std::string> ranges(x.rank, "ember::Slice{}");
     Value v = like(x, x.kind);
+    std::string picks;  // negative steps: the elements listed here, read with select
     for (std::size_t k = 0; k < axes.size(); ++k) {
         const std::size_t a = c.axis(axes[k], x.rank);
-        c.require(steps[k] > 0, "negative steps are not supported");
+        c.require(steps[k] != 0, "a step of 0");
+        if (steps[k] < 0) {
+            const auto n = x.dims[a];
+            c.require(n >= 0, "negative steps along a dim whose size is not known at import");
+            // ONNX's clamping for negative steps: start into [0, n-1], end into [-1, n-1].
+            auto fix = [&](std::int64_t v, std::int64_t lo) { return std::clamp(v < 0 ? v + n : v, lo, n - 1); };
+            const std::int64_t b = fix(starts[k], 0), e = fix(ends[k], -1);
+            std::vector<std::int64_t> list;
+            for (std::int64_t i = b; i > e; i += steps[k]) list.push_back(i);
+            c.require(!list.empty(), "a negative-step slice with no elements");
+            const std::string var = c.em.fresh("indices");
+            c.em.body.push_back("const auto " + var + " = " +
+                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
+            picks += ".select(" + r(a) + ", " + var + ")";
+            v.dims[a] = std::int64_t(list.size());
+            continue;
+        }
         ranges[a] = "ember::Slice{" + std::to_string(clampl(starts[k])) + ", " + std::to_string(clampl(ends[k])) +
                     ", " + std::to_string(steps[k]) + "}";
         if (x.dims[a] >= 0) {  // ONNX clamps out-of-range bounds: done here, where the dim is known
@@ -615,7 +632,7 @@ void slice(NodeCtx& c) {
             v.dims[a] = -1;
         }
     }
-    c.out(0, std::move(v), c.t(0) + ".slice({" + join(ranges) + "})");
+    c.out(0, std::move(v), c.t(0) + ".slice({" + join(ranges) + "})" + picks);
 }
 
 void split(NodeCtx& c) {
@@ -807,7 +824,18 @@ const std::map<std::string, Handler>& handlers() {
             t[op] = [m](NodeCtx& c) { unary(c, "", "." + m + "()"); };
         }
         t["Abs"] = [](NodeCtx& c) { unary(c, "", ".abs()", false); };
-        t["Neg"] = [](NodeCtx& c) { unary(c, "-", "", false); };
+        t["Neg"] = [](NodeCtx& c) {
+            // Shape arithmetic stays known element by element (-axis feeding a ConstantOfShape).
+            if (const Value& a = c.in(0); a.kind == Kind::Int && a.rank == 1 && (a.elems || a.constant)) {
+                if (auto e = c.elems(0)) {
+                    std::vector<std::string> out;
+                    for (const auto& x : *e)
+                        out.push_back(all_literal({x}) ? std::to_string(-std::stoll(x)) : "(-" + x + ")");
+                    return out_elems(c, 0, std::move(out), a.scalar);
+                }
+            }
+            unary(c, "-", "", false);
+        };
         t["Sign"] = [](NodeCtx& c) { unary(c, "", ".sign()", false); };
         t["Reciprocal"] = [](NodeCtx& c) { unary(c, "", ".recip()"); };
         t["Clip"] = clip;

@@ -78,7 +78,7 @@ void register_quant_ops(std::map<std::string, Handler>& t);
 // ---- on the composed tensor ops (ops_extra.cpp) ------------------------------------------------
 /// Adds the inverse trigonometric and hyperbolic functions, CastLike, CumSum, GatherND,
 /// ScatterND, ScatterElements, NonZero, the loss operators, the windows,
-/// MeanVarianceNormalization, BitShift, GridSample, RNN and GRU to the handler table.
+/// MeanVarianceNormalization, LRN, BitShift, GridSample, RNN and GRU to the handler table.
 void register_extra_ops(std::map<std::string, Handler>& t);
 
 }  // namespace ember::onnx::ops

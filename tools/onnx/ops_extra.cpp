@@ -1,8 +1,8 @@
 // Operators built on ember's composed tensor ops (<ember/tensor/composed.hpp>, issue 33):
 // inverse trigonometric functions, CumSum, GatherND, ScatterND, ScatterElements, NonZero,
 // CastLike, the loss operators (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), the
-// window generators, MeanVarianceNormalization, BitShift, GridSample (<ember/tensor/sampling.hpp>),
-// RNN and GRU.
+// window generators, MeanVarianceNormalization, LRN, BitShift, GridSample
+// (<ember/tensor/sampling.hpp>), RNN and GRU.
 //
 // Like every handler, these write C++ built only from what the importer computed itself (ranks,
 // dims, literals, fresh identifiers); no text of the model (names, strings) reaches the code.
@@ -268,6 +268,32 @@ void grid_sample(NodeCtx& c) {
     c.out(0, std::move(v), "ember::grid_sample_2d(" + c.t(0) + ", " + c.t(1) + ", " + o + ")");
 }
 
+// LRN: x / (bias + alpha/size · Σ x²)^beta, the sum over the channels [c - ⌊(size-1)/2⌋,
+// c + ⌈(size-1)/2⌉]: a product with a band matrix built here, over the channels moved last.
+void lrn(NodeCtx& c) {
+    const Value& x = c.in(0);
+    c.require(x.kind == Kind::Float && x.rank >= 3, "needs a float input (N, C, d...)");
+    const std::int64_t ch = x.dims[1], size = c.attr_int("size", 0);
+    c.require(ch > 0, "the channels must be known at import");
+    c.require(size >= 1, "size must be positive");
+    const std::int64_t pre = (size - 1) / 2, post = size - 1 - pre;
+    std::vector<float> band(std::size_t(ch * ch), 0.0f);  // [C_in, C_out]
+    for (std::int64_t o = 0; o < ch; ++o)
+        for (std::int64_t i = std::max<std::int64_t>(0, o - pre); i <= std::min(ch - 1, o + post); ++i)
+            band[std::size_t(i * ch + o)] = 1.0f;
+    const std::string m = c.em.fresh("band"), sq = c.em.fresh("squares"), last = r(x.rank - 1);
+    c.em.body.push_back("const auto " + m + " = " +
+                        inline_tensor(TensorData(band, Shape{std::size_t(ch), std::size_t(ch)}), 2, Kind::Float) + ";");
+    c.em.body.push_back("const auto " + sq + " = (" + c.t(0) + " * " + c.t(0) + ").swap_dims(1, " + last + ");");
+    std::vector<std::string> dims;
+    for (std::size_t d = 0; d < x.rank; ++d) dims.push_back("long(" + sq + ".dims()[" + r(d) + "])");
+    const std::string sum = sq + ".template reshape<2>({-1, " + std::to_string(ch) + "}).matmul(" + m +
+                            ").template reshape<" + r(x.rank) + ">({" + join(dims) + "}).swap_dims(1, " + last + ")";
+    c.out(0, like(x, Kind::Float),
+          c.t(0) + " / (" + sum + " * " + literal(c.attr_float("alpha", 1e-4) / double(size)) + " + " +
+              literal(c.attr_float("bias", 1.0)) + ").powf_scalar(" + literal(c.attr_float("beta", 0.75)) + ")");
+}
+
 // RNN (gru = false) and GRU, one direction: a loop over the time steps in the generated code,
 // the input projections of all steps computed first as one matmul. W, R and B are the graph's
 // tensors (parameters of the struct when they are initializers).
@@ -393,6 +419,7 @@ void register_extra_ops(std::map<std::string, Handler>& t) {
     t["MeanVarianceNormalization"] = mean_variance_norm;
     t["BitShift"] = bit_shift;
     t["GridSample"] = grid_sample;
+    t["LRN"] = lrn;
     t["RNN"] = [](NodeCtx& c) { recurrent(c, false); };
     t["GRU"] = [](NodeCtx& c) { recurrent(c, true); };
 }

@@ -515,7 +515,9 @@ void gather_elements(NodeCtx& c) {
 
 void pad_op(NodeCtx& c) {
     const Value& x = c.in(0);
-    c.require(c.attr_str("mode", "constant") == "constant", "only constant padding is supported");
+    const std::string mode = c.attr_str("mode", "constant");
+    c.require(mode == "constant" || mode == "edge" || mode == "reflect",
+              "mode " + mode + " is not supported (constant, edge and reflect are)");
     Dims pads = c.em.opset >= 11 ? c.ints(1, "pads") : c.attr_ints("pads");
     double value = c.em.opset >= 11 ? (c.has(2) ? c.scalar(2).value_or(0.0) : 0.0) : c.attr_float("value", 0.0);
     if (c.em.opset >= 11 && c.has(2)) c.require(c.scalar(2).has_value(), "constant_value must be a constant");
@@ -530,6 +532,31 @@ void pad_op(NodeCtx& c) {
         c.require(begin[a] >= 0 && end[a] >= 0, "negative pads (cropping) are not supported");
     }
     Value v = like(x, x.kind);
+    if (mode != "constant") {  // each padded dim re-read through an index list built here
+        std::string e = c.t(0);
+        for (std::size_t d = 0; d < x.rank; ++d) {
+            if (begin[d] == 0 && end[d] == 0) continue;
+            const std::int64_t n = x.dims[d];
+            c.require(n > 0, mode + " padding of a dim whose size is not known at import");
+            c.require(mode == "edge" || (begin[d] < n && end[d] < n),
+                      "reflect padding by " + std::to_string(std::max(begin[d], end[d])) + " of a dim of size " +
+                          std::to_string(n));
+            std::vector<std::int64_t> list;
+            for (std::int64_t i = -begin[d]; i < n + end[d]; ++i) {
+                std::int64_t j = i;  // edge: the nearest end; reflect: mirrored at the ends, not repeating them
+                if (mode == "edge") j = std::clamp<std::int64_t>(i, 0, n - 1);
+                else if (i < 0) j = -i;
+                else if (i >= n) j = 2 * (n - 1) - i;
+                list.push_back(j);
+            }
+            const std::string var = c.em.fresh("pad_index");
+            c.em.body.push_back("const auto " + var + " = " +
+                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
+            e += ".select(" + r(d) + ", " + var + ")";
+            v.dims[d] += begin[d] + end[d];
+        }
+        return c.out(0, std::move(v), e);
+    }
     std::vector<std::string> dims, ranges;
     for (std::size_t d = 0; d < x.rank; ++d) {
         const std::string n = dim_expr(c, 0, d);
