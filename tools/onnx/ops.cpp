@@ -608,14 +608,17 @@ void slice(NodeCtx& c) {
             const auto n = x.dims[a];
             c.require(n >= 0, "negative steps along a dim whose size is not known at import");
             // ONNX's clamping for negative steps: start into [0, n-1], end into [-1, n-1].
-            auto fix = [&](std::int64_t v, std::int64_t lo) { return std::clamp(v < 0 ? v + n : v, lo, n - 1); };
+            auto fix = [&](std::int64_t v, std::int64_t lo) {
+                return std::clamp(v < 0 ? v + n : v, lo, n - 1);
+            };
             const std::int64_t b = fix(starts[k], 0), e = fix(ends[k], -1);
             std::vector<std::int64_t> list;
             for (std::int64_t i = b; i > e; i += steps[k]) list.push_back(i);
             c.require(!list.empty(), "a negative-step slice with no elements");
             const std::string var = c.em.fresh("indices");
             c.em.body.push_back("const auto " + var + " = " +
-                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
+                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) +
+                                ";");
             picks += ".select(" + r(a) + ", " + var + ")";
             v.dims[a] = std::int64_t(list.size());
             continue;
@@ -826,11 +829,13 @@ const std::map<std::string, Handler>& handlers() {
         t["Abs"] = [](NodeCtx& c) { unary(c, "", ".abs()", false); };
         t["Neg"] = [](NodeCtx& c) {
             // Shape arithmetic stays known element by element (-axis feeding a ConstantOfShape).
-            if (const Value& a = c.in(0); a.kind == Kind::Int && a.rank == 1 && (a.elems || a.constant)) {
+            if (const Value& a = c.in(0);
+                a.kind == Kind::Int && a.rank == 1 && (a.elems || a.constant)) {
                 if (auto e = c.elems(0)) {
                     std::vector<std::string> out;
                     for (const auto& x : *e)
-                        out.push_back(all_literal({x}) ? std::to_string(-std::stoll(x)) : "(-" + x + ")");
+                        out.push_back(all_literal({x}) ? std::to_string(-std::stoll(x))
+                                                       : "(-" + x + ")");
                     return out_elems(c, 0, std::move(out), a.scalar);
                 }
             }

@@ -279,19 +279,26 @@ void lrn(NodeCtx& c) {
     const std::int64_t pre = (size - 1) / 2, post = size - 1 - pre;
     std::vector<float> band(std::size_t(ch * ch), 0.0f);  // [C_in, C_out]
     for (std::int64_t o = 0; o < ch; ++o)
-        for (std::int64_t i = std::max<std::int64_t>(0, o - pre); i <= std::min(ch - 1, o + post); ++i)
+        for (std::int64_t i = std::max<std::int64_t>(0, o - pre); i <= std::min(ch - 1, o + post);
+             ++i)
             band[std::size_t(i * ch + o)] = 1.0f;
     const std::string m = c.em.fresh("band"), sq = c.em.fresh("squares"), last = r(x.rank - 1);
-    c.em.body.push_back("const auto " + m + " = " +
-                        inline_tensor(TensorData(band, Shape{std::size_t(ch), std::size_t(ch)}), 2, Kind::Float) + ";");
-    c.em.body.push_back("const auto " + sq + " = (" + c.t(0) + " * " + c.t(0) + ").swap_dims(1, " + last + ");");
+    c.em.body.push_back(
+        "const auto " + m + " = " +
+        inline_tensor(TensorData(band, Shape{std::size_t(ch), std::size_t(ch)}), 2, Kind::Float) +
+        ";");
+    c.em.body.push_back("const auto " + sq + " = (" + c.t(0) + " * " + c.t(0) + ").swap_dims(1, " +
+                        last + ");");
     std::vector<std::string> dims;
-    for (std::size_t d = 0; d < x.rank; ++d) dims.push_back("long(" + sq + ".dims()[" + r(d) + "])");
-    const std::string sum = sq + ".template reshape<2>({-1, " + std::to_string(ch) + "}).matmul(" + m +
-                            ").template reshape<" + r(x.rank) + ">({" + join(dims) + "}).swap_dims(1, " + last + ")";
+    for (std::size_t d = 0; d < x.rank; ++d)
+        dims.push_back("long(" + sq + ".dims()[" + r(d) + "])");
+    const std::string sum = sq + ".template reshape<2>({-1, " + std::to_string(ch) + "}).matmul(" +
+                            m + ").template reshape<" + r(x.rank) + ">({" + join(dims) +
+                            "}).swap_dims(1, " + last + ")";
     c.out(0, like(x, Kind::Float),
-          c.t(0) + " / (" + sum + " * " + literal(c.attr_float("alpha", 1e-4) / double(size)) + " + " +
-              literal(c.attr_float("bias", 1.0)) + ").powf_scalar(" + literal(c.attr_float("beta", 0.75)) + ")");
+          c.t(0) + " / (" + sum + " * " + literal(c.attr_float("alpha", 1e-4) / double(size)) +
+              " + " + literal(c.attr_float("bias", 1.0)) + ").powf_scalar(" +
+              literal(c.attr_float("beta", 0.75)) + ")");
 }
 
 // RNN (gru = false) and GRU, one direction: a loop over the time steps in the generated code,

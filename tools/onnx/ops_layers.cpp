@@ -539,19 +539,24 @@ void pad_op(NodeCtx& c) {
             const std::int64_t n = x.dims[d];
             c.require(n > 0, mode + " padding of a dim whose size is not known at import");
             c.require(mode == "edge" || (begin[d] < n && end[d] < n),
-                      "reflect padding by " + std::to_string(std::max(begin[d], end[d])) + " of a dim of size " +
-                          std::to_string(n));
+                      "reflect padding by " + std::to_string(std::max(begin[d], end[d])) +
+                          " of a dim of size " + std::to_string(n));
             std::vector<std::int64_t> list;
             for (std::int64_t i = -begin[d]; i < n + end[d]; ++i) {
-                std::int64_t j = i;  // edge: the nearest end; reflect: mirrored at the ends, not repeating them
-                if (mode == "edge") j = std::clamp<std::int64_t>(i, 0, n - 1);
-                else if (i < 0) j = -i;
-                else if (i >= n) j = 2 * (n - 1) - i;
+                std::int64_t j =
+                    i;  // edge: the nearest end; reflect: mirrored at the ends, not repeating them
+                if (mode == "edge")
+                    j = std::clamp<std::int64_t>(i, 0, n - 1);
+                else if (i < 0)
+                    j = -i;
+                else if (i >= n)
+                    j = 2 * (n - 1) - i;
                 list.push_back(j);
             }
             const std::string var = c.em.fresh("pad_index");
             c.em.body.push_back("const auto " + var + " = " +
-                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) + ";");
+                                inline_tensor(TensorData(list, Shape{list.size()}), 1, Kind::Int) +
+                                ";");
             e += ".select(" + r(d) + ", " + var + ")";
             v.dims[d] += begin[d] + end[d];
         }
@@ -676,39 +681,191 @@ void depth_space(NodeCtx& c, bool to_space) {
                     ", " + std::to_string(v.dims[3]) + "})");
 }
 
+namespace {
+// Resize along each dim separately, with ONNX's reference definition (onnx/backend/test/case/
+// node/resize.py): output index o maps to x = the coordinate transformation of o; with
+// base = ceil(x) - 1 and ratio = x - base in (0, 1], nearest picks base or base + 1 by
+// nearest_mode, linear weighs base and base + 1, cubic base - 1 .. base + 2 with the cubic
+// convolution coefficients; indices outside the input read its edge (or weigh 0 with
+// exclude_outside); tf_crop_and_resize writes extrapolation_value where x leaves the input.
+// Index lists and weights are computed here, so every resized dim must be known at import.
+struct ResizeTaps {
+    std::vector<std::vector<std::int64_t>> index;  // per tap, per output position
+    std::vector<std::vector<double>> weight;       // per tap, per output position
+    std::vector<double> extra;                     // added per output position
+};
+
+ResizeTaps resize_taps(NodeCtx& c, const std::string& mode, const std::string& coord,
+                       std::int64_t in, std::int64_t out, double scale, double roi_lo,
+                       double roi_hi) {
+    const std::string nearest = c.attr_str("nearest_mode", "round_prefer_floor");
+    const double a = c.attr_float("cubic_coeff_a", -0.75),
+                 extrapolation = c.attr_float("extrapolation_value", 0.0);
+    const bool exclude = c.attr_int("exclude_outside", 0) != 0;
+    const std::size_t n = mode == "nearest" ? 1 : mode == "linear" ? 2 : 4;
+    ResizeTaps t;
+    t.index.assign(n, {}), t.weight.assign(n, {});
+    const double width = scale * double(in);  // the reference's (unrounded) output width
+    for (std::int64_t o = 0; o < out; ++o) {
+        const double od = double(o);
+        double x = 0.0;
+        bool outside = false;
+        if (coord == "half_pixel")
+            x = (od + 0.5) / scale - 0.5;
+        else if (coord == "pytorch_half_pixel")
+            x = width > 1.0 ? (od + 0.5) / scale - 0.5 : -0.5;
+        else if (coord == "align_corners")
+            x = width == 1.0 ? 0.0 : od * double(in - 1) / (width - 1.0);
+        else if (coord == "asymmetric")
+            x = od / scale;
+        else if (coord == "tf_half_pixel_for_nearest" || coord == "tf_half_pixel_for_nn")
+            x = (od + 0.5) / scale;
+        else if (coord == "tf_crop_and_resize") {
+            x = width == 1.0 ? (roi_hi - roi_lo) * double(in - 1) / 2.0
+                             : od * (roi_hi - roi_lo) * double(in - 1) / (width - 1.0);
+            x += roi_lo * double(in - 1);
+            outside = x < 0.0 || x > double(in - 1);
+        } else {
+            c.fail("coordinate_transformation_mode " + coord + " is not known");
+        }
+        const double base = std::ceil(x) - 1.0, ratio = x - base;
+        std::vector<double> w;
+        if (mode == "nearest") {
+            bool up = true;  // ratio 1: x is an integer, base + 1
+            if (ratio < 1.0) {
+                if (nearest == "round_prefer_floor")
+                    up = ratio > 0.5;
+                else if (nearest == "round_prefer_ceil")
+                    up = ratio >= 0.5;
+                else if (nearest == "floor")
+                    up = false;
+                else if (nearest == "ceil")
+                    up = true;
+                else
+                    c.fail("nearest_mode " + nearest + " is not known");
+            }
+            t.index[0].push_back(
+                std::clamp<std::int64_t>(std::int64_t(base) + (up ? 1 : 0), 0, in - 1));
+            t.weight[0].push_back(outside ? 0.0 : 1.0);
+            t.extra.push_back(outside ? extrapolation : 0.0);
+            continue;
+        }
+        if (mode == "linear") {
+            w = {1.0 - ratio, ratio};
+        } else {
+            const double r1 = ratio + 1.0, q = 1.0 - ratio, q1 = q + 1.0;
+            w = {((a * r1 - 5.0 * a) * r1 + 8.0 * a) * r1 - 4.0 * a,
+                 ((a + 2.0) * ratio - (a + 3.0)) * ratio * ratio + 1.0,
+                 ((a + 2.0) * q - (a + 3.0)) * q * q + 1.0,
+                 ((a * q1 - 5.0 * a) * q1 + 8.0 * a) * q1 - 4.0 * a};
+        }
+        const std::int64_t first = std::int64_t(base) - (mode == "linear" ? 0 : 1);
+        if (exclude) {
+            double sum = 0.0;
+            for (std::size_t j = 0; j < n; ++j) {
+                const std::int64_t i = first + std::int64_t(j);
+                if (i < 0 || i >= in) w[j] = 0.0;
+                sum += w[j];
+            }
+            for (auto& v : w) v = sum != 0.0 ? v / sum : 0.0;
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+            t.index[j].push_back(std::clamp<std::int64_t>(first + std::int64_t(j), 0, in - 1));
+            t.weight[j].push_back(outside ? 0.0 : w[j]);
+        }
+        t.extra.push_back(outside ? extrapolation : 0.0);
+    }
+    return t;
+}
+}  // namespace
+
 void resize(NodeCtx& c) {
     const Value& x = c.in(0);
-    c.require(x.rank == 4, "Resize of an input other than [N, C, H, W]");
     const std::string mode = c.attr_str("mode", "nearest");
     const std::string coord = c.attr_str("coordinate_transformation_mode", "half_pixel");
-    bool ok = false;
-    std::string opts;
-    if (mode == "nearest" && coord == "asymmetric" && c.attr_str("nearest_mode", "round_prefer_floor") == "floor") {
-        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Nearest, false}";
-    } else if (mode == "linear" && (coord == "half_pixel" || coord == "pytorch_half_pixel")) {
-        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, false}";
-    } else if (mode == "linear" && coord == "align_corners") {
-        ok = true, opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, true}";
-    }
-    c.require(ok, "mode " + mode + " with " + coord + " coordinates is not supported (nearest/asymmetric/floor "
-                  "and linear with half_pixel or align_corners are)");
+    c.require(mode == "nearest" || mode == "linear" || mode == "cubic",
+              "mode " + mode + " is not known");
     Dims size;
+    std::vector<double> scales;
     if (c.has(3)) {
         size = c.ints(3, "sizes");
+        c.require(size.size() == x.rank, "sizes must have one entry per dim");
+        for (std::size_t d = 0; d < x.rank; ++d)
+            scales.push_back(x.dims[d] > 0 ? double(size[d]) / double(x.dims[d]) : 1.0);
     } else {
         c.require(c.is_const(2), "scales must be constants");
-        const auto sc = c.in(2).constant->convert(DType::F64).to_vec<double>();
-        c.require(sc.size() == 4 && sc[0] == 1.0 && sc[1] == 1.0, "only spatial scales are supported");
-        for (std::size_t d = 0; d < 4; ++d) {
-            c.require(x.dims[d] >= 0 || d < 2, "scales need the spatial size");
-            size.push_back(d < 2 ? x.dims[d] : std::int64_t(std::floor(double(x.dims[d]) * sc[d])));
+        scales = c.in(2).constant->convert(DType::F64).to_vec<double>();
+        c.require(scales.size() == x.rank, "scales must have one entry per dim");
+        for (std::size_t d = 0; d < x.rank; ++d) {
+            c.require(x.dims[d] >= 0 || scales[d] == 1.0,
+                      "scales need the size of the dims they resize");
+            size.push_back(scales[d] == 1.0
+                               ? x.dims[d]
+                               : std::int64_t(std::floor(double(x.dims[d]) * scales[d])));
         }
     }
-    c.require(size.size() == 4, "sizes must have 4 entries");
     Value v = like(x, Kind::Float);
-    v.dims[2] = size[2], v.dims[3] = size[3];
-    c.out(0, std::move(v), "ember::module::interpolate(" + c.t(0) + ", {" + std::to_string(size[2]) + ", " +
-                               std::to_string(size[3]) + "}, " + opts + ")");
+    for (std::size_t d = 0; d < x.rank; ++d) v.dims[d] = size[d];
+    // The 2-d cases ember's interpolate computes the same way (exact scales, outputs wider than
+    // one pixel) go there; every other one through index lists and weights.
+    bool exact = x.rank == 4 && (x.dims[0] < 0 || size[0] == x.dims[0]) &&
+                 (x.dims[1] < 0 || size[1] == x.dims[1]);
+    for (std::size_t d = 2; exact && d < 4; ++d)
+        exact = x.dims[d] > 0 && size[d] > 1 && double(size[d]) == double(x.dims[d]) * scales[d];
+    std::string opts;
+    if (mode == "nearest" && coord == "asymmetric" &&
+        c.attr_str("nearest_mode", "round_prefer_floor") == "floor")
+        opts = "ember::InterpolateOptions{ember::InterpolateMode::Nearest, false}";
+    else if (mode == "linear" && (coord == "half_pixel" || coord == "pytorch_half_pixel"))
+        opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, false}";
+    else if (mode == "linear" && coord == "align_corners")
+        opts = "ember::InterpolateOptions{ember::InterpolateMode::Bilinear, true}";
+    if (exact && !opts.empty())
+        return c.out(0, std::move(v),
+                     "ember::module::interpolate(" + c.t_as(0, Kind::Float) + ", {" +
+                         std::to_string(size[2]) + ", " + std::to_string(size[3]) + "}, " + opts +
+                         ")");
+    std::vector<double> roi;
+    if (coord == "tf_crop_and_resize") {
+        c.require(c.is_const(1), "roi must be a constant");
+        roi = c.in(1).constant->convert(DType::F64).to_vec<double>();
+        c.require(roi.size() == 2 * x.rank, "roi must have two entries per dim");
+    }
+    std::string e = c.em.fresh("resized");
+    c.em.body.push_back("auto " + e + " = " + c.t_as(0, Kind::Float) + ";");
+    for (std::size_t d = 0; d < x.rank; ++d) {
+        const bool crop = !roi.empty() && (roi[d] != 0.0 || roi[x.rank + d] != 1.0);
+        if (scales[d] == 1.0 && (x.dims[d] < 0 || size[d] == x.dims[d]) && !crop) continue;
+        c.require(x.dims[d] > 0 && size[d] > 0,
+                  "resizing dim " + r(d) + " needs its size at import");
+        const auto taps =
+            resize_taps(c, mode, coord, x.dims[d], size[d], scales[d], roi.empty() ? 0.0 : roi[d],
+                        roi.empty() ? 1.0 : roi[x.rank + d]);
+        Shape along(std::vector<std::size_t>(x.rank, 1));
+        along[d] = std::size_t(size[d]);
+        std::vector<std::string> terms;
+        for (std::size_t j = 0; j < taps.index.size(); ++j) {
+            const std::string iv = c.em.fresh("resize_index"), wv = c.em.fresh("resize_weight");
+            c.em.body.push_back(
+                "const auto " + iv + " = " +
+                inline_tensor(TensorData(taps.index[j], Shape{taps.index[j].size()}), 1,
+                              Kind::Int) +
+                ";");
+            std::vector<float> w(taps.weight[j].begin(), taps.weight[j].end());
+            c.em.body.push_back("const auto " + wv + " = " +
+                                inline_tensor(TensorData(w, along), x.rank, Kind::Float) + ";");
+            terms.push_back(e + ".select(" + r(d) + ", " + iv + ") * " + wv);
+        }
+        if (std::any_of(taps.extra.begin(), taps.extra.end(), [](double v) { return v != 0.0; })) {
+            const std::string xv = c.em.fresh("resize_extra");
+            std::vector<float> w(taps.extra.begin(), taps.extra.end());
+            c.em.body.push_back("const auto " + xv + " = " +
+                                inline_tensor(TensorData(w, along), x.rank, Kind::Float) + ";");
+            terms.push_back(xv);
+        }
+        c.em.body.push_back(e + " = " + join(terms, " + ") + ";");
+    }
+    c.out(0, std::move(v), e);
 }
 
 void eye_like(NodeCtx& c) {
