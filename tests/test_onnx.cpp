@@ -386,3 +386,36 @@ TEST_CASE(
         parse_error(bytes),
         Catch::Contains("test.onnx: ONNX's checker or shape inference crashed on the model"));
 }
+
+namespace {
+// Imports fixtures/onnx/ops/NAME.onnx (fixtures/gen_onnx_ops.py).
+onnx::ImportResult import_op_model(const std::string& name) {
+    const auto path = fs::path(EMBER_FIXTURE_DIR) / "onnx" / "ops" / (name + ".onnx");
+    return onnx::import_model(onnx::load_model(path), {}, name + ".onnx");
+}
+}  // namespace
+
+TEST_CASE("ember-onnx refuses the cases of the composed-op operators it cannot translate, naming node and op",
+          "[onnx]") {
+    const std::pair<const char*, const char*> cases[] = {
+        {"gathernd_batch_dims", "node 'g' (GatherND): batch_dims other than 0 is not supported"},
+        {"scatternd_min", "node 's' (ScatterND): reduction min is not supported (none, add and mul are)"},
+        {"gridsample_bicubic", "node 'gs' (GridSample): mode bicubic is not supported (bilinear and nearest are)"}};
+    for (const auto& [name, why] : cases) {
+        INFO(name);
+        CHECK_THROWS_AS(import_op_model(name), ember::ArgumentError);
+        CHECK_THROWS_WITH(import_op_model(name), Catch::Contains(why));
+    }
+}
+
+TEST_CASE("ember-onnx translates SoftmaxCrossEntropyLoss into a scalar loss and the log-probabilities",
+          "[onnx]") {
+    const auto r = import_op_model("sce");
+    REQUIRE(r.outputs.size() == 2);
+    CHECK(r.outputs[0].rank == 1);  // an ONNX scalar, held as [1]
+    CHECK(r.outputs[0].scalar);
+    CHECK(r.outputs[1].rank == 3);
+    CHECK(r.ops_used == std::vector<std::string>{"SoftmaxCrossEntropyLoss"});
+    // the generated code computes the log-probabilities with ember's log_softmax over dim 1
+    CHECK(r.header.find("ember::activation::log_softmax(") != std::string::npos);
+}
