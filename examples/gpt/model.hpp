@@ -1,7 +1,7 @@
 #pragma once
 // A GPT-2-shaped decoder-only transformer over bytes (Radford et al. 2019): token and learned
 // position embeddings, pre-LayerNorm blocks of causal self-attention and a 4× GELU MLP (ember's
-// TransformerEncoder with norm_first and a causal mask), a final LayerNorm, and output scores
+// TransformerEncoder with norm_first, causal), a final LayerNorm, and output scores
 // from the token embedding itself (tied input/output embeddings). GptConfig's defaults are
 // GPT-2 small's shape (12 layers, d_model 768, 12 heads, context 1024) with a vocabulary of the
 // 256 byte values: 86.0 M parameters.
@@ -57,11 +57,12 @@ struct Gpt {
     /// Next-token scores [N · S, vocab] of tokens [N, S] (row n·S + i: after token i of
     /// sequence n), S <= the context: position i attends to positions 0..i only.
     Tensor<B, 2> forward(const Tensor<B, 2, ember::Int>& tokens) const {
-        const auto [n, s] = tokens.dims();
+        const std::size_t s = tokens.dims()[1];
         check_length(s, 0, "Gpt::forward");
         auto x = embed(tokens, 0);
-        auto causal = nn::generate_autoregressive_mask<B>(n, s, tokens.device());
-        x = transformer.forward(nn::TransformerEncoderInput<B>(x).mask_attn(causal));
+        // causal() rather than a mask tensor: the fused attention kernel (CUDA) then skips the
+        // blocks above the diagonal instead of reading an [N, S, S] mask.
+        x = transformer.forward(nn::TransformerEncoderInput<B>(x).causal());
         return scores(x);
     }
 
