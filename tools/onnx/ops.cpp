@@ -3,6 +3,7 @@
 // time are folded here; anything the generated code could not do is refused here, with the
 // node and the reason. This file: elementwise ops, shapes, reductions and the handler table;
 // ops_layers.cpp: layers and the less common operators.
+#include <ember/record/untrusted.hpp>
 #include <ember/tensor/error.hpp>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ std::string join_ints(const Dims& v) {
     return join(s);
 }
 std::string r(std::size_t rank) { return std::to_string(rank); }
+std::string model_text(std::string_view s) { return record::printable(s, 80); }
 
 Value like(const Value& a, Kind k) {
     Value v;

@@ -31,6 +31,9 @@ Value like_value(const Value& a);
 Dims broadcast(const Value& a, const Value& b);
 /// The broadcast of `a` and `b` as a value of kind `k`; fails when they do not broadcast.
 Value broadcast_value(NodeCtx& c, const Value& a, const Value& b, Kind k);
+/// Text from the model (an attribute's string) as it may appear in an error message: escaped
+/// (record::printable), at most 80 bytes.
+std::string model_text(std::string_view s);
 /// A C++ literal of `s` for a tensor of kind `k`.
 std::string scalar_literal(double s, Kind k);
 /// A one-input op: output 0 is `prefix + input + suffix`, like the input.

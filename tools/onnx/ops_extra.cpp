@@ -105,7 +105,7 @@ void scatter_nd(NodeCtx& c) {
         return c.out(
             0, like(x, x.kind),
             "(" + xs + " + ember::scatter_nd(" + xs + ".zeros_like(), " + i + ", " + u + "))");
-    c.require(red == "mul", "reduction " + red + " is not supported (none, add and mul are)");
+    c.require(red == "mul", "reduction " + model_text(red) + " is not supported (none, add and mul are)");
     c.require(x.kind == Kind::Float, "reduction mul of integers is not supported");
     // The product of the updates each position receives, repeated tuples included, from sums:
     // exp(Σ log|u|), the sign from the count of negative factors, 0 where a factor is 0.
@@ -135,7 +135,7 @@ void scatter_elements(NodeCtx& c) {
     const std::string ax = r(axis);
     if (red == "add")
         return c.out(0, like(x, x.kind), xs + ".scatter(" + ax + ", " + i + ", " + us + ")");
-    c.require(red == "none", "reduction " + red + " is not supported (none and add are)");
+    c.require(red == "none", "reduction " + model_text(red) + " is not supported (none and add are)");
     // Replace: clear the positions the indices name, then add the updates there.
     const std::string hit = c.em.fresh("hit");
     c.em.body.push_back("const auto " + hit + " = " + xs + ".zeros_like().scatter(" + ax + ", " +
@@ -166,7 +166,7 @@ void nll(NodeCtx& c, const std::string& lp, std::size_t rank, std::size_t t, std
               "targets of rank " + r(tgt.rank) + " for an input of rank " + r(rank));
     c.require(tgt.kind == Kind::Int, "targets must be integers");
     const std::string red = c.attr_str("reduction", "mean");
-    c.require(red == "none" || red == "sum" || red == "mean", "reduction " + red + " is not known");
+    c.require(red == "none" || red == "sum" || red == "mean", "reduction " + model_text(red) + " is not known");
     const std::string tg = c.em.fresh("target"), ign = c.em.fresh("ignored"),
                       wt = c.em.fresh("weight"), ls = c.em.fresh("loss");
     c.em.body.push_back("const auto " + tg + " = " + c.t(t) + ";");
@@ -252,9 +252,9 @@ void grid_sample(NodeCtx& c) {
     const std::string mode = c.attr_str("mode", "bilinear"),
                       pad = c.attr_str("padding_mode", "zeros");
     c.require(mode == "bilinear" || mode == "nearest",
-              "mode " + mode + " is not supported (bilinear and nearest are)");
+              "mode " + model_text(mode) + " is not supported (bilinear and nearest are)");
     c.require(pad == "zeros" || pad == "border" || pad == "reflection",
-              "padding_mode " + pad + " is not known");
+              "padding_mode " + model_text(pad) + " is not known");
     const std::string o =
         std::string("ember::GridSampleOptions{") +
         (mode == "nearest" ? "ember::GridSampleMode::Nearest" : "ember::GridSampleMode::Bilinear") +
@@ -308,7 +308,7 @@ void recurrent(NodeCtx& c, bool gru) {
     const Value& x = c.in(0);
     const std::string dir = c.attr_str("direction", "forward");
     c.require(dir == "forward" || dir == "reverse",
-              "direction " + dir + " is not supported (forward and reverse are)");
+              "direction " + model_text(dir) + " is not supported (forward and reverse are)");
     c.require(!c.has(4), "sequence_lens is not supported");
     c.require(!c.has_attr("clip"), "clip is not supported");
     c.require(!c.has_attr("activations"), "only the default activations are supported");

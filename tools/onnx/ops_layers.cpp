@@ -517,7 +517,7 @@ void pad_op(NodeCtx& c) {
     const Value& x = c.in(0);
     const std::string mode = c.attr_str("mode", "constant");
     c.require(mode == "constant" || mode == "edge" || mode == "reflect",
-              "mode " + mode + " is not supported (constant, edge and reflect are)");
+              "mode " + model_text(mode) + " is not supported (constant, edge and reflect are)");
     Dims pads = c.em.opset >= 11 ? c.ints(1, "pads") : c.attr_ints("pads");
     double value = c.em.opset >= 11 ? (c.has(2) ? c.scalar(2).value_or(0.0) : 0.0) : c.attr_float("value", 0.0);
     if (c.em.opset >= 11 && c.has(2)) c.require(c.scalar(2).has_value(), "constant_value must be a constant");
@@ -631,7 +631,7 @@ void conv_transpose(NodeCtx& c) {
     c.require(n >= 1 && n <= 3, "ConvTranspose over " + r(n) + " spatial dims (1 to 3 are supported)");
     c.require(!c.has_attr("output_shape"), "output_shape is not supported (give pads and output_padding)");
     const std::string ap = c.attr_str("auto_pad", "NOTSET");
-    c.require(ap == "NOTSET" || ap == "VALID", "auto_pad " + ap + " is not supported");
+    c.require(ap == "NOTSET" || ap == "VALID", "auto_pad " + model_text(ap) + " is not supported");
     Dims kernel = c.attr_ints("kernel_shape");
     if (kernel.empty()) kernel.assign(w.dims.begin() + 2, w.dims.end());
     const Dims strides = c.attr_ints("strides", Dims(n, 1)), dil = c.attr_ints("dilations", Dims(n, 1));
@@ -726,7 +726,7 @@ ResizeTaps resize_taps(NodeCtx& c, const std::string& mode, const std::string& c
             x += roi_lo * double(in - 1);
             outside = x < 0.0 || x > double(in - 1);
         } else {
-            c.fail("coordinate_transformation_mode " + coord + " is not known");
+            c.fail("coordinate_transformation_mode " + model_text(coord) + " is not known");
         }
         const double base = std::ceil(x) - 1.0, ratio = x - base;
         std::vector<double> w;
@@ -742,7 +742,7 @@ ResizeTaps resize_taps(NodeCtx& c, const std::string& mode, const std::string& c
                 else if (nearest == "ceil")
                     up = true;
                 else
-                    c.fail("nearest_mode " + nearest + " is not known");
+                    c.fail("nearest_mode " + model_text(nearest) + " is not known");
             }
             t.index[0].push_back(
                 std::clamp<std::int64_t>(std::int64_t(base) + (up ? 1 : 0), 0, in - 1));
@@ -784,7 +784,7 @@ void resize(NodeCtx& c) {
     const std::string mode = c.attr_str("mode", "nearest");
     const std::string coord = c.attr_str("coordinate_transformation_mode", "half_pixel");
     c.require(mode == "nearest" || mode == "linear" || mode == "cubic",
-              "mode " + mode + " is not known");
+              "mode " + model_text(mode) + " is not known");
     Dims size;
     std::vector<double> scales;
     if (c.has(3)) {
