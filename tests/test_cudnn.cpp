@@ -6,6 +6,8 @@
 // convolutions inside a captured CUDA graph (no cudnnFind there). The GPU cases are skipped
 // without a device; the first case runs everywhere.
 #if defined(EMBER_CUDA)
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -214,8 +216,19 @@ std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolera
         check_close(dxg.to_data().convert(ref), dxc.to_data(), tol);
     }
     {
+        // A weight gradient sums N·H·W products per element, and cuDNN's algorithms (FFT,
+        // Winograd, split reductions; the autotuner's pick varies with the GPU's load) order
+        // those sums differently: the error follows the size of the terms, not of the result,
+        // so an element near 0 among elements near 100 may be 1e-4 off (seen on an H200 under
+        // eight concurrent test processes). The absolute tolerance scales with the largest.
         INFO("weight gradient (backward-filter)");
-        check_close(dwg.to_data().convert(ref), dwc.to_data(), tol);
+        const TensorData want = dwc.to_data();
+        double largest = 0;
+        for (double v : want.convert(DType::F64).to_vec<double>())
+            largest = std::max(largest, std::abs(v));
+        ember::Tolerance scaled = tol;
+        scaled.atol = std::max(tol.atol, 1e-5 * largest);
+        check_close(dwg.to_data().convert(ref), want, scaled);
     }
     return ran;
 }

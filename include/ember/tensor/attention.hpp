@@ -128,8 +128,10 @@ Tensor<B, 4> composed(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor
     if (drop) s = s.mask_fill(*drop, Scalar(lowest));
     auto p = activation::softmax(std::move(s), -1);
     if (drop) {
-        // 1 where the row attends to something, else 0 (a constant: no gradient through it).
-        auto any = drop->not_().any_dim(3).float_().detach();
+        // 1 where the row attends to something, else 0 (a constant: no gradient through it), in
+        // the probabilities' dtype: an f32 factor would promote bf16/f16 probabilities to f32,
+        // which the product with v (bf16/f16) then refuses.
+        auto any = drop->not_().any_dim(3).float_().cast(p.dtype()).detach();
         p = std::move(p) * std::move(any);
     }
     return p.matmul(v);
