@@ -16,7 +16,8 @@
 #     BENCH_VULKAN=<bench_vulkan binary>, the Vulkan training steps and overhead.
 # TORCH_CONFIGS adds "compile" (torch.compile, mode max-autotune) to PyTorch's configurations:
 # left out by default, as it compiles for minutes. gpu_train_report.py makes RESULTS.md's table
-# (graph_report.py --jsonl OUT.jsonl --stderr OUT.jsonl.stderr makes issue 31's from the same
+# (graph_report.py --jsonl OUT.jsonl --stderr OUT.jsonl.stderr --source ... --rounds "one round"
+# makes issue 31's from the same
 # file).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

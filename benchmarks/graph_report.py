@@ -48,24 +48,25 @@ def fmt(v, digits=3):
 def graph_notes(path):
     """{row name: (nodes, draws, updates)} from bench_cuda's stderr (last run of each row)."""
     notes = {}
-    pat = re.compile(r"bench_(?:cuda|vulkan): (\S+): (\d+) (?:graph nodes|dispatches), "
+    pat = re.compile(r"bench_(cuda|vulkan): (\S+): (\d+) (?:graph nodes|dispatches), "
                      r"(\d+) random draws, (\d+) Adam")
     for line in open(path, encoding="utf-8"):
         m = pat.search(line)
-        if m:
-            notes[m.group(1)] = tuple(int(x) for x in m.groups()[1:])
+        if m:  # a Vulkan step is named apart: the two backends time rows of the same names
+            name = m.group(2) if m.group(1) == "cuda" else f"vulkan {m.group(2)}"
+            notes[name] = tuple(int(x) for x in m.groups()[2:])
     return notes
 
 
-def section(meta, runs, notes=None):
+def section(meta, runs, notes=None, source="`benchmarks/graph.sh`", rounds="rounds alternating"):
     def get(fw, name):
         return runs.get((fw, name), [])
 
     lines = ["<!-- cuda-graph:begin -->", "## Training steps replayed as CUDA graphs (issue 31)", ""]
     lines.append(
-        f"`benchmarks/graph.sh`, {meta.get('date', '?')}, commit {meta.get('commit', '?')}, "
-        f"{meta.get('gpu', '?')}, PyTorch {meta.get('torch', '?')} in the same run, rounds "
-        "alternating. A step is forward, backward and Adam on one random batch; each figure is "
+        f"{source}, {meta.get('date', '?')}, commit {meta.get('commit', '?')}, "
+        f"{meta.get('gpu', '?')}, PyTorch {meta.get('torch', '?')} in the same run, {rounds}. "
+        "A step is forward, backward and Adam on one random batch; each figure is "
         "the best of 5 timings of 50 steps after warm-up, the median over rounds. ember's "
         "graph: the step captured once with `ember::cuda::capture` and replayed; PyTorch's: "
         "the whole step in `torch.cuda.graphs` with the fused, capturable Adam. Ratio = ember's "
@@ -122,8 +123,8 @@ def section(meta, runs, notes=None):
             f"{fmt(median(get('ember-vulkan', 'op_overhead_add_1_in_place')), 2)} | "
             f"{fmt(median(get('ember-vulkan', 'op_overhead_add_1_graph')), 2)} | — |")
     if notes:
-        lines += ["", "Each captured step (from the same run): graph nodes, random draws, Adam "
-                  "updates rewritten per replay:", ""]
+        lines += ["", "Each captured step (from the same run): graph nodes (Vulkan: dispatches), "
+                  "random draws, Adam updates rewritten per replay:", ""]
         lines.append("; ".join(f"`{k}` {v[0]} / {v[1]} / {v[2]}" for k, v in sorted(notes.items())) + ".")
     lines.append("<!-- cuda-graph:end -->")
     return "\n".join(lines) + "\n"
@@ -134,8 +135,11 @@ def main():
     ap.add_argument("--jsonl", required=True)
     ap.add_argument("--stderr")
     ap.add_argument("--results")
+    ap.add_argument("--source", default="`benchmarks/graph.sh`", help="what made the lines")
+    ap.add_argument("--rounds", default="rounds alternating", help="how many rounds, and how")
     a = ap.parse_args()
-    text = section(*load(a.jsonl), graph_notes(a.stderr) if a.stderr else None)
+    text = section(*load(a.jsonl), graph_notes(a.stderr) if a.stderr else None, a.source,
+                   a.rounds)
     if a.results:
         replace_section(a.results, "cuda-graph", text)
     else:
