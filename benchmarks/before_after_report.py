@@ -9,27 +9,21 @@ One row per workload and implementation measured by both builds: the median over
 each, and the change (positive: the after build is faster, for rates and times alike). Rows
 whose figure is not a speed (shares, ratios) are left out.
 """
-import json
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_section import write_section  # noqa: E402
+from results_section import json_lines, section_args, write_section  # noqa: E402
 
 HIGHER = {"GFLOP/s", "GB/s"}
 LOWER = {"us/op", "us/iter", "ms/step", "ms", "us"}
 
 
 def main():
-    if len(sys.argv) != 6:
-        sys.exit(__doc__)
-    results, path, name, title, what = sys.argv[1:]
+    results, path, name, title, what = section_args(__doc__)
     runs = {}
-    for line in open(path, encoding="utf-8"):
-        if not line.startswith("{"):
-            continue
-        r = json.loads(line)
+    for r in json_lines(path):
         if "workload" not in r or r.get("unit") not in HIGHER | LOWER:
             continue
         runs.setdefault((r["workload"], r["impl"], r["unit"]), {}).setdefault(

@@ -6,23 +6,17 @@ PyTorch/ember). Rows only one side measured are listed with a dash.
 
     pair_report.py RESULTS.md FILE.jsonl SECTION "TITLE" "WHAT THE RUN WAS"
 """
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_section import write_section  # noqa: E402
+from results_section import json_lines, section_args, write_section  # noqa: E402
 
 
 def main():
-    if len(sys.argv) != 6:
-        sys.exit(__doc__)
-    results, path, name, title, what = sys.argv[1:]
+    results, path, name, title, what = section_args(__doc__)
     rows = {}
-    for line in open(path, encoding="utf-8"):
-        if not line.startswith("{"):
-            continue
-        r = json.loads(line)
+    for r in json_lines(path):
         if "name" in r and "value" in r:
             rows.setdefault(r["name"], {})[r["framework"]] = r
     table = []

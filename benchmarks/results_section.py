@@ -7,6 +7,7 @@ A section lies between "<!-- NAME:begin -->" and "<!-- NAME:end -->" (the text c
 it is appended when the file has none. The file is written to a temporary name and renamed,
 so an interrupted run leaves the old file whole. train_report.py imports replace_section.
 """
+import json
 import os
 import sys
 
@@ -24,6 +25,20 @@ def replace_section(path, name, text):
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(new)
     os.replace(tmp, path)
+
+
+def json_lines(path):
+    """The JSON objects of a raw results file, one a line (other lines skipped)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def section_args(doc):
+    """The five arguments the section writers take (RESULTS.md, the raw file, the section's
+    name, its title and what the run was), or exit with the writer's usage."""
+    if len(sys.argv) != 6:
+        sys.exit(doc)
+    return sys.argv[1:]
 
 
 def write_section(path, name, lines):
