@@ -124,17 +124,11 @@ TEST_CASE("attention: bad shapes and options are errors that name the op", "[att
 }
 
 #if defined(EMBER_CUDA)
+#include "cuda_harness.hpp"
+
 namespace {
 
 using ember::Cuda;
-
-#define REQUIRE_GPU()                        \
-    do {                                     \
-        if (!ember::cuda::is_available()) {  \
-            WARN("skipped: no CUDA device"); \
-            return;                          \
-        }                                    \
-    } while (0)
 
 struct CudaCase {
     std::size_t b, h, lq, lk, e;

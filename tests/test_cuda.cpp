@@ -4,6 +4,7 @@
 #if defined(EMBER_CUDA)
 #include <ember/backend/cuda.hpp>
 
+#include "cuda_harness.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -11,14 +12,6 @@ using ember::Cpu;
 using ember::Cuda;
 using ember::Tensor;
 using ember::TensorData;
-
-#define REQUIRE_GPU()                        \
-    do {                                     \
-        if (!ember::cuda::is_available()) {  \
-            WARN("skipped: no CUDA device"); \
-            return;                          \
-        }                                    \
-    } while (0)
 
 template <std::size_t D>
 Tensor<Cpu, D> on_cpu(const Tensor<Cuda, D>& t) {

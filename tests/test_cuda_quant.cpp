@@ -9,6 +9,7 @@
 
 #include <ember/backend/cuda.hpp>
 
+#include "cuda_harness.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -20,14 +21,6 @@ using ember::TensorData;
 using ember::quant::ActivationMode;
 using ember::quant::ActivationQuantization;
 using ember::quant::QuantizationScheme;
-
-#define REQUIRE_GPU()                        \
-    do {                                     \
-        if (!ember::cuda::is_available()) {  \
-            WARN("skipped: no CUDA device"); \
-            return;                          \
-        }                                    \
-    } while (0)
 
 template <typename B>
 Tensor<B, 2> q_linear(const Tensor<B, 2>& x, const ember::quant::QuantizedTensor<B, 2>& w,

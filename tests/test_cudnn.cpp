@@ -18,6 +18,7 @@
 #include <ember/stacks.hpp>
 #include <ember/stacks/cuda_graph.hpp>
 
+#include "cuda_harness.hpp"
 #include "harness.hpp"
 
 namespace {
@@ -29,14 +30,6 @@ using ember::Tensor;
 using ember::TensorData;
 using ember::test::check_close;
 using AD = ember::Autodiff<Cuda>;
-
-#define REQUIRE_GPU()                        \
-    do {                                     \
-        if (!ember::cuda::is_available()) {  \
-            WARN("skipped: no CUDA device"); \
-            return;                          \
-        }                                    \
-    } while (0)
 
 /// Sets ember::cuda::set_use_cudnn for a scope and restores the previous setting after.
 struct UseCudnn {

@@ -12,28 +12,30 @@
 namespace ember {
 
 namespace cuda {
+// Fully qualified: a translation unit that also sees an ember::cuda::detail (graph capture
+// declares one) would otherwise look detail::cuda up there.
 /// Whether the fused kernel handles these operands: q, k, v of one float dtype (f32, bf16,
 /// f16) on one device, q and k's head dim equal to v's and one of 32, 64, 128, and at most
 /// 65535 batch × heads.
-EMBER_API bool attention_supported(const detail::cuda::CudaTensor& q,
-                                   const detail::cuda::CudaTensor& k,
-                                   const detail::cuda::CudaTensor& v,
-                                   const std::optional<detail::cuda::CudaTensor>& mask);
+EMBER_API bool attention_supported(const ::ember::detail::cuda::CudaTensor& q,
+                                   const ::ember::detail::cuda::CudaTensor& k,
+                                   const ::ember::detail::cuda::CudaTensor& v,
+                                   const std::optional<::ember::detail::cuda::CudaTensor>& mask);
 /// Fused forward: {softmax(q kᵀ · scale + mask) v [B, H, Lq, E] in q's dtype, the log-sum-exp
 /// of each row's scaled logits [B, H, Lq] (f32; -inf for a row that attends to nothing, whose
 /// output is 0)}. `mask` is boolean (true = attend) or additive, broadcastable to
 /// [B, H, Lq, Lk]. Nothing of size [Lq x Lk] is allocated.
-EMBER_API std::array<detail::cuda::CudaTensor, 2> attention_forward(
-    const detail::cuda::CudaTensor& q, const detail::cuda::CudaTensor& k,
-    const detail::cuda::CudaTensor& v, const std::optional<detail::cuda::CudaTensor>& mask,
+EMBER_API std::array<::ember::detail::cuda::CudaTensor, 2> attention_forward(
+    const ::ember::detail::cuda::CudaTensor& q, const ::ember::detail::cuda::CudaTensor& k,
+    const ::ember::detail::cuda::CudaTensor& v, const std::optional<::ember::detail::cuda::CudaTensor>& mask,
     bool causal, double scale);
 /// Fused backward: {dq, dk, dv} from the forward's output and log-sum-exp and the output's
 /// gradient, recomputing the probabilities tile by tile.
-EMBER_API std::array<detail::cuda::CudaTensor, 3> attention_backward(
-    const detail::cuda::CudaTensor& q, const detail::cuda::CudaTensor& k,
-    const detail::cuda::CudaTensor& v, const detail::cuda::CudaTensor& out,
-    const detail::cuda::CudaTensor& lse, const detail::cuda::CudaTensor& dout,
-    const std::optional<detail::cuda::CudaTensor>& mask, bool causal, double scale);
+EMBER_API std::array<::ember::detail::cuda::CudaTensor, 3> attention_backward(
+    const ::ember::detail::cuda::CudaTensor& q, const ::ember::detail::cuda::CudaTensor& k,
+    const ::ember::detail::cuda::CudaTensor& v, const ::ember::detail::cuda::CudaTensor& out,
+    const ::ember::detail::cuda::CudaTensor& lse, const ::ember::detail::cuda::CudaTensor& dout,
+    const std::optional<::ember::detail::cuda::CudaTensor>& mask, bool causal, double scale);
 }  // namespace cuda
 
 /// Cuda's fused attention (see AttentionKernel).
