@@ -15,7 +15,7 @@
 
 namespace ember::nn {
 
-/// Passes its input through unchanged (Burn's and PyTorch's Identity): a placeholder where a
+/// Passes its input through unchanged (Burn's and PyTorch's Identity): it stands where a
 /// model's structure wants a layer.
 struct Identity {
     EMBER_MODULE(Identity)
