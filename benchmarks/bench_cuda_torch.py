@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_graph import capture_step  # noqa: E402 (benchmarks/ is the script's folder)
+
 
 def time_per_call(f, reps, warm=3):
     for _ in range(warm):
@@ -110,16 +112,7 @@ def train_graph(name, make, batch, configs=("eager", "fused", "graph")):
         if cfg != "graph":
             emit(label, time_per_call(step, 50, 10) * 1e3, "ms")
             continue
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graphs asks
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        emit(label, time_per_call(graph.replay, 50, 10) * 1e3, "ms")
+        emit(label, time_per_call(capture_step(step), 50, 10) * 1e3, "ms")
 
 
 def gelu_custom(x):

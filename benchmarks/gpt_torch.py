@@ -48,6 +48,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_graph import capture_step  # noqa: E402 (benchmarks/ is the script's folder)
+
 MASK64 = (1 << 64) - 1
 
 
@@ -191,16 +193,7 @@ def run_config(args, dev, precision, cfg, x, y, flops):
         torch.cuda.reset_peak_memory_stats()
     run = step
     if cfg == "cuda_graph":
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graphs asks
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
-        run = graph.replay
+        run = capture_step(step)
     s = best_time(run, sync, args.reps, args.rounds, args.warmup)
     line = {"framework": "torch", "name": f"gpt_train_step_b{args.batch}_s{args.seq}_{precision}_{cfg}",
             "value": round(s * 1e3, 4), "unit": "ms",

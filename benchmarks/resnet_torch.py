@@ -44,6 +44,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_graph import capture_step  # noqa: E402 (benchmarks/ is the script's folder)
+
 
 class BasicBlock(nn.Module):
     """relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)); the shortcut a strided 1x1
@@ -223,16 +225,7 @@ def time_one(a, precision, layout, cfg):
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     if cfg == "cuda_graph":
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        seconds = per_step(g.replay, dev, a.reps)
+        seconds = per_step(capture_step(step), dev, a.reps)
     else:
         seconds = per_step(step, dev, a.reps)
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev == "cuda" else None
