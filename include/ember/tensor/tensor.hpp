@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../export.hpp"
+#include "check.hpp"
 #include "kind.hpp"
 
 namespace ember {
@@ -149,24 +150,18 @@ public:
         check_rank(data.shape(), "from_data");
         return Tensor(Ops::from_data(data, device));
     }
-    /// Tensor filled with `value`.
-    static Tensor full(const Shape& shape, Scalar value, const Device<B>& device = {})
-        requires NumericKind<K>
-    {
+    /// Tensor filled with `value` (Bool: true for a non-zero value).
+    static Tensor full(const Shape& shape, Scalar value, const Device<B>& device = {}) {
         check_rank(shape, "full");
         return Tensor(Ops::full(shape, value, device));
     }
-    /// Zeros.
-    static Tensor zeros(const Shape& shape, const Device<B>& device = {})
-        requires NumericKind<K>
-    {
+    /// Zeros (Bool: false).
+    static Tensor zeros(const Shape& shape, const Device<B>& device = {}) {
         check_rank(shape, "zeros");
         return full(shape, Scalar(0), device);
     }
-    /// Ones.
-    static Tensor ones(const Shape& shape, const Device<B>& device = {})
-        requires NumericKind<K>
-    {
+    /// Ones (Bool: true).
+    static Tensor ones(const Shape& shape, const Device<B>& device = {}) {
         check_rank(shape, "ones");
         return full(shape, Scalar(1), device);
     }
@@ -461,6 +456,15 @@ public:
             Ops::slice_assign(handle(), tame_steps(std::span<const Slice>(ranges, N), "slice_assign"),
                               values.handle()));
     }
+    /// slice_assign with ranges given as pairs (as `slice` takes them).
+    template <std::size_t N>
+    Tensor slice_assign(const std::array<std::pair<long, long>, N>& ranges,
+                        const Tensor& values) const {
+        static_assert(N <= D, "slice_assign: more ranges than dims");
+        std::array<Slice, N> r{};
+        for (std::size_t i = 0; i < N; ++i) r[i] = Slice{ranges[i].first, ranges[i].second};
+        return Tensor(Ops::slice_assign(handle(), tame_steps(r, "slice_assign"), values.handle()));
+    }
     /// slice_assign with a run-time list of ranges.
     Tensor slice_assign(std::span<const Slice> ranges, const Tensor& values) const {
         EMBER_CHECK(ranges.size() <= D, Dim, "slice_assign: ", ranges.size(), " ranges for rank ", D);
@@ -677,6 +681,14 @@ public:
     Tensor<B, D, Bool> not_equal_elem(Scalar s) const requires NumericKind<K> {
         return Tensor<B, D, Bool>(Ops::compare_scalar(CompareOp::Ne, handle(), s));
     }
+    /// x == b, for a bool tensor: itself for true, its negation for false.
+    Tensor equal_elem(bool b) const requires(std::same_as<K, Bool>) {
+        return b ? Tensor(handle()) : not_();
+    }
+    /// x != b, for a bool tensor.
+    Tensor not_equal_elem(bool b) const requires(std::same_as<K, Bool>) {
+        return b ? not_() : Tensor(handle());
+    }
     /// NaN positions (never true for Int).
     Tensor<B, D, Bool> is_nan() const requires NumericKind<K> {
         return Tensor<B, D, Bool>(Ops::compare(CompareOp::Ne, handle(), handle()));
@@ -701,9 +713,19 @@ public:
                    std::optional<double> rtol = std::nullopt) const requires NumericKind<K> {
         return is_close(other, atol.value_or(1e-8), rtol.value_or(1e-5)).all().into_scalar();
     }
-    /// `value` where `mask` is true.
-    Tensor mask_fill(const Tensor<B, D, Bool>& mask, Scalar value) const requires NumericKind<K> {
-        return Tensor(Ops::mask_fill(handle(), mask.primitive(), value));
+    /// `value` where `mask` is true (Bool: true for a non-zero value); the mask broadcasts to
+    /// this tensor's shape.
+    Tensor mask_fill(const Tensor<B, D, Bool>& mask, Scalar value) const {
+        if constexpr (std::same_as<K, Bool>) {
+            // Backends have no bool mask_fill: a mask_where against a broadcast [1, ..., 1]
+            // value is the same, once the shared check has held the mask to this shape.
+            detail::check::mask_fill(detail::check::Operand(shape(), DType::Bool),
+                                     detail::check::Operand(mask.shape(), mask.dtype()));
+            return Tensor(Ops::mask_where(handle(), mask.primitive(),
+                                          Ops::full(Shape::filled(D, 1), value, device())));
+        } else {
+            return Tensor(Ops::mask_fill(handle(), mask.primitive(), value));
+        }
     }
     /// Adds `values` at positions `indices` along `dim` (torch.scatter_add).
     Tensor scatter(long dim, const Tensor<B, D, Int>& indices, const Tensor& values) const
@@ -712,12 +734,16 @@ public:
         return Tensor(Ops::scatter(normalize_dim(dim, D, "scatter"), handle(), indices.primitive(),
                                    values.handle()));
     }
-    /// Adds `values` into the rows `indices` along `dim`.
-    Tensor select_assign(long dim, const Tensor<B, 1, Int>& indices, const Tensor& values) const
-        requires NumericKind<K>
-    {
-        return Tensor(Ops::select_assign(handle(), normalize_dim(dim, D, "select_assign"),
-                                         indices.primitive(), values.handle()));
+    /// Adds `values` into the rows `indices` along `dim` (Bool: ors them in, as Burn's
+    /// bool_select_or: a row stays true once any value sent to it is true).
+    Tensor select_assign(long dim, const Tensor<B, 1, Int>& indices, const Tensor& values) const {
+        if constexpr (std::same_as<K, Bool>) {
+            // As counts: the sum of the 0/1 values sent to a row is non-zero iff one was true.
+            return int_().select_assign(dim, indices, values.int_()).not_equal_elem(0);
+        } else {
+            return Tensor(Ops::select_assign(handle(), normalize_dim(dim, D, "select_assign"),
+                                             indices.primitive(), values.handle()));
+        }
     }
 
 #define EMBER_REDUCE_METHOD(name, OP)                                                      \
@@ -730,8 +756,6 @@ public:
     }
     /// Sum (shape [1]) / along a dim (kept).
     EMBER_REDUCE_METHOD(sum, Sum)
-    /// Mean (Float only at run time: Int raises DTypeError as PyTorch).
-    EMBER_REDUCE_METHOD(mean, Mean)
     /// Product.
     EMBER_REDUCE_METHOD(prod, Prod)
     /// Maximum (NaN propagates).
@@ -739,6 +763,22 @@ public:
     /// Minimum (NaN propagates).
     EMBER_REDUCE_METHOD(min, Min)
 #undef EMBER_REDUCE_METHOD
+    /// Mean, shape [1]. Int: an Int result, as Burn's, the sum divided by the count rounding
+    /// toward zero (-7 / 2 is -3); throws ShapeError for an empty Int tensor (no mean exists).
+    Tensor<B, 1, K> mean() const requires NumericKind<K> {
+        if constexpr (std::same_as<K, Int>)
+            return sum().int_mean_divide(num_elements(), "mean", shape());
+        else
+            return Tensor<B, 1, K>(Ops::reduce(ReduceOp::Mean, handle()));
+    }
+    /// Mean along `dim` (kept); Int rounds toward zero as mean() does.
+    Tensor mean_dim(long dim) const requires NumericKind<K> {
+        const std::size_t d = normalize_dim(dim, D, "mean_dim");
+        if constexpr (std::same_as<K, Int>)
+            return sum_dim(static_cast<long>(d)).int_mean_divide(shape()[d], "mean_dim", shape());
+        else
+            return Tensor(Ops::reduce_dim(ReduceOp::Mean, handle(), d));
+    }
     /// Index of the maximum along `dim` (kept).
     Tensor<B, D, Int> argmax(long dim) const requires NumericKind<K> {
         return Tensor<B, D, Int>(
@@ -1060,6 +1100,14 @@ private:
         out[d] = detail::checked_mul(s[d], times, op, "dim size times repeats");
         (void)out.num_elements(op);
         return times;
+    }
+    // An Int sum over `count` elements divided by the count, rounding toward zero as Burn's
+    // int_mean does (Int div floors, so the division runs on |sum| and the sign goes back on).
+    Tensor int_mean_divide(std::size_t count, const char* op, const Shape& input) const
+        requires(std::same_as<K, Int>) {
+        EMBER_CHECK(count > 0, Shape, op, ": the mean of no elements (Int tensor of shape ",
+                    input.to_string(), ") has no Int value");
+        return abs().div_scalar(Scalar(count)).mul(sign());
     }
     Tensor<B, D, Float> float_tensor() const {
         if constexpr (std::same_as<K, Float>) return *this;
