@@ -6,6 +6,8 @@
 #                             the validation loss of the same run left uninterrupted
 #   check.sh bench GPT DIR    train --bench prints the loss of each --loss-steps step (falling
 #                             on its one batch) and a timing line with step time, tokens/s, MFU
+#   check.sh devices GPT DIR  --devices on a backend other than CUDA is refused: exit status 1
+#                             and one line on stderr that names the option and what it needs
 set -euo pipefail
 mode=$1 gpt=$2 dir=$3
 tiny=(--layers 2 --d-model 32 --heads 2 --context 32 --batch-size 8 --dropout 0 --lr 3e-3
@@ -46,6 +48,17 @@ case "$mode" in
     grep '"name": "gpt_loss"' "$dir/bench.jsonl" | sed 's/.*"value": \([0-9.e+-]*\).*/\1/' |
       awk 'NR > 1 && $1 >= prev { exit 1 } { prev = $1 }'
     grep -E '"name": "gpt_train_step_b4_s32_f32", "value": [0-9.e+-]+, "unit": "ms", "tokens_per_s": [0-9.e+-]+, "mfu": [0-9.e+-]+' "$dir/bench.jsonl" >/dev/null
+    ;;
+  devices)
+    mkdir -p "$dir"
+    status=0
+    "$gpt" train "${tiny[@]}" --backend cpu --devices 0,1 --artifact-dir "$dir" \
+      >"$dir/devices.out" 2>"$dir/devices.err" || status=$?
+    cat "$dir/devices.err"
+    [[ $status == 1 && $(wc -l <"$dir/devices.err") == 1 ]]
+    # With CUDA built: it needs --backend cuda; without: the build has no CUDA backend.
+    grep -Eq '^gpt: --devices and --distributed train on CUDA devices' "$dir/devices.err"
+    [[ ! -e "$dir/config.json" ]]  # refused before anything was written
     ;;
   *) echo "check.sh: unknown mode $mode" >&2; exit 2 ;;
 esac

@@ -91,15 +91,18 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
 /// The benchmark's batch (`train --bench`), the same as benchmarks/gpt_torch.py's bench_tokens:
 /// `n` rows of `seq + 1` bytes, byte i of them all splitmix64(seed · 2³² + i) mod 256; inputs
 /// are each row's first `seq` bytes, targets the byte after each. No text needed, so it runs on
-/// a machine without the fortunes package.
+/// a machine without the fortunes package. Of the n rows, rows first .. first + count - 1 (all by
+/// default): a replica's share of the batch.
 template <ember::Backend B>
 TokenBatch<B> bench_batch(std::size_t n, std::size_t seq, std::uint64_t seed,
-                          const ember::Device<B>& device) {
+                          const ember::Device<B>& device, std::size_t first = 0,
+                          std::size_t count = std::size_t(-1)) {
+    count = std::min(count, n - std::min(first, n));
     std::vector<std::int64_t> inputs, targets;
-    inputs.reserve(n * seq);
-    targets.reserve(n * seq);
+    inputs.reserve(count * seq);
+    targets.reserve(count * seq);
     const std::uint64_t base = seed << 32;
-    for (std::size_t r = 0; r < n; ++r) {
+    for (std::size_t r = first; r < first + count; ++r) {
         auto byte = [&](std::size_t t) {
             return std::int64_t(splitmix64(base + r * (seq + 1) + t) & 255);
         };
@@ -109,31 +112,37 @@ TokenBatch<B> bench_batch(std::size_t n, std::size_t seq, std::uint64_t seed,
         }
     }
     return {ember::Tensor<B, 2, ember::Int>::from_data(
-                ember::TensorData(std::move(inputs), {n, seq}), device),
+                ember::TensorData(std::move(inputs), {count, seq}), device),
             ember::Tensor<B, 1, ember::Int>::from_data(
-                ember::TensorData(std::move(targets), {n * seq}), device)};
+                ember::TensorData(std::move(targets), {count * seq}), device)};
 }
 
-/// `n` windows of `seq + 1` bytes of `stream` starting at offsets drawn from `rng`.
+/// `n` windows of `seq + 1` bytes of `stream` starting at offsets drawn from `rng`; of them,
+/// windows first .. first + count - 1 (all by default). Every offset is drawn whatever the
+/// share, so the replicas of data-parallel training, each taking its own share of one draw,
+/// together see the batch one device would.
 template <ember::Backend B>
 TokenBatch<B> sample_batch(const std::vector<std::uint8_t>& stream, std::size_t n, std::size_t seq,
-                           std::mt19937_64& rng, const ember::Device<B>& device) {
+                           std::mt19937_64& rng, const ember::Device<B>& device,
+                           std::size_t first = 0, std::size_t count = std::size_t(-1)) {
     EMBER_CHECK(stream.size() > seq + 1, Argument, "gpt: the text (", stream.size(),
                 " bytes) is shorter than one window of ", seq + 1);
+    count = std::min(count, n - std::min(first, n));
     std::vector<std::int64_t> inputs, targets;
-    inputs.reserve(n * seq);
-    targets.reserve(n * seq);
+    inputs.reserve(count * seq);
+    targets.reserve(count * seq);
     for (std::size_t i = 0; i < n; ++i) {
         const std::size_t start = std::size_t(rng() % (stream.size() - seq - 1));
+        if (i < first || i >= first + count) continue;
         for (std::size_t t = 0; t < seq; ++t) {
             inputs.push_back(stream[start + t]);
             targets.push_back(stream[start + t + 1]);
         }
     }
     return {ember::Tensor<B, 2, ember::Int>::from_data(
-                ember::TensorData(std::move(inputs), {n, seq}), device),
+                ember::TensorData(std::move(inputs), {count, seq}), device),
             ember::Tensor<B, 1, ember::Int>::from_data(
-                ember::TensorData(std::move(targets), {n * seq}), device)};
+                ember::TensorData(std::move(targets), {count * seq}), device)};
 }
 
 }  // namespace gpt
