@@ -29,10 +29,11 @@ struct Replica {
     bool lead() const { return rank == 0; }
 };
 
-/// Whether the collective layer can reduce `B`'s tensors in place: the concrete stacks, not
-/// ember::Dispatch (whose collectives would go through host memory, which NCCL refuses).
+/// Whether `B` is an autodiff stack over another backend (Autodiff<Cuda>, Autodiff<Cpu>), whose
+/// tensors the collective layer reduces in place, rather than ember::Dispatch (its own inner
+/// backend, whose tensors would go through host memory, which NCCL refuses).
 template <typename B>
-inline constexpr bool kCollectiveStack = !std::same_as<B, ember::Dispatch>;
+inline constexpr bool kCollectiveStack = !std::same_as<typename B::InnerBackend, B>;
 
 /// The gradients of `loss` (computed by `model` on this replica's shard) for the optimizer:
 /// the mean over the replicas when there are several (the gradient of the mean loss over the
