@@ -85,6 +85,8 @@ struct CrossEntropyLoss {
     /// The loss ([1]) of `predictions` [N, C] (logits or probabilities) for `targets` [N] in
     /// [0, C) (pad tokens may be any id).
     Tensor<B, 1> forward(const Tensor<B, 2>& predictions, const Tensor<B, 1, Int>& targets) const {
+        if (::ember::detail::autocast::widens(predictions)) [[unlikely]]  // autocast: in f32
+            return forward(predictions.cast(DType::F32), targets);
         // Plain variables, not a structured binding: the lambda below uses them, and Clang
         // before 16 rejects a lambda's reference to a binding.
         const std::size_t n = predictions.dims()[0], c = predictions.dims()[1];
@@ -164,6 +166,8 @@ struct BinaryCrossEntropyLoss {
     /// The mean loss ([1]) of `predictions` for `targets` (0 or 1).
     template <std::size_t D>
     Tensor<B, 1> forward(const Tensor<B, D>& predictions, const Tensor<B, D, Int>& targets) const {
+        if (::ember::detail::autocast::widens(predictions)) [[unlikely]]  // autocast: in f32
+            return forward(predictions.cast(DType::F32), targets);
         detail::check_same_shape(predictions, targets, "BinaryCrossEntropyLoss", "targets");
         const Shape shape = predictions.shape();
         const std::size_t classes = D > 1 ? shape[D - 1] : 2;
@@ -229,6 +233,9 @@ struct MseLoss {
     Tensor<B, D> forward_no_reduction(const Tensor<B, D>& predictions,
                                       const Tensor<B, D>& targets) const {
         detail::check_same_shape(predictions, targets, "MseLoss", "targets");
+        namespace ac = ::ember::detail::autocast;  // autocast: both in f32
+        if (ac::widens(predictions) || ac::widens(targets)) [[unlikely]]
+            return forward_no_reduction(ac::widen(predictions), ac::widen(targets));
         auto r = predictions - targets;
         return r * r;
     }
@@ -250,6 +257,9 @@ struct HuberLoss {
     Tensor<B, D> forward_no_reduction(const Tensor<B, D>& predictions,
                                       const Tensor<B, D>& targets) const {
         detail::check_same_shape(predictions, targets, "HuberLoss", "targets");
+        namespace ac = ::ember::detail::autocast;  // autocast: both in f32
+        if (ac::widens(predictions) || ac::widens(targets)) [[unlikely]]
+            return forward_no_reduction(ac::widen(predictions), ac::widen(targets));
         return forward_residuals(predictions - targets);
     }
     /// The elementwise loss of residuals r = prediction - target.

@@ -65,9 +65,17 @@ struct BatchNorm {
     double epsilon = 1e-5;                    ///< added to the variance
     EMBER_MODULE(BatchNorm, gamma, beta, running_mean, running_var, momentum, epsilon)
 
-    /// Normalises `input` [N, C, ...] per channel.
+    /// Normalises `input` [N, C, ...] per channel. Under an ember::Autocast guard an f16/bf16
+    /// input is normalised in f32 (statistics included) and the result cast back to its dtype.
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const {
+        if (::ember::detail::autocast::current()) [[unlikely]] {
+            const DType dt = input.dtype();
+            if (dt == DType::F16 || dt == DType::BF16) {
+                const Autocast off(*autocast_dtype(), false);  // the f32 ops stay f32
+                return forward(input.cast(DType::F32)).cast(dt);
+            }
+        }
         static_assert(D >= 2, "BatchNorm: the input needs a batch and a channel dim");
         const std::size_t channels = gamma.shape()[0];
         detail::check_channels(input, channels, "BatchNorm");
@@ -132,12 +140,14 @@ struct BatchNormConfig {
 
 namespace detail {
 // Normalises [N, C, ...] over each of `groups` groups of channels (and all positions).
+// Under an ember::Autocast guard an f16/bf16 input is normalised in f32.
 template <Backend B, std::size_t D>
 Tensor<B, D> group_norm(const Tensor<B, D>& input, std::size_t groups, double epsilon,
                         const std::optional<Param<Tensor<B, 1>>>& gamma,
                         const std::optional<Param<Tensor<B, 1>>>& beta) {
     const Shape shape = input.shape();
-    auto x = input.template reshape<3>({long(shape[0]), long(groups), -1});
+    auto x = ::ember::detail::autocast::widen(input).template reshape<3>(
+        {long(shape[0]), long(groups), -1});
     auto [var, mean] = x.var_mean_bias(2);
     auto y = ((x - mean) / (var + epsilon).sqrt()).template reshape<D>(shape);
     if (gamma) y = y * per_channel<D>(gamma->val());
@@ -290,10 +300,11 @@ struct RmsNorm {
     double epsilon = 1e-5;      ///< added to the mean square
     EMBER_MODULE(RmsNorm, gamma, epsilon)
 
-    /// Normalises `input` [..., d_model].
+    /// Normalises `input` [..., d_model] (in f32 under an ember::Autocast guard).
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        detail::check_last_dim(input, gamma.shape()[0], "RmsNorm");
+    Tensor<B, D> forward(const Tensor<B, D>& input_in) const {
+        detail::check_last_dim(input_in, gamma.shape()[0], "RmsNorm");
+        const auto input = ::ember::detail::autocast::widen(input_in);
         auto rms = ((input * input).mean_dim(long(D) - 1) + epsilon).sqrt();
         return input / rms * detail::per_feature<D>(gamma.val());
     }

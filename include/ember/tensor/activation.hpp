@@ -196,16 +196,21 @@ Tensor<B, D> rrelu(Tensor<B, D> x, double lower = 1.0 / 8.0, double upper = 1.0 
     auto slope = x.random_like(Distribution::Uniform(lower, upper));
     return x.mask_where(x.lower_elem(0.0), x * slope);
 }
-/// Softmax along `dim`.
+/// Softmax along `dim`. Under an ember::Autocast guard an f16/bf16 input is cast to f32 first.
 template <Backend B, std::size_t D>
 Tensor<B, D> softmax(Tensor<B, D> x, long dim) {
     const std::size_t d = normalize_dim(dim, D, "softmax");
+    if (::ember::detail::autocast::current()) [[unlikely]]
+        x = ::ember::detail::autocast::widen(x);
     return Tensor<B, D>(B::float_softmax(std::move(x).into_primitive(), d));
 }
-/// Log-softmax along `dim`.
+/// Log-softmax along `dim`. Under an ember::Autocast guard an f16/bf16 input is cast to f32
+/// first.
 template <Backend B, std::size_t D>
 Tensor<B, D> log_softmax(Tensor<B, D> x, long dim) {
     const std::size_t d = normalize_dim(dim, D, "log_softmax");
+    if (::ember::detail::autocast::current()) [[unlikely]]
+        x = ::ember::detail::autocast::widen(x);
     return Tensor<B, D>(B::float_log_softmax(std::move(x).into_primitive(), d));
 }
 /// softmax(-x).

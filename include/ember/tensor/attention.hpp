@@ -144,12 +144,24 @@ namespace module {
 /// Scaled dot-product attention with an optional mask: q [B, H, Lq, E], k [B, H, Lk, E],
 /// v [B, H, Lk, Ev] → [B, H, Lq, Ev]. `keep` (true = attend) broadcasts to [B, H, Lq, Lk], as
 /// PyTorch's boolean attn_mask. Runs the backend's fused kernel where it has one
-/// (AttentionKernel) and supports the shapes, else the composed form.
+/// (AttentionKernel) and supports the shapes, else the composed form. Under an ember::Autocast
+/// guard q, k, v and `bias` are cast to its dtype, and the whole op runs in it.
 template <Backend B>
 Tensor<B, 4> attention(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v,
                        const std::optional<std::type_identity_t<Tensor<B, 4, Bool>>>& keep,
                        const std::optional<std::type_identity_t<Tensor<B, 4>>>& bias,
                        const AttentionOptions& options = {}) {
+    if (::ember::detail::autocast::current()) [[unlikely]] {
+        // On PyTorch's autocast list: q, k, v and an additive mask in the autocast dtype.
+        namespace ac = ::ember::detail::autocast;
+        const auto a = *ac::current();
+        const auto ql = ac::lower(q, a), kl = ac::lower(k, a), vl = ac::lower(v, a);
+        const auto bl = ac::lower(bias);
+        // The cast tensors are all in one dtype now: the guard is off for the rest, so that the
+        // composed form's softmax stays in it, as inside PyTorch's fused attention.
+        const Autocast off(a, false);
+        return attention<B>(ql, kl, vl, keep, bl, options);
+    }
     const Shape mshape = keep ? keep->shape() : bias ? bias->shape() : Shape{};
     EMBER_CHECK(!(keep && bias), Argument,
                 "attention: give either a boolean or an additive mask, not both");

@@ -13,7 +13,8 @@ namespace ember::module {
 template <Backend B, std::size_t D>
 using OptionalTensor = std::optional<std::type_identity_t<Tensor<B, D>>>;
 
-/// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out].
+/// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
+/// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
 template <Backend B, std::size_t D>
 Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
                     const OptionalTensor<B, 1>& bias = std::nullopt) {
@@ -25,17 +26,22 @@ Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
     if (bias) {
         Shape b = Shape::filled(D, 1);
         b[D - 1] = ws[1];
-        y = std::move(y) + bias->template reshape<D>(b);
+        y = std::move(y) + ::ember::detail::autocast::lower(*bias).template reshape<D>(b);
     }
     return y;
 }
 
 /// Layer normalisation over the last dim (torch.nn.functional.layer_norm with a 1-d
 /// normalized_shape): (x - mean) / sqrt(var + eps) · gamma + beta, with the biased variance;
-/// gamma and beta [last dim] are optional. One kernel where the backend has one.
+/// gamma and beta [last dim] are optional. One kernel where the backend has one. Under an
+/// ember::Autocast guard f16/bf16 operands are cast to f32 (so is the output).
 template <Backend B, std::size_t D>
-Tensor<B, D> layer_norm(const Tensor<B, D>& x, const OptionalTensor<B, 1>& gamma = std::nullopt,
-                        const OptionalTensor<B, 1>& beta = std::nullopt, double eps = 1e-5) {
+Tensor<B, D> layer_norm(const Tensor<B, D>& x_in,
+                        const OptionalTensor<B, 1>& gamma_in = std::nullopt,
+                        const OptionalTensor<B, 1>& beta_in = std::nullopt, double eps = 1e-5) {
+    namespace ac = ::ember::detail::autocast;  // copies of the handles without a guard
+    const auto x = ac::widen(x_in);
+    const auto gamma = ac::widen(gamma_in), beta = ac::widen(beta_in);
     static_assert(D >= 1, "layer_norm: the input needs a last dim");
     const std::size_t c = x.shape()[D - 1];
     for (const auto* p : {&gamma, &beta})
@@ -52,14 +58,22 @@ Tensor<B, D> layer_norm(const Tensor<B, D>& x, const OptionalTensor<B, 1>& gamma
     return Tensor<B, D>(std::move(r[0]));
 }
 
-#define EMBER_CONV(name, N, Opt)                                                           \
-    template <Backend B>                                                                   \
+// Under an ember::Autocast guard the input, weight and bias are cast to its dtype first.
+#define EMBER_CONV(name, N, Opt)                                                          \
+    template <Backend B>                                                                  \
     Tensor<B, N + 2> name(const Tensor<B, N + 2>& x, const Tensor<B, N + 2>& weight,      \
-                          const OptionalTensor<B, 1>& bias = std::nullopt,                 \
-                          const Opt<N>& options = {}) {                                    \
-        std::optional<typename B::FloatTensorPrimitive> b;                                 \
-        if (bias) b = bias->primitive();                                                   \
-        return Tensor<B, N + 2>(B::name(x.primitive(), weight.primitive(), b, options));   \
+                          const OptionalTensor<B, 1>& bias = std::nullopt,                \
+                          const Opt<N>& options = {}) {                                   \
+        namespace ac = ::ember::detail::autocast;                                         \
+        if (ac::current()) [[unlikely]] {                                                 \
+            const auto xl = ac::lower(x), wl = ac::lower(weight);                         \
+            std::optional<typename B::FloatTensorPrimitive> b;                            \
+            if (bias) b = ac::lower(*bias).primitive();                                   \
+            return Tensor<B, N + 2>(B::name(xl.primitive(), wl.primitive(), b, options)); \
+        }                                                                                 \
+        std::optional<typename B::FloatTensorPrimitive> b;                                \
+        if (bias) b = bias->primitive();                                                  \
+        return Tensor<B, N + 2>(B::name(x.primitive(), weight.primitive(), b, options));  \
     }
 /// 1-d convolution: x [N, C_in, L], weight [C_out, C_in / groups, K].
 EMBER_CONV(conv1d, 1, ConvOptions)

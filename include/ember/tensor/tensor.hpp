@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../export.hpp"
+#include "autocast.hpp"
 #include "check.hpp"
 #include "kind.hpp"
 
@@ -746,22 +747,29 @@ public:
         }
     }
 
-#define EMBER_REDUCE_METHOD(name, OP)                                                      \
+// WIDEN: on PyTorch's autocast f32 list (f16/bf16 operands are cast to f32 under a guard).
+#define EMBER_REDUCE_METHOD(name, OP, WIDEN)                                               \
     Tensor<B, 1, K> name() const requires NumericKind<K> {                                 \
+        if constexpr (WIDEN && std::same_as<K, Float>)                                     \
+            if (autocast_widens()) [[unlikely]]                                            \
+                return cast(DType::F32).name();                                            \
         return Tensor<B, 1, K>(Ops::reduce(ReduceOp::OP, handle()));                       \
     }                                                                                      \
     Tensor name##_dim(long dim) const requires NumericKind<K> {                            \
+        if constexpr (WIDEN && std::same_as<K, Float>)                                     \
+            if (autocast_widens()) [[unlikely]]                                            \
+                return cast(DType::F32).name##_dim(dim);                                   \
         return Tensor(                                                                     \
             Ops::reduce_dim(ReduceOp::OP, handle(), normalize_dim(dim, D, #name "_dim"))); \
     }
-    /// Sum (shape [1]) / along a dim (kept).
-    EMBER_REDUCE_METHOD(sum, Sum)
-    /// Product.
-    EMBER_REDUCE_METHOD(prod, Prod)
+    /// Sum (shape [1]) / along a dim (kept). In f32 under an ember::Autocast guard.
+    EMBER_REDUCE_METHOD(sum, Sum, true)
+    /// Product. In f32 under an ember::Autocast guard.
+    EMBER_REDUCE_METHOD(prod, Prod, true)
     /// Maximum (NaN propagates).
-    EMBER_REDUCE_METHOD(max, Max)
+    EMBER_REDUCE_METHOD(max, Max, false)
     /// Minimum (NaN propagates).
-    EMBER_REDUCE_METHOD(min, Min)
+    EMBER_REDUCE_METHOD(min, Min, false)
 #undef EMBER_REDUCE_METHOD
     /// Mean, shape [1]. Int: an Int result, as Burn's, the sum divided by the count rounding
     /// toward zero (-7 / 2 is -3); throws ShapeError for an empty Int tensor (no mean exists).
@@ -945,11 +953,16 @@ public:
     }
 
     // ---- float only ----------------------------------------------------------------------
-    /// Matrix product with torch.matmul's broadcasting of batch dims.
+    /// Matrix product with torch.matmul's broadcasting of batch dims. Under an ember::Autocast
+    /// guard both operands are cast to its dtype first (f64 ones excepted).
     Tensor matmul(const Tensor& other) const& requires(std::same_as<K, Float>) {
+        if (detail::autocast::current()) [[unlikely]]
+            return autocast_matmul(*this, other);
         return Tensor(B::float_matmul(handle(), other.handle()));
     }
     Tensor matmul(const Tensor& other) && requires(std::same_as<K, Float>) {
+        if (detail::autocast::current()) [[unlikely]]
+            return autocast_matmul(*this, other);
         return Tensor(B::float_matmul(take(), other.handle()));
     }
     /// The tensor quantized with `scheme` and `qparams`: a quant::QuantizedTensor<B, D>
@@ -1066,6 +1079,18 @@ private:
             detail::moved_from_tensor(accessor, here.function_name());
         moved_ = true;
         return std::move(p_);
+    }
+    // Under an ember::Autocast guard: both operands in its dtype, then the plain product.
+    static Tensor autocast_matmul(const Tensor& a, const Tensor& b) {
+        const DType to = *detail::autocast::current();
+        const Tensor x = detail::autocast::lower(a, to), y = detail::autocast::lower(b, to);
+        return Tensor(B::float_matmul(x.handle(), y.handle()));
+    }
+    // True under an ember::Autocast guard for an f16/bf16 tensor (an f32-list op widens it).
+    bool autocast_widens() const {
+        if (!detail::autocast::current()) return false;
+        const DType d = dtype();
+        return d == DType::F16 || d == DType::BF16;
     }
     // Checks a shape an op is about to create (rank D, element count in range).
     static void check_rank(const Shape& s, const char* op) {

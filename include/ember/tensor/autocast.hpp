@@ -1,0 +1,130 @@
+#pragma once
+// Automatic mixed precision (PyTorch's torch.autocast): while an `ember::Autocast` guard is alive
+// on a thread, the ops below cast their float operands on that thread, so that a model whose
+// parameters are f32 runs its products in bf16 (or f16) and its numerically sensitive ops in f32.
+//
+// Why a thread-local policy the ops consult, and not a module option or a backend decorator:
+// - it is PyTorch's semantics, which the users of these models know and the fixtures come from:
+//   the same model code runs in f32 or mixed precision by wrapping its forward pass in a guard;
+// - the casts are ordinary recorded ops, so Autodiff differentiates through them (a cast's
+//   gradient is cast back), and the parameters, their gradients and the optimizer's state stay
+//   f32 without any optimizer knowing about it;
+// - a backend decorator would see primitives without knowing which module called them (a
+//   matmul inside a loss is not a Linear), and a per-module option would have to be threaded
+//   through every layer and composed op.
+// Backward and the optimizer step run outside the guard (as with torch.autocast): backward
+// computes each op's gradient in the dtype that op ran in, whatever the policy.
+//
+// Which ops cast (the lists follow PyTorch's CUDA autocast lists, restricted to ember's ops):
+// - to the autocast dtype (operands that are f32, f16 or bf16; f64 ones are left alone):
+//   Tensor::matmul, module::linear (input, weight and bias: the output is bf16),
+//   module::conv1d/conv2d/conv3d and conv_transpose1d/2d/3d (input, weight, bias),
+//   module::attention (q, k, v and an additive mask) — and so nn::Linear, nn::Conv1d/2d/3d,
+//   nn::ConvTranspose*, nn::MultiHeadAttention and the transformer layers;
+// - to f32 (operands that are f16 or bf16): activation::softmax, log_softmax (and softmin),
+//   Tensor::sum/sum_dim and prod/prod_dim, module::layer_norm (nn::LayerNorm), nn::GroupNorm,
+//   nn::InstanceNorm and nn::RmsNorm (input and affine parameters), nn::loss's CrossEntropyLoss,
+//   BinaryCrossEntropyLoss, MseLoss and HuberLoss (predictions and targets);
+// - nn::BatchNorm computes its statistics and the normalisation in f32 and returns its input's
+//   dtype (what cuDNN's batch norm does under PyTorch's autocast);
+// - every other op runs in its operands' dtype, mixed dtypes promoting to the wider one (a bf16
+//   product added to an f32 residual is f32), as without a guard.
+// Differences from PyTorch: the casts of a parameter are not cached within a region (a weight
+// used twice is cast twice); PyTorch's f32 list also has pointwise functions (exp, log, pow, ...)
+// that ember leaves in their operands' dtype, and f32 losses outside the four above promote only
+// through f32 targets.
+#include <optional>
+
+#include "dtype.hpp"
+#include "error.hpp"
+
+namespace ember {
+
+namespace detail::autocast {
+/// The calling thread's autocast dtype (empty: no autocast).
+inline std::optional<DType>& current() noexcept {
+#if defined(EMBER_FREESTANDING) && EMBER_FREESTANDING
+    static std::optional<DType> dtype;  // firmware has no threads (and maybe no TLS)
+#else
+    thread_local std::optional<DType> dtype;
+#endif
+    return dtype;
+}
+
+/// True for the dtypes autocast converts (f32, f16, bf16): f64 and integers are left alone.
+constexpr bool castable(DType d) {
+    return d == DType::F32 || d == DType::F16 || d == DType::BF16;
+}
+
+/// `t` in the autocast dtype `to` if it is castable and not already in it.
+template <typename T>
+T lower(const T& t, DType to) {
+    const DType d = t.dtype();
+    return d == to || !castable(d) ? t : t.cast(to);
+}
+/// `t` when no guard is active or it is not f16/bf16; else `t` cast to f32.
+template <typename T>
+T widen(const T& t) {
+    if (!current()) return t;
+    const DType d = t.dtype();
+    return d == DType::F16 || d == DType::BF16 ? t.cast(DType::F32) : t;
+}
+/// True under a guard for an f16/bf16 `t` (widen would cast it).
+template <typename T>
+bool widens(const T& t) {
+    if (!current()) return false;
+    const DType d = t.dtype();
+    return d == DType::F16 || d == DType::BF16;
+}
+/// `t` (an optional tensor) widened as above.
+template <typename T>
+std::optional<T> widen(const std::optional<T>& t) {
+    return t ? std::optional<T>(widen(*t)) : std::nullopt;
+}
+/// `t` lowered to the active autocast dtype; unchanged without a guard.
+template <typename T>
+T lower(const T& t) {
+    const auto& a = current();
+    return a ? lower(t, *a) : t;
+}
+/// `t` (an optional tensor) lowered as above.
+template <typename T>
+std::optional<T> lower(const std::optional<T>& t) {
+    return t ? std::optional<T>(lower(*t)) : std::nullopt;
+}
+}  // namespace detail::autocast
+
+/// Mixed precision for the calling thread while the guard lives (torch.autocast): the ops listed
+/// in <ember/tensor/autocast.hpp> run in `dtype` (bf16 or f16) or in f32. Guards nest; each
+/// restores the policy it found. Wrap the forward pass and the loss, not backward or the
+/// optimizer step:
+///
+///     { ember::Autocast bf16(ember::DType::BF16); loss = model.loss(batch); }
+///     auto grads = loss.backward();  // gradients of f32 parameters are f32
+///
+/// f16 has no dynamic loss scaling in ember yet: small gradients may underflow to zero in it.
+class Autocast {
+  public:
+    /// Turns autocast to `dtype` on (or, with `enabled` false, off) for this thread. Throws
+    /// ArgumentError for a dtype other than BF16 or F16.
+    explicit Autocast(DType dtype = DType::BF16, bool enabled = true)
+        : previous_(detail::autocast::current()) {
+        EMBER_CHECK(dtype == DType::BF16 || dtype == DType::F16, Argument,
+                    "Autocast: the dtype must be bf16 or f16, got ", dtype_name(dtype));
+        detail::autocast::current() = enabled ? std::optional<DType>(dtype) : std::nullopt;
+    }
+    /// Restores the policy that was active when the guard was made.
+    ~Autocast() { detail::autocast::current() = previous_; }
+    Autocast(const Autocast&) = delete;
+    Autocast& operator=(const Autocast&) = delete;
+
+  private:
+    std::optional<DType> previous_;
+};
+
+/// The calling thread's autocast dtype, empty when no guard is active.
+inline std::optional<DType> autocast_dtype() noexcept {
+    return detail::autocast::current();
+}
+
+}  // namespace ember
