@@ -35,7 +35,8 @@ tokens * (6 * N + 12 * layers * d_model * seq), N = parameters without the posit
       --context 64 --batch 4 --seq 64
   # the same initial weights for ember: gpt train --init-from /tmp/gpt_init.pt ...
   python3 benchmarks/gpt_torch.py ... --save-init /tmp/gpt_init.pt --configs none
-  # losses of N steps of the eager f32 step, one JSON line each (the loss-agreement check)
+  # losses of N steps of the eager f32 step, one JSON line each (the loss-agreement check);
+  # --loss-precisions f32,bf16 prints them under bf16 autocast too (ember's gpt --bf16)
   python3 benchmarks/gpt_torch.py ... --loss-steps 20 --configs none
 """
 import argparse
@@ -207,17 +208,19 @@ def run_config(args, dev, precision, cfg, x, y, flops):
     print(json.dumps(line), flush=True)
 
 
-def loss_steps(args, dev, x, y):
-    """The losses of args.loss_steps eager f32 steps from the seed's initial weights."""
+def loss_steps(args, dev, x, y, precision):
+    """The losses of args.loss_steps eager steps from the seed's initial weights, in f32 or
+    under bf16 autocast."""
     model = fresh_model(args, dev).train()
     opt = make_adamw(model, args.lr)
     for k in range(args.loss_steps):
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-        print(json.dumps({"framework": "torch", "name": "gpt_loss", "step": k,
-                          "value": round(float(loss), 6)}), flush=True)
+        print(json.dumps({"framework": "torch", "name": "gpt_loss", "precision": precision,
+                          "step": k, "value": round(float(loss), 6)}), flush=True)
 
 
 def parse(argv=None):
@@ -245,6 +248,8 @@ def parse(argv=None):
                    help="torch.compile's mode (max-autotune autotunes every GEMM: minutes)")
     p.add_argument("--save-init", help="write the initial weights (state_dict) to this .pt")
     p.add_argument("--loss-steps", type=int, default=0)
+    p.add_argument("--loss-precisions", default="f32",
+                   help="the precisions of --loss-steps' runs (f32, bf16: comma-separated)")
     a = p.parse_args(argv)
     if a.seq == 0:
         a.seq = a.context
@@ -264,7 +269,8 @@ def main():
         torch.save(fresh_model(args, torch.device("cpu")).state_dict(), args.save_init)
     x, y = (t.to(dev) for t in bench_tokens(args.batch, args.seq, args.seed))
     if args.loss_steps:
-        loss_steps(args, dev, x, y)
+        for precision in args.loss_precisions.split(","):
+            loss_steps(args, dev, x, y, precision)
     flops = model_flops(fresh_model(args, torch.device("cpu")), args)
     configs = [] if args.configs == "none" else args.configs.split(",")
     for precision in args.precisions.split(","):

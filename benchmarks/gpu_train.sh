@@ -7,10 +7,13 @@
 #     Autodiff<Fusion<Cuda>>, eager and replayed as a CUDA graph (bench_cuda train, train_b4096);
 #     PyTorch eager, fused Adam and the whole step in a CUDA graph (bench_cuda_torch.py train_best);
 #   - ResNet-18 (CIFAR form) at batch 256: ember on cuda and cuda+fusion with cuDNN on and off,
-#     PyTorch f32 and bf16, NCHW and channels-last, eager / fused / CUDA graph (resnet.sh);
-#   - GPT (examples/gpt, GPT-2 small's shape over bytes) at 8 x 1024 tokens: ember on cuda and
-#     PyTorch f32 and bf16, eager / fused / CUDA graph, the 20-step losses of both from the same
-#     weights (gpt_torch.py --save-init, gpt --init-from).
+#     in f32 and (cuDNN on) bf16 mixed precision (--bf16, ember::Autocast), PyTorch f32 and
+#     bf16 autocast, NCHW and channels-last, eager / fused / CUDA graph (resnet.sh); the losses
+#     of 20 SGD steps of both from the same weights on one fixed batch, f32 and bf16;
+#   - GPT (examples/gpt, GPT-2 small's shape over bytes) at 8 x 1024 tokens: ember on cuda in f32
+#     and bf16 (--bf16) and PyTorch f32 and bf16 autocast, eager / fused / CUDA graph, the
+#     20-step losses of both from the same weights in each precision (gpt_torch.py --save-init,
+#     gpt --init-from).
 #   - issue 31's rows as graph.sh has them, in the same run: the per-op overhead of eager and
 #     replayed 1-element adds (bench_cuda overhead, PyTorch's eager add) and, with
 #     BENCH_VULKAN=<bench_vulkan binary>, the Vulkan training steps and overhead.
@@ -27,6 +30,18 @@ py="${PYTHON:-python3}"
 cfg="${TORCH_CONFIGS:-eager,fused,graph}"
 bash "$here/gpu_meta.sh" > "$out"
 keep() { grep '^{' | tee -a "$out"; }
+# resnet's and resnet_torch.py's per-step loss lines as {"framework": $1, "name": "resnet_loss",
+# "precision": $2, "step", "value"} (warm-up steps left out).
+resnet_losses() {
+  "$py" -c 'import json, sys
+for line in sys.stdin:
+    if line.startswith("{"):
+        r = json.loads(line)
+        if "loss" in r and "step" in r and not r.get("warmup"):
+            print(json.dumps({"framework": sys.argv[1], "name": "resnet_loss",
+                              "precision": sys.argv[2], "step": r["step"], "value": r["loss"]}))
+' "$1" "$2"
+}
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -50,14 +65,33 @@ for cudnn in 1 0; do
       sed "s/}\$/, \"cudnn\": $cudnn}/" | keep
   done
 done
+for b in cuda cuda+fusion; do
+  "$build/examples/resnet" --synthetic --backend "$b" --batch 256 --warmup 5 --steps 20 \
+    --init-from "$tmp/resnet18.pt" --bf16 | grep '"framework"' | sed 's/}$/, "cudnn": 1}/' | keep
+done
+# The loss check: 20 SGD steps (lr 0.05) from the same weights on one fixed batch of 256, both
+# sides on the GPU, in f32 and under bf16 autocast.
+"$py" "$here/resnet_torch.py" weights "$tmp/rn_w.pt" --batch-file "$tmp/rn_b.pt" --batch 256 >&2
+for p in f32 bf16; do
+  flag=(); [[ $p == bf16 ]] && flag=(--bf16)
+  "$py" "$here/resnet_torch.py" losses "$tmp/rn_w.pt" "$tmp/rn_b.pt" --steps 20 --device cuda \
+    "${flag[@]}" | resnet_losses torch "$p" | keep
+  "$build/examples/resnet" --synthetic --backend cuda --init-from "$tmp/rn_w.pt" \
+    --batch-from "$tmp/rn_b.pt" --warmup 0 --steps 20 "${flag[@]}" 2>> "$out.stderr" |
+    resnet_losses ember "$p" | keep
+done
 "$py" "$here/resnet_torch.py" time --batch 256 --weights "$tmp/resnet18.pt" \
   --configs "${cfg/graph/cuda_graph}" --layout "${RESNET_LAYOUTS:-nchw,channels_last}" --reps 10 |
   keep
 
 "$py" "$here/gpt_torch.py" --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" \
-  --save-init "$tmp/gpt.pt" --loss-steps 20 --configs "${cfg/graph/cuda_graph}" --reps 5 \
+  --save-init "$tmp/gpt.pt" --loss-steps 20 --loss-precisions f32,bf16 \
+  --configs "${cfg/graph/cuda_graph}" --reps 5 \
   --rounds 2 2>/dev/null | keep
-"$build/examples/gpt" train --bench --backend cuda --batch 8 --seq 1024 --dropout 0 \
-  --peak-tflops "${PEAK_TFLOPS:-989}" --init-from "$tmp/gpt.pt" --loss-steps 20 \
-  --bench-warmup 2 --bench-reps 3 --bench-rounds 2 | keep
+for p in f32 bf16; do
+  flag=(); [[ $p == bf16 ]] && flag=(--bf16)
+  "$build/examples/gpt" train --bench --backend cuda --batch 8 --seq 1024 --dropout 0 \
+    --peak-tflops "${PEAK_TFLOPS:-989}" --init-from "$tmp/gpt.pt" --loss-steps 20 \
+    --bench-warmup 2 --bench-reps 3 --bench-rounds 2 "${flag[@]}" | keep
+done
 echo "raw lines: $out" >&2

@@ -9,11 +9,13 @@ downsample_conv/downsample_bn, fc), so ember's PyTorchFileRecorder loads its sta
       default), saved with torch.save(state_dict); with --batch-file, a fixed batch of standard-
       normal images and uniform labels ({"images", "targets"}) for `resnet --batch-from`.
   resnet_torch.py losses WEIGHTS.pt BATCH.pt [--steps 5] [--optimizer sgd|adam] [--lr X]
-      [--dtype float32|float64] [--width W]
-      Trains on the CPU from those weights on that one batch (training-mode BatchNorm, no
-      dropout) and prints one JSON line per step with the loss: the figures ember's
+      [--dtype float32|float64] [--width W] [--device cpu|cuda] [--bf16]
+      Trains from those weights on that one batch (training-mode BatchNorm, no dropout; on the
+      CPU unless --device says otherwise) and prints one JSON line per step with the loss: the
+      figures ember's
       `resnet --synthetic --init-from WEIGHTS.pt --batch-from BATCH.pt --warmup 0 --steps 5`
-      prints, to within f32 rounding.
+      prints, to within f32 rounding. --bf16: under bf16 autocast (ember's --bf16), float32
+      weights; on CUDA TF32 stays off, as ember's f32.
   resnet_torch.py time [--batch 256] [--optimizer sgd|adam] [--device cuda|cpu]
       [--precision f32,tf32,bf16] [--layout nchw,channels_last]
       [--configs eager,fused,compile,cuda_graph] [--weights W.pt] [--reps N]
@@ -141,14 +143,16 @@ def cmd_weights(a):
         print(f"wrote {a.batch_file}: {a.batch} images and labels", file=sys.stderr)
 
 
-def train_losses(model, images, targets, steps, optimizer, lr):
-    """The losses of `steps` training steps on one batch (the loss before each update)."""
+def train_losses(model, images, targets, steps, optimizer, lr, bf16=False):
+    """The losses of `steps` training steps on one batch (the loss before each update), under
+    bf16 autocast with `bf16`."""
     opt = make_optimizer(model.parameters(), optimizer, lr)
     model.train()
     losses = []
     for _ in range(steps):
         opt.zero_grad()
-        loss = F.cross_entropy(model(images), targets)
+        with torch.autocast(images.device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(images), targets)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -157,14 +161,18 @@ def train_losses(model, images, targets, steps, optimizer, lr):
 
 def cmd_losses(a):
     dtype = getattr(torch, a.dtype)
+    if a.device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     m = make_model(a.width)
     m.load_state_dict(torch.load(a.weights_file))
-    m = m.to(dtype)
+    m = m.to(dtype).to(a.device)
     batch = torch.load(a.batch_file)
-    losses = train_losses(m, batch["images"].to(dtype), batch["targets"], a.steps, a.optimizer,
-                          a.lr)
+    losses = train_losses(m, batch["images"].to(dtype).to(a.device),
+                          batch["targets"].to(a.device), a.steps, a.optimizer, a.lr, a.bf16)
     for i, loss in enumerate(losses):
-        emit({"framework": "torch", "step": i + 1, "loss": loss, "dtype": a.dtype})
+        emit({"framework": "torch", "step": i + 1, "loss": loss, "dtype": a.dtype,
+              "precision": "bf16" if a.bf16 else a.dtype, "device": a.device})
 
 
 # ---- timing --------------------------------------------------------------------------------
@@ -296,6 +304,8 @@ def main():
     ls.add_argument("--lr", type=float, default=None)
     ls.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     ls.add_argument("--width", type=int, default=64)
+    ls.add_argument("--device", default="cpu")
+    ls.add_argument("--bf16", action="store_true", help="under bf16 autocast")
     t = sub.add_parser("time", help="time a training step in every configuration")
     t.add_argument("--batch", type=int, default=256)
     t.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")

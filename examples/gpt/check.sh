@@ -4,12 +4,15 @@
 #                             gives the same text (the cache changes the cost, not the result)
 #   check.sh resume GPT DIR   a run stopped at step 20 and resumed from its checkpoint ends with
 #                             the validation loss of the same run left uninterrupted
-#   check.sh bench GPT DIR    train --bench prints the loss of each --loss-steps step (falling
+#   check.sh bench GPT DIR [--bf16]
+#                             train --bench prints the loss of each --loss-steps step (falling
 #                             on its one batch) and a timing line with step time, tokens/s, MFU
+#                             (with --bf16: under bf16 mixed precision, named so)
 #   check.sh devices GPT DIR  --devices on a backend other than CUDA is refused: exit status 1
 #                             and one line on stderr that names the option and what it needs
 set -euo pipefail
 mode=$1 gpt=$2 dir=$3
+extra=("${@:4}")
 tiny=(--layers 2 --d-model 32 --heads 2 --context 32 --batch-size 8 --dropout 0 --lr 3e-3
       --eval-batches 4 --log-every 10 --threads 2 --steps 40)
 case "$mode" in
@@ -41,13 +44,15 @@ case "$mode" in
     mkdir -p "$dir"
     "$gpt" train --bench --layers 2 --d-model 32 --heads 2 --context 32 --batch 4 --seq 32 \
       --dropout 0 --lr 3e-3 --loss-steps 5 --bench-warmup 1 --bench-reps 2 --bench-rounds 2 \
-      --peak-tflops 1 --threads 2 >"$dir/bench.jsonl"
+      --peak-tflops 1 --threads 2 "${extra[@]}" >"$dir/bench.jsonl"
+    precision=f32
+    [[ " ${extra[*]} " == *" --bf16 "* ]] && precision=bf16
     cat "$dir/bench.jsonl"
     [[ $(grep -c '"name": "gpt_loss"' "$dir/bench.jsonl") == 5 ]]
     # Each loss below the one before.
     grep '"name": "gpt_loss"' "$dir/bench.jsonl" | sed 's/.*"value": \([0-9.e+-]*\).*/\1/' |
       awk 'NR > 1 && $1 >= prev { exit 1 } { prev = $1 }'
-    grep -E '"name": "gpt_train_step_b4_s32_f32", "value": [0-9.e+-]+, "unit": "ms", "tokens_per_s": [0-9.e+-]+, "mfu": [0-9.e+-]+' "$dir/bench.jsonl" >/dev/null
+    grep -E '"name": "gpt_train_step_b4_s32_'"$precision"'", "value": [0-9.e+-]+, "unit": "ms", "tokens_per_s": [0-9.e+-]+, "mfu": [0-9.e+-]+' "$dir/bench.jsonl" >/dev/null
     ;;
   devices)
     mkdir -p "$dir"

@@ -113,6 +113,11 @@ Options parse(int argc, char** argv) {
         ->add_option("--stop-at", o.stop_at,
                      "stop after step N, with a checkpoint (a run to --resume later)")
         ->check(positive);
+    train_cmd->add_flag("--bf16", o.bf16,
+                        "bf16 mixed precision, as torch.autocast(dtype=torch.bfloat16): the "
+                        "forward pass and the loss under ember::Autocast (linear layers, "
+                        "attention and the output scores in bf16; LayerNorm, softmax and the loss "
+                        "in f32); weights, gradients and AdamW's state stay f32");
     train_cmd->add_flag("--check", o.check,
                         "also validate before training; exit 1 unless the validation loss fell");
     train_cmd->add_option("--seed", c.seed, "seed of initialisation, batches and dropout");

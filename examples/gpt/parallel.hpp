@@ -70,13 +70,18 @@ double mean_loss(Tensor<B, 1> loss, const Replica& rep) {
 
 /// One optimizer step of replica `rep` on its shard (`inputs` [n, S], `targets` [n · S]):
 /// forward, backward with the gradients averaged over the replicas, then `optim`'s step at
-/// rate `lr`. Returns the stepped model and this replica's loss (not yet read).
+/// rate `lr`. Returns the stepped model and this replica's loss (not yet read). With `bf16` the
+/// forward pass and the loss run under ember::Autocast (on the replica's own thread: the policy
+/// is per thread).
 template <ember::AutodiffBackend B, typename Optim>
 std::pair<Gpt<B>, Tensor<B, 1>> replica_step(Gpt<B> model, Optim& optim, double lr,
                                              const Tensor<B, 2, ember::Int>& inputs,
                                              const Tensor<B, 1, ember::Int>& targets,
-                                             const Replica& rep) {
-    auto loss = model.loss(inputs, targets);
+                                             const Replica& rep, bool bf16 = false) {
+    auto loss = [&] {
+        const ember::Autocast autocast(ember::DType::BF16, bf16);
+        return model.loss(inputs, targets);
+    }();
     // The gradients first: `model` moves into step() below.
     auto grads = replica_gradients(model, loss, rep);
     model = optim.step(lr, std::move(model), std::move(grads));

@@ -78,6 +78,7 @@ struct Options {
     std::size_t bench_reps = 10;
     std::size_t bench_rounds = 3;
     std::size_t loss_steps = 0;        // --bench: print the losses of this many steps first
+    bool bf16 = false;                 // bf16 mixed precision (ember::Autocast, forward only)
     std::vector<std::size_t> devices;  // --devices: CUDA devices, a replica on each (threads)
     bool distributed = false;          // --distributed: this process is one rank of a group
 };
@@ -87,6 +88,9 @@ using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisio
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+
+// "bf16" or "f32", for the JSON lines.
+inline std::string precision(const Options& o) { return o.bf16 ? "bf16" : "f32"; }
 
 // One JSON line, as benchmarks/gpt_torch.py prints them.
 inline void print_json(const std::string& fields) {
@@ -217,9 +221,10 @@ int train(const Options& o, const Corpus& corpus, const ember::Device<B>& device
         for (const auto& s : corpus.sources) std::printf("text: %s\n", s.c_str());
         std::printf(
             "%zu training bytes, %zu held out; model: %zu parameters (%zu layers, d_model %zu, "
-            "%zu heads, context %zu), backend %s\n",
+            "%zu heads, context %zu), backend %s, %s\n",
             corpus.train.size(), corpus.valid.size(), model.num_params(), c.model.n_layers,
-            c.model.d_model, c.model.n_heads, c.model.context, o.backend.c_str());
+            c.model.d_model, c.model.n_heads, c.model.context, o.backend.c_str(),
+            o.bf16 ? "bf16 mixed precision" : "f32");
         if (rep.world > 1)
             std::printf("data parallel: %zu replicas, %zu sequences each (%zu a step)\n", rep.world,
                         c.batch_size, rep.world * c.batch_size);
@@ -251,7 +256,7 @@ int train(const Options& o, const Corpus& corpus, const ember::Device<B>& device
                                      rep.rank * c.batch_size, c.batch_size);
         const double lr = schedule.step();
         auto [stepped, loss] =
-            replica_step(std::move(model), optim, lr, batch.inputs, batch.targets, rep);
+            replica_step(std::move(model), optim, lr, batch.inputs, batch.targets, rep, o.bf16);
         model = std::move(stepped);
         window_loss += mean_loss(std::move(loss), rep);  // waits for the step
         window_seconds += seconds_since(start);
@@ -314,7 +319,7 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
                                       rep.rank * c.batch_size, c.batch_size);
     auto step = [&] {
         auto [stepped, loss] = replica_step(std::move(model), optim, c.learning_rate, batch.inputs,
-                                            batch.targets, rep);
+                                            batch.targets, rep, o.bf16);
         model = std::move(stepped);
         return std::move(loss);
     };
@@ -324,7 +329,8 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
     for (std::size_t k = 0; k < o.loss_steps; ++k) {
         const double loss = mean_loss(step(), rep);
         if (rep.lead())
-            print_json("\"name\": \"gpt_loss\", \"step\": " + std::to_string(k) +
+            print_json("\"name\": \"gpt_loss\", \"precision\": \"" + precision(o) +
+                       "\", \"step\": " + std::to_string(k) +
                        ", \"value\": " + json_number(loss, 7) + world);
     }
 #if defined(EMBER_CUDA)
@@ -345,7 +351,8 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
     if (!rep.lead()) return 0;
     const double tokens = double(rep.world * c.batch_size * c.seq_len);
     std::string line = "\"name\": \"gpt_train_step_b" + std::to_string(c.batch_size) + "_s" +
-                       std::to_string(c.seq_len) + "_f32\", \"value\": " + json_number(best * 1e3) +
+                       std::to_string(c.seq_len) + "_" + precision(o) +
+                       "\", \"value\": " + json_number(best * 1e3) +
                        ", \"unit\": \"ms\", \"tokens_per_s\": " + json_number(tokens / best, 7);
     // Per device: each replica does one device's share of the FLOPs in the step's time.
     if (o.peak_tflops > 0)
@@ -361,7 +368,8 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
                     ember::cuda::memory_stats(ember::CudaDevice{*cuda_device}).peak_bytes_in_use) /
                 (1 << 20));
 #endif
-    line += ", \"loss\": " + json_number(last_loss) + ", \"backend\": \"" + o.backend +
+    line += ", \"loss\": " + json_number(last_loss) + ", \"precision\": \"" + precision(o) +
+            "\", \"backend\": \"" + o.backend +
             "\", \"params\": " + std::to_string(model.num_params()) + world;
     if (!world.empty()) line += ", \"batch_per_gpu\": " + std::to_string(c.batch_size);
     print_json(line);

@@ -2,9 +2,11 @@
 // Fashion-MNIST padded to 3×32×32 with the Learner. It runs on ember::Dispatch, on the device
 // --backend names.
 //
-//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] ...
-//   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] ...
+//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] [--bf16] ...
+//   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] [--bf16] ...
 //                                                      (B: cpu|vulkan|cuda[:i][+fusion])
+// --bf16 trains in bf16 mixed precision (ember::Autocast: convolutions and the classifier in
+// bf16, BatchNorm's statistics and the loss in f32, f32 weights and optimizer state).
 // --init-from FILE.pt starts from PyTorch's weights (benchmarks/resnet_torch.py writes them), and
 // --synthetic --batch-from FILE.pt trains on that file's fixed batch: the two together reproduce
 // resnet_torch.py's losses.
@@ -67,6 +69,7 @@ struct Options {
     std::size_t rounds = 1;  // --synthetic: timed rounds (the best is reported)
     std::size_t warmup = 3;  // --synthetic: untimed steps first
     bool check = false;      // exit 1 unless the loss fell
+    bool bf16 = false;       // bf16 mixed precision (ember::Autocast around the forward pass)
     bool plain = false;
     std::optional<std::size_t> threads;
     std::optional<fs::path> data_dir;
@@ -156,6 +159,11 @@ Options parse(int argc, char** argv) {
     app.add_option("--threads", o.threads,
                    "CPU backend threads (default: EMBER_NUM_THREADS or all)")
         ->check(ember_examples::positive);
+    app.add_flag("--bf16", o.bf16,
+                 "bf16 mixed precision, as torch.autocast(dtype=torch.bfloat16): the forward "
+                 "pass and the loss under ember::Autocast (convolutions and the classifier in "
+                 "bf16, BatchNorm's statistics and the loss in f32); weights, gradients and "
+                 "optimizer state stay f32");
     app.add_flag("--check", o.check,
                  "exit with status 1 unless the loss fell (synthetic: the mean of the last third "
                  "of the steps below that of the first third, or with --batch-from, every loss "
@@ -168,6 +176,11 @@ Options parse(int argc, char** argv) {
     c.model.widths = {w, 2 * w, 4 * w, 8 * w};
     c.learning_rate = lr.value_or(c.optimizer == "adam" ? 1e-3 : c.learning_rate);
     return o;
+}
+
+// The precision in the JSON lines' names ("bf16" or "f32").
+const char* precision(const Options& o) {
+    return o.bf16 ? "bf16" : "f32";
 }
 
 // SGD with momentum and L2 weight decay, or Adam, for modules M.
@@ -249,13 +262,17 @@ int synthetic(const Options& o, Optim optim) {
     const std::size_t batch_size = pool.front().targets.dims()[0];
     std::printf(
         "{\"model\":\"%s\",\"widths\":[%zu,%zu,%zu,%zu],\"params\":%zu,\"backend\":\"%s\","
-        "\"batch\":%zu,\"optimizer\":\"%s\",\"lr\":%g,\"init\":\"%s\"}\n",
+        "\"batch\":%zu,\"optimizer\":\"%s\",\"lr\":%g,\"precision\":\"%s\",\"init\":\"%s\"}\n",
         o.model_name.c_str(), c.model.widths[0], c.model.widths[1], c.model.widths[2],
         c.model.widths[3], model.num_params(), o.backend.c_str(), batch_size, c.optimizer.c_str(),
-        c.learning_rate, o.init_from ? o.init_from->string().c_str() : "fresh");
+        c.learning_rate, precision(o), o.init_from ? o.init_from->string().c_str() : "fresh");
     auto step = [&](std::size_t s) {
         const auto& batch = pool[s % pool.size()];
-        auto loss = model.classify(batch).loss;
+        auto loss = [&] {
+            // Only the forward pass and the loss: backward and the step need no policy.
+            const ember::Autocast autocast(ember::DType::BF16, o.bf16);
+            return model.classify(batch).loss;
+        }();
         auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
         model = optim.step(c.learning_rate, std::move(model), std::move(grads));
         return loss.detach();  // without its graph, so that keeping it keeps no activations
@@ -313,11 +330,11 @@ int synthetic(const Options& o, Optim optim) {
     }
 #endif
     std::printf(
-        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_f32_%s\",\"value\":%.4f,\"unit\":"
+        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_%s_%s\",\"value\":%.4f,\"unit\":"
         "\"ms\",\"mean_ms\":%.4f,\"images_per_s\":%.1f,\"steps\":%zu,\"rounds\":%zu,"
         "\"cpu_s\":%.2f%s}\n",
-        o.model_name.c_str(), batch_size, c.optimizer.c_str(), o.backend.c_str(), best, mean,
-        double(batch_size) / best * 1e3, o.steps, o.rounds, cpu, memory.c_str());
+        o.model_name.c_str(), batch_size, c.optimizer.c_str(), precision(o), o.backend.c_str(),
+        best, mean, double(batch_size) / best * 1e3, o.steps, o.rounds, cpu, memory.c_str());
     if (!o.check) return 0;
     if (!expected.empty()) {
         // The loss check against PyTorch: same weights, same batch, same optimizer.
@@ -395,16 +412,21 @@ int fashion(const Options& o, Optim optim) {
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
     auto model = initial_model<B>(o, device);
     std::printf(
-        "ResNet: %zu parameters, backend %s; %s, peak lr %g cosine-annealed over %zu steps; "
+        "ResNet: %zu parameters, backend %s, %s; %s, peak lr %g cosine-annealed over %zu steps; "
         "training on %zu Fashion-MNIST images per epoch (padded to 3x32x32), validating on %zu\n",
-        model.num_params(), o.backend.c_str(), c.optimizer.c_str(), c.learning_rate, total_steps,
-        n_train, n_valid);
+        model.num_params(), o.backend.c_str(), o.bf16 ? "bf16 mixed precision" : "f32",
+        c.optimizer.c_str(), c.learning_rate, total_steps, n_train, n_valid);
     auto schedule =
         ember::lr_scheduler::CosineAnnealingLrSchedulerConfig{c.learning_rate, total_steps}.init();
     auto learner = builder.build(std::move(model), std::move(optim), schedule);
 
     const auto start = std::chrono::steady_clock::now();
-    auto trained = learner.fit(train_loader, valid_loader);
+    auto trained = [&] {
+        // The Learner runs a single device's steps on this thread, so the guard covers their
+        // forward passes (and validation's, in bf16 too).
+        const ember::Autocast autocast(ember::DType::BF16, o.bf16);
+        return learner.fit(train_loader, valid_loader);
+    }();
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;

@@ -89,6 +89,7 @@
 #include <ember/stacks/vulkan_fusion.hpp>
 #include <ember/tensor/activation.hpp>
 #include <ember/tensor/attention.hpp>
+#include <ember/tensor/autocast.hpp>
 #include <ember/tensor/backend.hpp>
 #include <ember/tensor/check.hpp>
 #include <ember/tensor/data.hpp>
