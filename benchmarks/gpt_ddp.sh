@@ -5,7 +5,8 @@
 #
 #   bash benchmarks/gpt_ddp.sh BUILD OUT.jsonl
 #
-# BUILD holds examples/gpt, built with CUDA and NCCL. Rows, each the best of 2 rounds of 5 steps
+# BUILD holds examples/gpt, built with CUDA and NCCL: a build folder, or the pack
+# benchmarks/gpt_ddp_pack.sh makes to carry to a GPU machine. Rows, each the best of 2 rounds of 5 steps
 # after 3 warm-up steps on one fixed batch of world x 8 rows (each GPU its own 8):
 #   - ember f32, `gpt train --bench --devices 0,..,N-1` (a thread per GPU), on each stack of
 #     GPT_DDP_BACKENDS (default "cuda cuda+fusion"); on 2+ GPUs also a process per GPU
@@ -31,6 +32,8 @@ gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
 sizes=()
 for n in 1 2 4; do ((n <= gpus)) && sizes+=("$n"); done
 ((${#sizes[@]} > 0)) || { echo "gpt_ddp.sh: no GPU" >&2; exit 1; }
+# A pack from gpt_ddp_pack.sh says which commit it was built from (the checkout may have no .git).
+[[ -z ${COMMIT:-} && -f $build/COMMIT ]] && export COMMIT="$(cat "$build/COMMIT")"
 bash "$here/gpu_meta.sh" | "$py" -c 'import json, sys
 m = json.loads(sys.stdin.read())
 m["meta"].update(gpus=int(sys.argv[1]), machine=sys.argv[2], nvls=0)
@@ -40,13 +43,17 @@ tag() { sed "s/}\$/, \"form\": \"$1\"}/"; }
 shape=(--batch 8 --seq 1024 --dropout 0)
 timing=(--bench-warmup 3 --bench-reps 5 --bench-rounds 2 --peak-tflops "${PEAK_TFLOPS:-989}")
 port=29631
+# Every run is cut off after this many seconds (a hung rank must not eat the machine's time), and
+# a rendezvous waits at most a minute for its peers.
+limit=${GPT_DDP_TIMEOUT:-150}
+export EMBER_RENDEZVOUS_TIMEOUT=60
 
 for n in "${sizes[@]}"; do
   devices="$(seq -s, 0 $((n - 1)))"
   echo "== $n GPU(s): $devices" >&2
   first=1
   for backend in ${GPT_DDP_BACKENDS:-cuda cuda+fusion}; do
-    "$gpt" train --bench --backend "$backend" --devices "$devices" "${shape[@]}" "${timing[@]}" \
+    timeout "$limit" "$gpt" train --bench --backend "$backend" --devices "$devices" "${shape[@]}" "${timing[@]}" \
       2>> "$out.stderr" | tag threads | keep
     if ((n > 1 && first)); then
       # A process per GPU, rank 0's line kept; TCP rendezvous on a fresh port each time.
@@ -54,7 +61,7 @@ for n in "${sizes[@]}"; do
       for ((r = n - 1; r >= 0; --r)); do
         EMBER_WORLD_SIZE=$n EMBER_RANK=$r EMBER_LOCAL_RANK=$r \
           EMBER_MASTER_ADDR=127.0.0.1:$port \
-          "$gpt" train --bench --backend "$backend" --distributed "${shape[@]}" "${timing[@]}" \
+          timeout "$limit" "$gpt" train --bench --backend "$backend" --distributed "${shape[@]}" "${timing[@]}" \
           > "$out.rank$r" 2>> "$out.stderr" &
       done
       wait
@@ -63,7 +70,7 @@ for n in "${sizes[@]}"; do
     fi
     first=0
   done
-  "$py" -m torch.distributed.run --standalone --nproc_per_node="$n" "$here/gpt_ddp_torch.py" \
+  timeout "$limit" "$py" -m torch.distributed.run --standalone --nproc_per_node="$n" "$here/gpt_ddp_torch.py" \
     --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" --precisions bf16,f32 \
     --warmup 3 --reps 5 --rounds 2 2>> "$out.stderr" | keep
 done
@@ -72,9 +79,9 @@ if ((gpus >= 2)); then
   echo "== loss check: 2 GPUs x 4 rows against 1 GPU x 8 rows" >&2
   check=(--bench --backend cuda --seq 1024 --dropout 0 --loss-steps 5 --bench-warmup 0
          --bench-reps 1 --bench-rounds 1)
-  "$gpt" train "${check[@]}" --devices 0 --batch 8 2>> "$out.stderr" | grep gpt_loss |
+  timeout "$limit" "$gpt" train "${check[@]}" --devices 0 --batch 8 2>> "$out.stderr" | grep gpt_loss |
     tag loss-check | keep
-  "$gpt" train "${check[@]}" --devices 0,1 --batch 4 2>> "$out.stderr" | grep gpt_loss |
+  timeout "$limit" "$gpt" train "${check[@]}" --devices 0,1 --batch 4 2>> "$out.stderr" | grep gpt_loss |
     tag loss-check | keep
 fi
 echo "raw lines: $out" >&2
