@@ -45,11 +45,14 @@ for line in sys.stdin:
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
+# GPU_TRAIN_MODELS_ONLY=1 leaves the MLP, guide-CNN and overhead rows out (ResNet and GPT only).
+if [[ -z ${GPU_TRAIN_MODELS_ONLY:-} ]]; then
 "$build/benchmarks/bench_cuda" train 2>> "$out.stderr" | keep
 "$build/benchmarks/bench_cuda" train_b4096 2>> "$out.stderr" | keep
 "$py" "$here/bench_cuda_torch.py" train_best "$cfg" 64 1024 4096 | keep
 "$build/benchmarks/bench_cuda" overhead 2>> "$out.stderr" | keep
 "$py" "$here/bench_cuda_torch.py" overhead | keep
+fi
 if [[ -n ${BENCH_VULKAN:-} ]]; then
   for what in train overhead; do
     "$BENCH_VULKAN" "$what" 2>> "$out.stderr" |
