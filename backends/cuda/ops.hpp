@@ -26,6 +26,8 @@ inline int ordinal(const CudaDevice& d) {
 // ---- creation and transfer (tensor_ops.cpp) ------------------------------------------------
 CudaTensor full(const Shape& shape, Scalar value, DType dtype, int device);
 TensorData to_data(const CudaTensor& t);
+/// The host data of each tensor, with one wait per device (Transaction::execute).
+std::vector<TensorData> to_data_many(std::vector<CudaTensor> tensors);
 
 // ---- views and data movement (tensor_ops.cpp) ----------------------------------------------
 using view::expand;  // the views: backends/common/view.hpp

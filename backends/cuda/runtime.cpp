@@ -8,6 +8,7 @@
 #include "runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,12 @@ struct DeviceState {
     ember::cuda::MemoryStats stats;
     void* pinned = nullptr;  // staging for readbacks
     std::size_t pinned_bytes = 0;
+    // Staging for a Transaction's reads (pinned, so that the copies into it stay asynchronous
+    // and one wait covers them all); guarded by its own mutex, not the pool's.
+    std::mutex tr_mu;
+    std::byte* tr_pinned = nullptr;
+    std::size_t tr_pinned_bytes = 0;
+    std::atomic<std::size_t> host_waits{0};  // cudaStreamSynchronize calls on this device
 };
 
 struct Runtime {
@@ -205,6 +212,46 @@ void* cublas_workspace(int device, std::size_t* bytes) {
 void synchronize(int device) {
     forbid_in_capture("sync");
     EMBER_CUDA_CHECK(cudaStreamSynchronize(stream(device)));
+    ++state(device).host_waits;
+}
+
+void read_many(int device, std::span<const void* const> src, std::span<const std::size_t> bytes,
+               std::span<std::byte* const> dst) {
+    forbid_in_capture("into_data (Transaction::execute)");
+    DeviceState& d = state(device);
+    std::vector<std::size_t> at(src.size());
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < src.size(); ++i) {
+        at[i] = total;
+        total += (bytes[i] + 255) / 256 * 256;
+    }
+    if (total == 0) return;
+    cudaStream_t s = stream(device);
+    std::lock_guard lock(d.tr_mu);
+    if (d.tr_pinned_bytes < total) {
+        // The last Transaction waited for its copies, so the old buffer is free to go.
+        if (d.tr_pinned != nullptr) EMBER_CUDA_CHECK(cudaFreeHost(d.tr_pinned));
+        d.tr_pinned = nullptr;
+        d.tr_pinned_bytes = 0;
+        void* p = nullptr;
+        EMBER_CUDA_CHECK(cudaMallocHost(&p, total));
+        d.tr_pinned = static_cast<std::byte*>(p);
+        d.tr_pinned_bytes = total;
+    }
+    for (std::size_t i = 0; i < src.size(); ++i)
+        if (bytes[i] > 0)
+            EMBER_CUDA_CHECK(
+                cudaMemcpyAsync(d.tr_pinned + at[i], src[i], bytes[i], cudaMemcpyDeviceToHost, s));
+    EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+    ++d.host_waits;
+    for (std::size_t i = 0; i < src.size(); ++i)
+        if (bytes[i] > 0) std::memcpy(dst[i], d.tr_pinned + at[i], bytes[i]);
+    // A large staging buffer is not kept: pinned memory is scarce.
+    if (d.tr_pinned_bytes > (std::size_t{64} << 20)) {
+        EMBER_CUDA_CHECK(cudaFreeHost(d.tr_pinned));
+        d.tr_pinned = nullptr;
+        d.tr_pinned_bytes = 0;
+    }
 }
 
 std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
@@ -341,6 +388,7 @@ std::int64_t read_i64(const void* device_ptr, int device, const char* op) {
     EMBER_CUDA_CHECK(
         cudaMemcpyAsync(d.pinned, device_ptr, sizeof v, cudaMemcpyDeviceToHost, stream(device)));
     EMBER_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+    ++d.host_waits;
     std::memcpy(&v, d.pinned, sizeof v);
     return v;
 }
@@ -390,6 +438,10 @@ MemoryStats memory_stats(const CudaDevice& device) {
     auto& d = detail::cuda::state(static_cast<int>(device.index));
     std::lock_guard lock(d.mu);
     return d.stats;
+}
+
+SyncStats sync_stats(const CudaDevice& device) {
+    return {detail::cuda::state(static_cast<int>(device.index)).host_waits.load()};
 }
 
 void empty_cache(const CudaDevice& device) {

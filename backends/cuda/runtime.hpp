@@ -37,6 +37,10 @@ void* cublas_workspace(int device, std::size_t* bytes);
 bool tf32_allowed();
 /// Waits for the device's stream.
 EMBER_API void synchronize(int device);
+/// Copies `bytes[i]` from device memory `src[i]` into host memory `dst[i]`, for every i, with
+/// one wait for the device's stream (through pinned staging, so the copies stay asynchronous).
+void read_many(int device, std::span<const void* const> src, std::span<const std::size_t> bytes,
+               std::span<std::byte* const> dst);
 
 /// A contiguous tensor of `shape` and `dtype` on `device`, uninitialised.
 CudaTensor empty(const Shape& shape, DType dtype, int device);

@@ -103,9 +103,39 @@ TensorData to_data(const CudaTensor& t0) {
         cudaStream_t s = stream(t.device());
         EMBER_CUDA_CHECK(
             cudaMemcpyAsync(bytes.data(), t.ptr(), bytes.size(), cudaMemcpyDeviceToHost, s));
-        EMBER_CUDA_CHECK(cudaStreamSynchronize(s));
+        synchronize(t.device());
     }
     return TensorData(std::move(bytes), t.shape, t.dtype);
+}
+
+std::vector<TensorData> to_data_many(std::vector<CudaTensor> tensors) {
+    forbid_in_capture("into_data (Transaction::execute)");
+    const auto gate = capture_gate();
+    for (CudaTensor& t : tensors) t = contiguous(t);
+    std::vector<std::vector<std::byte>> bytes(tensors.size());
+    std::vector<bool> done(tensors.size(), false);
+    // One read_many (one wait) per device the tensors live on.
+    for (std::size_t first = 0; first < tensors.size(); ++first) {
+        if (done[first]) continue;
+        std::vector<const void*> src;
+        std::vector<std::size_t> sizes;
+        std::vector<std::byte*> dst;
+        for (std::size_t i = first; i < tensors.size(); ++i) {
+            if (done[i] || tensors[i].device() != tensors[first].device()) continue;
+            done[i] = true;
+            bytes[i].resize(tensors[i].num_elements() * dtype_size(tensors[i].dtype));
+            if (bytes[i].empty()) continue;
+            src.push_back(tensors[i].ptr());
+            sizes.push_back(bytes[i].size());
+            dst.push_back(bytes[i].data());
+        }
+        if (!src.empty()) read_many(tensors[first].device(), src, sizes, dst);
+    }
+    std::vector<TensorData> out;
+    out.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+        out.emplace_back(std::move(bytes[i]), tensors[i].shape, tensors[i].dtype);
+    return out;
 }
 
 void seed(std::uint64_t s) {
@@ -376,6 +406,19 @@ auto CudaBackend::int_into_data(IT t) -> TensorData {
 }
 auto CudaBackend::bool_into_data(BT t) -> TensorData {
     return k::to_data(t);
+}
+TransactionData CudaBackend::tr_execute(TransactionPrimitive<FT, IT, BT> p) {
+    const std::size_t nf = p.floats.size(), ni = p.ints.size();
+    std::vector<k::CudaTensor> all = std::move(p.floats);
+    all.insert(all.end(), std::make_move_iterator(p.ints.begin()),
+               std::make_move_iterator(p.ints.end()));
+    all.insert(all.end(), std::make_move_iterator(p.bools.begin()),
+               std::make_move_iterator(p.bools.end()));
+    std::vector<TensorData> data = k::to_data_many(std::move(all));
+    TransactionData out;
+    for (std::size_t i = 0; i < data.size(); ++i)
+        (i < nf ? out.floats : i < nf + ni ? out.ints : out.bools).push_back(std::move(data[i]));
+    return out;
 }
 auto CudaBackend::float_empty(const Shape& s, const Device& d) -> FT {
     return k::empty(s, DType::F32, k::ordinal(d));

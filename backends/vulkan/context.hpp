@@ -66,6 +66,10 @@ class Context {
     void download(const Binding& src, void* dst, std::size_t bytes) {
         recorder_->download(src, dst, bytes);
     }
+    /// Copies several device ranges into host memory with one wait (Recorder::download_many).
+    void download_many(std::span<const Binding> srcs, std::span<void* const> dsts) {
+        recorder_->download_many(srcs, dsts);
+    }
     /// Submits what is recorded (no wait).
     void flush() { recorder_->flush(); }
     /// Submits and waits until the device is idle.

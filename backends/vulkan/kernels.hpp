@@ -76,6 +76,8 @@ VT contiguous(VT t);
 
 // ---- transfer.cpp ----------------------------------------------------------------------------
 VT from_data(const TensorData& data, DType dtype, std::uint32_t device);
+/// The host data of each tensor, with one wait per device (Transaction::execute).
+std::vector<TensorData> to_data_many(std::vector<VT> tensors);
 /// Whether any element of a bool tensor is true (waits: for checks of data).
 bool any_true(const VT& t);
 /// Reads a small tensor's values as int64 (waits): for checks that need data on the host.

@@ -256,6 +256,50 @@ void Recorder::download(const Binding& src, void* dst, std::size_t bytes) {
     }
 }
 
+void Recorder::download_many(std::span<const Binding> srcs, std::span<void* const> dsts) {
+    std::lock_guard lock(mu_);
+    EMBER_CHECK(!cap_, Device, "vulkan::capture: a read of device memory inside a captured step");
+    const VkDeviceSize half = staging_.size / 2;
+    std::size_t i = 0;
+    while (i < srcs.size()) {
+        if (srcs[i].range > half) {  // too big to share the ring: in parts, as download does
+            download(srcs[i], dsts[i], srcs[i].range);
+            ++i;
+            continue;
+        }
+        // A batch of ranges that fits the ring from where it stands (wait first, resetting the
+        // ring, when it does not): ring_alloc must not wrap inside a batch, since a wrap would
+        // hand out staging space that an earlier copy of the batch has yet to be read from.
+        std::size_t end = i;
+        VkDeviceSize need = 0;
+        while (end < srcs.size() && srcs[end].range <= half &&
+               need + (srcs[end].range + 15) / 16 * 16 <= half) {
+            need += (srcs[end].range + 15) / 16 * 16;
+            ++end;
+        }
+        if ((staging_.top + 15) / 16 * 16 + need > staging_.size) wait_idle();
+        std::vector<VkDeviceSize> at(end - i);
+        VkCommandBuffer c = cmd();
+        for (std::size_t j = i; j < end; ++j) {
+            at[j - i] = ring_alloc(staging_, srcs[j].range, 16);
+            const Binding part{srcs[j].buffer, srcs[j].offset, srcs[j].range, false};
+            track(std::span(&part, 1));
+            VkBufferCopy region{srcs[j].offset, at[j - i], srcs[j].range};
+            vkCmdCopyBuffer(c, srcs[j].buffer, staging_.buffer, 1, &region);
+        }
+        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             &mb, 0, nullptr, 0, nullptr);
+        // wait_idle resets the ring's top, not its contents: the copies stay readable.
+        wait_idle();
+        for (std::size_t j = i; j < end; ++j)
+            std::memcpy(dsts[j], staging_.mapped + at[j - i], srcs[j].range);
+        i = end;
+    }
+}
+
 void Recorder::flush() {
     std::lock_guard lock(mu_);
     if (!recording_ || cap_) return;  // a capture's commands are submitted by its replays

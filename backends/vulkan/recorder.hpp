@@ -84,6 +84,10 @@ class Recorder {
     void upload(const void* src, std::size_t bytes, const Binding& dst);
     /// Copies `bytes` of a device range into host memory; waits for the device.
     void download(const Binding& src, void* dst, std::size_t bytes);
+    /// Copies each device range `srcs[i]` (`srcs[i].range` bytes) to `dsts[i]` with one wait
+    /// for the device: every copy goes into the staging ring before the wait (more waits only
+    /// when the ranges together outgrow half the ring, or one of them does).
+    void download_many(std::span<const Binding> srcs, std::span<void* const> dsts);
     /// Submits what is recorded (no wait).
     void flush();
     /// Submits and waits until the device is idle, then saves the pipeline cache.

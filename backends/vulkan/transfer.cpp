@@ -37,21 +37,11 @@ VT from_data(const TensorData& data, DType dtype, std::uint32_t device) {
     return t;
 }
 
-TensorData to_data(const VT& tensor) {
-    forbid_in_capture("into_data (to_data, into_scalar)");
-    const VT t = contiguous(tensor);
+namespace {
+// The host data of contiguous `t` from the device words `bytes` read of it.
+TensorData host_data(const VT& t, std::vector<std::byte> bytes) {
     const std::size_t n = t.num_elements();
-    const Class c = class_of(t.dtype);
-    const std::size_t esz = device_size(t.dtype);
-    std::vector<std::byte> bytes(n * esz);
-    if (n > 0) {
-        Context& cx = ctx(t);
-        Binding b = bind(t, false);
-        b.offset += static_cast<VkDeviceSize>(t.offset) * esz;
-        b.range = n * esz;
-        cx.download(b, bytes.data(), bytes.size());
-    }
-    if (c == kBool) {
+    if (class_of(t.dtype) == kBool) {
         std::vector<std::byte> flags(n);
         for (std::size_t i = 0; i < n; ++i) {
             std::uint32_t w;
@@ -60,8 +50,52 @@ TensorData to_data(const VT& tensor) {
         }
         return TensorData(std::move(flags), t.shape, DType::Bool);
     }
-    TensorData d(std::move(bytes), t.shape, c == kF32 ? DType::F32 : DType::I64);
+    TensorData d(std::move(bytes), t.shape, class_of(t.dtype) == kF32 ? DType::F32 : DType::I64);
     return d.dtype() == t.dtype ? d : d.convert(t.dtype);
+}
+// The binding of contiguous `t`'s elements.
+Binding elements(const VT& t) {
+    const std::size_t esz = device_size(t.dtype);
+    Binding b = bind(t, false);
+    b.offset += static_cast<VkDeviceSize>(t.offset) * esz;
+    b.range = t.num_elements() * esz;
+    return b;
+}
+}  // namespace
+
+TensorData to_data(const VT& tensor) {
+    forbid_in_capture("into_data (to_data, into_scalar)");
+    const VT t = contiguous(tensor);
+    std::vector<std::byte> bytes(t.num_elements() * device_size(t.dtype));
+    if (!bytes.empty()) ctx(t).download(elements(t), bytes.data(), bytes.size());
+    return host_data(t, std::move(bytes));
+}
+
+std::vector<TensorData> to_data_many(std::vector<VT> tensors) {
+    forbid_in_capture("into_data (Transaction::execute)");
+    for (VT& t : tensors) t = contiguous(t);
+    std::vector<std::vector<std::byte>> bytes(tensors.size());
+    // One download_many (one wait) per device the tensors live on.
+    std::vector<bool> done(tensors.size(), false);
+    for (std::size_t first = 0; first < tensors.size(); ++first) {
+        if (done[first]) continue;
+        std::vector<Binding> srcs;
+        std::vector<void*> dsts;
+        for (std::size_t i = first; i < tensors.size(); ++i) {
+            if (done[i] || tensors[i].device != tensors[first].device) continue;
+            done[i] = true;
+            bytes[i].resize(tensors[i].num_elements() * device_size(tensors[i].dtype));
+            if (bytes[i].empty()) continue;
+            srcs.push_back(elements(tensors[i]));
+            dsts.push_back(bytes[i].data());
+        }
+        if (!srcs.empty()) ctx(tensors[first]).download_many(srcs, dsts);
+    }
+    std::vector<TensorData> out;
+    out.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+        out.push_back(host_data(tensors[i], std::move(bytes[i])));
+    return out;
 }
 
 VT to_device(VT t, std::uint32_t device) {
@@ -111,6 +145,19 @@ auto VulkanBackend::int_into_data(IT t) -> TensorData {
 }
 auto VulkanBackend::bool_into_data(BT t) -> TensorData {
     return k::to_data(t);
+}
+TransactionData VulkanBackend::tr_execute(TransactionPrimitive<FT, IT, BT> p) {
+    const std::size_t nf = p.floats.size(), ni = p.ints.size();
+    std::vector<k::VT> all = std::move(p.floats);
+    all.insert(all.end(), std::make_move_iterator(p.ints.begin()),
+               std::make_move_iterator(p.ints.end()));
+    all.insert(all.end(), std::make_move_iterator(p.bools.begin()),
+               std::make_move_iterator(p.bools.end()));
+    std::vector<TensorData> data = k::to_data_many(std::move(all));
+    TransactionData out;
+    for (std::size_t i = 0; i < data.size(); ++i)
+        (i < nf ? out.floats : i < nf + ni ? out.ints : out.bools).push_back(std::move(data[i]));
+    return out;
 }
 
 }  // namespace ember

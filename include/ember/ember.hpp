@@ -7,6 +7,7 @@
 #endif
 #include "tensor/module_ops.hpp"
 #include "tensor/tensor.hpp"
+#include "tensor/transaction.hpp"
 #include "quant/tensor.hpp"
 #include "backend/cpu.hpp"
 #include "autodiff/autodiff.hpp"

@@ -148,6 +148,25 @@ void Dispatch::seed(std::uint64_t s) {
 
 void Dispatch::sync(const Device& d) { core_table(d).sync(d); }
 
+TransactionData Dispatch::tr_execute(TransactionPrimitive<FT, FT, FT> p) {
+    const FT* first = !p.floats.empty()  ? &p.floats[0]
+                      : !p.ints.empty()  ? &p.ints[0]
+                      : !p.bools.empty() ? &p.bools[0]
+                                         : nullptr;
+    if (first == nullptr) return {};
+    // One stack (up to autodiff): its backend reads them all with one wait. Several: each
+    // tensor on its own, as into_data would.
+    const Device b = base(handle_of(*first).device);
+    bool one_stack = true;
+    bool track = false;
+    for (const auto* list : {&p.floats, &p.ints, &p.bools})
+        for (const FT& t : *list) one_stack = one_stack && base(handle_of(t).device) == b;
+    if (!one_stack) return detail::dispatch::Ops::tr_execute(std::move(p));
+    for (const FT& t : p.floats) track = track || handle_of(t).device.has_autodiff();
+    const Device s = b.autodiff(track);
+    return core_table(s).tr_execute(s, std::move(p));
+}
+
 Dispatch::Device Dispatch::float_device(const FT& t) { return handle_of(t).device; }
 Dispatch::Device Dispatch::int_device(const FT& t) { return handle_of(t).device; }
 Dispatch::Device Dispatch::bool_device(const FT& t) { return handle_of(t).device; }

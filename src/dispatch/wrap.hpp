@@ -224,6 +224,9 @@ typename S::Device device_of(const DispatchDevice& d) {
 struct CoreTable {
     const char* name;                                        ///< the stack's name
     void (*sync)(const Stack&);                              ///< S::sync
+    /// S::tr_execute, on tensors of S (floats may be of S's inner stack under autodiff).
+    TransactionData (*tr_execute)(
+        const Stack&, TransactionPrimitive<DispatchTensor, DispatchTensor, DispatchTensor>);
     DispatchTensor (*float_to_device)(const Stack&, DispatchTensor, const Stack&);
     DispatchTensor (*int_to_device)(const Stack&, DispatchTensor, const Stack&);
     DispatchTensor (*bool_to_device)(const Stack&, DispatchTensor, const Stack&);
@@ -247,6 +250,16 @@ CoreTable make_core_table(const char* name) {
     CoreTable c{};
     c.name = name;
     c.sync = [](const Stack& s) { S::sync(device_of<S>(s)); };
+    c.tr_execute = [](const Stack& s,
+                      TransactionPrimitive<DispatchTensor, DispatchTensor, DispatchTensor> p) {
+        TransactionPrimitive<typename S::FloatTensorPrimitive, typename S::IntTensorPrimitive,
+                             typename S::BoolTensorPrimitive>
+            q;
+        for (auto& t : p.floats) q.floats.push_back(unwrap_float<S>(std::move(t), s));
+        for (auto& t : p.ints) q.ints.push_back(unwrap_int<S>(std::move(t), s));
+        for (auto& t : p.bools) q.bools.push_back(unwrap_bool<S>(std::move(t), s));
+        return S::tr_execute(std::move(q));
+    };
     c.float_to_device = [](const Stack& s, DispatchTensor t, const Stack& to) {
         return wrap_float<S>(S::float_to_device(unwrap_float<S>(std::move(t), s), device_of<S>(to)),
                              to);

@@ -96,6 +96,13 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
         return from_inner(B::float_from_data(d, dev));
     }
     static TensorData float_into_data(FT t) { return B::float_into_data(std::move(t.primitive)); }
+    /// Reads a Transaction's tensors through B's tr_execute (float values untracked).
+    static TransactionData tr_execute(TransactionPrimitive<FT, IT, BT> p) {
+        TransactionPrimitive<IFT, IT, BT> q{{}, std::move(p.ints), std::move(p.bools)};
+        q.floats.reserve(p.floats.size());
+        for (auto& t : p.floats) q.floats.push_back(std::move(t.primitive));
+        return B::tr_execute(std::move(q));
+    }
     static Device float_device(const FT& t) { return B::float_device(t.primitive); }
     static FT float_to_device(FT t, const Device& d);
     static Shape float_shape(const FT& t) { return B::float_shape(t.primitive); }

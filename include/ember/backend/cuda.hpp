@@ -151,6 +151,8 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     // ---- bool ----
     static BT bool_from_data(const TensorData& data, const Device& d);
     static TensorData bool_into_data(BT t);
+    /// Reads a Transaction's tensors with one wait for each device they live on.
+    static TransactionData tr_execute(TransactionPrimitive<FT, IT, BT> p);
     static Device bool_device(const BT& t) { return Device{static_cast<std::size_t>(t.device())}; }
     static BT bool_to_device(BT t, const Device& d);
     static Shape bool_shape(const BT& t) { return t.shape; }
@@ -280,6 +282,13 @@ struct MemoryStats {
 };
 /// The memory counters of `device`.
 EMBER_API MemoryStats memory_stats(const CudaDevice& device = {});
+/// How often the host has waited for a device (its stream synchronised: a data read, a sync,
+/// a check that reads a value, a Transaction's one wait).
+struct SyncStats {
+    std::size_t host_waits = 0;  ///< waits so far
+};
+/// The wait counter of `device`.
+EMBER_API SyncStats sync_stats(const CudaDevice& device = {});
 /// Gives the cached (unused) blocks of `device` back to the driver.
 EMBER_API void empty_cache(const CudaDevice& device = {});
 /// Restarts the high-water mark at the current use.

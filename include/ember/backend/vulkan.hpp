@@ -155,6 +155,8 @@ struct EMBER_API VulkanBackend : BackendBase<VulkanBackend> {
     // ---- bool ----
     static BT bool_from_data(const TensorData& data, const Device& d);
     static TensorData bool_into_data(BT t);
+    /// Reads a Transaction's tensors with one wait for each device they live on.
+    static TransactionData tr_execute(TransactionPrimitive<FT, IT, BT> p);
     static Device bool_device(const BT& t) { return Device{t.device}; }
     static BT bool_to_device(BT t, const Device& d);
     static Shape bool_shape(const BT& t) { return t.shape; }

@@ -98,6 +98,11 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// The same values cut from the graph.
     static FT float_detach(FT t);
 
+    // ---- reads ----
+    /// Reads a Transaction's tensors through their stack's tr_execute (one wait on a GPU);
+    /// tensors of several stacks are read one by one.
+    static TransactionData tr_execute(TransactionPrimitive<FT, FT, FT> p);
+
     // ---- optimizers ----
     /// Adam's fused update (param, moment_1, moment_2 after one step), as the stack's
     /// `float_adam_step` where it has one (the CPU backend), else composed from Dispatch's ops in

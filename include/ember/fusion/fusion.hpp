@@ -171,6 +171,18 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
     static TensorData float_into_data(FT t) { return B::float_into_data(take(std::move(t))); }
     static TensorData int_into_data(FT t) { return B::int_into_data(take(std::move(t))); }
     static TensorData bool_into_data(FT t) { return B::bool_into_data(take(std::move(t))); }
+    /// Runs what is pending, then reads a Transaction's tensors through B's tr_execute.
+    static TransactionData tr_execute(TransactionPrimitive<FT, FT, FT> p) {
+        TransactionPrimitive<P, P, P> q;
+        const auto inner = [](std::vector<FT>& from, std::vector<P>& to) {
+            to.reserve(from.size());
+            for (auto& t : from) to.push_back(take(std::move(t)));
+        };
+        inner(p.floats, q.floats);
+        inner(p.ints, q.ints);
+        inner(p.bools, q.bools);
+        return B::tr_execute(std::move(q));
+    }
     static Shape float_shape(const FT& t) { return t.value->shape; }
     static Shape int_shape(const FT& t) { return t.value->shape; }
     static Shape bool_shape(const FT& t) { return t.value->shape; }

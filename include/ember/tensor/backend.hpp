@@ -181,6 +181,21 @@ struct LentMemory {
     int device = 0;                         ///< the device ordinal
 };
 
+/// The tensors one Transaction reads, by kind, as a backend's primitives (Burn's
+/// TransactionPrimitive); the backend hook `tr_execute` reads them all.
+template <typename F, typename I, typename Bo>
+struct TransactionPrimitive {
+    std::vector<F> floats;  ///< float tensors, in registration order
+    std::vector<I> ints;    ///< int tensors
+    std::vector<Bo> bools;  ///< bool tensors
+};
+/// What `tr_execute` read: the data of each tensor of a TransactionPrimitive, in its order.
+struct TransactionData {
+    std::vector<TensorData> floats;  ///< of the float tensors
+    std::vector<TensorData> ints;    ///< of the int tensors
+    std::vector<TensorData> bools;   ///< of the bool tensors
+};
+
 /// Default implementations, composed from the core ops of `Self` (CRTP). Backends and
 /// decorators derive from it and override any function by declaring one of the same name.
 /// The quantized ops (quantize, dequantize, q_matmul, q_linear, ...) come from
@@ -193,6 +208,16 @@ struct BackendBase : quant::QuantizedOps<Self> {
     template <typename P>
     static std::optional<LentMemory> lend_memory(P&) {
         return std::nullopt;
+    }
+    /// Reads every tensor of a Transaction. The default reads them one by one (into_data each);
+    /// asynchronous backends override it to queue every copy and wait once.
+    template <typename F, typename I, typename Bo>
+    static TransactionData tr_execute(TransactionPrimitive<F, I, Bo> p) {
+        TransactionData out;
+        for (auto& t : p.floats) out.floats.push_back(Self::float_into_data(std::move(t)));
+        for (auto& t : p.ints) out.ints.push_back(Self::int_into_data(std::move(t)));
+        for (auto& t : p.bools) out.bools.push_back(Self::bool_into_data(std::move(t)));
+        return out;
     }
 #define EMBER_DEFAULT_UNARY(prefix, name, OP)                                  \
     template <typename T>                                                      \
