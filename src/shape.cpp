@@ -130,6 +130,15 @@ std::string Slice::to_string() const {
 
 namespace ember::detail {
 // EMBER_API as on the declaration in ember/tensor/tensor.hpp (not included here).
+EMBER_API void ragged_literal(const char* op, const char* where,
+                              std::span<const std::size_t> lengths) {
+    std::string list;
+    for (std::size_t i = 0; i < lengths.size(); ++i)
+        list += (i ? ", " : "") + std::to_string(lengths[i]);
+    EMBER_FAIL(Shape, op, ": a ragged nested literal: the ", where, " have lengths ", list,
+               " (every list of a level must have the same length)");
+}
+
 EMBER_API Shape resolve_reshape(const Shape& from, std::span<const long> dims) {
     Shape out;
     std::size_t known = 1;  // the product of the non-zero target dims

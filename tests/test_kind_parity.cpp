@@ -215,3 +215,46 @@ TEMPLATE_LIST_TEST_CASE("transpose and swap_dims of Int and Bool tensors",
         CHECK_THROWS_AS(i.swap_dims(0, 3), ember::DimError);
     }
 }
+
+TEMPLATE_LIST_TEST_CASE("nested-literal construction", "[from_floats][from_ints][parity]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    const ember::Device<B> device{};
+    SECTION("2-d floats, row by row") {
+        const auto t = ember::Tensor<B, 2>::from_floats({{1, 2, 3}, {4.5f, -5, 6}}, device);
+        EXPECT_CLOSE(TensorData({1.f, 2.f, 3.f, 4.5f, -5.f, 6.f}, {2, 3}), t);
+    }
+    SECTION("3-d floats, block by block") {
+        const auto t = ember::Tensor<B, 3>::from_floats(
+            {{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}, {{9, 10}, {11, 12}}});
+        EXPECT_CLOSE(
+            TensorData({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f, 10.f, 11.f, 12.f}, {3, 2, 2}),
+            t);
+    }
+    SECTION("2-d and 3-d ints keep 64 bits") {
+        EXPECT_SAME(ints({1, -2, 1LL << 40, 4}, Shape{2, 2}),
+                    ember::Tensor<B, 2, Int>::from_ints({{1, -2}, {1LL << 40, 4}}, device));
+        EXPECT_SAME(ints({1, 2, 3, 4, 5, 6}, Shape{2, 1, 3}),
+                    ember::Tensor<B, 3, Int>::from_ints({{{1, 2, 3}}, {{4, 5, 6}}}, device));
+    }
+    SECTION("empty rows") {
+        CHECK(ember::Tensor<B, 2>::from_floats({{}, {}}).dims() ==
+              std::array<std::size_t, 2>{2, 0});
+    }
+    SECTION("ragged rows are a ShapeError naming the op and the lengths") {
+        using Catch::Matchers::Contains;
+        using T2 = ember::Tensor<B, 2>;
+        CHECK_THROWS_AS(T2::from_floats({{1, 2}, {3, 4, 5}}), ember::ShapeError);
+        CHECK_THROWS_WITH(T2::from_floats({{1, 2}, {3, 4, 5}}),
+                          Contains("from_floats") && Contains("rows") && Contains("2, 3"));
+        CHECK_THROWS_WITH((ember::Tensor<B, 2, Int>::from_ints({{1}, {2}, {}})),
+                          Contains("from_ints") && Contains("1, 1, 0"));
+        using T3 = ember::Tensor<B, 3>;
+        // Blocks with 2 and 1 rows; then rows of 2 and 3 elements across blocks.
+        CHECK_THROWS_WITH(T3::from_floats({{{1, 2}, {3, 4}}, {{5, 6}}}),
+                          Contains("from_floats") && Contains("blocks") && Contains("2, 1"));
+        CHECK_THROWS_WITH(T3::from_floats({{{1, 2}}, {{3, 4, 5}}}),
+                          Contains("from_floats") && Contains("2, 3"));
+    }
+}

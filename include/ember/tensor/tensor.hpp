@@ -58,6 +58,55 @@ struct ReshapeArgs {
     }
 };
 EMBER_API Shape resolve_reshape(const Shape& from, std::span<const long> dims);
+/// Throws ShapeError: the lists of one level of a nested literal differ in length (`lengths`,
+/// at the level `where` names: "rows", "the lists of block 1"...).
+[[noreturn]] EMBER_API void ragged_literal(const char* op, const char* where,
+                                           std::span<const std::size_t> lengths);
+/// The data of a 2-d nested literal (rows of equal length).
+template <typename T>
+TensorData nested_data(std::initializer_list<std::initializer_list<T>> rows, const char* op) {
+    const std::size_t cols = rows.size() == 0 ? 0 : rows.begin()->size();
+    std::vector<T> flat;
+    flat.reserve(rows.size() * cols);
+    for (const auto& r : rows) {
+        if (r.size() != cols) {
+            std::vector<std::size_t> lengths;
+            for (const auto& q : rows) lengths.push_back(q.size());
+            ragged_literal(op, "rows", lengths);
+        }
+        flat.insert(flat.end(), r.begin(), r.end());
+    }
+    return TensorData(flat, Shape{rows.size(), cols});
+}
+/// The data of a 3-d nested literal (blocks of the same shape).
+template <typename T>
+TensorData nested_data(
+    std::initializer_list<std::initializer_list<std::initializer_list<T>>> blocks, const char* op) {
+    Shape shape{blocks.size(), 0, 0};
+    std::vector<T> flat;
+    bool first = true;
+    for (const auto& b : blocks) {
+        if (!first && b.size() != shape[1]) {
+            std::vector<std::size_t> lengths;
+            for (const auto& q : blocks) lengths.push_back(q.size());
+            ragged_literal(op, "blocks (rows per block)", lengths);
+        }
+        const TensorData block = nested_data(b, op);
+        if (first) {
+            shape[1] = block.shape()[0];
+            shape[2] = block.shape()[1];
+            first = false;
+        } else if (block.shape()[1] != shape[2]) {
+            std::vector<std::size_t> lengths;
+            for (const auto& q : blocks)
+                for (const auto& r : q) lengths.push_back(r.size());
+            ragged_literal(op, "rows (of every block, in order)", lengths);
+        }
+        const auto v = block.template as_slice<T>();
+        flat.insert(flat.end(), v.begin(), v.end());
+    }
+    return TensorData(flat, shape);
+}
 #if EMBER_FREESTANDING
 /// Firmware keeps no call sites: their function names would cost flash in every op.
 struct NoCallSite {
@@ -206,6 +255,30 @@ public:
         requires(std::same_as<K, Int> && D == 1)
     {
         return from_data(TensorData(std::vector<std::int64_t>(values), Shape{values.size()}), device);
+    }
+    /// A 2-d float tensor from nested rows: `from_floats({{1, 2}, {3, 4}}, device)`; throws
+    /// ShapeError naming the row lengths when they differ.
+    static Tensor from_floats(std::initializer_list<std::initializer_list<float>> rows,
+                              const Device<B>& device = {}) requires(std::same_as<K, Float>&& D ==
+                                                                     2) {
+        return from_data(detail::nested_data(rows, "from_floats"), device);
+    }
+    /// A 3-d float tensor from nested lists (every list of a level must have the same length).
+    static Tensor from_floats(
+        std::initializer_list<std::initializer_list<std::initializer_list<float>>> blocks,
+        const Device<B>& device = {}) requires(std::same_as<K, Float>&& D == 3) {
+        return from_data(detail::nested_data(blocks, "from_floats"), device);
+    }
+    /// A 2-d int tensor from nested rows: `from_ints({{1, 2}, {3, 4}}, device)`.
+    static Tensor from_ints(std::initializer_list<std::initializer_list<std::int64_t>> rows,
+                            const Device<B>& device = {}) requires(std::same_as<K, Int>&& D == 2) {
+        return from_data(detail::nested_data(rows, "from_ints"), device);
+    }
+    /// A 3-d int tensor from nested lists.
+    static Tensor from_ints(
+        std::initializer_list<std::initializer_list<std::initializer_list<std::int64_t>>> blocks,
+        const Device<B>& device = {}) requires(std::same_as<K, Int>&& D == 3) {
+        return from_data(detail::nested_data(blocks, "from_ints"), device);
     }
     /// One-hot float vector of `num_classes` with a 1 at `index`.
     static Tensor one_hot(std::size_t index, std::size_t num_classes, const Device<B>& device = {})
