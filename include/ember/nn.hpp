@@ -21,6 +21,7 @@
 #include "nn/loss_regression.hpp"
 #include "nn/loss_rnnt.hpp"
 #include "nn/norm.hpp"
+#include "nn/normalization_config.hpp"
 #include "nn/padding.hpp"
 #include "nn/pool.hpp"
 #include "nn/pool3d.hpp"
