@@ -1,9 +1,11 @@
-// DiceMetric, PsnrMetric and SsimMetric, checked against values worked out by hand and, for
-// SSIM, the torch references of tests/fixtures/gen_metrics.py.
+// DiceMetric, PsnrMetric, SsimMetric and MsSsimMetric, checked against values worked out by hand
+// and, for SSIM and MS-SSIM, the torch references of tests/fixtures/gen_metrics.py.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <ember/ember.hpp>
 #include <ember/train/vision_metrics.hpp>
+#include <string>
+#include <utility>
 
 #include "harness.hpp"
 
@@ -102,6 +104,99 @@ TEST_CASE("SsimMetric: identical images, and torch references", "[metrics]") {
         auto flat = Tensor<Cpu, 4>::full({1, 1, 11, 11}, 0.5);
         CHECK_THROWS_WITH(ssim.update({flat, flat}, {}), Catch::Contains("data_range"));
         train::SsimMetric<Cpu> ranged({.data_range = 1.0});
+        CHECK(*ranged.update({flat, flat}, {}).numeric == Approx(1.0));
+    }
+}
+
+namespace {
+// The images of gen_metrics.py's formula_images (no pixels in the fixture): targets t and
+// outputs o, in the same order of operations, rounded to float32.
+std::pair<Tensor<Cpu, 4>, Tensor<Cpu, 4>> formula_images(std::size_t n, std::size_t c,
+                                                         std::size_t h, std::size_t w) {
+    std::vector<float> o(n * c * h * w), t(o.size());
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t ch = 0; ch < c; ++ch)
+            for (std::size_t y = 0; y < h; ++y)
+                for (std::size_t x = 0; x < w; ++x, ++at) {
+                    const double xd = double(x), yd = double(y), cd = double(ch), id = double(i);
+                    const double tv = 0.5 + 0.25 * std::sin(0.11 * xd + 0.05 * yd + cd + id) +
+                                      0.15 * std::cos(0.031 * xd * yd / 8);
+                    const double ov = tv + 0.1 * std::sin(2.3 * xd + 1.9 * yd + 0.5 * cd + 3 * id);
+                    t[at] = float(tv);
+                    o[at] = float(ov);
+                }
+    return {image(o, {n, c, h, w}), image(t, {n, c, h, w})};
+}
+}  // namespace
+
+TEST_CASE("MsSsimMetric: identical images, and torch references", "[metrics][msssim]") {
+    static_assert(train::Numeric<train::MsSsimMetric<Cpu>>);
+    SECTION("the defaults: 5 scales of an 11-wide window on 180 × 184 images") {
+        ember::test::Fixture fx("metrics", "msssim_default_formula");
+        auto [o, t] = formula_images(std::size_t(fx.param("n")), std::size_t(fx.param("c")),
+                                     std::size_t(fx.param("h")), std::size_t(fx.param("w")));
+        train::MsSsimMetric<Cpu> m;
+        CHECK(m.name() == "MS-SSIM");
+        CHECK(*m.update({o, t}, {}).numeric == Approx(fx.param("msssim")).epsilon(1e-9));
+        // An image against itself: every term 1.
+        CHECK(*m.update({t, t}, {}).numeric == Approx(1.0).epsilon(1e-12));
+    }
+    SECTION("3 scales of a 5-wide window: relu and simple, data range derived or set") {
+        ember::test::Fixture small("metrics", "msssim_small");
+        const auto out = small.named_tensor<Cpu, 4>("outputs");
+        const auto tgt = small.named_tensor<Cpu, 4>("targets");
+        const auto anti = 1.0f - tgt;
+        for (const char* name :
+             {"msssim_small", "msssim_simple_range", "msssim_anti_relu", "msssim_anti_simple"}) {
+            INFO(name);
+            ember::test::Fixture fx("metrics", name);
+            train::MsSsimMetricConfig config;
+            config.kernel_size = std::size_t(fx.param("kernel_size"));
+            config.sigma = fx.param("sigma");
+            config.betas = {fx.param("beta0"), fx.param("beta1"), fx.param("beta2")};
+            if (fx.has_param("data_range")) config.data_range = fx.param("data_range");
+            if (fx.has_param("normalize") && fx.str("normalize") == "simple")
+                config.normalize = train::MsSsimNormalize::Simple;
+            train::MsSsimMetric<Cpu> m(config);
+            const bool is_anti = std::string(name).find("anti") != std::string::npos;
+            const double v = *m.update({is_anti ? anti : out, tgt}, {}).numeric;
+            CHECK(v == Approx(fx.param("msssim")).epsilon(1e-9).margin(1e-12));
+        }
+    }
+    SECTION("normalize None lets a negative term through (NaN under a fractional power)") {
+        ember::test::Fixture small("metrics", "msssim_small");
+        const auto tgt = small.named_tensor<Cpu, 4>("targets");
+        train::MsSsimMetric<Cpu> m({.kernel_size = 5,
+                                    .sigma = 1.0,
+                                    .betas = {0.2, 0.3, 0.5},
+                                    .normalize = train::MsSsimNormalize::None});
+        CHECK(std::isnan(*m.update({1.0f - tgt, tgt}, {}).numeric));
+    }
+    SECTION("errors") {
+        using Catch::Contains;
+        CHECK_THROWS_AS(train::MsSsimMetric<Cpu>({.kernel_size = 4}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::MsSsimMetric<Cpu>({.sigma = 0.0}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::MsSsimMetric<Cpu>({.data_range = 0.0}), ember::ArgumentError);
+        CHECK_THROWS_AS(train::MsSsimMetric<Cpu>({.betas = {}}), ember::ArgumentError);
+        CHECK_THROWS_WITH(train::MsSsimMetric<Cpu>({.betas = {0.5, -0.1}}),
+                          Contains("MsSsimMetric") && Contains("-0.1"));
+        train::MsSsimMetric<Cpu> m;
+        // 5 scales of 11: 176 × 176 at least; 175 leaves a 10-wide coarsest scale.
+        auto small = Tensor<Cpu, 4>::zeros({1, 1, 175, 200});
+        CHECK_THROWS_AS(m.update({small, small}, {}), ember::ShapeError);
+        CHECK_THROWS_WITH(m.update({small, small}, {}), Contains("MsSsimMetric") &&
+                                                            Contains("[1, 1, 175, 200]") &&
+                                                            Contains("176"));
+        auto a = Tensor<Cpu, 4>::zeros({1, 1, 176, 176});
+        CHECK_THROWS_AS(m.update({a, Tensor<Cpu, 4>::zeros({1, 1, 176, 177})}, {}),
+                        ember::ShapeError);
+        CHECK_THROWS_AS(m.update({a.slice({{0, 0}}), a.slice({{0, 0}})}, {}), ember::ShapeError);
+        // Constant images: no data range to derive.
+        auto flat = Tensor<Cpu, 4>::full({1, 1, 176, 176}, 0.5);
+        CHECK_THROWS_WITH(m.update({flat, flat}, {}),
+                          Contains("MsSsimMetric") && Contains("data_range"));
+        train::MsSsimMetric<Cpu> ranged({.data_range = 1.0});
         CHECK(*ranged.update({flat, flat}, {}).numeric == Approx(1.0));
     }
 }
