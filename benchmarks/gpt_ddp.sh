@@ -8,9 +8,10 @@
 # BUILD holds examples/gpt, built with CUDA and NCCL: a build folder, or the pack
 # benchmarks/gpt_ddp_pack.sh makes to carry to a GPU machine. Rows, each the best of 2 rounds of 5 steps
 # after 3 warm-up steps on one fixed batch of world x 8 rows (each GPU its own 8):
-#   - ember f32, `gpt train --bench --devices 0,..,N-1` (a thread per GPU), on each stack of
-#     GPT_DDP_BACKENDS (default "cuda cuda+fusion"); on 2+ GPUs also a process per GPU
-#     (`--distributed`, TCP rendezvous) on the first stack; gradients averaged by
+#   - ember, `gpt train --bench --devices 0,..,N-1` (a thread per GPU), in each precision of
+#     GPT_DDP_PRECISIONS (default "bf16 f32": --bf16 is ember::Autocast, as PyTorch's autocast)
+#     on each stack of GPT_DDP_BACKENDS (default "cuda cuda+fusion"); on 2+ GPUs also a process
+#     per GPU (`--distributed`, TCP rendezvous) on the first stack; gradients averaged by
 #     GradientReducer during backward;
 #   - PyTorch, torchrun --nproc_per_node=N benchmarks/gpt_ddp_torch.py: fused AdamW, bf16
 #     autocast (its best configuration that DDP runs as it is) and f32 (ember's precision);
@@ -19,7 +20,7 @@
 # Lines carry "world_size", "batch_per_gpu" and, for ember, "form" (threads, processes); the
 # first line is the meta line (date, GPU, PyTorch, commit) with "gpus" and "machine" added.
 # benchmarks/gpt_ddp_report.py turns the file into RESULTS.md's section. NVLink multicast is off
-# (NCCL_NVLS_ENABLE=0), as in multi_gpu.sh. About 4 minutes on four H200s.
+# (NCCL_NVLS_ENABLE=0), as in multi_gpu.sh. About 5 minutes on four H200s (my estimate).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="$1"
@@ -51,28 +52,32 @@ export EMBER_RENDEZVOUS_TIMEOUT=60
 for n in "${sizes[@]}"; do
   devices="$(seq -s, 0 $((n - 1)))"
   echo "== $n GPU(s): $devices" >&2
-  first=1
-  for backend in ${GPT_DDP_BACKENDS:-cuda cuda+fusion}; do
-    timeout "$limit" "$gpt" train --bench --backend "$backend" --devices "$devices" "${shape[@]}" "${timing[@]}" \
-      2>> "$out.stderr" | tag threads | keep
-    if ((n > 1 && first)); then
-      # A process per GPU, rank 0's line kept; TCP rendezvous on a fresh port each time.
-      port=$((port + 1))
-      for ((r = n - 1; r >= 0; --r)); do
-        EMBER_WORLD_SIZE=$n EMBER_RANK=$r EMBER_LOCAL_RANK=$r \
-          EMBER_MASTER_ADDR=127.0.0.1:$port \
-          timeout "$limit" "$gpt" train --bench --backend "$backend" --distributed "${shape[@]}" "${timing[@]}" \
-          > "$out.rank$r" 2>> "$out.stderr" &
-      done
-      wait
-      tag processes < "$out.rank0" | keep
-      rm -f "$out".rank*
-    fi
-    first=0
+  for precision in ${GPT_DDP_PRECISIONS:-bf16 f32}; do
+    flag=()
+    [[ $precision == bf16 ]] && flag=(--bf16)
+    first=1
+    for backend in ${GPT_DDP_BACKENDS:-cuda cuda+fusion}; do
+      timeout "$limit" "$gpt" train --bench --backend "$backend" --devices "$devices" \
+        "${shape[@]}" "${timing[@]}" "${flag[@]}" 2>> "$out.stderr" | tag threads | keep
+      if ((n > 1 && first)); then
+        # A process per GPU, rank 0's line kept; TCP rendezvous on a fresh port each time.
+        port=$((port + 1))
+        for ((r = n - 1; r >= 0; --r)); do
+          EMBER_WORLD_SIZE=$n EMBER_RANK=$r EMBER_LOCAL_RANK=$r \
+            EMBER_MASTER_ADDR=127.0.0.1:$port \
+            timeout "$limit" "$gpt" train --bench --backend "$backend" --distributed \
+            "${shape[@]}" "${timing[@]}" "${flag[@]}" > "$out.rank$r" 2>> "$out.stderr" &
+        done
+        wait
+        tag processes < "$out.rank0" | keep
+        rm -f "$out".rank*
+      fi
+      first=0
+    done
   done
-  timeout "$limit" "$py" -m torch.distributed.run --standalone --nproc_per_node="$n" "$here/gpt_ddp_torch.py" \
-    --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" --precisions bf16,f32 \
-    --warmup 3 --reps 5 --rounds 2 2>> "$out.stderr" | keep
+  timeout "$limit" "$py" -m torch.distributed.run --standalone --nproc_per_node="$n" \
+    "$here/gpt_ddp_torch.py" --batch 8 --seq 1024 --peak-tflops "${PEAK_TFLOPS:-989}" \
+    --precisions bf16,f32 --warmup 3 --reps 5 --rounds 2 2>> "$out.stderr" | keep
 done
 
 if ((gpus >= 2)); then

@@ -26,16 +26,20 @@ def load(path):
             continue
         n = r.get("world_size", 1)
         if r["name"] == "gpt_loss":
+            if r.get("precision", "f32") != "f32":
+                continue
             losses.setdefault(n, {})[r["step"]] = r["value"]
             continue
         if r["framework"] == "ember":
-            label = f"ember f32, {r.get('backend', '?')}, {r.get('form', 'threads')}"
-            base = f"ember f32, {r.get('backend', '?')}, threads"
+            precision = r.get("precision", "f32")
+            label = f"ember {precision}, {r.get('backend', '?')}, {r.get('form', 'threads')}"
+            base = f"ember {precision}, {r.get('backend', '?')}, threads"
         else:
             precision = r["name"].split("_")[-2]
             label = f"PyTorch {precision}, fused AdamW (DDP on 2+ GPUs)"
             base = label
-        rows.setdefault(label, {"framework": r["framework"], "base": base, "by_n": {}})
+        rows.setdefault(label, {"framework": r["framework"], "base": base, "by_n": {},
+                                "precision": precision})
         rows[label]["by_n"][n] = r
     return meta, rows, losses
 
@@ -53,10 +57,11 @@ def scaling(rows, label, n):
     return here["tokens_per_s"] / one["tokens_per_s"]
 
 
-def best(rows, framework, n):
-    """The label of `framework`'s row with the most tokens/s on n GPUs."""
+def best(rows, framework, n, precision=None):
+    """The label of `framework`'s row with the most tokens/s on n GPUs (of `precision`)."""
     have = [(r["by_n"][n]["tokens_per_s"], label) for label, r in rows.items()
-            if r["framework"] == framework and n in r["by_n"]]
+            if r["framework"] == framework and n in r["by_n"]
+            and precision in (None, r["precision"])]
     return max(have)[1] if have else None
 
 
@@ -69,7 +74,8 @@ def section(meta, rows, losses):
         f"{meta.get('gpus', '?')} × {meta.get('gpu', '?')} (NVLink multicast off: "
         f"`NCCL_NVLS_ENABLE=0`), PyTorch {meta.get('torch', '?')} in the same run. The GPT "
         "example's model (GPT-2 small's shape over bytes, 86.0 M parameters), 8 sequences of "
-        "1024 tokens per GPU, AdamW; each GPU trains on its own 8 rows of one fixed batch and the "
+        "1024 tokens per GPU, AdamW (bf16: autocast, f32 weights; ember's `--bf16` is "
+        "`ember::Autocast`); each GPU trains on its own 8 rows of one fixed batch and the "
         "gradients are averaged during backward (ember: `GradientReducer` over NCCL; PyTorch: "
         "DistributedDataParallel). Each figure is the best of 2 rounds of 5 steps after 3 "
         "warm-up steps. ember's \"threads\" rows are one process with a thread per GPU "
@@ -82,7 +88,7 @@ def section(meta, rows, losses):
     out += [head, "| --- |" + " ---: |" * (len(sizes) + len([n for n in sizes if n > 1]))]
     # ember first, each stack's threads row before its processes row.
     order = sorted(rows, key=lambda l: (rows[l]["framework"] != "ember",
-                                        l.replace("processes", "~")))
+                                        l.replace("+fusion", "~fusion").replace("processes", "~")))
     for label in order:
         by_n = rows[label]["by_n"]
         cells = [fmt(by_n[n]["tokens_per_s"]) if n in by_n else "—" for n in sizes]
@@ -122,11 +128,12 @@ def section(meta, rows, losses):
             ratio = rows[e]["by_n"][n]["tokens_per_s"] / rows[t]["by_n"][n]["tokens_per_s"]
             goals.append(f"| ember's tokens/s ≥ PyTorch DDP's on {n} GPUs | {ratio:.2f}× "
                          f"({e} against {t}) | {'✓' if ratio >= 1 else '✗ missed'} |")
-        f32 = "PyTorch f32, fused AdamW (DDP on 2+ GPUs)"
-        if e and f32 in rows and n in rows[f32]["by_n"] and f32 != t:
-            ratio = rows[e]["by_n"][n]["tokens_per_s"] / rows[f32]["by_n"][n]["tokens_per_s"]
-            goals.append(f"| (like for like) ember's tokens/s against PyTorch DDP f32 on {n} "
-                         f"GPUs | {ratio:.2f}× | — |")
+        for precision in ("bf16", "f32"):  # like for like, for information
+            ep, tp = best(rows, "ember", n, precision), best(rows, "torch", n, precision)
+            if ep and tp and (ep, tp) != (e, t):
+                ratio = rows[ep]["by_n"][n]["tokens_per_s"] / rows[tp]["by_n"][n]["tokens_per_s"]
+                goals.append(f"| (like for like) ember {precision} against PyTorch DDP "
+                             f"{precision} on {n} GPUs | {ratio:.2f}× ({ep}) | — |")
     if len(goals) > 2:
         out += goals + [""]
     if 1 in losses and 2 in losses:
