@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <ember/tensor/composed.hpp>
+
 #include "op_test.hpp"
 
 namespace {
@@ -91,6 +93,22 @@ TEMPLATE_LIST_TEST_CASE("mean and mean_dim of Int tensors round toward zero", "[
     SECTION("a dim out of range") {
         CHECK_THROWS_AS(x.mean_dim(2), ember::DimError);
     }
+}
+
+TEMPLATE_LIST_TEST_CASE("mean_dims of Int tensors rounds once", "[int][mean][parity]",
+                        ember::test::TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    using I2 = ember::Tensor<B, 2, Int>;
+    // [[1, 2], [2, 3]]: 8 / 4 = 2; dim by dim it would be mean(1, 2) = 1 (3 / 2 → 1, 5 / 2 → 2).
+    const auto x = I2::from_ints({{1, 2}, {2, 3}});
+    EXPECT_SAME(ints({2}, Shape{1, 1}), ember::mean_dims(x, {0, 1}));
+    EXPECT_SAME(ints({-2}, Shape{1, 1}), ember::mean_dims(x.neg(), {-1, 0}));
+    EXPECT_SAME(ints({1, 2}, Shape{1, 2}), ember::mean_dims(x, {0}));
+    const auto e = I2::zeros({2, 0});
+    CHECK_THROWS_AS(ember::mean_dims(e, {0, 1}), ember::ShapeError);
+    CHECK_THROWS_WITH(ember::mean_dims(e, {0, 1}), Catch::Matchers::Contains("mean_dims"));
+    CHECK_THROWS_AS(ember::mean_dims(x, {0, 0}), ember::DimError);
 }
 
 TEMPLATE_LIST_TEST_CASE("Bool full / zeros / ones", "[bool][full][parity]",

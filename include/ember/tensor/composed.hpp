@@ -277,12 +277,25 @@ requires NumericKind<K> Tensor<B, D, K> sum_dims(const Tensor<B, D, K>& x,
     return detail::composed::reduce_dims(x, dims, "sum_dims", true,
                                          [](const auto& t, long d) { return t.sum_dim(d); });
 }
-/// Means along each of `dims`, each kept with size 1.
+/// Means along each of `dims`, each kept with size 1. Int: the sum over the dims divided once by
+/// their element count, rounding toward zero as mean_dim does (means taken dim by dim would
+/// round at each step); ShapeError when the dims hold no element.
 template <Backend B, std::size_t D, typename K>
 requires NumericKind<K> Tensor<B, D, K> mean_dims(const Tensor<B, D, K>& x,
                                                   const std::vector<long>& dims) {
-    return detail::composed::reduce_dims(x, dims, "mean_dims", true,
-                                         [](const auto& t, long d) { return t.mean_dim(d); });
+    if constexpr (std::same_as<K, Int>) {
+        const Shape s = x.shape();
+        std::size_t count = 1;
+        for (std::size_t d : detail::composed::dims<D>(dims, s, "mean_dims")) count *= s[d];
+        auto sum = detail::composed::reduce_dims(
+            x, dims, "mean_dims", true, [](const auto& t, long d) { return t.sum_dim(d); });
+        EMBER_CHECK(count > 0, Shape, "mean_dims: the mean of no elements (Int tensor of shape ",
+                    s.to_string(), ") has no Int value");
+        return sum.abs().div_scalar(Scalar(count)).mul(sum.sign());
+    } else {
+        return detail::composed::reduce_dims(x, dims, "mean_dims", true,
+                                             [](const auto& t, long d) { return t.mean_dim(d); });
+    }
 }
 /// Products along each of `dims`, each kept with size 1.
 template <Backend B, std::size_t D, typename K>
