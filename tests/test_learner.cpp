@@ -788,6 +788,31 @@ TEST_CASE("gradient accumulation equals the bigger batch", "[learner]") {
     CHECK_FALSE(weights(plain) == weights(acc));  // accumulation did change the trajectory
 }
 
+TEST_CASE("LearnerBuilder::autocast runs the steps in bf16 mixed precision",
+          "[learner][autocast]") {
+    TempDir a("f32"), b("bf16");
+    auto fit = [](const fs::path& dir, bool bf16) {
+        TinyLoader<AD> tl{grid(), 4};
+        TinyLoader<Cpu> vl{grid(8), 4, false};
+        auto builder = RegBuilder(dir);
+        builder.num_epochs(2).seed(3).renderer(std::make_shared<Recorder>());
+        if (bf16) builder.autocast(ember::DType::BF16);
+        auto learner =
+            builder.build(regressor(0.0), ember::optim::SgdConfig{}.init<Regressor<AD>>(), 0.1);
+        return learner.fit(tl, vl);
+    };
+    const auto full = fit(a.path, false);
+    const auto mixed = fit(b.path, true);
+    CHECK(!ember::autocast_dtype());  // the policy was the steps' only
+    // The parameters stay f32; the bf16 products moved them along another path, close to the
+    // f32 one (bf16 keeps 8 significant bits).
+    CHECK(mixed.linear.weight.val().dtype() == ember::DType::F32);
+    CHECK_FALSE(weights(mixed) == weights(full));
+    ember::test::check_close(weights(mixed), weights(full), {2e-2, 2e-2});
+    ember::test::check_close(bias(mixed), bias(full), {2e-2, 2e-2});
+    CHECK_THROWS_AS(RegBuilder(a.path).autocast(ember::DType::F32), ember::ArgumentError);
+}
+
 TEST_CASE("option errors, missing checkpoints and empty loaders", "[learner]") {
     TempDir dir("errors");
     auto optim = ember::optim::SgdConfig{}.init<Regressor<AD>>();

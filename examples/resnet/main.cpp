@@ -410,6 +410,7 @@ int fashion(const Options& o, Optim optim) {
         .num_epochs(c.num_epochs)
         .seed(c.seed);
     if (o.plain) builder.renderer(std::make_shared<train::PlainRenderer>());
+    if (o.bf16) builder.autocast(ember::DType::BF16);  // the steps under ember::Autocast
     auto model = initial_model<B>(o, device);
     std::printf(
         "ResNet: %zu parameters, backend %s, %s; %s, peak lr %g cosine-annealed over %zu steps; "
@@ -421,12 +422,7 @@ int fashion(const Options& o, Optim optim) {
     auto learner = builder.build(std::move(model), std::move(optim), schedule);
 
     const auto start = std::chrono::steady_clock::now();
-    auto trained = [&] {
-        // The Learner runs a single device's steps on this thread, so the guard covers their
-        // forward passes (and validation's, in bf16 too).
-        const ember::Autocast autocast(ember::DType::BF16, o.bf16);
-        return learner.fit(train_loader, valid_loader);
-    }();
+    auto trained = learner.fit(train_loader, valid_loader);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;

@@ -102,7 +102,8 @@ std::optional<T> lower(const std::optional<T>& t) {
 ///     { ember::Autocast bf16(ember::DType::BF16); loss = model.loss(batch); }
 ///     auto grads = loss.backward();  // gradients of f32 parameters are f32
 ///
-/// f16 has no dynamic loss scaling in ember yet: small gradients may underflow to zero in it.
+/// The Learner's steps: LearnerBuilder::autocast. f16 has no dynamic loss scaling in ember yet:
+/// small gradients may underflow to zero in it.
 class Autocast {
   public:
     /// Turns autocast to `dtype` on (or, with `enabled` false, off) for this thread. Throws

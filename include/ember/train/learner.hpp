@@ -185,6 +185,7 @@ struct LearnerOptions {
     std::optional<KeepBest> keep_best;            ///< none by default
     std::uint64_t seed = 0;                       ///< the run's seed
     bool capture_steps = false;                   ///< replay steps as CUDA graphs
+    std::optional<DType> autocast;                ///< the steps' mixed precision (none: off)
     bool summary = false;                         ///< print the summary at the end
     bool report = true;                           ///< write metrics.csv and report.html
     Interrupter interrupter;                      ///< shared with renderers and handlers
@@ -358,6 +359,18 @@ class LearnerBuilder {
     /// replayed runs eagerly, with the reason in the log.
     LearnerBuilder& capture_steps(bool on) {
         o_.capture_steps = on;
+        return *this;
+    }
+    /// Runs the model's training and validation steps (step() and valid_step(): forward, loss
+    /// and backward) under ember::Autocast(dtype) on the threads that run them, data-parallel
+    /// replicas included: mixed precision with the model's f32 parameters, gradients and
+    /// optimizer state (<ember/tensor/autocast.hpp> lists the ops it casts). The optimizer
+    /// step runs outside it. Throws ArgumentError for a dtype other than BF16 or F16.
+    LearnerBuilder& autocast(DType dtype = DType::BF16) {
+        EMBER_CHECK(dtype == DType::BF16 || dtype == DType::F16, Argument,
+                    "LearnerBuilder::autocast: the dtype must be bf16 or f16, got ",
+                    dtype_name(dtype));
+        o_.autocast = dtype;
         return *this;
     }
     /// Prints a summary of the metrics (best and worst epochs) at the end of fit.

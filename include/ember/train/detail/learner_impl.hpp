@@ -339,7 +339,10 @@ class Learner {
                     if (end > begin) {
                         std::optional<ScopedGradientHook> hook;
                         if (reducer && o_.overlap_gradient_sync) hook.emplace(*reducer);
-                        auto out = dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
+                        auto out = [&] {
+                            const auto mixed = autocast_guard();  // this replica's thread
+                            return dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
+                        }();
                         static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
                                       "fit: the model's step(batch) must return "
                                       "TrainOutput<TrainItem>");
@@ -486,7 +489,10 @@ class Learner {
                 if (o_.capture_steps) item = &captured_train(captured, batch, lr, model, optim);
             }
             if (item == nullptr) {
-                eager.emplace(model.step(batch));
+                {
+                    const auto mixed = autocast_guard();
+                    eager.emplace(model.step(batch));
+                }
                 auto& out = *eager;
                 static_assert(std::same_as<std::remove_cvref_t<decltype(model.step(batch))>,
                                            TrainOutput<TrainItem>>,
@@ -545,7 +551,10 @@ class Learner {
         const auto ran = c.graph.run(
             batch,
             [&](const Batch& b) {
-                auto out = model.step(b);
+                auto out = [&] {
+                    const auto mixed = autocast_guard();  // its casts are captured too
+                    return model.step(b);
+                }();
                 model = optim.step(lr, std::move(model), std::move(out.grads));
                 c.pending.emplace(std::move(out.item));
             },
@@ -559,13 +568,20 @@ class Learner {
         return *c.current;
     }
 
+    // LearnerBuilder::autocast's policy for a step on the calling thread (off without it).
+    Autocast autocast_guard() const {
+        return Autocast(o_.autocast.value_or(DType::BF16), o_.autocast.has_value());
+    }
+
     // One validation step through the captured graph (as captured_train, without an update).
     template <typename B, typename Batch, typename G, typename VM>
     const ValidItem& captured_valid(detail::CapturedSteps<B, Batch, ValidItem, G>& c,
                                     const Batch& batch, const VM& vmodel) {
         c.pending.reset();
-        const auto ran = c.graph.run(
-            batch, [&](const Batch& b) { c.pending.emplace(run_valid_step(vmodel, b)); });
+        const auto ran = c.graph.run(batch, [&](const Batch& b) {
+            const auto mixed = autocast_guard();
+            c.pending.emplace(run_valid_step(vmodel, b));
+        });
         if (ran != G::Ran::Replayed) c.current = std::move(c.pending);
         tell(c, ran, "validation");
         return *c.current;
@@ -618,7 +634,10 @@ class Learner {
             if constexpr (kCapture) {
                 if (o_.capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
             }
-            if (item_ptr == nullptr) item_ptr = &eager.emplace(run_valid_step(vmodel, batch));
+            if (item_ptr == nullptr) {
+                const auto mixed = autocast_guard();
+                item_ptr = &eager.emplace(run_valid_step(vmodel, batch));
+            }
             const ValidItem& item = *item_ptr;
             ++iteration;
             TrainingProgress p{epoch,
