@@ -2,8 +2,10 @@
 // ops cast and to what (checked against the same ops on explicitly cast operands), gradients
 // through the casts to f32 parameters, and the model examples' networks under autocast against
 // PyTorch's torch.autocast(dtype=torch.bfloat16) (tests/fixtures/gen_autocast.py): scores, loss,
-// parameter gradients and the losses of four training steps. On Autodiff<Cpu>, and on
-// Autodiff<Cuda> where a GPU is present ([cuda]: the fused attention kernel and cuDNN).
+// parameter gradients and the losses of four training steps. On Autodiff<Cpu>,
+// Autodiff<Fusion<Cpu>>, and on Autodiff<Cuda> where a GPU is present ([cuda]: the fused
+// attention kernel and cuDNN). Also f16 autocast with optim::GradScaler's dynamic loss scaling.
+#include <ember/fusion/fusion.hpp>
 #include <ember/optim.hpp>
 #if defined(EMBER_CUDA)
 #include <ember/backend/cuda.hpp>
@@ -320,6 +322,101 @@ TEST_CASE("the ResNet example under bf16 autocast matches PyTorch's autocast",
 TEST_CASE("the GPT example under bf16 autocast matches PyTorch's autocast",
           "[autocast][models][gpt]") {
     gpt_under_autocast<AD>();
+}
+
+TEST_CASE("the ResNet example under bf16 autocast matches PyTorch's autocast through Fusion",
+          "[autocast][models][resnet][fusion]") {
+    resnet_under_autocast<ember::Autodiff<ember::Fusion<ember::Cpu>>>();
+}
+
+TEST_CASE("the GPT example under bf16 autocast matches PyTorch's autocast through Fusion",
+          "[autocast][models][gpt][fusion]") {
+    gpt_under_autocast<ember::Autodiff<ember::Fusion<ember::Cpu>>>();
+}
+
+TEST_CASE("GradScaler: f16 autocast with dynamic loss scaling", "[autocast][optim]") {
+    Fixture f(kFile, "gpt");
+    const auto tokens = f.named_tensor<AD, 2, ember::Int>("input");
+    const auto targets = f.named_tensor<AD, 1, ember::Int>("targets");
+    const auto fresh = load(gpt_config(f).init<AD>(), f);
+    auto loss_of = [&](const gpt::Gpt<AD>& m, std::optional<DType> dtype) {
+        const ember::Autocast guard(dtype.value_or(DType::F16), dtype.has_value());
+        return m.loss(tokens, targets);
+    };
+
+    SECTION("a power-of-two scale unscales exactly") {
+        // In f32 (no autocast) scaling by 2^10 and dividing by it again changes no bit.
+        auto scaler = ember::optim::GradScalerConfig{}.with_init_scale(1024.0).init();
+        auto scaled = ember::optim::GradientsParams::from_grads(
+            scaler.scale(loss_of(fresh, std::nullopt)).backward(), fresh);
+        auto plain = ember::optim::GradientsParams::from_grads(
+            loss_of(fresh, std::nullopt).backward(), fresh);
+        auto unscaled = scaler.unscale(std::move(scaled), fresh);
+        REQUIRE(unscaled.has_value());
+        const auto id = fresh.token_embedding.weight.id();
+        ember::test::check_close(unscaled->get<ember::Cpu, 2>(id)->to_data(),
+                                 plain.get<ember::Cpu, 2>(id)->to_data(), {0, 0});
+        CHECK(scaler.current_scale() == 1024.0);
+        CHECK(scaler.skipped_steps() == 0);
+    }
+    SECTION("an overflowing scale skips steps and backs off") {
+        // 2^24 times the loss overflows f16 in backward (its largest value is 65504): those
+        // steps are skipped and the scale halved until the gradients are finite.
+        auto scaler = ember::optim::GradScalerConfig{}.with_init_scale(16777216.0).init();
+        auto model = fresh;
+        auto adamw = ember::optim::AdamWConfig{}
+                         .with_beta_2(0.95)
+                         .with_epsilon(1e-8)
+                         .with_weight_decay(0.1)
+                         .init<gpt::Gpt<AD>>();
+        std::vector<double> losses;
+        double scale_at_first_step = 0;
+        for (int attempt = 0; attempt < 40 && losses.size() < 4; ++attempt) {
+            auto loss = loss_of(model, DType::F16);
+            CHECK(loss.dtype() == DType::F32);
+            const double before = scaler.current_scale();
+            auto grads =
+                ember::optim::GradientsParams::from_grads(scaler.scale(loss).backward(), model);
+            auto g = scaler.unscale(std::move(grads), model);
+            if (!g) {
+                CHECK(scaler.current_scale() == before / 2);
+                continue;
+            }
+            if (losses.empty()) scale_at_first_step = before;
+            model = adamw.step(1e-3, std::move(model), std::move(*g));
+            losses.push_back(double(loss.into_scalar()));
+        }
+        REQUIRE(losses.size() == 4);
+        CHECK(scaler.skipped_steps() > 0);
+        CHECK(scale_at_first_step < 16777216.0);
+        CHECK(scaler.current_scale() <= scale_at_first_step);  // no growth within 2000 steps
+        // f16 keeps 11 significant bits: the steps follow PyTorch's f32 ones closely.
+        check_losses(losses, f, "losses_f32", 1e-2);
+        CHECK(model.token_embedding.weight.val().dtype() == DType::F32);
+    }
+    SECTION("finite steps in a row grow the scale") {
+        auto scaler =
+            ember::optim::GradScalerConfig{}.with_init_scale(1.0).with_growth_interval(2).init();
+        auto model = fresh;
+        auto sgd = ember::optim::SgdConfig{}.init<gpt::Gpt<AD>>();
+        for (int s = 0; s < 5; ++s) {
+            auto grads = ember::optim::GradientsParams::from_grads(
+                scaler.scale(loss_of(model, DType::F16)).backward(), model);
+            auto g = scaler.unscale(std::move(grads), model);
+            REQUIRE(g.has_value());
+            model = sgd.step(1e-3, std::move(model), std::move(*g));
+        }
+        CHECK(scaler.current_scale() == 4.0);  // doubled after steps 2 and 4
+        CHECK(scaler.skipped_steps() == 0);
+    }
+    SECTION("bad settings") {
+        using C = ember::optim::GradScalerConfig;
+        CHECK_THROWS_AS(C{}.with_init_scale(0).init(), ember::ArgumentError);
+        CHECK_THROWS_AS(C{}.with_init_scale(INFINITY).init(), ember::ArgumentError);
+        CHECK_THROWS_AS(C{}.with_growth_factor(1.0).init(), ember::ArgumentError);
+        CHECK_THROWS_AS(C{}.with_backoff_factor(1.0).init(), ember::ArgumentError);
+        CHECK_THROWS_AS(C{}.with_growth_interval(0).init(), ember::ArgumentError);
+    }
 }
 
 #if defined(EMBER_CUDA)

@@ -4,6 +4,7 @@
 #include "optim/adagrad.hpp"
 #include "optim/adam.hpp"
 #include "optim/adan.hpp"
+#include "optim/grad_scaler.hpp"
 #include "optim/gradients_params.hpp"
 #include "optim/lbfgs.hpp"
 #include "optim/lr_scheduler.hpp"

@@ -102,8 +102,8 @@ std::optional<T> lower(const std::optional<T>& t) {
 ///     { ember::Autocast bf16(ember::DType::BF16); loss = model.loss(batch); }
 ///     auto grads = loss.backward();  // gradients of f32 parameters are f32
 ///
-/// The Learner's steps: LearnerBuilder::autocast. f16 has no dynamic loss scaling in ember yet:
-/// small gradients may underflow to zero in it.
+/// The Learner's steps: LearnerBuilder::autocast. With f16, scale the loss with
+/// optim::GradScaler (its small gradients underflow to zero otherwise); bf16 needs no scaling.
 class Autocast {
   public:
     /// Turns autocast to `dtype` on (or, with `enabled` false, off) for this thread. Throws

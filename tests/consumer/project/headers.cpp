@@ -64,6 +64,7 @@
 #include <ember/optim/adan.hpp>
 #include <ember/optim/decay.hpp>
 #include <ember/optim/grad_clipping.hpp>
+#include <ember/optim/grad_scaler.hpp>
 #include <ember/optim/gradients_params.hpp>
 #include <ember/optim/lbfgs.hpp>
 #include <ember/optim/lr_scheduler.hpp>
