@@ -286,23 +286,29 @@ void bench_softmax() {
     report_rate("softmax_4096x1024", "ember", "GB/s", 8.0 * double(rows * cols), 1e9, t);
 }
 
-void bench_conv2d() {
-    if (!selected("conv2d_64x1x28x28_32x3x3")) return;
-    const std::size_t N = 64, Ci = 1, H = 28, W = 28, Co = 32, K = 3;
-    auto x = T<4>::random({N, Ci, H, W}, ember::Distribution::Normal(0, 1));
+// conv2d [N, Ci, HW, HW] x Co 3x3 filters with bias (ember::module::conv2d); `pad` each side.
+void bench_conv2d(std::size_t N, std::size_t Ci, std::size_t HW, std::size_t Co, std::size_t pad) {
+    const std::string name = "conv2d_" + std::to_string(N) + "x" + std::to_string(Ci) + "x" +
+                             std::to_string(HW) + "x" + std::to_string(HW) + "_" +
+                             std::to_string(Co) + "x3x3";
+    if (!selected(name)) return;
+    const std::size_t K = 3;
+    auto x = T<4>::random({N, Ci, HW, HW}, ember::Distribution::Normal(0, 1));
     auto w = T<4>::random({Co, Ci, K, K}, ember::Distribution::Uniform(-1. / 3, 1. / 3));
     auto bias = T<1>::random({Co}, ember::Distribution::Uniform(-1. / 3, 1. / 3));
-    const double oh = H - K + 1, ow = W - K + 1;
-    const double flops = 2.0 * N * Co * oh * ow * Ci * K * K;
-    // Many convolutions per run: one takes well under a millisecond.
-    const int per_run = opt.quick ? 5 : 20;
+    ember::ConvOptions<2> o;
+    o.padding = {pad, pad};
+    const double oh = double(HW + 2 * pad - K + 1), ow = oh;
+    const double flops = 2.0 * double(N * Co) * oh * ow * double(Ci * K * K);
+    // Enough convolutions per run for ~1 ms or more: the small one takes well under that.
+    const int per_run = flops > 1e9 ? 1 : (opt.quick ? 5 : 20);
     const auto t = time_runs(
         [&] {
             for (int i = 0; i < per_run; ++i)
-                consume(ember::module::conv2d(x, w, std::optional<T<1>>(bias)));
+                consume(ember::module::conv2d(x, w, std::optional<T<1>>(bias), o));
         },
         opt.warmup, opt.reps);
-    report_rate("conv2d_64x1x28x28_32x3x3", "ember", "GFLOP/s", flops * per_run, 1e9, t);
+    report_rate(name, "ember", "GFLOP/s", flops * per_run, 1e9, t);
 }
 
 void bench_overhead() {
@@ -392,6 +398,8 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"matmul_256", [] { bench_matmul(256); }},
         {"matmul_1024", [] { bench_matmul(1024); }},
         {"matmul_2048", [] { bench_matmul(2048); }},
+        // Issue 37's rows: only when --only names them (they take seconds at one thread).
+        {"matmul_4096", [] { if (!opt.only.empty()) bench_matmul(4096); }},
         {"add_new_16M", bench_add},  // also add_inplace_16M
         {"gelu_custom_16M", bench_gelu},
         {"gelu_custom_16M_fused", bench_gelu_fused},
@@ -399,7 +407,9 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"linear_bias_relu", bench_linear_epilogue},  // three sizes m x k x n
         {"sum_16M", bench_sum},
         {"softmax_4096x1024", bench_softmax},
-        {"conv2d_64x1x28x28_32x3x3", bench_conv2d},
+        {"conv2d_64x1x28x28_32x3x3", [] { bench_conv2d(64, 1, 28, 32, 0); }},
+        // A ResNet-18 stage-1 convolution (issue 37): compute-bound, unlike the one above.
+        {"conv2d_64x64x32x32_64x3x3", [] { if (!opt.only.empty()) bench_conv2d(64, 64, 32, 64, 1); }},
         {"overhead_add_1", bench_overhead},
         {"memcpy_64M", bench_memcpy},
         {"mlp_fwd_bwd_784_512_512_10_b64", bench_mlp},

@@ -1,7 +1,7 @@
 // Models exported from PyTorch to ONNX (tests/fixtures/gen_onnx_models.py), turned into C++ by
 // ember-onnx at build time (ember_import_onnx in tests/CMakeLists.txt): each generated Model<B>
 // loads its weights and reproduces PyTorch's output on the same input within 1e-4 (an MLP, CNNs,
-// a transformer encoder layer, an LSTM); the MLP also
+// a transformer encoder layer, an LSTM, a stack of 70 Linear layers); the MLP also
 // from weights compiled into the binary, trained further through Autodiff<Cpu>, and the CNN
 // (exported with a dynamic batch) at another batch size.
 #include <ember/backend/cpu.hpp>
@@ -13,6 +13,7 @@
 
 #include "bn_cnn.hpp"
 #include "cnn.hpp"
+#include "deep.hpp"
 #include "harness.hpp"
 #include "lstm.hpp"
 #include "mlp.hpp"
@@ -96,6 +97,20 @@ TEST_CASE("ONNX models imported by ember-onnx match PyTorch", "[onnx]") {
     }
     SECTION("LSTM (→ nn::Lstm) with initial states built in the graph") {
         check_output(lstm::Model<Cpu>::from_file(EMBER_ONNX_RECORD_lstm).forward(input<3>("lstm")), "lstm");
+    }
+    SECTION("more modules than EMBER_MODULE lists: the Model holds them in parts") {
+        const auto model = deep::Model<Cpu>::from_file(EMBER_ONNX_RECORD_deep);
+        check_output(model.forward(input<2>("deep")), "deep");
+        // 70 Linear layers in two parts of at most 64, each layer's weight and bias under
+        // part_<K>: the record's paths.
+        std::size_t params = 0, in_part_1 = 0;
+        model.visit([&](std::string_view path, const auto&) {
+            ++params;
+            if (path.starts_with("part_1.")) ++in_part_1;
+        });
+        CHECK(params == 140);
+        CHECK(in_part_1 == 12);
+        CHECK(deep::Model<Cpu>{}.num_params() == 70 * (16 + 4));
     }
     SECTION("an imported model trains further") {
         using AD = ember::Autodiff<Cpu>;

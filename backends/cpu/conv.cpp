@@ -63,12 +63,16 @@ void fill_rows(T* out, i64 rows, i64 len, const T* bias) {
 
 /// Runs f(n0, n1, parallel_gemm) over the batch: split across the pool (each sample's GEMM then
 /// single-threaded) when the per-sample products are small, where BLAS would not thread them
-/// and the pool wins, or when the kernel never threads anyway; otherwise sample after sample
-/// with the GEMM itself threaded.
+/// and the pool wins, when the kernel never threads anyway, or when the batch gives every thread
+/// two samples or more (the im2col, serial per sample, then runs in parallel too, and no BLAS
+/// pool has to wake for each sample's GEMM); otherwise sample after sample with the GEMM itself
+/// threaded.
 template <typename F>
 void over_batch(std::size_t batch, double per_sample_madds, bool kernel_threads, F&& f) {
-    const bool split = batch > 1 && num_threads() > 1 &&
-                       (!kernel_threads || per_sample_madds <= double(std::size_t{1} << 20));
+    const std::size_t threads = num_threads();
+    const bool split = batch > 1 && threads > 1 &&
+                       (!kernel_threads || per_sample_madds <= double(std::size_t{1} << 20) ||
+                        batch >= 2 * threads);
     if (split) {
         const std::size_t grain =
             std::max<std::size_t>(1, static_cast<std::size_t>(double(std::size_t{1} << 18) /

@@ -523,6 +523,53 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
                                              return s;
                                          }() + "};");
 
+    // EMBER_MODULE lists at most kModuleFields fields (EMBER_FOR_EACH's limit): a larger graph's
+    // fields go into part structs of at most that many each (ModelPart<K>, upper-case, so no
+    // field name made by Emitter::fresh can be one), the Model holding part_<K>; forward reaches
+    // a field as this->part_<K>.name and the record nests the same way.
+    constexpr std::size_t kModuleFields = 64;
+    std::vector<std::vector<Field>> parts;
+    std::vector<Field> top_fields;
+    if (em.fields.size() <= kModuleFields) {
+        top_fields = std::move(em.fields);
+    } else {
+        EMBER_CHECK(em.fields.size() <= kModuleFields * kModuleFields, Argument,
+                    "ember-onnx: ", em.fields.size(), " modules and weights; at most ",
+                    kModuleFields * kModuleFields, " fit the generated struct");
+        std::map<std::string, std::string, std::less<>> owner;
+        for (std::size_t k = 0; k < em.fields.size(); ++k) {
+            if (k % kModuleFields == 0) parts.emplace_back();
+            owner[em.fields[k].name] = "part_" + std::to_string(parts.size() - 1) + ".";
+            parts.back().push_back(std::move(em.fields[k]));
+        }
+        for (auto& line : em.body) {
+            std::string out;
+            for (std::size_t at = 0;;) {
+                const std::size_t p = line.find("this->", at);
+                out.append(line, at, p == std::string::npos ? std::string::npos : p + 6 - at);
+                if (p == std::string::npos) break;
+                std::size_t e = p + 6;
+                while (e < line.size() &&
+                       (std::isalnum(static_cast<unsigned char>(line[e])) || line[e] == '_'))
+                    ++e;
+                const auto it = owner.find(std::string_view(line).substr(p + 6, e - p - 6));
+                if (it != owner.end()) out += it->second;
+                at = p + 6;
+            }
+            line = std::move(out);
+        }
+        for (std::size_t k = 0; k < parts.size(); ++k) {
+            const std::string type = "ModelPart" + std::to_string(k) + "<B>";
+            std::string init = type + "{";
+            record::Map rec;
+            for (std::size_t j = 0; j < parts[k].size(); ++j) {
+                init += (j ? ",\n                         " : "") + parts[k][j].init;
+                rec.emplace_back(parts[k][j].name, std::move(parts[k][j].record));
+            }
+            top_fields.push_back({"part_" + std::to_string(k), type, init + "}", std::move(rec)});
+        }
+    }
+
     // The header.
     std::ostringstream h;
     const std::string rec = recorder_type(options);
@@ -544,15 +591,24 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
         h << "extern const unsigned char " << options.embedded_symbol << "[];\nextern const std::size_t "
           << options.embedded_symbol << "_size;\n\n";
     h << "namespace " << options.name_space << " {\n\n";
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        h << "/// Fields " << k * kModuleFields << " to " << k * kModuleFields + parts[k].size() - 1
+          << " of Model (EMBER_MODULE lists at most " << kModuleFields << ").\n"
+          << "template <ember::Backend B>\nstruct ModelPart" << k << " {\n";
+        for (const auto& f : parts[k]) h << "    " << f.type << " " << f.name << ";\n";
+        h << "    EMBER_MODULE(ModelPart" << k;
+        for (const auto& f : parts[k]) h << ", " << f.name;
+        h << ")\n};\n\n";
+    }
     h << "/// The model imported from " << comment_text(source)
       << ": its modules and constants as fields, its\n"
          "/// graph as `forward`.\ntemplate <ember::Backend B>\nstruct Model {\n";
-    for (const auto& f : em.fields) h << "    " << f.type << " " << f.name << ";\n";
+    for (const auto& f : top_fields) h << "    " << f.type << " " << f.name << ";\n";
     h << "    EMBER_MODULE(Model";
-    for (const auto& f : em.fields) h << ", " << f.name;
+    for (const auto& f : top_fields) h << ", " << f.name;
     h << ")\n\n";
     h << "    /// The recorder of the weights file ember-onnx wrote.\n    using Recorder = " << rec << ";\n\n";
-    if (em.fields.empty()) {
+    if (top_fields.empty()) {
         h << "    /// The model (it has no weights).\n"
              "    explicit Model(const ember::Device<B>& device = {}) { (void)device; }\n\n";
     } else {
@@ -560,11 +616,12 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
              "    /// (from_file and from_embedded give the imported weights).\n"
              "    explicit Model(const ember::Device<B>& device = {}) : Model(init(device)) {}\n";
         h << "    /// From its fields, as EMBER_MODULE rebuilds modules.\n    Model(";
-        for (std::size_t k = 0; k < em.fields.size(); ++k)
-            h << (k ? ", " : "") << em.fields[k].type << " " << em.fields[k].name << "_";
+        for (std::size_t k = 0; k < top_fields.size(); ++k)
+            h << (k ? ", " : "") << top_fields[k].type << " " << top_fields[k].name << "_";
         h << ")\n        : ";
-        for (std::size_t k = 0; k < em.fields.size(); ++k)
-            h << (k ? ", " : "") << em.fields[k].name << "(std::move(" << em.fields[k].name << "_))";
+        for (std::size_t k = 0; k < top_fields.size(); ++k)
+            h << (k ? ", " : "") << top_fields[k].name << "(std::move(" << top_fields[k].name
+              << "_))";
         h << " {}\n\n";
     }
     h << "    /// The model with the imported weights, read from `path` (the file ember-onnx wrote).\n"
@@ -582,17 +639,17 @@ ImportResult import_model(const Model& model, const ImportOptions& options, std:
     h << ") const {\n";
     for (const auto& line : em.body) h << "        " << line << "\n";
     h << "    }\n";
-    if (!em.fields.empty()) {
+    if (!top_fields.empty()) {
         h << "\n  private:\n    static Model init(const ember::Device<B>& device) {\n        return Model(";
-        for (std::size_t k = 0; k < em.fields.size(); ++k)
-            h << (k ? ",\n                     " : "") << em.fields[k].init;
+        for (std::size_t k = 0; k < top_fields.size(); ++k)
+            h << (k ? ",\n                     " : "") << top_fields[k].init;
         h << ");\n    }\n";
     }
     h << "};\n\n}  // namespace " << options.name_space << "\n";
     result.header = h.str();
 
     record::Map rec_map;
-    for (auto& f : em.fields) rec_map.emplace_back(f.name, std::move(f.record));
+    for (auto& f : top_fields) rec_map.emplace_back(f.name, std::move(f.record));
     result.record = std::move(rec_map);
     result.ops_used.assign(ops.begin(), ops.end());
     return result;

@@ -1,0 +1,115 @@
+// The CPU backend's thread pool at several sizes (ember::cpu::set_num_threads): results must not
+// depend on the thread count. Parallel regions of every shape — fewer chunks than threads, one
+// chunk per thread, many — give the exact sums and elementwise results math says (integer
+// values, exact in f32); convolutions, whose batch is split across the pool once it gives every
+// thread two samples, and their gradients (per-thread partial sums, added in parallel) agree with
+// the one-thread result.
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace {
+
+using ember::Cpu;
+using AD = ember::Autodiff<Cpu>;
+
+// Restores the pool's size when a case ends, so the other cases run as configured.
+struct ThreadsGuard {
+    std::size_t before = ember::cpu::num_threads();
+    ~ThreadsGuard() { ember::cpu::set_num_threads(before); }
+};
+
+// 0, 1, ..., n-1 modulo 7, as floats (every partial sum an exact integer in f32).
+std::vector<float> ramp(std::size_t n) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = float(i % 7);
+    return v;
+}
+
+double ramp_sum(std::size_t n) {
+    double s = 0;
+    for (std::size_t i = 0; i < n; ++i) s += double(i % 7);
+    return s;
+}
+
+// The largest |a - b| / (1 + |b|) over two equally shaped tensors.
+template <typename B, std::size_t D>
+double worst(const ember::Tensor<B, D>& a, const ember::Tensor<B, D>& b) {
+    const auto x = a.to_data().template to_vec<float>();
+    const auto y = b.to_data().template to_vec<float>();
+    REQUIRE(x.size() == y.size());
+    double w = 0;
+    for (std::size_t i = 0; i < x.size(); ++i)
+        w = std::max(w, std::fabs(double(x[i]) - double(y[i])) / (1.0 + std::fabs(double(y[i]))));
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("cpu threads: regions of every size give the exact sums and elementwise results",
+          "[cpu_threads]") {
+    ThreadsGuard guard;
+    // Around the elementwise grain (32 Ki elements): one chunk, two, a few, many.
+    const std::vector<std::size_t> sizes{1, 1000, 32768, 32769, 65537, 200000, 1 << 20};
+    for (const std::size_t threads : {1, 2, 3, 5, 8, 16}) {
+        ember::cpu::set_num_threads(threads);
+        CHECK(ember::cpu::num_threads() == threads);
+        for (const std::size_t n : sizes) {
+            INFO(threads << " threads, " << n << " elements");
+            const auto a = ember::Tensor<Cpu, 1>::from_data(ember::TensorData(ramp(n), {n}));
+            CHECK(double(a.sum().into_scalar()) == ramp_sum(n));
+            // a + a + 1 elementwise, element by element: 2 (i mod 7) + 1.
+            const auto b = (a + a + 1.0).to_data().to_vec<float>();
+            bool all = b.size() == n;
+            for (std::size_t i = 0; all && i < n; ++i) all = b[i] == float(2 * (i % 7) + 1);
+            CHECK(all);
+        }
+        // Many small regions back to back (the pool's wake-ups), each checked.
+        const auto x = ember::Tensor<Cpu, 1>::from_data(ember::TensorData(ramp(70000), {70000}));
+        double total = 0;
+        for (int r = 0; r < 200; ++r) total += double((x * 2.0).sum().into_scalar());
+        CHECK(total == 200 * 2 * ramp_sum(70000));
+    }
+}
+
+TEST_CASE("cpu threads: convolutions and their gradients do not depend on the thread count",
+          "[cpu_threads][conv]") {
+    ThreadsGuard guard;
+    // Per-sample products of 32 x 288 x 256 multiply-adds (over 2^20: the size the batch split
+    // used to leave to a threaded GEMM sample by sample) and a batch of 8: split from 2 to 4
+    // threads, not at 1 or at 8 (fewer than two samples a thread).
+    AD::seed(11);
+    const auto x0 = ember::Tensor<Cpu, 4>::random({8, 32, 16, 16}, ember::Distribution::Normal(0, 1));
+    const auto w0 =
+        ember::Tensor<Cpu, 4>::random({32, 32, 3, 3}, ember::Distribution::Normal(0, 0.1));
+    const auto b0 = ember::Tensor<Cpu, 1>::random({32}, ember::Distribution::Normal(0, 0.1));
+    ember::ConvOptions<2> o;
+    o.padding = {1, 1};
+
+    struct Result {
+        ember::Tensor<Cpu, 4> y, dx, dw;
+        ember::Tensor<Cpu, 1> db;
+    };
+    auto run = [&](std::size_t threads) {
+        ember::cpu::set_num_threads(threads);
+        const auto x = ember::Tensor<AD, 4>::from_inner(x0).require_grad();
+        const auto w = ember::Tensor<AD, 4>::from_inner(w0).require_grad();
+        const auto b = ember::Tensor<AD, 1>::from_inner(b0).require_grad();
+        const auto y = ember::module::conv2d(x, w, std::optional(b), o);
+        // A loss whose gradient differs per element: sum(y^2) / 2 has gradient y.
+        const auto grads = (y * y).sum().mul_scalar(0.5).backward();
+        return Result{y.inner(), *x.grad(grads), *w.grad(grads),
+                      *b.grad(grads)};
+    };
+    const Result one = run(1);
+    for (const std::size_t threads : {2, 3, 4, 8}) {
+        INFO(threads << " threads");
+        const Result r = run(threads);
+        CHECK(worst(r.y, one.y) < 1e-5);
+        CHECK(worst(r.dx, one.dx) < 1e-5);
+        CHECK(worst(r.dw, one.dw) < 1e-5);
+        CHECK(worst(r.db, one.db) < 1e-5);
+    }
+}
