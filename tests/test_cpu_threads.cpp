@@ -81,7 +81,8 @@ TEST_CASE("cpu threads: convolutions and their gradients do not depend on the th
     // used to leave to a threaded GEMM sample by sample) and a batch of 8: split from 2 to 4
     // threads, not at 1 or at 8 (fewer than two samples a thread).
     AD::seed(11);
-    const auto x0 = ember::Tensor<Cpu, 4>::random({8, 32, 16, 16}, ember::Distribution::Normal(0, 1));
+    const auto x0 =
+        ember::Tensor<Cpu, 4>::random({8, 32, 16, 16}, ember::Distribution::Normal(0, 1));
     const auto w0 =
         ember::Tensor<Cpu, 4>::random({32, 32, 3, 3}, ember::Distribution::Normal(0, 0.1));
     const auto b0 = ember::Tensor<Cpu, 1>::random({32}, ember::Distribution::Normal(0, 0.1));
@@ -100,8 +101,7 @@ TEST_CASE("cpu threads: convolutions and their gradients do not depend on the th
         const auto y = ember::module::conv2d(x, w, std::optional(b), o);
         // A loss whose gradient differs per element: sum(y^2) / 2 has gradient y.
         const auto grads = (y * y).sum().mul_scalar(0.5).backward();
-        return Result{y.inner(), *x.grad(grads), *w.grad(grads),
-                      *b.grad(grads)};
+        return Result{y.inner(), *x.grad(grads), *w.grad(grads), *b.grad(grads)};
     };
     const Result one = run(1);
     for (const std::size_t threads : {2, 3, 4, 8}) {

@@ -64,7 +64,7 @@ bool spin_until(std::chrono::microseconds limit, F&& done) {
 }
 
 class Pool {
-public:
+  public:
     explicit Pool(std::size_t n) : spin_(spin_time()) { resize(n); }
     ~Pool() { stop(); }
     std::size_t size() const { return size_; }
@@ -74,7 +74,8 @@ public:
         quit_ = false;
         for (std::size_t i = 1; i < size_; ++i) workers_.emplace_back([this] { loop(); });
     }
-    void run(std::size_t n, std::size_t grain, void* ctx, void (*fn)(void*, std::size_t, std::size_t)) {
+    void run(std::size_t n, std::size_t grain, void* ctx,
+             void (*fn)(void*, std::size_t, std::size_t)) {
         std::lock_guard run_lock(run_mu_);  // one parallel region at a time
         const std::size_t chunks = std::min(size_ * 4, (n + grain - 1) / grain);
         {
@@ -109,7 +110,7 @@ public:
         done_cv_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == chunks; });
     }
 
-private:
+  private:
     void work() {
         std::size_t finished = 0;
         for (;;) {
@@ -164,8 +165,8 @@ private:
     std::vector<std::thread> workers_;
     std::mutex mu_, run_mu_;
     std::condition_variable cv_, done_cv_;
-    bool quit_ = false;                    // under mu_
-    std::atomic<bool> quit_flag_{false};   // the same, for spinning workers
+    bool quit_ = false;                       // under mu_
+    std::atomic<bool> quit_flag_{false};      // the same, for spinning workers
     std::atomic<std::size_t> generation_{0};  // written under mu_, read by spinning workers too
     void* ctx_ = nullptr;
     void (*fn_)(void*, std::size_t, std::size_t) = nullptr;
@@ -186,8 +187,12 @@ thread_local bool t_in_parallel = false;
 
 }  // namespace
 
-std::size_t num_threads() { return t_in_parallel ? 1 : pool().size(); }
-void set_num_threads(std::size_t n) { pool().resize(n); }
+std::size_t num_threads() {
+    return t_in_parallel ? 1 : pool().size();
+}
+void set_num_threads(std::size_t n) {
+    pool().resize(n);
+}
 
 void parallel_for_raw(std::size_t n, std::size_t grain, void* ctx,
                       void (*fn)(void*, std::size_t, std::size_t)) {
@@ -205,7 +210,9 @@ void parallel_for_raw(std::size_t n, std::size_t grain, void* ctx,
     });
 }
 #else
-std::size_t num_threads() { return 1; }
+std::size_t num_threads() {
+    return 1;
+}
 void set_num_threads(std::size_t) {}
 void parallel_for_raw(std::size_t n, std::size_t, void* ctx,
                       void (*fn)(void*, std::size_t, std::size_t)) {
