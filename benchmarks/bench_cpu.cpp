@@ -399,17 +399,23 @@ const std::vector<std::pair<std::string, std::function<void()>>>& workloads() {
         {"matmul_1024", [] { bench_matmul(1024); }},
         {"matmul_2048", [] { bench_matmul(2048); }},
         // Issue 37's rows: only when --only names them (they take seconds at one thread).
-        {"matmul_4096", [] { if (!opt.only.empty()) bench_matmul(4096); }},
+        {"matmul_4096",
+         [] {
+             if (!opt.only.empty()) bench_matmul(4096);
+         }},
         {"add_new_16M", bench_add},  // also add_inplace_16M
         {"gelu_custom_16M", bench_gelu},
         {"gelu_custom_16M_fused", bench_gelu_fused},
         {"reduce_chain_8192x2048", bench_reduce_fused},  // rowsum_exp_, layer_norm_8192x2048
-        {"linear_bias_relu", bench_linear_epilogue},  // three sizes m x k x n
+        {"linear_bias_relu", bench_linear_epilogue},     // three sizes m x k x n
         {"sum_16M", bench_sum},
         {"softmax_4096x1024", bench_softmax},
         {"conv2d_64x1x28x28_32x3x3", [] { bench_conv2d(64, 1, 28, 32, 0); }},
         // A ResNet-18 stage-1 convolution (issue 37): compute-bound, unlike the one above.
-        {"conv2d_64x64x32x32_64x3x3", [] { if (!opt.only.empty()) bench_conv2d(64, 64, 32, 64, 1); }},
+        {"conv2d_64x64x32x32_64x3x3",
+         [] {
+             if (!opt.only.empty()) bench_conv2d(64, 64, 32, 64, 1);
+         }},
         {"overhead_add_1", bench_overhead},
         {"memcpy_64M", bench_memcpy},
         {"mlp_fwd_bwd_784_512_512_10_b64", bench_mlp},

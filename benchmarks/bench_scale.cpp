@@ -58,18 +58,30 @@ Options parse(int argc, char** argv) {
         const std::string a = argv[i];
         if (i + 1 >= argc) throw ember::ArgumentError("bench_scale: " + a + " needs a value");
         const std::string v = argv[++i];
-        if (a == "--model") o.model = v;
-        else if (a == "--batch") o.batch = std::stoul(v);
-        else if (a == "--seq") o.seq = std::stoul(v);
-        else if (a == "--threads") o.threads = parse_list(v);
-        else if (a == "--init-from") o.init_from = v;
-        else if (a == "--batch-from") o.batch_from = v;
-        else if (a == "--loss-steps") o.loss_steps = std::stoul(v);
-        else if (a == "--min-time") o.min_time = std::stod(v);
-        else if (a == "--max-reps") o.max_reps = std::stoul(v);
-        else if (a == "--warmup") o.warmup = std::stoul(v);
-        else if (a == "--seed") o.seed = std::stoul(v);
-        else throw ember::ArgumentError("bench_scale: unknown option " + a);
+        if (a == "--model")
+            o.model = v;
+        else if (a == "--batch")
+            o.batch = std::stoul(v);
+        else if (a == "--seq")
+            o.seq = std::stoul(v);
+        else if (a == "--threads")
+            o.threads = parse_list(v);
+        else if (a == "--init-from")
+            o.init_from = v;
+        else if (a == "--batch-from")
+            o.batch_from = v;
+        else if (a == "--loss-steps")
+            o.loss_steps = std::stoul(v);
+        else if (a == "--min-time")
+            o.min_time = std::stod(v);
+        else if (a == "--max-reps")
+            o.max_reps = std::stoul(v);
+        else if (a == "--warmup")
+            o.warmup = std::stoul(v);
+        else if (a == "--seed")
+            o.seed = std::stoul(v);
+        else
+            throw ember::ArgumentError("bench_scale: unknown option " + a);
     }
     if (o.model != "mlp" && o.model != "cnn" && o.model != "resnet" && o.model != "gpt")
         throw ember::ArgumentError("bench_scale: --model is mlp, cnn, resnet or gpt, got " +
@@ -126,9 +138,10 @@ void time_steps(const Options& o, Step&& step) {
     for (std::size_t k = 0; k < o.loss_steps; ++k) {
         ember::cpu::set_num_threads(*std::max_element(o.threads.begin(), o.threads.end()));
         const double loss = double(step().into_scalar());
-        std::printf("{\"framework\": \"ember\", \"kind\": \"loss\", \"model\": \"%s\", "
-                    "\"batch\": %zu, \"step\": %zu, \"loss\": %.7g}\n",
-                    o.model.c_str(), o.batch, k, loss);
+        std::printf(
+            "{\"framework\": \"ember\", \"kind\": \"loss\", \"model\": \"%s\", "
+            "\"batch\": %zu, \"step\": %zu, \"loss\": %.7g}\n",
+            o.model.c_str(), o.batch, k, loss);
         std::fflush(stdout);
     }
     for (const std::size_t t : o.threads) {
@@ -143,8 +156,8 @@ template <typename M, typename Optim, typename Batch>
 void train_classifier(const Options& o, M model, Optim optim, double lr, const Batch& batch) {
     time_steps(o, [&] {
         auto scores = model.forward(batch.first);
-        auto loss = ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(scores,
-                                                                                 batch.second);
+        auto loss =
+            ember::nn::loss::CrossEntropyLossConfig{}.init<B>().forward(scores, batch.second);
         auto grads = ember::optim::GradientsParams::from_grads(loss.backward(), model);
         model = optim.step(lr, std::move(model), std::move(grads));
         return loss;
@@ -168,8 +181,8 @@ void train(const Options& o) {
         train_classifier(o, model, adam.init<mnist::Cnn<B>>(), 1e-4,
                          batch_of<3>(o, {o.batch, 28, 28}, 10));
     } else if (o.model == "resnet") {
-        auto model = load_torch(resnet::ResNetConfig{}.init<B>(), o,
-                                ember::record::LoadArgs(o.init_from));
+        auto model =
+            load_torch(resnet::ResNetConfig{}.init<B>(), o, ember::record::LoadArgs(o.init_from));
         train_classifier(o, model, adam.init<resnet::ResNet<B>>(), 1e-3,
                          batch_of<4>(o, {o.batch, 3, 32, 32}, 10));
     } else {
@@ -206,10 +219,11 @@ std::vector<std::size_t> parse_list(const std::string& s) {
 
 void print_timing(const Options& o, const char* kind, std::size_t threads, const Timing& t,
                   std::optional<double> loss) {
-    std::printf("{\"framework\": \"ember\", \"kind\": \"%s\", \"model\": \"%s\", \"batch\": %zu, "
-                "\"seq\": %zu, \"threads\": %zu, \"ms\": %.4f, \"ms_mean\": %.4f, \"reps\": %zu",
-                kind, o.model.c_str(), o.batch, o.model == "gpt" ? o.seq : 0, threads,
-                t.median * 1e3, t.mean * 1e3, t.reps);
+    std::printf(
+        "{\"framework\": \"ember\", \"kind\": \"%s\", \"model\": \"%s\", \"batch\": %zu, "
+        "\"seq\": %zu, \"threads\": %zu, \"ms\": %.4f, \"ms_mean\": %.4f, \"reps\": %zu",
+        kind, o.model.c_str(), o.batch, o.model == "gpt" ? o.seq : 0, threads, t.median * 1e3,
+        t.mean * 1e3, t.reps);
     if (loss) std::printf(", \"loss\": %.7g", *loss);
     std::printf("}\n");
     std::fflush(stdout);
@@ -219,8 +233,10 @@ void print_timing(const Options& o, const char* kind, std::size_t threads, const
 
 int main(int argc, char** argv) try {
     const auto o = bench_scale::parse(argc, argv);
-    if (o.command == "train") bench_scale::train(o);
-    else bench_scale::infer(o);
+    if (o.command == "train")
+        bench_scale::train(o);
+    else
+        bench_scale::infer(o);
     return 0;
 } catch (const std::exception& e) {
     std::cerr << "bench_scale: " << e.what() << '\n';

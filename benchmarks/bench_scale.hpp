@@ -39,9 +39,9 @@ Timing time_it(const Options& o, F&& f) {
     for (std::size_t i = 0; i < o.warmup; ++i) f();
     std::vector<double> s;
     const auto start = Clock::now();
-    while (s.size() < 2 || (s.size() < o.max_reps &&
-                            std::chrono::duration<double>(Clock::now() - start).count() <
-                                o.min_time)) {
+    while (s.size() < 2 ||
+           (s.size() < o.max_reps &&
+            std::chrono::duration<double>(Clock::now() - start).count() < o.min_time)) {
         const auto t0 = Clock::now();
         f();
         s.push_back(std::chrono::duration<double>(Clock::now() - t0).count());

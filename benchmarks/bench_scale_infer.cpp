@@ -63,9 +63,10 @@ void run(const Options& o, const Input& x, ember::DType in_dtype = ember::DType:
             diff = std::max(diff, double(std::abs(got[i] - want[i])));
             scale = std::max(scale, double(std::abs(want[i])));
         }
-        std::printf("{\"framework\": \"ember\", \"kind\": \"check\", \"model\": \"%s\", "
-                    "\"max_abs_diff\": %.3g, \"max_abs\": %.3g}\n",
-                    o.model.c_str(), diff, scale);
+        std::printf(
+            "{\"framework\": \"ember\", \"kind\": \"check\", \"model\": \"%s\", "
+            "\"max_abs_diff\": %.3g, \"max_abs\": %.3g}\n",
+            o.model.c_str(), diff, scale);
         return;
     }
     double sum = 0;
@@ -84,16 +85,21 @@ void infer(const Options& o) {
     auto normal = ember::Distribution::Normal(0, 1);
     if (o.model == "mlp" || o.model == "cnn") {
         const auto x = ember::Tensor<B, 3>::random(ember::Shape{o.batch, 28, 28}, normal);
-        if (o.model == "mlp") run<onnx_mlp::Model<B>>(o, x);
-        else run<onnx_cnn::Model<B>>(o, x);
+        if (o.model == "mlp")
+            run<onnx_mlp::Model<B>>(o, x);
+        else
+            run<onnx_cnn::Model<B>>(o, x);
     } else if (o.model == "resnet") {
-        run<onnx_resnet::Model<B>>(o, ember::Tensor<B, 4>::random(ember::Shape{o.batch, 3, 32, 32}, normal));
+        run<onnx_resnet::Model<B>>(
+            o, ember::Tensor<B, 4>::random(ember::Shape{o.batch, 3, 32, 32}, normal));
     } else {
-        EMBER_CHECK(o.seq == BENCH_SCALE_GPT_SEQ, Argument, "bench_scale infer: the GPT graph was "
-                    "exported for ", BENCH_SCALE_GPT_SEQ, " tokens, --seq says ", o.seq);
-        const auto tokens =
-            ember::Tensor<B, 2>::random(ember::Shape{o.batch, o.seq}, ember::Distribution::Uniform(0, 256))
-                .int_();
+        EMBER_CHECK(o.seq == BENCH_SCALE_GPT_SEQ, Argument,
+                    "bench_scale infer: the GPT graph was "
+                    "exported for ",
+                    BENCH_SCALE_GPT_SEQ, " tokens, --seq says ", o.seq);
+        const auto tokens = ember::Tensor<B, 2>::random(ember::Shape{o.batch, o.seq},
+                                                        ember::Distribution::Uniform(0, 256))
+                                .int_();
         run<onnx_gpt::Model<B>>(o, tokens, ember::DType::I64);
     }
 }
