@@ -113,3 +113,31 @@ TEST_CASE("cpu threads: convolutions and their gradients do not depend on the th
         CHECK(worst(r.db, one.db) < 1e-5);
     }
 }
+
+TEST_CASE("cpu threads: batched matmuls do not depend on the thread count", "[cpu_threads]") {
+    ThreadsGuard guard;
+    // 12 products of 64 x 64 x 64 multiply-adds (2^18: too large for the small-product split):
+    // split across the pool at 2 to 6 threads (two products a thread or more), threaded one by
+    // one at 8 and 16, inline at 1.
+    AD::seed(5);
+    const auto a = ember::Tensor<Cpu, 3>::random({12, 64, 64}, ember::Distribution::Normal(0, 1));
+    const auto b = ember::Tensor<Cpu, 3>::random({12, 64, 64}, ember::Distribution::Normal(0, 1));
+    ember::cpu::set_num_threads(1);
+    const auto one = a.matmul(b);
+    // The first product against a plain triple loop.
+    const auto av = a.to_data().to_vec<float>(), bv = b.to_data().to_vec<float>();
+    const auto cv = one.to_data().to_vec<float>();
+    double err = 0;
+    for (std::size_t i = 0; i < 64; ++i)
+        for (std::size_t j = 0; j < 64; ++j) {
+            double s = 0;
+            for (std::size_t k = 0; k < 64; ++k) s += double(av[i * 64 + k]) * bv[k * 64 + j];
+            err = std::max(err, std::fabs(s - cv[i * 64 + j]) / (1.0 + std::fabs(s)));
+        }
+    CHECK(err < 1e-5);
+    for (const std::size_t threads : {2, 3, 6, 8, 16}) {
+        INFO(threads << " threads");
+        ember::cpu::set_num_threads(threads);
+        CHECK(worst(a.matmul(b), one) < 1e-5);
+    }
+}

@@ -143,7 +143,10 @@ void matmul_float(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTens
                  C + i * p.m * p.n, p.n, parallel);
         }
     };
-    if (batches > 1 && work < kSmallProduct) {
+    // Across the pool, each product single-threaded, when the products are small (too small
+    // to thread) or numerous enough to give every thread two (attention's batch x heads
+    // products): one parallel region instead of a threaded GEMM, and its wake-ups, per product.
+    if (batches > 1 && (work < kSmallProduct || batches >= 2 * num_threads())) {
         const std::size_t grain =
             std::max<std::size_t>(1, kSmallProduct / std::max<std::size_t>(work, 1));
         parallel_for(batches, grain, [&](std::size_t b0, std::size_t b1) { run(b0, b1, false); });
