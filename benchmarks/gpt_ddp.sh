@@ -10,7 +10,8 @@
 # after 3 warm-up steps on one fixed batch of world x 8 rows (each GPU its own 8):
 #   - ember, `gpt train --bench --devices 0,..,N-1` (a thread per GPU), in each precision of
 #     GPT_DDP_PRECISIONS (default "bf16 f32": --bf16 is ember::Autocast, as PyTorch's autocast)
-#     on each stack of GPT_DDP_BACKENDS (default "cuda cuda+fusion"); on 2+ GPUs also a process
+#     on each stack of GPT_DDP_BACKENDS (default "cuda"; "cuda cuda+fusion" adds the
+#     Autodiff<Fusion<Cuda>> stack: six more runs on 4 GPUs); on 2+ GPUs also a process
 #     per GPU (`--distributed`, TCP rendezvous) on the first stack; gradients averaged by
 #     GradientReducer during backward;
 #   - PyTorch, torchrun --nproc_per_node=N benchmarks/gpt_ddp_torch.py: fused AdamW, bf16
@@ -56,7 +57,7 @@ for n in "${sizes[@]}"; do
     flag=()
     [[ $precision == bf16 ]] && flag=(--bf16)
     first=1
-    for backend in ${GPT_DDP_BACKENDS:-cuda cuda+fusion}; do
+    for backend in ${GPT_DDP_BACKENDS:-cuda}; do
       timeout "$limit" "$gpt" train --bench --backend "$backend" --devices "$devices" \
         "${shape[@]}" "${timing[@]}" "${flag[@]}" 2>> "$out.stderr" | tag threads | keep
       if ((n > 1 && first)); then
