@@ -152,3 +152,9 @@ void tile_of(uint t, uint tiles_m, uint tiles_n, int gm, out uint tile_m, out ui
         tile_n = (t % span) / rows;
     }
 }
+
+// Shifts of int64 by any amount (GLSL leaves a shift by a negative amount or by 64 or more
+// undefined): 0 for a left shift, the sign fill (0 or -1) for the arithmetic right shift, as
+// the CPU and CUDA backends (PyTorch 2's results).
+int64_t shl_i(int64_t u, int64_t w) { return (w < 0l || w > 63l) ? 0l : (u << int(w)); }
+int64_t shr_i(int64_t u, int64_t w) { return u >> int((w < 0l || w > 63l) ? 63l : w); }

@@ -66,6 +66,7 @@ Val unary(Val x) {
         if (OP == 1) return val_i(v < 0l ? -v : v);
         if (OP == 14) return val_i(v > 0l ? 1l : (v < 0l ? -1l : 0l));
         if (OP == 16) return val_i(v > 0l ? v : 0l);
+        if (OP == 19) return val_i(~v);  // Not: bitwise on ints
         return val_i(v);
     }
     float v = x.f;
@@ -104,7 +105,7 @@ Val unary(Val x) {
 
 Val binary(Val x, Val y) {
     int op = OP;
-    if (op >= 11) {  // RSub, RDiv, RPow, RRem: the scalar on the left
+    if (op >= 11 && op <= 14) {  // RSub, RDiv, RPow, RRem: the scalar on the left
         Val t = x;
         x = y;
         y = t;
@@ -127,6 +128,11 @@ Val binary(Val x, Val y) {
             case 5: return val_i(pow_i(u, w));
             case 6: return val_i(u > w ? u : w);
             case 7: return val_i(u < w ? u : w);
+            case 8: return val_i(u & w);
+            case 9: return val_i(u | w);
+            case 10: return val_i(u ^ w);
+            case 15: return val_i(shl_i(u, w));
+            case 16: return val_i(shr_i(u, w));
         }
         return val_i(u);
     }

@@ -117,10 +117,52 @@ void reduce_dim(const char* op, bool has_identity, std::size_t d, const Shape& s
 // ---- names and creation --------------------------------------------------------------------
 
 const char* binary_op_name(BinaryOp op) {
-    constexpr const char* names[] = {"add", "sub",      "mul",      "div", "rem",
-                                     "pow", "max_pair", "min_pair", "and", "or",
-                                     "xor", "sub",      "div",      "pow", "rem"};
+    constexpr const char* names[] = {
+        "add", "sub", "mul", "div", "rem", "pow", "max_pair",           "min_pair",           "and",
+        "or",  "xor", "sub", "div", "pow", "rem", "bitwise_left_shift", "bitwise_right_shift"};
+    static_assert(sizeof(names) / sizeof(names[0]) == static_cast<int>(BinaryOp::Shr) + 1);
     return names[static_cast<int>(op)];
+}
+
+namespace {
+bool is_int_dtype(DType d) {
+    return d == DType::I64 || d == DType::I32 || d == DType::I16 || d == DType::I8 ||
+           d == DType::U8;
+}
+}  // namespace
+
+const char* binary_op_name(BinaryOp op, DType d) {
+    constexpr const char* bitwise[] = {"bitwise_and", "bitwise_or", "bitwise_xor"};
+    if (is_int_dtype(d) && (op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor))
+        return bitwise[static_cast<int>(op) - static_cast<int>(BinaryOp::And)];
+    return binary_op_name(op);
+}
+
+void binary_dtype(BinaryOp op, DType d) {
+    const bool logical = op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
+    const bool shift = op == BinaryOp::Shl || op == BinaryOp::Shr;
+    if (d == DType::Bool) {
+        EMBER_CHECK(logical || op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Max ||
+                        op == BinaryOp::Min,
+                    DType, binary_op_name(op), ": not defined for bool tensors");
+        return;
+    }
+    if (is_int_dtype(d)) return;
+    // Named by the int forms (Burn's bitwise_*), the only ones a float tensor could mean.
+    EMBER_CHECK(!logical, DType, binary_op_name(op, DType::I64),
+                ": only defined for int and bool tensors, got ", dtype_name(d));
+    EMBER_CHECK(!shift, DType, binary_op_name(op), ": only defined for int tensors, got ",
+                dtype_name(d));
+}
+
+void unary_dtype(UnaryOp op, DType d) {
+    if (d == DType::Bool) {
+        EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
+                    " is not defined for bool tensors");
+        return;
+    }
+    EMBER_CHECK(op != UnaryOp::Not || is_int_dtype(d), DType,
+                "bitwise_not: only defined for int and bool tensors, got ", dtype_name(d));
 }
 
 const char* compare_op_name(CompareOp op) {

@@ -216,6 +216,7 @@ CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b) {
     // promotion or casts to work out (this is what per-op overhead measures).
     if (a.dtype == b.dtype && !is_half(a.dtype) && a.shape == b.shape && a.is_contiguous() &&
         b.is_contiguous()) {
+        check::binary_dtype(op, a.dtype);
         CpuTensor out = a.is_unique() ? a : (b.is_unique() ? b : empty(a.shape, a.dtype));
         const CpuTensor& x = a;
         if (out.num_elements() > 0) {
@@ -229,8 +230,9 @@ CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b) {
         }
         return out;
     }
-    const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
+    const Shape shape = broadcast_shapes(a.shape, b.shape, check::binary_op_name(op, a.dtype));
     const DType result = promote(a.dtype, b.dtype);
+    check::binary_dtype(op, result);
     const DType cd = compute_dtype(result);
     a = to_compute(std::move(a), cd);
     b = to_compute(std::move(b), cd);
@@ -253,6 +255,7 @@ CpuTensor binary(BinaryOp op, CpuTensor a, CpuTensor b) {
 
 CpuTensor binary_scalar(BinaryOp op, CpuTensor a, Scalar s) {
     const DType result = a.dtype;
+    check::binary_dtype(op, result);
     const DType cd = compute_dtype(result);
     a = to_compute(std::move(a), cd);
     CpuTensor out = output_like(a, a.shape, cd);
@@ -306,15 +309,14 @@ void unary_neon(UnaryOp op, const float* x, float* y, std::size_t n) {
 CpuTensor unary(UnaryOp op, CpuTensor t) {
     const DType result = op == UnaryOp::IsNan ? DType::Bool : t.dtype;
     if (op == UnaryOp::IsNan && !is_float(t.dtype)) return full(t.shape, Scalar(false), DType::Bool);
+    check::unary_dtype(op, t.dtype);
     const DType cd = compute_dtype(t.dtype);
     t = to_compute(std::move(t), cd);
     CpuTensor out = output_like(t, t.shape, op == UnaryOp::IsNan ? DType::Bool : cd);
     if (t.num_elements() == 0) return from_compute(std::move(out), result);
     visit_compute(cd, [&]<typename T>(TypeTag<T>) {
         if constexpr (std::is_floating_point_v<T>) {
-            if (op == UnaryOp::IsNan)
-                return map_unary<T, bool>(t, out, [](T x) { return x != x; });
-            EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
+            if (op == UnaryOp::IsNan) return map_unary<T, bool>(t, out, [](T x) { return x != x; });
         }
 #if EMBER_CPU_NEON
         if constexpr (std::is_same_v<T, float>)

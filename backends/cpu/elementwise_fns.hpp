@@ -109,6 +109,27 @@ T nan_min(T a, T b) {
     return a < b ? a : b;
 }
 
+// Shifts of two's-complement integers by any amount: C++ leaves a shift by a negative amount
+// or by the bit width or more undefined (x86 shifts by the amount mod the width, which is what
+// PyTorch 1.13 returns there), so such shifts are given PyTorch 2's result instead: 0 for a
+// left shift, the sign fill (0 or -1) for the arithmetic right shift.
+template <typename T>
+bool shift_in_range(T b) {
+    if constexpr (std::is_signed_v<T>)
+        if (b < 0) return false;
+    return b < static_cast<T>(sizeof(T) * 8);
+}
+template <typename T>
+T shift_left(T a, T b) {
+    return shift_in_range(b) ? static_cast<T>(static_cast<WrapT<T>>(a) << b) : T{0};
+}
+template <typename T>
+T shift_right(T a, T b) {
+    if (shift_in_range(b)) return static_cast<T>(a >> b);  // arithmetic for signed T (C++20)
+    if constexpr (std::is_signed_v<T>) return a < 0 ? T{-1} : T{0};
+    return T{0};
+}
+
 inline const char* binary_name(BinaryOp op) {
     return check::binary_op_name(op);
 }
@@ -154,7 +175,24 @@ void with_binary_fn(BinaryOp op, F&& f) {
             case BinaryOp::Max: return f([](T a, T b) { return nan_max(a, b); });
             case BinaryOp::Min: return f([](T a, T b) { return nan_min(a, b); });
             default:
-                EMBER_FAIL(DType, binary_name(op), ": only defined for bool tensors");
+                if constexpr (std::is_integral_v<T>) {
+                    switch (op) {
+                        case BinaryOp::And:
+                            return f([](T a, T b) { return static_cast<T>(a & b); });
+                        case BinaryOp::Or:
+                            return f([](T a, T b) { return static_cast<T>(a | b); });
+                        case BinaryOp::Xor:
+                            return f([](T a, T b) { return static_cast<T>(a ^ b); });
+                        case BinaryOp::Shl:
+                            return f([](T a, T b) { return shift_left(a, b); });
+                        case BinaryOp::Shr:
+                            return f([](T a, T b) { return shift_right(a, b); });
+                        default:
+                            break;
+                    }
+                }
+                // The kernels check check::binary_dtype first; this is the backstop.
+                EMBER_FAIL(DType, binary_name(op), ": not defined for float tensors");
         }
     }
 }
@@ -274,6 +312,8 @@ void with_unary_fn(UnaryOp op, F&& f) {
             case UnaryOp::Abs: return f([](T x) { return x < 0 ? wrap_sub(T{0}, x) : x; });
             case UnaryOp::Sign: return f([](T x) { return static_cast<T>((x > 0) - (x < 0)); });
             case UnaryOp::Relu: return f([](T x) { return x > 0 ? x : T{0}; });
+            case UnaryOp::Not:
+                return f([](T x) { return static_cast<T>(~x); });
             default:
                 EMBER_FAIL(DType, "unary op ", static_cast<int>(op),
                            " is not defined for integer tensors");

@@ -307,7 +307,7 @@ void bind_into(Step& st, const Program& p, const Instr& in, std::span<const Scal
     switch (in.kind) {
         case OpKind::Unary: {
             const auto op = static_cast<UnaryOp>(in.code);
-            if (op == UnaryOp::Not)
+            if (op == UnaryOp::Not && da == DType::Bool)  // logical; on int registers bitwise
                 return bind1<L, std::uint8_t, std::uint8_t>(
                     st, [](std::uint8_t x) { return static_cast<std::uint8_t>(x == 0); });
             return visit_reg(da, [&]<typename T>(TypeTag<T>) {

@@ -136,6 +136,20 @@ __device__ __forceinline__ T int_pow(T base, T exp) {
     return r;
 }
 
+// Shifts by any amount (C++ leaves a shift by a negative amount or by the bit width or more
+// undefined): 0 for a left shift, the sign fill for the arithmetic right shift, as the CPU's.
+template <typename T>
+__device__ __forceinline__ T ember_shl(T a, T b) {
+    constexpr T bits = static_cast<T>(sizeof(T) * 8);
+    return (b < 0 || b >= bits) ? T{0}
+                                : static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) << b);
+}
+template <typename T>
+__device__ __forceinline__ T ember_shr(T a, T b) {
+    constexpr T bits = static_cast<T>(sizeof(T) * 8);
+    return (b < 0 || b >= bits) ? (a < 0 ? T{-1} : T{0}) : static_cast<T>(a >> b);
+}
+
 template <typename T>
 __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
     if constexpr (std::is_same_v<T, std::uint8_t>) {
@@ -184,7 +198,23 @@ __device__ __forceinline__ T apply_binary(BinaryOp op, T a, T b) {
             case BinaryOp::Min:
                 return nan_min(a, b);
             default:
-                return a;  // logical ops are rejected on the host for non-bool tensors
+                if constexpr (std::is_integral_v<T>) {
+                    switch (op) {
+                        case BinaryOp::And:
+                            return a & b;
+                        case BinaryOp::Or:
+                            return a | b;
+                        case BinaryOp::Xor:
+                            return a ^ b;
+                        case BinaryOp::Shl:
+                            return ember_shl(a, b);
+                        case BinaryOp::Shr:
+                            return ember_shr(a, b);
+                        default:
+                            break;
+                    }
+                }
+                return a;  // bitwise ops are rejected on the host for float tensors
         }
     }
 }
@@ -219,6 +249,8 @@ __device__ __forceinline__ T apply_unary(UnaryOp op, T x) {
                 return x < 0 ? static_cast<T>(0ull - static_cast<std::uint64_t>(x)) : x;
             case UnaryOp::Sign:
                 return static_cast<T>((x > 0) - (x < 0));
+            case UnaryOp::Not:
+                return static_cast<T>(~x);  // bitwise on ints
             default:
                 return x > 0 ? x : T{0};  // Relu
         }

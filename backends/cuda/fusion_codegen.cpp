@@ -52,6 +52,8 @@ __device__ __forceinline__ float ember_relu(float x) { return x > 0 ? x : (x != 
 __device__ __forceinline__ double ember_relu(double x) { return x > 0 ? x : (x != x ? x : 0.0); }
 __device__ __forceinline__ float ember_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752440f)); }
 __device__ __forceinline__ double ember_gelu(double x) { return x * 0.5 * (1.0 + erf(x * 0.70710678118654752440)); }
+__device__ __forceinline__ long long ember_shl(long long a, long long b) { return (b < 0 || b > 63) ? 0LL : (long long)((unsigned long long)a << b); }
+__device__ __forceinline__ long long ember_shr(long long a, long long b) { return a >> ((b < 0 || b > 63) ? 63LL : b); }
 __device__ __forceinline__ long long ember_wrap_add(long long a, long long b) { return (long long)((unsigned long long)a + (unsigned long long)b); }
 __device__ __forceinline__ long long ember_wrap_sub(long long a, long long b) { return (long long)((unsigned long long)a - (unsigned long long)b); }
 __device__ __forceinline__ long long ember_wrap_mul(long long a, long long b) { return (long long)((unsigned long long)a * (unsigned long long)b); }
@@ -80,10 +82,12 @@ std::string unary_expr(UnaryOp op, DType d, const std::string& a, std::size_t i)
                     int(op), " is not defined for bool registers");
         return "(unsigned char)(" + a + " == 0)";
     }
-    EMBER_CHECK(op != UnaryOp::Not, DType, "fused program: instruction ", i,
-                ": not is only defined for bool registers");
+    EMBER_CHECK(op != UnaryOp::Not || d == DType::I64, DType, "fused program: instruction ", i,
+                ": not is only defined for bool and i64 registers");
     if (d == DType::I64) {
         switch (op) {
+            case UnaryOp::Not:
+                return "(~" + a + ")";  // bitwise on ints
             case UnaryOp::Neg:
                 return "ember_wrap_sub(0LL, " + a + ")";
             case UnaryOp::Abs:
@@ -192,6 +196,16 @@ std::string binary_expr(BinaryOp op, DType d, std::string a, std::string b, std:
                 return "ember_max" + args;
             case BinaryOp::Min:
                 return "ember_min" + args;
+            case BinaryOp::And:
+                return "(" + a + " & " + b + ")";
+            case BinaryOp::Or:
+                return "(" + a + " | " + b + ")";
+            case BinaryOp::Xor:
+                return "(" + a + " ^ " + b + ")";
+            case BinaryOp::Shl:
+                return "ember_shl" + args;
+            case BinaryOp::Shr:
+                return "ember_shr" + args;
             default:
                 // Division and powers check their integer operands' values: never fused.
                 EMBER_FAIL(DType, "fused program: instruction ", i, ": binary op ", int(op),

@@ -28,9 +28,6 @@ const char* binary_name(BinaryOp op) {
 const char* compare_name(CompareOp op) {
     return check::compare_op_name(op);
 }
-bool is_logical(BinaryOp op) {
-    return op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
-}
 bool is_reversed(BinaryOp op) {
     return op == BinaryOp::RSub || op == BinaryOp::RDiv || op == BinaryOp::RRem ||
            op == BinaryOp::RPow;
@@ -57,15 +54,6 @@ void check_int_operand(BinaryOp op, const CudaTensor& divisor_or_exp) {
                      ": integers to negative integer powers are not allowed");
 }
 
-void check_binary_dtype(BinaryOp op, DType cd) {
-    if (cd == DType::Bool) {
-        EMBER_CHECK(is_logical(op) || op == BinaryOp::Add || op == BinaryOp::Mul ||
-                        op == BinaryOp::Max || op == BinaryOp::Min,
-                    DType, binary_name(op), ": not defined for bool tensors");
-    } else {
-        EMBER_CHECK(!is_logical(op), DType, binary_name(op), ": only defined for bool tensors");
-    }
-}
 }  // namespace
 
 // ---- creation and transfer -----------------------------------------------------------------
@@ -242,16 +230,12 @@ CudaTensor unary(UnaryOp op, CudaTensor t) {
     if (op == UnaryOp::IsNan && !is_float(t.dtype))
         return full(t.shape, Scalar(false), DType::Bool, t.device());
     const DType result = t.dtype, cd = compute_dtype(t.dtype);
-    if (cd == DType::Bool) {
-        EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
-                    " is not defined for bool tensors");
-    } else if (cd == DType::I64) {
-        EMBER_CHECK(
-            op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu,
-            DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
-    } else {
-        EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
-    }
+    check::unary_dtype(op, t.dtype);
+    if (cd == DType::I64)
+        EMBER_CHECK(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
+                        op == UnaryOp::Relu || op == UnaryOp::Not,
+                    DType, "unary op ", static_cast<int>(op),
+                    " is not defined for integer tensors");
     t = to_compute(std::move(t), cd);
     const DType od = op == UnaryOp::IsNan ? DType::Bool : cd;
     CudaTensor out = output_like(t, t.shape, od);
@@ -262,9 +246,9 @@ CudaTensor unary(UnaryOp op, CudaTensor t) {
 
 CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
     check_same_device(binary_name(op), a, b);
-    const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
+    const Shape shape = broadcast_shapes(a.shape, b.shape, check::binary_op_name(op, a.dtype));
     const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
-    check_binary_dtype(op, cd);
+    check::binary_dtype(op, result);
     a = to_compute(std::move(a), cd);
     b = to_compute(std::move(b), cd);
     if (cd == DType::I64) check_int_operand(op, is_reversed(op) ? a : b);
@@ -280,7 +264,7 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
 
 CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s) {
     const DType result = a.dtype, cd = compute_dtype(result);
-    check_binary_dtype(op, cd);
+    check::binary_dtype(op, result);
     a = to_compute(std::move(a), cd);
     if (cd == DType::I64) {
         EMBER_CHECK(!((op == BinaryOp::Div || op == BinaryOp::Rem) && s.i == 0), Argument,

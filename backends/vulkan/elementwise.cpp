@@ -252,17 +252,14 @@ VT random(const Shape& shape, const Distribution& dist, DType dtype, std::uint32
 
 VT unary(UnaryOp op, VT t) {
     const bool is_nan = op == UnaryOp::IsNan;
-    if (class_of(t.dtype) == kBool)
-        EMBER_CHECK(op == UnaryOp::Not, DType, "unary op ", static_cast<int>(op),
-                    " is not defined for bool tensors");
+    check::unary_dtype(op, t.dtype);
     if (class_of(t.dtype) == kI64) {
         if (is_nan) return full(t.shape, Scalar(false), DType::Bool, t.device);
-        EMBER_CHECK(
-            op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Relu,
-            DType, "unary op ", static_cast<int>(op), " is not defined for integer tensors");
+        EMBER_CHECK(op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign ||
+                        op == UnaryOp::Relu || op == UnaryOp::Not,
+                    DType, "unary op ", static_cast<int>(op),
+                    " is not defined for integer tensors");
     }
-    if (class_of(t.dtype) == kF32)
-        EMBER_CHECK(op != UnaryOp::Not, DType, "not: only defined for bool tensors");
     const DType rd = is_nan ? DType::Bool : t.dtype;
     VT out = output_like(t, t.shape, rd);
     Launch l{kUnary, static_cast<std::int32_t>(op), &t};
@@ -273,17 +270,11 @@ VT unary(UnaryOp op, VT t) {
 
 VT binary(BinaryOp op, VT a, VT b) {
     check_same_device(a, b, binary_name(op));
-    const Shape shape = broadcast_shapes(a.shape, b.shape, binary_name(op));
+    const Shape shape = broadcast_shapes(a.shape, b.shape, check::binary_op_name(op, a.dtype));
     EMBER_CHECK(class_of(a.dtype) == class_of(b.dtype), DType, binary_name(op),
                 ": operands of different kinds (", dtype_name(a.dtype), " and ",
                 dtype_name(b.dtype), ")");
-    const bool logical = op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor;
-    if (class_of(a.dtype) == kBool)
-        EMBER_CHECK(logical || op == BinaryOp::Add || op == BinaryOp::Mul || op == BinaryOp::Max ||
-                        op == BinaryOp::Min,
-                    DType, binary_name(op), ": not defined for bool tensors");
-    else
-        EMBER_CHECK(!logical, DType, binary_name(op), ": only defined for bool tensors");
+    check::binary_dtype(op, a.dtype);
     const bool rev = op == BinaryOp::RSub || op == BinaryOp::RDiv || op == BinaryOp::RRem ||
                      op == BinaryOp::RPow;
     check_int_args(op, rev ? a : b);
@@ -302,8 +293,7 @@ VT binary(BinaryOp op, VT a, VT b) {
 VT binary_scalar(BinaryOp op, VT a, Scalar s) {
     const Class c = class_of(a.dtype);
     EMBER_CHECK(c != kBool, DType, binary_name(op), ": not defined for bool tensors and scalars");
-    EMBER_CHECK(op != BinaryOp::And && op != BinaryOp::Or && op != BinaryOp::Xor, DType,
-                binary_name(op), ": only defined for bool tensors");
+    check::binary_dtype(op, a.dtype);
     if (c == kI64) {
         const bool div = op == BinaryOp::Div || op == BinaryOp::Rem;
         EMBER_CHECK(!(div && s.i == 0), Argument, binary_name(op), ": integer division by zero");

@@ -82,6 +82,8 @@ class Gen {
                     return "(" + a + " > 0l ? " + a + " : 0l)";
                 case UnaryOp::IsNan:
                     return "false";
+                case UnaryOp::Not:
+                    return "(~" + a + ")";
                 default:
                     EMBER_CHECK(false, DType, "fused program: unary op ", int(in.code),
                                 " on an int register");
@@ -102,7 +104,7 @@ class Gen {
     // Tensor-tensor and tensor-scalar ops alike: `u` and `w` are operand expressions.
     std::string binary(std::uint8_t code, DType d, std::string u, std::string w) const {
         auto op = static_cast<BinaryOp>(code);
-        if (op >= BinaryOp::RSub) {  // the scalar on the left
+        if (op >= BinaryOp::RSub && op <= BinaryOp::RRem) {  // the scalar on the left
             std::swap(u, w);
             op = op == BinaryOp::RSub   ? BinaryOp::Sub
                  : op == BinaryOp::RDiv ? BinaryOp::Div
@@ -115,9 +117,18 @@ class Gen {
             if (op == BinaryOp::Xor) return "(" + u + " != " + w + ")";
             return "(" + u + " || " + w + ")";
         }
-        EMBER_CHECK(op != BinaryOp::And && op != BinaryOp::Or && op != BinaryOp::Xor, DType,
-                    "fused program: logical op ", int(code), " on a ", glsl_type(d), " register");
         const bool i = d == DType::I64;
+        if (i) {  // the bitwise ops, as elementwise.comp's
+            if (op == BinaryOp::And) return "(" + u + " & " + w + ")";
+            if (op == BinaryOp::Or) return "(" + u + " | " + w + ")";
+            if (op == BinaryOp::Xor) return "(" + u + " ^ " + w + ")";
+            if (op == BinaryOp::Shl) return "shl_i(" + u + ", " + w + ")";
+            if (op == BinaryOp::Shr) return "shr_i(" + u + ", " + w + ")";
+        }
+        EMBER_CHECK(op != BinaryOp::And && op != BinaryOp::Or && op != BinaryOp::Xor &&
+                        op != BinaryOp::Shl && op != BinaryOp::Shr,
+                    DType, "fused program: bitwise op ", int(code), " on a ", glsl_type(d),
+                    " register");
         switch (op) {
             case BinaryOp::Add:
                 return "(" + u + " + " + w + ")";

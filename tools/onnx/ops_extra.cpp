@@ -238,10 +238,10 @@ void bit_shift(NodeCtx& c) {
     const std::string dir = c.attr_str("direction", "");
     c.require(dir == "LEFT" || dir == "RIGHT", "direction must be LEFT or RIGHT");
     Value v = broadcast_value(c, a, b, Kind::Int);
-    // ONNX shifts unsigned integers: x·2^y or floor(x / 2^y); 2^y is exact in f32 (a power of two).
-    const std::string p = "(" + c.t_rank(1, v.rank) + ".float_().zeros_like() + 2.0).powf(" +
-                          c.t_rank(1, v.rank) + ".float_()).round().int_()";
-    c.out(0, std::move(v), "(" + c.t_rank(0, v.rank) + (dir == "LEFT" ? " * " : " / ") + p + ")");
+    // ONNX shifts unsigned integers, ember's int tensors hold them as int64: the same bits for a
+    // left shift; a right shift agrees while the values are below 2^63 (ember's is arithmetic).
+    const std::string op = dir == "LEFT" ? ".bitwise_left_shift(" : ".bitwise_right_shift(";
+    c.out(0, std::move(v), c.t_rank(0, v.rank) + op + c.t_rank(1, v.rank) + ")");
 }
 
 void grid_sample(NodeCtx& c) {

@@ -200,7 +200,8 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         return eager([&] { return B::float_unary(op, take(std::move(x))); });
     }
     static FT int_unary(UnaryOp op, FT x) {
-        if (int_ok(x) && (op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign))
+        if (int_ok(x) &&
+            (op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Sign || op == UnaryOp::Not))
             return lazy(OpKind::Unary, op, dt(x), x, {x});
         return eager([&] { return B::int_unary(op, take(std::move(x))); });
     }
@@ -225,7 +226,7 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         return eager([&] { return B::bool_binary(op, take(std::move(a)), take(std::move(b))); });
     }
     static FT float_binary_scalar(BinaryOp op, FT a, Scalar s) {
-        if (float_ok(a) && op != BinaryOp::And && op != BinaryOp::Or && op != BinaryOp::Xor)
+        if (float_ok(a) && float_safe(op))
             return lazy(OpKind::BinaryScalar, op, dt(a), a, {a}, {s});
         return eager([&] { return B::float_binary_scalar(op, take(std::move(a)), s); });
     }
@@ -476,10 +477,17 @@ private:
     }
     static bool int_ok(const FT& t) { return nonempty(t) && dt(t) == DType::I64; }
     static bool bool_ok(const FT& t) { return nonempty(t) && dt(t) == DType::Bool; }
-    // Integer division and powers check their operands' values, which B must see eagerly.
+    // The int ops whose kernels check no operand values (integer division and powers do, which
+    // B must see eagerly), the bitwise ones included.
     static bool int_safe(BinaryOp op) {
         return op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul ||
-               op == BinaryOp::Max || op == BinaryOp::Min || op == BinaryOp::RSub;
+               op == BinaryOp::Max || op == BinaryOp::Min || op == BinaryOp::RSub ||
+               op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor ||
+               op == BinaryOp::Shl || op == BinaryOp::Shr;
+    }
+    // The float ops (not the bitwise ones, whose error the backend raises, eagerly).
+    static bool float_safe(BinaryOp op) {
+        return op <= BinaryOp::Min || (op >= BinaryOp::RSub && op <= BinaryOp::RRem);
     }
     static DType float_elem() {
         return sizeof(typename B::FloatElem) == 8 ? DType::F64 : DType::F32;

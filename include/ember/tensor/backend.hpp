@@ -254,6 +254,9 @@ struct BackendBase : quant::QuantizedOps<Self> {
     EMBER_DEFAULT_UNARY(int, neg, Neg)
     EMBER_DEFAULT_UNARY(int, abs, Abs)
     EMBER_DEFAULT_UNARY(int, sign, Sign)
+    // Burn's bitwise int ops (int_bitwise_and, int_bitwise_and_scalar, ...): the logical op
+    // codes act bitwise on int tensors, and Shl/Shr shift (see BinaryOp for out-of-range shifts).
+    EMBER_DEFAULT_UNARY(int, bitwise_not, Not)
     EMBER_DEFAULT_BINARY(float, add, Add)
     EMBER_DEFAULT_BINARY(float, sub, Sub)
     EMBER_DEFAULT_BINARY(float, mul, Mul)
@@ -270,6 +273,11 @@ struct BackendBase : quant::QuantizedOps<Self> {
     EMBER_DEFAULT_BINARY(int, powi, Pow)
     EMBER_DEFAULT_BINARY(int, max_pair, Max)
     EMBER_DEFAULT_BINARY(int, min_pair, Min)
+    EMBER_DEFAULT_BINARY(int, bitwise_and, And)
+    EMBER_DEFAULT_BINARY(int, bitwise_or, Or)
+    EMBER_DEFAULT_BINARY(int, bitwise_xor, Xor)
+    EMBER_DEFAULT_BINARY(int, bitwise_left_shift, Shl)
+    EMBER_DEFAULT_BINARY(int, bitwise_right_shift, Shr)
 #undef EMBER_DEFAULT_UNARY
 #undef EMBER_DEFAULT_BINARY
 

@@ -61,6 +61,17 @@ EMBER_API void reduce_dim(const char* op, bool has_identity, std::size_t dim, co
 // ---- names and creation --------------------------------------------------------------------
 /// The op name a binary op's errors use ("add", "max_pair", ...).
 EMBER_API const char* binary_op_name(BinaryOp op);
+/// The op name on operands of dtype `d`: as above, but and/or/xor on int tensors are
+/// bitwise_and/bitwise_or/bitwise_xor (Burn's names), so shape errors name the op called.
+EMBER_API const char* binary_op_name(BinaryOp op, DType d);
+/// The dtype rule of an elementwise binary op, for its operands' dtype `d` (checked by every
+/// backend's binary and binary-scalar kernels): And/Or/Xor take bool or int tensors (logical
+/// or bitwise), Shl/Shr int tensors only, the arithmetic ops anything but the bitwise-only
+/// ones on bool (Add/Mul/Max/Min act as or/and there).
+EMBER_API void binary_dtype(BinaryOp op, DType d);
+/// The dtype rule of an elementwise unary op: Not takes bool (logical) or int (bitwise)
+/// tensors; on a bool tensor only Not is defined.
+EMBER_API void unary_dtype(UnaryOp op, DType d);
 /// The op name a comparison's errors use ("equal", "lower_equal", ...).
 EMBER_API const char* compare_op_name(CompareOp op);
 /// random(shape, dist): the distribution's parameters must describe one.

@@ -23,15 +23,21 @@ struct Scalar {
     constexpr Scalar(bool v) : f(v ? 1.0 : 0.0), i(v ? 1 : 0) {}           // NOLINT
 };
 
-/// Elementwise functions of one tensor.
+/// Elementwise functions of one tensor. Not is logical on bool tensors and bitwise (`~x`) on
+/// int tensors.
 enum class UnaryOp : std::uint8_t {
     Neg, Abs, Exp, Log, Log1p, Sqrt, Sin, Cos, Tanh, Erf, Recip, Floor, Ceil, Round, Sign,
     Sigmoid, Relu, Gelu, IsNan, Not
 };
 /// Elementwise functions of two tensors (or a tensor and a scalar). RSub/RDiv/RPow/RRem take
-/// the scalar on the left (`2 - x`), for the scalar forms.
+/// the scalar on the left (`2 - x`), for the scalar forms. And/Or/Xor are logical on bool
+/// tensors and bitwise on int tensors; Shl/Shr (int tensors only) shift left, and right
+/// arithmetically, with a shift by a negative amount or by the element's bit width or more
+/// giving 0 (Shl) or the sign fill, 0 or -1 (Shr).
 enum class BinaryOp : std::uint8_t {
-    Add, Sub, Mul, Div, Rem, Pow, Max, Min, And, Or, Xor, RSub, RDiv, RPow, RRem
+    // clang-format off
+    Add, Sub, Mul, Div, Rem, Pow, Max, Min, And, Or, Xor, RSub, RDiv, RPow, RRem, Shl, Shr
+    // clang-format on
 };
 /// Elementwise comparisons, producing bool tensors.
 enum class CompareOp : std::uint8_t { Eq, Ne, Gt, Ge, Lt, Le };

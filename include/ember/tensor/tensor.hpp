@@ -1104,6 +1104,36 @@ public:
         return unsqueeze_dim<D + 1>(D).equal(classes).int_();
     }
 
+    // ---- int bitwise ops (Burn's names, PyTorch's semantics on two's-complement ints) -------
+#define EMBER_BITWISE_METHOD(name)                                          \
+    Tensor name(const Tensor& other) const requires(std::same_as<K, Int>) { \
+        return Tensor(B::int_##name(handle(), other.handle()));             \
+    }                                                                       \
+    Tensor name##_scalar(Scalar s) const requires(std::same_as<K, Int>) {   \
+        return Tensor(B::int_##name##_scalar(handle(), s));                 \
+    }
+    /// Bitwise and, elementwise (broadcasting); `_scalar`: with one int (torch.bitwise_and).
+    EMBER_BITWISE_METHOD(bitwise_and)
+    /// Bitwise or, elementwise (broadcasting); `_scalar`: with one int (torch.bitwise_or).
+    EMBER_BITWISE_METHOD(bitwise_or)
+    /// Bitwise xor, elementwise (broadcasting); `_scalar`: with one int (torch.bitwise_xor).
+    EMBER_BITWISE_METHOD(bitwise_xor)
+    /// x << n elementwise (broadcasting; `_scalar`: by one n), wrapping in two's complement
+    /// (torch.bitwise_left_shift). A shift by n < 0 or n >= the element's bit width (64 for
+    /// the I64 int tensors) gives 0, as PyTorch 2's; PyTorch 1.13 leaves that case to the
+    /// hardware (x86 shifts by n mod 64).
+    EMBER_BITWISE_METHOD(bitwise_left_shift)
+    /// x >> n elementwise (broadcasting; `_scalar`: by one n), arithmetic: negative values
+    /// keep their sign, -5 >> 1 == -3 (torch.bitwise_right_shift). A shift by n < 0 or n >= the
+    /// element's bit width gives the sign fill, 0 or -1, as PyTorch 2's (PyTorch 1.13 leaves
+    /// that case to the hardware).
+    EMBER_BITWISE_METHOD(bitwise_right_shift)
+#undef EMBER_BITWISE_METHOD
+    /// ~x: each bit flipped, so -x - 1 (torch.bitwise_not on an int tensor).
+    Tensor bitwise_not() const requires(std::same_as<K, Int>) {
+        return Tensor(B::int_bitwise_not(handle()));
+    }
+
     // ---- bool only -----------------------------------------------------------------------
     /// Logical not.
     Tensor not_() const requires(std::same_as<K, Bool>) {
