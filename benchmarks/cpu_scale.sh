@@ -125,6 +125,24 @@ fi
 slow=(--min-time 0 --max-reps 2 --warmup 1)
 
 keep() { grep '^{' >>"$out"; }
+# Runs a command under the run's time budget: cut off when the budget is spent (a line on stderr
+# and a JSON line {"skipped": "time budget"} say so); not started with less than 5 s left.
+lim() {
+  local left=$((budget - SECONDS + start))
+  if ((left < 5)); then
+    log "skipped, the budget is spent: $*"
+    echo "{\"skipped\": \"time budget\", \"command\": \"${*##*/}\"}" | cut -c1-300 >>"$out"
+    return 124
+  fi
+  timeout "$left" "$@"
+  local rc=$?
+  if ((rc == 124)); then
+    log "cut off by the budget: $*"
+    echo "{\"skipped\": \"cut off by the time budget\", \"command\": \"${*##*/}\"}" |
+      cut -c1-300 >>"$out"
+  fi
+  return $rc
+}
 step() { log "[$((SECONDS - start)) s] $*"; }
 
 # The meta line: where and what.
@@ -168,12 +186,12 @@ train_row() {
   if [[ $m == resnet || $m == gpt ]]; then tm=("${slow[@]}"); else tm=("${mt[@]}"); fi
   [[ $quick -eq 1 ]] && tm=("${mt[@]}")
   step "train $m batch $b: ember"
-  "$bin/bench_scale" train --model "$m" --batch "$b" "${seqargs[@]}" --threads "$tlist" \
+  lim "$bin/bench_scale" train --model "$m" --batch "$b" "${seqargs[@]}" --threads "$tlist" \
     --init-from "$tmp/$m.pt" "${bf[@]}" --loss-steps "$ls" "${tm[@]}" 2>>"$err" | keep
   step "train $m batch $b: PyTorch eager"
   local tbf=()
   [[ ${#bf[@]} -gt 0 ]] && tbf=(--batch-file "$tmp/${m}_b$b.pt")
-  "$py" "$here/cpu_scale_torch.py" train --model "$m" --batch "$b" "${seqargs[@]}" \
+  lim "$py" "$here/cpu_scale_torch.py" train --model "$m" --batch "$b" "${seqargs[@]}" \
     --threads "$tlist" --configs eager --weights "$tmp/$m.pt" "${tbf[@]}" --loss-steps "$ls" \
     "${tm[@]}" 2>>"$err" | keep
 }
@@ -183,6 +201,49 @@ train_row cnn 64 0
 train_row cnn 256 0
 train_row resnet "$rb" 2
 train_row gpt "$gpt_batch" 2
+
+# --- kernels ------------------------------------------------------------------------------
+kernels="matmul_1024,matmul_4096,conv2d_64x1x28x28_32x3x3,conv2d_64x64x32x32_64x3x3"
+sizes=1024,4096
+[[ $quick -eq 1 ]] && kernels="matmul_1024,conv2d_64x1x28x28_32x3x3" sizes=1024
+kcounts="1"
+[[ $top != 1 ]] && kcounts="1 $top"
+for t in $kcounts; do
+  step "kernels at $t threads: ember and OpenBLAS (bench_cpu)"
+  # bench_cpu: 2 warm-up runs, then --reps timed ones, ember and OpenBLAS alternating.
+  reps=3
+  [[ $quick -eq 1 ]] && reps=1
+  EMBER_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t lim "$bin/bench_cpu" --threads "$t" --reps "$reps" \
+    --only "$kernels" 2>>"$err" | sed "s/^{/{\"kind\": \"kernel\", /" | keep
+  if [[ $t == "$top" ]]; then
+    step "kernels at $t threads: ember with its own GEMM (EMBER_CPU_GEMM=portable)"
+    EMBER_CPU_GEMM=portable EMBER_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t lim "$bin/bench_cpu" \
+      --threads "$t" --reps "$reps" --only "$kernels" 2>>"$err" | grep '"impl":"ember"' |
+      sed "s/^{/{\"kind\": \"kernel\", /" | variant portable-gemm
+  fi
+done
+step "kernels: PyTorch"
+lim "$py" "$here/cpu_scale_torch.py" kernels --threads "$(echo $kcounts | tr ' ' ',')" \
+  --sizes "$sizes" "${mt[@]}" 2>>"$err" | keep
+
+# --- inference ----------------------------------------------------------------------------
+# batch 1 at 1 thread and at the top count, batch 64 at the top count.
+infer_row() {
+  local m="$1" b="$2" ts="$3" cfgs="$4" seqargs=()
+  [[ $m == gpt ]] && seqargs=(--seq 64)
+  step "infer $m batch $b at $ts threads: ember"
+  lim "$bin/bench_scale" infer --model "$m" --batch "$b" "${seqargs[@]}" --threads "$ts" \
+    "${mt[@]}" 2>>"$err" | keep
+  step "infer $m batch $b at $ts threads: $cfgs"
+  lim "$py" "$here/cpu_scale_torch.py" infer --model "$m" --batch "$b" --threads "$ts" \
+    --configs "$cfgs" --onnx "$tmp" --compile-threads "$top" "${mt[@]}" 2>>"$err" | keep
+}
+ilat="1"
+[[ $top != 1 ]] && ilat="1,$top"
+for m in mlp cnn resnet gpt; do
+  infer_row "$m" 1 "$ilat" eager,ort
+  infer_row "$m" "$ib" "$top" eager,ort
+done
 
 # --- ember's threading variants ------------------------------------------------------------
 # EMBER_CPU_GEMM=portable: ember's blocked GEMM on its own pool instead of OpenBLAS, so that one
@@ -203,53 +264,10 @@ for v in portable:0 portable:50 auto:50; do
     ts="$vcounts"
     [[ $1 == resnet || $spin != 0 ]] && ts="$top"
     step "train $1 batch $2 at $ts threads: ember, $name"
-    EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin "$bin/bench_scale" train --model "$1" \
+    EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim "$bin/bench_scale" train --model "$1" \
       --batch "$2" --threads "$ts" --init-from "$tmp/$1.pt" --batch-from "$tmp/${1}_b$2.pt" \
       "${mt[@]}" 2>>"$err" | variant "$name"
   done
-done
-
-# --- kernels ------------------------------------------------------------------------------
-kernels="matmul_1024,matmul_4096,conv2d_64x1x28x28_32x3x3,conv2d_64x64x32x32_64x3x3"
-sizes=1024,4096
-[[ $quick -eq 1 ]] && kernels="matmul_1024,conv2d_64x1x28x28_32x3x3" sizes=1024
-kcounts="1"
-[[ $top != 1 ]] && kcounts="1 $top"
-for t in $kcounts; do
-  step "kernels at $t threads: ember and OpenBLAS (bench_cpu)"
-  # bench_cpu: 2 warm-up runs, then --reps timed ones, ember and OpenBLAS alternating.
-  reps=3
-  [[ $quick -eq 1 ]] && reps=1
-  EMBER_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin/bench_cpu" --threads "$t" --reps "$reps" \
-    --only "$kernels" 2>>"$err" | sed "s/^{/{\"kind\": \"kernel\", /" | keep
-  if [[ $t == "$top" ]]; then
-    step "kernels at $t threads: ember with its own GEMM (EMBER_CPU_GEMM=portable)"
-    EMBER_CPU_GEMM=portable EMBER_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t "$bin/bench_cpu" \
-      --threads "$t" --reps "$reps" --only "$kernels" 2>>"$err" | grep '"impl":"ember"' |
-      sed "s/^{/{\"kind\": \"kernel\", /" | variant portable-gemm
-  fi
-done
-step "kernels: PyTorch"
-"$py" "$here/cpu_scale_torch.py" kernels --threads "$(echo $kcounts | tr ' ' ',')" \
-  --sizes "$sizes" "${mt[@]}" 2>>"$err" | keep
-
-# --- inference ----------------------------------------------------------------------------
-# batch 1 at 1 thread and at the top count, batch 64 at the top count.
-infer_row() {
-  local m="$1" b="$2" ts="$3" cfgs="$4" seqargs=()
-  [[ $m == gpt ]] && seqargs=(--seq 64)
-  step "infer $m batch $b at $ts threads: ember"
-  "$bin/bench_scale" infer --model "$m" --batch "$b" "${seqargs[@]}" --threads "$ts" \
-    "${mt[@]}" 2>>"$err" | keep
-  step "infer $m batch $b at $ts threads: $cfgs"
-  "$py" "$here/cpu_scale_torch.py" infer --model "$m" --batch "$b" --threads "$ts" \
-    --configs "$cfgs" --onnx "$tmp" --compile-threads "$top" "${mt[@]}" 2>>"$err" | keep
-}
-ilat="1"
-[[ $top != 1 ]] && ilat="1,$top"
-for m in mlp cnn resnet gpt; do
-  infer_row "$m" 1 "$ilat" eager,ort
-  infer_row "$m" "$ib" "$top" eager,ort
 done
 
 # --- torch.compile, last: it compiles for tens of seconds per model -------------------------
