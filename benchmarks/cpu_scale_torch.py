@@ -165,8 +165,13 @@ def export_model(name, path, gpt_seq, opset):
     with torch.no_grad():
         try:  # torch >= 2.9 exports through dynamo by default; the TorchScript exporter is asked for
             torch.onnx.export(model, (x,), tmp, dynamo=False, **kw)
-        except TypeError:
+        except TypeError:  # a torch before 2.5 (no dynamo argument): its only exporter
             torch.onnx.export(model, (x,), tmp, **kw)
+        except Exception as e:  # a torch without the TorchScript exporter: dynamo's
+            say(f"export {name}: the TorchScript exporter failed ({type(e).__name__}: "
+                f"{str(e)[:200]}); trying dynamo's")
+            kw["opset_version"] = max(opset, 18)
+            torch.onnx.export(model, (x,), tmp, dynamo=True, **kw)
     os.replace(tmp, path)
     # The import's check (bench_scale infer --batch-from): an input and this model's output.
     with torch.no_grad():
@@ -175,9 +180,16 @@ def export_model(name, path, gpt_seq, opset):
 
 def cmd_export(a):
     os.makedirs(a.dir, exist_ok=True)
+    failed = []
     for name in a.models.split(","):
-        export_model(name, os.path.join(a.dir, f"{name}.onnx"), a.gpt_seq, a.opset)
-        say(f"exported {name} to {a.dir}/{name}.onnx")
+        try:  # one model failing must not cost the others
+            export_model(name, os.path.join(a.dir, f"{name}.onnx"), a.gpt_seq, a.opset)
+            say(f"exported {name} to {a.dir}/{name}.onnx")
+        except Exception as e:
+            say(f"export {name} failed: {type(e).__name__}: {str(e)[:300]}")
+            failed.append(name)
+    if failed:
+        sys.exit(f"cpu_scale_torch: export failed for {', '.join(failed)}")
 
 
 # ---- training ------------------------------------------------------------------------------
