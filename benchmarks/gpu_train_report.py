@@ -54,7 +54,7 @@ def main():
         verdict = ("**met**" if ratio <= GOAL else "**missed**") if ratio else "—"
         table.append(f"| {label} | {fmt(e and e['value'])} (`{e['name'] if e else '—'}`) | "
                      f"{fmt(t and t['value'])} (`{t['name'] if t else '—'}`) | "
-                     f"{fmt(ratio, 2)}× | ≤ {GOAL}×: {verdict} | {extra} |")
+                     f"{fmt(ratio, 2) + '×' if ratio else '—'} | ≤ {GOAL}×: {verdict} | {extra} |")
 
     for model in ("mlp", "cnn"):
         for batch in (64, 1024, 4096):
