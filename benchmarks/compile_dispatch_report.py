@@ -6,7 +6,7 @@ benchmarks/compile_dispatch.sh (each file a run of the script with --out).
 
 One table row per probe and file: the concrete stack's and Dispatch's CPU seconds (user +
 system, what compares on a shared machine), wall seconds and peak compiler memory, and the
-issue's goals for Dispatch.
+issue's goals for Dispatch; LibTorch's row (beside (a)) has one side and no goal.
 """
 import json
 import os
@@ -17,10 +17,14 @@ from results_section import write_section  # noqa: E402
 
 PROBES = {
     "tensor_snippet": ("(a) README tensor snippet", "`Cpu`", 2.0, None),
+    "torch_snippet": ("(a) the same snippet in LibTorch (`<torch/torch.h>`)", "LibTorch", None,
+                      None),
     "model_training": ("(b) mnist's models + a training loop (`model_training.cpp`)",
                        "`Autodiff<Fusion<Cpu>>`", 5.0, 1024),
     "mnist_example": ("(b) `examples/mnist/main.cpp`: the models + the Learner",
                       "`Autodiff<Cpu>`, `Cpu` (49bce02)", 5.0, 1024),
+    "transformer_lm": ("(c) the GPT example's transformer LM + training and generation steps "
+                       "(`transformer_lm.cpp`)", "`Autodiff<Fusion<Cpu>>`", 5.0, 1024),
 }
 
 
@@ -42,9 +46,19 @@ def main():
                 r = json.loads(line)
                 runs[(r["probe"], r["impl"])] = r
         for probe, (label, concrete, goal_s, goal_mb) in PROBES.items():
+            t = runs.get((probe, "libtorch"))
+            if t:  # LibTorch beside (a): no Dispatch side, no goal
+                rows.append(
+                    f"| {label} | {t.get('stack') or concrete} | {t['cpu_s']:.2f} | {t['value']:.1f} "
+                    f"| {t['peak_mb']} | — | — | — | (reference) "
+                    f"| {t.get('commit', '—')}, load {t.get('load', '—')} "
+                    f"| `{os.path.basename(path)}` |")
+                continue
             c, d = runs.get((probe, "concrete")), runs.get((probe, "dispatch"))
             if not c or not d:
                 continue
+            if c.get("stack") and probe == "transformer_lm":
+                concrete = f"`{c['stack']}`"
             rows.append(
                 f"| {label} | {concrete} | {c['cpu_s']:.2f} | {c['value']:.1f} | {c['peak_mb']} "
                 f"| {d['cpu_s']:.2f} | {d['value']:.1f} | {d['peak_mb']} "

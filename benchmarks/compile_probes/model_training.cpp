@@ -2,14 +2,18 @@
 // cross-entropy, backward, an Adam step — on ember::Dispatch (-DPROBE_DISPATCH) or on
 // Autodiff<Fusion<Cpu>> (benchmarks/compile_dispatch.sh). The Learner is not in it: it does not
 // take Dispatch yet.
+#if defined(PROBE_DISPATCH)
+// The modules, losses and optimizers with their Dispatch instances declared extern.
+#include <ember/dispatch/nn.hpp>
+#else
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/optim.hpp>
+#endif
 #include <iostream>
 
 #include "../../examples/mnist/model.hpp"
 #if defined(PROBE_DISPATCH)
-#include <ember/dispatch/dispatch.hpp>
 using B = ember::Dispatch;
 #else
 using B = ember::Autodiff<ember::Fusion<ember::Cpu>>;

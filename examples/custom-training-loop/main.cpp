@@ -6,10 +6,8 @@
 //
 //   custom-training-loop [--epochs N] [--limit N] [--accumulate N] [--backend B] ...
 //                                                                            (see --help)
-#include <ember/dispatch/dispatch.hpp>
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
-#include <ember/optim.hpp>
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+#include <ember/dispatch/nn.hpp>
 
 #include <algorithm>
 #include <charconv>

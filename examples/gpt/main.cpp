@@ -9,10 +9,8 @@
 //   gpt train --backend cuda --devices 0,1,2,3 [--bench] ...     (a replica per GPU)
 //   gpt generate [--artifact-dir DIR] [--prompt S] [--length N] [--temperature X] [--top-k K]
 //                                                                              (see --help)
-#include <ember/dispatch/dispatch.hpp>
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
-#include <ember/optim.hpp>
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+#include <ember/dispatch/nn.hpp>
 #include <ember/record.hpp>
 
 #include <algorithm>

@@ -6,9 +6,8 @@
 //               [--devices N|I,J] ...                                     (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N] [--backend ...]
 //   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
-#include <ember/dispatch/dispatch.hpp>
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+#include <ember/dispatch/nn.hpp>
 #include <ember/record.hpp>
 
 #include <fstream>

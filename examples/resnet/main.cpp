@@ -10,10 +10,8 @@
 // --init-from FILE.pt starts from PyTorch's weights (benchmarks/resnet_torch.py writes them), and
 // --synthetic --batch-from FILE.pt trains on that file's fixed batch: the two together reproduce
 // resnet_torch.py's losses.
-#include <ember/dispatch/dispatch.hpp>
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
-#include <ember/optim.hpp>
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+#include <ember/dispatch/nn.hpp>
 #include <ember/record.hpp>
 #include <ember/record/pytorch.hpp>
 #include <ember/train/learner.hpp>

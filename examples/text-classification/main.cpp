@@ -6,10 +6,8 @@
 //                                                                            (see --help)
 //   text-classification infer [--artifact-dir DIR] [--backend B] [TEXT ...]
 #include <ember/data/text.hpp>
-#include <ember/dispatch/dispatch.hpp>
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
-#include <ember/optim.hpp>
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+#include <ember/dispatch/nn.hpp>
 #include <ember/record.hpp>
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>

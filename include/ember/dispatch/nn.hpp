@@ -1,0 +1,151 @@
+#pragma once
+// A model on ember::Dispatch: ember's tensor layer, modules, losses and optimizers, with their
+// Dispatch instances compiled once in ember_dispatch (src/dispatch/instances_*.cpp) and declared
+// extern here, so a file that writes a model against Dispatch does not compile them again.
+//
+//     #include <ember/dispatch/nn.hpp>   // instead of ember.hpp + nn.hpp + optim.hpp
+//
+// The lists below are X-macros: this header expands them into explicit instantiation
+// declarations (`extern template`), the library's sources into the matching definitions, so the
+// two cannot drift apart. What is not in them (a module's forward at a rank not listed, a
+// user's own model, the optimizer's walk over the model's fields) is instantiated in the user's
+// file as before; the generic `Tensor<B>` path of the other backends is unchanged.
+#include "../ember.hpp"
+#include "../nn.hpp"
+#include "../optim.hpp"
+#include "dispatch.hpp"
+
+// The lists keep their hand layout (one entry or group a line).
+// clang-format off
+// The tensor classes: every member of Tensor<Dispatch, D, K> for the ranks models use, and the
+// modules' parameters. Not rank
+// 1 nor Bool: an explicit instantiation of the class instantiates every member whose
+// constraints hold, and a few members there (pad, tril, var) are rank- or kind-checked by a
+// static_assert in their body instead; those tensors are instantiated where they are used.
+#define EMBER_DISPATCH_TENSOR_TYPES(X)                                                        \
+    X(Tensor<Dispatch, 2, Float>) X(Tensor<Dispatch, 3, Float>) X(Tensor<Dispatch, 4, Float>) \
+    X(Tensor<Dispatch, 5, Float>) X(Tensor<Dispatch, 2, Int>) X(Tensor<Dispatch, 3, Int>)     \
+    X(Tensor<Dispatch, 4, Int>) X(Param<Tensor<Dispatch, 1>>) X(Param<Tensor<Dispatch, 2>>)   \
+    X(Param<Tensor<Dispatch, 3>>) X(Param<Tensor<Dispatch, 4>>)
+
+// The modules with parameters (every member) and the losses with state.
+#define EMBER_DISPATCH_MODULE_TYPES(X)                                                          \
+    X(nn::Linear<Dispatch>) X(nn::Conv1d<Dispatch>) X(nn::Conv2d<Dispatch>)                     \
+    X(nn::ConvTranspose2d<Dispatch>) X(nn::Embedding<Dispatch>) X(nn::BatchNorm<Dispatch>)      \
+    X(nn::LayerNorm<Dispatch>) X(nn::GroupNorm<Dispatch>) X(nn::RmsNorm<Dispatch>)              \
+    X(nn::MultiHeadAttention<Dispatch>) X(nn::PositionWiseFeedForward<Dispatch>)                \
+    X(nn::TransformerEncoderLayer<Dispatch>) X(nn::TransformerEncoder<Dispatch>)                \
+    X(nn::Lstm<Dispatch>) X(nn::Gru<Dispatch>) X(nn::loss::CrossEntropyLoss<Dispatch>)          \
+    X(nn::loss::BinaryCrossEntropyLoss<Dispatch>)
+
+// Function templates: the configs' init, the modules' forward at the ranks models use, the
+// stateless modules, the initializer and the optimizers' per-tensor steps.
+#define EMBER_DISPATCH_CONFIG_INIT(X, Module)                                           \
+    X(nn::Module<Dispatch> nn::Module##Config::init<Dispatch>(const Device<Dispatch>&) const)
+#define EMBER_DISPATCH_MEMBER_FORWARD(X, Module, D)                                      \
+    X(Tensor<Dispatch, D> nn::Module<Dispatch>::forward<D>(const Tensor<Dispatch, D>&) const)
+#define EMBER_DISPATCH_STATELESS_FORWARD(X, Module, D)                                   \
+    X(Tensor<Dispatch, D> nn::Module::forward<Dispatch, D>(Tensor<Dispatch, D>) const)
+#define EMBER_DISPATCH_STATELESS_FORWARDS(X, Module)                                     \
+    EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 2)                                       \
+    EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 3)                                       \
+    EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 4)
+#define EMBER_DISPATCH_POOL_FORWARD(X, Module, D)                                        \
+    X(Tensor<Dispatch, D> nn::Module::forward<Dispatch>(const Tensor<Dispatch, D>&) const)
+// The functional Linear the module calls.
+#define EMBER_DISPATCH_FUNCTIONAL_LINEAR(X, D)                                             \
+    X(Tensor<Dispatch, D> module::linear<Dispatch, D>(                                     \
+        const Tensor<Dispatch, D>&, const Tensor<Dispatch, 2>&, const OptionalTensor<Dispatch, 1>&))
+// The int8 paths of Linear and Conv2d, which their forwards reach.
+#define EMBER_DISPATCH_QUANT_LINEAR(X, D)                                                  \
+    X(Tensor<Dispatch, D> quant::detail::linear<Dispatch, D>(                              \
+        const Tensor<Dispatch, D>&, const quant::QuantizedParam<Dispatch, 2>&,             \
+        const std::optional<Tensor<Dispatch, 1>>&))
+#define EMBER_DISPATCH_INITIALIZER(X, D)                                                   \
+    X(Param<Tensor<Dispatch, D>> nn::Initializer::init<Dispatch, D>(                       \
+        const Shape&, const Device<Dispatch>&, std::optional<std::size_t>,                 \
+        std::optional<std::size_t>) const)
+#define EMBER_DISPATCH_OPTIM_STEP(X, Optim, D)                                             \
+    X(std::pair<Tensor<Dispatch, D>, std::optional<optim::Optim::State<Dispatch, D>>>      \
+          optim::Optim::step<Dispatch, D>(double, Tensor<Dispatch, D>, Tensor<Dispatch, D>, \
+                                         std::optional<optim::Optim::State<Dispatch, D>>) const)
+#define EMBER_DISPATCH_OPTIM_STEPS(X, Optim)                                             \
+    EMBER_DISPATCH_OPTIM_STEP(X, Optim, 1)                                               \
+    EMBER_DISPATCH_OPTIM_STEP(X, Optim, 2)                                               \
+    EMBER_DISPATCH_OPTIM_STEP(X, Optim, 3) EMBER_DISPATCH_OPTIM_STEP(X, Optim, 4)
+
+#define EMBER_DISPATCH_NN_FUNCTIONS(X)                                                     \
+    EMBER_DISPATCH_CONFIG_INIT(X, Linear)                                                  \
+    EMBER_DISPATCH_CONFIG_INIT(X, Conv1d)                                                  \
+    EMBER_DISPATCH_CONFIG_INIT(X, Conv2d)                                                  \
+    EMBER_DISPATCH_CONFIG_INIT(X, ConvTranspose2d)                                         \
+    EMBER_DISPATCH_CONFIG_INIT(X, Embedding)                                               \
+    EMBER_DISPATCH_CONFIG_INIT(X, BatchNorm)                                               \
+    EMBER_DISPATCH_CONFIG_INIT(X, LayerNorm)                                               \
+    EMBER_DISPATCH_CONFIG_INIT(X, GroupNorm)                                               \
+    EMBER_DISPATCH_CONFIG_INIT(X, RmsNorm)                                                 \
+    EMBER_DISPATCH_CONFIG_INIT(X, MultiHeadAttention)                                      \
+    EMBER_DISPATCH_CONFIG_INIT(X, PositionWiseFeedForward)                                 \
+    EMBER_DISPATCH_CONFIG_INIT(X, TransformerEncoder)                                      \
+    EMBER_DISPATCH_CONFIG_INIT(X, Lstm)                                                    \
+    EMBER_DISPATCH_CONFIG_INIT(X, Gru)                                                     \
+    EMBER_DISPATCH_CONFIG_INIT(X, loss::CrossEntropyLoss)                                  \
+    EMBER_DISPATCH_CONFIG_INIT(X, loss::BinaryCrossEntropyLoss)                            \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 1)                                            \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 2)                                            \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 3)                                            \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 4)                                            \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 3)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 4)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 3)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 4)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 2)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 3)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 4)                                         \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, RmsNorm, 2)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, RmsNorm, 3)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, PositionWiseFeedForward, 2)                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, PositionWiseFeedForward, 3)                           \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, Relu)                                             \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, Gelu)                                             \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, Dropout)                                          \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, Sigmoid)                                          \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, Tanh)                                             \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, SiLU)                                             \
+    EMBER_DISPATCH_STATELESS_FORWARDS(X, LeakyRelu)                                        \
+    EMBER_DISPATCH_POOL_FORWARD(X, MaxPool2d, 4)                                           \
+    EMBER_DISPATCH_POOL_FORWARD(X, AvgPool2d, 4)                                           \
+    EMBER_DISPATCH_POOL_FORWARD(X, AdaptiveAvgPool2d, 4)                                   \
+    EMBER_DISPATCH_FUNCTIONAL_LINEAR(X, 2)                                                 \
+    EMBER_DISPATCH_FUNCTIONAL_LINEAR(X, 3)                                                 \
+    EMBER_DISPATCH_FUNCTIONAL_LINEAR(X, 4)                                                 \
+    EMBER_DISPATCH_QUANT_LINEAR(X, 2)                                                      \
+    EMBER_DISPATCH_QUANT_LINEAR(X, 3)                                                      \
+    X(Tensor<Dispatch, 4> quant::detail::conv2d<Dispatch>(                                 \
+        const Tensor<Dispatch, 4>&, const quant::QuantizedParam<Dispatch, 4>&,             \
+        const std::optional<Tensor<Dispatch, 1>>&, const ConvOptions<2>&))                 \
+    EMBER_DISPATCH_INITIALIZER(X, 1)                                                       \
+    EMBER_DISPATCH_INITIALIZER(X, 2)                                                       \
+    EMBER_DISPATCH_INITIALIZER(X, 3)                                                       \
+    EMBER_DISPATCH_INITIALIZER(X, 4)
+
+#define EMBER_DISPATCH_OPTIM_FUNCTIONS(X)                                                  \
+    EMBER_DISPATCH_OPTIM_STEPS(X, Adam)                                                    \
+    EMBER_DISPATCH_OPTIM_STEPS(X, AdamW)                                                   \
+    EMBER_DISPATCH_OPTIM_STEPS(X, Sgd)
+
+// clang-format on
+
+// The declarations; src/dispatch/instances_*.cpp define EMBER_DISPATCH_INSTANTIATING to expand
+// the same lists into the definitions instead.
+#if !defined(EMBER_DISPATCH_INSTANTIATING)
+#define EMBER_DISPATCH_EXTERN_CLASS(...) extern template class __VA_ARGS__;
+#define EMBER_DISPATCH_EXTERN_STRUCT(...) extern template struct __VA_ARGS__;
+#define EMBER_DISPATCH_EXTERN_FUNCTION(...) extern template __VA_ARGS__;
+namespace ember {
+EMBER_DISPATCH_TENSOR_TYPES(EMBER_DISPATCH_EXTERN_CLASS)
+EMBER_DISPATCH_MODULE_TYPES(EMBER_DISPATCH_EXTERN_STRUCT)
+EMBER_DISPATCH_NN_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
+EMBER_DISPATCH_OPTIM_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
+}  // namespace ember
+#endif
