@@ -60,12 +60,14 @@ for probe in $probes; do
       continue
     fi
     impls=libtorch
+    torch_version=$(dpkg-query -W -f '${Version}' libtorch-dev 2>/dev/null || echo unknown)
   fi
   for impl in $impls; do
     flags=(-std=c++20 -O2 -I include)
     stack=""
     case $probe in
       tensor_snippet) stack="Cpu" ;;
+      torch_snippet) stack="LibTorch $torch_version" ;;
       model_training) stack="Autodiff<Fusion<Cpu>>" ;;
       mnist_example) stack="Autodiff<Cpu>, Cpu (49bce02)" ;;
       transformer_lm)

@@ -10,6 +10,7 @@
 using ember::Dispatch;
 using ember::Tensor;
 using ember::TensorData;
+using ember::test::check_close;
 using Dev = ember::Device<Dispatch>;
 namespace nn = ember::nn;
 
