@@ -17,15 +17,14 @@
 
 // The lists keep their hand layout (one entry or group a line).
 // clang-format off
-// The tensor classes: every member of Tensor<Dispatch, D, K> for the ranks models use, and the
-// modules' parameters. Not rank
-// 1 nor Bool: an explicit instantiation of the class instantiates every member whose
-// constraints hold, and a few members there (pad, tril, var) are rank- or kind-checked by a
-// static_assert in their body instead; those tensors are instantiated where they are used.
+// The tensor classes: every member of Tensor<Dispatch, D> for the ranks models use, and the
+// modules' parameters. Not rank 1, nor int or bool tensors: an explicit instantiation of the
+// class instantiates every member whose constraints hold, and a few members there (pad, tril,
+// var, matmul under autocast) are rank- or kind-checked in their bodies instead; those tensors
+// are instantiated where they are used.
 #define EMBER_DISPATCH_TENSOR_TYPES(X)                                                        \
     X(Tensor<Dispatch, 2, Float>) X(Tensor<Dispatch, 3, Float>) X(Tensor<Dispatch, 4, Float>) \
-    X(Tensor<Dispatch, 5, Float>) X(Tensor<Dispatch, 2, Int>) X(Tensor<Dispatch, 3, Int>)     \
-    X(Tensor<Dispatch, 4, Int>) X(Param<Tensor<Dispatch, 1>>) X(Param<Tensor<Dispatch, 2>>)   \
+    X(Tensor<Dispatch, 5, Float>) X(Param<Tensor<Dispatch, 1>>) X(Param<Tensor<Dispatch, 2>>) \
     X(Param<Tensor<Dispatch, 3>>) X(Param<Tensor<Dispatch, 4>>)
 
 // The modules with parameters (every member) and the losses with state.
