@@ -17,17 +17,17 @@
 
 // The lists keep their hand layout (one entry or group a line).
 // clang-format off
-// The tensor classes: every member of Tensor<Dispatch, D> for the ranks models use, and the
-// modules' parameters. Not rank 1, nor int or bool tensors: an explicit instantiation of the
-// class instantiates every member whose constraints hold, and a few members there (pad, tril,
-// var, matmul under autocast) are rank- or kind-checked in their bodies instead; those tensors
-// are instantiated where they are used.
+/// The tensor classes: every member of Tensor<Dispatch, D> for the ranks models use, and the
+/// modules' parameters. Not rank 1, nor int or bool tensors: an explicit instantiation of the
+/// class instantiates every member whose constraints hold, and a few members there (pad, tril,
+/// var, matmul under autocast) are rank- or kind-checked in their bodies instead; those tensors
+/// are instantiated where they are used.
 #define EMBER_DISPATCH_TENSOR_TYPES(X)                                                        \
     X(Tensor<Dispatch, 2, Float>) X(Tensor<Dispatch, 3, Float>) X(Tensor<Dispatch, 4, Float>) \
     X(Tensor<Dispatch, 5, Float>) X(Param<Tensor<Dispatch, 1>>) X(Param<Tensor<Dispatch, 2>>) \
     X(Param<Tensor<Dispatch, 3>>) X(Param<Tensor<Dispatch, 4>>)
 
-// The modules with parameters (every member) and the losses with state.
+/// The modules with parameters (every member) and the losses with state.
 #define EMBER_DISPATCH_MODULE_TYPES(X)                                                          \
     X(nn::Linear<Dispatch>) X(nn::Conv1d<Dispatch>) X(nn::Conv2d<Dispatch>)                     \
     X(nn::ConvTranspose2d<Dispatch>) X(nn::Embedding<Dispatch>) X(nn::BatchNorm<Dispatch>)      \
@@ -39,40 +39,49 @@
 
 // Function templates: the configs' init, the modules' forward at the ranks models use, the
 // stateless modules, the initializer and the optimizers' per-tensor steps.
+/// X applied to `Module##Config::init<Dispatch>`.
 #define EMBER_DISPATCH_CONFIG_INIT(X, Module)                                           \
     X(nn::Module<Dispatch> nn::Module##Config::init<Dispatch>(const Device<Dispatch>&) const)
+/// X applied to a module's `forward<D>` on Dispatch.
 #define EMBER_DISPATCH_MEMBER_FORWARD(X, Module, D)                                      \
     X(Tensor<Dispatch, D> nn::Module<Dispatch>::forward<D>(const Tensor<Dispatch, D>&) const)
+/// X applied to a stateless module's `forward<Dispatch, D>`.
 #define EMBER_DISPATCH_STATELESS_FORWARD(X, Module, D)                                   \
     X(Tensor<Dispatch, D> nn::Module::forward<Dispatch, D>(Tensor<Dispatch, D>) const)
+/// The stateless module's forwards at ranks 2-4.
 #define EMBER_DISPATCH_STATELESS_FORWARDS(X, Module)                                     \
     EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 2)                                       \
     EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 3)                                       \
     EMBER_DISPATCH_STATELESS_FORWARD(X, Module, 4)
+/// X applied to a pooling module's `forward<Dispatch>`.
 #define EMBER_DISPATCH_POOL_FORWARD(X, Module, D)                                        \
     X(Tensor<Dispatch, D> nn::Module::forward<Dispatch>(const Tensor<Dispatch, D>&) const)
-// The functional Linear the module calls.
+/// The functional Linear the module calls.
 #define EMBER_DISPATCH_FUNCTIONAL_LINEAR(X, D)                                             \
     X(Tensor<Dispatch, D> module::linear<Dispatch, D>(                                     \
         const Tensor<Dispatch, D>&, const Tensor<Dispatch, 2>&, const OptionalTensor<Dispatch, 1>&))
-// The int8 paths of Linear and Conv2d, which their forwards reach.
+/// The int8 paths of Linear and Conv2d, which their forwards reach.
 #define EMBER_DISPATCH_QUANT_LINEAR(X, D)                                                  \
     X(Tensor<Dispatch, D> quant::detail::linear<Dispatch, D>(                              \
         const Tensor<Dispatch, D>&, const quant::QuantizedParam<Dispatch, 2>&,             \
         const std::optional<Tensor<Dispatch, 1>>&))
+/// X applied to `Initializer::init<Dispatch, D>`.
 #define EMBER_DISPATCH_INITIALIZER(X, D)                                                   \
     X(Param<Tensor<Dispatch, D>> nn::Initializer::init<Dispatch, D>(                       \
         const Shape&, const Device<Dispatch>&, std::optional<std::size_t>,                 \
         std::optional<std::size_t>) const)
+/// X applied to an optimizer's per-tensor `step<Dispatch, D>`.
 #define EMBER_DISPATCH_OPTIM_STEP(X, Optim, D)                                             \
     X(std::pair<Tensor<Dispatch, D>, std::optional<optim::Optim::State<Dispatch, D>>>      \
           optim::Optim::step<Dispatch, D>(double, Tensor<Dispatch, D>, Tensor<Dispatch, D>, \
                                          std::optional<optim::Optim::State<Dispatch, D>>) const)
+/// The optimizer's steps at ranks 1-4.
 #define EMBER_DISPATCH_OPTIM_STEPS(X, Optim)                                             \
     EMBER_DISPATCH_OPTIM_STEP(X, Optim, 1)                                               \
     EMBER_DISPATCH_OPTIM_STEP(X, Optim, 2)                                               \
     EMBER_DISPATCH_OPTIM_STEP(X, Optim, 3) EMBER_DISPATCH_OPTIM_STEP(X, Optim, 4)
 
+/// The function templates of the modules, losses and initializer.
 #define EMBER_DISPATCH_NN_FUNCTIONS(X)                                                     \
     EMBER_DISPATCH_CONFIG_INIT(X, Linear)                                                  \
     EMBER_DISPATCH_CONFIG_INIT(X, Conv1d)                                                  \
@@ -128,6 +137,7 @@
     EMBER_DISPATCH_INITIALIZER(X, 3)                                                       \
     EMBER_DISPATCH_INITIALIZER(X, 4)
 
+/// The optimizers' per-tensor steps.
 #define EMBER_DISPATCH_OPTIM_FUNCTIONS(X)                                                  \
     EMBER_DISPATCH_OPTIM_STEPS(X, Adam)                                                    \
     EMBER_DISPATCH_OPTIM_STEPS(X, AdamW)                                                   \
@@ -138,8 +148,11 @@
 // The declarations; src/dispatch/instances_*.cpp define EMBER_DISPATCH_INSTANTIATING to expand
 // the same lists into the definitions instead.
 #if !defined(EMBER_DISPATCH_INSTANTIATING)
+/// An explicit instantiation declaration of a class.
 #define EMBER_DISPATCH_EXTERN_CLASS(...) extern template class __VA_ARGS__;
+/// An explicit instantiation declaration of a struct.
 #define EMBER_DISPATCH_EXTERN_STRUCT(...) extern template struct __VA_ARGS__;
+/// An explicit instantiation declaration of a function.
 #define EMBER_DISPATCH_EXTERN_FUNCTION(...) extern template __VA_ARGS__;
 namespace ember {
 EMBER_DISPATCH_TENSOR_TYPES(EMBER_DISPATCH_EXTERN_CLASS)
