@@ -10,6 +10,7 @@
 #include <ember/backend/cpu.hpp>
 #include <ember/backend/cuda.hpp>
 #include <ember/backend/cuda_attention.hpp>
+#include <ember/backend/cudnn.hpp>
 #include <ember/backend/vulkan.hpp>
 #include <ember/collective/collective.hpp>
 #include <ember/collective/gradients.hpp>
@@ -28,6 +29,7 @@
 #include <ember/dispatch/dispatch.hpp>
 #include <ember/dispatch/ops.hpp>
 #include <ember/ember.hpp>
+#include <ember/export.hpp>
 #include <ember/fusion/attention.hpp>
 #include <ember/fusion/fusion.hpp>
 #include <ember/module/config.hpp>
@@ -41,6 +43,7 @@
 #include <ember/nn/attention.hpp>
 #include <ember/nn/conv.hpp>
 #include <ember/nn/conv_transpose.hpp>
+#include <ember/nn/cross_attention.hpp>
 #include <ember/nn/dropout.hpp>
 #include <ember/nn/embedding.hpp>
 #include <ember/nn/initializer.hpp>
@@ -54,9 +57,12 @@
 #include <ember/nn/norm.hpp>
 #include <ember/nn/padding.hpp>
 #include <ember/nn/pool.hpp>
+#include <ember/nn/pool3d.hpp>
 #include <ember/nn/positional.hpp>
 #include <ember/nn/rnn.hpp>
+#include <ember/nn/rnn_elman.hpp>
 #include <ember/nn/transformer.hpp>
+#include <ember/nn/utility.hpp>
 #include <ember/optim.hpp>
 #include <ember/optim/accumulator.hpp>
 #include <ember/optim/adagrad.hpp>
@@ -86,13 +92,16 @@
 #include <ember/record/value.hpp>
 #include <ember/stacks.hpp>
 #include <ember/stacks/cuda_graph.hpp>
+#include <ember/stacks/step_graph.hpp>
 #include <ember/stacks/vulkan_autodiff.hpp>
 #include <ember/stacks/vulkan_fusion.hpp>
+#include <ember/stacks/vulkan_graph.hpp>
 #include <ember/tensor/activation.hpp>
 #include <ember/tensor/attention.hpp>
 #include <ember/tensor/autocast.hpp>
 #include <ember/tensor/backend.hpp>
 #include <ember/tensor/check.hpp>
+#include <ember/tensor/composed.hpp>
 #include <ember/tensor/data.hpp>
 #include <ember/tensor/display.hpp>
 #include <ember/tensor/distribution.hpp>
@@ -101,10 +110,13 @@
 #include <ember/tensor/fusion_check.hpp>
 #include <ember/tensor/fusion_program.hpp>
 #include <ember/tensor/kind.hpp>
+#include <ember/tensor/linalg.hpp>
 #include <ember/tensor/module_ops.hpp>
+#include <ember/tensor/module_ops_composed.hpp>
 #include <ember/tensor/ops.hpp>
 #include <ember/tensor/quant_primitive.hpp>
 #include <ember/tensor/quant_scheme.hpp>
+#include <ember/tensor/sampling.hpp>
 #include <ember/tensor/shape.hpp>
 #include <ember/tensor/strided.hpp>
 #include <ember/tensor/tensor.hpp>
@@ -121,6 +133,7 @@
 #include <ember/train/plain_renderer.hpp>
 #include <ember/train/ranking_metrics.hpp>
 #include <ember/train/renderer.hpp>
+#include <ember/train/report.hpp>
 #include <ember/train/text_metrics.hpp>
 #include <ember/train/vision_metrics.hpp>
 
