@@ -37,8 +37,11 @@ const std::vector<ParamName> kAffine{{"gamma", "weight"}, {"beta", "bias"}};
 // ---- BatchNorm -----------------------------------------------------------------------------
 
 namespace {
-template <std::size_t D>
+// One fixture case on the autodiff stack `B` (the CPU's composed BatchNorm, or CUDA's kernels).
+template <typename B, std::size_t D>
 void batchnorm_case(const std::string& name) {
+    using AD = B;
+    using Inner = ember::InnerBackend<B>;
     auto f = fx(name);
     const std::size_t channels = f.named("weight").shape()[0];
     auto config = nn::BatchNormConfig{channels}
@@ -64,8 +67,8 @@ void batchnorm_case(const std::string& name) {
 
         SECTION("then inference (valid()) uses the running statistics, as torch's eval()") {
             auto inference = model.valid();
-            static_assert(std::is_same_v<decltype(inference), nn::BatchNorm<ember::Cpu>>);
-            auto y = inference.forward(f.named_tensor<ember::Cpu, D>("input3"));
+            static_assert(std::is_same_v<decltype(inference), nn::BatchNorm<Inner>>);
+            auto y = inference.forward(f.named_tensor<Inner, D>("input3"));
             check_close(y.to_data(), f.named("output_eval"));
             // and leaves them alone
             check_close(inference.running_mean.value().to_data(), f.named("running_mean.2"));
@@ -79,20 +82,42 @@ void batchnorm_case(const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("BatchNorm matches torch in training and inference", "[nn][general]") {
+namespace {
+template <typename B>
+void batchnorm_cases() {
     SECTION("[N, C] (BatchNorm1d)") {
-        batchnorm_case<2>("batchnorm_2d_input");
+        batchnorm_case<B, 2>("batchnorm_2d_input");
     }
     SECTION("[N, C, L] (BatchNorm1d)") {
-        batchnorm_case<3>("batchnorm1d");
+        batchnorm_case<B, 3>("batchnorm1d");
     }
     SECTION("[N, C, H, W] (BatchNorm2d)") {
-        batchnorm_case<4>("batchnorm2d");
+        batchnorm_case<B, 4>("batchnorm2d");
     }
     SECTION("momentum 0.3, epsilon 1e-3") {
-        batchnorm_case<4>("batchnorm2d_momentum");
+        batchnorm_case<B, 4>("batchnorm2d_momentum");
     }
 }
+}  // namespace
+
+TEST_CASE("BatchNorm matches torch in training and inference", "[nn][general]") {
+    batchnorm_cases<AD>();
+}
+
+#if defined(EMBER_CUDA)
+// The same cases on CUDA's batch-norm kernels (CudaBackend::float_batch_norm and its backward,
+// the eval kernel for valid()), plain and under Fusion.
+TEMPLATE_TEST_CASE("BatchNorm matches torch on CUDA's fused kernels",
+                   "[nn][general][cuda][batchnorm]", ember::Autodiff<ember::Cuda>,
+                   ember::Autodiff<ember::Fusion<ember::Cuda>>) {
+    if (!ember::cuda::is_available()) {
+        WARN("skipped: no CUDA device");
+        return;
+    }
+    static_assert(ember::BatchNormForwardBackend<TestType>);
+    batchnorm_cases<TestType>();
+}
+#endif
 
 TEST_CASE("BatchNorm defaults, gradients, display and errors", "[nn][general]") {
     auto model = nn::BatchNormConfig{3}.init<AD>();

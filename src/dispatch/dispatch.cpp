@@ -302,4 +302,62 @@ std::array<Dispatch::FT, 3> Dispatch::float_adam_step(FT param, FT grad, FT mome
             std::move(v)};
 }
 
+std::vector<std::array<Dispatch::FT, 3>> Dispatch::float_adam_steps(
+    std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars) {
+    using detail::dispatch::Operand;
+    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "float_adam_steps: ", tensors.size(),
+                " tensor groups but ", scalars.size(), " sets of scalars");
+    if (tensors.empty()) return {};
+    std::vector<FT> all;
+    all.reserve(4 * tensors.size());
+    for (const auto& t : tensors) all.insert(all.end(), t.begin(), t.end());
+    const Device s = detail::dispatch::stack_of("float_adam_steps", {Operand::vector(all, true)});
+    all.clear();
+    if (const auto fused = core_table(s).adam_steps) return fused(s, std::move(tensors), scalars);
+    // One update a tensor, the decay first as the optimizer's per-tensor step applies it.
+    std::vector<std::array<FT, 3>> out;
+    out.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        auto& [p, g, m, v] = tensors[i];
+        const AdamStepsScalars& a = scalars[i];
+        if (a.l2 != 0)
+            g = float_binary(BinaryOp::Add, std::move(g),
+                             float_binary_scalar(BinaryOp::Mul, p, Scalar(a.l2)));
+        if (a.decoupled_decay != 0)
+            p = float_binary_scalar(BinaryOp::Mul, std::move(p),
+                                    Scalar(1 - a.step.lr * a.decoupled_decay));
+        out.push_back(
+            float_adam_step(std::move(p), std::move(g), std::move(m), std::move(v), a.step));
+    }
+    return out;
+}
+
+std::optional<std::array<Dispatch::FT, 5>> Dispatch::float_batch_norm(FT x, FT gamma, FT beta,
+                                                                      FT running_mean,
+                                                                      FT running_var,
+                                                                      const BatchNormScalars& a) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_batch_norm",
+        {Operand::value(x, true), Operand::value(gamma, true), Operand::value(beta, true),
+         Operand::value(running_mean, true), Operand::value(running_var, true)});
+    const auto fused = core_table(s).batch_norm;
+    if (!fused) return std::nullopt;
+    return fused(s, std::move(x), std::move(gamma), std::move(beta), std::move(running_mean),
+                 std::move(running_var), a);
+}
+
+std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean,
+                                                            FT var, double eps) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_batch_norm_eval",
+        {Operand::value(x, true), Operand::value(gamma, true), Operand::value(beta, true),
+         Operand::value(mean, true), Operand::value(var, true)});
+    const auto fused = core_table(s).batch_norm_eval;
+    if (!fused) return std::nullopt;
+    return fused(s, std::move(x), std::move(gamma), std::move(beta), std::move(mean),
+                 std::move(var), eps);
+}
+
 }  // namespace ember

@@ -242,6 +242,19 @@ struct CoreTable {
     std::array<DispatchTensor, 3> (*adam_step)(const Stack&, DispatchTensor, DispatchTensor,
                                                DispatchTensor, DispatchTensor,
                                                const AdamStepScalars&);
+    /// S::float_adam_steps; null where S has none (Dispatch then steps tensor by tensor).
+    std::vector<std::array<DispatchTensor, 3>> (*adam_steps)(
+        const Stack&, std::vector<std::array<DispatchTensor, 4>>,
+        const std::vector<AdamStepsScalars>&);
+    /// S::float_batch_norm; null where S has none (nn::BatchNorm then composes).
+    std::optional<std::array<DispatchTensor, 5>> (*batch_norm)(const Stack&, DispatchTensor,
+                                                               DispatchTensor, DispatchTensor,
+                                                               DispatchTensor, DispatchTensor,
+                                                               const BatchNormScalars&);
+    /// S::float_batch_norm_eval; null where S has none.
+    std::optional<DispatchTensor> (*batch_norm_eval)(const Stack&, DispatchTensor, DispatchTensor,
+                                                     DispatchTensor, DispatchTensor, DispatchTensor,
+                                                     double);
 };
 
 /// The hand-written entries of stack S.
@@ -282,6 +295,50 @@ CoreTable make_core_table(const char* name) {
             return std::array<DispatchTensor, 3>{wrap_float<S>(std::move(p2), s),
                                                  wrap_float<S>(std::move(m2), s),
                                                  wrap_float<S>(std::move(v2), s)};
+        };
+    }
+    if constexpr (requires(std::vector<std::array<typename S::FloatTensorPrimitive, 4>> t,
+                           const std::vector<AdamStepsScalars>& a) { S::float_adam_steps(t, a); }) {
+        c.adam_steps = [](const Stack& s, std::vector<std::array<DispatchTensor, 4>> t,
+                          const std::vector<AdamStepsScalars>& a) {
+            std::vector<std::array<typename S::FloatTensorPrimitive, 4>> in;
+            in.reserve(t.size());
+            for (auto& e : t)
+                in.push_back(
+                    {unwrap_float<S>(std::move(e[0]), s), unwrap_float<S>(std::move(e[1]), s),
+                     unwrap_float<S>(std::move(e[2]), s), unwrap_float<S>(std::move(e[3]), s)});
+            auto r = S::float_adam_steps(std::move(in), a);
+            std::vector<std::array<DispatchTensor, 3>> out;
+            out.reserve(r.size());
+            for (auto& u : r)
+                out.push_back({wrap_float<S>(std::move(u[0]), s), wrap_float<S>(std::move(u[1]), s),
+                               wrap_float<S>(std::move(u[2]), s)});
+            return out;
+        };
+    }
+    if constexpr (BatchNormForwardBackend<S>) {
+        c.batch_norm =
+            [](const Stack& s, DispatchTensor x, DispatchTensor g, DispatchTensor b,
+               DispatchTensor rm, DispatchTensor rv,
+               const BatchNormScalars& a) -> std::optional<std::array<DispatchTensor, 5>> {
+            auto r = S::float_batch_norm(
+                unwrap_float<S>(std::move(x), s), unwrap_float<S>(std::move(g), s),
+                unwrap_float<S>(std::move(b), s), unwrap_float<S>(std::move(rm), s),
+                unwrap_float<S>(std::move(rv), s), a);
+            if (!r) return std::nullopt;
+            std::array<DispatchTensor, 5> out;
+            for (std::size_t i = 0; i < 5; ++i) out[i] = wrap_float<S>(std::move((*r)[i]), s);
+            return out;
+        };
+        c.batch_norm_eval = [](const Stack& s, DispatchTensor x, DispatchTensor g, DispatchTensor b,
+                               DispatchTensor m, DispatchTensor v,
+                               double eps) -> std::optional<DispatchTensor> {
+            auto r = S::float_batch_norm_eval(
+                unwrap_float<S>(std::move(x), s), unwrap_float<S>(std::move(g), s),
+                unwrap_float<S>(std::move(b), s), unwrap_float<S>(std::move(m), s),
+                unwrap_float<S>(std::move(v), s), eps);
+            if (!r) return std::nullopt;
+            return wrap_float<S>(std::move(*r), s);
         };
     }
     if constexpr (AutodiffBackend<S>) {

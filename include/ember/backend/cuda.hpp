@@ -80,6 +80,22 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// updated, written in place into whichever inputs are unique.
     static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
                                              const AdamStepScalars& s);
+    /// float_adam_step over many tensors in one or a few launches (PyTorch's multi-tensor
+    /// Adam): tensors[i] is {param, grad, moment_1, moment_2}, result i {param, m, v}. The
+    /// tensors of a launch are listed in its parameters, so a captured step replays it as is.
+    static std::vector<std::array<FT, 3>> float_adam_steps(
+        std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars);
+    /// Training-mode batch norm of x [N, C, ...] (f32, f64, f16, bf16; statistics in f32, f64
+    /// for f64): {y in x's dtype, the batch mean [C], 1/√(biased var + ε) [C], the running
+    /// mean and (unbiased) variance updated with `s.momentum`}, in three kernels.
+    static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
+                                                             FT running_mean, FT running_var,
+                                                             const BatchNormScalars& s);
+    /// {dx, dgamma, dbeta} of float_batch_norm given dL/dy, from its mean and rstd.
+    static std::array<FT, 3> float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean, FT rstd);
+    /// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel, one kernel.
+    static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
+                                                   double eps);
     static FT float_reduce(ReduceOp op, FT t);
     static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
     static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);

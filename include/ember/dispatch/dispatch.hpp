@@ -109,6 +109,21 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// the same arrangement as the optimizer's composed step.
     static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
                                              const AdamStepScalars& s);
+    /// Adam's multi-tensor update (tensors[i] = {param, grad, moment_1, moment_2}): the stack's
+    /// `float_adam_steps` where it has one (CUDA), else float_adam_step tensor by tensor, the
+    /// decay applied first as the optimizer's composed step does.
+    static std::vector<std::array<FT, 3>> float_adam_steps(
+        std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars);
+
+    // ---- batch norm ----
+    /// Training-mode batch norm on the stack's kernels where it has them (CUDA); nothing
+    /// otherwise, and nn::BatchNorm then composes tensor ops.
+    static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
+                                                             FT running_mean, FT running_var,
+                                                             const BatchNormScalars& s);
+    /// Eval-mode batch norm on the stack's kernel where it has one; nothing otherwise.
+    static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
+                                                   double eps);
 };
 
 static_assert(Backend<Dispatch>);

@@ -72,6 +72,12 @@ struct BatchNorm {
         if (::ember::detail::autocast::current()) [[unlikely]] {
             const DType dt = input.dtype();
             if (dt == DType::F16 || dt == DType::BF16) {
+                if constexpr (BatchNormForwardBackend<B>) {
+                    // The backend's kernels read and write f16/bf16 with f32 statistics and
+                    // arithmetic: the same values as the casts around f32 below, without them.
+                    detail::check_channels(input, gamma.shape()[0], "BatchNorm");
+                    if (auto y = fused_forward(input)) return std::move(*y);
+                }
                 const Autocast off(*autocast_dtype(), false);  // the f32 ops stay f32
                 return forward(input.cast(DType::F32)).cast(dt);
             }
@@ -79,6 +85,11 @@ struct BatchNorm {
         static_assert(D >= 2, "BatchNorm: the input needs a batch and a channel dim");
         const std::size_t channels = gamma.shape()[0];
         detail::check_channels(input, channels, "BatchNorm");
+        if constexpr (BatchNormForwardBackend<B>) {
+            // The backend's own kernels where it has them (CUDA): statistics, normalisation
+            // and the running update in a few launches instead of a transpose and reductions.
+            if (auto y = fused_forward(input)) return std::move(*y);
+        }
         auto [mean, var] = [&]() -> std::pair<Tensor<B, D>, Tensor<B, D>> {
             // Batch statistics where the graph is recorded (training), running ones elsewhere.
             if (ad_enabled<B>(input.device())) {
@@ -108,6 +119,30 @@ struct BatchNorm {
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("num_features", gamma.shape()[0]).add("momentum", momentum).add("epsilon", epsilon);
+    }
+
+  private:
+    // forward on the backend's batch-norm ops; nothing when the backend declines the operands.
+    template <std::size_t D>
+    std::optional<Tensor<B, D>> fused_forward(const Tensor<B, D>& input) const {
+        if (ad_enabled<B>(input.device())) {
+            const std::size_t n = input.shape().num_elements() / gamma.shape()[0];
+            EMBER_CHECK(n > 1, Argument, "BatchNorm: training needs more than one value ",
+                        "per channel, got input of shape ", input.shape().to_string());
+            auto r = B::float_batch_norm(
+                input.primitive(), gamma.val().primitive(), beta.val().primitive(),
+                running_mean.value().detach().primitive(), running_var.value().detach().primitive(),
+                BatchNormScalars{epsilon, momentum});
+            if (!r) return std::nullopt;
+            running_mean.update(Tensor<B, 1>::from_primitive(std::move((*r)[3])));
+            running_var.update(Tensor<B, 1>::from_primitive(std::move((*r)[4])));
+            return Tensor<B, D>::from_primitive(std::move((*r)[0]));
+        }
+        auto y = B::float_batch_norm_eval(input.primitive(), gamma.val().primitive(),
+                                          beta.val().primitive(), running_mean.value().primitive(),
+                                          running_var.value().primitive(), epsilon);
+        if (!y) return std::nullopt;
+        return Tensor<B, D>::from_primitive(std::move(*y));
     }
 };
 

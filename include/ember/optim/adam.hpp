@@ -36,6 +36,13 @@ struct AdaptiveMomentumState {
     EMBER_DETAIL_FIELDS(AdaptiveMomentumState, moment_1, moment_2, time)
 };
 
+/// The fused update's scalars at step count `time` (the corrections 1 − βᵗ).
+inline AdamStepScalars adam_scalars(double beta_1, double beta_2, double epsilon, double lr,
+                                    std::int64_t time) {
+    const double t = double(time);
+    return {beta_1, beta_2, epsilon, lr, 1 - std::pow(beta_1, t), 1 - std::pow(beta_2, t)};
+}
+
 /// The Adam step as tensor ops, for backends without a fused update.
 template <Backend B, std::size_t D>
 std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> composed_adam_step(
@@ -71,9 +78,7 @@ std::pair<Tensor<B, D>, std::optional<AdaptiveMomentumState<B, D>>> adaptive_mom
                   }) {
         // The backend fuses the update into one pass (the CPU backend does).
         const std::int64_t time = state ? state->time + 1 : 1;
-        const double t = double(time);
-        const AdamStepScalars scalars{
-            beta_1, beta_2, epsilon, lr, 1 - std::pow(beta_1, t), 1 - std::pow(beta_2, t)};
+        const AdamStepScalars scalars = adam_scalars(beta_1, beta_2, epsilon, lr, time);
         Tensor<B, D> m = state ? std::move(state->moment_1) : grad.zeros_like();
         Tensor<B, D> v = state ? std::move(state->moment_2) : grad.zeros_like();
         auto [p, m_next, v_next] = B::float_adam_step(
@@ -102,6 +107,12 @@ struct Adam {
     template <Backend B, std::size_t D>
     using State = detail::AdaptiveMomentumState<B, D>;
 
+    /// The scalars of a multi-tensor step (float_adam_steps) at step count `time`: the update
+    /// of `step`, the L2 penalty folded in.
+    AdamStepsScalars adam_steps_scalars(double lr, std::int64_t time) const {
+        return {detail::adam_scalars(beta_1, beta_2, epsilon, lr, time),
+                weight_decay ? weight_decay->penalty : 0.0, 0.0};
+    }
     /// One update of one tensor.
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
@@ -144,6 +155,11 @@ struct AdamW {
     template <Backend B, std::size_t D>
     using State = detail::AdaptiveMomentumState<B, D>;
 
+    /// The scalars of a multi-tensor step (float_adam_steps) at step count `time`: the update
+    /// of `step`, the decoupled decay folded in.
+    AdamStepsScalars adam_steps_scalars(double lr, std::int64_t time) const {
+        return {detail::adam_scalars(beta_1, beta_2, epsilon, lr, time), 0.0, weight_decay};
+    }
     /// One update of one tensor.
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(

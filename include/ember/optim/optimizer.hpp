@@ -12,11 +12,15 @@
 //   std::pair<Tensor<B, D>, std::optional<State<B, D>>>
 //   step(double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
 #include <any>
+#include <array>
 #include <cmath>
+#include <concepts>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "../module/module.hpp"
 #include "detail/state_record.hpp"
@@ -24,6 +28,19 @@
 #include "gradients_params.hpp"
 
 namespace ember::optim {
+
+namespace detail {
+/// An optimizer whose update is Adam's (State is AdaptiveMomentumState: moment_1, moment_2,
+/// time) and can say it as a multi-tensor step's scalars, on a backend B with that step
+/// (`B::float_adam_steps`: CUDA, Fusion<Cuda>, Dispatch).
+template <typename O, typename B>
+concept MultiTensorAdam = requires(const O& o,
+                                   std::vector<std::array<typename B::FloatTensorPrimitive, 4>> t,
+                                   const std::vector<AdamStepsScalars>& s) {
+    { o.adam_steps_scalars(1.0, std::int64_t{1}) } -> std::same_as<AdamStepsScalars>;
+    B::float_adam_steps(t, s);
+};
+}  // namespace detail
 
 /// Updates the parameters of modules of type `M` with the simple optimizer `O`.
 template <typename O, module::Module M>
@@ -59,6 +76,9 @@ class OptimizerAdaptor {
     M step(double lr, M module, GradientsParams grads) {
         EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument, O::name,
                     " step: the learning rate must be non-negative and finite, got ", lr);
+        if constexpr (detail::MultiTensorAdam<O, StateBackend>) {
+            if (multi_tensor_ && on_one_device(module)) return step_multi(lr, module, grads);
+        }
         return module::map(module, [&](std::string_view path, const auto& p) {
             using P = module::detail::Bare<decltype(p)>;
             using T = detail::ParamTraits<P>;
@@ -130,6 +150,14 @@ class OptimizerAdaptor {
             if (e.advance) e.advance(e.state, n);
     }
 
+    /// Whether a step on a backend with a multi-tensor Adam update (CUDA) updates every
+    /// parameter in one or a few launches (the default) rather than one update a parameter.
+    /// Both give the same values; the switch is there to compare them.
+    OptimizerAdaptor& multi_tensor(bool on) {
+        multi_tensor_ = on;
+        return *this;
+    }
+
     /// Number of parameters with a state.
     std::size_t num_states() const { return states_.size(); }
     /// Whether parameter `id` has a state.
@@ -183,8 +211,96 @@ class OptimizerAdaptor {
                   }};
     }
 
+    using Prim = typename StateBackend::FloatTensorPrimitive;
+
+    // Whether every float parameter of `module` lives on one device (the multi-tensor step's
+    // condition; other modules step tensor by tensor).
+    bool on_one_device(const M& module) const {
+        std::optional<Device<StateBackend>> first;
+        bool one = true;
+        module::visit(module, [&](std::string_view, const auto& p) {
+            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+            if constexpr (T::is_float &&
+                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                const auto d = p.val().inner().device();
+                if (!first)
+                    first = d;
+                else if (!(*first == d))
+                    one = false;
+            }
+        });
+        return one;
+    }
+
+    // The step as one multi-tensor update: the parameters with gradients are gathered (clipped,
+    // with their states), updated together by StateBackend::float_adam_steps, and put back.
+    M step_multi(double lr, const M& module, GradientsParams& grads) {
+        struct Item {
+            std::uint64_t id;
+            std::int64_t time;  // after this step
+            void (*put)(OptimizerAdaptor&, std::uint64_t, Prim, Prim, std::int64_t);
+        };
+        std::vector<Item> items;
+        std::vector<std::array<Prim, 4>> tensors;
+        std::vector<AdamStepsScalars> scalars;
+        module::visit(module, [&](std::string_view path, const auto& p) {
+            using P = module::detail::Bare<decltype(p)>;
+            using T = detail::ParamTraits<P>;
+            if constexpr (T::is_float &&
+                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                constexpr std::size_t D = T::rank;
+                if (!p.is_require_grad()) return;
+                auto grad = grads.template remove<StateBackend, D>(p.id());
+                if (!grad) return;
+                const Shape shape = p.shape();
+                EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '",
+                            path, "' has shape ", grad->shape().to_string(),
+                            " but the parameter has shape ", shape.to_string());
+                Tensor<StateBackend, D> g = std::move(*grad);
+                if (clipping_) g = clipping_->clip(std::move(g));
+                auto value = p.val().inner();
+                auto state = take_state<D>(p.id(), path, shape, value.dtype());
+                const std::int64_t time = state ? state->time + 1 : 1;
+                Tensor<StateBackend, D> m = state ? std::move(state->moment_1) : g.zeros_like();
+                Tensor<StateBackend, D> v = state ? std::move(state->moment_2) : g.zeros_like();
+                items.push_back({p.id().value, time,
+                                 [](OptimizerAdaptor& self, std::uint64_t id, Prim m1, Prim m2,
+                                    std::int64_t t) {
+                                     self.put_state<D>(
+                                         ParamId{id},
+                                         State<D>{Tensor<StateBackend, D>::from_primitive(m1),
+                                                  Tensor<StateBackend, D>::from_primitive(m2), t});
+                                 }});
+                tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
+                                   std::move(m).into_primitive(), std::move(v).into_primitive()});
+                scalars.push_back(optim_.adam_steps_scalars(lr, time));
+            }
+        });
+        auto updated = StateBackend::float_adam_steps(std::move(tensors), scalars);
+        std::map<std::uint64_t, Prim> params;
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            auto& [p, m1, m2] = updated[i];
+            items[i].put(*this, items[i].id, std::move(m1), std::move(m2), items[i].time);
+            params.emplace(items[i].id, std::move(p));
+        }
+        return module::map(module, [&](std::string_view, const auto& p) {
+            using P = module::detail::Bare<decltype(p)>;
+            using T = detail::ParamTraits<P>;
+            if constexpr (T::is_float &&
+                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                auto it = params.find(p.id().value);
+                if (it == params.end()) return p;
+                return p.with_value(P::Value::from_inner(
+                    Tensor<StateBackend, T::rank>::from_primitive(std::move(it->second))));
+            } else {
+                return p;
+            }
+        });
+    }
+
     O optim_;
     std::optional<GradientClipping> clipping_;
+    bool multi_tensor_ = true;
     std::map<std::uint64_t, Entry> states_;  // ordered: records list states by id
     std::optional<Device<StateBackend>> device_;
 };

@@ -59,6 +59,40 @@ struct AdamStepScalars {
     double correction_2;  ///< 1 − β₂ᵗ
 };
 
+/// One tensor's part of a multi-tensor Adam step (the optional backend op `float_adam_steps`):
+/// float_adam_step's update, after Adam's L2 penalty (grad + l2·param) or AdamW's decoupled
+/// decay (param·(1 − lr·λ)) folded into the same pass.
+struct AdamStepsScalars {
+    AdamStepScalars step;        ///< the update's scalars (per tensor: step counts may differ)
+    double l2 = 0;               ///< Adam's weight decay: the gradient becomes grad + l2·param
+    double decoupled_decay = 0;  ///< AdamW's λ: param·(1 − lr·λ) before the update
+};
+
+/// Settings of a training-mode batch norm (the optional backend op `float_batch_norm`).
+struct BatchNormScalars {
+    double epsilon;   ///< added to the variance
+    double momentum;  ///< running = (1 − momentum)·running + momentum·batch
+};
+
+/// A backend with fused batch-norm kernels (optional ops, detected at compile time; BatchNorm
+/// composes tensor ops elsewhere):
+///   float_batch_norm(x, gamma, beta, running_mean, running_var, scalars)
+///     → optional {y, batch mean, batch 1/√(var + ε), new running mean, new running var}
+///   float_batch_norm_eval(x, gamma, beta, mean, var, eps) → optional y
+/// Either may return nothing for operands it does not take (the caller then composes).
+template <typename B>
+concept BatchNormForwardBackend = requires(typename B::FloatTensorPrimitive t, BatchNormScalars s) {
+    B::float_batch_norm(t, t, t, t, t, s);
+    B::float_batch_norm_eval(t, t, t, t, t, 0.0);
+};
+/// BatchNormForwardBackend with the gradient kernel Autodiff's rule calls:
+///   float_batch_norm_backward(x, grad, gamma, mean, rstd) → {dx, dgamma, dbeta}.
+template <typename B>
+concept BatchNormBackend = BatchNormForwardBackend<B> &&
+    requires(typename B::FloatTensorPrimitive t) {
+    B::float_batch_norm_backward(t, t, t, t, t);
+};
+
 namespace detail {
 template <std::size_t N>
 constexpr std::array<std::size_t, N> filled_array(std::size_t v) {

@@ -182,4 +182,43 @@ EMBER_AD auto Autodiff<B, C>::float_layer_norm(FT x, std::optional<FT> gamma,
             std::move(m), std::move(rs)};
 }
 
+EMBER_AD auto Autodiff<B, C>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean,
+                                               FT running_var, const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>>
+requires BatchNormBackend<B> {
+    auto out =
+        B::float_batch_norm(x.primitive, gamma.primitive, beta.primitive,
+                            std::move(running_mean.primitive), std::move(running_var.primitive), s);
+    if (!out) return std::nullopt;
+    auto& o = *out;
+    IFT mean = o[1], rstd = o[2];
+    // The statistics and the running state are values, not differentiable outputs.
+    std::array<FT, 5> r{FT{}, from_inner(std::move(o[1])), from_inner(std::move(o[2])),
+                        from_inner(std::move(o[3])), from_inner(std::move(o[4]))};
+    auto rec = record(std::move(o[0]), {&x, &gamma, &beta});
+    if (!rec.node) {
+        r[0] = rec.untracked();
+        return r;
+    }
+    Saved sx = rec.input(x);
+    Saved sg = rec.input(gamma);
+    r[0] = rec.finish([=](Ctx& ctx, IFT g) {
+        auto d = B::float_batch_norm_backward(ctx.get(sx), std::move(g), ctx.get(sg), mean, rstd);
+        for (std::size_t i = 0; i < 3; ++i)
+            if (ctx.needs(i)) ctx.add(i, std::move(d[i]));
+    });
+    return r;
+}
+
+EMBER_AD auto Autodiff<B, C>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
+                                                    double eps) -> std::optional<FT>
+requires BatchNormBackend<B> {
+    if (x.node || gamma.node || beta.node || mean.node || var.node) return std::nullopt;
+    auto y = B::float_batch_norm_eval(std::move(x.primitive), std::move(gamma.primitive),
+                                      std::move(beta.primitive), std::move(mean.primitive),
+                                      std::move(var.primitive), eps);
+    if (!y) return std::nullopt;
+    return from_inner(std::move(*y));
+}
+
 }  // namespace ember

@@ -1,0 +1,82 @@
+// CudaBackend::float_adam_steps: the multi-tensor Adam step (adam_multi.cu). The tensors are
+// checked and prepared as float_adam_step prepares one (f16/bf16 updated in f32 and cast back,
+// non-contiguous ones copied), then grouped by compute dtype and by the scalars a launch
+// shares, and each group is updated in one launch per 28 tensors.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "batch_norm.hpp"
+#include "graph.hpp"
+#include "ops.hpp"
+
+namespace ember {
+namespace k = detail::cuda;
+
+auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
+                                   const std::vector<AdamStepsScalars>& scalars)
+    -> std::vector<std::array<FT, 3>> {
+    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "adam_steps: ", tensors.size(),
+                " tensor groups but ", scalars.size(), " sets of scalars");
+    const std::size_t count = tensors.size();
+    if (count == 0) return {};
+    const int dev = tensors[0][0].device();
+    std::vector<DType> result(count);
+    std::vector<std::array<FT, 3>> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        auto& [p, g, m, v] = tensors[i];
+        EMBER_CHECK(p.shape == g.shape && p.shape == m.shape && p.shape == v.shape, Shape,
+                    "adam_steps: tensor ", i, ": param ", p.shape, ", grad ", g.shape, ", moments ",
+                    m.shape, " and ", v.shape, " must have one shape");
+        EMBER_CHECK(is_float(p.dtype), DType, "adam_steps: tensor ", i,
+                    ": needs float tensors, got ", dtype_name(p.dtype));
+        for (const FT* t : {&p, &g, &m, &v}) k::check_same_device("adam_steps", tensors[0][0], *t);
+        result[i] = p.dtype;
+        const DType cd = k::compute_dtype(p.dtype);
+        for (FT* t : {&p, &g, &m, &v}) *t = k::contiguous(k::cast(std::move(*t), cd));
+    }
+    k::use_device(dev);
+    // Groups of tensors one launch can take: one compute dtype, one set of shared scalars.
+    std::vector<bool> done(count, false);
+    std::vector<k::AdamMultiTensor> group;
+    for (std::size_t first = 0; first < count; ++first) {
+        if (done[first]) continue;
+        const DType cd = tensors[first][0].dtype;
+        const AdamStepsScalars& f = scalars[first];
+        group.clear();
+        for (std::size_t i = first; i < count; ++i) {
+            const AdamStepsScalars& s = scalars[i];
+            if (done[i] || tensors[i][0].dtype != cd || s.step.beta_1 != f.step.beta_1 ||
+                s.step.beta_2 != f.step.beta_2 || s.step.epsilon != f.step.epsilon || s.l2 != f.l2)
+                continue;
+            done[i] = true;
+            auto& [p, g, m, v] = tensors[i];
+            // Inside a captured step the update is in place, as float_adam_step's: the next
+            // replay reads the parameter and moments where this one wrote them.
+            const double* replayed = k::adam_slot(dev, s.step);
+            auto out_of = [&](const FT& t) {
+                if (replayed) return k::reuse(t);
+                return t.is_unique() ? k::reuse(t) : k::empty(t.shape, cd, dev);
+            };
+            out[i] = {out_of(p), out_of(m), out_of(v)};
+            k::AdamMultiTensor e;
+            e.p_out = out[i][0].ptr();
+            e.m_out = out[i][1].ptr();
+            e.v_out = out[i][2].ptr();
+            e.p = p.ptr();
+            e.g = g.ptr();
+            e.m = m.ptr();
+            e.v = v.ptr();
+            e.n = static_cast<std::int64_t>(p.num_elements());
+            e.replayed = replayed;
+            e.s = s;
+            group.push_back(e);
+        }
+        k::launch_adam_multi(cd, group.data(), group.size(), k::stream(dev));
+    }
+    for (std::size_t i = 0; i < count; ++i)
+        for (auto& t : out[i]) t = k::cast(std::move(t), result[i]);
+    return out;
+}
+
+}  // namespace ember

@@ -1,0 +1,381 @@
+// Batch norm over contiguous [N, C, HW] data, in three kernels each way:
+//   forward:  partial sums per (channel, split of N) → per-channel statistics and the running
+//             update (one thread a channel) → y, elementwise;
+//   backward: partial Σdy and Σdy·(x − mean) → dgamma, dbeta and dx's per-channel
+//             coefficients → dx, elementwise.
+// The sums are of x − s_c, s_c being the channel's first value: the variance Σ(x − s)²/M −
+// (Σ(x − s)/M)² then loses no more precision than the data's spread around its mean (the plain
+// Σx² form cancels catastrophically when the mean is large). f16/bf16 data is read and written
+// in its own type, with f32 statistics.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "batch_norm.hpp"
+#include "device.cuh"
+
+namespace ember::detail::cuda {
+namespace {
+
+constexpr int kBnThreads = 256;
+
+/// Four consecutive elements, loaded and stored as one access.
+template <typename T>
+struct alignas(4 * sizeof(T)) Quad {
+    T v[4];
+};
+
+template <typename A, typename T>
+__device__ __forceinline__ A to_acc(T v) {
+    return static_cast<A>(static_cast<float>(v));
+}
+template <>
+__device__ __forceinline__ double to_acc<double, double>(double v) {
+    return v;
+}
+template <typename T, typename A>
+__device__ __forceinline__ T from_acc(A v) {
+    return T(static_cast<float>(v));
+}
+template <>
+__device__ __forceinline__ double from_acc<double, double>(double v) {
+    return v;
+}
+
+template <typename A>
+__device__ __forceinline__ A inv_sqrt(A v) {
+    return A(1) / sqrt(v);
+}
+
+/// Sums a and b over the block; thread 0 gets the totals.
+template <typename A>
+__device__ __forceinline__ void block_sum2(A& a, A& b) {
+    __shared__ A sa[32], sb[32];
+    for (int d = 16; d > 0; d /= 2) {
+        a += __shfl_xor_sync(0xffffffffu, a, d);
+        b += __shfl_xor_sync(0xffffffffu, b, d);
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) {
+        sa[warp] = a;
+        sb[warp] = b;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const int warps = blockDim.x / 32;
+        a = lane < warps ? sa[lane] : A(0);
+        b = lane < warps ? sb[lane] : A(0);
+        for (int d = 16; d > 0; d /= 2) {
+            a += __shfl_xor_sync(0xffffffffu, a, d);
+            b += __shfl_xor_sync(0xffffffffu, b, d);
+        }
+    }
+}
+
+/// The samples [n0, n1) of split `sp` out of `splits`.
+__device__ __forceinline__ void split_range(std::int64_t n, int sp, int splits, std::int64_t& n0,
+                                            std::int64_t& n1) {
+    n0 = n * sp / splits;
+    n1 = n * (sp + 1) / splits;
+}
+
+/// Calls f(value, index) for the elements of channel `c` in samples [n0, n1), spread over the
+/// block's threads (`index` is the element's offset in x).
+template <bool V, typename T, typename F>
+__device__ __forceinline__ void for_channel(const T* x, const BatchNormShape& g, std::int64_t c,
+                                            std::int64_t n0, std::int64_t n1, F&& f) {
+    if constexpr (V) {
+        const auto q = static_cast<std::uint32_t>(g.hw / 4);
+        const auto len = static_cast<std::uint32_t>((n1 - n0) * q);
+        for (std::uint32_t e = threadIdx.x; e < len; e += blockDim.x) {
+            const std::int64_t off = ((n0 + e / q) * g.c + c) * g.hw + 4 * (e % q);
+            const Quad<T> v = *reinterpret_cast<const Quad<T>*>(x + off);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) f(v.v[k], off + k);
+        }
+    } else {
+        const auto q = static_cast<std::uint32_t>(g.hw);
+        const auto len = static_cast<std::uint32_t>((n1 - n0) * q);
+        for (std::uint32_t e = threadIdx.x; e < len; e += blockDim.x) {
+            const std::int64_t off = ((n0 + e / q) * g.c + c) * g.hw + e % q;
+            f(x[off], off);
+        }
+    }
+}
+
+// grid (c, splits): Σ(x − s_c) and Σ(x − s_c)² of one channel's share.
+template <bool V, typename T, typename A>
+__global__ void bn_stats_kernel(BatchNormShape g, const T* x, A* part) {
+    const std::int64_t c = blockIdx.x;
+    const int sp = static_cast<int>(blockIdx.y);
+    std::int64_t n0, n1;
+    split_range(g.n, sp, g.splits, n0, n1);
+    const A shift = to_acc<A>(x[c * g.hw]);
+    A s1 = 0, s2 = 0;
+    for_channel<V>(x, g, c, n0, n1, [&](T v, std::int64_t) {
+        const A d = to_acc<A>(v) - shift;
+        s1 += d;
+        s2 += d * d;
+    });
+    block_sum2(s1, s2);
+    if (threadIdx.x == 0) {
+        part[2 * (c * g.splits + sp)] = s1;
+        part[2 * (c * g.splits + sp) + 1] = s2;
+    }
+}
+
+// One thread a channel: the statistics, the running update, from the partial sums.
+template <typename T, typename A>
+__global__ void bn_stats_final_kernel(BatchNormShape g, const T* x, const A* part, A eps,
+                                      A momentum, const A* rm, const A* rv, A* mean, A* rstd,
+                                      A* rm_out, A* rv_out) {
+    const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    if (c >= g.c) return;
+    A s1 = 0, s2 = 0;
+    for (int sp = 0; sp < g.splits; ++sp) {
+        s1 += part[2 * (c * g.splits + sp)];
+        s2 += part[2 * (c * g.splits + sp) + 1];
+    }
+    const A count = static_cast<A>(g.n * g.hw);
+    const A d = s1 / count;
+    A var = s2 / count - d * d;
+    if (var < A(0)) var = A(0);
+    const A m = to_acc<A>(x[c * g.hw]) + d;
+    mean[c] = m;
+    rstd[c] = inv_sqrt(var + eps);
+    // As the composed update: running·(1 − momentum) + batch·momentum, the variance unbiased.
+    const A unbias = count / (count - A(1));
+    rm_out[c] = rm[c] * (A(1) - momentum) + m * momentum;
+    rv_out[c] = rv[c] * (A(1) - momentum) + var * (unbias * momentum);
+}
+
+// y = (x − mean)·(rstd·gamma) + beta; with `var`, rstd is 1/√(var + eps) (eval mode).
+template <bool V, typename T, typename A>
+__global__ void bn_apply_kernel(BatchNormShape g, const T* x, const A* mean, const A* scale,
+                                bool var, A eps, const A* gamma, const A* beta, T* y) {
+    const std::int64_t total = g.n * g.c * g.hw;
+    const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+    auto coef = [&](std::int64_t c, A& m, A& k, A& b) {
+        m = mean[c];
+        k = (var ? inv_sqrt(scale[c] + eps) : scale[c]) * gamma[c];
+        b = beta[c];
+    };
+    if constexpr (V) {
+        for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+             4 * i < total; i += step) {
+            A m, k, b;
+            coef((4 * i / g.hw) % g.c, m, k, b);
+            const Quad<T> v = reinterpret_cast<const Quad<T>*>(x)[i];
+            Quad<T> o;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) o.v[j] = from_acc<T>((to_acc<A>(v.v[j]) - m) * k + b);
+            reinterpret_cast<Quad<T>*>(y)[i] = o;
+        }
+    } else {
+        for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+             i < total; i += step) {
+            A m, k, b;
+            coef((i / g.hw) % g.c, m, k, b);
+            y[i] = from_acc<T>((to_acc<A>(x[i]) - m) * k + b);
+        }
+    }
+}
+
+// grid (c, splits): Σdy and Σdy·(x − mean) of one channel's share.
+template <bool V, typename T, typename A>
+__global__ void bn_grad_stats_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                     A* part) {
+    const std::int64_t c = blockIdx.x;
+    const int sp = static_cast<int>(blockIdx.y);
+    std::int64_t n0, n1;
+    split_range(g.n, sp, g.splits, n0, n1);
+    const A m = mean[c];
+    A s1 = 0, s2 = 0;
+    for_channel<V>(x, g, c, n0, n1, [&](T v, std::int64_t off) {
+        const A d = to_acc<A>(dy[off]);
+        s1 += d;
+        s2 += d * (to_acc<A>(v) - m);
+    });
+    block_sum2(s1, s2);
+    if (threadIdx.x == 0) {
+        part[2 * (c * g.splits + sp)] = s1;
+        part[2 * (c * g.splits + sp) + 1] = s2;
+    }
+}
+
+// One thread a channel: dbeta = Σdy, dgamma = Σdy·x̂, and dx = a·(dy − b − (x − mean)·k) with
+// a = gamma·rstd, b = Σdy/M, k = rstd²·Σdy·(x − mean)/M.
+template <typename A>
+__global__ void bn_grad_final_kernel(BatchNormShape g, const A* part, const A* gamma, const A* rstd,
+                                     A* coef, A* dgamma, A* dbeta) {
+    const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    if (c >= g.c) return;
+    A s1 = 0, s2 = 0;
+    for (int sp = 0; sp < g.splits; ++sp) {
+        s1 += part[2 * (c * g.splits + sp)];
+        s2 += part[2 * (c * g.splits + sp) + 1];
+    }
+    const A count = static_cast<A>(g.n * g.hw);
+    const A r = rstd[c];
+    dbeta[c] = s1;
+    dgamma[c] = s2 * r;
+    coef[3 * c] = gamma[c] * r;
+    coef[3 * c + 1] = s1 / count;
+    coef[3 * c + 2] = r * r * s2 / count;
+}
+
+template <bool V, typename T, typename A>
+__global__ void bn_grad_input_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                     const A* coef, T* dx) {
+    const std::int64_t total = g.n * g.c * g.hw;
+    const std::int64_t step = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+    if constexpr (V) {
+        for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+             4 * i < total; i += step) {
+            const std::int64_t c = (4 * i / g.hw) % g.c;
+            const A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+            const Quad<T> xv = reinterpret_cast<const Quad<T>*>(x)[i];
+            const Quad<T> dv = reinterpret_cast<const Quad<T>*>(dy)[i];
+            Quad<T> o;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                o.v[j] = from_acc<T>(a * (to_acc<A>(dv.v[j]) - b - (to_acc<A>(xv.v[j]) - m) * k));
+            reinterpret_cast<Quad<T>*>(dx)[i] = o;
+        }
+    } else {
+        for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+             i < total; i += step) {
+            const std::int64_t c = (i / g.hw) % g.c;
+            const A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+            dx[i] = from_acc<T>(a * (to_acc<A>(dy[i]) - b - (to_acc<A>(x[i]) - m) * k));
+        }
+    }
+}
+
+/// Calls f(T{}, A{}) for a batch-norm data dtype.
+template <typename F>
+void visit_bn(DType t, F&& f) {
+    switch (t) {
+        case DType::F64:
+            return f(double{}, double{});
+        case DType::F16:
+            return f(__half{}, float{});
+        case DType::BF16:
+            return f(__nv_bfloat16{}, float{});
+        default:
+            return f(float{}, float{});
+    }
+}
+
+unsigned elementwise_blocks(const BatchNormShape& g) {
+    const std::int64_t total = g.n * g.c * g.hw;
+    return blocks_for(g.vec4 ? (total + 3) / 4 : total);
+}
+
+unsigned channel_blocks(const BatchNormShape& g) {
+    return static_cast<unsigned>((g.c + kBnThreads - 1) / kBnThreads);
+}
+
+}  // namespace
+
+int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw) {
+    // About 1024 blocks in all (several waves on any current GPU), each at least 4096 values.
+    std::int64_t s = (1024 + c - 1) / c;
+    const std::int64_t by_size = n * hw / 4096;
+    if (s > by_size) s = by_size;
+    if (s > n) s = n;
+    if (s > 65535) s = 65535;
+    return static_cast<int>(s < 1 ? 1 : s);
+}
+
+void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, const void* gamma,
+                               const void* beta, const void* rm, const void* rv, double eps,
+                               double momentum, void* part, void* mean, void* rstd, void* rm_out,
+                               void* rv_out, void* y, cudaStream_t s) {
+    if (g.c == 0) return;
+    visit_bn(t, [&](auto tv, auto av) {
+        using T = decltype(tv);
+        using A = decltype(av);
+        const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
+        const auto* xp = static_cast<const T*>(x);
+        auto* pp = static_cast<A*>(part);
+        if (g.vec4)
+            bn_stats_kernel<true, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, pp);
+        else
+            bn_stats_kernel<false, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, pp);
+        check_launch("batch_norm (statistics)");
+        bn_stats_final_kernel<T, A><<<channel_blocks(g), kBnThreads, 0, s>>>(
+            g, xp, pp, static_cast<A>(eps), static_cast<A>(momentum), static_cast<const A*>(rm),
+            static_cast<const A*>(rv), static_cast<A*>(mean), static_cast<A*>(rstd),
+            static_cast<A*>(rm_out), static_cast<A*>(rv_out));
+        check_launch("batch_norm (finalize)");
+        const auto* mp = static_cast<const A*>(mean);
+        const auto* rp = static_cast<const A*>(rstd);
+        const auto* gp = static_cast<const A*>(gamma);
+        const auto* bp = static_cast<const A*>(beta);
+        if (g.vec4)
+            bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+                g, xp, mp, rp, false, A(0), gp, bp, static_cast<T*>(y));
+        else
+            bn_apply_kernel<false, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+                g, xp, mp, rp, false, A(0), gp, bp, static_cast<T*>(y));
+        check_launch("batch_norm (normalize)");
+    });
+}
+
+void launch_batch_norm_eval(DType t, const BatchNormShape& g, const void* x, const void* gamma,
+                            const void* beta, const void* mean, const void* var, double eps,
+                            void* y, cudaStream_t s) {
+    if (g.n * g.c * g.hw == 0) return;
+    visit_bn(t, [&](auto tv, auto av) {
+        using T = decltype(tv);
+        using A = decltype(av);
+        const auto* xp = static_cast<const T*>(x);
+        const auto* mp = static_cast<const A*>(mean);
+        const auto* vp = static_cast<const A*>(var);
+        const auto* gp = static_cast<const A*>(gamma);
+        const auto* bp = static_cast<const A*>(beta);
+        if (g.vec4)
+            bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+                g, xp, mp, vp, true, static_cast<A>(eps), gp, bp, static_cast<T*>(y));
+        else
+            bn_apply_kernel<false, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+                g, xp, mp, vp, true, static_cast<A>(eps), gp, bp, static_cast<T*>(y));
+        check_launch("batch_norm (eval)");
+    });
+}
+
+void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x, const void* dy,
+                                const void* gamma, const void* mean, const void* rstd, void* part,
+                                void* coef, void* dgamma, void* dbeta, void* dx, cudaStream_t s) {
+    if (g.c == 0) return;
+    visit_bn(t, [&](auto tv, auto av) {
+        using T = decltype(tv);
+        using A = decltype(av);
+        const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
+        const auto* xp = static_cast<const T*>(x);
+        const auto* dp = static_cast<const T*>(dy);
+        const auto* mp = static_cast<const A*>(mean);
+        auto* pp = static_cast<A*>(part);
+        auto* cp = static_cast<A*>(coef);
+        if (g.vec4)
+            bn_grad_stats_kernel<true, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, dp, mp, pp);
+        else
+            bn_grad_stats_kernel<false, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, dp, mp, pp);
+        check_launch("batch_norm_backward (sums)");
+        bn_grad_final_kernel<A><<<channel_blocks(g), kBnThreads, 0, s>>>(
+            g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
+            static_cast<A*>(dgamma), static_cast<A*>(dbeta));
+        check_launch("batch_norm_backward (finalize)");
+        if (g.vec4)
+            bn_grad_input_kernel<true, T, A>
+                <<<elementwise_blocks(g), kThreads, 0, s>>>(g, xp, dp, mp, cp, static_cast<T*>(dx));
+        else
+            bn_grad_input_kernel<false, T, A>
+                <<<elementwise_blocks(g), kThreads, 0, s>>>(g, xp, dp, mp, cp, static_cast<T*>(dx));
+        check_launch("batch_norm_backward (dx)");
+    });
+}
+
+}  // namespace ember::detail::cuda

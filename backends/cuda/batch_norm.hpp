@@ -1,0 +1,63 @@
+#pragma once
+// Launchers of the batch-norm kernels (batch_norm.cu) and the multi-tensor Adam step
+// (adam_multi.cu). Batch norm works on contiguous NCHW data seen as [N, C, HW]; the tensor's
+// dtype T is F32, F64, F16 or BF16 and the per-channel vectors are in its accumulation dtype
+// A (F64 for F64, F32 otherwise).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ember/tensor/dtype.hpp"
+#include "ember/tensor/ops.hpp"
+
+namespace ember::detail::cuda {
+
+/// The geometry of one batch-norm launch: x is [n, c, hw], contiguous.
+struct BatchNormShape {
+    std::int64_t n = 0;   ///< samples
+    std::int64_t c = 0;   ///< channels
+    std::int64_t hw = 0;  ///< positions per sample and channel
+    int splits = 1;       ///< blocks per channel of the reduction kernels (along n)
+    bool vec4 = false;    ///< hw % 4 == 0 and the data 4-element aligned: vector loads
+};
+
+/// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at
+/// least a few thousand values each, and never more than n.
+int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw);
+
+/// Training forward: per-channel mean and 1/√(var + eps) (biased variance) into mean/rstd, the
+/// running statistics updated into rm_out/rv_out (unbiased variance, as PyTorch), and y.
+/// `part` holds 2·c·splits accumulators of type A.
+void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, const void* gamma,
+                               const void* beta, const void* rm, const void* rv, double eps,
+                               double momentum, void* part, void* mean, void* rstd, void* rm_out,
+                               void* rv_out, void* y, cudaStream_t s);
+/// Eval forward: y = (x − mean)·gamma/√(var + eps) + beta, one kernel.
+void launch_batch_norm_eval(DType t, const BatchNormShape& g, const void* x, const void* gamma,
+                            const void* beta, const void* mean, const void* var, double eps,
+                            void* y, cudaStream_t s);
+/// Backward: dgamma, dbeta and dx from x, dL/dy, gamma and the forward's mean and rstd.
+/// `part` holds 2·c·splits accumulators and `coef` 3·c, both of type A.
+void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x, const void* dy,
+                                const void* gamma, const void* mean, const void* rstd, void* part,
+                                void* coef, void* dgamma, void* dbeta, void* dx, cudaStream_t s);
+
+/// One tensor of a multi-tensor Adam launch (f32 or f64, contiguous, n elements).
+struct AdamMultiTensor {
+    void* p_out = nullptr;
+    void* m_out = nullptr;
+    void* v_out = nullptr;
+    const void* p = nullptr;
+    const void* g = nullptr;
+    const void* m = nullptr;
+    const void* v = nullptr;
+    std::int64_t n = 0;
+    const double* replayed = nullptr;  ///< a captured step's lr and corrections, or null
+    AdamStepsScalars s;
+};
+/// The update of every tensor in `ts` (of dtype cd, all with ts[0]'s beta_1, beta_2, epsilon
+/// and l2) in as few launches as the kernel parameters allow (each carries a table of up to
+/// 28 tensors).
+void launch_adam_multi(DType cd, const AdamMultiTensor* ts, std::size_t count, cudaStream_t s);
+
+}  // namespace ember::detail::cuda

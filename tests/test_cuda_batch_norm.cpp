@@ -1,0 +1,330 @@
+// CUDA's fused batch norm (backends/cuda/batch_norm.cu) and multi-tensor Adam step
+// (backends/cuda/adam_multi.cu). The PyTorch fixtures of nn::BatchNorm run on the CUDA stacks in
+// test_nn_general.cpp; here: gradients against f64 finite differences on the GPU, agreement with
+// the CPU's composed BatchNorm on larger, offset, odd-sized and bf16 inputs, the eval kernel, and
+// the multi-tensor Adam/AdamW step against the per-parameter one. The GPU cases skip without a
+// device; the Dispatch cases (its per-tensor fallback of float_adam_steps) run everywhere.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ember/nn/linear.hpp>
+#include <ember/nn/norm.hpp>
+#include <ember/optim.hpp>
+
+#include "harness.hpp"
+#include "module_check.hpp"
+
+#if defined(EMBER_CUDA)
+#include "cuda_harness.hpp"
+#endif
+
+namespace {
+
+using ember::DType;
+using ember::Shape;
+using ember::Tensor;
+using ember::TensorData;
+namespace nn = ember::nn;
+namespace optim = ember::optim;
+
+// A small network whose parameters have several ranks and sizes (odd ones too).
+template <ember::Backend B>
+struct Net {
+    nn::Linear<B> a;
+    nn::Linear<B> b;
+    EMBER_MODULE(Net, a, b)
+
+    Tensor<B, 1> loss(const Tensor<B, 2>& x) const {
+        auto y = b.forward(a.forward(x).tanh());
+        return (y * y).sum();
+    }
+};
+
+template <ember::Backend B>
+Net<B> make_net(const ember::Device<B>& d) {
+    B::seed(11);
+    return Net<B>{nn::LinearConfig{37, 129}.init<B>(d), nn::LinearConfig{129, 5}.init<B>(d)};
+}
+
+// `steps` updates of `net` by `opt` on a fixed batch; the parameters afterwards.
+template <typename B, typename O>
+std::vector<TensorData> train(Net<B> net, O opt, const ember::Device<B>& d, int steps) {
+    auto x = Tensor<B, 2>::from_data(
+        Tensor<ember::Cpu, 2>::random({16, 37}, ember::Distribution::Normal(0, 1)).to_data(), d);
+    for (int i = 0; i < steps; ++i) {
+        auto grads = ember::optim::GradientsParams::from_grads(net.loss(x).backward(), net);
+        net = opt.step(1e-2, std::move(net), std::move(grads));
+    }
+    std::vector<TensorData> out;
+    net.visit([&](std::string_view, const auto& p) { out.push_back(p.val().to_data()); });
+    return out;
+}
+
+// Multi-tensor and per-parameter steps of Adam (L2 decay) and AdamW on stack B: equal values.
+template <typename B>
+void check_multi_tensor(const ember::Device<B>& d) {
+    auto compare = [&](auto config) {
+        ember::Cpu::seed(5);
+        auto multi = config.template init<Net<B>>();
+        auto single = config.template init<Net<B>>();
+        single.multi_tensor(false);
+        const auto a = train(make_net<B>(d), multi, d, 3);
+        ember::Cpu::seed(5);
+        const auto b = train(make_net<B>(d), single, d, 3);
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i)
+            ember::test::check_close(a[i], b[i], {1e-7, 1e-6});
+    };
+    SECTION("Adam with L2 weight decay") {
+        compare(optim::AdamConfig{}.with_weight_decay(optim::WeightDecayConfig{0.01}));
+    }
+    SECTION("AdamW") {
+        compare(optim::AdamWConfig{}.with_weight_decay(0.05));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("multi-tensor Adam on Dispatch's CPU stack equals the per-parameter step", "[optim]") {
+    check_multi_tensor<ember::Dispatch>(ember::DispatchDevice::cpu().autodiff());
+}
+
+#if defined(EMBER_CUDA)
+
+namespace {
+
+using AdCuda = ember::Autodiff<ember::Cuda>;
+
+TensorData offset_data(const ember::Shape& shape, double mean, std::uint64_t seed) {
+    ember::Cpu::seed(seed);
+    return Tensor<ember::Cpu, 4>::random(shape, ember::Distribution::Normal(mean, 2.0)).to_data();
+}
+
+// BatchNorm's output and the gradients of x, gamma, beta for L = Σ y·w, on stack B with x in
+// `dtype`; each as f32 data.
+template <typename B>
+std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType dtype) {
+    const std::size_t c = x0.shape()[1];
+    ember::Cpu::seed(3);
+    const auto gd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(0.5, 1.5));
+    const auto bd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(-1, 1));
+    auto bn = nn::BatchNormConfig{c}.init<B>();
+    bn.gamma = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(gd.to_data()));
+    bn.beta = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(bd.to_data()));
+    auto x = Tensor<B, 4>::from_data(x0).cast(dtype).require_grad();
+    auto w = Tensor<B, 4>::from_data(w0).cast(dtype);
+    auto y = bn.forward(x);
+    auto grads = (y.cast(DType::F32) * w.cast(DType::F32)).sum().backward();
+    return {y.cast(DType::F32).to_data(),          x.grad(grads)->cast(DType::F32).to_data(),
+            bn.gamma.val().grad(grads)->to_data(), bn.beta.val().grad(grads)->to_data(),
+            bn.running_mean.value().to_data(),     bn.running_var.value().to_data()};
+}
+
+}  // namespace
+
+TEST_CASE("cuda batch norm: gradients match f64 finite differences", "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    // [N, C, HW]: odd positions (the scalar kernels) and HW % 4 == 0 (the vector ones).
+    for (const ember::Shape shape : {ember::Shape{3, 2, 5, 1}, ember::Shape{4, 3, 2, 2}}) {
+        INFO("shape " << shape.to_string());
+        ember::Cpu::seed(9);
+        const auto xd =
+            Tensor<ember::Cpu, 4>::random(shape, ember::Distribution::Normal(1, 2)).to_data();
+        const auto wd =
+            Tensor<ember::Cpu, 4>::random(shape, ember::Distribution::Uniform(-1, 1)).to_data();
+        const std::size_t c = shape[1];
+        ember::Cpu::seed(4);
+        const auto gd =
+            Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(0.5, 1.5)).to_data();
+        const auto bd =
+            Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(-1, 1)).to_data();
+        // L(x, gamma, beta) in f64 on the GPU, through the training-mode kernels, with `h`
+        // added to element `i` of operand `k` (0 x, 1 gamma, 2 beta; -1 none) in f64: a one-hot
+        // f64 tensor times h, as data enters the backend as f32.
+        const std::vector<TensorData> inputs{xd, gd, bd};
+        auto f64 = [&](int k, int which, std::size_t i, double h) {
+            const TensorData& d = inputs[static_cast<std::size_t>(which)];
+            const auto vals = d.template to_vec<float>();
+            auto t =
+                Tensor<AdCuda, 1>::from_data(TensorData(vals, Shape{vals.size()})).cast(DType::F64);
+            if (k != which) return t;
+            std::vector<float> hot(d.num_elements(), 0.f);
+            hot[i] = 1.f;
+            return t + Tensor<AdCuda, 1>::from_data(TensorData(hot, Shape{hot.size()}))
+                               .cast(DType::F64) *
+                           h;
+        };
+        auto loss = [&](int k, std::size_t i, double h,
+                        bool track) -> std::pair<double, std::vector<TensorData>> {
+            auto bn = nn::BatchNormConfig{c}.init<AdCuda>();
+            bn.gamma = ember::Param<Tensor<AdCuda, 1>>(f64(k, 1, i, h));
+            bn.beta = ember::Param<Tensor<AdCuda, 1>>(f64(k, 2, i, h));
+            auto xt = f64(k, 0, i, h).reshape<4>(shape);
+            if (track) xt = xt.require_grad();
+            auto w = Tensor<AdCuda, 4>::from_data(wd).cast(DType::F64);
+            auto l = (bn.forward(xt) * w).sum();
+            const double v = l.cast(DType::F64).to_data().template to_vec<double>()[0];
+            if (!track) return {v, {}};
+            auto grads = l.backward();
+            return {v,
+                    {xt.grad(grads)->to_data(), bn.gamma.val().grad(grads)->to_data(),
+                     bn.beta.val().grad(grads)->to_data()}};
+        };
+        const auto analytic = loss(-1, 0, 0.0, true).second;
+        for (int k = 0; k < 3; ++k) {
+            const auto got = analytic[static_cast<std::size_t>(k)].template to_vec<double>();
+            REQUIRE(got.size() == inputs[static_cast<std::size_t>(k)].num_elements());
+            for (std::size_t i = 0; i < got.size(); ++i) {
+                const double h = 1e-4;
+                const double fd =
+                    (loss(k, i, h, false).first - loss(k, i, -h, false).first) / (2 * h);
+                INFO("operand " << k << " element " << i);
+                CHECK(got[i] == Approx(fd).epsilon(1e-5).margin(1e-6));
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda batch norm: kernels agree with the CPU's composed BatchNorm", "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    struct Case {
+        ember::Shape shape;
+        double mean;
+        DType dtype;
+        ember::Tolerance tol;
+    };
+    const std::vector<Case> cases{
+        {{8, 16, 12, 12}, 0.0, DType::F32, {1e-4, 1e-4}},
+        // a large mean: the shifted sums keep the variance's precision
+        {{8, 16, 12, 12}, 300.0, DType::F32, {1e-3, 1e-3}},
+        {{5, 7, 3, 3}, -2.0, DType::F32, {1e-4, 1e-4}},   // odd sizes: scalar kernels
+        {{64, 4, 1, 1}, 1.0, DType::F32, {1e-4, 1e-4}},   // [N, C] as BatchNorm1d
+        {{8, 16, 8, 8}, 0.5, DType::BF16, {3e-2, 3e-2}},  // bf16 data, f32 statistics
+        {{6, 5, 7, 3}, 0.5, DType::F16, {1e-2, 1e-2}},
+    };
+    for (const auto& k : cases) {
+        INFO("shape " << k.shape.to_string() << ", mean " << k.mean << ", "
+                      << ember::dtype_name(k.dtype));
+        const auto x = offset_data(k.shape, k.mean, 21);
+        const auto w = offset_data(k.shape, 0.0, 22);
+        // The reference: the CPU's composed path on the same dtype-rounded input, in f32.
+        const auto xr =
+            Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
+        const auto wr =
+            Tensor<ember::Cpu, 4>::from_data(w).cast(k.dtype).cast(DType::F32).to_data();
+        const auto want = bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32);
+        const auto got = bn_run<AdCuda>(x, w, k.dtype);
+        const auto fused = bn_run<ember::Autodiff<ember::Fusion<ember::Cuda>>>(x, w, k.dtype);
+        const char* what[] = {"y", "dx", "dgamma", "dbeta", "running_mean", "running_var"};
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            INFO(what[i]);
+            ember::test::check_close(got[i], want[i], k.tol);
+            ember::test::check_close(fused[i], want[i], k.tol);
+        }
+    }
+}
+
+TEST_CASE("cuda batch norm: eval mode runs one kernel with the running statistics",
+          "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    const ember::Shape shape{4, 6, 5, 4};
+    const auto x = offset_data(shape, 1.0, 31);
+    auto model = nn::BatchNormConfig{6}.init<ember::Cpu>();
+    ember::Cpu::seed(2);
+    model.running_mean = ember::RunningState<Tensor<ember::Cpu, 1>>(
+        Tensor<ember::Cpu, 1>::random({6}, ember::Distribution::Normal(0, 1)));
+    model.running_var = ember::RunningState<Tensor<ember::Cpu, 1>>(
+        Tensor<ember::Cpu, 1>::random({6}, ember::Distribution::Uniform(0.5, 2)));
+    const auto want = model.forward(Tensor<ember::Cpu, 4>::from_data(x)).to_data();
+    nn::BatchNorm<ember::Cuda> g{
+        ember::Param<Tensor<ember::Cuda, 1>>(
+            Tensor<ember::Cuda, 1>::from_data(model.gamma.val().to_data())),
+        ember::Param<Tensor<ember::Cuda, 1>>(
+            Tensor<ember::Cuda, 1>::from_data(model.beta.val().to_data())),
+        ember::RunningState<Tensor<ember::Cuda, 1>>(
+            Tensor<ember::Cuda, 1>::from_data(model.running_mean.value().to_data())),
+        ember::RunningState<Tensor<ember::Cuda, 1>>(
+            Tensor<ember::Cuda, 1>::from_data(model.running_var.value().to_data())),
+        model.momentum,
+        model.epsilon};
+    ember::test::check_close(g.forward(Tensor<ember::Cuda, 4>::from_data(x)).to_data(), want,
+                             {1e-5, 1e-5});
+    // bf16 data in and out
+    const auto xb = Tensor<ember::Cpu, 4>::from_data(x).cast(DType::BF16).cast(DType::F32);
+    const auto want_b = model.forward(xb).to_data();
+    auto yb = g.forward(Tensor<ember::Cuda, 4>::from_data(xb.to_data()).cast(DType::BF16));
+    CHECK(yb.dtype() == DType::BF16);
+    ember::test::check_close(yb.cast(DType::F32).to_data(), want_b, {1e-2, 1e-2});
+}
+
+TEST_CASE("cuda batch norm: operands are checked", "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    using C = ember::Cuda;
+    auto x = Tensor<C, 4>::zeros({2, 3, 2, 2}).into_primitive();
+    auto v3 = Tensor<C, 1>::ones({3}).into_primitive();
+    auto v4 = Tensor<C, 1>::ones({4}).into_primitive();
+    CHECK_THROWS_AS(C::float_batch_norm(x, v4, v3, v3, v3, {1e-5, 0.1}), ember::ShapeError);
+    CHECK_THROWS_WITH(C::float_batch_norm(x, v4, v3, v3, v3, {1e-5, 0.1}),
+                      Catch::Contains("batch_norm") && Catch::Contains("[4]"));
+    auto one = Tensor<C, 2>::zeros({1, 3}).into_primitive();
+    CHECK_THROWS_AS(C::float_batch_norm(one, v3, v3, v3, v3, {1e-5, 0.1}), ember::ArgumentError);
+}
+
+TEST_CASE("cuda multi-tensor Adam equals the per-parameter step", "[cuda][optim]") {
+    REQUIRE_GPU();
+    SECTION("Cuda") {
+        check_multi_tensor<ember::Autodiff<ember::Cuda>>(ember::CudaDevice{0});
+    }
+    SECTION("Fusion<Cuda>") {
+        check_multi_tensor<ember::Autodiff<ember::Fusion<ember::Cuda>>>(ember::CudaDevice{0});
+    }
+    SECTION("Dispatch on cuda:0+fusion+autodiff") {
+        check_multi_tensor<ember::Dispatch>(ember::DispatchDevice::parse("cuda:0+fusion+autodiff"));
+    }
+    SECTION("one launch for many tensors, bf16 parameters updated in f32") {
+        using C = ember::Cuda;
+        std::vector<std::array<C::FT, 4>> ts;
+        std::vector<ember::AdamStepsScalars> sc;
+        std::vector<std::array<C::FT, 3>> want;
+        ember::Cpu::seed(8);
+        for (int i = 0; i < 40; ++i) {  // more than one launch's table (28)
+            const std::size_t n = 1 + 97 * static_cast<std::size_t>(i);
+            auto r = [&] {
+                return Tensor<C, 1>::from_data(
+                           Tensor<ember::Cpu, 1>::random({n}, ember::Distribution::Normal(0, 1))
+                               .to_data())
+                    .into_primitive();
+            };
+            auto p = r(), g = r(), m = r(), v = C::float_unary(ember::UnaryOp::Abs, r());
+            if (i % 5 == 0)
+                for (auto* t : {&p, &g, &m, &v}) *t = C::float_cast(*t, DType::BF16);
+            // AdamW's decay on the f32 tensors (a bf16 parameter's decay would round to bf16
+            // on the per-tensor path, before the update).
+            const ember::AdamStepsScalars s{
+                {0.9, 0.999, 1e-8, 1e-3, 1 - std::pow(0.9, i + 1), 1 - std::pow(0.999, i + 1)},
+                0.0,
+                i % 5 == 0 ? 0.0 : 0.01};
+            auto pd = s.decoupled_decay == 0
+                          ? p
+                          : C::float_binary_scalar(ember::BinaryOp::Mul, p,
+                                                   ember::Scalar(1 - 1e-3 * s.decoupled_decay));
+            want.push_back(C::float_adam_step(pd, g, m, v, s.step));
+            ts.push_back({p, g, m, v});
+            sc.push_back(s);
+        }
+        auto got = C::float_adam_steps(ts, sc);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+            for (std::size_t j = 0; j < 3; ++j) {
+                INFO("tensor " << i << " output " << j);
+                CHECK(C::float_dtype(got[i][j]) == C::float_dtype(want[i][j]));
+                ember::test::check_close(C::float_into_data(C::float_cast(got[i][j], DType::F32)),
+                                         C::float_into_data(C::float_cast(want[i][j], DType::F32)),
+                                         {1e-7, 1e-6});
+            }
+    }
+}
+
+#endif  // EMBER_CUDA
