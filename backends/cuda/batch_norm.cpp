@@ -2,6 +2,7 @@
 // rules (data in its own dtype, per-channel vectors and statistics in f32, f64 for f64 data)
 // and the launches of batch_norm.cu.
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string_view>
 
@@ -54,12 +55,23 @@ CudaTensor per_channel(CudaTensor t, DType a) {
     return contiguous(cast(std::move(t), a));
 }
 
+/// EMBER_CUDA_BATCH_NORM=0 declines every batch norm (nn::BatchNorm then composes tensor ops),
+/// to compare both paths without rebuilding.
+bool kernels_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("EMBER_CUDA_BATCH_NORM");
+        return v == nullptr || std::string_view(v) != "0";
+    }();
+    return on;
+}
+
 }  // namespace
 
 std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gamma, CudaTensor beta,
                                                     CudaTensor rm, CudaTensor rv,
                                                     const BatchNormScalars& s) {
     constexpr std::string_view op = "batch_norm";
+    if (!kernels_enabled()) return std::nullopt;
     BatchNormShape g = geometry(op, x, {&gamma, &beta, &rm, &rv});
     EMBER_CHECK(g.n * g.hw > 1, Argument, op, ": training needs more than one value per channel, ",
                 "got input of shape ", x.shape);
@@ -131,9 +143,10 @@ std::array<CudaTensor, 3> batch_norm_backward(CudaTensor x, CudaTensor dy, CudaT
             cast(std::move(dbeta), gamma_dtype)};
 }
 
-CudaTensor batch_norm_eval(CudaTensor x, CudaTensor gamma, CudaTensor beta, CudaTensor mean,
-                           CudaTensor var, double eps) {
+std::optional<CudaTensor> batch_norm_eval(CudaTensor x, CudaTensor gamma, CudaTensor beta,
+                                          CudaTensor mean, CudaTensor var, double eps) {
     constexpr std::string_view op = "batch_norm_eval";
+    if (!kernels_enabled()) return std::nullopt;
     BatchNormShape g = geometry(op, x, {&gamma, &beta, &mean, &var});
     const DType a = acc_dtype(x.dtype);
     gamma = per_channel(std::move(gamma), a);
