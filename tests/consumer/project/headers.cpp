@@ -27,6 +27,7 @@
 #include <ember/data/vision.hpp>
 #include <ember/dispatch/device.hpp>
 #include <ember/dispatch/dispatch.hpp>
+#include <ember/dispatch/nn.hpp>
 #include <ember/dispatch/ops.hpp>
 #include <ember/ember.hpp>
 #include <ember/export.hpp>
