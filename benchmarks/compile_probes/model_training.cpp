@@ -1,7 +1,7 @@
 // compile probe (b): examples/mnist's models (MLP and CNN) and a training loop — forward,
 // cross-entropy, backward, an Adam step — on ember::Dispatch (-DPROBE_DISPATCH) or on
-// Autodiff<Fusion<Cpu>> (benchmarks/compile_dispatch.sh). The Learner is not in it: it does not
-// take Dispatch yet.
+// Autodiff<Fusion<Cpu>> (benchmarks/compile_dispatch.sh). The Learner is not in it (the
+// mnist_example probe, examples/mnist/main.cpp, has it).
 #if defined(PROBE_DISPATCH)
 // The modules, losses and optimizers with their Dispatch instances declared extern.
 #include <ember/dispatch/nn.hpp>
