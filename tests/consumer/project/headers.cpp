@@ -1,7 +1,9 @@
-// Every public header of the installed package in one translation unit, and the stacks users
-// build on instantiated in full, so that a compiler other than the one that built the package
-// (the Clang checks of tests/consumer) sees all of ember's templates: the decorators explicitly
-// instantiated, and a model of the common layers trained one step on each autodiff stack.
+// The public headers in one translation unit, and the stacks users build on instantiated in
+// full, so that a compiler other than the one that built the package (the Clang checks of
+// tests/consumer) sees all of ember's templates: the decorators explicitly instantiated, and a
+// model of the common layers trained one step on each autodiff stack. (all_headers.cpp, which
+// the project's CMakeLists.txt writes from the installed package, includes every public header
+// as well, so that one missing from this list is compiled all the same.)
 // Compiled only (an object library): the consumer's own program is what runs.
 #include <ember/autodiff/attention.hpp>
 #include <ember/autodiff/autodiff.hpp>
@@ -56,6 +58,7 @@
 #include <ember/nn/loss_regression.hpp>
 #include <ember/nn/loss_rnnt.hpp>
 #include <ember/nn/norm.hpp>
+#include <ember/nn/normalization_config.hpp>
 #include <ember/nn/padding.hpp>
 #include <ember/nn/pool.hpp>
 #include <ember/nn/pool3d.hpp>
@@ -121,6 +124,7 @@
 #include <ember/tensor/shape.hpp>
 #include <ember/tensor/strided.hpp>
 #include <ember/tensor/tensor.hpp>
+#include <ember/tensor/transaction.hpp>
 #include <ember/train/checkpoint.hpp>
 #include <ember/train/classification_metrics.hpp>
 #include <ember/train/dashboard.hpp>
