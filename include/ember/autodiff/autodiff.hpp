@@ -143,15 +143,22 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static FT float_log_softmax(FT t, std::size_t dim);
     static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                               double eps);
+    // The batch-norm ops are member templates (I is B) rather than constrained members: an
+    // explicit instantiation of Autodiff<X> then leaves them out where X has no kernels (Clang
+    // before 16 instantiated constrained members whose constraints fail).
     /// Training-mode batch norm on B's kernels where B has them: one node for x, gamma and
     /// beta, whose backward is B's float_batch_norm_backward; the statistics are untracked.
-    static std::optional<std::array<FT, 5>> float_batch_norm(
-        FT x, FT gamma, FT beta, FT running_mean, FT running_var,
-        const BatchNormScalars& s) requires BatchNormBackend<B>;
+    template <typename I = B>
+    requires BatchNormBackend<I>
+    static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
+                                                             FT running_mean, FT running_var,
+                                                             const BatchNormScalars& s);
     /// Eval-mode batch norm on B's kernel when no operand is tracked; nothing otherwise (the
     /// caller composes tensor ops, which record their gradients).
+    template <typename I = B>
+    requires BatchNormBackend<I>
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
-                                                   double eps) requires BatchNormBackend<B>;
+                                                   double eps);
 
     // ---- float: shape and indexing ----
     static FT float_reshape(FT t, const Shape& shape);

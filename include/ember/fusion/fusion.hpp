@@ -354,34 +354,38 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         }
     }
     EMBER_FUSION_FORWARD(float_adam_step)
+    // The multi-tensor and batch-norm ops are member templates (I is B) so that an explicit
+    // instantiation of Fusion<X> leaves them out where X has none (Clang before 16 instantiated
+    // constrained members whose constraints fail).
     /// B's multi-tensor Adam step, on the computed tensors.
-    static std::vector<std::array<FT, 3>> float_adam_steps(
-        std::vector<std::array<FT, 4>> tensors,
-        const std::vector<AdamStepsScalars>& scalars) requires
-        requires(std::vector<std::array<typename B::FloatTensorPrimitive, 4>> t,
-                 const std::vector<AdamStepsScalars>& a) {
-        B::float_adam_steps(t, a);
+    template <typename I = B>
+    requires requires(std::vector<std::array<typename I::FloatTensorPrimitive, 4>> t,
+                      const std::vector<AdamStepsScalars>& a) {
+        I::float_adam_steps(t, a);
     }
-    {
-        std::vector<std::array<typename B::FloatTensorPrimitive, 4>> in;
+    static std::vector<std::array<FT, 3>> float_adam_steps(
+        std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars) {
+        std::vector<std::array<typename I::FloatTensorPrimitive, 4>> in;
         in.reserve(tensors.size());
         for (auto& t : tensors)
             in.push_back({take(std::move(t[0])), take(std::move(t[1])), take(std::move(t[2])),
                           take(std::move(t[3]))});
         fusion::detail::count_launch(false, 1);
-        auto r = B::float_adam_steps(std::move(in), scalars);
+        auto r = I::float_adam_steps(std::move(in), scalars);
         std::vector<std::array<FT, 3>> out;
         out.reserve(r.size());
-        for (auto& u : r) out.push_back(detail::fusion::wrap<B>(std::move(u)));
+        for (auto& u : r) out.push_back(detail::fusion::wrap<I>(std::move(u)));
         return out;
     }
     /// B's batch-norm kernels (where it has them), on the computed operands.
-    static std::optional<std::array<FT, 5>> float_batch_norm(
-        FT x, FT gamma, FT beta, FT running_mean, FT running_var,
-        const BatchNormScalars& s) requires BatchNormBackend<B> {
+    template <typename I = B>
+    requires BatchNormBackend<I>
+    static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
+                                                             FT running_mean, FT running_var,
+                                                             const BatchNormScalars& s) {
         fusion::detail::count_launch(false, 1);
         auto r =
-            B::float_batch_norm(take(std::move(x)), take(std::move(gamma)), take(std::move(beta)),
+            I::float_batch_norm(take(std::move(x)), take(std::move(gamma)), take(std::move(beta)),
                                 take(std::move(running_mean)), take(std::move(running_var)), s);
         if (!r) return std::nullopt;
         std::array<FT, 5> out;
@@ -389,18 +393,21 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         return out;
     }
     /// B's batch-norm gradient kernels.
-    static std::array<FT, 3> float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean,
-                                                       FT rstd) requires BatchNormBackend<B> {
+    template <typename I = B>
+    requires BatchNormBackend<I>
+    static std::array<FT, 3> float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean, FT rstd) {
         fusion::detail::count_launch(false, 1);
-        return detail::fusion::wrap<B>(B::float_batch_norm_backward(
+        return detail::fusion::wrap<I>(I::float_batch_norm_backward(
             take(std::move(x)), take(std::move(grad)), take(std::move(gamma)),
             take(std::move(mean)), take(std::move(rstd))));
     }
     /// B's eval-mode batch-norm kernel.
+    template <typename I = B>
+    requires BatchNormBackend<I>
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
-                                                   double eps) requires BatchNormBackend<B> {
+                                                   double eps) {
         fusion::detail::count_launch(false, 1);
-        auto r = B::float_batch_norm_eval(take(std::move(x)), take(std::move(gamma)),
+        auto r = I::float_batch_norm_eval(take(std::move(x)), take(std::move(gamma)),
                                           take(std::move(beta)), take(std::move(mean)),
                                           take(std::move(var)), eps);
         if (!r) return std::nullopt;

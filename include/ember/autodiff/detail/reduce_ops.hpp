@@ -182,10 +182,11 @@ EMBER_AD auto Autodiff<B, C>::float_layer_norm(FT x, std::optional<FT> gamma,
             std::move(m), std::move(rs)};
 }
 
-EMBER_AD auto Autodiff<B, C>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean,
-                                               FT running_var, const BatchNormScalars& s)
-    -> std::optional<std::array<FT, 5>>
-requires BatchNormBackend<B> {
+EMBER_AD template <typename I>
+requires BatchNormBackend<I>
+auto Autodiff<B, C>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean, FT running_var,
+                                      const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>> {
     auto out =
         B::float_batch_norm(x.primitive, gamma.primitive, beta.primitive,
                             std::move(running_mean.primitive), std::move(running_var.primitive), s);
@@ -210,9 +211,10 @@ requires BatchNormBackend<B> {
     return r;
 }
 
-EMBER_AD auto Autodiff<B, C>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
-                                                    double eps) -> std::optional<FT>
-requires BatchNormBackend<B> {
+EMBER_AD template <typename I>
+requires BatchNormBackend<I>
+auto Autodiff<B, C>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var, double eps)
+    -> std::optional<FT> {
     if (x.node || gamma.node || beta.node || mean.node || var.node) return std::nullopt;
     auto y = B::float_batch_norm_eval(std::move(x.primitive), std::move(gamma.primitive),
                                       std::move(beta.primitive), std::move(mean.primitive),
