@@ -213,8 +213,9 @@ class OptimizerAdaptor {
 
     using Prim = typename StateBackend::FloatTensorPrimitive;
 
-    // Whether every float parameter of `module` lives on one device (the multi-tensor step's
-    // condition; other modules step tensor by tensor).
+    // Whether every trainable float parameter of `module` lives on one device (the multi-tensor
+    // step's condition; other modules step tensor by tensor). Lazy parameters not made yet are
+    // left alone (asking their device would make them).
     bool on_one_device(const M& module) const {
         std::optional<Device<StateBackend>> first;
         bool one = true;
@@ -222,6 +223,7 @@ class OptimizerAdaptor {
             using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
             if constexpr (T::is_float &&
                           std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                if (!p.is_require_grad() || !p.is_initialized()) return;
                 const auto d = p.val().inner().device();
                 if (!first)
                     first = d;
