@@ -125,6 +125,8 @@ fi
 slow=(--min-time 0 --max-reps 2 --warmup 1)
 
 keep() { grep '^{' >>"$out"; }
+# keep, with the rows tagged as ember's threading variant $1 (see the variants below).
+variant() { sed "s/^{/{\"variant\": \"$1\", /" | keep; }
 # Runs a command under the run's time budget: cut off when the budget is spent (a line on stderr
 # and a JSON line {"skipped": "time budget"} say so); not started with less than 5 s left.
 lim() {
@@ -251,7 +253,6 @@ done
 # ember's); with EMBER_CPU_SPIN_US=50 its threads also spin 50 µs for the next op before they
 # sleep; "spin": OpenBLAS as by default, ember's pool spinning 50 µs. Rows tagged "variant":
 # "portable-gemm" / "portable-gemm-spin" / "spin".
-variant() { sed "s/^{/{\"variant\": \"$1\", /" | keep; }
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
 for v in portable:0 portable:50 auto:50; do
