@@ -145,6 +145,19 @@
 
 // clang-format on
 
+/// 1 where the tensor classes are compiled once (declared extern here, defined in the library).
+/// Clang 14 compiles every member of a class in an explicit instantiation, whatever its
+/// constraints (fixed in Clang 15), and Tensor's kind- and rank-constrained members do not
+/// compile for the listed tensors: an ember_dispatch that Clang 14 builds leaves the class list
+/// out and tells its users so (EMBER_DISPATCH_NO_CLASS_INSTANCES, a usage requirement that
+/// CMakeLists.txt sets), and a file that Clang 14 compiles declares none of them extern
+/// whichever compiler built the library: there the tensor classes are instantiated where used.
+#if (defined(__clang__) && __clang_major__ < 15) || defined(EMBER_DISPATCH_NO_CLASS_INSTANCES)
+#define EMBER_DISPATCH_CLASS_INSTANCES 0
+#else
+#define EMBER_DISPATCH_CLASS_INSTANCES 1
+#endif
+
 // The declarations; src/dispatch/instances_*.cpp define EMBER_DISPATCH_INSTANTIATING to expand
 // the same lists into the definitions instead.
 #if !defined(EMBER_DISPATCH_INSTANTIATING)
@@ -155,7 +168,9 @@
 /// An explicit instantiation declaration of a function.
 #define EMBER_DISPATCH_EXTERN_FUNCTION(...) extern template __VA_ARGS__;
 namespace ember {
+#if EMBER_DISPATCH_CLASS_INSTANCES
 EMBER_DISPATCH_TENSOR_TYPES(EMBER_DISPATCH_EXTERN_CLASS)
+#endif
 EMBER_DISPATCH_MODULE_TYPES(EMBER_DISPATCH_EXTERN_STRUCT)
 EMBER_DISPATCH_NN_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
 EMBER_DISPATCH_OPTIM_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
