@@ -32,7 +32,7 @@ packages=(
   emscripten        # the WebAssembly build of the web classifier
   nodejs chromium   # its end-to-end test (Playwright drives headless Chromium)
   clang libclang-rt-14-dev  # libFuzzer: the parsers' fuzz tests (tests/fuzz/); Clang 14 for the consumer tests
-  clang-16          # the consumer tests compile ember's headers with Debian's oldest Clang (14) and newest (16)
+  clang-15 clang-16  # the consumer tests compile ember's headers with each of Debian's Clangs (14, 15, 16)
   g++-aarch64-linux-gnu qemu-user  # the NEON kernels cross-compiled, run under qemu-aarch64
   libvulkan-dev libvulkan-volk-dev glslc  # the Vulkan backend (loaded through volk at run time)
   libshaderc-dev glslang-dev spirv-tools  # Fusion<Vulkan>: GLSL compiled to SPIR-V at run time

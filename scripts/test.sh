@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the build dependencies, builds ember and its tests in build/ and runs them with CTest
 # (the AArch64 cross build's suites under qemu among them), then runs part of the CPU suite under
-# the sanitizers (scripts/sanitize.sh, in build-asan).
+# the sanitizers (scripts/sanitize.sh, in build-asan), then builds ember and its test suite again
+# with Clang 14 and runs part of it (scripts/clang.sh, in build-clang).
 # This is the README's test command and what CI (.ci/run) runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -21,3 +22,7 @@ ctest --test-dir build --output-on-failure -j"${EMBER_TEST_JOBS:-$(($(nproc) >= 
 # ember's libraries instrumented too, in build-asan (docs/security.md, "Sanitizers"). Any report
 # fails its test and this script. EMBER_SKIP_SANITIZE=1 leaves it out (local runs only).
 [[ ${EMBER_SKIP_SANITIZE:-0} == 1 ]] || bash scripts/sanitize.sh build-asan
+# Then the libraries, examples and test suite built with Clang 14, warnings failing the step, and
+# the CPU op, module, loss and autodiff suites run on that build (docs/platforms.md).
+# EMBER_SKIP_CLANG=1 leaves it out (local runs only).
+[[ ${EMBER_SKIP_CLANG:-0} == 1 ]] || bash scripts/clang.sh build-clang
