@@ -106,9 +106,9 @@ TEMPLATE_LIST_TEST_CASE("int shifts against PyTorch, edges included",
         EXPECT_SAME(f.output(0), x.bitwise_left_shift(m));
         EXPECT_SAME(f.output(1), x.bitwise_right_shift(m));
         // The scalar forms follow the same rule (rows 0, 2 and 5 of the case: -1, 64, lowest).
-        for (const auto [row, amount] : {std::pair<long, std::int64_t>{0, -1},
-                                         {2, 64},
-                                         {5, std::numeric_limits<std::int64_t>::min()}}) {
+        for (const auto& [row, amount] : {std::pair<long, std::int64_t>{0, -1},
+                                          {2, 64},
+                                          {5, std::numeric_limits<std::int64_t>::min()}}) {
             INFO("amount " << amount);
             auto left = ember::Tensor<ember::Cpu, 2, Int>::from_data(f.output(0))
                             .slice({Slice{row, row + 1}});

@@ -308,10 +308,10 @@ int train(const Options& o, const Corpus& corpus, const ember::Device<B>& device
 /// With several replicas the fixed batch is world × --batch rows, replica r trains on its
 /// --batch of them, a round ends when every replica's has, and rank 0 prints the losses (the
 /// mean over the replicas) and the figures (tokens/s over all of them). `cuda_device`: the
-/// CUDA device whose peak memory the line reports, if any.
+/// CUDA device whose peak memory the line reports, if any (read only where CUDA is built).
 template <ember::AutodiffBackend B>
 int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const Replica& rep = {},
-          std::optional<std::size_t> cuda_device = std::nullopt) {
+          [[maybe_unused]] std::optional<std::size_t> cuda_device = std::nullopt) {
     const TrainConfig& c = o.config;
     model = same_as_lead(std::move(model), rep);
     auto optim = make_optimizer<B>(c);
