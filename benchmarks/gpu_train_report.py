@@ -82,13 +82,14 @@ def main():
 
     prec = lambda r, p: f"_{p}_" in r["name"] + "_"
     rn = lambda r: r["name"].startswith("resnet18_b256")
-    e = best(ember, lambda r: rn(r) and r.get("cudnn", 1) == 1)
+    # A side's fastest line of a model: in any precision, in f32, in bf16.
+    def fastest(side, pred):
+        return (best(side, pred), best(side, lambda r: pred(r) and prec(r, "f32")),
+                best(side, lambda r: pred(r) and prec(r, "bf16")))
+
+    e, e32, e16 = fastest(ember, lambda r: rn(r) and r.get("cudnn", 1) == 1)
     e0 = best(ember, lambda r: rn(r) and r.get("cudnn") == 0)
-    e32 = best(ember, lambda r: rn(r) and r.get("cudnn", 1) == 1 and prec(r, "f32"))
-    e16 = best(ember, lambda r: rn(r) and prec(r, "bf16"))
-    t = best(torch, rn)
-    t32 = best(torch, lambda r: rn(r) and prec(r, "f32"))
-    t16 = best(torch, lambda r: rn(r) and prec(r, "bf16"))
+    t, t32, t16 = fastest(torch, rn)
     mem = lambda r: f"{r['peak_memory_mib']:.0f} MiB" if r and "peak_memory_mib" in r else "—"
     if e or t:
         row("ResNet-18, batch 256 (each side's best precision)", e, t,
@@ -101,9 +102,8 @@ def main():
             f"PyTorch f32 peak memory {mem(t32)}; losses from the same weights: "
             f"{loss_check('resnet_loss', 'f32')}")
     g = lambda r: r["name"].startswith("gpt_train_step_b8_s1024")
-    e, t = best(ember, g), best(torch, g)
-    e32, t32 = best(ember, lambda r: g(r) and prec(r, "f32")), best(torch, lambda r: g(r) and prec(r, "f32"))
-    e16, t16 = best(ember, lambda r: g(r) and prec(r, "bf16")), best(torch, lambda r: g(r) and prec(r, "bf16"))
+    e, e32, e16 = fastest(ember, g)
+    t, t32, t16 = fastest(torch, g)
     if e or t:
         mfu = lambda r: f"{100 * r['mfu']:.1f} %" if r and "mfu" in r else "—"
         row("GPT (12 × 768, bytes), 8 × 1024 tokens (each side's best precision)", e, t,
