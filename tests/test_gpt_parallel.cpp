@@ -9,6 +9,8 @@
 
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../examples/gpt/data.hpp"
@@ -87,6 +89,39 @@ std::pair<std::vector<double>, gpt::Gpt<B>> replica_run(gpt::Gpt<B> model,
     return {losses, std::move(model)};
 }
 
+// Runs replicas 0 and 1 of two on threads (`run(r)`: replica r's losses and parameter values;
+// `abort(r, what)`: tells the other replica that r failed, so that neither waits forever) and
+// checks that each took the whole-batch model's steps: its losses and parameters within margins.
+template <class Run, class Abort>
+void check_two_replicas(Run run, Abort abort, const std::vector<double>& single_losses,
+                        const std::vector<std::vector<float>>& want, double loss_margin,
+                        double param_margin) {
+    std::vector<std::vector<double>> losses(2);
+    std::vector<std::vector<std::vector<float>>> values(2);
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < 2; ++r)
+        threads.emplace_back([&, r] {
+            try {
+                std::tie(losses[r], values[r]) = run(r);
+            } catch (const std::exception& e) {
+                errors[r] = e.what();
+                abort(r, e.what());
+            }
+        });
+    for (auto& t : threads) t.join();
+    CHECK(errors == std::vector<std::string>(2));
+    for (std::size_t r = 0; r < 2; ++r) {
+        INFO("replica " << r);
+        REQUIRE(losses[r].size() == kSteps);
+        for (std::size_t k = 0; k < kSteps; ++k)
+            CHECK(losses[r][k] == Approx(single_losses[k]).margin(loss_margin));
+        const double worst = largest_difference(values[r], want);
+        INFO("largest parameter difference " << worst);
+        CHECK(worst <= param_margin);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("gpt example: a replica's share of a batch is those rows of the whole batch",
@@ -121,33 +156,13 @@ TEST_CASE("gpt example: 2 replicas on halves step as 1 model on the whole batch 
     const auto model = kTiny.init<AD>();
     const auto [single_losses, single] = whole_batch_run<AD>(model, {});
     auto ranks = ember::collective::ThreadCollective::group(2);
-    std::vector<std::vector<double>> losses(2);
-    std::vector<std::vector<std::vector<float>>> values(2);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (std::size_t r = 0; r < 2; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                auto [l, m] = replica_run<AD>(model, {}, gpt::Replica{ranks[r].get(), r, 2});
-                losses[r] = l;
-                values[r] = values_of(m);
-            } catch (const std::exception& e) {
-                errors[r] = e.what();
-                ranks[r]->abort(e.what());
-            }
-        });
-    for (auto& t : threads) t.join();
-    CHECK(errors == std::vector<std::string>(2));
-    const auto want = values_of(single);
-    for (std::size_t r = 0; r < 2; ++r) {
-        INFO("replica " << r);
-        REQUIRE(losses[r].size() == kSteps);
-        for (std::size_t k = 0; k < kSteps; ++k)
-            CHECK(losses[r][k] == Approx(single_losses[k]).margin(1e-6));
-        const double worst = largest_difference(values[r], want);
-        INFO("largest parameter difference " << worst);
-        CHECK(worst <= 1e-5);
-    }
+    check_two_replicas(
+        [&](std::size_t r) {
+            auto [l, m] = replica_run<AD>(model, {}, gpt::Replica{ranks[r].get(), r, 2});
+            return std::pair{l, values_of(m)};
+        },
+        [&](std::size_t r, const char* what) { ranks[r]->abort(what); }, single_losses,
+        values_of(single), 1e-6, 1e-5);
     // The steps did something: the loss fell on its batch.
     CHECK(single_losses.back() < single_losses.front());
 }
@@ -166,34 +181,14 @@ TEST_CASE("gpt example: 2 GPUs on halves step as 1 GPU on the whole batch",
     const auto model = kTiny.init<ADC>(CudaDevice{0});
     const auto [single_losses, single] = whole_batch_run<ADC>(model, CudaDevice{0});
     auto ranks = NcclCollective::init_all({CudaDevice{0}, CudaDevice{1}});
-    std::vector<std::vector<double>> losses(2);
-    std::vector<std::vector<std::vector<float>>> values(2);
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (std::size_t r = 0; r < 2; ++r)
-        threads.emplace_back([&, r] {
-            try {
-                const CudaDevice dev{r};
-                auto [l, m] =
-                    replica_run<ADC>(model.fork(dev), dev, gpt::Replica{ranks[r].get(), r, 2});
-                losses[r] = l;
-                values[r] = values_of(m);
-            } catch (const std::exception& e) {
-                errors[r] = e.what();
-                ranks[r]->abort(e.what());
-            }
-        });
-    for (auto& t : threads) t.join();
-    CHECK(errors == std::vector<std::string>(2));
-    const auto want = values_of(single);
-    for (std::size_t r = 0; r < 2; ++r) {
-        INFO("replica " << r);
-        REQUIRE(losses[r].size() == kSteps);
-        for (std::size_t k = 0; k < kSteps; ++k)
-            CHECK(losses[r][k] == Approx(single_losses[k]).margin(1e-5));
-        const double worst = largest_difference(values[r], want);
-        INFO("largest parameter difference " << worst);
-        CHECK(worst <= 1e-4);
-    }
+    check_two_replicas(
+        [&](std::size_t r) {
+            const CudaDevice dev{r};
+            auto [l, m] =
+                replica_run<ADC>(model.fork(dev), dev, gpt::Replica{ranks[r].get(), r, 2});
+            return std::pair{l, values_of(m)};
+        },
+        [&](std::size_t r, const char* what) { ranks[r]->abort(what); }, single_losses,
+        values_of(single), 1e-5, 1e-4);
 }
 #endif
