@@ -23,7 +23,7 @@ cuda=${CUDA_LIB:-/usr/local/cuda/lib}
 g++ -o "$pack/tests/gpt_parallel_tests" "$build/$obj/harness.cpp.o" \
   "$build/$obj/test_gpt_parallel.cpp.o" "$build/libember_nccl.a" "$build/libember_cuda.a" \
   "$build/libember_collective.a" "$build/libember_cpu.a" "$build/libember.a" \
-  /usr/lib/libCatch2WithMain.a -Wl,-rpath,"$cuda" "$cuda/libnvrtc.so" "$cuda/stubs/libcuda.so" \
+  /usr/lib/libCatch2WithMain.a -Wl,-rpath,"$cuda" "$cuda/libnvrtc.so" \
   "$cuda/libcudart.so" "$cuda/libcublas.so" "$cuda/libcublasLt.so" "$cuda/libculibos.a" \
   -L/usr/lib/x86_64-linux-gnu/openblas-pthread -lopenblas -lz -ldl -lpthread -lrt
 strip "$pack/tests/gpt_parallel_tests"
