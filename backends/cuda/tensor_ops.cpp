@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../common/transaction.hpp"
 #include "graph.hpp"
 #include "ops.hpp"
 
@@ -392,17 +393,8 @@ auto CudaBackend::bool_into_data(BT t) -> TensorData {
     return k::to_data(t);
 }
 TransactionData CudaBackend::tr_execute(TransactionPrimitive<FT, IT, BT> p) {
-    const std::size_t nf = p.floats.size(), ni = p.ints.size();
-    std::vector<k::CudaTensor> all = std::move(p.floats);
-    all.insert(all.end(), std::make_move_iterator(p.ints.begin()),
-               std::make_move_iterator(p.ints.end()));
-    all.insert(all.end(), std::make_move_iterator(p.bools.begin()),
-               std::make_move_iterator(p.bools.end()));
-    std::vector<TensorData> data = k::to_data_many(std::move(all));
-    TransactionData out;
-    for (std::size_t i = 0; i < data.size(); ++i)
-        (i < nf ? out.floats : i < nf + ni ? out.ints : out.bools).push_back(std::move(data[i]));
-    return out;
+    return detail::read_transaction(std::move(p),
+                                    [](auto all) { return k::to_data_many(std::move(all)); });
 }
 auto CudaBackend::float_empty(const Shape& s, const Device& d) -> FT {
     return k::empty(s, DType::F32, k::ordinal(d));

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../common/transaction.hpp"
 #include "graph.hpp"
 #include "kernels.hpp"
 
@@ -147,17 +148,8 @@ auto VulkanBackend::bool_into_data(BT t) -> TensorData {
     return k::to_data(t);
 }
 TransactionData VulkanBackend::tr_execute(TransactionPrimitive<FT, IT, BT> p) {
-    const std::size_t nf = p.floats.size(), ni = p.ints.size();
-    std::vector<k::VT> all = std::move(p.floats);
-    all.insert(all.end(), std::make_move_iterator(p.ints.begin()),
-               std::make_move_iterator(p.ints.end()));
-    all.insert(all.end(), std::make_move_iterator(p.bools.begin()),
-               std::make_move_iterator(p.bools.end()));
-    std::vector<TensorData> data = k::to_data_many(std::move(all));
-    TransactionData out;
-    for (std::size_t i = 0; i < data.size(); ++i)
-        (i < nf ? out.floats : i < nf + ni ? out.ints : out.bools).push_back(std::move(data[i]));
-    return out;
+    return detail::read_transaction(std::move(p),
+                                    [](auto all) { return k::to_data_many(std::move(all)); });
 }
 
 }  // namespace ember
