@@ -9,8 +9,9 @@
 # Detail names that stay exported, and why. A name is "in a detail namespace" when its own
 # qualified name (not a template argument) has a `detail` component.
 set(_ember_detail_exceptions
-  # Called by the inline code of the tensor headers: errors, overflow and shape helpers.
-  "^ember::detail::(raise|size_overflow|allocation_failed|moved_from_tensor|arange_length|resolve_reshape|format_tensor)\\("
+  # Called by the inline code of the tensor headers: errors, overflow and shape helpers
+  # (ragged_literal: the error of a nested literal whose rows differ in length).
+  "^ember::detail::(raise|size_overflow|allocation_failed|moved_from_tensor|arange_length|resolve_reshape|format_tensor|ragged_literal)\\("
   # The shape checks, called by the backends (ember_cpu, ember_vulkan, ember_cuda) and Dispatch.
   "^ember::detail::check::"
   # Called by the inline ember::cpu::memory_stats / reset_peak_memory.
