@@ -136,6 +136,18 @@ def section(meta, rows, losses):
                              f"{precision} on {n} GPUs | {ratio:.2f}× ({ep}) | — |")
     if len(goals) > 2:
         out += goals + [""]
+    # A run that timed out (gpt_ddp.sh's GPT_DDP_TIMEOUT) or failed writes no line: say which
+    # rows of ember's multi-GPU forms are absent rather than leave a bare dash unexplained.
+    absent = [f"{label} on {n} GPUs" for label in order for n in sizes
+              if n > 1 and rows[label]["framework"] == "ember" and n not in rows[label]["by_n"]
+              and label.endswith("threads")]
+    if 2 in sizes and 2 not in losses:
+        absent.append("the loss check's 2-GPU run")
+    if absent:
+        out.append("Not measured in this run (the run wrote no line: cut off by the script's "
+                   "per-run time limit, or failed; its stderr is kept beside the JSON lines): "
+                   + "; ".join(absent) + ".")
+        out.append("")
     if 1 in losses and 2 in losses:
         steps = sorted(set(losses[1]) & set(losses[2]))
         worst = max(abs(losses[1][k] - losses[2][k]) for k in steps)
