@@ -176,7 +176,9 @@ inline Value sample_tree() {
     List lists{
         List{},
         List{Value(), true, 1, 2.5, "s", TensorData({1.f}, {1})},
-        List{List{List{List{}}}},
+        // [[[[]]]]: each list that is another's only element is wrapped in Value(...), or Clang
+        // copies it instead of nesting it (include/ember/record/value.hpp, List).
+        List{Value(List{Value(List{Value(List{})})})},
         Map{},
     };
     return Map{

@@ -18,7 +18,7 @@
 namespace ember::record {
 
 class Value;
-/// An ordered list of values.
+/// An ordered list of values; a lone inner list is `List{Value(inner)}` (docs/records.md).
 using List = std::vector<Value>;
 /// Named fields in declaration order (the order recorders write them).
 using Map = std::vector<std::pair<std::string, Value>>;
