@@ -87,34 +87,36 @@ def main():
         return (best(side, pred), best(side, lambda r: pred(r) and prec(r, "f32")),
                 best(side, lambda r: pred(r) and prec(r, "bf16")))
 
-    e, e32, e16 = fastest(ember, lambda r: rn(r) and r.get("cudnn", 1) == 1)
-    e0 = best(ember, lambda r: rn(r) and r.get("cudnn") == 0)
-    t, t32, t16 = fastest(torch, rn)
+    def model_rows(title, short, loss_name, e_pred, t_pred, notes):
+        """A model's three rows: each side's best precision, both bf16, both f32 (`title` and
+        `short` name the model); notes(e, t, precision) are a row's first notes (precision None
+        for the best row), the bf16 and f32 rows' followed by their loss check."""
+        e, e32, e16 = fastest(ember, e_pred)
+        t, t32, t16 = fastest(torch, t_pred)
+        if not (e or t):
+            return
+        row(f"{title} (each side's best precision)", e, t, notes(e, t, None))
+        for p, ep, tp, what in (("bf16", e16, t16, "both bf16 mixed precision"),
+                                ("f32", e32, t32, "both f32")):
+            row(f"{short}, {what}", ep, tp, f"{notes(ep, tp, p)}; losses from the same weights: "
+                f"{loss_check(loss_name, p)}")
+
     mem = lambda r: f"{r['peak_memory_mib']:.0f} MiB" if r and "peak_memory_mib" in r else "—"
-    if e or t:
-        row("ResNet-18, batch 256 (each side's best precision)", e, t,
-            f"without cuDNN: {fmt(e0 and e0['value'])} ms (f32); peak memory ember {mem(e)}, "
-            f"PyTorch {mem(t)}")
-        row("ResNet-18, batch 256, both bf16 mixed precision", e16, t16,
-            f"peak memory ember {mem(e16)}, PyTorch {mem(t16)}; losses from the same weights: "
-            f"{loss_check('resnet_loss', 'bf16')}")
-        row("ResNet-18, batch 256, both f32", e32, t32,
-            f"PyTorch f32 peak memory {mem(t32)}; losses from the same weights: "
-            f"{loss_check('resnet_loss', 'f32')}")
+    memory = lambda e, t: f"peak memory ember {mem(e)}, PyTorch {mem(t)}"
+    e0 = best(ember, lambda r: rn(r) and r.get("cudnn") == 0)
+    resnet_notes = {
+        None: lambda e, t: f"without cuDNN: {fmt(e0 and e0['value'])} ms (f32); {memory(e, t)}",
+        "bf16": memory,
+        "f32": lambda e, t: f"PyTorch f32 peak memory {mem(t)}",
+    }
+    model_rows("ResNet-18, batch 256", "ResNet-18, batch 256", "resnet_loss",
+               lambda r: rn(r) and r.get("cudnn", 1) == 1, rn,
+               lambda e, t, p: resnet_notes[p](e, t))
     g = lambda r: r["name"].startswith("gpt_train_step_b8_s1024")
-    e, e32, e16 = fastest(ember, g)
-    t, t32, t16 = fastest(torch, g)
-    if e or t:
-        mfu = lambda r: f"{100 * r['mfu']:.1f} %" if r and "mfu" in r else "—"
-        row("GPT (12 × 768, bytes), 8 × 1024 tokens (each side's best precision)", e, t,
-            f"MFU ember {mfu(e)}, PyTorch {mfu(t)}; peak memory ember {mem(e)}, PyTorch "
-            f"{mem(t)}")
-        row("GPT, 8 × 1024 tokens, both bf16 mixed precision", e16, t16,
-            f"MFU ember {mfu(e16)}, PyTorch {mfu(t16)}; peak memory ember {mem(e16)}, PyTorch "
-            f"{mem(t16)}; losses from the same weights: {loss_check('gpt_loss', 'bf16')}")
-        row("GPT, 8 × 1024 tokens, both f32", e32, t32,
-            f"MFU ember {mfu(e32)}, PyTorch {mfu(t32)}; losses from the same weights: "
-            f"{loss_check('gpt_loss', 'f32')}")
+    mfu = lambda r: f"{100 * r['mfu']:.1f} %" if r and "mfu" in r else "—"
+    model_rows("GPT (12 × 768, bytes), 8 × 1024 tokens", "GPT, 8 × 1024 tokens", "gpt_loss", g, g,
+               lambda e, t, p: f"MFU ember {mfu(e)}, PyTorch {mfu(t)}"
+               + ("" if p == "f32" else f"; {memory(e, t)}"))
     rel = os.path.relpath(path, os.path.dirname(sys.argv[1]))
     write_section(sys.argv[1], "gpu-train", [
         "## Training on the GPU: issue 30's benchmark",
