@@ -73,6 +73,30 @@ __device__ __forceinline__ void block_sum2(A& a, A& b) {
     }
 }
 
+/// Sums the block's (s1, s2) and stores them as channel `c`'s partial sums of split `sp`
+/// (called by every thread of the block: the sum synchronises it).
+template <typename A>
+__device__ __forceinline__ void store_partials(A s1, A s2, const BatchNormShape& g, std::int64_t c,
+                                               int sp, A* part) {
+    block_sum2(s1, s2);
+    if (threadIdx.x == 0) {
+        part[2 * (c * g.splits + sp)] = s1;
+        part[2 * (c * g.splits + sp) + 1] = s2;
+    }
+}
+
+/// Channel `c`'s partial sums added up over the splits, in split order.
+template <typename A>
+__device__ __forceinline__ void sum_partials(const A* part, const BatchNormShape& g, std::int64_t c,
+                                             A& s1, A& s2) {
+    s1 = 0;
+    s2 = 0;
+    for (int sp = 0; sp < g.splits; ++sp) {
+        s1 += part[2 * (c * g.splits + sp)];
+        s2 += part[2 * (c * g.splits + sp) + 1];
+    }
+}
+
 /// The samples [n0, n1) of split `sp` out of `splits`.
 __device__ __forceinline__ void split_range(std::int64_t n, int sp, int splits, std::int64_t& n0,
                                             std::int64_t& n1) {
@@ -118,11 +142,7 @@ __global__ void bn_stats_kernel(BatchNormShape g, const T* x, A* part) {
         s1 += d;
         s2 += d * d;
     });
-    block_sum2(s1, s2);
-    if (threadIdx.x == 0) {
-        part[2 * (c * g.splits + sp)] = s1;
-        part[2 * (c * g.splits + sp) + 1] = s2;
-    }
+    store_partials(s1, s2, g, c, sp, part);
 }
 
 // One thread a channel: the statistics, the running update, from the partial sums.
@@ -132,11 +152,8 @@ __global__ void bn_stats_final_kernel(BatchNormShape g, const T* x, const A* par
                                       A* rm_out, A* rv_out) {
     const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
     if (c >= g.c) return;
-    A s1 = 0, s2 = 0;
-    for (int sp = 0; sp < g.splits; ++sp) {
-        s1 += part[2 * (c * g.splits + sp)];
-        s2 += part[2 * (c * g.splits + sp) + 1];
-    }
+    A s1, s2;
+    sum_partials(part, g, c, s1, s2);
     const A count = static_cast<A>(g.n * g.hw);
     const A d = s1 / count;
     A var = s2 / count - d * d;
@@ -197,11 +214,7 @@ __global__ void bn_grad_stats_kernel(BatchNormShape g, const T* x, const T* dy, 
         s1 += d;
         s2 += d * (to_acc<A>(v) - m);
     });
-    block_sum2(s1, s2);
-    if (threadIdx.x == 0) {
-        part[2 * (c * g.splits + sp)] = s1;
-        part[2 * (c * g.splits + sp) + 1] = s2;
-    }
+    store_partials(s1, s2, g, c, sp, part);
 }
 
 // One thread a channel: dbeta = Σdy, dgamma = Σdy·x̂, and dx = a·(dy − b − (x − mean)·k) with
@@ -211,11 +224,8 @@ __global__ void bn_grad_final_kernel(BatchNormShape g, const A* part, const A* g
                                      A* coef, A* dgamma, A* dbeta) {
     const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
     if (c >= g.c) return;
-    A s1 = 0, s2 = 0;
-    for (int sp = 0; sp < g.splits; ++sp) {
-        s1 += part[2 * (c * g.splits + sp)];
-        s2 += part[2 * (c * g.splits + sp) + 1];
-    }
+    A s1, s2;
+    sum_partials(part, g, c, s1, s2);
     const A count = static_cast<A>(g.n * g.hw);
     const A r = rstd[c];
     dbeta[c] = s1;
