@@ -283,6 +283,18 @@ unsigned elementwise_blocks(const BatchNormShape& g) {
     return blocks_for(g.vec4 ? (total + 3) / 4 : total);
 }
 
+/// bn_apply_kernel over the whole tensor (its vectorised form where the shape allows).
+template <typename T, typename A>
+void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* scale, bool var,
+                  A eps, const A* gamma, const A* beta, T* y, cudaStream_t s) {
+    if (g.vec4)
+        bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+            g, x, mean, scale, var, eps, gamma, beta, y);
+    else
+        bn_apply_kernel<false, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
+            g, x, mean, scale, var, eps, gamma, beta, y);
+}
+
 unsigned channel_blocks(const BatchNormShape& g) {
     return static_cast<unsigned>((g.c + kBnThreads - 1) / kBnThreads);
 }
@@ -320,16 +332,9 @@ void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, 
             static_cast<const A*>(rv), static_cast<A*>(mean), static_cast<A*>(rstd),
             static_cast<A*>(rm_out), static_cast<A*>(rv_out));
         check_launch("batch_norm (finalize)");
-        const auto* mp = static_cast<const A*>(mean);
-        const auto* rp = static_cast<const A*>(rstd);
-        const auto* gp = static_cast<const A*>(gamma);
-        const auto* bp = static_cast<const A*>(beta);
-        if (g.vec4)
-            bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
-                g, xp, mp, rp, false, A(0), gp, bp, static_cast<T*>(y));
-        else
-            bn_apply_kernel<false, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
-                g, xp, mp, rp, false, A(0), gp, bp, static_cast<T*>(y));
+        launch_apply(g, xp, static_cast<const A*>(mean), static_cast<const A*>(rstd), false, A(0),
+                     static_cast<const A*>(gamma), static_cast<const A*>(beta), static_cast<T*>(y),
+                     s);
         check_launch("batch_norm (normalize)");
     });
 }
@@ -341,17 +346,10 @@ void launch_batch_norm_eval(DType t, const BatchNormShape& g, const void* x, con
     visit_bn(t, [&](auto tv, auto av) {
         using T = decltype(tv);
         using A = decltype(av);
-        const auto* xp = static_cast<const T*>(x);
-        const auto* mp = static_cast<const A*>(mean);
-        const auto* vp = static_cast<const A*>(var);
-        const auto* gp = static_cast<const A*>(gamma);
-        const auto* bp = static_cast<const A*>(beta);
-        if (g.vec4)
-            bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
-                g, xp, mp, vp, true, static_cast<A>(eps), gp, bp, static_cast<T*>(y));
-        else
-            bn_apply_kernel<false, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
-                g, xp, mp, vp, true, static_cast<A>(eps), gp, bp, static_cast<T*>(y));
+        launch_apply(g, static_cast<const T*>(x), static_cast<const A*>(mean),
+                     static_cast<const A*>(var), true, static_cast<A>(eps),
+                     static_cast<const A*>(gamma), static_cast<const A*>(beta), static_cast<T*>(y),
+                     s);
         check_launch("batch_norm (eval)");
     });
 }
