@@ -7,6 +7,7 @@
 #include <ember/ember.hpp>
 #include <ember/optim.hpp>
 
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -180,12 +181,17 @@ TEST_CASE("gpt example: 2 GPUs on halves step as 1 GPU on the whole batch",
     ADC::seed(5);
     const auto model = kTiny.init<ADC>(CudaDevice{0});
     const auto [single_losses, single] = whole_batch_run<ADC>(model, CudaDevice{0});
+    // The copies to each GPU are made before the replicas' threads start, as the example does:
+    // a copy from GPU 0 waits for GPU 0's stream, which waits for the other replica once
+    // replica 0 has queued a reduction.
+    std::vector<std::optional<gpt::Gpt<ADC>>> forks(2);
+    for (std::size_t r = 0; r < 2; ++r) forks[r].emplace(model.fork(CudaDevice{r}));
     auto ranks = NcclCollective::init_all({CudaDevice{0}, CudaDevice{1}});
     check_two_replicas(
         [&](std::size_t r) {
             const CudaDevice dev{r};
             auto [l, m] =
-                replica_run<ADC>(model.fork(dev), dev, gpt::Replica{ranks[r].get(), r, 2});
+                replica_run<ADC>(std::move(*forks[r]), dev, gpt::Replica{ranks[r].get(), r, 2});
             return std::pair{l, values_of(m)};
         },
         [&](std::size_t r, const char* what) { ranks[r]->abort(what); }, single_losses,

@@ -81,6 +81,12 @@ int train_on(const Options& o) {
     auto model = initial_model<B>(o, devices.front());
     if (devices.size() == 1) return run_replica<B>(o, text, devices.front(), std::move(model), {});
 #if defined(EMBER_NCCL)
+    // Every copy is made here, before any replica starts: a copy from device 0 waits for device
+    // 0's stream, and once replica 0 has queued its first NCCL reduction there, that stream
+    // waits for the other replicas' reductions — a replica still copying its weights from
+    // device 0 would wait for ever (seen as a hang of `--devices 0,1` on two H200s).
+    std::vector<std::optional<decltype(model)>> replicas(devices.size());
+    for (std::size_t r = 0; r < devices.size(); ++r) replicas[r].emplace(model.fork(devices[r]));
     auto ranks = ember::collective::NcclCollective::init_all(devices);
     std::vector<int> status(devices.size(), 0);
     std::exception_ptr first_error;
@@ -89,7 +95,7 @@ int train_on(const Options& o) {
     for (std::size_t r = 0; r < devices.size(); ++r)
         threads.emplace_back([&, r] {
             try {
-                status[r] = run_replica<B>(o, text, devices[r], model.fork(devices[r]),
+                status[r] = run_replica<B>(o, text, devices[r], std::move(*replicas[r]),
                                            Replica{ranks[r].get(), r, devices.size()});
             } catch (const std::exception& e) {
                 {

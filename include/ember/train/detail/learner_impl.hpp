@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "../../collective/gradients.hpp"
 #include "../../collective/thread.hpp"
@@ -229,9 +231,15 @@ class Learner {
         const M model = dp.models[0];
         model.visit([](std::string_view, const auto& p) { (void)p.val(); });
         const O optim = dp.optims[0];
+        // The copies are made here, before any worker starts: a copy from rank 0's device waits
+        // for that device's queue, and once rank 0 has queued its broadcast there, the queue
+        // waits for the other ranks' broadcasts — a worker still copying would wait for ever
+        // (NCCL on GPUs; the CPU's copies never wait).
+        std::vector<std::optional<M>> forks(dp.devices.size());
+        for (std::size_t r = 1; r < forks.size(); ++r) forks[r].emplace(model.fork(dp.devices[r]));
         dp.workers->run(
             [&](std::size_t r) {
-                M m = r == 0 ? model : model.fork(dp.devices[r]);
+                const M& m = r == 0 ? model : *forks[r];
                 dp.models[r] = collective::broadcast_module(*dp.comms[r], m, 0);
                 if constexpr (requires { optim.load_record(*dp.optim_record, dp.devices[r]); }) {
                     if (dp.optim_record)
