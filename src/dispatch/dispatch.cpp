@@ -268,6 +268,17 @@ bool Dispatch::float_is_require_grad(const FT& t) {
     return s.has_autodiff() && core_table(s).is_require_grad(s, t);
 }
 
+std::uint64_t Dispatch::float_leaf_id(const FT& t) {
+    const Device s = handle_of(t).device;
+    return s.has_autodiff() ? core_table(s).leaf_id(s, t) : 0;
+}
+
+Dispatch::FT Dispatch::float_keep_graph(FT t) {
+    const Device s = handle_of(t).device;
+    if (s.has_autodiff()) core_table(s).keep_graph(s, t);
+    return t;
+}
+
 Dispatch::FT Dispatch::float_detach(FT t) {
     const Device s = handle_of(t).device;
     if (!s.has_autodiff()) return t;

@@ -237,6 +237,10 @@ struct CoreTable {
     DispatchTensor (*inner)(const Stack&, DispatchTensor);
     DispatchTensor (*set_require_grad)(const Stack&, DispatchTensor, bool);
     bool (*is_require_grad)(const Stack&, const DispatchTensor&);
+    /// S::float_leaf_id (autocast's cast cache).
+    std::uint64_t (*leaf_id)(const Stack&, const DispatchTensor&);
+    /// S::float_keep_graph, on the node the tensor shares with its copies.
+    void (*keep_graph)(const Stack&, const DispatchTensor&);
     DispatchTensor (*detach)(const Stack&, DispatchTensor);
     /// S::float_adam_step; null where S has none (Dispatch then composes the update).
     std::array<DispatchTensor, 3> (*adam_step)(const Stack&, DispatchTensor, DispatchTensor,
@@ -375,6 +379,12 @@ CoreTable make_core_table(const char* name) {
         };
         c.is_require_grad = [](const Stack& s, const DispatchTensor& t) {
             return S::float_is_require_grad(unwrap_float_ref<S>(t, s).get());
+        };
+        c.leaf_id = [](const Stack& s, const DispatchTensor& t) -> std::uint64_t {
+            return S::float_leaf_id(unwrap_float_ref<S>(t, s).get());
+        };
+        c.keep_graph = [](const Stack& s, const DispatchTensor& t) {
+            S::float_keep_graph(unwrap_float_ref<S>(t, s).get());  // marks the shared node
         };
         c.detach = [](const Stack& s, DispatchTensor t) {
             return wrap_float<S>(S::float_detach(unwrap_float<S>(std::move(t), s)), s);

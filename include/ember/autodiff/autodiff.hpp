@@ -90,6 +90,16 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static bool float_is_require_grad(const FT& t) { return t.node && t.node->leaf; }
     /// The value, untracked.
     static FT float_detach(FT t) { return from_inner(std::move(t.primitive)); }
+    /// The node id of `t` when it is a leaf that keeps its gradient, else 0: what autocast's
+    /// cast cache keys a parameter's cast on (ids are never reused).
+    static std::uint64_t float_leaf_id(const FT& t) {
+        return t.node && t.node->leaf ? t.node->id : 0;
+    }
+    /// `t`, its node made reusable by several backward passes (autocast's cached casts).
+    static FT float_keep_graph(FT t) {
+        if (t.node) t.node->reusable = true;
+        return t;
+    }
 
     // ---- float: creation and transfer (untracked results) ----
     static FT float_from_data(const TensorData& d, const Device& dev) {

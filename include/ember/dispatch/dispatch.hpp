@@ -95,6 +95,10 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     static FT float_set_require_grad(FT t, bool require);
     /// Whether the tensor is a leaf that keeps its gradient.
     static bool float_is_require_grad(const FT& t);
+    /// The stack's leaf id of a leaf that keeps its gradient, else 0 (autocast's cast cache).
+    static std::uint64_t float_leaf_id(const FT& t);
+    /// `t`, its graph node made reusable by several backward passes (autocast's cached casts).
+    static FT float_keep_graph(FT t);
     /// The same values cut from the graph.
     static FT float_detach(FT t);
 

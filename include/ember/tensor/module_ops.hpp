@@ -16,8 +16,11 @@ using OptionalTensor = std::optional<std::type_identity_t<Tensor<B, D>>>;
 /// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
 /// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
 template <Backend B, std::size_t D>
-Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
+Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
                     const OptionalTensor<B, 1>& bias = std::nullopt) {
+    // The parameter itself is cast (not its reshaped view, a new node): autocast's cache
+    // recognises the parameter and reuses its cast. The product then casts x only.
+    const Tensor<B, 2> weight = ::ember::detail::autocast::lower(weight_in);
     Shape ws = weight.shape();
     Shape s = Shape::filled(D, 1);
     s[D - 2] = ws[0];

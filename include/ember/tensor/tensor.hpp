@@ -1065,8 +1065,10 @@ public:
         else
             return Tensor<B, D, Float>(B::bool_into_float(handle()));
     }
-    /// Converts the elements to another float dtype (f32, f64, f16, bf16).
+    /// Converts the elements to another float dtype (f32, f64, f16, bf16). A tensor already in
+    /// `dtype` is returned as is (no kernel, no graph node), as PyTorch's `to` returns self.
     Tensor cast(DType dtype) const requires(std::same_as<K, Float>) {
+        if (B::float_dtype(handle()) == dtype) return *this;
         return Tensor(B::float_cast(handle(), dtype));
     }
     /// As f32 (Burn's to_full_precision).

@@ -60,6 +60,10 @@ struct Node {
     DType dtype = DType::F32;         ///< the output's dtype: gradients arrive in it
     bool leaf = false;                ///< a require_grad tensor: its gradient is kept
     bool consumed = false;            ///< backward already ran through this node
+    /// Backward keeps the step (and recompute) after running it, so later backward passes
+    /// may run it again: autocast's cached parameter casts, shared by the forward passes of a
+    /// region, whose step saves nothing but the source dtype.
+    bool reusable = false;
 };
 
 /// What a backward step sees: the gradients accumulated so far, and access to saved values.
@@ -164,9 +168,11 @@ Gradients run_backward(const NodeRef<B>& root, typename B::FloatTensorPrimitive 
             ctx.set_current(n);
             n->step(ctx, std::move(*g));
             // Nothing later reads this node's saved values: free them now.
-            n->step = nullptr;
-            n->recompute = nullptr;
-            n->consumed = true;
+            if (!n->reusable) {
+                n->step = nullptr;
+                n->recompute = nullptr;
+                n->consumed = true;
+            }
         }
         for (const auto& p : n->parents)
             if (p && p->leaf && --waiting[p.get()] == 0) finish_leaf(*p);
