@@ -110,9 +110,10 @@ for probe in $probes; do
       fi
       ((kb > peak)) && peak=$kb
     done
-    line=$(printf '{"workload":"compile_dispatch","probe":"%s","impl":"%s","stack":"%s","unit":"s","value":%s,"cpu_s":%s,"peak_mb":%s,"runs":%s,"commit":"%s","load":"%s","compiler":"%s","flags":"%s"}' \
+    line=$(printf '{"workload":"compile_dispatch","probe":"%s","impl":"%s","stack":"%s","unit":"s","value":%s,"cpu_s":%s,"peak_mb":%s,"runs":%s,"commit":"%s","date":"%s","machine":"%s","load":"%s","compiler":"%s","flags":"%s"}' \
       "$probe" "$impl" "$stack" "$best_wall" "$cpu" "$(awk -v k="$peak" 'BEGIN { printf "%.0f", k / 1024 }')" \
-      "$runs" "$commit" "$(cut -d' ' -f1 /proc/loadavg)" "$("$CXX" --version | head -1)" "${flags[*]//\"/}")
+      "$runs" "$commit" "$(date -u +%Y-%m-%dT%H:%MZ)" "$(uname -m), $(nproc) cores" \
+      "$(cut -d' ' -f1 /proc/loadavg)" "$("$CXX" --version | head -1)" "${flags[*]//\"/}")
     echo "$line"
     [[ -n $out ]] && echo "$line" >>"$out"
   done

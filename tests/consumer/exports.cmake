@@ -39,6 +39,9 @@ set(_ember_detail_exceptions
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
+  # OptimizerAdaptor's model-independent core on Dispatch, compiled once in ember_dispatch
+  # (include/ember/dispatch/nn.hpp declares it extern): the walk over a model calls it.
+  "ember::optim::detail::OptimizerCore<ember::optim::(Adam|AdamW|Sgd), ember::Dispatch>::"
   "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
   # Called by the captured-step templates of the Vulkan and CUDA stacks; the captured step
   # itself (ember::vulkan::CapturedStep and ember::cuda::CapturedStep name it).

@@ -137,11 +137,42 @@
     EMBER_DISPATCH_INITIALIZER(X, 3)                                                       \
     EMBER_DISPATCH_INITIALIZER(X, 4)
 
-/// The optimizers' per-tensor steps.
+/// OptimizerAdaptor's model-independent core on Dispatch (optim::detail::OptimizerCore).
+#define EMBER_DISPATCH_OPTIM_CORE(Optim) optim::detail::OptimizerCore<optim::Optim, Dispatch>
+/// X applied to the core's update of one rank-D parameter (the step tensor by tensor).
+#define EMBER_DISPATCH_OPTIM_PARAM(X, Optim, D)                                            \
+    X(std::optional<Param<Tensor<Dispatch, D>>>                                            \
+          EMBER_DISPATCH_OPTIM_CORE(Optim)::step_param<Param<Tensor<Dispatch, D>>>(        \
+              double, std::string_view, const Param<Tensor<Dispatch, D>>&,                 \
+              optim::GradientsParams&))
+/// X applied to the core's gathering of one rank-D parameter (the multi-tensor step).
+#define EMBER_DISPATCH_OPTIM_GATHER(X, Optim, D)                                           \
+    X(void EMBER_DISPATCH_OPTIM_CORE(Optim)::gather_param<Param<Tensor<Dispatch, D>>>(     \
+        double, std::string_view, const Param<Tensor<Dispatch, D>>&, optim::GradientsParams&, \
+        EMBER_DISPATCH_OPTIM_CORE(Optim)::MultiBatch&))
+/// The core of an optimizer: to_record and the updates of parameters of ranks 1-4.
+#define EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, Optim)                                      \
+    X(record::Value EMBER_DISPATCH_OPTIM_CORE(Optim)::to_record() const)                   \
+    EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 1) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 2)        \
+    EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 3) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 4)
+/// The multi-tensor step of an Adam-like optimizer (Dispatch has float_adam_steps).
+#define EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, Optim)                                     \
+    X(std::map<std::uint64_t, Dispatch::FloatTensorPrimitive>                              \
+          EMBER_DISPATCH_OPTIM_CORE(Optim)::run_multi(EMBER_DISPATCH_OPTIM_CORE(Optim)::MultiBatch)) \
+    EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 1) EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 2)      \
+    EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 3) EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 4)
+
+/// The optimizers' per-tensor steps and OptimizerAdaptor's model-independent core, so that a
+/// model's optimizer compiles only its walk over the model's fields.
 #define EMBER_DISPATCH_OPTIM_FUNCTIONS(X)                                                  \
     EMBER_DISPATCH_OPTIM_STEPS(X, Adam)                                                    \
     EMBER_DISPATCH_OPTIM_STEPS(X, AdamW)                                                   \
-    EMBER_DISPATCH_OPTIM_STEPS(X, Sgd)
+    EMBER_DISPATCH_OPTIM_STEPS(X, Sgd)                                                     \
+    EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, Adam)                                           \
+    EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, AdamW)                                          \
+    EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, Sgd)                                            \
+    EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, Adam)                                          \
+    EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, AdamW)
 
 // clang-format on
 

@@ -42,9 +42,105 @@ concept MultiTensorAdam = requires(const O& o,
 };
 }  // namespace detail
 
+namespace detail {
+/// What OptimizerAdaptor keeps and does that does not depend on the module type: the simple
+/// optimizer, the clipping, the per-parameter states and the update of one parameter. Its
+/// members are defined out of the class (not inline), so that the instances a library compiles
+/// once (ember_dispatch's for ember::Dispatch, include/ember/dispatch/nn.hpp) are not compiled
+/// again in each file that steps a model: only the walk over the model's fields is.
+template <typename O, typename SB>
+class OptimizerCore {
+  public:
+    /// The per-parameter state of a rank-D parameter.
+    template <std::size_t D>
+    using State = typename O::template State<SB, D>;
+
+    /// The per-parameter states as a record: {optimizer: name, states: {<param id>: state}},
+    /// each state a map of its fields (tensors as TensorData).
+    record::Value to_record() const;
+
+    /// Adds `n` to the step count of every state that keeps one (Adam's and AdamW's `time`).
+    /// A step captured in a CUDA graph (ember::cuda::capture) updates its parameters on each
+    /// replay, but the host code that counts steps ran only when it was captured: after `n`
+    /// replays, add_steps(n) brings the count (and so the bias corrections of a later eager
+    /// step, and what to_record saves) up to date.
+    void add_steps(std::int64_t n) {
+        for (auto& [id, e] : states_)
+            if (e.advance) e.advance(e.state, n);
+    }
+
+    /// Number of parameters with a state.
+    std::size_t num_states() const { return states_.size(); }
+    /// Whether parameter `id` has a state.
+    bool has_state(ParamId id) const { return states_.count(id.value) != 0; }
+    /// The simple optimizer (its settings).
+    const O& optimizer() const { return optim_; }
+    /// The gradient clipping, if any.
+    const std::optional<GradientClipping>& grad_clipping() const { return clipping_; }
+
+  protected:
+    using Prim = typename SB::FloatTensorPrimitive;
+
+    struct Entry {
+        std::any state;                                    // State<D> once the parameter is stepped
+        record::Value (*save)(const std::any&) = nullptr;  // its to_record (knows D)
+        record::Value pending;                             // a loaded state not yet converted
+        void (*advance)(std::any&, std::int64_t) = nullptr;  // add_steps (states with a time)
+    };
+
+    /// The parameters a multi-tensor step updates together, gathered by gather_param.
+    struct MultiBatch {
+        struct Item {
+            std::uint64_t id;
+            std::int64_t time;  // after this step
+            void (*put)(OptimizerCore&, std::uint64_t, Prim, Prim, std::int64_t);
+        };
+        std::vector<Item> items;
+        std::vector<std::array<Prim, 4>> tensors;
+        std::vector<AdamStepsScalars> scalars;
+    };
+
+    OptimizerCore(O optimizer, std::optional<GradientClipping> clipping)
+        : optim_(std::move(optimizer)), clipping_(clipping) {
+        if (clipping_) clipping_->check(std::string(O::name) + " optimizer");
+    }
+
+    /// The float parameter `p` (at `path`) updated from its gradient in `grads` (removed from
+    /// it), or nothing when it is frozen or has no gradient there.
+    template <typename P>
+    std::optional<P> step_param(double lr, std::string_view path, const P& p,
+                                GradientsParams& grads);
+
+    /// Adds `p`, its gradient (removed from `grads`) and its state to `batch`, unless it is
+    /// frozen or has no gradient there.
+    template <typename P>
+    void gather_param(double lr, std::string_view path, const P& p, GradientsParams& grads,
+                      MultiBatch& batch);
+
+    /// Runs `batch`'s update in one SB::float_adam_steps, keeps the new states and returns the
+    /// updated parameters by id.
+    std::map<std::uint64_t, Prim> run_multi(MultiBatch batch);
+
+    template <std::size_t D>
+    std::optional<State<D>> take_state(ParamId id, std::string_view path, const Shape& shape,
+                                       DType dtype);
+
+    template <std::size_t D>
+    void put_state(ParamId id, State<D> state);
+
+    O optim_;
+    std::optional<GradientClipping> clipping_;
+    bool multi_tensor_ = true;
+    std::map<std::uint64_t, Entry> states_;  // ordered: records list states by id
+    std::optional<Device<SB>> device_;
+};
+}  // namespace detail
+
 /// Updates the parameters of modules of type `M` with the simple optimizer `O`.
 template <typename O, module::Module M>
-class OptimizerAdaptor {
+class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::BackendOf<M>>> {
+    using Core = detail::OptimizerCore<O, InnerBackend<module::BackendOf<M>>>;
+
   public:
     /// The module type this optimizer steps.
     using Module = M;
@@ -58,9 +154,7 @@ class OptimizerAdaptor {
 
     /// An adaptor with no state yet.
     explicit OptimizerAdaptor(O optimizer, std::optional<GradientClipping> clipping = std::nullopt)
-        : optim_(std::move(optimizer)), clipping_(clipping) {
-        if (clipping_) clipping_->check(std::string(O::name) + " optimizer");
-    }
+        : Core(std::move(optimizer), clipping) {}
 
     /// A copy that clips every gradient before its update.
     OptimizerAdaptor with_grad_clipping(GradientClipping clipping) const {
@@ -77,7 +171,7 @@ class OptimizerAdaptor {
         EMBER_CHECK(lr >= 0 && std::isfinite(lr), Argument, O::name,
                     " step: the learning rate must be non-negative and finite, got ", lr);
         if constexpr (detail::MultiTensorAdam<O, StateBackend>) {
-            if (multi_tensor_ && on_one_device(module)) return step_multi(lr, module, grads);
+            if (this->multi_tensor_ && on_one_device(module)) return step_multi(lr, module, grads);
         }
         return module::map(module, [&](std::string_view path, const auto& p) {
             using P = module::detail::Bare<decltype(p)>;
@@ -86,36 +180,10 @@ class OptimizerAdaptor {
                           !std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
                 return p;
             } else {
-                constexpr std::size_t D = T::rank;
-                if (!p.is_require_grad()) return p;
-                auto grad = grads.template remove<StateBackend, D>(p.id());
-                if (!grad) return p;
-                const Shape shape = p.shape();
-                EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '",
-                            path, "' has shape ", grad->shape().to_string(),
-                            " but the parameter has shape ", shape.to_string());
-                Tensor<StateBackend, D> g = std::move(*grad);
-                if (clipping_) g = clipping_->clip(std::move(g));
-                auto value = p.val();
-                auto state = take_state<D>(p.id(), path, shape, value.dtype());
-                auto [updated, next] =
-                    optim_.step(lr, value.inner(), std::move(g), std::move(state));
-                if (next)
-                    put_state<D>(p.id(), std::move(*next));
-                else
-                    states_.erase(p.id().value);
-                return p.with_value(P::Value::from_inner(updated));
+                auto updated = this->step_param(lr, path, p, grads);
+                return updated ? std::move(*updated) : p;
             }
         });
-    }
-
-    /// The per-parameter states as a record: {optimizer: name, states: {<param id>: state}},
-    /// each state a map of its fields (tensors as TensorData).
-    record::Value to_record() const {
-        record::Map states;
-        for (const auto& [id, e] : states_)
-            states.emplace_back(ParamId{id}.to_string(), e.save ? e.save(e.state) : e.pending);
-        return record::Map{{"optimizer", std::string(O::name)}, {"states", std::move(states)}};
     }
 
     /// A copy holding the states of `record` (written by to_record of the same kind of
@@ -135,82 +203,20 @@ class OptimizerAdaptor {
             auto id = ParamId::parse(key);
             EMBER_CHECK(id, Format, O::name, " load_record: '", path, "' is not a parameter id");
             detail::check_state_record<State<1>>(v, path);
-            out.states_[id->value] = Entry{std::any{}, nullptr, v};
+            out.states_[id->value] = typename Core::Entry{std::any{}, nullptr, v};
         }
         return out;
-    }
-
-    /// Adds `n` to the step count of every state that keeps one (Adam's and AdamW's `time`).
-    /// A step captured in a CUDA graph (ember::cuda::capture) updates its parameters on each
-    /// replay, but the host code that counts steps ran only when it was captured: after `n`
-    /// replays, add_steps(n) brings the count (and so the bias corrections of a later eager
-    /// step, and what to_record saves) up to date.
-    void add_steps(std::int64_t n) {
-        for (auto& [id, e] : states_)
-            if (e.advance) e.advance(e.state, n);
     }
 
     /// Whether a step on a backend with a multi-tensor Adam update (CUDA) updates every
     /// parameter in one or a few launches (the default) rather than one update a parameter.
     /// Both give the same values; the switch is there to compare them.
     OptimizerAdaptor& multi_tensor(bool on) {
-        multi_tensor_ = on;
+        this->multi_tensor_ = on;
         return *this;
     }
 
-    /// Number of parameters with a state.
-    std::size_t num_states() const { return states_.size(); }
-    /// Whether parameter `id` has a state.
-    bool has_state(ParamId id) const { return states_.count(id.value) != 0; }
-    /// The simple optimizer (its settings).
-    const O& optimizer() const { return optim_; }
-    /// The gradient clipping, if any.
-    const std::optional<GradientClipping>& grad_clipping() const { return clipping_; }
-
   private:
-    struct Entry {
-        std::any state;                                    // State<D> once the parameter is stepped
-        record::Value (*save)(const std::any&) = nullptr;  // its to_record (knows D)
-        record::Value pending;                             // a loaded state not yet converted
-        void (*advance)(std::any&, std::int64_t) = nullptr;  // add_steps (states with a time)
-    };
-
-    template <std::size_t D>
-    std::optional<State<D>> take_state(ParamId id, std::string_view path, const Shape& shape,
-                                       DType dtype) {
-        auto it = states_.find(id.value);
-        if (it == states_.end()) return std::nullopt;
-        // Converted before it is erased: a state that does not fit stays for a later step.
-        if (!it->second.save) {
-            const std::string where = record::Value::join_path("states", id.to_string());
-            auto state =
-                detail::state_from_record<State<D>>(it->second.pending, where, path, shape, dtype,
-                                                    device_ ? *device_ : Device<StateBackend>{});
-            states_.erase(it);
-            return state;
-        }
-        auto* s = std::any_cast<State<D>>(&it->second.state);
-        EMBER_CHECK(s != nullptr, Argument, O::name, " step: the state of parameter '", path,
-                    "' was made for a parameter of another rank");
-        State<D> state = std::move(*s);
-        states_.erase(it);
-        return state;
-    }
-
-    template <std::size_t D>
-    void put_state(ParamId id, State<D> state) {
-        states_[id.value] =
-            Entry{std::any(std::move(state)),
-                  [](const std::any& a) {
-                      return detail::state_to_record(std::any_cast<const State<D>&>(a));
-                  },
-                  {},
-                  [](std::any& a, std::int64_t n) {
-                      if constexpr (requires(State<D> & st) { st.time += n; })
-                          std::any_cast<State<D>&>(a).time += n;
-                  }};
-    }
-
     using Prim = typename StateBackend::FloatTensorPrimitive;
 
     // Whether every trainable float parameter of `module` lives on one device (the multi-tensor
@@ -237,54 +243,14 @@ class OptimizerAdaptor {
     // The step as one multi-tensor update: the parameters with gradients are gathered (clipped,
     // with their states), updated together by StateBackend::float_adam_steps, and put back.
     M step_multi(double lr, const M& module, GradientsParams& grads) {
-        struct Item {
-            std::uint64_t id;
-            std::int64_t time;  // after this step
-            void (*put)(OptimizerAdaptor&, std::uint64_t, Prim, Prim, std::int64_t);
-        };
-        std::vector<Item> items;
-        std::vector<std::array<Prim, 4>> tensors;
-        std::vector<AdamStepsScalars> scalars;
+        typename Core::MultiBatch batch;
         module::visit(module, [&](std::string_view path, const auto& p) {
-            using P = module::detail::Bare<decltype(p)>;
-            using T = detail::ParamTraits<P>;
+            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
             if constexpr (T::is_float &&
-                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
-                constexpr std::size_t D = T::rank;
-                if (!p.is_require_grad()) return;
-                auto grad = grads.template remove<StateBackend, D>(p.id());
-                if (!grad) return;
-                const Shape shape = p.shape();
-                EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '",
-                            path, "' has shape ", grad->shape().to_string(),
-                            " but the parameter has shape ", shape.to_string());
-                Tensor<StateBackend, D> g = std::move(*grad);
-                if (clipping_) g = clipping_->clip(std::move(g));
-                auto value = p.val().inner();
-                auto state = take_state<D>(p.id(), path, shape, value.dtype());
-                const std::int64_t time = state ? state->time + 1 : 1;
-                Tensor<StateBackend, D> m = state ? std::move(state->moment_1) : g.zeros_like();
-                Tensor<StateBackend, D> v = state ? std::move(state->moment_2) : g.zeros_like();
-                items.push_back({p.id().value, time,
-                                 [](OptimizerAdaptor& self, std::uint64_t id, Prim m1, Prim m2,
-                                    std::int64_t t) {
-                                     self.put_state<D>(
-                                         ParamId{id},
-                                         State<D>{Tensor<StateBackend, D>::from_primitive(m1),
-                                                  Tensor<StateBackend, D>::from_primitive(m2), t});
-                                 }});
-                tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
-                                   std::move(m).into_primitive(), std::move(v).into_primitive()});
-                scalars.push_back(optim_.adam_steps_scalars(lr, time));
-            }
+                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>)
+                this->gather_param(lr, path, p, grads, batch);
         });
-        auto updated = StateBackend::float_adam_steps(std::move(tensors), scalars);
-        std::map<std::uint64_t, Prim> params;
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            auto& [p, m1, m2] = updated[i];
-            items[i].put(*this, items[i].id, std::move(m1), std::move(m2), items[i].time);
-            params.emplace(items[i].id, std::move(p));
-        }
+        std::map<std::uint64_t, Prim> params = this->run_multi(std::move(batch));
         return module::map(module, [&](std::string_view, const auto& p) {
             using P = module::detail::Bare<decltype(p)>;
             using T = detail::ParamTraits<P>;
@@ -299,12 +265,118 @@ class OptimizerAdaptor {
             }
         });
     }
-
-    O optim_;
-    std::optional<GradientClipping> clipping_;
-    bool multi_tensor_ = true;
-    std::map<std::uint64_t, Entry> states_;  // ordered: records list states by id
-    std::optional<Device<StateBackend>> device_;
 };
+
+// ---- OptimizerCore's members (not inline: see the class) ------------------------------------
+
+template <typename O, typename SB>
+record::Value detail::OptimizerCore<O, SB>::to_record() const {
+    record::Map states;
+    for (const auto& [id, e] : states_)
+        states.emplace_back(ParamId{id}.to_string(), e.save ? e.save(e.state) : e.pending);
+    return record::Map{{"optimizer", std::string(O::name)}, {"states", std::move(states)}};
+}
+
+template <typename O, typename SB>
+template <typename P>
+std::optional<P> detail::OptimizerCore<O, SB>::step_param(double lr, std::string_view path,
+                                                          const P& p, GradientsParams& grads) {
+    constexpr std::size_t D = ParamTraits<P>::rank;
+    if (!p.is_require_grad()) return std::nullopt;
+    auto grad = grads.template remove<SB, D>(p.id());
+    if (!grad) return std::nullopt;
+    const Shape shape = p.shape();
+    EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '", path,
+                "' has shape ", grad->shape().to_string(), " but the parameter has shape ",
+                shape.to_string());
+    Tensor<SB, D> g = std::move(*grad);
+    if (clipping_) g = clipping_->clip(std::move(g));
+    auto value = p.val();
+    auto state = take_state<D>(p.id(), path, shape, value.dtype());
+    auto [updated, next] = optim_.step(lr, value.inner(), std::move(g), std::move(state));
+    if (next)
+        put_state<D>(p.id(), std::move(*next));
+    else
+        states_.erase(p.id().value);
+    return p.with_value(P::Value::from_inner(updated));
+}
+
+template <typename O, typename SB>
+template <typename P>
+void detail::OptimizerCore<O, SB>::gather_param(double lr, std::string_view path, const P& p,
+                                                GradientsParams& grads, MultiBatch& batch) {
+    constexpr std::size_t D = ParamTraits<P>::rank;
+    if (!p.is_require_grad()) return;
+    auto grad = grads.template remove<SB, D>(p.id());
+    if (!grad) return;
+    const Shape shape = p.shape();
+    EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '", path,
+                "' has shape ", grad->shape().to_string(), " but the parameter has shape ",
+                shape.to_string());
+    Tensor<SB, D> g = std::move(*grad);
+    if (clipping_) g = clipping_->clip(std::move(g));
+    auto value = p.val().inner();
+    auto state = take_state<D>(p.id(), path, shape, value.dtype());
+    const std::int64_t time = state ? state->time + 1 : 1;
+    Tensor<SB, D> m = state ? std::move(state->moment_1) : g.zeros_like();
+    Tensor<SB, D> v = state ? std::move(state->moment_2) : g.zeros_like();
+    batch.items.push_back(
+        {p.id().value, time,
+         [](OptimizerCore& self, std::uint64_t id, Prim m1, Prim m2, std::int64_t t) {
+             self.put_state<D>(ParamId{id}, State<D>{Tensor<SB, D>::from_primitive(m1),
+                                                     Tensor<SB, D>::from_primitive(m2), t});
+         }});
+    batch.tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
+                             std::move(m).into_primitive(), std::move(v).into_primitive()});
+    batch.scalars.push_back(optim_.adam_steps_scalars(lr, time));
+}
+
+template <typename O, typename SB>
+auto detail::OptimizerCore<O, SB>::run_multi(MultiBatch batch) -> std::map<std::uint64_t, Prim> {
+    auto updated = SB::float_adam_steps(std::move(batch.tensors), batch.scalars);
+    std::map<std::uint64_t, Prim> params;
+    for (std::size_t i = 0; i < batch.items.size(); ++i) {
+        auto& [p, m1, m2] = updated[i];
+        batch.items[i].put(*this, batch.items[i].id, std::move(m1), std::move(m2),
+                           batch.items[i].time);
+        params.emplace(batch.items[i].id, std::move(p));
+    }
+    return params;
+}
+
+template <typename O, typename SB>
+template <std::size_t D>
+auto detail::OptimizerCore<O, SB>::take_state(ParamId id, std::string_view path, const Shape& shape,
+                                              DType dtype) -> std::optional<State<D>> {
+    auto it = states_.find(id.value);
+    if (it == states_.end()) return std::nullopt;
+    // Converted before it is erased: a state that does not fit stays for a later step.
+    if (!it->second.save) {
+        const std::string where = record::Value::join_path("states", id.to_string());
+        auto state = state_from_record<State<D>>(it->second.pending, where, path, shape, dtype,
+                                                 device_ ? *device_ : Device<SB>{});
+        states_.erase(it);
+        return state;
+    }
+    auto* s = std::any_cast<State<D>>(&it->second.state);
+    EMBER_CHECK(s != nullptr, Argument, O::name, " step: the state of parameter '", path,
+                "' was made for a parameter of another rank");
+    State<D> state = std::move(*s);
+    states_.erase(it);
+    return state;
+}
+
+template <typename O, typename SB>
+template <std::size_t D>
+void detail::OptimizerCore<O, SB>::put_state(ParamId id, State<D> state) {
+    states_[id.value] =
+        Entry{std::any(std::move(state)),
+              [](const std::any& a) { return state_to_record(std::any_cast<const State<D>&>(a)); },
+              {},
+              [](std::any& a, std::int64_t n) {
+                  if constexpr (requires(State<D> & st) { st.time += n; })
+                      std::any_cast<State<D>&>(a).time += n;
+              }};
+}
 
 }  // namespace ember::optim
