@@ -63,6 +63,11 @@ if(CXX_FLAGS)
 endif()
 if(STRICT)
   list(APPEND configure_args -DCONSUMER_STRICT=ON)
+  # The Clang checks are about what compiles and what warns, which Clang decides before it
+  # optimises: at -O0 consumer_clang14 takes 41 CPU-s instead of 99 (measured without ccache).
+  # NDEBUG stays as the package was built.
+  string(TOUPPER "${BUILD_TYPE}" strict_config)
+  list(APPEND configure_args "-DCMAKE_CXX_FLAGS_${strict_config}=-O0 -DNDEBUG")
 endif()
 
 # The consumer's executable lands in <build>/bin for every generator ($<0:> in the project).
