@@ -14,6 +14,16 @@
 
 namespace ember::train {
 
+namespace detail {
+
+/// ShapeError, naming `metric`, unless a batch's outputs and targets have the same shape.
+inline void check_same_shape(const Shape& outputs, const Shape& targets, const char* metric) {
+    EMBER_CHECK(outputs == targets, Shape, metric, ": outputs of shape ", outputs.to_string(),
+                " and targets of shape ", targets.to_string(), " differ");
+}
+
+}  // namespace detail
+
 // ---- DiceMetric -----------------------------------------------------------------------------
 
 /// Input of DiceMetric: predicted and true masks [N, C, ...] (0/1 per class, one-hot encoded by
@@ -47,8 +57,7 @@ class DiceMetric {
     /// background is included with a single class.
     MetricEntry update(const Input& in, const MetricMetadata&) {
         const Shape& s = in.outputs.shape();
-        EMBER_CHECK(s == in.targets.shape(), Shape, "DiceMetric: outputs of shape ", s.to_string(),
-                    " and targets of shape ", in.targets.shape().to_string(), " differ");
+        detail::check_same_shape(s, in.targets.shape(), "DiceMetric");
         const std::size_t n = s[0], c = s[1];
         EMBER_CHECK(!config_.include_background || c >= 2, Argument,
                     "DiceMetric: include_background needs at least 2 classes, got ", c);
@@ -111,8 +120,7 @@ class PsnrMetric {
     /// Updates with one batch; ShapeError when the shapes differ.
     MetricEntry update(const Input& in, const MetricMetadata&) {
         const Shape& s = in.outputs.shape();
-        EMBER_CHECK(s == in.targets.shape(), Shape, "PsnrMetric: outputs of shape ", s.to_string(),
-                    " and targets of shape ", in.targets.shape().to_string(), " differ");
+        detail::check_same_shape(s, in.targets.shape(), "PsnrMetric");
         const std::size_t n = s[0], per = n == 0 ? 0 : s.num_elements() / n;
         const auto x = in.outputs.to_data().template to_vec<double>();
         const auto y = in.targets.to_data().template to_vec<double>();
@@ -202,6 +210,18 @@ inline std::vector<double> gaussian_filter_valid(const double* plane, std::size_
     return out;
 }
 
+/// ArgumentError, naming `metric`, for an SSIM configuration's even or zero kernel size or a
+/// non-positive sigma, k1, k2 or (set) data_range.
+inline void check_ssim_window(std::size_t kernel_size, double sigma, double k1, double k2,
+                              const std::optional<double>& data_range, const char* metric) {
+    EMBER_CHECK(kernel_size % 2 == 1, Argument, metric, ": kernel_size must be odd, got ",
+                kernel_size);
+    EMBER_CHECK(sigma > 0.0 && k1 > 0.0 && k2 > 0.0, Argument, metric,
+                ": sigma, k1 and k2 must be positive, got ", sigma, ", ", k1, " and ", k2);
+    EMBER_CHECK(!data_range || *data_range > 0.0, Argument, metric,
+                ": data_range must be positive, got ", data_range.value_or(0));
+}
+
 /// The data range L of images `x` and `y` (host values): `configured` when set, else the larger
 /// of their max − min (torchmetrics' rule for data_range=None); ArgumentError, naming `metric`,
 /// when that is 0 (constant images leave the index 0/0).
@@ -288,20 +308,14 @@ class SsimMetric {
     /// The metric with `config`; ArgumentError for an even or zero kernel size, a non-positive
     /// sigma, data_range, k1 or k2.
     explicit SsimMetric(SsimMetricConfig config = {}) : config_(config) {
-        EMBER_CHECK(config.kernel_size % 2 == 1, Argument,
-                    "SsimMetric: kernel_size must be odd, got ", config.kernel_size);
-        EMBER_CHECK(config.sigma > 0.0 && config.k1 > 0.0 && config.k2 > 0.0, Argument,
-                    "SsimMetric: sigma, k1 and k2 must be positive, got ", config.sigma, ", ",
-                    config.k1, " and ", config.k2);
-        EMBER_CHECK(!config.data_range || *config.data_range > 0.0, Argument,
-                    "SsimMetric: data_range must be positive, got ", config.data_range.value_or(0));
+        detail::check_ssim_window(config.kernel_size, config.sigma, config.k1, config.k2,
+                                  config.data_range, "SsimMetric");
     }
     /// Updates with one batch; ShapeError when the shapes differ, the batch is empty or an
     /// image is smaller than the window.
     MetricEntry update(const Input& in, const MetricMetadata&) {
         const Shape& s = in.outputs.shape();
-        EMBER_CHECK(s == in.targets.shape(), Shape, "SsimMetric: outputs of shape ", s.to_string(),
-                    " and targets of shape ", in.targets.shape().to_string(), " differ");
+        detail::check_same_shape(s, in.targets.shape(), "SsimMetric");
         const std::size_t n = s[0], c = s[1], h = s[2], w = s[3], k = config_.kernel_size;
         EMBER_CHECK(n > 0 && c > 0, Shape, "SsimMetric: an empty batch of shape ", s.to_string());
         EMBER_CHECK(h >= k && w >= k, Shape, "SsimMetric: images of shape ", s.to_string(),
@@ -372,14 +386,8 @@ class MsSsimMetric {
     /// The metric with `config`; ArgumentError for an even or zero kernel size, a non-positive
     /// sigma, data_range, k1 or k2, no betas or a negative one.
     explicit MsSsimMetric(MsSsimMetricConfig config = {}) : config_(std::move(config)) {
-        EMBER_CHECK(config_.kernel_size % 2 == 1, Argument,
-                    "MsSsimMetric: kernel_size must be odd, got ", config_.kernel_size);
-        EMBER_CHECK(config_.sigma > 0.0 && config_.k1 > 0.0 && config_.k2 > 0.0, Argument,
-                    "MsSsimMetric: sigma, k1 and k2 must be positive, got ", config_.sigma, ", ",
-                    config_.k1, " and ", config_.k2);
-        EMBER_CHECK(!config_.data_range || *config_.data_range > 0.0, Argument,
-                    "MsSsimMetric: data_range must be positive, got ",
-                    config_.data_range.value_or(0));
+        detail::check_ssim_window(config_.kernel_size, config_.sigma, config_.k1, config_.k2,
+                                  config_.data_range, "MsSsimMetric");
         EMBER_CHECK(!config_.betas.empty(), Argument, "MsSsimMetric: needs at least one beta");
         for (double b : config_.betas)
             EMBER_CHECK(b >= 0.0, Argument, "MsSsimMetric: betas must be non-negative, got ", b);
@@ -388,9 +396,7 @@ class MsSsimMetric {
     /// coarsest scale is smaller than the window.
     MetricEntry update(const Input& in, const MetricMetadata&) {
         const Shape& s = in.outputs.shape();
-        EMBER_CHECK(s == in.targets.shape(), Shape, "MsSsimMetric: outputs of shape ",
-                    s.to_string(), " and targets of shape ", in.targets.shape().to_string(),
-                    " differ");
+        detail::check_same_shape(s, in.targets.shape(), "MsSsimMetric");
         const std::size_t n = s[0], c = s[1], k = config_.kernel_size;
         const std::size_t scales = config_.betas.size();
         std::size_t h = s[2], w = s[3];
