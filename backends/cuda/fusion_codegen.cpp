@@ -148,19 +148,27 @@ std::string unary_expr(UnaryOp op, DType d, const std::string& a, std::size_t i)
     }
 }
 
+// "(a & b)", "(a | b)" or "(a ^ b)" for the bitwise and, or and xor; empty for any other op.
+std::string bitwise_infix(BinaryOp op, const std::string& a, const std::string& b) {
+    switch (op) {
+        case BinaryOp::And:
+            return "(" + a + " & " + b + ")";
+        case BinaryOp::Or:
+            return "(" + a + " | " + b + ")";
+        case BinaryOp::Xor:
+            return "(" + a + " ^ " + b + ")";
+        default:
+            return {};
+    }
+}
+
 std::string binary_expr(BinaryOp op, DType d, std::string a, std::string b, std::size_t i) {
     if (d == DType::Bool) {
-        switch (op) {
-            case BinaryOp::And:
-                return "(unsigned char)(" + a + " & " + b + ")";
-            case BinaryOp::Or:
-                return "(unsigned char)(" + a + " | " + b + ")";
-            case BinaryOp::Xor:
-                return "(unsigned char)(" + a + " ^ " + b + ")";
-            default:
-                EMBER_FAIL(DType, "fused program: instruction ", i, ": binary op ", int(op),
-                           " is not fused for bool registers");
-        }
+        const std::string e = bitwise_infix(op, a, b);
+        if (e.empty())
+            EMBER_FAIL(DType, "fused program: instruction ", i, ": binary op ", int(op),
+                       " is not fused for bool registers");
+        return "(unsigned char)" + e;
     }
     // The reversed forms put the scalar (b) on the left.
     switch (op) {
@@ -197,11 +205,9 @@ std::string binary_expr(BinaryOp op, DType d, std::string a, std::string b, std:
             case BinaryOp::Min:
                 return "ember_min" + args;
             case BinaryOp::And:
-                return "(" + a + " & " + b + ")";
             case BinaryOp::Or:
-                return "(" + a + " | " + b + ")";
             case BinaryOp::Xor:
-                return "(" + a + " ^ " + b + ")";
+                return bitwise_infix(op, a, b);
             case BinaryOp::Shl:
                 return "ember_shl" + args;
             case BinaryOp::Shr:
