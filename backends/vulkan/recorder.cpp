@@ -24,6 +24,21 @@ constexpr std::size_t kFrames = 4;
 constexpr VkDeviceSize kParamsRing = VkDeviceSize{8} << 20;
 constexpr VkDeviceSize kStagingRing = VkDeviceSize{32} << 20;
 
+// Records into `c` a copy of `part` to `staging` at `at`.
+void copy_to(VkCommandBuffer c, const Binding& part, VkBuffer staging, VkDeviceSize at) {
+    VkBufferCopy region{part.offset, at, part.range};
+    vkCmdCopyBuffer(c, part.buffer, staging, 1, &region);
+}
+
+// Makes the transfers recorded in `c` so far visible to the host's reads after the next wait.
+void host_read_barrier(VkCommandBuffer c) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+}
+
 }  // namespace
 
 Recorder::Recorder(const OpenedDevice& dev, Pipelines& pipelines)
@@ -243,13 +258,8 @@ void Recorder::download(const Binding& src, void* dst, std::size_t bytes) {
         VkCommandBuffer c = cmd();
         const Binding part{src.buffer, src.offset + done, n, false};
         track(std::span(&part, 1));
-        VkBufferCopy region{src.offset + done, at, n};
-        vkCmdCopyBuffer(c, src.buffer, staging_.buffer, 1, &region);
-        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                             &mb, 0, nullptr, 0, nullptr);
+        copy_to(c, part, staging_.buffer, at);
+        host_read_barrier(c);
         wait_idle();
         std::memcpy(to + done, staging_.mapped + at, n);
         done += n;
@@ -284,14 +294,9 @@ void Recorder::download_many(std::span<const Binding> srcs, std::span<void* cons
             at[j - i] = ring_alloc(staging_, srcs[j].range, 16);
             const Binding part{srcs[j].buffer, srcs[j].offset, srcs[j].range, false};
             track(std::span(&part, 1));
-            VkBufferCopy region{srcs[j].offset, at[j - i], srcs[j].range};
-            vkCmdCopyBuffer(c, srcs[j].buffer, staging_.buffer, 1, &region);
+            copy_to(c, part, staging_.buffer, at[j - i]);
         }
-        VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-        mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-        mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
-                             &mb, 0, nullptr, 0, nullptr);
+        host_read_barrier(c);
         // wait_idle resets the ring's top, not its contents: the copies stay readable.
         wait_idle();
         for (std::size_t j = i; j < end; ++j)
