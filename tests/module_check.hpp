@@ -23,6 +23,16 @@ P param_from(const P& like, const TensorData& data) {
     return like.with_value(V::from_data(data.convert(like.dtype()), like.device()));
 }
 
+/// `model` with every parameter set from the fixture tensor named by its path (each one required).
+template <module::Module M>
+M load_params(const M& model, const Fixture& f) {
+    return model.map([&](std::string_view path, const auto& p) {
+        INFO("parameter " << path);
+        REQUIRE(f.has(std::string(path)));
+        return param_from(p, f.named(std::string(path)));
+    });
+}
+
 /// `model` with the parameter at `path` holding `data` (others unchanged).
 template <module::Module M>
 M with_param(const M& model, std::string_view path, const TensorData& data) {

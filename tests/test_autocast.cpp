@@ -25,6 +25,7 @@ using AD = ember::Autodiff<ember::Cpu>;
 using ember::DType;
 using ember::Tensor;
 using ember::test::Fixture;
+using ember::test::load_params;
 
 const std::string kFile = "autocast";
 
@@ -39,16 +40,6 @@ void check_scaled(const ember::TensorData& actual, const ember::TensorData& expe
     for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - e[i]));
     INFO("largest difference " << worst << ", largest expected magnitude " << scale);
     CHECK(worst <= rel * scale + 1e-6);
-}
-
-// `model` with every parameter set from the fixture tensor of the same path.
-template <ember::module::Module M>
-M load(const M& model, const Fixture& f) {
-    return model.map([&](std::string_view path, const auto& p) {
-        INFO("parameter " << path);
-        REQUIRE(f.has(std::string(path)));
-        return ember::test::param_from(p, f.named(std::string(path)));
-    });
 }
 
 // Every parameter's gradient: f32 (the parameters are f32) and near PyTorch's autocast one.
@@ -99,7 +90,7 @@ void resnet_under_autocast() {
     const resnet::ImageBatch<B> batch{f.named_tensor<B, 4>("input"),
                                       f.named_tensor<B, 1, ember::Int>("targets")};
     {
-        const auto model = load(config.init<B>(), f);
+        const auto model = load_params(config.init<B>(), f);
         std::optional<ember::train::ClassificationOutput<B>> out;
         {
             const ember::Autocast bf16(DType::BF16);
@@ -112,7 +103,7 @@ void resnet_under_autocast() {
         CHECK(check_grads(model, f, out->loss.backward(), 3e-2) == 20);
     }
     for (const bool autocast : {true, false}) {
-        auto model = load(config.init<B>(), f);
+        auto model = load_params(config.init<B>(), f);
         auto sgd = ember::optim::SgdConfig{}
                        .with_momentum(ember::optim::MomentumConfig{0.9, 0.0})
                        .with_weight_decay(ember::optim::WeightDecayConfig{5e-4})
@@ -148,7 +139,7 @@ void gpt_under_autocast() {
     const auto tokens = f.named_tensor<B, 2, ember::Int>("input");
     const auto targets = f.named_tensor<B, 1, ember::Int>("targets");
     {
-        const auto model = load(gpt_config(f).init<B>(), f);
+        const auto model = load_params(gpt_config(f).init<B>(), f);
         std::optional<Tensor<B, 2>> scores;
         std::optional<Tensor<B, 1>> loss;
         {
@@ -163,7 +154,7 @@ void gpt_under_autocast() {
         CHECK(check_grads(model, f, loss->backward(), 3e-2) == 4 + 2 * 16);
     }
     for (const bool autocast : {true, false}) {
-        auto model = load(gpt_config(f).init<B>(), f);
+        auto model = load_params(gpt_config(f).init<B>(), f);
         auto adamw = ember::optim::AdamWConfig{}
                          .with_beta_2(0.95)
                          .with_epsilon(1e-8)
@@ -338,7 +329,7 @@ TEST_CASE("GradScaler: f16 autocast with dynamic loss scaling", "[autocast][opti
     Fixture f(kFile, "gpt");
     const auto tokens = f.named_tensor<AD, 2, ember::Int>("input");
     const auto targets = f.named_tensor<AD, 1, ember::Int>("targets");
-    const auto fresh = load(gpt_config(f).init<AD>(), f);
+    const auto fresh = load_params(gpt_config(f).init<AD>(), f);
     auto loss_of = [&](const gpt::Gpt<AD>& m, std::optional<DType> dtype) {
         const ember::Autocast guard(dtype.value_or(DType::F16), dtype.has_value());
         return m.loss(tokens, targets);

@@ -19,21 +19,11 @@ using AD = ember::Autodiff<ember::Cpu>;
 using ember::Tensor;
 using ember::test::check_close;
 using ember::test::Fixture;
+using ember::test::load_params;
 
 const std::string kFile = "models";
 // f32 through a whole network against float64 torch.
 const ember::Tolerance kTol{2e-5, 2e-4};
-
-// `model` with every parameter set from the fixture tensor of the same path (`prefix` before it).
-template <ember::module::Module M>
-M load(const M& model, const Fixture& f, const std::string& prefix = "") {
-    return model.map([&](std::string_view path, const auto& p) {
-        const std::string name = prefix + std::string(path);
-        INFO("parameter " << name);
-        REQUIRE(f.has(name));
-        return ember::test::param_from(p, f.named(name));
-    });
-}
 
 // Every parameter of `model` against the fixture tensor "<prefix><path>" (values, or with
 // `grads` the gradients).
@@ -89,7 +79,7 @@ TEST_CASE("the ResNet example's network matches PyTorch", "[models][resnet]") {
     Fixture f(kFile, "resnet");
     const auto config = resnet::ResNetConfig{
         {4, 8}, {1, 1}, std::size_t(f.param("in_channels")), std::size_t(f.param("num_classes"))};
-    const auto fresh = load(config.init<AD>(), f);
+    const auto fresh = load_params(config.init<AD>(), f);
     // Identity shortcut in the first block, a 1×1 projection where the second halves the size.
     REQUIRE(!fresh.blocks[0].downsample_conv);
     REQUIRE(fresh.blocks[1].downsample_conv);
@@ -136,7 +126,7 @@ TEST_CASE("ResNetConfig rejects bad stage lists", "[models][resnet]") {
 
 TEST_CASE("the GPT example's network matches PyTorch", "[models][gpt]") {
     Fixture f(kFile, "gpt");
-    const auto fresh = load(gpt_config(f).init<AD>(), f);
+    const auto fresh = load_params(gpt_config(f).init<AD>(), f);
     const auto tokens = f.named_tensor<AD, 2, ember::Int>("tokens");
     const auto targets = f.named_tensor<AD, 1, ember::Int>("targets");
 

@@ -25,6 +25,7 @@ using ember::Tensor;
 using ember::test::check_close;
 using ember::test::Fixture;
 using ember::test::In;
+using ember::test::load_params;
 namespace nn = ember::nn;
 namespace mod = ember::module;
 
@@ -166,18 +167,6 @@ TEMPLATE_LIST_TEST_CASE("module::ctc_loss gives torch's per-sequence CTC losses 
 // ---- layers ------------------------------------------------------------------------------------
 
 namespace {
-
-template <typename M>
-M load_params(M model, const Fixture& f) {
-    std::vector<std::string> paths;
-    model.visit([&](std::string_view path, const auto&) { paths.emplace_back(path); });
-    for (const auto& path : paths) {
-        INFO("parameter " << path);
-        REQUIRE(f.has(path));
-        model = ember::test::with_param(model, path, f.named(path));
-    }
-    return model;
-}
 
 template <typename T, typename G>
 void check_grad(const T& t, const Fixture& f, const std::string& name, const G& grads) {

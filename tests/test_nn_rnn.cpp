@@ -12,24 +12,12 @@ using CpuB = ember::Autodiff<ember::Cpu>;  // the stack of the CPU-only cases
 using F64 = ember::test::AutodiffF64;
 using Catch::Contains;
 using ember::test::Fixture;
+using ember::test::load_params;
 
 constexpr std::size_t kInput = 3, kHidden = 4;  // the fixture's d_input and d_hidden
 
 bool flag(const Fixture& f, const char* key) {
     return f.param(key) != 0.0;
-}
-
-// `model` with every parameter taken from the fixture (stored under the module's own paths).
-template <typename M>
-M load_params(M model, const Fixture& f) {
-    std::vector<std::string> paths;
-    model.visit([&](std::string_view path, const auto&) { paths.emplace_back(path); });
-    for (const auto& path : paths) {
-        INFO("parameter " << path);
-        REQUIRE(f.has(path));
-        model = ember::test::with_param(model, path, f.named(path));
-    }
-    return model;
 }
 
 // The gradient of `t` against the fixture's "grad.<name>".

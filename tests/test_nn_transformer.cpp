@@ -16,21 +16,12 @@ using ember::Bool;
 using ember::Tensor;
 using ember::test::check_close;
 using ember::test::Fixture;
+using ember::test::load_params;
 namespace nn = ember::nn;
 
 const std::string kFile = "nn_transformer";
 // f32 results against float64 torch.
 const ember::Tolerance kTol{1e-5, 1e-4};
-
-// `model` with every parameter set from the fixture tensor of the same path.
-template <ember::module::Module M>
-M load(const M& model, const Fixture& f) {
-    return model.map([&](std::string_view path, const auto& p) {
-        INFO("parameter " << path);
-        REQUIRE(f.has(std::string(path)));
-        return ember::test::param_from(p, f.named(std::string(path)));
-    });
-}
 
 // Every parameter's gradient against the fixture's "grad.<path>".
 template <ember::module::Module M, typename G>
@@ -94,11 +85,11 @@ TEMPLATE_LIST_TEST_CASE("MultiHeadAttention matches torch.nn.MultiheadAttention"
             Fixture f(kFile, name);
             const auto d = std::size_t(f.param("d_model"));
             const auto h = std::size_t(f.param("n_heads"));
-            auto model = load(nn::MultiHeadAttentionConfig{d, h}
-                                  .with_dropout(0.0)
-                                  .with_quiet_softmax(name == "mha_quiet")
-                                  .init<AD>(),
-                              f);
+            auto model = load_params(nn::MultiHeadAttentionConfig{d, h}
+                                         .with_dropout(0.0)
+                                         .with_quiet_softmax(name == "mha_quiet")
+                                         .init<AD>(),
+                                     f);
             auto q = input<AD, 3>(f, "query");
             const bool self_attn = !f.has("key");
             auto k = self_attn ? q : input<AD, 3>(f, "key");
@@ -132,7 +123,7 @@ TEMPLATE_LIST_TEST_CASE("TransformerEncoder matches torch.nn.TransformerEncoder"
     for (const std::string name : {"encoder_post", "encoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
-            auto model = load(stack_config<nn::TransformerEncoderConfig>(f).init<AD>(), f);
+            auto model = load_params(stack_config<nn::TransformerEncoderConfig>(f).init<AD>(), f);
             auto x = input<AD, 3>(f, "input");
             auto in = nn::TransformerEncoderInput<AD>(x)
                           .mask_pad(*mask<AD, 2>(f, "mask_pad"))
@@ -148,7 +139,7 @@ TEMPLATE_LIST_TEST_CASE("TransformerDecoder matches torch.nn.TransformerDecoder"
     for (const std::string name : {"decoder_post", "decoder_pre"}) {
         SECTION(name) {
             Fixture f(kFile, name);
-            auto model = load(stack_config<nn::TransformerDecoderConfig>(f).init<AD>(), f);
+            auto model = load_params(stack_config<nn::TransformerDecoderConfig>(f).init<AD>(), f);
             auto target = input<AD, 3>(f, "target");
             auto memory = input<AD, 3>(f, "memory");
             auto in = nn::TransformerDecoderInput<AD>(target, memory)
