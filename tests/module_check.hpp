@@ -1,9 +1,11 @@
 #pragma once
 // Checks shared by the nn, optim and record suites: module parameters set from fixtures, and
 // parameter gradients compared with central finite differences in float64.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <ember/module/module.hpp>
 
@@ -45,6 +47,29 @@ M with_param(const M& model, std::string_view path, const TensorData& data) {
     INFO("parameter " << path);
     REQUIRE(found);
     return out;
+}
+
+/// Every parameter's values as f32, in visiting order.
+template <typename M>
+std::vector<std::vector<float>> param_values(const M& model) {
+    std::vector<std::vector<float>> out;
+    model.visit([&](std::string_view, const auto& p) {
+        out.push_back(p.val().to_data().template to_vec<float>());
+    });
+    return out;
+}
+
+/// The largest |a − b| between two models' param_values (the same parameters required).
+inline double largest_difference(const std::vector<std::vector<float>>& a,
+                                 const std::vector<std::vector<float>>& b) {
+    REQUIRE(a.size() == b.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        REQUIRE(a[i].size() == b[i].size());
+        for (std::size_t j = 0; j < a[i].size(); ++j)
+            worst = std::max(worst, double(std::abs(a[i][j] - b[i][j])));
+    }
+    return worst;
 }
 
 /// Central finite differences of `loss(model)` (a scalar tensor of an f64 autodiff backend)

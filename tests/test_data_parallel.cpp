@@ -18,7 +18,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
-#include "harness.hpp"
+#include "module_check.hpp"
 
 namespace {
 
@@ -28,6 +28,7 @@ using namespace ember::collective;
 using ember::Cpu;
 using ember::Tensor;
 using ember::TensorData;
+using ember::test::param_values;
 using AD = ember::Autodiff<Cpu>;
 
 template <ember::Backend B>
@@ -87,24 +88,9 @@ Net<AD> make_net() {
             {}};
 }
 
-// Every parameter's values, in visiting order.
-std::vector<std::vector<float>> params_of(const Net<AD>& m) {
-    std::vector<std::vector<float>> out;
-    m.visit([&](std::string_view, const auto& p) {
-        out.push_back(p.val().to_data().template to_vec<float>());
-    });
-    return out;
-}
-
 void check_close(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
                  double tol) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        REQUIRE(a[i].size() == b[i].size());
-        for (std::size_t j = 0; j < a[i].size(); ++j)
-            worst = std::max(worst, double(std::abs(a[i][j] - b[i][j])));
-    }
+    const double worst = ember::test::largest_difference(a, b);
     INFO("largest difference " << worst);
     CHECK(worst <= tol);
 }
@@ -233,28 +219,28 @@ TEST_CASE("Data parallel, bare loop: N replicas with batch B match one with batc
           "[collective][data-parallel]") {
     const std::size_t shard = 6, steps = 5;
     const Net<AD> model = make_net();
-    const auto start = params_of(model);
+    const auto start = param_values(model);
     for (std::size_t n : {2u, 4u}) {
         SECTION("SGD with momentum, " + std::to_string(n) + " replicas") {
             auto optim = ember::optim::SgdConfig{}
                              .with_momentum(ember::optim::MomentumConfig{})
                              .init<Net<AD>>();
-            auto single = params_of(train_single(model, optim, shard * n, steps, 0.1));
+            auto single = param_values(train_single(model, optim, shard * n, steps, 0.1));
             check_moved(start, single);
             for (bool overlap : {false, true}) {
                 INFO("gradients reduced " << (overlap ? "during" : "after") << " backward");
                 auto replicas = train_replicas(model, optim, n, shard * n, steps, 0.1, overlap);
-                for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+                for (const auto& m : replicas) check_close(param_values(m), single, 1e-5);
             }
         }
         SECTION("Adam, " + std::to_string(n) + " replicas") {
             auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
-            auto single = params_of(train_single(model, optim, shard * n, steps, 1e-2));
+            auto single = param_values(train_single(model, optim, shard * n, steps, 1e-2));
             check_moved(start, single);
             for (bool overlap : {false, true}) {
                 INFO("gradients reduced " << (overlap ? "during" : "after") << " backward");
                 auto replicas = train_replicas(model, optim, n, shard * n, steps, 1e-2, overlap);
-                for (const auto& m : replicas) check_close(params_of(m), single, 1e-5);
+                for (const auto& m : replicas) check_close(param_values(m), single, 1e-5);
             }
         }
     }
@@ -263,7 +249,7 @@ TEST_CASE("Data parallel, bare loop: N replicas with batch B match one with batc
 TEST_CASE("Data parallel, Learner: devices({N CPU replicas}) matches one device",
           "[collective][data-parallel][learner]") {
     const Net<AD> model = make_net();
-    const auto start = params_of(model);
+    const auto start = param_values(model);
     for (std::size_t n : {2u, 4u}) {
         const std::size_t batch = 6 * n;
         const Loader loader{5 * batch, batch};  // K = 5 steps
@@ -274,8 +260,8 @@ TEST_CASE("Data parallel, Learner: devices({N CPU replicas}) matches one device"
                              .init<Net<AD>>();
             auto [one, loss1] = fit(model, optim, 1, loader, 0.1, d1.path);
             auto [many, lossn] = fit(model, optim, n, loader, 0.1, dn.path);
-            check_moved(start, params_of(one));
-            check_close(params_of(many), params_of(one), 1e-5);
+            check_moved(start, param_values(one));
+            check_close(param_values(many), param_values(one), 1e-5);
             REQUIRE(lossn.size() == 1);
             CHECK(lossn[0] == Approx(loss1[0]).epsilon(1e-5));  // metrics of the whole batch
         }
@@ -284,15 +270,15 @@ TEST_CASE("Data parallel, Learner: devices({N CPU replicas}) matches one device"
             auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
             auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
             auto [many, lossn] = fit(model, optim, n, loader, 1e-2, dn.path);
-            check_moved(start, params_of(one));
-            check_close(params_of(many), params_of(one), 1e-5);
+            check_moved(start, param_values(one));
+            check_close(param_values(many), param_values(one), 1e-5);
         }
         SECTION("Adam, " + std::to_string(n) + " replicas, gradients reduced after backward") {
             TempDir d1("late1"), dn("laten");
             auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
             auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
             auto [many, lossn] = fit(model, optim, n, loader, 1e-2, dn.path, false, false);
-            check_close(params_of(many), params_of(one), 1e-5);
+            check_close(param_values(many), param_values(one), 1e-5);
         }
     }
 }
@@ -307,7 +293,7 @@ TEST_CASE("Data parallel, Learner: uneven shards, a short last batch, one checkp
     auto optim = ember::optim::AdamConfig{}.init<Net<AD>>();
     auto [one, loss1] = fit(model, optim, 1, loader, 1e-2, d1.path);
     auto [many, lossn] = fit(model, optim, 4, loader, 1e-2, dn.path, true);
-    check_close(params_of(many), params_of(one), 1e-5);
+    check_close(param_values(many), param_values(one), 1e-5);
     CHECK(lossn[0] == Approx(loss1[0]).epsilon(1e-5));
     // One checkpoint, of replica 0, which holds the trained values.
     const auto ckpt = dn.path / "checkpoint";
@@ -320,7 +306,7 @@ TEST_CASE("Data parallel, Learner: uneven shards, a short last batch, one checkp
         ckpt / "model-1",
         ember::record::NamedMpkGzFileRecorder<ember::record::FullPrecisionSettings>{},
         ember::CpuDevice{});
-    check_close(params_of(loaded), params_of(many), 0.0);
+    check_close(param_values(loaded), param_values(many), 0.0);
 }
 
 TEST_CASE("Data parallel, Learner: option errors", "[collective][data-parallel][learner][errors]") {

@@ -17,7 +17,7 @@
 #include "../examples/gpt/data.hpp"
 #include "../examples/gpt/model.hpp"
 #include "../examples/gpt/parallel.hpp"
-#include "harness.hpp"
+#include "module_check.hpp"
 
 #if defined(EMBER_NCCL)
 #include <ember/backend/cuda.hpp>
@@ -27,33 +27,14 @@
 namespace {
 
 using ember::Tensor;
+using ember::test::largest_difference;
+using ember::test::param_values;
 
 // A 2-layer model, context 16, d_model 32, no dropout (the replicas must compute what one
 // model does).
 const gpt::GptConfig kTiny{256, 16, 32, 2, 2, 0.0};
 constexpr std::size_t kRows = 4, kSeq = 16, kSteps = 3;
 constexpr double kLr = 0.1;
-
-template <ember::Backend B>
-std::vector<std::vector<float>> values_of(const gpt::Gpt<B>& model) {
-    std::vector<std::vector<float>> out;
-    model.visit([&](std::string_view, const auto& p) {
-        out.push_back(p.val().to_data().template to_vec<float>());
-    });
-    return out;
-}
-
-double largest_difference(const std::vector<std::vector<float>>& a,
-                          const std::vector<std::vector<float>>& b) {
-    REQUIRE(a.size() == b.size());
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        REQUIRE(a[i].size() == b[i].size());
-        for (std::size_t j = 0; j < a[i].size(); ++j)
-            worst = std::max(worst, double(std::abs(a[i][j] - b[i][j])));
-    }
-    return worst;
-}
 
 // kSteps SGD steps of `model` on the whole bench batch (one replica): its losses and model.
 template <ember::AutodiffBackend B>
@@ -160,10 +141,10 @@ TEST_CASE("gpt example: 2 replicas on halves step as 1 model on the whole batch 
     check_two_replicas(
         [&](std::size_t r) {
             auto [l, m] = replica_run<AD>(model, {}, gpt::Replica{ranks[r].get(), r, 2});
-            return std::pair{l, values_of(m)};
+            return std::pair{l, param_values(m)};
         },
         [&](std::size_t r, const char* what) { ranks[r]->abort(what); }, single_losses,
-        values_of(single), 1e-6, 1e-5);
+        param_values(single), 1e-6, 1e-5);
     // The steps did something: the loss fell on its batch.
     CHECK(single_losses.back() < single_losses.front());
 }
@@ -192,9 +173,9 @@ TEST_CASE("gpt example: 2 GPUs on halves step as 1 GPU on the whole batch",
             const CudaDevice dev{r};
             auto [l, m] =
                 replica_run<ADC>(std::move(*forks[r]), dev, gpt::Replica{ranks[r].get(), r, 2});
-            return std::pair{l, values_of(m)};
+            return std::pair{l, param_values(m)};
         },
         [&](std::size_t r, const char* what) { ranks[r]->abort(what); }, single_losses,
-        values_of(single), 1e-5, 1e-4);
+        param_values(single), 1e-5, 1e-4);
 }
 #endif
