@@ -7,9 +7,6 @@
 // attention kernel and cuDNN). Also f16 autocast with optim::GradScaler's dynamic loss scaling.
 #include <ember/fusion/fusion.hpp>
 #include <ember/optim.hpp>
-#if defined(EMBER_CUDA)
-#include <ember/backend/cuda.hpp>
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +15,9 @@
 #include "../examples/gpt/model.hpp"
 #include "../examples/resnet/model.hpp"
 #include "module_check.hpp"
+#if defined(EMBER_CUDA)
+#include "cuda_harness.hpp"
+#endif
 
 namespace {
 
@@ -413,19 +413,13 @@ TEST_CASE("GradScaler: f16 autocast with dynamic loss scaling", "[autocast][opti
 #if defined(EMBER_CUDA)
 TEST_CASE("the ResNet example under bf16 autocast matches PyTorch's autocast on CUDA",
           "[autocast][models][resnet][cuda]") {
-    if (!ember::cuda::is_available()) {
-        WARN("skipped: no CUDA device");
-        return;
-    }
+    REQUIRE_GPU();
     resnet_under_autocast<ember::Autodiff<ember::Cuda>>();
 }
 
 TEST_CASE("the GPT example under bf16 autocast matches PyTorch's autocast on CUDA",
           "[autocast][models][gpt][cuda]") {
-    if (!ember::cuda::is_available()) {
-        WARN("skipped: no CUDA device");
-        return;
-    }
+    REQUIRE_GPU();
     gpt_under_autocast<ember::Autodiff<ember::Cuda>>();
 }
 #endif
