@@ -132,6 +132,16 @@ gpt::GptConfig gpt_config(const Fixture& f) {
                           std::size_t(f.param("n_layers")),   0.0};
 }
 
+// The GPT's optimizer in gen_autocast.py: AdamW, betas 0.9/0.95, eps 1e-8, weight decay 0.1.
+template <ember::AutodiffBackend B>
+auto gpt_adamw() {
+    return ember::optim::AdamWConfig{}
+        .with_beta_2(0.95)
+        .with_epsilon(1e-8)
+        .with_weight_decay(0.1)
+        .init<gpt::Gpt<B>>();
+}
+
 // The GPT under bf16 autocast on backend B, against the fixture.
 template <ember::AutodiffBackend B>
 void gpt_under_autocast() {
@@ -155,11 +165,7 @@ void gpt_under_autocast() {
     }
     for (const bool autocast : {true, false}) {
         auto model = load_params(gpt_config(f).init<B>(), f);
-        auto adamw = ember::optim::AdamWConfig{}
-                         .with_beta_2(0.95)
-                         .with_epsilon(1e-8)
-                         .with_weight_decay(0.1)
-                         .init<gpt::Gpt<B>>();
+        auto adamw = gpt_adamw<B>();
         std::vector<double> losses;
         for (int s = 0; s < 4; ++s) {
             const ember::Autocast guard(DType::BF16, autocast);
@@ -355,11 +361,7 @@ TEST_CASE("GradScaler: f16 autocast with dynamic loss scaling", "[autocast][opti
         // steps are skipped and the scale halved until the gradients are finite.
         auto scaler = ember::optim::GradScalerConfig{}.with_init_scale(16777216.0).init();
         auto model = fresh;
-        auto adamw = ember::optim::AdamWConfig{}
-                         .with_beta_2(0.95)
-                         .with_epsilon(1e-8)
-                         .with_weight_decay(0.1)
-                         .init<gpt::Gpt<AD>>();
+        auto adamw = gpt_adamw<AD>();
         std::vector<double> losses;
         double scale_at_first_step = 0;
         for (int attempt = 0; attempt < 40 && losses.size() < 4; ++attempt) {
