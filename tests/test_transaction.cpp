@@ -45,6 +45,28 @@ void check_reads_every_kind() {
     // The registered tensors stay usable.
     ember::test::check_equal(i.into_data(), TensorData(std::vector<std::int64_t>{7, -8, 9}, {3}));
 }
+
+// On a GPU backend: a transaction of a float, an int and a bool tensor waits for the device
+// once, three to_data calls three times (`waits()`: the backend's count of host waits).
+template <typename B, typename Waits>
+void check_waits_once(Waits waits) {
+    const auto a = ember::Tensor<B, 1>::ones({256}).exp();
+    const auto b = ember::Tensor<B, 2, Int>::ones({8, 8});
+    const auto c = ember::Tensor<B, 1>::ones({256}).greater_elem(0.5f);
+    B::sync({});
+    const auto before = waits();
+    auto data = ember::Transaction<B>{}.register_(a).register_(b).register_(c).execute();
+    CHECK(waits() - before == 1);
+    CHECK(data[0].template to_vec<float>()[255] == Approx(std::exp(1.0f)));
+    CHECK(data[1].template to_vec<std::int64_t>()[63] == 1);
+    CHECK(data[2].template to_vec<bool>()[0]);
+    // Each to_data waits on its own: three reads, three waits.
+    const auto before_each = waits();
+    (void)a.to_data();
+    (void)b.to_data();
+    (void)c.to_data();
+    CHECK(waits() - before_each == 3);
+}
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("Transaction reads tensors of every kind in registration order",
@@ -115,23 +137,7 @@ TEMPLATE_LIST_TEST_CASE("Transaction edge cases", "[transaction]",
 TEMPLATE_TEST_CASE("Transaction waits for the Vulkan device once", "[transaction][vulkan]",
                    ember::Vulkan, ember::Fusion<ember::Vulkan>) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
-    using B = TestType;
-    const auto a = ember::Tensor<B, 1>::ones({256}).exp();
-    const auto b = ember::Tensor<B, 2, Int>::ones({8, 8});
-    const auto c = ember::Tensor<B, 1>::ones({256}).greater_elem(0.5f);
-    B::sync({});
-    const auto before = ember::vulkan::execution_stats().waits;
-    auto data = ember::Transaction<B>{}.register_(a).register_(b).register_(c).execute();
-    CHECK(ember::vulkan::execution_stats().waits - before == 1);
-    CHECK(data[0].template to_vec<float>()[255] == Approx(std::exp(1.0f)));
-    CHECK(data[1].template to_vec<std::int64_t>()[63] == 1);
-    CHECK(data[2].template to_vec<bool>()[0]);
-    // Each to_data waits on its own: three reads, three waits.
-    const auto before_each = ember::vulkan::execution_stats().waits;
-    (void)a.to_data();
-    (void)b.to_data();
-    (void)c.to_data();
-    CHECK(ember::vulkan::execution_stats().waits - before_each == 3);
+    check_waits_once<TestType>([] { return ember::vulkan::execution_stats().waits; });
 }
 
 TEST_CASE("Transaction on Vulkan reads more than the staging ring holds", "[transaction][vulkan]") {
@@ -163,21 +169,6 @@ TEST_CASE("Transaction on Vulkan reads more than the staging ring holds", "[tran
 TEMPLATE_TEST_CASE("Transaction waits for the CUDA device once", "[transaction][cuda]", ember::Cuda,
                    ember::Fusion<ember::Cuda>) {
     REQUIRE_GPU();
-    using B = TestType;
-    const auto a = ember::Tensor<B, 1>::ones({256}).exp();
-    const auto b = ember::Tensor<B, 2, Int>::ones({8, 8});
-    const auto c = ember::Tensor<B, 1>::ones({256}).greater_elem(0.5f);
-    B::sync({});
-    const auto before = ember::cuda::sync_stats().host_waits;
-    auto data = ember::Transaction<B>{}.register_(a).register_(b).register_(c).execute();
-    CHECK(ember::cuda::sync_stats().host_waits - before == 1);
-    CHECK(data[0].template to_vec<float>()[255] == Approx(std::exp(1.0f)));
-    CHECK(data[1].template to_vec<std::int64_t>()[63] == 1);
-    CHECK(data[2].template to_vec<bool>()[0]);
-    const auto before_each = ember::cuda::sync_stats().host_waits;
-    (void)a.to_data();
-    (void)b.to_data();
-    (void)c.to_data();
-    CHECK(ember::cuda::sync_stats().host_waits - before_each == 3);
+    check_waits_once<TestType>([] { return ember::cuda::sync_stats().host_waits; });
 }
 #endif
