@@ -11,9 +11,9 @@
 # their file's name as a tag, [#test_gemm]).
 # EMBER_CLANG_BUILD_TYPE picks the CMake build type (default Release) and EMBER_CLANG_OPT_FLAGS
 # replaces that type's compile flags: EMBER_CLANG_BUILD_TYPE=Debug EMBER_CLANG_OPT_FLAGS='-O0 -g0'
-# checks the warnings of another Clang for about half the CPU time of an optimized build (the
-# warnings come from the front end; -O0 skips the optimizer, -g0 the debug information), with
-# asserts on.
+# checks the warnings of another Clang without the optimizer's CPU time (the warnings come from the
+# front end; -O0 skips the optimizer, -g0 the debug information; ember_cpu's own -O3 still
+# applies to the CPU backend's files), with asserts on.
 # CUDA is off (nvcc compiles the kernels with GCC as its host compiler whatever compiles the C++
 # files), and so are the benchmarks. Warnings are counted from the build's output rather than
 # made errors with -Werror, so that one build lists them all (ccache replays a cached file's
