@@ -121,6 +121,12 @@ class OptimizerCore {
     /// updated parameters by id.
     std::map<std::uint64_t, Prim> run_multi(MultiBatch batch);
 
+    /// `p`'s gradient removed from `grads`, checked against `p`'s shape and clipped; nothing
+    /// when `p` is frozen or has no gradient there (step_param's and gather_param's start).
+    template <typename P>
+    std::optional<Tensor<SB, ParamTraits<P>::rank>> take_grad(std::string_view path, const P& p,
+                                                              GradientsParams& grads);
+
     template <std::size_t D>
     std::optional<State<D>> take_state(ParamId id, std::string_view path, const Shape& shape,
                                        DType dtype);
@@ -279,21 +285,31 @@ record::Value detail::OptimizerCore<O, SB>::to_record() const {
 
 template <typename O, typename SB>
 template <typename P>
-std::optional<P> detail::OptimizerCore<O, SB>::step_param(double lr, std::string_view path,
-                                                          const P& p, GradientsParams& grads) {
+auto detail::OptimizerCore<O, SB>::take_grad(std::string_view path, const P& p,
+                                             GradientsParams& grads)
+    -> std::optional<Tensor<SB, ParamTraits<P>::rank>> {
     constexpr std::size_t D = ParamTraits<P>::rank;
     if (!p.is_require_grad()) return std::nullopt;
     auto grad = grads.template remove<SB, D>(p.id());
     if (!grad) return std::nullopt;
-    const Shape shape = p.shape();
-    EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '", path,
+    EMBER_CHECK(grad->shape() == p.shape(), Shape, O::name, " step: the gradient of '", path,
                 "' has shape ", grad->shape().to_string(), " but the parameter has shape ",
-                shape.to_string());
+                p.shape().to_string());
     Tensor<SB, D> g = std::move(*grad);
     if (clipping_) g = clipping_->clip(std::move(g));
+    return g;
+}
+
+template <typename O, typename SB>
+template <typename P>
+std::optional<P> detail::OptimizerCore<O, SB>::step_param(double lr, std::string_view path,
+                                                          const P& p, GradientsParams& grads) {
+    constexpr std::size_t D = ParamTraits<P>::rank;
+    auto g = take_grad(path, p, grads);
+    if (!g) return std::nullopt;
     auto value = p.val();
-    auto state = take_state<D>(p.id(), path, shape, value.dtype());
-    auto [updated, next] = optim_.step(lr, value.inner(), std::move(g), std::move(state));
+    auto state = take_state<D>(p.id(), path, p.shape(), value.dtype());
+    auto [updated, next] = optim_.step(lr, value.inner(), std::move(*g), std::move(state));
     if (next)
         put_state<D>(p.id(), std::move(*next));
     else
@@ -306,17 +322,11 @@ template <typename P>
 void detail::OptimizerCore<O, SB>::gather_param(double lr, std::string_view path, const P& p,
                                                 GradientsParams& grads, MultiBatch& batch) {
     constexpr std::size_t D = ParamTraits<P>::rank;
-    if (!p.is_require_grad()) return;
-    auto grad = grads.template remove<SB, D>(p.id());
+    auto grad = take_grad(path, p, grads);
     if (!grad) return;
-    const Shape shape = p.shape();
-    EMBER_CHECK(grad->shape() == shape, Shape, O::name, " step: the gradient of '", path,
-                "' has shape ", grad->shape().to_string(), " but the parameter has shape ",
-                shape.to_string());
     Tensor<SB, D> g = std::move(*grad);
-    if (clipping_) g = clipping_->clip(std::move(g));
     auto value = p.val().inner();
-    auto state = take_state<D>(p.id(), path, shape, value.dtype());
+    auto state = take_state<D>(p.id(), path, p.shape(), value.dtype());
     const std::int64_t time = state ? state->time + 1 : 1;
     Tensor<SB, D> m = state ? std::move(state->moment_1) : g.zeros_like();
     Tensor<SB, D> v = state ? std::move(state->moment_2) : g.zeros_like();
