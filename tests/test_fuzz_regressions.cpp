@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <ember/collective/rendezvous.hpp>
 #include <ember/data/vision.hpp>
@@ -158,6 +159,68 @@ TEST_CASE("images: a JPEG with a Huffman table of more than 256 codes is refused
                                          Catch::Contains("Huffman table of more than 256 codes"));
         fs::remove(file);
     }
+}
+
+namespace {
+
+// A PNG of one row of grey 8-bit pixels `px` (filter 0, zlib's compress), with an empty IDAT
+// chunk before the one holding the data when `empty_first`.
+std::vector<unsigned char> grey_row_png(const std::vector<unsigned char>& px, bool empty_first) {
+    std::vector<unsigned char> out = {137, 80, 78, 71, 13, 10, 26, 10};
+    const auto be32 = [&](std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) out.push_back((v >> shift) & 255);
+    };
+    const auto chunk = [&](const char* type, const std::vector<unsigned char>& data) {
+        be32(std::uint32_t(data.size()));
+        std::vector<unsigned char> body(type, type + 4);
+        body.insert(body.end(), data.begin(), data.end());
+        out.insert(out.end(), body.begin(), body.end());
+        be32(std::uint32_t(crc32(0, body.data(), uInt(body.size()))));
+    };
+    chunk("IHDR", {0, 0, 0, static_cast<unsigned char>(px.size()), 0, 0, 0, 1, 8, 0, 0, 0, 0});
+    std::vector<unsigned char> raw = {0};
+    raw.insert(raw.end(), px.begin(), px.end());
+    uLongf length = compressBound(uLong(raw.size()));
+    std::vector<unsigned char> z(length);
+    REQUIRE(compress(z.data(), &length, raw.data(), uLong(raw.size())) == Z_OK);
+    z.resize(length);
+    if (empty_first) chunk("IDAT", {});
+    chunk("IDAT", z);
+    chunk("IEND", {});
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("images: a PNG whose first IDAT chunk is empty loads as without it", "[fuzz][data]") {
+    // stb_image 2.27 copied an empty first IDAT into its not yet allocated buffer (memcpy to a
+    // null pointer; tests/fuzz/crashes/image/png-empty-first-idat-memcpy-null): ember drops
+    // empty IDAT chunks before stb reads the file.
+    const std::vector<unsigned char> px = {0, 17, 128, 255, 3};
+    for (const bool empty_first : {false, true}) {
+        INFO("empty first IDAT: " << empty_first);
+        const auto png = grey_row_png(px, empty_first);
+        const fs::path file = fs::temp_directory_path() /
+                              ("ember-fuzz-" + std::to_string(::getpid()) + "-empty-idat.png");
+        std::ofstream(file, std::ios::binary)
+            .write(reinterpret_cast<const char*>(png.data()), std::streamsize(png.size()));
+        const auto ds =
+            ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+        const auto item = ds.get(0);
+        REQUIRE(item.has_value());
+        CHECK(item->image.shape() == ember::Shape{1, px.size(), 1});
+        const auto bytes = item->image.bytes();
+        CHECK(std::vector<unsigned char>(reinterpret_cast<const unsigned char*>(bytes.data()),
+                                         reinterpret_cast<const unsigned char*>(bytes.data()) +
+                                             bytes.size()) == px);
+        fs::remove(file);
+    }
+    // The reproducer itself (its data is corrupt past the empty chunk) is refused cleanly.
+    const fs::path file = image_file("png-empty-first-idat-memcpy-null", "empty-idat.png");
+    const auto ds =
+        ember::data::ImageFolderDataset::new_classification_with_items({{file, "a"}}, {"a"});
+    CHECK_THROWS_AS(ds.get(0), ember::FormatError);
+    fs::remove(file);
 }
 
 TEST_CASE("images: an image without pixels loads as an empty tensor", "[fuzz][data]") {

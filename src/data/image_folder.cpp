@@ -129,6 +129,31 @@ bool png_chunks_fit(std::span<const unsigned char> b) {
     return true;
 }
 
+// stb_image 2.27 copies each IDAT chunk's data into its buffer of compressed data, which it
+// allocates at the first chunk that has data: for an empty first IDAT it calls memcpy with a
+// null destination (undefined behaviour, found by fuzzing; tests/fuzz/crashes/image/). An
+// empty IDAT carries nothing, so such chunks (length, type, CRC: 12 bytes) are removed before
+// stb reads the file; the image is the same. Walks the chunks as png_chunks_fit does.
+void drop_empty_png_idat(std::vector<unsigned char>& b) {
+    static constexpr unsigned char kSignature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+    if (b.size() < 8 || !std::equal(kSignature, kSignature + 8, b.begin())) return;
+    std::size_t pos = 8;
+    while (pos + 8 <= b.size()) {
+        const std::size_t length = (std::size_t(b[pos]) << 24) | (std::size_t(b[pos + 1]) << 16) |
+                                   (std::size_t(b[pos + 2]) << 8) | std::size_t(b[pos + 3]);
+        const auto type = [&](const char* t) {
+            return std::equal(t, t + 4, b.begin() + std::ptrdiff_t(pos + 4));
+        };
+        if (type("IEND") || length > b.size() - pos - 8) return;  // stb stops here
+        if (type("IDAT") && length == 0) {
+            const auto first = b.begin() + std::ptrdiff_t(pos);
+            b.erase(first, first + std::ptrdiff_t(std::min<std::size_t>(12, b.size() - pos)));
+            continue;
+        }
+        pos += 12 + length;
+    }
+}
+
 // stb_image 2.27 reads the numbers of a binary PGM/PPM header (P5, P6) into an int without an
 // overflow check (stbi__pnm_getinteger: undefined behaviour, then a garbage size), and
 // mishandles 16-bit samples (below); tests/fuzz/crashes/image/. Such headers are refused first: the
@@ -283,6 +308,7 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
                 name, " (corrupt JPEG: a Huffman table of more than 256 codes)");
     EMBER_CHECK(png_chunks_fit(file), Format, "ImageFolderDataset: cannot read image ", name,
                 " (corrupt PNG: an IDAT chunk longer than the rest of the file)");
+    drop_empty_png_idat(file);
     EMBER_CHECK(pnm_header_numbers_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 name,
                 " (PGM/PPM: a header number beyond 2147483647, or samples of more than 8 bits)");
