@@ -105,18 +105,23 @@ bool jpeg_huffman_tables_fit(std::span<const unsigned char> b) {
 // stb_image 2.27 grows its buffer of compressed PNG data to the length an IDAT chunk claims
 // before it reads the chunk (stbi__parse_png_file: realloc, then stbi__getn), so a 120-byte PNG
 // whose chunk says 1.3 GB made it allocate 2 GiB (found by fuzzing; tests/fuzz/crashes/image/).
-// A chunk cannot be longer than what follows its header: such files are refused first. Walks
-// the chunks as stb does (length, type, data, CRC) up to IEND.
-bool png_chunks_fit(std::span<const unsigned char> b) {
+// A chunk cannot be longer than what follows its header: such files are refused first.
+// stb_image also copies each IDAT chunk's data into a buffer it allocates at the first chunk that
+// has data: for an empty first IDAT it called memcpy with a null destination (undefined
+// behaviour, also found by fuzzing). An empty IDAT carries nothing, so such chunks (length, type,
+// CRC: 12 bytes) are removed from `b`; the image is the same. Walks the chunks as stb does
+// (length, type, data, CRC) up to IEND; false when the file is refused.
+bool fit_png_chunks(std::vector<unsigned char>& b) {
     static constexpr unsigned char kSignature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-    const std::size_t n = b.size();
-    if (n < 8 || !std::equal(kSignature, kSignature + 8, b.begin())) return true;  // not a PNG
+    if (b.size() < 8 || !std::equal(kSignature, kSignature + 8, b.begin()))
+        return true;  // not a PNG
     auto be32 = [&](std::size_t k) {
         return (std::uint32_t(b[k]) << 24) | (std::uint32_t(b[k + 1]) << 16) |
                (std::uint32_t(b[k + 2]) << 8) | std::uint32_t(b[k + 3]);
     };
     std::size_t pos = 8;
-    while (pos + 8 <= n) {
+    while (pos + 8 <= b.size()) {
+        const std::size_t n = b.size();
         const std::size_t length = be32(pos);
         const bool idat = b[pos + 4] == 'I' && b[pos + 5] == 'D' && b[pos + 6] == 'A' &&
                           b[pos + 7] == 'T';
@@ -124,34 +129,14 @@ bool png_chunks_fit(std::span<const unsigned char> b) {
                           b[pos + 7] == 'D';
         if (idat && length > n - pos - 8) return false;
         if (iend || length > n - pos - 8) break;  // stb stops here (or fails reading on)
-        pos += 12 + length;
-    }
-    return true;
-}
-
-// stb_image 2.27 copies each IDAT chunk's data into its buffer of compressed data, which it
-// allocates at the first chunk that has data: for an empty first IDAT it calls memcpy with a
-// null destination (undefined behaviour, found by fuzzing; tests/fuzz/crashes/image/). An
-// empty IDAT carries nothing, so such chunks (length, type, CRC: 12 bytes) are removed before
-// stb reads the file; the image is the same. Walks the chunks as png_chunks_fit does.
-void drop_empty_png_idat(std::vector<unsigned char>& b) {
-    static constexpr unsigned char kSignature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-    if (b.size() < 8 || !std::equal(kSignature, kSignature + 8, b.begin())) return;
-    std::size_t pos = 8;
-    while (pos + 8 <= b.size()) {
-        const std::size_t length = (std::size_t(b[pos]) << 24) | (std::size_t(b[pos + 1]) << 16) |
-                                   (std::size_t(b[pos + 2]) << 8) | std::size_t(b[pos + 3]);
-        const auto type = [&](const char* t) {
-            return std::equal(t, t + 4, b.begin() + std::ptrdiff_t(pos + 4));
-        };
-        if (type("IEND") || length > b.size() - pos - 8) return;  // stb stops here
-        if (type("IDAT") && length == 0) {
+        if (idat && length == 0) {
             const auto first = b.begin() + std::ptrdiff_t(pos);
-            b.erase(first, first + std::ptrdiff_t(std::min<std::size_t>(12, b.size() - pos)));
+            b.erase(first, first + std::ptrdiff_t(std::min<std::size_t>(12, n - pos)));
             continue;
         }
         pos += 12 + length;
     }
+    return true;
 }
 
 // stb_image 2.27 reads the numbers of a binary PGM/PPM header (P5, P6) into an int without an
@@ -306,9 +291,8 @@ std::optional<ImageDatasetItem> ImageFolderDataset::get(std::size_t index) const
     // Before anything of stb reads the file: stbi_info parses a JPEG's Huffman tables too.
     EMBER_CHECK(jpeg_huffman_tables_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 name, " (corrupt JPEG: a Huffman table of more than 256 codes)");
-    EMBER_CHECK(png_chunks_fit(file), Format, "ImageFolderDataset: cannot read image ", name,
+    EMBER_CHECK(fit_png_chunks(file), Format, "ImageFolderDataset: cannot read image ", name,
                 " (corrupt PNG: an IDAT chunk longer than the rest of the file)");
-    drop_empty_png_idat(file);
     EMBER_CHECK(pnm_header_numbers_fit(file), Format, "ImageFolderDataset: cannot read image ",
                 name,
                 " (PGM/PPM: a header number beyond 2147483647, or samples of more than 8 bits)");
