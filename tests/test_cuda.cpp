@@ -208,6 +208,48 @@ TEST_CASE("cuda: f16 and bf16 tensors", "[cuda]") {
     }
 }
 
+TEST_CASE("cuda: f16/bf16 elementwise ops compute in f32 and round once", "[cuda]") {
+    REQUIRE_GPU();
+    // The half kernels (16-bit loads, f32 arithmetic, one rounding on the store) must give the
+    // bits of the definition: the operands cast to f32, the op in f32, the result cast back.
+    // Dense operands, a broadcast bias and a transposed view (the strided kernels) each.
+    std::vector<float> xs(24 * 16), ys(24 * 16), bs(16);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+        xs[i] = static_cast<float>(static_cast<int>((i * 37) % 101) - 50) / 7.f;
+        ys[i] = static_cast<float>(static_cast<int>((i * 53) % 89) + 1) / 13.f;
+    }
+    for (std::size_t i = 0; i < bs.size(); ++i) bs[i] = 0.5f + static_cast<float>(i) / 3.f;
+    const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {24, 16}), {});
+    const auto y = Tensor<Cuda, 2>::from_data(TensorData(ys, {24, 16}), {});
+    const auto b = Tensor<Cuda, 2>::from_data(TensorData(bs, {1, 16}), {});
+    for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+        INFO(std::string(ember::dtype_name(dt)));
+        const auto xh = x.cast(dt), yh = y.cast(dt), bh = b.cast(dt);
+        const auto xf = xh.cast(ember::DType::F32), yf = yh.cast(ember::DType::F32),
+                   bf = bh.cast(ember::DType::F32);
+        const auto same = [&](const Tensor<Cuda, 2>& got, const Tensor<Cuda, 2>& f32) {
+            CHECK(got.dtype() == dt);
+            CHECK(got.cast(ember::DType::F32).to_data().to_vec<float>() ==
+                  f32.cast(dt).cast(ember::DType::F32).to_data().to_vec<float>());
+        };
+        same(xh.exp(), xf.exp());
+        same(xh.tanh(), xf.tanh());
+        same(yh.sqrt(), yf.sqrt());
+        same(-xh, -xf);
+        same(xh + yh, xf + yf);
+        same(xh * yh, xf * yf);
+        same(xh / yh, xf / yf);
+        same(xh - bh, xf - bf);                                      // broadcast
+        same(xh.swap_dims(0, 1).matmul(yh).cast(ember::DType::F32).cast(dt),
+             xf.swap_dims(0, 1).matmul(yf));                         // the cast path itself
+        same(yh.swap_dims(0, 1) * xh.swap_dims(0, 1),
+             yf.swap_dims(0, 1) * xf.swap_dims(0, 1));               // strided views
+        same(xh * 0.1, xf * 0.1);
+        same(xh.swap_dims(0, 1) + 3.0, xf.swap_dims(0, 1) + 3.0);
+        same(xh.powf_scalar(2.0), xf.powf_scalar(2.0));
+    }
+}
+
 TEST_CASE("cuda: bad indices throw before anything is written", "[cuda]") {
     REQUIRE_GPU();
     auto t = Tensor<Cuda, 2>::zeros({2, 3});

@@ -2,6 +2,7 @@
 // between stacks, and autodiff through Dispatch. (The shared suites run Dispatch too: see
 // TestBackends in harness.hpp and AutodiffBackends in grad_check.hpp.)
 #include <ember/dispatch/dispatch.hpp>
+#include <ember/nn/attention.hpp>
 #include <ember/nn/dropout.hpp>
 #include <ember/nn/norm.hpp>
 
@@ -237,3 +238,60 @@ TEST_CASE("dispatch: the GPU stacks this build has compute what the CPU does", "
         }
     }
 }
+
+TEST_CASE("dispatch: attention runs the fused kernel of the operands' stack", "[dispatch]") {
+    using Kernel = ember::AttentionKernel<Dispatch>;
+    // [1, 2, 5, 32]: head dim 32 is one the CUDA kernel takes. With q = 0 every logit is 0, so
+    // under the causal mask query i attends to keys 0..i with weight 1 / (i + 1): its output is
+    // the mean of v's first i + 1 rows, and d sum(out) / d v[j] = sum over i >= j of 1 / (i + 1).
+    const std::size_t heads = 2, len = 5, dim = 32;
+    std::vector<float> vs(heads * len * dim);
+    for (std::size_t i = 0; i < vs.size(); ++i) vs[i] = static_cast<float>((i * 7) % 11) - 5.f;
+    std::vector<float> want(vs.size()), want_dv(vs.size());
+    for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t i = 0; i < len; ++i)
+            for (std::size_t e = 0; e < dim; ++e) {
+                double sum = 0, dv = 0;
+                for (std::size_t j = 0; j <= i; ++j) sum += vs[(h * len + j) * dim + e];
+                for (std::size_t r = i; r < len; ++r) dv += 1.0 / static_cast<double>(r + 1);
+                want[(h * len + i) * dim + e] = static_cast<float>(sum / static_cast<double>(i + 1));
+                want_dv[(h * len + i) * dim + e] = static_cast<float>(dv);
+            }
+    std::vector<DispatchDevice> stacks{Dev::cpu(), Dev::cpu().autodiff()};
+#if defined(EMBER_CUDA)
+    if (ember::cuda::is_available())
+        for (const char* s : {"cuda:0", "cuda:0+autodiff", "cuda:0+fusion+autodiff"})
+            stacks.push_back(Dev::parse(s));
+#endif
+    for (const auto& d : stacks) {
+        INFO(d.to_string());
+        const ember::Shape shape{1, heads, len, dim};
+        auto q = Tensor<Dispatch, 4>::zeros(shape, d);
+        auto v = Tensor<Dispatch, 4>::from_data(ember::TensorData(vs, shape), d).require_grad();
+        // Only CUDA's stacks have the kernel; on the CPU module::attention composes.
+        const bool fused = d.kind() == ember::DispatchKind::Cuda;
+        CHECK(Kernel::supports(q.primitive(), q.primitive(), v.primitive(), std::nullopt,
+                               std::nullopt) == fused);
+        ember::AttentionOptions o;
+        o.causal = true;
+        auto out = ember::module::attention(q, q, v, o);
+        const auto got = out.to_device(Dev::cpu()).to_data().template to_vec<float>();
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(1e-5));
+        if (d.has_autodiff()) {
+            auto grads = out.sum().backward();
+            const auto dv = v.grad(grads)->to_device(Dev::cpu()).to_data().to_vec<float>();
+            REQUIRE(dv.size() == want_dv.size());
+            for (std::size_t i = 0; i < dv.size(); ++i)
+                CHECK(dv[i] == Approx(want_dv[i]).margin(1e-5));
+        }
+    }
+    // A stack that cannot run the kernel is refused by forward with the stack's name.
+    const auto c = Tensor<Dispatch, 4>::zeros(ember::Shape{1, 1, 2, 32}, Dev::cpu());
+    CHECK(has(error_of([&] {
+                  (void)Kernel::forward(c.primitive(), c.primitive(), c.primitive(), std::nullopt,
+                                        std::nullopt, false, 1.0);
+              }),
+              "cpu has no fused attention kernel"));
+}
+

@@ -1,6 +1,9 @@
 // Elementwise kernels: one strided kernel per family and compute type (f32, f64, i64, bool as a
-// byte), the op chosen by a switch that is uniform across the grid. f16/bf16 tensors are cast to
-// f32 by the host code and back, so no kernel is instantiated for them beyond the casts.
+// byte), the op chosen by a switch that is uniform across the grid. f16/bf16 unary, binary and
+// scalar ops have kernels of their own that load 16 bits, compute in f32 and round once on the
+// store: the same values as casting the operands to f32 tensors and the result back (PyTorch's
+// rule for half types), without those three extra passes over memory. The other families (compare,
+// where, clamp...) get f16/bf16 operands cast to f32 by the host code.
 #include <cmath>
 #include <cstdint>
 
@@ -487,6 +490,113 @@ __global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64
     }
 }
 
+// ---- f16 / bf16 storage, f32 arithmetic ---------------------------------------------------
+template <typename H>
+__device__ __forceinline__ float widen(H x) {
+    if constexpr (std::is_same_v<H, __half>)
+        return __half2float(x);
+    else
+        return __bfloat162float(x);
+}
+template <typename H>
+__device__ __forceinline__ H narrow(float x) {
+    if constexpr (std::is_same_v<H, __half>)
+        return __float2half_rn(x);
+    else
+        return __float2bfloat16_rn(x);
+}
+template <typename H>
+__global__ void unary_half_kernel(UnaryOp op, Iter<2> it, H* out, const H* in) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = narrow<H>(apply_unary(op, widen(in[off[1]])));
+    }
+}
+template <typename H>
+__global__ void unary_half_dense_kernel(UnaryOp op, std::int64_t n, H* out, const H* in) {
+    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_unary(op, widen(in[i])));
+}
+template <typename H>
+__global__ void binary_half_kernel(BinaryOp op, Iter<3> it, H* out, const H* a, const H* b) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[3];
+        offsets(it, i, off);
+        out[off[0]] = narrow<H>(apply_binary(op, widen(a[off[1]]), widen(b[off[2]])));
+    }
+}
+template <typename H>
+__global__ void binary_half_dense_kernel(BinaryOp op, std::int64_t n, H* out, const H* a,
+                                         const H* b) {
+    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_binary(op, widen(a[i]), widen(b[i])));
+}
+template <typename H>
+__global__ void binary_scalar_half_kernel(BinaryOp op, Iter<2> it, H* out, const H* a, float v) {
+    EMBER_GRID_LOOP(i, it.n) {
+        std::int64_t off[2];
+        offsets(it, i, off);
+        out[off[0]] = narrow<H>(apply_binary(op, widen(a[off[1]]), v));
+    }
+}
+template <typename H>
+__global__ void binary_scalar_half_dense_kernel(BinaryOp op, std::int64_t n, H* out, const H* a,
+                                                float v) {
+    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_binary(op, widen(a[i]), v));
+}
+/// Dense f32 <-> f16/bf16 conversions (autocast's casts), without convert_kernel's per-element
+/// dtype switches and offsets.
+template <typename From, typename To>
+__global__ void convert_dense_kernel(std::int64_t n, To* dst, const From* src) {
+    EMBER_GRID_LOOP(i, n) {
+        if constexpr (std::is_same_v<From, float>)
+            dst[i] = narrow<To>(src[i]);
+        else
+            dst[i] = widen(src[i]);
+    }
+}
+
+/// Every operand of `it` (K of them) runs over contiguous memory in order: one dim of unit
+/// strides after make_iter merged what it could.
+template <int K>
+bool dense(const Iter<K>& it) {
+    if (it.rank == 0) return true;
+    if (it.rank != 1) return false;
+    for (int k = 0; k < K; ++k)
+        if (it.strides[k][0] != 1) return false;
+    return true;
+}
+
+/// f(H{}) with H the storage type of `hd` (F16 or BF16).
+template <typename F>
+void visit_half(DType hd, F&& f) {
+    if (hd == DType::F16)
+        f(__half{});
+    else
+        f(__nv_bfloat16{});
+}
+
+/// The dense f32 <-> f16/bf16 conversion, if `it`, `dd` and `sd` are one; false otherwise.
+bool launch_convert_dense(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
+                          cudaStream_t s) {
+    const auto half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
+    if (!dense(it)) return false;
+    if (sd == DType::F32 && half(dd)) {
+        visit_half(dd, [&]<typename H>(H) {
+            convert_dense_kernel<float, H><<<blocks_for(it.n), kThreads, 0, s>>>(
+                it.n, static_cast<H*>(dst), static_cast<const float*>(src));
+        });
+        return true;
+    }
+    if (dd == DType::F32 && half(sd)) {
+        visit_half(sd, [&]<typename H>(H) {
+            convert_dense_kernel<H, float><<<blocks_for(it.n), kThreads, 0, s>>>(
+                it.n, static_cast<float*>(dst), static_cast<const H*>(src));
+        });
+        return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
@@ -511,7 +621,7 @@ void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType 
                 copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
                     it, static_cast<std::uint8_t*>(dst), static_cast<const std::uint8_t*>(src));
         }
-    } else {
+    } else if (!launch_convert_dense(it, dst, dd, src, sd, s)) {
         convert_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, dst, dd, src, sd);
     }
     check_launch("copy");
@@ -839,6 +949,50 @@ void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t l
     if (it.n == 0) return;
     check_range_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(it, v, limit, mode, flag);
     check_launch("check_indices");
+}
+
+void launch_unary_half(UnaryOp op, DType hd, const Iter<2>& it, void* out, const void* in,
+                       cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_half(hd, [&]<typename H>(H) {
+        if (dense(it))
+            unary_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it.n, static_cast<H*>(out), static_cast<const H*>(in));
+        else
+            unary_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<H*>(out),
+                                                                    static_cast<const H*>(in));
+    });
+    check_launch("unary");
+}
+
+void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, const void* a,
+                        const void* b, cudaStream_t s) {
+    if (it.n == 0) return;
+    visit_half(hd, [&]<typename H>(H) {
+        if (dense(it))
+            binary_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it.n, static_cast<H*>(out), static_cast<const H*>(a),
+                static_cast<const H*>(b));
+        else
+            binary_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));
+    });
+    check_launch("binary");
+}
+
+void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* out, const void* a,
+                               Scalar v, cudaStream_t s) {
+    if (it.n == 0) return;
+    const float x = static_cast<float>(v.f);
+    visit_half(hd, [&]<typename H>(H) {
+        if (dense(it))
+            binary_scalar_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it.n, static_cast<H*>(out), static_cast<const H*>(a), x);
+        else
+            binary_scalar_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
+                op, it, static_cast<H*>(out), static_cast<const H*>(a), x);
+    });
+    check_launch("binary_scalar");
 }
 
 }  // namespace ember::detail::cuda

@@ -60,6 +60,15 @@ void launch_unary(UnaryOp op, DType cd, const Iter<2>& it, void* out, const void
 /// out = a op b (same compute dtype cd).
 void launch_binary(BinaryOp op, DType cd, const Iter<3>& it, void* out, const void* a,
                    const void* b, cudaStream_t s);
+/// out = op(in) for f16/bf16 `in` and `out` (dtype hd), computed in f32 and rounded once.
+void launch_unary_half(UnaryOp op, DType hd, const Iter<2>& it, void* out, const void* in,
+                       cudaStream_t s);
+/// out = a op b for f16/bf16 operands and result (dtype hd), computed in f32 and rounded once.
+void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, const void* a,
+                        const void* b, cudaStream_t s);
+/// out = a op scalar for f16/bf16 `a` and `out` (dtype hd), computed in f32 and rounded once.
+void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* out, const void* a,
+                               Scalar v, cudaStream_t s);
 /// out (bool) = a cmp b.
 void launch_compare(CompareOp op, DType cd, const Iter<3>& it, void* out, const void* a,
                     const void* b, cudaStream_t s);

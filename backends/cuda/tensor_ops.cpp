@@ -23,6 +23,11 @@ CudaTensor to_compute(CudaTensor t, DType cd) {
     return t.dtype == cd ? t : cast(std::move(t), cd);
 }
 
+/// f16 or bf16: elementwise ops on them run the *_half kernels (f32 arithmetic in registers).
+bool half_storage(DType d) {
+    return d == DType::F16 || d == DType::BF16;
+}
+
 const char* binary_name(BinaryOp op) {
     return check::binary_op_name(op);
 }
@@ -237,6 +242,12 @@ CudaTensor unary(UnaryOp op, CudaTensor t) {
                         op == UnaryOp::Relu || op == UnaryOp::Not,
                     DType, "unary op ", static_cast<int>(op),
                     " is not defined for integer tensors");
+    if (half_storage(t.dtype) && op != UnaryOp::IsNan) {
+        CudaTensor out = output_like(t, t.shape, t.dtype);
+        const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+        launch_unary_half(op, t.dtype, it, out.ptr(), t.ptr(), stream(t.device()));
+        return out;
+    }
     t = to_compute(std::move(t), cd);
     const DType od = op == UnaryOp::IsNan ? DType::Bool : cd;
     CudaTensor out = output_like(t, t.shape, od);
@@ -250,15 +261,24 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
     const Shape shape = broadcast_shapes(a.shape, b.shape, check::binary_op_name(op, a.dtype));
     const DType result = promote(a.dtype, b.dtype), cd = compute_dtype(result);
     check::binary_dtype(op, result);
-    a = to_compute(std::move(a), cd);
-    b = to_compute(std::move(b), cd);
+    // Both operands f16/bf16 of the result's dtype: the half kernels, no f32 copies.
+    const bool half = half_storage(result) && a.dtype == result && b.dtype == result;
+    if (!half) {
+        a = to_compute(std::move(a), cd);
+        b = to_compute(std::move(b), cd);
+    }
     if (cd == DType::I64) check_int_operand(op, is_reversed(op) ? a : b);
     // Into a moved-in operand's buffer when one is unique and has the result's shape.
+    const DType od = half ? result : cd;
     CudaTensor out = a.is_unique() && a.shape == shape   ? reuse(a)
                      : b.is_unique() && b.shape == shape ? reuse(b)
-                                                         : empty(shape, cd, a.device());
+                                                         : empty(shape, od, a.device());
     const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
     const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
+    if (half) {
+        launch_binary_half(op, od, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
+        return out;
+    }
     launch_binary(op, cd, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
     return cast(std::move(out), result);
 }
@@ -266,6 +286,12 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
 CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s) {
     const DType result = a.dtype, cd = compute_dtype(result);
     check::binary_dtype(op, result);
+    if (half_storage(result)) {
+        CudaTensor out = output_like(a, a.shape, result);
+        const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+        launch_binary_scalar_half(op, result, it, out.ptr(), a.ptr(), s, stream(a.device()));
+        return out;
+    }
     a = to_compute(std::move(a), cd);
     if (cd == DType::I64) {
         EMBER_CHECK(!((op == BinaryOp::Div || op == BinaryOp::Rem) && s.i == 0), Argument,

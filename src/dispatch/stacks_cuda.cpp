@@ -1,7 +1,10 @@
 // Dispatch's Cuda stacks: Cuda, Autodiff<Cuda>, Fusion<Cuda> and
 // Autodiff<Fusion<Cuda>>, whose op tables are instantiated here, once (built where
 // ember_cuda is).
+#include "ember/autodiff/attention.hpp"
 #include "ember/backend/cuda.hpp"
+#include "ember/backend/cuda_attention.hpp"
+#include "ember/fusion/attention.hpp"
 #include "ember/stacks.hpp"
 #include "table.hpp"
 

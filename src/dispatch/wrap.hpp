@@ -9,6 +9,7 @@
 
 #include "ember/autodiff/autodiff.hpp"
 #include "ember/dispatch/dispatch.hpp"
+#include "ember/tensor/attention.hpp"
 #include "ember/tensor/error.hpp"
 
 namespace ember::detail::dispatch {
@@ -255,6 +256,16 @@ struct CoreTable {
                                                                DispatchTensor, DispatchTensor,
                                                                DispatchTensor, DispatchTensor,
                                                                const BatchNormScalars&);
+    /// AttentionKernel<S>::supports; null where S has no fused attention (module::attention
+    /// then composes).
+    bool (*attention_supports)(const Stack&, const DispatchTensor&, const DispatchTensor&,
+                               const DispatchTensor&, const std::optional<DispatchTensor>&,
+                               const std::optional<DispatchTensor>&);
+    /// AttentionKernel<S>::forward: {output, log-sum-exp}.
+    std::array<DispatchTensor, 2> (*attention)(const Stack&, const DispatchTensor&,
+                                               const DispatchTensor&, const DispatchTensor&,
+                                               const std::optional<DispatchTensor>&,
+                                               const std::optional<DispatchTensor>&, bool, double);
     /// S::float_batch_norm_eval; null where S has none.
     std::optional<DispatchTensor> (*batch_norm_eval)(const Stack&, DispatchTensor, DispatchTensor,
                                                      DispatchTensor, DispatchTensor, DispatchTensor,
@@ -343,6 +354,38 @@ CoreTable make_core_table(const char* name) {
                 unwrap_float<S>(std::move(v), s), eps);
             if (!r) return std::nullopt;
             return wrap_float<S>(std::move(*r), s);
+        };
+    }
+    if constexpr (FusedAttention<S>) {
+        using FP = typename S::FloatTensorPrimitive;
+        using BP = typename S::BoolTensorPrimitive;
+        // The masks as S's primitives (copies of handles, not of data).
+        struct Masks {
+            std::optional<BP> keep;
+            std::optional<FP> bias;
+            Masks(const Stack& s, const std::optional<DispatchTensor>& k,
+                  const std::optional<DispatchTensor>& b) {
+                if (k) keep = unwrap_bool_ref<S>(*k, s).get();
+                if (b) bias = unwrap_float_ref<S>(*b, s).get();
+            }
+        };
+        c.attention_supports = [](const Stack& s, const DispatchTensor& q, const DispatchTensor& k,
+                                  const DispatchTensor& v, const std::optional<DispatchTensor>& keep,
+                                  const std::optional<DispatchTensor>& bias) {
+            const Masks m(s, keep, bias);
+            return AttentionKernel<S>::supports(unwrap_float_ref<S>(q, s).get(),
+                                                unwrap_float_ref<S>(k, s).get(),
+                                                unwrap_float_ref<S>(v, s).get(), m.keep, m.bias);
+        };
+        c.attention = [](const Stack& s, const DispatchTensor& q, const DispatchTensor& k,
+                         const DispatchTensor& v, const std::optional<DispatchTensor>& keep,
+                         const std::optional<DispatchTensor>& bias, bool causal, double scale) {
+            const Masks m(s, keep, bias);
+            auto r = AttentionKernel<S>::forward(
+                unwrap_float_ref<S>(q, s).get(), unwrap_float_ref<S>(k, s).get(),
+                unwrap_float_ref<S>(v, s).get(), m.keep, m.bias, causal, scale);
+            return std::array<DispatchTensor, 2>{wrap_float<S>(std::move(r[0]), s),
+                                                 wrap_float<S>(std::move(r[1]), s)};
         };
     }
     if constexpr (AutodiffBackend<S>) {

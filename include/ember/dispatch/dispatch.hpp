@@ -133,4 +133,23 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
 static_assert(Backend<Dispatch>);
 static_assert(AutodiffBackend<Dispatch>);
 
+template <typename B>
+struct AttentionKernel;  // <ember/tensor/attention.hpp>
+
+/// Dispatch's fused attention: the fused kernel of the operands' stack where it has one (CUDA,
+/// with or without Fusion and autodiff, whose node then carries the fused backward), so that
+/// module::attention on Dispatch runs what it runs on that stack. Elsewhere `supports` is false
+/// and module::attention composes Dispatch's ops.
+template <>
+struct EMBER_API AttentionKernel<Dispatch> {
+    using FT = DispatchTensor;  ///< every kind's primitive
+    /// Whether the operands' stack has a fused kernel that takes them.
+    static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<FT>& keep,
+                         const std::optional<FT>& bias);
+    /// {output, log-sum-exp of each row's scaled logits}, from the stack's kernel.
+    static std::array<FT, 2> forward(const FT& q, const FT& k, const FT& v,
+                                     const std::optional<FT>& keep, const std::optional<FT>& bias,
+                                     bool causal, double scale);
+};
+
 }  // namespace ember
