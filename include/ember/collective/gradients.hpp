@@ -33,7 +33,7 @@ struct GradientSyncOptions {
     /// When set, this replica's gradients are multiplied by it and the replicas' products are
     /// summed (`op` is ignored): with weight = this shard's items / the batch's items, the result
     /// is the gradient of the mean loss over a batch split into unequal shards.
-    std::optional<double> weight;
+    std::optional<double> weight = std::nullopt;
 };
 
 /// Reduces a replica's gradients over the ranks of a collective while backward still runs, as
@@ -55,6 +55,13 @@ struct GradientSyncOptions {
 /// (clipping, scaling) must do so after finish(), or use sync_gradients. A parameter with no
 /// gradient on this replica counts as zeros, so that every rank packs the same buckets.
 /// One reducer serves one step, with a fork of the same module on every rank.
+namespace detail {
+/// The key of GradientReducer's constructor for sync_gradients (no hook into backward).
+struct Unhooked {
+    explicit Unhooked() = default;
+};
+}  // namespace detail
+
 template <module::Module M>
 class GradientReducer final : public GradientHook {
     using IB = InnerBackend<module::BackendOf<M>>;
@@ -120,11 +127,13 @@ class GradientReducer final : public GradientHook {
     /// Number of buckets whose all-reduce started during backward, before finish().
     std::size_t overlapped() const { return overlapped_; }
 
-  private:
-    template <module::Module M2>
-    friend optim::GradientsParams sync_gradients(Collective&, const M2&, optim::GradientsParams,
-                                                 const GradientSyncOptions&);
+    /// sync_gradients' reducer: never hooked into backward, so lazy parameters are left be.
+    /// (A key type rather than a friend template: Clang before 17 does not match a constrained
+    /// friend template with its definition, and refuses the private constructor.)
+    GradientReducer(detail::Unhooked, Collective& c, const M& module, GradientSyncOptions options)
+        : GradientReducer(c, module, options, false) {}
 
+  private:
     // `hooked`: whether on_gradient will be used (sync_gradients leaves lazy parameters be).
     GradientReducer(Collective& c, const M& module, GradientSyncOptions options, bool hooked)
         : c_(c), options_(options), hooked_(hooked) {
@@ -246,7 +255,7 @@ class GradientReducer final : public GradientHook {
 template <module::Module M>
 optim::GradientsParams sync_gradients(Collective& c, const M& module, optim::GradientsParams grads,
                                       const GradientSyncOptions& options = {}) {
-    GradientReducer<M> reducer(c, module, options, false);
+    GradientReducer<M> reducer(detail::Unhooked{}, c, module, options);
     return reducer.finish(std::move(grads));
 }
 
