@@ -239,11 +239,11 @@ TEST_CASE("cuda: f16/bf16 elementwise ops compute in f32 and round once", "[cuda
         same(xh + yh, xf + yf);
         same(xh * yh, xf * yf);
         same(xh / yh, xf / yf);
-        same(xh - bh, xf - bf);                                      // broadcast
+        same(xh - bh, xf - bf);  // broadcast
         same(xh.swap_dims(0, 1).matmul(yh).cast(ember::DType::F32).cast(dt),
-             xf.swap_dims(0, 1).matmul(yf));                         // the cast path itself
+             xf.swap_dims(0, 1).matmul(yf));  // the cast path itself
         same(yh.swap_dims(0, 1) * xh.swap_dims(0, 1),
-             yf.swap_dims(0, 1) * xf.swap_dims(0, 1));               // strided views
+             yf.swap_dims(0, 1) * xf.swap_dims(0, 1));  // strided views
         same(xh * 0.1, xf * 0.1);
         same(xh.swap_dims(0, 1) + 3.0, xf.swap_dims(0, 1) + 3.0);
         same(xh.powf_scalar(2.0), xf.powf_scalar(2.0));

@@ -254,7 +254,8 @@ TEST_CASE("dispatch: attention runs the fused kernel of the operands' stack", "[
                 double sum = 0, dv = 0;
                 for (std::size_t j = 0; j <= i; ++j) sum += vs[(h * len + j) * dim + e];
                 for (std::size_t r = i; r < len; ++r) dv += 1.0 / static_cast<double>(r + 1);
-                want[(h * len + i) * dim + e] = static_cast<float>(sum / static_cast<double>(i + 1));
+                want[(h * len + i) * dim + e] =
+                    static_cast<float>(sum / static_cast<double>(i + 1));
                 want_dv[(h * len + i) * dim + e] = static_cast<float>(dv);
             }
     std::vector<DispatchDevice> stacks{Dev::cpu(), Dev::cpu().autodiff()};
@@ -294,4 +295,3 @@ TEST_CASE("dispatch: attention runs the fused kernel of the operands' stack", "[
               }),
               "cpu has no fused attention kernel"));
 }
-

@@ -491,13 +491,13 @@ __global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64
 }
 
 // ---- f16 / bf16 storage, f32 arithmetic ---------------------------------------------------
-template <typename H>
-__device__ __forceinline__ float widen(H x) {
-    if constexpr (std::is_same_v<H, __half>)
-        return __half2float(x);
-    else
-        return __bfloat162float(x);
+__device__ __forceinline__ float widen(__half x) {
+    return __half2float(x);
 }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
+/// f32 to the half type H, rounded to nearest even (one rounding per result).
 template <typename H>
 __device__ __forceinline__ H narrow(float x) {
     if constexpr (std::is_same_v<H, __half>)
@@ -971,8 +971,7 @@ void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, con
     visit_half(hd, [&]<typename H>(H) {
         if (dense(it))
             binary_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-                op, it.n, static_cast<H*>(out), static_cast<const H*>(a),
-                static_cast<const H*>(b));
+                op, it.n, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));
         else
             binary_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
                 op, it, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));

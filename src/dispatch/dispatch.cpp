@@ -372,8 +372,8 @@ std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT b
 }
 
 bool AttentionKernel<Dispatch>::supports(const FT& q, const FT& k, const FT& v,
-                                        const std::optional<FT>& keep,
-                                        const std::optional<FT>& bias) {
+                                         const std::optional<FT>& keep,
+                                         const std::optional<FT>& bias) {
     using detail::dispatch::Operand;
     const Dispatch::Device s = detail::dispatch::stack_of(
         "attention", {Operand::value(q, true), Operand::value(k, true), Operand::value(v, true),

@@ -370,7 +370,8 @@ CoreTable make_core_table(const char* name) {
             }
         };
         c.attention_supports = [](const Stack& s, const DispatchTensor& q, const DispatchTensor& k,
-                                  const DispatchTensor& v, const std::optional<DispatchTensor>& keep,
+                                  const DispatchTensor& v,
+                                  const std::optional<DispatchTensor>& keep,
                                   const std::optional<DispatchTensor>& bias) {
             const Masks m(s, keep, bias);
             return AttentionKernel<S>::supports(unwrap_float_ref<S>(q, s).get(),
