@@ -36,6 +36,13 @@ struct GradientSyncOptions {
     std::optional<double> weight = std::nullopt;
 };
 
+namespace detail {
+/// The key of GradientReducer's constructor for sync_gradients (no hook into backward).
+struct Unhooked {
+    explicit Unhooked() = default;
+};
+}  // namespace detail
+
 /// Reduces a replica's gradients over the ranks of a collective while backward still runs, as
 /// DistributedDataParallel does. The module's trainable parameters are packed into buckets in
 /// reverse order (the order backward produces their gradients); while the reducer is attached
@@ -55,13 +62,6 @@ struct GradientSyncOptions {
 /// (clipping, scaling) must do so after finish(), or use sync_gradients. A parameter with no
 /// gradient on this replica counts as zeros, so that every rank packs the same buckets.
 /// One reducer serves one step, with a fork of the same module on every rank.
-namespace detail {
-/// The key of GradientReducer's constructor for sync_gradients (no hook into backward).
-struct Unhooked {
-    explicit Unhooked() = default;
-};
-}  // namespace detail
-
 template <module::Module M>
 class GradientReducer final : public GradientHook {
     using IB = InnerBackend<module::BackendOf<M>>;
