@@ -11,22 +11,28 @@
 #include "for_each.hpp"
 
 #define EMBER_DETAIL_FIELD_NAME(c, x) , std::string_view(#x)
-#define EMBER_DETAIL_FIELD_REF(c, x) , x
+#define EMBER_DETAIL_FIELD_OF(self, x) , self.x
 
 /// Inside a struct: `ember_type_name`, `ember_field_names` (the names as written) and
 /// `ember_fields()` (a tuple of references, const and mutable), in the order given. No fields
-/// is allowed (`EMBER_DETAIL_FIELDS(Gelu)`).
-#define EMBER_DETAIL_FIELDS(Type, ...)                                                       \
-    [[maybe_unused]] static constexpr auto ember_type_name = std::string_view(#Type);        \
-    [[maybe_unused]] static constexpr auto ember_field_names = ::ember::detail::field_names( \
-        0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_NAME, , __VA_ARGS__)));               \
-    auto ember_fields() {                                                                    \
-        return ::ember::detail::tie_fields(                                                  \
-            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));            \
-    }                                                                                        \
-    auto ember_fields() const {                                                              \
-        return ::ember::detail::tie_fields(                                                  \
-            0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_REF, , __VA_ARGS__)));            \
+/// is allowed (`EMBER_DETAIL_FIELDS(Gelu)`). `ember_fields` is a template whose body depends on
+/// its parameter, so that a struct that is not a template instantiates its tuple of references
+/// (tie_fields, std::tuple's constructors) only where it is used, not in every file that
+/// includes it: for the ~200 structs of <ember/nn.hpp> and <ember/optim.hpp> that was ~1.1 of
+/// the 4.8 CPU-seconds a file including them took (GCC 12, -O2; docs/backend.md).
+#define EMBER_DETAIL_FIELDS(Type, ...)                                                        \
+    [[maybe_unused]] static constexpr auto ember_type_name = std::string_view(#Type);         \
+    [[maybe_unused]] static constexpr auto ember_field_names = ::ember::detail::field_names(  \
+        0 __VA_OPT__(EMBER_FOR_EACH(EMBER_DETAIL_FIELD_NAME, , __VA_ARGS__)));                \
+    template <typename Self_ = Type>                                                          \
+    auto ember_fields() {                                                                     \
+        return ::ember::detail::tie_fields(0 __VA_OPT__(                                      \
+            EMBER_FOR_EACH(EMBER_DETAIL_FIELD_OF, static_cast<Self_&>(*this), __VA_ARGS__))); \
+    }                                                                                         \
+    template <typename Self_ = Type>                                                          \
+    auto ember_fields() const {                                                               \
+        return ::ember::detail::tie_fields(0 __VA_OPT__(EMBER_FOR_EACH(                       \
+            EMBER_DETAIL_FIELD_OF, static_cast<const Self_&>(*this), __VA_ARGS__)));          \
     }
 
 namespace ember::detail {

@@ -593,51 +593,67 @@ std::ostream& display(std::ostream& os, const M& m) {
 /// num_params, devices, to_device, fork, no_grad, valid, into_record, load_record, save_file,
 /// load_file and operator<<. Modules are aggregates; fields may be modules, Params,
 /// RunningStates, tensors (constants), std::vector/std::optional of modules, or plain values.
-#define EMBER_MODULE(Type, ...)                                                                  \
-    EMBER_DETAIL_FIELDS(Type __VA_OPT__(, ) __VA_ARGS__)                                         \
-    using ember_module_tag = void;                                                               \
-    /** Calls `visitor(path, param)` for each parameter. */                                      \
-    template <typename V>                                                                        \
-    void visit(V&& visitor) const {                                                              \
-        ::ember::module::visit(*this, visitor);                                                  \
-    }                                                                                            \
-    /** The module with each parameter replaced by `mapper(path, param)`. */                     \
-    template <typename F>                                                                        \
-    Type map(F&& mapper) const {                                                                 \
-        return ::ember::module::map(*this, mapper);                                              \
-    }                                                                                            \
-    /** Number of parameter elements. */                                                         \
-    std::size_t num_params() const { return ::ember::module::num_params(*this); }                \
-    /** The distinct devices of the module's tensors. */                                         \
-    template <typename M_ = Type>                                                                \
-    auto devices() const {                                                                       \
-        return ::ember::module::devices(static_cast<const M_&>(*this));                          \
-    }                                                                                            \
-    /** Every tensor moved to `device`. */                                                       \
-    template <typename Dev>                                                                      \
-    Type to_device(const Dev& device) const {                                                    \
-        return ::ember::module::to_device(*this, device);                                        \
-    }                                                                                            \
-    /** Moved to `device` and detached from any graph. */                                        \
-    template <typename Dev>                                                                      \
-    Type fork(const Dev& device) const {                                                         \
-        return ::ember::module::fork(*this, device);                                             \
-    }                                                                                            \
-    /** Every parameter frozen. */                                                               \
-    Type no_grad() const { return ::ember::module::no_grad(*this); }                             \
-    /** The same module on the inner backend (eval mode). */                                     \
-    auto valid() const { return ::ember::module::valid(*this); }                                 \
-    /** The parameters and running states as a record tree. */                                  \
-    ::ember::record::Value into_record() const { return ::ember::module::into_record(*this); }   \
-    /** The module with `record` loaded over it. */                                              \
-    Type load_record(const ::ember::record::Value& record) const {                               \
-        return ::ember::module::load_record(*this, record);                                      \
-    }                                                                                            \
-    /** Weights quantized by `quantizer` (Burn's quantize_weights; ember/quant/module.hpp). */  \
-    template <typename Q>                                                                        \
-    Type quantize_weights(const Q& quantizer) const {                                            \
-        return ::ember::quant::quantize_weights(*this, quantizer);                               \
-    }                                                                                            \
+/// Every method is a template (a defaulted `M_` where it has no other parameter) whose body
+/// depends on it: a module that is not a template (Relu, the pools) then instantiates the
+/// generic walks only where they are called, not in every file that includes it.
+#define EMBER_MODULE(Type, ...)                                                                \
+    EMBER_DETAIL_FIELDS(Type __VA_OPT__(, ) __VA_ARGS__)                                       \
+    using ember_module_tag = void;                                                             \
+    /** Calls `visitor(path, param)` for each parameter. */                                    \
+    template <typename V>                                                                      \
+    void visit(V&& visitor) const {                                                            \
+        ::ember::module::visit(*this, visitor);                                                \
+    }                                                                                          \
+    /** The module with each parameter replaced by `mapper(path, param)`. */                   \
+    template <typename F>                                                                      \
+    Type map(F&& mapper) const {                                                               \
+        return ::ember::module::map(*this, mapper);                                            \
+    }                                                                                          \
+    /** Number of parameter elements. */                                                       \
+    template <typename M_ = Type>                                                              \
+    std::size_t num_params() const {                                                           \
+        return ::ember::module::num_params(static_cast<const M_&>(*this));                     \
+    }                                                                                          \
+    /** The distinct devices of the module's tensors. */                                       \
+    template <typename M_ = Type>                                                              \
+    auto devices() const {                                                                     \
+        return ::ember::module::devices(static_cast<const M_&>(*this));                        \
+    }                                                                                          \
+    /** Every tensor moved to `device`. */                                                     \
+    template <typename Dev>                                                                    \
+    Type to_device(const Dev& device) const {                                                  \
+        return ::ember::module::to_device(*this, device);                                      \
+    }                                                                                          \
+    /** Moved to `device` and detached from any graph. */                                      \
+    template <typename Dev>                                                                    \
+    Type fork(const Dev& device) const {                                                       \
+        return ::ember::module::fork(*this, device);                                           \
+    }                                                                                          \
+    /** Every parameter frozen. */                                                             \
+    template <typename M_ = Type>                                                              \
+    Type no_grad() const {                                                                     \
+        return ::ember::module::no_grad(static_cast<const M_&>(*this));                        \
+    }                                                                                          \
+    /** The same module on the inner backend (eval mode). */                                   \
+    template <typename M_ = Type>                                                              \
+    auto valid() const {                                                                       \
+        return ::ember::module::valid(static_cast<const M_&>(*this));                          \
+    }                                                                                          \
+    /** The parameters and running states as a record tree. */                                 \
+    template <typename M_ = Type>                                                              \
+    ::ember::record::Value into_record() const {                                               \
+        return ::ember::module::into_record(static_cast<const M_&>(*this));                    \
+    }                                                                                          \
+    /** The module with `record` loaded over it. */                                            \
+    template <typename M_ = Type>                                                              \
+    Type load_record(const ::ember::record::Value& record) const {                             \
+        return ::ember::module::load_record(static_cast<const M_&>(*this), record);            \
+    }                                                                                          \
+    /** Weights quantized by `quantizer` (Burn's quantize_weights; ember/quant/module.hpp). */ \
+    template <typename Q>                                                                      \
+    Type quantize_weights(const Q& quantizer) const {                                          \
+        return ::ember::quant::quantize_weights(*this, quantizer);                             \
+    }                                                                                          \
     EMBER_DETAIL_MODULE_HOSTED(Type)
 
 #if EMBER_FREESTANDING
@@ -658,8 +674,9 @@ std::ostream& display(std::ostream& os, const M& m) {
     }                                                                                       \
     /** The display tree, as Burn prints modules (maybe unused: no warning for */           \
     /** modules in an anonymous namespace). */                                              \
+    template <typename M_ = Type>                                                           \
     [[maybe_unused]] friend std::ostream& operator<<(std::ostream& os, const Type& m) {     \
-        return ::ember::module::display(os, m);                                             \
+        return ::ember::module::display(os, static_cast<const M_&>(m));                     \
     }
 #endif
 
