@@ -371,13 +371,22 @@ std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT b
                  std::move(var), eps);
 }
 
+namespace {
+/// The stack attention's operands live on (q, k, v, the masks: one stack, else a DeviceError).
+Dispatch::Device attention_stack(const DispatchTensor& q, const DispatchTensor& k,
+                                 const DispatchTensor& v, const std::optional<DispatchTensor>& keep,
+                                 const std::optional<DispatchTensor>& bias) {
+    using detail::dispatch::Operand;
+    return detail::dispatch::stack_of(
+        "attention", {Operand::value(q, true), Operand::value(k, true), Operand::value(v, true),
+                      Operand::optional(keep, false), Operand::optional(bias, true)});
+}
+}  // namespace
+
 bool AttentionKernel<Dispatch>::supports(const FT& q, const FT& k, const FT& v,
                                          const std::optional<FT>& keep,
                                          const std::optional<FT>& bias) {
-    using detail::dispatch::Operand;
-    const Dispatch::Device s = detail::dispatch::stack_of(
-        "attention", {Operand::value(q, true), Operand::value(k, true), Operand::value(v, true),
-                      Operand::optional(keep, false), Operand::optional(bias, true)});
+    const Dispatch::Device s = attention_stack(q, k, v, keep, bias);
     const auto fused = core_table(s).attention_supports;
     return fused != nullptr && fused(s, q, k, v, keep, bias);
 }
@@ -387,10 +396,7 @@ std::array<DispatchTensor, 2> AttentionKernel<Dispatch>::forward(const FT& q, co
                                                                  const std::optional<FT>& keep,
                                                                  const std::optional<FT>& bias,
                                                                  bool causal, double scale) {
-    using detail::dispatch::Operand;
-    const Dispatch::Device s = detail::dispatch::stack_of(
-        "attention", {Operand::value(q, true), Operand::value(k, true), Operand::value(v, true),
-                      Operand::optional(keep, false), Operand::optional(bias, true)});
+    const Dispatch::Device s = attention_stack(q, k, v, keep, bias);
     const auto fused = core_table(s).attention;
     EMBER_CHECK(fused != nullptr, Device, "attention: the stack ", s.to_string(),
                 " has no fused attention kernel (module::attention asks supports() first)");
