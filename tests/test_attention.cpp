@@ -230,6 +230,9 @@ TEST_CASE("cuda attention: fused kernel in bf16 and f16", "[cuda][attention]") {
         compare_fused(c, ember::DType::BF16, {3e-2, 5e-2});
         compare_fused(c, ember::DType::F16, {5e-3, 2e-2});
     }
+    // Head-strided operands (the layout attention layers pass) through the cp.async loads.
+    compare_fused(kCudaCases[1], ember::DType::BF16, {3e-2, 5e-2}, true);
+    compare_fused(kCudaCases[4], ember::DType::F16, {5e-3, 2e-2}, true);
 }
 
 TEST_CASE("cuda attention: the fused forward allocates nothing of size Lq x Lk",

@@ -4,6 +4,8 @@
 #if defined(EMBER_CUDA)
 #include <ember/backend/cuda.hpp>
 
+#include <cmath>
+
 #include "cuda_harness.hpp"
 #include "harness.hpp"
 
@@ -239,7 +241,8 @@ TEST_CASE("cuda: f16/bf16 elementwise ops compute in f32 and round once", "[cuda
         same(xh + yh, xf + yf);
         same(xh * yh, xf * yf);
         same(xh / yh, xf / yf);
-        same(xh - bh, xf - bf);  // broadcast
+        same(xh - bh, xf - bf);  // a bias row broadcast (the vectorised path)
+        same(bh / yh, bf / yf);  // the same with the row first
         same(xh.swap_dims(0, 1).matmul(yh).cast(ember::DType::F32).cast(dt),
              xf.swap_dims(0, 1).matmul(yf));  // the cast path itself
         same(yh.swap_dims(0, 1) * xh.swap_dims(0, 1),
@@ -247,6 +250,232 @@ TEST_CASE("cuda: f16/bf16 elementwise ops compute in f32 and round once", "[cuda
         same(xh * 0.1, xf * 0.1);
         same(xh.swap_dims(0, 1) + 3.0, xf.swap_dims(0, 1) + 3.0);
         same(xh.powf_scalar(2.0), xf.powf_scalar(2.0));
+    }
+}
+
+TEST_CASE("cuda: reductions over a strided dim split it across threads and read halves directly",
+          "[cuda]") {
+    REQUIRE_GPU();
+    // A bias gradient is [rows, cols] summed over the rows: few outputs, a long strided dim.
+    // Those take the kernel that splits the rows over threads and slices (6000 rows: several
+    // slices folded in a second pass; 300 rows: one). Small integers keep every sum exact, so
+    // the expected values (here, in double) must match exactly in f32, f64 and i64; f16/bf16
+    // inputs are read as they are and their sums rounded once to the input's dtype.
+    const auto value = [](std::size_t r, std::size_t c) {
+        return static_cast<double>(static_cast<int>((r * 7 + c * 3) % 9) - 4);
+    };
+    for (std::size_t rows : {std::size_t{6000}, std::size_t{300}, std::size_t{9}, std::size_t{5}}) {
+        constexpr std::size_t cols = 40;
+        INFO("rows " << rows);
+        std::vector<float> xs(rows * cols);
+        std::vector<double> sum(cols, 0.0), mx(cols, -1e9), mn(cols, 1e9);
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t c = 0; c < cols; ++c) {
+                const double v = value(r, c);
+                xs[r * cols + c] = static_cast<float>(v);
+                sum[c] += v;
+                mx[c] = std::max(mx[c], v);
+                mn[c] = std::min(mn[c], v);
+            }
+        const auto as_f32 = [](const std::vector<double>& v) {
+            return std::vector<float>(v.begin(), v.end());
+        };
+        std::vector<double> mean(cols);
+        for (std::size_t c = 0; c < cols; ++c) mean[c] = sum[c] / static_cast<double>(rows);
+        const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
+        CHECK(x.sum_dim(0).to_data().to_vec<float>() == as_f32(sum));
+        CHECK(x.max_dim(0).to_data().to_vec<float>() == as_f32(mx));
+        CHECK(x.min_dim(0).to_data().to_vec<float>() == as_f32(mn));
+        ember::test::check_close(x.mean_dim(0).to_data(), TensorData(as_f32(mean), {1, cols}),
+                                 {1e-6, 1e-6});
+        CHECK(x.cast(ember::DType::F64).sum_dim(0).to_data().to_vec<double>() == sum);
+        auto xi = Tensor<Cuda, 2, ember::Int>::from_data(
+            TensorData(std::vector<std::int64_t>(xs.begin(), xs.end()), {rows, cols}), {});
+        CHECK(xi.sum_dim(0).to_data().to_vec<std::int64_t>() ==
+              std::vector<std::int64_t>(sum.begin(), sum.end()));
+        // Halves: the exact sum rounded once to the dtype (the CPU backend's cast rounds it).
+        for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+            INFO(std::string(ember::dtype_name(dt)));
+            const auto got = x.cast(dt).sum_dim(0);
+            CHECK(got.dtype() == dt);
+            const auto want = Tensor<Cpu, 2>::from_data(TensorData(as_f32(sum), {1, cols}), {})
+                                  .cast(dt)
+                                  .cast(ember::DType::F32);
+            CHECK(got.cast(ember::DType::F32).to_data().to_vec<float>() ==
+                  want.to_data().to_vec<float>());
+        }
+    }
+    // The middle dim of [5, 300, 7]: 35 outputs whose inputs lie 7 apart, in two strided dims.
+    std::vector<float> ys(5 * 300 * 7);
+    std::vector<float> want(5 * 7, 0.f);
+    for (std::size_t a = 0; a < 5; ++a)
+        for (std::size_t r = 0; r < 300; ++r)
+            for (std::size_t c = 0; c < 7; ++c) {
+                const float v = static_cast<float>(value(r + a, c));
+                ys[(a * 300 + r) * 7 + c] = v;
+                want[a * 7 + c] += v;
+            }
+    const auto y = Tensor<Cuda, 3>::from_data(TensorData(ys, {5, 300, 7}), {});
+    CHECK(y.sum_dim(1).to_data().to_vec<float>() == want);
+    const auto rounded = Tensor<Cpu, 3>::from_data(TensorData(want, {5, 1, 7}), {})
+                             .cast(ember::DType::BF16)
+                             .cast(ember::DType::F32);
+    CHECK(y.cast(ember::DType::BF16).sum_dim(1).cast(ember::DType::F32).to_data().to_vec<float>() ==
+          rounded.to_data().to_vec<float>());
+}
+
+TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh and sigmoid",
+          "[cuda]") {
+    REQUIRE_GPU();
+    using ember::UnaryOp;
+    // g · f'(v) against the derivatives written out in double; v is what Autodiff keeps: the
+    // input x for gelu and erf, the output y for tanh and sigmoid. (The autodiff suites check
+    // the same backward through Autodiff<Cuda> against PyTorch.)
+    constexpr double pi = 3.14159265358979323846;
+    const auto derivative = [&](UnaryOp op, double v) {
+        switch (op) {
+            case UnaryOp::Gelu:
+                return 0.5 * (1 + std::erf(v / std::sqrt(2.0))) +
+                       v * std::exp(-0.5 * v * v) / std::sqrt(2 * pi);
+            case UnaryOp::Erf:
+                return 2 / std::sqrt(pi) * std::exp(-v * v);
+            case UnaryOp::Tanh:
+                return 1 - v * v;
+            default:
+                return v * (1 - v);
+        }
+    };
+    constexpr std::size_t n = 1000;  // 125 vectors of eight halves
+    std::vector<float> gs(n), vs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        gs[i] = 0.5f + static_cast<float>(i % 7) / 4.f;
+        vs[i] = -3.f + 6.f * static_cast<float>(i) / static_cast<float>(n);
+    }
+    const auto g = Tensor<Cuda, 1>::from_data(TensorData(gs, {n}), {});
+    const auto v = Tensor<Cuda, 1>::from_data(TensorData(vs, {n}), {});
+    for (UnaryOp op : {UnaryOp::Gelu, UnaryOp::Erf, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
+        INFO("op " << static_cast<int>(op));
+        std::vector<float> want(n);
+        for (std::size_t i = 0; i < n; ++i)
+            want[i] = static_cast<float>(gs[i] * derivative(op, vs[i]));
+        auto got = Cuda::float_unary_backward(op, g.primitive(), v.primitive());
+        REQUIRE(got.has_value());
+        ember::test::check_close(Tensor<Cuda, 1>(*got).to_data(), TensorData(want, {n}),
+                                 {1e-5, 1e-5});
+        for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+            INFO(std::string(ember::dtype_name(dt)));
+            auto half =
+                Cuda::float_unary_backward(op, g.cast(dt).primitive(), v.cast(dt).primitive());
+            REQUIRE(half.has_value());
+            const Tensor<Cuda, 1> h(*half);
+            CHECK(h.dtype() == dt);
+            // The inputs rounded to the dtype, the math in f32: within the dtype's rounding.
+            const auto gh = g.cast(dt).cast(ember::DType::F32).to_data().to_vec<float>();
+            const auto vh = v.cast(dt).cast(ember::DType::F32).to_data().to_vec<float>();
+            std::vector<float> want_h(n);
+            for (std::size_t i = 0; i < n; ++i)
+                want_h[i] = static_cast<float>(gh[i] * derivative(op, vh[i]));
+            ember::test::check_close(h.cast(ember::DType::F32).to_data(), TensorData(want_h, {n}),
+                                     {1e-3, dt == ember::DType::BF16 ? 8e-3 : 1e-3});
+        }
+    }
+    // Not dense, or not alike, or an op without a fused form: nullopt (Autodiff composes).
+    const auto m = Tensor<Cuda, 2>::from_data(
+        TensorData(std::vector<float>(vs.begin(), vs.begin() + 900), {30, 30}), {});
+    CHECK_FALSE(
+        Cuda::float_unary_backward(UnaryOp::Gelu, m.primitive(), m.swap_dims(0, 1).primitive()));
+    CHECK_FALSE(Cuda::float_unary_backward(UnaryOp::Gelu, g.primitive(),
+                                           v.cast(ember::DType::F64).primitive()));
+    CHECK_FALSE(Cuda::float_unary_backward(UnaryOp::Exp, g.primitive(), v.primitive()));
+}
+
+TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta in two kernels", "[cuda]") {
+    REQUIRE_GPU();
+    // [600, 40]: the parameter gradients' rows split into slices folded in a second pass. The
+    // expected values are the formulas in double: x̂ = (x − μ)·rstd, g' = g·γ,
+    // dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)), dγ = Σ g·x̂, dβ = Σ g.
+    constexpr std::size_t rows = 600, cols = 40;
+    constexpr double eps = 1e-5;
+    std::vector<float> xs(rows * cols), gs(rows * cols), gam(cols);
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+        xs[i] = static_cast<float>((i * 37) % 101) / 17.f - 3.f;
+        gs[i] = static_cast<float>((i * 53) % 89) / 29.f - 1.5f;
+    }
+    for (std::size_t c = 0; c < cols; ++c) gam[c] = 0.5f + static_cast<float>(c) / 20.f;
+    std::vector<float> dx(rows * cols), dgamma(cols, 0.f), dbeta(cols, 0.f);
+    std::vector<double> dg(cols, 0.0), db(cols, 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        double mu = 0, var = 0;
+        for (std::size_t c = 0; c < cols; ++c) mu += xs[r * cols + c];
+        mu /= cols;
+        for (std::size_t c = 0; c < cols; ++c)
+            var += (xs[r * cols + c] - mu) * (xs[r * cols + c] - mu);
+        const double rstd = 1 / std::sqrt(var / cols + eps);
+        double m1 = 0, m2 = 0;
+        for (std::size_t c = 0; c < cols; ++c) {
+            const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
+            m1 += gg / cols;
+            m2 += gg * xh / cols;
+            dg[c] += gs[r * cols + c] * xh;
+            db[c] += gs[r * cols + c];
+        }
+        for (std::size_t c = 0; c < cols; ++c) {
+            const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
+            dx[r * cols + c] = static_cast<float>(rstd * (gg - m1 - xh * m2));
+        }
+    }
+    for (std::size_t c = 0; c < cols; ++c) {
+        dgamma[c] = static_cast<float>(dg[c]);
+        dbeta[c] = static_cast<float>(db[c]);
+    }
+    const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
+    const auto g = Tensor<Cuda, 2>::from_data(TensorData(gs, {rows, cols}), {});
+    const auto gamma = Tensor<Cuda, 1>::from_data(TensorData(gam, {cols}), {});
+    auto fwd = Cuda::float_layer_norm(x.primitive(), gamma.primitive(), std::nullopt, eps);
+    auto got = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), gamma.primitive(),
+                                               fwd[1], fwd[2]);
+    REQUIRE(got.has_value());
+    ember::test::check_close(Tensor<Cuda, 2>((*got)[0]).to_data(), TensorData(dx, {rows, cols}),
+                             {1e-4, 1e-4});
+    ember::test::check_close(Tensor<Cuda, 1>((*got)[1]).to_data(), TensorData(dgamma, {cols}),
+                             {1e-4, 1e-3});
+    ember::test::check_close(Tensor<Cuda, 1>((*got)[2]).to_data(), TensorData(dbeta, {cols}),
+                             {1e-4, 1e-3});
+    // Without gamma: g' = g, and no parameter gradients.
+    auto plain = Cuda::float_layer_norm(x.primitive(), std::nullopt, std::nullopt, eps);
+    auto no_affine = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), std::nullopt,
+                                                     plain[1], plain[2]);
+    REQUIRE(no_affine.has_value());
+    CHECK((*no_affine)[1].num_elements() == 0);
+    // Half operands are not taken (Autodiff composes their backward).
+    CHECK_FALSE(Cuda::float_layer_norm_backward(x.cast(ember::DType::BF16).primitive(),
+                                                g.cast(ember::DType::BF16).primitive(),
+                                                std::nullopt, plain[1], plain[2]));
+}
+
+TEST_CASE("cuda: permuted copies with contiguous rows are exact in every dtype", "[cuda]") {
+    REQUIRE_GPU();
+    // [2, 6, 3, E] with heads (dim 2) swapped to dim 1 and made dense: the copy of an attention
+    // layer's head merge. E = 16 takes the 16-byte path for 2- and 4-byte dtypes, E = 6 (rows
+    // of 12 or 24 bytes) the element path. The expected order is the permutation written out.
+    for (std::size_t e : {std::size_t{16}, std::size_t{6}}) {
+        const std::size_t n = 2 * 6 * 3 * e;
+        std::vector<float> xs(n);
+        for (std::size_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i % 251);
+        std::vector<float> want;
+        for (std::size_t a = 0; a < 2; ++a)
+            for (std::size_t h = 0; h < 3; ++h)
+                for (std::size_t l = 0; l < 6; ++l)
+                    for (std::size_t c = 0; c < e; ++c)
+                        want.push_back(xs[((a * 6 + l) * 3 + h) * e + c]);
+        const auto x = Tensor<Cuda, 4>::from_data(TensorData(xs, {2, 6, 3, e}), {});
+        for (auto dt :
+             {ember::DType::F32, ember::DType::BF16, ember::DType::F16, ember::DType::F64}) {
+            INFO("e " << e << " " << ember::dtype_name(dt));
+            const auto y = x.cast(dt).swap_dims(1, 2).reshape<2>(std::array<std::size_t, 2>{36, e});
+            CHECK(y.dtype() == dt);
+            CHECK(y.cast(ember::DType::F32).to_data().to_vec<float>() == want);
+        }
     }
 }
 

@@ -5,7 +5,9 @@
 // shared memory, where the softmax reads the logits row by row (WMMA's register layout is
 // opaque, so rows are rescaled there). The backward recomputes the probabilities from the saved
 // log-sum-exp (FlashAttention-2): a block owns 64 keys, keeps their dK/dV in accumulator
-// fragments over all query tiles and adds its share of dQ atomically.
+// fragments over all query tiles and adds its share of dQ atomically. bf16/f16 have kernels of
+// their own on mma.sync, which keep the logits, probabilities and accumulators in registers
+// (below; the backward for head dims up to 64, where its accumulators fit the register file).
 #include <mma.h>
 
 #include <array>
@@ -273,6 +275,432 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
 }
 
+// ---- bf16/f16 forward on mma.sync (FlashAttention-2's register layout) -------------------
+// WMMA's fragments are opaque, so the kernel above goes through shared memory for the softmax
+// and for every rescale of O. With PTX's m16n8k16 the layout is documented: a warp's 16 × 64
+// logits stay in registers (thread (g, t) = (lane / 4, lane % 4) holds rows g and g + 8, columns
+// 2t, 2t + 1 of each 8-column tile), the probabilities are repacked in registers as the A
+// operand of P·V (two logit tiles make one 16-column A tile), and O lives in registers from
+// the first key tile to the store. K and V tiles arrive by cp.async into two stages, so the
+// next tile's loads overlap this tile's products.
+
+/// c += a·b on tensor cores: a 16 × 16 (row-major), b 16 × 8 (column-major), f32 c.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const std::uint32_t (&a)[4],
+                                         std::uint32_t b0, std::uint32_t b1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+            "{%8,%9}, {%0,%1,%2,%3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two f32 values as the 16-bit pair T×2 (lo in the low half), rounded to nearest even.
+template <typename T>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<const std::uint32_t*>(&v);
+    } else {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<const std::uint32_t*>(&v);
+    }
+}
+
+/// Four 8 × 8 16-bit matrices from shared memory, transposed: lane l names row l % 8 of matrix
+/// l / 8; register j gets the B fragment (rows 2t, 2t + 1, column g) of matrix j.
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/// 16 bytes global -> shared, asynchronously; zeros instead where `in` is false.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool in) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src),
+                 "r"(in ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/// Rows [r0, r0 + 64) of a [len, D] matrix (row stride rs, 16-byte aligned rows) into a tile
+/// of leading dim LD, by cp.async (zeros past len).
+template <typename T, int D, int LD>
+__device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t rs, int r0,
+                                           int len) {
+    constexpr int C = D / 8;  // 16-byte chunks a row
+    for (int idx = threadIdx.x; idx < kBM * C; idx += kAttnThreads) {
+        const int r = idx / C, c = (idx % C) * 8;
+        const bool in = r0 + r < len;
+        cp_async16(tile + r * LD + c, src + (in ? static_cast<std::int64_t>(r0 + r) * rs : 0) + c,
+                   in);
+    }
+}
+
+/// Shared memory of attention_forward_mma_kernel: the Q tile and two stages of K and V.
+template <typename T, int D>
+constexpr std::size_t mma_forward_bytes = sizeof(T) * (kBM + 4 * kBN) * (D + 8);
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_forward_mma_kernel(AttnParams p, T* o, float* lse) {
+    constexpr int LD = D + 8;  // 16-byte rows, conflict-free for 32-bit loads and ldmatrix
+    extern __shared__ __align__(128) unsigned char smem[];
+    T* sQ = reinterpret_cast<T*>(smem);
+    const auto stage_k = [&](int s) { return sQ + kBM * LD + s * 2 * kBN * LD; };
+
+    const int b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+    // Causal rows late in the sequence see the most keys: start those first.
+    const int q0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const T* q = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
+    const T* k = static_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
+    const T* v = static_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
+    const int n_end = p.causal ? min(p.lk, q0 + kBM) : p.lk;
+    const int tiles = (n_end + kBN - 1) / kBN;
+
+    issue_tile<T, D, LD>(sQ, q, p.qs[2], q0, p.lq);
+    if (tiles > 0) {
+        issue_tile<T, D, LD>(stage_k(0), k, p.ks[2], 0, p.lk);
+        issue_tile<T, D, LD>(stage_k(0) + kBN * LD, v, p.vs[2], 0, p.lk);
+    }
+    cp_async_commit();
+
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float acc[D / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.f;
+    std::uint32_t qf[D / 16][4];
+    const int i_top = q0 + warp * 16 + g;  // this thread's rows: i_top and i_top + 8
+
+    for (int tile = 0; tile < tiles; ++tile) {
+        if (tile + 1 < tiles) {
+            T* nk = stage_k((tile + 1) & 1);
+            issue_tile<T, D, LD>(nk, k, p.ks[2], (tile + 1) * kBN, p.lk);
+            issue_tile<T, D, LD>(nk + kBN * LD, v, p.vs[2], (tile + 1) * kBN, p.lk);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (tile == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const T* r = sQ + (warp * 16 + g) * LD + kk * 16 + 2 * t;
+                qf[kk][0] = *reinterpret_cast<const std::uint32_t*>(r);
+                qf[kk][1] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD);
+                qf[kk][2] = *reinterpret_cast<const std::uint32_t*>(r + 8);
+                qf[kk][3] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD + 8);
+            }
+        }
+        const T* sk = stage_k(tile & 1);
+        const T* sv = sk + kBN * LD;
+        // S = Q Kᵀ: K's rows are the B operand's columns, two d values to a 32-bit load.
+        float sc[kBN / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) {
+            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const T* r = sk + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                mma16816<T>(sc[nt], qf[kk], *reinterpret_cast<const std::uint32_t*>(r),
+                            *reinterpret_cast<const std::uint32_t*>(r + 8));
+            }
+        }
+        // Online softmax: the row's max over the quad (the 4 lanes sharing g), then rescale.
+        const int j0 = tile * kBN;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x = masked_logit(p, b, h, i_top + 8 * (e / 2),
+                                             j0 + nt * 8 + 2 * t + (e & 1), sc[nt][e]);
+                sc[nt][e] = x;
+                mx[e / 2] = fmaxf(mx[e / 2], x);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            alpha[r] = mx[r] == -INFINITY ? 1.f : __expf(m[r] - mx[r]);  // 0 while m was -inf
+            m[r] = mx[r];
+        }
+        std::uint32_t pf[kBN / 16][4];
+        float ls[2] = {0.f, 0.f};
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) {
+            float pr[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                pr[e] = m[e / 2] == -INFINITY ? 0.f : __expf(sc[nt][e] - m[e / 2]);
+                ls[e / 2] += pr[e];
+            }
+            pf[nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);
+            pf[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(pr[2], pr[3]);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + ls[r];  // this thread's columns
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            acc[dt][0] *= alpha[0];
+            acc[dt][1] *= alpha[0];
+            acc[dt][2] *= alpha[1];
+            acc[dt][3] *= alpha[1];
+        }
+        // O += P V: V's rows are keys, so its B fragments come transposed by ldmatrix.
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                std::uint32_t bv[4];
+                ldmatrix_x4_trans(bv, sv + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LD +
+                                          dp * 16 + 8 * (lane / 16));
+                mma16816<T>(acc[2 * dp], pf[kk], bv[0], bv[1]);
+                mma16816<T>(acc[2 * dp + 1], pf[kk], bv[2], bv[3]);
+            }
+        __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+    cp_async_wait<0>();  // no key tile at all: the Q loads are still in flight
+    const std::int64_t bh = static_cast<std::int64_t>(blockIdx.y);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        const int i = i_top + 8 * r;
+        if (i >= p.lq) continue;
+        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row with nothing to attend to: 0
+        T* out = o + (bh * p.lq + i) * D;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt)
+            *reinterpret_cast<std::uint32_t*>(out + dt * 8 + 2 * t) =
+                pack2<T>(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
+        if (t == 0) lse[bh * p.lq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+    }
+}
+
+// ---- bf16/f16 backward on mma.sync (head dims up to 64) ----------------------------------
+// A block owns 64 keys; each warp 16 of them. Per query tile the warp computes Sᵀ = K Qᵀ and
+// dPᵀ = V dOᵀ in registers (keys are the rows, so Pᵀ and dSᵀ repack in registers as the A
+// operands of dV += Pᵀ dO and dK += dSᵀ Q), then writes dSᵀ to shared memory, where every warp
+// reads it transposed (ldmatrix) for its 16 query rows of dQ = dS K, added to the f32 dQ
+// atomically. Q, dO and their lse/delta arrive by cp.async into two stages.
+
+/// The i-th 32-bit word of 16-bit pairs at `p`.
+template <typename T>
+__device__ __forceinline__ std::uint32_t ld32(const T* p) {
+    return *reinterpret_cast<const std::uint32_t*>(p);
+}
+
+/// A fragment (16 rows × 16 columns, row-major) at `tile` (leading dim ld).
+template <typename T>
+__device__ __forceinline__ void load_a(std::uint32_t (&a)[4], const T* tile, int ld) {
+    const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+    const T* r = tile + g * ld + 2 * t;
+    a[0] = ld32(r);
+    a[1] = ld32(r + 8 * ld);
+    a[2] = ld32(r + 8);
+    a[3] = ld32(r + 8 * ld + 8);
+}
+
+/// B fragments of two 8-column tiles (columns n0 .. n0 + 15) of a 16-row B stored row by row
+/// (rows are the k index) at `rows` (leading dim ld), transposed by ldmatrix.
+template <typename T>
+__device__ __forceinline__ void load_b_rows(std::uint32_t (&b)[4], const T* rows, int ld) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4_trans(b, rows + (lane % 8 + 8 * ((lane / 8) % 2)) * ld + 8 * (lane / 16));
+}
+
+template <typename T, int D>
+constexpr std::size_t mma_backward_bytes = sizeof(T) *
+                                               ((2 * kBN + 4 * kBM) * (D + 8) + kBN * (kBM + 8)) +
+                                           sizeof(float) * 4 * kBM;
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_backward_mma_kernel(AttnParams p, const T* dout, const float* lse, const float* delta,
+                                  float* dq, T* dk, T* dv) {
+    constexpr int LD = D + 8, LP = kBM + 8;
+    extern __shared__ __align__(128) unsigned char smem[];
+    T* sK = reinterpret_cast<T*>(smem);
+    T* sV = sK + kBN * LD;
+    T* sStage = sV + kBN * LD;  // stage s: Q at sStage + 2s·kBM·LD, dO right after it
+    T* sdS = sStage + 4 * kBM * LD;
+    float* sStat = reinterpret_cast<float*>(sdS + kBN * LP);  // stage s: lse, then delta
+
+    const int b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
+    const int j0 = blockIdx.x * kBN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const std::int64_t bh = static_cast<std::int64_t>(blockIdx.y);
+    const T* q = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
+    const T* k = static_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
+    const T* v = static_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
+    const T* go = dout + bh * p.lq * D;
+
+    issue_tile<T, D, LD>(sK, k, p.ks[2], j0, p.lk);
+    issue_tile<T, D, LD>(sV, v, p.vs[2], j0, p.lk);
+    // With a causal mask, query rows before this key tile never attend to it.
+    const int i_begin = p.causal ? (j0 / kBM) * kBM : 0;
+    const int n_tiles = i_begin < p.lq ? (p.lq - i_begin + kBM - 1) / kBM : 0;
+    const auto issue_q = [&](int it, int st) {
+        const int i0 = i_begin + it * kBM;
+        T* sq = sStage + st * 2 * kBM * LD;
+        issue_tile<T, D, LD>(sq, q, p.qs[2], i0, p.lq);
+        issue_tile<T, D, LD>(sq + kBM * LD, go, D, i0, p.lq);
+        float* sl = sStat + st * 2 * kBM;
+        for (int r = threadIdx.x; r < kBM; r += kAttnThreads) {
+            const bool in = i0 + r < p.lq;
+            sl[r] = in ? lse[bh * p.lq + i0 + r] : -INFINITY;
+            sl[kBM + r] = in ? delta[bh * p.lq + i0 + r] : 0.f;
+        }
+    };
+    if (n_tiles > 0) issue_q(0, 0);
+    cp_async_commit();
+
+    float dKa[D / 8][4], dVa[D / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < D / 8; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dKa[dt][e] = dVa[dt][e] = 0.f;
+    const int key_row = warp * 16;  // the warp's keys: j0 + key_row + g and + g + 8
+
+    for (int it = 0; it < n_tiles; ++it) {
+        const int st = it & 1, i0 = i_begin + it * kBM;
+        if (it + 1 < n_tiles) {
+            issue_q(it + 1, st ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const T* sq = sStage + st * 2 * kBM * LD;
+        const T* sdo = sq + kBM * LD;
+        const float* sl = sStat + st * 2 * kBM;
+        // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: 16 keys × 64 queries.
+        float sc[kBM / 8][4], dp[kBM / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < kBM / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) sc[nt][e] = dp[nt][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            std::uint32_t ka[4], va[4];
+            load_a(ka, sK + key_row * LD + kk * 16, LD);
+            load_a(va, sV + key_row * LD + kk * 16, LD);
+#pragma unroll
+            for (int nt = 0; nt < kBM / 8; ++nt) {
+                const T* rq = sq + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                const T* ro = sdo + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                mma16816<T>(sc[nt], ka, ld32(rq), ld32(rq + 8));
+                mma16816<T>(dp[nt], va, ld32(ro), ld32(ro + 8));
+            }
+        }
+        // Pᵀ = exp(logit − lse) and dSᵀ = Pᵀ ∘ (dPᵀ − delta); dSᵀ also to shared memory.
+        std::uint32_t pa[kBM / 16][4], da[kBM / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < kBM / 8; ++nt) {
+            float pr[4], ds[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int col = nt * 8 + 2 * t + (e & 1);
+                const float x =
+                    masked_logit(p, b, h, i0 + col, j0 + key_row + g + 8 * (e / 2), sc[nt][e]);
+                const float lrow = sl[col];
+                pr[e] = x == -INFINITY || lrow == -INFINITY ? 0.f : __expf(x - lrow);
+                ds[e] = pr[e] * (dp[nt][e] - sl[kBM + col]);
+            }
+            pa[nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);
+            pa[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(pr[2], pr[3]);
+            da[nt / 2][(nt % 2) * 2] = pack2<T>(ds[0], ds[1]);
+            da[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(ds[2], ds[3]);
+            T* row = sdS + (key_row + g) * LP + nt * 8 + 2 * t;
+            *reinterpret_cast<std::uint32_t*>(row) = da[nt / 2][(nt % 2) * 2];
+            *reinterpret_cast<std::uint32_t*>(row + 8 * LP) = da[nt / 2][(nt % 2) * 2 + 1];
+        }
+        // dV += Pᵀ dO and dK += dSᵀ Q (the k index is the query).
+#pragma unroll
+        for (int kk = 0; kk < kBM / 16; ++kk)
+#pragma unroll
+            for (int dq2 = 0; dq2 < D / 16; ++dq2) {
+                std::uint32_t bo[4], bq[4];
+                load_b_rows(bo, sdo + kk * 16 * LD + dq2 * 16, LD);
+                load_b_rows(bq, sq + kk * 16 * LD + dq2 * 16, LD);
+                mma16816<T>(dVa[2 * dq2], pa[kk], bo[0], bo[1]);
+                mma16816<T>(dVa[2 * dq2 + 1], pa[kk], bo[2], bo[3]);
+                mma16816<T>(dKa[2 * dq2], da[kk], bq[0], bq[1]);
+                mma16816<T>(dKa[2 * dq2 + 1], da[kk], bq[2], bq[3]);
+            }
+        __syncthreads();  // dSᵀ of all 64 keys is in shared memory
+        // dQ of the warp's 16 query rows = dS[rows, 64 keys] · K, scaled, added atomically.
+        float dqa[D / 8][4];
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) dqa[dt][0] = dqa[dt][1] = dqa[dt][2] = dqa[dt][3] = 0.f;
+        const int qrow = warp * 16;
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk) {
+            std::uint32_t a[4];  // dS's rows are dSᵀ's columns: ldmatrix transposes them
+            ldmatrix_x4_trans(
+                a, sdS + (kk * 16 + lane % 8 + 8 * (lane / 16)) * LP + qrow + 8 * ((lane / 8) % 2));
+#pragma unroll
+            for (int dq2 = 0; dq2 < D / 16; ++dq2) {
+                std::uint32_t bk[4];
+                load_b_rows(bk, sK + kk * 16 * LD + dq2 * 16, LD);
+                mma16816<T>(dqa[2 * dq2], a, bk[0], bk[1]);
+                mma16816<T>(dqa[2 * dq2 + 1], a, bk[2], bk[3]);
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int i = i0 + qrow + g + 8 * r;
+            if (i >= p.lq) continue;
+            float* dst = dq + (bh * p.lq + i) * D + 2 * t;
+#pragma unroll
+            for (int dt = 0; dt < D / 8; ++dt) {
+#if __CUDA_ARCH__ >= 900
+                // One 8-byte atomic for the two neighbours (Hopper's vector atomics).
+                atomicAdd(reinterpret_cast<float2*>(dst + dt * 8),
+                          make_float2(dqa[dt][2 * r] * p.scale, dqa[dt][2 * r + 1] * p.scale));
+#else
+                atomicAdd(dst + dt * 8, dqa[dt][2 * r] * p.scale);
+                atomicAdd(dst + dt * 8 + 1, dqa[dt][2 * r + 1] * p.scale);
+#endif
+            }
+        }
+    }
+    cp_async_wait<0>();  // no query tile at all: the K and V loads are still in flight
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int j = j0 + key_row + g + 8 * r;
+        if (j >= p.lk) continue;
+        T* ok = dk + (bh * p.lk + j) * D + 2 * t;
+        T* ov = dv + (bh * p.lk + j) * D + 2 * t;
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            *reinterpret_cast<std::uint32_t*>(ok + dt * 8) =
+                pack2<T>(dKa[dt][2 * r] * p.scale, dKa[dt][2 * r + 1] * p.scale);
+            *reinterpret_cast<std::uint32_t*>(ov + dt * 8) =
+                pack2<T>(dVa[dt][2 * r], dVa[dt][2 * r + 1]);
+        }
+    }
+}
+
 /// delta[row] = Σ_c dout[row, c] · o[row, c]: one warp a row.
 template <typename T, int D>
 __global__ void attention_delta_kernel(std::int64_t rows, const T* o, const T* dout, float* delta) {
@@ -425,14 +853,37 @@ void allow_shared_memory(K* kernel, std::size_t bytes, std::array<std::atomic<bo
     if (cached) done[dev].store(true, std::memory_order_release);
 }
 
+/// Whether the mma.sync kernels take p: 16-byte aligned rows of q, k and v (cp.async).
+template <typename T>
+bool mma_fits(const AttnParams& p) {
+    const auto al = [](const void* x) { return reinterpret_cast<std::uintptr_t>(x) % 16 == 0; };
+    const auto rows = [](const std::int64_t(&st)[3]) {
+        for (const std::int64_t x : st)
+            if ((x * static_cast<std::int64_t>(sizeof(T))) % 16 != 0) return false;
+        return true;
+    };
+    return al(p.q) && al(p.k) && al(p.v) && rows(p.qs) && rows(p.ks) && rows(p.vs);
+}
+
 template <typename T, int D, bool Precise>
 void forward_as(const AttnParams& p, void* o, float* lse, cudaStream_t s) {
+    const dim3 grid(static_cast<unsigned>((p.lq + kBM - 1) / kBM),
+                    static_cast<unsigned>(p.batch * p.heads));
+    if constexpr (!std::is_same_v<T, float>) {
+        if (mma_fits<T>(p)) {
+            constexpr std::size_t bytes = mma_forward_bytes<T, D>;
+            auto* kernel = attention_forward_mma_kernel<T, D>;
+            static std::array<std::atomic<bool>, 64> done{};
+            allow_shared_memory(kernel, bytes, done);
+            kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<T*>(o), lse);
+            EMBER_CUDA_CHECK(cudaGetLastError());
+            return;
+        }
+    }
     constexpr std::size_t bytes = Layout<T, D>::fwd;
     auto* kernel = attention_forward_kernel<T, D, Precise>;
     static std::array<std::atomic<bool>, 64> done{};
     allow_shared_memory(kernel, bytes, done);
-    const dim3 grid(static_cast<unsigned>((p.lq + kBM - 1) / kBM),
-                    static_cast<unsigned>(p.batch * p.heads));
     kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<T*>(o), lse);
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
@@ -447,12 +898,24 @@ void backward_as(const AttnParams& p, const void* o, const void* dout, const flo
             rows, static_cast<const T*>(o), static_cast<const T*>(dout), delta);
         EMBER_CUDA_CHECK(cudaGetLastError());
     }
+    const dim3 grid(static_cast<unsigned>((p.lk + kBN - 1) / kBN),
+                    static_cast<unsigned>(p.batch * p.heads));
+    if constexpr (!std::is_same_v<T, float> && D <= 64) {
+        if (mma_fits<T>(p)) {
+            constexpr std::size_t bytes = mma_backward_bytes<T, D>;
+            auto* kernel = attention_backward_mma_kernel<T, D>;
+            static std::array<std::atomic<bool>, 64> done{};
+            allow_shared_memory(kernel, bytes, done);
+            kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<const T*>(dout), lse, delta, dq,
+                                                     static_cast<T*>(dk), static_cast<T*>(dv));
+            EMBER_CUDA_CHECK(cudaGetLastError());
+            return;
+        }
+    }
     constexpr std::size_t bytes = Layout<T, D>::bwd;
     auto* kernel = attention_backward_kernel<T, D, Precise>;
     static std::array<std::atomic<bool>, 64> done{};
     allow_shared_memory(kernel, bytes, done);
-    const dim3 grid(static_cast<unsigned>((p.lk + kBN - 1) / kBN),
-                    static_cast<unsigned>(p.batch * p.heads));
     kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<const T*>(dout), lse, delta, dq,
                                              static_cast<T*>(dk), static_cast<T*>(dv));
     EMBER_CUDA_CHECK(cudaGetLastError());

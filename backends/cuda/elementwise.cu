@@ -6,6 +6,7 @@
 // where, clamp...) get f16/bf16 operands cast to f32 by the host code.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 
 #include "device.cuh"
 #include "launch.hpp"
@@ -514,21 +515,12 @@ __global__ void unary_half_kernel(UnaryOp op, Iter<2> it, H* out, const H* in) {
     }
 }
 template <typename H>
-__global__ void unary_half_dense_kernel(UnaryOp op, std::int64_t n, H* out, const H* in) {
-    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_unary(op, widen(in[i])));
-}
-template <typename H>
 __global__ void binary_half_kernel(BinaryOp op, Iter<3> it, H* out, const H* a, const H* b) {
     EMBER_GRID_LOOP(i, it.n) {
         std::int64_t off[3];
         offsets(it, i, off);
         out[off[0]] = narrow<H>(apply_binary(op, widen(a[off[1]]), widen(b[off[2]])));
     }
-}
-template <typename H>
-__global__ void binary_half_dense_kernel(BinaryOp op, std::int64_t n, H* out, const H* a,
-                                         const H* b) {
-    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_binary(op, widen(a[i]), widen(b[i])));
 }
 template <typename H>
 __global__ void binary_scalar_half_kernel(BinaryOp op, Iter<2> it, H* out, const H* a, float v) {
@@ -538,10 +530,10 @@ __global__ void binary_scalar_half_kernel(BinaryOp op, Iter<2> it, H* out, const
         out[off[0]] = narrow<H>(apply_binary(op, widen(a[off[1]]), v));
     }
 }
-template <typename H>
-__global__ void binary_scalar_half_dense_kernel(BinaryOp op, std::int64_t n, H* out, const H* a,
-                                                float v) {
-    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(apply_binary(op, widen(a[i]), v));
+/// out[i] = f(a[i], b[i]) over dense halves, one a thread (b null: f ignores it).
+template <typename H, typename F>
+__global__ void half_dense_kernel(F f, std::int64_t n, H* out, const H* a, const H* b) {
+    EMBER_GRID_LOOP(i, n) out[i] = narrow<H>(f(widen(a[i]), b ? widen(b[i]) : 0.f));
 }
 /// Dense f32 <-> f16/bf16 conversions (autocast's casts), without convert_kernel's per-element
 /// dtype switches and offsets.
@@ -555,6 +547,114 @@ __global__ void convert_dense_kernel(std::int64_t n, To* dst, const From* src) {
     }
 }
 
+// ---- 16-byte vectors of halves ------------------------------------------------------------
+// Eight f16/bf16 values a load and a store: a dense half op is memory-bound, and 2-byte accesses
+// leave much of the bandwidth unused. The element functions below run in f32 registers.
+
+/// f(a) of a unary op.
+struct UnaryF {
+    UnaryOp op;
+    __device__ float operator()(float a, float) const { return apply_unary(op, a); }
+};
+/// a op b.
+struct BinaryF {
+    BinaryOp op;
+    __device__ float operator()(float a, float b) const { return apply_binary(op, a, b); }
+};
+/// a op scalar.
+struct ScalarF {
+    BinaryOp op;
+    float v;
+    __device__ float operator()(float a, float) const { return apply_binary(op, a, v); }
+};
+
+/// out[i] = f(a[i], b[i]) over n8 vectors of eight halves (b null: f ignores its second operand).
+template <typename H, typename F>
+__global__ void half_vec_kernel(F f, std::int64_t n8, uint4* out, const uint4* a, const uint4* b) {
+    EMBER_GRID_LOOP(i, n8) {
+        const uint4 ua = a[i];
+        const uint4 ub = b ? b[i] : ua;
+        uint4 r;
+        const H* ha = reinterpret_cast<const H*>(&ua);
+        const H* hb = reinterpret_cast<const H*>(&ub);
+        H* hr = reinterpret_cast<H*>(&r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) hr[k] = narrow<H>(f(widen(ha[k]), widen(hb[k])));
+        out[i] = r;
+    }
+}
+
+/// Whether n elements of 2 bytes at every pointer can go as 16-byte vectors.
+inline bool vec8(std::int64_t n, const void* out, const void* a, const void* b = nullptr) {
+    const auto al = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    return n % 8 == 0 && al(out) && al(a) && (b == nullptr || al(b));
+}
+
+/// f over dense halves: 16-byte vectors where sizes and addresses allow, else one a thread.
+template <typename H, typename F>
+void launch_half_dense(F f, std::int64_t n, void* out, const void* a, const void* b,
+                       cudaStream_t s) {
+    if (vec8(n, out, a, b)) {
+        half_vec_kernel<H><<<blocks_for(n / 8), kThreads, 0, s>>>(
+            f, n / 8, static_cast<uint4*>(out), static_cast<const uint4*>(a),
+            static_cast<const uint4*>(b));
+        return;
+    }
+    half_dense_kernel<H><<<blocks_for(n), kThreads, 0, s>>>(
+        f, n, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));
+}
+
+/// Dense f32 -> half, eight elements (two float4 loads, one 16-byte store) a thread.
+template <typename H>
+__global__ void narrow_vec_kernel(std::int64_t n8, uint4* dst, const float4* src) {
+    EMBER_GRID_LOOP(i, n8) {
+        const float4 x = src[2 * i], y = src[2 * i + 1];
+        uint4 r;
+        H* h = reinterpret_cast<H*>(&r);
+        h[0] = narrow<H>(x.x), h[1] = narrow<H>(x.y), h[2] = narrow<H>(x.z), h[3] = narrow<H>(x.w);
+        h[4] = narrow<H>(y.x), h[5] = narrow<H>(y.y), h[6] = narrow<H>(y.z), h[7] = narrow<H>(y.w);
+        dst[i] = r;
+    }
+}
+/// Dense half -> f32, eight elements a thread.
+template <typename H>
+__global__ void widen_vec_kernel(std::int64_t n8, float4* dst, const uint4* src) {
+    EMBER_GRID_LOOP(i, n8) {
+        const uint4 u = src[i];
+        const H* h = reinterpret_cast<const H*>(&u);
+        dst[2 * i] = make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
+        dst[2 * i + 1] = make_float4(widen(h[4]), widen(h[5]), widen(h[6]), widen(h[7]));
+    }
+}
+
+// ---- fused backward of unary functions --------------------------------------------------
+/// f'(x) of the unary op f from v, the operand Autodiff saves: the input for Gelu and Erf, the
+/// output for Tanh and Sigmoid (unary_uses_output). Gelu is the exact (erf) form.
+template <typename T>
+__device__ __forceinline__ T unary_derivative(UnaryOp op, T v) {
+    switch (op) {
+        case UnaryOp::Gelu: {  // Φ(x) + x·φ(x)
+            const T cdf = T(0.5) * (T(1) + erf(v * T(0.70710678118654752440)));
+            return cdf + v * (exp(T(-0.5) * v * v) * T(0.39894228040143267794));
+        }
+        case UnaryOp::Erf:  // 2/√π · exp(−x²)
+            return T(1.12837916709551257390) * exp(-v * v);
+        case UnaryOp::Tanh:  // 1 − y²
+            return T(1) - v * v;
+        default:  // Sigmoid: y·(1 − y)
+            return v * (T(1) - v);
+    }
+}
+/// g · f'(v).
+struct UnaryGradF {
+    UnaryOp op;
+    __device__ float operator()(float g, float v) const { return g * unary_derivative(op, v); }
+};
+template <typename T>
+__global__ void unary_backward_kernel(UnaryOp op, std::int64_t n, T* out, const T* g, const T* v) {
+    EMBER_GRID_LOOP(i, n) out[i] = g[i] * unary_derivative(op, v[i]);
+}
+
 /// Every operand of `it` (K of them) runs over contiguous memory in order: one dim of unit
 /// strides after make_iter merged what it could.
 template <int K>
@@ -563,6 +663,78 @@ bool dense(const Iter<K>& it) {
     if (it.rank != 1) return false;
     for (int k = 0; k < K; ++k)
         if (it.strides[k][0] != 1) return false;
+    return true;
+}
+
+/// `it` (a copy of `elem`-byte elements) as a copy of 16-byte vectors, where both operands' last
+/// dim is contiguous and every size, stride and address allows: a permuted copy whose rows are
+/// contiguous (heads merged back into [B, L, H·E], a transposed batch of rows) then moves 16
+/// bytes a thread instead of 2 or 4.
+std::optional<Iter<2>> as_vectors(const Iter<2>& it, int elem, const void* dst, const void* src) {
+    const int v = 16 / elem;
+    if (it.rank == 0 || v <= 1) return std::nullopt;
+    const int last = it.rank - 1;
+    if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 ||
+        reinterpret_cast<std::uintptr_t>(src) % 16 != 0 || it.strides[0][last] != 1 ||
+        it.strides[1][last] != 1 || it.shape[last] % v != 0)
+        return std::nullopt;
+    Iter<2> w = it;
+    for (int k = 0; k < 2; ++k)
+        for (int d = 0; d < last; ++d) {
+            if (it.strides[k][d] % v != 0) return std::nullopt;
+            w.strides[k][d] = it.strides[k][d] / v;
+        }
+    w.shape[last] = it.shape[last] / v;
+    w.n = it.n / v;
+    return w;
+}
+
+/// A bias on halves: out = a op b with `out` and one operand dense [rows, C] and the other a
+/// [C] row broadcast over the rows (a Linear's bias add), eight neighbours a thread, so that the
+/// generic kernel's per-element index division and 2-byte accesses are avoided.
+template <typename H>
+__global__ void half_lastdim_vec_kernel(BinaryOp op, std::int64_t n8, uint4* out,
+                                        const uint4* dense, const uint4* row, std::int64_t c8,
+                                        bool row_first) {
+    EMBER_GRID_LOOP(i, n8) {
+        const uint4 ud = dense[i], ur = row[i % c8];
+        uint4 r;
+        const H* hd = reinterpret_cast<const H*>(&ud);
+        const H* hr = reinterpret_cast<const H*>(&ur);
+        H* ho = reinterpret_cast<H*>(&r);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            const float x = widen(hd[k]), y = widen(hr[k]);
+            ho[k] = narrow<H>(row_first ? apply_binary(op, y, x) : apply_binary(op, x, y));
+        }
+        out[i] = r;
+    }
+}
+
+/// Runs half_lastdim_vec_kernel where `it` has its shape (rank 2; out and one operand row-major,
+/// the other stride 0 over the rows and 1 along them; C a multiple of 8; 16-byte addresses).
+template <typename H>
+bool launch_lastdim_half(BinaryOp op, const Iter<3>& it, void* out, const void* a, const void* b,
+                         cudaStream_t s) {
+    if (it.rank != 2) return false;
+    const std::int64_t c = it.shape[1];
+    const auto row_major = [&](int k) { return it.strides[k][0] == c && it.strides[k][1] == 1; };
+    const auto bias = [&](int k) { return it.strides[k][0] == 0 && it.strides[k][1] == 1; };
+    if (c % 8 != 0 || !row_major(0)) return false;
+    int r = 0;  // the broadcast operand
+    if (row_major(1) && bias(2))
+        r = 2;
+    else if (bias(1) && row_major(2))
+        r = 1;
+    else
+        return false;
+    const void* dense = r == 2 ? a : b;
+    const void* row = r == 2 ? b : a;
+    const auto al = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (!al(out) || !al(dense) || !al(row)) return false;
+    half_lastdim_vec_kernel<H><<<blocks_for(it.n / 8), kThreads, 0, s>>>(
+        op, it.n / 8, static_cast<uint4*>(out), static_cast<const uint4*>(dense),
+        static_cast<const uint4*>(row), c / 8, r == 1);
     return true;
 }
 
@@ -580,17 +752,27 @@ bool launch_convert_dense(const Iter<2>& it, void* dst, DType dd, const void* sr
                           cudaStream_t s) {
     const auto half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
     if (!dense(it)) return false;
+    // 16-byte vectors where sizes and addresses allow.
+    const bool vec = vec8(it.n, dst, src);
     if (sd == DType::F32 && half(dd)) {
         visit_half(dd, [&]<typename H>(H) {
-            convert_dense_kernel<float, H><<<blocks_for(it.n), kThreads, 0, s>>>(
-                it.n, static_cast<H*>(dst), static_cast<const float*>(src));
+            if (vec)
+                narrow_vec_kernel<H><<<blocks_for(it.n / 8), kThreads, 0, s>>>(
+                    it.n / 8, static_cast<uint4*>(dst), static_cast<const float4*>(src));
+            else
+                convert_dense_kernel<float, H><<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it.n, static_cast<H*>(dst), static_cast<const float*>(src));
         });
         return true;
     }
     if (dd == DType::F32 && half(sd)) {
         visit_half(sd, [&]<typename H>(H) {
-            convert_dense_kernel<H, float><<<blocks_for(it.n), kThreads, 0, s>>>(
-                it.n, static_cast<float*>(dst), static_cast<const H*>(src));
+            if (vec)
+                widen_vec_kernel<H><<<blocks_for(it.n / 8), kThreads, 0, s>>>(
+                    it.n / 8, static_cast<float4*>(dst), static_cast<const uint4*>(src));
+            else
+                convert_dense_kernel<H, float><<<blocks_for(it.n), kThreads, 0, s>>>(
+                    it.n, static_cast<float*>(dst), static_cast<const H*>(src));
         });
         return true;
     }
@@ -604,6 +786,12 @@ void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType 
     if (it.n == 0) return;
     if (dd == sd ||
         (dtype_size(dd) == 1 && dtype_size(sd) == 1 && dd != DType::Bool && sd != DType::Bool)) {
+        if (const auto wide = as_vectors(it, static_cast<int>(dtype_size(dd)), dst, src)) {
+            copy_kernel<<<blocks_for(wide->n), kThreads, 0, s>>>(*wide, static_cast<uint4*>(dst),
+                                                                 static_cast<const uint4*>(src));
+            check_launch("copy");
+            return;
+        }
         switch (dtype_size(dd)) {
             case 8:
                 copy_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
@@ -956,8 +1144,7 @@ void launch_unary_half(UnaryOp op, DType hd, const Iter<2>& it, void* out, const
     if (it.n == 0) return;
     visit_half(hd, [&]<typename H>(H) {
         if (dense(it))
-            unary_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-                op, it.n, static_cast<H*>(out), static_cast<const H*>(in));
+            launch_half_dense<H>(UnaryF{op}, it.n, out, in, nullptr, s);
         else
             unary_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(op, it, static_cast<H*>(out),
                                                                     static_cast<const H*>(in));
@@ -969,9 +1156,9 @@ void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, con
                         const void* b, cudaStream_t s) {
     if (it.n == 0) return;
     visit_half(hd, [&]<typename H>(H) {
+        if (launch_lastdim_half<H>(op, it, out, a, b, s)) return;
         if (dense(it))
-            binary_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-                op, it.n, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));
+            launch_half_dense<H>(BinaryF{op}, it.n, out, a, b, s);
         else
             binary_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
                 op, it, static_cast<H*>(out), static_cast<const H*>(a), static_cast<const H*>(b));
@@ -985,13 +1172,40 @@ void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* o
     const float x = static_cast<float>(v.f);
     visit_half(hd, [&]<typename H>(H) {
         if (dense(it))
-            binary_scalar_half_dense_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
-                op, it.n, static_cast<H*>(out), static_cast<const H*>(a), x);
+            launch_half_dense<H>(ScalarF{op, x}, it.n, out, a, nullptr, s);
         else
             binary_scalar_half_kernel<<<blocks_for(it.n), kThreads, 0, s>>>(
                 op, it, static_cast<H*>(out), static_cast<const H*>(a), x);
     });
     check_launch("binary_scalar");
+}
+
+bool launch_unary_backward(UnaryOp op, DType dt, std::int64_t n, void* out, const void* g,
+                           const void* v, cudaStream_t s) {
+    if (op != UnaryOp::Gelu && op != UnaryOp::Erf && op != UnaryOp::Tanh && op != UnaryOp::Sigmoid)
+        return false;
+    if (n == 0) return true;
+    switch (dt) {
+        case DType::F32:
+            unary_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+                op, n, static_cast<float*>(out), static_cast<const float*>(g),
+                static_cast<const float*>(v));
+            break;
+        case DType::F64:
+            unary_backward_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+                op, n, static_cast<double*>(out), static_cast<const double*>(g),
+                static_cast<const double*>(v));
+            break;
+        case DType::F16:
+        case DType::BF16:
+            visit_half(
+                dt, [&]<typename H>(H) { launch_half_dense<H>(UnaryGradF{op}, n, out, g, v, s); });
+            break;
+        default:
+            return false;
+    }
+    check_launch("unary_backward");
+    return true;
 }
 
 }  // namespace ember::detail::cuda

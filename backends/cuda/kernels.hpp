@@ -69,6 +69,12 @@ void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, con
 /// out = a op scalar for f16/bf16 `a` and `out` (dtype hd), computed in f32 and rounded once.
 void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* out, const void* a,
                                Scalar v, cudaStream_t s);
+/// out = g · f'(v) over n dense elements of dtype dt (F32, F64, F16, BF16), where v is what
+/// Autodiff keeps for the unary op f: its input (Gelu, Erf) or output (Tanh, Sigmoid). One
+/// kernel instead of the composed backward's chain; false (nothing queued) for other ops and
+/// dtypes.
+bool launch_unary_backward(UnaryOp op, DType dt, std::int64_t n, void* out, const void* g,
+                           const void* v, cudaStream_t s);
 /// out (bool) = a cmp b.
 void launch_compare(CompareOp op, DType cd, const Iter<3>& it, void* out, const void* a,
                     const void* b, cudaStream_t s);
@@ -106,10 +112,21 @@ void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t l
                         int* flag, cudaStream_t s);
 
 // ---- reduce.cu -----------------------------------------------------------------------------
+/// Bytes of scratch launch_reduce_dim needs for n outputs of k inputs `stride` apart (0: none).
+std::size_t reduce_dim_scratch(std::int64_t n, std::int64_t k, std::int64_t stride);
 /// Reduces along one dim: for each output element (operands: out, in over the output shape),
-/// folds k inputs `stride` apart. cd ∈ {F32, F64, I64}; Any/All write bytes.
-void launch_reduce_dim(ReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
-                       std::int64_t stride, void* out, const void* in, cudaStream_t s);
+/// folds k inputs `stride` apart. cd ∈ {F32, F64, I64}; Any/All write bytes. The input is of
+/// dtype cd, or F16/BF16 with cd = F32 where reduce_dim_strided holds; `scratch` holds
+/// reduce_dim_scratch bytes.
+void launch_reduce_dim(ReduceOp op, DType cd, DType in_dtype, const Iter<2>& it, std::int64_t k,
+                       std::int64_t stride, void* out, const void* in, void* scratch,
+                       cudaStream_t s);
+/// Whether launch_reduce_dim takes its strided path for k inputs `stride` apart (k ≥ 8): a
+/// thread per output, or, for few outputs, 32 outputs a block with the reduced dim split over
+/// threads. That path reads f16/bf16 inputs itself, so the caller need not cast them first.
+inline bool reduce_dim_strided(std::int64_t k, std::int64_t stride) {
+    return stride != 1 && k >= 8;
+}
 /// Reduces n contiguous elements into out[0] (two passes through `scratch`, 1024 accumulators
 /// of 8 bytes).
 void launch_reduce_all(ReduceOp op, DType cd, std::int64_t n, void* out, const void* in,
@@ -122,6 +139,15 @@ void launch_arg_reduce(ArgReduceOp op, DType cd, const Iter<2>& it, std::int64_t
 void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
                        const void* gamma, const void* beta, double eps, void* y, void* mean,
                        void* rstd, cudaStream_t s);
+/// Scratch bytes launch_layer_norm_backward needs for [rows, cols] of dtype cd.
+std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols);
+/// LayerNorm's backward over dense [rows, cols] of dtype cd (F32 or F64; mean and rstd [rows]):
+/// dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)) with x̂ = (x − mean)·rstd, g' = g·gamma (gamma null:
+/// g); with dgamma non-null also dgamma = Σ_rows g·x̂ and dbeta = Σ_rows g ([cols] each).
+void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
+                                const void* g, const void* gamma, const void* mean,
+                                const void* rstd, void* dx, void* dgamma, void* dbeta,
+                                void* scratch, cudaStream_t s);
 /// Softmax (or log-softmax) of `rows` contiguous rows of `cols` elements (F32 or F64).
 void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, void* out,
                     const void* in, cudaStream_t s);

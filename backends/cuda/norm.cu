@@ -1,7 +1,9 @@
 // Layer norm over contiguous rows: one block a row. Wide f32 rows whose length is a multiple of 4
 // are read once into registers as float4s, and their mean, centered variance and normalised
 // values all come from those registers (one read and one write of the row, as PyTorch's
-// kernel); other rows loop over global memory three times, which L1/L2 mostly serve.
+// kernel); other rows loop over global memory three times, which L1/L2 mostly serve. The
+// backward is two kernels: dx a row a block, and dgamma/dbeta as column sums split over row
+// slices whose partials a second pass folds in order (deterministic, no atomics).
 #include <cstdint>
 
 #include "device.cuh"
@@ -96,7 +98,124 @@ bool aligned16(const void* p) {
     return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
+/// dx of one row a block: with x̂ = (x − mean)·rstd and g' = g·gamma,
+/// dx = rstd · (g' − mean(g') − x̂ · mean(g'·x̂)).
+template <typename T>
+__global__ void layer_norm_dx_kernel(std::int64_t cols, const T* x, const T* g, const T* gamma,
+                                     const T* mean, const T* rstd, T* dx) {
+    __shared__ T red[32];
+    const std::int64_t row = blockIdx.x;
+    const T* xr = x + row * cols;
+    const T* gr = g + row * cols;
+    const T mu = mean[row], rs = rstd[row];
+    T s1 = T(0), s2 = T(0);
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const T gg = gamma ? gr[c] * gamma[c] : gr[c];
+        s1 += gg;
+        s2 += gg * ((xr[c] - mu) * rs);
+    }
+    const T inv = T(1) / static_cast<T>(cols);
+    const T m1 = block_sum(s1, red) * inv;
+    const T m2 = block_sum(s2, red) * inv;
+    T* out = dx + row * cols;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const T gg = gamma ? gr[c] * gamma[c] : gr[c];
+        out[c] = rs * (gg - m1 - (xr[c] - mu) * rs * m2);
+    }
+}
+
+/// Rows of threads a layer_norm_params_kernel block splits its rows over.
+constexpr int kParamRows = 8;
+
+/// Σ_rows g·x̂ and Σ_rows g (dgamma, dbeta) for 32 neighbouring columns a block, the rows split
+/// over kParamRows threads and gridDim.y slices; slice y writes partial[y·cols + c] for each of
+/// the two sums, and layer_norm_params_final_kernel folds the slices in order.
+template <typename T>
+__global__ void layer_norm_params_kernel(std::int64_t rows, std::int64_t cols, const T* x,
+                                         const T* g, const T* mean, const T* rstd, T* part_gamma,
+                                         T* part_beta) {
+    __shared__ T tg[kParamRows][33], tb[kParamRows][33];
+    const std::int64_t c = blockIdx.x * 32LL + threadIdx.x;
+    const std::int64_t per = (rows + gridDim.y - 1) / gridDim.y;
+    const std::int64_t r0 = blockIdx.y * per, r1 = r0 + per < rows ? r0 + per : rows;
+    T sg = T(0), sb = T(0);
+    if (c < cols)
+        for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kParamRows) {
+            const T gv = g[r * cols + c];
+            sg += gv * ((x[r * cols + c] - mean[r]) * rstd[r]);
+            sb += gv;
+        }
+    tg[threadIdx.y][threadIdx.x] = sg;
+    tb[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= cols) return;
+    for (int i = 1; i < kParamRows; ++i) {
+        sg += tg[i][threadIdx.x];
+        sb += tb[i][threadIdx.x];
+    }
+    part_gamma[blockIdx.y * cols + c] = sg;
+    part_beta[blockIdx.y * cols + c] = sb;
+}
+
+template <typename T>
+__global__ void layer_norm_params_final_kernel(std::int64_t cols, int parts, const T* part_gamma,
+                                               const T* part_beta, T* dgamma, T* dbeta) {
+    EMBER_GRID_LOOP(c, cols) {
+        T sg = T(0), sb = T(0);
+        for (int p = 0; p < parts; ++p) {
+            sg += part_gamma[p * cols + c];
+            sb += part_beta[p * cols + c];
+        }
+        dgamma[c] = sg;
+        dbeta[c] = sb;
+    }
+}
+
+/// Slices of the rows for the parameter gradients: about 1024 blocks, 32+ rows a thread row.
+int param_parts(std::int64_t rows, std::int64_t cols) {
+    const std::int64_t blocks = (cols + 31) / 32;
+    std::int64_t parts = (1024 + blocks - 1) / blocks;
+    const std::int64_t most = rows / (kParamRows * 32);
+    if (parts > most) parts = most;
+    if (parts > 256) parts = 256;
+    return parts < 1 ? 1 : static_cast<int>(parts);
+}
+
 }  // namespace
+
+std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols) {
+    return 2 * static_cast<std::size_t>(param_parts(rows, cols)) * static_cast<std::size_t>(cols) *
+           dtype_size(cd);
+}
+
+void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
+                                const void* g, const void* gamma, const void* mean,
+                                const void* rstd, void* dx, void* dgamma, void* dbeta,
+                                void* scratch, cudaStream_t s) {
+    if (rows == 0 || cols == 0) return;
+    const auto run = [&]<typename T>(T) {
+        const T* xs = static_cast<const T*>(x);
+        const T* gs = static_cast<const T*>(g);
+        const T* ms = static_cast<const T*>(mean);
+        const T* rs = static_cast<const T*>(rstd);
+        const unsigned threads = cols <= 256 ? 64 : 256;
+        layer_norm_dx_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+            cols, xs, gs, static_cast<const T*>(gamma), ms, rs, static_cast<T*>(dx));
+        if (!dgamma) return;
+        const int parts = param_parts(rows, cols);
+        T* pg = static_cast<T*>(scratch);
+        T* pb = pg + static_cast<std::int64_t>(parts) * cols;
+        const dim3 grid(static_cast<unsigned>((cols + 31) / 32), parts), block(32, kParamRows);
+        layer_norm_params_kernel<T><<<grid, block, 0, s>>>(rows, cols, xs, gs, ms, rs, pg, pb);
+        layer_norm_params_final_kernel<T><<<blocks_for(cols), kThreads, 0, s>>>(
+            cols, parts, pg, pb, static_cast<T*>(dgamma), static_cast<T*>(dbeta));
+    };
+    if (cd == DType::F64)
+        run(double{});
+    else
+        run(float{});
+    check_launch("layer_norm_backward");
+}
 
 void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
                        const void* gamma, const void* beta, double eps, void* y, void* mean,

@@ -1,7 +1,8 @@
-// Reductions: along one dim (a warp per output when the reduced dim is contiguous, else a
-// thread per output, so reads stay coalesced either way), over a whole tensor (grid partials,
-// then one block), arg-reductions, and row softmax with the max and the sum taken in one pass
-// (online softmax) so that each row is read twice and written once.
+// Reductions: along one dim (a warp per output when the reduced dim is contiguous; else a thread
+// per output when there are many, or 32 neighbouring outputs a block with the reduced dim split
+// over threads and slices when there are few, so reads stay coalesced and the GPU full), over a
+// whole tensor (grid partials, then one block), arg-reductions, and row softmax with the max and
+// the sum taken in one pass (online softmax) so that each row is read twice and written once.
 #include <cfloat>
 #include <cstdint>
 
@@ -111,18 +112,97 @@ __global__ void reduce_warp_kernel(ReduceOp op, Iter<2> it, std::int64_t k, cons
     }
 }
 
-/// A thread per output, folding k inputs `stride` apart.
-template <typename T>
+/// An input element as the compute type T: f16/bf16 storage widens to f32 (reductions of
+/// halves read them directly instead of casting the whole tensor first).
+template <typename T, typename In>
+__device__ __forceinline__ T load_as(In x) {
+    if constexpr (std::is_same_v<In, __half>)
+        return __half2float(x);
+    else if constexpr (std::is_same_v<In, __nv_bfloat16>)
+        return __bfloat162float(x);
+    else
+        return static_cast<T>(x);
+}
+
+/// A thread per output, folding k inputs `stride` apart (enough outputs to fill the GPU).
+template <typename T, typename In>
 __global__ void reduce_thread_kernel(ReduceOp op, Iter<2> it, std::int64_t k, std::int64_t stride,
-                                     const T* in, void* out) {
+                                     const In* in, void* out) {
     using A = typename Acc<T>::type;
     EMBER_GRID_LOOP(o, it.n) {
         std::int64_t off[2];
         offsets(it, o, off);
         A a = init<T>(op);
-        for (std::int64_t j = 0; j < k; ++j) a = fold<T>(op, a, lift(op, in[off[1] + j * stride]));
+        for (std::int64_t j = 0; j < k; ++j)
+            a = fold<T>(op, a, lift(op, load_as<T>(in[off[1] + j * stride])));
         emit<T>(op, out, off[0], a, k);
     }
+}
+
+/// Outputs up to which a strided reduction splits its reduced dim over threads (below: too few
+/// outputs for a thread each to fill the GPU); past it a thread per output, whose k independent
+/// loads hide their latency better than a block's single row of them (k is then often small:
+/// the batch of a [B, L, C] bias gradient).
+constexpr std::int64_t kColsMaxOutputs = 131072;
+
+/// Rows of threads a reduce_cols_kernel block splits the reduced dim over (reduce_dim_strided
+/// asks for k ≥ kColRows).
+constexpr int kColRows = 8;
+
+/// Few outputs with a long strided reduced dim (a bias gradient: [rows, cols] summed over the
+/// rows), where a thread per output would leave most of the GPU idle and run k dependent loads.
+/// A block holds 32 neighbouring outputs (one warp reads 32 neighbouring inputs: coalesced) ×
+/// kColRows threads splitting the reduced dim; gridDim.y slices it further. With one slice the
+/// block emits the result; with more, slice y writes partial[y·n + o] and reduce_parts_kernel
+/// folds the slices in order (deterministic: no atomics).
+template <typename T, typename In>
+__global__ void reduce_cols_kernel(ReduceOp op, Iter<2> it, std::int64_t k, std::int64_t stride,
+                                   const In* in, void* out, typename Acc<T>::type* partial) {
+    using A = typename Acc<T>::type;
+    __shared__ A tile[kColRows][33];
+    const std::int64_t o = blockIdx.x * 32LL + threadIdx.x;
+    const std::int64_t per = (k + gridDim.y - 1) / gridDim.y;
+    const std::int64_t j0 = blockIdx.y * per, j1 = j0 + per < k ? j0 + per : k;
+    A a = init<T>(op);
+    std::int64_t off[2] = {0, 0};
+    if (o < it.n) {
+        offsets(it, o, off);
+        const In* x = in + off[1];
+        for (std::int64_t j = j0 + threadIdx.y; j < j1; j += kColRows)
+            a = fold<T>(op, a, lift(op, load_as<T>(x[j * stride])));
+    }
+    tile[threadIdx.y][threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y != 0 || o >= it.n) return;
+    for (int r = 1; r < kColRows; ++r) a = fold<T>(op, a, tile[r][threadIdx.x]);
+    if (gridDim.y == 1)
+        emit<T>(op, out, off[0], a, k);
+    else
+        partial[blockIdx.y * it.n + o] = a;
+}
+
+template <typename T>
+__global__ void reduce_parts_kernel(ReduceOp op, Iter<2> it, std::int64_t k, int parts,
+                                    const typename Acc<T>::type* partial, void* out) {
+    using A = typename Acc<T>::type;
+    EMBER_GRID_LOOP(o, it.n) {
+        std::int64_t off[2];
+        offsets(it, o, off);
+        A a = partial[o];
+        for (int p = 1; p < parts; ++p) a = fold<T>(op, a, partial[p * it.n + o]);
+        emit<T>(op, out, off[0], a, k);
+    }
+}
+
+/// Slices of the reduced dim reduce_cols_kernel uses for n outputs: enough blocks to fill the
+/// GPU (about 1024), each slice at least 32 rows of the reduced dim per thread row.
+int column_parts(std::int64_t n, std::int64_t k) {
+    const std::int64_t blocks = (n + 31) / 32;
+    std::int64_t parts = (1024 + blocks - 1) / blocks;
+    const std::int64_t most = k / (kColRows * 32);
+    if (parts > most) parts = most;
+    if (parts > 256) parts = 256;
+    return parts < 1 ? 1 : static_cast<int>(parts);
 }
 
 /// Block-wide fold of one value per thread (blockDim.x = kThreads); lane 0 of warp 0 gets it.
@@ -314,17 +394,54 @@ __global__ void softmax_vec_kernel(bool log_out, int cols4, const float4* in, fl
 
 }  // namespace
 
-void launch_reduce_dim(ReduceOp op, DType cd, const Iter<2>& it, std::int64_t k,
-                       std::int64_t stride, void* out, const void* in, cudaStream_t s) {
+std::size_t reduce_dim_scratch(std::int64_t n, std::int64_t k, std::int64_t stride) {
+    if (!reduce_dim_strided(k, stride) || n == 0 || n > kColsMaxOutputs) return 0;
+    const int parts = column_parts(n, k);
+    return parts == 1 ? 0 : static_cast<std::size_t>(parts) * static_cast<std::size_t>(n) * 8;
+}
+
+void launch_reduce_dim(ReduceOp op, DType cd, DType in_dtype, const Iter<2>& it, std::int64_t k,
+                       std::int64_t stride, void* out, const void* in, void* scratch,
+                       cudaStream_t s) {
     if (it.n == 0) return;
+    const bool strided = reduce_dim_strided(k, stride), cols = strided && it.n <= kColsMaxOutputs;
     visit_compute(cd, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, std::uint8_t>) {
+            using A = typename Acc<T>::type;
+            if (strided) {
+                const int parts = cols ? column_parts(it.n, k) : 1;
+                const dim3 grid(static_cast<unsigned>((it.n + 31) / 32), parts),
+                    block(32, kColRows);
+                auto* partial = static_cast<A*>(scratch);
+                const auto run = [&]<typename In>(const In* x) {
+                    if (cols)
+                        reduce_cols_kernel<T, In>
+                            <<<grid, block, 0, s>>>(op, it, k, stride, x, out, partial);
+                    else
+                        reduce_thread_kernel<T, In>
+                            <<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, stride, x, out);
+                };
+                if constexpr (std::is_same_v<T, float>) {
+                    if (in_dtype == DType::F16)
+                        run(static_cast<const __half*>(in));
+                    else if (in_dtype == DType::BF16)
+                        run(static_cast<const __nv_bfloat16*>(in));
+                    else
+                        run(static_cast<const T*>(in));
+                } else {
+                    run(static_cast<const T*>(in));
+                }
+                if (parts > 1)
+                    reduce_parts_kernel<T>
+                        <<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, parts, partial, out);
+                return;
+            }
             const T* x = static_cast<const T*>(in);
             if (stride == 1 && k >= 32) {
                 const std::int64_t threads = it.n * 32;
                 reduce_warp_kernel<T><<<blocks_for(threads), kThreads, 0, s>>>(op, it, k, x, out);
             } else {
-                reduce_thread_kernel<T>
+                reduce_thread_kernel<T, T>
                     <<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, stride, x, out);
             }
         }

@@ -84,7 +84,11 @@ CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim) {
     EMBER_CHECK(op != ReduceOp::Mean || is_float(t.dtype), DType, reduce_name(op),
                 ": needs a float tensor, got ", dtype_name(t.dtype));
     const DType result = reduce_result(op, t.dtype), cd = reduce_compute(t.dtype);
-    t = cast(std::move(t), cd);
+    const auto k = static_cast<std::int64_t>(t.shape[dim]);
+    // The strided path reads f16/bf16 itself: no f32 copy of a whole bias gradient first.
+    const bool half = t.dtype == DType::F16 || t.dtype == DType::BF16;
+    if (!(half && cd == DType::F32 && reduce_dim_strided(k, t.strides[dim])))
+        t = cast(std::move(t), cd);
     const bool logical = op == ReduceOp::Any || op == ReduceOp::All;
     Shape out_shape = t.shape;
     out_shape[dim] = 1;
@@ -92,8 +96,10 @@ CudaTensor reduce_dim(ReduceOp op, CudaTensor t, std::size_t dim) {
     Strides ts = t.strides;
     ts[dim] = 0;
     const auto it = make_iter<2>(out_shape, {&out.strides, &ts});
-    launch_reduce_dim(op, cd, it, static_cast<std::int64_t>(t.shape[dim]), t.strides[dim],
-                      out.ptr(), t.ptr(), stream(t.device()));
+    const std::size_t bytes = reduce_dim_scratch(it.n, k, t.strides[dim]);
+    auto scratch = bytes ? allocate(bytes, t.device()) : nullptr;
+    launch_reduce_dim(op, cd, t.dtype, it, k, t.strides[dim], out.ptr(), t.ptr(),
+                      scratch ? scratch->data : nullptr, stream(t.device()));
     return cast(std::move(out), result);
 }
 
@@ -364,6 +370,32 @@ auto CudaBackend::float_log_softmax(FT t, std::size_t dim) -> FT {
 auto CudaBackend::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                    double eps) -> std::array<FT, 3> {
     return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
+auto CudaBackend::float_layer_norm_backward(const FT& x, const FT& grad,
+                                            const std::optional<FT>& gamma, const FT& mean,
+                                            const FT& rstd) -> std::optional<std::array<FT, 3>> {
+    // Dense f32/f64 operands of one dtype only; anything else composes in Autodiff.
+    const DType cd = x.dtype;
+    if ((cd != DType::F32 && cd != DType::F64) || x.shape.rank() == 0) return std::nullopt;
+    for (const FT* t : {&x, &grad, &mean, &rstd, gamma ? &*gamma : &x})
+        if (t->dtype != cd || !t->is_contiguous() || t->device() != x.device()) return std::nullopt;
+    const std::size_t c = x.shape[x.shape.rank() - 1];
+    const std::size_t rows = c == 0 ? 0 : x.num_elements() / c;
+    if (grad.shape != x.shape || mean.num_elements() != rows || rstd.num_elements() != rows ||
+        (gamma && gamma->num_elements() != c))
+        return std::nullopt;
+    const int dev = x.device();
+    FT dx = k::empty(x.shape, cd, dev);
+    const Shape vec{c};
+    FT dgamma = k::empty(gamma ? vec : Shape{0}, cd, dev);
+    FT dbeta = k::empty(gamma ? vec : Shape{0}, cd, dev);
+    const auto r = static_cast<std::int64_t>(rows), n = static_cast<std::int64_t>(c);
+    auto scratch = gamma ? k::allocate(k::layer_norm_backward_scratch(cd, r, n), dev) : nullptr;
+    k::launch_layer_norm_backward(cd, r, n, x.ptr(), grad.ptr(), gamma ? gamma->ptr() : nullptr,
+                                  mean.ptr(), rstd.ptr(), dx.ptr(), gamma ? dgamma.ptr() : nullptr,
+                                  gamma ? dbeta.ptr() : nullptr, scratch ? scratch->data : nullptr,
+                                  k::stream(dev));
+    return std::array<FT, 3>{std::move(dx), std::move(dgamma), std::move(dbeta)};
 }
 auto CudaBackend::bool_argwhere(BT t) -> IT {
     return k::argwhere(std::move(t));

@@ -449,6 +449,17 @@ auto CudaBackend::int_random(const Shape& s, const Distribution& dist, const Dev
 auto CudaBackend::float_unary(UnaryOp op, FT t) -> FT {
     return k::unary(op, std::move(t));
 }
+auto CudaBackend::float_unary_backward(UnaryOp op, const FT& grad, const FT& v)
+    -> std::optional<FT> {
+    if (grad.shape != v.shape || grad.dtype != v.dtype || grad.device() != v.device() ||
+        !grad.is_contiguous() || !v.is_contiguous())
+        return std::nullopt;
+    FT out = k::empty(v.shape, v.dtype, v.device());
+    if (!k::launch_unary_backward(op, v.dtype, static_cast<std::int64_t>(v.num_elements()),
+                                  out.ptr(), grad.ptr(), v.ptr(), k::stream(v.device())))
+        return std::nullopt;
+    return out;
+}
 auto CudaBackend::int_unary(UnaryOp op, IT t) -> IT {
     return k::unary(op, std::move(t));
 }

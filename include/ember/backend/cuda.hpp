@@ -69,6 +69,11 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     static FT float_full(const Shape& shape, Scalar value, const Device& d);
     static FT float_random(const Shape& shape, const Distribution& dist, const Device& d);
     static FT float_unary(UnaryOp op, FT t);
+    /// dL/dx of the unary op (Gelu, Erf, Tanh, Sigmoid) in one kernel, given dL/dy and what
+    /// Autodiff keeps for the op (the input for Gelu and Erf, the output for Tanh and
+    /// Sigmoid); nullopt for other ops, or operands that are not dense and alike (Autodiff then
+    /// composes the backward from elementwise ops).
+    static std::optional<FT> float_unary_backward(UnaryOp op, const FT& grad, const FT& v);
     static FT float_binary(BinaryOp op, FT a, FT b);
     static FT float_binary_scalar(BinaryOp op, FT a, Scalar s);
     static BT float_compare(CompareOp op, FT a, FT b);
@@ -121,6 +126,12 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// Layer norm over the last dim, one block a row: {y, mean, rstd}.
     static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                               double eps);
+    /// {dx, dgamma, dbeta} of float_layer_norm from dL/dy and the forward's mean and rstd, in
+    /// two kernels (dgamma and dbeta empty without gamma); nullopt unless every operand is
+    /// dense f32 or f64 of one dtype (Autodiff then composes the backward).
+    static std::optional<std::array<FT, 3>> float_layer_norm_backward(
+        const FT& x, const FT& grad, const std::optional<FT>& gamma, const FT& mean,
+        const FT& rstd);
     /// float_layer_norm has a kernel of its own (Fusion<Cuda> runs it rather than composing).
     static constexpr bool native_layer_norm = true;
 

@@ -44,6 +44,10 @@ template <typename B>
 typename B::FloatTensorPrimitive unary_grad(UnaryOp op, typename B::FloatTensorPrimitive g,
                                             typename B::FloatTensorPrimitive v) {
     using M = Math<B>;
+    // One kernel where B has it (an optional capability): the composed forms below are chains
+    // of up to eleven memory-bound passes (Gelu's).
+    if constexpr (requires { B::float_unary_backward(op, g, v); })
+        if (auto fused = B::float_unary_backward(op, g, v)) return std::move(*fused);
     switch (op) {
         case UnaryOp::Neg: return M::neg(std::move(g));
         case UnaryOp::Abs: return M::mul(std::move(g), M::unary(UnaryOp::Sign, std::move(v)));

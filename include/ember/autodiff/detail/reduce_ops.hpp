@@ -162,6 +162,22 @@ EMBER_AD auto Autodiff<B, C>::float_layer_norm(FT x, std::optional<FT> gamma,
     // With x̂ = (x - mean) · rstd and g' = g · gamma: dgamma = Σ_rows g x̂, dbeta = Σ_rows g,
     // dx = rstd · (g' - mean(g') - x̂ · mean(g' x̂)), means over the last dim.
     return {r.finish([=](Ctx& ctx, IFT g) {
+                // B's own kernels where it has them (an optional capability; they give dbeta
+                // only with gamma, as LayerNorm has both or neither).
+                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
+                                  B::float_layer_norm_backward(t, t, o, t, t);
+                              }) {
+                    if (affine || !ctx.needs(2)) {
+                        const std::optional<IFT> gm =
+                            affine ? std::optional<IFT>(ctx.get(sg)) : std::nullopt;
+                        if (auto f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd)) {
+                            if (ctx.needs(2)) ctx.add(2, std::move((*f)[2]));
+                            if (ctx.needs(1)) ctx.add(1, std::move((*f)[1]));
+                            if (ctx.needs(0)) ctx.add(0, std::move((*f)[0]));
+                            return;
+                        }
+                    }
+                }
                 const std::size_t d = xs.rank() - 1;
                 Shape row = Shape::filled(xs.rank(), 1);
                 row[d] = xs[d];
