@@ -249,9 +249,11 @@ void all_cases(const Runner& r) {
             conv_case<B, 1>(r, name);
     });
     r.group("conv2d", [&] {
-        for (const char* name : {"conv2d_basic", "conv2d_nobias", "conv2d_stride_pad_dil",
-                                 "conv2d_stride_drop", "conv2d_groups", "conv2d_groups_nobias",
-                                 "conv2d_depthwise", "conv2d_1x1", "conv2d_large"})
+        for (const char* name :
+             {"conv2d_basic", "conv2d_nobias", "conv2d_stride_pad_dil", "conv2d_stride_drop",
+              "conv2d_groups", "conv2d_groups_nobias", "conv2d_depthwise", "conv2d_1x1",
+              "conv2d_large", "conv2d_batched_small", "conv2d_batched_1x1_s2",
+              "conv2d_batched_1x1"})
             conv_case<B, 2>(r, name);
     });
     r.group("conv2d: only some inputs require a gradient", [&] {
@@ -266,7 +268,7 @@ void all_cases(const Runner& r) {
     });
     r.group("conv3d", [&] {
         for (const char* name : {"conv3d_basic", "conv3d_nobias", "conv3d_stride_pad_dil",
-                                 "conv3d_groups", "conv3d_groups_stride"})
+                                 "conv3d_groups", "conv3d_groups_stride", "conv3d_batched_small"})
             conv_case<B, 3>(r, name);
     });
     r.group("conv_transpose1d", [&] {

@@ -17,11 +17,11 @@ namespace ember::detail::cpu {
 namespace {
 
 /// out[c, o] += col[(c, kd, kh, kw), i] where o = i*stride - pad + k*dil (the transpose of
-/// im2col), for `channels` output planes. Here `g.in` is the transposed conv's input size and
-/// `g.out` its output size.
+/// im2col), for `channels` output planes; col's rows are ld apart (0: packed). Here `g.in` is
+/// the transposed conv's input size and `g.out` its output size.
 template <typename T>
-void col2im(const T* col, i64 channels, const Geo& g, T* out) {
-    const i64 P = g.in_size();
+void col2im(const T* col, i64 channels, const Geo& g, T* out, i64 ld = 0) {
+    const i64 P = ld ? ld : g.in_size();
     const T* src = col;
     for (i64 c = 0; c < channels; ++c) {
         T* oc = out + c * g.out_size();
@@ -102,9 +102,47 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
         K <= static_cast<i64>(kSmallK) ||
         (!gemm_uses_blas() && K <= 256 && double(K * P) * sizeof(T) <= double(1 << 20));
     const double madds = double(cout) * double(K) * double(P);
+    // Samples per GEMM: one, or several side by side where a sample has few output positions.
+    const std::size_t nb = small_k ? 1 : samples_per_gemm(batch, K, P, sizeof(T));
+    const TapTable taps = direct ? TapTable{} : tap_table(g, g.out, g.in);
+    if (nb > 1) {
+        const std::size_t units = (batch + nb - 1) / nb;
+        over_batch(units, madds * double(nb), true, [&](std::size_t u0, std::size_t u1, bool par) {
+            const i64 cols = static_cast<i64>(nb) * P;
+            Scratch<T> colbuf(static_cast<std::size_t>(K * cols));
+            Scratch<T> outbuf(static_cast<std::size_t>(cg_out * cols));
+            const std::size_t plane_buf = taps.empty() ? 0 : static_cast<std::size_t>(I + 1);
+            T* col = colbuf.get();
+            T* tmp = outbuf.get();
+            for (std::size_t u = u0; u < u1; ++u) {
+                const std::size_t n0 = u * nb, cnt = std::min(nb, batch - n0);
+                const i64 ld = static_cast<i64>(cnt) * P, q0 = static_cast<i64>(n0);
+                for (std::size_t gi = 0; gi < groups; ++gi) {
+                    const i64 gg = static_cast<i64>(gi);
+                    const T* xg = X + (q0 * cin + gg * cg_in) * I;
+                    if (direct) {
+                        gather_planes(xg, cin * I, cg_in, P, static_cast<i64>(cnt), col, ld);
+                    } else {
+                        per_sample<T>(cnt, par, plane_buf, [&](std::size_t q, T* buf) {
+                            unfold(xg + static_cast<i64>(q) * cin * I, cg_in, g, taps,
+                                   col + static_cast<i64>(q) * P, ld, buf);
+                        });
+                    }
+                    gemm(false, false, std::size_t(cg_out), std::size_t(ld), std::size_t(K), T(1),
+                         W + gg * cg_out * K, std::size_t(K), col, std::size_t(ld), T(0), tmp,
+                         std::size_t(ld), par);
+                    scatter_planes(tmp, ld, cg_out, P, static_cast<i64>(cnt),
+                                   bias ? bias + gg * cg_out : nullptr,
+                                   O + (q0 * cout + gg * cg_out) * P, cout * P);
+                }
+            }
+        });
+        return;
+    }
 
     over_batch(batch, madds, !small_k, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
+        Scratch<T> planebuf(taps.empty() ? 0 : static_cast<std::size_t>(I + 1));
         T* col = colbuf.get();
         for (std::size_t n = n0; n < n1; ++n) {
             for (std::size_t gi = 0; gi < groups; ++gi) {
@@ -115,7 +153,7 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
                 T* og = O + (static_cast<i64>(n) * cout + gg * cg_out) * P;
                 const T* b = xg;
                 if (!direct) {
-                    im2col(xg, cg_in, g, col);
+                    unfold(xg, cg_in, g, taps, col, P, planebuf.get());
                     b = col;
                 }
                 if (small_k) {
@@ -148,9 +186,58 @@ void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, 
     T* O = out.data<T>();
     const bool direct = g.pointwise() && g.out == g.in;
     const double madds = double(cin) * double(Kt) * double(I);
+    // Samples per GEMM, as in conv_impl: the input gradient of a late ResNet stage is this with
+    // I = 16 positions a sample.
+    const std::size_t nb = samples_per_gemm(batch, Kt + cg_in, I, sizeof(T));
+    const TapTable taps = direct ? TapTable{} : tap_table(g, g.in, g.out);
+    // col2im of a sample's cg_out planes from col (rows ld apart) into out, through the table
+    // if there is one.
+    auto fold = [&](const T* col, T* out, i64 ld, T* buf) {
+        if (taps.empty())
+            col2im(col, cg_out, g, out, ld);
+        else
+            col2im_table(col, cg_out, taps, out, ld, buf);
+    };
+    if (nb > 1) {
+        const std::size_t units = (batch + nb - 1) / nb;
+        over_batch(units, madds * double(nb), true, [&](std::size_t u0, std::size_t u1, bool par) {
+            const i64 cols = static_cast<i64>(nb) * I;
+            Scratch<T> inbuf(static_cast<std::size_t>(cg_in * cols));
+            Scratch<T> colbuf(static_cast<std::size_t>(Kt * cols));
+            const std::size_t plane_buf = taps.empty() ? 0 : static_cast<std::size_t>(O_sz + 1);
+            T* xb = inbuf.get();
+            T* col = colbuf.get();
+            for (std::size_t u = u0; u < u1; ++u) {
+                const std::size_t n0 = u * nb, cnt = std::min(nb, batch - n0);
+                const i64 ld = static_cast<i64>(cnt) * I, q0 = static_cast<i64>(n0);
+                for (std::size_t gi = 0; gi < groups; ++gi) {
+                    const i64 gg = static_cast<i64>(gi);
+                    const T* bg = bias ? bias + gg * cg_out : nullptr;
+                    T* og = O + (q0 * cout + gg * cg_out) * O_sz;
+                    gather_planes(X + (q0 * cin + gg * cg_in) * I, cin * I, cg_in, I,
+                                  static_cast<i64>(cnt), xb, ld);
+                    gemm(true, false, std::size_t(Kt), std::size_t(ld), std::size_t(cg_in), T(1),
+                         W + gg * cg_in * Kt, std::size_t(Kt), xb, std::size_t(ld), T(0), col,
+                         std::size_t(ld), par);
+                    if (direct) {  // output plane = input plane
+                        scatter_planes(col, ld, cg_out, I, static_cast<i64>(cnt), bg, og,
+                                       cout * O_sz);
+                        continue;
+                    }
+                    per_sample<T>(cnt, par, plane_buf, [&](std::size_t q, T* buf) {
+                        T* oq = og + static_cast<i64>(q) * cout * O_sz;
+                        fill_rows(oq, cg_out, O_sz, bg);
+                        fold(col + static_cast<i64>(q) * I, oq, ld, buf);
+                    });
+                }
+            }
+        });
+        return;
+    }
 
     over_batch(batch, madds, true, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(Kt * I));
+        Scratch<T> planebuf(taps.empty() ? 0 : static_cast<std::size_t>(O_sz + 1));
         T* col = colbuf.get();
         for (std::size_t n = n0; n < n1; ++n) {
             for (std::size_t gi = 0; gi < groups; ++gi) {
@@ -169,7 +256,7 @@ void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, 
                 gemm(true, false, std::size_t(Kt), std::size_t(I), std::size_t(cg_in), T(1), wg,
                      std::size_t(Kt), xg, std::size_t(I), T(0), col, std::size_t(I), par);
                 fill_rows(og, cg_out, O_sz, bg);
-                col2im(col, cg_out, g, og);
+                fold(col, og, I, planebuf.get());
             }
         }
     });
