@@ -184,6 +184,25 @@ auto CpuBackend<F>::float_layer_norm(FT x, std::optional<FT> gamma, std::optiona
                                      double eps) -> std::array<FT, 3> {
     return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
 }
+template <typename F>
+auto CpuBackend<F>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean, FT running_var,
+                                     const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>> {
+    return k::batch_norm(std::move(x), std::move(gamma), std::move(beta), std::move(running_mean),
+                         std::move(running_var), s);
+}
+template <typename F>
+auto CpuBackend<F>::float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean, FT rstd)
+    -> std::array<FT, 3> {
+    return k::batch_norm_backward(std::move(x), std::move(grad), std::move(gamma), std::move(mean),
+                                  std::move(rstd));
+}
+template <typename F>
+auto CpuBackend<F>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var, double eps)
+    -> std::optional<FT> {
+    return k::batch_norm_eval(std::move(x), std::move(gamma), std::move(beta), std::move(mean),
+                              std::move(var), eps);
+}
 
 // ---- int ----
 template <typename F>

@@ -90,6 +90,19 @@ CpuTensor log_softmax(CpuTensor t, std::size_t dim);
 std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
                                     std::optional<CpuTensor> beta, double eps);
 
+// ---- batch_norm.cpp ------------------------------------------------------------------------
+/// Training-mode batch norm of x [N, C, ...] (see CpuBackend::float_batch_norm); nothing when
+/// EMBER_CPU_BATCH_NORM=0 or C is 0.
+std::optional<std::array<CpuTensor, 5>> batch_norm(CpuTensor x, CpuTensor gamma, CpuTensor beta,
+                                                   CpuTensor running_mean, CpuTensor running_var,
+                                                   const BatchNormScalars& s);
+/// {dx, dgamma, dbeta} of batch_norm given dL/dy, from its mean and rstd.
+std::array<CpuTensor, 3> batch_norm_backward(CpuTensor x, CpuTensor dy, CpuTensor gamma,
+                                             CpuTensor mean, CpuTensor rstd);
+/// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel.
+std::optional<CpuTensor> batch_norm_eval(CpuTensor x, CpuTensor gamma, CpuTensor beta,
+                                         CpuTensor mean, CpuTensor var, double eps);
+
 // ---- index.cpp ----------------------------------------------------------------------------
 /// torch.gather.
 CpuTensor gather(std::size_t dim, CpuTensor t, CpuTensor indices);

@@ -95,6 +95,18 @@ struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
                                               double eps);
     /// float_layer_norm has a kernel of its own (Fusion<Cpu> runs it rather than composing).
     static constexpr bool native_layer_norm = true;
+    /// Training-mode batch norm of x [N, C, ...] in one task per block of channels, each
+    /// channel read while it sits in cache: {y, batch mean [C], 1/√(biased var + ε) [C], the
+    /// running mean and (unbiased) variance updated with `s.momentum`}. f16/bf16 run in f32.
+    /// Nothing when EMBER_CPU_BATCH_NORM=0 (nn::BatchNorm then composes tensor ops).
+    static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
+                                                             FT running_mean, FT running_var,
+                                                             const BatchNormScalars& s);
+    /// {dx, dgamma, dbeta} of float_batch_norm given dL/dy, from its mean and rstd.
+    static std::array<FT, 3> float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean, FT rstd);
+    /// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel, one pass.
+    static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
+                                                   double eps);
 
     // ---- int ----
     static IT int_from_data(const TensorData& data, const Device& d);
