@@ -1,0 +1,237 @@
+// bench_scale_ops: the ops of one ResNet-18 (CIFAR form) training step at batch 64, timed one
+// class at a time on ember's CPU backend (issue 37), beside benchmarks/cpu_scale_ops_torch.py on
+// the same shapes. It says where a step's time goes: convolution forward, its input gradient
+// (the transposed convolution Autodiff calls), its weight gradient, BatchNorm forward and
+// backward (through nn::BatchNorm on Autodiff<Cpu>, as the model runs it), ReLU, the residual
+// add, and Adam over ResNet-18's parameters.
+//
+//   bench_scale_ops [--threads 1] [--batch 64] [--min-time 0.3] [--only conv_fwd,bn_bwd,...]
+//                   [--shape SUBSTRING]
+//
+// One JSON line per row, {"framework": "ember", "op", "shape", "count" (times a step runs it),
+// "cpu_ms" (median process CPU time of one call: the machine may be shared), "wall_ms" (the
+// fastest call's wall time), "threads"}, then one line per class with the totals Σ count·ms.
+// bn_bwd is (forward + backward of Σ y·g) − forward, as the PyTorch script measures it.
+// Benchmarks measure, they never assert.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ember/ember.hpp>
+#include <ember/nn.hpp>
+
+namespace {
+
+using C = ember::CpuBackend<float>;
+using AD = ember::Autodiff<ember::Cpu>;
+using FT = C::FT;
+
+struct Conv {
+    std::size_t cin, cout, k, stride, side, count;
+};
+// ResNet-18 in CIFAR form (cpu_scale_ops_torch.py's CONVS).
+const Conv kConvs[] = {{3, 64, 3, 1, 32, 1},    {64, 64, 3, 1, 32, 4},   {64, 128, 3, 2, 32, 1},
+                       {128, 128, 3, 1, 16, 3}, {64, 128, 1, 2, 32, 1},  {128, 256, 3, 2, 16, 1},
+                       {256, 256, 3, 1, 8, 3},  {128, 256, 1, 2, 16, 1}, {256, 512, 3, 2, 8, 1},
+                       {512, 512, 3, 1, 4, 3},  {256, 512, 1, 2, 8, 1}};
+struct Act {
+    std::size_t c, side, bns, relus, adds;
+};
+const Act kActs[] = {{64, 32, 5, 5, 2}, {128, 16, 5, 4, 2}, {256, 8, 5, 4, 2}, {512, 4, 5, 4, 2}};
+
+struct Opts {
+    std::size_t threads = 1, batch = 64;
+    double min_time = 0.3;
+    std::set<std::string> only;
+    std::string shape;  // only rows whose shape contains this
+};
+
+/// CPU seconds of the whole process (all threads), in ms.
+double cpu_ms() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
+
+struct Time {
+    double cpu = 0, wall = 0;  // median process CPU ms, fastest wall ms of one call
+};
+
+/// The machine this runs on is shared: process CPU time (the median of the calls) moves little
+/// with other load, wall time (the fastest call) is what threads buy.
+template <typename F>
+Time timed(const Opts& o, F&& f) {
+    using Clock = std::chrono::steady_clock;
+    f();
+    std::vector<double> cpu, wall;
+    const auto end = Clock::now() + std::chrono::duration<double>(o.min_time);
+    while (cpu.size() < 3 || (Clock::now() < end && cpu.size() < 50)) {
+        const double c0 = cpu_ms();
+        const auto t0 = Clock::now();
+        f();
+        wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        cpu.push_back(cpu_ms() - c0);
+    }
+    std::sort(cpu.begin(), cpu.end());
+    return {cpu[cpu.size() / 2], *std::min_element(wall.begin(), wall.end())};
+}
+
+FT randn(const ember::Shape& s, double sd = 1.0) {
+    return C::float_random(s, ember::Distribution::Normal(0, sd), {});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Opts o;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i], v = argv[i + 1];
+        if (a == "--threads")
+            o.threads = std::stoul(v);
+        else if (a == "--batch")
+            o.batch = std::stoul(v);
+        else if (a == "--min-time")
+            o.min_time = std::stod(v);
+        else if (a == "--shape")
+            o.shape = v;
+        else if (a == "--only") {
+            std::stringstream ss(v);
+            for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
+        } else {
+            std::fprintf(stderr, "bench_scale_ops: unknown option %s\n", a.c_str());
+            return 2;
+        }
+    }
+    ember::cpu::set_num_threads(o.threads);
+    const std::size_t n = o.batch;
+    std::map<std::string, double> totals;
+    std::vector<std::string> order;
+    auto want = [&](const char* op) { return o.only.empty() || o.only.count(op) > 0; };
+    std::map<std::string, double> wall_totals;
+    auto emit = [&](const char* op, const std::string& shape, std::size_t count, Time t) {
+        std::printf(
+            "{\"framework\": \"ember\", \"op\": \"%s\", \"shape\": \"%s\", \"count\": %zu, "
+            "\"cpu_ms\": %.4f, \"wall_ms\": %.4f, \"threads\": %zu}\n",
+            op, shape.c_str(), count, t.cpu, t.wall, o.threads);
+        std::fflush(stdout);
+        if (!totals.count(op)) order.push_back(op);
+        totals[op] += double(count) * t.cpu;
+        wall_totals[op] += double(count) * t.wall;
+    };
+
+    for (const Conv& c : kConvs) {
+        const std::size_t pad = c.k / 2, oside = (c.side + 2 * pad - c.k) / c.stride + 1;
+        const std::string shape = std::to_string(n) + "x" + std::to_string(c.cin) + "x" +
+                                  std::to_string(c.side) + "x" + std::to_string(c.side) + "_" +
+                                  std::to_string(c.cout) + "x" + std::to_string(c.k) + "x" +
+                                  std::to_string(c.k) + "_s" + std::to_string(c.stride);
+        if (shape.find(o.shape) == std::string::npos) continue;
+        const FT x = randn({n, c.cin, c.side, c.side});
+        const FT w = randn({c.cout, c.cin, c.k, c.k}, 0.05);
+        const FT g = randn({n, c.cout, oside, oside});
+        ember::ConvOptions<2> co;
+        co.stride = {c.stride, c.stride};
+        co.padding = {pad, pad};
+        // The input gradient as Autodiff computes it: the transposed convolution of g.
+        ember::ConvTransposeOptions<2> t;
+        t.stride = co.stride;
+        t.padding = co.padding;
+        for (std::size_t i = 0; i < 2; ++i)
+            t.padding_out[i] = c.side + 2 * pad - ((oside - 1) * c.stride + c.k);
+        if (want("conv_fwd"))
+            emit("conv_fwd", shape, c.count,
+                 timed(o, [&] { (void)C::conv2d(x, w, std::nullopt, co); }));
+        if (want("conv_bwd_data"))
+            emit("conv_bwd_data", shape, c.count,
+                 timed(o, [&] { (void)C::conv_transpose2d(g, w, std::nullopt, t); }));
+        if (want("conv_bwd_weight"))
+            emit("conv_bwd_weight", shape, c.count,
+                 timed(o, [&] { (void)C::conv2d_weight_backward(x, g, C::float_shape(w), co); }));
+    }
+
+    for (const Act& a : kActs) {
+        const std::string shape = std::to_string(n) + "x" + std::to_string(a.c) + "x" +
+                                  std::to_string(a.side) + "x" + std::to_string(a.side);
+        if (shape.find(o.shape) == std::string::npos) continue;
+        const ember::Shape s{n, a.c, a.side, a.side};
+        const FT x = randn(s), g = randn(s);
+        if (want("bn_fwd") || want("bn_bwd")) {
+            auto bn = ember::nn::BatchNormConfig{a.c}.init<AD>();
+            const auto xt = ember::Tensor<AD, 4>::from_primitive(AD::from_inner(x));
+            const auto gt = ember::Tensor<AD, 4>::from_primitive(AD::from_inner(g));
+            const Time fwd = timed(o, [&] { (void)bn.forward(xt); });
+            if (want("bn_fwd")) emit("bn_fwd", shape, a.bns, fwd);
+            if (want("bn_bwd")) {
+                const auto xg = xt.clone().require_grad();
+                const Time both = timed(o, [&] { (void)(bn.forward(xg) * gt).sum().backward(); });
+                emit("bn_bwd", shape, a.bns,
+                     {std::max(both.cpu - fwd.cpu, 0.0), std::max(both.wall - fwd.wall, 0.0)});
+            }
+        }
+        if (want("relu_fwd"))
+            emit("relu_fwd", shape, a.relus,
+                 timed(o, [&] { (void)C::float_unary(ember::UnaryOp::Relu, x); }));
+        if (want("relu_bwd")) {
+            // Autodiff's rule for relu: the gradient where the output is positive.
+            const FT y = C::float_unary(ember::UnaryOp::Relu, x);
+            emit("relu_bwd", shape, a.relus, timed(o, [&] {
+                     auto m = C::float_compare_scalar(ember::CompareOp::Gt, y, ember::Scalar(0.0));
+                     (void)C::float_mask_fill(g, C::bool_not(std::move(m)), ember::Scalar(0.0));
+                 }));
+        }
+        if (want("add"))
+            emit("add", shape, a.adds,
+                 timed(o, [&] { (void)C::float_binary(ember::BinaryOp::Add, x, g); }));
+    }
+
+    if (want("adam")) {
+        // ResNet-18's parameter tensors: each conv weight, each BatchNorm's gamma and beta, fc.
+        std::vector<ember::Shape> shapes;
+        for (const Conv& c : kConvs)
+            for (std::size_t i = 0; i < c.count; ++i) {
+                shapes.push_back({c.cout, c.cin, c.k, c.k});
+                shapes.push_back({c.cout});
+                shapes.push_back({c.cout});
+            }
+        shapes.push_back({10, 512});
+        shapes.push_back({10});
+        std::size_t total = 0;
+        std::vector<std::array<FT, 4>> st;
+        for (const auto& s : shapes) {
+            total += s.num_elements();
+            st.push_back({randn(s), randn(s, 1e-3), C::float_full(s, ember::Scalar(0.0), {}),
+                          C::float_full(s, ember::Scalar(0.0), {})});
+        }
+        ember::AdamStepScalars sc{};
+        sc.lr = 1e-3;
+        sc.beta_1 = 0.9;
+        sc.beta_2 = 0.999;
+        sc.epsilon = 1e-8;
+        sc.correction_1 = 0.1;
+        sc.correction_2 = 0.001;
+        emit("adam",
+             std::to_string(total) + "_params_" + std::to_string(shapes.size()) + "_tensors", 1,
+             timed(o, [&] {
+                 for (auto& t : st) {
+                     auto r = C::float_adam_step(std::move(t[0]), t[1], std::move(t[2]),
+                                                 std::move(t[3]), sc);
+                     t[0] = std::move(r[0]);
+                     t[2] = std::move(r[1]);
+                     t[3] = std::move(r[2]);
+                 }
+             }));
+    }
+    for (const auto& op : order)
+        std::printf(
+            "{\"framework\": \"ember\", \"op\": \"%s\", \"total_cpu_ms\": %.3f, "
+            "\"total_wall_ms\": %.3f, \"threads\": %zu}\n",
+            op.c_str(), totals[op], wall_totals[op], o.threads);
+    return 0;
+}
