@@ -250,6 +250,18 @@ TEST_CASE("cuda: f16/bf16 elementwise ops compute in f32 and round once", "[cuda
         same(xh * 0.1, xf * 0.1);
         same(xh.swap_dims(0, 1) + 3.0, xf.swap_dims(0, 1) + 3.0);
         same(xh.powf_scalar(2.0), xf.powf_scalar(2.0));
+        // An f32 operand with a half one: f32 out, the half read as it is (one kernel), the
+        // bits of the half cast to f32 first; either order, and a length that is not a
+        // multiple of four (the one-a-thread form).
+        const auto flat = [](const Tensor<Cuda, 2>& t) {
+            return t.reshape<1>(std::array<std::size_t, 1>{384}).narrow(0, 0, 381);
+        };
+        for (const auto& [got, want] :
+             {std::pair{flat(x + yh), flat(x + yf)}, std::pair{flat(yh / x), flat(yf / x)},
+              std::pair{flat(x) * flat(yh), flat(x) * flat(yf)}}) {
+            CHECK(got.dtype() == ember::DType::F32);
+            CHECK(got.to_data().to_vec<float>() == want.to_data().to_vec<float>());
+        }
     }
 }
 

@@ -323,6 +323,41 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
                  : "r"(a));
 }
 
+/// Four 8 × 8 16-bit matrices from shared memory as they are: register j gets the fragment
+/// (row g, columns 2t, 2t + 1) of matrix j.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+/// B fragments (k 16 × n 8) of two neighbouring 8-column tiles of Bᵀ stored row by row — B's
+/// columns are rows at `rows` (leading dim ld), k along them: K's rows in Q·Kᵀ. Registers 0, 1
+/// are tile 0's b0, b1; 2, 3 tile 1's. One ldmatrix instead of four 32-bit loads.
+template <typename T>
+__device__ __forceinline__ void load_bt_pair(std::uint32_t (&b)[4], const T* rows, int ld) {
+    const int lane = threadIdx.x % 32;
+    ldmatrix_x4(b, rows + (lane % 8 + 8 * (lane / 16)) * ld + 8 * ((lane / 8) % 2));
+}
+
+/// log2(e) and ln(2): the mma kernels keep logits in base 2, so that each exponential is one
+/// FFMA and one ex2 (the scale and log2(e) folded into one factor).
+constexpr float kLog2e = 1.44269504088896340736f;
+constexpr float kLn2 = 0.69314718055994530942f;
+/// 2^x (ex2.approx: 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/// Whether any position of the 64 × 64 tile (query rows from i0, keys from j0) needs
+/// masked_logit's checks: a mask, a causal diagonal, or the ends of the sequences.
+__device__ __forceinline__ bool tile_needs_mask(const AttnParams& p, int i0, int j0) {
+    return p.mask || j0 + kBN > p.lk || i0 + kBM > p.lq || (p.causal && j0 + kBN - 1 > i0);
+}
+
 /// 16 bytes global -> shared, asynchronously; zeros instead where `in` is false.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool in) {
     const auto a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
@@ -355,8 +390,10 @@ __device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t r
 template <typename T, int D>
 constexpr std::size_t mma_forward_bytes = sizeof(T) * (kBM + 4 * kBN) * (D + 8);
 
+// As many blocks a multiprocessor as their shared memory allows (four up to head dim 64: 128
+// registers a thread; two for 128).
 template <typename T, int D>
-__global__ void __launch_bounds__(kAttnThreads)
+__global__ void __launch_bounds__(kAttnThreads, D <= 64 ? 4 : 2)
     attention_forward_mma_kernel(AttnParams p, T* o, float* lse) {
     constexpr int LD = D + 8;  // 16-byte rows, conflict-free for 32-bit loads and ldmatrix
     extern __shared__ __align__(128) unsigned char smem[];
@@ -380,7 +417,8 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
     cp_async_commit();
 
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // the row max in base 2
+    const float scale2 = p.scale * kLog2e;
     float acc[D / 8][4];
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.f;
@@ -410,27 +448,31 @@ __global__ void __launch_bounds__(kAttnThreads)
         }
         const T* sk = stage_k(tile & 1);
         const T* sv = sk + kBN * LD;
-        // S = Q Kᵀ: K's rows are the B operand's columns, two d values to a 32-bit load.
+        // S = Q Kᵀ: K's rows are the B operand's columns (ldmatrix, two tiles a load).
         float sc[kBN / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < kBN / 8; ++nt) {
-            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+        for (int nt = 0; nt < kBN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                const T* r = sk + (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                mma16816<T>(sc[nt], qf[kk], *reinterpret_cast<const std::uint32_t*>(r),
-                            *reinterpret_cast<const std::uint32_t*>(r + 8));
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int np = 0; np < kBN / 16; ++np) {
+                std::uint32_t bk[4];
+                load_bt_pair(bk, sk + np * 16 * LD + kk * 16, LD);
+                mma16816<T>(sc[2 * np], qf[kk], bk[0], bk[1]);
+                mma16816<T>(sc[2 * np + 1], qf[kk], bk[2], bk[3]);
             }
-        }
         // Online softmax: the row's max over the quad (the 4 lanes sharing g), then rescale.
         const int j0 = tile * kBN;
+        const bool masked = tile_needs_mask(p, q0, j0);
         float mx[2] = {m[0], m[1]};
 #pragma unroll
         for (int nt = 0; nt < kBN / 8; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float x = masked_logit(p, b, h, i_top + 8 * (e / 2),
-                                             j0 + nt * 8 + 2 * t + (e & 1), sc[nt][e]);
+                const float x = masked ? masked_logit(p, b, h, i_top + 8 * (e / 2),
+                                                      j0 + nt * 8 + 2 * t + (e & 1), sc[nt][e]) *
+                                             kLog2e
+                                       : sc[nt][e] * scale2;
                 sc[nt][e] = x;
                 mx[e / 2] = fmaxf(mx[e / 2], x);
             }
@@ -439,7 +481,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int r = 0; r < 2; ++r) {
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            alpha[r] = mx[r] == -INFINITY ? 1.f : __expf(m[r] - mx[r]);  // 0 while m was -inf
+            alpha[r] = mx[r] == -INFINITY ? 1.f : fast_exp2(m[r] - mx[r]);  // 0 while m was -inf
             m[r] = mx[r];
         }
         std::uint32_t pf[kBN / 16][4];
@@ -449,7 +491,7 @@ __global__ void __launch_bounds__(kAttnThreads)
             float pr[4];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                pr[e] = m[e / 2] == -INFINITY ? 0.f : __expf(sc[nt][e] - m[e / 2]);
+                pr[e] = m[e / 2] == -INFINITY ? 0.f : fast_exp2(sc[nt][e] - m[e / 2]);
                 ls[e / 2] += pr[e];
             }
             pf[nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);
@@ -491,7 +533,8 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int dt = 0; dt < D / 8; ++dt)
             *reinterpret_cast<std::uint32_t*>(out + dt * 8 + 2 * t) =
                 pack2<T>(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
-        if (t == 0) lse[bh * p.lq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
+        // m is in base 2: lse = ln(2^m · l).
+        if (t == 0) lse[bh * p.lq + i] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
     }
 }
 
@@ -532,8 +575,9 @@ constexpr std::size_t mma_backward_bytes = sizeof(T) *
                                                ((2 * kBN + 4 * kBM) * (D + 8) + kBN * (kBM + 8)) +
                                            sizeof(float) * 4 * kBM;
 
+// Three blocks a multiprocessor (their shared memory allows no more): 168 registers a thread.
 template <typename T, int D>
-__global__ void __launch_bounds__(kAttnThreads)
+__global__ void __launch_bounds__(kAttnThreads, 3)
     attention_backward_mma_kernel(AttnParams p, const T* dout, const float* lse, const float* delta,
                                   float* dq, T* dk, T* dv) {
     constexpr int LD = D + 8, LP = kBM + 8;
@@ -566,13 +610,14 @@ __global__ void __launch_bounds__(kAttnThreads)
         float* sl = sStat + st * 2 * kBM;
         for (int r = threadIdx.x; r < kBM; r += kAttnThreads) {
             const bool in = i0 + r < p.lq;
-            sl[r] = in ? lse[bh * p.lq + i0 + r] : -INFINITY;
+            sl[r] = in ? lse[bh * p.lq + i0 + r] * kLog2e : -INFINITY;  // base 2
             sl[kBM + r] = in ? delta[bh * p.lq + i0 + r] : 0.f;
         }
     };
     if (n_tiles > 0) issue_q(0, 0);
     cp_async_commit();
 
+    const float scale2 = p.scale * kLog2e;  // logits in base 2
     float dKa[D / 8][4], dVa[D / 8][4];
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt)
@@ -605,13 +650,17 @@ __global__ void __launch_bounds__(kAttnThreads)
             load_a(ka, sK + key_row * LD + kk * 16, LD);
             load_a(va, sV + key_row * LD + kk * 16, LD);
 #pragma unroll
-            for (int nt = 0; nt < kBM / 8; ++nt) {
-                const T* rq = sq + (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                const T* ro = sdo + (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                mma16816<T>(sc[nt], ka, ld32(rq), ld32(rq + 8));
-                mma16816<T>(dp[nt], va, ld32(ro), ld32(ro + 8));
+            for (int np = 0; np < kBM / 16; ++np) {
+                std::uint32_t bq[4], bo[4];
+                load_bt_pair(bq, sq + np * 16 * LD + kk * 16, LD);
+                load_bt_pair(bo, sdo + np * 16 * LD + kk * 16, LD);
+                mma16816<T>(sc[2 * np], ka, bq[0], bq[1]);
+                mma16816<T>(sc[2 * np + 1], ka, bq[2], bq[3]);
+                mma16816<T>(dp[2 * np], va, bo[0], bo[1]);
+                mma16816<T>(dp[2 * np + 1], va, bo[2], bo[3]);
             }
         }
+        const bool masked = tile_needs_mask(p, i0, j0);
         // Pᵀ = exp(logit − lse) and dSᵀ = Pᵀ ∘ (dPᵀ − delta); dSᵀ also to shared memory.
         std::uint32_t pa[kBM / 16][4], da[kBM / 16][4];
 #pragma unroll
@@ -621,9 +670,12 @@ __global__ void __launch_bounds__(kAttnThreads)
             for (int e = 0; e < 4; ++e) {
                 const int col = nt * 8 + 2 * t + (e & 1);
                 const float x =
-                    masked_logit(p, b, h, i0 + col, j0 + key_row + g + 8 * (e / 2), sc[nt][e]);
+                    masked ? masked_logit(p, b, h, i0 + col, j0 + key_row + g + 8 * (e / 2),
+                                          sc[nt][e]) *
+                                 kLog2e
+                           : sc[nt][e] * scale2;
                 const float lrow = sl[col];
-                pr[e] = x == -INFINITY || lrow == -INFINITY ? 0.f : __expf(x - lrow);
+                pr[e] = x == -INFINITY || lrow == -INFINITY ? 0.f : fast_exp2(x - lrow);
                 ds[e] = pr[e] * (dp[nt][e] - sl[kBM + col]);
             }
             pa[nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);

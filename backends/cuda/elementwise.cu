@@ -627,6 +627,43 @@ __global__ void widen_vec_kernel(std::int64_t n8, float4* dst, const uint4* src)
     }
 }
 
+// ---- f32 with f16/bf16 operands -----------------------------------------------------------
+/// An element as f32: halves widen, f32 stays.
+__device__ __forceinline__ float as_f32(float x) {
+    return x;
+}
+template <typename H>
+__device__ __forceinline__ float as_f32(H x) {
+    return widen(x);
+}
+/// Four neighbours of a dense operand (16 bytes of f32, 8 of halves) as f32.
+__device__ __forceinline__ float4 load4_f32(const float* p, std::int64_t i) {
+    return reinterpret_cast<const float4*>(p)[i];
+}
+template <typename H>
+__device__ __forceinline__ float4 load4_f32(const H* p, std::int64_t i) {
+    const uint2 u = reinterpret_cast<const uint2*>(p)[i];
+    const H* h = reinterpret_cast<const H*>(&u);
+    return make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
+}
+/// Dense f32 out = a op b where one operand is f16/bf16, read as it is: autocast's bf16 branch
+/// added to the f32 residual stream, without an f32 copy of the branch first. Four elements a
+/// thread where the sizes and addresses allow (`n4`), else one (`n`).
+template <typename A, typename B>
+__global__ void binary_mixed_kernel(BinaryOp op, std::int64_t n, std::int64_t n4, float* out,
+                                    const A* a, const B* b) {
+    if (n4 > 0) {
+        EMBER_GRID_LOOP(i, n4) {
+            const float4 x = load4_f32(a, i), y = load4_f32(b, i);
+            reinterpret_cast<float4*>(out)[i] =
+                make_float4(apply_binary(op, x.x, y.x), apply_binary(op, x.y, y.y),
+                            apply_binary(op, x.z, y.z), apply_binary(op, x.w, y.w));
+        }
+        return;
+    }
+    EMBER_GRID_LOOP(i, n) out[i] = apply_binary(op, as_f32(a[i]), as_f32(b[i]));
+}
+
 // ---- fused backward of unary functions --------------------------------------------------
 /// f'(x) of the unary op f from v, the operand Autodiff saves: the input for Gelu and Erf, the
 /// output for Tanh and Sigmoid (unary_uses_output). Gelu is the exact (erf) form.
@@ -1178,6 +1215,32 @@ void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* o
                 op, it, static_cast<H*>(out), static_cast<const H*>(a), x);
     });
     check_launch("binary_scalar");
+}
+
+bool launch_binary_mixed(BinaryOp op, const Iter<3>& it, void* out, const void* a, DType ad,
+                         const void* b, DType bd, cudaStream_t s) {
+    const auto half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
+    if (!dense(it) || !((ad == DType::F32 && half(bd)) || (half(ad) && bd == DType::F32)))
+        return false;
+    if (it.n == 0) return true;
+    const auto al = [](const void* p, int bytes) {
+        return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+    };
+    const bool x4 = it.n % 4 == 0 && al(out, 16) && al(a, ad == DType::F32 ? 16 : 8) &&
+                    al(b, bd == DType::F32 ? 16 : 8);
+    const std::int64_t n4 = x4 ? it.n / 4 : 0;
+    const unsigned blocks = blocks_for(x4 ? n4 : it.n);
+    auto* o = static_cast<float*>(out);
+    visit_half(half(ad) ? ad : bd, [&]<typename H>(H) {
+        if (ad == DType::F32)
+            binary_mixed_kernel<float, H><<<blocks, kThreads, 0, s>>>(
+                op, it.n, n4, o, static_cast<const float*>(a), static_cast<const H*>(b));
+        else
+            binary_mixed_kernel<H, float><<<blocks, kThreads, 0, s>>>(
+                op, it.n, n4, o, static_cast<const H*>(a), static_cast<const float*>(b));
+    });
+    check_launch("binary");
+    return true;
 }
 
 bool launch_unary_backward(UnaryOp op, DType dt, std::int64_t n, void* out, const void* g,

@@ -69,6 +69,10 @@ void launch_binary_half(BinaryOp op, DType hd, const Iter<3>& it, void* out, con
 /// out = a op scalar for f16/bf16 `a` and `out` (dtype hd), computed in f32 and rounded once.
 void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* out, const void* a,
                                Scalar v, cudaStream_t s);
+/// f32 out = a op b over dense operands where one is f32 and the other f16/bf16 (dtypes ad,
+/// bd), the half read as it is; false (nothing queued) for other dtypes or layouts.
+bool launch_binary_mixed(BinaryOp op, const Iter<3>& it, void* out, const void* a, DType ad,
+                         const void* b, DType bd, cudaStream_t s);
 /// out = g · f'(v) over n dense elements of dtype dt (F32, F64, F16, BF16), where v is what
 /// Autodiff keeps for the unary op f: its input (Gelu, Erf) or output (Tanh, Sigmoid). One
 /// kernel instead of the composed backward's chain; false (nothing queued) for other ops and

@@ -263,6 +263,18 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
     check::binary_dtype(op, result);
     // Both operands f16/bf16 of the result's dtype: the half kernels, no f32 copies.
     const bool half = half_storage(result) && a.dtype == result && b.dtype == result;
+    // An f32 result of f32 and f16/bf16 operands of one shape (autocast's bf16 branch added to
+    // an f32 stream): one kernel that reads the half as it is.
+    if (result == DType::F32 && a.shape == b.shape && a.is_contiguous() && b.is_contiguous() &&
+        ((a.dtype == DType::F32 && half_storage(b.dtype)) ||
+         (half_storage(a.dtype) && b.dtype == DType::F32))) {
+        CudaTensor& f = a.dtype == DType::F32 ? a : b;
+        CudaTensor out = f.is_unique() ? reuse(f) : empty(shape, DType::F32, a.device());
+        const auto it = make_iter<3>(shape, {&out.strides, &a.strides, &b.strides});
+        if (launch_binary_mixed(op, it, out.ptr(), a.ptr(), a.dtype, b.ptr(), b.dtype,
+                                stream(out.device())))
+            return out;
+    }
     if (!half) {
         a = to_compute(std::move(a), cd);
         b = to_compute(std::move(b), cd);
