@@ -18,6 +18,18 @@ inline unsigned blocks_for(std::int64_t n) {
     return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+/// Slices to split `rows` into for `cols` outputs computed 32 a block by `thread_rows` rows of
+/// threads (column sums: the strided reductions, LayerNorm's parameter gradients): enough blocks
+/// to fill the GPU (about 1024), each slice at least 32 rows a row of threads, at most 256.
+inline int row_slices(std::int64_t cols, std::int64_t rows, int thread_rows) {
+    const std::int64_t blocks = (cols + 31) / 32;
+    std::int64_t parts = (1024 + blocks - 1) / blocks;
+    const std::int64_t most = rows / (thread_rows * 32);
+    if (parts > most) parts = most;
+    if (parts > 256) parts = 256;
+    return parts < 1 ? 1 : static_cast<int>(parts);
+}
+
 /// Element offsets of linear index i for each of the K operands.
 template <int K>
 __device__ __forceinline__ void offsets(const Iter<K>& it, std::int64_t i, std::int64_t* off) {

@@ -171,14 +171,9 @@ __global__ void layer_norm_params_final_kernel(std::int64_t cols, int parts, con
     }
 }
 
-/// Slices of the rows for the parameter gradients: about 1024 blocks, 32+ rows a thread row.
+/// Slices of the rows for the parameter gradients.
 int param_parts(std::int64_t rows, std::int64_t cols) {
-    const std::int64_t blocks = (cols + 31) / 32;
-    std::int64_t parts = (1024 + blocks - 1) / blocks;
-    const std::int64_t most = rows / (kParamRows * 32);
-    if (parts > most) parts = most;
-    if (parts > 256) parts = 256;
-    return parts < 1 ? 1 : static_cast<int>(parts);
+    return row_slices(cols, rows, kParamRows);
 }
 
 }  // namespace

@@ -194,15 +194,9 @@ __global__ void reduce_parts_kernel(ReduceOp op, Iter<2> it, std::int64_t k, int
     }
 }
 
-/// Slices of the reduced dim reduce_cols_kernel uses for n outputs: enough blocks to fill the
-/// GPU (about 1024), each slice at least 32 rows of the reduced dim per thread row.
+/// Slices of the reduced dim reduce_cols_kernel uses for n outputs.
 int column_parts(std::int64_t n, std::int64_t k) {
-    const std::int64_t blocks = (n + 31) / 32;
-    std::int64_t parts = (1024 + blocks - 1) / blocks;
-    const std::int64_t most = k / (kColRows * 32);
-    if (parts > most) parts = most;
-    if (parts > 256) parts = 256;
-    return parts < 1 ? 1 : static_cast<int>(parts);
+    return row_slices(n, k, kColRows);
 }
 
 /// Block-wide fold of one value per thread (blockDim.x = kThreads); lane 0 of warp 0 gets it.
