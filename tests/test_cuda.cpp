@@ -336,12 +336,12 @@ TEST_CASE("cuda: reductions over a strided dim split it across threads and read 
           rounded.to_data().to_vec<float>());
 }
 
-TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh and sigmoid",
+TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh, sigmoid and relu",
           "[cuda]") {
     REQUIRE_GPU();
     using ember::UnaryOp;
     // g · f'(v) against the derivatives written out in double; v is what Autodiff keeps: the
-    // input x for gelu and erf, the output y for tanh and sigmoid. (The autodiff suites check
+    // input x for gelu and erf, the output y for the others. (The autodiff suites check
     // the same backward through Autodiff<Cuda> against PyTorch.)
     constexpr double pi = 3.14159265358979323846;
     const auto derivative = [&](UnaryOp op, double v) {
@@ -353,6 +353,8 @@ TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh and 
                 return 2 / std::sqrt(pi) * std::exp(-v * v);
             case UnaryOp::Tanh:
                 return 1 - v * v;
+            case UnaryOp::Relu:
+                return v > 0 ? 1.0 : 0.0;
             default:
                 return v * (1 - v);
         }
@@ -365,7 +367,8 @@ TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh and 
     }
     const auto g = Tensor<Cuda, 1>::from_data(TensorData(gs, {n}), {});
     const auto v = Tensor<Cuda, 1>::from_data(TensorData(vs, {n}), {});
-    for (UnaryOp op : {UnaryOp::Gelu, UnaryOp::Erf, UnaryOp::Tanh, UnaryOp::Sigmoid}) {
+    for (UnaryOp op :
+         {UnaryOp::Gelu, UnaryOp::Erf, UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Relu}) {
         INFO("op " << static_cast<int>(op));
         std::vector<float> want(n);
         for (std::size_t i = 0; i < n; ++i)

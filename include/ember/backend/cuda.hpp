@@ -69,10 +69,10 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     static FT float_full(const Shape& shape, Scalar value, const Device& d);
     static FT float_random(const Shape& shape, const Distribution& dist, const Device& d);
     static FT float_unary(UnaryOp op, FT t);
-    /// dL/dx of the unary op (Gelu, Erf, Tanh, Sigmoid) in one kernel, given dL/dy and what
-    /// Autodiff keeps for the op (the input for Gelu and Erf, the output for Tanh and
-    /// Sigmoid); nullopt for other ops, or operands that are not dense and alike (Autodiff then
-    /// composes the backward from elementwise ops).
+    /// dL/dx of the unary op (Gelu, Erf, Tanh, Sigmoid, Relu) in one kernel, given dL/dy and
+    /// what Autodiff keeps for the op (the input for Gelu and Erf, the output for the others);
+    /// nullopt for other ops, or operands that are not dense and alike (Autodiff then composes
+    /// the backward from elementwise ops).
     static std::optional<FT> float_unary_backward(UnaryOp op, const FT& grad, const FT& v);
     static FT float_binary(BinaryOp op, FT a, FT b);
     static FT float_binary_scalar(BinaryOp op, FT a, Scalar s);
