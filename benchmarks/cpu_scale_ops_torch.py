@@ -12,7 +12,8 @@ times one step runs it, "cpu_ms": median process CPU time of one call (the machi
 conv_bwd_weight (aten.convolution_backward with only that output), bn_fwd (training-mode
 F.batch_norm with running statistics), bn_bwd (the backward of bn_fwd), relu_fwd, relu_bwd
 (threshold_backward), add (the residual sum), bn_bwd = (forward + backward of sum(y * g)) -
-forward, adam (torch.optim.Adam, foreach, on the 62 tensors of
+forward, step (only with --only step: a whole training step, cross-entropy and Adam, NCHW and
+channels_last), adam (torch.optim.Adam, foreach, on the 62 tensors of
 ResNet-18's 11.17 M parameters, with gradients in place).
 """
 import argparse
@@ -123,6 +124,21 @@ def main():
         opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
         emit("adam", f"{sum(q.numel() for q in params)}_params_{len(params)}_tensors", 1,
              timed(opt.step, a.min_time))
+
+    if only and "step" in only:  # whole steps, only when asked: they take seconds each
+        import resnet_torch
+        for layout in ("nchw", "channels_last"):
+            fmt = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+            m = resnet_torch.make_model(64, seed=0).to(memory_format=fmt)
+            x = torch.randn(n, 3, 32, 32).to(memory_format=fmt)
+            y = torch.randint(0, 10, (n,))
+            opt = torch.optim.Adam(m.parameters(), lr=1e-3, foreach=True)
+
+            def step():
+                opt.zero_grad(set_to_none=False)
+                F.cross_entropy(m(x), y).backward()
+                opt.step()
+            emit("step", f"resnet18_b{n}_adam_{layout}", 1, timed(step, a.min_time))
 
     for op, (c, w) in totals.items():
         print(json.dumps({"framework": "torch", "version": torch.__version__, "op": op,
