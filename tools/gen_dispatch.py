@@ -117,6 +117,12 @@ def dispatch_type(t):
     return t.replace("Device", "DispatchDevice")
 
 
+def entry_type(t):
+    """The type a parameter has in the op table: a tensor taken by value is passed on as an
+    rvalue reference (the entry moves it; Dispatch's op already holds its own copy)."""
+    return "DispatchTensor&&" if takes_over(t) else dispatch_type(t)
+
+
 def stack_expr(name, plist, ret):
     """How the op's definition finds its stack."""
     dev = [p for t, p in plist if "Device" in t]
@@ -124,15 +130,29 @@ def stack_expr(name, plist, ret):
         # Creation ops: the device names the stack; int and bool tensors never carry autodiff.
         track = "true" if name.startswith("float_") else "false"
         return f"detail::dispatch::stack_of_device({dev[0]}, {track})"
-    args = []
+    args, plain = [], []
     for t, p in plist:
         k = kind_of(t)
         if k:
-            args.append(f"detail::dispatch::Operand::{k[1]}({p}, {'true' if k[0] == 'float' else 'false'})")
+            is_float = "true" if k[0] == "float" else "false"
+            args.append(f"detail::dispatch::Operand::{k[1]}({p}, {is_float})")
+            plain.append((k[1] == "value", p, is_float))
+    # One or two plain tensors (most ops): the short forms, which every op saves a loop on.
+    if len(plain) == 1 and plain[0][0]:
+        return f"detail::dispatch::stack_of_one({plain[0][1]}, {plain[0][2]})"
+    if len(plain) == 2 and plain[0][0] and plain[1][0]:
+        (_, a, fa), (_, b, fb) = plain
+        return f"detail::dispatch::stack_of_two(\"{name}\", {a}, {fa}, {b}, {fb})"
     return f"detail::dispatch::stack_of(\"{name}\", {{{', '.join(args)}}})"
 
 
-def unwrap_expr(t, p):
+def takes_over(t):
+    """Whether a parameter is a tensor the entry takes by value (its handle may be reused)."""
+    k = kind_of(t)
+    return bool(k) and k[1] == "value" and not is_cref(t)
+
+
+def unwrap_expr(t, p, spare):
     k = kind_of(t)
     if "Device" in t:
         return f"device_of<S>({p})"
@@ -141,14 +161,16 @@ def unwrap_expr(t, p):
     kind, form = k
     if form == "value" and is_cref(t):
         return f"unwrap_{kind}_ref<S>({p}, stk).get()"
+    if spare and takes_over(t):
+        return f"unwrap_{kind}<S>(std::move({p}), stk, &spare)"
     fn = {"value": "unwrap", "optional": "unwrap_opt", "vector": "unwrap_vec"}[form]
     mv = p if is_cref(t) else f"std::move({p})"
     return f"{fn}_{kind}<S>({mv}, stk)"
 
 
-def wrap_expr(ret, e):
+def wrap_expr(ret, e, spare):
     if ret in TENSOR:
-        return f"wrap_{TENSOR[ret]}<S>({e}, stk)"
+        return f"wrap_{TENSOR[ret]}<S>({e}, stk{', &spare' if spare else ''})"
     m = re.match(r"std::pair<(FT|IT|BT), (FT|IT|BT)>$", ret)
     if m:
         a, b = TENSOR[m.group(1)], TENSOR[m.group(2)]
@@ -171,11 +193,11 @@ def main():
     hdr = [HEADER, "#pragma once\n",
            "// The ops of ember::Dispatch, one declaration an op of the CPU backend's list; the\n"
            "// definitions are compiled once in ember_dispatch (src/dispatch/ops.cpp).\n",
-           '#include "../tensor/backend.hpp"\n#include "device.hpp"\n\n',
+           '#include "../export.hpp"\n#include "../tensor/backend.hpp"\n#include "device.hpp"\n\n',
            "namespace ember {\nstruct Dispatch;\nnamespace detail::dispatch {\n\n",
            "/// Dispatch's op declarations (inherited by ember::Dispatch; documented on the Backend\n"
            "/// concept and the CPU backend, whose list this is).\n",
-           "struct Ops : BackendBase<Dispatch> {\n"]
+           "struct EMBER_API Ops : BackendBase<Dispatch> {\n"]
     src = [HEADER, "// Dispatch's ops: each finds the stack of its operands (or of its device) and\n"
            "// calls that stack's entry of the op table.\n",
            '#include "ember/dispatch/dispatch.hpp"\n#include "table.hpp"\n\n',
@@ -197,10 +219,15 @@ def main():
                    f"    const Stack stk = {stack_expr(name, plist, ret)};\n"
                    f"    return table(stk).{name}(stk{', ' if plist else ''}{fwd_args});\n}}\n")
         tab.append(f"    {dret} (*{name})(const Stack&{', ' if plist else ''}"
-                   f"{', '.join(dispatch_type(t) for t, _ in plist)});\n")
-        call = f"S::{name}({', '.join(unwrap_expr(t, p) for t, p in plist)})"
-        fill.append(f"    tab.{name} = [](const Stack& stk{', ' if plist else ''}{dparams}) -> {dret} {{\n"
-                    f"        return {wrap_expr(ret, call)};\n    }};\n")
+                   f"{', '.join(entry_type(t) for t, _ in plist)});\n")
+        # An op returning one tensor reuses the handle of an operand it took over (the
+        # operand's last handle) for its result: wrap.hpp's Spare.
+        spare = ret in TENSOR and any(takes_over(t) for t, _ in plist)
+        call = f"S::{name}({', '.join(unwrap_expr(t, p, spare) for t, p in plist)})"
+        eparams = ", ".join(f"{entry_type(t)} {p}" for t, p in plist)
+        fill.append(f"    tab.{name} = [](const Stack& stk{', ' if plist else ''}{eparams}) -> {dret} {{\n"
+                    + ("        Spare spare;\n" if spare else "")
+                    + f"        return {wrap_expr(ret, call, spare)};\n    }};\n")
     hdr.append("};\n\n}  // namespace detail::dispatch\n}  // namespace ember\n")
     src.append("\n}  // namespace ember::detail::dispatch\n")
     tab.append("};\n\n")

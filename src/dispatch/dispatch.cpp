@@ -26,6 +26,10 @@ const std::array<std::optional<detail::dispatch::BackendEntry>, 3>& registry() {
 #if defined(EMBER_DISPATCH_CUDA)
         a[2] = detail::dispatch::cuda_backend();
 #endif
+        for (std::size_t k = 0; k < a.size(); ++k)
+            if (a[k])
+                detail::dispatch::published_stacks[k].store(a[k]->stacks,
+                                                            std::memory_order_release);
         return a;
     }();
     return r;
@@ -98,30 +102,23 @@ DispatchDevice DispatchDevice::parse(std::string_view text) {
 
 namespace detail::dispatch {
 
-const OpTable& table(const Stack& s) { return *entry(s).ops; }
-const CoreTable& core_table(const Stack& s) { return *entry(s).core; }
+std::atomic<const StackEntry*> published_stacks[3] = {nullptr, nullptr, nullptr};
 
-Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
-    const DispatchDevice* first = nullptr;
-    bool track = false;
-    auto see = [&](const DispatchTensor& t, bool is_float) {
-        const DispatchDevice& d = handle_of(t).device;
-        if (!first) {
-            first = &d;
-        } else {
-            EMBER_CHECK(base(d) == base(*first), Device, "ember::Dispatch: ", op,
-                        ": tensors of two stacks, ", first->to_string(), " and ", d.to_string(),
-                        " (move one with to_device)");
-        }
-        track = track || (is_float && d.has_autodiff());
-    };
-    for (const Operand& o : ops) {
-        if (o.one) see(*o.one, o.is_float);
-        if (o.many)
-            for (const auto& t : *o.many) see(t, o.is_float);
-    }
-    EMBER_CHECK(first != nullptr, Argument, "ember::Dispatch: ", op, ": no tensor given");
-    return first->autodiff(track);
+const StackEntry& registry_entry(const Stack& s) {
+    return entry(s);
+}
+
+void mixed_stacks(const char* op, const DispatchDevice& a, const DispatchDevice& b) {
+    EMBER_FAIL(Device, "ember::Dispatch: ", op, ": tensors of two stacks, ", a.to_string(), " and ",
+               b.to_string(), " (move one with to_device)");
+}
+
+void no_operand(const char* op) {
+    EMBER_FAIL(Argument, "ember::Dispatch: ", op, ": no tensor given");
+}
+
+void no_handle() {
+    EMBER_FAIL(Argument, "ember::Dispatch: a default-made tensor has no data");
 }
 
 }  // namespace detail::dispatch

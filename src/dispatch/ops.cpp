@@ -11,7 +11,7 @@ DispatchTensor Ops::float_from_data(const TensorData& data, const DispatchDevice
     return table(stk).float_from_data(stk, data, d);
 }
 TensorData Ops::float_into_data(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("float_into_data", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::float_empty(const Shape& shape, const DispatchDevice& d) {
@@ -27,23 +27,23 @@ DispatchTensor Ops::float_random(const Shape& shape, const Distribution& dist, c
     return table(stk).float_random(stk, shape, dist, d);
 }
 DispatchTensor Ops::float_unary(UnaryOp op, DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("float_unary", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_unary(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::float_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("float_binary", {detail::dispatch::Operand::value(a, true), detail::dispatch::Operand::value(b, true)});
+    const Stack stk = detail::dispatch::stack_of_two("float_binary", a, true, b, true);
     return table(stk).float_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s) {
-    const Stack stk = detail::dispatch::stack_of("float_binary_scalar", {detail::dispatch::Operand::value(a, true)});
+    const Stack stk = detail::dispatch::stack_of_one(a, true);
     return table(stk).float_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::float_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("float_compare", {detail::dispatch::Operand::value(a, true), detail::dispatch::Operand::value(b, true)});
+    const Stack stk = detail::dispatch::stack_of_two("float_compare", a, true, b, true);
     return table(stk).float_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_compare_scalar(CompareOp op, DispatchTensor a, Scalar s) {
-    const Stack stk = detail::dispatch::stack_of("float_compare_scalar", {detail::dispatch::Operand::value(a, true)});
+    const Stack stk = detail::dispatch::stack_of_one(a, true);
     return table(stk).float_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::float_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
@@ -51,47 +51,47 @@ DispatchTensor Ops::float_mask_where(DispatchTensor t, DispatchTensor mask, Disp
     return table(stk).float_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::float_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value) {
-    const Stack stk = detail::dispatch::stack_of("float_mask_fill", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(mask, false)});
+    const Stack stk = detail::dispatch::stack_of_two("float_mask_fill", t, true, mask, false);
     return table(stk).float_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::float_clamp(DispatchTensor t, Scalar lo, Scalar hi) {
-    const Stack stk = detail::dispatch::stack_of("float_clamp", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_clamp(stk, std::move(t), std::move(lo), std::move(hi));
 }
 DispatchTensor Ops::float_reduce(ReduceOp op, DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("float_reduce", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::float_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("float_reduce_dim", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("float_arg_reduce", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_reshape(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("float_reshape", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::float_permute(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("float_permute", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::float_expand(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("float_expand", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::float_slice(DispatchTensor t, std::span<const Slice> ranges) {
-    const Stack stk = detail::dispatch::stack_of("float_slice", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::float_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
-    const Stack stk = detail::dispatch::stack_of("float_slice_assign", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(values, true)});
+    const Stack stk = detail::dispatch::stack_of_two("float_slice_assign", t, true, values, true);
     return table(stk).float_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::float_flip(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("float_flip", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::float_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
@@ -99,11 +99,11 @@ DispatchTensor Ops::float_cat(std::vector<DispatchTensor> tensors, std::size_t d
     return table(stk).float_cat(stk, std::move(tensors), std::move(dim));
 }
 DispatchTensor Ops::float_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
-    const Stack stk = detail::dispatch::stack_of("float_repeat_dim", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::float_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("float_gather", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("float_gather", t, true, indices, false);
     return table(stk).float_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::float_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values) {
@@ -111,7 +111,7 @@ DispatchTensor Ops::float_scatter(std::size_t dim, DispatchTensor t, DispatchTen
     return table(stk).float_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
 }
 DispatchTensor Ops::float_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("float_select", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("float_select", t, true, indices, false);
     return table(stk).float_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::float_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values) {
@@ -119,31 +119,31 @@ DispatchTensor Ops::float_select_assign(DispatchTensor t, std::size_t dim, Dispa
     return table(stk).float_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::float_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending) {
-    const Stack stk = detail::dispatch::stack_of("float_sort_with_indices", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::float_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest) {
-    const Stack stk = detail::dispatch::stack_of("float_topk", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
 }
 DispatchTensor Ops::float_matmul(DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("float_matmul", {detail::dispatch::Operand::value(a, true), detail::dispatch::Operand::value(b, true)});
+    const Stack stk = detail::dispatch::stack_of_two("float_matmul", a, true, b, true);
     return table(stk).float_matmul(stk, std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_into_int(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("float_into_int", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_into_int(stk, std::move(t));
 }
 DispatchTensor Ops::float_cast(DispatchTensor t, DType dtype) {
-    const Stack stk = detail::dispatch::stack_of("float_cast", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_cast(stk, std::move(t), std::move(dtype));
 }
 DispatchTensor Ops::float_softmax(DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("float_softmax", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_softmax(stk, std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_log_softmax(DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("float_log_softmax", {detail::dispatch::Operand::value(t, true)});
+    const Stack stk = detail::dispatch::stack_of_one(t, true);
     return table(stk).float_log_softmax(stk, std::move(t), std::move(dim));
 }
 std::array<DispatchTensor, 3> Ops::float_layer_norm(DispatchTensor x, std::optional<DispatchTensor> gamma, std::optional<DispatchTensor> beta, double eps) {
@@ -155,7 +155,7 @@ DispatchTensor Ops::int_from_data(const TensorData& data, const DispatchDevice& 
     return table(stk).int_from_data(stk, data, d);
 }
 TensorData Ops::int_into_data(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("int_into_data", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::int_empty(const Shape& shape, const DispatchDevice& d) {
@@ -175,23 +175,23 @@ DispatchTensor Ops::int_arange(std::int64_t start, std::int64_t end, std::int64_
     return table(stk).int_arange(stk, std::move(start), std::move(end), std::move(step), d);
 }
 DispatchTensor Ops::int_unary(UnaryOp op, DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("int_unary", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_unary(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::int_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("int_binary", {detail::dispatch::Operand::value(a, false), detail::dispatch::Operand::value(b, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_binary", a, false, b, false);
     return table(stk).int_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s) {
-    const Stack stk = detail::dispatch::stack_of("int_binary_scalar", {detail::dispatch::Operand::value(a, false)});
+    const Stack stk = detail::dispatch::stack_of_one(a, false);
     return table(stk).int_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::int_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("int_compare", {detail::dispatch::Operand::value(a, false), detail::dispatch::Operand::value(b, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_compare", a, false, b, false);
     return table(stk).int_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_compare_scalar(CompareOp op, DispatchTensor a, Scalar s) {
-    const Stack stk = detail::dispatch::stack_of("int_compare_scalar", {detail::dispatch::Operand::value(a, false)});
+    const Stack stk = detail::dispatch::stack_of_one(a, false);
     return table(stk).int_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::int_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
@@ -199,47 +199,47 @@ DispatchTensor Ops::int_mask_where(DispatchTensor t, DispatchTensor mask, Dispat
     return table(stk).int_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::int_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value) {
-    const Stack stk = detail::dispatch::stack_of("int_mask_fill", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(mask, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_mask_fill", t, false, mask, false);
     return table(stk).int_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::int_clamp(DispatchTensor t, Scalar lo, Scalar hi) {
-    const Stack stk = detail::dispatch::stack_of("int_clamp", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_clamp(stk, std::move(t), std::move(lo), std::move(hi));
 }
 DispatchTensor Ops::int_reduce(ReduceOp op, DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("int_reduce", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::int_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("int_reduce_dim", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::int_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("int_arg_reduce", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::int_reshape(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("int_reshape", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::int_permute(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("int_permute", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::int_expand(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("int_expand", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::int_slice(DispatchTensor t, std::span<const Slice> ranges) {
-    const Stack stk = detail::dispatch::stack_of("int_slice", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::int_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
-    const Stack stk = detail::dispatch::stack_of("int_slice_assign", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(values, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_slice_assign", t, false, values, false);
     return table(stk).int_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::int_flip(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("int_flip", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::int_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
@@ -247,11 +247,11 @@ DispatchTensor Ops::int_cat(std::vector<DispatchTensor> tensors, std::size_t dim
     return table(stk).int_cat(stk, std::move(tensors), std::move(dim));
 }
 DispatchTensor Ops::int_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
-    const Stack stk = detail::dispatch::stack_of("int_repeat_dim", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::int_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("int_gather", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_gather", t, false, indices, false);
     return table(stk).int_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::int_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values) {
@@ -259,7 +259,7 @@ DispatchTensor Ops::int_scatter(std::size_t dim, DispatchTensor t, DispatchTenso
     return table(stk).int_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
 }
 DispatchTensor Ops::int_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("int_select", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_select", t, false, indices, false);
     return table(stk).int_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::int_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values) {
@@ -267,23 +267,23 @@ DispatchTensor Ops::int_select_assign(DispatchTensor t, std::size_t dim, Dispatc
     return table(stk).int_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::int_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending) {
-    const Stack stk = detail::dispatch::stack_of("int_sort_with_indices", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::int_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest) {
-    const Stack stk = detail::dispatch::stack_of("int_topk", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
 }
 DispatchTensor Ops::int_matmul(DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("int_matmul", {detail::dispatch::Operand::value(a, false), detail::dispatch::Operand::value(b, false)});
+    const Stack stk = detail::dispatch::stack_of_two("int_matmul", a, false, b, false);
     return table(stk).int_matmul(stk, std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_into_float(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("int_into_float", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_into_float(stk, std::move(t));
 }
 DispatchTensor Ops::int_cast(DispatchTensor t, DType dtype) {
-    const Stack stk = detail::dispatch::stack_of("int_cast", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).int_cast(stk, std::move(t), std::move(dtype));
 }
 DispatchTensor Ops::bool_from_data(const TensorData& data, const DispatchDevice& d) {
@@ -291,7 +291,7 @@ DispatchTensor Ops::bool_from_data(const TensorData& data, const DispatchDevice&
     return table(stk).bool_from_data(stk, data, d);
 }
 TensorData Ops::bool_into_data(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_into_data", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::bool_empty(const Shape& shape, const DispatchDevice& d) {
@@ -303,15 +303,15 @@ DispatchTensor Ops::bool_full(const Shape& shape, Scalar value, const DispatchDe
     return table(stk).bool_full(stk, shape, std::move(value), d);
 }
 DispatchTensor Ops::bool_not(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_not", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_not(stk, std::move(t));
 }
 DispatchTensor Ops::bool_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("bool_binary", {detail::dispatch::Operand::value(a, false), detail::dispatch::Operand::value(b, false)});
+    const Stack stk = detail::dispatch::stack_of_two("bool_binary", a, false, b, false);
     return table(stk).bool_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::bool_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
-    const Stack stk = detail::dispatch::stack_of("bool_compare", {detail::dispatch::Operand::value(a, false), detail::dispatch::Operand::value(b, false)});
+    const Stack stk = detail::dispatch::stack_of_two("bool_compare", a, false, b, false);
     return table(stk).bool_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::bool_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
@@ -319,35 +319,35 @@ DispatchTensor Ops::bool_mask_where(DispatchTensor t, DispatchTensor mask, Dispa
     return table(stk).bool_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::bool_reduce(ReduceOp op, DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_reduce", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::bool_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
-    const Stack stk = detail::dispatch::stack_of("bool_reduce_dim", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::bool_reshape(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("bool_reshape", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::bool_permute(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("bool_permute", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::bool_expand(DispatchTensor t, const Shape& shape) {
-    const Stack stk = detail::dispatch::stack_of("bool_expand", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::bool_slice(DispatchTensor t, std::span<const Slice> ranges) {
-    const Stack stk = detail::dispatch::stack_of("bool_slice", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::bool_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
-    const Stack stk = detail::dispatch::stack_of("bool_slice_assign", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(values, false)});
+    const Stack stk = detail::dispatch::stack_of_two("bool_slice_assign", t, false, values, false);
     return table(stk).bool_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::bool_flip(DispatchTensor t, std::span<const std::size_t> axes) {
-    const Stack stk = detail::dispatch::stack_of("bool_flip", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::bool_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
@@ -355,27 +355,27 @@ DispatchTensor Ops::bool_cat(std::vector<DispatchTensor> tensors, std::size_t di
     return table(stk).bool_cat(stk, std::move(tensors), std::move(dim));
 }
 DispatchTensor Ops::bool_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
-    const Stack stk = detail::dispatch::stack_of("bool_repeat_dim", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::bool_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("bool_gather", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("bool_gather", t, false, indices, false);
     return table(stk).bool_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::bool_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
-    const Stack stk = detail::dispatch::stack_of("bool_select", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false)});
+    const Stack stk = detail::dispatch::stack_of_two("bool_select", t, false, indices, false);
     return table(stk).bool_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::bool_into_int(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_into_int", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_into_int(stk, std::move(t));
 }
 DispatchTensor Ops::bool_into_float(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_into_float", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_into_float(stk, std::move(t));
 }
 DispatchTensor Ops::bool_argwhere(DispatchTensor t) {
-    const Stack stk = detail::dispatch::stack_of("bool_argwhere", {detail::dispatch::Operand::value(t, false)});
+    const Stack stk = detail::dispatch::stack_of_one(t, false);
     return table(stk).bool_argwhere(stk, std::move(t));
 }
 DispatchTensor Ops::conv1d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<1>& o) {
@@ -407,39 +407,39 @@ DispatchTensor Ops::deform_conv2d(DispatchTensor x, DispatchTensor offset, Dispa
     return table(stk).deform_conv2d(stk, std::move(x), std::move(offset), std::move(w), std::move(mask), std::move(bias), o);
 }
 DispatchTensor Ops::avg_pool1d(DispatchTensor x, const PoolOptions<1>& o) {
-    const Stack stk = detail::dispatch::stack_of("avg_pool1d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).avg_pool1d(stk, std::move(x), o);
 }
 DispatchTensor Ops::avg_pool2d(DispatchTensor x, const PoolOptions<2>& o) {
-    const Stack stk = detail::dispatch::stack_of("avg_pool2d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).avg_pool2d(stk, std::move(x), o);
 }
 DispatchTensor Ops::max_pool1d(DispatchTensor x, const PoolOptions<1>& o) {
-    const Stack stk = detail::dispatch::stack_of("max_pool1d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).max_pool1d(stk, std::move(x), o);
 }
 DispatchTensor Ops::max_pool2d(DispatchTensor x, const PoolOptions<2>& o) {
-    const Stack stk = detail::dispatch::stack_of("max_pool2d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).max_pool2d(stk, std::move(x), o);
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::max_pool1d_with_indices(DispatchTensor x, const PoolOptions<1>& o) {
-    const Stack stk = detail::dispatch::stack_of("max_pool1d_with_indices", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).max_pool1d_with_indices(stk, std::move(x), o);
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::max_pool2d_with_indices(DispatchTensor x, const PoolOptions<2>& o) {
-    const Stack stk = detail::dispatch::stack_of("max_pool2d_with_indices", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).max_pool2d_with_indices(stk, std::move(x), o);
 }
 DispatchTensor Ops::adaptive_avg_pool1d(DispatchTensor x, std::size_t output_size) {
-    const Stack stk = detail::dispatch::stack_of("adaptive_avg_pool1d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).adaptive_avg_pool1d(stk, std::move(x), std::move(output_size));
 }
 DispatchTensor Ops::adaptive_avg_pool2d(DispatchTensor x, std::array<std::size_t, 2> output_size) {
-    const Stack stk = detail::dispatch::stack_of("adaptive_avg_pool2d", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).adaptive_avg_pool2d(stk, std::move(x), std::move(output_size));
 }
 DispatchTensor Ops::interpolate(DispatchTensor x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o) {
-    const Stack stk = detail::dispatch::stack_of("interpolate", {detail::dispatch::Operand::value(x, true)});
+    const Stack stk = detail::dispatch::stack_of_one(x, true);
     return table(stk).interpolate(stk, std::move(x), std::move(output_size), o);
 }
 

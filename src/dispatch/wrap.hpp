@@ -2,7 +2,9 @@
 // Dispatch's internals: the handle a DispatchTensor points to, how an op finds its stack, and
 // how a stack's entry turns DispatchTensors into the stack's primitives and back.
 #include <array>
+#include <atomic>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -50,10 +52,57 @@ struct Operand {
     static Operand vector(const std::vector<DispatchTensor>& t, bool f) { return {nullptr, &t, f}; }
 };
 
+/// Throws the ember::DeviceError of an op on tensors of two stacks (`a` and `b`).
+[[noreturn]] void mixed_stacks(const char* op, const DispatchDevice& a, const DispatchDevice& b);
+/// Throws the ember::ArgumentError of an op given no tensor.
+[[noreturn]] void no_operand(const char* op);
+/// Throws the ember::ArgumentError of a default-made tensor used in an op.
+[[noreturn]] void no_handle();
+
 /// The stack an op on `ops` runs on: every tensor's stack without autodiff must be the same
 /// (else an ember::DeviceError naming both); the op records for backward when a float operand
-/// lives on an autodiff device.
-Stack stack_of(const char* op, std::initializer_list<Operand> ops);
+/// lives on an autodiff device. Inline, with the errors out of line: every op calls it, and
+/// for the usual one or two operands it comes down to a few compares.
+inline Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
+    const DispatchDevice* first = nullptr;
+    bool track = false;
+    auto see = [&](const DispatchTensor& t, bool is_float) {
+        if (t.handle == nullptr) [[unlikely]]
+            no_handle();
+        const DispatchDevice& d = t.handle->device;
+        if (!first)
+            first = &d;
+        else if (base(d) != base(*first)) [[unlikely]]
+            mixed_stacks(op, *first, d);
+        track = track || (is_float && d.has_autodiff());
+    };
+    for (const Operand& o : ops) {
+        if (o.one) see(*o.one, o.is_float);
+        if (o.many)
+            for (const auto& t : *o.many) see(t, o.is_float);
+    }
+    if (first == nullptr) [[unlikely]]
+        no_operand(op);
+    return first->autodiff(track);
+}
+/// stack_of for an op on one tensor (a float one keeps its device's autodiff).
+inline Stack stack_of_one(const DispatchTensor& t, bool is_float) {
+    if (t.handle == nullptr) [[unlikely]]
+        no_handle();
+    const DispatchDevice& d = t.handle->device;
+    return is_float ? d : base(d);
+}
+/// stack_of for an op on two tensors.
+inline Stack stack_of_two(const char* op, const DispatchTensor& a, bool a_float,
+                          const DispatchTensor& b, bool b_float) {
+    if (a.handle == nullptr || b.handle == nullptr) [[unlikely]]
+        no_handle();
+    const DispatchDevice& da = a.handle->device;
+    const DispatchDevice& db = b.handle->device;
+    if (base(da) != base(db)) [[unlikely]]
+        mixed_stacks(op, da, db);
+    return da.autodiff((a_float && da.has_autodiff()) || (b_float && db.has_autodiff()));
+}
 /// The stack of a creation op on device `d` (`track`: a float tensor, which keeps autodiff).
 inline Stack stack_of_device(const DispatchDevice& d, bool track) {
     return track ? d : base(d);
@@ -61,24 +110,39 @@ inline Stack stack_of_device(const DispatchDevice& d, bool track) {
 
 struct OpTable;
 struct CoreTable;
-/// The op table of stack `s`; an ember::DeviceError when this build lacks its backend.
-const OpTable& table(const Stack& s);
-/// The hand-written entries of stack `s` (devices, autodiff).
-const CoreTable& core_table(const Stack& s);
 
 /// The handle of `t`, checked.
 inline const Handle& handle_of(const DispatchTensor& t) {
-    EMBER_CHECK(t.handle != nullptr, Argument, "ember::Dispatch: a default-made tensor has no data");
+    if (t.handle == nullptr) [[unlikely]]
+        no_handle();
     return *t.handle;
 }
 
-/// S's primitive of `t` (taken over when this is the last handle, so that S may reuse it).
+/// Where an op keeps the handle of an operand it took over (the last handle of that tensor),
+/// so that its result reuses that allocation instead of freeing one and allocating another: in
+/// a chain of ops on temporaries (`((x + y) * y).exp()`) every op after the first allocates no
+/// handle. Local to one op's entry (nothing outlives the call).
+struct Spare {
+    std::shared_ptr<Handle> handle;  ///< the taken-over handle, its primitive moved out
+    const void* type = nullptr;      ///< which Holder<P> it is (kHolderTag<P>)
+};
+/// A tag an address per primitive type, naming a Spare's Holder<P>.
 template <typename P>
-P take(DispatchTensor&& t) {
+inline constexpr char kHolderTag = 0;
+
+/// S's primitive of `t` (taken over when this is the last handle, so that S may reuse it); the
+/// emptied handle goes to `spare` when it has none yet.
+template <typename P>
+P take(DispatchTensor&& t, Spare* spare = nullptr) {
     auto& h = static_cast<Holder<P>&>(*t.handle);
     if (t.handle.use_count() == 1) {
         P p = std::move(h.p);
-        t.handle.reset();
+        if (spare && !spare->handle) {
+            spare->handle = std::move(t.handle);
+            spare->type = &kHolderTag<P>;
+        } else {
+            t.handle.reset();
+        }
         return p;
     }
     return h.p;
@@ -87,26 +151,30 @@ P take(DispatchTensor&& t) {
 /// A float tensor of `s` as S's primitive: a tensor of the same stack is taken as is, one of
 /// the same device without autodiff joins S's graph as a constant.
 template <typename S>
-typename S::FloatTensorPrimitive unwrap_float(DispatchTensor&& t, const Stack& s) {
+typename S::FloatTensorPrimitive unwrap_float(DispatchTensor&& t, const Stack& s,
+                                              Spare* spare = nullptr) {
     const Stack& ts = handle_of(t).device;
-    if (ts == s) return take<typename S::FloatTensorPrimitive>(std::move(t));
+    if (ts == s) return take<typename S::FloatTensorPrimitive>(std::move(t), spare);
     if constexpr (AutodiffBackend<S>) {
-        return S::from_inner(take<typename S::InnerBackend::FloatTensorPrimitive>(std::move(t)));
+        return S::from_inner(
+            take<typename S::InnerBackend::FloatTensorPrimitive>(std::move(t), spare));
     } else {
         EMBER_FAIL(Device, "ember::Dispatch: a tensor of ", ts.to_string(), " used on ", s.to_string());
     }
 }
 /// An int tensor as S's primitive (S's int primitive is its inner stack's).
 template <typename S>
-typename S::IntTensorPrimitive unwrap_int(DispatchTensor&& t, const Stack&) {
+typename S::IntTensorPrimitive unwrap_int(DispatchTensor&& t, const Stack&,
+                                          Spare* spare = nullptr) {
     handle_of(t);
-    return take<typename S::IntTensorPrimitive>(std::move(t));
+    return take<typename S::IntTensorPrimitive>(std::move(t), spare);
 }
 /// A bool tensor as S's primitive.
 template <typename S>
-typename S::BoolTensorPrimitive unwrap_bool(DispatchTensor&& t, const Stack&) {
+typename S::BoolTensorPrimitive unwrap_bool(DispatchTensor&& t, const Stack&,
+                                            Spare* spare = nullptr) {
     handle_of(t);
-    return take<typename S::BoolTensorPrimitive>(std::move(t));
+    return take<typename S::BoolTensorPrimitive>(std::move(t), spare);
 }
 
 /// A read-only view of an operand as S's primitive (a lifted copy when it joins the graph).
@@ -164,33 +232,96 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
     return r;
 }
 
-/// A handle around primitive `p` on stack `s`.
+/// The allocator of the handles (each a Holder<P> with its shared_ptr control block in one
+/// block): a per-thread list keeps up to kKeep freed blocks of each type for the next ops, so
+/// that a handle costs no malloc and free in a loop of ops. Blocks freed after the thread's list
+/// is gone (static tensors at exit) go straight to the heap.
+template <typename T>
+struct HandleAllocator {
+    using value_type = T;
+    HandleAllocator() = default;
+    template <typename U>
+    HandleAllocator(const HandleAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
+    static constexpr std::size_t kKeep = 64;       ///< blocks kept per type and thread
+    /// One thread's freed blocks of type T.
+    struct FreeList {
+        void* items[kKeep];
+        std::size_t n = 0;
+        bool alive = true;
+        ~FreeList() {
+            alive = false;
+            for (std::size_t i = 0; i < n; ++i) ::operator delete(items[i]);
+            n = 0;
+        }
+    };
+    /// This thread's list.
+    static FreeList& list() {
+        thread_local FreeList l;
+        return l;
+    }
+    /// A block for `n` objects (from the list when it has one).
+    T* allocate(std::size_t n) {
+        if (n == 1) {
+            FreeList& l = list();
+            if (l.alive && l.n) return static_cast<T*>(l.items[--l.n]);
+        }
+        return static_cast<T*>(::operator new(n * sizeof(T)));
+    }
+    /// Returns a block to the list (to the heap when the list is full or gone).
+    void deallocate(T* p, std::size_t n) {
+        if (n == 1) {
+            FreeList& l = list();
+            if (l.alive && l.n < kKeep) {
+                l.items[l.n++] = p;
+                return;
+            }
+        }
+        ::operator delete(p);
+    }
+    template <typename U>
+    bool operator==(const HandleAllocator<U>&) const {
+        return true;
+    }
+};
+
+/// A handle around primitive `p` on stack `s`: the spare handle an operand left where it is a
+/// Holder<P> (nobody else holds it: it was the operand's last handle), else a new one.
 template <typename P>
-DispatchTensor hold(P&& p, const Stack& s, Shape shape, DType dtype) {
-    auto h = std::make_shared<Holder<std::remove_cvref_t<P>>>();
+DispatchTensor hold(P&& p, const Stack& s, const Shape& shape, DType dtype,
+                    Spare* spare = nullptr) {
+    using H = Holder<std::remove_cvref_t<P>>;
+    if (spare && spare->type == &kHolderTag<std::remove_cvref_t<P>>) {
+        auto& h = static_cast<H&>(*spare->handle);
+        h.device = s;
+        h.shape = shape;
+        h.dtype = dtype;
+        h.p = std::forward<P>(p);
+        spare->type = nullptr;
+        return {std::move(spare->handle)};
+    }
+    auto h = std::allocate_shared<H>(HandleAllocator<H>{});
     h->device = s;
-    h->shape = std::move(shape);
+    h->shape = shape;
     h->dtype = dtype;
     h->p = std::forward<P>(p);
     return {std::move(h)};
 }
 template <typename S>
-DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s) {
-    Shape shape = S::float_shape(p);
+DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s,
+                          Spare* spare = nullptr) {
     const DType dtype = S::float_dtype(p);
-    return hold(std::move(p), s, std::move(shape), dtype);
+    return hold(std::move(p), s, S::float_shape(p), dtype, spare);
 }
 template <typename S>
-DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s) {
-    Shape shape = S::int_shape(p);
+DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s, Spare* spare = nullptr) {
     const DType dtype = S::int_dtype(p);
-    return hold(std::move(p), base(s), std::move(shape), dtype);
+    return hold(std::move(p), base(s), S::int_shape(p), dtype, spare);
 }
 template <typename S>
-DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s) {
-    Shape shape = S::bool_shape(p);
+DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s,
+                         Spare* spare = nullptr) {
     const DType dtype = S::bool_dtype(p);
-    return hold(std::move(p), base(s), std::move(shape), dtype);
+    return hold(std::move(p), base(s), S::bool_shape(p), dtype, spare);
 }
 template <typename S>
 std::vector<DispatchTensor> wrap_vec_float(std::vector<typename S::FloatTensorPrimitive> v,
@@ -457,5 +588,29 @@ BackendEntry vulkan_backend();
 /// CUDA's stacks (src/dispatch/stacks_cuda.cpp).
 BackendEntry cuda_backend();
 #endif
+
+/// The stacks of each backend (indexed by DispatchKind), published by the registry once it is
+/// built (dispatch.cpp); null before that and for a backend this build lacks. What every op
+/// reads to find its stack's table without a call.
+extern std::atomic<const StackEntry*> published_stacks[3];
+/// The stack entry of `s` through the registry (builds it on first use; an ember::DeviceError
+/// when this build lacks the backend).
+const StackEntry& registry_entry(const Stack& s);
+/// The entries of stack `s`.
+inline const StackEntry& stack_entry(const Stack& s) {
+    const StackEntry* b =
+        published_stacks[static_cast<std::size_t>(s.kind())].load(std::memory_order_acquire);
+    if (b == nullptr) [[unlikely]]
+        return registry_entry(s);
+    return b[(s.has_fusion() ? 2 : 0) + (s.has_autodiff() ? 1 : 0)];
+}
+/// The op table of stack `s`; an ember::DeviceError when this build lacks its backend.
+inline const OpTable& table(const Stack& s) {
+    return *stack_entry(s).ops;
+}
+/// The hand-written entries of stack `s` (devices, autodiff).
+inline const CoreTable& core_table(const Stack& s) {
+    return *stack_entry(s).core;
+}
 
 }  // namespace ember::detail::dispatch
