@@ -120,8 +120,8 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
         std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars);
 
     // ---- batch norm ----
-    /// Training-mode batch norm on the stack's kernels where it has them (CUDA); nothing
-    /// otherwise, and nn::BatchNorm then composes tensor ops.
+    /// Training-mode batch norm on the stack's kernels where it has them (the CPU, CUDA);
+    /// nothing otherwise, and nn::BatchNorm then composes tensor ops.
     static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
                                                              FT running_mean, FT running_var,
                                                              const BatchNormScalars& s);
