@@ -179,12 +179,16 @@ int main(int argc, char** argv) {
             emit("relu_fwd", shape, a.relus,
                  timed(o, [&] { (void)C::float_unary(ember::UnaryOp::Relu, x); }));
         if (want("relu_bwd")) {
-            // Autodiff's rule for relu: the gradient where the output is positive.
+            // As Autodiff's rule for relu runs it: the backend's one-pass gradient where it has
+            // one, else the gradient zeroed where the output is <= 0.
             const FT y = C::float_unary(ember::UnaryOp::Relu, x);
-            emit("relu_bwd", shape, a.relus, timed(o, [&] {
-                     auto m = C::float_compare_scalar(ember::CompareOp::Gt, y, ember::Scalar(0.0));
-                     (void)C::float_mask_fill(g, C::bool_not(std::move(m)), ember::Scalar(0.0));
-                 }));
+            emit(
+                "relu_bwd", shape, a.relus, timed(o, [&] {
+                    if constexpr (requires { C::float_unary_backward(ember::UnaryOp::Relu, g, y); })
+                        if (auto d = C::float_unary_backward(ember::UnaryOp::Relu, g, y)) return;
+                    auto m = C::float_compare_scalar(ember::CompareOp::Le, y, ember::Scalar(0.0));
+                    (void)C::float_mask_fill(g, std::move(m), ember::Scalar(0.0));
+                }));
         }
         if (want("add"))
             emit("add", shape, a.adds,

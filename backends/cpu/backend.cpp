@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "params.hpp"
+#include "unary_backward.hpp"
 
 namespace ember {
 namespace k = detail::cpu;
@@ -183,6 +184,11 @@ template <typename F>
 auto CpuBackend<F>::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                      double eps) -> std::array<FT, 3> {
     return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
+template <typename F>
+auto CpuBackend<F>::float_unary_backward(UnaryOp op, const FT& grad, const FT& v)
+    -> std::optional<FT> {
+    return k::unary_backward(op, grad, v);
 }
 template <typename F>
 auto CpuBackend<F>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean, FT running_var,

@@ -57,6 +57,10 @@ struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
     static FT float_full(const Shape& shape, Scalar value, const Device& d);
     static FT float_random(const Shape& shape, const Distribution& dist, const Device& d);
     static FT float_unary(UnaryOp op, FT t);
+    /// dL/dx of Relu, Tanh, Sigmoid (given their output) or Gelu, Erf (given their input) in
+    /// one pass, the optional capability Autodiff's unary rules use; nullopt for other ops or
+    /// operands that are not dense f32/f64 of one shape (Autodiff then composes elementwise ops).
+    static std::optional<FT> float_unary_backward(UnaryOp op, const FT& grad, const FT& v);
     static FT float_binary(BinaryOp op, FT a, FT b);
     static FT float_binary_scalar(BinaryOp op, FT a, Scalar s);
     static BT float_compare(CompareOp op, FT a, FT b);
