@@ -682,14 +682,20 @@ __device__ __forceinline__ T unary_derivative(UnaryOp op, T v) {
             return v * (T(1) - v);
     }
 }
-/// g · f'(v).
+/// dL/dx from g = dL/dy and v: g · f'(v); for Relu (v its output) g where v > 0, else 0 — a
+/// select, as the composed backward's zero_where, so an infinite g stays out of the zeros.
+template <typename T>
+__device__ __forceinline__ T unary_grad_of(UnaryOp op, T g, T v) {
+    if (op == UnaryOp::Relu) return v <= T(0) ? T(0) : g;
+    return g * unary_derivative(op, v);
+}
 struct UnaryGradF {
     UnaryOp op;
-    __device__ float operator()(float g, float v) const { return g * unary_derivative(op, v); }
+    __device__ float operator()(float g, float v) const { return unary_grad_of(op, g, v); }
 };
 template <typename T>
 __global__ void unary_backward_kernel(UnaryOp op, std::int64_t n, T* out, const T* g, const T* v) {
-    EMBER_GRID_LOOP(i, n) out[i] = g[i] * unary_derivative(op, v[i]);
+    EMBER_GRID_LOOP(i, n) out[i] = unary_grad_of(op, g[i], v[i]);
 }
 
 /// Every operand of `it` (K of them) runs over contiguous memory in order: one dim of unit
@@ -1245,7 +1251,8 @@ bool launch_binary_mixed(BinaryOp op, const Iter<3>& it, void* out, const void* 
 
 bool launch_unary_backward(UnaryOp op, DType dt, std::int64_t n, void* out, const void* g,
                            const void* v, cudaStream_t s) {
-    if (op != UnaryOp::Gelu && op != UnaryOp::Erf && op != UnaryOp::Tanh && op != UnaryOp::Sigmoid)
+    if (op != UnaryOp::Gelu && op != UnaryOp::Erf && op != UnaryOp::Tanh &&
+        op != UnaryOp::Sigmoid && op != UnaryOp::Relu)
         return false;
     if (n == 0) return true;
     switch (dt) {

@@ -74,9 +74,9 @@ void launch_binary_scalar_half(BinaryOp op, DType hd, const Iter<2>& it, void* o
 bool launch_binary_mixed(BinaryOp op, const Iter<3>& it, void* out, const void* a, DType ad,
                          const void* b, DType bd, cudaStream_t s);
 /// out = g · f'(v) over n dense elements of dtype dt (F32, F64, F16, BF16), where v is what
-/// Autodiff keeps for the unary op f: its input (Gelu, Erf) or output (Tanh, Sigmoid). One
-/// kernel instead of the composed backward's chain; false (nothing queued) for other ops and
-/// dtypes.
+/// Autodiff keeps for the unary op f: its input (Gelu, Erf) or output (Tanh, Sigmoid, Relu;
+/// Relu's is a select: g where v > 0, else 0). One kernel instead of the composed backward's
+/// chain; false (nothing queued) for other ops and dtypes.
 bool launch_unary_backward(UnaryOp op, DType dt, std::int64_t n, void* out, const void* g,
                            const void* v, cudaStream_t s);
 /// out (bool) = a cmp b.
