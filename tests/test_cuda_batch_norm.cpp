@@ -1,7 +1,8 @@
 // CUDA's fused batch norm (backends/cuda/batch_norm.cu) and multi-tensor Adam step
 // (backends/cuda/adam_multi.cu). The PyTorch fixtures of nn::BatchNorm run on the CUDA stacks in
 // test_nn_general.cpp; here: gradients against f64 finite differences on the GPU, agreement with
-// the CPU's composed BatchNorm on larger, offset, odd-sized and bf16 inputs, the eval kernel, and
+// the CPU's BatchNorm (its own kernels since 706f694, checked against PyTorch's fixtures and
+// finite differences there) on larger, offset, odd-sized and bf16 inputs, the eval kernel, and
 // the multi-tensor Adam/AdamW step against the per-parameter one. The GPU cases skip without a
 // device; the Dispatch cases (its per-tensor fallback of float_adam_steps) run everywhere.
 #include <cmath>
@@ -187,7 +188,7 @@ TEST_CASE("cuda batch norm: gradients match f64 finite differences", "[cuda][bat
     }
 }
 
-TEST_CASE("cuda batch norm: kernels agree with the CPU's composed BatchNorm", "[cuda][batchnorm]") {
+TEST_CASE("cuda batch norm: kernels agree with the CPU's BatchNorm", "[cuda][batchnorm]") {
     REQUIRE_GPU();
     struct Case {
         ember::Shape shape;
@@ -209,7 +210,7 @@ TEST_CASE("cuda batch norm: kernels agree with the CPU's composed BatchNorm", "[
                       << ember::dtype_name(k.dtype));
         const auto x = offset_data(k.shape, k.mean, 21);
         const auto w = offset_data(k.shape, 0.0, 22);
-        // The reference: the CPU's composed path on the same dtype-rounded input, in f32.
+        // The reference: the CPU's BatchNorm on the same dtype-rounded input, in f32.
         const auto xr =
             Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
         const auto wr =
