@@ -20,6 +20,7 @@
 
 #include "ember/backend/arena.hpp"
 #include "ember/backend/detail/cpu_tensor.hpp"
+#include "ember/detail/recycling_allocator.hpp"
 #include "ember/tensor/detail/checked.hpp"
 #include "ember/tensor/error.hpp"
 
@@ -196,46 +197,7 @@ struct SmallCache {
 thread_local SmallCache t_small;
 
 // Storage objects and their shared_ptr control blocks are recycled too (one block per tensor).
-template <typename T>
-struct RecyclingAllocator {
-    using value_type = T;
-    RecyclingAllocator() = default;
-    template <typename U>
-    RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT
-    static constexpr std::size_t kKeep = 64;
-    struct FreeList {
-        void* items[kKeep];
-        std::size_t n = 0;
-        bool alive = true;
-        ~FreeList() {
-            alive = false;
-            for (std::size_t i = 0; i < n; ++i) ::operator delete(items[i]);
-            n = 0;
-        }
-    };
-    static FreeList& list() {
-        thread_local FreeList l;
-        return l;
-    }
-    T* allocate(std::size_t n) {
-        if (n == 1) {
-            FreeList& l = list();
-            if (l.alive && l.n) return static_cast<T*>(l.items[--l.n]);
-        }
-        return static_cast<T*>(::operator new(n * sizeof(T)));
-    }
-    void deallocate(T* p, std::size_t n) {
-        if (n == 1) {
-            FreeList& l = list();
-            if (l.alive && l.n < kKeep) {
-                l.items[l.n++] = p;
-                return;
-            }
-        }
-        ::operator delete(p);
-    }
-    friend bool operator==(const RecyclingAllocator&, const RecyclingAllocator&) { return true; }
-};
+using ::ember::detail::RecyclingAllocator;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ember/autodiff/autodiff.hpp"
+#include "ember/detail/recycling_allocator.hpp"
 #include "ember/dispatch/dispatch.hpp"
 #include "ember/tensor/attention.hpp"
 #include "ember/tensor/error.hpp"
@@ -232,57 +233,11 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
     return r;
 }
 
-/// The allocator of the handles (each a Holder<P> with its shared_ptr control block in one
-/// block): a per-thread list keeps up to kKeep freed blocks of each type for the next ops, so
-/// that a handle costs no malloc and free in a loop of ops. Blocks freed after the thread's list
-/// is gone (static tensors at exit) go straight to the heap.
+/// The handles (each a Holder<P> with its shared_ptr control block in one block) come from a
+/// per-thread free list (detail::RecyclingAllocator): a handle costs no malloc and free in a
+/// loop of ops.
 template <typename T>
-struct HandleAllocator {
-    using value_type = T;
-    HandleAllocator() = default;
-    template <typename U>
-    HandleAllocator(const HandleAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
-    static constexpr std::size_t kKeep = 64;       ///< blocks kept per type and thread
-    /// One thread's freed blocks of type T.
-    struct FreeList {
-        void* items[kKeep];
-        std::size_t n = 0;
-        bool alive = true;
-        ~FreeList() {
-            alive = false;
-            for (std::size_t i = 0; i < n; ++i) ::operator delete(items[i]);
-            n = 0;
-        }
-    };
-    /// This thread's list.
-    static FreeList& list() {
-        thread_local FreeList l;
-        return l;
-    }
-    /// A block for `n` objects (from the list when it has one).
-    T* allocate(std::size_t n) {
-        if (n == 1) {
-            FreeList& l = list();
-            if (l.alive && l.n) return static_cast<T*>(l.items[--l.n]);
-        }
-        return static_cast<T*>(::operator new(n * sizeof(T)));
-    }
-    /// Returns a block to the list (to the heap when the list is full or gone).
-    void deallocate(T* p, std::size_t n) {
-        if (n == 1) {
-            FreeList& l = list();
-            if (l.alive && l.n < kKeep) {
-                l.items[l.n++] = p;
-                return;
-            }
-        }
-        ::operator delete(p);
-    }
-    template <typename U>
-    bool operator==(const HandleAllocator<U>&) const {
-        return true;
-    }
-};
+using HandleAllocator = ::ember::detail::RecyclingAllocator<T>;
 
 /// A handle around primitive `p` on stack `s`: the spare handle an operand left where it is a
 /// Holder<P> (nobody else holds it: it was the operand's last handle), else a new one.
