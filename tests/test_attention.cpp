@@ -161,7 +161,10 @@ void compare_fused(const CudaCase& c, ember::DType dt, ember::Tolerance tol, boo
         return Tensor<AD, 4>::random({c.b, len, c.h, c.e}, dist).cast(dt).swap_dims(1, 2);
     };
     auto q = make(c.lq), k = make(c.lk), v = make(c.lk);
-    auto gout = Tensor<AD, 4>::random({c.b, c.h, c.lq, c.e}, dist).cast(dt);
+    // Strided: the output gradient arrives as the heads of a [B, Lq, H, E] tensor too.
+    auto gout = strided
+                    ? Tensor<AD, 4>::random({c.b, c.lq, c.h, c.e}, dist).cast(dt).swap_dims(1, 2)
+                    : Tensor<AD, 4>::random({c.b, c.h, c.lq, c.e}, dist).cast(dt);
     std::optional<Tensor<AD, 4, Bool>> keep;
     std::optional<Tensor<AD, 4>> bias;
     if (std::string(c.mask) == "bool") {
@@ -192,6 +195,13 @@ void compare_fused(const CudaCase& c, ember::DType dt, ember::Tolerance tol, boo
             fused ? ember::module::attention<AD>(qq, kk, vv, keep, bias, o)
                   : ember::detail::attention::composed<AD>(qq, kk, vv, keep, bias, c.causal, scale);
         auto grads = (out * gout).sum().backward();
+        if (fused && strided) {
+            // The output and the gradients are laid out as the operands: merging the heads
+            // back into [B, L, H·E] is a view, not a copy.
+            CHECK(out.swap_dims(1, 2).primitive().primitive.is_contiguous());
+            for (const auto* t : {&qq, &kk, &vv})
+                CHECK(t->grad(grads)->swap_dims(1, 2).primitive().is_contiguous());
+        }
         return std::array<ember::TensorData, 4>{out.cast(ember::DType::F32).to_data(),
                                                 qq.grad(grads)->cast(ember::DType::F32).to_data(),
                                                 kk.grad(grads)->cast(ember::DType::F32).to_data(),

@@ -89,6 +89,15 @@ TEST_CASE("cuda: matmul of views and broadcast batches equals the CPU's", "[cuda
     auto want = a.swap_dims(1, 2).matmul(b);
     auto got = ga.swap_dims(1, 2).matmul(gb);
     ember::test::check_close(got.to_data(), want.to_data(), {1e-5, 1e-5});
+    // A shared b under contiguous batches of a runs as one taller product (the batches as
+    // rows): b as a broadcast batch, and as a transposed view.
+    auto c = Tensor<Cpu, 3>::random({3, 5, 17}, ember::Distribution::Default);
+    auto gc = Tensor<Cuda, 3>::from_data(c.to_data(), {});
+    ember::test::check_close(gc.matmul(gb).to_data(), c.matmul(b).to_data(), {1e-5, 1e-5});
+    auto d = Tensor<Cpu, 3>::random({3, 4, 5}, ember::Distribution::Default);
+    auto gd = Tensor<Cuda, 3>::from_data(d.to_data(), {});
+    ember::test::check_close(gd.matmul(gb.swap_dims(1, 2)).to_data(),
+                             d.matmul(b.swap_dims(1, 2)).to_data(), {1e-5, 1e-5});
 }
 
 TEST_CASE("cuda: per-channel and bias broadcasts (the vectorised paths) compute each element",
@@ -404,68 +413,91 @@ TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh, sig
     CHECK_FALSE(Cuda::float_unary_backward(UnaryOp::Exp, g.primitive(), v.primitive()));
 }
 
-TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta in two kernels", "[cuda]") {
+TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta", "[cuda]") {
     REQUIRE_GPU();
-    // [600, 40]: the parameter gradients' rows split into slices folded in a second pass. The
-    // expected values are the formulas in double: x̂ = (x − μ)·rstd, g' = g·γ,
+    // f32 rows of 4·k ≤ 1024 floats take the one-pass kernel (a warp a row, 1 and 6 float4s a
+    // lane here; 2500 rows: several rows a warp); the others the two-kernel path, whose
+    // parameter gradients' rows split into slices folded in a second pass. The expected values
+    // are the formulas in double: x̂ = (x − μ)·rstd, g' = g·γ,
     // dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)), dγ = Σ g·x̂, dβ = Σ g.
-    constexpr std::size_t rows = 600, cols = 40;
     constexpr double eps = 1e-5;
-    std::vector<float> xs(rows * cols), gs(rows * cols), gam(cols);
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-        xs[i] = static_cast<float>((i * 37) % 101) / 17.f - 3.f;
-        gs[i] = static_cast<float>((i * 53) % 89) / 29.f - 1.5f;
-    }
-    for (std::size_t c = 0; c < cols; ++c) gam[c] = 0.5f + static_cast<float>(c) / 20.f;
-    std::vector<float> dx(rows * cols), dgamma(cols, 0.f), dbeta(cols, 0.f);
-    std::vector<double> dg(cols, 0.0), db(cols, 0.0);
-    for (std::size_t r = 0; r < rows; ++r) {
-        double mu = 0, var = 0;
-        for (std::size_t c = 0; c < cols; ++c) mu += xs[r * cols + c];
-        mu /= cols;
-        for (std::size_t c = 0; c < cols; ++c)
-            var += (xs[r * cols + c] - mu) * (xs[r * cols + c] - mu);
-        const double rstd = 1 / std::sqrt(var / cols + eps);
-        double m1 = 0, m2 = 0;
-        for (std::size_t c = 0; c < cols; ++c) {
-            const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
-            m1 += gg / cols;
-            m2 += gg * xh / cols;
-            dg[c] += gs[r * cols + c] * xh;
-            db[c] += gs[r * cols + c];
+    for (const auto [rows, cols] :
+         {std::pair<std::size_t, std::size_t>{600, 40}, {2500, 768}, {300, 42}, {50, 1100}}) {
+        INFO("rows " << rows << ", cols " << cols);
+        std::vector<float> xs(rows * cols), gs(rows * cols), gam(cols);
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+            xs[i] = static_cast<float>((i * 37) % 101) / 17.f - 3.f;
+            gs[i] = static_cast<float>((i * 53) % 89) / 29.f - 1.5f;
+        }
+        for (std::size_t c = 0; c < cols; ++c) gam[c] = 0.5f + static_cast<float>(c % 40) / 20.f;
+        std::vector<float> dx(rows * cols), dgamma(cols, 0.f), dbeta(cols, 0.f);
+        std::vector<double> dg(cols, 0.0), db(cols, 0.0);
+        for (std::size_t r = 0; r < rows; ++r) {
+            double mu = 0, var = 0;
+            for (std::size_t c = 0; c < cols; ++c) mu += xs[r * cols + c];
+            mu /= double(cols);
+            for (std::size_t c = 0; c < cols; ++c)
+                var += (xs[r * cols + c] - mu) * (xs[r * cols + c] - mu);
+            const double rstd = 1 / std::sqrt(var / double(cols) + eps);
+            double m1 = 0, m2 = 0;
+            for (std::size_t c = 0; c < cols; ++c) {
+                const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
+                m1 += gg / double(cols);
+                m2 += gg * xh / double(cols);
+                dg[c] += gs[r * cols + c] * xh;
+                db[c] += gs[r * cols + c];
+            }
+            for (std::size_t c = 0; c < cols; ++c) {
+                const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
+                dx[r * cols + c] = static_cast<float>(rstd * (gg - m1 - xh * m2));
+            }
         }
         for (std::size_t c = 0; c < cols; ++c) {
-            const double xh = (xs[r * cols + c] - mu) * rstd, gg = gs[r * cols + c] * gam[c];
-            dx[r * cols + c] = static_cast<float>(rstd * (gg - m1 - xh * m2));
+            dgamma[c] = static_cast<float>(dg[c]);
+            dbeta[c] = static_cast<float>(db[c]);
         }
+        const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
+        const auto g = Tensor<Cuda, 2>::from_data(TensorData(gs, {rows, cols}), {});
+        const auto gamma = Tensor<Cuda, 1>::from_data(TensorData(gam, {cols}), {});
+        auto fwd = Cuda::float_layer_norm(x.primitive(), gamma.primitive(), std::nullopt, eps);
+        auto got = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), gamma.primitive(),
+                                                   fwd[1], fwd[2]);
+        REQUIRE(got.has_value());
+        ember::test::check_close(Tensor<Cuda, 2>((*got)[0]).to_data(), TensorData(dx, {rows, cols}),
+                                 {1e-4, 1e-4});
+        ember::test::check_close(Tensor<Cuda, 1>((*got)[1]).to_data(), TensorData(dgamma, {cols}),
+                                 {1e-3, 1e-3});
+        ember::test::check_close(Tensor<Cuda, 1>((*got)[2]).to_data(), TensorData(dbeta, {cols}),
+                                 {1e-3, 1e-3});
+        // Without gamma: g' = g, and no parameter gradients.
+        auto plain = Cuda::float_layer_norm(x.primitive(), std::nullopt, std::nullopt, eps);
+        auto no_affine = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), std::nullopt,
+                                                         plain[1], plain[2]);
+        REQUIRE(no_affine.has_value());
+        CHECK((*no_affine)[1].num_elements() == 0);
+        std::vector<float> dx_plain(rows * cols);
+        for (std::size_t r = 0; r < rows; ++r) {
+            double mu = 0, var = 0, m1 = 0, m2 = 0;
+            for (std::size_t c = 0; c < cols; ++c) mu += xs[r * cols + c];
+            mu /= double(cols);
+            for (std::size_t c = 0; c < cols; ++c)
+                var += (xs[r * cols + c] - mu) * (xs[r * cols + c] - mu);
+            const double rstd = 1 / std::sqrt(var / double(cols) + eps);
+            for (std::size_t c = 0; c < cols; ++c) {
+                m1 += gs[r * cols + c] / double(cols);
+                m2 += gs[r * cols + c] * (xs[r * cols + c] - mu) * rstd / double(cols);
+            }
+            for (std::size_t c = 0; c < cols; ++c)
+                dx_plain[r * cols + c] = static_cast<float>(
+                    rstd * (gs[r * cols + c] - m1 - (xs[r * cols + c] - mu) * rstd * m2));
+        }
+        ember::test::check_close(Tensor<Cuda, 2>((*no_affine)[0]).to_data(),
+                                 TensorData(dx_plain, {rows, cols}), {1e-4, 1e-4});
+        // Half operands are not taken (Autodiff composes their backward).
+        CHECK_FALSE(Cuda::float_layer_norm_backward(x.cast(ember::DType::BF16).primitive(),
+                                                    g.cast(ember::DType::BF16).primitive(),
+                                                    std::nullopt, plain[1], plain[2]));
     }
-    for (std::size_t c = 0; c < cols; ++c) {
-        dgamma[c] = static_cast<float>(dg[c]);
-        dbeta[c] = static_cast<float>(db[c]);
-    }
-    const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
-    const auto g = Tensor<Cuda, 2>::from_data(TensorData(gs, {rows, cols}), {});
-    const auto gamma = Tensor<Cuda, 1>::from_data(TensorData(gam, {cols}), {});
-    auto fwd = Cuda::float_layer_norm(x.primitive(), gamma.primitive(), std::nullopt, eps);
-    auto got = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), gamma.primitive(),
-                                               fwd[1], fwd[2]);
-    REQUIRE(got.has_value());
-    ember::test::check_close(Tensor<Cuda, 2>((*got)[0]).to_data(), TensorData(dx, {rows, cols}),
-                             {1e-4, 1e-4});
-    ember::test::check_close(Tensor<Cuda, 1>((*got)[1]).to_data(), TensorData(dgamma, {cols}),
-                             {1e-4, 1e-3});
-    ember::test::check_close(Tensor<Cuda, 1>((*got)[2]).to_data(), TensorData(dbeta, {cols}),
-                             {1e-4, 1e-3});
-    // Without gamma: g' = g, and no parameter gradients.
-    auto plain = Cuda::float_layer_norm(x.primitive(), std::nullopt, std::nullopt, eps);
-    auto no_affine = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), std::nullopt,
-                                                     plain[1], plain[2]);
-    REQUIRE(no_affine.has_value());
-    CHECK((*no_affine)[1].num_elements() == 0);
-    // Half operands are not taken (Autodiff composes their backward).
-    CHECK_FALSE(Cuda::float_layer_norm_backward(x.cast(ember::DType::BF16).primitive(),
-                                                g.cast(ember::DType::BF16).primitive(),
-                                                std::nullopt, plain[1], plain[2]));
 }
 
 TEST_CASE("cuda: permuted copies with contiguous rows are exact in every dtype", "[cuda]") {

@@ -3,6 +3,8 @@
 // buffers of the forward and backward passes.
 #include "ember/backend/cuda_attention.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -27,6 +29,46 @@ CudaTensor dense_rows(CudaTensor t) {
 
 void set_strides(std::int64_t (&dst)[3], const CudaTensor& t) {
     for (int d = 0; d < 3; ++d) dst[d] = t.strides[d];
+}
+
+/// Whether `t`'s strides lay its elements out densely in some order of its dims (a permuted
+/// view of a contiguous tensor, such as the heads [B, H, L, D] of a [B, L, H·D] projection)
+/// with a unit last-dim stride, from offset 0 of its buffer.
+bool dense_in_some_order(const CudaTensor& t) {
+    const std::size_t r = t.shape.rank();
+    if (t.offset != 0 || (t.shape[r - 1] > 1 && t.strides[r - 1] != 1)) return false;
+    std::array<std::size_t, 4> order{0, 1, 2, 3};
+    std::stable_sort(order.begin(), order.begin() + r,
+                     [&](std::size_t a, std::size_t b) { return t.strides[a] > t.strides[b]; });
+    std::int64_t expect = 1;
+    for (std::size_t k = r; k-- > 0;) {
+        const std::size_t d = order[k];
+        if (t.shape[d] == 1) continue;
+        if (t.strides[d] != expect) return false;
+        expect *= static_cast<std::int64_t>(t.shape[d]);
+    }
+    return true;
+}
+
+/// A new tensor of `like`'s shape laid out as `like` is where that is a dense order of its
+/// dims (else contiguous): an output in its input's layout. The attention's output and
+/// gradients then merge their heads back into [B, L, H·D] as free views, not copies.
+CudaTensor empty_laid_out_as(const CudaTensor& like, DType dt) {
+    CudaTensor out = detail::cuda::empty(like.shape, dt, like.device());
+    if (dense_in_some_order(like)) out.strides = like.strides;
+    return out;
+}
+
+/// `t` (dense in some order) cast to `to` in the same layout: its buffer cast as a flat vector.
+CudaTensor cast_in_layout(const CudaTensor& t, DType to) {
+    if (t.dtype == to) return t;
+    CudaTensor flat = t;
+    flat.shape = Shape{t.num_elements()};
+    flat.strides = detail::contiguous_strides(flat.shape);
+    CudaTensor out = detail::cuda::cast(flat, to);
+    out.shape = t.shape;
+    out.strides = t.strides;
+    return out;
 }
 
 /// The kernel's view of the operands (q, k, v already with dense rows; `mask` kept alive by
@@ -94,11 +136,12 @@ std::array<CudaTensor, 2> attention_forward(const CudaTensor& q_in, const CudaTe
     const int dev = q.device();
     std::optional<CudaTensor> mask_store;
     const AttnParams p = params(q, k, v, mask, mask_store, causal, scale);
-    CudaTensor out =
-        detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2], q.shape[3]}, q.dtype, dev);
+    CudaTensor out = empty_laid_out_as(q, q.dtype);
     CudaTensor lse =
         detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, DType::F32, dev);
-    detail::cuda::launch_attention_forward(p, q.dtype, out.ptr(), static_cast<float*>(lse.ptr()),
+    AttnParams pf = p;
+    set_strides(pf.os, out);
+    detail::cuda::launch_attention_forward(pf, q.dtype, out.ptr(), static_cast<float*>(lse.ptr()),
                                            detail::cuda::stream(dev));
     return {std::move(out), std::move(lse)};
 }
@@ -121,20 +164,28 @@ std::array<CudaTensor, 3> attention_backward(const CudaTensor& q_in, const CudaT
     const CudaTensor q = dense_rows(q_in), k = dense_rows(k_in), v = dense_rows(v_in);
     const int dev = q.device();
     std::optional<CudaTensor> mask_store;
-    const AttnParams p = params(q, k, v, mask, mask_store, causal, scale);
-    const CudaTensor o = detail::cuda::contiguous(detail::cuda::cast(out, q.dtype));
-    const CudaTensor go = detail::cuda::contiguous(detail::cuda::cast(dout, q.dtype));
+    AttnParams p = params(q, k, v, mask, mask_store, causal, scale);
+    // o and dout are read at their strides (rows must be dense); the gradients are laid out as
+    // q, k and v are, so that the heads' views in front of the op pass them back without copies.
+    const CudaTensor o = dense_rows(detail::cuda::cast(out, q.dtype));
+    const CudaTensor go = dense_rows(detail::cuda::cast(dout, q.dtype));
     const CudaTensor l = detail::cuda::contiguous(lse);
-    CudaTensor dq32 = detail::cuda::empty(q.shape, DType::F32, dev);
+    CudaTensor dq32 = empty_laid_out_as(q, DType::F32);
     CudaTensor delta =
         detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, DType::F32, dev);
-    CudaTensor dk = detail::cuda::empty(k.shape, q.dtype, dev);
-    CudaTensor dv = detail::cuda::empty(v.shape, q.dtype, dev);
+    CudaTensor dk = empty_laid_out_as(k, q.dtype);
+    CudaTensor dv = empty_laid_out_as(v, q.dtype);
+    set_strides(p.os, o);
+    set_strides(p.gs, go);
+    set_strides(p.dqs, dq32);
+    set_strides(p.dks, dk);
+    set_strides(p.dvs, dv);
+    p.dout = go.ptr();
     detail::cuda::launch_attention_backward(
         p, q.dtype, o.ptr(), go.ptr(), static_cast<const float*>(l.ptr()),
         static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
         detail::cuda::stream(dev));
-    return {detail::cuda::cast(std::move(dq32), q.dtype), std::move(dk), std::move(dv)};
+    return {cast_in_layout(dq32, q.dtype), std::move(dk), std::move(dv)};
 }
 
 }  // namespace ember::cuda

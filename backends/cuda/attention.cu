@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         const int row = row0 + r, i = q0 + row;
         if (i >= p.lq) continue;
         const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row with nothing to attend to: 0
-        T* out = o + (bh * p.lq + i) * D;
+        T* out = o + b * p.os[0] + h * p.os[1] + i * p.os[2];
         for (int c = lane; c < D; c += 32) out[c] = Mma<T>::from_f32(sO[row * L::LO + c] * inv);
         if (lane == 0) lse[bh * p.lq + i] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
     }
@@ -528,7 +528,7 @@ __global__ void __launch_bounds__(kAttnThreads, D <= 64 ? 4 : 2)
         const int i = i_top + 8 * r;
         if (i >= p.lq) continue;
         const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row with nothing to attend to: 0
-        T* out = o + (bh * p.lq + i) * D;
+        T* out = o + b * p.os[0] + h * p.os[1] + i * p.os[2];
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt)
             *reinterpret_cast<std::uint32_t*>(out + dt * 8 + 2 * t) =
@@ -595,7 +595,7 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
     const T* q = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
     const T* k = static_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
     const T* v = static_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
-    const T* go = dout + bh * p.lq * D;
+    const T* go = dout + b * p.gs[0] + h * p.gs[1];
 
     issue_tile<T, D, LD>(sK, k, p.ks[2], j0, p.lk);
     issue_tile<T, D, LD>(sV, v, p.vs[2], j0, p.lk);
@@ -606,7 +606,7 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
         const int i0 = i_begin + it * kBM;
         T* sq = sStage + st * 2 * kBM * LD;
         issue_tile<T, D, LD>(sq, q, p.qs[2], i0, p.lq);
-        issue_tile<T, D, LD>(sq + kBM * LD, go, D, i0, p.lq);
+        issue_tile<T, D, LD>(sq + kBM * LD, go, p.gs[2], i0, p.lq);
         float* sl = sStat + st * 2 * kBM;
         for (int r = threadIdx.x; r < kBM; r += kAttnThreads) {
             const bool in = i0 + r < p.lq;
@@ -669,11 +669,10 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int col = nt * 8 + 2 * t + (e & 1);
-                const float x =
-                    masked ? masked_logit(p, b, h, i0 + col, j0 + key_row + g + 8 * (e / 2),
-                                          sc[nt][e]) *
-                                 kLog2e
-                           : sc[nt][e] * scale2;
+                const float x = masked ? masked_logit(p, b, h, i0 + col,
+                                                      j0 + key_row + g + 8 * (e / 2), sc[nt][e]) *
+                                             kLog2e
+                                       : sc[nt][e] * scale2;
                 const float lrow = sl[col];
                 pr[e] = x == -INFINITY || lrow == -INFINITY ? 0.f : fast_exp2(x - lrow);
                 ds[e] = pr[e] * (dp[nt][e] - sl[kBM + col]);
@@ -722,7 +721,7 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
         for (int r = 0; r < 2; ++r) {
             const int i = i0 + qrow + g + 8 * r;
             if (i >= p.lq) continue;
-            float* dst = dq + (bh * p.lq + i) * D + 2 * t;
+            float* dst = dq + b * p.dqs[0] + h * p.dqs[1] + i * p.dqs[2] + 2 * t;
 #pragma unroll
             for (int dt = 0; dt < D / 8; ++dt) {
 #if __CUDA_ARCH__ >= 900
@@ -741,8 +740,8 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
     for (int r = 0; r < 2; ++r) {
         const int j = j0 + key_row + g + 8 * r;
         if (j >= p.lk) continue;
-        T* ok = dk + (bh * p.lk + j) * D + 2 * t;
-        T* ov = dv + (bh * p.lk + j) * D + 2 * t;
+        T* ok = dk + b * p.dks[0] + h * p.dks[1] + j * p.dks[2] + 2 * t;
+        T* ov = dv + b * p.dvs[0] + h * p.dvs[1] + j * p.dvs[2] + 2 * t;
 #pragma unroll
         for (int dt = 0; dt < D / 8; ++dt) {
             *reinterpret_cast<std::uint32_t*>(ok + dt * 8) =
@@ -753,16 +752,20 @@ __global__ void __launch_bounds__(kAttnThreads, 3)
     }
 }
 
-/// delta[row] = Σ_c dout[row, c] · o[row, c]: one warp a row.
+/// delta[row] = Σ_c dout[row, c] · o[row, c]: one warp a row (row = (b·H + h)·Lq + i; o and
+/// dout at their strides).
 template <typename T, int D>
-__global__ void attention_delta_kernel(std::int64_t rows, const T* o, const T* dout, float* delta) {
+__global__ void attention_delta_kernel(AttnParams p, std::int64_t rows, const T* o, const T* dout,
+                                       float* delta) {
     const std::int64_t row =
         (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= rows) return;
+    const std::int64_t bh = row / p.lq, i = row % p.lq, b = bh / p.heads, h = bh % p.heads;
+    const T* orow = o + b * p.os[0] + h * p.os[1] + i * p.os[2];
+    const T* grow = dout + b * p.gs[0] + h * p.gs[1] + i * p.gs[2];
     float s = 0.f;
-    for (int c = lane; c < D; c += 32)
-        s += Mma<T>::to_f32(o[row * D + c]) * Mma<T>::to_f32(dout[row * D + c]);
+    for (int c = lane; c < D; c += 32) s += Mma<T>::to_f32(orow[c]) * Mma<T>::to_f32(grow[c]);
     s = warp_sum(s);
     if (lane == 0) delta[row] = s;
 }
@@ -794,7 +797,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     const T* q = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
     const T* k = static_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
     const T* v = static_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
-    const T* go = dout + bh * p.lq * D;
+    const T* go = dout + b * p.gs[0] + h * p.gs[1];
 
     load_tile<T, D, L::LD>(sK, k, p.ks[2], j0, p.lk);
     load_tile<T, D, L::LD>(sV, v, p.vs[2], j0, p.lk);
@@ -810,7 +813,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     for (int i0 = i_begin; i0 < p.lq; i0 += kBM) {
         __syncthreads();  // every warp is done with the previous query tile
         load_tile<T, D, L::LD>(sQ, q, p.qs[2], i0, p.lq);
-        load_tile<T, D, L::LD>(sdO, go, D, i0, p.lq);
+        load_tile<T, D, L::LD>(sdO, go, p.gs[2], i0, p.lq);
         for (int r = threadIdx.x; r < kBM; r += kAttnThreads) {
             const bool in = i0 + r < p.lq;
             sL[r] = in ? lse[bh * p.lq + i0 + r] : -INFINITY;
@@ -865,7 +868,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int r = 0; r < 16; ++r) {
             const int row = row0 + r, i = i0 + row;
             if (i >= p.lq) continue;
-            float* dst = dq + (bh * p.lq + i) * D;
+            float* dst = dq + b * p.dqs[0] + h * p.dqs[1] + i * p.dqs[2];
             for (int c = lane; c < D; c += 32) atomicAdd(dst + c, sdQ[row * L::LO + c] * p.scale);
         }
     }
@@ -873,6 +876,7 @@ __global__ void __launch_bounds__(kAttnThreads)
     __syncthreads();
     for (int pass = 0; pass < 2; ++pass) {
         T* dst = pass == 0 ? dk : dv;
+        const std::int64_t* ds = pass == 0 ? p.dks : p.dvs;
 #pragma unroll
         for (int dt = 0; dt < D / 16; ++dt) {
             FragC<T>& f = pass == 0 ? dKf[dt] : dVf[dt];
@@ -884,7 +888,7 @@ __global__ void __launch_bounds__(kAttnThreads)
         for (int r = 0; r < 16; ++r) {
             const int j = j0 + row0 + r;
             if (j >= p.lk) continue;
-            T* out = dst + (bh * p.lk + j) * D;
+            T* out = dst + b * ds[0] + h * ds[1] + j * ds[2];
             for (int c = lane; c < D; c += 32)
                 out[c] = Mma<T>::from_f32(sdQ[(row0 + r) * L::LO + c]);
         }
@@ -914,7 +918,8 @@ bool mma_fits(const AttnParams& p) {
             if ((x * static_cast<std::int64_t>(sizeof(T))) % 16 != 0) return false;
         return true;
     };
-    return al(p.q) && al(p.k) && al(p.v) && rows(p.qs) && rows(p.ks) && rows(p.vs);
+    return al(p.q) && al(p.k) && al(p.v) && rows(p.qs) && rows(p.ks) && rows(p.vs) &&
+           (p.dout == nullptr || (al(p.dout) && rows(p.gs)));
 }
 
 template <typename T, int D, bool Precise>
@@ -947,7 +952,7 @@ void backward_as(const AttnParams& p, const void* o, const void* dout, const flo
     if (rows > 0) {
         const auto blocks = static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads);
         attention_delta_kernel<T, D><<<blocks, kThreads, 0, s>>>(
-            rows, static_cast<const T*>(o), static_cast<const T*>(dout), delta);
+            p, rows, static_cast<const T*>(o), static_cast<const T*>(dout), delta);
         EMBER_CUDA_CHECK(cudaGetLastError());
     }
     const dim3 grid(static_cast<unsigned>((p.lk + kBN - 1) / kBN),

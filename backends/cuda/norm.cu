@@ -2,9 +2,12 @@
 // are read once into registers as float4s, and their mean, centered variance and normalised
 // values all come from those registers (one read and one write of the row, as PyTorch's
 // kernel); other rows loop over global memory three times, which L1/L2 mostly serve. The
-// backward is two kernels: dx a row a block, and dgamma/dbeta as column sums split over row
-// slices whose partials a second pass folds in order (deterministic, no atomics).
+// backward of such f32 rows (up to 1024 floats) is one pass: a warp a row, x and g read once,
+// dgamma/dbeta summed on the way into one partial row a block, which a second pass folds in
+// order. Other rows take two kernels: dx a row a block, and dgamma/dbeta as column sums split
+// over row slices whose partials a second pass folds in order (deterministic, no atomics).
 #include <cstdint>
+#include <type_traits>
 
 #include "device.cuh"
 
@@ -176,11 +179,111 @@ int param_parts(std::int64_t rows, std::int64_t cols) {
     return row_slices(cols, rows, kParamRows);
 }
 
+// ---- f32 rows of 4·k ≤ 1024 floats: dx, dgamma and dbeta in one pass ------------------------
+// One warp a row, each lane holding N float4s of x, g and gamma in registers: the row is read
+// once (the two-kernel path reads x and g three times). The lanes also sum g·x̂ and g over the
+// rows their warp visits; the block's warps fold their sums in order into one partial row a
+// block, and layer_norm_params_final_kernel folds those (deterministic, no atomics).
+constexpr int kFusedWarps = 4;
+constexpr int kFusedMaxBlocks = 528;  // four a multiprocessor of an H100/H200
+
+int fused_blocks(std::int64_t rows) {
+    const std::int64_t want = (rows + 3) / 4;  // at least four rows a block
+    return static_cast<int>(want < kFusedMaxBlocks ? (want > 0 ? want : 1) : kFusedMaxBlocks);
+}
+
+template <int N>
+__global__ void __launch_bounds__(kFusedWarps * 32)
+    layer_norm_backward_fused_kernel(std::int64_t rows, int cols4, const float4* x, const float4* g,
+                                     const float4* gamma, const float* mean, const float* rstd,
+                                     float4* dx, float* part_gamma, float* part_beta) {
+    // Per warp, per column: the warp's sums of g·x̂ and of g (dgamma and dbeta), folded below.
+    extern __shared__ float fold[];  // [2][kFusedWarps][4·cols4]
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int cols = 4 * cols4;
+    float4 gm[N], sg[N], sb[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int j = lane + 32 * i;
+        gm[i] = gamma && j < cols4 ? gamma[j] : make_float4(1.f, 1.f, 1.f, 1.f);
+        sg[i] = sb[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    const float inv = 1.f / static_cast<float>(cols);
+    for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kFusedWarps + warp; row < rows;
+         row += static_cast<std::int64_t>(gridDim.x) * kFusedWarps) {
+        const float4* xr = x + row * cols4;
+        const float4* gr = g + row * cols4;
+        const float mu = mean[row], rs = rstd[row];
+        float4 xh[N], gv[N];
+        float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const int j = lane + 32 * i;
+            const float4 xv = j < cols4 ? xr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            gv[i] = j < cols4 ? gr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            xh[i] =
+                make_float4((xv.x - mu) * rs, (xv.y - mu) * rs, (xv.z - mu) * rs, (xv.w - mu) * rs);
+            const float4 gg = make_float4(gv[i].x * gm[i].x, gv[i].y * gm[i].y, gv[i].z * gm[i].z,
+                                          gv[i].w * gm[i].w);
+            s1 += (gg.x + gg.y) + (gg.z + gg.w);
+            s2 += (gg.x * xh[i].x + gg.y * xh[i].y) + (gg.z * xh[i].z + gg.w * xh[i].w);
+            sg[i].x += gv[i].x * xh[i].x, sg[i].y += gv[i].y * xh[i].y;
+            sg[i].z += gv[i].z * xh[i].z, sg[i].w += gv[i].w * xh[i].w;
+            sb[i].x += gv[i].x, sb[i].y += gv[i].y, sb[i].z += gv[i].z, sb[i].w += gv[i].w;
+        }
+        for (int d = 16; d > 0; d /= 2) {
+            s1 += __shfl_xor_sync(0xffffffffu, s1, d);
+            s2 += __shfl_xor_sync(0xffffffffu, s2, d);
+        }
+        const float m1 = s1 * inv, m2 = s2 * inv;
+        float4* out = dx + row * cols4;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const int j = lane + 32 * i;
+            if (j >= cols4) continue;
+            out[j] = make_float4(rs * (gv[i].x * gm[i].x - m1 - xh[i].x * m2),
+                                 rs * (gv[i].y * gm[i].y - m1 - xh[i].y * m2),
+                                 rs * (gv[i].z * gm[i].z - m1 - xh[i].z * m2),
+                                 rs * (gv[i].w * gm[i].w - m1 - xh[i].w * m2));
+        }
+    }
+    if (part_gamma == nullptr) return;
+    float* fg = fold + static_cast<std::int64_t>(warp) * cols;
+    float* fb = fold + static_cast<std::int64_t>(kFusedWarps + warp) * cols;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int j = lane + 32 * i;
+        if (j >= cols4) continue;
+        reinterpret_cast<float4*>(fg)[j] = sg[i];
+        reinterpret_cast<float4*>(fb)[j] = sb[i];
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < cols; c += kFusedWarps * 32) {
+        float a = 0.f, b = 0.f;
+        for (int w = 0; w < kFusedWarps; ++w) {
+            a += fold[w * cols + c];
+            b += fold[(kFusedWarps + w) * cols + c];
+        }
+        part_gamma[static_cast<std::int64_t>(blockIdx.x) * cols + c] = a;
+        part_beta[static_cast<std::int64_t>(blockIdx.x) * cols + c] = b;
+    }
+}
+
+/// Whether the fused kernel takes these rows: f32, 4·k ≤ 1024 columns, 16-byte aligned.
+bool fused_backward_fits(DType cd, std::int64_t cols, const void* x, const void* g,
+                         const void* gamma, const void* dx) {
+    return cd == DType::F32 && cols % 4 == 0 && cols > 0 && cols <= 1024 && aligned16(x) &&
+           aligned16(g) && aligned16(dx) && (!gamma || aligned16(gamma));
+}
+
 }  // namespace
 
 std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols) {
-    return 2 * static_cast<std::size_t>(param_parts(rows, cols)) * static_cast<std::size_t>(cols) *
-           dtype_size(cd);
+    const std::size_t split = 2 * static_cast<std::size_t>(param_parts(rows, cols)) *
+                              static_cast<std::size_t>(cols) * dtype_size(cd);
+    const std::size_t fused = 2 * static_cast<std::size_t>(fused_blocks(rows)) *
+                              static_cast<std::size_t>(cols) * sizeof(float);
+    return split > fused ? split : fused;
 }
 
 void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
@@ -188,6 +291,34 @@ void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, 
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
                                 void* scratch, cudaStream_t s) {
     if (rows == 0 || cols == 0) return;
+    if (fused_backward_fits(cd, cols, x, g, gamma, dx)) {
+        const int cols4 = static_cast<int>(cols / 4), blocks = fused_blocks(rows);
+        float* pg = dgamma ? static_cast<float*>(scratch) : nullptr;
+        float* pb = dgamma ? pg + static_cast<std::int64_t>(blocks) * cols : nullptr;
+        const std::size_t smem = dgamma ? 2 * kFusedWarps * cols * sizeof(float) : 0;
+        const auto launch = [&]<int N>(std::integral_constant<int, N>) {
+            layer_norm_backward_fused_kernel<N><<<blocks, kFusedWarps * 32, smem, s>>>(
+                rows, cols4, static_cast<const float4*>(x), static_cast<const float4*>(g),
+                static_cast<const float4*>(gamma), static_cast<const float*>(mean),
+                static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb);
+        };
+        const int n = (cols4 + 31) / 32;  // float4s a lane
+        if (n <= 1)
+            launch(std::integral_constant<int, 1>{});
+        else if (n <= 2)
+            launch(std::integral_constant<int, 2>{});
+        else if (n <= 4)
+            launch(std::integral_constant<int, 4>{});
+        else if (n <= 6)
+            launch(std::integral_constant<int, 6>{});
+        else
+            launch(std::integral_constant<int, 8>{});
+        if (dgamma)
+            layer_norm_params_final_kernel<float><<<blocks_for(cols), kThreads, 0, s>>>(
+                cols, blocks, pg, pb, static_cast<float*>(dgamma), static_cast<float*>(dbeta));
+        check_launch("layer_norm_backward");
+        return;
+    }
     const auto run = [&]<typename T>(T) {
         const T* xs = static_cast<const T*>(x);
         const T* gs = static_cast<const T*>(g);

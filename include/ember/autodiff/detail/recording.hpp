@@ -3,6 +3,7 @@
 // arithmetic that backward rules are written in.
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 namespace ember {
 namespace detail::ad {
@@ -39,6 +40,34 @@ struct Math {
         const Shape gs = B::float_shape(g);
         if (gs == target) return g;
         const std::size_t lead = gs.rank() - target.rank();
+        // A dense gradient has its runs of adjacent summed dims, and of adjacent kept ones,
+        // merged into one dim each (dims of 1 dropped) by a free reshape: a bias's gradient,
+        // [N, T, C] summed to [C], is one pass over [N·T, C] rather than one per dim. Strided
+        // gradients (an expanded one) are summed dim by dim: a reshape would copy them.
+        bool dense = false;
+        if constexpr (requires(const P& p) { p.is_contiguous(); }) dense = g.is_contiguous();
+        if (dense) {
+            Shape merged;
+            std::vector<bool> summed;
+            for (std::size_t d = 0; d < gs.rank(); ++d) {
+                if (gs[d] == 1) continue;
+                const bool sum = d < lead || target[d - lead] == 1;
+                if (!summed.empty() && summed.back() == sum) {
+                    merged[merged.rank() - 1] *= gs[d];
+                } else {
+                    merged.push_back(gs[d]);
+                    summed.push_back(sum);
+                }
+            }
+            if (merged.rank() == 0) {  // a single element
+                merged.push_back(1);
+                summed.push_back(false);
+            }
+            g = B::float_reshape(std::move(g), merged);
+            for (std::size_t d = 0; d < merged.rank(); ++d)
+                if (summed[d]) g = B::float_reduce_dim(ReduceOp::Sum, std::move(g), d);
+            return B::float_reshape(std::move(g), target);
+        }
         for (std::size_t d = 0; d < gs.rank(); ++d) {
             const bool reduce = d < lead || (target[d - lead] == 1 && gs[d] != 1);
             if (reduce) g = B::float_reduce_dim(ReduceOp::Sum, std::move(g), d);
@@ -127,8 +156,8 @@ auto Autodiff<B, C>::Record::finish(S step) -> FT {
 }
 
 EMBER_AD auto Autodiff<B, C>::backward(FT root) -> Gradients {
-    IFT seed = B::float_full(B::float_shape(root.primitive), Scalar(1.0),
-                             B::float_device(root.primitive));
+    IFT seed =
+        B::float_full(B::float_shape(root.primitive), Scalar(1.0), B::float_device(root.primitive));
     if (B::float_dtype(seed) != B::float_dtype(root.primitive))
         seed = B::float_cast(std::move(seed), B::float_dtype(root.primitive));
     return detail::ad::run_backward<B>(root.node, std::move(seed));
@@ -164,7 +193,8 @@ EMBER_AD auto Autodiff<B, C>::float_to_device(FT t, const Device& d) -> FT {
     const Device from = B::float_device(t.primitive);
     auto r = record(B::float_to_device(t.primitive, d), {&t});
     if (!r.node) return r.untracked();
-    return r.finish([from](Ctx& ctx, IFT g) { ctx.add(0, B::float_to_device(std::move(g), from)); });
+    return r.finish(
+        [from](Ctx& ctx, IFT g) { ctx.add(0, B::float_to_device(std::move(g), from)); });
 }
 
 }  // namespace ember

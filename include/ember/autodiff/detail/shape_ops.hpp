@@ -9,7 +9,8 @@ EMBER_AD auto Autodiff<B, C>::float_reshape(FT t, const Shape& shape) -> FT {
     const Shape from = float_shape(t);
     auto r = record(B::float_reshape(t.primitive, shape), {&t});
     if (!r.node) return r.untracked();
-    r.checkpoint({&t}, [shape](std::vector<IFT>& v) { return B::float_reshape(std::move(v[0]), shape); });
+    r.checkpoint({&t},
+                 [shape](std::vector<IFT>& v) { return B::float_reshape(std::move(v[0]), shape); });
     return r.finish([from](Ctx& ctx, IFT g) { ctx.add(0, B::float_reshape(std::move(g), from)); });
 }
 
@@ -34,7 +35,8 @@ EMBER_AD auto Autodiff<B, C>::float_expand(FT t, const Shape& shape) -> FT {
     const Shape from = float_shape(t);
     auto r = record(B::float_expand(t.primitive, shape), {&t});
     if (!r.node) return r.untracked();
-    r.checkpoint({&t}, [shape](std::vector<IFT>& v) { return B::float_expand(std::move(v[0]), shape); });
+    r.checkpoint({&t},
+                 [shape](std::vector<IFT>& v) { return B::float_expand(std::move(v[0]), shape); });
     return r.finish([from](Ctx& ctx, IFT g) {
         ctx.add(0, detail::ad::Math<B>::reduce_to(std::move(g), from));
     });
@@ -49,7 +51,8 @@ EMBER_AD auto Autodiff<B, C>::float_slice(FT t, std::span<const Slice> ranges) -
     std::vector<Slice> rs(ranges.begin(), ranges.end());
     r.checkpoint({&t}, [rs](std::vector<IFT>& v) { return B::float_slice(std::move(v[0]), rs); });
     return r.finish([=](Ctx& ctx, IFT g) {
-        ctx.add(0, B::float_slice_assign(detail::ad::Math<B>::zeros(from, dt, dev), rs, std::move(g)));
+        ctx.add(0,
+                B::float_slice_assign(detail::ad::Math<B>::zeros(from, dt, dev), rs, std::move(g)));
     });
 }
 
@@ -150,8 +153,8 @@ EMBER_AD auto Autodiff<B, C>::float_select(FT t, std::size_t dim, IT indices) ->
 
 EMBER_AD auto Autodiff<B, C>::float_select_assign(FT t, std::size_t dim, IT indices, FT values)
     -> FT {
-    auto r = record(B::float_select_assign(t.primitive, dim, indices, values.primitive),
-                    {&t, &values});
+    auto r =
+        record(B::float_select_assign(t.primitive, dim, indices, values.primitive), {&t, &values});
     if (!r.node) return r.untracked();
     return r.finish([=](Ctx& ctx, IFT g) {  // select_assign adds
         if (ctx.needs(1)) ctx.add(1, B::float_select(g, dim, indices));
@@ -161,7 +164,8 @@ EMBER_AD auto Autodiff<B, C>::float_select_assign(FT t, std::size_t dim, IT indi
 
 EMBER_AD auto Autodiff<B, C>::float_sort_with_indices(FT t, std::size_t dim, bool descending)
     -> std::pair<FT, IT> {
-    return detail::ad::record_picked<Autodiff>(t, dim, B::float_sort_with_indices(t.primitive, dim, descending));
+    return detail::ad::record_picked<Autodiff>(
+        t, dim, B::float_sort_with_indices(t.primitive, dim, descending));
 }
 
 EMBER_AD auto Autodiff<B, C>::float_topk(FT t, std::size_t k, std::size_t dim, bool largest)
@@ -180,8 +184,8 @@ EMBER_AD auto Autodiff<B, C>::float_matmul(FT a, FT b) -> FT {
         auto y = float_matmul(float_reshape(std::move(a), a2), float_reshape(std::move(b), b2));
         Shape ys = float_shape(y), keep;
         for (std::size_t d = 0; d < ys.rank(); ++d) {
-            const bool drop = (as.rank() == 1 && d + 2 == ys.rank()) ||
-                              (bs.rank() == 1 && d + 1 == ys.rank());
+            const bool drop =
+                (as.rank() == 1 && d + 2 == ys.rank()) || (bs.rank() == 1 && d + 1 == ys.rank());
             if (!drop) keep.push_back(ys[d]);
         }
         if (keep.rank() == 0) keep.push_back(1);
@@ -199,6 +203,22 @@ EMBER_AD auto Autodiff<B, C>::float_matmul(FT a, FT b) -> FT {
             ctx.add(0, M::reduce_to(B::float_matmul(g, std::move(bt)), as));
         }
         if (ctx.needs(1)) {  // aᵀ @ g
+            // b shared by every batch of a (a Linear's weight under [N, T, C] input): the sum
+            // over the batches of a_iᵀ·g_i is one product of the batches stacked as rows,
+            // Aᵀ·G. One GEMM instead of a batched one, a batch-sized partial result and its
+            // reduction, and the sum accumulated in the GEMM's precision (f32 for f16/bf16).
+            std::size_t rows = as[ra - 2];
+            bool b_shared = ra > 2;
+            for (std::size_t d = 0; d + 2 < ra; ++d) rows *= as[d];
+            for (std::size_t d = 0; d + 2 < rb; ++d) b_shared = b_shared && bs[d] == 1;
+            if (b_shared && rows > as[ra - 2]) {
+                const Shape gs = B::float_shape(g);
+                auto a2 = B::float_reshape(ctx.get(sa), Shape{rows, as[ra - 1]});
+                auto g2 = B::float_reshape(std::move(g), Shape{rows, gs[gs.rank() - 1]});
+                auto w = B::float_matmul(B::float_swap_dims(std::move(a2), 0, 1), std::move(g2));
+                ctx.add(1, B::float_reshape(std::move(w), bs));
+                return;
+            }
             auto at = B::float_swap_dims(ctx.get(sa), ra - 2, ra - 1);
             ctx.add(1, M::reduce_to(B::float_matmul(std::move(at), std::move(g)), bs));
         }
