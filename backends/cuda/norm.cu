@@ -131,6 +131,23 @@ __global__ void layer_norm_dx_kernel(std::int64_t cols, const T* x, const T* g, 
 /// Rows of threads a layer_norm_params_kernel block splits its rows over.
 constexpr int kParamRows = 8;
 
+/// In a block of 32 × kParamRows threads, each column's kParamRows partial sums (sg, sb) folded
+/// in order into its thread of row 0; true for the threads that then hold a column's totals
+/// (row 0, `in_range`). Every thread of the block must call it.
+template <typename T>
+__device__ __forceinline__ bool fold_thread_rows(T& sg, T& sb, bool in_range) {
+    __shared__ T tg[kParamRows][33], tb[kParamRows][33];
+    tg[threadIdx.y][threadIdx.x] = sg;
+    tb[threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y != 0 || !in_range) return false;
+    for (int i = 1; i < kParamRows; ++i) {
+        sg += tg[i][threadIdx.x];
+        sb += tb[i][threadIdx.x];
+    }
+    return true;
+}
+
 /// Σ_rows g·x̂ and Σ_rows g (dgamma, dbeta) for 32 neighbouring columns a block, the rows split
 /// over kParamRows threads and gridDim.y slices; slice y writes partial[y·cols + c] for each of
 /// the two sums, and layer_norm_params_final_kernel folds the slices in order.
@@ -138,7 +155,6 @@ template <typename T>
 __global__ void layer_norm_params_kernel(std::int64_t rows, std::int64_t cols, const T* x,
                                          const T* g, const T* mean, const T* rstd, T* part_gamma,
                                          T* part_beta) {
-    __shared__ T tg[kParamRows][33], tb[kParamRows][33];
     const std::int64_t c = blockIdx.x * 32LL + threadIdx.x;
     const std::int64_t per = (rows + gridDim.y - 1) / gridDim.y;
     const std::int64_t r0 = blockIdx.y * per, r1 = r0 + per < rows ? r0 + per : rows;
@@ -149,14 +165,7 @@ __global__ void layer_norm_params_kernel(std::int64_t rows, std::int64_t cols, c
             sg += gv * ((x[r * cols + c] - mean[r]) * rstd[r]);
             sb += gv;
         }
-    tg[threadIdx.y][threadIdx.x] = sg;
-    tb[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    for (int i = 1; i < kParamRows; ++i) {
-        sg += tg[i][threadIdx.x];
-        sb += tb[i][threadIdx.x];
-    }
+    if (!fold_thread_rows(sg, sb, c < cols)) return;
     part_gamma[blockIdx.y * cols + c] = sg;
     part_beta[blockIdx.y * cols + c] = sb;
 }
@@ -275,7 +284,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
 /// (a thread a column looping over ~500 partials took 45 µs for 768 columns; this takes ~4).
 __global__ void fold_parts_kernel(std::int64_t cols, int parts, const float* part_gamma,
                                   const float* part_beta, float* dgamma, float* dbeta) {
-    __shared__ float tg[kParamRows][33], tb[kParamRows][33];
     const std::int64_t c = blockIdx.x * 32LL + threadIdx.x;
     float sg = 0.f, sb = 0.f;
     if (c < cols)
@@ -283,14 +291,7 @@ __global__ void fold_parts_kernel(std::int64_t cols, int parts, const float* par
             sg += part_gamma[p * cols + c];
             sb += part_beta[p * cols + c];
         }
-    tg[threadIdx.y][threadIdx.x] = sg;
-    tb[threadIdx.y][threadIdx.x] = sb;
-    __syncthreads();
-    if (threadIdx.y != 0 || c >= cols) return;
-    for (int i = 1; i < kParamRows; ++i) {
-        sg += tg[i][threadIdx.x];
-        sb += tb[i][threadIdx.x];
-    }
+    if (!fold_thread_rows(sg, sb, c < cols)) return;
     dgamma[c] = sg;
     dbeta[c] = sb;
 }
