@@ -19,11 +19,11 @@ struct LtPlan {
     LtPlan(const LtPlan&) = delete;
     LtPlan& operator=(const LtPlan&) = delete;
     ~LtPlan() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (c) cublasLtMatrixLayoutDestroy(c);
-        if (b) cublasLtMatrixLayoutDestroy(b);
-        if (a) cublasLtMatrixLayoutDestroy(a);
-        if (desc) cublasLtMatmulDescDestroy(desc);
+        if (pref) blas().cublasLtMatmulPreferenceDestroy(pref);
+        if (c) blas().cublasLtMatrixLayoutDestroy(c);
+        if (b) blas().cublasLtMatrixLayoutDestroy(b);
+        if (a) blas().cublasLtMatrixLayoutDestroy(a);
+        if (desc) blas().cublasLtMatmulDescDestroy(desc);
     }
 };
 

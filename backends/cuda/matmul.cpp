@@ -129,7 +129,7 @@ void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n
         const double zero_d = 0.0;
         const float zero_f = 0.0f;
         const void* zero = dt == DType::F64 ? static_cast<const void*>(&zero_d) : &zero_f;
-        EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        EMBER_CUBLAS_CHECK(blas().cublasGemmStridedBatchedEx(
             h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
             static_cast<int>(m), static_cast<int>(kc), alpha, b, type, static_cast<int>(ldb), skb,
             a, type, static_cast<int>(lda), ska, zero, parts.ptr(), type, static_cast<int>(n),
@@ -138,7 +138,7 @@ void gemm(int device, DType dt, bool ta, bool tb, std::int64_t m, std::int64_t n
         return;
     }
     // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: swap the operands.
-    EMBER_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+    EMBER_CUBLAS_CHECK(blas().cublasGemmStridedBatchedEx(
         h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
         static_cast<int>(m), static_cast<int>(k), alpha, b, type, static_cast<int>(ldb), sb, a,
         type, static_cast<int>(lda), sa, betap, c, type, static_cast<int>(ldc), sc,
@@ -239,35 +239,35 @@ EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
     if (!fresh) return p;
     const auto [dev, m, n, k, lda, ldb, ta, tb, ep_int, tf32, align] = key;
     const auto ep = static_cast<cublasLtEpilogue_t>(ep_int);
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescCreate(
         &p.lt.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B, its B our A.
     const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                             opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     EMBER_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
     EMBER_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     EMBER_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-    EMBER_CUBLAS_CHECK(tb ? cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, k, n, ldb)
-                          : cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, n, k, ldb));
-    EMBER_CUBLAS_CHECK(ta ? cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, m, k, lda)
-                          : cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, k, m, lda));
-    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lt.c, CUDA_R_32F, n, m, n));
+        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    EMBER_CUBLAS_CHECK(tb ? blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, k, n, ldb)
+                          : blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, n, k, ldb));
+    EMBER_CUBLAS_CHECK(ta ? blas().cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, m, k, lda)
+                          : blas().cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, k, m, lda));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&p.lt.c, CUDA_R_32F, n, m, n));
     std::size_t ws_bytes = 0;
     cublas_workspace(dev, &ws_bytes);
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&p.lt.pref));
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulPreferenceCreate(&p.lt.pref));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulPreferenceSetAttribute(
         p.lt.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
     for (auto attr :
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
         EMBER_CUBLAS_CHECK(
-            cublasLtMatmulPreferenceSetAttribute(p.lt.pref, attr, &align, sizeof align));
+            blas().cublasLtMatmulPreferenceSetAttribute(p.lt.pref, attr, &align, sizeof align));
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+    const cublasStatus_t hs = blas().cublasLtMatmulAlgoGetHeuristic(
         cublas_lt(dev), p.lt.desc, p.lt.a, p.lt.b, p.lt.c, p.lt.c, p.lt.pref, 1, &heur, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return p;
     EMBER_CUBLAS_CHECK(hs);
@@ -322,13 +322,13 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     if (!p.ok) return std::nullopt;
     if (bv) {
         const void* bp = bv->ptr();
-        EMBER_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
             p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
     }
     std::size_t ws_bytes = 0;
     void* ws = cublas_workspace(dev, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f;
-    EMBER_CUBLAS_CHECK(cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a, a.ptr(),
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a, a.ptr(),
                                       p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(), p.lt.c, &p.algo,
                                       ws, ws_bytes, stream(dev)));
     return out;

@@ -57,30 +57,30 @@ bool int8_gemm(int dev, std::int64_t mp, std::int64_t n, std::int64_t kk, const 
                const void* wt, void* acc) {
     cublasLtHandle_t lt = cublas_lt(dev);
     LtPlan pl;
-    EMBER_CUBLAS_CHECK(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32I, CUDA_R_32I));
     const cublasOperation_t t = CUBLAS_OP_T, nop = CUBLAS_OP_N;
     EMBER_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+        blas().cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
     EMBER_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop));
+        blas().cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop));
     // Column-major: A = wt stored [K rows, N cols] (ld K), used transposed; B = q stored
     // [K, Mp] (ld K); C = accᵀ [N, Mp] (ld N).
-    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8I, kk, n, kk));
-    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8I, kk, mp, kk));
-    EMBER_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32I, n, mp, n));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8I, kk, n, kk));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8I, kk, mp, kk));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32I, n, mp, n));
     std::size_t ws_bytes = 0;
     void* ws = cublas_workspace(dev, &ws_bytes);
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pl.pref));
-    EMBER_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulPreferenceCreate(&pl.pref));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulPreferenceSetAttribute(
         pl.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, pl.desc, pl.a, pl.b, pl.c, pl.c,
+    const cublasStatus_t hs = blas().cublasLtMatmulAlgoGetHeuristic(lt, pl.desc, pl.a, pl.b, pl.c, pl.c,
                                                              pl.pref, 1, &heur, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
     EMBER_CUBLAS_CHECK(hs);
     const std::int32_t alpha = 1, beta = 0;
-    EMBER_CUBLAS_CHECK(cublasLtMatmul(lt, pl.desc, &alpha, wt, pl.a, q, pl.b, &beta, acc, pl.c,
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(lt, pl.desc, &alpha, wt, pl.a, q, pl.b, &beta, acc, pl.c,
                                       acc, pl.c, &heur.algo, ws, ws_bytes, stream(dev)));
     return true;
 }

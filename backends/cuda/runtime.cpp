@@ -32,8 +32,8 @@ void check(cudaError_t e, const char* call) {
 void check_cublas(cublasStatus_t st, const char* call) {
     if (st == CUBLAS_STATUS_SUCCESS) [[likely]]
         return;
-    EMBER_FAIL(Device, "cuBLAS error in ", call, ": ", cublasGetStatusName(st), " (",
-               cublasGetStatusString(st), ")");
+    EMBER_FAIL(Device, "cuBLAS error in ", call, ": ", blas().cublasGetStatusName(st), " (",
+               blas().cublasGetStatusString(st), ")");
 }
 
 void check_launch(const char* kernel) {
@@ -119,14 +119,15 @@ DeviceState& state(int device) {
     if (d.stream == nullptr) {
         std::lock_guard lock(rt.init_mu);
         if (d.stream == nullptr) {
+            (void)blas();  // cuBLAS loaded (or its absence reported) before anything is made
             EMBER_CUDA_CHECK(cudaSetDevice(device));
             cudaStream_t s = nullptr;
             EMBER_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-            EMBER_CUBLAS_CHECK(cublasCreate(&d.cublas));
-            EMBER_CUBLAS_CHECK(cublasSetStream(d.cublas, s));
+            EMBER_CUBLAS_CHECK(blas().cublasCreate_v2(&d.cublas));
+            EMBER_CUBLAS_CHECK(blas().cublasSetStream_v2(d.cublas, s));
             d.workspace_bytes = std::size_t{32} << 20;
             EMBER_CUDA_CHECK(cudaMalloc(&d.workspace, d.workspace_bytes));
-            EMBER_CUBLAS_CHECK(cublasSetWorkspace(d.cublas, d.workspace, d.workspace_bytes));
+            EMBER_CUBLAS_CHECK(blas().cublasSetWorkspace_v2(d.cublas, d.workspace, d.workspace_bytes));
             d.stream = s;
         }
     }
@@ -198,7 +199,7 @@ cublasLtHandle_t cublas_lt(int device) {
     auto& h = handles[static_cast<std::size_t>(device)];
     if (h == nullptr) {
         use_device(device);
-        EMBER_CUBLAS_CHECK(cublasLtCreate(&h));
+        EMBER_CUBLAS_CHECK(blas().cublasLtCreate(&h));
     }
     return h;
 }

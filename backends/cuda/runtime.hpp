@@ -2,13 +2,13 @@
 // Host-side runtime of the CUDA backend: error checks that name the failing call, the one
 // stream per device, cuBLAS handles, tensor allocation from the caching pool, and the small
 // helpers every host file uses (views, iteration plans, dtype rules).
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <array>
 #include <cstdint>
 #include <span>
 
+#include "blas.hpp"
 #include "ember/backend/detail/cuda_tensor.hpp"
 #include "ember/tensor/error.hpp"
 #include "kernels.hpp"
