@@ -37,8 +37,8 @@ BlasApi load() {
     for (int i = 0; i < 2; ++i) {
         std::string tried;
         libs[i] = open_library(names[i], tried);
-        EMBER_CHECK(libs[i] != nullptr, Device, "CUDA backend: cannot load ", names[i], " (",
-                    tried, "); install the CUDA toolkit's cuBLAS ", major,
+        EMBER_CHECK(libs[i] != nullptr, Device, "CUDA backend: cannot load ", names[i], " (", tried,
+                    "); install the CUDA toolkit's cuBLAS ", major,
                     " or add its folder to LD_LIBRARY_PATH");
     }
     auto get = [&](auto& fn, void* lib, const std::string& lib_name, const char* sym) {

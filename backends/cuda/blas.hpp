@@ -15,11 +15,13 @@ namespace ember::detail::cuda {
 struct BlasApi {
     // The exported function: C++ also sees an inline overload taking the legacy cudaDataType
     // compute type.
-    using GemmStridedBatchedEx = cublasStatus_t (*)(
-        cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-        const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long,
-        const void*, void*, cudaDataType, int, long long, int, cublasComputeType_t,
-        cublasGemmAlgo_t);
+    using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t,
+                                                    cublasOperation_t, int, int, int, const void*,
+                                                    const void*, cudaDataType, int, long long,
+                                                    const void*, cudaDataType, int, long long,
+                                                    const void*, void*, cudaDataType, int,
+                                                    long long, int, cublasComputeType_t,
+                                                    cublasGemmAlgo_t);
 
     decltype(&::cublasCreate_v2) cublasCreate_v2 = nullptr;
     decltype(&::cublasSetStream_v2) cublasSetStream_v2 = nullptr;

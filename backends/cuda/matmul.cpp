@@ -244,12 +244,12 @@ EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B, its B our A.
     const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                             opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    EMBER_CUBLAS_CHECK(
-        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    EMBER_CUBLAS_CHECK(
-        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-    EMBER_CUBLAS_CHECK(
-        blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                             &opa, sizeof opa));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(p.lt.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                             &opb, sizeof opb));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
+        p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
     EMBER_CUBLAS_CHECK(tb ? blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, k, n, ldb)
                           : blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, n, k, ldb));
     EMBER_CUBLAS_CHECK(ta ? blas().cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, m, k, lda)
@@ -328,9 +328,9 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     std::size_t ws_bytes = 0;
     void* ws = cublas_workspace(dev, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f;
-    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a, a.ptr(),
-                                      p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(), p.lt.c, &p.algo,
-                                      ws, ws_bytes, stream(dev)));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a,
+                                             a.ptr(), p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(),
+                                             p.lt.c, &p.algo, ws, ws_bytes, stream(dev)));
     return out;
 }
 

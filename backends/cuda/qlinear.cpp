@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ember/backend/cuda.hpp"
-#include "ops.hpp"
 #include "lt.hpp"
+#include "ops.hpp"
 #include "qlinear.hpp"
 
 namespace ember {
@@ -61,8 +61,8 @@ bool int8_gemm(int dev, std::int64_t mp, std::int64_t n, std::int64_t kk, const 
     const cublasOperation_t t = CUBLAS_OP_T, nop = CUBLAS_OP_N;
     EMBER_CUBLAS_CHECK(
         blas().cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
-    EMBER_CUBLAS_CHECK(
-        blas().cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &nop, sizeof nop));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                             &nop, sizeof nop));
     // Column-major: A = wt stored [K rows, N cols] (ld K), used transposed; B = q stored
     // [K, Mp] (ld K); C = accᵀ [N, Mp] (ld N).
     EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8I, kk, n, kk));
@@ -75,13 +75,14 @@ bool int8_gemm(int dev, std::int64_t mp, std::int64_t n, std::int64_t kk, const 
         pl.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    const cublasStatus_t hs = blas().cublasLtMatmulAlgoGetHeuristic(lt, pl.desc, pl.a, pl.b, pl.c, pl.c,
-                                                             pl.pref, 1, &heur, &found);
+    const cublasStatus_t hs = blas().cublasLtMatmulAlgoGetHeuristic(
+        lt, pl.desc, pl.a, pl.b, pl.c, pl.c, pl.pref, 1, &heur, &found);
     if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
     EMBER_CUBLAS_CHECK(hs);
     const std::int32_t alpha = 1, beta = 0;
-    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(lt, pl.desc, &alpha, wt, pl.a, q, pl.b, &beta, acc, pl.c,
-                                      acc, pl.c, &heur.algo, ws, ws_bytes, stream(dev)));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(lt, pl.desc, &alpha, wt, pl.a, q, pl.b, &beta, acc,
+                                             pl.c, acc, pl.c, &heur.algo, ws, ws_bytes,
+                                             stream(dev)));
     return true;
 }
 

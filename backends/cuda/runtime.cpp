@@ -3,9 +3,9 @@
 // by tensors go back to per-size free lists, not to the driver: every kernel of a device runs on
 // its one stream, so a block freed after the ops that read it were queued can be handed to the
 // next op at once — the stream orders the reuse after those reads.
+#include "runtime.hpp"
 #include "../common/promotion.hpp"
 #include "lt.hpp"
-#include "runtime.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -127,7 +127,8 @@ DeviceState& state(int device) {
             EMBER_CUBLAS_CHECK(blas().cublasSetStream_v2(d.cublas, s));
             d.workspace_bytes = std::size_t{32} << 20;
             EMBER_CUDA_CHECK(cudaMalloc(&d.workspace, d.workspace_bytes));
-            EMBER_CUBLAS_CHECK(blas().cublasSetWorkspace_v2(d.cublas, d.workspace, d.workspace_bytes));
+            EMBER_CUBLAS_CHECK(
+                blas().cublasSetWorkspace_v2(d.cublas, d.workspace, d.workspace_bytes));
             d.stream = s;
         }
     }
@@ -422,7 +423,9 @@ DType compute_dtype(DType d) {
     }
 }
 
-DType promote(DType a, DType b) { return ember::detail::promote(a, b); }
+DType promote(DType a, DType b) {
+    return ember::detail::promote(a, b);
+}
 
 }  // namespace ember::detail::cuda
 
