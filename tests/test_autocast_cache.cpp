@@ -313,3 +313,42 @@ TEST_CASE("the models under bf16 autocast give the uncached path's values with f
         CHECK(worst <= 1e-2 * scale + 1e-6);
     });
 }
+
+TEST_CASE("self-attention casts its input once under autocast", "[autocast][autocast_cache][nn]") {
+    // MhaInput::self_attn(x) projects one cast of x three times; MhaInput::new_(x, x, x) casts
+    // x for each projection. The forward values are the same; backward sums the three bf16
+    // input gradients before the one cast back, so x's gradient agrees up to bf16 rounding.
+    const auto mha = ember::nn::MultiHeadAttentionConfig{8, 2}.with_dropout(0.0).init<AD>();
+    const auto x0 = Tensor<AD, 3>::random({2, 3, 8}, ember::Distribution::Normal(0.0, 1.0))
+                        .require_grad();
+    // x an activation (a leaf's casts come from the cache anyway), made anew for each graph.
+    auto run = [&](bool self) {
+        const auto x = x0 * 1.5;
+        const auto in = self ? ember::nn::MhaInput<AD>::self_attn(x).causal()
+                             : ember::nn::MhaInput<AD>::new_(x, x, x).causal();
+        const ember::Autocast guard(DType::BF16);
+        const auto before = ac::cast_count();
+        auto out = mha.forward(in).context;
+        CHECK(out.dtype() == DType::BF16);
+        return std::pair{out.cast(DType::F32), ac::cast_count() - before};
+    };
+    auto [self_out, n_self] = run(true);
+    auto [sep_out, n_sep] = run(false);
+    INFO("casts: " << n_self << " self-attention, " << n_sep << " separate inputs");
+    CHECK(n_sep - n_self == 2);  // x cast once instead of three times
+    ember::test::check_close(self_out.to_data(), sep_out.to_data(), kExact);
+    const auto g_self = (self_out * self_out).sum().backward();
+    const auto g_sep = (sep_out * sep_out).sum().backward();
+    const auto a = x0.grad(g_self), b = x0.grad(g_sep);
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    CHECK(a->dtype() == DType::F32);
+    const auto av = a->to_data().to_vec<double>(), bv = b->to_data().to_vec<double>();
+    double scale = 0, worst = 0;
+    for (std::size_t i = 0; i < av.size(); ++i) {
+        scale = std::max(scale, std::abs(bv[i]));
+        worst = std::max(worst, std::abs(av[i] - bv[i]));
+    }
+    CHECK(scale > 0);
+    CHECK(worst <= 2e-2 * scale);
+}

@@ -86,7 +86,11 @@ class MhaInput {
     MhaInput(Tensor<B, 3> query, Tensor<B, 3> key, Tensor<B, 3> value)
         : query_(std::move(query)), key_(std::move(key)), value_(std::move(value)) {}
     /// Query, key and value all `x` (self-attention).
-    static MhaInput self_attn(const Tensor<B, 3>& x) { return MhaInput(x, x, x); }
+    static MhaInput self_attn(const Tensor<B, 3>& x) {
+        MhaInput in(x, x, x);
+        in.self_ = true;
+        return in;
+    }
     /// Burn's `MhaInput::new` (`new` is a C++ keyword).
     static MhaInput new_(Tensor<B, 3> query, Tensor<B, 3> key, Tensor<B, 3> value) {
         return MhaInput(std::move(query), std::move(key), std::move(value));
@@ -135,6 +139,8 @@ class MhaInput {
     bool is_causal() const { return causal_; }
     /// Whether the attention weights are asked for.
     bool weights_needed() const { return need_weights_; }
+    /// Whether query, key and value are one tensor (built by self_attn).
+    bool is_self_attn() const { return self_; }
 
   private:
     Tensor<B, 3> query_, key_, value_;
@@ -142,6 +148,7 @@ class MhaInput {
     std::optional<Tensor<B, 3, Bool>> mask_attn_;
     bool causal_ = false;
     bool need_weights_ = false;
+    bool self_ = false;
 };
 
 /// What MultiHeadAttention returns.
@@ -219,6 +226,13 @@ struct MultiHeadAttention {
         const char* op = "MultiHeadAttention::forward";
         const auto [batch, seq_q, seq_k] = check_input(input, op);
         check_masks(input, batch, seq_q, seq_k, op);
+        if (input.is_self_attn()) {
+            // Under autocast the three projections would each cast x: cast it once. Backward
+            // then sums the three input gradients in the autocast dtype and casts the sum back
+            // once, as for a weight used twice (tensor/autocast.hpp).
+            const auto x = ember::detail::autocast::lower(input.query());
+            return attend(project(x, query), project(x, key), project(x, value), input);
+        }
         return attend(project(input.query(), query), project(input.key(), key),
                       project(input.value(), value), input);
     }
