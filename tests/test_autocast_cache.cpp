@@ -319,8 +319,8 @@ TEST_CASE("self-attention casts its input once under autocast", "[autocast][auto
     // x for each projection. The forward values are the same; backward sums the three bf16
     // input gradients before the one cast back, so x's gradient agrees up to bf16 rounding.
     const auto mha = ember::nn::MultiHeadAttentionConfig{8, 2}.with_dropout(0.0).init<AD>();
-    const auto x0 = Tensor<AD, 3>::random({2, 3, 8}, ember::Distribution::Normal(0.0, 1.0))
-                        .require_grad();
+    const auto x0 =
+        Tensor<AD, 3>::random({2, 3, 8}, ember::Distribution::Normal(0.0, 1.0)).require_grad();
     // x an activation (a leaf's casts come from the cache anyway), made anew for each graph.
     auto run = [&](bool self) {
         const auto x = x0 * 1.5;
