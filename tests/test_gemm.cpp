@@ -54,6 +54,10 @@ TEST_CASE("matmul across the CPU GEMM paths", "[gemm]") {
         for (bool ta : {false, true}) {
             check_product(1, 64, 784, ta, false);
             check_product(2, 10, 64, ta, false);
+            // Large enough to be split over the pool in strips of columns (with threads), one
+            // strip ending short.
+            check_product(1, 520, 784, ta, false);
+            check_product(2, 300, 200, ta, false);
         }
     }
     SECTION("larger products (packed panels)") {
