@@ -285,47 +285,50 @@ TEST_CASE("cuda: reductions over a strided dim split it across threads and read 
     const auto value = [](std::size_t r, std::size_t c) {
         return static_cast<double>(static_cast<int>((r * 7 + c * 3) % 9) - 4);
     };
-    for (std::size_t rows : {std::size_t{6000}, std::size_t{300}, std::size_t{9}, std::size_t{5}}) {
-        constexpr std::size_t cols = 40;
-        INFO("rows " << rows);
-        std::vector<float> xs(rows * cols);
-        std::vector<double> sum(cols, 0.0), mx(cols, -1e9), mn(cols, 1e9);
-        for (std::size_t r = 0; r < rows; ++r)
-            for (std::size_t c = 0; c < cols; ++c) {
-                const double v = value(r, c);
-                xs[r * cols + c] = static_cast<float>(v);
-                sum[c] += v;
-                mx[c] = std::max(mx[c], v);
-                mn[c] = std::min(mn[c], v);
+    // 40 and 1000 columns: rows of 16-byte multiples in every float dtype, which take the
+    // vectorised column kernel; 44: f16/bf16 rows of 88 bytes, which do not.
+    for (std::size_t cols : {std::size_t{40}, std::size_t{44}, std::size_t{1000}})
+        for (std::size_t rows :
+             {std::size_t{6000}, std::size_t{300}, std::size_t{9}, std::size_t{5}}) {
+            INFO("rows " << rows << ", cols " << cols);
+            std::vector<float> xs(rows * cols);
+            std::vector<double> sum(cols, 0.0), mx(cols, -1e9), mn(cols, 1e9);
+            for (std::size_t r = 0; r < rows; ++r)
+                for (std::size_t c = 0; c < cols; ++c) {
+                    const double v = value(r, c);
+                    xs[r * cols + c] = static_cast<float>(v);
+                    sum[c] += v;
+                    mx[c] = std::max(mx[c], v);
+                    mn[c] = std::min(mn[c], v);
+                }
+            const auto as_f32 = [](const std::vector<double>& v) {
+                return std::vector<float>(v.begin(), v.end());
+            };
+            std::vector<double> mean(cols);
+            for (std::size_t c = 0; c < cols; ++c) mean[c] = sum[c] / static_cast<double>(rows);
+            const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
+            CHECK(x.sum_dim(0).to_data().to_vec<float>() == as_f32(sum));
+            CHECK(x.max_dim(0).to_data().to_vec<float>() == as_f32(mx));
+            CHECK(x.min_dim(0).to_data().to_vec<float>() == as_f32(mn));
+            ember::test::check_close(x.mean_dim(0).to_data(), TensorData(as_f32(mean), {1, cols}),
+                                     {1e-6, 1e-6});
+            CHECK(x.cast(ember::DType::F64).sum_dim(0).to_data().to_vec<double>() == sum);
+            auto xi = Tensor<Cuda, 2, ember::Int>::from_data(
+                TensorData(std::vector<std::int64_t>(xs.begin(), xs.end()), {rows, cols}), {});
+            CHECK(xi.sum_dim(0).to_data().to_vec<std::int64_t>() ==
+                  std::vector<std::int64_t>(sum.begin(), sum.end()));
+            // Halves: the exact sum rounded once to the dtype (the CPU backend's cast rounds it).
+            for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
+                INFO(std::string(ember::dtype_name(dt)));
+                const auto got = x.cast(dt).sum_dim(0);
+                CHECK(got.dtype() == dt);
+                const auto want = Tensor<Cpu, 2>::from_data(TensorData(as_f32(sum), {1, cols}), {})
+                                      .cast(dt)
+                                      .cast(ember::DType::F32);
+                CHECK(got.cast(ember::DType::F32).to_data().to_vec<float>() ==
+                      want.to_data().to_vec<float>());
             }
-        const auto as_f32 = [](const std::vector<double>& v) {
-            return std::vector<float>(v.begin(), v.end());
-        };
-        std::vector<double> mean(cols);
-        for (std::size_t c = 0; c < cols; ++c) mean[c] = sum[c] / static_cast<double>(rows);
-        const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
-        CHECK(x.sum_dim(0).to_data().to_vec<float>() == as_f32(sum));
-        CHECK(x.max_dim(0).to_data().to_vec<float>() == as_f32(mx));
-        CHECK(x.min_dim(0).to_data().to_vec<float>() == as_f32(mn));
-        ember::test::check_close(x.mean_dim(0).to_data(), TensorData(as_f32(mean), {1, cols}),
-                                 {1e-6, 1e-6});
-        CHECK(x.cast(ember::DType::F64).sum_dim(0).to_data().to_vec<double>() == sum);
-        auto xi = Tensor<Cuda, 2, ember::Int>::from_data(
-            TensorData(std::vector<std::int64_t>(xs.begin(), xs.end()), {rows, cols}), {});
-        CHECK(xi.sum_dim(0).to_data().to_vec<std::int64_t>() ==
-              std::vector<std::int64_t>(sum.begin(), sum.end()));
-        // Halves: the exact sum rounded once to the dtype (the CPU backend's cast rounds it).
-        for (auto dt : {ember::DType::F16, ember::DType::BF16}) {
-            INFO(std::string(ember::dtype_name(dt)));
-            const auto got = x.cast(dt).sum_dim(0);
-            CHECK(got.dtype() == dt);
-            const auto want = Tensor<Cpu, 2>::from_data(TensorData(as_f32(sum), {1, cols}), {})
-                                  .cast(dt)
-                                  .cast(ember::DType::F32);
-            CHECK(got.cast(ember::DType::F32).to_data().to_vec<float>() ==
-                  want.to_data().to_vec<float>());
         }
-    }
     // The middle dim of [5, 300, 7]: 35 outputs whose inputs lie 7 apart, in two strided dims.
     std::vector<float> ys(5 * 300 * 7);
     std::vector<float> want(5 * 7, 0.f);

@@ -770,6 +770,41 @@ __global__ void attention_delta_kernel(AttnParams p, std::int64_t rows, const T*
     if (lane == 0) delta[row] = s;
 }
 
+/// attention_delta_kernel with 16-byte loads: D / V threads a row (V elements of 16 bytes
+/// each), rows of one (batch, head) along x and the (batch, head) along y, so no thread divides
+/// 64-bit indices. For rows whose starts are 16-byte aligned (delta_vec_fits).
+template <typename T, int D>
+__global__ void attention_delta_vec_kernel(AttnParams p, const T* o, const T* dout, float* delta) {
+    constexpr int V = 16 / sizeof(T), G = D / V;
+    static_assert(D % V == 0 && 32 % G == 0, "a row's threads share a warp");
+    const int bh = static_cast<int>(blockIdx.y), b = bh / p.heads, h = bh % p.heads;
+    const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    const int i = t / G, part = t % G;
+    float s = 0.f;
+    if (i < p.lq) {
+        const uint4 a = __ldg(
+            reinterpret_cast<const uint4*>(o + b * p.os[0] + h * p.os[1] + i * p.os[2] + part * V));
+        const uint4 g = __ldg(reinterpret_cast<const uint4*>(dout + b * p.gs[0] + h * p.gs[1] +
+                                                             i * p.gs[2] + part * V));
+        const T* ea = reinterpret_cast<const T*>(&a);
+        const T* eg = reinterpret_cast<const T*>(&g);
+        for (int c = 0; c < V; ++c) s += Mma<T>::to_f32(ea[c]) * Mma<T>::to_f32(eg[c]);
+    }
+    // Every lane takes part in the shuffles (those past the last row with 0).
+    for (int d = G / 2; d > 0; d /= 2) s += __shfl_down_sync(0xffffffffu, s, d, G);
+    if (i < p.lq && part == 0) delta[static_cast<std::int64_t>(bh) * p.lq + i] = s;
+}
+
+/// Whether o's and dout's rows start on 16-byte boundaries (attention_delta_vec_kernel).
+template <typename T>
+bool delta_vec_fits(const AttnParams& p, const void* o, const void* dout) {
+    constexpr std::int64_t V = 16 / sizeof(T);
+    bool ok = reinterpret_cast<std::uintptr_t>(o) % 16 == 0 &&
+              reinterpret_cast<std::uintptr_t>(dout) % 16 == 0;
+    for (int d = 0; d < 3; ++d) ok = ok && p.os[d] % V == 0 && p.gs[d] % V == 0;
+    return ok;
+}
+
 template <typename T, int D, bool Precise>
 __global__ void __launch_bounds__(kAttnThreads)
     attention_backward_kernel(AttnParams p, const T* dout, const float* lse, const float* delta,
@@ -949,7 +984,15 @@ template <typename T, int D, bool Precise>
 void backward_as(const AttnParams& p, const void* o, const void* dout, const float* lse,
                  float* delta, float* dq, void* dk, void* dv, cudaStream_t s) {
     const std::int64_t rows = static_cast<std::int64_t>(p.batch) * p.heads * p.lq;
-    if (rows > 0) {
+    if (rows > 0 && delta_vec_fits<T>(p, o, dout)) {
+        constexpr int G = D / (16 / static_cast<int>(sizeof(T)));
+        const dim3 grid(
+            static_cast<unsigned>((static_cast<std::int64_t>(p.lq) * G + kThreads - 1) / kThreads),
+            static_cast<unsigned>(p.batch * p.heads));
+        attention_delta_vec_kernel<T, D><<<grid, kThreads, 0, s>>>(
+            p, static_cast<const T*>(o), static_cast<const T*>(dout), delta);
+        EMBER_CUDA_CHECK(cudaGetLastError());
+    } else if (rows > 0) {
         const auto blocks = static_cast<unsigned>((rows * 32 + kThreads - 1) / kThreads);
         attention_delta_kernel<T, D><<<blocks, kThreads, 0, s>>>(
             p, rows, static_cast<const T*>(o), static_cast<const T*>(dout), delta);

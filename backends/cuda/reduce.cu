@@ -3,6 +3,7 @@
 // over threads and slices when there are few, so reads stay coalesced and the GPU full), over a
 // whole tensor (grid partials, then one block), arg-reductions, and row softmax with the max and
 // the sum taken in one pass (online softmax) so that each row is read twice and written once.
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 
@@ -179,6 +180,55 @@ __global__ void reduce_cols_kernel(ReduceOp op, Iter<2> it, std::int64_t k, std:
         emit<T>(op, out, off[0], a, k);
     else
         partial[blockIdx.y * it.n + o] = a;
+}
+
+/// Rows of the reduced dim each thread of reduce_cols_vec_kernel reads at least, per slice.
+constexpr int kVecRowsPerThread = 16;
+
+/// reduce_cols_kernel for a sum or mean over the rows of a dense row-major [k, n] matrix (a
+/// bias gradient: [batch · seq, features]) into n f32 outputs: each thread reads 16 bytes of a
+/// row (8 bf16/f16 or 4 f32 columns) instead of one element, so a warp reads 512 bytes of a row
+/// at once. The columns of a thread are summed in the same order as reduce_cols_kernel's (its
+/// thread row, then the block's rows in order, then the slices in order), on fewer, wider slices.
+template <typename In>
+__global__ void __launch_bounds__(32 * kColRows)
+    reduce_cols_vec_kernel(ReduceOp op, std::int64_t n, std::int64_t k, const In* in, void* out,
+                           float* partial) {
+    constexpr int V = 16 / sizeof(In);
+    __shared__ float tile[kColRows][V][33];
+    const std::int64_t c0 = (blockIdx.x * 32LL + threadIdx.x) * V;
+    const std::int64_t per = (k + gridDim.y - 1) / gridDim.y;
+    const std::int64_t j0 = blockIdx.y * per, j1 = j0 + per < k ? j0 + per : k;
+    float a[V];
+    for (int v = 0; v < V; ++v) a[v] = 0.f;
+    if (c0 < n) {
+        for (std::int64_t j = j0 + threadIdx.y; j < j1; j += kColRows) {
+            const uint4 raw = __ldg(reinterpret_cast<const uint4*>(in + j * n + c0));
+            const In* e = reinterpret_cast<const In*>(&raw);
+            for (int v = 0; v < V; ++v) a[v] += load_as<float>(e[v]);
+        }
+    }
+    for (int v = 0; v < V; ++v) tile[threadIdx.y][v][threadIdx.x] = a[v];
+    __syncthreads();
+    if (threadIdx.y != 0 || c0 >= n) return;
+    for (int r = 1; r < kColRows; ++r)
+        for (int v = 0; v < V; ++v) a[v] += tile[r][v][threadIdx.x];
+    for (int v = 0; v < V; ++v) {
+        if (gridDim.y == 1)
+            emit<float>(op, out, c0 + v, a[v], k);
+        else
+            partial[blockIdx.y * n + c0 + v] = a[v];
+    }
+}
+
+/// Slices of the rows reduce_cols_vec_kernel uses for n outputs of `v` columns a thread.
+int column_parts_vec(std::int64_t n, std::int64_t k, int v) {
+    const std::int64_t blocks = (n / v + 31) / 32;
+    std::int64_t parts = (1024 + blocks - 1) / blocks;
+    const std::int64_t most = k / (kColRows * kVecRowsPerThread);
+    if (parts > most) parts = most;
+    if (parts > 256) parts = 256;
+    return parts < 1 ? 1 : static_cast<int>(parts);
 }
 
 template <typename T>
@@ -390,7 +440,9 @@ __global__ void softmax_vec_kernel(bool log_out, int cols4, const float4* in, fl
 
 std::size_t reduce_dim_scratch(std::int64_t n, std::int64_t k, std::int64_t stride) {
     if (!reduce_dim_strided(k, stride) || n == 0 || n > kColsMaxOutputs) return 0;
-    const int parts = column_parts(n, k);
+    // Room for either kernel's slices (which one runs depends on the dtype and alignment).
+    const int parts =
+        std::max({column_parts(n, k), column_parts_vec(n, k, 4), column_parts_vec(n, k, 8)});
     return parts == 1 ? 0 : static_cast<std::size_t>(parts) * static_cast<std::size_t>(n) * 8;
 }
 
@@ -402,6 +454,36 @@ void launch_reduce_dim(ReduceOp op, DType cd, DType in_dtype, const Iter<2>& it,
     visit_compute(cd, [&]<typename T>(T) {
         if constexpr (!std::is_same_v<T, std::uint8_t>) {
             using A = typename Acc<T>::type;
+            if constexpr (std::is_same_v<T, float>) {
+                // A sum or mean over the rows of a dense [k, n] matrix with 16-byte aligned rows:
+                // the vectorised column kernel.
+                const std::size_t elem = in_dtype == DType::F32 ? 4 : 2;
+                const bool dense = it.rank == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 &&
+                                   stride == it.n;
+                if (cols && dense && (op == ReduceOp::Sum || op == ReduceOp::Mean) &&
+                    (in_dtype == DType::F32 || in_dtype == DType::F16 || in_dtype == DType::BF16) &&
+                    (static_cast<std::size_t>(it.n) * elem) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(in) % 16 == 0) {
+                    const int v = static_cast<int>(16 / elem);
+                    const int parts = column_parts_vec(it.n, k, v);
+                    const dim3 grid(static_cast<unsigned>((it.n / v + 31) / 32), parts),
+                        block(32, kColRows);
+                    auto* partial = static_cast<float*>(scratch);
+                    if (in_dtype == DType::F32)
+                        reduce_cols_vec_kernel<float><<<grid, block, 0, s>>>(
+                            op, it.n, k, static_cast<const float*>(in), out, partial);
+                    else if (in_dtype == DType::F16)
+                        reduce_cols_vec_kernel<__half><<<grid, block, 0, s>>>(
+                            op, it.n, k, static_cast<const __half*>(in), out, partial);
+                    else
+                        reduce_cols_vec_kernel<__nv_bfloat16><<<grid, block, 0, s>>>(
+                            op, it.n, k, static_cast<const __nv_bfloat16*>(in), out, partial);
+                    if (parts > 1)
+                        reduce_parts_kernel<T>
+                            <<<blocks_for(it.n), kThreads, 0, s>>>(op, it, k, parts, partial, out);
+                    return;
+                }
+            }
             if (strided) {
                 const int parts = cols ? column_parts(it.n, k) : 1;
                 const dim3 grid(static_cast<unsigned>((it.n + 31) / 32), parts),
