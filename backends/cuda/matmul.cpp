@@ -229,7 +229,12 @@ struct EpiloguePlan {
     bool ok = false;
 };
 using EpilogueKey = std::tuple<int, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                               std::int64_t, bool, bool, int, bool, std::uint32_t>;
+                               std::int64_t, bool, bool, int, bool, std::uint32_t, DType>;
+
+// cuBLASLt's name for a float dtype.
+cudaDataType_t lt_type(DType d) {
+    return d == DType::BF16 ? CUDA_R_16BF : d == DType::F16 ? CUDA_R_16F : CUDA_R_32F;
+}
 
 EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
     // Guarded by epilogue_mutex(); never destroyed, like the handles the plans belong to.
@@ -237,10 +242,14 @@ EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
     auto [it, fresh] = plans->try_emplace(key);
     EpiloguePlan& p = it->second;
     if (!fresh) return p;
-    const auto [dev, m, n, k, lda, ldb, ta, tb, ep_int, tf32, align] = key;
+    const auto [dev, m, n, k, lda, ldb, ta, tb, ep_int, tf32, align, dtype] = key;
     const auto ep = static_cast<cublasLtEpilogue_t>(ep_int);
+    const cudaDataType_t t = lt_type(dtype);
+    // f16/bf16 operands accumulate in f32 (as every product here does); the bias is in the
+    // output's dtype (cuBLASLt's default), added to the f32 sum before the one rounding.
     EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescCreate(
-        &p.lt.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        &p.lt.desc, tf32 && dtype == DType::F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+        CUDA_R_32F));
     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B, its B our A.
     const cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                             opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -250,11 +259,11 @@ EpiloguePlan& epilogue_plan(const EpilogueKey& key) {
                                                              &opb, sizeof opb));
     EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
         p.lt.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-    EMBER_CUBLAS_CHECK(tb ? blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, k, n, ldb)
-                          : blas().cublasLtMatrixLayoutCreate(&p.lt.a, CUDA_R_32F, n, k, ldb));
-    EMBER_CUBLAS_CHECK(ta ? blas().cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, m, k, lda)
-                          : blas().cublasLtMatrixLayoutCreate(&p.lt.b, CUDA_R_32F, k, m, lda));
-    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&p.lt.c, CUDA_R_32F, n, m, n));
+    EMBER_CUBLAS_CHECK(tb ? blas().cublasLtMatrixLayoutCreate(&p.lt.a, t, k, n, ldb)
+                          : blas().cublasLtMatrixLayoutCreate(&p.lt.a, t, n, k, ldb));
+    EMBER_CUBLAS_CHECK(ta ? blas().cublasLtMatrixLayoutCreate(&p.lt.b, t, m, k, lda)
+                          : blas().cublasLtMatrixLayoutCreate(&p.lt.b, t, k, m, lda));
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatrixLayoutCreate(&p.lt.c, t, n, m, n));
     std::size_t ws_bytes = 0;
     cublas_workspace(dev, &ws_bytes);
     EMBER_CUBLAS_CHECK(blas().cublasLtMatmulPreferenceCreate(&p.lt.pref));
@@ -283,12 +292,15 @@ std::mutex& epilogue_mutex() {
 
 }  // namespace
 
-/// a · b (2-D, f32) with the bias row added and/or relu applied by cuBLASLt's epilogue;
-/// nothing for other operands or where cuBLASLt has no algorithm.
+/// a · b (2-D; f32, f16 or bf16, all three operands of one dtype) with the bias row added
+/// and/or relu applied by cuBLASLt's epilogue; nothing for other operands or where cuBLASLt
+/// has no algorithm.
 std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor& b0,
                                           const std::optional<CudaTensor>& bias, bool relu) {
-    if (a0.dtype != DType::F32 || b0.dtype != DType::F32 || a0.shape.rank() != 2 ||
-        b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0] || (bias && bias->dtype != DType::F32))
+    const DType dt = a0.dtype;
+    if ((dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) || b0.dtype != dt ||
+        a0.shape.rank() != 2 || b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0] ||
+        (bias && bias->dtype != dt))
         return std::nullopt;
     const auto m = static_cast<std::int64_t>(a0.shape[0]),
                k = static_cast<std::int64_t>(a0.shape[1]),
@@ -302,21 +314,21 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     CudaTensor a = a0, b = b0;
     const MatView va = blas_operand(a, 0, 1);
     const MatView vb = blas_operand(b, 0, 1);
-    // The bias as n dense floats on a 16-byte boundary.
+    // The bias as n dense values on a 16-byte boundary.
     std::optional<CudaTensor> bv;
     if (bias) {
         bv = contiguous(reshape(*bias, Shape{std::size_t(n)}));
         if (reinterpret_cast<std::uintptr_t>(bv->ptr()) % 16 != 0) bv = fresh_copy(*bv);
     }
-    CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, DType::F32, dev);
+    CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, dt, dev);
     const cublasLtEpilogue_t ep = !bias  ? CUBLASLT_EPILOGUE_RELU
                                   : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
                                          : CUBLASLT_EPILOGUE_BIAS;
     const std::uint32_t align =
         std::min({alignment(a.ptr()), alignment(b.ptr()), alignment(out.ptr())});
     const EpilogueKey key{
-        dev,  m, n, k, va.ld, vb.ld, va.trans, vb.trans, static_cast<int>(ep), tf32_allowed(),
-        align};
+        dev,   m, n, k, va.ld, vb.ld, va.trans, vb.trans, static_cast<int>(ep), tf32_allowed(),
+        align, dt};
     std::lock_guard lock(epilogue_mutex());
     EpiloguePlan& p = epilogue_plan(key);
     if (!p.ok) return std::nullopt;

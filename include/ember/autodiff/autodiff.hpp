@@ -19,6 +19,7 @@
 
 #include "../export.hpp"
 #include "../tensor/backend.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "detail/graph.hpp"
 #include "gradients.hpp"
 
@@ -186,6 +187,13 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static std::pair<FT, IT> float_sort_with_indices(FT t, std::size_t dim, bool descending);
     static std::pair<FT, IT> float_topk(FT t, std::size_t k, std::size_t dim, bool largest);
     static FT float_matmul(FT a, FT b);
+    /// a · b (2-D) + bias row in B's GEMM (B's matmul epilogue, where B has one), recorded with
+    /// its backward: g·bᵀ, aᵀ·g and the bias's Σ_rows g. Nothing for relu, without a bias, or
+    /// where B declines the operands (module::linear then runs the matmul and the add).
+    static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b,
+                                                   std::optional<FT> bias,
+                                                   fusion::MatmulEpilogue epilogue)
+        requires fusion::MatmulEpilogueBackend<B>;
 
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);

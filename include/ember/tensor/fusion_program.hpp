@@ -10,6 +10,7 @@
 // it, as strided views). Scalar operands are not part of the program: instructions name a slot
 // of the scalar array passed at launch, so programs that differ only in their scalars share one
 // compiled kernel.
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -91,6 +92,17 @@ struct EMBER_API Program {
 /// epilogue): the bias row (when given) added, then relu when `relu`.
 struct MatmulEpilogue {
     bool relu = false;  ///< relu after the bias
+};
+
+/// A backend that applies a bias row and relu inside its 2-D matmul: `fused_matmul_epilogue`
+/// returns the result, or nothing for operands it does not take that way (the caller then runs
+/// the matmul and the ops after it). Fusion<B> hands it a recorded matmul's epilogue;
+/// Autodiff<B> offers it too where B has it, differentiated, and module::linear uses it.
+template <typename B>
+concept MatmulEpilogueBackend = requires(const typename B::FloatTensorPrimitive& t,
+                                         std::optional<typename B::FloatTensorPrimitive> bias) {
+    { B::fused_matmul_epilogue(t, t, bias, MatmulEpilogue{}) } ->
+        std::same_as<std::optional<typename B::FloatTensorPrimitive>>;
 };
 
 /// Whether Fusion<B> runs a matmul followed by a bias add and/or relu as one call to a backend

@@ -4,6 +4,7 @@
 #include <optional>
 #include <type_traits>
 
+#include "fusion_program.hpp"
 #include "tensor.hpp"
 
 namespace ember::module {
@@ -13,15 +14,12 @@ namespace ember::module {
 template <Backend B, std::size_t D>
 using OptionalTensor = std::optional<std::type_identity_t<Tensor<B, D>>>;
 
-/// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
-/// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
+namespace detail {
+/// linear as a matmul and a broadcast add (`weight` already in the autocast dtype).
 template <Backend B, std::size_t D>
-Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
-                    const OptionalTensor<B, 1>& bias = std::nullopt) {
-    // The parameter itself is cast (not its reshaped view, a new node): autocast's cache
-    // recognises the parameter and reuses its cast. The product then casts x only.
-    const Tensor<B, 2> weight = ::ember::detail::autocast::lower(weight_in);
-    Shape ws = weight.shape();
+Tensor<B, D> linear_composed(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
+                             const std::optional<Tensor<B, 1>>& bias) {
+    const Shape ws = weight.shape();
     Shape s = Shape::filled(D, 1);
     s[D - 2] = ws[0];
     s[D - 1] = ws[1];
@@ -32,6 +30,43 @@ Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
         y = std::move(y) + ::ember::detail::autocast::lower(*bias).template reshape<D>(b);
     }
     return y;
+}
+}  // namespace detail
+
+/// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
+/// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
+/// Where the backend adds a bias row inside its GEMM (fusion::MatmulEpilogueBackend: the CPU,
+/// CUDA and Autodiff over them), x's leading dims become the product's rows and the bias add
+/// runs in the product's kernel; otherwise, or where it declines the operands, a matmul and an
+/// add.
+template <Backend B, std::size_t D>
+Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
+                    const OptionalTensor<B, 1>& bias = std::nullopt) {
+    // The parameter itself is cast (not its reshaped view, a new node): autocast's cache
+    // recognises the parameter and reuses its cast. The product then casts x only.
+    const Tensor<B, 2> weight = ::ember::detail::autocast::lower(weight_in);
+    if constexpr (fusion::MatmulEpilogueBackend<B> && D >= 2) {
+        if (bias) {
+            // Cast here as Tensor::matmul and the add would (once: the fallback below reuses
+            // the casts, which are then no-ops).
+            const Tensor<B, D> xl = ::ember::detail::autocast::lower(x);
+            const Tensor<B, 1> bl = ::ember::detail::autocast::lower(*bias);
+            const Shape xs = xl.shape(), ws = weight.shape();
+            if (xs[D - 1] == ws[0] && bl.shape()[0] == ws[1]) {  // else the matmul's error
+                std::size_t rows = 1;
+                for (std::size_t d = 0; d + 1 < D; ++d) rows *= xs[d];
+                const auto x2 = xl.template reshape<2>(std::array<std::size_t, 2>{rows, ws[0]});
+                if (auto y = B::fused_matmul_epilogue(x2.primitive(), weight.primitive(),
+                                                      bl.primitive(), fusion::MatmulEpilogue{})) {
+                    Shape ys = xs;
+                    ys[D - 1] = ws[1];
+                    return Tensor<B, 2>(std::move(*y)).template reshape<D>(ys);
+                }
+            }
+            return detail::linear_composed(xl, weight, std::optional<Tensor<B, 1>>(bl));
+        }
+    }
+    return detail::linear_composed(x, weight, bias);
 }
 
 /// Layer normalisation over the last dim (torch.nn.functional.layer_norm with a 1-d

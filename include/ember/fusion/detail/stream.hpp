@@ -45,14 +45,9 @@ struct Value {
     bool deferred_matmul = false;
 };
 
-/// A backend that applies a bias row and relu inside its matmul: returns the result, or nothing
-/// for operands it does not take that way (Fusion then runs the matmul and the chain).
+/// A backend that applies a bias row and relu inside its matmul (tensor/fusion_program.hpp).
 template <typename B>
-concept MatmulEpilogueBackend = requires(const typename B::FloatTensorPrimitive& t,
-                                         std::optional<typename B::FloatTensorPrimitive> bias) {
-    { B::fused_matmul_epilogue(t, t, bias, ember::fusion::MatmulEpilogue{}) } ->
-        std::same_as<std::optional<typename B::FloatTensorPrimitive>>;
-};
+concept MatmulEpilogueBackend = ember::fusion::MatmulEpilogueBackend<B>;
 
 /// PyTorch's broadcasting of two shapes, or nothing when they do not fit (the caller then runs
 /// the op unfused, so that B reports the error as it always does).
