@@ -11,7 +11,9 @@ GPU_TRAIN_MODELS_ONLY=1, or a subset of its commands: same run, same weights), e
 Rows: every ember timing line of the NEW runs (`gpt_train_step_*`, `resnet18_*`), matched by
 name and backend with EARLIER's ember line. Ratios are ember / PyTorch (lower is better; the
 issue's goal is ≤ 0.9). Where the run has both sides' per-step losses from the same weights, the
-largest relative difference is given.
+largest relative difference is given; a row of a step replayed as a CUDA graph (`"graph": true`,
+a name ending in `_graph`) compares the losses of that mode (framework "ember-graph") where the
+run has them.
 """
 import os
 import sys
@@ -32,14 +34,15 @@ def load(path):
     return meta, rows, losses
 
 
-def loss_gap(losses, model, p):
-    """Largest |ember − PyTorch| / |PyTorch| over the steps both logged, or None."""
+def loss_gap(losses, model, p, side="ember"):
+    """Largest |ember − PyTorch| / |PyTorch| over the steps both logged, or None; `side` names
+    ember's lines ("ember", or "ember-graph" for the replayed step's)."""
     by = {}
     for r in losses:
         if r["name"] == f"{model}_loss" and r.get("precision") == p:
             by.setdefault(r["step"], {})[r["framework"]] = r["value"]
-    gaps = [abs(v["ember"] - v["torch"]) / abs(v["torch"]) for v in by.values()
-            if "ember" in v and "torch" in v and v["torch"] != 0]
+    gaps = [abs(v[side] - v["torch"]) / abs(v["torch"]) for v in by.values()
+            if side in v and "torch" in v and v["torch"] != 0]
     return (max(gaps), len(gaps)) if gaps else None
 
 
@@ -106,7 +109,9 @@ def main():
         peers = [t for t in torch_rows if t["name"].startswith(prefix)]
         peer = min(peers, key=lambda t: t["value"]) if peers else None
         model = "gpt" if name.startswith("gpt") else "resnet"
-        gap = loss_gap(losses, model, precision(r))
+        graph = r.get("graph") is True or name.endswith("_graph")
+        gap = (graph and loss_gap(losses, model, precision(r), "ember-graph")) or \
+            loss_gap(losses, model, precision(r))
         mem = (f"{r['peak_memory_mib']:.0f} / {peer['peak_memory_mib']:.0f}"
                if peer and "peak_memory_mib" in r and "peak_memory_mib" in peer else "—")
         cells = [

@@ -8,12 +8,13 @@
 #     PyTorch eager, fused Adam and the whole step in a CUDA graph (bench_cuda_torch.py train_best);
 #   - ResNet-18 (CIFAR form) at batch 256: ember on cuda and cuda+fusion with cuDNN on and off,
 #     in f32 and (cuDNN on) bf16 mixed precision (--bf16, ember::Autocast), PyTorch f32 and
-#     bf16 autocast, NCHW and channels-last, eager / fused / CUDA graph (resnet.sh); the losses
+#     bf16 autocast, NCHW and channels-last, eager / fused / CUDA graph (resnet.sh), and ember's
+#     bf16 step replayed as one captured CUDA graph (--graph, `_graph` rows); the losses
 #     of 20 SGD steps of both from the same weights on one fixed batch, f32 and bf16;
 #   - GPT (examples/gpt, GPT-2 small's shape over bytes) at 8 x 1024 tokens: ember on cuda in f32
-#     and bf16 (--bf16) and PyTorch f32 and bf16 autocast, eager / fused / CUDA graph, the
-#     20-step losses of both from the same weights in each precision (gpt_torch.py --save-init,
-#     gpt --init-from).
+#     and bf16 (--bf16; bf16 also replayed as a CUDA graph, --graph) and PyTorch f32 and bf16
+#     autocast, eager / fused / CUDA graph, the 20-step losses of both from the same weights in
+#     each precision (gpt_torch.py --save-init, gpt --init-from).
 #   - issue 31's rows as graph.sh has them, in the same run: the per-op overhead of eager and
 #     replayed 1-element adds (bench_cuda overhead, PyTorch's eager add) and, with
 #     BENCH_VULKAN=<bench_vulkan binary>, the Vulkan training steps and overhead.
@@ -69,8 +70,11 @@ for cudnn in 1 0; do
   done
 done
 for b in cuda cuda+fusion; do
-  "$build/examples/resnet" --synthetic --backend "$b" --batch 256 --warmup 5 --steps 20 \
-    --init-from "$tmp/resnet18.pt" --bf16 | grep '"framework"' | sed 's/}$/, "cudnn": 1}/' | keep
+  for graph in "" --graph; do  # eager, and replayed as one captured CUDA graph
+    "$build/examples/resnet" --synthetic --backend "$b" --batch 256 --warmup 5 --steps 20 \
+      --init-from "$tmp/resnet18.pt" --bf16 $graph | grep '"framework"' |
+      sed 's/}$/, "cudnn": 1}/' | keep
+  done
 done
 # The loss check: 20 SGD steps (lr 0.05) from the same weights on one fixed batch of 256, both
 # sides on the GPU, in f32 and under bf16 autocast.
@@ -97,4 +101,8 @@ for p in f32 bf16; do
     --peak-tflops "${PEAK_TFLOPS:-989}" --init-from "$tmp/gpt.pt" --loss-steps 20 \
     --bench-warmup 2 --bench-reps 3 --bench-rounds 2 "${flag[@]}" | keep
 done
+# The bf16 step replayed as one captured CUDA graph (PyTorch's cuda_graph rows' peer).
+"$build/examples/gpt" train --bench --backend cuda --batch 8 --seq 1024 --dropout 0 \
+  --peak-tflops "${PEAK_TFLOPS:-989}" --init-from "$tmp/gpt.pt" --bench-warmup 2 \
+  --bench-reps 3 --bench-rounds 2 --bf16 --graph | keep
 echo "raw lines: $out" >&2

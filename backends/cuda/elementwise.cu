@@ -480,6 +480,48 @@ __global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, con
     }
 }
 
+// ---- SGD with momentum -----------------------------------------------------------------------
+// Each operation rounded on its own (no contraction into fused multiply-adds), as Sgd's composed
+// tensor ops round them one kernel each: the fused step gives their values bit for bit.
+__device__ __forceinline__ float sgd_mul(float a, float b) {
+    return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double sgd_mul(double a, double b) {
+    return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float sgd_add(float a, float b) {
+    return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double sgd_add(double a, double b) {
+    return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float sgd_sub(float a, float b) {
+    return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double sgd_sub(double a, double b) {
+    return __dsub_rn(a, b);
+}
+
+template <typename T>
+__global__ void sgd_kernel(std::int64_t n, T* po, T* vo, const T* p, const T* g, const T* v,
+                           SgdStepScalars s, const double* replayed) {
+    // In a captured graph the learning rate comes from device memory that the graph's first
+    // node writes at each replay (graph.cpp), so a schedule can change it.
+    if (replayed != nullptr) s.lr = replayed[0];
+    const T lr = T(s.lr), mu = T(s.momentum), keep = T(1.0 - s.dampening),
+            wd = T(s.weight_decay);
+    const bool decay = s.weight_decay != 0.0;
+    EMBER_GRID_LOOP(i, n) {
+        const T pi = p[i];
+        T gi = g[i];
+        if (decay) gi = sgd_add(gi, sgd_mul(pi, wd));
+        const T vk = sgd_add(sgd_mul(v[i], mu), sgd_mul(gi, keep));
+        const T d = s.nesterov ? sgd_add(gi, sgd_mul(vk, mu)) : vk;
+        po[i] = sgd_sub(pi, sgd_mul(d, lr));
+        vo[i] = vk;
+    }
+}
+
 __global__ void check_range_kernel(Iter<1> it, const std::int64_t* v, std::int64_t limit, int mode,
                                    int* flag) {
     EMBER_GRID_LOOP(i, it.n) {
@@ -1185,6 +1227,21 @@ void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out
             static_cast<const float*>(p), static_cast<const float*>(g),
             static_cast<const float*>(m), static_cast<const float*>(v), sc, replayed);
     check_launch("adam_step");
+}
+
+void launch_sgd(DType cd, std::int64_t n, void* p_out, void* v_out, const void* p, const void* g,
+                const void* v, const SgdStepScalars& sc, cudaStream_t s, const double* replayed) {
+    if (n == 0) return;
+    if (cd == DType::F64)
+        sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            n, static_cast<double*>(p_out), static_cast<double*>(v_out),
+            static_cast<const double*>(p), static_cast<const double*>(g),
+            static_cast<const double*>(v), sc, replayed);
+    else
+        sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(
+            n, static_cast<float*>(p_out), static_cast<float*>(v_out), static_cast<const float*>(p),
+            static_cast<const float*>(g), static_cast<const float*>(v), sc, replayed);
+    check_launch("sgd_step");
 }
 
 void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t limit, int mode,

@@ -10,6 +10,7 @@
 #include "ember/backend/detail/cuda_tensor.hpp"
 #include "ember/tensor/distribution.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/tensor/sgd_step.hpp"
 
 namespace ember::detail::cuda {
 
@@ -110,6 +111,11 @@ void launch_random(void* out, DType dt, std::int64_t n, const Distribution& d, s
 void launch_adam(DType cd, std::int64_t n, void* p_out, void* m_out, void* v_out, const void* p,
                  const void* g, const void* m, const void* v, const AdamStepScalars& sc,
                  cudaStream_t s, const double* replayed = nullptr);
+/// One SGD-with-momentum step over n contiguous elements (f32 or f64), written to the out
+/// pointers. With `replayed` (a captured graph's update), lr is read from that device double.
+void launch_sgd(DType cd, std::int64_t n, void* p_out, void* v_out, const void* p, const void* g,
+                const void* v, const SgdStepScalars& sc, cudaStream_t s,
+                const double* replayed = nullptr);
 /// Sets *flag (device int) when any of the n int64 values (strided) is outside [0, limit) or,
 /// with `zero_only`, equals zero; or, with `negative_only`, is negative.
 void launch_check_range(const Iter<1>& it, const std::int64_t* v, std::int64_t limit, int mode,

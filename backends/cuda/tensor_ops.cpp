@@ -158,6 +158,13 @@ CudaTensor arange(std::int64_t start, std::int64_t end, std::int64_t step, int d
     CudaTensor t = empty(Shape{n}, DType::I64, device);
     launch_arange(static_cast<std::int64_t*>(t.ptr()), static_cast<std::int64_t>(n), start, step,
                   stream(device));
+    if (n > 0) {
+        // Known bounds, as from_data's: an index check on positions made by arange (a position
+        // embedding's lookup) needs no readback, so a captured step may contain it.
+        const std::int64_t last = start + static_cast<std::int64_t>(n - 1) * step;
+        t.storage->lo = std::min(start, last);
+        t.storage->hi = std::max(start, last);
+    }
     return t;
 }
 
@@ -402,6 +409,29 @@ std::array<CudaTensor, 3> adam_step(CudaTensor p, CudaTensor g, CudaTensor m, Cu
     return {cast(std::move(po), result), cast(std::move(mo), result), cast(std::move(vo), result)};
 }
 
+std::pair<CudaTensor, CudaTensor> sgd_step(CudaTensor p, CudaTensor g, CudaTensor v,
+                                           const SgdStepScalars& s) {
+    EMBER_CHECK(p.shape == g.shape && p.shape == v.shape, Shape, "sgd_step: param ", p.shape,
+                ", grad ", g.shape, " and velocity ", v.shape, " must have one shape");
+    EMBER_CHECK(is_float(p.dtype), DType, "sgd_step: needs float tensors, got ",
+                dtype_name(p.dtype));
+    const DType result = p.dtype, cd = compute_dtype(p.dtype);
+    auto prep = [cd](CudaTensor t) { return contiguous(to_compute(std::move(t), cd)); };
+    p = prep(std::move(p));
+    g = prep(std::move(g));
+    v = prep(std::move(v));
+    // Inside a captured step the update is in place, as Adam's: the next replay reads the
+    // parameter and velocity where this one wrote them, and its learning rate from the slot
+    // the graph rewrites (graph.cpp; no bias corrections: they stay 1).
+    const double* replayed =
+        adam_slot(p.device(), AdamStepScalars{0.0, 0.0, 0.0, s.lr, 1.0, 1.0});
+    CudaTensor po = replayed ? reuse(p) : output_like(p, p.shape, cd),
+               vo = replayed ? reuse(v) : output_like(v, p.shape, cd);
+    launch_sgd(cd, static_cast<std::int64_t>(p.num_elements()), po.ptr(), vo.ptr(), p.ptr(),
+               g.ptr(), v.ptr(), s, stream(p.device()), replayed);
+    return {cast(std::move(po), result), cast(std::move(vo), result)};
+}
+
 }  // namespace ember::detail::cuda
 
 // ---- CudaBackend's ops on the functions above ----
@@ -532,6 +562,10 @@ auto CudaBackend::int_clamp(IT t, Scalar lo, Scalar hi) -> IT {
 auto CudaBackend::float_adam_step(FT param, FT grad, FT m, FT v, const AdamStepScalars& s)
     -> std::array<FT, 3> {
     return k::adam_step(std::move(param), std::move(grad), std::move(m), std::move(v), s);
+}
+auto CudaBackend::float_sgd_step(FT param, FT grad, FT velocity, const SgdStepScalars& s)
+    -> std::pair<FT, FT> {
+    return k::sgd_step(std::move(param), std::move(grad), std::move(velocity), s);
 }
 auto CudaBackend::float_reshape(FT t, const Shape& s) -> FT {
     return k::reshape(std::move(t), s);

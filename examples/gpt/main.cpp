@@ -151,6 +151,11 @@ Options parse(int argc, char** argv) {
                      "model FLOPs utilisation")
         ->check(positive)
         ->group("Benchmark");
+    train_cmd
+        ->add_flag("--graph", o.graph,
+                   "with --bench on a CUDA device: capture one step as a CUDA graph and time "
+                   "its replays")
+        ->group("Benchmark");
     train_cmd->add_option("--bench-warmup", o.bench_warmup, "untimed steps first")
         ->check(ember_examples::non_negative)
         ->group("Benchmark");
@@ -198,6 +203,10 @@ Options parse(int argc, char** argv) {
     s.cache = !no_cache;
     if (c.seq_len == 0) c.seq_len = c.model.context;
     if (c.warmup >= c.steps) c.warmup = c.steps / 10;  // short runs: a tenth of the steps
+    if (o.graph && !o.bench)
+        throw ember::ArgumentError(
+            "gpt: --graph times the replays of --bench's step: it needs "
+            "--bench");
     return o;
 }
 

@@ -7,7 +7,8 @@
 #include <ember/optim.hpp>
 #include <ember/record.hpp>
 #if defined(EMBER_CUDA)
-#include <ember/backend/cuda.hpp>  // the peak memory of --bench
+#include <ember/backend/cuda.hpp>       // the peak memory of --bench
+#include <ember/stacks/cuda_graph.hpp>  // --bench --graph
 #endif
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -78,6 +80,7 @@ struct Options {
     std::size_t bench_reps = 10;
     std::size_t bench_rounds = 3;
     std::size_t loss_steps = 0;        // --bench: print the losses of this many steps first
+    bool graph = false;                // --bench: replay the step as one captured CUDA graph
     bool bf16 = false;                 // bf16 mixed precision (ember::Autocast, forward only)
     std::vector<std::size_t> devices;  // --devices: CUDA devices, a replica on each (threads)
     bool distributed = false;          // --distributed: this process is one rank of a group
@@ -337,13 +340,32 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
     if (cuda_device) ember::cuda::reset_peak_memory(ember::CudaDevice{*cuda_device});
 #endif
     double last_loss = 0;
-    for (std::size_t k = 0; k < o.bench_warmup; ++k) last_loss = double(step().into_scalar());
+    for (std::size_t k = 0; k < std::max<std::size_t>(o.bench_warmup, o.graph ? 1 : 0); ++k)
+        last_loss = double(step().into_scalar());
+    // --graph: the step's device work recorded once and replayed, the host's launches gone (the
+    // loss tensor made inside the capture is rewritten by each replay).
+    std::optional<ember::Tensor<B, 1>> loss;
+    std::function<void()> run_step = [&] { loss = step(); };
+#if defined(EMBER_CUDA)
+    std::optional<ember::cuda::CapturedStep> captured;
+    if (o.graph) {
+        EMBER_CHECK(cuda_device && rep.world == 1, Argument,
+                    "--graph replays the step on one CUDA device: it needs --backend cuda and "
+                    "one replica");
+        captured.emplace(ember::cuda::capture(run_step, ember::CudaDevice{*cuda_device}));
+        EMBER_CHECK(captured->replayable(), Argument,
+                    "--graph: the captured step cannot be replayed: ", captured->why_not());
+        run_step = [&] { captured->replay(); };
+    }
+#else
+    EMBER_CHECK(!o.graph, Argument,
+                "--graph replays the step as a CUDA graph: this build has no CUDA");
+#endif
     double best = 1e300;
     for (std::size_t r = 0; r < o.bench_rounds; ++r) {
         barrier(rep);
         const auto start = std::chrono::steady_clock::now();
-        std::optional<ember::Tensor<B, 1>> loss;
-        for (std::size_t k = 0; k < o.bench_reps; ++k) loss = step();
+        for (std::size_t k = 0; k < o.bench_reps; ++k) run_step();
         last_loss = double(loss->into_scalar());
         barrier(rep);  // the round ends with the slowest replica
         best = std::min(best, seconds_since(start) / double(o.bench_reps));
@@ -351,7 +373,7 @@ int bench(const Options& o, const ember::Device<B>& device, Gpt<B> model, const 
     if (!rep.lead()) return 0;
     const double tokens = double(rep.world * c.batch_size * c.seq_len);
     std::string line = "\"name\": \"gpt_train_step_b" + std::to_string(c.batch_size) + "_s" +
-                       std::to_string(c.seq_len) + "_" + precision(o) +
+                       std::to_string(c.seq_len) + "_" + precision(o) + (o.graph ? "_graph" : "") +
                        "\", \"value\": " + json_number(best * 1e3) +
                        ", \"unit\": \"ms\", \"tokens_per_s\": " + json_number(tokens / best, 7);
     // Per device: each replica does one device's share of the FLOPs in the step's time.

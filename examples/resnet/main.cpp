@@ -2,7 +2,7 @@
 // Fashion-MNIST padded to 3×32×32 with the Learner. It runs on ember::Dispatch, on the device
 // --backend names.
 //
-//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] [--bf16] ...
+//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] [--bf16] [--graph] ...
 //   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] [--bf16] ...
 //                                                      (B: cpu|vulkan|cuda[:i][+fusion])
 // --bf16 trains in bf16 mixed precision (ember::Autocast: convolutions and the classifier in
@@ -17,7 +17,8 @@
 #include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 #if defined(EMBER_CUDA)
-#include <ember/backend/cuda.hpp>  // the peak memory of --synthetic
+#include <ember/backend/cuda.hpp>       // the peak memory of --synthetic
+#include <ember/stacks/cuda_graph.hpp>  // --synthetic --graph
 #endif
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -68,6 +70,7 @@ struct Options {
     std::size_t warmup = 3;  // --synthetic: untimed steps first
     bool check = false;      // exit 1 unless the loss fell
     bool bf16 = false;       // bf16 mixed precision (ember::Autocast around the forward pass)
+    bool graph = false;      // --synthetic: the timed steps are replays of one captured CUDA graph
     bool plain = false;
     std::optional<std::size_t> threads;
     std::optional<fs::path> data_dir;
@@ -99,9 +102,16 @@ Options parse(int argc, char** argv) {
                    "round's time per step")
         ->check(ember_examples::positive)
         ->needs(synthetic);
-    app.add_option("--warmup", o.warmup, "(synthetic) untimed steps before them")
-        ->check(ember_examples::non_negative)
-        ->needs(synthetic);
+    auto* warmup = app.add_option("--warmup", o.warmup, "(synthetic) untimed steps before them")
+                       ->check(ember_examples::non_negative)
+                       ->needs(synthetic);
+    app.add_flag("--graph", o.graph,
+                 "(synthetic, one CUDA device) capture the last warm-up step as a CUDA graph "
+                 "(ember::cuda::capture; needs --warmup >= 2, the steps before it eager) and time "
+                 "its replays on the first batch of the pool, as resnet_torch.py's cuda_graph "
+                 "configuration replays one batch; the summary's name ends in _graph")
+        ->needs(synthetic)
+        ->needs(warmup);
     auto* batch_from =
         app.add_option("--batch-from", o.batch_from,
                        "(synthetic) train on the one batch of this PyTorch file ({'images': "
@@ -169,6 +179,10 @@ Options parse(int argc, char** argv) {
                  "below ln 10, a uniform guess)");
     ember_examples::parse_or_exit(app, argc, argv);
     ember_examples::backend_from_env(app, {backend}, o.backend);
+    if (o.graph && o.warmup < 2)
+        throw ember::ArgumentError(
+            "--graph captures the last warm-up step after at least one eager one (the "
+            "optimizer's velocity and cuDNN's choices made): it needs --warmup 2 or more");
     if (o.model_name == "tiny") c.model.blocks = {1, 1, 1, 1};
     const std::size_t w = width.value_or(o.model_name == "tiny" ? 8 : 64);
     c.model.widths = {w, 2 * w, 4 * w, 8 * w};
@@ -264,8 +278,7 @@ int synthetic(const Options& o, Optim optim) {
         o.model_name.c_str(), c.model.widths[0], c.model.widths[1], c.model.widths[2],
         c.model.widths[3], model.num_params(), o.backend.c_str(), batch_size, c.optimizer.c_str(),
         c.learning_rate, precision(o), o.init_from ? o.init_from->string().c_str() : "fresh");
-    auto step = [&](std::size_t s) {
-        const auto& batch = pool[s % pool.size()];
+    auto train_on = [&](const ImageBatch<B>& batch) {
         auto loss = [&] {
             // Only the forward pass and the loss: backward and the step need no policy.
             const ember::Autocast autocast(ember::DType::BF16, o.bf16);
@@ -275,10 +288,48 @@ int synthetic(const Options& o, Optim optim) {
         model = optim.step(c.learning_rate, std::move(model), std::move(grads));
         return loss.detach();  // without its graph, so that keeping it keeps no activations
     };
+    std::function<Tensor<B, 1>(std::size_t)> step = [&](std::size_t s) {
+        return train_on(pool[s % pool.size()]);
+    };
+#if defined(EMBER_CUDA)
+    // --graph: the last warm-up step is captured (and so run once) on the pool's first batch;
+    // each later step replays it. The loss tensor the capture made is rewritten by each replay.
+    std::optional<ember::cuda::CapturedStep> graph;
+    std::optional<Tensor<B, 1>> graph_loss;
+    const auto inner_device = ember_examples::backend_device_of(o.backend);
+    EMBER_CHECK(!o.graph || inner_device.kind() == ember::DispatchKind::Cuda, Argument,
+                "--graph replays a CUDA graph: it needs --backend cuda[:i][+fusion]");
+    auto capture_step = [&] {
+        graph_loss.reset();  // empty at capture: the step's output is the graph's own buffer
+        graph.emplace(ember::cuda::capture([&] { graph_loss.emplace(train_on(pool.front())); },
+                                           ember::CudaDevice{inner_device.index()}));
+        EMBER_CHECK(graph->replayable(), Argument,
+                    "--graph: the captured step cannot be replayed: ", graph->why_not());
+        std::fprintf(stderr,
+                     "resnet: captured one training step: %zu graph nodes, %zu optimizer "
+                     "updates, %.1f MiB private pool\n",
+                     graph->num_nodes(), graph->optimizer_updates(),
+                     double(graph->pool_bytes()) / (1 << 20));
+        return *graph_loss;
+    };
+    auto replay_step = [&](std::size_t) {
+        graph->replay();
+        return *graph_loss;  // a handle on the buffer the replay writes
+    };
+#else
+    EMBER_CHECK(!o.graph, Argument, "--graph replays a CUDA graph: this build has no CUDA");
+#endif
     // Warm-up: each step waited for and timed alone.
+    std::vector<double> warm_losses;
     for (std::size_t s = 0; s < o.warmup; ++s) {
         const auto start = std::chrono::steady_clock::now();
+#if defined(EMBER_CUDA)
+        const double l =
+            double((o.graph && s + 1 == o.warmup ? capture_step() : step(s)).into_scalar());
+#else
         const double l = double(step(s).into_scalar());
+#endif
+        warm_losses.push_back(l);
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::printf("{\"step\":%zu,\"warmup\":true,\"loss\":%.9g,\"ms\":%.3f}\n", s + 1, l,
@@ -286,10 +337,15 @@ int synthetic(const Options& o, Optim optim) {
         std::fflush(stdout);
     }
 #if defined(EMBER_CUDA)
-    const auto inner = ember_examples::backend_device_of(o.backend);
+    const auto& inner = inner_device;
     const bool cuda = inner.kind() == ember::DispatchKind::Cuda;
     if (cuda) ember::cuda::reset_peak_memory(ember::CudaDevice{inner.index()});
+    if (o.graph) step = replay_step;
 #endif
+    // A replay's loss lives in one buffer that the next replay overwrites: with --graph each
+    // step's loss is read before the next (a wait per step) only where the losses are compared
+    // (--batch-from); otherwise the timed round's last loss is the one read.
+    const bool read_each = o.graph && o.batch_from.has_value();
     // Timed rounds: the steps queued back to back, as a training loop runs them (the host builds
     // the next step while the device runs the last one), and the round ends by reading the last
     // loss, which waits for the device. The losses are read after the round's time is taken.
@@ -297,15 +353,20 @@ int synthetic(const Options& o, Optim optim) {
     const std::clock_t cpu_start = std::clock();
     for (std::size_t r = 0; r < o.rounds; ++r) {
         std::vector<Tensor<B, 1>> round_losses;
+        std::vector<double> read;
         const auto start = std::chrono::steady_clock::now();
-        for (std::size_t k = 0; k < o.steps; ++k)
+        for (std::size_t k = 0; k < o.steps; ++k) {
             round_losses.push_back(step(o.warmup + r * o.steps + k));
+            if (read_each) read.push_back(double(round_losses.back().into_scalar()));
+        }
         (void)round_losses.back().to_data();
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         round_ms.push_back(t / double(o.steps) * 1e3);
         for (std::size_t k = 0; k < o.steps; ++k) {
-            losses.push_back(double(round_losses[k].into_scalar()));
+            // A replayed round's earlier losses were overwritten (unless read as they came).
+            if (o.graph && !read_each && k + 1 < o.steps) continue;
+            losses.push_back(read_each ? read[k] : double(round_losses[k].into_scalar()));
             std::printf("{\"step\":%zu,\"warmup\":false,\"loss\":%.9g}\n",
                         o.warmup + r * o.steps + k + 1, losses.back());
         }
@@ -328,22 +389,26 @@ int synthetic(const Options& o, Optim optim) {
     }
 #endif
     std::printf(
-        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_%s_%s\",\"value\":%.4f,\"unit\":"
-        "\"ms\",\"mean_ms\":%.4f,\"images_per_s\":%.1f,\"steps\":%zu,\"rounds\":%zu,"
-        "\"cpu_s\":%.2f%s}\n",
+        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_%s_%s%s\",\"backend\":\"%s\","
+        "\"graph\":%s,\"value\":%.4f,\"unit\":\"ms\",\"mean_ms\":%.4f,\"images_per_s\":%.1f,"
+        "\"steps\":%zu,\"rounds\":%zu,\"cpu_s\":%.2f%s}\n",
         o.model_name.c_str(), batch_size, c.optimizer.c_str(), precision(o), o.backend.c_str(),
-        best, mean, double(batch_size) / best * 1e3, o.steps, o.rounds, cpu, memory.c_str());
+        o.graph ? "_graph" : "", o.backend.c_str(), o.graph ? "true" : "false", best, mean,
+        double(batch_size) / best * 1e3, o.steps, o.rounds, cpu, memory.c_str());
     if (!o.check) return 0;
     if (!expected.empty()) {
         // The loss check against PyTorch: same weights, same batch, same optimizer.
-        const std::size_t k = std::min(expected.size(), losses.size());
+        // With --graph every step is read (the warm-up's eager ones and the capture's first).
+        std::vector<double> all = o.graph ? warm_losses : std::vector<double>{};
+        all.insert(all.end(), losses.begin(), losses.end());
+        const std::size_t k = std::min(expected.size(), all.size());
         double worst = 0;
-        for (std::size_t i = 0; i < k; ++i)
-            worst = std::max(worst, std::abs(losses[i] - expected[i]));
-        const bool ok = o.warmup == 0 && k > 0 && worst <= 1e-4;
+        for (std::size_t i = 0; i < k; ++i) worst = std::max(worst, std::abs(all[i] - expected[i]));
+        const bool from_first = o.warmup == 0 || o.graph;
+        const bool ok = from_first && k > 0 && worst <= 1e-4;
         std::fprintf(stderr, "check: %zu losses against %s's, largest difference %.3g: %s\n", k,
                      o.batch_from->string().c_str(), worst,
-                     o.warmup != 0 ? "FAILED (--warmup must be 0 to compare)"
+                     !from_first ? "FAILED (--warmup must be 0 to compare)"
                                    : (ok ? "within 1e-4" : "NOT within 1e-4"));
         return ok ? 0 : 1;
     }

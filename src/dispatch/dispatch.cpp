@@ -310,6 +310,29 @@ std::array<Dispatch::FT, 3> Dispatch::float_adam_step(FT param, FT grad, FT mome
             std::move(v)};
 }
 
+std::pair<Dispatch::FT, Dispatch::FT> Dispatch::float_sgd_step(FT param, FT grad, FT velocity,
+                                                               const SgdStepScalars& a) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_sgd_step", {Operand::value(param, true), Operand::value(grad, true),
+                           Operand::value(velocity, true)});
+    if (const auto fused = core_table(s).sgd_step)
+        return fused(s, std::move(param), std::move(grad), std::move(velocity), a);
+    // A stack without the fused update: Sgd's composed ops, in its order.
+    if (a.weight_decay != 0)
+        grad = float_binary(BinaryOp::Add, std::move(grad),
+                            float_binary_scalar(BinaryOp::Mul, param, Scalar(a.weight_decay)));
+    FT v = float_binary(
+        BinaryOp::Add, float_binary_scalar(BinaryOp::Mul, std::move(velocity), Scalar(a.momentum)),
+        float_binary_scalar(BinaryOp::Mul, grad, Scalar(1.0 - a.dampening)));
+    FT d = a.nesterov ? float_binary(BinaryOp::Add, std::move(grad),
+                                     float_binary_scalar(BinaryOp::Mul, v, Scalar(a.momentum)))
+                      : v;
+    return {float_binary(BinaryOp::Sub, std::move(param),
+                         float_binary_scalar(BinaryOp::Mul, std::move(d), Scalar(a.lr))),
+            std::move(v)};
+}
+
 std::vector<std::array<Dispatch::FT, 3>> Dispatch::float_adam_steps(
     std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars) {
     using detail::dispatch::Operand;

@@ -333,6 +333,10 @@ struct CoreTable {
     std::array<DispatchTensor, 3> (*adam_step)(const Stack&, DispatchTensor, DispatchTensor,
                                                DispatchTensor, DispatchTensor,
                                                const AdamStepScalars&);
+    /// S::float_sgd_step; null where S has none (Dispatch then composes the update).
+    std::pair<DispatchTensor, DispatchTensor> (*sgd_step)(const Stack&, DispatchTensor,
+                                                          DispatchTensor, DispatchTensor,
+                                                          const SgdStepScalars&);
     /// S::float_adam_steps; null where S has none (Dispatch then steps tensor by tensor).
     std::vector<std::array<DispatchTensor, 3>> (*adam_steps)(
         const Stack&, std::vector<std::array<DispatchTensor, 4>>,
@@ -396,6 +400,18 @@ CoreTable make_core_table(const char* name) {
             return std::array<DispatchTensor, 3>{wrap_float<S>(std::move(p2), s),
                                                  wrap_float<S>(std::move(m2), s),
                                                  wrap_float<S>(std::move(v2), s)};
+        };
+    }
+    if constexpr (requires(typename S::FloatTensorPrimitive t, SgdStepScalars a) {
+                      S::float_sgd_step(t, t, t, a);
+                  }) {
+        c.sgd_step = [](const Stack& s, DispatchTensor p, DispatchTensor g, DispatchTensor v,
+                        const SgdStepScalars& a) {
+            auto [p2, v2] = S::float_sgd_step(unwrap_float<S>(std::move(p), s),
+                                              unwrap_float<S>(std::move(g), s),
+                                              unwrap_float<S>(std::move(v), s), a);
+            return std::pair<DispatchTensor, DispatchTensor>{wrap_float<S>(std::move(p2), s),
+                                                             wrap_float<S>(std::move(v2), s)};
         };
     }
     if constexpr (requires(std::vector<std::array<typename S::FloatTensorPrimitive, 4>> t,

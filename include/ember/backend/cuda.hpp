@@ -19,6 +19,7 @@
 #include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
+#include "../tensor/sgd_step.hpp"
 #include "detail/cuda_tensor.hpp"
 
 namespace ember {
@@ -85,6 +86,11 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// updated, written in place into whichever inputs are unique.
     static std::array<FT, 3> float_adam_step(FT param, FT grad, FT moment_1, FT moment_2,
                                              const AdamStepScalars& s);
+    /// One SGD-with-momentum update in a single pass over the three tensors (same shape):
+    /// {param, velocity} updated, written into whichever inputs are unique, and in place inside
+    /// a captured step (ember::cuda::capture), where the learning rate follows the graph's.
+    static std::pair<FT, FT> float_sgd_step(FT param, FT grad, FT velocity,
+                                            const SgdStepScalars& s);
     /// float_adam_step over many tensors in one or a few launches (PyTorch's multi-tensor
     /// Adam): tensors[i] is {param, grad, moment_1, moment_2}, result i {param, m, v}. The
     /// tensors of a launch are listed in its parameters, so a captured step replays it as is.

@@ -21,6 +21,7 @@
 #include "../autodiff/gradients.hpp"
 #include "../export.hpp"
 #include "../tensor/backend.hpp"
+#include "../tensor/sgd_step.hpp"
 #include "device.hpp"
 #include "ops.hpp"
 
@@ -118,6 +119,12 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// decay applied first as the optimizer's composed step does.
     static std::vector<std::array<FT, 3>> float_adam_steps(
         std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars);
+
+    /// SGD's update with momentum ({param, velocity} after one step), as the stack's
+    /// `float_sgd_step` where it has one (CUDA: one pass, in place inside a captured step), else
+    /// composed from Dispatch's ops in the same arrangement as Sgd's composed step.
+    static std::pair<FT, FT> float_sgd_step(FT param, FT grad, FT velocity,
+                                            const SgdStepScalars& s);
 
     // ---- batch norm ----
     /// Training-mode batch norm on the stack's kernels where it has them (the CPU, CUDA);

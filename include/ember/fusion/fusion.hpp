@@ -354,6 +354,7 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         }
     }
     EMBER_FUSION_FORWARD(float_adam_step)
+    EMBER_FUSION_FORWARD(float_sgd_step)
     // The multi-tensor and batch-norm ops are member templates (I is B) so that an explicit
     // instantiation of Fusion<X> leaves them out where X has none (Clang before 16 instantiated
     // constrained members whose constraints fail).

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "../module/config.hpp"
+#include "../tensor/sgd_step.hpp"
 #include "decay.hpp"
 #include "optimizer.hpp"
 
@@ -42,10 +43,27 @@ struct Sgd {
         EMBER_DETAIL_FIELDS(State, velocity)
     };
 
-    /// One update of one tensor.
+    /// One update of one tensor. With momentum and a velocity from an earlier step, a backend
+    /// with `float_sgd_step` (CUDA, Fusion<Cuda>, Dispatch) runs the update in one pass with the
+    /// composed ops' values; inside a captured CUDA step that pass writes the parameter and
+    /// velocity in place, so the step can be replayed (ember::cuda::capture).
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
         double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
+        if constexpr (requires(typename B::FloatTensorPrimitive t, const SgdStepScalars& s) {
+                          B::float_sgd_step(t, t, t, s);
+                      }) {
+            if (momentum && state) {
+                const SgdStepScalars s{lr, momentum->momentum, momentum->dampening,
+                                       weight_decay ? weight_decay->penalty : 0.0,
+                                       momentum->nesterov};
+                auto [p, v] = B::float_sgd_step(std::move(param).into_primitive(),
+                                                std::move(grad).into_primitive(),
+                                                std::move(state->velocity).into_primitive(), s);
+                return {Tensor<B, D>::from_primitive(std::move(p)),
+                        State<B, D>{Tensor<B, D>::from_primitive(std::move(v))}};
+            }
+        }
         if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
         std::optional<State<B, D>> next;
         if (momentum) {

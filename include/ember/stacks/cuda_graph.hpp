@@ -12,11 +12,12 @@
 //  - Tensors allocated while capturing come from a private pool that the graph keeps, so their
 //    addresses hold across replays; tensors the step read (its inputs, the parameters) must
 //    stay alive, and new inputs are copied into them (or bound with StepGraph below).
-//  - The optimizer writes parameters and moments in place (as PyTorch's does) and its learning
-//    rate and bias corrections move on at each replay (set_learning_rate changes the rate).
-//    Adam and AdamW without decoupled decay qualify; an update that replaces its tensors
-//    (composed SGD, running statistics) makes the capture not replayable: replayable() is
-//    false, and why_not() says which.
+//  - The optimizer writes parameters and its state in place (as PyTorch's does) and its
+//    learning rate and bias corrections move on at each replay (set_learning_rate changes the
+//    rate): Adam and AdamW, and SGD with momentum after its first step (its velocity exists);
+//    BatchNorm's running statistics are written in place too. An update that replaces its
+//    tensors (SGD without momentum, a composed norm's running statistics) makes the capture not
+//    replayable: replayable() is false, and why_not() says how many.
 //  - Random draws (dropout) read the generator's seed and offset from the device; each replay
 //    moves the offset on, so the masks differ from step to step and equal the ones the same
 //    steps would draw eagerly from the same seed.
