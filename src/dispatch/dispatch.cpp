@@ -391,6 +391,17 @@ std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT b
                  std::move(var), eps);
 }
 
+std::optional<Dispatch::FT> Dispatch::fused_matmul_epilogue(const FT& a, const FT& b,
+                                                            std::optional<FT> bias,
+                                                            fusion::MatmulEpilogue epilogue) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "matmul", {Operand::value(a, true), Operand::value(b, true), Operand::optional(bias, true)});
+    const auto fused = core_table(s).matmul_epilogue;
+    if (!fused) return std::nullopt;
+    return fused(s, a, b, std::move(bias), epilogue);
+}
+
 namespace {
 /// The stack attention's operands live on (q, k, v, the masks: one stack, else a DeviceError).
 Dispatch::Device attention_stack(const DispatchTensor& q, const DispatchTensor& k,

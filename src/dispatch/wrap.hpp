@@ -360,6 +360,10 @@ struct CoreTable {
     std::optional<DispatchTensor> (*batch_norm_eval)(const Stack&, DispatchTensor, DispatchTensor,
                                                      DispatchTensor, DispatchTensor, DispatchTensor,
                                                      double);
+    /// S::fused_matmul_epilogue; null where S has none.
+    std::optional<DispatchTensor> (*matmul_epilogue)(const Stack&, DispatchTensor, DispatchTensor,
+                                                     std::optional<DispatchTensor>,
+                                                     ::ember::fusion::MatmulEpilogue);
 };
 
 /// The hand-written entries of stack S.
@@ -454,6 +458,18 @@ CoreTable make_core_table(const char* name) {
                 unwrap_float<S>(std::move(x), s), unwrap_float<S>(std::move(g), s),
                 unwrap_float<S>(std::move(b), s), unwrap_float<S>(std::move(m), s),
                 unwrap_float<S>(std::move(v), s), eps);
+            if (!r) return std::nullopt;
+            return wrap_float<S>(std::move(*r), s);
+        };
+    }
+    if constexpr (::ember::fusion::MatmulEpilogueBackend<S>) {
+        c.matmul_epilogue = [](const Stack& s, DispatchTensor a, DispatchTensor b,
+                               std::optional<DispatchTensor> bias,
+                               ::ember::fusion::MatmulEpilogue e) -> std::optional<DispatchTensor> {
+            std::optional<typename S::FloatTensorPrimitive> sb;
+            if (bias) sb = unwrap_float<S>(std::move(*bias), s);
+            auto r = S::fused_matmul_epilogue(unwrap_float<S>(std::move(a), s),
+                                              unwrap_float<S>(std::move(b), s), std::move(sb), e);
             if (!r) return std::nullopt;
             return wrap_float<S>(std::move(*r), s);
         };

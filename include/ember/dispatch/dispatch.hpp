@@ -21,6 +21,7 @@
 #include "../autodiff/gradients.hpp"
 #include "../export.hpp"
 #include "../tensor/backend.hpp"
+#include "../tensor/fusion_program.hpp"
 #include "../tensor/sgd_step.hpp"
 #include "device.hpp"
 #include "ops.hpp"
@@ -135,6 +136,14 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// Eval-mode batch norm on the stack's kernel where it has one; nothing otherwise.
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
                                                    double eps);
+
+    // ---- matmul epilogue ----
+    /// a · b (2-D) with the bias row added (and/or relu) inside the stack's GEMM where it has a
+    /// matmul epilogue (the CPU, CUDA and Autodiff over them: fusion::MatmulEpilogueBackend);
+    /// nothing otherwise, and module::linear then runs the matmul and the add.
+    static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b,
+                                                   std::optional<FT> bias,
+                                                   fusion::MatmulEpilogue epilogue);
 };
 
 static_assert(Backend<Dispatch>);
