@@ -60,3 +60,76 @@ TEST_CASE("dispatch instances: an Adam step of a Linear layer", "[dispatch]") {
         nn::loss::CrossEntropyLossConfig{}.init<Dispatch>(dev).forward(two.forward(x), targets);
     check_close(ce.to_data(), TensorData({float(std::log(2.0))}, {1}), {1e-5, 1e-5});
 }
+
+// The module members a model calls are declared explicit specializations in
+// <ember/dispatch/nn.hpp> (EMBER_DISPATCH_OUT_OF_LINE): this file compiles calls to the copies in
+// ember_dispatch, and these cases link against them and check them against each other.
+TEST_CASE("dispatch instances: the modules' forwards and Param's members from the library",
+          "[dispatch]") {
+    const Dev dev = Dev::parse("cpu");  // inference: dropout is the identity
+    const std::size_t batch = 2, seq = 5, d = 8;
+    auto x = Tensor<Dispatch, 3>::random({batch, seq, d}, ember::Distribution::Normal(0, 1), dev);
+
+    // The encoder's causal forward, stepped through its autoregressive cache, and one layer's
+    // incremental forward, give the same outputs as the whole causal forward.
+    auto enc = nn::TransformerEncoderConfig{d, 16, 2, 2}.init<Dispatch>(dev);
+    auto full = enc.forward(nn::TransformerEncoderInput<Dispatch>(x).causal());
+    auto cache = enc.new_autoregressive_cache();
+    enc.forward_autoregressive_inference(
+        nn::TransformerEncoderInput<Dispatch>(x.narrow(1, 0, 3)).causal(), cache);
+    auto all = enc.forward_autoregressive_inference(
+        nn::TransformerEncoderInput<Dispatch>(x).causal(), cache);
+    check_close(all.to_data(), full.to_data(), {1e-5, 1e-4});
+    const auto& layer = enc.layers[0];
+    auto layer_full = layer.forward(x, std::nullopt, std::nullopt, true);
+    auto layer_cache = nn::MhaCache<Dispatch>::autoregressive();
+    auto first =
+        layer.forward_incremental(x.narrow(1, 0, 3), std::nullopt, std::nullopt, layer_cache, true);
+    auto rest =
+        layer.forward_incremental(x.narrow(1, 3, 2), std::nullopt, std::nullopt, layer_cache, true);
+    check_close(Tensor<Dispatch, 3>::cat({first, rest}, 1).to_data(), layer_full.to_data(),
+                {1e-5, 1e-4});
+    auto mha_full = layer.mha.forward(nn::MhaInput<Dispatch>::self_attn(x).causal());
+    auto mha_cache = nn::MhaCache<Dispatch>::autoregressive();
+    auto mha_first = layer.mha.forward_incremental(
+        nn::MhaInput<Dispatch>::self_attn(x.narrow(1, 0, 3)).causal(), mha_cache);
+    auto mha_rest = layer.mha.forward_incremental(
+        nn::MhaInput<Dispatch>::self_attn(x.narrow(1, 3, 2)).causal(), mha_cache);
+    check_close(Tensor<Dispatch, 3>::cat({mha_first.context, mha_rest.context}, 1).to_data(),
+                mha_full.context.to_data(), {1e-5, 1e-4});
+
+    // Embedding, Conv1d and ConvTranspose2d with constant weights.
+    const auto half = nn::Initializer::Constant(0.5);
+    auto embedding = nn::EmbeddingConfig{4, 3}.with_initializer(half).init<Dispatch>(dev);
+    auto ids = Tensor<Dispatch, 1, ember::Int>::from_ints({0, 3}, dev).reshape<2>({1, 2});
+    check_close(embedding.forward(ids).to_data(),
+                TensorData(std::vector<float>(6, 0.5f), {1, 2, 3}));
+    // A kernel of 3 taps of 0.5 over ones, bias 0.5: 3 · 0.5 + 0.5 = 2.
+    auto conv1 = nn::Conv1dConfig{1, 1, 3}.with_initializer(half).init<Dispatch>(dev);
+    check_close(conv1.forward(Tensor<Dispatch, 3>::ones({1, 1, 4}, dev)).to_data(),
+                TensorData({2.f, 2.f}, {1, 1, 2}));
+    // A 1×1 transposed kernel of 0.5 over ones, bias 0.5: 0.5 + 0.5 = 1.
+    auto deconv =
+        nn::ConvTranspose2dConfig{{1, 1}, {1, 1}}.with_initializer(half).init<Dispatch>(dev);
+    check_close(deconv.forward(Tensor<Dispatch, 4>::ones({1, 1, 2, 2}, dev)).to_data(),
+                TensorData(std::vector<float>(4, 1.f), {1, 1, 2, 2}));
+
+    // Lstm and Gru: [batch, seq, hidden] outputs.
+    auto lstm = nn::LstmConfig{d, 4}.init<Dispatch>(dev);
+    auto [lstm_out, lstm_state] = lstm.forward(x);
+    CHECK(lstm_out.dims() == std::array<std::size_t, 3>{batch, seq, 4});
+    auto gru = nn::GruConfig{d, 4}.init<Dispatch>(dev);
+    CHECK(gru.forward(x).dims() == std::array<std::size_t, 3>{batch, seq, 4});
+
+    // Param's members.
+    const auto& weight = embedding.weight;
+    CHECK(weight.is_initialized());
+    CHECK(weight.shape() == ember::Shape{4, 3});
+    CHECK(weight.dtype() == ember::DType::F32);
+    CHECK(weight.num_params() == 12);
+    CHECK(weight.device() == dev);
+    CHECK_FALSE(weight.set_require_grad(false).is_require_grad());
+    auto moved = weight.to_device(dev).with_value(Tensor<Dispatch, 2>::zeros({4, 3}, dev));
+    CHECK(moved.id() == weight.id());
+    check_close(moved.val().to_data(), TensorData(std::vector<float>(12, 0.f), {4, 3}));
+}
