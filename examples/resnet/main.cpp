@@ -385,7 +385,11 @@ int synthetic(const Options& o, Optim optim) {
     if (cuda) {
         const auto peak =
             ember::cuda::memory_stats(ember::CudaDevice{inner.index()}).peak_bytes_in_use;
-        memory = ",\"peak_memory_mib\":" + std::to_string(double(peak) / (1 << 20));
+        // The captured step's buffers live in its private pool, made before the peak was reset
+        // and not counted in it: the replays hold them all the while, so they are added.
+        const double pool = graph ? double(graph->pool_bytes()) : 0.0;
+        memory = ",\"peak_memory_mib\":" + std::to_string((double(peak) + pool) / (1 << 20));
+        if (graph) memory += ",\"graph_pool_mib\":" + std::to_string(pool / (1 << 20));
     }
 #endif
     std::printf(
