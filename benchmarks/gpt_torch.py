@@ -180,8 +180,14 @@ def run_config(args, dev, precision, cfg, x, y, flops):
     amp = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16",
                                  cache_enabled=False)
     loss_out = torch.zeros((), device=dev)
+    # max-autotune replays CUDA graphs of its own: each step must tell it a new one begins, or
+    # the next replay overwrites outputs the previous step still reads.
+    compiler = getattr(torch, "compiler", None)
+    mark_step = getattr(compiler, "cudagraph_mark_step_begin", None) if cfg == "compile" else None
 
     def step():
+        if mark_step is not None:
+            mark_step()
         opt.zero_grad(set_to_none=False)
         with amp():
             loss = F.cross_entropy(fwd(x), y)
