@@ -103,6 +103,9 @@ void compare_replays(const ember::Device<B>& d, bool bf16, bool bitwise, std::si
 
     B::seed(3);
     Model eager = small_resnet<B>(d);
+    // The parameters are lazy: drawn here in visiting order, as state_of draws the other
+    // model's below (drawn at their first use in the forward pass, they would differ).
+    (void)state_of(eager);
     auto eager_optim = sgd();
     std::vector<double> eager_losses;
     for (std::size_t i = 0; i < n; ++i)
@@ -111,7 +114,7 @@ void compare_replays(const ember::Device<B>& d, bool bf16, bool bitwise, std::si
     B::seed(3);
     Model model = small_resnet<B>(d);
     auto optim = sgd();
-    const auto initial = state_of(model);
+    const auto initial = state_of(model);  // drawn in the order the eager model's were
     (void)train_step(model, optim);  // the velocity exists and cuDNN has measured its choices
     std::optional<Tensor<B, 1>> loss;
     auto graph = ember::cuda::capture([&] { loss.emplace(train_step(model, optim)); });
