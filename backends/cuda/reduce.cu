@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(32 * kColRows)
 
 /// Slices of the rows reduce_cols_vec_kernel uses for n outputs of `v` columns a thread.
 int column_parts_vec(std::int64_t n, std::int64_t k, int v) {
-    const std::int64_t blocks = (n / v + 31) / 32;
+    // At least one block: reduce_dim_scratch asks for any n, fewer columns than v among them.
+    const std::int64_t blocks = std::max<std::int64_t>(1, (n / v + 31) / 32);
     std::int64_t parts = (1024 + blocks - 1) / blocks;
     const std::int64_t most = k / (kColRows * kVecRowsPerThread);
     if (parts > most) parts = most;
