@@ -9,6 +9,7 @@
 
 #include "batch_norm.hpp"
 #include "device.cuh"
+#include "rounding.cuh"
 
 namespace ember::detail::cuda {
 namespace {
@@ -38,19 +39,6 @@ struct AdamMultiArgs {
     AdamMultiEntry<T> e[kAdamMultiPerLaunch];
 };
 static_assert(sizeof(AdamMultiArgs<float>) <= 4000, "the table must fit the kernel parameters");
-
-__device__ __forceinline__ float mul_rn(float a, float b) {
-    return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-    return __dmul_rn(a, b);
-}
-__device__ __forceinline__ float add_rn(float a, float b) {
-    return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-    return __dadd_rn(a, b);
-}
 
 template <typename T>
 __global__ void adam_multi_kernel(const __grid_constant__ AdamMultiArgs<T> a) {

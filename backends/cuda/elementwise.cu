@@ -10,6 +10,7 @@
 
 #include "device.cuh"
 #include "launch.hpp"
+#include "rounding.cuh"
 
 namespace ember::detail::cuda {
 namespace {
@@ -481,43 +482,23 @@ __global__ void adam_kernel(std::int64_t n, T* po, T* mo, T* vo, const T* p, con
 }
 
 // ---- SGD with momentum -----------------------------------------------------------------------
-// Each operation rounded on its own (no contraction into fused multiply-adds), as Sgd's composed
-// tensor ops round them one kernel each: the fused step gives their values bit for bit.
-__device__ __forceinline__ float sgd_mul(float a, float b) {
-    return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double sgd_mul(double a, double b) {
-    return __dmul_rn(a, b);
-}
-__device__ __forceinline__ float sgd_add(float a, float b) {
-    return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double sgd_add(double a, double b) {
-    return __dadd_rn(a, b);
-}
-__device__ __forceinline__ float sgd_sub(float a, float b) {
-    return __fsub_rn(a, b);
-}
-__device__ __forceinline__ double sgd_sub(double a, double b) {
-    return __dsub_rn(a, b);
-}
-
+// Each operation rounded on its own (rounding.cuh), as Sgd's composed tensor ops round them one
+// kernel each: the fused step gives their values bit for bit.
 template <typename T>
 __global__ void sgd_kernel(std::int64_t n, T* po, T* vo, const T* p, const T* g, const T* v,
                            SgdStepScalars s, const double* replayed) {
     // In a captured graph the learning rate comes from device memory that the graph's first
     // node writes at each replay (graph.cpp), so a schedule can change it.
     if (replayed != nullptr) s.lr = replayed[0];
-    const T lr = T(s.lr), mu = T(s.momentum), keep = T(1.0 - s.dampening),
-            wd = T(s.weight_decay);
+    const T lr = T(s.lr), mu = T(s.momentum), keep = T(1.0 - s.dampening), wd = T(s.weight_decay);
     const bool decay = s.weight_decay != 0.0;
     EMBER_GRID_LOOP(i, n) {
         const T pi = p[i];
         T gi = g[i];
-        if (decay) gi = sgd_add(gi, sgd_mul(pi, wd));
-        const T vk = sgd_add(sgd_mul(v[i], mu), sgd_mul(gi, keep));
-        const T d = s.nesterov ? sgd_add(gi, sgd_mul(vk, mu)) : vk;
-        po[i] = sgd_sub(pi, sgd_mul(d, lr));
+        if (decay) gi = add_rn(gi, mul_rn(pi, wd));
+        const T vk = add_rn(mul_rn(v[i], mu), mul_rn(gi, keep));
+        const T d = s.nesterov ? add_rn(gi, mul_rn(vk, mu)) : vk;
+        po[i] = sub_rn(pi, mul_rn(d, lr));
         vo[i] = vk;
     }
 }

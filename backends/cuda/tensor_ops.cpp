@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "../common/transaction.hpp"
 #include "graph.hpp"
@@ -385,19 +386,25 @@ CudaTensor clamp(CudaTensor t, Scalar lo, Scalar hi) {
     return cast(std::move(out), result);
 }
 
+namespace {
+/// An optimizer step's operands (one shape, checked by the caller) made contiguous in the
+/// compute dtype, f32 for f16/bf16, which it returns; `op` names the step in the error.
+DType optimizer_operands(const char* op, std::initializer_list<CudaTensor*> ts) {
+    const CudaTensor& first = **ts.begin();
+    EMBER_CHECK(is_float(first.dtype), DType, op, ": needs float tensors, got ",
+                dtype_name(first.dtype));
+    const DType cd = compute_dtype(first.dtype);
+    for (CudaTensor* t : ts) *t = contiguous(to_compute(std::move(*t), cd));
+    return cd;
+}
+}  // namespace
+
 std::array<CudaTensor, 3> adam_step(CudaTensor p, CudaTensor g, CudaTensor m, CudaTensor v,
                                     const AdamStepScalars& s) {
     EMBER_CHECK(p.shape == g.shape && p.shape == m.shape && p.shape == v.shape, Shape,
                 "adam_step: param ", p.shape, ", grad ", g.shape, ", moments ", m.shape, " and ",
                 v.shape, " must have one shape");
-    EMBER_CHECK(is_float(p.dtype), DType, "adam_step: needs float tensors, got ",
-                dtype_name(p.dtype));
-    const DType result = p.dtype, cd = compute_dtype(p.dtype);
-    auto prep = [cd](CudaTensor t) { return contiguous(to_compute(std::move(t), cd)); };
-    p = prep(std::move(p));
-    g = prep(std::move(g));
-    m = prep(std::move(m));
-    v = prep(std::move(v));
+    const DType result = p.dtype, cd = optimizer_operands("adam_step", {&p, &g, &m, &v});
     // Inside a captured step the update is in place, as PyTorch's: the next replay reads the
     // parameter and moments where this one wrote them (graph.cpp).
     const double* replayed = adam_slot(p.device(), s);
@@ -413,18 +420,11 @@ std::pair<CudaTensor, CudaTensor> sgd_step(CudaTensor p, CudaTensor g, CudaTenso
                                            const SgdStepScalars& s) {
     EMBER_CHECK(p.shape == g.shape && p.shape == v.shape, Shape, "sgd_step: param ", p.shape,
                 ", grad ", g.shape, " and velocity ", v.shape, " must have one shape");
-    EMBER_CHECK(is_float(p.dtype), DType, "sgd_step: needs float tensors, got ",
-                dtype_name(p.dtype));
-    const DType result = p.dtype, cd = compute_dtype(p.dtype);
-    auto prep = [cd](CudaTensor t) { return contiguous(to_compute(std::move(t), cd)); };
-    p = prep(std::move(p));
-    g = prep(std::move(g));
-    v = prep(std::move(v));
+    const DType result = p.dtype, cd = optimizer_operands("sgd_step", {&p, &g, &v});
     // Inside a captured step the update is in place, as Adam's: the next replay reads the
     // parameter and velocity where this one wrote them, and its learning rate from the slot
     // the graph rewrites (graph.cpp; no bias corrections: they stay 1).
-    const double* replayed =
-        adam_slot(p.device(), AdamStepScalars{0.0, 0.0, 0.0, s.lr, 1.0, 1.0});
+    const double* replayed = adam_slot(p.device(), AdamStepScalars{0.0, 0.0, 0.0, s.lr, 1.0, 1.0});
     CudaTensor po = replayed ? reuse(p) : output_like(p, p.shape, cd),
                vo = replayed ? reuse(v) : output_like(v, p.shape, cd);
     launch_sgd(cd, static_cast<std::int64_t>(p.num_elements()), po.ptr(), vo.ptr(), p.ptr(),
