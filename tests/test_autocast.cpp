@@ -142,9 +142,10 @@ auto gpt_adamw() {
         .init<gpt::Gpt<B>>();
 }
 
-// The GPT under bf16 autocast on backend B, against the fixture.
+// The GPT under bf16 autocast on backend B, against the fixture. `grad_rel` bounds the
+// gradients' difference (relative to each tensor's largest expected magnitude).
 template <ember::AutodiffBackend B>
-void gpt_under_autocast() {
+void gpt_under_autocast(double grad_rel = 3e-2) {
     Fixture f(kFile, "gpt");
     const auto tokens = f.named_tensor<B, 2, ember::Int>("input");
     const auto targets = f.named_tensor<B, 1, ember::Int>("targets");
@@ -161,7 +162,7 @@ void gpt_under_autocast() {
         CHECK(loss->dtype() == DType::F32);
         check_scaled(scores->to_data(), f.named("output"), 2e-2);
         check_scaled(loss->to_data(), f.named("loss"), 5e-3);
-        CHECK(check_grads(model, f, loss->backward(), 3e-2) == 4 + 2 * 16);
+        CHECK(check_grads(model, f, loss->backward(), grad_rel) == 4 + 2 * 16);
     }
     for (const bool autocast : {true, false}) {
         auto model = load_params(gpt_config(f).init<B>(), f);
@@ -422,6 +423,10 @@ TEST_CASE("the ResNet example under bf16 autocast matches PyTorch's autocast on 
 TEST_CASE("the GPT example under bf16 autocast matches PyTorch's autocast on CUDA",
           "[autocast][models][gpt][cuda]") {
     REQUIRE_GPU();
-    gpt_under_autocast<ember::Autodiff<ember::Cuda>>();
+    // CUDA adds each Linear's bias inside cuBLASLt's product and rounds the sum to bf16 once
+    // (as PyTorch's CUDA addmm does); the fixture's CPU autocast rounds the product and the sum
+    // separately. Measured on an H200: 3.7 % of the largest magnitude (the first LayerNorm's
+    // gamma), against at most 3 % on the CPU.
+    gpt_under_autocast<ember::Autodiff<ember::Cuda>>(5e-2);
 }
 #endif
