@@ -112,9 +112,9 @@ def main():
         graph = r.get("graph") is True or name.endswith("_graph")
         gap = (graph and loss_gap(losses, model, precision(r), "ember-graph")) or \
             loss_gap(losses, model, precision(r))
-        # A replayed ResNet step's buffers are its graph's private pool, which resnet's peak
+        # A replayed step's buffers are its graph's private pool, which the examples' peak
         # includes where the line has graph_pool_mib (before that, the pool was left out).
-        counted = not (graph and name.startswith("resnet")) or "graph_pool_mib" in r
+        counted = not graph or "graph_pool_mib" in r
         mem = (f"{r['peak_memory_mib']:.0f} / {peer['peak_memory_mib']:.0f}"
                if counted and peer and "peak_memory_mib" in r and "peak_memory_mib" in peer
                else "—")
