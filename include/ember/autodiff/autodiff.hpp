@@ -188,12 +188,14 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static std::pair<FT, IT> float_topk(FT t, std::size_t k, std::size_t dim, bool largest);
     static FT float_matmul(FT a, FT b);
     /// a · b (2-D) + bias row in B's GEMM (B's matmul epilogue, where B has one), recorded with
-    /// its backward: g·bᵀ, aᵀ·g and the bias's Σ_rows g. Nothing for relu, without a bias, or
-    /// where B declines the operands (module::linear then runs the matmul and the add).
+    /// its backward: g·bᵀ, aᵀ·g and the bias's Σ_rows g. Nothing for relu, without a bias,
+    /// where B has no epilogue or where it declines the operands (module::linear then runs the
+    /// matmul and the add). Declared for every B, not constrained: Clang 14 instantiates a
+    /// constrained member's out-of-line body in an explicit instantiation even where the
+    /// constraint fails.
     static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b,
                                                    std::optional<FT> bias,
-                                                   fusion::MatmulEpilogue epilogue)
-        requires fusion::MatmulEpilogueBackend<B>;
+                                                   fusion::MatmulEpilogue epilogue);
 
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);

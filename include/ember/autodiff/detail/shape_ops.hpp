@@ -228,25 +228,31 @@ EMBER_AD auto Autodiff<B, C>::float_matmul(FT a, FT b) -> FT {
 EMBER_AD auto Autodiff<B, C>::fused_matmul_epilogue(const FT& a, const FT& b,
                                                     std::optional<FT> bias,
                                                     fusion::MatmulEpilogue epilogue)
-    -> std::optional<FT>
-    requires fusion::MatmulEpilogueBackend<B>
-{
-    if (epilogue.relu || !bias) return std::nullopt;
-    std::optional<IFT> y = B::fused_matmul_epilogue(a.primitive, b.primitive, bias->primitive, {});
-    if (!y) return std::nullopt;
-    auto r = record(std::move(*y), {&a, &b, &*bias});
-    if (!r.node) return r.untracked();
-    // As float_matmul's: the operands kept, each only where the other one's gradient needs it.
-    Saved sa = r.node->parents[1] ? Saved{a.primitive, nullptr, nullptr} : Saved{};
-    Saved sb = r.node->parents[0] ? Saved{b.primitive, nullptr, nullptr} : Saved{};
-    const Shape bias_shape = float_shape(*bias);
-    return r.finish([=](Ctx& ctx, IFT g) {
-        if (ctx.needs(2))
-            ctx.add(2, B::float_reshape(B::float_reduce_dim(ReduceOp::Sum, g, 0), bias_shape));
-        if (ctx.needs(0)) ctx.add(0, B::float_matmul(g, B::float_swap_dims(ctx.get(sb), 0, 1)));
-        if (ctx.needs(1))
-            ctx.add(1, B::float_matmul(B::float_swap_dims(ctx.get(sa), 0, 1), std::move(g)));
-    });
+    -> std::optional<FT> {
+    if constexpr (!fusion::MatmulEpilogueBackend<B>) {
+        return std::nullopt;  // B has no epilogue: module::linear composes
+    } else {
+        if (epilogue.relu || !bias) return std::nullopt;
+        std::optional<IFT> y =
+            B::fused_matmul_epilogue(a.primitive, b.primitive, bias->primitive, {});
+        if (!y) return std::nullopt;
+        auto r = record(std::move(*y), {&a, &b, &*bias});
+        if (!r.node) return r.untracked();
+        // As float_matmul's: the operands kept, each only where the other one's gradient needs
+        // it.
+        Saved sa = r.node->parents[1] ? Saved{a.primitive, nullptr, nullptr} : Saved{};
+        Saved sb = r.node->parents[0] ? Saved{b.primitive, nullptr, nullptr} : Saved{};
+        const Shape bias_shape = float_shape(*bias);
+        return r.finish([=](Ctx& ctx, IFT g) {
+            if (ctx.needs(2))
+                ctx.add(2,
+                        B::float_reshape(B::float_reduce_dim(ReduceOp::Sum, g, 0), bias_shape));
+            if (ctx.needs(0))
+                ctx.add(0, B::float_matmul(g, B::float_swap_dims(ctx.get(sb), 0, 1)));
+            if (ctx.needs(1))
+                ctx.add(1, B::float_matmul(B::float_swap_dims(ctx.get(sa), 0, 1), std::move(g)));
+        });
+    }
 }
 
 EMBER_AD auto Autodiff<B, C>::embedding(FT weights, IT indices) -> FT {
