@@ -460,6 +460,15 @@ TEMPLATE_LIST_TEST_CASE("fusion: reductions along the last dim end the chain's k
     }
 }
 
+// module::linear prepares a product's 2-D view only for a stack whose epilogue can answer:
+// Autodiff declares fused_matmul_epilogue over every backend, but over Fusion<Cpu> it always
+// declines.
+static_assert(ember::fusion::may_fuse_matmul_epilogue<ember::Cpu>);
+static_assert(ember::fusion::may_fuse_matmul_epilogue<ember::Autodiff<ember::Cpu>>);
+static_assert(ember::fusion::MatmulEpilogueBackend<ember::Autodiff<ember::Fusion<ember::Cpu>>>);
+static_assert(!ember::fusion::may_fuse_matmul_epilogue<ember::Autodiff<ember::Fusion<ember::Cpu>>>);
+static_assert(!ember::fusion::may_fuse_matmul_epilogue<ember::Fusion<ember::Cpu>>);
+
 /// Matmul epilogues where the backend takes them (`fused_matmul_epilogue`: the CPU, cuBLASLt on
 /// CUDA): a 2-D f32 product followed by a bias row add and/or relu is one launch with the
 /// values of the math; a product or sum held elsewhere, other ops, full-size biases and batched

@@ -196,6 +196,8 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b,
                                                    std::optional<FT> bias,
                                                    fusion::MatmulEpilogue epilogue);
+    /// Whether fused_matmul_epilogue can return a result (B has an epilogue).
+    static constexpr bool kMatmulEpilogue = fusion::may_fuse_matmul_epilogue<B>;
 
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);

@@ -105,6 +105,16 @@ concept MatmulEpilogueBackend = requires(const typename B::FloatTensorPrimitive&
         std::same_as<std::optional<typename B::FloatTensorPrimitive>>;
 };
 
+/// Whether B's `fused_matmul_epilogue` can ever return a result: false where a decorator
+/// declares it for every inner backend but B's inner one has none (`B::kMatmulEpilogue`), so
+/// callers skip preparing operands (module::linear's 2-D view) for a call that always declines.
+template <typename B>
+inline constexpr bool may_fuse_matmul_epilogue = [] {
+    if constexpr (!MatmulEpilogueBackend<B>) return false;
+    else if constexpr (requires { B::kMatmulEpilogue; }) return bool(B::kMatmulEpilogue);
+    else return true;
+}();
+
 /// Whether Fusion<B> runs a matmul followed by a bias add and/or relu as one call to a backend
 /// that takes epilogues (`B::fused_matmul_epilogue`). On by default; EMBER_FUSION_EPILOGUE=0
 /// turns it off at start-up.

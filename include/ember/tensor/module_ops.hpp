@@ -35,17 +35,17 @@ Tensor<B, D> linear_composed(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
 
 /// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
 /// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
-/// Where the backend adds a bias row inside its GEMM (fusion::MatmulEpilogueBackend: the CPU,
-/// CUDA and Autodiff over them), x's leading dims become the product's rows and the bias add
-/// runs in the product's kernel; otherwise, or where it declines the operands, a matmul and an
-/// add.
+/// Where the backend adds a bias row inside its GEMM (fusion::may_fuse_matmul_epilogue: the
+/// CPU, CUDA, Dispatch and Autodiff over them), x's leading dims become the product's rows and
+/// the bias add runs in the product's kernel; otherwise, or where it declines the operands, a
+/// matmul and an add.
 template <Backend B, std::size_t D>
 Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
                     const OptionalTensor<B, 1>& bias = std::nullopt) {
     // The parameter itself is cast (not its reshaped view, a new node): autocast's cache
     // recognises the parameter and reuses its cast. The product then casts x only.
     const Tensor<B, 2> weight = ::ember::detail::autocast::lower(weight_in);
-    if constexpr (fusion::MatmulEpilogueBackend<B> && D >= 2) {
+    if constexpr (fusion::may_fuse_matmul_epilogue<B> && D >= 2) {
         if (bias) {
             // Cast here as Tensor::matmul and the add would (once: the fallback below reuses
             // the casts, which are then no-ops).
