@@ -61,8 +61,8 @@ TEST_CASE("dispatch instances: an Adam step of a Linear layer", "[dispatch]") {
     check_close(ce.to_data(), TensorData({float(std::log(2.0))}, {1}), {1e-5, 1e-5});
 }
 
-// The module members a model calls are declared explicit specializations in
-// <ember/dispatch/nn.hpp> (EMBER_DISPATCH_OUT_OF_LINE): this file compiles calls to the copies in
+// The module members a model calls are defined out of their classes and their Dispatch
+// instances declared extern in <ember/dispatch/nn.hpp>: this file compiles calls to the copies in
 // ember_dispatch, and these cases link against them and check them against each other.
 TEST_CASE("dispatch instances: the modules' forwards and Param's members from the library",
           "[dispatch]") {

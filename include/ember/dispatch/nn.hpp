@@ -7,9 +7,12 @@
 //
 // The lists below are X-macros: this header expands them into explicit instantiation
 // declarations (`extern template`), the library's sources into the matching definitions, so the
-// two cannot drift apart. What is not in them (a module's forward at a rank not listed, a
-// user's own model, the optimizer's walk over the model's fields) is instantiated in the user's
-// file as before; the generic `Tensor<B>` path of the other backends is unchanged.
+// two cannot drift apart. The functions listed are defined out of their classes in ember's
+// headers, so not inline: for those an `extern template` declaration keeps a file that calls
+// them from instantiating their bodies at all (an inline function would still be instantiated
+// and optimised, to consider inlining it). What is not in the lists (a module's forward at a rank
+// not listed, a user's own model, the optimizer's walk over the model's fields) is instantiated
+// in the user's file as before; the generic `Tensor<B>` path of the other backends is unchanged.
 #include "../ember.hpp"
 #include "../nn.hpp"
 #include "../optim.hpp"
@@ -36,63 +39,6 @@
     X(nn::TransformerEncoderLayer<Dispatch>) X(nn::TransformerEncoder<Dispatch>)                \
     X(nn::Lstm<Dispatch>) X(nn::Gru<Dispatch>) X(nn::loss::CrossEntropyLoss<Dispatch>)          \
     X(nn::loss::BinaryCrossEntropyLoss<Dispatch>)
-
-/// The modules' forwards that are plain members of the listed module classes (compiled with
-/// the class): the ones a model calls.
-#define EMBER_DISPATCH_MODULE_MEMBERS(X)                                                        \
-    X(Tensor<Dispatch, 3> nn::Conv1d<Dispatch>::forward(const Tensor<Dispatch, 3>&) const)      \
-    X(Tensor<Dispatch, 4> nn::Conv2d<Dispatch>::forward(const Tensor<Dispatch, 4>&) const)      \
-    X(Tensor<Dispatch, 4> nn::ConvTranspose2d<Dispatch>::forward(                               \
-        const Tensor<Dispatch, 4>&) const)                                                      \
-    X(Tensor<Dispatch, 3> nn::Embedding<Dispatch>::forward(                                     \
-        const Tensor<Dispatch, 2, Int>&) const)                                                 \
-    X(nn::MhaOutput<Dispatch> nn::MultiHeadAttention<Dispatch>::forward(                        \
-        const nn::MhaInput<Dispatch>&) const)                                                   \
-    X(nn::MhaOutput<Dispatch> nn::MultiHeadAttention<Dispatch>::forward_cache(                  \
-        const nn::MhaInput<Dispatch>&, nn::MhaCache<Dispatch>&) const)                          \
-    X(nn::MhaOutput<Dispatch> nn::MultiHeadAttention<Dispatch>::forward_incremental(            \
-        const nn::MhaInput<Dispatch>&, nn::MhaCache<Dispatch>&) const)                          \
-    X(Tensor<Dispatch, 3> nn::TransformerEncoderLayer<Dispatch>::forward(                       \
-        const Tensor<Dispatch, 3>&, const std::optional<Tensor<Dispatch, 2, Bool>>&,            \
-        const std::optional<Tensor<Dispatch, 3, Bool>>&, bool) const)                           \
-    X(Tensor<Dispatch, 3> nn::TransformerEncoderLayer<Dispatch>::forward_incremental(           \
-        const Tensor<Dispatch, 3>&, const std::optional<Tensor<Dispatch, 2, Bool>>&,            \
-        const std::optional<Tensor<Dispatch, 3, Bool>>&, nn::MhaCache<Dispatch>&,               \
-        bool) const)                                                                            \
-    X(Tensor<Dispatch, 3> nn::TransformerEncoder<Dispatch>::forward(                            \
-        const nn::TransformerEncoderInput<Dispatch>&) const)                                    \
-    X(Tensor<Dispatch, 3>                                                                       \
-          nn::TransformerEncoder<Dispatch>::forward_autoregressive_inference(                   \
-              const nn::TransformerEncoderInput<Dispatch>&,                                     \
-              nn::TransformerEncoderAutoregressiveCache<Dispatch>&) const)                      \
-    X(std::pair<Tensor<Dispatch, 3>, nn::LstmState<Dispatch, 2>>                                \
-          nn::Lstm<Dispatch>::forward(const Tensor<Dispatch, 3>&,                               \
-                                      std::optional<nn::LstmState<Dispatch, 2>>) const)         \
-    X(Tensor<Dispatch, 3> nn::Gru<Dispatch>::forward(const Tensor<Dispatch, 3>&,                \
-                                                     std::optional<Tensor<Dispatch, 2>>) const) \
-    X(Tensor<Dispatch, 1> nn::loss::CrossEntropyLoss<Dispatch>::forward(                        \
-        const Tensor<Dispatch, 2>&, const Tensor<Dispatch, 1, Int>&) const)
-
-/// X applied to the members of Param<Tensor<Dispatch, D>> that the walks over a model's
-/// parameters call (the optimizer's, the gradients').
-#define EMBER_DISPATCH_PARAM_MEMBERS_OF(X, D)                                              \
-    X(Param<Tensor<Dispatch, D>>::Param(ParamId, Tensor<Dispatch, D>, bool))               \
-    X(Param<Tensor<Dispatch, D>>::Param(Tensor<Dispatch, D>))                              \
-    X(Tensor<Dispatch, D> Param<Tensor<Dispatch, D>>::val() const)                         \
-    X(bool Param<Tensor<Dispatch, D>>::is_initialized() const)                             \
-    X(Shape Param<Tensor<Dispatch, D>>::shape() const)                                     \
-    X(DType Param<Tensor<Dispatch, D>>::dtype() const)                                     \
-    X(Device<Dispatch> Param<Tensor<Dispatch, D>>::device() const)                         \
-    X(std::size_t Param<Tensor<Dispatch, D>>::num_params() const)                          \
-    X(Param<Tensor<Dispatch, D>> Param<Tensor<Dispatch, D>>::set_require_grad(bool) const) \
-    X(Param<Tensor<Dispatch, D>>                                                           \
-          Param<Tensor<Dispatch, D>>::with_value(Tensor<Dispatch, D>) const)               \
-    X(Param<Tensor<Dispatch, D>>                                                           \
-          Param<Tensor<Dispatch, D>>::to_device(const Device<Dispatch>&) const)
-/// The members of the listed parameter classes (ranks 1-4).
-#define EMBER_DISPATCH_PARAM_MEMBERS(X)                                                    \
-    EMBER_DISPATCH_PARAM_MEMBERS_OF(X, 1) EMBER_DISPATCH_PARAM_MEMBERS_OF(X, 2)            \
-    EMBER_DISPATCH_PARAM_MEMBERS_OF(X, 3) EMBER_DISPATCH_PARAM_MEMBERS_OF(X, 4)
 
 // Function templates: the configs' init, the modules' forward at the ranks models use, the
 // stateless modules, the initializer and the optimizers' per-tensor steps.
@@ -139,10 +85,7 @@
     EMBER_DISPATCH_OPTIM_STEP(X, Optim, 3) EMBER_DISPATCH_OPTIM_STEP(X, Optim, 4)
 
 /// The function templates of the modules, losses and initializer.
-#define EMBER_DISPATCH_NN_FUNCTIONS(X) EMBER_DISPATCH_NN_FUNCTIONS_SPLIT(X, X)
-/// The same list with XT applied to the member templates of class templates (the modules'
-/// `forward<D>`), X to the others: their explicit specializations are spelled differently.
-#define EMBER_DISPATCH_NN_FUNCTIONS_SPLIT(X, XT)                                           \
+#define EMBER_DISPATCH_NN_FUNCTIONS(X)                                                     \
     EMBER_DISPATCH_CONFIG_INIT(X, Linear)                                                  \
     EMBER_DISPATCH_CONFIG_INIT(X, Conv1d)                                                  \
     EMBER_DISPATCH_CONFIG_INIT(X, Conv2d)                                                  \
@@ -159,21 +102,21 @@
     EMBER_DISPATCH_CONFIG_INIT(X, Gru)                                                     \
     EMBER_DISPATCH_CONFIG_INIT(X, loss::CrossEntropyLoss)                                  \
     EMBER_DISPATCH_CONFIG_INIT(X, loss::BinaryCrossEntropyLoss)                            \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, Linear, 1)                                           \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, Linear, 2)                                           \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, Linear, 3)                                           \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, Linear, 4)                                           \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, BatchNorm, 3)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, BatchNorm, 4)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, GroupNorm, 3)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, GroupNorm, 4)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, LayerNorm, 2)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, LayerNorm, 3)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, LayerNorm, 4)                                        \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, RmsNorm, 2)                                          \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, RmsNorm, 3)                                          \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, PositionWiseFeedForward, 2)                          \
-    EMBER_DISPATCH_MEMBER_FORWARD(XT, PositionWiseFeedForward, 3)                          \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 1)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 2)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 3)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 4)                                           \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 3)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 4)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 3)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 4)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 2)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 3)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 4)                                        \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, RmsNorm, 2)                                          \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, RmsNorm, 3)                                          \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, PositionWiseFeedForward, 2)                          \
+    EMBER_DISPATCH_MEMBER_FORWARD(X, PositionWiseFeedForward, 3)                          \
     EMBER_DISPATCH_STATELESS_FORWARDS(X, Relu)                                             \
     EMBER_DISPATCH_STATELESS_FORWARDS(X, Gelu)                                             \
     EMBER_DISPATCH_STATELESS_FORWARDS(X, Dropout)                                          \
@@ -247,54 +190,6 @@
 #define EMBER_DISPATCH_CLASS_INSTANCES 0
 #else
 #define EMBER_DISPATCH_CLASS_INSTANCES 1
-#endif
-
-/// 1 where a file that includes this header calls the listed functions and module members
-/// compiled in ember_dispatch instead of compiling them itself (GCC and Clang; define it 0 to
-/// compile them in the file as before). An `extern template` declaration alone does not do
-/// that: at -O2 GCC and Clang still instantiate and optimise every inline function it covers
-/// that the file calls (every member defined in its class, every function template defined in
-/// a header), to consider inlining it, and with it whatever it calls. So the header also
-/// declares each listed function an explicit specialization, without defining it: a file
-/// compiles a call, nothing more. ember_dispatch does not see these declarations
-/// (EMBER_DISPATCH_INSTANTIATING): its explicit instantiations of the same functions define
-/// the symbols the calls name (an explicit specialization and an instantiation of the same
-/// template arguments have one mangled name in the Itanium C++ ABI that GCC and Clang follow).
-/// That is the ABI's guarantee, not the language's: to the standard the program declares
-/// specializations it never defines, which is why it is limited to GCC and Clang off Windows
-/// and can be switched off. The declarations come before the `extern template` ones below (a
-/// specialization must be declared before the first instantiation), and before the file's own
-/// code that uses them.
-#if !defined(EMBER_DISPATCH_OUT_OF_LINE)
-#if defined(__GNUC__) && !defined(_WIN32)
-#define EMBER_DISPATCH_OUT_OF_LINE 1
-#else
-#define EMBER_DISPATCH_OUT_OF_LINE 0
-#endif
-#endif
-
-#if !defined(EMBER_DISPATCH_INSTANTIATING) && EMBER_DISPATCH_OUT_OF_LINE
-/// The explicit specialization declaration of a function template, a member template of a
-/// class, or a member of a class template.
-#define EMBER_DISPATCH_SPECIALIZE(...) \
-    template <>                        \
-    __VA_ARGS__;
-/// The explicit specialization declaration of a member template of a class template.
-#define EMBER_DISPATCH_SPECIALIZE_MEMBER_TEMPLATE(...) \
-    template <>                                        \
-    template <>                                        \
-    __VA_ARGS__;
-namespace ember {
-EMBER_DISPATCH_NN_FUNCTIONS_SPLIT(EMBER_DISPATCH_SPECIALIZE,
-                                  EMBER_DISPATCH_SPECIALIZE_MEMBER_TEMPLATE)
-EMBER_DISPATCH_OPTIM_STEPS(EMBER_DISPATCH_SPECIALIZE, Adam)
-EMBER_DISPATCH_OPTIM_STEPS(EMBER_DISPATCH_SPECIALIZE, AdamW)
-EMBER_DISPATCH_OPTIM_STEPS(EMBER_DISPATCH_SPECIALIZE, Sgd)
-EMBER_DISPATCH_MODULE_MEMBERS(EMBER_DISPATCH_SPECIALIZE)
-#if EMBER_DISPATCH_CLASS_INSTANCES
-EMBER_DISPATCH_PARAM_MEMBERS(EMBER_DISPATCH_SPECIALIZE)
-#endif
-}  // namespace ember
 #endif
 
 // The declarations; src/dispatch/instances_*.cpp define EMBER_DISPATCH_INSTANTIATING to expand

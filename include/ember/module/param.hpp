@@ -84,13 +84,9 @@ public:
     using Initializer = std::function<Value(const Device<B>&)>;
 
     /// A parameter with a fresh id; float parameters require gradients.
-    explicit Param(Value value)
-        : Param(ParamId::make(), std::move(value), std::same_as<K, Float>) {}
+    explicit Param(Value value);
     /// A parameter with the given id and gradient requirement.
-    Param(ParamId id, Value value, bool require_grad)
-        : id_(id), require_grad_(require_grad && std::same_as<K, Float>) {
-        value_ = mark(std::move(value));
-    }
+    Param(ParamId id, Value value, bool require_grad);
     /// A lazy parameter: `init(device)` runs on the first val(), never when a record is loaded
     /// over it. `shape` and `dtype` are what init will produce (records are checked against them).
     static Param uninitialized(ParamId id, Initializer init, Device<B> device, Shape shape,
@@ -127,34 +123,24 @@ public:
 
     /// The tensor (initialising a lazy parameter on first use; copies of a lazy parameter share
     /// one initialisation).
-    Value val() const {
-        if (value_) return *value_;
-        detail::call_once(lazy_->once, [&] { lazy_->value = mark(lazy_->init(lazy_->device)); });
-        return *lazy_->value;
-    }
+    Value val() const;
     /// The id.
     ParamId id() const { return id_; }
     /// Whether optimizers update it (float parameters only).
     bool is_require_grad() const { return require_grad_; }
     /// Whether the tensor exists (false for a lazy parameter not yet used).
-    bool is_initialized() const { return value_ || (lazy_ && lazy_->value); }
+    bool is_initialized() const;
     /// The shape, without initialising.
-    Shape shape() const { return is_initialized() ? val().shape() : lazy_->shape; }
+    Shape shape() const;
     /// The dtype, without initialising.
-    DType dtype() const { return is_initialized() ? val().dtype() : lazy_->dtype; }
+    DType dtype() const;
     /// The device, without initialising.
-    Device<B> device() const { return is_initialized() ? val().device() : lazy_->device; }
+    Device<B> device() const;
     /// Number of elements.
-    std::size_t num_params() const { return shape().num_elements(); }
+    std::size_t num_params() const;
 
     /// The same parameter (same id) with another gradient requirement.
-    Param set_require_grad(bool require) const {
-        Param p = *this;
-        p.require_grad_ = require && std::same_as<K, Float>;
-        if (p.value_) p.value_ = p.mark(std::move(*p.value_));
-        else if (p.lazy_) p.lazy_ = p.relazy([](Value v) { return v; });
-        return p;
-    }
+    Param set_require_grad(bool require) const;
     /// The same id holding `f(val())` (re-marked as a leaf that requires grad as before).
     /// A lazy parameter stays lazy: `f` runs after its initializer.
     template <typename F>
@@ -166,15 +152,10 @@ public:
         return p;
     }
     /// The same id and requirement holding `value`.
-    Param with_value(Value value) const { return Param(id_, std::move(value), require_grad_); }
+    Param with_value(Value value) const;
     /// Moves the tensor to `device`. A lazy parameter stays lazy and shares its draw with the
     /// original (copies must agree), moving it on first use.
-    Param to_device(const Device<B>& device) const {
-        if (quant_ && quant_->weight.device() == device) return *this;
-        Param p = map([device](Value v) { return v.to_device(device); });
-        if (p.lazy_ && !p.lazy_->value) p.lazy_->device = device;
-        return p;
-    }
+    Param to_device(const Device<B>& device) const;
 
     /// The backend's float dtype (or int dtype for Int parameters).
     static DType default_dtype() {
@@ -220,5 +201,76 @@ private:
     std::shared_ptr<const Quantized> quant_;
     bool require_grad_ = false;
 };
+
+// The members a walk over a model's parameters calls, defined out of the class, so not inline:
+// where an `extern template` declaration names the class (include/ember/dispatch/nn.hpp for
+// Dispatch's), a file that calls them compiles the calls only, not the bodies (compilers
+// instantiate an inline function to consider inlining it, even one declared extern).
+
+template <Backend B, std::size_t D, typename K>
+Param<Tensor<B, D, K>>::Param(Value value)
+    : Param(ParamId::make(), std::move(value), std::same_as<K, Float>) {}
+
+template <Backend B, std::size_t D, typename K>
+Param<Tensor<B, D, K>>::Param(ParamId id, Value value, bool require_grad)
+    : id_(id), require_grad_(require_grad && std::same_as<K, Float>) {
+    value_ = mark(std::move(value));
+}
+
+template <Backend B, std::size_t D, typename K>
+Tensor<B, D, K> Param<Tensor<B, D, K>>::val() const {
+    if (value_) return *value_;
+    detail::call_once(lazy_->once, [&] { lazy_->value = mark(lazy_->init(lazy_->device)); });
+    return *lazy_->value;
+}
+
+template <Backend B, std::size_t D, typename K>
+bool Param<Tensor<B, D, K>>::is_initialized() const {
+    return value_ || (lazy_ && lazy_->value);
+}
+
+template <Backend B, std::size_t D, typename K>
+Shape Param<Tensor<B, D, K>>::shape() const {
+    return is_initialized() ? val().shape() : lazy_->shape;
+}
+
+template <Backend B, std::size_t D, typename K>
+DType Param<Tensor<B, D, K>>::dtype() const {
+    return is_initialized() ? val().dtype() : lazy_->dtype;
+}
+
+template <Backend B, std::size_t D, typename K>
+Device<B> Param<Tensor<B, D, K>>::device() const {
+    return is_initialized() ? val().device() : lazy_->device;
+}
+
+template <Backend B, std::size_t D, typename K>
+std::size_t Param<Tensor<B, D, K>>::num_params() const {
+    return shape().num_elements();
+}
+
+template <Backend B, std::size_t D, typename K>
+Param<Tensor<B, D, K>> Param<Tensor<B, D, K>>::set_require_grad(bool require) const {
+    Param p = *this;
+    p.require_grad_ = require && std::same_as<K, Float>;
+    if (p.value_)
+        p.value_ = p.mark(std::move(*p.value_));
+    else if (p.lazy_)
+        p.lazy_ = p.relazy([](Value v) { return v; });
+    return p;
+}
+
+template <Backend B, std::size_t D, typename K>
+Param<Tensor<B, D, K>> Param<Tensor<B, D, K>>::with_value(Value value) const {
+    return Param(id_, std::move(value), require_grad_);
+}
+
+template <Backend B, std::size_t D, typename K>
+Param<Tensor<B, D, K>> Param<Tensor<B, D, K>>::to_device(const Device<B>& device) const {
+    if (quant_ && quant_->weight.device() == device) return *this;
+    Param p = map([device](Value v) { return v.to_device(device); });
+    if (p.lazy_ && !p.lazy_->value) p.lazy_->device = device;
+    return p;
+}
 
 }  // namespace ember

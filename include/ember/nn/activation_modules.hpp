@@ -12,27 +12,21 @@ struct Sigmoid {
     EMBER_MODULE(Sigmoid)
     /// Applies the activation elementwise.
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::sigmoid(std::move(input));
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
 };
 /// tanh(x).
 struct Tanh {
     EMBER_MODULE(Tanh)
     /// Applies the activation elementwise.
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::tanh(std::move(input));
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
 };
 /// x · sigmoid(x) (PyTorch's SiLU; Burn's and ONNX's Swish).
 struct SiLU {
     EMBER_MODULE(SiLU)
     /// Applies the activation elementwise.
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::silu(std::move(input));
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
 };
 /// scale · elu(x, alpha) with the self-normalising constants (PyTorch's SELU).
 struct Selu {
@@ -378,5 +372,25 @@ struct RreluConfig {
         return Rrelu{lower, upper};
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+Tensor<B, D> Sigmoid::forward(Tensor<B, D> input) const {
+    return activation::sigmoid(std::move(input));
+}
+
+template <Backend B, std::size_t D>
+Tensor<B, D> Tanh::forward(Tensor<B, D> input) const {
+    return activation::tanh(std::move(input));
+}
+
+template <Backend B, std::size_t D>
+Tensor<B, D> SiLU::forward(Tensor<B, D> input) const {
+    return activation::silu(std::move(input));
+}
 
 }  // namespace ember::nn

@@ -46,9 +46,7 @@ struct LeakyRelu {
 
     /// Applies the activation elementwise.
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::leaky_relu(std::move(input), negative_slope);
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("negative_slope", negative_slope);
@@ -144,5 +142,15 @@ struct SwiGluConfig {
         return {linear.init<B>(device), linear.init<B>(device)};
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+Tensor<B, D> LeakyRelu::forward(Tensor<B, D> input) const {
+    return activation::leaky_relu(std::move(input), negative_slope);
+}
 
 }  // namespace ember::nn

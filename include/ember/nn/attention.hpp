@@ -222,20 +222,7 @@ struct MultiHeadAttention {
     std::size_t d_model() const { return n_heads * d_k; }
 
     /// Attends the query to the keys and values.
-    MhaOutput<B> forward(const MhaInput<B>& input) const {
-        const char* op = "MultiHeadAttention::forward";
-        const auto [batch, seq_q, seq_k] = check_input(input, op);
-        check_masks(input, batch, seq_q, seq_k, op);
-        if (input.is_self_attn()) {
-            // Under autocast the three projections would each cast x: cast it once. Backward
-            // then sums the three input gradients in the autocast dtype and casts the sum back
-            // once, as for a weight used twice (tensor/autocast.hpp).
-            const auto x = ember::detail::autocast::lower(input.query());
-            return attend(project(x, query), project(x, key), project(x, value), input);
-        }
-        return attend(project(input.query(), query), project(input.key(), key),
-                      project(input.value(), value), input);
-    }
+    MhaOutput<B> forward(const MhaInput<B>& input) const;
 
     /// Burn's cached forward for autoregressive inference: `input` holds the whole sequence so
     /// far (query and, for self-attention, key and value of [batch, seq, d_model]) and the cache
@@ -245,35 +232,7 @@ struct MultiHeadAttention {
     /// have their full shapes ([batch, seq_k], [batch, seq_q, seq_k]); the rows of `mask_attn`
     /// for earlier positions are not used again. A causal mask is only needed when one call
     /// brings several new positions.
-    MhaOutput<B> forward_cache(const MhaInput<B>& input, MhaCache<B>& cache) const {
-        const char* op = "MultiHeadAttention::forward_cache";
-        const auto [batch, seq_q, seq_k_in] = check_input(input, op);
-        const std::size_t start = cache.queries_;
-        const std::size_t rows = cache.context_ ? cache.context_->dims()[1] : 0;
-        EMBER_CHECK(rows == start, Argument, op, ": the cache was advanced by ",
-                    "forward_incremental; use one of the two per cache");
-        detail::check_new_positions(op, "query", seq_q, start);
-        const std::size_t seq_k = cache.cross_ && cache.key_ ? cache.key_len() : seq_k_in;
-        check_masks(input, batch, seq_q, seq_k, op);
-        const std::size_t new_q = seq_q - start;
-        const std::size_t old_k = cache.key_len();
-        std::optional<Tensor<B, 3>> k = input.key(), v = input.value();
-        if (!cache.cross_) {
-            detail::check_new_positions(op, "key", seq_k_in, old_k);
-            k = input.key().narrow(1, old_k, seq_k_in - old_k);
-            v = input.value().narrow(1, old_k, seq_k_in - old_k);
-        }
-        auto step = MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v)
-                        .mask_pad(input.mask_pad())
-                        .mask_attn(detail::attn_mask_rows(input.mask_attn(), start, new_q))
-                        .causal(input.is_causal())
-                        .need_weights(input.weights_needed());
-        auto out = forward_incremental(step, cache);
-        out.context =
-            cache.context_ ? Tensor<B, 3>::cat({*cache.context_, out.context}, 1) : out.context;
-        cache.context_ = out.context;
-        return out;
-    }
+    MhaOutput<B> forward_cache(const MhaInput<B>& input, MhaCache<B>& cache) const;
 
     /// Incremental attention, one or more new positions at a time: `input` holds only the new
     /// positions (query [batch, new, d_model]; for self-attention the new keys and values too),
@@ -281,26 +240,7 @@ struct MultiHeadAttention {
     /// `mask_pad` [batch, seq_k], `mask_attn` [batch, new, seq_k]. Returns the context of the
     /// new positions and their weights. Feeding a sequence one token at a time gives the rows
     /// of the full forward with a causal mask.
-    MhaOutput<B> forward_incremental(const MhaInput<B>& input, MhaCache<B>& cache) const {
-        const char* op = "MultiHeadAttention::forward_incremental";
-        const auto [batch, new_q, new_k] = check_input(input, op);
-        (void)new_k;
-        if (cache.key_) detail::check_cache_batch(op, batch, cache.key_->dims()[0]);
-        if (!cache.cross_ || !cache.key_) {
-            auto k = project(input.key(), key);
-            auto v = project(input.value(), value);
-            if (cache.key_ && !cache.cross_) {
-                k = Tensor<B, 4>::cat({*cache.key_, k}, 2);
-                v = Tensor<B, 4>::cat({*cache.value_, v}, 2);
-            }
-            cache.key_ = k;
-            cache.value_ = v;
-        }
-        check_masks(input, batch, new_q, cache.key_len(), op);
-        auto out = attend(project(input.query(), query), *cache.key_, *cache.value_, input);
-        cache.queries_ += new_q;
-        return out;
-    }
+    MhaOutput<B> forward_incremental(const MhaInput<B>& input, MhaCache<B>& cache) const;
 
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
@@ -425,32 +365,7 @@ struct MultiHeadAttentionConfig {
 
     /// Builds the module on `device`.
     template <Backend B>
-    MultiHeadAttention<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_model > 0 && n_heads > 0, Argument,
-                    "MultiHeadAttentionConfig::init: d_model and n_heads must be positive, got ",
-                    d_model, " and ", n_heads);
-        EMBER_CHECK(d_model % n_heads == 0, Argument, "MultiHeadAttentionConfig::init: d_model ",
-                    d_model, " is not divisible by n_heads ", n_heads);
-        auto linear = [&] {
-            return LinearConfig{d_model, d_model}
-                .with_initializer(initializer)
-                .template init<B>(device);
-        };
-        // Drawn in field order so a seeded init is reproducible.
-        auto q = linear();
-        auto k = linear();
-        auto v = linear();
-        auto o = linear();
-        return {std::move(q),
-                std::move(k),
-                std::move(v),
-                std::move(o),
-                DropoutConfig{dropout}.init(),
-                n_heads,
-                d_model / n_heads,
-                min_float,
-                quiet_softmax};
-    }
+    MultiHeadAttention<B> init(const Device<B>& device = {}) const;
 };
 
 /// Masks where `true` marks a future position: [batch, seq, seq] with (i, j) true for j > i,
@@ -487,6 +402,104 @@ GeneratePaddingMask<B> generate_padding_mask(std::size_t pad_token,
     auto tensor = Tensor<B, 2, Int>::from_data(TensorData(ids, Shape{tokens.size(), len}), device);
     auto mask = tensor.equal_elem(std::int64_t(pad_token));
     return {tensor, mask};
+}
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+MhaOutput<B> MultiHeadAttention<B>::forward(const MhaInput<B>& input) const {
+    const char* op = "MultiHeadAttention::forward";
+    const auto [batch, seq_q, seq_k] = check_input(input, op);
+    check_masks(input, batch, seq_q, seq_k, op);
+    if (input.is_self_attn()) {
+        // Under autocast the three projections would each cast x: cast it once. Backward
+        // then sums the three input gradients in the autocast dtype and casts the sum back
+        // once, as for a weight used twice (tensor/autocast.hpp).
+        const auto x = ember::detail::autocast::lower(input.query());
+        return attend(project(x, query), project(x, key), project(x, value), input);
+    }
+    return attend(project(input.query(), query), project(input.key(), key),
+                  project(input.value(), value), input);
+}
+
+template <Backend B>
+MhaOutput<B> MultiHeadAttention<B>::forward_cache(const MhaInput<B>& input,
+                                                  MhaCache<B>& cache) const {
+    const char* op = "MultiHeadAttention::forward_cache";
+    const auto [batch, seq_q, seq_k_in] = check_input(input, op);
+    const std::size_t start = cache.queries_;
+    const std::size_t rows = cache.context_ ? cache.context_->dims()[1] : 0;
+    EMBER_CHECK(rows == start, Argument, op, ": the cache was advanced by ",
+                "forward_incremental; use one of the two per cache");
+    detail::check_new_positions(op, "query", seq_q, start);
+    const std::size_t seq_k = cache.cross_ && cache.key_ ? cache.key_len() : seq_k_in;
+    check_masks(input, batch, seq_q, seq_k, op);
+    const std::size_t new_q = seq_q - start;
+    const std::size_t old_k = cache.key_len();
+    std::optional<Tensor<B, 3>> k = input.key(), v = input.value();
+    if (!cache.cross_) {
+        detail::check_new_positions(op, "key", seq_k_in, old_k);
+        k = input.key().narrow(1, old_k, seq_k_in - old_k);
+        v = input.value().narrow(1, old_k, seq_k_in - old_k);
+    }
+    auto step = MhaInput<B>(input.query().narrow(1, start, new_q), *k, *v)
+                    .mask_pad(input.mask_pad())
+                    .mask_attn(detail::attn_mask_rows(input.mask_attn(), start, new_q))
+                    .causal(input.is_causal())
+                    .need_weights(input.weights_needed());
+    auto out = forward_incremental(step, cache);
+    out.context =
+        cache.context_ ? Tensor<B, 3>::cat({*cache.context_, out.context}, 1) : out.context;
+    cache.context_ = out.context;
+    return out;
+}
+
+template <Backend B>
+MhaOutput<B> MultiHeadAttention<B>::forward_incremental(const MhaInput<B>& input,
+                                                        MhaCache<B>& cache) const {
+    const char* op = "MultiHeadAttention::forward_incremental";
+    const auto [batch, new_q, new_k] = check_input(input, op);
+    (void)new_k;
+    if (cache.key_) detail::check_cache_batch(op, batch, cache.key_->dims()[0]);
+    if (!cache.cross_ || !cache.key_) {
+        auto k = project(input.key(), key);
+        auto v = project(input.value(), value);
+        if (cache.key_ && !cache.cross_) {
+            k = Tensor<B, 4>::cat({*cache.key_, k}, 2);
+            v = Tensor<B, 4>::cat({*cache.value_, v}, 2);
+        }
+        cache.key_ = k;
+        cache.value_ = v;
+    }
+    check_masks(input, batch, new_q, cache.key_len(), op);
+    auto out = attend(project(input.query(), query), *cache.key_, *cache.value_, input);
+    cache.queries_ += new_q;
+    return out;
+}
+
+template <Backend B>
+MultiHeadAttention<B> MultiHeadAttentionConfig::init(const Device<B>& device) const {
+    EMBER_CHECK(d_model > 0 && n_heads > 0, Argument,
+                "MultiHeadAttentionConfig::init: d_model and n_heads must be positive, got ",
+                d_model, " and ", n_heads);
+    EMBER_CHECK(d_model % n_heads == 0, Argument, "MultiHeadAttentionConfig::init: d_model ",
+                d_model, " is not divisible by n_heads ", n_heads);
+    auto linear = [&] {
+        return LinearConfig{d_model, d_model}
+            .with_initializer(initializer)
+            .template init<B>(device);
+    };
+    // Drawn in field order so a seeded init is reproducible.
+    auto q = linear();
+    auto k = linear();
+    auto v = linear();
+    auto o = linear();
+    return {
+        std::move(q), std::move(k),      std::move(v), std::move(o), DropoutConfig{dropout}.init(),
+        n_heads,      d_model / n_heads, min_float,    quiet_softmax};
 }
 
 }  // namespace ember::nn

@@ -188,9 +188,7 @@ struct Conv1d {
     std::size_t channels_out() const { return weight.shape()[0]; }
 
     /// [batch, channels_in, length_in] → [batch, channels_out, length_out].
-    Tensor<B, 3> forward(const Tensor<B, 3>& input) const {
-        return detail::conv::conv_forward("Conv1d", *this, input);
-    }
+    Tensor<B, 3> forward(const Tensor<B, 3>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const { detail::conv::display_conv(c, *this); }
 };
@@ -213,10 +211,7 @@ struct Conv1dConfig {
     /// Builds the layer on `device` (parameters are drawn on first use). Throws ArgumentError
     /// for non-positive sizes, channels not divisible by groups, or unsupported Same padding.
     template <Backend B>
-    Conv1d<B> init(const Device<B>& device = {}) const {
-        return detail::conv::init_conv<Conv1d<B>, B>("Conv1dConfig::init", *this,
-                                                     {channels_in, channels_out}, device);
-    }
+    Conv1d<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- Conv2d ------------------------------------------------------------------------------------
@@ -239,9 +234,7 @@ struct Conv2d {
     std::size_t channels_out() const { return weight.shape()[0]; }
 
     /// [batch, channels_in, height_in, width_in] → [batch, channels_out, height_out, width_out].
-    Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        return detail::conv::conv_forward("Conv2d", *this, input);
-    }
+    Tensor<B, 4> forward(const Tensor<B, 4>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const { detail::conv::display_conv(c, *this); }
 };
@@ -263,9 +256,7 @@ struct Conv2dConfig {
     /// Builds the layer on `device` (parameters are drawn on first use). Throws ArgumentError
     /// for non-positive sizes, channels not divisible by groups, or unsupported Same padding.
     template <Backend B>
-    Conv2d<B> init(const Device<B>& device = {}) const {
-        return detail::conv::init_conv<Conv2d<B>, B>("Conv2dConfig::init", *this, channels, device);
-    }
+    Conv2d<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- Conv3d ------------------------------------------------------------------------------------
@@ -397,6 +388,32 @@ struct DeformConv2dConfig {
                 dilation,     weight_groups, offset_groups, padding};
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+Tensor<B, 3> Conv1d<B>::forward(const Tensor<B, 3>& input) const {
+    return detail::conv::conv_forward("Conv1d", *this, input);
+}
+
+template <Backend B>
+Conv1d<B> Conv1dConfig::init(const Device<B>& device) const {
+    return detail::conv::init_conv<Conv1d<B>, B>("Conv1dConfig::init", *this,
+                                                 {channels_in, channels_out}, device);
+}
+
+template <Backend B>
+Tensor<B, 4> Conv2d<B>::forward(const Tensor<B, 4>& input) const {
+    return detail::conv::conv_forward("Conv2d", *this, input);
+}
+
+template <Backend B>
+Conv2d<B> Conv2dConfig::init(const Device<B>& device) const {
+    return detail::conv::init_conv<Conv2d<B>, B>("Conv2dConfig::init", *this, channels, device);
+}
 
 }  // namespace ember::nn
 

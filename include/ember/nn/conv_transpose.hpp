@@ -140,9 +140,7 @@ struct ConvTranspose2d {
 
     /// [batch, channels_in, h, w] → [batch, channels_out, h_out, w_out], each output size
     /// (in−1)·stride − 2·padding + dilation·(kernel−1) + padding_out + 1.
-    Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        return detail::conv::conv_transpose_forward("ConvTranspose2d", *this, input);
-    }
+    Tensor<B, 4> forward(const Tensor<B, 4>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         detail::conv::display_conv_transpose(c, *this);
@@ -167,10 +165,7 @@ struct ConvTranspose2dConfig {
     /// Builds the layer on `device` (parameters are drawn on first use). Throws ArgumentError
     /// for non-positive sizes, channels not divisible by groups, or a too large padding_out.
     template <Backend B>
-    ConvTranspose2d<B> init(const Device<B>& device = {}) const {
-        return detail::conv::init_conv_transpose<ConvTranspose2d<B>, B>(
-            "ConvTranspose2dConfig::init", *this, device);
-    }
+    ConvTranspose2d<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- ConvTranspose3d ---------------------------------------------------------------------------
@@ -229,5 +224,21 @@ struct ConvTranspose3dConfig {
             "ConvTranspose3dConfig::init", *this, device);
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+Tensor<B, 4> ConvTranspose2d<B>::forward(const Tensor<B, 4>& input) const {
+    return detail::conv::conv_transpose_forward("ConvTranspose2d", *this, input);
+}
+
+template <Backend B>
+ConvTranspose2d<B> ConvTranspose2dConfig::init(const Device<B>& device) const {
+    return detail::conv::init_conv_transpose<ConvTranspose2d<B>, B>("ConvTranspose2dConfig::init",
+                                                                    *this, device);
+}
 
 }  // namespace ember::nn

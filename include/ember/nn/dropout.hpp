@@ -15,17 +15,7 @@ struct Dropout {
 
     /// Applies dropout (training) or passes the input through (inference).
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        if constexpr (!AutodiffBackend<B>) {
-            return input;
-        } else {
-            if (prob == 0.0 || !ad_enabled<B>(input.device())) return input;
-            if (prob >= 1.0) return input.zeros_like();
-            auto keep = Tensor<B, D>::random(input.shape(), Distribution::Bernoulli(1.0 - prob),
-                                             input.device());
-            return input * keep * (1.0 / (1.0 - prob));
-        }
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const { c.add("prob", prob); }
 };
@@ -48,9 +38,7 @@ struct Gelu {
     EMBER_MODULE(Gelu)
     /// gelu(input).
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::gelu(std::move(input));
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
 };
 
 /// ReLU as a module.
@@ -58,9 +46,35 @@ struct Relu {
     EMBER_MODULE(Relu)
     /// max(input, 0).
     template <Backend B, std::size_t D>
-    Tensor<B, D> forward(Tensor<B, D> input) const {
-        return activation::relu(std::move(input));
-    }
+    Tensor<B, D> forward(Tensor<B, D> input) const;
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+Tensor<B, D> Dropout::forward(Tensor<B, D> input) const {
+    if constexpr (!AutodiffBackend<B>) {
+        return input;
+    } else {
+        if (prob == 0.0 || !ad_enabled<B>(input.device())) return input;
+        if (prob >= 1.0) return input.zeros_like();
+        auto keep = Tensor<B, D>::random(input.shape(), Distribution::Bernoulli(1.0 - prob),
+                                         input.device());
+        return input * keep * (1.0 / (1.0 - prob));
+    }
+}
+
+template <Backend B, std::size_t D>
+Tensor<B, D> Gelu::forward(Tensor<B, D> input) const {
+    return activation::gelu(std::move(input));
+}
+
+template <Backend B, std::size_t D>
+Tensor<B, D> Relu::forward(Tensor<B, D> input) const {
+    return activation::relu(std::move(input));
+}
 
 }  // namespace ember::nn

@@ -16,9 +16,7 @@ struct Embedding {
 
     /// Looks up `input` [batch, seq] of ids in [0, n_embedding). An id outside that range throws
     /// IndexError (from the backend's index check, which names the id and the table size).
-    Tensor<B, 3> forward(const Tensor<B, 2, Int>& input) const {
-        return module::embedding(weight.val(), input);
-    }
+    Tensor<B, 3> forward(const Tensor<B, 2, Int>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         auto s = weight.shape();
@@ -36,12 +34,25 @@ struct EmbeddingConfig {
 
     /// Builds the layer on `device` (the table is drawn on first use).
     template <Backend B>
-    Embedding<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(n_embedding > 0 && d_model > 0, Argument,
-                    "EmbeddingConfig::init: n_embedding and d_model must be positive, got ",
-                    n_embedding, " and ", d_model);
-        return {initializer.init<B, 2>(Shape{n_embedding, d_model}, device, n_embedding, d_model)};
-    }
+    Embedding<B> init(const Device<B>& device = {}) const;
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+Tensor<B, 3> Embedding<B>::forward(const Tensor<B, 2, Int>& input) const {
+    return module::embedding(weight.val(), input);
+}
+
+template <Backend B>
+Embedding<B> EmbeddingConfig::init(const Device<B>& device) const {
+    EMBER_CHECK(n_embedding > 0 && d_model > 0, Argument,
+                "EmbeddingConfig::init: n_embedding and d_model must be positive, got ",
+                n_embedding, " and ", d_model);
+    return {initializer.init<B, 2>(Shape{n_embedding, d_model}, device, n_embedding, d_model)};
+}
 
 }  // namespace ember::nn

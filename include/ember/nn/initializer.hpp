@@ -104,17 +104,27 @@ struct Initializer {
     template <Backend B, std::size_t D>
     Param<Tensor<B, D>> init(const Shape& shape, const Device<B>& device,
                              std::optional<std::size_t> fan_in = std::nullopt,
-                             std::optional<std::size_t> fan_out = std::nullopt) const {
-        EMBER_CHECK(shape.rank() == D, Shape, "Initializer::init: shape ", shape.to_string(),
-                    " is not of rank ", D);
-        auto dist = distribution(fan_in, fan_out);  // checks the fans now, not at first use
-        double value = kind == Kind::Constant ? a : kind == Kind::Ones ? 1.0 : 0.0;
-        auto make = [shape, dist, value](const Device<B>& dev) {
-            if (dist) return Tensor<B, D>::random(shape, *dist, dev);
-            return Tensor<B, D>::full(shape, value, dev);
-        };
-        return Param<Tensor<B, D>>::uninitialized(ParamId::make(), make, device, shape);
-    }
+                             std::optional<std::size_t> fan_out = std::nullopt) const;
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+Param<Tensor<B, D>> Initializer::init(const Shape& shape, const Device<B>& device,
+                                      std::optional<std::size_t> fan_in,
+                                      std::optional<std::size_t> fan_out) const {
+    EMBER_CHECK(shape.rank() == D, Shape, "Initializer::init: shape ", shape.to_string(),
+                " is not of rank ", D);
+    auto dist = distribution(fan_in, fan_out);  // checks the fans now, not at first use
+    double value = kind == Kind::Constant ? a : kind == Kind::Ones ? 1.0 : 0.0;
+    auto make = [shape, dist, value](const Device<B>& dev) {
+        if (dist) return Tensor<B, D>::random(shape, *dist, dev);
+        return Tensor<B, D>::full(shape, value, dev);
+    };
+    return Param<Tensor<B, D>>::uninitialized(ParamId::make(), make, device, shape);
+}
 
 }  // namespace ember::nn

@@ -84,45 +84,7 @@ struct CrossEntropyLoss {
 
     /// The loss ([1]) of `predictions` [N, C] (logits or probabilities) for `targets` [N] in
     /// [0, C) (pad tokens may be any id).
-    Tensor<B, 1> forward(const Tensor<B, 2>& predictions, const Tensor<B, 1, Int>& targets) const {
-        if (::ember::detail::autocast::widens(predictions)) [[unlikely]]  // autocast: in f32
-            return forward(predictions.cast(DType::F32), targets);
-        // Plain variables, not a structured binding: the lambda below uses them, and Clang
-        // before 16 rejects a lambda's reference to a binding.
-        const std::size_t n = predictions.dims()[0], c = predictions.dims()[1];
-        EMBER_CHECK(targets.dims()[0] == n, Shape, "CrossEntropyLoss: predictions of shape ",
-                    predictions.shape().to_string(), " and targets of shape ",
-                    targets.shape().to_string(), " have different batch sizes");
-        if (weights)
-            EMBER_CHECK(weights->dims()[0] == c, Shape, "CrossEntropyLoss: ", weights->dims()[0],
-                        " class weights for predictions of shape ",
-                        predictions.shape().to_string());
-        auto log_p = logits ? activation::log_softmax(predictions, 1) : predictions.log();
-
-        // Pad rows are masked out; their targets become 0 so that gathering stays in range.
-        std::optional<Tensor<B, 1, Bool>> pad;
-        if (pad_tokens)
-            for (std::size_t t : *pad_tokens) {
-                auto m = targets.equal_elem(static_cast<std::int64_t>(t));
-                pad = pad ? pad->bool_or(m) : m;
-            }
-        auto safe = pad ? targets.mask_fill(*pad, 0) : targets;
-        auto keep = pad ? pad->not_().float_() : Tensor<B, 1>::ones(Shape{n}, predictions.device());
-        auto row_weight = weights ? weights->gather(0, safe) * keep : keep;
-
-        Tensor<B, 1> per_row = [&] {
-            if (smoothing) {
-                const double a = *smoothing;
-                auto target = safe.one_hot(c).float_() * (1.0 - a) + a / double(c);
-                auto terms = log_p * target;
-                if (weights) terms = terms * weights->template reshape<2>({1, long(c)});
-                return terms.sum_dim(1).template reshape<1>({long(n)}) * keep;
-            }
-            auto picked = log_p.gather(1, safe.template reshape<2>({long(n), 1}));
-            return picked.template reshape<1>({long(n)}) * row_weight;
-        }();
-        return -per_row.sum() / row_weight.sum();
-    }
+    Tensor<B, 1> forward(const Tensor<B, 2>& predictions, const Tensor<B, 1, Int>& targets) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("pad_tokens", pad_tokens)
@@ -142,11 +104,7 @@ struct CrossEntropyLossConfig {
 
     /// Builds the loss on `device` (where the class weights live).
     template <Backend B>
-    CrossEntropyLoss<B> init(const Device<B>& device = {}) const {
-        detail::check_weights(weights, "CrossEntropyLossConfig");
-        detail::check_smoothing(smoothing, "CrossEntropyLossConfig");
-        return {pad_tokens, detail::weight_tensor<B>(weights, device), smoothing, logits};
-    }
+    CrossEntropyLoss<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- BinaryCrossEntropyLoss -----------------------------------------------------------------
@@ -209,11 +167,7 @@ struct BinaryCrossEntropyLossConfig {
 
     /// Builds the loss on `device` (where the class weights live).
     template <Backend B>
-    BinaryCrossEntropyLoss<B> init(const Device<B>& device = {}) const {
-        detail::check_weights(weights, "BinaryCrossEntropyLossConfig");
-        detail::check_smoothing(smoothing, "BinaryCrossEntropyLossConfig");
-        return {detail::weight_tensor<B>(weights, device), smoothing, logits};
-    }
+    BinaryCrossEntropyLoss<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- MseLoss and HuberLoss ------------------------------------------------------------------
@@ -286,5 +240,65 @@ struct HuberLossConfig {
         return HuberLoss{delta};
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+Tensor<B, 1> CrossEntropyLoss<B>::forward(const Tensor<B, 2>& predictions,
+                                          const Tensor<B, 1, Int>& targets) const {
+    if (::ember::detail::autocast::widens(predictions)) [[unlikely]]  // autocast: in f32
+        return forward(predictions.cast(DType::F32), targets);
+    // Plain variables, not a structured binding: the lambda below uses them, and Clang
+    // before 16 rejects a lambda's reference to a binding.
+    const std::size_t n = predictions.dims()[0], c = predictions.dims()[1];
+    EMBER_CHECK(targets.dims()[0] == n, Shape, "CrossEntropyLoss: predictions of shape ",
+                predictions.shape().to_string(), " and targets of shape ",
+                targets.shape().to_string(), " have different batch sizes");
+    if (weights)
+        EMBER_CHECK(weights->dims()[0] == c, Shape, "CrossEntropyLoss: ", weights->dims()[0],
+                    " class weights for predictions of shape ", predictions.shape().to_string());
+    auto log_p = logits ? activation::log_softmax(predictions, 1) : predictions.log();
+
+    // Pad rows are masked out; their targets become 0 so that gathering stays in range.
+    std::optional<Tensor<B, 1, Bool>> pad;
+    if (pad_tokens)
+        for (std::size_t t : *pad_tokens) {
+            auto m = targets.equal_elem(static_cast<std::int64_t>(t));
+            pad = pad ? pad->bool_or(m) : m;
+        }
+    auto safe = pad ? targets.mask_fill(*pad, 0) : targets;
+    auto keep = pad ? pad->not_().float_() : Tensor<B, 1>::ones(Shape{n}, predictions.device());
+    auto row_weight = weights ? weights->gather(0, safe) * keep : keep;
+
+    Tensor<B, 1> per_row = [&] {
+        if (smoothing) {
+            const double a = *smoothing;
+            auto target = safe.one_hot(c).float_() * (1.0 - a) + a / double(c);
+            auto terms = log_p * target;
+            if (weights) terms = terms * weights->template reshape<2>({1, long(c)});
+            return terms.sum_dim(1).template reshape<1>({long(n)}) * keep;
+        }
+        auto picked = log_p.gather(1, safe.template reshape<2>({long(n), 1}));
+        return picked.template reshape<1>({long(n)}) * row_weight;
+    }();
+    return -per_row.sum() / row_weight.sum();
+}
+
+template <Backend B>
+CrossEntropyLoss<B> CrossEntropyLossConfig::init(const Device<B>& device) const {
+    detail::check_weights(weights, "CrossEntropyLossConfig");
+    detail::check_smoothing(smoothing, "CrossEntropyLossConfig");
+    return {pad_tokens, detail::weight_tensor<B>(weights, device), smoothing, logits};
+}
+
+template <Backend B>
+BinaryCrossEntropyLoss<B> BinaryCrossEntropyLossConfig::init(const Device<B>& device) const {
+    detail::check_weights(weights, "BinaryCrossEntropyLossConfig");
+    detail::check_smoothing(smoothing, "BinaryCrossEntropyLossConfig");
+    return {detail::weight_tensor<B>(weights, device), smoothing, logits};
+}
 
 }  // namespace ember::nn::loss

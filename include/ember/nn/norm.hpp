@@ -68,54 +68,7 @@ struct BatchNorm {
     /// Normalises `input` [N, C, ...] per channel. Under an ember::Autocast guard an f16/bf16
     /// input is normalised in f32 (statistics included) and the result cast back to its dtype.
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        if (::ember::detail::autocast::current()) [[unlikely]] {
-            const DType dt = input.dtype();
-            if (dt == DType::F16 || dt == DType::BF16) {
-                if constexpr (BatchNormForwardBackend<B>) {
-                    // The backend's kernels read and write f16/bf16 with f32 statistics and
-                    // arithmetic: the same values as the casts around f32 below, without them.
-                    detail::check_channels(input, gamma.shape()[0], "BatchNorm");
-                    if (auto y = fused_forward(input)) return std::move(*y);
-                }
-                const Autocast off(*autocast_dtype(), false);  // the f32 ops stay f32
-                return forward(input.cast(DType::F32)).cast(dt);
-            }
-        }
-        static_assert(D >= 2, "BatchNorm: the input needs a batch and a channel dim");
-        const std::size_t channels = gamma.shape()[0];
-        detail::check_channels(input, channels, "BatchNorm");
-        if constexpr (BatchNormForwardBackend<B>) {
-            // The backend's own kernels where it has them (CUDA): statistics, normalisation
-            // and the running update in a few launches instead of a transpose and reductions.
-            if (auto y = fused_forward(input)) return std::move(*y);
-        }
-        auto [mean, var] = [&]() -> std::pair<Tensor<B, D>, Tensor<B, D>> {
-            // Batch statistics where the graph is recorded (training), running ones elsewhere.
-            if (ad_enabled<B>(input.device())) {
-                // [N, C, ...] → [C, N·...]: one row of samples per channel.
-                auto rows = input.swap_dims(0, 1).template reshape<2>({long(channels), -1});
-                const std::size_t n = rows.dims()[1];
-                EMBER_CHECK(n > 1, Argument, "BatchNorm: training needs more than one value ",
-                            "per channel, got input of shape ", input.shape().to_string());
-                auto [v, m] = rows.var_mean_bias(1);
-                auto batch_mean = m.template reshape<1>({long(channels)});
-                auto batch_var = v.template reshape<1>({long(channels)});
-                // The running variance is the unbiased estimate, as in PyTorch.
-                const double unbias = double(n) / double(n - 1);
-                running_mean.update(running_mean.value() * (1.0 - momentum) +
-                                    batch_mean.detach() * momentum);
-                running_var.update(running_var.value() * (1.0 - momentum) +
-                                   batch_var.detach() * (unbias * momentum));
-                return {detail::per_channel<D>(batch_mean), detail::per_channel<D>(batch_var)};
-            } else {
-                return {detail::per_channel<D>(running_mean.value()),
-                        detail::per_channel<D>(running_var.value())};
-            }
-        }();
-        auto x = (input - mean) / (var + epsilon).sqrt();
-        return x * detail::per_channel<D>(gamma.val()) + detail::per_channel<D>(beta.val());
-    }
+    Tensor<B, D> forward(const Tensor<B, D>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("num_features", gamma.shape()[0]).add("momentum", momentum).add("epsilon", epsilon);
@@ -156,19 +109,7 @@ struct BatchNormConfig {
 
     /// Builds the layer on `device`.
     template <Backend B>
-    BatchNorm<B> init(const Device<B>& device = {}) const {
-        detail::check_positive("BatchNormConfig::init", "num_features", num_features);
-        detail::check_positive("BatchNormConfig::init", "epsilon", epsilon);
-        EMBER_CHECK(momentum >= 0.0 && momentum <= 1.0, Argument,
-                    "BatchNormConfig::init: momentum must be in [0, 1], got ", momentum);
-        const Shape s{num_features};
-        return BatchNorm<B>{Initializer::Ones().init<B, 1>(s, device),
-                            Initializer::Zeros().init<B, 1>(s, device),
-                            RunningState<Tensor<B, 1>>(Tensor<B, 1>::zeros(s, device)),
-                            RunningState<Tensor<B, 1>>(Tensor<B, 1>::ones(s, device)),
-                            momentum,
-                            epsilon};
-    }
+    BatchNorm<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- GroupNorm and InstanceNorm -------------------------------------------------------------
@@ -214,11 +155,7 @@ struct GroupNorm {
 
     /// Normalises `input` [N, C, ...].
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        static_assert(D >= 2, "GroupNorm: the input needs a batch and a channel dim");
-        detail::check_channels(input, num_channels, "GroupNorm");
-        return detail::group_norm(input, num_groups, epsilon, gamma, beta);
-    }
+    Tensor<B, D> forward(const Tensor<B, D>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("num_groups", num_groups)
@@ -238,14 +175,7 @@ struct GroupNormConfig {
 
     /// Builds the layer on `device`.
     template <Backend B>
-    GroupNorm<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, Argument,
-                    "GroupNormConfig::init: num_groups (", num_groups,
-                    ") must be positive and divide num_channels (", num_channels, ")");
-        detail::check_positive("GroupNormConfig::init", "epsilon", epsilon);
-        auto [gamma, beta] = detail::affine_params<B>(affine, num_channels, device);
-        return {std::move(gamma), std::move(beta), num_groups, num_channels, epsilon, affine};
-    }
+    GroupNorm<B> init(const Device<B>& device = {}) const;
 };
 
 /// Instance normalisation over [N, C, ...]: statistics per sample and channel, no running
@@ -302,10 +232,7 @@ struct LayerNorm {
 
     /// Normalises `input` [..., d_model].
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        detail::check_last_dim(input, gamma.shape()[0], "LayerNorm");
-        return module::layer_norm(input, gamma.val(), beta.val(), epsilon);
-    }
+    Tensor<B, D> forward(const Tensor<B, D>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("d_model", gamma.shape()[0]).add("epsilon", epsilon);
@@ -320,12 +247,7 @@ struct LayerNormConfig {
 
     /// Builds the layer on `device`.
     template <Backend B>
-    LayerNorm<B> init(const Device<B>& device = {}) const {
-        detail::check_positive("LayerNormConfig::init", "d_model", d_model);
-        detail::check_positive("LayerNormConfig::init", "epsilon", epsilon);
-        return {Initializer::Ones().init<B, 1>(Shape{d_model}, device),
-                Initializer::Zeros().init<B, 1>(Shape{d_model}, device), epsilon};
-    }
+    LayerNorm<B> init(const Device<B>& device = {}) const;
 };
 
 /// Root-mean-square normalisation over the last dim: x / √(mean(x²) + ε) · gamma.
@@ -337,12 +259,7 @@ struct RmsNorm {
 
     /// Normalises `input` [..., d_model] (in f32 under an ember::Autocast guard).
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input_in) const {
-        detail::check_last_dim(input_in, gamma.shape()[0], "RmsNorm");
-        const auto input = ::ember::detail::autocast::widen(input_in);
-        auto rms = ((input * input).mean_dim(long(D) - 1) + epsilon).sqrt();
-        return input / rms * detail::per_feature<D>(gamma.val());
-    }
+    Tensor<B, D> forward(const Tensor<B, D>& input_in) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("d_model", gamma.shape()[0]).add("epsilon", epsilon);
@@ -357,11 +274,127 @@ struct RmsNormConfig {
 
     /// Builds the layer on `device`.
     template <Backend B>
-    RmsNorm<B> init(const Device<B>& device = {}) const {
-        detail::check_positive("RmsNormConfig::init", "d_model", d_model);
-        detail::check_positive("RmsNormConfig::init", "epsilon", epsilon);
-        return {Initializer::Ones().init<B, 1>(Shape{d_model}, device), epsilon};
-    }
+    RmsNorm<B> init(const Device<B>& device = {}) const;
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> BatchNorm<B>::forward(const Tensor<B, D>& input) const {
+    if (::ember::detail::autocast::current()) [[unlikely]] {
+        const DType dt = input.dtype();
+        if (dt == DType::F16 || dt == DType::BF16) {
+            if constexpr (BatchNormForwardBackend<B>) {
+                // The backend's kernels read and write f16/bf16 with f32 statistics and
+                // arithmetic: the same values as the casts around f32 below, without them.
+                detail::check_channels(input, gamma.shape()[0], "BatchNorm");
+                if (auto y = fused_forward(input)) return std::move(*y);
+            }
+            const Autocast off(*autocast_dtype(), false);  // the f32 ops stay f32
+            return forward(input.cast(DType::F32)).cast(dt);
+        }
+    }
+    static_assert(D >= 2, "BatchNorm: the input needs a batch and a channel dim");
+    const std::size_t channels = gamma.shape()[0];
+    detail::check_channels(input, channels, "BatchNorm");
+    if constexpr (BatchNormForwardBackend<B>) {
+        // The backend's own kernels where it has them (CUDA): statistics, normalisation
+        // and the running update in a few launches instead of a transpose and reductions.
+        if (auto y = fused_forward(input)) return std::move(*y);
+    }
+    auto [mean, var] = [&]() -> std::pair<Tensor<B, D>, Tensor<B, D>> {
+        // Batch statistics where the graph is recorded (training), running ones elsewhere.
+        if (ad_enabled<B>(input.device())) {
+            // [N, C, ...] → [C, N·...]: one row of samples per channel.
+            auto rows = input.swap_dims(0, 1).template reshape<2>({long(channels), -1});
+            const std::size_t n = rows.dims()[1];
+            EMBER_CHECK(n > 1, Argument, "BatchNorm: training needs more than one value ",
+                        "per channel, got input of shape ", input.shape().to_string());
+            auto [v, m] = rows.var_mean_bias(1);
+            auto batch_mean = m.template reshape<1>({long(channels)});
+            auto batch_var = v.template reshape<1>({long(channels)});
+            // The running variance is the unbiased estimate, as in PyTorch.
+            const double unbias = double(n) / double(n - 1);
+            running_mean.update(running_mean.value() * (1.0 - momentum) +
+                                batch_mean.detach() * momentum);
+            running_var.update(running_var.value() * (1.0 - momentum) +
+                               batch_var.detach() * (unbias * momentum));
+            return {detail::per_channel<D>(batch_mean), detail::per_channel<D>(batch_var)};
+        } else {
+            return {detail::per_channel<D>(running_mean.value()),
+                    detail::per_channel<D>(running_var.value())};
+        }
+    }();
+    auto x = (input - mean) / (var + epsilon).sqrt();
+    return x * detail::per_channel<D>(gamma.val()) + detail::per_channel<D>(beta.val());
+}
+
+template <Backend B>
+BatchNorm<B> BatchNormConfig::init(const Device<B>& device) const {
+    detail::check_positive("BatchNormConfig::init", "num_features", num_features);
+    detail::check_positive("BatchNormConfig::init", "epsilon", epsilon);
+    EMBER_CHECK(momentum >= 0.0 && momentum <= 1.0, Argument,
+                "BatchNormConfig::init: momentum must be in [0, 1], got ", momentum);
+    const Shape s{num_features};
+    return BatchNorm<B>{Initializer::Ones().init<B, 1>(s, device),
+                        Initializer::Zeros().init<B, 1>(s, device),
+                        RunningState<Tensor<B, 1>>(Tensor<B, 1>::zeros(s, device)),
+                        RunningState<Tensor<B, 1>>(Tensor<B, 1>::ones(s, device)),
+                        momentum,
+                        epsilon};
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> GroupNorm<B>::forward(const Tensor<B, D>& input) const {
+    static_assert(D >= 2, "GroupNorm: the input needs a batch and a channel dim");
+    detail::check_channels(input, num_channels, "GroupNorm");
+    return detail::group_norm(input, num_groups, epsilon, gamma, beta);
+}
+
+template <Backend B>
+GroupNorm<B> GroupNormConfig::init(const Device<B>& device) const {
+    EMBER_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0, Argument,
+                "GroupNormConfig::init: num_groups (", num_groups,
+                ") must be positive and divide num_channels (", num_channels, ")");
+    detail::check_positive("GroupNormConfig::init", "epsilon", epsilon);
+    auto [gamma, beta] = detail::affine_params<B>(affine, num_channels, device);
+    return {std::move(gamma), std::move(beta), num_groups, num_channels, epsilon, affine};
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> LayerNorm<B>::forward(const Tensor<B, D>& input) const {
+    detail::check_last_dim(input, gamma.shape()[0], "LayerNorm");
+    return module::layer_norm(input, gamma.val(), beta.val(), epsilon);
+}
+
+template <Backend B>
+LayerNorm<B> LayerNormConfig::init(const Device<B>& device) const {
+    detail::check_positive("LayerNormConfig::init", "d_model", d_model);
+    detail::check_positive("LayerNormConfig::init", "epsilon", epsilon);
+    return {Initializer::Ones().init<B, 1>(Shape{d_model}, device),
+            Initializer::Zeros().init<B, 1>(Shape{d_model}, device), epsilon};
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> RmsNorm<B>::forward(const Tensor<B, D>& input_in) const {
+    detail::check_last_dim(input_in, gamma.shape()[0], "RmsNorm");
+    const auto input = ::ember::detail::autocast::widen(input_in);
+    auto rms = ((input * input).mean_dim(long(D) - 1) + epsilon).sqrt();
+    return input / rms * detail::per_feature<D>(gamma.val());
+}
+
+template <Backend B>
+RmsNorm<B> RmsNormConfig::init(const Device<B>& device) const {
+    detail::check_positive("RmsNormConfig::init", "d_model", d_model);
+    detail::check_positive("RmsNormConfig::init", "epsilon", epsilon);
+    return {Initializer::Ones().init<B, 1>(Shape{d_model}, device), epsilon};
+}
 
 }  // namespace ember::nn

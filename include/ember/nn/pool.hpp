@@ -105,10 +105,7 @@ struct AvgPool2d {
 
     /// [batch, channels, h_in, w_in] → [batch, channels, h_out, w_out].
     template <Backend B>
-    Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        return module::avg_pool2d(input, kernel_size, stride, padding.resolve(kernel_size, {1, 1}),
-                                  count_include_pad, ceil_mode);
-    }
+    Tensor<B, 4> forward(const Tensor<B, 4>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         detail::conv::display_pool(c, *this, "count_include_pad", count_include_pad);
@@ -187,10 +184,7 @@ struct MaxPool2d {
 
     /// [batch, channels, h_in, w_in] → [batch, channels, h_out, w_out].
     template <Backend B>
-    Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        return module::max_pool2d(input, kernel_size, stride,
-                                  padding.resolve(kernel_size, dilation), dilation, ceil_mode);
-    }
+    Tensor<B, 4> forward(const Tensor<B, 4>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         detail::conv::display_pool(c, *this, "dilation", dilation);
@@ -252,9 +246,7 @@ struct AdaptiveAvgPool2d {
 
     /// [batch, channels, h, w] → [batch, channels, h_out, w_out].
     template <Backend B>
-    Tensor<B, 4> forward(const Tensor<B, 4>& input) const {
-        return module::adaptive_avg_pool2d(input, output_size);
-    }
+    Tensor<B, 4> forward(const Tensor<B, 4>& input) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const { c.add("output_size", output_size); }
 };
@@ -272,5 +264,27 @@ struct AdaptiveAvgPool2dConfig {
         return {output_size};
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+Tensor<B, 4> AvgPool2d::forward(const Tensor<B, 4>& input) const {
+    return module::avg_pool2d(input, kernel_size, stride, padding.resolve(kernel_size, {1, 1}),
+                              count_include_pad, ceil_mode);
+}
+
+template <Backend B>
+Tensor<B, 4> MaxPool2d::forward(const Tensor<B, 4>& input) const {
+    return module::max_pool2d(input, kernel_size, stride, padding.resolve(kernel_size, dilation),
+                              dilation, ceil_mode);
+}
+
+template <Backend B>
+Tensor<B, 4> AdaptiveAvgPool2d::forward(const Tensor<B, 4>& input) const {
+    return module::adaptive_avg_pool2d(input, output_size);
+}
 
 }  // namespace ember::nn

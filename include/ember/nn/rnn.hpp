@@ -216,9 +216,7 @@ struct Lstm {
     /// hidden state of every step, [batch, seq, d_hidden] (or [seq, batch, d_hidden]), and the
     /// final state.
     std::pair<Tensor<B, 3>, LstmState<B, 2>> forward(
-        const Tensor<B, 3>& input, std::optional<LstmState<B, 2>> state = std::nullopt) const {
-        return forward_direction(input, std::move(state), false);
-    }
+        const Tensor<B, 3>& input, std::optional<LstmState<B, 2>> state = std::nullopt) const;
 
     /// forward(), running through the sequence from its last step to its first when `reverse`
     /// (BiLstm's reverse direction); outputs stay in input order. `who` names the caller in
@@ -276,13 +274,7 @@ struct LstmConfig {
 
     /// Builds the layer on `device` (parameters are drawn on first use).
     template <Backend B>
-    Lstm<B> init(const Device<B>& device = {}) const {
-        detail::rnn::check_sizes("LstmConfig::init", d_input, d_hidden);
-        auto gate = [&] {
-            return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
-        };
-        return {gate(), gate(), gate(), gate(), d_hidden, batch_first};
-    }
+    Lstm<B> init(const Device<B>& device = {}) const;
 };
 
 /// A bidirectional LSTM layer (Burn's BiLstm; PyTorch's nn.LSTM(bidirectional=True), one layer).
@@ -373,9 +365,7 @@ struct Gru {
     /// every step, [batch, seq, d_hidden] (or [seq, batch, d_hidden]); the last step's is the
     /// final state. h' = (1 - z) ⊙ n + z ⊙ h.
     Tensor<B, 3> forward(const Tensor<B, 3>& input,
-                         std::optional<Tensor<B, 2>> state = std::nullopt) const {
-        return forward_direction(input, std::move(state), false);
-    }
+                         std::optional<Tensor<B, 2>> state = std::nullopt) const;
 
     /// forward(), running through the sequence from its last step to its first when `reverse`
     /// (BiGru's reverse direction); outputs stay in input order, so the reverse direction's
@@ -446,13 +436,41 @@ struct GruConfig {
 
     /// Builds the layer on `device` (parameters are drawn on first use).
     template <Backend B>
-    Gru<B> init(const Device<B>& device = {}) const {
-        detail::rnn::check_sizes("GruConfig::init", d_input, d_hidden);
-        auto gate = [&] {
-            return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
-        };
-        return {gate(), gate(), gate(), d_hidden, reset_after, batch_first};
-    }
+    Gru<B> init(const Device<B>& device = {}) const;
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+std::pair<Tensor<B, 3>, LstmState<B, 2>> Lstm<B>::forward(
+    const Tensor<B, 3>& input, std::optional<LstmState<B, 2>> state) const {
+    return forward_direction(input, std::move(state), false);
+}
+
+template <Backend B>
+Lstm<B> LstmConfig::init(const Device<B>& device) const {
+    detail::rnn::check_sizes("LstmConfig::init", d_input, d_hidden);
+    auto gate = [&] {
+        return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
+    };
+    return {gate(), gate(), gate(), gate(), d_hidden, batch_first};
+}
+
+template <Backend B>
+Tensor<B, 3> Gru<B>::forward(const Tensor<B, 3>& input, std::optional<Tensor<B, 2>> state) const {
+    return forward_direction(input, std::move(state), false);
+}
+
+template <Backend B>
+Gru<B> GruConfig::init(const Device<B>& device) const {
+    detail::rnn::check_sizes("GruConfig::init", d_input, d_hidden);
+    auto gate = [&] {
+        return GateControllerConfig{d_input, d_hidden, bias, initializer}.init<B>(device);
+    };
+    return {gate(), gate(), gate(), d_hidden, reset_after, batch_first};
+}
 
 }  // namespace ember::nn

@@ -40,12 +40,7 @@ struct PositionWiseFeedForward {
 
     /// x [..., d_model] → [..., d_model].
     template <std::size_t D>
-    Tensor<B, D> forward(const Tensor<B, D>& input) const {
-        auto x = linear_inner.forward(input);
-        x = gelu.forward(std::move(x));
-        x = dropout.forward(std::move(x));
-        return linear_outer.forward(x);
-    }
+    Tensor<B, D> forward(const Tensor<B, D>& input) const;
 };
 
 /// Configuration of PositionWiseFeedForward.
@@ -59,14 +54,7 @@ struct PositionWiseFeedForwardConfig {
 
     /// Builds the block on `device`.
     template <Backend B>
-    PositionWiseFeedForward<B> init(const Device<B>& device = {}) const {
-        EMBER_CHECK(d_model > 0 && d_ff > 0, Argument,
-                    "PositionWiseFeedForwardConfig::init: d_model and d_ff must be positive, got ",
-                    d_model, " and ", d_ff);
-        auto inner = LinearConfig{d_model, d_ff}.with_initializer(initializer).init<B>(device);
-        auto outer = LinearConfig{d_ff, d_model}.with_initializer(initializer).init<B>(device);
-        return {std::move(inner), std::move(outer), DropoutConfig{dropout}.init(), Gelu{}};
-    }
+    PositionWiseFeedForward<B> init(const Device<B>& device = {}) const;
 };
 
 namespace detail {
@@ -205,17 +193,13 @@ struct TransformerEncoderLayer {
     /// x [batch, seq, d_model] with masks as MhaInput's (`causal` as MhaInput::causal).
     Tensor<B, 3> forward(const Tensor<B, 3>& x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
                          const std::optional<Tensor<B, 3, Bool>>& mask_attn,
-                         bool causal = false) const {
-        return run(x, mask_pad, mask_attn, causal, nullptr);
-    }
+                         bool causal = false) const;
     /// The new positions x [batch, new, d_model] attending to the cached ones and themselves;
     /// masks as MultiHeadAttention::forward_incremental's (`causal`: among the new positions).
     Tensor<B, 3> forward_incremental(const Tensor<B, 3>& x,
                                      const std::optional<Tensor<B, 2, Bool>>& mask_pad,
                                      const std::optional<Tensor<B, 3, Bool>>& mask_attn,
-                                     MhaCache<B>& cache, bool causal = false) const {
-        return run(x, mask_pad, mask_attn, causal, &cache);
-    }
+                                     MhaCache<B>& cache, bool causal = false) const;
 
   private:
     Tensor<B, 3> run(Tensor<B, 3> x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
@@ -257,13 +241,7 @@ struct TransformerEncoder {
                  quiet_softmax)
 
     /// input.tensor() [batch, seq, d_model] → [batch, seq, d_model].
-    Tensor<B, 3> forward(const TransformerEncoderInput<B>& input) const {
-        check(input, "TransformerEncoder::forward");
-        auto x = input.tensor();
-        for (const auto& layer : layers)
-            x = layer.forward(x, input.mask_pad(), input.mask_attn(), input.is_causal());
-        return x;
-    }
+    Tensor<B, 3> forward(const TransformerEncoderInput<B>& input) const;
 
     /// Burn's cached inference: `input` holds the whole sequence so far (with masks of their
     /// full shapes) and only the positions not yet in `cache` are computed; returns the output
@@ -271,22 +249,7 @@ struct TransformerEncoder {
     /// several new positions (one new position per call needs no mask).
     Tensor<B, 3> forward_autoregressive_inference(
         const TransformerEncoderInput<B>& input,
-        TransformerEncoderAutoregressiveCache<B>& cache) const {
-        const char* op = "TransformerEncoder::forward_autoregressive_inference";
-        check(input, op);
-        EMBER_CHECK(cache.layers.size() == layers.size(), Argument, op, ": the cache has ",
-                    cache.layers.size(), " layers but the encoder ", layers.size(),
-                    "; make it with new_autoregressive_cache()");
-        auto run_layers = [&](Tensor<B, 3> x, std::size_t start) {
-            auto attn = detail::attn_mask_rows(input.mask_attn(), start, x.dims()[1]);
-            for (std::size_t i = 0; i < layers.size(); ++i)
-                x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i],
-                                                  input.is_causal());
-            return x;
-        };
-        return detail::autoregressive_inference(input.tensor(), cache.output, op, "input",
-                                                "sequence", run_layers);
-    }
+        TransformerEncoderAutoregressiveCache<B>& cache) const;
 
     /// An empty cache for forward_autoregressive_inference.
     TransformerEncoderAutoregressiveCache<B> new_autoregressive_cache() const {
@@ -324,19 +287,7 @@ struct TransformerEncoderConfig {
 
     /// Builds the encoder on `device`.
     template <Backend B>
-    TransformerEncoder<B> init(const Device<B>& device = {}) const {
-        return detail::transformer_stack<TransformerEncoder<B>>(
-            *this, "TransformerEncoderConfig::init", [&]() -> TransformerEncoderLayer<B> {
-                auto mha = detail::transformer_mha<B>(*this, device);
-                auto pwff = detail::transformer_pwff<B>(*this, device);
-                return {std::move(mha),
-                        std::move(pwff),
-                        LayerNormConfig{d_model}.init<B>(device),
-                        LayerNormConfig{d_model}.init<B>(device),
-                        DropoutConfig{dropout}.init(),
-                        norm_first};
-            });
-    }
+    TransformerEncoder<B> init(const Device<B>& device = {}) const;
 };
 
 // ---- decoder ---------------------------------------------------------------------------------
@@ -563,5 +514,88 @@ struct TransformerDecoderConfig {
             });
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> PositionWiseFeedForward<B>::forward(const Tensor<B, D>& input) const {
+    auto x = linear_inner.forward(input);
+    x = gelu.forward(std::move(x));
+    x = dropout.forward(std::move(x));
+    return linear_outer.forward(x);
+}
+
+template <Backend B>
+PositionWiseFeedForward<B> PositionWiseFeedForwardConfig::init(const Device<B>& device) const {
+    EMBER_CHECK(d_model > 0 && d_ff > 0, Argument,
+                "PositionWiseFeedForwardConfig::init: d_model and d_ff must be positive, got ",
+                d_model, " and ", d_ff);
+    auto inner = LinearConfig{d_model, d_ff}.with_initializer(initializer).init<B>(device);
+    auto outer = LinearConfig{d_ff, d_model}.with_initializer(initializer).init<B>(device);
+    return {std::move(inner), std::move(outer), DropoutConfig{dropout}.init(), Gelu{}};
+}
+
+template <Backend B>
+Tensor<B, 3> TransformerEncoderLayer<B>::forward(const Tensor<B, 3>& x,
+                                                 const std::optional<Tensor<B, 2, Bool>>& mask_pad,
+                                                 const std::optional<Tensor<B, 3, Bool>>& mask_attn,
+                                                 bool causal) const {
+    return run(x, mask_pad, mask_attn, causal, nullptr);
+}
+
+template <Backend B>
+Tensor<B, 3> TransformerEncoderLayer<B>::forward_incremental(
+    const Tensor<B, 3>& x, const std::optional<Tensor<B, 2, Bool>>& mask_pad,
+    const std::optional<Tensor<B, 3, Bool>>& mask_attn, MhaCache<B>& cache, bool causal) const {
+    return run(x, mask_pad, mask_attn, causal, &cache);
+}
+
+template <Backend B>
+Tensor<B, 3> TransformerEncoder<B>::forward(const TransformerEncoderInput<B>& input) const {
+    check(input, "TransformerEncoder::forward");
+    auto x = input.tensor();
+    for (const auto& layer : layers)
+        x = layer.forward(x, input.mask_pad(), input.mask_attn(), input.is_causal());
+    return x;
+}
+
+template <Backend B>
+Tensor<B, 3> TransformerEncoder<B>::forward_autoregressive_inference(
+    const TransformerEncoderInput<B>& input,
+    TransformerEncoderAutoregressiveCache<B>& cache) const {
+    const char* op = "TransformerEncoder::forward_autoregressive_inference";
+    check(input, op);
+    EMBER_CHECK(cache.layers.size() == layers.size(), Argument, op, ": the cache has ",
+                cache.layers.size(), " layers but the encoder ", layers.size(),
+                "; make it with new_autoregressive_cache()");
+    auto run_layers = [&](Tensor<B, 3> x, std::size_t start) {
+        auto attn = detail::attn_mask_rows(input.mask_attn(), start, x.dims()[1]);
+        for (std::size_t i = 0; i < layers.size(); ++i)
+            x = layers[i].forward_incremental(x, input.mask_pad(), attn, cache.layers[i],
+                                              input.is_causal());
+        return x;
+    };
+    return detail::autoregressive_inference(input.tensor(), cache.output, op, "input", "sequence",
+                                            run_layers);
+}
+
+template <Backend B>
+TransformerEncoder<B> TransformerEncoderConfig::init(const Device<B>& device) const {
+    return detail::transformer_stack<TransformerEncoder<B>>(
+        *this, "TransformerEncoderConfig::init", [&]() -> TransformerEncoderLayer<B> {
+            auto mha = detail::transformer_mha<B>(*this, device);
+            auto pwff = detail::transformer_pwff<B>(*this, device);
+            return {std::move(mha),
+                    std::move(pwff),
+                    LayerNormConfig{d_model}.init<B>(device),
+                    LayerNormConfig{d_model}.init<B>(device),
+                    DropoutConfig{dropout}.init(),
+                    norm_first};
+        });
+}
 
 }  // namespace ember::nn

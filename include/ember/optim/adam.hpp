@@ -116,11 +116,7 @@ struct Adam {
     /// One update of one tensor.
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
-        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
-        if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
-        return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(param),
-                                              std::move(grad), std::move(state));
-    }
+        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
 };
 
 /// Configuration of Adam (Burn's AdamConfig).
@@ -163,11 +159,7 @@ struct AdamW {
     /// One update of one tensor.
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
-        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
-        Tensor<B, D> decayed = std::move(param).mul_scalar(1 - lr * weight_decay);
-        return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(decayed),
-                                              std::move(grad), std::move(state));
-    }
+        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
 };
 
 /// Configuration of AdamW (Burn's AdamWConfig).
@@ -191,5 +183,26 @@ struct AdamWConfig {
                                           grad_clipping);
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, std::optional<Adam::State<B, D>>> Adam::step(
+    double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
+    if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
+    return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(param),
+                                          std::move(grad), std::move(state));
+}
+
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, std::optional<AdamW::State<B, D>>> AdamW::step(
+    double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
+    Tensor<B, D> decayed = std::move(param).mul_scalar(1 - lr * weight_decay);
+    return detail::adaptive_momentum_step(beta_1, beta_2, epsilon, lr, std::move(decayed),
+                                          std::move(grad), std::move(state));
+}
 
 }  // namespace ember::optim

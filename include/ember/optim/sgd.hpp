@@ -49,33 +49,7 @@ struct Sgd {
     /// velocity in place, so the step can be replayed (ember::cuda::capture).
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
-        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
-        if constexpr (requires(typename B::FloatTensorPrimitive t, const SgdStepScalars& s) {
-                          B::float_sgd_step(t, t, t, s);
-                      }) {
-            if (momentum && state) {
-                const SgdStepScalars s{lr, momentum->momentum, momentum->dampening,
-                                       weight_decay ? weight_decay->penalty : 0.0,
-                                       momentum->nesterov};
-                auto [p, v] = B::float_sgd_step(std::move(param).into_primitive(),
-                                                std::move(grad).into_primitive(),
-                                                std::move(state->velocity).into_primitive(), s);
-                return {Tensor<B, D>::from_primitive(std::move(p)),
-                        State<B, D>{Tensor<B, D>::from_primitive(std::move(v))}};
-            }
-        }
-        if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
-        std::optional<State<B, D>> next;
-        if (momentum) {
-            Tensor<B, D> v = state ? std::move(state->velocity)
-                                         .mul_scalar(momentum->momentum)
-                                         .add(grad.mul_scalar(1.0 - momentum->dampening))
-                                   : grad;
-            grad = momentum->nesterov ? std::move(grad).add(v.mul_scalar(momentum->momentum)) : v;
-            next = State<B, D>{std::move(v)};
-        }
-        return {std::move(param).sub(std::move(grad).mul_scalar(lr)), std::move(next)};
-    }
+        double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
 };
 
 /// Configuration of SGD (Burn's SgdConfig): `SgdConfig{}.with_momentum(MomentumConfig{})`.
@@ -94,5 +68,39 @@ struct SgdConfig {
         return OptimizerAdaptor<Sgd, M>(Sgd{weight_decay, momentum}, grad_clipping);
     }
 };
+
+// Defined out of their classes, so not inline: where an `extern template` declaration names an
+// instance (include/ember/dispatch/nn.hpp for Dispatch), a file that calls it compiles the call
+// only, not the body (compilers instantiate an inline function to consider inlining it, even
+// one declared extern).
+
+template <Backend B, std::size_t D>
+std::pair<Tensor<B, D>, std::optional<Sgd::State<B, D>>> Sgd::step(
+    double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const {
+    if constexpr (requires(typename B::FloatTensorPrimitive t, const SgdStepScalars& s) {
+                      B::float_sgd_step(t, t, t, s);
+                  }) {
+        if (momentum && state) {
+            const SgdStepScalars s{lr, momentum->momentum, momentum->dampening,
+                                   weight_decay ? weight_decay->penalty : 0.0, momentum->nesterov};
+            auto [p, v] = B::float_sgd_step(std::move(param).into_primitive(),
+                                            std::move(grad).into_primitive(),
+                                            std::move(state->velocity).into_primitive(), s);
+            return {Tensor<B, D>::from_primitive(std::move(p)),
+                    State<B, D>{Tensor<B, D>::from_primitive(std::move(v))}};
+        }
+    }
+    if (weight_decay) grad = weight_decay->transform(std::move(grad), param);
+    std::optional<State<B, D>> next;
+    if (momentum) {
+        Tensor<B, D> v = state ? std::move(state->velocity)
+                                     .mul_scalar(momentum->momentum)
+                                     .add(grad.mul_scalar(1.0 - momentum->dampening))
+                               : grad;
+        grad = momentum->nesterov ? std::move(grad).add(v.mul_scalar(momentum->momentum)) : v;
+        next = State<B, D>{std::move(v)};
+    }
+    return {std::move(param).sub(std::move(grad).mul_scalar(lr)), std::move(next)};
+}
 
 }  // namespace ember::optim
