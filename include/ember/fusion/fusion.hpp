@@ -81,9 +81,23 @@ struct Dependent {
     using type = T;
 };
 
+/// What unwrap gives for an argument of type T: B's tensor for a Fusion tensor (also optional
+/// or in vectors), the argument itself otherwise. Spelled out rather than deduced: the
+/// forwarders below name unwrap in their return types, which every check of the Backend concept
+/// on a Fusion stack substitutes (stacks.hpp's extern declarations do, in every file that
+/// includes ember.hpp), and a deduced return type would instantiate unwrap's body there, and
+/// through take() the whole fusion stream of B.
+template <typename B, typename T, typename U = std::remove_cvref_t<T>,
+          typename P = typename B::FloatTensorPrimitive>
+using Unwrapped = std::conditional_t<
+    std::is_same_v<U, FusionTensor<B>>, P,
+    std::conditional_t<std::is_same_v<U, std::optional<FusionTensor<B>>>, std::optional<P>,
+                       std::conditional_t<std::is_same_v<U, std::vector<FusionTensor<B>>>,
+                                          std::vector<P>, T&&>>>;
+
 /// Fusion's arguments as B's: tensors (also optional or in vectors) computed, the rest as is.
 template <typename B, typename T>
-decltype(auto) unwrap(T&& x) {
+Unwrapped<B, T> unwrap(T&& x) {
     using U = std::remove_cvref_t<T>;
     using P = typename B::FloatTensorPrimitive;
     if constexpr (std::is_same_v<U, FusionTensor<B>>) {
@@ -102,9 +116,23 @@ decltype(auto) unwrap(T&& x) {
     }
 }
 
+/// What wrap gives for B's result of type R: Fusion's tensors for B's (also in pairs, triples
+/// and deformable-convolution gradients), the value itself otherwise. Spelled out, not deduced,
+/// for the reason Unwrapped is.
+template <typename B, typename R, typename U = std::remove_cvref_t<R>,
+          typename P = typename B::FloatTensorPrimitive>
+using Wrapped = std::conditional_t<
+    std::is_same_v<U, P>, FusionTensor<B>,
+    std::conditional_t<
+        std::is_same_v<U, std::pair<P, P>>, std::pair<FusionTensor<B>, FusionTensor<B>>,
+        std::conditional_t<
+            std::is_same_v<U, std::array<P, 3>>, std::array<FusionTensor<B>, 3>,
+            std::conditional_t<std::is_same_v<U, DeformConv2dGrads<P>>,
+                               DeformConv2dGrads<FusionTensor<B>>, U>>>>;
+
 /// B's results as Fusion's.
 template <typename B, typename R>
-auto wrap(R&& r) {
+Wrapped<B, R> wrap(R&& r) {
     using U = std::remove_cvref_t<R>;
     using P = typename B::FloatTensorPrimitive;
     if constexpr (std::is_same_v<U, P>) {
