@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../autodiff/gradients.hpp"
+#include "../export.hpp"
 #include "../module/module.hpp"
 
 namespace ember::optim {
@@ -34,48 +35,51 @@ struct ParamTraits<Param<Tensor<B, D, K>>> {
 }  // namespace detail
 
 /// Gradients keyed by parameter id. Each entry is a float tensor of some backend and rank
-/// (the inner backend of the model: gradients live outside the graph).
-class GradientsParams {
+/// (the inner backend of the model: gradients live outside the graph). The map itself is
+/// handled in libember (src/optim/gradients_params.cpp), so that a file that trains a model
+/// does not compile the hash table's code again.
+class EMBER_API GradientsParams {
   public:
     /// An empty container.
-    GradientsParams() = default;
+    GradientsParams();
+    ~GradientsParams();
+    /// Copies and moves the entries.
+    GradientsParams(const GradientsParams&);
+    GradientsParams(GradientsParams&&) noexcept;
+    GradientsParams& operator=(const GradientsParams&);
+    GradientsParams& operator=(GradientsParams&&) noexcept;
 
     /// The gradient of parameter `id` as a `Tensor<B, D>`; nullopt when absent. Throws
     /// ArgumentError when the stored gradient has another backend or rank.
     template <Backend B, std::size_t D>
     std::optional<Tensor<B, D>> get(ParamId id) const {
-        auto it = map_.find(id.value);
-        if (it == map_.end()) return std::nullopt;
-        return typed<B, D>(it->second, id, "get");
+        const Entry* e = find(id.value);
+        if (!e) return std::nullopt;
+        return typed<B, D>(*e, id, "get");
     }
     /// Removes and returns the gradient of parameter `id`; nullopt when absent. Throws
     /// ArgumentError (and keeps the entry) when it has another backend or rank.
     template <Backend B, std::size_t D>
     std::optional<Tensor<B, D>> remove(ParamId id) {
-        auto it = map_.find(id.value);
-        if (it == map_.end()) return std::nullopt;
-        Tensor<B, D> t = typed<B, D>(it->second, id, "remove");
-        map_.erase(it);
+        const Entry* e = find(id.value);
+        if (!e) return std::nullopt;
+        Tensor<B, D> t = typed<B, D>(*e, id, "remove");
+        erase(id.value);
         return t;
     }
     /// Sets (or replaces) the gradient of parameter `id` (Burn's `register`, a C++ keyword).
     template <Backend B, std::size_t D>
     void register_(ParamId id, Tensor<B, D> tensor) {
-        map_.insert_or_assign(id.value, Entry{std::any(std::move(tensor)), D});
+        put(id.value, Entry{std::any(std::move(tensor)), D});
     }
     /// Whether parameter `id` has a gradient.
-    bool contains(ParamId id) const { return map_.count(id.value) != 0; }
+    bool contains(ParamId id) const;
     /// Number of gradients held.
-    std::size_t len() const { return map_.size(); }
+    std::size_t len() const;
     /// Whether no gradient is held.
-    bool is_empty() const { return map_.empty(); }
+    bool is_empty() const;
     /// The ids that have a gradient (in no particular order).
-    std::vector<ParamId> ids() const {
-        std::vector<ParamId> out;
-        out.reserve(map_.size());
-        for (const auto& [k, v] : map_) out.push_back(ParamId{k});
-        return out;
-    }
+    std::vector<ParamId> ids() const;
 
     /// These gradients with those of `module`'s parameters moved to `device` (a replica's
     /// gradients sent to another device; entries of other parameters stay as they are).
@@ -125,6 +129,10 @@ class GradientsParams {
         std::any tensor;
         std::size_t rank = 0;
     };
+    // The map's operations, compiled in libember.
+    const Entry* find(std::uint64_t id) const;  // null where absent
+    void erase(std::uint64_t id);
+    void put(std::uint64_t id, Entry entry);  // sets or replaces
 
     template <Backend B, std::size_t D>
     static Tensor<B, D> typed(const Entry& e, ParamId id, const char* op) {
