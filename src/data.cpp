@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ember/detail/bit.hpp>
 #include <new>
 #include <stdexcept>
@@ -96,15 +97,30 @@ double TensorData::value(std::size_t i) const {
 TensorData TensorData::convert(DType dtype) const {
     if (dtype == dtype_) return *this;
     TensorData out = zeros(shape_, dtype);
+    convert_into(dtype, out.bytes_.data());
+    return out;
+}
+
+void TensorData::convert_into(DType dtype, void* out) const {
+    if (dtype == dtype_) {
+        if (!bytes_.empty()) std::memcpy(out, bytes_.data(), bytes_.size());
+        return;
+    }
     detail::visit_dtype(dtype_, [&]<typename S>(detail::TypeTag<S>) {
         detail::visit_dtype(dtype, [&]<typename D>(detail::TypeTag<D>) {
             const auto* src = reinterpret_cast<const S*>(bytes_.data());
-            auto* dst = reinterpret_cast<D*>(out.bytes_.data());
+            auto* dst = static_cast<D*>(out);
             for (std::size_t i = 0, n = num_elements(); i < n; ++i)
                 dst[i] = detail::elem_cast<D>(src[i]);
         });
     });
-    return out;
+}
+
+void TensorData::assign(const void* src, std::size_t n) {
+    EMBER_CHECK(n == shape_.num_elements("TensorData"), Shape, "TensorData: ", n,
+                " values do not fill shape ", shape_.to_string());
+    resize_bytes(n * dtype_size(dtype_));
+    if (n) std::memcpy(bytes_.data(), src, n * dtype_size(dtype_));
 }
 
 TensorData TensorData::reshape(Shape shape) && {

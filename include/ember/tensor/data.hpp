@@ -27,13 +27,17 @@ class EMBER_API TensorData {
     /// Elements and shape; throws ShapeError when their counts differ.
     template <Element T>
     TensorData(const std::vector<T>& values, Shape shape) : shape_(shape), dtype_(dtype_of<T>()) {
-        fill(values.begin(), values.size());
+        if constexpr (std::same_as<T, bool>) {  // bit-packed: element by element
+            fill(values.begin(), values.size());
+        } else {
+            assign(values.data(), values.size());
+        }
     }
     /// Elements and shape, e.g. `TensorData({1.f, 2.f, 3.f, 4.f}, {2, 2})`.
     template <Element T>
     TensorData(std::initializer_list<T> values, Shape shape)
         : shape_(shape), dtype_(dtype_of<T>()) {
-        fill(values.begin(), values.size());
+        assign(values.begin(), values.size());
     }
     /// Raw little-endian bytes; throws ShapeError when the size does not match.
     TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype);
@@ -69,10 +73,14 @@ class EMBER_API TensorData {
     template <Element T>
     std::vector<T> to_vec() const {
         std::vector<T> out(num_elements());
-        detail::visit_dtype(dtype_, [&]<typename S>(detail::TypeTag<S>) {
-            const auto* src = reinterpret_cast<const S*>(bytes_.data());
-            for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::elem_cast<T>(src[i]);
-        });
+        if constexpr (std::same_as<T, bool>) {  // bit-packed: element by element
+            detail::visit_dtype(dtype_, [&]<typename S>(detail::TypeTag<S>) {
+                const auto* src = reinterpret_cast<const S*>(bytes_.data());
+                for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::elem_cast<T>(src[i]);
+            });
+        } else {
+            convert_into(dtype_of<T>(), out.data());
+        }
         return out;
     }
     /// Element `i` as a double.
@@ -105,6 +113,12 @@ private:
             for (std::size_t i = 0; i < n; ++i, ++first) dst[i] = detail::elem_cast<S>(*first);
         });
     }
+    // The conversions compiled once in libember (src/data.cpp), so that the typed constructors
+    // and to_vec do not instantiate one per element type in every file that calls them.
+    // assign: the first n elements at `src`, of this tensor's dtype; checks n against the shape.
+    void assign(const void* src, std::size_t n);
+    // convert_into: every element converted to `dtype` at `out` (as convert()).
+    void convert_into(DType dtype, void* out) const;
     void check_type(DType wanted, const char* op) const;
     // bytes_.resize, failing with an ember::Error naming the size where memory runs out.
     void resize_bytes(std::size_t n);
