@@ -220,7 +220,14 @@ def time_one(a, precision, layout, cfg):
     autocast = (lambda: torch.autocast(dev, dtype=torch.bfloat16, cache_enabled=False)) if bf16 \
         else None
 
+    # max-autotune replays CUDA graphs of its own: each step must tell it a new one begins, or
+    # the next replay overwrites outputs the previous step still reads.
+    compiler = getattr(torch, "compiler", None)
+    mark_step = getattr(compiler, "cudagraph_mark_step_begin", None) if cfg == "compile" else None
+
     def step():
+        if mark_step is not None:
+            mark_step()
         opt.zero_grad(set_to_none=False)
         if autocast:
             with autocast():

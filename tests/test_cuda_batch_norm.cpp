@@ -2,12 +2,14 @@
 // (backends/cuda/adam_multi.cu). The PyTorch fixtures of nn::BatchNorm run on the CUDA stacks in
 // test_nn_general.cpp; here: gradients against f64 finite differences on the GPU, agreement with
 // the CPU's BatchNorm (its own kernels since 706f694, checked against PyTorch's fixtures and
-// finite differences there) on larger, offset, odd-sized and bf16 inputs, the eval kernel, and
+// finite differences there) on larger, offset, odd-sized and bf16 inputs, stored contiguous and
+// channels-last (whose output stays channels-last), the eval kernel, and
 // the multi-tensor Adam/AdamW step against the per-parameter one. The GPU cases skip without a
 // device; the Dispatch cases (its per-tensor fallback of float_adam_steps) run everywhere.
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ember/nn/linear.hpp>
@@ -104,9 +106,10 @@ TensorData offset_data(const ember::Shape& shape, double mean, std::uint64_t see
 }
 
 // BatchNorm's output and the gradients of x, gamma, beta for L = Σ y·w, on stack B with x in
-// `dtype`; each as f32 data.
+// `dtype` (stored channels-last with `cl`); each as f32 data.
 template <typename B>
-std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType dtype) {
+std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType dtype,
+                               bool cl = false) {
     const std::size_t c = x0.shape()[1];
     ember::Cpu::seed(3);
     const auto gd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(0.5, 1.5));
@@ -114,9 +117,13 @@ std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType
     auto bn = nn::BatchNormConfig{c}.init<B>();
     bn.gamma = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(gd.to_data()));
     bn.beta = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(bd.to_data()));
-    auto x = Tensor<B, 4>::from_data(x0).cast(dtype).require_grad();
+    auto xs = Tensor<B, 4>::from_data(x0);
+    if (cl) xs = ember::test::channels_last(xs);
+    auto x = xs.cast(dtype).require_grad();
     auto w = Tensor<B, 4>::from_data(w0).cast(dtype);
     auto y = bn.forward(x);
+    if constexpr (std::is_same_v<B, AdCuda>)
+        if (cl) CHECK(ember::test::stored_channels_last(y));  // the layout kept
     auto grads = (y.cast(DType::F32) * w.cast(DType::F32)).sum().backward();
     return {y.cast(DType::F32).to_data(),          x.grad(grads)->cast(DType::F32).to_data(),
             bn.gamma.val().grad(grads)->to_data(), bn.beta.val().grad(grads)->to_data(),
@@ -218,11 +225,14 @@ TEST_CASE("cuda batch norm: kernels agree with the CPU's BatchNorm", "[cuda][bat
         const auto want = bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32);
         const auto got = bn_run<AdCuda>(x, w, k.dtype);
         const auto fused = bn_run<ember::Autodiff<ember::Fusion<ember::Cuda>>>(x, w, k.dtype);
+        // x stored channels-last: the [N·HW, C] kernels
+        const auto cl = bn_run<AdCuda>(x, w, k.dtype, true);
         const char* what[] = {"y", "dx", "dgamma", "dbeta", "running_mean", "running_var"};
         for (std::size_t i = 0; i < want.size(); ++i) {
             INFO(what[i]);
             ember::test::check_close(got[i], want[i], k.tol);
             ember::test::check_close(fused[i], want[i], k.tol);
+            ember::test::check_close(cl[i], want[i], k.tol);
         }
     }
 }

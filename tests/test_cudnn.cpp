@@ -3,18 +3,22 @@
 // forward) and weight gradient (backward-filter), against the PyTorch fixtures of
 // tests/fixtures/nn_conv.json and against the CPU backend for strides, padding, dilation, groups
 // and odd sizes in 1, 2 and 3 dims; f64, f16 and bf16 operands; both paths give the same values;
-// convolutions inside a captured CUDA graph (no cudnnFind there). The GPU cases are skipped
-// without a device; the first case runs everywhere.
+// convolutions inside a captured CUDA graph (no cudnnFind there); 2-d convolutions of
+// channels-last data (cuDNN's NHWC kernels) against the same fixtures, their results
+// channels-last too. The GPU cases are skipped without a device; the first case runs
+// everywhere.
 #if defined(EMBER_CUDA)
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <ember/backend/cuda.hpp>
 #include <ember/backend/cudnn.hpp>
+#include <ember/nn/norm.hpp>
 #include <ember/stacks.hpp>
 #include <ember/stacks/cuda_graph.hpp>
 
@@ -28,7 +32,9 @@ using ember::DType;
 using ember::Shape;
 using ember::Tensor;
 using ember::TensorData;
+using ember::test::channels_last;
 using ember::test::check_close;
+using ember::test::stored_channels_last;
 using AD = ember::Autodiff<Cuda>;
 
 /// Sets ember::cuda::set_use_cudnn for a scope and restores the previous setting after.
@@ -82,22 +88,29 @@ constexpr ember::Tolerance kFixtureTol{1e-4, 1e-4};
 
 /// Case `name` of nn_conv.json (a torch.nn layer in float64 on exact f32 values): the output,
 /// and the gradients of the input, weight and bias for L = sum(output * gout), computed on
-/// Autodiff<Cuda> with cuDNN switched on and off. With cuDNN on and present, it runs at least
-/// `min_cudnn` of the three convolutions (forward, input gradient, weight gradient); with it
-/// off, none.
+/// Autodiff<Cuda> with cuDNN switched on and off, and for 2-d cases with the input stored
+/// channels-last as well (the output is then channels-last too). With cuDNN on and present, it
+/// runs at least `min_cudnn` of the three convolutions (forward, input gradient, weight
+/// gradient); with it off, none.
 template <std::size_t N, typename Opt>
 void check_fixture(const std::string& name, const Opt& o, int min_cudnn) {
     INFO("case " << name);
     ember::test::Fixture f("nn_conv", name);
-    for (bool use : {true, false}) {
-        INFO("cuDNN " << (use ? "on" : "off (im2col)"));
+    for (int run = 0; run < (N == 2 ? 4 : 2); ++run) {
+        const bool use = run % 2 == 0, cl = run >= 2;
+        INFO("cuDNN " << (use ? "on" : "off (im2col)") << (cl ? ", channels-last input" : ""));
         UseCudnn setting(use);
         const std::uint64_t before = ember::cuda::cudnn_convolutions();
-        auto x = f.named_tensor<AD, N + 2>("input").require_grad();
+        auto x0 = f.named_tensor<AD, N + 2>("input");
+        if constexpr (N == 2)
+            if (cl) x0 = channels_last(x0);
+        auto x = x0.require_grad();
         auto w = f.named_tensor<AD, N + 2>("weight").require_grad();
         std::optional<Tensor<AD, 1>> b;
         if (f.has("bias")) b = f.named_tensor<AD, 1>("bias").require_grad();
         auto y = conv_op<N>(x, w, b, o);
+        if constexpr (N == 2)
+            if (cl) CHECK(stored_channels_last(y));
         check_close(y.to_data(), f.named("output"), kFixtureTol);
         auto grads = (y * f.named_tensor<AD, N + 2>("gout")).sum().backward();
         auto gx = x.grad(grads), gw = w.grad(grads);
@@ -395,6 +408,83 @@ TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
         {
             INFO("bf16");
             check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2});
+        }
+    }
+}
+
+namespace {
+/// A ResNet basic block, relu(bn2(conv2(relu(bn1(conv1(x))))) + x), in training mode on stack B,
+/// under bf16 autocast with `bf16`; returns y and the gradients of x, conv1's weight and bn1's
+/// gamma for L = Σ y·g (f32 data), and checks on CUDA that y and dx are channels-last where x is.
+template <typename B>
+std::vector<TensorData> block_run(const TensorData& xd, const TensorData& gd, bool cl, bool bf16) {
+    const std::size_t c = xd.shape()[1];
+    const Shape ws{c, c, 3, 3};
+    auto conv = [&](std::uint64_t seed) {
+        // He-scaled weights, exact in bf16: multiples of 1/32 in [-2, 2) over √(9c).
+        auto w = Tensor<B, 4>::from_data(values(ws, seed)) * (1.0 / std::sqrt(9.0 * double(c)));
+        return w.require_grad();
+    };
+    auto w1 = conv(41), w2 = conv(42);
+    auto bn1 = ember::nn::BatchNormConfig{c}.init<B>();
+    auto bn2 = ember::nn::BatchNormConfig{c}.init<B>();
+    auto xs = Tensor<B, 4>::from_data(xd);
+    if (cl) xs = channels_last(xs);
+    auto x = xs.require_grad();
+    const auto o = opts<2>({1, 1}, {1, 1}, {1, 1}, 1);
+    auto y = [&] {
+        const ember::Autocast autocast(DType::BF16, bf16);
+        auto h = ember::module::conv2d(x, w1, std::nullopt, o);
+        h = ember::activation::relu(bn1.forward(h));
+        h = bn2.forward(ember::module::conv2d(h, w2, std::nullopt, o));
+        return ember::activation::relu(h.cast(DType::F32) + x);
+    }();
+    auto grads = (y * Tensor<B, 4>::from_data(gd)).sum().backward();
+    auto dx = *x.grad(grads);
+    if constexpr (std::is_same_v<B, AD>) {
+        if (cl) {
+            CHECK(stored_channels_last(y));
+            CHECK(stored_channels_last(dx));
+        }
+    }
+    return {y.to_data(), dx.to_data(), w1.grad(grads)->to_data(),
+            bn1.gamma.val().grad(grads)->to_data()};
+}
+}  // namespace
+
+TEST_CASE("cudnn: channels-last data stays channels-last through a residual block",
+          "[cuda][cudnn]") {
+    REQUIRE_GPU();
+    UseCudnn on(true);
+    // 8 channels (tensor cores' multiple), odd spatial size; the CPU stack is the reference.
+    const Shape s{4, 8, 7, 7};
+    const auto x = values(s, 51), g = values(s, 52);
+    const char* what[] = {"y", "dx", "dw1", "dgamma1"};
+    {
+        INFO("f32");
+        // TF32 may be on for convolutions (10-bit mantissas).
+        const auto want = block_run<ember::Autodiff<Cpu>>(x, g, false, false);
+        const auto nchw = block_run<AD>(x, g, false, false);
+        const auto cl = block_run<AD>(x, g, true, false);
+        for (std::size_t i = 0; i < want.size(); ++i) {
+            INFO(what[i]);
+            check_close(nchw[i], want[i], {1e-2, 1e-2});
+            check_close(cl[i], want[i], {1e-2, 1e-2});
+        }
+    }
+    {
+        INFO("bf16 autocast");
+        // The layout changes no value beyond the kernels' own rounding: channels-last against
+        // the NCHW run. (The CPU computes autocast's convolutions in f32, so it is no reference
+        // for the bf16 roundings, which two batch norms' backward passes magnify to 0.5 in dx
+        // here; PyTorch 2.11's CUDA autocast gives the same bf16 dx, checked by hand on the
+        // H200, 2026-11-29: its first elements -0.703125, 0.30859375, -0.66796875, -0.046875
+        // against ember's -0.703125, 0.3046875, -0.6679688, -0.046875.)
+        const auto nchw = block_run<AD>(x, g, false, true);
+        const auto cl = block_run<AD>(x, g, true, true);
+        for (std::size_t i = 0; i < nchw.size(); ++i) {
+            INFO(what[i]);
+            check_close(cl[i], nchw[i], {2e-2, 2e-2});
         }
     }
 }

@@ -33,7 +33,13 @@ auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
         for (const FT* t : {&p, &g, &m, &v}) k::check_same_device("adam_steps", tensors[0][0], *t);
         result[i] = p.dtype;
         const DType cd = k::compute_dtype(p.dtype);
-        for (FT* t : {&p, &g, &m, &v}) *t = k::contiguous(k::cast(std::move(*t), cd));
+        // All four walked flat in p's layout: contiguous, or channels-last for a convolution's
+        // weight stored so (then its gradient comes from cuDNN in that layout too).
+        const bool cl = k::is_channels_last(p);
+        for (FT* t : {&p, &g, &m, &v}) {
+            FT c = k::cast(std::move(*t), cd);
+            *t = cl ? k::to_channels_last(std::move(c)) : k::contiguous(std::move(c));
+        }
     }
     k::use_device(dev);
     // Groups of tensors one launch can take: one compute dtype, one set of shared scalars.
@@ -56,7 +62,7 @@ auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
             const double* replayed = k::adam_slot(dev, s.step);
             auto out_of = [&](const FT& t) {
                 if (replayed) return k::reuse(t);
-                return t.is_unique() ? k::reuse(t) : k::empty(t.shape, cd, dev);
+                return t.is_unique() ? k::reuse(t) : k::empty_like_layout(t, t.shape, cd);
             };
             out[i] = {out_of(p), out_of(m), out_of(v)};
             k::AdamMultiTensor e;

@@ -39,7 +39,7 @@ BatchNormShape geometry(std::string_view op, const CudaTensor& x,
     return g;
 }
 
-/// Whether x's data (contiguous) may be read four elements at a time.
+/// Whether x's data (dense) may be read four elements at a time.
 bool quad_aligned(const CudaTensor& x, std::int64_t hw) {
     const auto bytes = static_cast<std::uintptr_t>(4 * dtype_size(x.dtype));
     return hw % 4 == 0 && reinterpret_cast<std::uintptr_t>(x.ptr()) % bytes == 0;
@@ -47,6 +47,7 @@ bool quad_aligned(const CudaTensor& x, std::int64_t hw) {
 
 /// Whether one block's share of a channel fits the kernels' 32-bit element counter.
 bool split_fits(const BatchNormShape& g) {
+    if (g.channels_last) return true;  // its kernels count rows in 64 bits
     const std::int64_t per_split = (g.n + g.splits - 1) / g.splits * g.hw;
     return per_split < (std::int64_t{1} << 31);
 }
@@ -76,7 +77,9 @@ std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gam
     EMBER_CHECK(g.n * g.hw > 1, Argument, op, ": training needs more than one value per channel, ",
                 "got input of shape ", x.shape);
     if (g.c == 0) return std::nullopt;  // nothing to normalise: the composed path's empty result
-    g.splits = batch_norm_splits(g.n, g.c, g.hw);
+    // Channels-last data stays so (its output too); any other layout is made contiguous.
+    g.channels_last = is_channels_last(x);
+    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last);
     if (!split_fits(g)) return std::nullopt;
     const DType a = acc_dtype(x.dtype);
     const DType rm_dtype = rm.dtype, rv_dtype = rv.dtype;
@@ -91,7 +94,7 @@ std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gam
     // are new tensors, so a handle kept on the old ones keeps its values.
     const bool in_place =
         capturing(x.device()) != nullptr && rm.ptr() == rm_own && rv.ptr() == rv_own;
-    x = contiguous(std::move(x));
+    if (!g.channels_last) x = contiguous(std::move(x));
     g.vec4 = quad_aligned(x, g.hw);
     const int dev = x.device();
     const Shape cs{static_cast<std::size_t>(g.c)};
@@ -100,7 +103,7 @@ std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gam
     CudaTensor rm_out = in_place ? reuse(rm) : empty(cs, a, dev);
     CudaTensor rv_out = in_place ? reuse(rv) : empty(cs, a, dev);
     // x may be overwritten by y (each element is read before it is written, by one thread).
-    CudaTensor y = x.is_unique() ? reuse(x) : empty(x.shape, x.dtype, dev);
+    CudaTensor y = x.is_unique() ? reuse(x) : empty_like_layout(x, x.shape, x.dtype);
     launch_batch_norm_forward(x.dtype, g, x.ptr(), gamma.ptr(), beta.ptr(), rm.ptr(), rv.ptr(),
                               s.epsilon, s.momentum, part.ptr(), mean.ptr(), rstd.ptr(),
                               rm_out.ptr(), rv_out.ptr(), y.ptr(), stream(dev));
@@ -122,20 +125,22 @@ std::array<CudaTensor, 3> batch_norm_backward(CudaTensor x, CudaTensor dy, CudaT
     if (x.num_elements() == 0)
         return {empty(x.shape, x.dtype, dev), full(cs, Scalar(0.0), gamma_dtype, dev),
                 full(cs, Scalar(0.0), gamma_dtype, dev)};
-    g.splits = batch_norm_splits(g.n, g.c, g.hw);
+    g.channels_last = is_channels_last(x);
+    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last);
     EMBER_CHECK(split_fits(g), Shape, op, ": input of shape ", x.shape,
                 " has too many values per channel");
     gamma = per_channel(std::move(gamma), a);
     mean = per_channel(std::move(mean), a);
     rstd = per_channel(std::move(rstd), a);
-    x = contiguous(std::move(x));
-    dy = contiguous(cast(std::move(dy), x.dtype));
+    // dy walked as x is: in x's layout.
+    if (!g.channels_last) x = contiguous(std::move(x));
+    dy = to_layout_of(cast(std::move(dy), x.dtype), x);
     g.vec4 = quad_aligned(x, g.hw) && quad_aligned(dy, g.hw);
     CudaTensor part = empty(Shape{static_cast<std::size_t>(2 * g.c * g.splits)}, a, dev);
     CudaTensor coef = empty(Shape{static_cast<std::size_t>(3 * g.c)}, a, dev);
     CudaTensor dgamma = empty(cs, a, dev), dbeta = empty(cs, a, dev);
     // dx may take dy's buffer: the last kernel reads each element before writing it.
-    CudaTensor dx = dy.is_unique() ? reuse(dy) : empty(x.shape, x.dtype, dev);
+    CudaTensor dx = dy.is_unique() ? reuse(dy) : empty_like_layout(x, x.shape, x.dtype);
     launch_batch_norm_backward(x.dtype, g, x.ptr(), dy.ptr(), gamma.ptr(), mean.ptr(), rstd.ptr(),
                                part.ptr(), coef.ptr(), dgamma.ptr(), dbeta.ptr(), dx.ptr(),
                                stream(dev));
@@ -153,10 +158,11 @@ std::optional<CudaTensor> batch_norm_eval(CudaTensor x, CudaTensor gamma, CudaTe
     beta = per_channel(std::move(beta), a);
     mean = per_channel(std::move(mean), a);
     var = per_channel(std::move(var), a);
-    x = contiguous(std::move(x));
+    g.channels_last = is_channels_last(x);
+    if (!g.channels_last) x = contiguous(std::move(x));
     g.vec4 = quad_aligned(x, g.hw);
     const int dev = x.device();
-    CudaTensor y = x.is_unique() ? reuse(x) : empty(x.shape, x.dtype, dev);
+    CudaTensor y = x.is_unique() ? reuse(x) : empty_like_layout(x, x.shape, x.dtype);
     launch_batch_norm_eval(x.dtype, g, x.ptr(), gamma.ptr(), beta.ptr(), mean.ptr(), var.ptr(), eps,
                            y.ptr(), stream(dev));
     return y;

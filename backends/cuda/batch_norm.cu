@@ -1,16 +1,22 @@
-// Batch norm over contiguous [N, C, HW] data, in three kernels each way:
+// Batch norm over [N, C, HW] data stored contiguous or channels-last ([N·HW, C] row-major), in
+// three kernels each way:
 //   forward:  partial sums per (channel, split of N) → per-channel statistics and the running
-//             update (one thread a channel) → y, elementwise;
+//             update (one warp a channel) → y, elementwise;
 //   backward: partial Σdy and Σdy·(x − mean) → dgamma, dbeta and dx's per-channel
 //             coefficients → dx, elementwise.
 // The sums are of x − s_c, s_c being the channel's first value: the variance Σ(x − s)²/M −
 // (Σ(x − s)/M)² then loses no more precision than the data's spread around its mean (the plain
 // Σx² form cancels catastrophically when the mean is large). f16/bf16 data is read and written
-// in its own type, with f32 statistics.
+// in its own type, with f32 statistics. Channels-last data has its own reduction kernels (a
+// block sums 32 channels over a range of rows, each warp reading whole row segments); the
+// elementwise kernels read 16 bytes a thread with the per-channel coefficients staged in shared
+// memory (or, where the channels are not a multiple of the vector, find an element's channel
+// as the contiguous ones do).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "batch_norm.hpp"
 #include "device.cuh"
@@ -85,16 +91,29 @@ __device__ __forceinline__ void store_partials(A s1, A s2, const BatchNormShape&
     }
 }
 
-/// Channel `c`'s partial sums added up over the splits, in split order.
+/// Channel `c`'s partial sums added up over the splits by the calling warp (a lane every 32nd
+/// split, then a butterfly over the lanes: a fixed order, so the same sums every run); every
+/// lane gets the totals. One thread a channel walking hundreds of splits took 50 µs a launch.
 template <typename A>
 __device__ __forceinline__ void sum_partials(const A* part, const BatchNormShape& g, std::int64_t c,
                                              A& s1, A& s2) {
     s1 = 0;
     s2 = 0;
-    for (int sp = 0; sp < g.splits; ++sp) {
-        s1 += part[2 * (c * g.splits + sp)];
-        s2 += part[2 * (c * g.splits + sp) + 1];
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    if (c < g.c)
+        for (int sp = lane; sp < g.splits; sp += 32) {
+            s1 += part[2 * (c * g.splits + sp)];
+            s2 += part[2 * (c * g.splits + sp) + 1];
+        }
+    for (int d = 16; d > 0; d /= 2) {
+        s1 += __shfl_xor_sync(0xffffffffu, s1, d);
+        s2 += __shfl_xor_sync(0xffffffffu, s2, d);
     }
+}
+
+/// The channel a finalising kernel's warp works on (a warp a channel, kBnThreads / 32 a block).
+__device__ __forceinline__ std::int64_t warp_channel() {
+    return (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
 }
 
 /// The samples [n0, n1) of split `sp` out of `splits`.
@@ -128,6 +147,66 @@ __device__ __forceinline__ void for_channel(const T* x, const BatchNormShape& g,
     }
 }
 
+/// The channel of element i (an offset into the data).
+__device__ __forceinline__ std::int64_t channel_of(const BatchNormShape& g, std::int64_t i) {
+    return g.channels_last ? i % g.c : (i / g.hw) % g.c;
+}
+
+/// The offset of channel c's first element (its shift s_c).
+__device__ __forceinline__ std::int64_t first_of(const BatchNormShape& g, std::int64_t c) {
+    return g.channels_last ? c : c * g.hw;
+}
+
+constexpr int kClChannels = 32;  ///< channels a channels-last reduction block covers
+constexpr int kClRows = 8;       ///< rows it reads at once (blockDim.y)
+
+/// Channels-last reductions: grid (channel tiles, splits), block (32, 8). Thread (x, y) sums
+/// f(row, channel) for channel tile·32 + x over rows y, y + 8, ... of the split's range, then
+/// the block adds its 8 rows of partial sums and stores each channel's pair as split `sp`'s.
+template <typename A, typename F>
+__device__ __forceinline__ void cl_channel_sums(const BatchNormShape& g, A* part, F&& f) {
+    __shared__ A s1s[kClRows][kClChannels + 1], s2s[kClRows][kClChannels + 1];
+    const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kClChannels + threadIdx.x;
+    const int sp = static_cast<int>(blockIdx.y);
+    std::int64_t r0, r1;
+    split_range(g.n * g.hw, sp, g.splits, r0, r1);
+    A s1 = 0, s2 = 0;
+    if (c < g.c)
+        for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kClRows) f(r * g.c + c, c, s1, s2);
+    s1s[threadIdx.y][threadIdx.x] = s1;
+    s2s[threadIdx.y][threadIdx.x] = s2;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < g.c) {
+        for (int y = 1; y < kClRows; ++y) {
+            s1 += s1s[y][threadIdx.x];
+            s2 += s2s[y][threadIdx.x];
+        }
+        part[2 * (c * g.splits + sp)] = s1;
+        part[2 * (c * g.splits + sp) + 1] = s2;
+    }
+}
+
+// Channels-last: Σ(x − s_c) and Σ(x − s_c)² of each channel's share of rows.
+template <typename T, typename A>
+__global__ void bn_stats_cl_kernel(BatchNormShape g, const T* x, A* part) {
+    cl_channel_sums<A>(g, part, [&](std::int64_t off, std::int64_t c, A& s1, A& s2) {
+        const A d = to_acc<A>(x[off]) - to_acc<A>(x[c]);
+        s1 += d;
+        s2 += d * d;
+    });
+}
+
+// Channels-last: Σdy and Σdy·(x − mean) of each channel's share of rows.
+template <typename T, typename A>
+__global__ void bn_grad_stats_cl_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                        A* part) {
+    cl_channel_sums<A>(g, part, [&](std::int64_t off, std::int64_t c, A& s1, A& s2) {
+        const A d = to_acc<A>(dy[off]);
+        s1 += d;
+        s2 += d * (to_acc<A>(x[off]) - mean[c]);
+    });
+}
+
 // grid (c, splits): Σ(x − s_c) and Σ(x − s_c)² of one channel's share.
 template <bool V, typename T, typename A>
 __global__ void bn_stats_kernel(BatchNormShape g, const T* x, A* part) {
@@ -145,20 +224,20 @@ __global__ void bn_stats_kernel(BatchNormShape g, const T* x, A* part) {
     store_partials(s1, s2, g, c, sp, part);
 }
 
-// One thread a channel: the statistics, the running update, from the partial sums.
+// A warp a channel: the statistics, the running update, from the partial sums.
 template <typename T, typename A>
 __global__ void bn_stats_final_kernel(BatchNormShape g, const T* x, const A* part, A eps,
                                       A momentum, const A* rm, const A* rv, A* mean, A* rstd,
                                       A* rm_out, A* rv_out) {
-    const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-    if (c >= g.c) return;
+    const std::int64_t c = warp_channel();
     A s1, s2;
     sum_partials(part, g, c, s1, s2);
+    if (c >= g.c || threadIdx.x % 32 != 0) return;
     const A count = static_cast<A>(g.n * g.hw);
     const A d = s1 / count;
     A var = s2 / count - d * d;
     if (var < A(0)) var = A(0);
-    const A m = to_acc<A>(x[c * g.hw]) + d;
+    const A m = to_acc<A>(x[first_of(g, c)]) + d;
     mean[c] = m;
     rstd[c] = inv_sqrt(var + eps);
     // As the composed update: running·(1 − momentum) + batch·momentum, the variance unbiased.
@@ -182,18 +261,21 @@ __global__ void bn_apply_kernel(BatchNormShape g, const T* x, const A* mean, con
         for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
              4 * i < total; i += step) {
             A m, k, b;
-            coef((4 * i / g.hw) % g.c, m, k, b);
+            coef(channel_of(g, 4 * i), m, k, b);
             const Quad<T> v = reinterpret_cast<const Quad<T>*>(x)[i];
             Quad<T> o;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) o.v[j] = from_acc<T>((to_acc<A>(v.v[j]) - m) * k + b);
+            for (int j = 0; j < 4; ++j) {
+                if (g.channels_last && j > 0) coef(channel_of(g, 4 * i + j), m, k, b);
+                o.v[j] = from_acc<T>((to_acc<A>(v.v[j]) - m) * k + b);
+            }
             reinterpret_cast<Quad<T>*>(y)[i] = o;
         }
     } else {
         for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
              i < total; i += step) {
             A m, k, b;
-            coef((i / g.hw) % g.c, m, k, b);
+            coef(channel_of(g, i), m, k, b);
             y[i] = from_acc<T>((to_acc<A>(x[i]) - m) * k + b);
         }
     }
@@ -217,15 +299,15 @@ __global__ void bn_grad_stats_kernel(BatchNormShape g, const T* x, const T* dy, 
     store_partials(s1, s2, g, c, sp, part);
 }
 
-// One thread a channel: dbeta = Σdy, dgamma = Σdy·x̂, and dx = a·(dy − b − (x − mean)·k) with
+// A warp a channel: dbeta = Σdy, dgamma = Σdy·x̂, and dx = a·(dy − b − (x − mean)·k) with
 // a = gamma·rstd, b = Σdy/M, k = rstd²·Σdy·(x − mean)/M.
 template <typename A>
 __global__ void bn_grad_final_kernel(BatchNormShape g, const A* part, const A* gamma, const A* rstd,
                                      A* coef, A* dgamma, A* dbeta) {
-    const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-    if (c >= g.c) return;
+    const std::int64_t c = warp_channel();
     A s1, s2;
     sum_partials(part, g, c, s1, s2);
+    if (c >= g.c || threadIdx.x % 32 != 0) return;
     const A count = static_cast<A>(g.n * g.hw);
     const A r = rstd[c];
     dbeta[c] = s1;
@@ -243,23 +325,97 @@ __global__ void bn_grad_input_kernel(BatchNormShape g, const T* x, const T* dy, 
     if constexpr (V) {
         for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
              4 * i < total; i += step) {
-            const std::int64_t c = (4 * i / g.hw) % g.c;
-            const A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+            std::int64_t c = channel_of(g, 4 * i);
+            A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
             const Quad<T> xv = reinterpret_cast<const Quad<T>*>(x)[i];
             const Quad<T> dv = reinterpret_cast<const Quad<T>*>(dy)[i];
             Quad<T> o;
 #pragma unroll
-            for (int j = 0; j < 4; ++j)
+            for (int j = 0; j < 4; ++j) {
+                if (g.channels_last && j > 0) {
+                    c = channel_of(g, 4 * i + j);
+                    m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+                }
                 o.v[j] = from_acc<T>(a * (to_acc<A>(dv.v[j]) - b - (to_acc<A>(xv.v[j]) - m) * k));
+            }
             reinterpret_cast<Quad<T>*>(dx)[i] = o;
         }
     } else {
         for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
              i < total; i += step) {
-            const std::int64_t c = (i / g.hw) % g.c;
+            const std::int64_t c = channel_of(g, i);
             const A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
             dx[i] = from_acc<T>(a * (to_acc<A>(dy[i]) - b - (to_acc<A>(x[i]) - m) * k));
         }
+    }
+}
+
+/// Sixteen bytes of consecutive elements, loaded and stored as one access.
+template <typename T>
+struct alignas(16) Vec16 {
+    static constexpr int kWidth = static_cast<int>(16 / sizeof(T));
+    T v[kWidth];
+};
+
+// Channels-last, 16 bytes a thread: y = x·k_c + b_c with k = rstd·gamma (eval mode:
+// gamma/√(var + eps)) and b = beta − mean·k, each block staging the per-channel pairs in shared
+// memory first (the generic kernel's four global loads an element were its bottleneck). Needs
+// c a multiple of the vector width, so a vector's channels are consecutive.
+template <typename T, typename A>
+__global__ void bn_apply_cl_kernel(BatchNormShape g, const T* x, const A* mean, const A* scale,
+                                   bool var, A eps, const A* gamma, const A* beta, T* y) {
+    extern __shared__ unsigned char bn_smem[];
+    A* kc = reinterpret_cast<A*>(bn_smem);
+    A* bc = kc + g.c;
+    for (std::int64_t c = threadIdx.x; c < g.c; c += blockDim.x) {
+        const A k = (var ? inv_sqrt(scale[c] + eps) : scale[c]) * gamma[c];
+        kc[c] = k;
+        bc[c] = beta[c] - mean[c] * k;
+    }
+    __syncthreads();
+    constexpr int W = Vec16<T>::kWidth;
+    const std::int64_t total = g.n * g.c * g.hw / W;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < total; i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+        const Vec16<T> v = reinterpret_cast<const Vec16<T>*>(x)[i];
+        const std::int64_t c0 = (i * W) % g.c;
+        Vec16<T> o;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+            o.v[j] = from_acc<T>(to_acc<A>(v.v[j]) * kc[c0 + j] + bc[c0 + j]);
+        reinterpret_cast<Vec16<T>*>(y)[i] = o;
+    }
+}
+
+// Channels-last, 16 bytes a thread: dx = a·(dy − b − (x − mean)·k) as dx = p·dy + q·x + r with
+// per-channel p = a, q = −a·k, r = a·(mean·k − b) staged in shared memory.
+template <typename T, typename A>
+__global__ void bn_grad_input_cl_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                        const A* coef, T* dx) {
+    extern __shared__ unsigned char bn_smem[];
+    A* pc = reinterpret_cast<A*>(bn_smem);
+    A* qc = pc + g.c;
+    A* rc = qc + g.c;
+    for (std::int64_t c = threadIdx.x; c < g.c; c += blockDim.x) {
+        const A a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+        pc[c] = a;
+        qc[c] = -a * k;
+        rc[c] = a * (mean[c] * k - b);
+    }
+    __syncthreads();
+    constexpr int W = Vec16<T>::kWidth;
+    const std::int64_t total = g.n * g.c * g.hw / W;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < total; i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+        const Vec16<T> xv = reinterpret_cast<const Vec16<T>*>(x)[i];
+        const Vec16<T> dv = reinterpret_cast<const Vec16<T>*>(dy)[i];
+        const std::int64_t c0 = (i * W) % g.c;
+        Vec16<T> o;
+#pragma unroll
+        for (int j = 0; j < W; ++j)
+            o.v[j] = from_acc<T>(pc[c0 + j] * to_acc<A>(dv.v[j]) +
+                                 qc[c0 + j] * to_acc<A>(xv.v[j]) + rc[c0 + j]);
+        reinterpret_cast<Vec16<T>*>(dx)[i] = o;
     }
 }
 
@@ -284,11 +440,32 @@ unsigned elementwise_blocks(const BatchNormShape& g) {
     return blocks_for(g.vec4 ? (total + 3) / 4 : total);
 }
 
+/// Whether the channels-last 16-byte kernels take g (staging `per_channel` values of type A a
+/// channel in at most 24 KiB of shared memory) with data at pointers `ptrs`.
+template <typename T, typename A>
+bool cl_vec16(const BatchNormShape& g, int per_channel, std::initializer_list<const void*> ptrs) {
+    if (!g.channels_last || g.c % Vec16<T>::kWidth != 0) return false;
+    if (static_cast<std::int64_t>(per_channel) * g.c * static_cast<std::int64_t>(sizeof(A)) >
+        24 * 1024)
+        return false;
+    for (const void* p : ptrs)
+        if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
+
+unsigned cl_vec16_blocks(const BatchNormShape& g, int width) {
+    return blocks_for(g.n * g.c * g.hw / width);
+}
+
 /// bn_apply_kernel over the whole tensor (its vectorised form where the shape allows).
 template <typename T, typename A>
 void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* scale, bool var,
                   A eps, const A* gamma, const A* beta, T* y, cudaStream_t s) {
-    if (g.vec4)
+    if (cl_vec16<T, A>(g, 2, {x, y})) {
+        const std::size_t smem = 2 * static_cast<std::size_t>(g.c) * sizeof(A);
+        bn_apply_cl_kernel<T, A><<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(
+            g, x, mean, scale, var, eps, gamma, beta, y);
+    } else if (g.vec4)
         bn_apply_kernel<true, T, A><<<elementwise_blocks(g), kThreads, 0, s>>>(
             g, x, mean, scale, var, eps, gamma, beta, y);
     else
@@ -296,13 +473,30 @@ void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* s
             g, x, mean, scale, var, eps, gamma, beta, y);
 }
 
+dim3 cl_grid(const BatchNormShape& g) {
+    return dim3(static_cast<unsigned>((g.c + kClChannels - 1) / kClChannels),
+                static_cast<unsigned>(g.splits));
+}
+
+/// Blocks of the finalising kernels: a warp a channel.
 unsigned channel_blocks(const BatchNormShape& g) {
-    return static_cast<unsigned>((g.c + kBnThreads - 1) / kBnThreads);
+    constexpr int kPerBlock = kBnThreads / 32;
+    return static_cast<unsigned>((g.c + kPerBlock - 1) / kPerBlock);
 }
 
 }  // namespace
 
-int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw) {
+int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last) {
+    if (channels_last) {
+        // About 2048 blocks of 32 channels, each at least 64 rows; the finalising kernels add
+        // up a channel's splits one by one, so no more than 512.
+        const std::int64_t tiles = (c + kClChannels - 1) / kClChannels;
+        std::int64_t s = (2048 + tiles - 1) / tiles;
+        const std::int64_t by_rows = n * hw / 64;
+        if (s > by_rows) s = by_rows;
+        if (s > 512) s = 512;
+        return static_cast<int>(s < 1 ? 1 : s);
+    }
     // About 1024 blocks in all (several waves on any current GPU), each at least 4096 values.
     std::int64_t s = (1024 + c - 1) / c;
     const std::int64_t by_size = n * hw / 4096;
@@ -321,7 +515,9 @@ void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, 
         const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
         const auto* xp = static_cast<const T*>(x);
         auto* pp = static_cast<A*>(part);
-        if (g.vec4)
+        if (g.channels_last)
+            bn_stats_cl_kernel<T, A><<<cl_grid(g), dim3(kClChannels, kClRows), 0, s>>>(g, xp, pp);
+        else if (g.vec4)
             bn_stats_kernel<true, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, pp);
         else
             bn_stats_kernel<false, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, pp);
@@ -362,7 +558,10 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         const auto* mp = static_cast<const A*>(mean);
         auto* pp = static_cast<A*>(part);
         auto* cp = static_cast<A*>(coef);
-        if (g.vec4)
+        if (g.channels_last)
+            bn_grad_stats_cl_kernel<T, A>
+                <<<cl_grid(g), dim3(kClChannels, kClRows), 0, s>>>(g, xp, dp, mp, pp);
+        else if (g.vec4)
             bn_grad_stats_kernel<true, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, dp, mp, pp);
         else
             bn_grad_stats_kernel<false, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, dp, mp, pp);
@@ -371,7 +570,12 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
             g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
             static_cast<A*>(dgamma), static_cast<A*>(dbeta));
         check_launch("batch_norm_backward (finalize)");
-        if (g.vec4)
+        if (cl_vec16<T, A>(g, 3, {xp, dp, dx})) {
+            const std::size_t smem = 3 * static_cast<std::size_t>(g.c) * sizeof(A);
+            bn_grad_input_cl_kernel<T, A>
+                <<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(
+                    g, xp, dp, mp, cp, static_cast<T*>(dx));
+        } else if (g.vec4)
             bn_grad_input_kernel<true, T, A>
                 <<<elementwise_blocks(g), kThreads, 0, s>>>(g, xp, dp, mp, cp, static_cast<T*>(dx));
         else

@@ -1,8 +1,8 @@
 #pragma once
 // Launchers of the batch-norm kernels (batch_norm.cu) and the multi-tensor Adam step
-// (adam_multi.cu). Batch norm works on contiguous NCHW data seen as [N, C, HW]; the tensor's
-// dtype T is F32, F64, F16 or BF16 and the per-channel vectors are in its accumulation dtype
-// A (F64 for F64, F32 otherwise).
+// (adam_multi.cu). Batch norm works on dense NCHW data seen as [N, C, HW], stored contiguous
+// or channels-last ([N, HW, C]); the tensor's dtype T is F32, F64, F16 or BF16 and the
+// per-channel vectors are in its accumulation dtype A (F64 for F64, F32 otherwise).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -12,18 +12,22 @@
 
 namespace ember::detail::cuda {
 
-/// The geometry of one batch-norm launch: x is [n, c, hw], contiguous.
+/// The geometry of one batch-norm launch: x is [n, c, hw], contiguous or channels-last.
 struct BatchNormShape {
     std::int64_t n = 0;   ///< samples
     std::int64_t c = 0;   ///< channels
     std::int64_t hw = 0;  ///< positions per sample and channel
     int splits = 1;       ///< blocks per channel of the reduction kernels (along n)
     bool vec4 = false;    ///< hw % 4 == 0 and the data 4-element aligned: vector loads
+    /// The data is stored channels-last, as [n·hw, c] row-major (cuDNN's NHWC); `splits` then
+    /// divides the n·hw rows.
+    bool channels_last = false;
 };
 
 /// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at
-/// least a few thousand values each, and never more than n.
-int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw);
+/// least a few thousand values each, and never more than n (channels-last: at least 64 rows
+/// each, never more than 512).
+int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last = false);
 
 /// Training forward: per-channel mean and 1/√(var + eps) (biased variance) into mean/rstd, the
 /// running statistics updated into rm_out/rv_out (unbiased variance, as PyTorch), and y.

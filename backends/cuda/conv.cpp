@@ -4,6 +4,14 @@
 // group is the batch), transposed convolutions as GEMM + col2im, their weight gradients as GEMM
 // against im2col; the deformable convolution through torchvision's sampling. On the im2col path
 // f16/bf16 inputs run in f32 and are rounded once at the end.
+//
+// Channels-last: a 2-d convolution whose input (the output gradient, for a transposed one) is
+// stored channels-last runs on cuDNN in that layout (its tensor-core kernels' own): the filter
+// is copied to KRSC, the other operand brought to the same layout, and the result is
+// channels-last too, so a network fed channels-last data stays so from layer to layer; so is
+// the weight gradient (KRSC: no copy where the weight is stored channels-last as well, as
+// PyTorch's model.to(memory_format=torch.channels_last) stores it). Elsewhere the result is
+// contiguous.
 #include <string>
 
 #include "cudnn.hpp"
@@ -17,6 +25,32 @@ using i64 = std::int64_t;
 
 DType float_compute(DType d) {
     return d == DType::F64 ? DType::F64 : DType::F32;
+}
+
+/// Whether a 2-d convolution's data operand asks for the channels-last path.
+bool cl_operands(const CudaTensor& x, const ConvParams& p) {
+    return p.n == 2 && is_channels_last(x);
+}
+
+/// An uninitialised tensor stored channels-last.
+CudaTensor empty_channels_last(const Shape& s, DType dt, int device) {
+    CudaTensor t = empty(s, dt, device);
+    t.strides = channels_last_strides(s);
+    return t;
+}
+
+/// `t` in dtype `dt`, stored channels-last: one copy at most (cast and relaid at once).
+CudaTensor channels_last_in(const CudaTensor& t, DType dt) {
+    if (is_channels_last(t)) return cast(t, dt);
+    CudaTensor out = empty_channels_last(t.shape, dt, t.device());
+    copy_into(out, t);
+    return out;
+}
+
+/// `out` in the layout of the operand `like` it was computed from: channels-last data stays
+/// channels-last whichever path ran.
+CudaTensor same_layout(CudaTensor out, const CudaTensor& like) {
+    return is_channels_last(like) ? to_channels_last(std::move(out)) : out;
 }
 
 /// The operands of a convolution on one device (the shapes and dtypes: check::conv and friends).
@@ -95,10 +129,17 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     const DType result = x.dtype, cd = float_compute(x.dtype);
     if (cudnn::wanted()) {
         const DType nd = cudnn::native_dtype(x.dtype, w.dtype);
+        if (cl_operands(x, p)) {
+            CudaTensor xn = channels_last_in(x, nd), wn = channels_last_in(w, nd);
+            CudaTensor y = empty_channels_last(out_shape, nd, xn.device());
+            if (cudnn::forward(xn, wn, y, p)) return with_bias(std::move(y), bias, result);
+        }
         CudaTensor xn = contiguous(cast(x, nd)), wn = contiguous(cast(w, nd));
         CudaTensor y = empty(out_shape, nd, xn.device());
-        if (cudnn::forward(xn, wn, y, p)) return with_bias(std::move(y), bias, result);
+        if (cudnn::forward(xn, wn, y, p))
+            return same_layout(with_bias(std::move(y), bias, result), x);
     }
+    const bool cl = is_channels_last(x);
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
     const int dev = x.device();
@@ -112,7 +153,8 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
     // Per group: [og, cg·K] · [cg·K, N·L] → [og, N·L].
     gemm(dev, cd, false, false, og, N * L, cg * K, w.ptr(), cg * K, og * cg * K, col.ptr(), N * L,
          cg * K * N * L, cn.ptr(), N * L, og * N * L, static_cast<i64>(g), 0.0);
-    return finish(std::move(cn), out_shape, bias, result);
+    CudaTensor out = finish(std::move(cn), out_shape, bias, result);
+    return cl ? to_channels_last(std::move(out)) : out;
 }
 
 CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias,
@@ -125,10 +167,18 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
     if (cudnn::wanted()) {
         // A transposed convolution is the input gradient of the convolution it transposes.
         const DType nd = cudnn::native_dtype(x.dtype, w.dtype);
+        if (cl_operands(x, p)) {
+            CudaTensor xn = channels_last_in(x, nd), wn = channels_last_in(w, nd);
+            CudaTensor out = empty_channels_last(out_shape, nd, xn.device());
+            if (cudnn::backward_data(xn, wn, out, p))
+                return with_bias(std::move(out), bias, result);
+        }
         CudaTensor xn = contiguous(cast(x, nd)), wn = contiguous(cast(w, nd));
         CudaTensor out = empty(out_shape, nd, xn.device());
-        if (cudnn::backward_data(xn, wn, out, p)) return with_bias(std::move(out), bias, result);
+        if (cudnn::backward_data(xn, wn, out, p))
+            return same_layout(with_bias(std::move(out), bias, result), x);
     }
+    const bool cl = is_channels_last(x);
     x = contiguous(cast(std::move(x), cd));
     w = contiguous(cast(std::move(w), cd));
     const int dev = x.device();
@@ -149,7 +199,8 @@ CudaTensor conv_transpose(CudaTensor x, CudaTensor w, std::optional<CudaTensor> 
         bs[1] = cout;
         out = binary(BinaryOp::Add, std::move(out), reshape(cast(*bias, cd), bs));
     }
-    return cast(std::move(out), result);
+    out = cast(std::move(out), result);
+    return cl ? to_channels_last(std::move(out)) : out;
 }
 
 CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
@@ -160,6 +211,13 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     const DType result = x.dtype, cd = float_compute(x.dtype);
     if (cudnn::wanted()) {
         const DType nd = cudnn::native_dtype(x.dtype, grad.dtype);
+        if (cl_operands(x, p)) {
+            CudaTensor xn = channels_last_in(x, nd), gn = channels_last_in(grad, nd);
+            CudaTensor dw = empty_channels_last(ws, nd, xn.device());
+            // Channels-last (KRSC), as cuDNN makes it: the optimizer walks it in the weight's
+            // own layout (no copy where the weight is stored channels-last too).
+            if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
+        }
         CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
         CudaTensor dw = empty(ws, nd, xn.device());
         if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);

@@ -5,7 +5,8 @@
 // Only cudnn.h's types and signatures are used at compile time; without cudnn.h the functions
 // below report cuDNN as absent.
 //
-// A configuration (direction, dtype, shapes, stride, padding, dilation, groups, TF32 setting)
+// A configuration (direction, dtype, layout, shapes, stride, padding, dilation, groups, TF32
+// setting)
 // gets one Plan per device: its descriptors and the algorithm cudnnFind*AlgorithmEx measured
 // fastest, found at its first run outside a CUDA-graph capture and reused afterwards. A capture
 // cannot measure (Find waits for the device): a configuration first met inside a capture runs
@@ -233,32 +234,38 @@ bool consistent(const Shape& xs, const Shape& ws, const Shape& ys, const ConvPar
 }
 
 /// cuDNN wants 4-d tensors or more: a 1-d convolution runs as a 2-d one over a height of 1.
-/// Returns false for sizes an int cannot hold (cuDNN's descriptors take ints).
-bool dims_of(const Shape& s, std::size_t n, std::vector<int>* dims, std::vector<int>* strides) {
+/// The strides are contiguous ones, or channels-last ones (2-d convolutions only). Returns false
+/// for sizes an int cannot hold (cuDNN's descriptors take ints).
+bool dims_of(const Shape& s, std::size_t n, bool channels_last, std::vector<int>* dims,
+             std::vector<int>* strides) {
     dims->clear();
     for (std::size_t d = 0; d < s.rank(); ++d) {
         if (s[d] > static_cast<std::size_t>(INT_MAX)) return false;
         if (n == 1 && d == 2) dims->push_back(1);
         dims->push_back(static_cast<int>(s[d]));
     }
+    if (s.num_elements() > static_cast<std::size_t>(INT_MAX)) return false;
+    const Strides st = channels_last ? channels_last_strides(s) : contiguous_strides(s);
     strides->assign(dims->size(), 1);
-    std::size_t st = 1;
-    for (std::size_t d = dims->size(); d-- > 0;) {
-        if (st > static_cast<std::size_t>(INT_MAX)) return false;
-        (*strides)[d] = static_cast<int>(st);
-        st *= static_cast<std::size_t>((*dims)[d]);
+    for (std::size_t d = 0, j = 0; d < s.rank(); ++d, ++j) {
+        if (n == 1 && d == 2) {  // the unit height: the stride of the length's dim times its size
+            (*strides)[j] = static_cast<int>(st[2] * static_cast<std::int64_t>(s[2]));
+            ++j;
+        }
+        (*strides)[j] = static_cast<int>(st[d]);
     }
-    return st <= static_cast<std::size_t>(INT_MAX);
+    return true;
 }
 
 /// Creates the plan's descriptors; false when cuDNN refuses them.
-bool describe(const Api& a, Plan& pl, DType dt, const Shape& xs, const Shape& ws, const Shape& ys,
-              const ConvParams& p) {
+bool describe(const Api& a, Plan& pl, DType dt, bool channels_last, const Shape& xs,
+              const Shape& ws, const Shape& ys, const ConvParams& p) {
     cudnnDataType_t data, compute;
     if (!cudnn_types(dt, &data, &compute)) return false;
     std::vector<int> xd, xst, wd, wst, yd, yst;
-    if (!dims_of(xs, p.n, &xd, &xst) || !dims_of(ws, p.n, &wd, &wst) ||
-        !dims_of(ys, p.n, &yd, &yst))
+    if (!dims_of(xs, p.n, channels_last, &xd, &xst) ||
+        !dims_of(ws, p.n, channels_last, &wd, &wst) ||
+        !dims_of(ys, p.n, channels_last, &yd, &yst))
         return false;
     std::vector<int> pad, stride, dil;
     if (p.n == 1) {  // the unit height
@@ -280,7 +287,8 @@ bool describe(const Api& a, Plan& pl, DType dt, const Shape& xs, const Shape& ws
         return false;
     if (!ok(a.set_tensor(pl.x, data, nd, xd.data(), xst.data())) ||
         !ok(a.set_tensor(pl.y, data, nd, yd.data(), yst.data())) ||
-        !ok(a.set_filter(pl.w, data, CUDNN_TENSOR_NCHW, nd, wd.data())) ||
+        !ok(a.set_filter(pl.w, data, channels_last ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd,
+                         wd.data())) ||
         !ok(a.set_conv(pl.conv, nd - 2, pad.data(), stride.data(), dil.data(),
                        CUDNN_CROSS_CORRELATION, compute)) ||
         !ok(a.set_groups(pl.conv, static_cast<int>(p.groups))))
@@ -462,7 +470,7 @@ bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, 
 /// Runs one direction: finds or makes the plan, chooses its algorithm, and launches it.
 template <Kind K>
 bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, const Operands& o,
-              DType dt, int device, const ConvParams& p) {
+              DType dt, bool channels_last, int device, const ConvParams& p) {
     if (!wanted()) return false;
     if (!consistent(xt.shape, wt.shape, yt.shape, p)) return false;
     const Api& a = api();
@@ -484,8 +492,11 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
         if (s != CUDNN_STATUS_SUCCESS) fail(s, "cudnnSetStream");
         c.handle = h;
     }
-    std::vector<long long> key{static_cast<long long>(K), static_cast<long long>(dt),
-                               dt == DType::F32 && tf32_allowed(), static_cast<long long>(p.n),
+    std::vector<long long> key{static_cast<long long>(K),
+                               static_cast<long long>(dt),
+                               dt == DType::F32 && tf32_allowed(),
+                               channels_last,
+                               static_cast<long long>(p.n),
                                static_cast<long long>(p.groups)};
     for (const Shape* s : {&xt.shape, &wt.shape, &yt.shape})
         for (std::size_t d = 0; d < s->rank(); ++d) key.push_back(static_cast<long long>((*s)[d]));
@@ -497,7 +508,8 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
     std::unique_ptr<Plan>& slot = c.plans[key];
     if (!slot) {
         slot = std::make_unique<Plan>();
-        if (!describe(a, *slot, dt, xt.shape, wt.shape, yt.shape, p)) slot->refused = true;
+        if (!describe(a, *slot, dt, channels_last, xt.shape, wt.shape, yt.shape, p))
+            slot->refused = true;
     }
     Plan& pl = *slot;
     if (pl.refused) return false;
@@ -524,13 +536,25 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
     return true;
 }
 
-/// Whether the three tensors share one dtype cuDNN computes in and one device.
-bool usable(const CudaTensor& a, const CudaTensor& b, const CudaTensor& out) {
+/// The three tensors' common layout where they share one dtype cuDNN computes in, one device
+/// and one layout (0 contiguous, 1 channels-last, for 2-d convolutions); -1 otherwise.
+int layout(const CudaTensor& a, const CudaTensor& b, const CudaTensor& out, const ConvParams& p) {
     const DType d = out.dtype;
-    return a.dtype == d && b.dtype == d &&
-           (d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16) &&
-           a.device() == out.device() && b.device() == out.device() && a.is_contiguous() &&
-           b.is_contiguous() && out.is_contiguous();
+    if (a.dtype != d || b.dtype != d ||
+        !(d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16) ||
+        a.device() != out.device() || b.device() != out.device())
+        return -1;
+    if (a.is_contiguous() && b.is_contiguous() && out.is_contiguous()) return 0;
+    // Each of them channels-last, or contiguous where that is the same (C or H·W of 1).
+    auto cl = [](const CudaTensor& t) {
+        if (is_channels_last(t)) return true;
+        if (!t.is_contiguous()) return false;
+        const Strides want = channels_last_strides(t.shape);
+        for (std::size_t d = 0; d < t.shape.rank(); ++d)
+            if (t.shape[d] != 1 && t.strides[d] != want[d]) return false;
+        return true;
+    };
+    return p.n == 2 && cl(a) && cl(b) && cl(out) ? 1 : -1;
 }
 
 #endif  // EMBER_HAVE_CUDNN_H
@@ -553,8 +577,9 @@ DType native_dtype(DType x, DType w) {
 
 bool forward(const CudaTensor& x, const CudaTensor& w, const CudaTensor& y, const ConvParams& p) {
 #if EMBER_HAVE_CUDNN_H
-    if (!usable(x, w, y)) return false;
-    return convolve<Kind::Forward>(x, w, y, Operands{x.ptr(), w.ptr(), y.ptr()}, y.dtype,
+    const int l = layout(x, w, y, p);
+    if (l < 0) return false;
+    return convolve<Kind::Forward>(x, w, y, Operands{x.ptr(), w.ptr(), y.ptr()}, y.dtype, l == 1,
                                    y.device(), p);
 #else
     (void)x, (void)w, (void)y, (void)p;
@@ -565,8 +590,9 @@ bool forward(const CudaTensor& x, const CudaTensor& w, const CudaTensor& y, cons
 bool backward_data(const CudaTensor& dy, const CudaTensor& w, const CudaTensor& dx,
                    const ConvParams& p) {
 #if EMBER_HAVE_CUDNN_H
-    if (!usable(dy, w, dx)) return false;
-    return convolve<Kind::Data>(dx, w, dy, Operands{dy.ptr(), w.ptr(), dx.ptr()}, dx.dtype,
+    const int l = layout(dy, w, dx, p);
+    if (l < 0) return false;
+    return convolve<Kind::Data>(dx, w, dy, Operands{dy.ptr(), w.ptr(), dx.ptr()}, dx.dtype, l == 1,
                                 dx.device(), p);
 #else
     (void)dy, (void)w, (void)dx, (void)p;
@@ -577,9 +603,10 @@ bool backward_data(const CudaTensor& dy, const CudaTensor& w, const CudaTensor& 
 bool backward_filter(const CudaTensor& x, const CudaTensor& dy, const CudaTensor& dw,
                      const ConvParams& p) {
 #if EMBER_HAVE_CUDNN_H
-    if (!usable(x, dy, dw)) return false;
+    const int l = layout(x, dy, dw, p);
+    if (l < 0) return false;
     return convolve<Kind::Filter>(x, dw, dy, Operands{x.ptr(), dy.ptr(), dw.ptr()}, dw.dtype,
-                                  dw.device(), p);
+                                  l == 1, dw.device(), p);
 #else
     (void)x, (void)dy, (void)dw, (void)p;
     return false;

@@ -1,8 +1,10 @@
 #pragma once
 // Convolutions through cuDNN 9's convolution API (cudnnConvolutionForward / BackwardData /
-// BackwardFilter), for conv.cpp. Each function takes contiguous tensors of one float dtype on one
-// device, with `out` already allocated, and returns false where cuDNN is off, absent, or refuses
-// the configuration: the caller then runs its im2col + GEMM kernels instead.
+// BackwardFilter), for conv.cpp. Each function takes tensors of one float dtype on one device,
+// all contiguous or, for 2-d convolutions, all channels-last (NHWC data, KRSC filters: cuDNN's
+// tensor-core kernels' own layout), with `out` already allocated, and returns false where cuDNN
+// is off, absent, or refuses the configuration: the caller then runs its im2col + GEMM kernels
+// instead.
 #include "ops.hpp"
 
 namespace ember::detail::cuda::cudnn {

@@ -52,6 +52,36 @@ Iter<K> make_iter(const Shape& shape, std::array<const Strides*, K> strides) {
     return it;
 }
 
+/// make_iter for ops whose result does not depend on the order elements are visited in
+/// (elementwise ops and copies): the dims are first ordered by the output's (operand 0's)
+/// strides, largest first, so an output laid out as a permutation of its dims (channels-last
+/// [N, C, H, W] data, stored as [N, H, W, C]) merges into one run like a contiguous one.
+template <int K>
+Iter<K> make_elementwise_iter(const Shape& shape, std::array<const Strides*, K> strides) {
+    const Strides& out = *strides[0];
+    // The dims of size > 1 (the others carry no offset), stably sorted by the output's stride.
+    std::array<std::size_t, kMaxRank> order{};
+    std::size_t r = 0;
+    bool sorted = true;
+    for (std::size_t d = 0; d < shape.rank(); ++d) {
+        if (shape[d] == 1) continue;
+        std::size_t j = r++;
+        for (; j > 0 && out[order[j - 1]] < out[d]; --j) order[j] = order[j - 1];
+        sorted &= j == r - 1;
+        order[j] = d;
+    }
+    if (sorted) return make_iter<K>(shape, strides);
+    Shape ps = Shape::filled(r, 1);
+    std::array<Strides, K> pst{};
+    for (std::size_t d = 0; d < r; ++d) {
+        ps[d] = shape[order[d]];
+        for (int k = 0; k < K; ++k) pst[k][d] = (*strides[k])[order[d]];
+    }
+    std::array<const Strides*, K> ptrs{};
+    for (int k = 0; k < K; ++k) ptrs[k] = &pst[k];
+    return make_iter<K>(ps, ptrs);
+}
+
 // ---- elementwise.cu ------------------------------------------------------------------------
 /// dst = src converted (any dtypes; operand 0 dst, 1 src).
 void launch_copy(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd, cudaStream_t s);

@@ -354,7 +354,7 @@ CudaTensor empty(const Shape& shape, DType dtype, int device) {
 
 void copy_into(const CudaTensor& dst, const CudaTensor& src) {
     if (dst.num_elements() == 0) return;
-    const auto it = make_iter<2>(dst.shape, {&dst.strides, &src.strides});
+    const auto it = make_elementwise_iter<2>(dst.shape, {&dst.strides, &src.strides});
     launch_copy(it, dst.ptr(), dst.dtype, src.ptr(), src.dtype, stream(dst.device()));
 }
 
@@ -369,9 +369,70 @@ CudaTensor contiguous(CudaTensor t) {
     return fresh_copy(t);
 }
 
+bool dense_layout(const CudaTensor& t) {
+    // The dims of size > 1 ordered by stride, largest first: dense when each stride is the
+    // product of the sizes after it.
+    std::array<std::size_t, kMaxRank> order{};
+    std::size_t r = 0;
+    for (std::size_t d = 0; d < t.shape.rank(); ++d) {
+        if (t.shape[d] == 1) continue;
+        std::size_t j = r++;
+        for (; j > 0 && t.strides[order[j - 1]] < t.strides[d]; --j) order[j] = order[j - 1];
+        order[j] = d;
+    }
+    std::int64_t expect = 1;
+    for (std::size_t k = r; k-- > 0;) {
+        if (t.strides[order[k]] != expect) return false;
+        expect *= static_cast<std::int64_t>(t.shape[order[k]]);
+    }
+    return true;
+}
+
+CudaTensor empty_like_layout(const CudaTensor& like, const Shape& shape, DType dtype) {
+    CudaTensor out = empty(shape, dtype, like.device());
+    if (like.shape == shape && !like.is_contiguous() && dense_layout(like))
+        out.strides = like.strides;
+    return out;
+}
+
+Strides channels_last_strides(const Shape& s) {
+    Strides st = contiguous_strides(s);
+    const std::size_t r = s.rank();
+    if (r < 3) return st;
+    const auto c = static_cast<std::int64_t>(s[1]);
+    std::int64_t acc = c;
+    st[1] = 1;
+    for (std::size_t d = r; d-- > 2;) {
+        st[d] = acc;
+        acc *= static_cast<std::int64_t>(s[d]);
+    }
+    st[0] = acc;
+    return st;
+}
+
+bool is_channels_last(const CudaTensor& t) {
+    if (t.shape.rank() < 3 || t.is_contiguous()) return false;
+    const Strides want = channels_last_strides(t.shape);
+    for (std::size_t d = 0; d < t.shape.rank(); ++d)
+        if (t.shape[d] != 1 && t.strides[d] != want[d]) return false;
+    return true;
+}
+
+CudaTensor to_channels_last(CudaTensor t) {
+    if (is_channels_last(t) || t.shape.rank() < 3) return t;
+    CudaTensor out = empty(t.shape, t.dtype, t.device());
+    out.strides = channels_last_strides(t.shape);
+    copy_into(out, t);
+    return out;
+}
+
+CudaTensor to_layout_of(CudaTensor t, const CudaTensor& like) {
+    return is_channels_last(like) ? to_channels_last(std::move(t)) : contiguous(std::move(t));
+}
+
 CudaTensor cast(CudaTensor t, DType dtype) {
     if (t.dtype == dtype) return t;
-    CudaTensor out = empty(t.shape, dtype, t.device());
+    CudaTensor out = empty_like_layout(t, t.shape, dtype);
     copy_into(out, t);
     return out;
 }

@@ -54,8 +54,26 @@ inline CudaTensor reuse(CudaTensor t) {
 CudaTensor contiguous(CudaTensor t);
 /// A new contiguous buffer with the values of `t` (never `t`'s own).
 CudaTensor fresh_copy(const CudaTensor& t);
-/// `t` converted to `dtype` (t itself when it already has it).
+/// `t` converted to `dtype` (t itself when it already has it), in `t`'s layout where that is
+/// dense in some order (channels-last data stays channels-last), else contiguous.
 CudaTensor cast(CudaTensor t, DType dtype);
+/// Whether `t`'s elements lie densely in some order of its dims: a permutation of a contiguous
+/// layout (contiguous, or channels-last [N, C, H, W] data stored as [N, H, W, C]).
+bool dense_layout(const CudaTensor& t);
+/// A new tensor of `shape` and `dtype`, laid out as `like` where `like` has that shape and a
+/// dense layout (elementwise results keep their operand's layout, as PyTorch's do), else
+/// contiguous.
+CudaTensor empty_like_layout(const CudaTensor& like, const Shape& shape, DType dtype);
+/// Strides that store [N, C, spatial...] as [N, spatial..., C] (channels last).
+Strides channels_last_strides(const Shape& s);
+/// Whether `t` (rank 3 or more) is stored channels-last and is not also contiguous (C and the
+/// spatial size above 1).
+bool is_channels_last(const CudaTensor& t);
+/// `t` stored channels-last: `t` itself where it is, else a copy.
+CudaTensor to_channels_last(CudaTensor t);
+/// `t` in `like`'s layout where `like` is channels-last, else contiguous: the operands of a
+/// kernel that walks both alike.
+CudaTensor to_layout_of(CudaTensor t, const CudaTensor& like);
 /// dst = src for views of the same shape (src may broadcast; dtypes may differ).
 void copy_into(const CudaTensor& dst, const CudaTensor& src);
 /// Reads one int64 scalar computed on the device (waits for the stream); `op` names what needs

@@ -17,7 +17,7 @@ namespace {
 /// A destination for a result of `shape` and `dtype`: `a`'s own buffer when it may be reused.
 CudaTensor output_like(const CudaTensor& a, const Shape& shape, DType dtype) {
     if (a.is_unique() && a.shape == shape && a.dtype == dtype) return reuse(a);
-    return empty(shape, dtype, a.device());
+    return empty_like_layout(a, shape, dtype);
 }
 
 CudaTensor to_compute(CudaTensor t, DType cd) {
@@ -252,14 +252,14 @@ CudaTensor unary(UnaryOp op, CudaTensor t) {
                     " is not defined for integer tensors");
     if (half_storage(t.dtype) && op != UnaryOp::IsNan) {
         CudaTensor out = output_like(t, t.shape, t.dtype);
-        const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+        const auto it = make_elementwise_iter<2>(t.shape, {&out.strides, &t.strides});
         launch_unary_half(op, t.dtype, it, out.ptr(), t.ptr(), stream(t.device()));
         return out;
     }
     t = to_compute(std::move(t), cd);
     const DType od = op == UnaryOp::IsNan ? DType::Bool : cd;
     CudaTensor out = output_like(t, t.shape, od);
-    const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+    const auto it = make_elementwise_iter<2>(t.shape, {&out.strides, &t.strides});
     launch_unary(op, cd, it, out.ptr(), t.ptr(), stream(t.device()));
     return op == UnaryOp::IsNan ? out : cast(std::move(out), result);
 }
@@ -277,8 +277,8 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
         ((a.dtype == DType::F32 && half_storage(b.dtype)) ||
          (half_storage(a.dtype) && b.dtype == DType::F32))) {
         CudaTensor& f = a.dtype == DType::F32 ? a : b;
-        CudaTensor out = f.is_unique() ? reuse(f) : empty(shape, DType::F32, a.device());
-        const auto it = make_iter<3>(shape, {&out.strides, &a.strides, &b.strides});
+        CudaTensor out = f.is_unique() ? reuse(f) : empty_like_layout(f, shape, DType::F32);
+        const auto it = make_elementwise_iter<3>(shape, {&out.strides, &a.strides, &b.strides});
         if (launch_binary_mixed(op, it, out.ptr(), a.ptr(), a.dtype, b.ptr(), b.dtype,
                                 stream(out.device())))
             return out;
@@ -292,9 +292,10 @@ CudaTensor binary(BinaryOp op, CudaTensor a, CudaTensor b) {
     const DType od = half ? result : cd;
     CudaTensor out = a.is_unique() && a.shape == shape   ? reuse(a)
                      : b.is_unique() && b.shape == shape ? reuse(b)
-                                                         : empty(shape, od, a.device());
+                     : a.shape == shape                  ? empty_like_layout(a, shape, od)
+                                                         : empty_like_layout(b, shape, od);
     const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
-    const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
+    const auto it = make_elementwise_iter<3>(shape, {&out.strides, &sa, &sb});
     if (half) {
         launch_binary_half(op, od, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
         return out;
@@ -308,7 +309,7 @@ CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s) {
     check::binary_dtype(op, result);
     if (half_storage(result)) {
         CudaTensor out = output_like(a, a.shape, result);
-        const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+        const auto it = make_elementwise_iter<2>(a.shape, {&out.strides, &a.strides});
         launch_binary_scalar_half(op, result, it, out.ptr(), a.ptr(), s, stream(a.device()));
         return out;
     }
@@ -322,7 +323,7 @@ CudaTensor binary_scalar(BinaryOp op, CudaTensor a, Scalar s) {
             check_int_operand(op, a);
     }
     CudaTensor out = output_like(a, a.shape, cd);
-    const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+    const auto it = make_elementwise_iter<2>(a.shape, {&out.strides, &a.strides});
     launch_binary_scalar(op, cd, it, out.ptr(), a.ptr(), s, stream(a.device()));
     return cast(std::move(out), result);
 }
@@ -335,7 +336,7 @@ CudaTensor compare(CompareOp op, CudaTensor a, CudaTensor b) {
     b = to_compute(std::move(b), cd);
     CudaTensor out = empty(shape, DType::Bool, a.device());
     const Strides sa = broadcast_strides(a, shape), sb = broadcast_strides(b, shape);
-    const auto it = make_iter<3>(shape, {&out.strides, &sa, &sb});
+    const auto it = make_elementwise_iter<3>(shape, {&out.strides, &sa, &sb});
     launch_compare(op, cd, it, out.ptr(), a.ptr(), b.ptr(), stream(out.device()));
     return out;
 }
@@ -344,7 +345,7 @@ CudaTensor compare_scalar(CompareOp op, CudaTensor a, Scalar s) {
     const DType cd = compute_dtype(a.dtype);
     a = to_compute(std::move(a), cd);
     CudaTensor out = empty(a.shape, DType::Bool, a.device());
-    const auto it = make_iter<2>(a.shape, {&out.strides, &a.strides});
+    const auto it = make_elementwise_iter<2>(a.shape, {&out.strides, &a.strides});
     launch_compare_scalar(op, cd, it, out.ptr(), a.ptr(), s, stream(a.device()));
     return out;
 }
@@ -360,7 +361,7 @@ CudaTensor where(CudaTensor mask, CudaTensor a, CudaTensor b) {
     CudaTensor out = empty(shape, cd, a.device());
     const Strides sm = broadcast_strides(mask, shape), sa = broadcast_strides(a, shape),
                   sb = broadcast_strides(b, shape);
-    const auto it = make_iter<4>(shape, {&out.strides, &sm, &sa, &sb});
+    const auto it = make_elementwise_iter<4>(shape, {&out.strides, &sm, &sa, &sb});
     launch_where(cd, it, out.ptr(), mask.ptr(), a.ptr(), b.ptr(), stream(out.device()));
     return cast(std::move(out), result);
 }
@@ -381,20 +382,26 @@ CudaTensor clamp(CudaTensor t, Scalar lo, Scalar hi) {
     const DType result = t.dtype, cd = compute_dtype(t.dtype);
     t = to_compute(std::move(t), cd);
     CudaTensor out = output_like(t, t.shape, cd);
-    const auto it = make_iter<2>(t.shape, {&out.strides, &t.strides});
+    const auto it = make_elementwise_iter<2>(t.shape, {&out.strides, &t.strides});
     launch_clamp(cd, it, out.ptr(), t.ptr(), lo, hi, stream(t.device()));
     return cast(std::move(out), result);
 }
 
 namespace {
-/// An optimizer step's operands (one shape, checked by the caller) made contiguous in the
-/// compute dtype, f32 for f16/bf16, which it returns; `op` names the step in the error.
+/// An optimizer step's operands (one shape, checked by the caller) in the compute dtype, f32
+/// for f16/bf16, which it returns, all laid out as the parameter (the first) is: contiguous, or
+/// channels-last for a convolution's weight stored so; the kernels walk them flat. `op` names
+/// the step in the error.
 DType optimizer_operands(const char* op, std::initializer_list<CudaTensor*> ts) {
     const CudaTensor& first = **ts.begin();
     EMBER_CHECK(is_float(first.dtype), DType, op, ": needs float tensors, got ",
                 dtype_name(first.dtype));
     const DType cd = compute_dtype(first.dtype);
-    for (CudaTensor* t : ts) *t = contiguous(to_compute(std::move(*t), cd));
+    const bool cl = is_channels_last(first);
+    for (CudaTensor* t : ts) {
+        CudaTensor c = to_compute(std::move(*t), cd);
+        *t = cl ? to_channels_last(std::move(c)) : contiguous(std::move(c));
+    }
     return cd;
 }
 }  // namespace
@@ -493,12 +500,17 @@ auto CudaBackend::float_unary(UnaryOp op, FT t) -> FT {
 }
 auto CudaBackend::float_unary_backward(UnaryOp op, const FT& grad, const FT& v)
     -> std::optional<FT> {
-    if (grad.shape != v.shape || grad.dtype != v.dtype || grad.device() != v.device() ||
-        !grad.is_contiguous() || !v.is_contiguous())
+    if (grad.shape != v.shape || grad.dtype != v.dtype || grad.device() != v.device())
         return std::nullopt;
-    FT out = k::empty(v.shape, v.dtype, v.device());
+    // Flat over both buffers, in v's layout (contiguous or channels-last): a gradient laid out
+    // otherwise (a pooling's contiguous one reaching a channels-last activation) is relaid
+    // first, so the result and what follows it keep the activation's layout.
+    const bool v_cl = k::is_channels_last(v);
+    if (!v_cl && !v.is_contiguous()) return std::nullopt;
+    const FT g = k::to_layout_of(grad, v);
+    FT out = k::empty_like_layout(v, v.shape, v.dtype);
     if (!k::launch_unary_backward(op, v.dtype, static_cast<std::int64_t>(v.num_elements()),
-                                  out.ptr(), grad.ptr(), v.ptr(), k::stream(v.device())))
+                                  out.ptr(), g.ptr(), v.ptr(), k::stream(v.device())))
         return std::nullopt;
     return out;
 }

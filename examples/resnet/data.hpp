@@ -68,4 +68,33 @@ ImageBatch<B> synthetic_batch(std::size_t n, std::size_t classes, std::mt19937_6
         Tensor<B, 1, ember::Int>::from_data(ember::TensorData(std::move(labels), {n}), device)};
 }
 
+/// `images` [N, C, H, W] stored channels-last, [N, H, W, C] in memory, as PyTorch's
+/// `images.to(memory_format=torch.channels_last)`: the CUDA backend keeps that layout through
+/// the convolutions (cuDNN's NHWC kernels), batch norms and elementwise ops, and so does the
+/// backward pass. Relaid once on the host (a batch is made once); other backends read it as any
+/// permuted view.
+template <Backend B>
+Tensor<B, 4> channels_last(const Tensor<B, 4>& images) {
+    auto nhwc = images.permute({0, 2, 3, 1}).into_data();  // [N, H, W, C], row-major
+    return Tensor<B, 4>::from_data(std::move(nhwc), images.device()).permute({0, 3, 1, 2});
+}
+
+/// `m` with its convolution weights stored channels-last ([out, kh, kw, in] in memory, cuDNN's
+/// KRSC), as PyTorch's model.to(memory_format=torch.channels_last) stores them: with
+/// channels-last images the CUDA backend then copies no weight before a convolution, and the
+/// weight gradients (KRSC from cuDNN) and the optimizer's updates stay in that layout.
+template <Backend B>
+ResNet<B> channels_last_weights(ResNet<B> m) {
+    auto relay = [](nn::Conv2d<B>& c) {
+        c.weight = c.weight.map([](const Tensor<B, 4>& w) { return channels_last(w); });
+    };
+    relay(m.conv1);
+    for (auto& b : m.blocks) {
+        relay(b.conv1);
+        relay(b.conv2);
+        if (b.downsample_conv) relay(*b.downsample_conv);
+    }
+    return m;
+}
+
 }  // namespace resnet

@@ -2,11 +2,15 @@
 // Fashion-MNIST padded to 3×32×32 with the Learner. It runs on ember::Dispatch, on the device
 // --backend names.
 //
-//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] [--bf16] [--graph] ...
+//   resnet --synthetic [--backend B] [--batch N] [--steps N] [--warmup N] [--bf16] [--graph]
+//          [--channels-last] ...
 //   resnet [--backend B] [--epochs N] [--limit N] [--optimizer sgd|adam] [--bf16] ...
 //                                                      (B: cpu|vulkan|cuda[:i][+fusion])
 // --bf16 trains in bf16 mixed precision (ember::Autocast: convolutions and the classifier in
 // bf16, BatchNorm's statistics and the loss in f32, f32 weights and optimizer state).
+// --channels-last (with --synthetic) stores the images and the convolution weights
+// channels-last, as PyTorch's .to(memory_format=torch.channels_last): CUDA then runs the whole
+// network in that layout.
 // --init-from FILE.pt starts from PyTorch's weights (benchmarks/resnet_torch.py writes them), and
 // --synthetic --batch-from FILE.pt trains on that file's fixed batch: the two together reproduce
 // resnet_torch.py's losses.
@@ -71,6 +75,7 @@ struct Options {
     bool check = false;      // exit 1 unless the loss fell
     bool bf16 = false;       // bf16 mixed precision (ember::Autocast around the forward pass)
     bool graph = false;      // --synthetic: the timed steps are replays of one captured CUDA graph
+    bool channels_last = false;  // --synthetic: images stored [N, H, W, C] (resnet::channels_last)
     bool plain = false;
     std::optional<std::size_t> threads;
     std::optional<fs::path> data_dir;
@@ -105,6 +110,11 @@ Options parse(int argc, char** argv) {
     auto* warmup = app.add_option("--warmup", o.warmup, "(synthetic) untimed steps before them")
                        ->check(ember_examples::non_negative)
                        ->needs(synthetic);
+    app.add_flag("--channels-last", o.channels_last,
+                 "(synthetic) store the images ([N, H, W, C] in memory) and the convolution "
+                 "weights channels-last, as PyTorch's memory_format=torch.channels_last: on CUDA "
+                 "the convolutions (cuDNN's NHWC kernels), batch norms and elementwise ops then "
+                 "keep that layout; the summary's name gets _channels_last after the precision");
     app.add_flag("--graph", o.graph,
                  "(synthetic, one CUDA device) capture the last warm-up step as a CUDA graph "
                  "(ember::cuda::capture; needs --warmup >= 2, the steps before it eager) and time "
@@ -271,6 +281,10 @@ int synthetic(const Options& o, Optim optim) {
         for (int i = 0; i < 4; ++i)
             pool.push_back(synthetic_batch<B>(c.batch_size, c.model.num_classes, rng, device));
     }
+    if (o.channels_last) {
+        for (auto& b : pool) b.images = channels_last(b.images);
+        model = channels_last_weights(std::move(model));
+    }
     const std::size_t batch_size = pool.front().targets.dims()[0];
     std::printf(
         "{\"model\":\"%s\",\"widths\":[%zu,%zu,%zu,%zu],\"params\":%zu,\"backend\":\"%s\","
@@ -393,11 +407,12 @@ int synthetic(const Options& o, Optim optim) {
     }
 #endif
     std::printf(
-        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_%s_%s%s\",\"backend\":\"%s\","
+        "{\"framework\":\"ember\",\"name\":\"%s_b%zu_%s_%s%s_%s%s\",\"backend\":\"%s\","
         "\"graph\":%s,\"value\":%.4f,\"unit\":\"ms\",\"mean_ms\":%.4f,\"images_per_s\":%.1f,"
         "\"steps\":%zu,\"rounds\":%zu,\"cpu_s\":%.2f%s}\n",
-        o.model_name.c_str(), batch_size, c.optimizer.c_str(), precision(o), o.backend.c_str(),
-        o.graph ? "_graph" : "", o.backend.c_str(), o.graph ? "true" : "false", best, mean,
+        o.model_name.c_str(), batch_size, c.optimizer.c_str(), precision(o),
+        o.channels_last ? "_channels_last" : "", o.backend.c_str(), o.graph ? "_graph" : "",
+        o.backend.c_str(), o.graph ? "true" : "false", best, mean,
         double(batch_size) / best * 1e3, o.steps, o.rounds, cpu, memory.c_str());
     if (!o.check) return 0;
     if (!expected.empty()) {
