@@ -60,5 +60,9 @@ target_link_libraries(ember_vulkan PRIVATE Vulkan::shaderc_combined glslang::SPI
                       SPIRV-Tools-opt SPIRV-Tools-static Threads::Threads)
 target_compile_definitions(ember_vulkan PRIVATE VK_NO_PROTOTYPES)
 target_compile_definitions(ember_vulkan PUBLIC EMBER_VULKAN=1)
+# Not the folder of generated shaders: only shader_registry.cpp, which lives there, includes its
+# .inc files (found beside it). So the other files' compile lines name no build folder, and a
+# second build of the same sources (consumer_add_subdirectory_shared) takes them from the
+# compiler cache.
 target_include_directories(ember_vulkan PRIVATE ${PROJECT_SOURCE_DIR}/backends/vulkan
-                           ${_ember_spv_dir} ${EMBER_VOLK_DIR})
+                           ${EMBER_VOLK_DIR})
