@@ -357,6 +357,17 @@ struct alignas(16) Vec16 {
     T v[kWidth];
 };
 
+/// Calls f(i, c0) for each 16-byte vector i of channels-last data, spread over the grid (c0: the
+/// channel of its first element; c is a multiple of the width, so its channels are c0, c0 + 1...).
+template <typename T, typename F>
+__device__ __forceinline__ void for_cl_vectors(const BatchNormShape& g, F&& f) {
+    constexpr int W = Vec16<T>::kWidth;
+    const std::int64_t total = g.n * g.c * g.hw / W;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < total; i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+        f(i, (i * W) % g.c);
+}
+
 // Channels-last, 16 bytes a thread: y = x·k_c + b_c with k = rstd·gamma (eval mode:
 // gamma/√(var + eps)) and b = beta − mean·k, each block staging the per-channel pairs in shared
 // memory first (the generic kernel's four global loads an element were its bottleneck). Needs
@@ -373,18 +384,14 @@ __global__ void bn_apply_cl_kernel(BatchNormShape g, const T* x, const A* mean, 
         bc[c] = beta[c] - mean[c] * k;
     }
     __syncthreads();
-    constexpr int W = Vec16<T>::kWidth;
-    const std::int64_t total = g.n * g.c * g.hw / W;
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-         i < total; i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    for_cl_vectors<T>(g, [&](std::int64_t i, std::int64_t c0) {
         const Vec16<T> v = reinterpret_cast<const Vec16<T>*>(x)[i];
-        const std::int64_t c0 = (i * W) % g.c;
         Vec16<T> o;
 #pragma unroll
-        for (int j = 0; j < W; ++j)
+        for (int j = 0; j < Vec16<T>::kWidth; ++j)
             o.v[j] = from_acc<T>(to_acc<A>(v.v[j]) * kc[c0 + j] + bc[c0 + j]);
         reinterpret_cast<Vec16<T>*>(y)[i] = o;
-    }
+    });
 }
 
 // Channels-last, 16 bytes a thread: dx = a·(dy − b − (x − mean)·k) as dx = p·dy + q·x + r with
@@ -403,20 +410,88 @@ __global__ void bn_grad_input_cl_kernel(BatchNormShape g, const T* x, const T* d
         rc[c] = a * (mean[c] * k - b);
     }
     __syncthreads();
-    constexpr int W = Vec16<T>::kWidth;
-    const std::int64_t total = g.n * g.c * g.hw / W;
-    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-         i < total; i += static_cast<std::int64_t>(blockDim.x) * gridDim.x) {
+    for_cl_vectors<T>(g, [&](std::int64_t i, std::int64_t c0) {
         const Vec16<T> xv = reinterpret_cast<const Vec16<T>*>(x)[i];
         const Vec16<T> dv = reinterpret_cast<const Vec16<T>*>(dy)[i];
-        const std::int64_t c0 = (i * W) % g.c;
         Vec16<T> o;
 #pragma unroll
-        for (int j = 0; j < W; ++j)
+        for (int j = 0; j < Vec16<T>::kWidth; ++j)
             o.v[j] = from_acc<T>(pc[c0 + j] * to_acc<A>(dv.v[j]) +
                                  qc[c0 + j] * to_acc<A>(xv.v[j]) + rc[c0 + j]);
         reinterpret_cast<Vec16<T>*>(dx)[i] = o;
+    });
+}
+
+/// Channels-last sums, 16 bytes a thread: thread t reads channel group t mod G (G = c / width
+/// groups of `width` channels) of rows t / G, t / G + R, ... of split `sp`'s range (R = blockDim /
+/// G rows at once), so a warp reads whole row segments as single 16-byte loads; the block adds
+/// its R rows of sums in shared memory (2·R·c values of type A) and stores each channel's pair
+/// as split sp's. f(row, first channel, s1[], s2[]) adds a row's `width` values.
+template <typename T, typename A, typename F>
+__device__ __forceinline__ void cl_vec_channel_sums(const BatchNormShape& g, A* part, F&& f) {
+    constexpr int W = Vec16<T>::kWidth;
+    extern __shared__ unsigned char bn_smem[];
+    const int groups = static_cast<int>(g.c / W);
+    const int rows_at_once = static_cast<int>(blockDim.x) / groups;
+    const int grp = static_cast<int>(threadIdx.x) % groups;
+    const int r = static_cast<int>(threadIdx.x) / groups;
+    const int sp = static_cast<int>(blockIdx.y);
+    std::int64_t r0, r1;
+    split_range(g.n * g.hw, sp, g.splits, r0, r1);
+    A s1[W], s2[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) s1[j] = s2[j] = A(0);
+    if (r < rows_at_once)
+        for (std::int64_t row = r0 + r; row < r1; row += rows_at_once) f(row, grp * W, s1, s2);
+    A* m1 = reinterpret_cast<A*>(bn_smem);
+    A* m2 = m1 + static_cast<std::int64_t>(rows_at_once) * g.c;
+    if (r < rows_at_once)
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            m1[r * g.c + grp * W + j] = s1[j];
+            m2[r * g.c + grp * W + j] = s2[j];
+        }
+    __syncthreads();
+    for (std::int64_t c = threadIdx.x; c < g.c; c += blockDim.x) {
+        A t1 = 0, t2 = 0;
+        for (int k = 0; k < rows_at_once; ++k) {
+            t1 += m1[k * g.c + c];
+            t2 += m2[k * g.c + c];
+        }
+        part[2 * (c * g.splits + sp)] = t1;
+        part[2 * (c * g.splits + sp) + 1] = t2;
     }
+}
+
+// Channels-last, 16 bytes a thread: Σ(x − s_c) and Σ(x − s_c)² of each channel's share of rows.
+template <typename T, typename A>
+__global__ void bn_stats_cl_vec_kernel(BatchNormShape g, const T* x, A* part) {
+    cl_vec_channel_sums<T, A>(g, part, [&](std::int64_t row, int c0, A* s1, A* s2) {
+        const Vec16<T> shift = *reinterpret_cast<const Vec16<T>*>(x + c0);
+        const Vec16<T> v = *reinterpret_cast<const Vec16<T>*>(x + row * g.c + c0);
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::kWidth; ++j) {
+            const A d = to_acc<A>(v.v[j]) - to_acc<A>(shift.v[j]);
+            s1[j] += d;
+            s2[j] += d * d;
+        }
+    });
+}
+
+// Channels-last, 16 bytes a thread: Σdy and Σdy·(x − mean) of each channel's share of rows.
+template <typename T, typename A>
+__global__ void bn_grad_stats_cl_vec_kernel(BatchNormShape g, const T* x, const T* dy,
+                                            const A* mean, A* part) {
+    cl_vec_channel_sums<T, A>(g, part, [&](std::int64_t row, int c0, A* s1, A* s2) {
+        const Vec16<T> xv = *reinterpret_cast<const Vec16<T>*>(x + row * g.c + c0);
+        const Vec16<T> dv = *reinterpret_cast<const Vec16<T>*>(dy + row * g.c + c0);
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::kWidth; ++j) {
+            const A d = to_acc<A>(dv.v[j]);
+            s1[j] += d;
+            s2[j] += d * (to_acc<A>(xv.v[j]) - mean[c0 + j]);
+        }
+    });
 }
 
 /// Calls f.template operator()<T, A>() for a batch-norm data dtype: T the data's type, A the
@@ -473,6 +548,25 @@ void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* s
             g, x, mean, scale, var, eps, gamma, beta, y);
 }
 
+/// Whether the 16-byte channels-last sums take g: channels a multiple of the vector width, at
+/// most one group of them per thread of a block, 16-byte aligned data.
+template <typename T, typename A>
+bool cl_sums_vec16(const BatchNormShape& g, std::initializer_list<const void*> ptrs) {
+    constexpr int W = Vec16<T>::kWidth;
+    if (!g.channels_last || g.c % W != 0 || g.c / W > kBnThreads) return false;
+    for (const void* p : ptrs)
+        if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
+
+/// Shared memory of the 16-byte channels-last sums: two sums for each of the block's rows at
+/// once and each channel.
+template <typename T, typename A>
+std::size_t cl_sums_smem(const BatchNormShape& g) {
+    const std::int64_t groups = g.c / Vec16<T>::kWidth;
+    return 2 * static_cast<std::size_t>(kBnThreads / groups * g.c) * sizeof(A);
+}
+
 dim3 cl_grid(const BatchNormShape& g) {
     return dim3(static_cast<unsigned>((g.c + kClChannels - 1) / kClChannels),
                 static_cast<unsigned>(g.splits));
@@ -515,7 +609,11 @@ void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, 
         const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
         const auto* xp = static_cast<const T*>(x);
         auto* pp = static_cast<A*>(part);
-        if (g.channels_last)
+        if (cl_sums_vec16<T, A>(g, {xp}))
+            bn_stats_cl_vec_kernel<T, A>
+                <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g), s>>>(
+                    g, xp, pp);
+        else if (g.channels_last)
             bn_stats_cl_kernel<T, A><<<cl_grid(g), dim3(kClChannels, kClRows), 0, s>>>(g, xp, pp);
         else if (g.vec4)
             bn_stats_kernel<true, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, pp);
@@ -558,7 +656,11 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         const auto* mp = static_cast<const A*>(mean);
         auto* pp = static_cast<A*>(part);
         auto* cp = static_cast<A*>(coef);
-        if (g.channels_last)
+        if (cl_sums_vec16<T, A>(g, {xp, dp}))
+            bn_grad_stats_cl_vec_kernel<T, A>
+                <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g), s>>>(
+                    g, xp, dp, mp, pp);
+        else if (g.channels_last)
             bn_grad_stats_cl_kernel<T, A>
                 <<<cl_grid(g), dim3(kClChannels, kClRows), 0, s>>>(g, xp, dp, mp, pp);
         else if (g.vec4)
