@@ -43,11 +43,14 @@ class EMBER_API GradientsParams {
     /// An empty container.
     GradientsParams();
     ~GradientsParams();
-    /// Copies and moves the entries.
+    /// A copy of the entries (the gradients' handles, not their data).
     GradientsParams(const GradientsParams&);
-    GradientsParams(GradientsParams&&) noexcept;
-    GradientsParams& operator=(const GradientsParams&);
-    GradientsParams& operator=(GradientsParams&&) noexcept;
+    /// Takes the entries of `other`.
+    GradientsParams(GradientsParams&& other) noexcept;
+    /// Replaces the entries by a copy of `other`'s.
+    GradientsParams& operator=(const GradientsParams& other);
+    /// Replaces the entries by the ones taken from `other`.
+    GradientsParams& operator=(GradientsParams&& other) noexcept;
 
     /// The gradient of parameter `id` as a `Tensor<B, D>`; nullopt when absent. Throws
     /// ArgumentError when the stored gradient has another backend or rank.
