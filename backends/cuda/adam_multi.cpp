@@ -36,10 +36,7 @@ auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
         // All four walked flat in p's layout: contiguous, or channels-last for a convolution's
         // weight stored so (then its gradient comes from cuDNN in that layout too).
         const bool cl = k::is_channels_last(p);
-        for (FT* t : {&p, &g, &m, &v}) {
-            FT c = k::cast(std::move(*t), cd);
-            *t = cl ? k::to_channels_last(std::move(c)) : k::contiguous(std::move(c));
-        }
+        for (FT* t : {&p, &g, &m, &v}) *t = k::to_layout(k::cast(std::move(*t), cd), cl);
     }
     k::use_device(dev);
     // Groups of tensors one launch can take: one compute dtype, one set of shared scalars.

@@ -426,8 +426,12 @@ CudaTensor to_channels_last(CudaTensor t) {
     return out;
 }
 
+CudaTensor to_layout(CudaTensor t, bool channels_last) {
+    return channels_last ? to_channels_last(std::move(t)) : contiguous(std::move(t));
+}
+
 CudaTensor to_layout_of(CudaTensor t, const CudaTensor& like) {
-    return is_channels_last(like) ? to_channels_last(std::move(t)) : contiguous(std::move(t));
+    return to_layout(std::move(t), is_channels_last(like));
 }
 
 CudaTensor cast(CudaTensor t, DType dtype) {

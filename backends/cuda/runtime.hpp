@@ -71,6 +71,8 @@ Strides channels_last_strides(const Shape& s);
 bool is_channels_last(const CudaTensor& t);
 /// `t` stored channels-last: `t` itself where it is, else a copy.
 CudaTensor to_channels_last(CudaTensor t);
+/// `t` stored channels-last with `channels_last`, else contiguous (a copy only where it is not).
+CudaTensor to_layout(CudaTensor t, bool channels_last);
 /// `t` in `like`'s layout where `like` is channels-last, else contiguous: the operands of a
 /// kernel that walks both alike.
 CudaTensor to_layout_of(CudaTensor t, const CudaTensor& like);

@@ -398,10 +398,7 @@ DType optimizer_operands(const char* op, std::initializer_list<CudaTensor*> ts) 
                 dtype_name(first.dtype));
     const DType cd = compute_dtype(first.dtype);
     const bool cl = is_channels_last(first);
-    for (CudaTensor* t : ts) {
-        CudaTensor c = to_compute(std::move(*t), cd);
-        *t = cl ? to_channels_last(std::move(c)) : contiguous(std::move(c));
-    }
+    for (CudaTensor* t : ts) *t = to_layout(to_compute(std::move(*t), cd), cl);
     return cd;
 }
 }  // namespace
