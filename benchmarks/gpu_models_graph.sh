@@ -8,7 +8,9 @@
 #   bash benchmarks/gpu_models_graph.sh BUILD OUT.jsonl
 # BUILD holds examples/resnet and examples/gpt. gpu_models_report.py makes RESULTS.md's
 # "gpu-models" section from OUT.jsonl (with earlier runs). Environment: PYTHON, COMMIT (for the
-# meta line), GPT (0 leaves the GPT's rows out), PEAK_TFLOPS (989).
+# meta line), GPT (0 leaves the GPT's rows out), PEAK_TFLOPS (989), RESNET_TORCH_CONFIGS (PyTorch's
+# ResNet configurations, resnet_torch.py's --configs: cuda_graph; compile and compile_graph
+# autotune for minutes).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 build="$1"
@@ -49,7 +51,8 @@ cl=--channels-last
   --batch-from "$tmp/rn_b.pt" --warmup 2 --steps 18 --bf16 --graph $cl 2>> "$out.stderr" |
   resnet_losses ember-graph bf16 1 | keep
 "$py" "$here/resnet_torch.py" time --batch 256 --weights "$tmp/resnet18.pt" --precision bf16 \
-  --configs cuda_graph --layout "${RESNET_LAYOUTS:-channels_last,nchw}" --reps 20 | keep
+  --configs "${RESNET_TORCH_CONFIGS:-cuda_graph}" --layout "${RESNET_LAYOUTS:-channels_last,nchw}" \
+  --reps 20 2>> "$out.stderr" | keep
 
 if [[ ${GPT:-1} != 0 ]]; then
   for graph in "" --graph; do

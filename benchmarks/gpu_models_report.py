@@ -82,6 +82,12 @@ def main():
             f"{(meta if same_run else old_meta).get('torch', '?')}: "
             + ("PyTorch's rows of the same run" if same_run else
                "**ember alone**, PyTorch's figures from the earlier run") + ")")
+    compiled = sorted({t["name"] for _, _, rows, _ in runs for t in rows
+                       if t.get("framework") == "torch" and "_compile" in t["name"]})
+    compiled_note = ("`torch.compile` was in none of them" if not compiled else
+                     "the runs' `torch.compile` rows: " + ", ".join(f"`{n}`" for n in compiled) +
+                     " (`_compile`: mode max-autotune; `_compile_graph`: max-autotune-no-cudagraphs "
+                     "inside a whole-step CUDA graph)")
     lines = [
         "## Training on the GPU: ember's examples against PyTorch's best (issue 30)",
         "",
@@ -90,7 +96,7 @@ def main():
         f"({old_meta.get('date', '?')}, commit {old_meta.get('commit', '?')}). Each row is the "
         "last of these runs that measured it; PyTorch's rows are of that run (`gpu_train.sh` "
         "with `GPU_TRAIN_MODELS_ONLY=1`, or a subset of its commands: the configurations each "
-        "run timed are named in the PyTorch column; `torch.compile` was in none of them), from "
+        "run timed are named in the PyTorch column; " + compiled_note + "), from "
         "the same initial weights. Times in ms a step; ratio = ember / PyTorch's fastest "
         "configuration in that run (lower is better; the goal is ≤ 0.9×).",
         "",

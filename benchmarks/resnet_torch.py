@@ -18,11 +18,13 @@ downsample_conv/downsample_bn, fc), so ember's PyTorchFileRecorder loads its sta
       weights; on CUDA TF32 stays off, as ember's f32.
   resnet_torch.py time [--batch 256] [--optimizer sgd|adam] [--device cuda|cpu]
       [--precision f32,tf32,bf16] [--layout nchw,channels_last]
-      [--configs eager,fused,compile,cuda_graph] [--weights W.pt] [--reps N]
+      [--configs eager,fused,compile,cuda_graph,compile_graph] [--weights W.pt] [--reps N]
       Times one training step (forward, backward, optimizer step) on random data, at PyTorch's
       best: eager (foreach optimizer), the fused optimizer, torch.compile(mode="max-autotune")
-      with the fused optimizer, and the whole step captured in a CUDA graph (fused optimizer),
-      each in every precision and layout asked for (cudnn.benchmark on). Precisions: f32 (TF32
+      with the fused optimizer, the whole step captured in a CUDA graph (fused optimizer), and
+      (compile_graph) the model compiled with mode "max-autotune-no-cudagraphs" inside a whole
+      step captured in a CUDA graph, each in every precision and layout asked for
+      (cudnn.benchmark on). Precisions: f32 (TF32
       off for matmuls and cuDNN, as ember's f32; PyTorch's own default lets cuDNN use TF32),
       tf32 (both on), bf16 (autocast to bfloat16, f32 master weights). One JSON line per
       configuration, {"framework": "torch", "name", "value" (ms), "unit": "ms",
@@ -208,9 +210,11 @@ def time_one(a, precision, layout, cfg):
     x = torch.randn(a.batch, 3, 32, 32, device=dev).to(memory_format=fmt)
     y = torch.randint(0, 10, (a.batch,), device=dev)
     fused = cfg != "eager"
-    opt = make_optimizer(m.parameters(), a.optimizer, None, fused=fused,
-                         capturable=(cfg == "cuda_graph"))
-    fwd = torch.compile(m, mode=a.compile_mode) if cfg == "compile" else m
+    graphed = cfg in ("cuda_graph", "compile_graph")
+    opt = make_optimizer(m.parameters(), a.optimizer, None, fused=fused, capturable=graphed)
+    # compile_graph: inductor's own CUDA graphs cannot be captured inside the step's graph.
+    mode = a.compile_mode if cfg == "compile" else "max-autotune-no-cudagraphs"
+    fwd = torch.compile(m, mode=mode) if cfg in ("compile", "compile_graph") else m
     tf32 = precision == "tf32"
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -239,7 +243,7 @@ def time_one(a, precision, layout, cfg):
 
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    if cfg == "cuda_graph":
+    if graphed:
         seconds = per_step(capture_step(step), dev, a.reps)
     else:
         seconds = per_step(step, dev, a.reps)
@@ -249,9 +253,9 @@ def time_one(a, precision, layout, cfg):
 
 def lacks(cfg, device):
     """Why this PyTorch cannot run `cfg` on `device`, or None."""
-    if cfg in ("fused", "cuda_graph", "compile") and device != "cuda":
+    if cfg in ("fused", "cuda_graph", "compile", "compile_graph") and device != "cuda":
         return "needs CUDA"
-    if cfg == "compile" and not hasattr(torch, "compile"):
+    if cfg in ("compile", "compile_graph") and not hasattr(torch, "compile"):
         return f"torch {torch.__version__} has no torch.compile"
     return None
 
@@ -278,7 +282,7 @@ def cmd_time(a):
                     print(f"{name} failed: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
                     continue
                 finally:
-                    if cfg == "compile" and hasattr(torch, "_dynamo"):
+                    if cfg in ("compile", "compile_graph") and hasattr(torch, "_dynamo"):
                         torch._dynamo.reset()  # its graphs and CUDA graph pools go with it
                 ms = seconds * 1e3
                 out = {"framework": "torch", "name": name, "value": round(ms, 4), "unit": "ms",

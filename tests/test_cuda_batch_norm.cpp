@@ -1,11 +1,12 @@
-// CUDA's fused batch norm (backends/cuda/batch_norm.cu) and multi-tensor Adam step
+// CUDA's fused batch norm (backends/cuda/batch_norm.cu) and multi-tensor Adam and SGD steps
 // (backends/cuda/adam_multi.cu). The PyTorch fixtures of nn::BatchNorm run on the CUDA stacks in
 // test_nn_general.cpp; here: gradients against f64 finite differences on the GPU, agreement with
 // the CPU's BatchNorm (its own kernels since 706f694, checked against PyTorch's fixtures and
 // finite differences there) on larger, offset, odd-sized and bf16 inputs, stored contiguous and
 // channels-last (whose output stays channels-last), the eval kernel, and
-// the multi-tensor Adam/AdamW step against the per-parameter one. The GPU cases skip without a
-// device; the Dispatch cases (its per-tensor fallback of float_adam_steps) run everywhere.
+// the multi-tensor Adam/AdamW/SGD steps against the per-parameter ones. The GPU cases skip
+// without a device; the Dispatch cases (its per-tensor fallbacks of float_adam_steps and
+// float_sgd_steps) run everywhere.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -65,7 +66,9 @@ std::vector<TensorData> train(Net<B> net, O opt, const ember::Device<B>& d, int 
     return out;
 }
 
-// Multi-tensor and per-parameter steps of Adam (L2 decay) and AdamW on stack B: equal values.
+// Multi-tensor and per-parameter steps of Adam (L2 decay), AdamW and SGD with momentum on stack
+// B: equal values. The first of SGD's steps starts each velocity at the gradient (dampening
+// left out, as PyTorch's), the later ones take the fused update.
 template <typename B>
 void check_multi_tensor(const ember::Device<B>& d) {
     auto compare = [&](auto config) {
@@ -86,12 +89,66 @@ void check_multi_tensor(const ember::Device<B>& d) {
     SECTION("AdamW") {
         compare(optim::AdamWConfig{}.with_weight_decay(0.05));
     }
+    SECTION("SGD with momentum, dampening and weight decay") {
+        compare(optim::SgdConfig{}
+                    .with_momentum(optim::MomentumConfig{0.9, 0.1, false})
+                    .with_weight_decay(optim::WeightDecayConfig{5e-4}));
+    }
+    SECTION("SGD with Nesterov momentum") {
+        compare(optim::SgdConfig{}.with_momentum(optim::MomentumConfig{0.8, 0.0, true}));
+    }
 }
 
 }  // namespace
 
-TEST_CASE("multi-tensor Adam on Dispatch's CPU stack equals the per-parameter step", "[optim]") {
+TEST_CASE("multi-tensor Adam and SGD on Dispatch's CPU stack equal the per-parameter steps",
+          "[optim]") {
     check_multi_tensor<ember::Dispatch>(ember::DispatchDevice::cpu().autodiff());
+}
+
+TEST_CASE("BatchNorm forward_relu and forward_add_relu", "[nn][batchnorm]") {
+    // x [2, 2, 1, 3]: channel 0 holds 1..6 over the batch, channel 1 the same negated and
+    // shifted; gamma 1, beta 0, so y = relu((x − mean)/√(var + ε) + r), worked out here in
+    // double from the definition (biased variance).
+    using B = ember::Autodiff<ember::Cpu>;
+    const std::vector<float> xs{1, 2, 3, -1, -3, -5, 4, 5, 6, -7, -9, -11};
+    const std::vector<float> rs{0.5f, -0.5f, 0.f,   1.f, -2.f, 0.25f,
+                                -1.f, 0.f,   0.75f, 0.f, 2.f,  -0.25f};
+    const Shape shape{2, 2, 1, 3};
+    auto want = [&](bool residual) {
+        std::vector<double> y(xs.size());
+        for (std::size_t c = 0; c < 2; ++c) {
+            double sum = 0, sq = 0;
+            for (std::size_t n = 0; n < 2; ++n)
+                for (std::size_t i = 0; i < 3; ++i) sum += xs[(n * 2 + c) * 3 + i];
+            const double mean = sum / 6;
+            for (std::size_t n = 0; n < 2; ++n)
+                for (std::size_t i = 0; i < 3; ++i) {
+                    const double d = xs[(n * 2 + c) * 3 + i] - mean;
+                    sq += d * d;
+                }
+            const double rstd = 1 / std::sqrt(sq / 6 + 1e-5);
+            for (std::size_t n = 0; n < 2; ++n)
+                for (std::size_t i = 0; i < 3; ++i) {
+                    const std::size_t at = (n * 2 + c) * 3 + i;
+                    const double v = (xs[at] - mean) * rstd + (residual ? rs[at] : 0.0);
+                    y[at] = v > 0 ? v : 0;
+                }
+        }
+        return TensorData(y, shape);
+    };
+    auto bn = nn::BatchNormConfig{2}.init<B>();
+    const auto x = Tensor<B, 4>::from_data(TensorData(xs, shape));
+    const auto r = Tensor<B, 4>::from_data(TensorData(rs, shape));
+    ember::test::check_close(bn.forward_relu(x).to_data(), want(false), {1e-5, 1e-6});
+    ember::test::check_close(bn.forward_add_relu(x, r).to_data(), want(true), {1e-5, 1e-6});
+    // Inference (running statistics) composes on every backend: relu(forward(x) + r).
+    auto valid = nn::BatchNormConfig{2}.init<ember::Cpu>();
+    const auto xv = Tensor<ember::Cpu, 4>::from_data(TensorData(xs, shape));
+    const auto rv = Tensor<ember::Cpu, 4>::from_data(TensorData(rs, shape));
+    ember::test::check_close(valid.forward_add_relu(xv, rv).to_data(),
+                             ember::activation::relu(valid.forward(xv) + rv).to_data(), {0, 0});
+    CHECK_THROWS_AS(bn.forward_add_relu(x, Tensor<B, 4>::ones({2, 2, 1, 2})), ember::ShapeError);
 }
 
 #if defined(EMBER_CUDA)
@@ -105,29 +162,40 @@ TensorData offset_data(const ember::Shape& shape, double mean, std::uint64_t see
     return Tensor<ember::Cpu, 4>::random(shape, ember::Distribution::Normal(mean, 2.0)).to_data();
 }
 
+/// Which of BatchNorm's forwards bn_run calls.
+enum class BnMode { Plain, Relu, AddRelu };
+
 // BatchNorm's output and the gradients of x, gamma, beta for L = Σ y·w, on stack B with x in
-// `dtype` (stored channels-last with `cl`); each as f32 data.
+// `dtype` (stored channels-last with `cl`); each as f32 data. Relu: y = forward_relu(x);
+// AddRelu: y = forward_add_relu(x, r) with r = w·0.7 + 0.1 (tracked: its gradient is last).
 template <typename B>
 std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType dtype,
-                               bool cl = false) {
+                               bool cl = false, BnMode mode = BnMode::Plain,
+                               const ember::Device<B>& d = {}) {
     const std::size_t c = x0.shape()[1];
     ember::Cpu::seed(3);
     const auto gd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(0.5, 1.5));
     const auto bd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(-1, 1));
-    auto bn = nn::BatchNormConfig{c}.init<B>();
-    bn.gamma = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(gd.to_data()));
-    bn.beta = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(bd.to_data()));
-    auto xs = Tensor<B, 4>::from_data(x0);
+    auto bn = nn::BatchNormConfig{c}.init<B>(d);
+    bn.gamma = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(gd.to_data(), d));
+    bn.beta = ember::Param<Tensor<B, 1>>(Tensor<B, 1>::from_data(bd.to_data(), d));
+    auto xs = Tensor<B, 4>::from_data(x0, d);
     if (cl) xs = ember::test::channels_last(xs);
     auto x = xs.cast(dtype).require_grad();
-    auto w = Tensor<B, 4>::from_data(w0).cast(dtype);
-    auto y = bn.forward(x);
+    auto w = Tensor<B, 4>::from_data(w0, d).cast(dtype);
+    auto r = (w * 0.7 + 0.1).detach().require_grad();
+    auto y = mode == BnMode::Plain  ? bn.forward(x)
+             : mode == BnMode::Relu ? bn.forward_relu(x)
+                                    : bn.forward_add_relu(x, r);
     if constexpr (std::is_same_v<B, AdCuda>)
         if (cl) CHECK(ember::test::stored_channels_last(y));  // the layout kept
     auto grads = (y.cast(DType::F32) * w.cast(DType::F32)).sum().backward();
-    return {y.cast(DType::F32).to_data(),          x.grad(grads)->cast(DType::F32).to_data(),
-            bn.gamma.val().grad(grads)->to_data(), bn.beta.val().grad(grads)->to_data(),
-            bn.running_mean.value().to_data(),     bn.running_var.value().to_data()};
+    std::vector<TensorData> out{
+        y.cast(DType::F32).to_data(),          x.grad(grads)->cast(DType::F32).to_data(),
+        bn.gamma.val().grad(grads)->to_data(), bn.beta.val().grad(grads)->to_data(),
+        bn.running_mean.value().to_data(),     bn.running_var.value().to_data()};
+    if (mode == BnMode::AddRelu) out.push_back(r.grad(grads)->cast(DType::F32).to_data());
+    return out;
 }
 
 }  // namespace
@@ -237,6 +305,62 @@ TEST_CASE("cuda batch norm: kernels agree with the CPU's BatchNorm", "[cuda][bat
     }
 }
 
+TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CPU's composed ops",
+          "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    struct Case {
+        ember::Shape shape;
+        DType dtype;
+        ember::Tolerance tol;
+    };
+    const std::vector<Case> cases{
+        {{8, 16, 12, 12}, DType::F32, {1e-4, 1e-4}},  // vector kernels, both layouts
+        {{5, 7, 3, 3}, DType::F32, {1e-4, 1e-4}},     // odd sizes: scalar kernels
+        // bf16: the fused sum bn(x) + r rounds once, the composed ops twice
+        {{8, 16, 8, 8}, DType::BF16, {3e-2, 3e-2}},
+    };
+    for (const auto& k : cases) {
+        for (const BnMode mode : {BnMode::Relu, BnMode::AddRelu}) {
+            INFO("shape " << k.shape.to_string() << ", " << ember::dtype_name(k.dtype)
+                          << (mode == BnMode::Relu ? ", relu" : ", add + relu"));
+            const auto x = offset_data(k.shape, 0.3, 41);
+            const auto w = offset_data(k.shape, 0.0, 42);
+            const auto xr =
+                Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
+            const auto wr =
+                Tensor<ember::Cpu, 4>::from_data(w).cast(k.dtype).cast(DType::F32).to_data();
+            // The CPU has no fused kernel: forward_relu there is forward, + r, relu.
+            const auto want = bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32, false, mode);
+            const auto got = bn_run<AdCuda>(x, w, k.dtype, false, mode);
+            const auto cl = bn_run<AdCuda>(x, w, k.dtype, true, mode);
+            const auto dispatch = bn_run<ember::Dispatch>(
+                x, w, k.dtype, true, mode, ember::DispatchDevice::parse("cuda:0+autodiff"));
+            const char* what[] = {"y",           "dx",       "dgamma", "dbeta", "running_mean",
+                                  "running_var", "dresidual"};
+            REQUIRE(got.size() == want.size());
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                INFO(what[i]);
+                ember::test::check_close(got[i], want[i], k.tol);
+                ember::test::check_close(cl[i], want[i], k.tol);
+                ember::test::check_close(dispatch[i], want[i], k.tol);
+            }
+        }
+    }
+    SECTION("a residual of another shape is a ShapeError naming both") {
+        auto bn = nn::BatchNormConfig{3}.init<AdCuda>();
+        auto x = Tensor<AdCuda, 4>::ones({2, 3, 4, 4});
+        CHECK_THROWS_WITH(bn.forward_add_relu(x, Tensor<AdCuda, 4>::ones({2, 3, 4, 2})),
+                          Catch::Contains("forward_add_relu") && Catch::Contains("[2, 3, 4, 2]"));
+        CHECK_THROWS_WITH(
+            AdCuda::float_batch_norm_relu(
+                x.primitive(), Tensor<AdCuda, 1>::ones({3}).primitive(),
+                Tensor<AdCuda, 1>::ones({3}).primitive(), Tensor<AdCuda, 1>::ones({3}).primitive(),
+                Tensor<AdCuda, 1>::ones({3}).primitive(),
+                Tensor<AdCuda, 4>::ones({2, 3, 1, 4}).primitive(), {1e-5, 0.1}),
+            Catch::Contains("batch_norm_relu") && Catch::Contains("residual"));
+    }
+}
+
 TEST_CASE("cuda batch norm: eval mode runs one kernel with the running statistics",
           "[cuda][batchnorm]") {
     REQUIRE_GPU();
@@ -283,7 +407,7 @@ TEST_CASE("cuda batch norm: operands are checked", "[cuda][batchnorm]") {
     CHECK_THROWS_AS(C::float_batch_norm(one, v3, v3, v3, v3, {1e-5, 0.1}), ember::ArgumentError);
 }
 
-TEST_CASE("cuda multi-tensor Adam equals the per-parameter step", "[cuda][optim]") {
+TEST_CASE("cuda multi-tensor Adam and SGD equal the per-parameter steps", "[cuda][optim]") {
     REQUIRE_GPU();
     SECTION("Cuda") {
         check_multi_tensor<ember::Autodiff<ember::Cuda>>(ember::CudaDevice{0});
@@ -335,6 +459,49 @@ TEST_CASE("cuda multi-tensor Adam equals the per-parameter step", "[cuda][optim]
                                          C::float_into_data(C::float_cast(want[i][j], DType::F32)),
                                          {1e-7, 1e-6});
             }
+    }
+    SECTION("SGD: one launch for many tensors, bit for bit the per-tensor step's values") {
+        using C = ember::Cuda;
+        std::vector<std::array<C::FT, 3>> ts;
+        std::vector<ember::SgdStepScalars> sc;
+        std::vector<std::pair<C::FT, C::FT>> want;
+        ember::Cpu::seed(9);
+        for (int i = 0; i < 90; ++i) {  // more than two launches' tables (40 each)
+            const std::size_t n = 1 + 61 * static_cast<std::size_t>(i);
+            auto r = [&] {
+                return Tensor<C, 1>::from_data(
+                           Tensor<ember::Cpu, 1>::random({n}, ember::Distribution::Normal(0, 1))
+                               .to_data())
+                    .into_primitive();
+            };
+            auto p = r(), g = r(), v = r();
+            if (i % 7 == 0)
+                for (auto* t : {&p, &g, &v}) *t = C::float_cast(*t, DType::BF16);
+            // Two groups of shared scalars (a launch each), each tensor with its own rate.
+            const ember::SgdStepScalars s{1e-2 * (1 + i % 3), 0.9, i % 2 == 0 ? 0.0 : 0.1,
+                                          i % 2 == 0 ? 5e-4 : 0.0, i % 2 == 0};
+            want.push_back(C::float_sgd_step(p, g, v, s));
+            ts.push_back({p, g, v});
+            sc.push_back(s);
+        }
+        auto got = C::float_sgd_steps(ts, sc);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            INFO("tensor " << i);
+            const auto& [wp, wv] = want[i];
+            CHECK(C::float_dtype(got[i][0]) == C::float_dtype(wp));
+            CHECK(C::float_dtype(got[i][1]) == C::float_dtype(wv));
+            CHECK(C::float_into_data(C::float_cast(got[i][0], DType::F32)).to_vec<float>() ==
+                  C::float_into_data(C::float_cast(wp, DType::F32)).to_vec<float>());
+            CHECK(C::float_into_data(C::float_cast(got[i][1], DType::F32)).to_vec<float>() ==
+                  C::float_into_data(C::float_cast(wv, DType::F32)).to_vec<float>());
+        }
+        SECTION("mismatched shapes name the tensor") {
+            auto bad = ts;
+            bad[3][1] = ts[4][1];
+            CHECK_THROWS_WITH(C::float_sgd_steps(bad, sc),
+                              Catch::Contains("sgd_steps: tensor 3") && Catch::Contains("grad"));
+        }
     }
 }
 

@@ -1,7 +1,8 @@
-// CudaBackend::float_adam_steps: the multi-tensor Adam step (adam_multi.cu). The tensors are
-// checked and prepared as float_adam_step prepares one (f16/bf16 updated in f32 and cast back,
-// non-contiguous ones copied), then grouped by compute dtype and by the scalars a launch
-// shares, and each group is updated in one launch per 28 tensors.
+// CudaBackend::float_adam_steps and float_sgd_steps: the multi-tensor Adam and SGD steps
+// (adam_multi.cu). The tensors are checked and prepared as float_adam_step prepares one
+// (f16/bf16 updated in f32 and cast back, walked flat in the parameter's layout), then grouped
+// by compute dtype and by the scalars a launch shares, and each group is updated in one launch
+// per 28 (Adam) or 40 (SGD) tensors.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -76,6 +77,72 @@ auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
             group.push_back(e);
         }
         k::launch_adam_multi(cd, group.data(), group.size(), k::stream(dev));
+    }
+    for (std::size_t i = 0; i < count; ++i)
+        for (auto& t : out[i]) t = k::cast(std::move(t), result[i]);
+    return out;
+}
+
+auto CudaBackend::float_sgd_steps(std::vector<std::array<FT, 3>> tensors,
+                                  const std::vector<SgdStepScalars>& scalars)
+    -> std::vector<std::array<FT, 2>> {
+    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "sgd_steps: ", tensors.size(),
+                " tensor groups but ", scalars.size(), " sets of scalars");
+    const std::size_t count = tensors.size();
+    if (count == 0) return {};
+    const int dev = tensors[0][0].device();
+    std::vector<DType> result(count);
+    std::vector<std::array<FT, 2>> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        auto& [p, g, v] = tensors[i];
+        EMBER_CHECK(p.shape == g.shape && p.shape == v.shape, Shape, "sgd_steps: tensor ", i,
+                    ": param ", p.shape, ", grad ", g.shape, " and velocity ", v.shape,
+                    " must have one shape");
+        EMBER_CHECK(is_float(p.dtype), DType, "sgd_steps: tensor ", i,
+                    ": needs float tensors, got ", dtype_name(p.dtype));
+        for (const FT* t : {&p, &g, &v}) k::check_same_device("sgd_steps", tensors[0][0], *t);
+        result[i] = p.dtype;
+        const DType cd = k::compute_dtype(p.dtype);
+        const bool cl = k::is_channels_last(p);
+        for (FT* t : {&p, &g, &v}) *t = k::to_layout(k::cast(std::move(*t), cd), cl);
+    }
+    k::use_device(dev);
+    std::vector<bool> done(count, false);
+    std::vector<k::SgdMultiTensor> group;
+    for (std::size_t first = 0; first < count; ++first) {
+        if (done[first]) continue;
+        const DType cd = tensors[first][0].dtype;
+        const SgdStepScalars& f = scalars[first];
+        group.clear();
+        for (std::size_t i = first; i < count; ++i) {
+            const SgdStepScalars& s = scalars[i];
+            if (done[i] || tensors[i][0].dtype != cd || s.momentum != f.momentum ||
+                s.dampening != f.dampening || s.weight_decay != f.weight_decay ||
+                s.nesterov != f.nesterov)
+                continue;
+            done[i] = true;
+            auto& [p, g, v] = tensors[i];
+            // In place inside a captured step, with the rate from the graph's slot, as
+            // float_sgd_step's (no bias corrections: they stay 1).
+            const double* replayed =
+                k::adam_slot(dev, AdamStepScalars{0.0, 0.0, 0.0, s.lr, 1.0, 1.0});
+            auto out_of = [&](const FT& t) {
+                if (replayed) return k::reuse(t);
+                return t.is_unique() ? k::reuse(t) : k::empty_like_layout(t, t.shape, cd);
+            };
+            out[i] = {out_of(p), out_of(v)};
+            k::SgdMultiTensor e;
+            e.p_out = out[i][0].ptr();
+            e.v_out = out[i][1].ptr();
+            e.p = p.ptr();
+            e.g = g.ptr();
+            e.v = v.ptr();
+            e.n = static_cast<std::int64_t>(p.num_elements());
+            e.replayed = replayed;
+            e.lr = s.lr;
+            group.push_back(e);
+        }
+        k::launch_sgd_multi(cd, group.data(), group.size(), f, k::stream(dev));
     }
     for (std::size_t i = 0; i < count; ++i)
         for (auto& t : out[i]) t = k::cast(std::move(t), result[i]);

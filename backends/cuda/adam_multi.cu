@@ -1,10 +1,11 @@
-// The multi-tensor Adam step: many tensors updated by one launch, as PyTorch's fused/foreach
-// Adam. The tensors' pointers, sizes and scalars travel in the kernel's parameters (a table of
-// up to kAdamMultiPerLaunch entries, under the 4 KiB parameter limit), so nothing is copied to
-// the device first and a captured graph replays the launch as it was recorded. Each block
-// takes one chunk of one tensor; the update per element is adam_kernel's (elementwise.cu),
-// with Adam's L2 penalty or AdamW's decay applied first in separately rounded operations, as
-// the per-tensor path's own kernels round them.
+// The multi-tensor Adam and SGD steps: many tensors updated by one launch, as PyTorch's
+// fused/foreach optimizers. The tensors' pointers, sizes and scalars travel in the kernel's
+// parameters (a table of up to kAdamMultiPerLaunch entries, under the 4 KiB parameter limit), so
+// nothing is copied to the device first and a captured graph replays the launch as it was recorded.
+// Each block takes one chunk of one tensor; the update per element is adam_kernel's
+// (elementwise.cu), with Adam's L2 penalty or AdamW's decay applied first in separately rounded
+// operations, as the per-tensor path's own kernels round them; SGD's is sgd_kernel's, each
+// operation rounded on its own.
 #include <cstdint>
 
 #include "batch_norm.hpp"
@@ -117,6 +118,88 @@ void launch_group(const AdamMultiTensor* ts, std::size_t count, cudaStream_t s) 
     flush();
 }
 
+template <typename T>
+struct SgdMultiEntry {
+    T* po;
+    T* vo;
+    const T* p;
+    const T* g;
+    const T* v;
+    std::int64_t n;
+    const double* replayed;
+    double lr;
+};
+
+// More entries than Adam's fit the same parameter space (fewer pointers each).
+constexpr int kSgdMultiPerLaunch = 40;
+
+template <typename T>
+struct SgdMultiArgs {
+    SgdStepScalars s;
+    int count;
+    int block_start[kSgdMultiPerLaunch + 1];
+    SgdMultiEntry<T> e[kSgdMultiPerLaunch];
+};
+static_assert(sizeof(SgdMultiArgs<double>) <= 4000, "the table must fit the kernel parameters");
+
+template <typename T>
+__global__ void sgd_multi_kernel(const __grid_constant__ SgdMultiArgs<T> a) {
+    int t = 0;
+    while (t + 1 < a.count && static_cast<int>(blockIdx.x) >= a.block_start[t + 1]) ++t;
+    const SgdMultiEntry<T>& e = a.e[t];
+    // In a captured graph the rate changes from replay to replay (graph.cpp).
+    const T lr = T(e.replayed != nullptr ? e.replayed[0] : e.lr);
+    const T mu = T(a.s.momentum), keep = T(1.0 - a.s.dampening), wd = T(a.s.weight_decay);
+    const bool decay = a.s.weight_decay != 0.0, nesterov = a.s.nesterov;
+    const std::int64_t begin =
+        static_cast<std::int64_t>(blockIdx.x - a.block_start[t]) * kAdamChunk;
+    const std::int64_t end = begin + kAdamChunk < e.n ? begin + kAdamChunk : e.n;
+    for (std::int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        const T pi = e.p[i];
+        T gi = e.g[i];
+        if (decay) gi = add_rn(gi, mul_rn(pi, wd));
+        const T vk = add_rn(mul_rn(e.v[i], mu), mul_rn(gi, keep));
+        const T d = nesterov ? add_rn(gi, mul_rn(vk, mu)) : vk;
+        e.po[i] = sub_rn(pi, mul_rn(d, lr));
+        e.vo[i] = vk;
+    }
+}
+
+template <typename T>
+void launch_sgd_group(const SgdMultiTensor* ts, std::size_t count, const SgdStepScalars& sc,
+                      cudaStream_t s) {
+    SgdMultiArgs<T> a{};
+    a.s = sc;
+    int blocks = 0;
+    auto flush = [&] {
+        if (a.count == 0) return;
+        a.block_start[a.count] = blocks;
+        sgd_multi_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
+        check_launch("sgd_steps");
+        a.count = 0;
+        blocks = 0;
+    };
+    for (std::size_t i = 0; i < count; ++i) {
+        const SgdMultiTensor& t = ts[i];
+        if (t.n == 0) continue;
+        const std::int64_t chunks = (t.n + kAdamChunk - 1) / kAdamChunk;
+        if (a.count == kSgdMultiPerLaunch || blocks + chunks > 0x7fffffff - 1) flush();
+        SgdMultiEntry<T>& e = a.e[a.count];
+        e.po = static_cast<T*>(t.p_out);
+        e.vo = static_cast<T*>(t.v_out);
+        e.p = static_cast<const T*>(t.p);
+        e.g = static_cast<const T*>(t.g);
+        e.v = static_cast<const T*>(t.v);
+        e.n = t.n;
+        e.replayed = t.replayed;
+        e.lr = t.lr;
+        a.block_start[a.count] = blocks;
+        blocks += static_cast<int>(chunks);
+        ++a.count;
+    }
+    flush();
+}
+
 }  // namespace
 
 void launch_adam_multi(DType cd, const AdamMultiTensor* ts, std::size_t count, cudaStream_t s) {
@@ -125,6 +208,15 @@ void launch_adam_multi(DType cd, const AdamMultiTensor* ts, std::size_t count, c
         launch_group<double>(ts, count, s);
     else
         launch_group<float>(ts, count, s);
+}
+
+void launch_sgd_multi(DType cd, const SgdMultiTensor* ts, std::size_t count,
+                      const SgdStepScalars& sc, cudaStream_t s) {
+    if (count == 0) return;
+    if (cd == DType::F64)
+        launch_sgd_group<double>(ts, count, sc, s);
+    else
+        launch_sgd_group<float>(ts, count, sc, s);
 }
 
 }  // namespace ember::detail::cuda

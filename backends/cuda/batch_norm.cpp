@@ -1,6 +1,10 @@
-// Batch norm on CUDA (CudaBackend::float_batch_norm, _backward, _eval): checks, the dtype
-// rules (data in its own dtype, per-channel vectors and statistics in f32, f64 for f64 data)
-// and the launches of batch_norm.cu.
+// Batch norm on CUDA (CudaBackend::float_batch_norm, _backward, _eval, and the ReLU-fused
+// float_batch_norm_relu and its backward): checks, the dtype rules (data in its own dtype,
+// per-channel vectors and statistics in f32, f64 for f64 data) and the launches of
+// batch_norm.cu. The fused form's forward adds an optional residual and applies the ReLU in
+// the normalising pass; its backward masks dy by the output's sign inside both backward passes
+// and writes the masked gradient out once for the residual: two elementwise passes (the ReLU
+// and its gradient) and, with a residual, the addition fewer a layer.
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -68,12 +72,20 @@ bool kernels_enabled() {
 
 }  // namespace
 
-std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gamma, CudaTensor beta,
-                                                    CudaTensor rm, CudaTensor rv,
-                                                    const BatchNormScalars& s) {
-    constexpr std::string_view op = "batch_norm";
+namespace {
+/// Training-mode batch norm; with `relu`, y = max(bn(x) + residual, 0) (residual optional).
+std::optional<std::array<CudaTensor, 5>> batch_norm_impl(std::string_view op, CudaTensor x,
+                                                         CudaTensor gamma, CudaTensor beta,
+                                                         CudaTensor rm, CudaTensor rv,
+                                                         const BatchNormScalars& s, bool relu,
+                                                         std::optional<CudaTensor> residual) {
     if (!kernels_enabled()) return std::nullopt;
     BatchNormShape g = geometry(op, x, {&gamma, &beta, &rm, &rv});
+    if (residual) {
+        EMBER_CHECK(residual->shape == x.shape, Shape, op, ": residual of shape ", residual->shape,
+                    " for an input of shape ", x.shape);
+        check_same_device(op.data(), x, *residual);
+    }
     EMBER_CHECK(g.n * g.hw > 1, Argument, op, ": training needs more than one value per channel, ",
                 "got input of shape ", x.shape);
     if (g.c == 0) return std::nullopt;  // nothing to normalise: the composed path's empty result
@@ -96,6 +108,13 @@ std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gam
         capturing(x.device()) != nullptr && rm.ptr() == rm_own && rv.ptr() == rv_own;
     if (!g.channels_last) x = contiguous(std::move(x));
     g.vec4 = quad_aligned(x, g.hw);
+    g.relu = relu;
+    if (residual) {
+        // Read as x is: its dtype, its layout.
+        *residual = to_layout_of(cast(std::move(*residual), x.dtype), x);
+        g.residual = residual->ptr();
+        g.vec4 = g.vec4 && quad_aligned(*residual, g.hw);
+    }
     const int dev = x.device();
     const Shape cs{static_cast<std::size_t>(g.c)};
     CudaTensor part = empty(Shape{static_cast<std::size_t>(2 * g.c * g.splits)}, a, dev);
@@ -112,19 +131,30 @@ std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gam
                                      cast(std::move(rv_out), rv_dtype)};
 }
 
-std::array<CudaTensor, 3> batch_norm_backward(CudaTensor x, CudaTensor dy, CudaTensor gamma,
-                                              CudaTensor mean, CudaTensor rstd) {
-    constexpr std::string_view op = "batch_norm_backward";
+/// The backward pass; with `out` (the ReLU-fused forward's y), dy masked by out > 0, and with
+/// `residual_grad` that masked gradient returned as the fourth result.
+std::pair<std::array<CudaTensor, 3>, std::optional<CudaTensor>> batch_norm_backward_impl(
+    std::string_view op, CudaTensor x, CudaTensor dy, CudaTensor gamma, CudaTensor mean,
+    CudaTensor rstd, std::optional<CudaTensor> out, bool residual_grad) {
     BatchNormShape g = geometry(op, x, {&gamma, &mean, &rstd});
     EMBER_CHECK(dy.shape == x.shape, Shape, op, ": gradient of shape ", dy.shape,
                 " for an input of shape ", x.shape);
     check_same_device(op.data(), x, dy);
+    if (out) {
+        EMBER_CHECK(out->shape == x.shape, Shape, op, ": output of shape ", out->shape,
+                    " for an input of shape ", x.shape);
+        check_same_device(op.data(), x, *out);
+    }
     const DType a = acc_dtype(x.dtype), gamma_dtype = gamma.dtype;
     const int dev = x.device();
     const Shape cs{static_cast<std::size_t>(g.c)};
-    if (x.num_elements() == 0)
-        return {empty(x.shape, x.dtype, dev), full(cs, Scalar(0.0), gamma_dtype, dev),
-                full(cs, Scalar(0.0), gamma_dtype, dev)};
+    if (x.num_elements() == 0) {
+        std::optional<CudaTensor> dr;
+        if (residual_grad) dr = empty(x.shape, x.dtype, dev);
+        return {{empty(x.shape, x.dtype, dev), full(cs, Scalar(0.0), gamma_dtype, dev),
+                 full(cs, Scalar(0.0), gamma_dtype, dev)},
+                std::move(dr)};
+    }
     g.channels_last = is_channels_last(x);
     g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last);
     EMBER_CHECK(split_fits(g), Shape, op, ": input of shape ", x.shape,
@@ -136,16 +166,46 @@ std::array<CudaTensor, 3> batch_norm_backward(CudaTensor x, CudaTensor dy, CudaT
     if (!g.channels_last) x = contiguous(std::move(x));
     dy = to_layout_of(cast(std::move(dy), x.dtype), x);
     g.vec4 = quad_aligned(x, g.hw) && quad_aligned(dy, g.hw);
+    if (out) {
+        *out = to_layout_of(cast(std::move(*out), x.dtype), x);
+        g.relu = true;
+        g.out = out->ptr();
+        g.vec4 = g.vec4 && quad_aligned(*out, g.hw);
+    }
     CudaTensor part = empty(Shape{static_cast<std::size_t>(2 * g.c * g.splits)}, a, dev);
     CudaTensor coef = empty(Shape{static_cast<std::size_t>(3 * g.c)}, a, dev);
     CudaTensor dgamma = empty(cs, a, dev), dbeta = empty(cs, a, dev);
-    // dx may take dy's buffer: the last kernel reads each element before writing it.
-    CudaTensor dx = dy.is_unique() ? reuse(dy) : empty_like_layout(x, x.shape, x.dtype);
+    // dx (or, with a residual, its gradient) may take dy's buffer: the last kernel reads each
+    // element before writing it.
+    std::optional<CudaTensor> dr;
+    if (residual_grad) {
+        dr = dy.is_unique() ? reuse(dy) : empty_like_layout(x, x.shape, x.dtype);
+        g.dresidual = dr->ptr();
+    }
+    CudaTensor dx =
+        !residual_grad && dy.is_unique() ? reuse(dy) : empty_like_layout(x, x.shape, x.dtype);
     launch_batch_norm_backward(x.dtype, g, x.ptr(), dy.ptr(), gamma.ptr(), mean.ptr(), rstd.ptr(),
                                part.ptr(), coef.ptr(), dgamma.ptr(), dbeta.ptr(), dx.ptr(),
                                stream(dev));
-    return {std::move(dx), cast(std::move(dgamma), gamma_dtype),
-            cast(std::move(dbeta), gamma_dtype)};
+    return {
+        {std::move(dx), cast(std::move(dgamma), gamma_dtype), cast(std::move(dbeta), gamma_dtype)},
+        std::move(dr)};
+}
+}  // namespace
+
+std::optional<std::array<CudaTensor, 5>> batch_norm(CudaTensor x, CudaTensor gamma, CudaTensor beta,
+                                                    CudaTensor rm, CudaTensor rv,
+                                                    const BatchNormScalars& s) {
+    return batch_norm_impl("batch_norm", std::move(x), std::move(gamma), std::move(beta),
+                           std::move(rm), std::move(rv), s, false, std::nullopt);
+}
+
+std::array<CudaTensor, 3> batch_norm_backward(CudaTensor x, CudaTensor dy, CudaTensor gamma,
+                                              CudaTensor mean, CudaTensor rstd) {
+    return batch_norm_backward_impl("batch_norm_backward", std::move(x), std::move(dy),
+                                    std::move(gamma), std::move(mean), std::move(rstd),
+                                    std::nullopt, false)
+        .first;
 }
 
 std::optional<CudaTensor> batch_norm_eval(CudaTensor x, CudaTensor gamma, CudaTensor beta,
@@ -187,6 +247,20 @@ auto CudaBackend::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var
     -> std::optional<FT> {
     return k::batch_norm_eval(std::move(x), std::move(gamma), std::move(beta), std::move(mean),
                               std::move(var), eps);
+}
+auto CudaBackend::float_batch_norm_relu(FT x, FT gamma, FT beta, FT running_mean, FT running_var,
+                                        std::optional<FT> residual, const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>> {
+    return k::batch_norm_impl("batch_norm_relu", std::move(x), std::move(gamma), std::move(beta),
+                              std::move(running_mean), std::move(running_var), s, true,
+                              std::move(residual));
+}
+auto CudaBackend::float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma, FT mean, FT rstd,
+                                                 bool residual) -> BatchNormReluGrads<FT> {
+    auto [d, dr] = k::batch_norm_backward_impl("batch_norm_relu_backward", std::move(x),
+                                               std::move(grad), std::move(gamma), std::move(mean),
+                                               std::move(rstd), std::move(y), residual);
+    return {std::move(d[0]), std::move(d[1]), std::move(d[2]), std::move(dr)};
 }
 
 }  // namespace ember

@@ -157,6 +157,20 @@ __device__ __forceinline__ std::int64_t first_of(const BatchNormShape& g, std::i
     return g.channels_last ? c : c * g.hw;
 }
 
+/// The epilogue's forward on one normalised value v (in A) at offset i: + residual, then ReLU.
+template <typename T, typename A>
+__device__ __forceinline__ A epilogue(const BatchNormShape& g, A v, std::int64_t i) {
+    if (g.residual != nullptr) v += to_acc<A>(static_cast<const T*>(g.residual)[i]);
+    return g.relu && !(v > A(0)) ? A(0) : v;
+}
+
+/// dy at offset i as the normalisation sees it: masked by the ReLU's output where it has one.
+template <typename T, typename A>
+__device__ __forceinline__ A grad_at(const BatchNormShape& g, const T* dy, std::int64_t i) {
+    const A d = to_acc<A>(dy[i]);
+    return g.relu && !(to_acc<A>(static_cast<const T*>(g.out)[i]) > A(0)) ? A(0) : d;
+}
+
 constexpr int kClChannels = 32;  ///< channels a channels-last reduction block covers
 constexpr int kClRows = 8;       ///< rows it reads at once (blockDim.y)
 
@@ -201,7 +215,7 @@ template <typename T, typename A>
 __global__ void bn_grad_stats_cl_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
                                         A* part) {
     cl_channel_sums<A>(g, part, [&](std::int64_t off, std::int64_t c, A& s1, A& s2) {
-        const A d = to_acc<A>(dy[off]);
+        const A d = grad_at<T, A>(g, dy, off);
         s1 += d;
         s2 += d * (to_acc<A>(x[off]) - mean[c]);
     });
@@ -267,7 +281,7 @@ __global__ void bn_apply_kernel(BatchNormShape g, const T* x, const A* mean, con
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 if (g.channels_last && j > 0) coef(channel_of(g, 4 * i + j), m, k, b);
-                o.v[j] = from_acc<T>((to_acc<A>(v.v[j]) - m) * k + b);
+                o.v[j] = from_acc<T>(epilogue<T>(g, (to_acc<A>(v.v[j]) - m) * k + b, 4 * i + j));
             }
             reinterpret_cast<Quad<T>*>(y)[i] = o;
         }
@@ -276,7 +290,7 @@ __global__ void bn_apply_kernel(BatchNormShape g, const T* x, const A* mean, con
              i < total; i += step) {
             A m, k, b;
             coef(channel_of(g, i), m, k, b);
-            y[i] = from_acc<T>((to_acc<A>(x[i]) - m) * k + b);
+            y[i] = from_acc<T>(epilogue<T>(g, (to_acc<A>(x[i]) - m) * k + b, i));
         }
     }
 }
@@ -292,7 +306,7 @@ __global__ void bn_grad_stats_kernel(BatchNormShape g, const T* x, const T* dy, 
     const A m = mean[c];
     A s1 = 0, s2 = 0;
     for_channel<V>(x, g, c, n0, n1, [&](T v, std::int64_t off) {
-        const A d = to_acc<A>(dy[off]);
+        const A d = grad_at<T, A>(g, dy, off);
         s1 += d;
         s2 += d * (to_acc<A>(v) - m);
     });
@@ -336,7 +350,10 @@ __global__ void bn_grad_input_kernel(BatchNormShape g, const T* x, const T* dy, 
                     c = channel_of(g, 4 * i + j);
                     m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
                 }
-                o.v[j] = from_acc<T>(a * (to_acc<A>(dv.v[j]) - b - (to_acc<A>(xv.v[j]) - m) * k));
+                const A d = g.relu ? grad_at<T, A>(g, dy, 4 * i + j) : to_acc<A>(dv.v[j]);
+                if (g.dresidual != nullptr)
+                    static_cast<T*>(g.dresidual)[4 * i + j] = from_acc<T>(d);
+                o.v[j] = from_acc<T>(a * (d - b - (to_acc<A>(xv.v[j]) - m) * k));
             }
             reinterpret_cast<Quad<T>*>(dx)[i] = o;
         }
@@ -345,7 +362,9 @@ __global__ void bn_grad_input_kernel(BatchNormShape g, const T* x, const T* dy, 
              i < total; i += step) {
             const std::int64_t c = channel_of(g, i);
             const A m = mean[c], a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
-            dx[i] = from_acc<T>(a * (to_acc<A>(dy[i]) - b - (to_acc<A>(x[i]) - m) * k));
+            const A d = grad_at<T, A>(g, dy, i);
+            if (g.dresidual != nullptr) static_cast<T*>(g.dresidual)[i] = from_acc<T>(d);
+            dx[i] = from_acc<T>(a * (d - b - (to_acc<A>(x[i]) - m) * k));
         }
     }
 }
@@ -387,9 +406,20 @@ __global__ void bn_apply_cl_kernel(BatchNormShape g, const T* x, const A* mean, 
     for_cl_vectors<T>(g, [&](std::int64_t i, std::int64_t c0) {
         const Vec16<T> v = reinterpret_cast<const Vec16<T>*>(x)[i];
         Vec16<T> o;
+        if (g.residual != nullptr) {
+            const Vec16<T> r = reinterpret_cast<const Vec16<T>*>(g.residual)[i];
 #pragma unroll
-        for (int j = 0; j < Vec16<T>::kWidth; ++j)
-            o.v[j] = from_acc<T>(to_acc<A>(v.v[j]) * kc[c0 + j] + bc[c0 + j]);
+            for (int j = 0; j < Vec16<T>::kWidth; ++j) {
+                const A t = to_acc<A>(v.v[j]) * kc[c0 + j] + bc[c0 + j] + to_acc<A>(r.v[j]);
+                o.v[j] = from_acc<T>(g.relu && !(t > A(0)) ? A(0) : t);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < Vec16<T>::kWidth; ++j) {
+                const A t = to_acc<A>(v.v[j]) * kc[c0 + j] + bc[c0 + j];
+                o.v[j] = from_acc<T>(g.relu && !(t > A(0)) ? A(0) : t);
+            }
+        }
         reinterpret_cast<Vec16<T>*>(y)[i] = o;
     });
 }
@@ -412,7 +442,14 @@ __global__ void bn_grad_input_cl_kernel(BatchNormShape g, const T* x, const T* d
     __syncthreads();
     for_cl_vectors<T>(g, [&](std::int64_t i, std::int64_t c0) {
         const Vec16<T> xv = reinterpret_cast<const Vec16<T>*>(x)[i];
-        const Vec16<T> dv = reinterpret_cast<const Vec16<T>*>(dy)[i];
+        Vec16<T> dv = reinterpret_cast<const Vec16<T>*>(dy)[i];
+        if (g.relu) {
+            const Vec16<T> yv = reinterpret_cast<const Vec16<T>*>(g.out)[i];
+#pragma unroll
+            for (int j = 0; j < Vec16<T>::kWidth; ++j)
+                if (!(to_acc<A>(yv.v[j]) > A(0))) dv.v[j] = from_acc<T>(A(0));
+            if (g.dresidual != nullptr) reinterpret_cast<Vec16<T>*>(g.dresidual)[i] = dv;
+        }
         Vec16<T> o;
 #pragma unroll
         for (int j = 0; j < Vec16<T>::kWidth; ++j)
@@ -484,7 +521,14 @@ __global__ void bn_grad_stats_cl_vec_kernel(BatchNormShape g, const T* x, const 
                                             const A* mean, A* part) {
     cl_vec_channel_sums<T, A>(g, part, [&](std::int64_t row, int c0, A* s1, A* s2) {
         const Vec16<T> xv = *reinterpret_cast<const Vec16<T>*>(x + row * g.c + c0);
-        const Vec16<T> dv = *reinterpret_cast<const Vec16<T>*>(dy + row * g.c + c0);
+        Vec16<T> dv = *reinterpret_cast<const Vec16<T>*>(dy + row * g.c + c0);
+        if (g.relu) {
+            const Vec16<T> yv =
+                *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(g.out) + row * g.c + c0);
+#pragma unroll
+            for (int j = 0; j < Vec16<T>::kWidth; ++j)
+                if (!(to_acc<A>(yv.v[j]) > A(0))) dv.v[j] = from_acc<T>(A(0));
+        }
 #pragma unroll
         for (int j = 0; j < Vec16<T>::kWidth; ++j) {
             const A d = to_acc<A>(dv.v[j]);
@@ -536,7 +580,7 @@ unsigned cl_vec16_blocks(const BatchNormShape& g, int width) {
 template <typename T, typename A>
 void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* scale, bool var,
                   A eps, const A* gamma, const A* beta, T* y, cudaStream_t s) {
-    if (cl_vec16<T, A>(g, 2, {x, y})) {
+    if (cl_vec16<T, A>(g, 2, {x, y, g.residual})) {
         const std::size_t smem = 2 * static_cast<std::size_t>(g.c) * sizeof(A);
         bn_apply_cl_kernel<T, A><<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(
             g, x, mean, scale, var, eps, gamma, beta, y);
@@ -656,7 +700,7 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         const auto* mp = static_cast<const A*>(mean);
         auto* pp = static_cast<A*>(part);
         auto* cp = static_cast<A*>(coef);
-        if (cl_sums_vec16<T, A>(g, {xp, dp}))
+        if (cl_sums_vec16<T, A>(g, {xp, dp, g.out}))
             bn_grad_stats_cl_vec_kernel<T, A>
                 <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g), s>>>(
                     g, xp, dp, mp, pp);
@@ -672,7 +716,7 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
             g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
             static_cast<A*>(dgamma), static_cast<A*>(dbeta));
         check_launch("batch_norm_backward (finalize)");
-        if (cl_vec16<T, A>(g, 3, {xp, dp, dx})) {
+        if (cl_vec16<T, A>(g, 3, {xp, dp, dx, g.out, g.dresidual})) {
             const std::size_t smem = 3 * static_cast<std::size_t>(g.c) * sizeof(A);
             bn_grad_input_cl_kernel<T, A>
                 <<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(

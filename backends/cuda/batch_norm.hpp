@@ -1,5 +1,5 @@
 #pragma once
-// Launchers of the batch-norm kernels (batch_norm.cu) and the multi-tensor Adam step
+// Launchers of the batch-norm kernels (batch_norm.cu) and the multi-tensor Adam and SGD steps
 // (adam_multi.cu). Batch norm works on dense NCHW data seen as [N, C, HW], stored contiguous
 // or channels-last ([N, HW, C]); the tensor's dtype T is F32, F64, F16 or BF16 and the
 // per-channel vectors are in its accumulation dtype A (F64 for F64, F32 otherwise).
@@ -9,6 +9,7 @@
 
 #include "ember/tensor/dtype.hpp"
 #include "ember/tensor/ops.hpp"
+#include "ember/tensor/sgd_step.hpp"
 
 namespace ember::detail::cuda {
 
@@ -22,6 +23,14 @@ struct BatchNormShape {
     /// The data is stored channels-last, as [n·hw, c] row-major (cuDNN's NHWC); `splits` then
     /// divides the n·hw rows.
     bool channels_last = false;
+    /// The ReLU epilogue (float_batch_norm_relu): forward, y = max(bn(x) + residual, 0);
+    /// backward, dy is read as dy·[out > 0] (the ReLU's gradient, out the forward's y) and that
+    /// masked gradient is also written to `dresidual` where non-null (the residual's gradient).
+    /// The pointers are of x's dtype and layout.
+    bool relu = false;
+    const void* residual = nullptr;  ///< forward: added before the ReLU, or null
+    const void* out = nullptr;       ///< backward: the forward's y (relu only)
+    void* dresidual = nullptr;       ///< backward: receives the masked dy, or null
 };
 
 /// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at
@@ -63,5 +72,22 @@ struct AdamMultiTensor {
 /// and l2) in as few launches as the kernel parameters allow (each carries a table of up to
 /// 28 tensors).
 void launch_adam_multi(DType cd, const AdamMultiTensor* ts, std::size_t count, cudaStream_t s);
+
+/// One tensor of a multi-tensor SGD launch (f32 or f64, flat in the parameter's layout).
+struct SgdMultiTensor {
+    void* p_out = nullptr;
+    void* v_out = nullptr;
+    const void* p = nullptr;
+    const void* g = nullptr;
+    const void* v = nullptr;
+    std::int64_t n = 0;
+    const double* replayed = nullptr;  ///< a captured step's learning rate, or null
+    double lr = 0;                     ///< the rate of an eager step
+};
+/// The SGD-with-momentum update of every tensor in `ts` (of dtype cd) with `s`'s momentum,
+/// dampening, decay and Nesterov flag (each tensor's own rate), rounded as sgd_kernel rounds
+/// it, in as few launches as the kernel parameters allow.
+void launch_sgd_multi(DType cd, const SgdMultiTensor* ts, std::size_t count,
+                      const SgdStepScalars& s, cudaStream_t stream);
 
 }  // namespace ember::detail::cuda

@@ -46,7 +46,9 @@ inline nn::Conv2dConfig conv(std::size_t in, std::size_t out, std::size_t kernel
 
 /// Two 3×3 convolutions with BatchNorm and a residual connection: relu(bn2(conv2(relu(bn1(
 /// conv1(x))))) + shortcut(x)). The shortcut is the identity, or a strided 1×1 convolution with
-/// BatchNorm where the block changes the resolution or the width.
+/// BatchNorm where the block changes the resolution or the width. The ReLUs (and the residual
+/// addition) go through BatchNorm's forward_relu / forward_add_relu, which run them inside batch
+/// norm's own kernels in training on CUDA and compose them elsewhere.
 template <Backend B>
 struct BasicBlock {
     nn::Conv2d<B> conv1;                            ///< 3×3, stride 1 or 2
@@ -55,15 +57,13 @@ struct BasicBlock {
     nn::BatchNorm<B> bn2;                           ///< after conv2
     std::optional<nn::Conv2d<B>> downsample_conv;   ///< 1×1 projection of the shortcut
     std::optional<nn::BatchNorm<B>> downsample_bn;  ///< after downsample_conv
-    nn::Relu relu;                                  ///< the activation
-    EMBER_MODULE(BasicBlock, conv1, bn1, conv2, bn2, downsample_conv, downsample_bn, relu)
+    EMBER_MODULE(BasicBlock, conv1, bn1, conv2, bn2, downsample_conv, downsample_bn)
 
     /// x [N, in, H, W] → [N, out, H / stride, W / stride].
     Tensor<B, 4> forward(const Tensor<B, 4>& x) const {
-        auto y = relu.forward(bn1.forward(conv1.forward(x)));
-        y = bn2.forward(conv2.forward(y));
+        auto y = bn1.forward_relu(conv1.forward(x));
         auto shortcut = downsample_conv ? downsample_bn->forward(downsample_conv->forward(x)) : x;
-        return relu.forward(y + shortcut);
+        return bn2.forward_add_relu(conv2.forward(y), shortcut);
     }
 };
 
@@ -75,13 +75,12 @@ struct ResNet {
     std::vector<BasicBlock<B>> blocks;  ///< all stages' blocks in order
     nn::AdaptiveAvgPool2d pool;         ///< global average pooling
     nn::Linear<B> fc;                   ///< [last width, classes]
-    nn::Relu relu;                      ///< the activation
-    EMBER_MODULE(ResNet, conv1, bn1, blocks, pool, fc, relu)
+    EMBER_MODULE(ResNet, conv1, bn1, blocks, pool, fc)
 
     /// Class scores [N, classes] of images [N, C, H, W]. On an autodiff backend BatchNorm uses
     /// the batch statistics and updates its running ones; on a `valid()` model, the running ones.
     Tensor<B, 2> forward(const Tensor<B, 4>& images) const {
-        auto x = relu.forward(bn1.forward(conv1.forward(images)));
+        auto x = bn1.forward_relu(conv1.forward(images));
         for (const auto& block : blocks) x = block.forward(x);
         return fc.forward(pool.forward(x).template flatten<2>(1, 3));
     }
@@ -131,8 +130,7 @@ struct ResNetConfig {
                     bn(widths[0]),
                     {},
                     nn::AdaptiveAvgPool2dConfig{{1, 1}}.init(),
-                    nn::LinearConfig{widths.back(), num_classes}.init<B>(device),
-                    {}};
+                    nn::LinearConfig{widths.back(), num_classes}.init<B>(device)};
         std::size_t in = widths[0];
         for (std::size_t s = 0; s < widths.size(); ++s) {
             for (std::size_t b = 0; b < blocks[s]; ++b) {
@@ -143,8 +141,7 @@ struct ResNetConfig {
                                     detail::conv(out, out, 3, 1).template init<B>(device),
                                     bn(out),
                                     std::nullopt,
-                                    std::nullopt,
-                                    {}};
+                                    std::nullopt};
                 if (stride != 1 || in != out) {
                     block.downsample_conv =
                         detail::conv(in, out, 1, stride).template init<B>(device);

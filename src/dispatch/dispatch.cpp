@@ -333,6 +333,28 @@ std::pair<Dispatch::FT, Dispatch::FT> Dispatch::float_sgd_step(FT param, FT grad
             std::move(v)};
 }
 
+std::vector<std::array<Dispatch::FT, 2>> Dispatch::float_sgd_steps(
+    std::vector<std::array<FT, 3>> tensors, const std::vector<SgdStepScalars>& scalars) {
+    using detail::dispatch::Operand;
+    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "float_sgd_steps: ", tensors.size(),
+                " tensor groups but ", scalars.size(), " sets of scalars");
+    if (tensors.empty()) return {};
+    std::vector<FT> all;
+    all.reserve(3 * tensors.size());
+    for (const auto& t : tensors) all.insert(all.end(), t.begin(), t.end());
+    const Device s = detail::dispatch::stack_of("float_sgd_steps", {Operand::vector(all, true)});
+    all.clear();
+    if (const auto fused = core_table(s).sgd_steps) return fused(s, std::move(tensors), scalars);
+    std::vector<std::array<FT, 2>> out;
+    out.reserve(tensors.size());
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+        auto& [p, g, v] = tensors[i];
+        auto [p2, v2] = float_sgd_step(std::move(p), std::move(g), std::move(v), scalars[i]);
+        out.push_back({std::move(p2), std::move(v2)});
+    }
+    return out;
+}
+
 std::vector<std::array<Dispatch::FT, 3>> Dispatch::float_adam_steps(
     std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars) {
     using detail::dispatch::Operand;
@@ -376,6 +398,21 @@ std::optional<std::array<Dispatch::FT, 5>> Dispatch::float_batch_norm(FT x, FT g
     if (!fused) return std::nullopt;
     return fused(s, std::move(x), std::move(gamma), std::move(beta), std::move(running_mean),
                  std::move(running_var), a);
+}
+
+std::optional<std::array<Dispatch::FT, 5>> Dispatch::float_batch_norm_relu(
+    FT x, FT gamma, FT beta, FT running_mean, FT running_var, std::optional<FT> residual,
+    const BatchNormScalars& a) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_batch_norm_relu",
+        {Operand::value(x, true), Operand::value(gamma, true), Operand::value(beta, true),
+         Operand::value(running_mean, true), Operand::value(running_var, true),
+         Operand::optional(residual, true)});
+    const auto fused = core_table(s).batch_norm_relu;
+    if (!fused) return std::nullopt;
+    return fused(s, std::move(x), std::move(gamma), std::move(beta), std::move(running_mean),
+                 std::move(running_var), std::move(residual), a);
 }
 
 std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean,

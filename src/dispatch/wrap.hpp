@@ -341,11 +341,21 @@ struct CoreTable {
     std::vector<std::array<DispatchTensor, 3>> (*adam_steps)(
         const Stack&, std::vector<std::array<DispatchTensor, 4>>,
         const std::vector<AdamStepsScalars>&);
+    /// S::float_sgd_steps; null where S has none (Dispatch then steps tensor by tensor).
+    std::vector<std::array<DispatchTensor, 2>> (*sgd_steps)(
+        const Stack&, std::vector<std::array<DispatchTensor, 3>>,
+        const std::vector<SgdStepScalars>&);
     /// S::float_batch_norm; null where S has none (nn::BatchNorm then composes).
     std::optional<std::array<DispatchTensor, 5>> (*batch_norm)(const Stack&, DispatchTensor,
                                                                DispatchTensor, DispatchTensor,
                                                                DispatchTensor, DispatchTensor,
                                                                const BatchNormScalars&);
+    /// S::float_batch_norm_relu; null where S has none (nn::BatchNorm then composes).
+    std::optional<std::array<DispatchTensor, 5>> (*batch_norm_relu)(const Stack&, DispatchTensor,
+                                                                    DispatchTensor, DispatchTensor,
+                                                                    DispatchTensor, DispatchTensor,
+                                                                    std::optional<DispatchTensor>,
+                                                                    const BatchNormScalars&);
     /// AttentionKernel<S>::supports; null where S has no fused attention (module::attention
     /// then composes).
     bool (*attention_supports)(const Stack&, const DispatchTensor&, const DispatchTensor&,
@@ -437,6 +447,25 @@ CoreTable make_core_table(const char* name) {
             return out;
         };
     }
+    if constexpr (requires(std::vector<std::array<typename S::FloatTensorPrimitive, 3>> t,
+                           const std::vector<SgdStepScalars>& a) { S::float_sgd_steps(t, a); }) {
+        c.sgd_steps = [](const Stack& s, std::vector<std::array<DispatchTensor, 3>> t,
+                         const std::vector<SgdStepScalars>& a) {
+            std::vector<std::array<typename S::FloatTensorPrimitive, 3>> in;
+            in.reserve(t.size());
+            for (auto& e : t)
+                in.push_back({unwrap_float<S>(std::move(e[0]), s),
+                              unwrap_float<S>(std::move(e[1]), s),
+                              unwrap_float<S>(std::move(e[2]), s)});
+            auto r = S::float_sgd_steps(std::move(in), a);
+            std::vector<std::array<DispatchTensor, 2>> out;
+            out.reserve(r.size());
+            for (auto& u : r)
+                out.push_back(
+                    {wrap_float<S>(std::move(u[0]), s), wrap_float<S>(std::move(u[1]), s)});
+            return out;
+        };
+    }
     if constexpr (BatchNormForwardBackend<S>) {
         c.batch_norm =
             [](const Stack& s, DispatchTensor x, DispatchTensor g, DispatchTensor b,
@@ -460,6 +489,23 @@ CoreTable make_core_table(const char* name) {
                 unwrap_float<S>(std::move(v), s), eps);
             if (!r) return std::nullopt;
             return wrap_float<S>(std::move(*r), s);
+        };
+    }
+    if constexpr (BatchNormReluForwardBackend<S>) {
+        c.batch_norm_relu =
+            [](const Stack& s, DispatchTensor x, DispatchTensor g, DispatchTensor b,
+               DispatchTensor rm, DispatchTensor rv, std::optional<DispatchTensor> res,
+               const BatchNormScalars& a) -> std::optional<std::array<DispatchTensor, 5>> {
+            std::optional<typename S::FloatTensorPrimitive> r;
+            if (res) r = unwrap_float<S>(std::move(*res), s);
+            auto y = S::float_batch_norm_relu(
+                unwrap_float<S>(std::move(x), s), unwrap_float<S>(std::move(g), s),
+                unwrap_float<S>(std::move(b), s), unwrap_float<S>(std::move(rm), s),
+                unwrap_float<S>(std::move(rv), s), std::move(r), a);
+            if (!y) return std::nullopt;
+            std::array<DispatchTensor, 5> out;
+            for (std::size_t i = 0; i < 5; ++i) out[i] = wrap_float<S>(std::move((*y)[i]), s);
+            return out;
         };
     }
     if constexpr (::ember::fusion::MatmulEpilogueBackend<S>) {

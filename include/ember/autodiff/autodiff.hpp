@@ -164,6 +164,15 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static std::optional<std::array<FT, 5>> float_batch_norm(FT x, FT gamma, FT beta,
                                                              FT running_mean, FT running_var,
                                                              const BatchNormScalars& s);
+    /// float_batch_norm with the ReLU (and an optional residual) fused, on B's kernels: one
+    /// node for x, gamma, beta and the residual, whose backward is B's
+    /// float_batch_norm_relu_backward (masked by the saved output's sign).
+    template <typename I = B>
+    requires BatchNormReluBackend<I>
+    static std::optional<std::array<FT, 5>> float_batch_norm_relu(FT x, FT gamma, FT beta,
+                                                                  FT running_mean, FT running_var,
+                                                                  std::optional<FT> residual,
+                                                                  const BatchNormScalars& s);
     /// Eval-mode batch norm on B's kernel when no operand is tracked; nothing otherwise (the
     /// caller composes tensor ops, which record their gradients).
     template <typename I = B>

@@ -96,6 +96,11 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// tensors of a launch are listed in its parameters, so a captured step replays it as is.
     static std::vector<std::array<FT, 3>> float_adam_steps(
         std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars);
+    /// float_sgd_step over many tensors in one or a few launches (PyTorch's multi-tensor SGD):
+    /// tensors[i] is {param, grad, velocity}, result i {param, velocity}, each rounded as
+    /// float_sgd_step rounds it.
+    static std::vector<std::array<FT, 2>> float_sgd_steps(
+        std::vector<std::array<FT, 3>> tensors, const std::vector<SgdStepScalars>& scalars);
     /// Training-mode batch norm of x [N, C, ...] (f32, f64, f16, bf16; statistics in f32, f64
     /// for f64): {y in x's dtype, the batch mean [C], 1/√(biased var + ε) [C], the running
     /// mean and (unbiased) variance updated with `s.momentum`}, in three kernels.
@@ -107,6 +112,16 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel, one kernel.
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
                                                    double eps);
+    /// float_batch_norm with the ReLU (and an optional residual added before it) in its
+    /// normalising pass: y = max(bn(x) + residual, 0), the residual in x's shape.
+    static std::optional<std::array<FT, 5>> float_batch_norm_relu(FT x, FT gamma, FT beta,
+                                                                  FT running_mean, FT running_var,
+                                                                  std::optional<FT> residual,
+                                                                  const BatchNormScalars& s);
+    /// The gradients of float_batch_norm_relu from its output y (the ReLU's mask) and dL/dy,
+    /// with the residual's gradient when `residual`.
+    static BatchNormReluGrads<FT> float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma,
+                                                                 FT mean, FT rstd, bool residual);
     static FT float_reduce(ReduceOp op, FT t);
     static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
     static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);

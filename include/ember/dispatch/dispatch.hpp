@@ -126,6 +126,10 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// composed from Dispatch's ops in the same arrangement as Sgd's composed step.
     static std::pair<FT, FT> float_sgd_step(FT param, FT grad, FT velocity,
                                             const SgdStepScalars& s);
+    /// SGD's multi-tensor update (tensors[i] = {param, grad, velocity} → {param, velocity}): the
+    /// stack's `float_sgd_steps` where it has one (CUDA), else float_sgd_step tensor by tensor.
+    static std::vector<std::array<FT, 2>> float_sgd_steps(
+        std::vector<std::array<FT, 3>> tensors, const std::vector<SgdStepScalars>& scalars);
 
     // ---- batch norm ----
     /// Training-mode batch norm on the stack's kernels where it has them (the CPU, CUDA);
@@ -134,6 +138,12 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
                                                              FT running_mean, FT running_var,
                                                              const BatchNormScalars& s);
     /// Eval-mode batch norm on the stack's kernel where it has one; nothing otherwise.
+    /// Training-mode batch norm with the ReLU (and an optional residual) fused, on the stack's
+    /// kernels where it has them (CUDA); nothing otherwise (nn::BatchNorm then composes).
+    static std::optional<std::array<FT, 5>> float_batch_norm_relu(FT x, FT gamma, FT beta,
+                                                                  FT running_mean, FT running_var,
+                                                                  std::optional<FT> residual,
+                                                                  const BatchNormScalars& s);
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
                                                    double eps);
 

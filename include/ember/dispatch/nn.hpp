@@ -108,6 +108,10 @@
     EMBER_DISPATCH_MEMBER_FORWARD(X, Linear, 4)                                           \
     EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 3)                                        \
     EMBER_DISPATCH_MEMBER_FORWARD(X, BatchNorm, 4)                                        \
+    X(Tensor<Dispatch, 4> nn::BatchNorm<Dispatch>::forward_relu<4>(const Tensor<Dispatch, 4>&)  \
+          const)                                                                           \
+    X(Tensor<Dispatch, 4> nn::BatchNorm<Dispatch>::forward_add_relu<4>(                    \
+        const Tensor<Dispatch, 4>&, const Tensor<Dispatch, 4>&) const)                     \
     EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 3)                                        \
     EMBER_DISPATCH_MEMBER_FORWARD(X, GroupNorm, 4)                                        \
     EMBER_DISPATCH_MEMBER_FORWARD(X, LayerNorm, 2)                                        \
@@ -158,7 +162,8 @@
     X(record::Value EMBER_DISPATCH_OPTIM_CORE(Optim)::to_record() const)                   \
     EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 1) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 2)        \
     EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 3) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 4)
-/// The multi-tensor step of an Adam-like optimizer (Dispatch has float_adam_steps).
+/// The multi-tensor step of an Adam-like or SGD optimizer (Dispatch has float_adam_steps and
+/// float_sgd_steps).
 #define EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, Optim)                                     \
     X(std::map<std::uint64_t, Dispatch::FloatTensorPrimitive>                              \
           EMBER_DISPATCH_OPTIM_CORE(Optim)::run_multi(EMBER_DISPATCH_OPTIM_CORE(Optim)::MultiBatch)) \
@@ -175,7 +180,8 @@
     EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, AdamW)                                          \
     EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, Sgd)                                            \
     EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, Adam)                                          \
-    EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, AdamW)
+    EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, AdamW)                                         \
+    EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(X, Sgd)
 
 // clang-format on
 

@@ -22,6 +22,7 @@
 #include "../export.hpp"
 #include "../tensor/backend.hpp"
 #include "../tensor/fusion_program.hpp"
+#include "../tensor/sgd_step.hpp"
 #include "detail/stream.hpp"
 
 namespace ember {
@@ -404,6 +405,27 @@ struct EMBER_API Fusion : BackendBase<Fusion<B>> {
         std::vector<std::array<FT, 3>> out;
         out.reserve(r.size());
         for (auto& u : r) out.push_back(detail::fusion::wrap<I>(std::move(u)));
+        return out;
+    }
+    /// B's multi-tensor SGD step, on the computed tensors.
+    template <typename I = B>
+    requires requires(std::vector<std::array<typename I::FloatTensorPrimitive, 3>> t,
+                      const std::vector<SgdStepScalars>& a) {
+        I::float_sgd_steps(t, a);
+    }
+    static std::vector<std::array<FT, 2>> float_sgd_steps(
+        std::vector<std::array<FT, 3>> tensors, const std::vector<SgdStepScalars>& scalars) {
+        std::vector<std::array<typename I::FloatTensorPrimitive, 3>> in;
+        in.reserve(tensors.size());
+        for (auto& t : tensors)
+            in.push_back({take(std::move(t[0])), take(std::move(t[1])), take(std::move(t[2]))});
+        fusion::detail::count_launch(false, 1);
+        auto r = I::float_sgd_steps(std::move(in), scalars);
+        std::vector<std::array<FT, 2>> out;
+        out.reserve(r.size());
+        for (auto& u : r)
+            out.push_back({detail::fusion::make<I>(std::move(u[0])),
+                           detail::fusion::make<I>(std::move(u[1]))});
         return out;
     }
     /// B's batch-norm kernels (where it has them), on the computed operands.

@@ -9,6 +9,7 @@
 
 #include "../module/config.hpp"
 #include "../module/module.hpp"
+#include "../tensor/activation.hpp"
 #include "../tensor/module_ops.hpp"
 #include "initializer.hpp"
 
@@ -69,12 +70,24 @@ struct BatchNorm {
     /// input is normalised in f32 (statistics included) and the result cast back to its dtype.
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const;
+    /// relu(forward(input)). In training on a backend with float_batch_norm_relu (CUDA) the
+    /// ReLU and its gradient run inside batch norm's own passes, one elementwise pass each way
+    /// fewer; elsewhere the ops are composed. Same values either way.
+    template <std::size_t D>
+    Tensor<B, D> forward_relu(const Tensor<B, D>& input) const;
+    /// relu(forward(input) + residual), ResNet's block ending; `residual` has input's shape.
+    /// Fused as forward_relu is (the addition too). Throws ShapeError for another shape.
+    template <std::size_t D>
+    Tensor<B, D> forward_add_relu(const Tensor<B, D>& input, const Tensor<B, D>& residual) const;
     /// Shown on the module's display line.
     void display_content(module::DisplayContent& c) const {
         c.add("num_features", gamma.shape()[0]).add("momentum", momentum).add("epsilon", epsilon);
     }
 
   private:
+    // forward_relu and forward_add_relu (residual null: none).
+    template <std::size_t D>
+    Tensor<B, D> relu_forward(const Tensor<B, D>& input, const Tensor<B, D>* residual) const;
     // forward on the backend's batch-norm ops; nothing when the backend declines the operands.
     template <std::size_t D>
     std::optional<Tensor<B, D>> fused_forward(const Tensor<B, D>& input) const {
@@ -331,6 +344,52 @@ Tensor<B, D> BatchNorm<B>::forward(const Tensor<B, D>& input) const {
     }();
     auto x = (input - mean) / (var + epsilon).sqrt();
     return x * detail::per_channel<D>(gamma.val()) + detail::per_channel<D>(beta.val());
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> BatchNorm<B>::forward_relu(const Tensor<B, D>& input) const {
+    return relu_forward<D>(input, nullptr);
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> BatchNorm<B>::forward_add_relu(const Tensor<B, D>& input,
+                                            const Tensor<B, D>& residual) const {
+    EMBER_CHECK(residual.shape() == input.shape(), Shape,
+                "BatchNorm::forward_add_relu: residual of shape ", residual.shape().to_string(),
+                " for an input of shape ", input.shape().to_string());
+    return relu_forward(input, &residual);
+}
+
+template <Backend B>
+template <std::size_t D>
+Tensor<B, D> BatchNorm<B>::relu_forward(const Tensor<B, D>& input,
+                                        const Tensor<B, D>* residual) const {
+    if constexpr (BatchNormReluForwardBackend<B>) {
+        // Training only: inference has no backward pass to save, and its batch norm is one
+        // elementwise kernel already.
+        if (ad_enabled<B>(input.device())) {
+            detail::check_channels(input, gamma.shape()[0], "BatchNorm");
+            const std::size_t n = input.shape().num_elements() / gamma.shape()[0];
+            EMBER_CHECK(n > 1, Argument, "BatchNorm: training needs more than one value ",
+                        "per channel, got input of shape ", input.shape().to_string());
+            std::optional<typename B::FloatTensorPrimitive> r;
+            if (residual) r = residual->primitive();
+            auto out = B::float_batch_norm_relu(
+                input.primitive(), gamma.val().primitive(), beta.val().primitive(),
+                running_mean.value().detach().primitive(), running_var.value().detach().primitive(),
+                std::move(r), BatchNormScalars{epsilon, momentum});
+            if (out) {
+                running_mean.update(Tensor<B, 1>::from_primitive(std::move((*out)[3])));
+                running_var.update(Tensor<B, 1>::from_primitive(std::move((*out)[4])));
+                return Tensor<B, D>::from_primitive(std::move((*out)[0]));
+            }
+        }
+    }
+    auto y = forward(input);
+    if (residual) y = y + *residual;
+    return activation::relu(std::move(y));
 }
 
 template <Backend B>

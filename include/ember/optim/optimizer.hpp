@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../module/module.hpp"
+#include "../tensor/sgd_step.hpp"
 #include "detail/state_record.hpp"
 #include "grad_clipping.hpp"
 #include "gradients_params.hpp"
@@ -39,6 +40,16 @@ concept MultiTensorAdam = requires(const O& o,
                                    const std::vector<AdamStepsScalars>& s) {
     { o.adam_steps_scalars(1.0, std::int64_t{1}) } -> std::same_as<AdamStepsScalars>;
     B::float_adam_steps(t, s);
+};
+/// An optimizer whose update is SGD's (State is {velocity}) and can say it as a multi-tensor
+/// step's scalars (nothing without momentum: no state, nothing to fuse), on a backend B with
+/// that step (`B::float_sgd_steps`: CUDA, Fusion<Cuda>, Dispatch).
+template <typename O, typename B>
+concept MultiTensorSgd = requires(const O& o,
+                                  std::vector<std::array<typename B::FloatTensorPrimitive, 3>> t,
+                                  const std::vector<SgdStepScalars>& s) {
+    { o.sgd_steps_scalars(1.0) } -> std::same_as<std::optional<SgdStepScalars>>;
+    B::float_sgd_steps(t, s);
 };
 }  // namespace detail
 
@@ -88,16 +99,23 @@ class OptimizerCore {
         void (*advance)(std::any&, std::int64_t) = nullptr;  // add_steps (states with a time)
     };
 
-    /// The parameters a multi-tensor step updates together, gathered by gather_param.
+    /// Whether the multi-tensor step is SGD's (one state tensor) rather than Adam's (two).
+    static constexpr bool kSgdMulti = MultiTensorSgd<O, SB>;
+    /// State tensors a parameter keeps in a multi-tensor step: Adam's moments, SGD's velocity.
+    static constexpr std::size_t kMultiStates = kSgdMulti ? 1 : 2;
+
+    /// The parameters a multi-tensor step updates together, gathered by gather_param: each
+    /// one's {param, grad, states...} and its scalars.
     struct MultiBatch {
         struct Item {
             std::uint64_t id;
-            std::int64_t time;  // after this step
-            void (*put)(OptimizerCore&, std::uint64_t, Prim, Prim, std::int64_t);
+            std::int64_t time;  // after this step (Adam's count; SGD keeps none)
+            void (*put)(OptimizerCore&, std::uint64_t, std::array<Prim, kMultiStates>,
+                        std::int64_t);
         };
         std::vector<Item> items;
-        std::vector<std::array<Prim, 4>> tensors;
-        std::vector<AdamStepsScalars> scalars;
+        std::vector<std::array<Prim, kMultiStates + 2>> tensors;
+        std::vector<std::conditional_t<kSgdMulti, SgdStepScalars, AdamStepsScalars>> scalars;
     };
 
     OptimizerCore(O optimizer, std::optional<GradientClipping> clipping)
@@ -117,8 +135,8 @@ class OptimizerCore {
     void gather_param(double lr, std::string_view path, const P& p, GradientsParams& grads,
                       MultiBatch& batch);
 
-    /// Runs `batch`'s update in one SB::float_adam_steps, keeps the new states and returns the
-    /// updated parameters by id.
+    /// Runs `batch`'s update in one SB::float_adam_steps (SB::float_sgd_steps), keeps the new
+    /// states and returns the updated parameters by id.
     std::map<std::uint64_t, Prim> run_multi(MultiBatch batch);
 
     /// `p`'s gradient removed from `grads`, checked against `p`'s shape and clipped; nothing
@@ -178,6 +196,9 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
                     " step: the learning rate must be non-negative and finite, got ", lr);
         if constexpr (detail::MultiTensorAdam<O, StateBackend>) {
             if (this->multi_tensor_ && on_one_device(module)) return step_multi(lr, module, grads);
+        } else if constexpr (detail::MultiTensorSgd<O, StateBackend>) {
+            if (this->multi_tensor_ && this->optim_.sgd_steps_scalars(lr) && on_one_device(module))
+                return step_multi(lr, module, grads);
         }
         return module::map(module, [&](std::string_view path, const auto& p) {
             using P = module::detail::Bare<decltype(p)>;
@@ -214,7 +235,7 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
         return out;
     }
 
-    /// Whether a step on a backend with a multi-tensor Adam update (CUDA) updates every
+    /// Whether a step on a backend with a multi-tensor Adam or SGD update (CUDA) updates every
     /// parameter in one or a few launches (the default) rather than one update a parameter.
     /// Both give the same values; the switch is there to compare them.
     OptimizerAdaptor& multi_tensor(bool on) {
@@ -247,7 +268,8 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     }
 
     // The step as one multi-tensor update: the parameters with gradients are gathered (clipped,
-    // with their states), updated together by StateBackend::float_adam_steps, and put back.
+    // with their states), updated together by StateBackend::float_adam_steps (float_sgd_steps),
+    // and put back.
     M step_multi(double lr, const M& module, GradientsParams& grads) {
         typename Core::MultiBatch batch;
         module::visit(module, [&](std::string_view path, const auto& p) {
@@ -327,29 +349,56 @@ void detail::OptimizerCore<O, SB>::gather_param(double lr, std::string_view path
     Tensor<SB, D> g = std::move(*grad);
     auto value = p.val().inner();
     auto state = take_state<D>(p.id(), path, p.shape(), value.dtype());
-    const std::int64_t time = state ? state->time + 1 : 1;
-    Tensor<SB, D> m = state ? std::move(state->moment_1) : g.zeros_like();
-    Tensor<SB, D> v = state ? std::move(state->moment_2) : g.zeros_like();
-    batch.items.push_back(
-        {p.id().value, time,
-         [](OptimizerCore& self, std::uint64_t id, Prim m1, Prim m2, std::int64_t t) {
-             self.put_state<D>(ParamId{id}, State<D>{Tensor<SB, D>::from_primitive(m1),
-                                                     Tensor<SB, D>::from_primitive(m2), t});
-         }});
-    batch.tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
-                             std::move(m).into_primitive(), std::move(v).into_primitive()});
-    batch.scalars.push_back(optim_.adam_steps_scalars(lr, time));
+    if constexpr (kSgdMulti) {
+        // A first step keeps v = g: momentum·0 + (1 − 0)·g, so dampening is left out of it.
+        SgdStepScalars s = *optim_.sgd_steps_scalars(lr);
+        if (!state) s.dampening = 0;
+        Tensor<SB, D> v = state ? std::move(state->velocity) : g.zeros_like();
+        batch.items.push_back(
+            {p.id().value, 0,
+             [](OptimizerCore& self, std::uint64_t id, std::array<Prim, 1> st, std::int64_t) {
+                 self.put_state<D>(ParamId{id},
+                                   State<D>{Tensor<SB, D>::from_primitive(std::move(st[0]))});
+             }});
+        batch.tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
+                                 std::move(v).into_primitive()});
+        batch.scalars.push_back(s);
+    } else {
+        const std::int64_t time = state ? state->time + 1 : 1;
+        Tensor<SB, D> m = state ? std::move(state->moment_1) : g.zeros_like();
+        Tensor<SB, D> v = state ? std::move(state->moment_2) : g.zeros_like();
+        batch.items.push_back(
+            {p.id().value, time,
+             [](OptimizerCore& self, std::uint64_t id, std::array<Prim, 2> st, std::int64_t t) {
+                 self.put_state<D>(ParamId{id},
+                                   State<D>{Tensor<SB, D>::from_primitive(std::move(st[0])),
+                                            Tensor<SB, D>::from_primitive(std::move(st[1])), t});
+             }});
+        batch.tensors.push_back({std::move(value).into_primitive(), std::move(g).into_primitive(),
+                                 std::move(m).into_primitive(), std::move(v).into_primitive()});
+        batch.scalars.push_back(optim_.adam_steps_scalars(lr, time));
+    }
 }
 
 template <typename O, typename SB>
 auto detail::OptimizerCore<O, SB>::run_multi(MultiBatch batch) -> std::map<std::uint64_t, Prim> {
-    auto updated = SB::float_adam_steps(std::move(batch.tensors), batch.scalars);
+    auto updated = [&] {
+        if constexpr (kSgdMulti)
+            return SB::float_sgd_steps(std::move(batch.tensors), batch.scalars);
+        else
+            return SB::float_adam_steps(std::move(batch.tensors), batch.scalars);
+    }();
     std::map<std::uint64_t, Prim> params;
     for (std::size_t i = 0; i < batch.items.size(); ++i) {
-        auto& [p, m1, m2] = updated[i];
-        batch.items[i].put(*this, batch.items[i].id, std::move(m1), std::move(m2),
-                           batch.items[i].time);
-        params.emplace(batch.items[i].id, std::move(p));
+        auto& u = updated[i];
+        std::array<Prim, kMultiStates> states = [&] {
+            if constexpr (kMultiStates == 1)
+                return std::array<Prim, 1>{std::move(u[1])};
+            else
+                return std::array<Prim, 2>{std::move(u[1]), std::move(u[2])};
+        }();
+        batch.items[i].put(*this, batch.items[i].id, std::move(states), batch.items[i].time);
+        params.emplace(batch.items[i].id, std::move(u[0]));
     }
     return params;
 }

@@ -50,6 +50,14 @@ struct Sgd {
     template <Backend B, std::size_t D>
     std::pair<Tensor<B, D>, std::optional<State<B, D>>> step(
         double lr, Tensor<B, D> param, Tensor<B, D> grad, std::optional<State<B, D>> state) const;
+
+    /// The scalars of a multi-tensor step (float_sgd_steps, CUDA) at rate `lr`; nothing
+    /// without momentum (no state: OptimizerAdaptor then steps tensor by tensor).
+    std::optional<SgdStepScalars> sgd_steps_scalars(double lr) const {
+        if (!momentum) return std::nullopt;
+        return SgdStepScalars{lr, momentum->momentum, momentum->dampening,
+                              weight_decay ? weight_decay->penalty : 0.0, momentum->nesterov};
+    }
 };
 
 /// Configuration of SGD (Burn's SgdConfig): `SgdConfig{}.with_momentum(MomentumConfig{})`.

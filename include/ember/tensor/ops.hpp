@@ -4,6 +4,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 
 namespace ember {
@@ -91,6 +92,38 @@ template <typename B>
 concept BatchNormBackend = BatchNormForwardBackend<B> &&
     requires(typename B::FloatTensorPrimitive t) {
     B::float_batch_norm_backward(t, t, t, t, t);
+};
+
+/// The gradients of a ReLU-fused batch norm (float_batch_norm_relu_backward).
+template <typename FT>
+struct BatchNormReluGrads {
+    FT dx;                        ///< the input's gradient
+    FT dgamma;                    ///< gamma's
+    FT dbeta;                     ///< beta's
+    std::optional<FT> dresidual;  ///< the residual's (dy·[y > 0]), when the forward had one
+};
+
+/// BatchNormBackend with the ReLU folded into its passes (optional ops; nn::BatchNorm's
+/// forward_relu and forward_add_relu compose batch norm, addition and ReLU elsewhere):
+///   float_batch_norm_relu(x, gamma, beta, running_mean, running_var, residual, scalars)
+///     → optional {y = max(bn(x) + residual, 0), batch mean, batch 1/√(var + ε),
+///                 new running mean, new running var} (residual optional: y = max(bn(x), 0))
+///   float_batch_norm_relu_backward(x, y, grad, gamma, mean, rstd, residual)
+///     → {dx, dgamma, dbeta, dresidual when `residual`}; y is the forward's output, whose sign
+///       is the ReLU's gradient.
+/// Either may decline (return nothing) as float_batch_norm does. nn::BatchNorm needs the
+/// forward only (Autodiff declares it); Autodiff needs both of its inner backend.
+template <typename B>
+concept BatchNormReluForwardBackend = requires(typename B::FloatTensorPrimitive t,
+                                               std::optional<typename B::FloatTensorPrimitive> o,
+                                               BatchNormScalars s) {
+    B::float_batch_norm_relu(t, t, t, t, t, o, s);
+};
+/// BatchNormReluForwardBackend with the gradient kernel Autodiff's rule calls.
+template <typename B>
+concept BatchNormReluBackend = BatchNormBackend<B> && BatchNormReluForwardBackend<B> &&
+    requires(typename B::FloatTensorPrimitive t) {
+    B::float_batch_norm_relu_backward(t, t, t, t, t, t, true);
 };
 
 namespace detail {

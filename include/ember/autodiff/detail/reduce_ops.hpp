@@ -228,6 +228,43 @@ auto Autodiff<B, C>::float_batch_norm(FT x, FT gamma, FT beta, FT running_mean, 
 }
 
 EMBER_AD template <typename I>
+requires BatchNormReluBackend<I>
+auto Autodiff<B, C>::float_batch_norm_relu(FT x, FT gamma, FT beta, FT running_mean, FT running_var,
+                                           std::optional<FT> residual, const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>> {
+    std::optional<IFT> r;
+    if (residual) r = residual->primitive;
+    auto out = B::float_batch_norm_relu(x.primitive, gamma.primitive, beta.primitive,
+                                        std::move(running_mean.primitive),
+                                        std::move(running_var.primitive), std::move(r), s);
+    if (!out) return std::nullopt;
+    auto& o = *out;
+    IFT mean = o[1], rstd = o[2];
+    std::array<FT, 5> res{FT{}, from_inner(std::move(o[1])), from_inner(std::move(o[2])),
+                          from_inner(std::move(o[3])), from_inner(std::move(o[4]))};
+    auto rec = record(std::move(o[0]), {&x, &gamma, &beta, residual ? &*residual : nullptr});
+    if (!rec.node) {
+        res[0] = rec.untracked();
+        return res;
+    }
+    Saved sx = rec.input(x);
+    Saved sg = rec.input(gamma);
+    // The output, not the sum before the ReLU: its sign is the ReLU's gradient.
+    Saved sy = rec.output();
+    const bool with_residual = residual.has_value();
+    res[0] = rec.finish([=](Ctx& ctx, IFT g) {
+        auto d =
+            B::float_batch_norm_relu_backward(ctx.get(sx), ctx.get(sy), std::move(g), ctx.get(sg),
+                                              mean, rstd, with_residual && ctx.needs(3));
+        if (ctx.needs(0)) ctx.add(0, std::move(d.dx));
+        if (ctx.needs(1)) ctx.add(1, std::move(d.dgamma));
+        if (ctx.needs(2)) ctx.add(2, std::move(d.dbeta));
+        if (d.dresidual) ctx.add(3, std::move(*d.dresidual));
+    });
+    return res;
+}
+
+EMBER_AD template <typename I>
 requires BatchNormBackend<I>
 auto Autodiff<B, C>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var, double eps)
     -> std::optional<FT> {
