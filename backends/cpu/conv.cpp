@@ -104,23 +104,48 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
     const double madds = double(cout) * double(K) * double(P);
     // Samples per GEMM: one, or several side by side where a sample has few output positions.
     const std::size_t nb = small_k ? 1 : samples_per_gemm(batch, K, P, sizeof(T));
-    const TapTable taps = direct ? TapTable{} : tap_table(g, g.out, g.in);
+    // im2col packed straight into the GEMM's panels (conv_geometry.hpp's Im2colPacker), or
+    // materialised and handed to gemm (BLAS where preferred).
+    // Not below 64 columns a product (a batch-1 4×4 layer: 16): the kernels' panels are 32
+    // columns wide, and half-empty ones lose more than the packing saves.
+    const bool implicit =
+        !small_k && !direct && static_cast<i64>(nb) * P >= 64 && conv_packs_im2col();
+    const TapTable taps = direct || implicit ? TapTable{} : tap_table(g, g.out, g.in);
+    // The weights packed for the kernels once, not once per sample's product: per sample that
+    // packing was a tenth of a late ResNet layer's time. For a single product the GEMM packs
+    // them block by block, each block used while it is in cache (a pass of its own would read
+    // a late layer's 9 MB of weights from memory twice).
+    const bool prepack = implicit && (batch + nb - 1) / nb > 1;
+    const std::size_t wsize = prepack ? gemm_packed_a_size(std::size_t(cg_out), std::size_t(K)) : 0;
+    Scratch<T> wpack(groups * wsize);
+    const T* wpacked = prepack ? wpack.get() : nullptr;
+    if (prepack)
+        for (std::size_t gi = 0; gi < groups; ++gi)
+            gemm_pack_a(std::size_t(cg_out), std::size_t(K), W + i64(gi) * cg_out * K,
+                        std::size_t(K), wpack.get() + gi * wsize);
     if (nb > 1) {
         const std::size_t units = (batch + nb - 1) / nb;
         over_batch(units, madds * double(nb), true, [&](std::size_t u0, std::size_t u1, bool par) {
             const i64 cols = static_cast<i64>(nb) * P;
-            Scratch<T> colbuf(static_cast<std::size_t>(K * cols));
+            Scratch<T> colbuf(implicit ? 0 : static_cast<std::size_t>(K * cols));
             Scratch<T> outbuf(static_cast<std::size_t>(cg_out * cols));
             const std::size_t plane_buf = taps.empty() ? 0 : static_cast<std::size_t>(I + 1);
             T* col = colbuf.get();
             T* tmp = outbuf.get();
+            Im2colPacker<T> packer(implicit ? cg_in : 0, g);
             for (std::size_t u = u0; u < u1; ++u) {
                 const std::size_t n0 = u * nb, cnt = std::min(nb, batch - n0);
                 const i64 ld = static_cast<i64>(cnt) * P, q0 = static_cast<i64>(n0);
                 for (std::size_t gi = 0; gi < groups; ++gi) {
                     const i64 gg = static_cast<i64>(gi);
                     const T* xg = X + (q0 * cin + gg * cg_in) * I;
-                    if (direct) {
+                    if (implicit) {
+                        packer.load(xg, cin * I, static_cast<i64>(cnt));
+                        gemm_packed_b(std::size_t(cg_out), std::size_t(ld), std::size_t(K),
+                                      W + gg * cg_out * K, std::size_t(K), packer.packer(),
+                                      static_cast<const T*>(nullptr), tmp, std::size_t(ld), par,
+                                      wpacked ? wpacked + gi * wsize : nullptr);
+                    } else if (direct) {
                         gather_planes(xg, cin * I, cg_in, P, static_cast<i64>(cnt), col, ld);
                     } else {
                         per_sample<T>(cnt, par, plane_buf, [&](std::size_t q, T* buf) {
@@ -128,9 +153,10 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
                                    col + static_cast<i64>(q) * P, ld, buf);
                         });
                     }
-                    gemm(false, false, std::size_t(cg_out), std::size_t(ld), std::size_t(K), T(1),
-                         W + gg * cg_out * K, std::size_t(K), col, std::size_t(ld), T(0), tmp,
-                         std::size_t(ld), par);
+                    if (!implicit)
+                        gemm(false, false, std::size_t(cg_out), std::size_t(ld), std::size_t(K),
+                             T(1), W + gg * cg_out * K, std::size_t(K), col, std::size_t(ld), T(0),
+                             tmp, std::size_t(ld), par);
                     scatter_planes(tmp, ld, cg_out, P, static_cast<i64>(cnt),
                                    bias ? bias + gg * cg_out : nullptr,
                                    O + (q0 * cout + gg * cg_out) * P, cout * P);
@@ -141,9 +167,10 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
     }
 
     over_batch(batch, madds, !small_k, [&](std::size_t n0, std::size_t n1, bool par) {
-        Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
+        Scratch<T> colbuf(direct || implicit ? 0 : static_cast<std::size_t>(K * P));
         Scratch<T> planebuf(taps.empty() ? 0 : static_cast<std::size_t>(I + 1));
         T* col = colbuf.get();
+        Im2colPacker<T> packer(implicit ? cg_in : 0, g);
         for (std::size_t n = n0; n < n1; ++n) {
             for (std::size_t gi = 0; gi < groups; ++gi) {
                 const i64 gg = static_cast<i64>(gi);
@@ -151,6 +178,13 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
                 const T* wg = W + gg * cg_out * K;
                 const T* bg = bias ? bias + gg * cg_out : nullptr;
                 T* og = O + (static_cast<i64>(n) * cout + gg * cg_out) * P;
+                if (implicit) {  // the bias rides in the GEMM's write of the output
+                    packer.load(xg, cin * I, 1);
+                    gemm_packed_b(std::size_t(cg_out), std::size_t(P), std::size_t(K), wg,
+                                  std::size_t(K), packer.packer(), bg, og, std::size_t(P), par,
+                                  wpacked ? wpacked + gi * wsize : nullptr);
+                    continue;
+                }
                 const T* b = xg;
                 if (!direct) {
                     unfold(xg, cg_in, g, taps, col, P, planebuf.get());
@@ -172,9 +206,51 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
 
 // ---- transposed convolution ----------------------------------------------------------------
 
+/// A stride-1 transposed convolution as the convolution it equals: each output reads the
+/// inputs its taps reach, through the kernel flipped in every spatial dim, each group's two
+/// channel dims swapped, and padding dil·(k − 1) − pad. That is the input gradient of a
+/// stride-1 convolution (most of a ResNet's), and it then runs as conv_impl does, its im2col
+/// packed into the GEMM's panels, instead of a GEMM into a column matrix scattered back by
+/// col2im. False (nothing done) where the shapes do not allow it: a stride, padding beyond the
+/// kernel's reach, an output padding, a 1×1 kernel (its GEMM already writes the output).
+template <typename T>
+bool conv_transpose_as_conv(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
+                            std::size_t groups, CpuTensor& out) {
+    if (g.pointwise() || !conv_packs_im2col()) return false;
+    Geo f = g;
+    for (int d = 0; d < 3; ++d) {
+        f.pad[d] = g.dil[d] * (g.k[d] - 1) - g.pad[d];
+        if (g.stride[d] != 1 || f.pad[d] < 0 ||
+            g.out[d] != g.in[d] + 2 * f.pad[d] - g.dil[d] * (g.k[d] - 1))
+            return false;
+    }
+    const i64 cin = static_cast<i64>(x.shape[1]), gs = static_cast<i64>(groups);
+    const i64 cg_in = cin / gs, cg_out = static_cast<i64>(w.shape[1]), taps = g.k_size();
+    const i64 cout = cg_out * gs;
+    // wf[g·cg_out + o, i, t] = w[g·cg_in + i, o, taps − 1 − t]
+    CpuTensor wf = empty(Shape{static_cast<std::size_t>(cout), static_cast<std::size_t>(cg_in),
+                               static_cast<std::size_t>(taps)},
+                         x.dtype);
+    const T* W = w.data<T>();
+    T* F = wf.data<T>();
+    parallel_for(static_cast<std::size_t>(cout), 16, [&](std::size_t o0, std::size_t o1) {
+        for (i64 oo = static_cast<i64>(o0); oo < static_cast<i64>(o1); ++oo) {
+            const i64 gi = oo / cg_out, o = oo % cg_out;
+            for (i64 i = 0; i < cg_in; ++i) {
+                const T* src = W + ((gi * cg_in + i) * cg_out + o) * taps;
+                T* dst = F + (oo * cg_in + i) * taps;
+                for (i64 t = 0; t < taps; ++t) dst[t] = src[taps - 1 - t];
+            }
+        }
+    });
+    conv_impl<T>(x, wf, bias, f, groups, out);
+    return true;
+}
+
 template <typename T>
 void conv_transpose_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
                          std::size_t groups, CpuTensor& out) {
+    if (conv_transpose_as_conv(x, w, bias, g, groups, out)) return;
     // Here g.in is the input size and g.out the (larger) output size.
     const std::size_t batch = x.shape[0];
     const i64 cin = static_cast<i64>(x.shape[1]);

@@ -8,8 +8,14 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "gemm.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
 
@@ -244,6 +250,177 @@ void scatter_planes(const T* src, i64 ld, i64 rows, i64 P, i64 count, const T* b
             }
         }
 }
+
+#if defined(__AVX2__)
+/// to[j] = from[2j] for j < 8, reading from[0..14] only (a stride-2 row of the packer).
+inline void every_other_8(const float* from, float* to) {
+    const __m256 a = _mm256_loadu_ps(from), b = _mm256_loadu_ps(from + 7);
+    // [f0 f2 f8 f10 | f4 f6 f12 f14], then its 64-bit quarters in the order 0, 2, 1, 3.
+    const __m256 m = _mm256_shuffle_ps(a, b, 0xD8);
+    _mm256_storeu_ps(to, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(m), 0xD8)));
+}
+#endif
+
+/// im2col as gemm_packed_b's B, written straight into the GEMM's panels: no K × P matrix in
+/// memory and no second copy of it by the GEMM's packing (im2col and that copy were a third of
+/// a ResNet-18 convolution's time on one core). Columns are the output positions of the samples
+/// loaded (column s·P + p: position p of sample s), rows the (c, kd, kh, kw) taps of `channels`
+/// input planes. Where the convolution pads, `load` first copies the samples into zero-padded
+/// planes (a ninth of im2col's writes for a 3×3 kernel), so that packing never tests a bound:
+/// a panel's column reads base[j] + tap offset + channel plane.
+template <typename T>
+class Im2colPacker {
+  public:
+    Im2colPacker(i64 channels, const Geo& g) : g_(&g), taps_(g.k_size()) {
+        for (int d = 0; d < 3; ++d) {
+            dims_[d] = g.in[d] + 2 * g.pad[d];
+            padded_ = padded_ || g.pad[d] != 0;
+        }
+        plane_ = dims_[0] * dims_[1] * dims_[2];
+        tap_off_.reserve(static_cast<std::size_t>(taps_));
+        for (i64 kd = 0; kd < g.k[0]; ++kd)
+            for (i64 kh = 0; kh < g.k[1]; ++kh)
+                for (i64 kw = 0; kw < g.k[2]; ++kw)
+                    tap_off_.push_back(((kd * g.dil[0]) * dims_[1] + kh * g.dil[1]) * dims_[2] +
+                                       kw * g.dil[2]);
+        rows_.reserve(static_cast<std::size_t>(channels * taps_));
+        for (i64 c = 0; c < channels; ++c)
+            for (i64 t = 0; t < taps_; ++t) rows_.push_back(c * plane_ + tap_off_[std::size_t(t)]);
+        channels_ = channels;
+    }
+
+    /// The samples the next products read: `count` of them, sample s's planes at
+    /// x + s·stride (plane c at + c·in_size).
+    void load(const T* x, i64 stride, i64 count) {
+        if (!padded_) {
+            x_ = x;
+            stride_ = stride;
+            return;
+        }
+        const Geo& g = *g_;
+        stride_ = channels_ * plane_;
+        const std::size_t need = static_cast<std::size_t>(count * stride_);
+        if (!buf_ || cap_ < need) {
+            buf_ = allocate(need * sizeof(T));
+            cap_ = need;
+        }
+        T* out = static_cast<T*>(buf_->data);
+        for (i64 s = 0; s < count; ++s)
+            for (i64 c = 0; c < channels_; ++c) {
+                const T* src = x + s * stride + c * g.in_size();
+                T* dst = out + s * stride_ + c * plane_;
+                for (i64 d = 0; d < dims_[0]; ++d) {
+                    const i64 id = d - g.pad[0];
+                    T* row = dst + d * dims_[1] * dims_[2];
+                    if (id < 0 || id >= g.in[0]) {
+                        std::fill(row, row + dims_[1] * dims_[2], T(0));
+                        continue;
+                    }
+                    for (i64 h = 0; h < dims_[1]; ++h, row += dims_[2]) {
+                        const i64 ih = h - g.pad[1];
+                        if (ih < 0 || ih >= g.in[1]) {
+                            std::fill(row, row + dims_[2], T(0));
+                            continue;
+                        }
+                        const T* in = src + (id * g.in[1] + ih) * g.in[2];
+                        std::fill(row, row + g.pad[2], T(0));
+                        std::memcpy(row + g.pad[2], in,
+                                    static_cast<std::size_t>(g.in[2]) * sizeof(T));
+                        std::fill(row + g.pad[2] + g.in[2], row + dims_[2], T(0));
+                    }
+                }
+            }
+        x_ = out;
+    }
+
+    PanelPacker<T> packer() const { return {this, &pack}; }
+
+  private:
+    static void pack(const void* ctx, const PanelBlock& b, T* out) {
+        const auto& self = *static_cast<const Im2colPacker*>(ctx);
+        const Geo& g = *self.g_;
+        const i64 NR = static_cast<i64>(b.nr), kc = static_cast<i64>(b.kc);
+        const i64 P = g.out_size(), ohw = g.out[1] * g.out[2], ow_n = g.out[2];
+        const i64 s2 = g.stride[2];
+        // Column j of a panel reads base[j] (+ its row's channel plane and tap); runs of
+        // columns along one output row read consecutive (stride-apart) inputs: a panel of a
+        // wide layer is a run or two, copied as such, while short rows (a late stage's 4×4)
+        // go through the offsets one by one.
+        constexpr i64 kMaxNR = 64;
+        std::int64_t base[kMaxNR];
+        std::int32_t base32[kMaxNR];
+        i64 run_start[kMaxNR + 1], runs = 0;
+        for (std::size_t q = b.q0; q < b.q1; ++q) {
+            T* panel = out + static_cast<i64>(q) * NR * kc;
+            const i64 c0 = static_cast<i64>(b.j0 + q * b.nr);
+            const i64 cols = std::min<i64>(NR, static_cast<i64>(b.nc) - static_cast<i64>(q) * NR);
+            runs = 0;
+            for (i64 j = 0; j < cols; ++j) {
+                const i64 col = c0 + j, smp = col / P, pos = col % P;
+                const i64 od = pos / ohw, oh = pos % ohw / ow_n, ow = pos % ow_n;
+                base[j] = smp * self.stride_ +
+                          ((od * g.stride[0]) * self.dims_[1] + oh * g.stride[1]) * self.dims_[2] +
+                          ow * s2;
+                if (j == 0 || ow == 0) run_start[runs++] = j;
+            }
+            run_start[runs] = cols;
+            const bool by_runs = (s2 == 1 && runs * 8 <= cols) || base[cols - 1] > INT32_MAX;
+            if (!by_runs)
+                for (i64 j = 0; j < cols; ++j) base32[j] = static_cast<std::int32_t>(base[j]);
+            for (i64 p = 0; p < kc; ++p) {
+                const T* src = self.x_ + self.rows_[b.p0 + static_cast<std::size_t>(p)];
+                T* __restrict dst = panel + p * NR;
+                if (by_runs) {
+                    for (i64 r = 0; r < runs; ++r) {
+                        const i64 j0 = run_start[r], len = run_start[r + 1] - j0;
+                        const T* __restrict from = src + base[j0];
+                        T* __restrict to = dst + j0;
+                        if (s2 == 1) {
+                            // Fixed 8-value pieces (vector moves), as gather_row does.
+                            i64 j = 0;
+                            for (; j + 8 <= len; j += 8)
+                                std::memcpy(to + j, from + j, 8 * sizeof(T));
+                            for (; j < len; ++j) to[j] = from[j];
+                        } else {
+                            i64 j = 0;
+#if defined(__AVX2__)
+                            if constexpr (std::is_same_v<T, float>)
+                                if (s2 == 2)
+                                    for (; j + 8 <= len; j += 8)
+                                        every_other_8(from + 2 * j, to + j);
+#endif
+                            for (; j < len; ++j) to[j] = from[j * s2];
+                        }
+                    }
+                } else {
+                    i64 j = 0;
+#if defined(__AVX2__)
+                    // A scalar loop here was most of a stride-2 layer's packing.
+                    if constexpr (std::is_same_v<T, float>)
+                        for (; j + 8 <= cols; j += 8)
+                            _mm256_storeu_ps(dst + j,
+                                             _mm256_i32gather_ps(
+                                                 src,
+                                                 _mm256_loadu_si256(
+                                                     reinterpret_cast<const __m256i*>(base32 + j)),
+                                                 4));
+#endif
+                    for (; j < cols; ++j) dst[j] = src[base32[j]];
+                }
+                for (i64 j = cols; j < NR; ++j) dst[j] = T(0);
+            }
+        }
+    }
+
+    const Geo* g_;
+    i64 taps_, channels_ = 0, plane_ = 0, stride_ = 0;
+    std::array<i64, 3> dims_{};
+    bool padded_ = false;
+    std::vector<i64> tap_off_, rows_;
+    std::shared_ptr<Storage> buf_;
+    std::size_t cap_ = 0;
+    const T* x_ = nullptr;
+};
 
 /// `t` cast to `dt`, when present.
 inline std::optional<CpuTensor> cast_opt(std::optional<CpuTensor> t, DType dt) {

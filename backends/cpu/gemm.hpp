@@ -37,10 +37,55 @@ void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const float* a, s
 void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
                   const double* b, std::size_t ldb, const double* bias, double* c, std::size_t ldc);
 
+/// One block of B for a PanelPacker: depth rows [p0, p0 + kc) and the NR-column panels
+/// [q0, q1) of the columns [j0, j0 + nc).
+struct PanelBlock {
+    std::size_t p0, kc, j0, nc, q0, q1, nr;
+};
+
+/// B of `gemm_packed_b`, produced as the GEMM packs it: `fn(ctx, blk, out)` writes, for each
+/// panel q in [blk.q0, blk.q1), B(blk.p0 + p, blk.j0 + q·nr + j) to out[q·nr·kc + p·nr + j]
+/// (p < kc, j < nr), zero for the columns past blk.nc. A convolution's im2col goes straight
+/// into the layout the micro-kernel reads: no im2col matrix in memory, no second copy into
+/// panels (together a third of a convolution's time through BLAS, measured on ResNet-18).
+template <typename T>
+struct PanelPacker {
+    const void* ctx;
+    void (*fn)(const void* ctx, const PanelBlock& blk, T* out);
+};
+
+/// C[m×n] = A[m×k] · B[k×n] (+ bias[i] on row i when `bias`), A row-major (row stride lda),
+/// B from `b`, with the portable blocked GEMM's kernels (whatever BLAS is linked). `parallel`
+/// as for `gemm`. With `a_packed` (gemm_pack_a's packing of this A), `a` is not read.
+void gemm_packed_b(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
+                   const PanelPacker<float>& b, const float* bias, float* c, std::size_t ldc,
+                   bool parallel = true, const float* a_packed = nullptr);
+void gemm_packed_b(std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
+                   const PanelPacker<double>& b, const double* bias, double* c, std::size_t ldc,
+                   bool parallel = true, const double* a_packed = nullptr);
+
+/// A (m × k, row stride lda) packed once for several gemm_packed_b products (a convolution's
+/// weights, one product per sample), into `out`: at most gemm_packed_a_size(m, k) values.
+/// `parallel`: split across the pool.
+void gemm_pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, float* out,
+                 bool parallel = true);
+void gemm_pack_a(std::size_t m, std::size_t k, const double* a, std::size_t lda, double* out,
+                 bool parallel = true);
+/// Room for gemm_pack_a's packing: rows rounded up to the kernels' tile (at most 8 rows).
+inline std::size_t gemm_packed_a_size(std::size_t m, std::size_t k) {
+    return (m + 7) * k;
+}
+
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3
 /// kernels on CPUs newer than its tables). EMBER_CPU_GEMM=blas or =portable forces the choice.
 bool gemm_uses_blas();
+
+/// Whether the convolutions pack im2col straight into the portable GEMM's panels
+/// (`gemm_packed_b`) instead of writing the im2col matrix for `gemm`: where `gemm` does not
+/// hand products to BLAS, and with the AVX-512 kernels. EMBER_CPU_CONV=packed or =im2col
+/// forces the choice (read at each call).
+bool conv_packs_im2col();
 
 /// Depths up to this always go to `gemm_small_k` in the convolutions (deeper ones too when
 /// BLAS is not used and the im2col matrix fits in L2).
