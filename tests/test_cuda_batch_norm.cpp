@@ -167,11 +167,11 @@ enum class BnMode { Plain, Relu, AddRelu };
 
 // BatchNorm's output and the gradients of x, gamma, beta for L = Σ y·w, on stack B with x in
 // `dtype` (stored channels-last with `cl`); each as f32 data. Relu: y = forward_relu(x);
-// AddRelu: y = forward_add_relu(x, r) with r = w·0.7 + 0.1 (tracked: its gradient is last).
+// AddRelu: y = forward_add_relu(x, r) with r = r0 in `dtype` (tracked: its gradient is last).
 template <typename B>
 std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType dtype,
                                bool cl = false, BnMode mode = BnMode::Plain,
-                               const ember::Device<B>& d = {}) {
+                               const ember::Device<B>& d = {}, const TensorData* r0 = nullptr) {
     const std::size_t c = x0.shape()[1];
     ember::Cpu::seed(3);
     const auto gd = Tensor<ember::Cpu, 1>::random({c}, ember::Distribution::Uniform(0.5, 1.5));
@@ -183,7 +183,7 @@ std::vector<TensorData> bn_run(const TensorData& x0, const TensorData& w0, DType
     if (cl) xs = ember::test::channels_last(xs);
     auto x = xs.cast(dtype).require_grad();
     auto w = Tensor<B, 4>::from_data(w0, d).cast(dtype);
-    auto r = (w * 0.7 + 0.1).detach().require_grad();
+    auto r = (r0 ? Tensor<B, 4>::from_data(*r0, d).cast(dtype) : w).detach().require_grad();
     auto y = mode == BnMode::Plain  ? bn.forward(x)
              : mode == BnMode::Relu ? bn.forward_relu(x)
                                     : bn.forward_add_relu(x, r);
@@ -316,7 +316,7 @@ TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CP
     const std::vector<Case> cases{
         {{8, 16, 12, 12}, DType::F32, {1e-4, 1e-4}},  // vector kernels, both layouts
         {{5, 7, 3, 3}, DType::F32, {1e-4, 1e-4}},     // odd sizes: scalar kernels
-        // bf16: the fused sum bn(x) + r rounds once, the composed ops twice
+        // bf16 data and residual, f32 arithmetic: the fused sum bn(x) + r is rounded once
         {{8, 16, 8, 8}, DType::BF16, {3e-2, 3e-2}},
     };
     for (const auto& k : cases) {
@@ -329,12 +329,19 @@ TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CP
                 Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
             const auto wr =
                 Tensor<ember::Cpu, 4>::from_data(w).cast(k.dtype).cast(DType::F32).to_data();
+            // The residual: the same dtype-rounded values on both sides (a residual computed in
+            // bf16 on one side and f32 on the other flips the ReLU's mask near zero).
+            const auto r = Tensor<ember::Cpu, 4>::from_data(offset_data(k.shape, 0.0, 43))
+                               .cast(k.dtype)
+                               .cast(DType::F32)
+                               .to_data();
             // The CPU has no fused kernel: forward_relu there is forward, + r, relu.
-            const auto want = bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32, false, mode);
-            const auto got = bn_run<AdCuda>(x, w, k.dtype, false, mode);
-            const auto cl = bn_run<AdCuda>(x, w, k.dtype, true, mode);
+            const auto want =
+                bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32, false, mode, {}, &r);
+            const auto got = bn_run<AdCuda>(x, w, k.dtype, false, mode, {}, &r);
+            const auto cl = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r);
             const auto dispatch = bn_run<ember::Dispatch>(
-                x, w, k.dtype, true, mode, ember::DispatchDevice::parse("cuda:0+autodiff"));
+                x, w, k.dtype, true, mode, ember::DispatchDevice::parse("cuda:0+autodiff"), &r);
             const char* what[] = {"y",           "dx",       "dgamma", "dbeta", "running_mean",
                                   "running_var", "dresidual"};
             REQUIRE(got.size() == want.size());

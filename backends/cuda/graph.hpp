@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -26,7 +27,9 @@ struct PrivatePool {
     int device = 0;
     std::mutex mu;
     bool open = true;  ///< false once the graph is gone: frees go to the device's pool
-    std::unordered_map<std::size_t, std::vector<void*>> free;  ///< by size class
+    /// Free blocks by size class, ordered: a request takes the smallest block that fits within
+    /// twice its size (pool_take).
+    std::map<std::size_t, std::vector<void*>> free;
     std::size_t bytes = 0;                                     ///< blocks the pool handed out
 };
 
@@ -72,8 +75,10 @@ void forbid_in_capture(const char* op);
 /// instead of landing on the capturing stream (which would join or break the graph).
 std::shared_lock<std::shared_mutex> capture_gate();
 
-/// A block of `size` bytes (a size class) from the capture's private pool.
-void* pool_take(CaptureState& c, std::size_t size);
+/// A block of at least `size` bytes (a size class) from the capture's private pool: the
+/// smallest free one of at most twice that size, else a new one. `*block_size` gets its size
+/// (what the block is given back as); without block_size, only a block of exactly `size`.
+void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size = nullptr);
 /// Gives a block back to `pool` (to the device's caching pool once the pool is closed).
 void pool_give(PrivatePool& pool, void* block, std::size_t size);
 /// Takes a block freed during a capture, from before it, into the capture's private pool (and

@@ -268,11 +268,12 @@ std::shared_ptr<Storage> allocate(std::size_t bytes, int device) {
     const std::size_t size = size_class(bytes);
     if (CaptureState* c = capturing(device)) [[unlikely]] {
         // A captured step's buffers stay its own: from its private pool.
-        s->data = pool_take(*c, size);
+        std::size_t block = size;
+        s->data = pool_take(*c, size, &block);
         s->pool = c->pool;
-        s->bytes = size;
+        s->bytes = block;
         std::lock_guard lock(d.mu);
-        d.stats.bytes_in_use += size;
+        d.stats.bytes_in_use += block;
         d.stats.peak_bytes_in_use = std::max(d.stats.peak_bytes_in_use, d.stats.bytes_in_use);
         return s;
     }
