@@ -188,7 +188,8 @@ ember::ConvTransposeOptions<N> input_grad_options(const Shape& xs, const Shape& 
 /// The three convolutions of `c` in `dtype` on Cuda, against the CPU backend in f32 (f64 for an
 /// f64 run) on the same values. Returns how many of them cuDNN ran.
 template <std::size_t N>
-std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolerance tol) {
+std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolerance tol,
+                                bool channels_last = false) {
     constexpr std::size_t D = N + 2;
     const DType ref = dtype == DType::F64 ? DType::F64 : DType::F32;
     // Data enters a backend as f32 (as in Burn); cast() makes the other float dtypes.
@@ -205,6 +206,13 @@ std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolera
 
     auto on_gpu = [&](const TensorData& d) { return Tensor<Cuda, D>::from_data(d).cast(dtype); };
     auto xg = on_gpu(xd), wg = on_gpu(wd), gg = on_gpu(gd);
+    if constexpr (N == 2) {
+        if (channels_last) {
+            xg = ember::test::channels_last(xg);
+            wg = ember::test::channels_last(wg);
+            gg = ember::test::channels_last(gg);
+        }
+    }
     const std::uint64_t before = ember::cuda::cudnn_convolutions();
     auto yg = fwd<N>(xg, wg, c.o);
     auto dxg = transposed<N>(gg, wg, t);
@@ -408,6 +416,28 @@ TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
         {
             INFO("bf16");
             check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2});
+        }
+    }
+    // Channels-last 16-bit data whose channels are not a multiple of 8 (a ResNet stem's 3): its
+    // input channels are padded with zeros for cuDNN's tensor-core kernels, and the weight
+    // gradient cut back to them.
+    const ConvCase<2> stem{"3 input channels, channels-last",
+                           {4, 3, 12, 10},
+                           {16, 3, 3, 3},
+                           opts<2>({1, 1}, {1, 1}, {1, 1}, 1)};
+    const ConvCase<2> strided{"5 input channels, stride 2, channels-last",
+                              {2, 5, 9, 11},
+                              {8, 5, 3, 3},
+                              opts<2>({2, 2}, {1, 1}, {1, 1}, 1)};
+    for (const auto& cc : {stem, strided}) {
+        INFO(cc.name);
+        {
+            INFO("f16");
+            check_against_cpu<2>(cc, DType::F16, {1e-2, 5e-3}, true);
+        }
+        {
+            INFO("bf16");
+            check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2}, true);
         }
     }
 }
