@@ -240,10 +240,12 @@ TEST_CASE("cpu conv kernels: stride-1 transposed convolutions, as convolutions a
     check<3>(
         Geo{2, 4, 6, 1, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, false},
         true);
-    // Through col2im: a stride, an output padding, padding past the kernel's reach.
+    // Through col2im: a stride, an output padding, padding past the kernel's reach, few
+    // output channels for many input ones.
     check<2>(geo2(2, 8, 6, 1, 7, 7, 3, 3, 2, 1, 1, true), true);
     Geo op = geo2(2, 8, 6, 1, 7, 7, 3, 3, 1, 1, 2, true);
     op.out_pad = {0, 1, 1};
     check<2>(op, true);
     check<2>(geo2(2, 8, 6, 1, 9, 9, 3, 3, 1, 3, 1, true), true);
+    check<2>(geo2(2, 24, 3, 1, 8, 8, 3, 3, 1, 1, 1, true), true);
 }

@@ -212,11 +212,15 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
 /// stride-1 convolution (most of a ResNet's), and it then runs as conv_impl does, its im2col
 /// packed into the GEMM's panels, instead of a GEMM into a column matrix scattered back by
 /// col2im. False (nothing done) where the shapes do not allow it: a stride, padding beyond the
-/// kernel's reach, an output padding, a 1×1 kernel (its GEMM already writes the output).
+/// kernel's reach, an output padding, a 1×1 kernel (its GEMM already writes the output); or
+/// where it would not pay: few output channels for many input ones (a network's first layer,
+/// 64 → 3: the convolution would pack 64 channels' taps for 3 rows of output, where col2im
+/// scatters 3 channels' columns; measured 6× slower).
 template <typename T>
 bool conv_transpose_as_conv(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
                             std::size_t groups, CpuTensor& out) {
     if (g.pointwise() || !conv_packs_im2col()) return false;
+    if (2 * static_cast<i64>(w.shape[1]) < static_cast<i64>(x.shape[1] / groups)) return false;
     Geo f = g;
     for (int d = 0; d < 3; ++d) {
         f.pad[d] = g.dil[d] * (g.k[d] - 1) - g.pad[d];
