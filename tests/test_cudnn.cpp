@@ -207,10 +207,10 @@ std::uint64_t check_against_cpu(const ConvCase<N>& c, DType dtype, ember::Tolera
     auto on_gpu = [&](const TensorData& d) { return Tensor<Cuda, D>::from_data(d).cast(dtype); };
     auto xg = on_gpu(xd), wg = on_gpu(wd), gg = on_gpu(gd);
     if constexpr (N == 2) {
-        if (channels_last) {
-            xg = ember::test::channels_last(xg);
-            wg = ember::test::channels_last(wg);
-            gg = ember::test::channels_last(gg);
+        if (channels_last) {  // relaid (as f32 data), then cast
+            xg = ember::test::channels_last(xg).cast(dtype);
+            wg = ember::test::channels_last(wg).cast(dtype);
+            gg = ember::test::channels_last(gg).cast(dtype);
         }
     }
     const std::uint64_t before = ember::cuda::cudnn_convolutions();
@@ -418,9 +418,9 @@ TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
             check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2});
         }
     }
-    // Channels-last 16-bit data whose channels are not a multiple of 8 (a ResNet stem's 3): its
-    // input channels are padded with zeros for cuDNN's tensor-core kernels, and the weight
-    // gradient cut back to them.
+    // Channels-last 16-bit data whose channels are not a multiple of 8 (a ResNet stem's 3): the
+    // forward pass pads them with zeros for cuDNN's tensor-core kernels, the weight gradient
+    // takes ember's im2col + GEMM path.
     const ConvCase<2> stem{"3 input channels, channels-last",
                            {4, 3, 12, 10},
                            {16, 3, 3, 3},

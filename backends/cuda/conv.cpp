@@ -48,8 +48,7 @@ CudaTensor channels_last_in(const CudaTensor& t, DType dt) {
 }
 
 /// Channels a channels-last 16-bit convolution pads its input channels to (cuDNN's NHWC
-/// tensor-core kernels want C a multiple of 8: with C = 3, a ResNet stem, cudnnFind's best was
-/// a legacy weight-gradient kernel of 64 blocks taking 0.93 ms of a 5.2 ms bf16 step).
+/// tensor-core kernels want C a multiple of 8).
 constexpr std::size_t kClChannelAlign = 8;
 
 /// Whether a channels-last convolution with inputs of dtype `nd` pads its input channels.
@@ -69,15 +68,6 @@ CudaTensor pad_channels(const CudaTensor& t) {
     CudaTensor real = out;  // the first C channels of each position, written through a view
     real.shape = t.shape;
     copy_into(real, t);
-    return out;
-}
-
-/// The first `c` channels of a channels-last [A, C', ...] tensor, stored channels-last.
-CudaTensor first_channels(const CudaTensor& t, std::size_t c) {
-    CudaTensor view = t;
-    view.shape[1] = c;
-    CudaTensor out = empty_channels_last(view.shape, t.dtype, t.device());
-    copy_into(out, view);
     return out;
 }
 
@@ -249,25 +239,22 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     const DType result = x.dtype, cd = float_compute(x.dtype);
     if (cudnn::wanted()) {
         const DType nd = cudnn::native_dtype(x.dtype, grad.dtype);
-        if (cl_operands(x, p)) {
-            CudaTensor xn = channels_last_in(x, nd), gn = channels_last_in(grad, nd);
-            const bool pad = pads_channels(xn, nd, p);
-            Shape wsn = ws;
-            if (pad) {
-                xn = pad_channels(xn);
-                wsn[1] = xn.shape[1];
+        // A channels-last 16-bit input of few channels (a ResNet stem's 3) takes the GEMM path
+        // below: cudnnFind's best for it, padded to 8 channels or not, was a legacy kernel of
+        // K blocks (0.93 ms of a 5.2 ms bf16 step at batch 256), where im2col and a split-k
+        // product reduce the N·H·W sums over the whole GPU.
+        if (!(cl_operands(x, p) && pads_channels(x, nd, p))) {
+            if (cl_operands(x, p)) {
+                CudaTensor xn = channels_last_in(x, nd), gn = channels_last_in(grad, nd);
+                CudaTensor dw = empty_channels_last(ws, nd, xn.device());
+                // Channels-last (KRSC), as cuDNN makes it: the optimizer walks it in the
+                // weight's own layout (no copy where the weight is stored channels-last too).
+                if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
             }
-            CudaTensor dw = empty_channels_last(wsn, nd, xn.device());
-            // Channels-last (KRSC), as cuDNN makes it: the optimizer walks it in the weight's
-            // own layout (no copy where the weight is stored channels-last too).
-            if (cudnn::backward_filter(xn, gn, dw, p)) {
-                if (pad) dw = first_channels(dw, ws[1]);
-                return cast(std::move(dw), result);
-            }
+            CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
+            CudaTensor dw = empty(ws, nd, xn.device());
+            if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
         }
-        CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
-        CudaTensor dw = empty(ws, nd, xn.device());
-        if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
     }
     x = contiguous(cast(std::move(x), cd));
     grad = contiguous(cast(std::move(grad), cd));
