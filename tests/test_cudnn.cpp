@@ -418,9 +418,8 @@ TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
             check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2});
         }
     }
-    // Channels-last 16-bit data whose channels are not a multiple of 8 (a ResNet stem's 3): the
-    // forward pass pads them with zeros for cuDNN's tensor-core kernels, the weight gradient
-    // takes ember's im2col + GEMM path.
+    // Channels-last 16-bit data whose channels are not a multiple of 8 (a ResNet stem's 3),
+    // which cuDNN's NHWC tensor-core kernels do not take: its other kernels run them.
     const ConvCase<2> stem{"3 input channels, channels-last",
                            {4, 3, 12, 10},
                            {16, 3, 3, 3},

@@ -47,30 +47,6 @@ CudaTensor channels_last_in(const CudaTensor& t, DType dt) {
     return out;
 }
 
-/// Channels a channels-last 16-bit convolution pads its input channels to (cuDNN's NHWC
-/// tensor-core kernels want C a multiple of 8).
-constexpr std::size_t kClChannelAlign = 8;
-
-/// Whether a channels-last convolution with inputs of dtype `nd` pads its input channels.
-bool pads_channels(const CudaTensor& x, DType nd, const ConvParams& p) {
-    return p.groups == 1 && (nd == DType::BF16 || nd == DType::F16) &&
-           x.shape[1] % kClChannelAlign != 0;
-}
-
-/// A channels-last tensor [A, C, ...] as [A, C', ...] with C' = C rounded up to
-/// kClChannelAlign, the added channels zero. For x that is the same input; for a weight
-/// [K, C, R, S], zero taps that the padded input's zero channels meet: the same convolution.
-CudaTensor pad_channels(const CudaTensor& t) {
-    Shape padded = t.shape;
-    padded[1] = (t.shape[1] + kClChannelAlign - 1) / kClChannelAlign * kClChannelAlign;
-    CudaTensor out = full(padded, Scalar(0.0), t.dtype, t.device());
-    out.strides = channels_last_strides(padded);  // zeros in any order: the same buffer
-    CudaTensor real = out;  // the first C channels of each position, written through a view
-    real.shape = t.shape;
-    copy_into(real, t);
-    return out;
-}
-
 /// `out` in the layout of the operand `like` it was computed from: channels-last data stays
 /// channels-last whichever path ran.
 CudaTensor same_layout(CudaTensor out, const CudaTensor& like) {
@@ -155,10 +131,6 @@ CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, cons
         const DType nd = cudnn::native_dtype(x.dtype, w.dtype);
         if (cl_operands(x, p)) {
             CudaTensor xn = channels_last_in(x, nd), wn = channels_last_in(w, nd);
-            if (pads_channels(xn, nd, p)) {
-                xn = pad_channels(xn);
-                wn = pad_channels(wn);
-            }
             CudaTensor y = empty_channels_last(out_shape, nd, xn.device());
             if (cudnn::forward(xn, wn, y, p)) return with_bias(std::move(y), bias, result);
         }
@@ -239,22 +211,16 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     const DType result = x.dtype, cd = float_compute(x.dtype);
     if (cudnn::wanted()) {
         const DType nd = cudnn::native_dtype(x.dtype, grad.dtype);
-        // A channels-last 16-bit input of few channels (a ResNet stem's 3) takes the GEMM path
-        // below: cudnnFind's best for it, padded to 8 channels or not, was a legacy kernel of
-        // K blocks (0.93 ms of a 5.2 ms bf16 step at batch 256), where im2col and a split-k
-        // product reduce the N·H·W sums over the whole GPU.
-        if (!(cl_operands(x, p) && pads_channels(x, nd, p))) {
-            if (cl_operands(x, p)) {
-                CudaTensor xn = channels_last_in(x, nd), gn = channels_last_in(grad, nd);
-                CudaTensor dw = empty_channels_last(ws, nd, xn.device());
-                // Channels-last (KRSC), as cuDNN makes it: the optimizer walks it in the
-                // weight's own layout (no copy where the weight is stored channels-last too).
-                if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
-            }
-            CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
-            CudaTensor dw = empty(ws, nd, xn.device());
+        if (cl_operands(x, p)) {
+            CudaTensor xn = channels_last_in(x, nd), gn = channels_last_in(grad, nd);
+            CudaTensor dw = empty_channels_last(ws, nd, xn.device());
+            // Channels-last (KRSC), as cuDNN makes it: the optimizer walks it in the weight's
+            // own layout (no copy where the weight is stored channels-last too).
             if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
         }
+        CudaTensor xn = contiguous(cast(x, nd)), gn = contiguous(cast(grad, nd));
+        CudaTensor dw = empty(ws, nd, xn.device());
+        if (cudnn::backward_filter(xn, gn, dw, p)) return cast(std::move(dw), result);
     }
     x = contiguous(cast(std::move(x), cd));
     grad = contiguous(cast(std::move(grad), cd));
