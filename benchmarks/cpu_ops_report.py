@@ -39,7 +39,12 @@ def main():
     meta = next((d for d in lines if d.get("meta") == "cpu_ops"), {})
     best = {}  # (variant, threads, op, shape) -> (count, figure)
     steps = {}  # (variant, threads) -> ms
+    infer = {}  # (variant, threads) -> ms, the best round's median pass
     for d in lines:
+        if d.get("kind") == "infer":
+            k = (d["variant"], d["threads"])
+            infer[k] = min(infer.get(k, float("inf")), d["ms"])
+            continue
         if d.get("kind") == "op" and "shape" in d:
             t = d["threads"]
             v = d["cpu_ms"] if t == 1 else d["wall_ms"]
@@ -51,7 +56,9 @@ def main():
             t = d["threads"]
             k = (d["variant"], t)
             steps[k] = min(steps.get(k, float("inf")), d["cpu_ms"] if t == 1 else d["wall_ms"])
-    threads = sorted({k[1] for k in best} | {k[1] for k in steps})
+    threads = sorted({k[1] for k in best} | {k[1] for k in steps} | {k[1] for k in infer})
+    # A run of the forward convolutions only (cpu_ops_run.py --only conv_fwd) times a forward pass.
+    what_runs = "forward pass" if meta.get("only") == "conv_fwd" else "training step"
 
     def total(variant, t, op):
         vals = [c * v for (va, tt, o, _), (c, v) in best.items() if (va, tt, o) == (variant, t, op)]
@@ -62,7 +69,8 @@ def main():
            f"(`benchmarks/cpu_ops_run.py`, {meta.get('date', '?')}, {meta.get('machine', '?')}, "
            f"{meta.get('cpus', '?')} CPUs, commit {meta.get('commit') or '?'}, PyTorch "
            f"{meta.get('torch', '?')}). {what}", "",
-           "ms a ResNet-18 (CIFAR form) training step at batch 64 spends in each op class, summed "
+           f"ms a ResNet-18 (CIFAR form) {what_runs} at batch {meta.get('batch', 64)} spends "
+           "in each op class, summed "
            "over the network's layers: ember before and after, PyTorch on the same shapes "
            "(`bench_scale_ops` beside `cpu_scale_ops_torch.py`). One thread: median process CPU "
            "time of a call; more threads: the fastest call's wall time. Each row's best of the "
@@ -75,6 +83,8 @@ def main():
     out += [head, rule]
     sums = {(v, t): 0.0 for v in VARIANTS for t in threads}
     for op, label in CLASSES:
+        if all(total(v, t, op) is None for v in VARIANTS for t in threads):
+            continue  # a class the run left out (cpu_ops_run.py --only)
         row = f"| {label} |"
         for t in threads:
             b, a, p = (total(v, t, op) for v in VARIANTS)
@@ -96,6 +106,16 @@ def main():
                 "| ---: | ---: | ---: | ---: | ---: |"]
         for t in threads:
             b, a, p = (steps.get((v, t)) for v in VARIANTS)
+            out.append(f"| {t} | {fmt(b)} | {fmt(a)} | {fmt(p)} | {ratio(a, p)} |")
+    if infer:
+        b = next((d.get("batch") for d in lines if d.get("kind") == "infer"), "?")
+        out += ["", f"Whole inference passes at batch {b}, ms (the ResNet-18's ONNX export; "
+                "ember: `bench_scale infer`, the graph as ember-onnx imports it, on `Cpu`; "
+                "PyTorch: eager, `inference_mode`; the median wall time of a pass, best round):",
+                "", "| threads | ember before | ember after | PyTorch | after ÷ PyTorch |",
+                "| ---: | ---: | ---: | ---: | ---: |"]
+        for t in threads:
+            b, a, p = (infer.get((v, t)) for v in VARIANTS)
             out.append(f"| {t} | {fmt(b)} | {fmt(a)} | {fmt(p)} | {ratio(a, p)} |")
     out += ["", "Per layer (1 thread, CPU ms of one call; `count` = times a step runs it):", "",
             "| op | shape | count | before | after | PyTorch |", "| --- | --- | ---: | ---: | ---: | ---: |"]

@@ -6,7 +6,16 @@ section from them).
 
     cpu_ops_run.py OUT.jsonl --before BENCH_SCALE_OPS --after BENCH_SCALE_OPS
         [--before-resnet RESNET --after-resnet RESNET] [--threads 1,2] [--rounds 2]
-        [--machine TEXT] [--commit HASH]
+        [--machine TEXT] [--commit HASH] [--only conv_fwd,...] [--batch 64]
+        [--env-before K=V,... --env-after K=V,...]
+        [--before-infer BENCH_SCALE --after-infer BENCH_SCALE] [--infer-batch 1]
+
+--only limits the op classes (both sides), --batch sets the batch of the op rows (the whole
+steps stay at 64), --env-before/--env-after set environment variables for one side's op rows
+(e.g. EMBER_CPU_CONV=im2col against =packed in one build). --before-infer/--after-infer (the
+bench_scale binaries of builds with the ONNX graphs compiled in) add the whole ResNet-18's
+inference at --infer-batch (ember: `bench_scale infer`, the median wall time of a pass; PyTorch:
+cpu_scale_torch.py infer, eager inference_mode), lines of kind "infer".
 
 bench_scale_ops (the ember builds) and cpu_scale_ops_torch.py (PyTorch, the `python3` running
 this script) time each op class; examples/resnet --synthetic (ember, Adam; its process CPU time
@@ -47,7 +56,17 @@ def main():
     p.add_argument("--steps", default="3")
     p.add_argument("--machine", default=platform.processor() or platform.machine())
     p.add_argument("--commit", default="")
+    p.add_argument("--only", default="")
+    p.add_argument("--batch", default="64")
+    p.add_argument("--env-before", default="")
+    p.add_argument("--env-after", default="")
+    p.add_argument("--before-infer")
+    p.add_argument("--after-infer")
+    p.add_argument("--infer-batch", default="1")
     a = p.parse_args()
+    side_env = {v: dict(kv.split("=", 1) for kv in e.split(",") if kv)
+                for v, e in (("before", a.env_before), ("after", a.env_after))}
+    only = ["--only", a.only] if a.only else []
     import torch
     threads = [int(t) for t in a.threads.split(",")]
     tmp = a.out + ".tmp"
@@ -58,16 +77,18 @@ def main():
 
         emit({"meta": "cpu_ops", "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
               "machine": a.machine, "cpus": os.cpu_count(), "commit": a.commit,
-              "torch": torch.__version__, "batch": 64})
+              "torch": torch.__version__, "batch": int(a.batch), "only": a.only,
+              "env_before": a.env_before, "env_after": a.env_after})
         for r in range(a.rounds):
             for t in threads:
                 env = dict(os.environ, OMP_NUM_THREADS=str(t))
+                common = ["--threads", str(t), "--min-time", a.min_time, "--batch", a.batch] + only
                 for variant, cmd in (
-                        ("before", [a.before, "--threads", str(t), "--min-time", a.min_time]),
-                        ("after", [a.after, "--threads", str(t), "--min-time", a.min_time]),
-                        ("torch", [sys.executable, os.path.join(HERE, "cpu_scale_ops_torch.py"),
-                                   "--threads", str(t), "--min-time", a.min_time])):
-                    for d in run_lines(cmd, env):
+                        ("before", [a.before] + common),
+                        ("after", [a.after] + common),
+                        ("torch", [sys.executable, os.path.join(HERE, "cpu_scale_ops_torch.py")] +
+                         common)):
+                    for d in run_lines(cmd, dict(env, **side_env.get(variant, {}))):
                         emit({**d, "variant": variant, "round": r, "kind": "op"})
                 # Whole steps: ember's example (its process CPU time over the timed steps, and
                 # its best round's wall time), PyTorch's step in cpu_scale_ops_torch.py.
@@ -76,18 +97,37 @@ def main():
                         continue
                     for d in run_lines([exe, "--synthetic", "--backend", "cpu", "--batch", "64",
                                         "--optimizer", "adam", "--threads", str(t), "--warmup",
-                                        "1", "--steps", a.steps, "--rounds", "2"], env):
+                                        "1", "--steps", a.steps, "--rounds", "2"],
+                                       dict(env, **side_env[variant])):
                         if "cpu_s" in d:
                             n = 2 * int(a.steps)
                             emit({"framework": "ember", "op": "step", "shape": d["name"],
                                   "count": 1, "cpu_ms": d["cpu_s"] * 1e3 / n,
                                   "wall_ms": d["value"], "threads": t, "variant": variant,
                                   "round": r, "kind": "step"})
-                for d in run_lines([sys.executable, os.path.join(HERE, "cpu_scale_ops_torch.py"),
-                                    "--threads", str(t), "--only", "step", "--min-time", "1"],
-                                   env):
-                    if "shape" in d:
-                        emit({**d, "variant": "torch", "round": r, "kind": "step"})
+                if a.before_resnet or a.after_resnet:
+                    for d in run_lines([sys.executable,
+                                        os.path.join(HERE, "cpu_scale_ops_torch.py"), "--threads",
+                                        str(t), "--only", "step", "--min-time", "1"], env):
+                        if "shape" in d:
+                            emit({**d, "variant": "torch", "round": r, "kind": "step"})
+                # Whole inference passes of the ONNX-imported ResNet-18, and PyTorch's eager one.
+                for variant, exe in (("before", a.before_infer), ("after", a.after_infer)):
+                    if not exe:
+                        continue
+                    for d in run_lines([exe, "infer", "--model", "resnet", "--batch",
+                                        a.infer_batch, "--threads", str(t), "--min-time", "1",
+                                        "--max-reps", "200", "--warmup", "2"],
+                                       dict(env, **side_env[variant])):
+                        if "ms" in d:
+                            emit({**d, "variant": variant, "round": r, "kind": "infer"})
+                if a.before_infer or a.after_infer:
+                    for d in run_lines([sys.executable, os.path.join(HERE, "cpu_scale_torch.py"),
+                                        "infer", "--model", "resnet", "--batch", a.infer_batch,
+                                        "--threads", str(t), "--configs", "eager", "--min-time",
+                                        "1", "--max-reps", "200", "--warmup", "2"], env):
+                        if "ms" in d:
+                            emit({**d, "variant": "torch", "round": r, "kind": "infer"})
     os.replace(tmp, a.out)
 
 

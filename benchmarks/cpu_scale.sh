@@ -5,9 +5,10 @@
 #   benchmarks/cpu_scale.sh build [BUILD_DIR]            (here: Debian's torch 1.13, ember-onnx)
 #       exports the four models to ONNX (cpu_scale_torch.py export), configures BUILD_DIR
 #       (default build-cpuscale) with BENCH_SCALE_ONNX_DIR so that ember-onnx's generated C++ is
-#       compiled into bench_scale, builds bench_scale and bench_cpu, checks each import against
-#       PyTorch's output (the largest difference, printed), and copies the two binaries (and
-#       nothing else) to BUILD_DIR/pack: the folder to carry to the GPU machine.
+#       compiled into bench_scale, builds bench_scale, bench_cpu and bench_scale_ops (the
+#       ResNet's layers one by one), checks each import against PyTorch's output (the largest
+#       difference, printed), and copies the three binaries (and nothing else) to
+#       BUILD_DIR/pack: the folder to carry to the GPU machine.
 #   benchmarks/cpu_scale.sh run [--bin DIR] [--out FILE.jsonl] [--threads "1 2 4 8 16"]
 #                               [--quick] [--budget SECONDS] [--no-compile]
 #       runs every row, writing raw JSON lines (meta line first) to FILE (default
@@ -56,7 +57,7 @@ if [[ $cmd == build ]]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache \
     -DBENCH_SCALE_ONNX_DIR="$onnx" -DBENCH_SCALE_GPT_SEQ=64 >/dev/null
-  ninja -C "$build" -j "${JOBS:-2}" bench_scale bench_cpu >&2
+  ninja -C "$build" -j "${JOBS:-2}" bench_scale bench_cpu bench_scale_ops >&2
   # The imports checked against PyTorch: the exported weights (ember-onnx's records) on the
   # export's own input, the largest difference from PyTorch's output.
   for m in mlp cnn resnet gpt; do
@@ -68,8 +69,9 @@ if [[ $cmd == build ]]; then
     fi
   done
   mkdir -p "$build/pack"
-  cp "$build/benchmarks/bench_scale" "$build/benchmarks/bench_cpu" "$build/pack/"
-  strip "$build/pack/bench_scale" "$build/pack/bench_cpu"
+  cp "$build/benchmarks/bench_scale" "$build/benchmarks/bench_cpu" \
+    "$build/benchmarks/bench_scale_ops" "$build/pack/"
+  strip "$build/pack/bench_scale" "$build/pack/bench_cpu" "$build/pack/bench_scale_ops"
   # The commit the binaries were built from (the GPU machine's copy has no .git).
   commit="$(git rev-parse --short HEAD)"
   git diff --quiet HEAD -- include backends src benchmarks tools 2>/dev/null ||
