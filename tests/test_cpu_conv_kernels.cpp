@@ -110,11 +110,11 @@ std::vector<double> reference(const Geo& g, bool transposed, const std::vector<f
 }
 
 /// ember's result (dims as the problem's rank) for geometry g, in 3-d form.
-template <std::size_t D>
-std::vector<float> run(const Geo& g, bool transposed, const ember::Tensor<Cpu, D + 2>& x,
-                       const ember::Tensor<Cpu, D + 2>& w, const ember::Tensor<Cpu, 1>& b) {
-    const std::optional<ember::Tensor<Cpu, 1>> bias =
-        g.bias ? std::optional(b) : std::optional<ember::Tensor<Cpu, 1>>{};
+template <std::size_t D, typename B>
+std::vector<float> run(const Geo& g, bool transposed, const ember::Tensor<B, D + 2>& x,
+                       const ember::Tensor<B, D + 2>& w, const ember::Tensor<B, 1>& b) {
+    const std::optional<ember::Tensor<B, 1>> bias =
+        g.bias ? std::optional(b) : std::optional<ember::Tensor<B, 1>>{};
     auto fill = [&](auto& o) {
         for (std::size_t d = 0; d < D; ++d) {
             o.stride[d] = g.stride[3 - D + d];
@@ -150,7 +150,8 @@ std::vector<float> run(const Geo& g, bool transposed, const ember::Tensor<Cpu, D
         return ember::module::conv3d(x, w, bias, o).to_data().template to_vec<float>();
 }
 
-template <std::size_t D>
+/// Both kernels at 1-3 threads against the reference, on the f32 backend (or B: CpuF64).
+template <std::size_t D, typename B = Cpu>
 void check(const Geo& g, bool transposed) {
     std::vector<std::size_t> xs{g.n, g.cin},
         ws{transposed ? g.cin : g.cout, (transposed ? g.cout : g.cin) / g.groups};
@@ -158,11 +159,11 @@ void check(const Geo& g, bool transposed) {
         xs.push_back(g.in[d]);
         ws.push_back(g.k[d]);
     }
-    const auto x = ember::Tensor<Cpu, D + 2>::random(ember::Shape(std::span<const std::size_t>(xs)),
-                                                     ember::Distribution::Normal(0, 1));
-    const auto w = ember::Tensor<Cpu, D + 2>::random(ember::Shape(std::span<const std::size_t>(ws)),
-                                                     ember::Distribution::Normal(0, 0.2));
-    const auto b = ember::Tensor<Cpu, 1>::random({g.cout}, ember::Distribution::Normal(0, 1));
+    const auto x = ember::Tensor<B, D + 2>::random(ember::Shape(std::span<const std::size_t>(xs)),
+                                                   ember::Distribution::Normal(0, 1));
+    const auto w = ember::Tensor<B, D + 2>::random(ember::Shape(std::span<const std::size_t>(ws)),
+                                                   ember::Distribution::Normal(0, 0.2));
+    const auto b = ember::Tensor<B, 1>::random({g.cout}, ember::Distribution::Normal(0, 1));
     const auto want =
         reference(g, transposed, x.to_data().template to_vec<float>(),
                   w.to_data().template to_vec<float>(), b.to_data().template to_vec<float>());
@@ -171,7 +172,7 @@ void check(const Geo& g, bool transposed) {
             INFO(kernel << " kernel, " << threads << " threads");
             ::setenv("EMBER_CPU_CONV", kernel, 1);
             ember::cpu::set_num_threads(threads);
-            const auto got = run<D>(g, transposed, x, w, b);
+            const auto got = run<D, B>(g, transposed, x, w, b);
             REQUIRE(got.size() == want.size());
             double worst = 0;
             for (std::size_t i = 0; i < got.size(); ++i)
@@ -220,6 +221,10 @@ TEST_CASE("cpu conv kernels: packed and im2col convolutions are the sum over the
     check<1>(
         Geo{3, 10, 7, 1, {1, 1, 80}, {1, 1, 5}, {1, 1, 1}, {0, 0, 2}, {1, 1, 1}, {0, 0, 0}, true},
         false);
+    INFO("f64: 3x3 pad 1 and stride 2, 4x4 positions side by side");
+    check<2, ember::CpuF64>(geo2(3, 8, 12, 1, 17, 20, 3, 3, 2, 1, 1, true), false);
+    check<2, ember::CpuF64>(geo2(9, 16, 24, 1, 4, 4, 3, 3, 1, 1, 1, true), false);
+    check<2, ember::CpuF64>(geo2(2, 12, 10, 1, 8, 8, 3, 3, 1, 1, 1, true), true);
     INFO("3-d: 5x6x7, kernel 3, pad 1");
     check<3>(
         Geo{2, 4, 6, 1, {5, 6, 7}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, true},
