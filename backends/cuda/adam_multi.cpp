@@ -14,31 +14,45 @@
 namespace ember {
 namespace k = detail::cuda;
 
+namespace {
+/// Checks the multi-tensor step `op`'s operands (one group of K tensors a parameter, the same
+/// count of scalars, every tensor of a group of one shape, float, on one device) and brings each
+/// group to its compute dtype, walked flat in the parameter's layout: contiguous, or
+/// channels-last for a convolution's weight stored so (then its gradient comes from cuDNN in
+/// that layout too). Returns each parameter's own dtype, the results' dtype.
+template <std::size_t K>
+std::vector<DType> prepare_groups(const char* op, std::vector<std::array<k::CudaTensor, K>>& ts,
+                                  std::size_t scalars) {
+    EMBER_CHECK(ts.size() == scalars, Argument, op, ": ", ts.size(), " tensor groups but ", scalars,
+                " sets of scalars");
+    std::vector<DType> result(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+        auto& group = ts[i];
+        const k::CudaTensor& p = group[0];
+        for (std::size_t j = 1; j < K; ++j)
+            EMBER_CHECK(group[j].shape == p.shape, Shape, op, ": tensor ", i, ": param ", p.shape,
+                        " but ", j == 1 ? "grad " : "state ", group[j].shape,
+                        ": a group must have one shape");
+        EMBER_CHECK(is_float(p.dtype), DType, op, ": tensor ", i, ": needs float tensors, got ",
+                    dtype_name(p.dtype));
+        for (const k::CudaTensor& t : group) k::check_same_device(op, ts[0][0], t);
+        result[i] = p.dtype;
+        const DType cd = k::compute_dtype(p.dtype);
+        const bool cl = k::is_channels_last(p);
+        for (k::CudaTensor& t : group) t = k::to_layout(k::cast(std::move(t), cd), cl);
+    }
+    return result;
+}
+}  // namespace
+
 auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
                                    const std::vector<AdamStepsScalars>& scalars)
     -> std::vector<std::array<FT, 3>> {
-    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "adam_steps: ", tensors.size(),
-                " tensor groups but ", scalars.size(), " sets of scalars");
+    const std::vector<DType> result = prepare_groups("adam_steps", tensors, scalars.size());
     const std::size_t count = tensors.size();
     if (count == 0) return {};
     const int dev = tensors[0][0].device();
-    std::vector<DType> result(count);
     std::vector<std::array<FT, 3>> out(count);
-    for (std::size_t i = 0; i < count; ++i) {
-        auto& [p, g, m, v] = tensors[i];
-        EMBER_CHECK(p.shape == g.shape && p.shape == m.shape && p.shape == v.shape, Shape,
-                    "adam_steps: tensor ", i, ": param ", p.shape, ", grad ", g.shape, ", moments ",
-                    m.shape, " and ", v.shape, " must have one shape");
-        EMBER_CHECK(is_float(p.dtype), DType, "adam_steps: tensor ", i,
-                    ": needs float tensors, got ", dtype_name(p.dtype));
-        for (const FT* t : {&p, &g, &m, &v}) k::check_same_device("adam_steps", tensors[0][0], *t);
-        result[i] = p.dtype;
-        const DType cd = k::compute_dtype(p.dtype);
-        // All four walked flat in p's layout: contiguous, or channels-last for a convolution's
-        // weight stored so (then its gradient comes from cuDNN in that layout too).
-        const bool cl = k::is_channels_last(p);
-        for (FT* t : {&p, &g, &m, &v}) *t = k::to_layout(k::cast(std::move(*t), cd), cl);
-    }
     k::use_device(dev);
     // Groups of tensors one launch can take: one compute dtype, one set of shared scalars.
     std::vector<bool> done(count, false);
@@ -86,26 +100,11 @@ auto CudaBackend::float_adam_steps(std::vector<std::array<FT, 4>> tensors,
 auto CudaBackend::float_sgd_steps(std::vector<std::array<FT, 3>> tensors,
                                   const std::vector<SgdStepScalars>& scalars)
     -> std::vector<std::array<FT, 2>> {
-    EMBER_CHECK(tensors.size() == scalars.size(), Argument, "sgd_steps: ", tensors.size(),
-                " tensor groups but ", scalars.size(), " sets of scalars");
+    const std::vector<DType> result = prepare_groups("sgd_steps", tensors, scalars.size());
     const std::size_t count = tensors.size();
     if (count == 0) return {};
     const int dev = tensors[0][0].device();
-    std::vector<DType> result(count);
     std::vector<std::array<FT, 2>> out(count);
-    for (std::size_t i = 0; i < count; ++i) {
-        auto& [p, g, v] = tensors[i];
-        EMBER_CHECK(p.shape == g.shape && p.shape == v.shape, Shape, "sgd_steps: tensor ", i,
-                    ": param ", p.shape, ", grad ", g.shape, " and velocity ", v.shape,
-                    " must have one shape");
-        EMBER_CHECK(is_float(p.dtype), DType, "sgd_steps: tensor ", i,
-                    ": needs float tensors, got ", dtype_name(p.dtype));
-        for (const FT* t : {&p, &g, &v}) k::check_same_device("sgd_steps", tensors[0][0], *t);
-        result[i] = p.dtype;
-        const DType cd = k::compute_dtype(p.dtype);
-        const bool cl = k::is_channels_last(p);
-        for (FT* t : {&p, &g, &v}) *t = k::to_layout(k::cast(std::move(*t), cd), cl);
-    }
     k::use_device(dev);
     std::vector<bool> done(count, false);
     std::vector<k::SgdMultiTensor> group;

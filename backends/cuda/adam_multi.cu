@@ -76,6 +76,31 @@ __global__ void adam_multi_kernel(const __grid_constant__ AdamMultiArgs<T> a) {
     }
 }
 
+/// Launches a multi-tensor kernel over tensors ts[0..count): each launch's table `a` (its
+/// shared fields set by the caller) takes up to PerLaunch tensors and fewer than 2^31 blocks of
+/// kAdamChunk elements; fill(entry, tensor) writes one entry, launch(a, blocks) runs a table.
+template <int PerLaunch, typename Args, typename Tensor, typename Fill, typename Launch>
+void launch_tables(Args& a, const Tensor* ts, std::size_t count, Fill fill, Launch launch) {
+    int blocks = 0;
+    auto flush = [&] {
+        if (a.count == 0) return;
+        a.block_start[a.count] = blocks;
+        launch(a, static_cast<unsigned>(blocks));
+        a.count = 0;
+        blocks = 0;
+    };
+    for (std::size_t i = 0; i < count; ++i) {
+        if (ts[i].n == 0) continue;
+        const std::int64_t chunks = (ts[i].n + kAdamChunk - 1) / kAdamChunk;
+        if (a.count == PerLaunch || blocks + chunks > 0x7fffffff - 1) flush();
+        fill(a.e[a.count], ts[i]);
+        a.block_start[a.count] = blocks;
+        blocks += static_cast<int>(chunks);
+        ++a.count;
+    }
+    flush();
+}
+
 template <typename T>
 void launch_group(const AdamMultiTensor* ts, std::size_t count, cudaStream_t s) {
     AdamMultiArgs<T> a{};
@@ -83,21 +108,7 @@ void launch_group(const AdamMultiTensor* ts, std::size_t count, cudaStream_t s) 
     a.beta_2 = ts[0].s.step.beta_2;
     a.epsilon = ts[0].s.step.epsilon;
     a.l2 = ts[0].s.l2;
-    int blocks = 0;
-    auto flush = [&] {
-        if (a.count == 0) return;
-        a.block_start[a.count] = blocks;
-        adam_multi_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
-        check_launch("adam_steps");
-        a.count = 0;
-        blocks = 0;
-    };
-    for (std::size_t i = 0; i < count; ++i) {
-        const AdamMultiTensor& t = ts[i];
-        if (t.n == 0) continue;
-        const std::int64_t chunks = (t.n + kAdamChunk - 1) / kAdamChunk;
-        if (a.count == kAdamMultiPerLaunch || blocks + chunks > 0x7fffffff - 1) flush();
-        AdamMultiEntry<T>& e = a.e[a.count];
+    auto fill = [](AdamMultiEntry<T>& e, const AdamMultiTensor& t) {
         e.po = static_cast<T*>(t.p_out);
         e.mo = static_cast<T*>(t.m_out);
         e.vo = static_cast<T*>(t.v_out);
@@ -111,11 +122,11 @@ void launch_group(const AdamMultiTensor* ts, std::size_t count, cudaStream_t s) 
         e.correction_1 = t.s.step.correction_1;
         e.correction_2 = t.s.step.correction_2;
         e.decay = t.s.decoupled_decay;
-        a.block_start[a.count] = blocks;
-        blocks += static_cast<int>(chunks);
-        ++a.count;
-    }
-    flush();
+    };
+    launch_tables<kAdamMultiPerLaunch>(a, ts, count, fill, [&](const auto& args, unsigned blocks) {
+        adam_multi_kernel<T><<<blocks, kThreads, 0, s>>>(args);
+        check_launch("adam_steps");
+    });
 }
 
 template <typename T>
@@ -170,21 +181,7 @@ void launch_sgd_group(const SgdMultiTensor* ts, std::size_t count, const SgdStep
                       cudaStream_t s) {
     SgdMultiArgs<T> a{};
     a.s = sc;
-    int blocks = 0;
-    auto flush = [&] {
-        if (a.count == 0) return;
-        a.block_start[a.count] = blocks;
-        sgd_multi_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a);
-        check_launch("sgd_steps");
-        a.count = 0;
-        blocks = 0;
-    };
-    for (std::size_t i = 0; i < count; ++i) {
-        const SgdMultiTensor& t = ts[i];
-        if (t.n == 0) continue;
-        const std::int64_t chunks = (t.n + kAdamChunk - 1) / kAdamChunk;
-        if (a.count == kSgdMultiPerLaunch || blocks + chunks > 0x7fffffff - 1) flush();
-        SgdMultiEntry<T>& e = a.e[a.count];
+    auto fill = [](SgdMultiEntry<T>& e, const SgdMultiTensor& t) {
         e.po = static_cast<T*>(t.p_out);
         e.vo = static_cast<T*>(t.v_out);
         e.p = static_cast<const T*>(t.p);
@@ -193,11 +190,11 @@ void launch_sgd_group(const SgdMultiTensor* ts, std::size_t count, const SgdStep
         e.n = t.n;
         e.replayed = t.replayed;
         e.lr = t.lr;
-        a.block_start[a.count] = blocks;
-        blocks += static_cast<int>(chunks);
-        ++a.count;
-    }
-    flush();
+    };
+    launch_tables<kSgdMultiPerLaunch>(a, ts, count, fill, [&](const auto& args, unsigned blocks) {
+        sgd_multi_kernel<T><<<blocks, kThreads, 0, s>>>(args);
+        check_launch("sgd_steps");
+    });
 }
 
 }  // namespace
