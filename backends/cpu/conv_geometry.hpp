@@ -305,37 +305,48 @@ class Im2colPacker {
             cap_ = need;
         }
         T* out = static_cast<T*>(buf_->data);
-        for (i64 s = 0; s < count; ++s)
-            for (i64 c = 0; c < channels_; ++c) {
-                const T* src = x + s * stride + c * g.in_size();
-                T* dst = out + s * stride_ + c * plane_;
-                for (i64 d = 0; d < dims_[0]; ++d) {
-                    const i64 id = d - g.pad[0];
-                    T* row = dst + d * dims_[1] * dims_[2];
-                    if (id < 0 || id >= g.in[0]) {
-                        std::fill(row, row + dims_[1] * dims_[2], T(0));
-                        continue;
-                    }
-                    for (i64 h = 0; h < dims_[1]; ++h, row += dims_[2]) {
-                        const i64 ih = h - g.pad[1];
-                        if (ih < 0 || ih >= g.in[1]) {
-                            std::fill(row, row + dims_[2], T(0));
-                            continue;
-                        }
-                        const T* in = src + (id * g.in[1] + ih) * g.in[2];
-                        std::fill(row, row + g.pad[2], T(0));
-                        std::memcpy(row + g.pad[2], in,
-                                    static_cast<std::size_t>(g.in[2]) * sizeof(T));
-                        std::fill(row + g.pad[2] + g.in[2], row + dims_[2], T(0));
-                    }
-                }
-            }
+        // Split across the pool (inline when called from inside a parallel region): a late
+        // ResNet layer's 32 samples a product are 2.4 MB to copy, which one thread would copy
+        // while the others wait for the product.
+        const i64 planes = count * channels_;
+        parallel_for(std::size_t(planes), std::max<std::size_t>(1, std::size_t(16384 / plane_)),
+                     [&](std::size_t p0, std::size_t p1) {
+                         for (i64 pl = i64(p0); pl < i64(p1); ++pl) {
+                             const i64 s = pl / channels_, c = pl % channels_;
+                             pad_plane(x + s * stride + c * g.in_size(),
+                                       out + s * stride_ + c * plane_);
+                         }
+                     });
         x_ = out;
     }
 
     PanelPacker<T> packer() const { return {this, &pack}; }
 
   private:
+    /// One input plane into its zero-padded copy.
+    void pad_plane(const T* src, T* dst) const {
+        const Geo& g = *g_;
+        for (i64 d = 0; d < dims_[0]; ++d) {
+            const i64 id = d - g.pad[0];
+            T* row = dst + d * dims_[1] * dims_[2];
+            if (id < 0 || id >= g.in[0]) {
+                std::fill(row, row + dims_[1] * dims_[2], T(0));
+                continue;
+            }
+            for (i64 h = 0; h < dims_[1]; ++h, row += dims_[2]) {
+                const i64 ih = h - g.pad[1];
+                if (ih < 0 || ih >= g.in[1]) {
+                    std::fill(row, row + dims_[2], T(0));
+                    continue;
+                }
+                const T* in = src + (id * g.in[1] + ih) * g.in[2];
+                std::fill(row, row + g.pad[2], T(0));
+                std::memcpy(row + g.pad[2], in, static_cast<std::size_t>(g.in[2]) * sizeof(T));
+                std::fill(row + g.pad[2] + g.in[2], row + dims_[2], T(0));
+            }
+        }
+    }
+
     static void pack(const void* ctx, const PanelBlock& b, T* out) {
         const auto& self = *static_cast<const Im2colPacker*>(ctx);
         const Geo& g = *self.g_;
