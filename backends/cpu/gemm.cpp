@@ -1073,10 +1073,12 @@ bool conv_packs_im2col() {
         if (same_name(e, "packed")) return true;
         if (same_name(e, "im2col")) return false;
     }
-    // With the AVX-512 kernels, packing beats im2col + OpenBLAS too (on a Zen 5 core the
-    // ResNet-18 3×3 forward layers took 5-24% less than with OpenBLAS 0.3.21's Cooperlake
-    // kernels): the copies it saves are worth more than OpenBLAS's faster micro-kernel.
-    return !gemm_uses_blas() || kernel_width() == 64;
+    // Where OpenBLAS runs the products, im2col + OpenBLAS: on a Zen 5 core packing took the
+    // ResNet-18 3×3 forward layers 5-24% less time than OpenBLAS 0.3.21's Cooperlake kernels,
+    // but on the GPU machine's 16-CPU Xeon at 16 threads it lost (ResNet-18 training step at
+    // batch 64: 499 and 494 ms packed against 375 and 457 im2col; batch-1 inference 11.3 and
+    // 9.8 ms against 6.6 and 5.8; results/cpu-conv-ab-2026-11-30-h200.jsonl).
+    return !gemm_uses_blas();
 }
 
 void gemm_portable(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
