@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -438,6 +439,58 @@ TEST_CASE("cudnn: f64, f16 and bf16 convolutions", "[cuda][cudnn]") {
             INFO("bf16");
             check_against_cpu<2>(cc, DType::BF16, {5e-2, 1.6e-2}, true);
         }
+    }
+}
+
+TEST_CASE("conv weight gradient: the direct kernels for few inputs per output channel",
+          "[cuda][cudnn]") {
+    // cin/groups · taps ≤ 32 and ≥ 32 output channels a group run on conv_wgrad.cu's kernels
+    // (whether cuDNN is on or not): positions split over the whole GPU, f32 sums.
+    REQUIRE_GPU();
+    const char* env = std::getenv("EMBER_CUDA_CONV_WGRAD");
+    const bool direct = env == nullptr || std::string(env) != "cudnn";
+    const ConvCase<2> stem{
+        "CIFAR stem 3→64, 3x3", {8, 3, 32, 32}, {64, 3, 3, 3}, opts<2>({1, 1}, {1, 1}, {1, 1}, 1)};
+    const std::vector<ConvCase<2>> cases = {
+        stem,
+        {"40 outputs (a part tile), stride 2, padding (1, 2), dilation (2, 1), odd sizes",
+         {3, 3, 17, 15},
+         {40, 3, 3, 3},
+         opts<2>({2, 2}, {1, 2}, {2, 1}, 1)},
+        {"96 outputs (two tiles), 32 values a position, stride (2, 1)",
+         {2, 2, 13, 11},
+         {96, 2, 4, 4},
+         opts<2>({2, 1}, {0, 1}, {1, 1}, 1)},
+        {"groups 2 of 32 outputs", {2, 4, 9, 9}, {64, 2, 3, 3}, opts<2>({1, 1}, {1, 1}, {1, 1}, 2)},
+        {"pointwise 16→32", {3, 16, 7, 5}, {32, 16, 1, 1}, opts<2>({1, 1}, {0, 0}, {1, 1}, 1)},
+    };
+    for (bool use : {true, false}) {
+        UseCudnn setting(use);
+        for (const auto& c : cases) {
+            INFO(c.name << ", cuDNN " << (use ? "on" : "off"));
+            for (bool cl : {false, true}) {
+                INFO((cl ? "channels-last" : "NCHW"));
+                const std::uint64_t ran = check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4}, cl);
+                if (direct) CHECK(ran <= 2);  // the weight gradient is not cuDNN's
+                check_against_cpu<2>(c, DType::F16, {1e-2, 5e-3}, cl);
+                check_against_cpu<2>(c, DType::BF16, {5e-2, 1.6e-2}, cl);
+            }
+        }
+    }
+    {
+        INFO("conv1d, 4·7 values a position");
+        ConvCase<1> c{"conv1d", {3, 4, 50}, {32, 4, 7}, opts<1>({2}, {3}, {1}, 1)};
+        check_against_cpu<1>(c, DType::F32, {1e-4, 1e-4});
+        check_against_cpu<1>(c, DType::BF16, {5e-2, 1.6e-2});
+    }
+    {
+        INFO("conv3d, 2·2·2·2 values a position");
+        ConvCase<3> c{"conv3d",
+                      {2, 2, 5, 6, 7},
+                      {32, 2, 2, 2, 2},
+                      opts<3>({1, 2, 1}, {1, 0, 1}, {1, 1, 2}, 1)};
+        check_against_cpu<3>(c, DType::F32, {1e-4, 1e-4});
+        check_against_cpu<3>(c, DType::F16, {1e-2, 5e-3});
     }
 }
 

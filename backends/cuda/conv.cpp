@@ -12,8 +12,13 @@
 // the weight gradient (KRSC: no copy where the weight is stored channels-last as well, as
 // PyTorch's model.to(memory_format=torch.channels_last) stores it). Elsewhere the result is
 // contiguous.
+#include <array>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "conv_wgrad.hpp"
 #include "cudnn.hpp"
 #include "gemm.hpp"
 #include "ops.hpp"
@@ -119,6 +124,64 @@ i64 taps(const Shape& w, std::size_t n) {
     for (std::size_t d = 0; d < n; ++d) k *= static_cast<i64>(w[2 + d]);
     return k;
 }
+
+/// EMBER_CUDA_CONV_WGRAD=cudnn turns the direct weight-gradient kernels off (to compare).
+bool direct_wgrad_enabled() {
+    static const bool on = [] {
+        const char* v = std::getenv("EMBER_CUDA_CONV_WGRAD");
+        return v == nullptr || std::string_view(v) != "cudnn";
+    }();
+    return on;
+}
+
+int multiprocessors(int device) {
+    static std::array<int, 64> count{};
+    if (device < 0 || device >= static_cast<int>(count.size())) device = 0;
+    if (count[device] == 0)
+        EMBER_CUDA_CHECK(
+            cudaDeviceGetAttribute(&count[device], cudaDevAttrMultiProcessorCount, device));
+    return count[device];
+}
+
+/// The weight gradient through conv_wgrad.cu's kernels where each output channel sees few
+/// input values per position (a first layer on RGB images: 3·3·3 = 27) and there are enough
+/// output channels per group to fill a block's lanes: a reduction over every position of the
+/// batch into a tiny output, which cuDNN's kernels spread over too few blocks. Channels-last
+/// data gives a channels-last (KRSC) gradient, as the cuDNN path.
+std::optional<CudaTensor> direct_weight_backward(const CudaTensor& x, const CudaTensor& grad,
+                                                 const Shape& ws, const ConvParams& p) {
+    const DType t = x.dtype;
+    const i64 g = static_cast<i64>(p.groups), cout = static_cast<i64>(ws[0]);
+    const i64 cg = static_cast<i64>(x.shape[1]) / g;
+    if (!direct_wgrad_enabled() || (t != DType::F32 && t != DType::F16 && t != DType::BF16) ||
+        cg * taps(ws, p.n) > kWgradTaps || cout / g < 32 || x.shape.num_elements() == 0 ||
+        grad.shape.num_elements() == 0)
+        return std::nullopt;
+    WgradGeom geo;
+    geo.conv = geometry(x.shape, ws, grad.shape, p.n, p, static_cast<i64>(x.shape[1]));
+    geo.groups = g;
+    geo.cout = cout;
+    const bool cl = cl_operands(x, p);
+    CudaTensor dw = cl ? empty_channels_last(ws, t, x.device()) : empty(ws, t, x.device());
+    for (std::size_t d = 0; d < 2; ++d) {
+        geo.xs[d] = x.strides[d];
+        geo.ys[d] = grad.strides[d];
+        geo.ws[d] = dw.strides[d];
+    }
+    for (std::size_t d = 0; d < p.n; ++d) {
+        const std::size_t s = 3 - p.n + d;  // 3-d form: leading unit dims
+        geo.xs[2 + s] = x.strides[2 + d];
+        geo.ys[2 + s] = grad.strides[2 + d];
+        geo.ws[2 + s] = dw.strides[2 + d];
+    }
+    geo.dy_channels_fast = grad.strides[1] == 1;
+    const int dev = x.device(), sms = multiprocessors(dev);
+    CudaTensor part =
+        empty(Shape{static_cast<std::size_t>(wgrad_partials(geo, sms))}, DType::F32, dev);
+    launch_wgrad_direct(t, geo, sms, x.ptr(), grad.ptr(), static_cast<float*>(part.ptr()), dw.ptr(),
+                        stream(dev));
+    return dw;
+}
 }  // namespace
 
 CudaTensor conv(CudaTensor x, CudaTensor w, std::optional<CudaTensor> bias, const ConvParams& p) {
@@ -209,6 +272,7 @@ CudaTensor conv_weight_backward(CudaTensor x, CudaTensor grad, const Shape& ws,
     check_same_device("conv_weight_backward", x, grad);
     const std::size_t n = p.n, g = p.groups, cin = x.shape[1], cout = ws[0];
     const DType result = x.dtype, cd = float_compute(x.dtype);
+    if (auto dw = direct_weight_backward(x, grad, ws, p)) return std::move(*dw);
     if (cudnn::wanted()) {
         const DType nd = cudnn::native_dtype(x.dtype, grad.dtype);
         if (cl_operands(x, p)) {
