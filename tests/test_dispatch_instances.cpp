@@ -133,3 +133,101 @@ TEST_CASE("dispatch instances: the modules' forwards and Param's members from th
     CHECK(moved.id() == weight.id());
     check_close(moved.val().to_data(), TensorData(std::vector<float>(12, 0.f), {4, 3}));
 }
+
+namespace {
+// A model of library modules in a vector, an optional and a stateless module, with a plain
+// field: on Dispatch its walks go through the per-module functions of ember_dispatch.
+template <typename B>
+struct WalkNet {
+    nn::Linear<B> first;
+    std::vector<nn::Linear<B>> blocks;
+    std::optional<nn::LayerNorm<B>> norm;
+    nn::Relu act;
+    std::size_t width = 3;
+    EMBER_MODULE(WalkNet, first, blocks, norm, act, width)
+};
+// A rank-5 parameter has no entry in ParamVisitor: this model keeps the direct walks, and its
+// WalkNet goes through the per-module functions.
+template <typename B>
+struct WalkNet5 {
+    ember::Param<Tensor<B, 5>> kernel;
+    WalkNet<B> net;
+    EMBER_MODULE(WalkNet5, kernel, net)
+};
+
+template <typename B>
+WalkNet5<B> walk_net(const ember::Device<B>& dev) {
+    const auto half = nn::Initializer::Constant(0.5);
+    auto linear = [&] { return nn::LinearConfig{3, 3}.with_initializer(half).init<B>(dev); };
+    return {nn::Initializer::Constant(0.25).init<B, 5>({1, 1, 1, 2, 2}, dev, std::nullopt,
+                                                       std::nullopt),
+            {linear(), {linear(), linear()}, nn::LayerNormConfig{3}.init<B>(dev), {}, 3}};
+}
+
+// What visit sees of `m`: each parameter's path and values.
+template <typename M>
+std::vector<std::pair<std::string, std::vector<float>>> visited(const M& m) {
+    std::vector<std::pair<std::string, std::vector<float>>> out;
+    m.visit([&](std::string_view path, const auto& p) {
+        out.emplace_back(std::string(path), p.val().to_data().template to_vec<float>());
+    });
+    return out;
+}
+}  // namespace
+
+TEST_CASE("dispatch instances: module walks through the per-module functions", "[dispatch]") {
+    namespace md = ember::module::detail;
+    using Concrete = ember::Autodiff<ember::Cpu>;
+    static_assert(md::CompiledWalk<nn::Linear<Dispatch>>);
+    static_assert(md::CompiledWalk<WalkNet<Dispatch>>);
+    static_assert(!md::CompiledWalk<WalkNet5<Dispatch>>);  // the rank-5 parameter
+    static_assert(!md::CompiledWalk<WalkNet<Concrete>>);   // the generic path: direct walks
+    const Dev dev = Dev::parse("cpu+autodiff");
+    const auto net = walk_net<Dispatch>(dev);
+    const auto ref = walk_net<Concrete>(ember::Device<Concrete>{});
+    // visit: the same paths, order and values as the direct walks of the concrete stack.
+    const auto seen = visited(net);
+    CHECK(seen == visited(ref));
+    REQUIRE(seen.size() == 9);  // the kernel, 3 Linears' weight and bias, LayerNorm's γ and β
+    CHECK(seen[0].first == "kernel");
+    CHECK(seen[5].first == "net.blocks.1.weight");
+    CHECK(seen[8].first == "net.norm.beta");
+    CHECK(net.num_params() == ref.num_params());
+    // map: every parameter doubled, ids kept, in every part of the model.
+    const auto doubled =
+        net.map([](std::string_view, const auto& p) { return p.with_value(p.val() * 2); });
+    const auto twice = visited(doubled);
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+        INFO(seen[i].first);
+        CHECK(twice[i].first == seen[i].first);
+        for (std::size_t j = 0; j < seen[i].second.size(); ++j)
+            CHECK(twice[i].second[j] == 2 * seen[i].second[j]);
+    }
+    std::vector<ember::ParamId> ids, doubled_ids;
+    net.visit([&](std::string_view, const auto& p) { ids.push_back(p.id()); });
+    doubled.visit([&](std::string_view, const auto& p) { doubled_ids.push_back(p.id()); });
+    CHECK(ids == doubled_ids);
+    // valid(), no_grad(), to_device and fork keep the values; valid() leaves autodiff.
+    const auto infer = net.valid();
+    static_assert(std::is_same_v<std::remove_cvref_t<decltype(infer)>, WalkNet5<Dispatch>>);
+    CHECK(visited(infer) == seen);
+    CHECK_FALSE(infer.net.blocks[1].weight.val().device().has_autodiff());
+    CHECK(visited(net.no_grad()) == seen);
+    bool any_trainable = false;
+    net.no_grad().visit([&](std::string_view, const auto& p) {
+        any_trainable = any_trainable || p.is_require_grad();
+    });
+    CHECK_FALSE(any_trainable);
+    const Dev plain = Dev::parse("cpu");
+    const auto moved = net.to_device(plain);
+    CHECK(visited(moved) == seen);
+    CHECK(moved.net.norm->gamma.val().device() == plain);
+    CHECK(visited(net.fork(dev)) == seen);
+    // Records: the doubled model's record loaded over the first, on each parameter's device and
+    // onto another one, gives the doubled values.
+    const auto record = doubled.into_record();
+    CHECK(visited(net.load_record(record)) == twice);
+    const auto loaded = ember::module::load_record(net, record, plain);
+    CHECK(visited(loaded) == twice);
+    CHECK(loaded.net.first.weight.val().device() == plain);
+}

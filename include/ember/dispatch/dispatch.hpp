@@ -39,6 +39,9 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     using InnerBackend = Dispatch;                  ///< inner() keeps Dispatch, without autodiff
     using Gradients = ember::Gradients;             ///< what backward() returns
     using FT = DispatchTensor;                      ///< shorthand for the primitives
+    /// Module walks (visit, map, to_device, valid, records) go through one function per module
+    /// type, which ember_dispatch compiles once for ember's modules (module::CompiledWalks).
+    static constexpr bool compiled_module_walks = true;
 
     /// "dispatch".
     static std::string name();

@@ -144,6 +144,39 @@
     EMBER_DISPATCH_INITIALIZER(X, 3)                                                       \
     EMBER_DISPATCH_INITIALIZER(X, 4)
 
+/// X applied to the walks of module `M` on Dispatch (module::CompiledWalks): the visits of the
+/// optimizer, the gradients and the Learner, map, to_device, valid and the records go through
+/// these per-module functions, so a model file compiles none of them for ember's modules.
+#define EMBER_DISPATCH_MODULE_WALKS(X, M)                                                  \
+    X(void module::detail::visit_params<M, Dispatch>(                                      \
+        const M&, std::string_view, module::detail::ParamVisitor<Dispatch>&))              \
+    X(M module::detail::map_params<M, Dispatch>(const M&, std::string_view,                \
+                                                module::detail::ParamMapper<Dispatch>&))   \
+    X(M module::to_device<M, DispatchDevice>(const M&, const DispatchDevice&))             \
+    X(module::ValidType<M> module::valid<M>(const M&))                                     \
+    X(record::Value module::detail::to_record<M>(const M&))                                \
+    X(M module::detail::load<M, std::monostate>(const M&, const record::Value&,            \
+                                                std::string_view, const std::monostate&))  \
+    X(M module::detail::load<M, DispatchDevice>(const M&, const record::Value&,            \
+                                                std::string_view, const DispatchDevice&))
+/// The walks of ember's modules with parameters on Dispatch.
+#define EMBER_DISPATCH_WALK_FUNCTIONS(X)                                                   \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Linear<Dispatch>)                                   \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Conv1d<Dispatch>)                                   \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Conv2d<Dispatch>)                                   \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::ConvTranspose2d<Dispatch>)                          \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Embedding<Dispatch>)                                \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::BatchNorm<Dispatch>)                                \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::LayerNorm<Dispatch>)                                \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::GroupNorm<Dispatch>)                                \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::RmsNorm<Dispatch>)                                  \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::MultiHeadAttention<Dispatch>)                       \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::PositionWiseFeedForward<Dispatch>)                  \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::TransformerEncoderLayer<Dispatch>)                  \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::TransformerEncoder<Dispatch>)                       \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Lstm<Dispatch>)                                     \
+    EMBER_DISPATCH_MODULE_WALKS(X, nn::Gru<Dispatch>)
+
 /// OptimizerAdaptor's model-independent core on Dispatch (optim::detail::OptimizerCore).
 #define EMBER_DISPATCH_OPTIM_CORE(Optim) optim::detail::OptimizerCore<optim::Optim, Dispatch>
 /// X applied to the core's update of one rank-D parameter (the step tensor by tensor).
@@ -213,6 +246,7 @@ EMBER_DISPATCH_TENSOR_TYPES(EMBER_DISPATCH_EXTERN_CLASS)
 #endif
 EMBER_DISPATCH_MODULE_TYPES(EMBER_DISPATCH_EXTERN_STRUCT)
 EMBER_DISPATCH_NN_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
+EMBER_DISPATCH_WALK_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
 EMBER_DISPATCH_OPTIM_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
 }  // namespace ember
 #endif

@@ -154,14 +154,78 @@ struct Same {
     using type = T;
 };
 
+// ---- walks compiled once per module ----------------------------------------------------------
+// On a backend that asks for it (`static constexpr bool compiled_module_walks = true`: Dispatch),
+// a walk reaching a module goes through one function per module type (visit_params, map_params,
+// to_device, valid, to_record, load) instead of being instantiated for every module below it once
+// per leaf function: the optimizer, the gradients, valid() and to_device each walk a model with
+// their own lambda, and each lambda used to instantiate the whole walk down to every parameter.
+// Those per-module functions are ordinary templates that a library may instantiate once
+// (include/ember/dispatch/nn.hpp declares ember's modules on Dispatch extern); the lambdas of
+// visit and map reach them through ParamVisitor and ParamMapper, one virtual call a parameter.
+// Other backends keep the direct walks, which the compiler inlines.
+
+/// Whether backend B's module walks go through the per-module functions (false for void).
+template <typename B>
+concept CompiledWalks = requires {
+    requires B::compiled_module_walks;
+};
+
+template <typename B, typename T>
+constexpr bool params_erasable();
+template <typename B, typename... F>
+constexpr bool fields_erasable(std::tuple<F...>*) {
+    return (params_erasable<B, Bare<F>>() && ...);
+}
+template <typename B, typename... T>
+constexpr bool alternatives_erasable(std::variant<T...>*) {
+    return (params_erasable<B, T>() && ...);
+}
+// Whether every parameter in T is a float tensor of backend B and rank 1-4: the ones
+// ParamVisitor<B> and ParamMapper<B> have entries for.
+template <typename B, typename T>
+constexpr bool params_erasable() {
+    if constexpr (Module<T>) {
+        using Fields = decltype(std::declval<const T&>().ember_fields());
+        return fields_erasable<B>(static_cast<Fields*>(nullptr));
+    } else if constexpr (IsVector<T>::value || IsOptional<T>::value) {
+        return params_erasable<B, typename T::value_type>();
+    } else if constexpr (IsVariant<T>::value) {
+        return alternatives_erasable<B>(static_cast<T*>(nullptr));
+    } else if constexpr (IsParam<T>::value) {
+        using V = typename T::Value;
+        return std::is_same_v<V, Tensor<B, V::rank>> && V::rank >= 1 && V::rank <= 4;
+    } else {
+        return true;  // running states, constants and plain values: no parameter
+    }
+}
+
+/// A module whose walks go through the per-module functions: its backend asks for them and
+/// every parameter in it has an entry in ParamVisitor and ParamMapper.
+template <typename T>
+concept CompiledWalk = Module<T> && CompiledWalks<typename BackendOf<T>::type> &&
+    params_erasable<typename BackendOf<T>::type, T>();
+
 // ---- traversals ----------------------------------------------------------------------------
 
-// Calls fn(path, leaf) for every leaf, depth first, in field order.
+template <typename T, typename F>
+void walk(const T& field, std::string_view path, F& fn);
+
+// walk over the fields of module `m` (at `path`).
+template <typename M, typename F>
+void walk_fields(const M& m, std::string_view path, F& fn) {
+    ember::detail::for_each_field(
+        m, [&](std::string_view name, const auto& x) { walk(x, join(path, name), fn); });
+}
+
+// Calls fn(path, leaf) for every leaf, depth first, in field order. Where fn has an on_module
+// hook, a module whose walks are compiled (CompiledWalk) is handed to it instead.
 template <typename T, typename F>
 void walk(const T& field, std::string_view path, F& fn) {
-    if constexpr (Module<T>) {
-        ember::detail::for_each_field(
-            field, [&](std::string_view name, const auto& x) { walk(x, join(path, name), fn); });
+    if constexpr (CompiledWalk<T> && requires { fn.on_module(field, path); }) {
+        fn.on_module(field, path);  // the module's own walk (see CompiledWalks)
+    } else if constexpr (Module<T>) {
+        walk_fields(field, path, fn);
     } else if constexpr (IsVector<T>::value) {
         for (std::size_t i = 0; i < field.size(); ++i) walk(field[i], join(path, std::to_string(i)), fn);
     } else if constexpr (IsOptional<T>::value) {
@@ -173,15 +237,28 @@ void walk(const T& field, std::string_view path, F& fn) {
     }
 }
 
+template <template <typename> class OutOf, typename T, typename F>
+typename OutOf<T>::type rebuild(const T& field, std::string_view path, F& fn);
+
+// rebuild of the fields of module `m` (at `path`).
+template <template <typename> class OutOf, typename M, typename F>
+typename OutOf<M>::type rebuild_fields(const M& m, std::string_view path, F& fn) {
+    return ember::detail::map_fields<typename OutOf<M>::type>(
+        m, [&](std::string_view name, const auto& x) {
+            return rebuild<OutOf>(x, join(path, name), fn);
+        });
+}
+
 // Rebuilds the tree with every leaf replaced by fn(path, leaf); OutOf<T>::type is the type a
-// field of type T becomes (Same for map, Valid for valid()).
+// field of type T becomes (Same for map, Valid for valid()). Where fn has an on_module hook, a
+// module whose walks are compiled (CompiledWalk) is handed to it instead.
 template <template <typename> class OutOf, typename T, typename F>
 typename OutOf<T>::type rebuild(const T& field, std::string_view path, F& fn) {
     using Out = typename OutOf<T>::type;
-    if constexpr (Module<T>) {
-        return ember::detail::map_fields<Out>(field, [&](std::string_view name, const auto& x) {
-            return rebuild<OutOf>(x, join(path, name), fn);
-        });
+    if constexpr (CompiledWalk<T> && requires { fn.on_module(field, path); }) {
+        return fn.on_module(field, path);  // the module's own rebuild (see CompiledWalks)
+    } else if constexpr (Module<T>) {
+        return rebuild_fields<OutOf>(field, path, fn);
     } else if constexpr (IsVector<T>::value) {
         Out out;
         out.reserve(field.size());
@@ -460,23 +537,208 @@ using ValidType = typename detail::Valid<M>::type;
 template <typename M>
 using BackendOf = typename detail::BackendOf<M>::type;
 
+template <Module M, typename Dev>
+M to_device(const M& m, const Dev& device);
+template <Module M>
+ValidType<M> valid(const M& m);
+
+namespace detail {
+
+// The leaf functions of visit and map with their types erased, for CompiledWalk modules: one
+// entry a parameter type (float, rank 1-4), so a module's visit_params and map_params are
+// compiled once whatever the visitor.
+/// What visit_params calls for each parameter.
+template <typename B>
+class ParamVisitor {
+  public:
+    /// Visits rank-1 parameter `p` at `path`.
+    virtual void operator()(std::string_view path, const Param<Tensor<B, 1>>& p) = 0;
+    /// Visits rank-2 parameter `p` at `path`.
+    virtual void operator()(std::string_view path, const Param<Tensor<B, 2>>& p) = 0;
+    /// Visits rank-3 parameter `p` at `path`.
+    virtual void operator()(std::string_view path, const Param<Tensor<B, 3>>& p) = 0;
+    /// Visits rank-4 parameter `p` at `path`.
+    virtual void operator()(std::string_view path, const Param<Tensor<B, 4>>& p) = 0;
+
+  protected:
+    ~ParamVisitor() = default;
+};
+/// What map_params replaces each parameter with.
+template <typename B>
+class ParamMapper {
+  public:
+    /// The rank-1 parameter that replaces `p` at `path`.
+    virtual Param<Tensor<B, 1>> operator()(std::string_view path, const Param<Tensor<B, 1>>& p) = 0;
+    /// The rank-2 parameter that replaces `p` at `path`.
+    virtual Param<Tensor<B, 2>> operator()(std::string_view path, const Param<Tensor<B, 2>>& p) = 0;
+    /// The rank-3 parameter that replaces `p` at `path`.
+    virtual Param<Tensor<B, 3>> operator()(std::string_view path, const Param<Tensor<B, 3>>& p) = 0;
+    /// The rank-4 parameter that replaces `p` at `path`.
+    virtual Param<Tensor<B, 4>> operator()(std::string_view path, const Param<Tensor<B, 4>>& p) = 0;
+
+  protected:
+    ~ParamMapper() = default;
+};
+
+// visit's visitor `V` behind ParamVisitor.
+template <typename B, typename V>
+class ParamVisitorOf final : public ParamVisitor<B> {
+  public:
+    explicit ParamVisitorOf(V& v) : v_(v) {}
+    void operator()(std::string_view path, const Param<Tensor<B, 1>>& p) override { v_(path, p); }
+    void operator()(std::string_view path, const Param<Tensor<B, 2>>& p) override { v_(path, p); }
+    void operator()(std::string_view path, const Param<Tensor<B, 3>>& p) override { v_(path, p); }
+    void operator()(std::string_view path, const Param<Tensor<B, 4>>& p) override { v_(path, p); }
+
+  private:
+    V& v_;
+};
+// map's mapper `F` behind ParamMapper.
+template <typename B, typename F>
+class ParamMapperOf final : public ParamMapper<B> {
+  public:
+    explicit ParamMapperOf(F& f) : f_(f) {}
+    Param<Tensor<B, 1>> operator()(std::string_view path, const Param<Tensor<B, 1>>& p) override {
+        return Param<Tensor<B, 1>>(f_(path, p));
+    }
+    Param<Tensor<B, 2>> operator()(std::string_view path, const Param<Tensor<B, 2>>& p) override {
+        return Param<Tensor<B, 2>>(f_(path, p));
+    }
+    Param<Tensor<B, 3>> operator()(std::string_view path, const Param<Tensor<B, 3>>& p) override {
+        return Param<Tensor<B, 3>>(f_(path, p));
+    }
+    Param<Tensor<B, 4>> operator()(std::string_view path, const Param<Tensor<B, 4>>& p) override {
+        return Param<Tensor<B, 4>>(f_(path, p));
+    }
+
+  private:
+    F& f_;
+};
+
+template <typename M, typename B>
+void visit_params(const M& m, std::string_view path, ParamVisitor<B>& v);
+template <typename M, typename B>
+M map_params(const M& m, std::string_view path, ParamMapper<B>& f);
+
+// visit_params' leaf function: a CompiledWalk module below goes to its own visit_params.
+template <typename B>
+struct VisitParamsFn {
+    ParamVisitor<B>& v;
+    template <typename T>
+    void on_module(const T& m, std::string_view path) {
+        visit_params<T, B>(m, path, v);
+    }
+    template <typename L>
+    void operator()(std::string_view path, const L& leaf) {
+        if constexpr (IsParam<L>::value) v(path, leaf);
+    }
+};
+// map_params' leaf function: a CompiledWalk module below goes to its own map_params.
+template <typename B>
+struct MapParamsFn {
+    ParamMapper<B>& f;
+    template <typename T>
+    T on_module(const T& m, std::string_view path) {
+        return map_params<T, B>(m, path, f);
+    }
+    template <typename L>
+    L operator()(std::string_view path, const L& leaf) {
+        if constexpr (IsParam<L>::value)
+            return f(path, leaf);
+        else
+            return leaf;
+    }
+};
+
+/// Calls `v` for each parameter of module `m` at `path` (visit on a CompiledWalk module).
+template <typename M, typename B>
+void visit_params(const M& m, std::string_view path, ParamVisitor<B>& v) {
+    VisitParamsFn<B> fn{v};
+    walk_fields(m, path, fn);
+}
+/// Module `m` at `path` with each parameter replaced by `f`'s (map on a CompiledWalk module).
+template <typename M, typename B>
+M map_params(const M& m, std::string_view path, ParamMapper<B>& f) {
+    MapParamsFn<B> fn{f};
+    return rebuild_fields<Same>(m, path, fn);
+}
+
+// to_device's leaf function; a CompiledWalk module below goes to its own to_device.
+template <typename Dev>
+struct ToDeviceFn {
+    const Dev& device;
+    template <typename T>
+    T on_module(const T& m, std::string_view) const {
+        return ::ember::module::to_device(m, device);
+    }
+    template <typename L>
+    L operator()(std::string_view, const L& leaf) const {
+        using B = typename BackendOf<L>::type;
+        if constexpr (std::is_void_v<B>) {
+            return leaf;
+        } else if constexpr (!std::is_same_v<Device<B>, Dev>) {
+            return leaf;
+        } else if constexpr (IsParam<L>::value) {
+            return leaf.to_device(device);
+        } else if constexpr (IsRunningState<L>::value) {
+            return leaf.map([&](auto t) { return t.to_device(device); });
+        } else {
+            return leaf.to_device(device);
+        }
+    }
+};
+// valid's leaf function; a CompiledWalk module below goes to its own valid.
+struct ValidFn {
+    template <typename T>
+    typename Valid<T>::type on_module(const T& m, std::string_view) const {
+        return ::ember::module::valid(m);
+    }
+    template <typename L>
+    typename Valid<L>::type operator()(std::string_view, const L& leaf) const {
+        using Out = typename Valid<L>::type;
+        if constexpr (IsParam<L>::value) {
+            return Out(leaf.id(), leaf.val().inner(), leaf.is_require_grad());
+        } else if constexpr (IsRunningState<L>::value) {
+            return Out(leaf.id(), leaf.value().inner());
+        } else if constexpr (IsTensor<L>::value) {
+            return leaf.inner();
+        } else {
+            return Out(leaf);
+        }
+    }
+};
+
+}  // namespace detail
+
 /// Calls `visitor(path, param)` for each parameter (`path` like "layers.0.weight").
 template <Module M, typename V>
 void visit(const M& m, V&& visitor) {
-    auto fn = [&](std::string_view path, const auto& leaf) {
-        if constexpr (detail::IsParam<detail::Bare<decltype(leaf)>>::value) visitor(path, leaf);
-    };
-    detail::walk(m, "", fn);
+    if constexpr (detail::CompiledWalk<M>) {
+        detail::ParamVisitorOf<BackendOf<M>, std::remove_reference_t<V>> v(visitor);
+        detail::visit_params<M, BackendOf<M>>(m, "", v);
+    } else {
+        auto fn = [&](std::string_view path, const auto& leaf) {
+            if constexpr (detail::IsParam<detail::Bare<decltype(leaf)>>::value) visitor(path, leaf);
+        };
+        detail::walk(m, "", fn);
+    }
 }
 /// The module with each parameter replaced by `mapper(path, param)` (a Param of the same type).
 template <Module M, typename F>
 M map(const M& m, F&& mapper) {
-    auto fn = [&](std::string_view path, const auto& leaf) {
-        using L = detail::Bare<decltype(leaf)>;
-        if constexpr (detail::IsParam<L>::value) return L(mapper(path, leaf));
-        else return leaf;
-    };
-    return detail::rebuild<detail::Same>(m, "", fn);
+    if constexpr (detail::CompiledWalk<M>) {
+        detail::ParamMapperOf<BackendOf<M>, std::remove_reference_t<F>> f(mapper);
+        return detail::map_params<M, BackendOf<M>>(m, "", f);
+    } else {
+        auto fn = [&](std::string_view path, const auto& leaf) {
+            using L = detail::Bare<decltype(leaf)>;
+            if constexpr (detail::IsParam<L>::value)
+                return L(mapper(path, leaf));
+            else
+                return leaf;
+        };
+        return detail::rebuild<detail::Same>(m, "", fn);
+    }
 }
 /// Number of trainable elements (parameters, frozen ones included; running statistics not).
 template <Module M>
@@ -506,22 +768,8 @@ std::vector<Device<BackendOf<M>>> devices(const M& m) {
 /// requirement and become new leaves there.
 template <Module M, typename Dev>
 M to_device(const M& m, const Dev& device) {
-    auto fn = [&](std::string_view, const auto& leaf) {
-        using L = detail::Bare<decltype(leaf)>;
-        using B = typename detail::BackendOf<L>::type;
-        if constexpr (std::is_void_v<B>) {
-            return leaf;
-        } else if constexpr (!std::is_same_v<Device<B>, Dev>) {
-            return leaf;
-        } else if constexpr (detail::IsParam<L>::value) {
-            return leaf.to_device(device);
-        } else if constexpr (detail::IsRunningState<L>::value) {
-            return leaf.map([&](auto t) { return t.to_device(device); });
-        } else {
-            return leaf.to_device(device);
-        }
-    };
-    return detail::rebuild<detail::Same>(m, "", fn);
+    detail::ToDeviceFn<Dev> fn{device};
+    return detail::rebuild_fields<detail::Same>(m, "", fn);
 }
 /// Like to_device, and the parameters are cut from any graph (Burn's fork).
 template <Module M, typename Dev>
@@ -536,20 +784,8 @@ M no_grad(const M& m) {
 /// The same module on the inner backend, outside any graph (Burn's valid(); eval mode).
 template <Module M>
 ValidType<M> valid(const M& m) {
-    auto fn = [&](std::string_view, const auto& leaf) {
-        using L = detail::Bare<decltype(leaf)>;
-        using Out = typename detail::Valid<L>::type;
-        if constexpr (detail::IsParam<L>::value) {
-            return Out(leaf.id(), leaf.val().inner(), leaf.is_require_grad());
-        } else if constexpr (detail::IsRunningState<L>::value) {
-            return Out(leaf.id(), leaf.value().inner());
-        } else if constexpr (detail::IsTensor<L>::value) {
-            return leaf.inner();
-        } else {
-            return Out(leaf);
-        }
-    };
-    return detail::rebuild<detail::Valid>(m, "", fn);
+    detail::ValidFn fn;
+    return detail::rebuild_fields<detail::Valid>(m, "", fn);
 }
 /// The module's state as a record tree (parameters and running states; constants are not saved).
 template <Module M>
