@@ -6,7 +6,8 @@
 //               [--devices N|I,J] ...                                     (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N] [--backend ...]
 //   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
-// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
+// The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch;
+// the command line is parsed in options.cpp, so this file does not compile CLI11.
 #include <ember/dispatch/nn.hpp>
 #include <ember/record.hpp>
 
@@ -21,10 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "../backend.hpp"
-#include "../cli.hpp"
 #include "data.hpp"
 #include "model.hpp"
+#include "options.hpp"
 #include "train.hpp"
 
 namespace mnist {
@@ -34,70 +34,6 @@ namespace mnist {
 /// (CUDA graphs) and NCCL between GPUs need, which Dispatch's tensors do not offer.
 int train_on_cuda_stack(const Options& o);
 #endif
-
-Options parse(int argc, char** argv) {
-    Options o;
-    CLI::App app{"Trains a classifier on Fashion-MNIST with the Learner, classifies test images "
-                 "with it, or exports it for examples/firmware.",
-                 "mnist"};
-    ember_examples::setup(app);
-    app.require_subcommand(1, 1);
-    auto* train_cmd = app.add_subcommand("train", "train a classifier on Fashion-MNIST with the Learner");
-    auto* infer_cmd = app.add_subcommand("infer", "load the trained model and classify test images");
-    auto* export_cmd =
-        app.add_subcommand("export", "write the model and test images for examples/firmware");
-    auto& c = o.config;
-    std::optional<double> lr;
-    const auto* train_backend = ember_examples::add_backend_option(train_cmd, o.backend);
-    const auto* infer_backend = ember_examples::add_backend_option(infer_cmd, o.backend);
-    for (auto* cmd : {train_cmd, infer_cmd, export_cmd}) {
-        cmd->add_option("--artifact-dir", o.artifact_dir, "where checkpoints, logs and the model go");
-        cmd->add_option("--data", o.data_dir,
-                        "the IDX files (default: EMBER_DATA_DIR or Debian's dataset-fashion-mnist)");
-        cmd->add_option("--threads", o.threads, "CPU backend threads (default: EMBER_NUM_THREADS or all)")
-            ->check(ember_examples::positive);
-    }
-    train_cmd->add_option("--model", c.model,
-                          "the guide's CNN, an MLP 784-512-512-10, or the MLP 784-64-10 that "
-                          "examples/firmware runs")
-        ->check(CLI::IsMember({"cnn", "mlp", "tiny"}));
-    train_cmd->add_option("--epochs", c.num_epochs, "epochs to train")->check(ember_examples::positive);
-    train_cmd->add_option("--batch-size", c.batch_size, "items per batch (per device with --devices)")
-        ->check(ember_examples::positive);
-    train_cmd->add_option("--lr", lr, "Adam's learning rate (default 1e-4 for the CNN, 1e-3 for the MLPs)")
-        ->check(ember_examples::positive);
-    train_cmd->add_option("--seed", c.seed, "the run's seed");
-    train_cmd->add_option("--workers", c.num_workers, "data loader threads")
-        ->check(ember_examples::non_negative);
-    train_cmd
-        ->add_option("--devices", o.devices,
-                     "data-parallel training (docs/multi-device.md): on cpu, N replicas on "
-                     "threads; on a GPU backend, the devices by index (0,1: two GPUs)")
-        ->delimiter(',');
-    train_cmd->add_flag("--plain", o.plain, "plain line output even on a terminal");
-    train_cmd->add_flag("--resume", o.resume, "go on from the last checkpoint in the artifact directory");
-    train_cmd->add_flag("--capture", o.capture,
-                        "(cuda) capture the training and validation steps once and replay them as "
-                        "CUDA graphs (LearnerBuilder::capture_steps), on the concrete CUDA stack");
-    infer_cmd->add_option("--count", o.count, "predictions to print")->check(ember_examples::positive);
-    export_cmd->add_option("--count", o.count, "test images to write")->check(ember_examples::positive);
-    export_cmd->add_option("--out", o.out_dir,
-                           "where model.bin, images.bin, labels.bin and expected.bin go");
-    ember_examples::parse_or_exit(app, argc, argv);
-    ember_examples::backend_from_env(app, {train_backend, infer_backend}, o.backend);
-    o.command = train_cmd->parsed() ? "train" : infer_cmd->parsed() ? "infer" : "export";
-    if (lr) c.learning_rate = *lr;
-    else if (c.model != "cnn") c.learning_rate = 1e-3;
-    const auto device = ember_examples::backend_device_of(o.backend);
-    if (o.capture && (device.kind() != ember::DispatchKind::Cuda || device.has_fusion()))
-        throw ember::ArgumentError(
-            "mnist: --capture replays CUDA graphs: it needs --backend cuda[:i] (without +fusion)");
-    if (device.kind() == ember::DispatchKind::Cpu && !o.devices.empty() &&
-        (o.devices.size() != 1 || o.devices[0] == 0))
-        throw ember::ArgumentError(
-            "mnist: on the cpu, --devices takes a number of replicas (>= 1)");
-    return o;
-}
 
 // The class `model` predicts for each of `items`.
 template <typename Model>
@@ -152,7 +88,7 @@ void export_model(const Options& o) {
 
 template <typename Model>
 void infer_model(const Options& o) {
-    const auto device = ember_examples::backend_device_of(o.backend);
+    const auto device = ember::DispatchDevice::parse(o.backend);
     auto model = Model::init(device).load_file(o.artifact_dir / "model", Recorder{}, device);
     auto test = load_split(o, false);
     std::size_t correct = 0;
@@ -186,7 +122,7 @@ void infer_model(const Options& o) {
 // The devices to train on: --backend with autodiff, once per replica of --devices (N copies
 // of the CPU; the GPUs by index).
 std::vector<ember::DispatchDevice> training_devices(const Options& o) {
-    const auto device = ember_examples::backend_device_of(o.backend).autodiff(true);
+    const auto device = ember::DispatchDevice::parse(o.backend).autodiff(true);
     std::vector<ember::DispatchDevice> out;
     if (device.kind() == ember::DispatchKind::Cpu) {
         out.assign(o.devices.empty() ? 1 : o.devices[0], device);
@@ -221,7 +157,7 @@ int run(int argc, char** argv) {
 #if defined(EMBER_CUDA)
     // CUDA graphs capture the concrete stack's kernels, and NCCL reduces its device memory.
     const bool nccl_run =
-        ember_examples::backend_device_of(o.backend).kind() == ember::DispatchKind::Cuda &&
+        ember::DispatchDevice::parse(o.backend).kind() == ember::DispatchKind::Cuda &&
         o.devices.size() > 1;
     if (o.capture || nccl_run) return train_on_cuda_stack(o);
 #endif

@@ -19,24 +19,12 @@
 
 #include "data.hpp"
 #include "model.hpp"
+#include "options.hpp"
 
 namespace mnist {
 
 namespace fs = std::filesystem;
 namespace train = ember::train;
-
-/// What `train` was run with; saved beside the model so that `infer` rebuilds the same model.
-struct TrainingConfig {
-    std::string model = "cnn";    ///< "cnn" (the guide's), "mlp" or "tiny" (for firmware)
-    std::size_t num_epochs = 10;  ///< epochs to train
-    std::size_t batch_size = 64;  ///< items per batch
-    std::size_t num_workers = 2;  ///< data loader threads
-    std::uint64_t seed = 42;      ///< the run's seed (initialisation, shuffling, dropout)
-    double learning_rate = 1e-4;  ///< Adam's learning rate
-    ember::optim::AdamConfig optimizer = ember::optim::AdamConfig{}.with_epsilon(1e-8);
-    EMBER_CONFIG(TrainingConfig, model, num_epochs, batch_size, num_workers, seed, learning_rate,
-                 optimizer)
-};
 
 // The class names of Fashion-MNIST, by label.
 constexpr const char* kClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
@@ -44,22 +32,6 @@ constexpr const char* kClasses[10] = {"T-shirt/top", "Trouser", "Pullover", "Dre
 
 using Recorder = ember::record::NamedMpkFileRecorder<ember::record::FullPrecisionSettings>;
 using CheckpointRecorder = ember::record::NamedMpkGzFileRecorder<>;
-
-/// The parsed command line.
-struct Options {
-    std::string command;
-    TrainingConfig config;
-    std::string backend = "cpu";
-    fs::path artifact_dir = "artifacts/mnist";
-    std::optional<fs::path> data_dir;
-    fs::path out_dir = "artifacts/firmware";
-    std::optional<std::size_t> threads;
-    std::vector<std::size_t> devices;  // --devices: GPU indices, or {N} replicas on the CPU
-    bool plain = false;
-    bool resume = false;
-    bool capture = false;  // --capture: training and validation steps replayed as CUDA graphs
-    std::size_t count = 10;
-};
 
 /// The training or the test split, from --data or the default place.
 inline ember::data::MnistDataset load_split(const Options& o, bool training) {
