@@ -19,12 +19,14 @@ downsample_conv/downsample_bn, fc), so ember's PyTorchFileRecorder loads its sta
   resnet_torch.py time [--batch 256] [--optimizer sgd|adam] [--device cuda|cpu]
       [--precision f32,tf32,bf16] [--layout nchw,channels_last]
       [--configs eager,fused,compile,cuda_graph,compile_graph] [--weights W.pt] [--reps N]
+      [--profile PREFIX]
       Times one training step (forward, backward, optimizer step) on random data, at PyTorch's
       best: eager (foreach optimizer), the fused optimizer, torch.compile(mode="max-autotune")
       with the fused optimizer, the whole step captured in a CUDA graph (fused optimizer), and
       (compile_graph) the model compiled with mode "max-autotune-no-cudagraphs" inside a whole
       step captured in a CUDA graph, each in every precision and layout asked for
-      (cudnn.benchmark on). Precisions: f32 (TF32
+      (cudnn.benchmark on); --profile writes each configuration's GPU kernels of a step
+      (torch.profiler) to PREFIX.<precision>_<layout>_<config>.txt. Precisions: f32 (TF32
       off for matmuls and cuDNN, as ember's f32; PyTorch's own default lets cuDNN use TF32),
       tf32 (both on), bf16 (autocast to bfloat16, f32 master weights). One JSON line per
       configuration, {"framework": "torch", "name", "value" (ms), "unit": "ms",
@@ -243,12 +245,34 @@ def time_one(a, precision, layout, cfg):
 
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    if graphed:
-        seconds = per_step(capture_step(step), dev, a.reps)
-    else:
-        seconds = per_step(step, dev, a.reps)
+    run = capture_step(step) if graphed else step
+    seconds = per_step(run, dev, a.reps)
     peak = torch.cuda.max_memory_allocated() / 2**20 if dev == "cuda" else None
+    if a.profile and dev == "cuda":
+        profile_steps(run, f"{a.profile}.{precision}_{layout}_{cfg}.txt")
     return seconds, peak
+
+
+def profile_steps(run, path, steps=3):
+    """Writes the GPU kernels of `steps` steps (CUPTI, through torch.profiler: kernels inside a
+    replayed CUDA graph included) to `path`, the costliest first, times per step."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            run()
+        torch.cuda.synchronize()
+    kernels = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernels.setdefault(e.name, [0.0, 0])
+            k[0] += e.device_time / steps if hasattr(e, "device_time") else e.cuda_time / steps
+            k[1] += 1
+    total = sum(v[0] for v in kernels.values())
+    with open(path, "w") as f:
+        f.write(f"{sum(v[1] for v in kernels.values()) // steps} kernels, {total:.1f} us a step\n")
+        for name, (us, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
+            f.write(f"{us:10.1f} us {100 * us / total:5.1f} % {n // steps:4d}x  {name[:150]}\n")
 
 
 def lacks(cfg, device):
@@ -329,6 +353,8 @@ def main():
     t.add_argument("--compile-mode", default="max-autotune",
                    help="torch.compile's mode for the compile configuration")
     t.add_argument("--threads", type=int, default=None, help="CPU threads (cpu only)")
+    t.add_argument("--profile", metavar="PREFIX",
+                   help="also write each configuration's GPU kernels per step to PREFIX.<config>.txt")
     a = p.parse_args()
     {"weights": cmd_weights, "losses": cmd_losses, "time": cmd_time}[a.cmd](a)
 

@@ -15,6 +15,7 @@
 // dtype. Any strides are read (NCHW, channels-last, views): the tiles are loaded with the
 // operand's unit-stride dim fastest across the warp.
 #include <array>
+#include <climits>
 #include <cstdint>
 
 #include "conv_wgrad.hpp"
@@ -32,8 +33,22 @@ constexpr int kPer = kWgradTaps / kGroupsOfTaps;
 constexpr int kWgThreads = kCo * kGroupsOfTaps;
 static_assert(kPer % 4 == 0, "taps are read as float4");
 
-/// Position p's sample and 3-d output coordinates.
+/// Position p's sample and 3-d output coordinates (32-bit division where p fits: 64-bit
+/// division costs several times as much, and a tile waits for these).
 __device__ __forceinline__ void decode(const WgradGeom& g, i64 p, i64& b, i64* o) {
+    if (p < INT32_MAX && g.conv.batch * g.conv.out[0] * g.conv.out[1] * g.conv.out[2] < INT32_MAX) {
+        unsigned q = static_cast<unsigned>(p);
+        const unsigned o2 = static_cast<unsigned>(g.conv.out[2]),
+                       o1 = static_cast<unsigned>(g.conv.out[1]),
+                       o0 = static_cast<unsigned>(g.conv.out[0]);
+        o[2] = q % o2;
+        q /= o2;
+        o[1] = q % o1;
+        q /= o1;
+        o[0] = q % o0;
+        b = q / o0;
+        return;
+    }
     o[2] = p % g.conv.out[2];
     p /= g.conv.out[2];
     o[1] = p % g.conv.out[1];
@@ -141,28 +156,37 @@ __global__ void __launch_bounds__(kWgThreads)
     for (int j = 0; j < kPer; ++j) out[j] = acc[j];
 }
 
-/// dw[co, t] = Σ_chunk part[chunk, tile of co, co % kCo, t], in chunk order.
+constexpr int kSumRows = 8;  // chunk slices a block of the final sum reads at once
+
+/// dw from the chunks' partial sums: block of 32 × kSumRows threads for 32 consecutive partial
+/// entries (one output channel's taps), row r summing chunks r, r + kSumRows, ..., then the rows
+/// in order: a fixed order (deterministic), coalesced reads, and enough blocks to read the
+/// chunks in parallel.
 template <typename T>
 __global__ void wgrad_sum_kernel(WgradGeom g, int chunks, const float* __restrict__ part,
                                  T* __restrict__ dw) {
+    __shared__ float rows[kSumRows][kWgradTaps];
+    const int tx = static_cast<int>(threadIdx.x) % kWgradTaps,
+              ty = static_cast<int>(threadIdx.x) / kWgradTaps;
     const i64 og = g.cout / g.groups, cg = g.conv.channels / g.groups;
-    const i64 co_tiles = (og + kCo - 1) / kCo;
+    const i64 co_tiles = (og + kCo - 1) / kCo, tiles = co_tiles * g.groups;
+    const i64 stride = tiles * kCo * kWgradTaps;  // one chunk's entries
+    const i64 row = blockIdx.x;                   // (tile, channel in the tile)
+    float s = 0.f;
+    for (int c = ty; c < chunks; c += kSumRows) s += part[c * stride + row * kWgradTaps + tx];
+    rows[ty][tx] = s;
+    __syncthreads();
+    if (ty != 0) return;
+    for (int r = 1; r < kSumRows; ++r) s += rows[r][tx];
+    const i64 y = row / kCo, col = (y % co_tiles) * kCo + row % kCo, grp = y / co_tiles;
     const int taps = static_cast<int>(g.conv.k[0] * g.conv.k[1] * g.conv.k[2]);
-    const i64 K = cg * taps, tiles = co_tiles * g.groups;
-    EMBER_GRID_LOOP(i, g.cout * K) {
-        const i64 co = i / K, t = i % K;
-        const i64 grp = co / og, col = co % og;
-        const i64 y = grp * co_tiles + col / kCo;
-        const float* src = part + y * kCo * kWgradTaps + (col % kCo) * kWgradTaps + t;
-        float s = 0.f;
-        for (int c = 0; c < chunks; ++c) s += src[static_cast<i64>(c) * tiles * kCo * kWgradTaps];
-        const i64 ci = t / taps;
-        i64 r = t % taps;
-        const i64 k2 = r % g.conv.k[2];
-        r /= g.conv.k[2];
-        const i64 k1 = r % g.conv.k[1], k0 = r / g.conv.k[1];
-        dw[co * g.ws[0] + ci * g.ws[1] + k0 * g.ws[2] + k1 * g.ws[3] + k2 * g.ws[4]] = T(s);
-    }
+    if (col >= og || tx >= cg * taps) return;
+    const i64 co = grp * og + col, ci = tx / taps;
+    int r = tx % taps;
+    const i64 k2 = r % g.conv.k[2];
+    r /= static_cast<int>(g.conv.k[2]);
+    const i64 k1 = r % g.conv.k[1], k0 = r / g.conv.k[1];
+    dw[co * g.ws[0] + ci * g.ws[1] + k0 * g.ws[2] + k1 * g.ws[3] + k2 * g.ws[4]] = T(s);
 }
 
 template <typename F>
@@ -203,8 +227,7 @@ void launch_wgrad_direct(DType t, const WgradGeom& g, int sms, const void* x, co
         wgrad_partials_kernel<T><<<dim3(grid[0], grid[1]), kWgThreads, 0, s>>>(
             g, static_cast<const T*>(x), static_cast<const T*>(dy), part);
         check_launch("wgrad_partials");
-        const i64 K = g.conv.channels / g.groups * g.conv.k[0] * g.conv.k[1] * g.conv.k[2];
-        wgrad_sum_kernel<T><<<blocks_for(g.cout * K), kThreads, 0, s>>>(
+        wgrad_sum_kernel<T><<<grid[1] * kCo, kWgradTaps * kSumRows, 0, s>>>(
             g, static_cast<int>(grid[0]), part, static_cast<T*>(dw));
         check_launch("wgrad_sum");
     });

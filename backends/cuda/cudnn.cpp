@@ -18,12 +18,15 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -430,13 +433,78 @@ CudaTensor workspace_tensor(std::size_t bytes, int device) {
     return empty(Shape{bytes}, DType::U8, device);
 }
 
+/// EMBER_CUDNN_PLANS=<file>: every algorithm cudnnFind picks is appended to the file (one line
+/// a configuration: its key, algorithm, math type and workspace), and a configuration the file
+/// already holds takes that pick without measuring. A run under a kernel profiler, whose cost
+/// per launch skews Find's timings towards single-kernel algorithms, so replays what a normal
+/// run of the same program chose.
+struct PlanFile {
+    std::mutex mu;
+    bool loaded = false;
+    std::string path;
+    std::map<std::vector<long long>, std::array<long long, 3>> picks;
+};
+
+PlanFile& plan_file() {
+    static PlanFile f;
+    std::lock_guard lock(f.mu);
+    if (!f.loaded) {
+        f.loaded = true;
+        if (const char* e = std::getenv("EMBER_CUDNN_PLANS"); e && *e) f.path = e;
+        if (!f.path.empty()) {
+            std::ifstream in(f.path);
+            std::string line;
+            while (std::getline(in, line)) {
+                std::istringstream ls(line);
+                std::size_t n = 0;
+                if (!(ls >> n) || n > 64) continue;
+                std::vector<long long> key(n);
+                std::array<long long, 3> pick{};
+                for (auto& k : key) ls >> k;
+                for (auto& v : pick) ls >> v;
+                if (ls) f.picks[key] = pick;
+            }
+        }
+    }
+    return f;
+}
+
+/// Takes the file's pick for `key`, if it holds one that cuDNN still accepts.
+bool recorded(const Api& a, Plan& pl, const std::vector<long long>& key) {
+    PlanFile& f = plan_file();
+    std::lock_guard lock(f.mu);
+    const auto it = f.picks.find(key);
+    if (it == f.picks.end()) return false;
+    const auto m = static_cast<cudnnMathType_t>(it->second[1]);
+    if (a.set_math(pl.conv, m) != CUDNN_STATUS_SUCCESS) return false;
+    pl.algo = static_cast<int>(it->second[0]);
+    pl.math = m;
+    pl.workspace = static_cast<std::size_t>(it->second[2]);
+    pl.chosen = pl.tuned = true;
+    return true;
+}
+
+/// Appends a measured pick to the file (when EMBER_CUDNN_PLANS names one).
+void record(const Plan& pl, const std::vector<long long>& key) {
+    PlanFile& f = plan_file();
+    std::lock_guard lock(f.mu);
+    if (f.path.empty()) return;
+    std::ofstream out(f.path, std::ios::app);
+    out << key.size();
+    for (long long k : key) out << ' ' << k;
+    out << ' ' << pl.algo << ' ' << static_cast<long long>(pl.math) << ' ' << pl.workspace << '\n';
+    f.picks[key] = {pl.algo, static_cast<long long>(pl.math), static_cast<long long>(pl.workspace)};
+}
+
 /// Measures the algorithms (cudnnFind, outside a capture) or asks the heuristics (inside one);
 /// false when no algorithm is usable.
 template <Kind K>
-bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, int device) {
+bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, int device,
+          const std::vector<long long>& key) {
     using C = Calls<K>;
     typename C::Perf r[C::kCount];
     int got = 0;
+    if (recorded(a, pl, key)) return true;
     if (a.set_math(pl.conv, pl.requested) != CUDNN_STATUS_SUCCESS) return false;
     if (capturing(device) != nullptr) {
         if (C::heuristic(a, h, pl, &got, r) != CUDNN_STATUS_SUCCESS) return false;
@@ -464,6 +532,7 @@ bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, 
     }
     if (!choose<K>(a, h, pl, dt, r, got, want)) return false;
     pl.tuned = true;
+    record(pl, key);
     return true;
 }
 
@@ -515,7 +584,7 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
     if (pl.refused) return false;
     use_device(device);
     if (!pl.tuned && (!pl.chosen || capturing(device) == nullptr)) {
-        if (!tune<K>(a, c.handle, pl, dt, o, device)) {
+        if (!tune<K>(a, c.handle, pl, dt, o, device, key)) {
             pl.refused = true;
             return false;
         }

@@ -1,7 +1,11 @@
 // Pooling and interpolation on the GPU with PyTorch's geometry (output sizes, window clipping,
 // divisors, index conventions), validated on the host before any launch.
+#include <algorithm>
+#include <optional>
+#include <span>
 #include <string>
 
+#include "global_pool.hpp"
 #include "ops.hpp"
 
 namespace ember::detail::cuda {
@@ -46,6 +50,26 @@ PoolGeom adaptive_geometry(const CudaTensor& x, const Shape& out_size) {
     }
     return g;
 }
+
+/// Adaptive pooling to every output size 1 of dense data (contiguous or channels-last): the
+/// [n, c, s] view global_pool.cu reads (its kernels keep the dtype and layout), or nothing.
+std::optional<GlobalPool> global_pool(const CudaTensor& x, std::span<const std::size_t> out_size) {
+    for (std::size_t d : out_size)
+        if (d != 1) return std::nullopt;
+    const bool cl = is_channels_last(x);
+    if (!cl && !x.is_contiguous()) return std::nullopt;
+    if (x.dtype != DType::F32 && x.dtype != DType::F64 && x.dtype != DType::F16 &&
+        x.dtype != DType::BF16)
+        return std::nullopt;
+    GlobalPool g;
+    g.n = static_cast<i64>(x.shape[0]);
+    g.c = static_cast<i64>(x.shape[1]);
+    g.s = static_cast<i64>(x.shape.num_elements()) / std::max<i64>(g.n * g.c, 1);
+    g.sn = g.c * g.s;
+    g.sc = cl ? 1 : g.s;
+    g.ss = cl ? g.c : 1;
+    return g;
+}
 }  // namespace
 
 CudaTensor avg_pool(CudaTensor x, const PoolParams& p) {
@@ -75,6 +99,11 @@ std::pair<CudaTensor, CudaTensor> max_pool_with_indices(CudaTensor x, const Pool
 
 CudaTensor adaptive_avg_pool(CudaTensor x, std::span<const std::size_t> output_size) {
     const Shape out_shape = check::adaptive_avg_pool(x, output_size);
+    if (const auto gp = global_pool(x, output_size)) {
+        CudaTensor out = empty(out_shape, x.dtype, x.device());
+        launch_global_avg_pool(x.dtype, *gp, x.ptr(), out.ptr(), stream(x.device()));
+        return out;
+    }
     const PoolGeom g = adaptive_geometry(x, Shape(output_size));
     const DType result = x.dtype, cd = float_compute(x.dtype);
     x = contiguous(cast(std::move(x), cd));
@@ -100,6 +129,13 @@ CudaTensor adaptive_avg_pool_backward(CudaTensor x, CudaTensor grad, std::size_t
     check_same_device("adaptive_avg_pool_backward", x, grad);
     Shape os;
     for (std::size_t d = 0; d < n; ++d) os.push_back(grad.shape[2 + d]);
+    if (const auto gp = grad.dtype == x.dtype ? global_pool(x, os.dims()) : std::nullopt) {
+        // dx in x's layout (channels-last stays so), straight from the [n, c] gradient.
+        CudaTensor dx = empty_like_layout(x, x.shape, x.dtype);
+        grad = contiguous(std::move(grad));
+        launch_global_avg_pool_backward(x.dtype, *gp, grad.ptr(), dx.ptr(), stream(x.device()));
+        return dx;
+    }
     const PoolGeom g = adaptive_geometry(x, os);
     const DType result = x.dtype, cd = float_compute(x.dtype);
     grad = contiguous(cast(std::move(grad), cd));
