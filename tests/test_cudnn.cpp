@@ -497,6 +497,35 @@ TEST_CASE("conv weight gradient: the direct kernels for few inputs per output ch
     }
 }
 
+TEST_CASE("cudnn: the graph API's engines give the legacy algorithms' values", "[cuda][cudnn]") {
+    // EMBER_CUDNN_ENGINES=all keeps the fastest engine of cuDNN's graph API for each new
+    // configuration even where the legacy algorithm was faster, so every direction of these
+    // f16/bf16 convolutions (shapes no other test uses: configurations are tuned once) runs on
+    // an engine where one builds.
+    REQUIRE_GPU();
+    UseCudnn on(true);
+    ::setenv("EMBER_CUDNN_ENGINES", "all", 1);
+    const std::vector<ConvCase<2>> cases = {
+        {"3x3, 24→40, odd sizes",
+         {3, 24, 13, 11},
+         {40, 24, 3, 3},
+         opts<2>({1, 1}, {1, 1}, {1, 1}, 1)},
+        {"3x3 stride 2, 16→48",
+         {2, 16, 14, 10},
+         {48, 16, 3, 3},
+         opts<2>({2, 2}, {1, 1}, {1, 1}, 1)},
+    };
+    for (const auto& c : cases) {
+        INFO(c.name);
+        for (bool cl : {false, true}) {
+            INFO((cl ? "channels-last" : "NCHW"));
+            check_against_cpu<2>(c, DType::F16, {1e-2, 5e-3}, cl);
+            check_against_cpu<2>(c, DType::BF16, {5e-2, 1.6e-2}, cl);
+        }
+    }
+    ::unsetenv("EMBER_CUDNN_ENGINES");
+}
+
 TEST_CASE("conv2d: strided 1x1 convolutions over channels-last data run as one GEMM",
           "[cuda][cudnn]") {
     // A ResNet's downsampling shortcut: the strided positions copied out densely, times the

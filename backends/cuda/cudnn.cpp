@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -36,6 +37,8 @@
 
 #if __has_include(<cudnn.h>)
 #include <cudnn.h>
+
+#include "cudnn_engines.hpp"
 #define EMBER_HAVE_CUDNN_H 1
 #else
 #define EMBER_HAVE_CUDNN_H 0
@@ -90,6 +93,7 @@ struct Api {
     decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) filter_heuristic = nullptr;
     decltype(&cudnnGetConvolutionBackwardFilterWorkspaceSize) filter_workspace = nullptr;
     decltype(&cudnnConvolutionBackwardFilter) filter_run = nullptr;
+    engines::Functions graph;  // the graph API (optional: unused where incomplete)
 };
 
 const Api& api() {
@@ -134,6 +138,15 @@ const Api& api() {
         load(a.filter_workspace, "cudnnGetConvolutionBackwardFilterWorkspaceSize");
         load(a.filter_run, "cudnnConvolutionBackwardFilter");
         if (!a.error.empty()) return a;
+        auto optional = [&](auto& fn, const char* sym) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, sym));
+        };
+        optional(a.graph.create, "cudnnBackendCreateDescriptor");
+        optional(a.graph.destroy, "cudnnBackendDestroyDescriptor");
+        optional(a.graph.set, "cudnnBackendSetAttribute");
+        optional(a.graph.get, "cudnnBackendGetAttribute");
+        optional(a.graph.finalize, "cudnnBackendFinalize");
+        optional(a.graph.execute, "cudnnBackendExecute");
         a.version = a.get_version();
         // The convolution API's types and signatures are those of cudnn.h 9.x: another major
         // version may differ.
@@ -176,6 +189,13 @@ struct Plan {
     int algo = 0;
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     std::size_t workspace = 0;
+    /// The configuration for the graph API (f16/bf16 only: the dtypes whose tensor-core math
+    /// needs no TF32 decision), and the engine that beat the legacy algorithm, if one did (the
+    /// legacy choice stays for operands too little aligned for the engine).
+    bool graph_eligible = false;
+    engines::Problem problem;
+    std::unique_ptr<engines::Engine> engine;
+    int engine_rank = -1;  ///< the engine's rank among the heuristics' results (-1: none)
 };
 
 /// A device's handle (bound to the device's stream) and plans; `mu` serialises their use (a
@@ -296,6 +316,22 @@ bool describe(const Api& a, Plan& pl, DType dt, bool channels_last, const Shape&
                        CUDNN_CROSS_CORRELATION, compute)) ||
         !ok(a.set_groups(pl.conv, static_cast<int>(p.groups))))
         return false;
+    pl.graph_eligible = dt == DType::F16 || dt == DType::BF16;
+    auto wide = [](const std::vector<int>& v) {
+        return std::vector<std::int64_t>(v.begin(), v.end());
+    };
+    pl.problem.data = data;
+    pl.problem.compute = compute;
+    pl.problem.x_dims = wide(xd);
+    pl.problem.x_strides = wide(xst);
+    pl.problem.w_dims = wide(wd);
+    // The filter's strides: KRSC for channels-last, KCRS otherwise (the legacy API's formats).
+    pl.problem.w_strides = wide(wst);
+    pl.problem.y_dims = wide(yd);
+    pl.problem.y_strides = wide(yst);
+    pl.problem.padding = wide(pad);
+    pl.problem.stride = wide(stride);
+    pl.problem.dilation = wide(dil);
     // f32 stays f32 unless TF32 is allowed (CUDNN_FMA_MATH rules tensor cores out; the default
     // lets TF32 in, as ember::cuda::set_allow_tf32 does for matmuls); f16/bf16 use tensor cores.
     if (dt == DType::F32)
@@ -442,7 +478,7 @@ struct PlanFile {
     std::mutex mu;
     bool loaded = false;
     std::string path;
-    std::map<std::vector<long long>, std::array<long long, 3>> picks;
+    std::map<std::vector<long long>, std::array<long long, 4>> picks;
 };
 
 PlanFile& plan_file() {
@@ -459,7 +495,7 @@ PlanFile& plan_file() {
                 std::size_t n = 0;
                 if (!(ls >> n) || n > 64) continue;
                 std::vector<long long> key(n);
-                std::array<long long, 3> pick{};
+                std::array<long long, 4> pick{};
                 for (auto& k : key) ls >> k;
                 for (auto& v : pick) ls >> v;
                 if (ls) f.picks[key] = pick;
@@ -470,17 +506,27 @@ PlanFile& plan_file() {
 }
 
 /// Takes the file's pick for `key`, if it holds one that cuDNN still accepts.
-bool recorded(const Api& a, Plan& pl, const std::vector<long long>& key) {
-    PlanFile& f = plan_file();
-    std::lock_guard lock(f.mu);
-    const auto it = f.picks.find(key);
-    if (it == f.picks.end()) return false;
-    const auto m = static_cast<cudnnMathType_t>(it->second[1]);
+bool recorded(const Api& a, cudnnHandle_t h, Plan& pl, const std::vector<long long>& key,
+              int direction) {
+    std::array<long long, 4> pick{};
+    {
+        PlanFile& f = plan_file();
+        std::lock_guard lock(f.mu);
+        const auto it = f.picks.find(key);
+        if (it == f.picks.end()) return false;
+        pick = it->second;
+    }
+    const auto m = static_cast<cudnnMathType_t>(pick[1]);
     if (a.set_math(pl.conv, m) != CUDNN_STATUS_SUCCESS) return false;
-    pl.algo = static_cast<int>(it->second[0]);
+    pl.algo = static_cast<int>(pick[0]);
     pl.math = m;
-    pl.workspace = static_cast<std::size_t>(it->second[2]);
+    pl.workspace = static_cast<std::size_t>(pick[2]);
     pl.chosen = pl.tuned = true;
+    if (pick[3] >= 0 && pl.graph_eligible && a.graph.complete()) {
+        pl.problem.direction = direction;
+        pl.engine = engines::at_rank(a.graph, h, pl.problem, static_cast<int>(pick[3]));
+        pl.engine_rank = pl.engine ? static_cast<int>(pick[3]) : -1;
+    }
     return true;
 }
 
@@ -492,8 +538,110 @@ void record(const Plan& pl, const std::vector<long long>& key) {
     std::ofstream out(f.path, std::ios::app);
     out << key.size();
     for (long long k : key) out << ' ' << k;
-    out << ' ' << pl.algo << ' ' << static_cast<long long>(pl.math) << ' ' << pl.workspace << '\n';
-    f.picks[key] = {pl.algo, static_cast<long long>(pl.math), static_cast<long long>(pl.workspace)};
+    out << ' ' << pl.algo << ' ' << static_cast<long long>(pl.math) << ' ' << pl.workspace << ' '
+        << pl.engine_rank << '\n';
+    f.picks[key] = {pl.algo, static_cast<long long>(pl.math), static_cast<long long>(pl.workspace),
+                    pl.engine_rank};
+}
+
+constexpr int direction_of(Kind k) {
+    return k == Kind::Forward ? 0 : k == Kind::Data ? 1 : 2;
+}
+
+/// A run's operands as the forward convolution's x, w and y (the graph API's tensors).
+template <Kind K>
+std::array<void*, 3> xwy(const Operands& o) {
+    void* a = const_cast<void*>(o.a);
+    void* b = const_cast<void*>(o.b);
+    if constexpr (K == Kind::Forward) return {a, b, o.out};
+    if constexpr (K == Kind::Data) return {o.out, b, a};  // a = dy, out = dx
+    return {a, o.out, b};                                 // Filter: a = x, b = dy, out = dw
+}
+
+/// Milliseconds a run of `run` takes on `st` (the mean of three after one untimed run); a
+/// very large figure where it fails.
+template <typename F>
+float time_runs(cudaStream_t st, F&& run) {
+    constexpr float kFailed = 1e30f;
+    if (!run()) return kFailed;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    if (cudaEventCreate(&e0) != cudaSuccess) return kFailed;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return kFailed;
+    }
+    bool ran = cudaEventRecord(e0, st) == cudaSuccess;
+    for (int i = 0; i < 3 && ran; ++i) ran = run();
+    float ms = kFailed;
+    if (ran && cudaEventRecord(e1, st) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
+        ms /= 3;
+    else
+        ms = kFailed;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return ms;
+}
+
+/// Whether a pointer meets the graph API tensors' promised 16-byte alignment.
+bool aligned(const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+/// Lets the graph API's engines race the legacy algorithm just chosen, on the operands: the
+/// heuristics' top configurations (8 at most that build, are deterministic and fit the
+/// workspace cap) and the legacy choice are each timed, and the fastest kept. The legacy
+/// API picks among a handful of algorithm numbers and lets cuDNN choose the kernel inside;
+/// on an H200 its choices for a ResNet's bf16 3×3 convolutions ran up to 20 % slower than
+/// the best of these.
+/// EMBER_CUDNN_ENGINES: unset, the race below; `0`, the legacy algorithm only; `all`, the
+/// fastest engine whether or not it beats the legacy algorithm (to test the engines' path).
+/// Read at each race: a race happens once per configuration.
+int engines_setting() {
+    const char* e = std::getenv("EMBER_CUDNN_ENGINES");
+    const std::string_view v = e != nullptr ? e : "";
+    return v == "0" ? 0 : v == "all" ? 2 : 1;
+}
+
+template <Kind K>
+void race(const Api& a, cudnnHandle_t h, Plan& pl, const Operands& o, int device) {
+    const int setting = engines_setting();
+    if (setting == 0 || !pl.graph_eligible || !a.graph.complete()) return;
+    const auto ptrs = xwy<K>(o);
+    for (void* q : ptrs)
+        if (!aligned(q)) return;
+    pl.problem.direction = direction_of(K);
+    auto cands =
+        engines::candidates(a.graph, h, pl.problem, static_cast<std::int64_t>(kMaxWorkspace), 8);
+    if (cands.empty()) return;
+    std::int64_t most = static_cast<std::int64_t>(pl.workspace);
+    for (const auto& c : cands) most = std::max(most, c.second->workspace());
+    CudaTensor ws;
+    try {
+        ws = workspace_tensor(static_cast<std::size_t>(most), device);
+    } catch (const DeviceError&) {
+        return;
+    }
+    const cudaStream_t st = stream(device);
+    const float one = 1.0f, zero = 0.0f;
+    float best = setting == 2 ? 1e38f : time_runs(st, [&] {
+        return Calls<K>::run(a, h, pl, o, &one, &zero, pl.workspace ? ws.ptr() : nullptr) ==
+               CUDNN_STATUS_SUCCESS;
+    });
+    int pick = -1;
+    for (std::size_t i = 0; i < cands.size(); ++i) {
+        const float t = time_runs(st, [&] {
+            return cands[i].second->run(h, ptrs.data(), most ? ws.ptr() : nullptr) ==
+                   CUDNN_STATUS_SUCCESS;
+        });
+        if (t < best) {
+            best = t;
+            pick = static_cast<int>(i);
+        }
+    }
+    if (pick < 0) return;
+    pl.engine_rank = cands[static_cast<std::size_t>(pick)].first;
+    pl.engine = std::move(cands[static_cast<std::size_t>(pick)].second);
 }
 
 /// Measures the algorithms (cudnnFind, outside a capture) or asks the heuristics (inside one);
@@ -504,7 +652,7 @@ bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, 
     using C = Calls<K>;
     typename C::Perf r[C::kCount];
     int got = 0;
-    if (recorded(a, pl, key)) return true;
+    if (recorded(a, h, pl, key, direction_of(K))) return true;
     if (a.set_math(pl.conv, pl.requested) != CUDNN_STATUS_SUCCESS) return false;
     if (capturing(device) != nullptr) {
         if (C::heuristic(a, h, pl, &got, r) != CUDNN_STATUS_SUCCESS) return false;
@@ -532,6 +680,7 @@ bool tune(const Api& a, cudnnHandle_t h, Plan& pl, DType dt, const Operands& o, 
     }
     if (!choose<K>(a, h, pl, dt, r, got, want)) return false;
     pl.tuned = true;
+    race<K>(a, h, pl, o, device);
     record(pl, key);
     return true;
 }
@@ -587,6 +736,18 @@ bool convolve(const CudaTensor& xt, const CudaTensor& wt, const CudaTensor& yt, 
         if (!tune<K>(a, c.handle, pl, dt, o, device, key)) {
             pl.refused = true;
             return false;
+        }
+    }
+    if (pl.engine) {
+        const auto ptrs = xwy<K>(o);
+        if (aligned(ptrs[0]) && aligned(ptrs[1]) && aligned(ptrs[2])) {
+            CudaTensor ews =
+                workspace_tensor(static_cast<std::size_t>(pl.engine->workspace()), device);
+            const cudnnStatus_t s =
+                pl.engine->run(c.handle, ptrs.data(), pl.engine->workspace() ? ews.ptr() : nullptr);
+            if (s != CUDNN_STATUS_SUCCESS) fail(s, "cudnnBackendExecute");
+            g_runs.fetch_add(1, std::memory_order_relaxed);
+            return true;
         }
     }
     CudaTensor ws = workspace_tensor(pl.workspace, device);
