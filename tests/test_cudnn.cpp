@@ -500,7 +500,7 @@ TEST_CASE("conv weight gradient: the direct kernels for few inputs per output ch
 TEST_CASE("cudnn: the graph API's engines give the legacy algorithms' values", "[cuda][cudnn]") {
     // EMBER_CUDNN_ENGINES=all keeps the fastest engine of cuDNN's graph API for each new
     // configuration even where the legacy algorithm was faster, so every direction of these
-    // f16/bf16 convolutions (shapes no other test uses: configurations are tuned once) runs on
+    // f32/f16/bf16 convolutions (shapes no other test uses: configurations are tuned once) runs on
     // an engine where one builds.
     REQUIRE_GPU();
     UseCudnn on(true);
@@ -519,6 +519,7 @@ TEST_CASE("cudnn: the graph API's engines give the legacy algorithms' values", "
         INFO(c.name);
         for (bool cl : {false, true}) {
             INFO((cl ? "channels-last" : "NCHW"));
+            check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4}, cl);  // no TF32: FMA engines
             check_against_cpu<2>(c, DType::F16, {1e-2, 5e-3}, cl);
             check_against_cpu<2>(c, DType::BF16, {5e-2, 1.6e-2}, cl);
         }

@@ -187,8 +187,10 @@ std::vector<Desc> ranked(const Functions& f, const Graph& gr) {
     return cfgs;
 }
 
-/// Whether a configuration's engine is marked nondeterministic.
-bool nondeterministic(const Functions& f, const Desc& cfg) {
+/// Whether a configuration's engine computes other than the problem asks: nondeterministic,
+/// converting the inputs down, reducing in reduced precision, or on tensor cores where the
+/// problem allows none.
+bool unwanted(const Functions& f, const Desc& cfg, const Problem& p) {
     Desc engine(f, CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     i64 n = 0;
     if (!engine || !ok(f.get(cfg.d, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
@@ -198,9 +200,19 @@ bool nondeterministic(const Functions& f, const Desc& cfg) {
     if (!ok(f.get(engine.d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                   static_cast<i64>(notes.size()), &n, notes.data())))
         return true;
-    for (i64 i = 0; i < n && i < static_cast<i64>(notes.size()); ++i)
-        if (notes[static_cast<std::size_t>(i)] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC)
-            return true;
+    for (i64 i = 0; i < n && i < static_cast<i64>(notes.size()); ++i) {
+        switch (notes[static_cast<std::size_t>(i)]) {
+            case CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC:
+            case CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS:
+            case CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION:
+                return true;
+            case CUDNN_NUMERICAL_NOTE_TENSOR_CORE:
+                if (!p.tensor_cores) return true;
+                break;
+            default:
+                break;
+        }
+    }
     return false;
 }
 
@@ -251,7 +263,7 @@ std::vector<std::pair<int, std::unique_ptr<Engine>>> candidates(const Functions&
     if (!g) return out;
     std::vector<Desc> cfgs = ranked(f, *g);
     for (std::size_t i = 0; i < cfgs.size() && static_cast<int>(out.size()) < most; ++i) {
-        if (nondeterministic(f, cfgs[i])) continue;
+        if (unwanted(f, cfgs[i], p)) continue;
         auto e = build(f, handle, g, std::move(cfgs[i]));
         if (e && e->workspace() <= max_workspace)
             out.emplace_back(static_cast<int>(i), std::move(e));

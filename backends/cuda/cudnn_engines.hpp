@@ -33,6 +33,8 @@ struct Problem {
     cudnnDataType_t data = CUDNN_DATA_FLOAT, compute = CUDNN_DATA_FLOAT;
     std::vector<std::int64_t> x_dims, x_strides, w_dims, w_strides, y_dims, y_strides;
     std::vector<std::int64_t> padding, stride, dilation;
+    /// Whether engines may use tensor cores (f16/bf16; f32 only where TF32 is allowed).
+    bool tensor_cores = true;
 };
 
 /// A built execution plan and the workspace it wants.
@@ -60,7 +62,9 @@ class Engine {
 
 /// The execution plans of the engine configurations cuDNN's heuristics (mode A) rank for `p`,
 /// in rank order, left out: those that fail to build, those that want more than `max_workspace`
-/// bytes, and nondeterministic ones (a replayed CUDA graph must give the eager step's bits).
+/// bytes, nondeterministic ones (a replayed CUDA graph must give the eager step's bits), those
+/// that convert the inputs down or reduce in reduced precision, and tensor-core ones where
+/// `p.tensor_cores` is false (f32 without TF32).
 /// Each comes with its rank among the heuristics' results (what a plan file records).
 std::vector<std::pair<int, std::unique_ptr<Engine>>> candidates(const Functions& f,
                                                                 cudnnHandle_t handle,

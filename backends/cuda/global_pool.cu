@@ -25,14 +25,19 @@ __global__ void global_avg_kernel(GlobalPool g, const T* __restrict__ x, T* __re
     }
 }
 
-/// dx's elements in memory order: channels-last (sc == 1) is [n, s, c], else [n, c, s].
-template <typename T, typename A>
+/// dx's elements in memory order: channels-last (sc == 1) is [n, s, c], else [n, c, s]. The
+/// index arithmetic is 32-bit where every index fits (I = unsigned): a 64-bit division per
+/// element made this kernel compute-bound.
+template <typename T, typename A, typename I>
 __global__ void global_avg_backward_kernel(GlobalPool g, const T* __restrict__ grad,
                                            T* __restrict__ dx) {
     const bool cl = g.sc == 1 && g.c > 1;
-    EMBER_GRID_LOOP(i, g.n * g.c * g.s) {
-        const i64 b = i / (g.c * g.s), ch = cl ? i % g.c : i / g.s % g.c;
-        dx[i] = T(static_cast<A>(grad[b * g.c + ch]) / static_cast<A>(g.s));
+    const I c = static_cast<I>(g.c), s = static_cast<I>(g.s), cs = c * s;
+    const A scale = A(1) / static_cast<A>(g.s);
+    EMBER_GRID_LOOP(j, g.n * g.c * g.s) {
+        const I i = static_cast<I>(j);
+        const I b = i / cs, ch = cl ? i % c : i / s % c;
+        dx[j] = T(static_cast<A>(grad[b * c + ch]) * scale);
     }
 }
 
@@ -66,8 +71,13 @@ void launch_global_avg_pool_backward(DType t, const GlobalPool& g, const void* g
                                      cudaStream_t s) {
     if (g.n * g.c * g.s == 0) return;
     visit_pool(t, [&]<typename T, typename A>(T, A) {
-        global_avg_backward_kernel<T, A><<<blocks_for(g.n * g.c * g.s), kThreads, 0, s>>>(
-            g, static_cast<const T*>(grad), static_cast<T*>(dx));
+        const unsigned blocks = blocks_for(g.n * g.c * g.s);
+        if (g.n * g.c * g.s <= UINT32_MAX)
+            global_avg_backward_kernel<T, A, std::uint32_t>
+                <<<blocks, kThreads, 0, s>>>(g, static_cast<const T*>(grad), static_cast<T*>(dx));
+        else
+            global_avg_backward_kernel<T, A, i64>
+                <<<blocks, kThreads, 0, s>>>(g, static_cast<const T*>(grad), static_cast<T*>(dx));
     });
     check_launch("global_avg_pool_backward");
 }
