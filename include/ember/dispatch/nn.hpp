@@ -203,6 +203,22 @@
     EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 1) EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 2)      \
     EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 3) EMBER_DISPATCH_OPTIM_GATHER(X, Optim, 4)
 
+/// X applied to the classes of an optimizer's core that its step hands a model's compiled walks
+/// (module::CompiledWalks): the update, the one-device check, the multi-tensor gather and
+/// scatter.
+#define EMBER_DISPATCH_OPTIM_WALK_CLASSES(X, Optim)                                        \
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::StepMapper)                                        \
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::OneDeviceVisitor)                                  \
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::GatherVisitor)                                     \
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::ScatterMapper)
+/// The classes that take a model's gradients and step its parameters through its compiled
+/// walks, so that a model file compiles no visitor of its own for them.
+#define EMBER_DISPATCH_OPTIM_CLASSES(X)                                                    \
+    EMBER_DISPATCH_OPTIM_WALK_CLASSES(X, Adam)                                             \
+    EMBER_DISPATCH_OPTIM_WALK_CLASSES(X, AdamW)                                            \
+    EMBER_DISPATCH_OPTIM_WALK_CLASSES(X, Sgd)                                              \
+    X(optim::GradientsParams::TakeVisitor<Dispatch>)
+
 /// The optimizers' per-tensor steps and OptimizerAdaptor's model-independent core, so that a
 /// model's optimizer compiles only its walk over the model's fields.
 #define EMBER_DISPATCH_OPTIM_FUNCTIONS(X)                                                  \
@@ -248,5 +264,6 @@ EMBER_DISPATCH_MODULE_TYPES(EMBER_DISPATCH_EXTERN_STRUCT)
 EMBER_DISPATCH_NN_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
 EMBER_DISPATCH_WALK_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
 EMBER_DISPATCH_OPTIM_FUNCTIONS(EMBER_DISPATCH_EXTERN_FUNCTION)
+EMBER_DISPATCH_OPTIM_CLASSES(EMBER_DISPATCH_EXTERN_CLASS)
 }  // namespace ember
 #endif

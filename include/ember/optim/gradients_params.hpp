@@ -148,17 +148,77 @@ class EMBER_API GradientsParams {
 
     template <module::Module M, typename Pick>
     void take(Gradients& grads, const M& module, Pick&& pick) {
-        module.visit([&](std::string_view, const auto& p) {
-            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
-            if constexpr (T::is_float) {
-                // A lazy parameter never used in the forward pass cannot have a gradient.
-                if (!p.is_require_grad() || !p.is_initialized() || !pick(p.id())) return;
-                if (auto g = p.val().grad_remove(grads)) register_(p.id(), std::move(*g));
-            }
-        });
+        if constexpr (module::detail::CompiledWalk<M>) {
+            // One visitor class whatever the module (see TakeVisitor).
+            using B = module::BackendOf<M>;
+            using P = std::remove_reference_t<Pick>;
+            TakeVisitor<B> v(
+                *this, grads,
+                [](const void* c, ParamId id) { return bool((*static_cast<const P*>(c))(id)); },
+                static_cast<const void*>(&pick));
+            module::detail::visit_params<M, B>(module, "", v);
+        } else {
+            module.visit([&](std::string_view, const auto& p) {
+                using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+                if constexpr (T::is_float) {
+                    // A lazy parameter never used in the forward pass cannot have a gradient.
+                    if (!p.is_require_grad() || !p.is_initialized() || !pick(p.id())) return;
+                    if (auto g = p.val().grad_remove(grads)) register_(p.id(), std::move(*g));
+                }
+            });
+        }
     }
+
+    // take's visitor for a module whose walks are compiled (module::detail::CompiledWalk:
+    // Dispatch), with the pick erased: one class instead of one lambda per module type, its
+    // members defined out of the class, so that a library compiles it once
+    // (include/ember/dispatch/nn.hpp) and a model file only calls it.
+    template <typename B>
+    class TakeVisitor;
 
     std::unordered_map<std::uint64_t, Entry> map_;
 };
+
+template <typename B>
+class GradientsParams::TakeVisitor final : public module::detail::ParamVisitor<B> {
+  public:
+    // Takes into `out` the gradients in `grads` of the parameters `pick(ctx, id)` accepts.
+    TakeVisitor(GradientsParams& out, Gradients& grads, bool (*pick)(const void*, ParamId),
+                const void* ctx)
+        : out_(out), grads_(grads), pick_(pick), ctx_(ctx) {}
+    void operator()(std::string_view, const Param<Tensor<B, 1>>& p) override;
+    void operator()(std::string_view, const Param<Tensor<B, 2>>& p) override;
+    void operator()(std::string_view, const Param<Tensor<B, 3>>& p) override;
+    void operator()(std::string_view, const Param<Tensor<B, 4>>& p) override;
+
+  private:
+    template <std::size_t D>
+    void take(const Param<Tensor<B, D>>& p) {
+        // A lazy parameter never used in the forward pass cannot have a gradient.
+        if (!p.is_require_grad() || !p.is_initialized() || !pick_(ctx_, p.id())) return;
+        if (auto g = p.val().grad_remove(grads_)) out_.register_(p.id(), std::move(*g));
+    }
+    GradientsParams& out_;
+    Gradients& grads_;
+    bool (*pick_)(const void*, ParamId);
+    const void* ctx_;
+};
+
+template <typename B>
+void GradientsParams::TakeVisitor<B>::operator()(std::string_view, const Param<Tensor<B, 1>>& p) {
+    take<1>(p);
+}
+template <typename B>
+void GradientsParams::TakeVisitor<B>::operator()(std::string_view, const Param<Tensor<B, 2>>& p) {
+    take<2>(p);
+}
+template <typename B>
+void GradientsParams::TakeVisitor<B>::operator()(std::string_view, const Param<Tensor<B, 3>>& p) {
+    take<3>(p);
+}
+template <typename B>
+void GradientsParams::TakeVisitor<B>::operator()(std::string_view, const Param<Tensor<B, 4>>& p) {
+    take<4>(p);
+}
 
 }  // namespace ember::optim

@@ -152,6 +152,15 @@ class OptimizerCore {
     template <std::size_t D>
     void put_state(ParamId id, State<D> state);
 
+    // The parameter functions of OptimizerAdaptor's step for a module whose walks are compiled
+    // (module::detail::CompiledWalk, its backend SB: Dispatch): one class each instead of one
+    // lambda per module type, their members defined out of the class, so that a library
+    // compiles them once (include/ember/dispatch/nn.hpp) and a model file only calls them.
+    class StepMapper;        // step_param on each parameter
+    class OneDeviceVisitor;  // whether every trainable parameter is on one device
+    class GatherVisitor;     // gather_param on each parameter (the multi-tensor step)
+    class ScatterMapper;     // run_multi's results put back
+
     O optim_;
     std::optional<GradientClipping> clipping_;
     bool multi_tensor_ = true;
@@ -200,6 +209,10 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
             if (this->multi_tensor_ && this->optim_.sgd_steps_scalars(lr) && on_one_device(module))
                 return step_multi(lr, module, grads);
         }
+        if constexpr (kCompiledWalk) {
+            typename Core::StepMapper mapper(*this, lr, grads);
+            return module::detail::map_params<M, StateBackend>(module, "", mapper);
+        }
         return module::map(module, [&](std::string_view path, const auto& p) {
             using P = module::detail::Bare<decltype(p)>;
             using T = detail::ParamTraits<P>;
@@ -245,11 +258,19 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
 
   private:
     using Prim = typename StateBackend::FloatTensorPrimitive;
+    // Whether the module's walks are compiled (Dispatch): step then uses the core's classes.
+    static constexpr bool kCompiledWalk =
+        module::detail::CompiledWalk<M> && std::is_same_v<module::BackendOf<M>, StateBackend>;
 
     // Whether every trainable float parameter of `module` lives on one device (the multi-tensor
     // step's condition; other modules step tensor by tensor). Lazy parameters not made yet are
     // left alone (asking their device would make them).
     bool on_one_device(const M& module) const {
+        if constexpr (kCompiledWalk) {
+            typename Core::OneDeviceVisitor v;
+            module::detail::visit_params<M, StateBackend>(module, "", v);
+            return v.one();
+        }
         std::optional<Device<StateBackend>> first;
         bool one = true;
         module::visit(module, [&](std::string_view, const auto& p) {
@@ -272,28 +293,168 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     // and put back.
     M step_multi(double lr, const M& module, GradientsParams& grads) {
         typename Core::MultiBatch batch;
-        module::visit(module, [&](std::string_view path, const auto& p) {
-            using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
-            if constexpr (T::is_float &&
-                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>)
-                this->gather_param(lr, path, p, grads, batch);
-        });
-        std::map<std::uint64_t, Prim> params = this->run_multi(std::move(batch));
-        return module::map(module, [&](std::string_view, const auto& p) {
-            using P = module::detail::Bare<decltype(p)>;
-            using T = detail::ParamTraits<P>;
-            if constexpr (T::is_float &&
-                          std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
-                auto it = params.find(p.id().value);
-                if (it == params.end()) return p;
-                return p.with_value(P::Value::from_inner(
-                    Tensor<StateBackend, T::rank>::from_primitive(std::move(it->second))));
-            } else {
-                return p;
-            }
-        });
+        if constexpr (kCompiledWalk) {
+            typename Core::GatherVisitor gather(*this, lr, grads, batch);
+            module::detail::visit_params<M, StateBackend>(module, "", gather);
+            std::map<std::uint64_t, Prim> params = this->run_multi(std::move(batch));
+            typename Core::ScatterMapper scatter(params);
+            return module::detail::map_params<M, StateBackend>(module, "", scatter);
+        } else {
+            module::visit(module, [&](std::string_view path, const auto& p) {
+                using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
+                if constexpr (T::is_float &&
+                              std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>)
+                    this->gather_param(lr, path, p, grads, batch);
+            });
+            std::map<std::uint64_t, Prim> params = this->run_multi(std::move(batch));
+            return module::map(module, [&](std::string_view, const auto& p) {
+                using P = module::detail::Bare<decltype(p)>;
+                using T = detail::ParamTraits<P>;
+                if constexpr (T::is_float &&
+                              std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
+                    auto it = params.find(p.id().value);
+                    if (it == params.end()) return p;
+                    return p.with_value(P::Value::from_inner(
+                        Tensor<StateBackend, T::rank>::from_primitive(std::move(it->second))));
+                } else {
+                    return p;
+                }
+            });
+        }
     }
 };
+
+// ---- OptimizerCore's parameter functions for compiled walks -----------------------------------
+
+/// step's update of each parameter (OptimizerCore::step_param).
+template <typename O, typename SB>
+class detail::OptimizerCore<O, SB>::StepMapper final : public module::detail::ParamMapper<SB> {
+  public:
+    StepMapper(OptimizerCore& core, double lr, GradientsParams& grads)
+        : core_(core), lr_(lr), grads_(grads) {}
+    Param<Tensor<SB, 1>> operator()(std::string_view path, const Param<Tensor<SB, 1>>& p) override;
+    Param<Tensor<SB, 2>> operator()(std::string_view path, const Param<Tensor<SB, 2>>& p) override;
+    Param<Tensor<SB, 3>> operator()(std::string_view path, const Param<Tensor<SB, 3>>& p) override;
+    Param<Tensor<SB, 4>> operator()(std::string_view path, const Param<Tensor<SB, 4>>& p) override;
+
+  private:
+    template <std::size_t D>
+    Param<Tensor<SB, D>> step(std::string_view path, const Param<Tensor<SB, D>>& p);
+    OptimizerCore& core_;
+    double lr_;
+    GradientsParams& grads_;
+};
+
+/// Whether every trainable, initialised parameter is on one device (the multi-tensor step's
+/// condition).
+template <typename O, typename SB>
+class detail::OptimizerCore<O, SB>::OneDeviceVisitor final
+    : public module::detail::ParamVisitor<SB> {
+  public:
+    void operator()(std::string_view path, const Param<Tensor<SB, 1>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 2>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 3>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 4>>& p) override;
+    /// Whether the parameters visited are on one device.
+    bool one() const { return one_; }
+
+  private:
+    template <std::size_t D>
+    void add(const Param<Tensor<SB, D>>& p);
+    std::optional<Device<SB>> first_;
+    bool one_ = true;
+};
+
+/// The multi-tensor step's gathering of each parameter (OptimizerCore::gather_param).
+template <typename O, typename SB>
+class detail::OptimizerCore<O, SB>::GatherVisitor final : public module::detail::ParamVisitor<SB> {
+  public:
+    GatherVisitor(OptimizerCore& core, double lr, GradientsParams& grads, MultiBatch& batch)
+        : core_(core), lr_(lr), grads_(grads), batch_(batch) {}
+    void operator()(std::string_view path, const Param<Tensor<SB, 1>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 2>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 3>>& p) override;
+    void operator()(std::string_view path, const Param<Tensor<SB, 4>>& p) override;
+
+  private:
+    OptimizerCore& core_;
+    double lr_;
+    GradientsParams& grads_;
+    MultiBatch& batch_;
+};
+
+/// The multi-tensor step's updated tensors (run_multi's, by parameter id) put back.
+template <typename O, typename SB>
+class detail::OptimizerCore<O, SB>::ScatterMapper final : public module::detail::ParamMapper<SB> {
+  public:
+    explicit ScatterMapper(std::map<std::uint64_t, Prim>& params) : params_(params) {}
+    Param<Tensor<SB, 1>> operator()(std::string_view path, const Param<Tensor<SB, 1>>& p) override;
+    Param<Tensor<SB, 2>> operator()(std::string_view path, const Param<Tensor<SB, 2>>& p) override;
+    Param<Tensor<SB, 3>> operator()(std::string_view path, const Param<Tensor<SB, 3>>& p) override;
+    Param<Tensor<SB, 4>> operator()(std::string_view path, const Param<Tensor<SB, 4>>& p) override;
+
+  private:
+    template <std::size_t D>
+    Param<Tensor<SB, D>> put(const Param<Tensor<SB, D>>& p);
+    std::map<std::uint64_t, Prim>& params_;
+};
+
+// The classes' members, for each rank: one macro so the four ranks cannot drift apart.
+#define EMBER_OPTIM_DETAIL_RANK_MEMBERS(D)                                                        \
+    template <typename O, typename SB>                                                            \
+    Param<Tensor<SB, D>> detail::OptimizerCore<O, SB>::StepMapper::operator()(                    \
+        std::string_view path, const Param<Tensor<SB, D>>& p) {                                   \
+        return step<D>(path, p);                                                                  \
+    }                                                                                             \
+    template <typename O, typename SB>                                                            \
+    void detail::OptimizerCore<O, SB>::OneDeviceVisitor::operator()(                              \
+        std::string_view, const Param<Tensor<SB, D>>& p) {                                        \
+        add<D>(p);                                                                                \
+    }                                                                                             \
+    template <typename O, typename SB>                                                            \
+    void detail::OptimizerCore<O, SB>::GatherVisitor::operator()(std::string_view path,           \
+                                                                 const Param<Tensor<SB, D>>& p) { \
+        core_.gather_param(lr_, path, p, grads_, batch_);                                         \
+    }                                                                                             \
+    template <typename O, typename SB>                                                            \
+    Param<Tensor<SB, D>> detail::OptimizerCore<O, SB>::ScatterMapper::operator()(                 \
+        std::string_view, const Param<Tensor<SB, D>>& p) {                                        \
+        return put<D>(p);                                                                         \
+    }
+EMBER_OPTIM_DETAIL_RANK_MEMBERS(1)
+EMBER_OPTIM_DETAIL_RANK_MEMBERS(2)
+EMBER_OPTIM_DETAIL_RANK_MEMBERS(3)
+EMBER_OPTIM_DETAIL_RANK_MEMBERS(4)
+#undef EMBER_OPTIM_DETAIL_RANK_MEMBERS
+
+template <typename O, typename SB>
+template <std::size_t D>
+Param<Tensor<SB, D>> detail::OptimizerCore<O, SB>::StepMapper::step(std::string_view path,
+                                                                    const Param<Tensor<SB, D>>& p) {
+    auto updated = core_.step_param(lr_, path, p, grads_);
+    return updated ? std::move(*updated) : p;
+}
+
+template <typename O, typename SB>
+template <std::size_t D>
+void detail::OptimizerCore<O, SB>::OneDeviceVisitor::add(const Param<Tensor<SB, D>>& p) {
+    if (!p.is_require_grad() || !p.is_initialized()) return;
+    const auto d = p.val().inner().device();
+    if (!first_)
+        first_ = d;
+    else if (!(*first_ == d))
+        one_ = false;
+}
+
+template <typename O, typename SB>
+template <std::size_t D>
+Param<Tensor<SB, D>> detail::OptimizerCore<O, SB>::ScatterMapper::put(
+    const Param<Tensor<SB, D>>& p) {
+    auto it = params_.find(p.id().value);
+    if (it == params_.end()) return p;
+    return p.with_value(
+        Tensor<SB, D>::from_inner(Tensor<SB, D>::from_primitive(std::move(it->second))));
+}
 
 // ---- OptimizerCore's members (not inline: see the class) ------------------------------------
 
