@@ -5,8 +5,10 @@
 // and odd sizes in 1, 2 and 3 dims; f64, f16 and bf16 operands; both paths give the same values;
 // convolutions inside a captured CUDA graph (no cudnnFind there); 2-d convolutions of
 // channels-last data (cuDNN's NHWC kernels) against the same fixtures, their results
-// channels-last too. The GPU cases are skipped without a device; the first case runs
-// everywhere.
+// channels-last too; the graph API's engines (forced), the direct weight gradient for few values
+// per output channel (cuDNN off), strided 1×1 channels-last convolutions as one GEMM, and global
+// average pooling in the data's layout and dtype, each against the CPU backend. The GPU cases
+// are skipped without a device; the first case runs everywhere.
 #if defined(EMBER_CUDA)
 #include <algorithm>
 #include <cmath>
