@@ -537,12 +537,13 @@ using ValidType = typename detail::Valid<M>::type;
 template <typename M>
 using BackendOf = typename detail::BackendOf<M>::type;
 
-template <Module M, typename Dev>
-M to_device(const M& m, const Dev& device);
-template <Module M>
-ValidType<M> valid(const M& m);
-
 namespace detail {
+// to_device's and valid's rebuild of a module's fields (what their leaf functions' on_module
+// hooks call for a module below).
+template <typename M, typename Dev>
+M to_device_fields(const M& m, const Dev& device);
+template <typename M>
+typename Valid<M>::type valid_fields(const M& m);
 
 // The leaf functions of visit and map with their types erased, for CompiledWalk modules: one
 // entry a parameter type (float, rank 1-4), so a module's visit_params and map_params are
@@ -669,7 +670,7 @@ struct ToDeviceFn {
     const Dev& device;
     template <typename T>
     T on_module(const T& m, std::string_view) const {
-        return ::ember::module::to_device(m, device);
+        return to_device_fields(m, device);
     }
     template <typename L>
     L operator()(std::string_view, const L& leaf) const {
@@ -691,7 +692,7 @@ struct ToDeviceFn {
 struct ValidFn {
     template <typename T>
     typename Valid<T>::type on_module(const T& m, std::string_view) const {
-        return ::ember::module::valid(m);
+        return valid_fields(m);
     }
     template <typename L>
     typename Valid<L>::type operator()(std::string_view, const L& leaf) const {
@@ -707,6 +708,17 @@ struct ValidFn {
         }
     }
 };
+
+template <typename M, typename Dev>
+M to_device_fields(const M& m, const Dev& device) {
+    ToDeviceFn<Dev> fn{device};
+    return rebuild_fields<Same>(m, "", fn);
+}
+template <typename M>
+typename Valid<M>::type valid_fields(const M& m) {
+    ValidFn fn;
+    return rebuild_fields<Valid>(m, "", fn);
+}
 
 }  // namespace detail
 
@@ -768,8 +780,7 @@ std::vector<Device<BackendOf<M>>> devices(const M& m) {
 /// requirement and become new leaves there.
 template <Module M, typename Dev>
 M to_device(const M& m, const Dev& device) {
-    detail::ToDeviceFn<Dev> fn{device};
-    return detail::rebuild_fields<detail::Same>(m, "", fn);
+    return detail::to_device_fields(m, device);
 }
 /// Like to_device, and the parameters are cut from any graph (Burn's fork).
 template <Module M, typename Dev>
@@ -784,8 +795,7 @@ M no_grad(const M& m) {
 /// The same module on the inner backend, outside any graph (Burn's valid(); eval mode).
 template <Module M>
 ValidType<M> valid(const M& m) {
-    detail::ValidFn fn;
-    return detail::rebuild_fields<detail::Valid>(m, "", fn);
+    return detail::valid_fields(m);
 }
 /// The module's state as a record tree (parameters and running states; constants are not saved).
 template <Module M>
