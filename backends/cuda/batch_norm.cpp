@@ -132,11 +132,19 @@ std::optional<std::array<CudaTensor, 5>> batch_norm_impl(std::string_view op, Cu
 }
 
 /// The backward pass; with `out` (the ReLU-fused forward's y), dy masked by out > 0, and with
-/// `residual_grad` that masked gradient returned as the fourth result.
+/// `residual_grad` that masked gradient returned as the fourth result. With `beta` too (a
+/// forward without a residual), the channels-last kernels recompute the mask from x instead of
+/// reading `out` (one read of the activation less in each of the two passes).
 std::pair<std::array<CudaTensor, 3>, std::optional<CudaTensor>> batch_norm_backward_impl(
     std::string_view op, CudaTensor x, CudaTensor dy, CudaTensor gamma, CudaTensor mean,
-    CudaTensor rstd, std::optional<CudaTensor> out, bool residual_grad) {
+    CudaTensor rstd, std::optional<CudaTensor> out, bool residual_grad,
+    std::optional<CudaTensor> beta = std::nullopt) {
     BatchNormShape g = geometry(op, x, {&gamma, &mean, &rstd});
+    if (beta) {
+        EMBER_CHECK(beta->shape == gamma.shape, Shape, op, ": beta of shape ", beta->shape,
+                    " for gamma of shape ", gamma.shape);
+        check_same_device(op.data(), x, *beta);
+    }
     EMBER_CHECK(dy.shape == x.shape, Shape, op, ": gradient of shape ", dy.shape,
                 " for an input of shape ", x.shape);
     check_same_device(op.data(), x, dy);
@@ -171,6 +179,10 @@ std::pair<std::array<CudaTensor, 3>, std::optional<CudaTensor>> batch_norm_backw
         g.relu = true;
         g.out = out->ptr();
         g.vec4 = g.vec4 && quad_aligned(*out, g.hw);
+        if (beta) {
+            beta = per_channel(std::move(*beta), a);
+            g.beta = beta->ptr();
+        }
     }
     CudaTensor part = empty(Shape{static_cast<std::size_t>(2 * g.c * g.splits)}, a, dev);
     CudaTensor coef = empty(Shape{static_cast<std::size_t>(3 * g.c)}, a, dev);
@@ -256,10 +268,11 @@ auto CudaBackend::float_batch_norm_relu(FT x, FT gamma, FT beta, FT running_mean
                               std::move(residual));
 }
 auto CudaBackend::float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma, FT mean, FT rstd,
-                                                 bool residual) -> BatchNormReluGrads<FT> {
-    auto [d, dr] = k::batch_norm_backward_impl("batch_norm_relu_backward", std::move(x),
-                                               std::move(grad), std::move(gamma), std::move(mean),
-                                               std::move(rstd), std::move(y), residual);
+                                                 bool residual, std::optional<FT> beta)
+    -> BatchNormReluGrads<FT> {
+    auto [d, dr] = k::batch_norm_backward_impl(
+        "batch_norm_relu_backward", std::move(x), std::move(grad), std::move(gamma),
+        std::move(mean), std::move(rstd), std::move(y), residual, std::move(beta));
     return {std::move(d[0]), std::move(d[1]), std::move(d[2]), std::move(dr)};
 }
 

@@ -426,28 +426,62 @@ __global__ void bn_apply_cl_kernel(BatchNormShape g, const T* x, const A* mean, 
 
 // Channels-last, 16 bytes a thread: dx = a·(dy − b − (x − mean)·k) as dx = p·dy + q·x + r with
 // per-channel p = a, q = −a·k, r = a·(mean·k − b) staged in shared memory.
+/// The forward's per-channel k = rstd·γ and b = β − mean·k, term for term as bn_apply_cl_kernel
+/// computes them, into shared memory: the ReLU's mask is then x·k + b > 0, the forward's own
+/// test, with no read of its output (g.beta set).
+template <typename A>
+__device__ __forceinline__ void stage_mask(const BatchNormShape& g, const A* mean, const A* rstd,
+                                           const A* gamma, A* kc, A* bc) {
+    const A* beta = static_cast<const A*>(g.beta);
+    for (std::int64_t c = threadIdx.x; c < g.c; c += blockDim.x) {
+        const A k = rstd[c] * gamma[c];
+        kc[c] = k;
+        bc[c] = beta[c] - mean[c] * k;
+    }
+}
+
+/// dv masked by the ReLU's gradient: recomputed from x (g.beta) or read from the output.
+template <typename T, typename A>
+__device__ __forceinline__ void mask_vec(const BatchNormShape& g, const Vec16<T>& xv,
+                                         const T* out_vec, const A* kc, const A* bc,
+                                         std::int64_t c0, Vec16<T>& dv) {
+    if (g.beta != nullptr) {
+#pragma unroll
+        for (int j = 0; j < Vec16<T>::kWidth; ++j) {
+            const A t = to_acc<A>(xv.v[j]) * kc[c0 + j] + bc[c0 + j];
+            if (!(t > A(0))) dv.v[j] = from_acc<T>(A(0));
+        }
+        return;
+    }
+    const Vec16<T> yv = *reinterpret_cast<const Vec16<T>*>(out_vec);
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kWidth; ++j)
+        if (!(to_acc<A>(yv.v[j]) > A(0))) dv.v[j] = from_acc<T>(A(0));
+}
+
 template <typename T, typename A>
 __global__ void bn_grad_input_cl_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
-                                        const A* coef, T* dx) {
+                                        const A* rstd, const A* gamma, const A* coef, T* dx) {
     extern __shared__ unsigned char bn_smem[];
     A* pc = reinterpret_cast<A*>(bn_smem);
     A* qc = pc + g.c;
     A* rc = qc + g.c;
+    A* kc = rc + g.c;  // the mask's k and b (g.beta: 5·c values in all)
+    A* bc = kc + g.c;
     for (std::int64_t c = threadIdx.x; c < g.c; c += blockDim.x) {
         const A a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
         pc[c] = a;
         qc[c] = -a * k;
         rc[c] = a * (mean[c] * k - b);
     }
+    if (g.relu && g.beta != nullptr) stage_mask(g, mean, rstd, gamma, kc, bc);
     __syncthreads();
     for_cl_vectors<T>(g, [&](std::int64_t i, std::int64_t c0) {
         const Vec16<T> xv = reinterpret_cast<const Vec16<T>*>(x)[i];
         Vec16<T> dv = reinterpret_cast<const Vec16<T>*>(dy)[i];
         if (g.relu) {
-            const Vec16<T> yv = reinterpret_cast<const Vec16<T>*>(g.out)[i];
-#pragma unroll
-            for (int j = 0; j < Vec16<T>::kWidth; ++j)
-                if (!(to_acc<A>(yv.v[j]) > A(0))) dv.v[j] = from_acc<T>(A(0));
+            mask_vec<T, A>(g, xv, static_cast<const T*>(g.out) + i * Vec16<T>::kWidth, kc, bc, c0,
+                           dv);
             if (g.dresidual != nullptr) reinterpret_cast<Vec16<T>*>(g.dresidual)[i] = dv;
         }
         Vec16<T> o;
@@ -518,17 +552,21 @@ __global__ void bn_stats_cl_vec_kernel(BatchNormShape g, const T* x, A* part) {
 // Channels-last, 16 bytes a thread: Σdy and Σdy·(x − mean) of each channel's share of rows.
 template <typename T, typename A>
 __global__ void bn_grad_stats_cl_vec_kernel(BatchNormShape g, const T* x, const T* dy,
-                                            const A* mean, A* part) {
+                                            const A* mean, const A* rstd, const A* gamma, A* part) {
+    // The mask's k and b sit after the sums' shared memory (cl_sums_smem's extra 2·c).
+    extern __shared__ unsigned char bn_smem[];
+    const std::int64_t rows_at_once = blockDim.x / (g.c / Vec16<T>::kWidth);
+    A* kc = reinterpret_cast<A*>(bn_smem) + 2 * rows_at_once * g.c;
+    A* bc = kc + g.c;
+    if (g.relu && g.beta != nullptr) {
+        stage_mask(g, mean, rstd, gamma, kc, bc);
+        __syncthreads();
+    }
     cl_vec_channel_sums<T, A>(g, part, [&](std::int64_t row, int c0, A* s1, A* s2) {
         const Vec16<T> xv = *reinterpret_cast<const Vec16<T>*>(x + row * g.c + c0);
         Vec16<T> dv = *reinterpret_cast<const Vec16<T>*>(dy + row * g.c + c0);
-        if (g.relu) {
-            const Vec16<T> yv =
-                *reinterpret_cast<const Vec16<T>*>(static_cast<const T*>(g.out) + row * g.c + c0);
-#pragma unroll
-            for (int j = 0; j < Vec16<T>::kWidth; ++j)
-                if (!(to_acc<A>(yv.v[j]) > A(0))) dv.v[j] = from_acc<T>(A(0));
-        }
+        if (g.relu)
+            mask_vec<T, A>(g, xv, static_cast<const T*>(g.out) + row * g.c + c0, kc, bc, c0, dv);
 #pragma unroll
         for (int j = 0; j < Vec16<T>::kWidth; ++j) {
             const A d = to_acc<A>(dv.v[j]);
@@ -608,7 +646,8 @@ bool cl_sums_vec16(const BatchNormShape& g, std::initializer_list<const void*> p
 template <typename T, typename A>
 std::size_t cl_sums_smem(const BatchNormShape& g) {
     const std::int64_t groups = g.c / Vec16<T>::kWidth;
-    return 2 * static_cast<std::size_t>(kBnThreads / groups * g.c) * sizeof(A);
+    const std::int64_t mask = g.relu && g.beta != nullptr ? 2 * g.c : 0;  // stage_mask's k, b
+    return static_cast<std::size_t>(2 * (kBnThreads / groups) * g.c + mask) * sizeof(A);
 }
 
 dim3 cl_grid(const BatchNormShape& g) {
@@ -700,10 +739,12 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         const auto* mp = static_cast<const A*>(mean);
         auto* pp = static_cast<A*>(part);
         auto* cp = static_cast<A*>(coef);
+        const auto* gp = static_cast<const A*>(gamma);
+        const auto* rp = static_cast<const A*>(rstd);
         if (cl_sums_vec16<T, A>(g, {xp, dp, g.out}))
             bn_grad_stats_cl_vec_kernel<T, A>
-                <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g), s>>>(
-                    g, xp, dp, mp, pp);
+                <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g),
+                   s>>>(g, xp, dp, mp, rp, gp, pp);
         else if (g.channels_last)
             bn_grad_stats_cl_kernel<T, A>
                 <<<cl_grid(g), dim3(kClChannels, kClRows), 0, s>>>(g, xp, dp, mp, pp);
@@ -716,11 +757,13 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
             g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
             static_cast<A*>(dgamma), static_cast<A*>(dbeta));
         check_launch("batch_norm_backward (finalize)");
-        if (cl_vec16<T, A>(g, 3, {xp, dp, dx, g.out, g.dresidual})) {
-            const std::size_t smem = 3 * static_cast<std::size_t>(g.c) * sizeof(A);
+        if (cl_vec16<T, A>(g, g.relu && g.beta != nullptr ? 5 : 3,
+                           {xp, dp, dx, g.out, g.dresidual})) {
+            const std::size_t per = g.relu && g.beta != nullptr ? 5 : 3;
+            const std::size_t smem = per * static_cast<std::size_t>(g.c) * sizeof(A);
             bn_grad_input_cl_kernel<T, A>
                 <<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(
-                    g, xp, dp, mp, cp, static_cast<T*>(dx));
+                    g, xp, dp, mp, rp, gp, cp, static_cast<T*>(dx));
         } else if (g.vec4)
             bn_grad_input_kernel<true, T, A>
                 <<<elementwise_blocks(g), kThreads, 0, s>>>(g, xp, dp, mp, cp, static_cast<T*>(dx));

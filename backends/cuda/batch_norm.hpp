@@ -31,6 +31,10 @@ struct BatchNormShape {
     const void* residual = nullptr;  ///< forward: added before the ReLU, or null
     const void* out = nullptr;       ///< backward: the forward's y (relu only)
     void* dresidual = nullptr;       ///< backward: receives the masked dy, or null
+    /// Backward of a ReLU epilogue without a residual: β (type A), from which the 16-byte
+    /// channels-last kernels recompute the mask as the forward computed its output
+    /// (x·k + b > 0 with k = rstd·γ, b = β − mean·k) instead of reading `out`; null: `out`.
+    const void* beta = nullptr;
 };
 
 /// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at

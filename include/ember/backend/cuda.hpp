@@ -119,9 +119,11 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
                                                                   std::optional<FT> residual,
                                                                   const BatchNormScalars& s);
     /// The gradients of float_batch_norm_relu from its output y (the ReLU's mask) and dL/dy,
-    /// with the residual's gradient when `residual`.
+    /// with the residual's gradient when `residual`; given beta (a forward without a residual),
+    /// channels-last kernels recompute the mask from x rather than read y.
     static BatchNormReluGrads<FT> float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma,
-                                                                 FT mean, FT rstd, bool residual);
+                                                                 FT mean, FT rstd, bool residual,
+                                                                 std::optional<FT> beta);
     static FT float_reduce(ReduceOp op, FT t);
     static FT float_reduce_dim(ReduceOp op, FT t, std::size_t dim);
     static IT float_arg_reduce(ArgReduceOp op, FT t, std::size_t dim);

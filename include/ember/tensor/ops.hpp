@@ -108,9 +108,11 @@ struct BatchNormReluGrads {
 ///   float_batch_norm_relu(x, gamma, beta, running_mean, running_var, residual, scalars)
 ///     → optional {y = max(bn(x) + residual, 0), batch mean, batch 1/√(var + ε),
 ///                 new running mean, new running var} (residual optional: y = max(bn(x), 0))
-///   float_batch_norm_relu_backward(x, y, grad, gamma, mean, rstd, residual)
+///   float_batch_norm_relu_backward(x, y, grad, gamma, mean, rstd, residual, beta)
 ///     → {dx, dgamma, dbeta, dresidual when `residual`}; y is the forward's output, whose sign
-///       is the ReLU's gradient.
+///       is the ReLU's gradient; beta (optional) is given where the forward had no residual,
+///       so a backend may recompute that sign from x, gamma, beta, mean and rstd instead of
+///       reading y.
 /// Either may decline (return nothing) as float_batch_norm does. nn::BatchNorm needs the
 /// forward only (Autodiff declares it); Autodiff needs both of its inner backend.
 template <typename B>
@@ -123,7 +125,7 @@ concept BatchNormReluForwardBackend = requires(typename B::FloatTensorPrimitive 
 template <typename B>
 concept BatchNormReluBackend = BatchNormBackend<B> && BatchNormReluForwardBackend<B> &&
     requires(typename B::FloatTensorPrimitive t) {
-    B::float_batch_norm_relu_backward(t, t, t, t, t, t, true);
+    B::float_batch_norm_relu_backward(t, t, t, t, t, t, true, std::optional{t});
 };
 
 namespace detail {

@@ -249,13 +249,18 @@ auto Autodiff<B, C>::float_batch_norm_relu(FT x, FT gamma, FT beta, FT running_m
     }
     Saved sx = rec.input(x);
     Saved sg = rec.input(gamma);
-    // The output, not the sum before the ReLU: its sign is the ReLU's gradient.
+    // The output, not the sum before the ReLU: its sign is the ReLU's gradient. Without a
+    // residual, beta too: the backend may recompute that sign from x instead.
     Saved sy = rec.output();
     const bool with_residual = residual.has_value();
+    std::optional<Saved> sb;
+    if (!with_residual) sb = rec.input(beta);
     res[0] = rec.finish([=](Ctx& ctx, IFT g) {
-        auto d =
-            B::float_batch_norm_relu_backward(ctx.get(sx), ctx.get(sy), std::move(g), ctx.get(sg),
-                                              mean, rstd, with_residual && ctx.needs(3));
+        std::optional<IFT> b;
+        if (sb) b = ctx.get(*sb);
+        auto d = B::float_batch_norm_relu_backward(ctx.get(sx), ctx.get(sy), std::move(g),
+                                                   ctx.get(sg), mean, rstd,
+                                                   with_residual && ctx.needs(3), std::move(b));
         if (ctx.needs(0)) ctx.add(0, std::move(d.dx));
         if (ctx.needs(1)) ctx.add(1, std::move(d.dgamma));
         if (ctx.needs(2)) ctx.add(2, std::move(d.dbeta));
