@@ -169,20 +169,21 @@ class EMBER_API GradientsParams {
         }
     }
 
-    // take's visitor for a module whose walks are compiled (module::detail::CompiledWalk:
-    // Dispatch), with the pick erased: one class instead of one lambda per module type, its
-    // members defined out of the class, so that a library compiles it once
-    // (include/ember/dispatch/nn.hpp) and a model file only calls it.
+    /// take's visitor for a module whose walks are compiled (module::detail::CompiledWalk:
+    /// Dispatch), with the pick erased: one class instead of one lambda per module type, its
+    /// members defined out of the class, so that a library compiles it once
+    /// (include/ember/dispatch/nn.hpp) and a model file only calls it.
     template <typename B>
     class TakeVisitor;
 
     std::unordered_map<std::uint64_t, Entry> map_;
 };
 
+/// GradientsParams' take through a module's compiled walk (see the declaration).
 template <typename B>
 class GradientsParams::TakeVisitor final : public module::detail::ParamVisitor<B> {
   public:
-    // Takes into `out` the gradients in `grads` of the parameters `pick(ctx, id)` accepts.
+    /// Takes into `out` the gradients in `grads` of the parameters `pick(ctx, id)` accepts.
     TakeVisitor(GradientsParams& out, Gradients& grads, bool (*pick)(const void*, ParamId),
                 const void* ctx)
         : out_(out), grads_(grads), pick_(pick), ctx_(ctx) {}

@@ -156,10 +156,10 @@ class OptimizerCore {
     // (module::detail::CompiledWalk, its backend SB: Dispatch): one class each instead of one
     // lambda per module type, their members defined out of the class, so that a library
     // compiles them once (include/ember/dispatch/nn.hpp) and a model file only calls them.
-    class StepMapper;        // step_param on each parameter
-    class OneDeviceVisitor;  // whether every trainable parameter is on one device
-    class GatherVisitor;     // gather_param on each parameter (the multi-tensor step)
-    class ScatterMapper;     // run_multi's results put back
+    class StepMapper;        ///< step_param on each parameter
+    class OneDeviceVisitor;  ///< whether every trainable parameter is on one device
+    class GatherVisitor;     ///< gather_param on each parameter (the multi-tensor step)
+    class ScatterMapper;     ///< run_multi's results put back
 
     O optim_;
     std::optional<GradientClipping> clipping_;
