@@ -9,6 +9,7 @@
 // float_sgd_steps) run everywhere.
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -319,40 +320,46 @@ TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CP
         // bf16 data and residual, f32 arithmetic: the fused sum bn(x) + r is rounded once
         {{8, 16, 8, 8}, DType::BF16, {3e-2, 3e-2}},
     };
-    for (const auto& k : cases) {
-        for (const BnMode mode : {BnMode::Relu, BnMode::AddRelu}) {
-            INFO("shape " << k.shape.to_string() << ", " << ember::dtype_name(k.dtype)
-                          << (mode == BnMode::Relu ? ", relu" : ", add + relu"));
-            const auto x = offset_data(k.shape, 0.3, 41);
-            const auto w = offset_data(k.shape, 0.0, 42);
-            const auto xr =
-                Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
-            const auto wr =
-                Tensor<ember::Cpu, 4>::from_data(w).cast(k.dtype).cast(DType::F32).to_data();
-            // The residual: the same dtype-rounded values on both sides (a residual computed in
-            // bf16 on one side and f32 on the other flips the ReLU's mask near zero).
-            const auto r = Tensor<ember::Cpu, 4>::from_data(offset_data(k.shape, 0.0, 43))
-                               .cast(k.dtype)
-                               .cast(DType::F32)
-                               .to_data();
-            // The CPU has no fused kernel: forward_relu there is forward, + r, relu.
-            const auto want =
-                bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32, false, mode, {}, &r);
-            const auto got = bn_run<AdCuda>(x, w, k.dtype, false, mode, {}, &r);
-            const auto cl = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r);
-            const auto dispatch = bn_run<ember::Dispatch>(
-                x, w, k.dtype, true, mode, ember::DispatchDevice::parse("cuda:0+autodiff"), &r);
-            const char* what[] = {"y",           "dx",       "dgamma", "dbeta", "running_mean",
-                                  "running_var", "dresidual"};
-            REQUIRE(got.size() == want.size());
-            for (std::size_t i = 0; i < want.size(); ++i) {
-                INFO(what[i]);
-                ember::test::check_close(got[i], want[i], k.tol);
-                ember::test::check_close(cl[i], want[i], k.tol);
-                ember::test::check_close(dispatch[i], want[i], k.tol);
+    // Twice: the backward's ReLU mask read from the forward's output (the default), then
+    // recomputed from x where there is no residual (EMBER_CUDA_BN_MASK=recompute).
+    for (const char* mask : {"read", "recompute"})
+        for (const auto& k : cases) {
+            ::setenv("EMBER_CUDA_BN_MASK", mask, 1);
+            for (const BnMode mode : {BnMode::Relu, BnMode::AddRelu}) {
+                INFO("shape " << k.shape.to_string() << ", " << ember::dtype_name(k.dtype)
+                              << (mode == BnMode::Relu ? ", relu" : ", add + relu") << ", mask "
+                              << mask);
+                const auto x = offset_data(k.shape, 0.3, 41);
+                const auto w = offset_data(k.shape, 0.0, 42);
+                const auto xr =
+                    Tensor<ember::Cpu, 4>::from_data(x).cast(k.dtype).cast(DType::F32).to_data();
+                const auto wr =
+                    Tensor<ember::Cpu, 4>::from_data(w).cast(k.dtype).cast(DType::F32).to_data();
+                // The residual: the same dtype-rounded values on both sides (a residual computed in
+                // bf16 on one side and f32 on the other flips the ReLU's mask near zero).
+                const auto r = Tensor<ember::Cpu, 4>::from_data(offset_data(k.shape, 0.0, 43))
+                                   .cast(k.dtype)
+                                   .cast(DType::F32)
+                                   .to_data();
+                // The CPU has no fused kernel: forward_relu there is forward, + r, relu.
+                const auto want =
+                    bn_run<ember::Autodiff<ember::Cpu>>(xr, wr, DType::F32, false, mode, {}, &r);
+                const auto got = bn_run<AdCuda>(x, w, k.dtype, false, mode, {}, &r);
+                const auto cl = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r);
+                const auto dispatch = bn_run<ember::Dispatch>(
+                    x, w, k.dtype, true, mode, ember::DispatchDevice::parse("cuda:0+autodiff"), &r);
+                const char* what[] = {"y",           "dx",       "dgamma", "dbeta", "running_mean",
+                                      "running_var", "dresidual"};
+                REQUIRE(got.size() == want.size());
+                for (std::size_t i = 0; i < want.size(); ++i) {
+                    INFO(what[i]);
+                    ember::test::check_close(got[i], want[i], k.tol);
+                    ember::test::check_close(cl[i], want[i], k.tol);
+                    ember::test::check_close(dispatch[i], want[i], k.tol);
+                }
             }
+            ::unsetenv("EMBER_CUDA_BN_MASK");
         }
-    }
     SECTION("a residual of another shape is a ShapeError naming both") {
         auto bn = nn::BatchNormConfig{3}.init<AdCuda>();
         auto x = Tensor<AdCuda, 4>::ones({2, 3, 4, 4});

@@ -70,6 +70,16 @@ bool kernels_enabled() {
     return on;
 }
 
+/// EMBER_CUDA_BN_MASK=recompute lets the ReLU-fused backward recompute its mask from x where
+/// the forward had no residual (the 16-byte channels-last kernels); otherwise, the default, it
+/// reads the forward's output. Opt-in until measured: the one A/B so far (2026-11-30, H200,
+/// ResNet-18 bf16 replayed) was of two runs whose cuDNN picks differed, 3.725 ms recomputing
+/// against 3.627 reading. Read at each call, so a test can switch it.
+bool mask_recompute() {
+    const char* v = std::getenv("EMBER_CUDA_BN_MASK");
+    return v != nullptr && std::string_view(v) == "recompute";
+}
+
 }  // namespace
 
 namespace {
@@ -179,7 +189,7 @@ std::pair<std::array<CudaTensor, 3>, std::optional<CudaTensor>> batch_norm_backw
         g.relu = true;
         g.out = out->ptr();
         g.vec4 = g.vec4 && quad_aligned(*out, g.hw);
-        if (beta) {
+        if (beta && mask_recompute()) {
             beta = per_channel(std::move(*beta), a);
             g.beta = beta->ptr();
         }
