@@ -370,7 +370,7 @@ int main(int argc, char** argv) try {
     if (want("epilogue")) epilogue();
     if (only == "conv") conv();  // not in the default run (benchmarks/cuda.sh's table)
     if (want("train")) train("");
-    if (only.rfind("train_step_", 0) == 0) train(only);  // one row (to profile it alone)
+    if (only.rfind("train_step_", 0) == 0) train(only, {64, 1024, 4096});  // one row (to profile)
     if (only == "train_b4096") train("", {4096});  // benchmarks/gpu_train.sh's compute-bound rows
     return 0;
 } catch (const std::exception& e) {

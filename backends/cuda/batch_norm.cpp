@@ -101,7 +101,7 @@ std::optional<std::array<CudaTensor, 5>> batch_norm_impl(std::string_view op, Cu
     if (g.c == 0) return std::nullopt;  // nothing to normalise: the composed path's empty result
     // Channels-last data stays so (its output too); any other layout is made contiguous.
     g.channels_last = is_channels_last(x);
-    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last);
+    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last, dtype_size(x.dtype));
     if (!split_fits(g)) return std::nullopt;
     const DType a = acc_dtype(x.dtype);
     const DType rm_dtype = rm.dtype, rv_dtype = rv.dtype;
@@ -174,7 +174,7 @@ std::pair<std::array<CudaTensor, 3>, std::optional<CudaTensor>> batch_norm_backw
                 std::move(dr)};
     }
     g.channels_last = is_channels_last(x);
-    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last);
+    g.splits = batch_norm_splits(g.n, g.c, g.hw, g.channels_last, dtype_size(x.dtype));
     EMBER_CHECK(split_fits(g), Shape, op, ": input of shape ", x.shape,
                 " has too many values per channel");
     gamma = per_channel(std::move(gamma), a);

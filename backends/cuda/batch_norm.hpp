@@ -5,6 +5,7 @@
 // per-channel vectors are in its accumulation dtype A (F64 for F64, F32 otherwise).
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "ember/tensor/dtype.hpp"
@@ -39,8 +40,10 @@ struct BatchNormShape {
 
 /// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at
 /// least a few thousand values each, and never more than n (channels-last: at least 64 rows
-/// each, never more than 512).
-int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last = false);
+/// each, never more than 512; with the element size `elem_bytes` of data the 16-byte kernels
+/// can sum, at least four rows a thread of theirs).
+int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last = false,
+                      std::size_t elem_bytes = 0);
 
 /// Training forward: per-channel mean and 1/√(var + eps) (biased variance) into mean/rstd, the
 /// running statistics updated into rm_out/rv_out (unbiased variance, as PyTorch), and y.
