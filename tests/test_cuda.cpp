@@ -207,6 +207,28 @@ TEST_CASE("cuda: TF32 is off by default and switchable", "[cuda]") {
     ember::cuda::set_allow_tf32(false);
 }
 
+TEST_CASE("cuda: a Bernoulli(p) draw is the uniform draw of the same seed below p", "[cuda]") {
+    // The Bernoulli kernel compares the draw's 53 random bits with an integer threshold instead
+    // of converting them to a double in [0, 1): the same test, so the same mask.
+    REQUIRE_GPU();
+    const ember::Shape shape{1 << 16};
+    for (const double p : {0.3, 0.5, 0.0, 1.0}) {
+        CAPTURE(p);
+        Cuda::seed(21);
+        const auto u = Tensor<Cuda, 1>::random(shape, ember::Distribution::Default).to_data();
+        Cuda::seed(21);
+        const auto m = Tensor<Cuda, 1>::random(shape, ember::Distribution::Bernoulli(p)).to_data();
+        const auto uv = u.to_vec<float>(), mv = m.to_vec<float>();
+        std::size_t differ = 0, ones = 0;
+        for (std::size_t i = 0; i < uv.size(); ++i) {
+            differ += mv[i] != (static_cast<double>(uv[i]) < p ? 1.f : 0.f);
+            ones += mv[i] == 1.f;
+        }
+        CHECK(differ == 0);
+        CHECK(static_cast<double>(ones) / static_cast<double>(uv.size()) == Approx(p).margin(0.01));
+    }
+}
+
 TEST_CASE("cuda: f16 and bf16 tensors", "[cuda]") {
     REQUIRE_GPU();
     auto x = Tensor<Cuda, 2>::from_data(TensorData({1.f, -2.f, 3.5f, 0.25f}, {2, 2}), {});
