@@ -208,8 +208,8 @@ TEST_CASE("cuda: TF32 is off by default and switchable", "[cuda]") {
 }
 
 TEST_CASE("cuda: a Bernoulli(p) draw is the uniform draw of the same seed below p", "[cuda]") {
-    // The Bernoulli kernel compares the draw's 53 random bits with an integer threshold instead
-    // of converting them to a double in [0, 1): the same test, so the same mask.
+    // A dropout mask and a uniform draw come from the same counter-based stream: element i of
+    // Bernoulli(p) is 1 exactly where element i of the uniform draw is below p.
     REQUIRE_GPU();
     const ember::Shape shape{1 << 16};
     for (const double p : {0.3, 0.5, 0.0, 1.0}) {
