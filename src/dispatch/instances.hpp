@@ -1,7 +1,7 @@
 #pragma once
-// What src/dispatch/instances_*.cpp expand include/ember/dispatch/nn.hpp's lists with: the
-// explicit instantiation definitions, exported (EMBER_API) so that a shared ember_dispatch
-// provides what the header declares extern.
+// What src/dispatch/instances_*.cpp expand the lists of include/ember/dispatch/instance_lists.hpp
+// with: the explicit instantiation definitions, exported (EMBER_API) so that a shared
+// ember_dispatch provides what the headers of include/ember/dispatch/ declare extern.
 #define EMBER_DISPATCH_INSTANTIATING 1
 #include "ember/dispatch/nn.hpp"
 

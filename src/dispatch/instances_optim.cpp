@@ -1,8 +1,8 @@
-// The optimizers' per-tensor steps on Dispatch compiled once (include/ember/dispatch/nn.hpp
-// declares them extern).
+// The optimizers' per-tensor steps and cores on Dispatch compiled once
+// (include/ember/dispatch/optim/*.hpp declare them extern).
 #include "instances.hpp"
 
 namespace ember {
-EMBER_DISPATCH_OPTIM_FUNCTIONS(EMBER_DISPATCH_DEFINE_FUNCTION)
-EMBER_DISPATCH_OPTIM_CLASSES(EMBER_DISPATCH_DEFINE_CLASS)
+EMBER_DISPATCH_OPTIM_PARTS(EMBER_DISPATCH_DEFINE_CLASS, EMBER_DISPATCH_DEFINE_STRUCT,
+                           EMBER_DISPATCH_DEFINE_FUNCTION)
 }  // namespace ember

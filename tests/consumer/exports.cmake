@@ -40,10 +40,11 @@ set(_ember_detail_exceptions
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
   # OptimizerAdaptor's model-independent core on Dispatch, compiled once in ember_dispatch
-  # (include/ember/dispatch/nn.hpp declares it extern): the walk over a model calls it.
+  # (include/ember/dispatch/optim/*.hpp declare it extern): the walk over a model calls it.
   "ember::optim::detail::OptimizerCore<ember::optim::(Adam|AdamW|Sgd), ember::Dispatch>::"
   # The module walks on Dispatch, compiled once per module type in ember_dispatch
-  # (EMBER_DISPATCH_WALK_FUNCTIONS, declared extern in dispatch/nn.hpp): a model's walk calls them.
+  # (EMBER_DISPATCH_MODULE_WALKS in dispatch/instance_lists.hpp, declared extern by each module's
+  # Dispatch header, dispatch/nn/*.hpp): a model's walk calls them.
   "ember::module::detail::(visit_params|map_params|to_record|load)<ember::nn::[A-Za-z0-9]+<ember::Dispatch>"
   "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
   # Called by the captured-step templates of the Vulkan and CUDA stacks; the captured step
