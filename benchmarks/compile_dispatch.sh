@@ -19,8 +19,10 @@
 #                   training step and a cached generation step (concrete: Autodiff<Fusion<Cuda>>
 #                   where CUDA is built, else Autodiff<Fusion<Cpu>>; --cuda on|off overrides the
 #                   detection, which looks for nvcc)
-# The Dispatch files include <ember/dispatch/nn.hpp>: the modules, losses and optimizers with
-# their Dispatch instances declared extern (compiled in ember_dispatch).
+# The Dispatch probes include only what they use: the tensor snippet <ember/dispatch/tensor.hpp>
+# (no concrete stack), the model files the Dispatch header of each module, loss and optimizer
+# they use (<ember/dispatch/nn/linear.hpp>, ...), which declares its Dispatch instances extern
+# (compiled in ember_dispatch); the mnist example includes <ember/dispatch/nn.hpp>, all of them.
 #   benchmarks/compile_dispatch.sh [--runs N] [--probes "a b ..."] [--cuda on|off]
 #                                  [--out FILE.jsonl]
 # --out also appends the lines to FILE; benchmarks/compile_dispatch_report.py turns such a file

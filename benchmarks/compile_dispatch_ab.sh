@@ -6,6 +6,7 @@
 # ("workload":"compile_dispatch_ab"; "variant" before or after; "round"; "cpu_s" user + system,
 # "value" wall seconds, "peak_mb", "text_bytes" the object's text size, "load" the 1-minute load
 # average when it started). The probes are compile_dispatch.sh's, on Dispatch:
+#   tensor_snippet  benchmarks/compile_probes/tensor_snippet.cpp -DPROBE_DISPATCH
 #   model_training  benchmarks/compile_probes/model_training.cpp -DPROBE_DISPATCH
 #   transformer_lm  benchmarks/compile_probes/transformer_lm.cpp -DPROBE_DISPATCH
 #   mnist_example   examples/mnist/main.cpp (a CPU-only build's flags)
@@ -50,7 +51,7 @@ measure() {  # variant root probe round
   local variant=$1 root=$2 probe=$3 round=$4 src
   local flags=(-std=c++20 -O2 -I "$root/include")
   case $probe in
-    model_training | transformer_lm)
+    tensor_snippet | model_training | transformer_lm)
       src=$root/benchmarks/compile_probes/$probe.cpp
       flags+=(-DPROBE_DISPATCH) ;;
     mnist_example)

@@ -3,8 +3,14 @@
 // Autodiff<Fusion<Cpu>> (benchmarks/compile_dispatch.sh). The Learner is not in it (the
 // mnist_example probe, examples/mnist/main.cpp, has it).
 #if defined(PROBE_DISPATCH)
-// The modules, losses and optimizers with their Dispatch instances declared extern.
-#include <ember/dispatch/nn.hpp>
+// Dispatch's headers of the modules, the loss and the optimizer the models use: each declares
+// its Dispatch instances (compiled in ember_dispatch) extern, and no other module is parsed.
+#include <ember/dispatch/nn/conv.hpp>
+#include <ember/dispatch/nn/dropout.hpp>
+#include <ember/dispatch/nn/linear.hpp>
+#include <ember/dispatch/nn/loss.hpp>
+#include <ember/dispatch/nn/pool.hpp>
+#include <ember/dispatch/optim/adam.hpp>
 #else
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>

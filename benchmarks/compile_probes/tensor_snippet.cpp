@@ -1,13 +1,14 @@
 // compile probe (a): the README's tensor snippet. Built with -DPROBE_DISPATCH on ember::Dispatch
 // (ops compiled in ember_dispatch), without it on ember::Cpu (benchmarks/compile_dispatch.sh).
-#include <ember/ember.hpp>
-#include <iostream>
 #if defined(PROBE_DISPATCH)
-#include <ember/dispatch/dispatch.hpp>
+// The tensor API on Dispatch without the concrete stacks that <ember/ember.hpp> adds.
+#include <ember/dispatch/tensor.hpp>
 using B = ember::Dispatch;
 #else
+#include <ember/ember.hpp>
 using B = ember::Cpu;
 #endif
+#include <iostream>
 
 int main() {
     ember::Device<B> device{};

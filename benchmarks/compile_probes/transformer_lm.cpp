@@ -4,8 +4,13 @@
 // Autodiff<Fusion<Cuda>> (-DPROBE_CUDA, where the build has CUDA: ember's CUDA header needs no
 // CUDA toolkit to compile) or else on Autodiff<Fusion<Cpu>> (benchmarks/compile_dispatch.sh).
 #if defined(PROBE_DISPATCH)
-// The modules, losses and optimizers with their Dispatch instances declared extern.
-#include <ember/dispatch/nn.hpp>
+// Dispatch's headers of the modules, the loss and the optimizer the model uses: each declares
+// its Dispatch instances (compiled in ember_dispatch) extern, and no other module is parsed.
+#include <ember/dispatch/nn/embedding.hpp>
+#include <ember/dispatch/nn/loss.hpp>
+#include <ember/dispatch/nn/norm.hpp>
+#include <ember/dispatch/nn/transformer.hpp>
+#include <ember/dispatch/optim/adam.hpp>
 #else
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>

@@ -4,6 +4,7 @@
 // reaches the panic handler (no exceptions here). The run prints each prediction and exits
 // with status 0 only when every one equals the host's prediction for the same image.
 #include <ember/backend/arena.hpp>
+#include <ember/ember.hpp>
 #include <ember/record/recorder.hpp>
 
 #include <cstddef>

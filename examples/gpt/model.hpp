@@ -14,8 +14,12 @@
 // them): token_embedding.weight [vocab, d], position_embedding.weight [context, d],
 // transformer.layers.<i>.{norm_2 (before attention), mha.{query,key,value,output}, norm_1
 // (before the MLP), pwff.{linear_inner,linear_outer}}, norm; Linear weights are [in, out].
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
+// The headers of the modules it uses, not <ember/ember.hpp> and <ember/nn.hpp>: a file that
+// compiles it on Dispatch parses no other module (and no concrete stack).
+#include <ember/nn/embedding.hpp>
+#include <ember/nn/loss.hpp>
+#include <ember/nn/norm.hpp>
+#include <ember/nn/transformer.hpp>
 #include <ember/record/pytorch.hpp>
 
 #include <cmath>

@@ -3,7 +3,7 @@
 // (examples/web-classifier): the guide's CNN, the tiny MLP the firmware runs, and the pixel
 // normalisation (pixels.hpp). Only freestanding-safe ember headers are included
 // here, so that the firmware compiles the very definition the host trained and saved.
-#include <ember/ember.hpp>
+#include <ember/tensor/tensor.hpp>
 #include <ember/nn/conv.hpp>
 #include <ember/nn/dropout.hpp>
 #include <ember/nn/linear.hpp>

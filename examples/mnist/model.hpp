@@ -4,8 +4,11 @@
 // a batch of normalised images [N, 28, 28] and give class scores [N, 10]; all provide the two
 // steps the Learner calls (`step` for training on an autodiff backend, `valid_step` for
 // validation).
-#include <ember/ember.hpp>
-#include <ember/nn.hpp>
+// The headers of what the models use, not <ember/ember.hpp> and <ember/nn.hpp>: a file that
+// compiles them on Dispatch parses no other module (and no concrete stack).
+#include <ember/nn/dropout.hpp>
+#include <ember/nn/linear.hpp>
+#include <ember/nn/loss.hpp>
 #include <ember/train/output.hpp>
 
 #include "data.hpp"

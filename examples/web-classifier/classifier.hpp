@@ -3,6 +3,7 @@
 // from the Bin record that `mnist export` writes, classifying one image at a time. The page runs
 // it compiled to WebAssembly (wasm_main.cpp); native_main.cpp runs the very same code natively,
 // so that both builds can be compared image by image and timed side by side.
+#include <ember/ember.hpp>
 #include <ember/record/recorder.hpp>
 
 #include <array>
