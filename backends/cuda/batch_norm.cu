@@ -598,22 +598,6 @@ __global__ void __launch_bounds__(kBnThreads, 4)
     });
 }
 
-/// Calls f.template operator()<T, A>() for a batch-norm data dtype: T the data's type, A the
-/// statistics'.
-template <typename F>
-void visit_bn(DType t, F&& f) {
-    switch (t) {
-        case DType::F64:
-            return f.template operator()<double, double>();
-        case DType::F16:
-            return f.template operator()<__half, float>();
-        case DType::BF16:
-            return f.template operator()<__nv_bfloat16, float>();
-        default:
-            return f.template operator()<float, float>();
-    }
-}
-
 unsigned elementwise_blocks(const BatchNormShape& g) {
     const std::int64_t total = g.n * g.c * g.hw;
     return blocks_for(g.vec4 ? (total + 3) / 4 : total);
@@ -723,7 +707,7 @@ void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, 
                                double momentum, void* part, void* mean, void* rstd, void* rm_out,
                                void* rv_out, void* y, cudaStream_t s) {
     if (g.c == 0) return;
-    visit_bn(t, [&]<typename T, typename A>() {
+    visit_float_storage(t, [&]<typename T, typename A>() {
         const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
         const auto* xp = static_cast<const T*>(x);
         auto* pp = static_cast<A*>(part);
@@ -754,7 +738,7 @@ void launch_batch_norm_eval(DType t, const BatchNormShape& g, const void* x, con
                             const void* beta, const void* mean, const void* var, double eps,
                             void* y, cudaStream_t s) {
     if (g.n * g.c * g.hw == 0) return;
-    visit_bn(t, [&]<typename T, typename A>() {
+    visit_float_storage(t, [&]<typename T, typename A>() {
         launch_apply(g, static_cast<const T*>(x), static_cast<const A*>(mean),
                      static_cast<const A*>(var), true, static_cast<A>(eps),
                      static_cast<const A*>(gamma), static_cast<const A*>(beta), static_cast<T*>(y),
@@ -767,7 +751,7 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
                                 const void* gamma, const void* mean, const void* rstd, void* part,
                                 void* coef, void* dgamma, void* dbeta, void* dx, cudaStream_t s) {
     if (g.c == 0) return;
-    visit_bn(t, [&]<typename T, typename A>() {
+    visit_float_storage(t, [&]<typename T, typename A>() {
         const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
         const auto* xp = static_cast<const T*>(x);
         const auto* dp = static_cast<const T*>(dy);

@@ -18,6 +18,23 @@ inline unsigned blocks_for(std::int64_t n) {
     return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
 }
 
+/// Calls f.template operator()<T, A>() for float data of dtype t: T the type it is stored in,
+/// A the type it is accumulated in (f64 for f64 data, f32 otherwise) — the kernels that keep
+/// f16/bf16 data in its own type with f32 statistics (batch norm, global pooling).
+template <typename F>
+void visit_float_storage(DType t, F&& f) {
+    switch (t) {
+        case DType::F64:
+            return f.template operator()<double, double>();
+        case DType::F16:
+            return f.template operator()<__half, float>();
+        case DType::BF16:
+            return f.template operator()<__nv_bfloat16, float>();
+        default:
+            return f.template operator()<float, float>();
+    }
+}
+
 /// Slices to split `rows` into for `cols` outputs computed 32 a block by `thread_rows` rows of
 /// threads (column sums: the strided reductions, LayerNorm's parameter gradients): enough blocks
 /// to fill the GPU (about 1024), each slice at least 32 rows a row of threads, at most 256.

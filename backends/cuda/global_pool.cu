@@ -41,26 +41,12 @@ __global__ void global_avg_backward_kernel(GlobalPool g, const T* __restrict__ g
     }
 }
 
-template <typename F>
-void visit_pool(DType t, F&& f) {
-    switch (t) {
-        case DType::F64:
-            return f(double{}, double{});
-        case DType::F16:
-            return f(__half{}, float{});
-        case DType::BF16:
-            return f(__nv_bfloat16{}, float{});
-        default:
-            return f(float{}, float{});
-    }
-}
-
 }  // namespace
 
 void launch_global_avg_pool(DType t, const GlobalPool& g, const void* x, void* out,
                             cudaStream_t s) {
     if (g.n * g.c == 0) return;
-    visit_pool(t, [&]<typename T, typename A>(T, A) {
+    visit_float_storage(t, [&]<typename T, typename A>() {
         global_avg_kernel<T, A><<<blocks_for(g.n * g.c), kThreads, 0, s>>>(
             g, static_cast<const T*>(x), static_cast<T*>(out));
     });
@@ -70,7 +56,7 @@ void launch_global_avg_pool(DType t, const GlobalPool& g, const void* x, void* o
 void launch_global_avg_pool_backward(DType t, const GlobalPool& g, const void* grad, void* dx,
                                      cudaStream_t s) {
     if (g.n * g.c * g.s == 0) return;
-    visit_pool(t, [&]<typename T, typename A>(T, A) {
+    visit_float_storage(t, [&]<typename T, typename A>() {
         const unsigned blocks = blocks_for(g.n * g.c * g.s);
         if (g.n * g.c * g.s <= UINT32_MAX)
             global_avg_backward_kernel<T, A, std::uint32_t>
