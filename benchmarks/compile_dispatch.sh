@@ -89,7 +89,9 @@ for probe in $probes; do
         fi ;;
       mnist_example)
         if [[ $impl == concrete ]]; then
-          git show 49bce02:examples/mnist/main.cpp >"$before"
+          # The data loader's header first: the file had it through data.hpp, which now
+          # includes only the dataset it uses.
+          { echo '#include <ember/data.hpp>'; git show 49bce02:examples/mnist/main.cpp; } >"$before"
           src=$before
         else
           src=examples/mnist/main.cpp
