@@ -17,9 +17,10 @@ step setup
 export CCACHE_DIR="${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}"
 # Without the benchmarks: no CTest entry runs them, and they cost CI some 220 CPU seconds of
 # compiles (docs/platforms.md, "Where CI's time goes"); benchmarks/run.sh and its siblings build
-# them in their own folders.
+# them in their own folders. The examples at -O1: their work runs in ember's libraries (Release),
+# and their tests check results, not speed (examples/CMakeLists.txt).
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
-      -DEMBER_TEST_AARCH64=ON -DEMBER_BUILD_BENCHMARKS=OFF
+      -DEMBER_TEST_AARCH64=ON -DEMBER_BUILD_BENCHMARKS=OFF -DEMBER_EXAMPLES_COMPILE_OPTIONS=-O1
 cmake --build build --parallel "${EMBER_JOBS:-$(nproc)}"
 step build
 # Most of the ~1500 CTest entries are one Catch2 case each, a process start apiece: run four at
