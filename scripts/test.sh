@@ -29,6 +29,9 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAU
       -DEMBER_TEST_AARCH64=ON -DEMBER_BUILD_BENCHMARKS=OFF -DEMBER_EXAMPLES_COMPILE_OPTIONS=-O1
 cmake --build build --parallel "${EMBER_JOBS:-$(nproc)}"
 step build
+# The web classifier's WebAssembly module (CTest's web.build) at -O1 for the same reason
+# (examples/web-classifier/run.sh).
+export EMBER_WEB_OPT_FLAGS="${EMBER_WEB_OPT_FLAGS:--O1}"
 # Most of the ~1500 CTest entries are one Catch2 case each, a process start apiece: run four at
 # once where there are the cores (EMBER_TEST_JOBS overrides).
 ctest --test-dir build --output-on-failure -j"${EMBER_TEST_JOBS:-$(($(nproc) >= 8 ? 4 : 2))}"
