@@ -636,12 +636,20 @@ void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* s
             g, x, mean, scale, var, eps, gamma, beta, y);
 }
 
-/// Whether the 16-byte channels-last sums take g: channels a multiple of the vector width, at
-/// most one group of them per thread of a block, 16-byte aligned data.
+/// The channel groups of the 16-byte channels-last sums over c channels of `elem_bytes` each (c
+/// / width, width = 16 / elem_bytes), or 0 where they do not take them: channels not a multiple
+/// of the width, or more groups than a block has threads.
+std::int64_t cl_sum_groups(std::int64_t c, std::size_t elem_bytes) {
+    if (c <= 0 || elem_bytes == 0 || elem_bytes > 16) return 0;
+    const auto width = static_cast<std::int64_t>(16 / elem_bytes);
+    return c % width == 0 && c / width <= kBnThreads ? c / width : 0;
+}
+
+/// Whether the 16-byte channels-last sums take g: cl_sum_groups takes its channels and the data
+/// is 16-byte aligned.
 template <typename T, typename A>
 bool cl_sums_vec16(const BatchNormShape& g, std::initializer_list<const void*> ptrs) {
-    constexpr int W = Vec16<T>::kWidth;
-    if (!g.channels_last || g.c % W != 0 || g.c / W > kBnThreads) return false;
+    if (!g.channels_last || cl_sum_groups(g.c, sizeof(T)) == 0) return false;
     for (const void* p : ptrs)
         if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
     return true;
@@ -671,14 +679,14 @@ unsigned channel_blocks(const BatchNormShape& g) {
 
 int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last,
                       std::size_t elem_bytes) {
-    if (channels_last && c > 0 && elem_bytes != 0 && elem_bytes <= 16 &&
-        c % (16 / elem_bytes) == 0 && c / (16 / elem_bytes) <= kBnThreads) {
+    const std::int64_t groups = channels_last ? cl_sum_groups(c, elem_bytes) : 0;
+    if (groups != 0) {
         // The 16-byte sums (a block covers every channel, R rows at once): at least 8 rows a
         // thread, at most 512 splits. The earlier rule (64 rows a split) left layer 4 of a
         // ResNet-18 at batch 256 with 64 blocks on a 132-SM GPU; at least 4 rows a thread was
         // slower than 8 (H200, 2026-11-30: 3.68 against 3.66 ms a replayed step, 3.73 before).
         constexpr std::int64_t kMinRows = 8;
-        const std::int64_t rows_at_once = kBnThreads / (c / (16 / elem_bytes));
+        const std::int64_t rows_at_once = kBnThreads / groups;
         std::int64_t s = n * hw / (kMinRows * rows_at_once);
         if (s > 512) s = 512;
         return static_cast<int>(s < 1 ? 1 : s);

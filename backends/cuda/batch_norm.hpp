@@ -41,7 +41,7 @@ struct BatchNormShape {
 /// Blocks per channel for the reductions over [n, hw]: enough blocks for the whole GPU, at
 /// least a few thousand values each, and never more than n (channels-last: at least 64 rows
 /// each, never more than 512; with the element size `elem_bytes` of data the 16-byte kernels
-/// can sum, at least four rows a thread of theirs).
+/// can sum, at least eight rows a thread of theirs).
 int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last = false,
                       std::size_t elem_bytes = 0);
 
