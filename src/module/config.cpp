@@ -1,6 +1,7 @@
 // Config JSON: record trees of plain values (maps, lists, numbers, strings, bools, nulls) to and
 // from JSON text, with messages that name the file and the field.
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "ember/module/config.hpp"
@@ -103,6 +104,10 @@ void write_text(const std::filesystem::path& path, std::string_view text) {
 std::string read_text(const std::filesystem::path& path) {
     auto bytes = record::detail::read_bytes(path, "config");
     return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
+}
+
+std::string path_string(const std::filesystem::path& path) {
+    return path.string();
 }
 
 }  // namespace ember::config::detail

@@ -6,11 +6,13 @@
 #include <string>
 #include <string_view>
 #if !EMBER_FREESTANDING  // firmware configs have their builders only: no JSON, files or streams
-#include <filesystem>
 #include <ostream>
 #endif
 
 #include "../detail/fields.hpp"
+#if !EMBER_FREESTANDING
+#include "../detail/filesystem_fwd.hpp"
+#endif
 #include "../export.hpp"
 #include "../record/serde.hpp"
 
@@ -30,6 +32,9 @@ EMBER_API record::Value value_from_json(std::string_view text, std::string_view 
 EMBER_API void write_text(const std::filesystem::path& path, std::string_view text);
 /// The file's bytes; FormatError naming the file when it cannot be read.
 EMBER_API std::string read_text(const std::filesystem::path& path);
+/// The path as error messages name it (path.string(), in the library: this header only
+/// declares std::filesystem::path).
+EMBER_API std::string path_string(const std::filesystem::path& path);
 }  // namespace detail
 
 /// The config as JSON text (pretty-printed with two-space indents when `pretty`).
@@ -56,7 +61,7 @@ void save(const C& config, const std::filesystem::path& path) {
 /// Reads a config written by save; FormatError naming the file and field on bad input.
 template <Config C>
 C load(const std::filesystem::path& path) {
-    return from_json<C>(detail::read_text(path), path.string());
+    return from_json<C>(detail::read_text(path), detail::path_string(path));
 }
 #endif
 

@@ -14,12 +14,14 @@
 #include <variant>
 #include <vector>
 #if !EMBER_FREESTANDING  // firmware has no files and no text streams
-#include <filesystem>
 #include <ostream>
 #include <sstream>
 #endif
 
 #include "../detail/fields.hpp"
+#if !EMBER_FREESTANDING
+#include "../detail/filesystem_fwd.hpp"
+#endif
 #include "../record/value.hpp"
 #include "param.hpp"
 #include "running_state.hpp"

@@ -3,14 +3,10 @@
 // ParamId and records store it, so the id survives saving, loading, moving between devices and
 // optimizer steps. A Param may be lazy: built modules hold an initializer, and the first val()
 // runs it. load_record never runs it, so "init then load" allocates no random weights.
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
-#if !EMBER_FREESTANDING
-#include <random>
-#endif
 #include <string>
 
 #include "../detail/sync.hpp"
@@ -25,27 +21,9 @@ struct EMBER_API ParamId {
     std::uint64_t value = 0;  ///< the id's bits
 
     /// A fresh id (random-looking and unique: a counter mixed with a per-process seed).
-    /// Exported (EMBER_API), so that the program and ember's shared libraries share one counter.
-    EMBER_API static ParamId make() {
-        static const std::uint64_t seed = [] {
-#if EMBER_FREESTANDING
-            return std::uint64_t{0x5eed};  // no entropy source; ids stay unique by the counter
-#else
-            std::random_device rd;
-            return (std::uint64_t(rd()) << 32) ^ rd();
-#endif
-        }();
-#if EMBER_FREESTANDING
-        static std::uint64_t counter = 0;  // one thread; 32-bit cores have no 64-bit atomics
-#else
-        static std::atomic<std::uint64_t> counter{0};
-#endif
-        // splitmix64 is a bijection, so distinct counters never collide.
-        std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (++counter);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        return {z ^ (z >> 31)};
-    }
+    /// Defined in the ember library (src/module/param.cpp), so that the program and ember's
+    /// shared libraries share one counter, and so that a model file does not parse <random>.
+    EMBER_API static ParamId make();
     /// Sixteen lower-case hex digits.
     std::string to_string() const {
         static constexpr char hex[] = "0123456789abcdef";
