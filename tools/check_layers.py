@@ -30,6 +30,7 @@ LAYER_OF = {
     "include/ember/detail/": "tensor",
     # The quantized tensor API over the quantized primitive (tensor/quant_primitive.hpp).
     "include/ember/quant/tensor.hpp": "tensor",
+    "src/autocast.cpp": "tensor",
     "src/error.cpp": "tensor",
     "src/shape.cpp": "tensor",
     "src/check.cpp": "tensor",

@@ -45,24 +45,32 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <unordered_map>
 
+#include "../export.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 
 namespace ember {
 
 namespace detail::autocast {
-/// A thread's autocast state: the policy, how many guards are alive, and the cast cache.
+/// A thread's autocast state: the policy, how many guards are alive, and how many casts were
+/// made. The cast cache is the thread's too, kept in the ember library (cache_find below), so
+/// that every file including the tensor API does not parse <unordered_map> for it.
 struct State {
     std::optional<DType> dtype;  ///< the active autocast dtype (empty: no autocast)
     std::size_t depth = 0;       ///< guards alive on the thread (enabled or not)
     bool cache_enabled = true;   ///< whether lower() may reuse a parameter's cast
-    /// A parameter's cast per (leaf id, target dtype) key, as a std::any holding the Tensor:
-    /// the cache is per thread, not per backend.
-    std::unordered_map<std::uint64_t, std::any> cache;
-    std::uint64_t casts = 0;  ///< casts autocast made on the thread (what the tests count)
+    std::uint64_t casts = 0;     ///< casts autocast made on the thread (what the tests count)
 };
+/// The calling thread's cached parameter cast under `key` (leaf id and target dtype), a std::any
+/// holding the Tensor (the cache is per thread, not per backend); null when there is none.
+EMBER_API const std::any* cache_find(std::uint64_t key);
+/// Caches `cast` under `key` for the calling thread (replacing what was there).
+EMBER_API void cache_store(std::uint64_t key, std::any cast);
+/// Empties the calling thread's cache.
+EMBER_API void cache_clear() noexcept;
+/// How many parameter casts the thread's cache holds now.
+EMBER_API std::size_t cached_casts() noexcept;
 /// The calling thread's state.
 inline State& state() noexcept {
 #if defined(EMBER_FREESTANDING) && EMBER_FREESTANDING
@@ -80,10 +88,6 @@ inline std::optional<DType>& current() noexcept {
 /// the target dtype make none). A diagnostic for tests.
 inline std::uint64_t cast_count() noexcept {
     return state().casts;
-}
-/// How many parameter casts the thread's cache holds now.
-inline std::size_t cached_casts() noexcept {
-    return state().cache.size();
 }
 
 /// `t` cast to `to`, counted.
@@ -116,11 +120,10 @@ T lower(const T& t, DType to) {
             if (const std::uint64_t id = B::float_leaf_id(t.primitive())) {
                 // Node ids are process-unique and small (a counter): room for the dtype bit.
                 const std::uint64_t key = id * 2 + (to == DType::F16 ? 1 : 0);
-                const auto it = s.cache.find(key);
-                if (it != s.cache.end())
-                    if (const T* hit = std::any_cast<T>(&it->second)) return *hit;
+                if (const std::any* cached = cache_find(key))
+                    if (const T* hit = std::any_cast<T>(cached)) return *hit;
                 T c(B::float_keep_graph(counted_cast(t, to).primitive()));
-                s.cache.insert_or_assign(key, std::any(c));
+                cache_store(key, std::any(c));
                 return c;
             }
         }
@@ -192,7 +195,7 @@ class Autocast {
         auto& s = detail::autocast::state();
         s.dtype = previous_;
         s.cache_enabled = previous_cache_;
-        if (--s.depth == 0) s.cache.clear();
+        if (--s.depth == 0) detail::autocast::cache_clear();
     }
     Autocast(const Autocast&) = delete;
     Autocast& operator=(const Autocast&) = delete;
