@@ -2,7 +2,7 @@
 // Batches of Fashion-MNIST images for the guide's models: pixels scaled to [0, 1] and
 // normalised with the dataset's mean and standard deviation (those of Burn's guide), stacked
 // into [N, 28, 28], with the labels as class ids.
-#include <ember/data/vision.hpp>
+#include <ember/data/mnist_item.hpp>
 #include <ember/tensor/tensor.hpp>
 #include <ember/train/output.hpp>
 

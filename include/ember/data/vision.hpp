@@ -16,23 +16,9 @@
 
 #include "../export.hpp"
 #include "ember/tensor/data.hpp"
+#include "mnist_item.hpp"
 
 namespace ember::data {
-
-/// Width of an MNIST image, in pixels.
-inline constexpr std::size_t MNIST_WIDTH = 28;
-/// Height of an MNIST image, in pixels.
-inline constexpr std::size_t MNIST_HEIGHT = 28;
-/// Pixels in an MNIST image.
-inline constexpr std::size_t MNIST_PIXELS = MNIST_WIDTH * MNIST_HEIGHT;
-
-/// One MNIST image and its label, as Burn's MnistItem.
-struct MnistItem {
-    /// The pixels row by row (index y * 28 + x), as raw values 0..255 (not normalised, as Burn).
-    std::array<float, MNIST_PIXELS> image{};
-    /// The class, 0..9 (for Fashion-MNIST: 0 T-shirt/top ... 9 ankle boot).
-    std::uint8_t label = 0;
-};
 
 /// The MNIST or Fashion-MNIST images and labels of one split, loaded whole into memory from the
 /// IDX files (`train-images-idx3-ubyte`, `train-labels-idx1-ubyte`, `t10k-...`, each plain or

@@ -23,6 +23,7 @@
 #include <ember/data.hpp>
 #include <ember/data/dataloader.hpp>
 #include <ember/data/dataset.hpp>
+#include <ember/data/mnist_item.hpp>
 #include <ember/data/sqlite.hpp>
 #include <ember/data/text.hpp>
 #include <ember/data/transform.hpp>
