@@ -37,6 +37,7 @@
 
 #include "../examples/gpt/data.hpp"
 #include "../examples/gpt/model.hpp"
+#include "../examples/gpt/pytorch.hpp"
 #include "../examples/mnist/data.hpp"
 #include "../examples/mnist/model.hpp"
 #include "../examples/resnet/model.hpp"

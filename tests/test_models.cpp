@@ -10,6 +10,7 @@
 
 #include "../examples/gpt/data.hpp"
 #include "../examples/gpt/model.hpp"
+#include "../examples/gpt/pytorch.hpp"
 #include "../examples/resnet/model.hpp"
 #include "module_check.hpp"
 

@@ -15,15 +15,14 @@
 // transformer.layers.<i>.{norm_2 (before attention), mha.{query,key,value,output}, norm_1
 // (before the MLP), pwff.{linear_inner,linear_outer}}, norm; Linear weights are [in, out].
 // The headers of the modules it uses, not <ember/ember.hpp> and <ember/nn.hpp>: a file that
-// compiles it on Dispatch parses no other module (and no concrete stack).
+// compiles it on Dispatch parses no other module (and no concrete stack). Loading PyTorch
+// weights into it is in pytorch.hpp, so that the model's file does not parse the importer.
 #include <ember/nn/embedding.hpp>
 #include <ember/nn/loss.hpp>
 #include <ember/nn/norm.hpp>
 #include <ember/nn/transformer.hpp>
-#include <ember/record/pytorch.hpp>
 
 #include <cmath>
-#include <filesystem>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -178,33 +177,6 @@ double model_flops(const Gpt<B>& model, std::size_t batch, std::size_t seq) {
     const double n = double(model.num_params()) - double(model.context()) * d;
     const double layers = double(model.transformer.layers.size());
     return double(batch * seq) * (6 * n + 12 * layers * d * double(seq));
-}
-
-/// `model` with the weights of the state dict benchmarks/gpt_torch.py's Gpt saves
-/// (torch.save(model.state_dict(), file)): its names (wte, wpe, blocks.<i>.{ln1, q, k, v, o,
-/// ln2, fc1, fc2}, ln_f) remapped to the paths above; the importer transposes the Linear
-/// weights and reads LayerNorm weight/bias as gamma/beta. Throws what
-/// PyTorchFileRecorder::load_into throws (FormatError for a file that is not such a state dict,
-/// ShapeError for a model of another size).
-template <Backend B>
-Gpt<B> load_pytorch(const Gpt<B>& model, const std::filesystem::path& file,
-                    const ember::Device<B>& device = {}) {
-    namespace rec = ember::record;
-    const std::string layer = "transformer.layers.$1.";
-    auto args = rec::LoadArgs(file)
-                    .with_key_remap(R"(^wte\.)", "token_embedding.")
-                    .with_key_remap(R"(^wpe\.)", "position_embedding.")
-                    .with_key_remap(R"(^ln_f\.)", "norm.")
-                    // ln1 is before attention: ember's pre-norm layer calls it norm_2.
-                    .with_key_remap(R"(^blocks\.(\d+)\.ln1\.)", layer + "norm_2.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.ln2\.)", layer + "norm_1.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.q\.)", layer + "mha.query.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.k\.)", layer + "mha.key.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.v\.)", layer + "mha.value.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.o\.)", layer + "mha.output.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.fc1\.)", layer + "pwff.linear_inner.")
-                    .with_key_remap(R"(^blocks\.(\d+)\.fc2\.)", layer + "pwff.linear_outer.");
-    return rec::PyTorchFileRecorder<rec::FullPrecisionSettings>{}.load_into(model, args, device);
 }
 
 }  // namespace gpt

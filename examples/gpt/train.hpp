@@ -26,6 +26,7 @@
 #include "data.hpp"
 #include "model.hpp"
 #include "parallel.hpp"
+#include "pytorch.hpp"
 
 namespace gpt {
 
