@@ -10,6 +10,7 @@
 // predicts the same, and prints accuracies, times and file sizes (and writes them as JSON).
 // --export writes what examples/firmware embeds, as `mnist export` does, for the int8 model:
 // model.bin (Bin format), the first N test images, their labels and this host's predictions.
+#include <ember/data/vision.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 #include <ember/record.hpp>
