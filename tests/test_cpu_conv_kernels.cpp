@@ -212,6 +212,11 @@ TEST_CASE("cpu conv kernels: packed and im2col convolutions are the sum over the
         {"200 outputs, over one row block", geo2(2, 4, 200, 1, 9, 9, 3, 3, 1, 1, 1, true)},
         {"4900 positions, over one column block", geo2(1, 4, 8, 1, 70, 70, 3, 3, 1, 1, 1, true)},
         {"no padding, odd sizes", geo2(4, 7, 9, 1, 11, 13, 5, 3, 1, 0, 1, true)},
+        // Batch 1 with threads: im2col split across the pool by channels (row copies, and the
+        // tap table of 8x8 planes), and a depth-27 first layer split in column strips.
+        {"batch 1, 40x40, im2col by channels", geo2(1, 16, 8, 1, 40, 40, 3, 3, 1, 1, 1, true)},
+        {"batch 1, 8x8, 256 channels", geo2(1, 256, 8, 1, 8, 8, 3, 3, 1, 1, 1, false)},
+        {"batch 1, 3 channels, 32x32", geo2(1, 3, 16, 1, 32, 32, 3, 3, 1, 1, 1, true)},
     };
     for (const Case& c : cases) {
         INFO(c.what);

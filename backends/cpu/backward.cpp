@@ -37,29 +37,38 @@ bool is_half(DType dt) {
 template <typename T, typename F>
 void batch_accumulate(std::size_t batch, double per_sample_madds, std::size_t acc_size, T* out,
                       F&& f) {
-    std::fill(out, out + acc_size, T(0));
     const std::size_t threads = num_threads();
     const std::size_t chunks = std::min(batch, threads);
     const bool small = per_sample_madds <= double(std::size_t{1} << 20);
     const bool fits =
         double(chunks) * double(acc_size) * sizeof(T) <= double(std::size_t{64} << 20);
     const bool split = batch > 1 && threads > 1 && (small || (batch >= 2 * threads && fits));
+    // Zeroing is split across the pool too: the last ResNet stage's accumulator is 9 MB, the
+    // partials of the 8x8 stage at 16 threads 38 MB, which one thread cleared while the others
+    // waited.
+    constexpr std::size_t kZeroGrain = std::size_t{1} << 15;
     if (!split) {
+        parallel_for(acc_size, kZeroGrain,
+                     [&](std::size_t i0, std::size_t i1) { std::fill(out + i0, out + i1, T(0)); });
         f(std::size_t{0}, batch, true, out);
         return;
     }
     Scratch<T> partial(chunks * acc_size);
     T* part = partial.get();
-    std::fill(part, part + chunks * acc_size, T(0));
     parallel_for(chunks, 1, [&](std::size_t c0, std::size_t c1) {
-        for (std::size_t c = c0; c < c1; ++c)
-            f(c * batch / chunks, (c + 1) * batch / chunks, false, part + c * acc_size);
+        for (std::size_t c = c0; c < c1; ++c) {
+            T* pc = part + c * acc_size;
+            std::fill(pc, pc + acc_size, T(0));  // each chunk clears its own partial
+            f(c * batch / chunks, (c + 1) * batch / chunks, false, pc);
+        }
     });
     // The partials summed in parallel over the elements (each element in chunk order, so the
     // result does not depend on the thread count's scheduling): done serially this pass costs
     // chunks · acc_size adds on one core, tens of milliseconds for a wide layer at 16 threads.
+    // The first partial is copied, not added to a zeroed `out` (0 + x is x: the same sums).
     parallel_for(acc_size, std::size_t{1} << 14, [&](std::size_t i0, std::size_t i1) {
-        for (std::size_t c = 0; c < chunks; ++c) {
+        std::copy(part + i0, part + i1, out + i0);
+        for (std::size_t c = 1; c < chunks; ++c) {
             const T* pc = part + c * acc_size;
             for (std::size_t i = i0; i < i1; ++i) out[i] += pc[i];
         }
@@ -132,7 +141,6 @@ void conv_weight_impl(const CpuTensor& x, const CpuTensor& grad, const Geo& g, s
                 return;
             }
             Scratch<T> colbuf(direct ? 0 : static_cast<std::size_t>(K * P));
-            Scratch<T> planebuf(taps.empty() ? 0 : static_cast<std::size_t>(I + 1));
             T* col = colbuf.get();
             for (std::size_t n = n0; n < n1; ++n) {
                 const i64 ni = static_cast<i64>(n);
@@ -142,7 +150,7 @@ void conv_weight_impl(const CpuTensor& x, const CpuTensor& grad, const Geo& g, s
                     const T* go = G + (ni * cout + gg * cg_out) * P;
                     const T* b = xg;
                     if (!direct) {
-                        unfold(xg, cg_in, g, taps, col, P, planebuf.get());
+                        unfold_split(xg, cg_in, g, taps, col, P, par);
                         b = col;
                     }
                     accumulate(P, go, b, P, acc + gg * cg_out * K, par);
@@ -150,15 +158,27 @@ void conv_weight_impl(const CpuTensor& x, const CpuTensor& grad, const Geo& g, s
             }
         });
     if (!swap) return;
+    // dW[g][o][k] = dWᵀ[g][k][o], in 32 × 32 tiles split across the pool over (group, block of
+    // k): the loop over groups alone left an ungrouped convolution's transpose (2.4 M values
+    // in a late ResNet layer) to one thread while the others waited.
     const T* src = swapped.get();
     T* W = dw.data<T>();
-    parallel_for(groups, 1, [&](std::size_t g0, std::size_t g1) {
-        for (std::size_t gi = g0; gi < g1; ++gi) {
-            const i64 off = static_cast<i64>(gi) * cg_out * K;
-            for (i64 k = 0; k < K; ++k)
-                for (i64 o = 0; o < cg_out; ++o) W[off + o * K + k] = src[off + k * cg_out + o];
-        }
-    });
+    constexpr i64 kTile = 32;
+    const i64 kblocks = (K + kTile - 1) / kTile;
+    parallel_for(groups * std::size_t(kblocks),
+                 std::size_t(std::max<i64>(1, 4096 / (cg_out * kTile))),
+                 [&](std::size_t b0, std::size_t b1) {
+                     for (std::size_t b = b0; b < b1; ++b) {
+                         const i64 gi = i64(b) / kblocks, k0 = i64(b) % kblocks * kTile;
+                         const i64 k1 = std::min(K, k0 + kTile), off = gi * cg_out * K;
+                         for (i64 o0 = 0; o0 < cg_out; o0 += kTile) {
+                             const i64 o1 = std::min(cg_out, o0 + kTile);
+                             for (i64 o = o0; o < o1; ++o)
+                                 for (i64 k = k0; k < k1; ++k)
+                                     W[off + o * K + k] = src[off + k * cg_out + o];
+                         }
+                     }
+                 });
 }
 
 // ---- pooling ---------------------------------------------------------------------------------

@@ -168,7 +168,6 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
 
     over_batch(batch, madds, !small_k, [&](std::size_t n0, std::size_t n1, bool par) {
         Scratch<T> colbuf(direct || implicit ? 0 : static_cast<std::size_t>(K * P));
-        Scratch<T> planebuf(taps.empty() ? 0 : static_cast<std::size_t>(I + 1));
         T* col = colbuf.get();
         Im2colPacker<T> packer(implicit ? cg_in : 0, g);
         for (std::size_t n = n0; n < n1; ++n) {
@@ -187,12 +186,26 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
                 }
                 const T* b = xg;
                 if (!direct) {
-                    unfold(xg, cg_in, g, taps, col, P, planebuf.get());
+                    unfold_split(xg, cg_in, g, taps, col, P, par);
                     b = col;
                 }
                 if (small_k) {
-                    gemm_small_k(std::size_t(cg_out), std::size_t(P), std::size_t(K), wg,
-                                 std::size_t(K), b, std::size_t(P), bg, og, std::size_t(P));
+                    // The kernel never threads: a batch-1 first layer (3 -> 64 channels over
+                    // 32 x 32 positions) splits its columns across the pool in strips of 64.
+                    const std::size_t strips = (std::size_t(P) + 63) / 64;
+                    const std::size_t grain = std::max<std::size_t>(
+                        1, std::size_t(1 << 17) /
+                               std::max<std::size_t>(1, std::size_t(cg_out * K) * 64));
+                    auto strip = [&](std::size_t s0, std::size_t s1) {
+                        const std::size_t j0 = s0 * 64, j1 = std::min(std::size_t(P), s1 * 64);
+                        gemm_small_k(std::size_t(cg_out), j1 - j0, std::size_t(K), wg,
+                                     std::size_t(K), b + j0, std::size_t(P), bg, og + j0,
+                                     std::size_t(P));
+                    };
+                    if (par)
+                        parallel_for(strips, grain, strip);
+                    else
+                        strip(0, strips);
                 } else {
                     if (bg) fill_rows(og, cg_out, P, bg);
                     gemm(false, false, std::size_t(cg_out), std::size_t(P), std::size_t(K), T(1),

@@ -191,6 +191,27 @@ void unfold(const T* x, i64 channels, const Geo& g, const TapTable& t, T* col, i
         im2col_table(x, channels, t, col, ld ? ld : t.positions, buf);
 }
 
+/// unfold of `channels` planes into col (rows ld apart, 0: P), split across the pool by
+/// channels when `parallel`: where one sample's product is threaded (batch 1, or a few large
+/// images), a serial im2col before it was the part of the layer that did not scale.
+template <typename T>
+void unfold_split(const T* x, i64 channels, const Geo& g, const TapTable& t, T* col, i64 ld,
+                  bool parallel) {
+    const i64 rows = g.k_size(), I = g.in_size(), P = g.out_size();
+    if (ld == 0) ld = P;
+    auto run = [&](std::size_t c0, std::size_t c1) {
+        Scratch<T> buf(t.empty() ? 0 : static_cast<std::size_t>(I + 1));
+        unfold(x + static_cast<i64>(c0) * I, static_cast<i64>(c1 - c0), g, t,
+               col + static_cast<i64>(c0) * rows * ld, ld, buf.get());
+    };
+    const std::size_t grain =
+        static_cast<std::size_t>(std::max<i64>(1, 16384 / std::max<i64>(1, rows * P)));
+    if (parallel)
+        parallel_for(static_cast<std::size_t>(channels), grain, run);
+    else
+        run(0, static_cast<std::size_t>(channels));
+}
+
 /// Samples whose im2col matrices sit side by side in one GEMM (one wider product, columns
 /// [s·P, (s+1)·P) for sample s). A late ResNet stage has P = 16 output positions a sample: as
 /// the B side of a GEMM that is a 16-column matrix, where BLAS kernels run at half their speed
