@@ -20,6 +20,9 @@ this torch lacks is skipped with a line on stderr. The minimum is PyTorch's best
               picks another) + fused AdamW
   cuda_graph  the whole step (zero_grad, forward, backward, fused capturable AdamW) captured
               in one CUDA graph and replayed
+  compile_graph  torch.compile(model, mode="max-autotune-no-cudagraphs") inside the whole step
+              captured in one CUDA graph (inductor's own CUDA graphs cannot be captured inside
+              another), fused capturable AdamW
 each in f32 (exact, TF32 off, as ember's default) and under bf16 autocast (matmuls and attention
 in bf16, reductions and LayerNorm in f32, f32 master weights).
 
@@ -164,18 +167,21 @@ def fresh_model(args, dev):
 
 def run_config(args, dev, precision, cfg, x, y, flops):
     cuda = dev.type == "cuda"
-    if cfg == "cuda_graph" and not cuda:
+    graphed = cfg in ("cuda_graph", "compile_graph")
+    compiled = cfg in ("compile", "compile_graph")
+    if graphed and not cuda:
         raise RuntimeError("a CUDA graph needs a CUDA device")
-    if cfg == "compile" and not hasattr(torch, "compile"):
+    if compiled and not hasattr(torch, "compile"):
         raise RuntimeError(f"torch {torch.__version__} has no torch.compile")
     model = fresh_model(args, dev).train()
     kw = {}
     if cfg != "eager":
         kw["fused"] = True
-    if cfg == "cuda_graph":
+    if graphed:
         kw["capturable"] = True
     opt = make_adamw(model, args.lr, **kw)  # TypeError where this torch lacks fused/capturable
-    fwd = torch.compile(model, mode=args.compile_mode) if cfg == "compile" else model
+    mode = args.compile_mode if cfg == "compile" else "max-autotune-no-cudagraphs"
+    fwd = torch.compile(model, mode=mode) if compiled else model
     # No autocast weight cache: a captured graph must not hold casts made outside it.
     amp = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=precision == "bf16",
                                  cache_enabled=False)
@@ -199,7 +205,7 @@ def run_config(args, dev, precision, cfg, x, y, flops):
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     run = step
-    if cfg == "cuda_graph":
+    if graphed:
         run = capture_step(step)
     s = best_time(run, sync, args.reps, args.rounds, args.warmup)
     line = {"framework": "torch", "name": f"gpt_train_step_b{args.batch}_s{args.seq}_{precision}_{cfg}",
@@ -286,7 +292,7 @@ def main():
             except Exception as e:  # what this torch or device lacks: say so, go on
                 print(f"gpt_torch: {precision} {cfg} skipped: {type(e).__name__}: {str(e)[:200]}",
                       file=sys.stderr)
-            if cfg == "compile" and hasattr(torch, "_dynamo"):
+            if cfg in ("compile", "compile_graph") and hasattr(torch, "_dynamo"):
                 torch._dynamo.reset()  # its graphs and CUDA graph pools go with it
             if dev.type == "cuda":
                 torch.cuda.empty_cache()

@@ -499,6 +499,45 @@ TEST_CASE("conv weight gradient: the direct kernels for few inputs per output ch
     }
 }
 
+TEST_CASE("conv2d: the few-channel f32 kernels at large batches", "[cuda][cudnn]") {
+    // Above 2^17 output positions, f32 NCHW convolutions of one group with at most 32 values an
+    // output (forward) or 3x3 kernels with cout·cin ≤ 256 (weight gradient) run on
+    // conv_small.cu's kernels, cuDNN or not; only the input gradient is cuDNN's then.
+    REQUIRE_GPU();
+    const std::vector<ConvCase<2>> cases = {
+        {"the guide CNN's 1→8 layer", {200, 1, 28, 28}, {8, 1, 3, 3}, ember::ConvOptions<2>{}},
+        {"the guide CNN's 8→16 layer (weight gradient only)",
+         {256, 8, 26, 26},
+         {16, 8, 3, 3},
+         ember::ConvOptions<2>{}},
+        {"3→6 (tiles of 2 channels), stride 2, padding 1, odd sizes",
+         {600, 3, 31, 29},
+         {6, 3, 3, 3},
+         opts<2>({2, 2}, {1, 1}, {1, 1}, 1)},
+        {"2→3 (tiles of 1 channel), dilation 2, padding (1, 2)",
+         {300, 2, 27, 25},
+         {3, 2, 3, 3},
+         opts<2>({1, 1}, {1, 2}, {2, 2}, 1)},
+        {"4→12 (tiles of 4 channels), stride (1, 2), padding (0, 1)",
+         {300, 4, 22, 47},
+         {12, 4, 3, 3},
+         opts<2>({1, 2}, {0, 1}, {1, 1}, 1)},
+    };
+    for (bool use : {true, false}) {
+        UseCudnn setting(use);
+        for (const auto& c : cases) {
+            INFO(c.name << ", cuDNN " << (use ? "on" : "off"));
+            const std::uint64_t ran = check_against_cpu<2>(c, DType::F32, {1e-4, 1e-4});
+            // The input gradient, and the forward where an output needs more than 32 values.
+            const bool small_fwd = c.w[1] * c.w[2] * c.w[3] <= 32;
+            if (expect_cudnn(use))
+                CHECK(ran == (small_fwd ? 1u : 2u));
+            else
+                CHECK(ran == 0);
+        }
+    }
+}
+
 TEST_CASE("cudnn: the graph API's engines give the legacy algorithms' values", "[cuda][cudnn]") {
     // EMBER_CUDNN_ENGINES=all keeps the fastest engine of cuDNN's graph API for each new
     // configuration even where the legacy algorithm was faster, so every direction of these

@@ -931,19 +931,6 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
 }
 
-/// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KiB) on the current
-/// device, once per device: `done` is the flags of one kernel instantiation.
-template <typename K>
-void allow_shared_memory(K* kernel, std::size_t bytes, std::array<std::atomic<bool>, 64>& done) {
-    int dev = 0;
-    EMBER_CUDA_CHECK(cudaGetDevice(&dev));
-    const bool cached = dev >= 0 && dev < 64;
-    if (cached && done[dev].load(std::memory_order_acquire)) return;
-    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(bytes)));
-    if (cached) done[dev].store(true, std::memory_order_release);
-}
-
 /// Whether the mma.sync kernels take p: 16-byte aligned rows of q, k and v (cp.async).
 template <typename T>
 bool mma_fits(const AttnParams& p) {

@@ -4,9 +4,13 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels.hpp"
+#include "runtime.hpp"
 
 namespace ember::detail::cuda {
 
@@ -102,5 +106,19 @@ void visit_compute(DType d, F&& f) {
 void check_launch(const char* kernel);
 /// Throws ember::DeviceError naming `call` when `e` is not cudaSuccess (runtime.cpp).
 void check(cudaError_t e, const char* call);
+
+/// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KiB) on the current
+/// device, once per device: `done` is the flags of one kernel instantiation (a static array
+/// beside the launch).
+template <typename K>
+void allow_shared_memory(K* kernel, std::size_t bytes, std::array<std::atomic<bool>, 64>& done) {
+    int dev = 0;
+    EMBER_CUDA_CHECK(cudaGetDevice(&dev));
+    const bool cached = dev >= 0 && dev < 64;
+    if (cached && done[dev].load(std::memory_order_acquire)) return;
+    EMBER_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(bytes)));
+    if (cached) done[dev].store(true, std::memory_order_release);
+}
 
 }  // namespace ember::detail::cuda
