@@ -154,6 +154,9 @@ void bench_matmul(std::size_t n) {
     const auto [te, to] = time_alternating(
         [&] { consume(a.matmul(b)); },
         [&] {
+            // At the run's count each time: ember's GEMM sets OpenBLAS to one thread (it runs
+            // OpenBLAS single-threaded on tiles across its own pool).
+            openblas_set_num_threads(static_cast<int>(opt.threads));
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ni, ni, ni, 1.f, ra.p, ni, rb.p,
                         ni, 0.f, rc.p, ni);
             g_sink = g_sink + rc.p[0];

@@ -250,26 +250,34 @@ for m in mlp cnn resnet gpt; do
 done
 
 # --- ember's threading variants ------------------------------------------------------------
-# EMBER_CPU_GEMM=portable: ember's blocked GEMM on its own pool instead of OpenBLAS, so that one
-# pool runs everything (OpenBLAS's threads spin for a while after each call and compete with
-# ember's); with EMBER_CPU_SPIN_US=50 its threads also spin 50 µs for the next op before they
-# sleep; "spin": OpenBLAS as by default, ember's pool spinning 50 µs. Rows tagged "variant":
-# "portable-gemm" / "portable-gemm-spin" / "spin".
+# By default OpenBLAS runs single-threaded, each product split into tiles on ember's pool.
+# "openblas-threads": EMBER_CPU_BLAS_THREADS=openblas, OpenBLAS's own pool threading each product
+# (sized like ember's; its threads spin for a while after each call and compete with ember's),
+# the default before; EMBER_CPU_GEMM=portable: ember's blocked GEMM instead of OpenBLAS; with
+# EMBER_CPU_SPIN_US=50 the pool's threads also spin 50 µs for the next op before they sleep;
+# "spin": OpenBLAS as by default, ember's pool spinning 50 µs. Rows tagged "variant":
+# "openblas-threads" / "portable-gemm" / "portable-gemm-spin" / "spin".
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
-for v in portable:0 portable:50 auto:50; do
-  gemm=${v%:*} spin=${v#*:}
+for v in openblas:auto:0 auto:portable:0 auto:portable:50 auto:auto:50; do
+  IFS=: read -r blas gemm spin <<<"$v"
   name=portable-gemm
   [[ $gemm == auto ]] && name=spin
   [[ $gemm == portable && $spin != 0 ]] && name=portable-gemm-spin
-  for spec in "mlp 64" "mlp 256" "cnn 64" "cnn 256" "resnet $rb"; do
+  [[ $blas == openblas ]] && name=openblas-threads
+  specs=("mlp 64" "mlp 256" "cnn 64" "cnn 256" "resnet $rb")
+  [[ $blas == openblas ]] && specs+=("gpt $gpt_batch")
+  for spec in "${specs[@]}"; do
     set -- $spec
     ts="$vcounts"
-    [[ $1 == resnet || $spin != 0 ]] && ts="$top"
+    [[ $1 == resnet || $1 == gpt || $spin != 0 ]] && ts="$top"
+    bf=(--batch-from "$tmp/${1}_b$2.pt") tm=("${mt[@]}")
+    [[ $1 == gpt ]] && bf=(--seq "$gpt_seq")
+    [[ $1 == gpt && $quick -eq 0 ]] && tm=("${slow[@]}")
     step "train $1 batch $2 at $ts threads: ember, $name"
-    EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim "$bin/bench_scale" train --model "$1" \
-      --batch "$2" --threads "$ts" --init-from "$tmp/$1.pt" --batch-from "$tmp/${1}_b$2.pt" \
-      "${mt[@]}" 2>>"$err" | variant "$name"
+    EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim \
+      "$bin/bench_scale" train --model "$1" --batch "$2" --threads "$ts" \
+      --init-from "$tmp/$1.pt" "${bf[@]}" "${tm[@]}" 2>>"$err" | variant "$name"
   done
 done
 

@@ -117,7 +117,8 @@ def train_table(rows, counts):
     return out
 
 
-VARIANTS = (("portable-gemm", "`EMBER_CPU_GEMM=portable`"),
+VARIANTS = (("openblas-threads", "`EMBER_CPU_BLAS_THREADS=openblas`"),
+            ("portable-gemm", "`EMBER_CPU_GEMM=portable`"),
             ("portable-gemm-spin", "`EMBER_CPU_GEMM=portable EMBER_CPU_SPIN_US=50`"),
             ("spin", "`EMBER_CPU_SPIN_US=50` (OpenBLAS as by default)"))
 
@@ -129,19 +130,28 @@ def variant_table(rows, counts):
                   key=lambda k: (list(MODELS).index(k[0]), k[1], k[2]))
     if not keys:
         return []
+    # Runs before EMBER_CPU_BLAS_THREADS existed had OpenBLAS thread the products by default.
+    names = {r.get("variant") for r in rows}
+    variants = [v for v in VARIANTS if v[0] in names]
+    if "openblas-threads" in names:
+        default = ("OpenBLAS for the large products, single-threaded, each product split into "
+                   "tiles on ember's pool (*openblas-threads*: one call, threaded by OpenBLAS's "
+                   "own pool sized like ember's)")
+    else:
+        default = "OpenBLAS for the large products, its pool sized like ember's"
     out = ["", "ember's training steps in other threading configurations, ms (ratio to the "
            "default in brackets; below 1: faster): " + "; ".join(
-               f"*{name}* = {what}" for name, what in VARIANTS) +
+               f"*{name}* = {what}" for name, what in variants) +
            " (*portable*: ember's blocked GEMM on its own pool, OpenBLAS not called; *spin*: the "
-           "pool's threads spin 50 µs for the next op before they sleep). Default: OpenBLAS for the "
-           "large products, its pool sized like ember's, ember's pool waiting passively.", "",
+           "pool's threads spin 50 µs for the next op before they sleep). Default: " + default +
+           ", ember's pool waiting passively.", "",
            "| model | batch | threads | default | " +
-           " | ".join(name for name, _ in VARIANTS) + " |",
-           "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in VARIANTS) + " |"]
+           " | ".join(name for name, _ in variants) + " |",
+           "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in variants) + " |"]
     for m, b, t in keys:
         d = one(rows, framework="ember", kind="train", model=m, batch=b, threads=t)
         cells = []
-        for name, _ in VARIANTS:
+        for name, _ in variants:
             v = one(rows, name, framework="ember", kind="train", model=m, batch=b, threads=t)
             cells.append(f"{fmt(v['ms'])} ({v['ms'] / d['ms']:.2f})" if v and d else
                          fmt(v["ms"] if v else None))

@@ -66,6 +66,18 @@ TEST_CASE("matmul across the CPU GEMM paths", "[gemm]") {
         check_product(64, 512, 784, false, true);
         check_product(17, 40, 64, true, true);
     }
+    SECTION("products large enough to split into tiles across the pool (OpenBLAS, threads)") {
+        // With OpenBLAS and two threads or more, products of 2^22 multiply-adds or more run
+        // as tiles of C on the pool (gemm.cpp, blas_tiles): at four threads 2 x 2 tiles, two
+        // bands of rows and two strips of columns here, with edges that are not multiples of
+        // the kernels' 16; each operand plain or transposed.
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) {
+                check_product(160, 300, 200, ta, tb);
+                check_product(500, 40, 230, ta, tb);
+                check_product(60, 700, 110, ta, tb);
+            }
+    }
     SECTION("a batch of products") {
         const auto dist = ember::Distribution::Uniform(-1, 1);
         const auto a = ember::Tensor<B, 3>::random({3, 8, 96}, dist);

@@ -1094,12 +1094,92 @@ void gemm_portable(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
 }
 
 #if EMBER_CPU_BLAS
-/// OpenBLAS keeps its own pool: size it like ember's (EMBER_NUM_THREADS / set_num_threads), or
-/// one thread when the caller already runs in parallel, so the two never oversubscribe the cores.
-void sync_blas_threads(bool parallel) {
-    static std::atomic<int> current{-1};
-    const int want = parallel ? static_cast<int>(num_threads()) : 1;
-    if (current.exchange(want) != want) openblas_set_num_threads(want);
+/// Who threads a product OpenBLAS runs (EMBER_CPU_BLAS_THREADS): ember's pool by default, each
+/// of its threads calling single-threaded OpenBLAS on a tile of C ("pool"), or OpenBLAS's own
+/// pool, sized like ember's ("openblas"). OpenBLAS's threads spin (sched_yield) for a while after
+/// each threaded call; with two pools they spun while ember's threads ran the next op on the
+/// same cores (on 2 cores, a ResNet-18 step made 67 000 sched_yield calls a step that way).
+bool blas_threads_own() {
+    static const bool own = [] {
+        const char* e = std::getenv("EMBER_CPU_BLAS_THREADS");
+        return e && same_name(e, "openblas");
+    }();
+    return own;
+}
+
+/// Sets OpenBLAS's thread count where it differs (read each time, not cached: a program may set
+/// it itself, as bench_cpu does for its OpenBLAS rows).
+void set_blas_threads(int want) {
+    if (openblas_get_num_threads() != want) openblas_set_num_threads(want);
+}
+
+/// C's split into tiles for the pool: rows into `tm` bands, columns into `tn`, one tile a
+/// chunk. Each tile's product packs its own rows of A and columns of B, so the grid is the
+/// one that minimises a tile's multiply-adds plus packing (about 16 multiply-adds' time an
+/// element packed), using at most `threads` tiles of 2^21 multiply-adds or more on average.
+/// Not smaller: OpenBLAS runs products of up to 10^6 multiply-adds through other kernels on
+/// AVX-512 cores (its small-matrix path), which sum in another order than the blocked ones, so
+/// smaller tiles made results depend on the thread count (a convolution's weight gradient by
+/// 5e-5 at 8 threads against 1, test_cpu_threads.cpp).
+struct Tiles {
+    std::size_t tm = 1, tn = 1;
+};
+Tiles blas_tiles(std::size_t m, std::size_t n, std::size_t k, std::size_t threads) {
+    Tiles best;
+    const double work = double(m) * double(n) * double(k);
+    const std::size_t most =
+        std::min<std::size_t>(threads, static_cast<std::size_t>(work / double(1 << 21)));
+    if (most < 2) return best;
+    double best_cost = work + 16.0 * double(k) * double(m + n);
+    for (std::size_t tm = 1; tm <= most; ++tm) {
+        const std::size_t tn = most / tm;
+        if ((tm > 1 && m / tm < 16) || (tn > 1 && n / tn < 16)) continue;
+        const double rows = double((m + tm - 1) / tm), cols = double((n + tn - 1) / tn);
+        const double cost = rows * cols * double(k) + 16.0 * double(k) * (rows + cols);
+        if (cost < best_cost) {
+            best_cost = cost;
+            best = {tm, tn};
+        }
+    }
+    return best;
+}
+
+/// Tile boundary i of `parts` over `len`, rounded down to 16 (the kernels' tile) inside.
+std::size_t tile_edge(std::size_t len, std::size_t parts, std::size_t i) {
+    if (i >= parts) return len;
+    return len * i / parts / 16 * 16;
+}
+
+/// The BLAS call for C = alpha·op(A)·op(B) + beta·C: on ember's pool in tiles when `parallel`
+/// allows it (blas_tiles), else one call; OpenBLAS single-threaded either way; with
+/// EMBER_CPU_BLAS_THREADS=openblas one call threaded by OpenBLAS as the pool is sized.
+/// `call(m, n, k, a, b, c)` runs one product (op(A) m × k at a, op(B) k × n at b, C at c) with
+/// the caller's transposes, alpha, beta and leading dims.
+template <typename T, typename Call>
+void blas_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a,
+                  std::size_t lda, const T* b, std::size_t ldb, T* c, std::size_t ldc,
+                  bool parallel, Call&& call) {
+    if (blas_threads_own()) {
+        set_blas_threads(parallel ? static_cast<int>(num_threads()) : 1);
+        call(m, n, k, a, b, c);
+        return;
+    }
+    const Tiles t = parallel ? blas_tiles(m, n, k, num_threads()) : Tiles{};
+    set_blas_threads(1);  // (a call from inside a region too: OPENBLAS_NUM_THREADS may be more)
+    if (t.tm * t.tn == 1) {
+        call(m, n, k, a, b, c);
+        return;
+    }
+    parallel_for(t.tm * t.tn, 1, [&](std::size_t q0, std::size_t q1) {
+        for (std::size_t q = q0; q < q1; ++q) {
+            const std::size_t bi = q / t.tn, bj = q % t.tn;
+            const std::size_t i0 = tile_edge(m, t.tm, bi), i1 = tile_edge(m, t.tm, bi + 1);
+            const std::size_t j0 = tile_edge(n, t.tn, bj), j1 = tile_edge(n, t.tn, bj + 1);
+            if (i1 <= i0 || j1 <= j0) continue;
+            call(i1 - i0, j1 - j0, k, ta ? a + i0 : a + i0 * lda, tb ? b + j0 * ldb : b + j0,
+                 c + i0 * ldc + j0);
+        }
+    });
 }
 #endif
 
@@ -1109,11 +1189,15 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float a
 #if EMBER_CPU_BLAS
     if (use_blas(m, n, k, lda, ldb, ldc)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
-        sync_blas_threads(parallel);
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                    static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-                    static_cast<int>(ldc));
+        blas_product(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, parallel,
+                     [&](std::size_t tm, std::size_t tn, std::size_t tk, const float* ta_,
+                         const float* tb_, float* tc) {
+                         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                     tb ? CblasTrans : CblasNoTrans, static_cast<int>(tm),
+                                     static_cast<int>(tn), static_cast<int>(tk), alpha, ta_,
+                                     static_cast<int>(lda), tb_, static_cast<int>(ldb), beta, tc,
+                                     static_cast<int>(ldc));
+                     });
         return;
     }
 #endif
@@ -1126,11 +1210,15 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double 
 #if EMBER_CPU_BLAS
     if (use_blas(m, n, k, lda, ldb, ldc)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
-        sync_blas_threads(parallel);
-        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
-                    static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-                    static_cast<int>(ldc));
+        blas_product(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, parallel,
+                     [&](std::size_t tm, std::size_t tn, std::size_t tk, const double* ta_,
+                         const double* tb_, double* tc) {
+                         cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                     tb ? CblasTrans : CblasNoTrans, static_cast<int>(tm),
+                                     static_cast<int>(tn), static_cast<int>(tk), alpha, ta_,
+                                     static_cast<int>(lda), tb_, static_cast<int>(ldb), beta, tc,
+                                     static_cast<int>(ldc));
+                     });
         return;
     }
 #endif
