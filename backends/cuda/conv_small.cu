@@ -3,19 +3,23 @@
 // GEMMs and leave most of an H200 idle; here the work is spread over every SM and stays
 // memory-bound.
 //
-// Forward (cin · kh · kw ≤ 32 values an output): a thread an output element, the weights and the
-// bias in shared memory, the input read through the cache (neighbouring threads read
-// neighbouring pixels). 32-bit index arithmetic: the launcher takes only tensors whose element
-// counts fit.
+// Forward (cin · kh · kw ≤ 32 values an output): a thread an output position, computing every
+// output channel, 8 at a time, from one read of its input values; the weights and the bias in
+// shared memory, the input through the cache (neighbouring threads read neighbouring pixels),
+// and consecutive threads write consecutive positions of each channel. 3 × 3 layers with stride
+// 1 and no padding take a kernel of their own (an image a block row, no bounds checks). 32-bit
+// index arithmetic: the launcher takes only tensors whose element counts fit.
 //
 // Weight gradient (3 × 3 kernels): dw[o, c, kh, kw] = Σ over images n and output positions p of
-// dy[n, o, p] · x[n, c, p·s − pad + k·d]. A block takes every gridDim.x-th image, stages its
-// input (zero-padded) and output gradient in shared memory, and thread (tile, pg) accumulates
-// the 8 × 9 (or OB × 9) products of its tile — OB output channels and one input channel — over
-// the positions pg, pg + PG, ... in registers: each position costs OB + 9 shared loads for
-// OB · 9 FMAs. The block's sums are added over PG in a fixed order and written to part[block];
-// a second kernel adds the blocks' sums in block order. Deterministic: a replayed step gives the
-// eager step's bits.
+// dy[n, o, p] · x[n, c, p·s − pad + k·d]. A block takes rounds of up to 8 images (as many as
+// 96 KiB of shared memory holds: more loads in flight between two barriers), every gridDim.x-th
+// round, stages their inputs (zero-padded) and output gradients in shared memory, and thread
+// (tile, pg) accumulates the 8 × 9 (or OB × 9) products of its tile — OB output channels and one
+// input channel — over the positions pg, pg + PG, ... in registers: each position costs OB + 9
+// shared loads for OB · 9 FMAs, its row and column advanced by increments, not divisions. The
+// block's sums are added over PG in a fixed order (by shuffles first where a warp's lanes share
+// a tile) and written to part[block]; a second kernel adds the blocks' sums in block order.
+// Deterministic: a replayed step gives the eager step's bits.
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -37,13 +41,11 @@ constexpr std::size_t kSmallWgradSmem = 160 * 1024;  // the most shared memory a
 /// Output channels a forward thread computes at once (its accumulators).
 constexpr int kFwdChunk = 8;
 
-__global__ void conv_small_forward_kernel(ConvGeom g, int cout, const float* __restrict__ x,
-                                          const float* __restrict__ w,
-                                          const float* __restrict__ bias, float* __restrict__ y) {
-    // w [cout, C·kh·kw] then the bias [cout], both padded with zeros to whole chunks.
-    extern __shared__ float sw[];
-    const int C = static_cast<int>(g.channels), KH = static_cast<int>(g.k[1]),
-              KW = static_cast<int>(g.k[2]), taps = C * KH * KW;
+/// Copies w [cout, taps] and the bias [cout] (null: zeros) into shared memory at `sw`, both
+/// padded with zeros to whole chunks of kFwdChunk channels, and waits for the block; returns
+/// where the bias starts.
+__device__ const float* stage_weights(float* sw, const float* __restrict__ w,
+                                      const float* __restrict__ bias, int cout, int taps) {
     const int padded = (cout + kFwdChunk - 1) / kFwdChunk * kFwdChunk;
     float* sb = sw + padded * taps;
     for (int i = threadIdx.x; i < padded * taps; i += blockDim.x)
@@ -51,6 +53,17 @@ __global__ void conv_small_forward_kernel(ConvGeom g, int cout, const float* __r
     for (int i = threadIdx.x; i < padded; i += blockDim.x)
         sb[i] = bias != nullptr && i < cout ? bias[i] : 0.f;
     __syncthreads();
+    return sb;
+}
+
+__global__ void conv_small_forward_kernel(ConvGeom g, int cout, const float* __restrict__ x,
+                                          const float* __restrict__ w,
+                                          const float* __restrict__ bias, float* __restrict__ y) {
+    // w [cout, C·kh·kw] then the bias [cout], both padded with zeros to whole chunks.
+    extern __shared__ float sw[];
+    const int C = static_cast<int>(g.channels), KH = static_cast<int>(g.k[1]),
+              KW = static_cast<int>(g.k[2]), taps = C * KH * KW;
+    const float* sb = stage_weights(sw, w, bias, cout, taps);
     const int H = static_cast<int>(g.in[1]), W = static_cast<int>(g.in[2]),
               Ho = static_cast<int>(g.out[1]), Wo = static_cast<int>(g.out[2]);
     const int sh = static_cast<int>(g.stride[1]), sv = static_cast<int>(g.stride[2]),
@@ -86,6 +99,47 @@ __global__ void conv_small_forward_kernel(ConvGeom g, int cout, const float* __r
             for (int j = 0; j < kFwdChunk; ++j)
                 if (o0 + j < cout) yp[(o0 + j) * P] = acc[j];
         }
+    }
+}
+
+/// conv_small_forward_kernel for the common first layer: 3 × 3, stride 1, no padding or
+/// dilation. Block row y is the image, so a thread finds its position with one division, and
+/// the nine taps of each input channel are read without bounds checks.
+__global__ void conv_small_forward_3x3_kernel(ConvGeom g, int cout, const float* __restrict__ x,
+                                              const float* __restrict__ w,
+                                              const float* __restrict__ bias,
+                                              float* __restrict__ y) {
+    extern __shared__ float sw[];  // as conv_small_forward_kernel's
+    const int C = static_cast<int>(g.channels), taps = C * kTaps;
+    const float* sb = stage_weights(sw, w, bias, cout, taps);
+    const int H = static_cast<int>(g.in[1]), W = static_cast<int>(g.in[2]),
+              Wo = static_cast<int>(g.out[2]), P = static_cast<int>(g.out[1]) * Wo;
+    const int p = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (p >= P) return;
+    const unsigned n = blockIdx.y;
+    const int oh = p / Wo, ow = p - oh * Wo;
+    const float* xb = x + (n * C * H + oh) * W + ow;
+    float* yp = y + n * cout * P + p;
+    for (int o0 = 0; o0 < cout; o0 += kFwdChunk) {
+        float acc[kFwdChunk];
+#pragma unroll
+        for (int j = 0; j < kFwdChunk; ++j) acc[j] = sb[o0 + j];
+        for (int c = 0; c < C; ++c) {
+            const float* xc = xb + c * H * W;
+            float xv[kTaps];
+#pragma unroll
+            for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+                for (int kw = 0; kw < 3; ++kw) xv[kh * 3 + kw] = __ldg(xc + kh * W + kw);
+            const float* wc = sw + o0 * taps + c * kTaps;
+#pragma unroll
+            for (int t = 0; t < kTaps; ++t)
+#pragma unroll
+                for (int j = 0; j < kFwdChunk; ++j) acc[j] = fmaf(wc[j * taps + t], xv[t], acc[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < kFwdChunk; ++j)
+            if (o0 + j < cout) yp[(o0 + j) * P] = acc[j];
     }
 }
 
@@ -303,8 +357,19 @@ void launch_conv_small_forward(const ConvGeom& g, std::int64_t cout, const float
     const i64 positions = g.batch * g.out[1] * g.out[2];
     const unsigned blocks = static_cast<unsigned>(
         std::min<i64>((positions + kSmallThreads - 1) / kSmallThreads, i64{1} << 16));
-    conv_small_forward_kernel<<<blocks, kSmallThreads, bytes, s>>>(g, static_cast<int>(cout), x, w,
-                                                                   bias, y);
+    const bool plain = g.k[1] == 3 && g.k[2] == 3 && g.stride[1] == 1 && g.stride[2] == 1 &&
+                       g.pad[1] == 0 && g.pad[2] == 0 && g.dil[1] == 1 && g.dil[2] == 1 &&
+                       g.batch <= 65535;
+    if (plain) {
+        const dim3 grid(
+            static_cast<unsigned>((g.out[1] * g.out[2] + kSmallThreads - 1) / kSmallThreads),
+            static_cast<unsigned>(g.batch));
+        conv_small_forward_3x3_kernel<<<grid, kSmallThreads, bytes, s>>>(g, static_cast<int>(cout),
+                                                                         x, w, bias, y);
+    } else {
+        conv_small_forward_kernel<<<blocks, kSmallThreads, bytes, s>>>(g, static_cast<int>(cout), x,
+                                                                       w, bias, y);
+    }
     EMBER_CUDA_CHECK(cudaGetLastError());
 }
 
