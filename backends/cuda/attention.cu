@@ -358,20 +358,6 @@ __device__ __forceinline__ bool tile_needs_mask(const AttnParams& p, int i0, int
     return p.mask || j0 + kBN > p.lk || i0 + kBM > p.lq || (p.causal && j0 + kBN - 1 > i0);
 }
 
-/// 16 bytes global -> shared, asynchronously; zeros instead where `in` is false.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool in) {
-    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src),
-                 "r"(in ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 /// Rows [r0, r0 + 64) of a [len, D] matrix (row stride rs, 16-byte aligned rows) into a tile
 /// of leading dim LD, by cp.async (zeros past len).
 template <typename T, int D, int LD>

@@ -151,12 +151,14 @@ int tile_channels(i64 cout) {
     return 1;
 }
 
-/// Shared memory a weight-gradient block stages images in, at most: two blocks an SM fit.
-constexpr std::size_t kStageBytes = 96 * 1024;
+/// Shared memory a weight-gradient block stages a round of images in, at most: 96 KiB with one
+/// buffer, 56 KiB a buffer with two (two blocks an SM fit, unless one image needs more).
+constexpr std::size_t kStageBytes = 96 * 1024, kBufferBytes = 56 * 1024;
 
 struct WgradShape {
     int C, H, W, Ho, Wo, Hp, Wp, cout, ob, tiles, pg;
     int images;      ///< images a block stages at once (more loads in flight per round)
+    int buffers;     ///< 2: the next round's images load (cp.async) while this round's are summed
     bool warp_sums;  ///< pg a multiple of 32: a warp's lanes share a tile, sums fold by shuffles
     std::size_t x_floats, y_floats, reduce_floats;  ///< an image's, and the block's sums
 };
@@ -178,8 +180,11 @@ WgradShape wgrad_shape(const ConvGeom& g, i64 cout) {
     s.x_floats = static_cast<std::size_t>(s.C) * s.Hp * s.Wp;
     s.y_floats = static_cast<std::size_t>(s.cout) * s.Ho * s.Wo;
     const std::size_t image = sizeof(float) * (s.x_floats + s.y_floats);
-    s.images = static_cast<int>(
-        std::clamp<std::size_t>(kStageBytes / std::max<std::size_t>(image, 1), 1, 8));
+    // Two buffers where the images copy as they lie, 16 bytes at a time (no zero borders).
+    const bool flat = g.pad[1] == 0 && g.pad[2] == 0 && s.x_floats % 4 == 0 && s.y_floats % 4 == 0;
+    s.buffers = flat && 2 * image <= kSmallWgradSmem ? 2 : 1;
+    s.images = static_cast<int>(std::clamp<std::size_t>(
+        (s.buffers == 2 ? kBufferBytes : kStageBytes) / std::max<std::size_t>(image, 1), 1, 8));
     s.images = static_cast<int>(std::min<i64>(s.images, std::max<i64>(g.batch, 1)));
     s.reduce_floats =
         static_cast<std::size_t>(s.tiles) * (s.warp_sums ? s.pg / 32 : s.pg) * s.ob * kTaps;
@@ -187,8 +192,9 @@ WgradShape wgrad_shape(const ConvGeom& g, i64 cout) {
 }
 
 std::size_t wgrad_smem_bytes(const WgradShape& s) {
-    return sizeof(float) * std::max(static_cast<std::size_t>(s.images) * (s.x_floats + s.y_floats),
-                                    s.reduce_floats);
+    return sizeof(float) *
+           std::max(static_cast<std::size_t>(s.buffers) * s.images * (s.x_floats + s.y_floats),
+                    s.reduce_floats);
 }
 
 /// `count` floats from global `src` to shared `dst`, 16 bytes at a time where both allow.
@@ -231,12 +237,43 @@ __global__ void __launch_bounds__(kSmallThreads)
     if (padded)  // the borders stay zero: each image writes the interior only
         for (std::size_t i = threadIdx.x; i < s.images * s.x_floats; i += blockDim.x) sx[i] = 0.f;
     const int plane = s.H * s.W, warps = blockDim.x / 32, lane = threadIdx.x % 32;
-    for (i64 n0 = static_cast<i64>(blockIdx.x) * s.images; n0 < g.batch;
-         n0 += static_cast<i64>(gridDim.x) * s.images) {
-        const int rn = static_cast<int>(min(static_cast<i64>(s.images), g.batch - n0));
-        __syncthreads();  // the previous round is done with
-        if (!padded) {
+    const i64 step = static_cast<i64>(gridDim.x) * s.images;
+    const auto images_at = [&](i64 n0) {
+        return static_cast<int>(min(static_cast<i64>(s.images), g.batch - n0));
+    };
+    // Round buffer b: its images' inputs, then their output gradients.
+    const std::size_t round_floats = static_cast<std::size_t>(s.images) * (s.x_floats + s.y_floats);
+    const auto buffer = [&](int b) { return sm + b * round_floats; };
+    // Two buffers need 16-byte aligned operands too (every image starts on 16 bytes then).
+    const bool async =
+        s.buffers == 2 &&
+        (reinterpret_cast<std::uintptr_t>(x) | reinterpret_cast<std::uintptr_t>(dy)) % 16 == 0;
+    const auto issue = [&](i64 n0, float* buf) {  // the round's copies, by cp.async
+        const int rn = images_at(n0), xn = rn * s.C * plane / 4, yn = rn * s.cout * P / 4;
+        const float* xsrc = x + n0 * s.C * plane;
+        const float* ysrc = dy + n0 * s.cout * P;
+        float* ydst = buf + s.images * s.x_floats;
+        for (int i = threadIdx.x; i < xn; i += blockDim.x)
+            cp_async16(buf + 4 * i, xsrc + 4 * i, true);
+        for (int i = threadIdx.x; i < yn; i += blockDim.x)
+            cp_async16(ydst + 4 * i, ysrc + 4 * i, true);
+        cp_async_commit();
+    };
+    int cur = 0;
+    i64 n0 = static_cast<i64>(blockIdx.x) * s.images;
+    if (async && n0 < g.batch) issue(n0, buffer(0));
+    for (; n0 < g.batch; n0 += step) {
+        const int rn = images_at(n0);
+        if (async) {
+            if (n0 + step < g.batch) {
+                issue(n0 + step, buffer(cur ^ 1));
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+        } else if (!padded) {
             stage(sx, x + n0 * s.C * plane, rn * s.C * plane);
+            stage(sy, dy + n0 * s.cout * P, rn * s.cout * P);
         } else {  // row by row into the padded planes: a warp a row
             for (int r = threadIdx.x / 32; r < rn * s.C * s.H; r += warps) {
                 const int plane_idx = r / s.H, h = r - plane_idx * s.H;
@@ -244,13 +281,14 @@ __global__ void __launch_bounds__(kSmallThreads)
                 const float* src = x + (n0 * s.C * s.H + r) * s.W;
                 for (int w = lane; w < s.W; w += 32) dst[w] = __ldg(src + w);
             }
+            stage(sy, dy + n0 * s.cout * P, rn * s.cout * P);
         }
-        stage(sy, dy + n0 * s.cout * P, rn * s.cout * P);
-        __syncthreads();
-        if (!active) continue;
-        for (int r = 0; r < rn; ++r) {
-            const float* ys = sy + (r * s.cout + ob * OB) * P;
-            const float* xs = sx + r * s.x_floats + c * s.Hp * s.Wp;
+        __syncthreads();  // the round's images are in shared memory
+        const float* bx = async ? buffer(cur) : sx;
+        const float* by = bx + s.images * s.x_floats;
+        for (int r = 0; r < (active ? rn : 0); ++r) {
+            const float* ys = by + (r * s.cout + ob * OB) * P;
+            const float* xs = bx + r * s.x_floats + c * s.Hp * s.Wp;
             int oh = oh0, ow = ow0;
             for (int p = pg; p < P; p += s.pg) {
                 float yv[OB];
@@ -274,6 +312,8 @@ __global__ void __launch_bounds__(kSmallThreads)
                 }
             }
         }
+        __syncthreads();  // every thread is done with the round's buffer before it is refilled
+        cur ^= async ? 1 : 0;
     }
     // The block's sums over pg, in a fixed order: lanes by shuffles where a warp shares a tile,
     // then slots in shared memory (the staging space, free now) summed in slot order.

@@ -107,6 +107,22 @@ void check_launch(const char* kernel);
 /// Throws ember::DeviceError naming `call` when `e` is not cudaSuccess (runtime.cpp).
 void check(cudaError_t e, const char* call);
 
+/// 16 bytes global -> shared, asynchronously (cp.async, sm_80 on); zeros instead where `in` is
+/// false. Each thread's copies since its last commit form a group; wait<N> waits until at most N
+/// of its groups are in flight.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool in) {
+    const auto a = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src),
+                 "r"(in ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 /// Lets `kernel` use `bytes` of dynamic shared memory (above the default 48 KiB) on the current
 /// device, once per device: `done` is the flags of one kernel instantiation (a static array
 /// beside the launch).
