@@ -1094,6 +1094,8 @@ void gemm_portable(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k
 }
 
 #if EMBER_CPU_BLAS
+namespace {
+
 /// Who threads a product OpenBLAS runs (EMBER_CPU_BLAS_THREADS): ember's pool by default, each
 /// of its threads calling single-threaded OpenBLAS on a tile of C ("pool"), or OpenBLAS's own
 /// pool, sized like ember's ("openblas"). OpenBLAS's threads spin (sched_yield) for a while after
@@ -1181,6 +1183,7 @@ void blas_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         }
     });
 }
+}  // namespace
 #endif
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
