@@ -155,6 +155,9 @@ int tile_channels(i64 cout) {
 /// buffer, 56 KiB a buffer with two (two blocks an SM fit, unless one image needs more).
 constexpr std::size_t kStageBytes = 96 * 1024, kBufferBytes = 56 * 1024;
 
+/// The weight gradient's geometry, worked out on the host and passed to the kernel by value:
+/// the planes (Hp, Wp: the input padded), thread tiles of `ob` output channels × one input
+/// channel, `pg` threads a tile.
 struct WgradShape {
     int C, H, W, Ho, Wo, Hp, Wp, cout, ob, tiles, pg;
     int images;      ///< images a block stages at once (more loads in flight per round)
