@@ -20,6 +20,8 @@ set(_ember_detail_exceptions
   # (autodiff node ids, the gradient hook, the fusion stream of each backend).
   "^ember::detail::ad::next_node_id\\(\\)"
   "^ember::detail::current_gradient_hook\\(\\)"
+  # The thread's autocast cast cache, called by the inline autocast::lower (src/autocast.cpp).
+  "^ember::detail::autocast::(cache_find|cache_store|cache_clear|cached_casts)\\("
   # (The stream is a class: its get() and the members it calls out of line.)
   "^ember::detail::fusion::Stream<"
   # Fusion's counters, called by the inline Fusion<B> code.
@@ -28,7 +30,7 @@ set(_ember_detail_exceptions
   "^ember::record::detail::(encode|decode|read_file|write_file|write_bytes_atomic|with_extension|check_decoded_size)\\("
   "^ember::record::detail::(PyTorchSource|RegularFile)::"
   "^(typeinfo|typeinfo name|vtable) for ember::record::detail::(PyTorchSource|RegularFile)$"
-  "^ember::config::detail::(value_to_json|value_from_json|write_text|read_text)\\("
+  "^ember::config::detail::(value_to_json|value_from_json|write_text|read_text|path_string)\\("
   # Called by the DataLoader, SqliteDataset and CSV templates of ember::data.
   "^ember::data::detail::(BatchPool|SqliteReader|SqliteWriter)::"
   "^ember::data::detail::(read_csv|csv_column|csv_cell_error|parse_int|parse_double|parse_bool)\\("
