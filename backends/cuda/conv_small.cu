@@ -364,7 +364,8 @@ __global__ void conv_small_fold_kernel(const float* __restrict__ part, int block
 /// Blocks of the weight gradient: two an SM (their registers allow two), at most one a round of
 /// images.
 int wgrad_blocks(const ConvGeom& g, i64 cout, int sms) {
-    const i64 rounds = (g.batch + wgrad_shape(g, cout).images - 1) / wgrad_shape(g, cout).images;
+    const i64 images = wgrad_shape(g, cout).images;
+    const i64 rounds = (g.batch + images - 1) / images;
     return static_cast<int>(std::min<i64>(rounds, 2 * static_cast<i64>(std::max(sms, 1))));
 }
 
