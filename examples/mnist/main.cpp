@@ -9,6 +9,7 @@
 // Dispatch's headers of the modules, the loss and the optimizer the models use, each declaring
 // their Dispatch instances (compiled in ember_dispatch) extern; the command line is parsed in
 // options.cpp, so this file does not compile CLI11.
+#include <ember/backend/cpu.hpp>  // cpu::set_num_threads
 #include <ember/dispatch/nn/conv.hpp>
 #include <ember/dispatch/nn/dropout.hpp>
 #include <ember/dispatch/nn/linear.hpp>

@@ -2,8 +2,8 @@
 // What `mnist train` runs, shared by main.cpp (every backend, through ember::Dispatch) and
 // train_cuda_stack.cpp (the concrete CUDA stack, for CUDA graphs and NCCL): the run's config,
 // the parsed command line, and the training function.
-#include <ember/data.hpp>
-#include <ember/ember.hpp>
+#include <ember/data/dataloader.hpp>
+#include <ember/data/vision.hpp>
 #include <ember/optim/adam.hpp>
 #include <ember/record.hpp>
 #include <ember/train/learner.hpp>

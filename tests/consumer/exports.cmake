@@ -37,6 +37,10 @@ set(_ember_detail_exceptions
   # Called by the Learner's template (include/ember/train/detail/learner_impl.hpp).
   "^ember::train::detail::(SigintGuard|EarlyStopper|ReplicaWorkers)::"
   "^ember::train::detail::(check_checkpoint|commit_checkpoint|remove_checkpoint|clean_artifacts|epoch_seed|format_epoch|format_summary|topk_correct)\\("
+  # The Learner's model-independent core (include/ember/train/detail/learner_core.hpp), which
+  # the Learner's template calls.
+  "^ember::train::detail::(LearnerCore|LoaderShape)::"
+  "^ember::train::detail::(check_learner_settings|complete_learner_settings)\\("
   # ember::nccl's way into the CUDA backend (another library): the device's stream, allocation.
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.

@@ -43,36 +43,18 @@ struct Unhooked {
 };
 }  // namespace detail
 
-/// Reduces a replica's gradients over the ranks of a collective while backward still runs, as
-/// DistributedDataParallel does. The module's trainable parameters are packed into buckets in
-/// reverse order (the order backward produces their gradients); while the reducer is attached
-/// to the thread that runs backward(), each bucket's all-reduce starts as soon as its last
-/// gradient is final (Collective::all_reduce_async), in bucket order on every rank. finish()
-/// starts what is left, waits, and returns the combined gradients.
-///
-///   collective::GradientReducer reducer(comm, model);
-///   optim::GradientsParams grads;
-///   {
-///       auto scope = reducer.attach();
-///       grads = optim::GradientsParams::from_grads(loss.backward(), model);
-///   }
-///   model = optimizer.step(lr, model, reducer.finish(std::move(grads)));
-///
-/// What is reduced is what backward() produced: a step that changes gradients after backward
-/// (clipping, scaling) must do so after finish(), or use sync_gradients. A parameter with no
-/// gradient on this replica counts as zeros, so that every rank packs the same buckets.
-/// One reducer serves one step, with a fork of the same module on every rank.
-template <module::Module M>
-class GradientReducer final : public GradientHook {
-    using IB = InnerBackend<module::BackendOf<M>>;
+namespace detail {
+
+/// What GradientReducer does that does not depend on the module's type: the slots of its
+/// parameters, the buckets, the all-reduces (one instance per inner backend, whatever the
+/// models; GradientReducer<M> adds the walk over M's parameters).
+template <Backend IB>
+class GradientReducerCore : public GradientHook {
     using Flat = Tensor<IB, 1>;
 
   public:
-    /// A reducer for `module`'s trainable parameters over `c` (which must outlive it).
-    GradientReducer(Collective& c, const M& module, GradientSyncOptions options = {})
-        : GradientReducer(c, module, options, true) {}
-    GradientReducer(const GradientReducer&) = delete;
-    GradientReducer& operator=(const GradientReducer&) = delete;
+    GradientReducerCore(const GradientReducerCore&) = delete;
+    GradientReducerCore& operator=(const GradientReducerCore&) = delete;
 
     /// Makes this reducer see the gradients of the backward passes the current thread runs
     /// while the returned scope lives.
@@ -127,30 +109,51 @@ class GradientReducer final : public GradientHook {
     /// Number of buckets whose all-reduce started during backward, before finish().
     std::size_t overlapped() const { return overlapped_; }
 
-    /// sync_gradients' reducer: never hooked into backward, so lazy parameters are left be.
-    /// (A key type rather than a friend template: Clang before 17 does not match a constrained
-    /// friend template with its definition, and refuses the private constructor.)
-    GradientReducer(detail::Unhooked, Collective& c, const M& module, GradientSyncOptions options)
-        : GradientReducer(c, module, options, false) {}
-
-  private:
+  protected:
     // `hooked`: whether on_gradient will be used (sync_gradients leaves lazy parameters be).
-    GradientReducer(Collective& c, const M& module, GradientSyncOptions options, bool hooked)
+    GradientReducerCore(Collective& c, GradientSyncOptions options, bool hooked)
         : c_(c), options_(options), hooked_(hooked) {
         EMBER_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0, Argument,
                     "GradientReducer: bucket sizes must be positive, got bucket_bytes ",
                     options.bucket_bytes, " and first_bucket_bytes ", options.first_bucket_bytes);
         EMBER_CHECK(!options.weight || std::isfinite(*options.weight), Argument,
                     "GradientReducer: the weight must be finite, got ", options.weight.value_or(0));
-        module.visit([&](std::string_view, const auto& p) { add_slot(p); });
-        // Buckets over the parameters in reverse: the last ones' gradients are final first.
+    }
+
+    bool hooked() const { return hooked_; }
+
+    /// Adds a trainable float parameter of rank D; `node`: the graph node whose gradient
+    /// on_gradient takes for it (none: its gradient comes to finish()).
+    template <std::size_t D>
+    void add_slot(ParamId id, Shape shape, DType dtype, Device<IB> device,
+                  std::optional<NodeId> node) {
+        if (node) by_node_.emplace(*node, slots_.size());
+        Slot s{id, shape, dtype, std::move(device)};
+        s.take = [id, shape](optim::GradientsParams& g) -> std::optional<Flat> {
+            auto t = g.template remove<IB, D>(id);
+            if (!t) return std::nullopt;
+            EMBER_CHECK(t->shape() == shape, Shape, "sync_gradients: the gradient of parameter ",
+                        id.to_string(), " has shape ", t->shape().to_string(),
+                        " but the parameter has shape ", shape.to_string());
+            return std::move(*t).template reshape<1>({long(shape.num_elements())});
+        };
+        s.unpack = [id, shape](optim::GradientsParams& out, const Flat& flat, std::size_t at) {
+            const long lo = long(at), hi = long(at + shape.num_elements());
+            auto piece = flat.slice(std::array<std::pair<long, long>, 1>{{{lo, hi}}});
+            out.register_(id, piece.template reshape<D>(shape));
+        };
+        slots_.push_back(std::move(s));
+    }
+
+    /// Packs the slots into buckets, in reverse: the last ones' gradients are final first.
+    void make_buckets() {
         std::size_t bytes = 0;
         for (std::size_t k = slots_.size(); k-- > 0;) {
             const Slot& s = slots_[k];
             const std::size_t b = s.shape.num_elements() * dtype_size(s.dtype);
-            const std::size_t cap = buckets_.size() == 1
-                                        ? std::min(options.first_bucket_bytes, options.bucket_bytes)
-                                        : options.bucket_bytes;
+            const std::size_t cap =
+                buckets_.size() == 1 ? std::min(options_.first_bucket_bytes, options_.bucket_bytes)
+                                     : options_.bucket_bytes;
             if (buckets_.empty() || s.dtype != slots_[buckets_.back().slots[0]].dtype ||
                 bytes + b > cap) {
                 buckets_.emplace_back();
@@ -165,6 +168,7 @@ class GradientReducer final : public GradientHook {
         }
     }
 
+  private:
     struct Slot {
         ParamId id;
         Shape shape;
@@ -182,44 +186,6 @@ class GradientReducer final : public GradientHook {
         std::size_t missing = 0;
         std::optional<PendingAllReduce<IB, 1, Float>> pending;
     };
-
-    template <typename Param>
-    void add_slot(const Param& p) {
-        using T = optim::detail::ParamTraits<module::detail::Bare<Param>>;
-        if constexpr (T::is_float) {
-            constexpr std::size_t D = T::rank;
-            // Lazy parameters count too (forks are lazy until used): every rank must pack the
-            // same buckets, whatever its replica has touched.
-            if (!p.is_require_grad()) return;
-            const Shape shape = p.shape();
-            // The gradient hook knows a parameter by its graph node, which a lazy parameter
-            // gets when its value is made: made here (as its first use would). ember::Dispatch
-            // hides its stack's nodes: there every gradient comes to finish() instead.
-            if constexpr (AutodiffBackend<module::BackendOf<M>> &&
-                          requires { p.val().primitive().node; })
-                if (hooked_)
-                    // A copy: val() is a temporary, and a reference into it dangles.
-                    if (const auto node = p.val().primitive().node)
-                        by_node_.emplace(node->id, slots_.size());
-            const ParamId id = p.id();
-            Slot s{id, shape, p.dtype(), p.device()};
-            s.take = [id, shape](optim::GradientsParams& g) -> std::optional<Flat> {
-                auto t = g.template remove<IB, D>(id);
-                if (!t) return std::nullopt;
-                EMBER_CHECK(t->shape() == shape, Shape,
-                            "sync_gradients: the gradient of parameter ", id.to_string(),
-                            " has shape ", t->shape().to_string(), " but the parameter has shape ",
-                            shape.to_string());
-                return std::move(*t).template reshape<1>({long(shape.num_elements())});
-            };
-            s.unpack = [id, shape](optim::GradientsParams& out, const Flat& flat, std::size_t at) {
-                const long lo = long(at), hi = long(at + shape.num_elements());
-                auto piece = flat.slice(std::array<std::pair<long, long>, 1>{{{lo, hi}}});
-                out.register_(id, piece.template reshape<D>(shape));
-            };
-            slots_.push_back(std::move(s));
-        }
-    }
 
     // Starts, in bucket order, every bucket whose gradients are all in.
     void start_ready() {
@@ -245,6 +211,73 @@ class GradientReducer final : public GradientHook {
     bool hooked_ = true;
     std::size_t next_ = 0, overlapped_ = 0;
     bool finished_ = false;
+};
+
+}  // namespace detail
+
+/// Reduces a replica's gradients over the ranks of a collective while backward still runs, as
+/// DistributedDataParallel does. The module's trainable parameters are packed into buckets in
+/// reverse order (the order backward produces their gradients); while the reducer is attached
+/// to the thread that runs backward(), each bucket's all-reduce starts as soon as its last
+/// gradient is final (Collective::all_reduce_async), in bucket order on every rank. finish()
+/// starts what is left, waits, and returns the combined gradients.
+///
+///   collective::GradientReducer reducer(comm, model);
+///   optim::GradientsParams grads;
+///   {
+///       auto scope = reducer.attach();
+///       grads = optim::GradientsParams::from_grads(loss.backward(), model);
+///   }
+///   model = optimizer.step(lr, model, reducer.finish(std::move(grads)));
+///
+/// What is reduced is what backward() produced: a step that changes gradients after backward
+/// (clipping, scaling) must do so after finish(), or use sync_gradients. A parameter with no
+/// gradient on this replica counts as zeros, so that every rank packs the same buckets.
+/// One reducer serves one step, with a fork of the same module on every rank. Only the walk
+/// over the module's parameters depends on M (detail::GradientReducerCore does the rest).
+template <module::Module M>
+class GradientReducer final
+    : public detail::GradientReducerCore<InnerBackend<module::BackendOf<M>>> {
+    using Core = detail::GradientReducerCore<InnerBackend<module::BackendOf<M>>>;
+
+  public:
+    /// A reducer for `module`'s trainable parameters over `c` (which must outlive it).
+    GradientReducer(Collective& c, const M& module, GradientSyncOptions options = {})
+        : GradientReducer(c, module, options, true) {}
+
+    /// sync_gradients' reducer: never hooked into backward, so lazy parameters are left be.
+    /// (A key type rather than a friend template: Clang before 17 does not match a constrained
+    /// friend template with its definition, and refuses the private constructor.)
+    GradientReducer(detail::Unhooked, Collective& c, const M& module, GradientSyncOptions options)
+        : GradientReducer(c, module, options, false) {}
+
+  private:
+    GradientReducer(Collective& c, const M& module, GradientSyncOptions options, bool hooked)
+        : Core(c, options, hooked) {
+        module.visit([&](std::string_view, const auto& p) { add_param(p); });
+        this->make_buckets();
+    }
+
+    template <typename Param>
+    void add_param(const Param& p) {
+        using T = optim::detail::ParamTraits<module::detail::Bare<Param>>;
+        if constexpr (T::is_float) {
+            // Lazy parameters count too (forks are lazy until used): every rank must pack the
+            // same buckets, whatever its replica has touched.
+            if (!p.is_require_grad()) return;
+            const Shape shape = p.shape();
+            // The gradient hook knows a parameter by its graph node, which a lazy parameter
+            // gets when its value is made: made here (as its first use would). ember::Dispatch
+            // hides its stack's nodes: there every gradient comes to finish() instead.
+            std::optional<NodeId> node;
+            if constexpr (AutodiffBackend<module::BackendOf<M>> &&
+                          requires { p.val().primitive().node; })
+                if (this->hooked())
+                    // A copy: val() is a temporary, and a reference into it dangles.
+                    if (const auto n = p.val().primitive().node) node = n->id;
+            this->template add_slot<T::rank>(p.id(), shape, p.dtype(), p.device(), node);
+        }
+    }
 };
 
 /// `grads` (this replica's gradients of `module`'s parameters) combined over the ranks of `c`,

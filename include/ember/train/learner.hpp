@@ -35,6 +35,7 @@
 #include "../record/recorder.hpp"
 #include "checkpoint.hpp"
 #include "dashboard.hpp"
+#include "detail/learner_core.hpp"
 #include "detail/learner_support.hpp"
 #include "logger.hpp"
 #include "metrics.hpp"
@@ -72,13 +73,11 @@ namespace detail {
 
 // One registered metric, its input type erased behind the step output type.
 template <typename Item>
-struct MetricSlot {
-    virtual ~MetricSlot() = default;
+struct MetricSlot : MetricSlotBase {
     virtual MetricEntry update(const Item& item, const MetricMetadata& md) = 0;
-    virtual void clear() = 0;
-    virtual std::string name() const = 0;
-    bool numeric = false;  // the metric has values (history, early stopping)
-    bool plotted = false;  // the renderer gets them (metric_*_numeric)
+    MetricEntry update_erased(const void* item, const MetricMetadata& md) final {
+        return update(*static_cast<const Item*>(item), md);
+    }
 };
 
 template <typename Item, typename M>
@@ -110,14 +109,6 @@ void add_metric_slot(std::vector<std::shared_ptr<MetricSlot<Item>>>& slots, M me
     slots.push_back(std::move(slot));
 }
 
-// A file checkpointer with its recorder's type erased.
-struct Checkpointer {
-    std::function<void(const record::Value&, const std::filesystem::path&)> save;
-    std::function<record::Value(const std::filesystem::path&)> load;
-    std::function<std::filesystem::path(const std::filesystem::path&)> file_path;
-    std::size_t keep = 2;
-};
-
 template <typename T>
 decltype(auto) deref(T& x) {
     if constexpr (requires {
@@ -145,50 +136,12 @@ constexpr bool capturable_backend() {
 
 }  // namespace detail
 
-/// Everything a Learner was configured with (shared by the builder and the Learner).
+/// Everything a Learner was configured with (shared by the builder and the Learner): the
+/// settings, and the metrics of the training and validation step outputs.
 template <typename TrainItem, typename ValidItem>
-struct LearnerOptions {
-    std::filesystem::path artifact_dir;  ///< where artifacts go
+struct LearnerOptions : LearnerSettings {
     std::vector<std::shared_ptr<detail::MetricSlot<TrainItem>>> train_metrics;  ///< in order
     std::vector<std::shared_ptr<detail::MetricSlot<ValidItem>>> valid_metrics;  ///< in order
-    std::shared_ptr<MetricLogger> train_logger, valid_logger;                   ///< default: files
-    std::shared_ptr<MetricsRenderer> renderer;                                  ///< default: plain
-    std::size_t grads_accumulation = 1;                ///< steps per update
-    std::optional<detail::Checkpointer> checkpointer;  ///< none by default
-    std::size_t num_epochs = 1;                        ///< epochs of the run
-    std::any devices;                                  ///< std::vector<Device>
-    /// The collective endpoints of a data-parallel run, one per device (none: threads).
-    std::vector<std::shared_ptr<collective::Collective>> collectives;
-    /// Data parallel: reduce gradients during backward (collective::GradientReducer).
-    bool overlap_gradient_sync = true;
-    std::optional<std::size_t> checkpoint;          ///< resume from it
-    bool resume = false;                            ///< resume from the newest complete one
-    /// The artifact directory's lock, held from build() while the Learner lives (not by the
-    /// processes of a multi-process run that hold no rank 0: they write no checkpoints).
-    std::optional<ArtifactLock> lock;
-    std::shared_ptr<ApplicationLogger> app_logger;  ///< experiment.log
-    bool app_logger_set = false;                    ///< given explicitly
-    struct EarlyStopping {
-        std::string metric;
-        Split split;
-        Direction direction;
-        double min_delta;
-        std::size_t patience;
-    };
-    std::optional<EarlyStopping> early_stopping;  ///< none by default
-    /// The metric whose best epoch's checkpoint is kept besides the last ones.
-    struct KeepBest {
-        std::string metric;   ///< a numeric metric's name
-        Split split;          ///< the split it is registered for
-        Direction direction;  ///< Lowest or Highest is best
-    };
-    std::optional<KeepBest> keep_best;            ///< none by default
-    std::uint64_t seed = 0;                       ///< the run's seed
-    bool capture_steps = false;                   ///< replay steps as CUDA graphs
-    std::optional<DType> autocast;                ///< the steps' mixed precision (none: off)
-    bool summary = false;                         ///< print the summary at the end
-    bool report = true;                           ///< write metrics.csv and report.html
-    Interrupter interrupter;                      ///< shared with renderers and handlers
 };
 
 template <typename M, typename O, typename S, typename TrainItem, typename ValidItem>
@@ -390,7 +343,8 @@ class LearnerBuilder {
     /// The Learner for `model`, `optimizer` and a learning rate (a double) or an
     /// lr_scheduler. ArgumentError for options that do not fit together: resuming without a
     /// checkpointer or from beyond num_epochs, early stopping on a metric not registered as
-    /// numeric for its split, devices of another backend than the model's.
+    /// numeric for its split, devices of another backend than the model's
+    /// (detail::check_learner_settings).
     template <module::Module M, typename O, typename S>
     auto build(M model, O optimizer, S scheduler) const {
         using Sched = std::conditional_t<std::is_arithmetic_v<S>, lr_scheduler::ConstantLr, S>;
@@ -399,59 +353,16 @@ class LearnerBuilder {
                       "lr_scheduler");
         static_assert(LearnerOptimizer<O, M>,
                       "LearnerBuilder::build: the optimizer must step this model type");
+        using Dev = Device<module::BackendOf<M>>;
+        const auto* devs = std::any_cast<std::vector<Dev>>(&o_.devices);
         LearnerOptions<TrainItem, ValidItem> o = o_;
-        EMBER_CHECK(!o.checkpoint || o.checkpointer, Argument, "LearnerBuilder::build: checkpoint(",
-                    o.checkpoint.value_or(0), ") needs a checkpointer (with_file_checkpointer)");
-        EMBER_CHECK(
-            !o.resume || o.checkpointer, Argument,
-            "LearnerBuilder::build: resume() needs a checkpointer (with_file_checkpointer)");
-        EMBER_CHECK(!o.checkpoint || *o.checkpoint <= o.num_epochs, Argument,
-                    "LearnerBuilder::build: checkpoint(", o.checkpoint.value_or(0),
-                    ") is beyond num_epochs ", o.num_epochs);
-        if (o.early_stopping) check_early_stopping(*o.early_stopping);
-        EMBER_CHECK(!o.keep_best || o.checkpointer, Argument,
-                    "LearnerBuilder::build: keep_best_checkpoint needs a checkpointer "
-                    "(with_file_checkpointer)");
-        if (o.keep_best) check_early_stopping(*o.keep_best, "keep_best_checkpoint");
-        if (o.capture_steps) {
-            EMBER_CHECK(detail::capturable_backend<module::BackendOf<M>>(), Argument,
-                        "LearnerBuilder::build: capture_steps needs a model on Cuda, "
-                        "Fusion<Cuda>, Vulkan or Fusion<Vulkan> under Autodiff (this one is on ",
-                        module::BackendOf<M>::name(), ")");
-            EMBER_CHECK(o.grads_accumulation == 1, Argument,
-                        "LearnerBuilder::build: capture_steps does not combine with "
-                        "grads_accumulation(",
-                        o.grads_accumulation, ")");
-            const auto* devs = std::any_cast<std::vector<Device<module::BackendOf<M>>>>(&o.devices);
-            EMBER_CHECK(o.collectives.empty() && (devs == nullptr || devs->size() == 1), Argument,
-                        "LearnerBuilder::build: capture_steps trains on one device (not "
-                        "data-parallel)");
-        }
-        if (o.devices.has_value()) {
-            using Dev = Device<module::BackendOf<M>>;
-            const auto* devs = std::any_cast<std::vector<Dev>>(&o.devices);
-            EMBER_CHECK(devs != nullptr, Argument,
-                        "LearnerBuilder::build: the devices are not devices of the model's "
-                        "backend");
-            model = model.fork(devs->front());
-            EMBER_CHECK(o.collectives.empty() || o.collectives.size() == devs->size(), Argument,
-                        "LearnerBuilder::build: ", o.collectives.size(),
-                        " collective endpoints for ", devs->size(), " devices");
-        } else {
-            EMBER_CHECK(o.collectives.empty(), Argument,
-                        "LearnerBuilder::build: collective endpoints without devices (call "
-                        "devices() with one device per endpoint)");
-        }
-        const auto& dir = o.artifact_dir;
-        // Locked before anything is written: a second run in the same directory stops here.
-        bool writes = o.collectives.empty();
-        for (const auto& c : o.collectives) writes = writes || c->rank() == 0;
-        if (writes) o.lock.emplace(dir);
-        if (!o.train_logger) o.train_logger = std::make_shared<FileMetricLogger>(dir / "train");
-        if (!o.valid_logger) o.valid_logger = std::make_shared<FileMetricLogger>(dir / "valid");
-        if (!o.app_logger_set)
-            o.app_logger = std::make_shared<FileApplicationLogger>(dir / "experiment.log");
-        if (!o.renderer) o.renderer = make_default_renderer(o.interrupter);
+        // The checks are compiled once, in ember_train: the model enters as facts.
+        detail::check_learner_settings(
+            o, slot_pointers(o.train_metrics), slot_pointers(o.valid_metrics),
+            {detail::capturable_backend<module::BackendOf<M>>(), module::BackendOf<M>::name(),
+             devs != nullptr, devs != nullptr ? devs->size() : 0});
+        if (devs != nullptr) model = model.fork(devs->front());
+        detail::complete_learner_settings(o);
         return Learner<M, O, Sched, TrainItem, ValidItem>(
             std::move(o), std::move(model), std::move(optimizer), Sched(std::move(scheduler)));
     }
@@ -464,19 +375,12 @@ class LearnerBuilder {
                                       " for the same split");
     }
 
-    // `what` ("early stopping", "keep_best_checkpoint") names the setting in the message.
-    template <typename E>
-    void check_early_stopping(const E& es, const char* what = "early stopping") const {
-        auto has = [&](const auto& slots) {
-            for (const auto& s : slots)
-                if (s->numeric && s->name() == es.metric) return true;
-            return false;
-        };
-        const bool ok = es.split == Split::Train ? has(o_.train_metrics) : has(o_.valid_metrics);
-        EMBER_CHECK(ok, Argument, "LearnerBuilder::build: ", what, " on '", es.metric,
-                    "', which is not a numeric ",
-                    es.split == Split::Train ? "training" : "validation",
-                    " metric of this learner");
+    template <typename Item>
+    static std::vector<const detail::MetricSlotBase*> slot_pointers(
+        const std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots) {
+        std::vector<const detail::MetricSlotBase*> out;
+        for (const auto& s : slots) out.push_back(s.get());
+        return out;
     }
 
     LearnerOptions<TrainItem, ValidItem> o_;

@@ -59,13 +59,16 @@ constexpr bool captures() {
 }
 }  // namespace detail
 
-/// Trains a model (Burn's Learner); made by LearnerBuilder::build.
+/// Trains a model (Burn's Learner); made by LearnerBuilder::build. What does not depend on the
+/// model (the run's frame, metrics, logs, checkpoints' files) is detail::LearnerCore, compiled
+/// in ember_train; this class steps the model.
 template <typename M, typename O, typename S, typename TrainItem, typename ValidItem>
 class Learner {
   public:
     /// Use LearnerBuilder::build.
     Learner(LearnerOptions<TrainItem, ValidItem> options, M model, O optimizer, S scheduler)
-        : o_(std::move(options)),
+        : core_(std::move(static_cast<LearnerSettings&>(options)),
+                erase(std::move(options.train_metrics)), erase(std::move(options.valid_metrics))),
           model_(std::move(model)),
           optim_(std::move(optimizer)),
           sched_(std::move(scheduler)) {}
@@ -78,129 +81,25 @@ class Learner {
     M fit(TL&& train_loader, VL&& valid_loader) {
         auto& train = detail::deref(train_loader);
         auto& valid = detail::deref(valid_loader);
-        static_assert(LearnerLoader<std::remove_cvref_t<decltype(train)>>,
+        using Train = std::remove_reference_t<decltype(train)>;
+        using Valid = std::remove_reference_t<decltype(valid)>;
+        static_assert(LearnerLoader<std::remove_cv_t<Train>>,
                       "fit: the training loader needs iter(), num_items() and num_batches()");
-        static_assert(LearnerLoader<std::remove_cvref_t<decltype(valid)>>,
+        static_assert(LearnerLoader<std::remove_cv_t<Valid>>,
                       "fit: the validation loader needs iter(), num_items() and num_batches()");
-        EMBER_CHECK(train.num_batches() > 0, Argument,
-                    "Learner::fit: the training loader is "
-                    "empty (",
-                    train.num_items(), " items, 0 batches)");
-        EMBER_CHECK(valid.num_batches() > 0, Argument,
-                    "Learner::fit: the validation loader is "
-                    "empty (",
-                    valid.num_items(), " items, 0 batches)");
-
-        o_.interrupter.reset();
-        M model = model_;
-        O optim = optim_;
-        S sched = sched_;
-        history_.clear();
-        std::size_t first = 1;
-        std::optional<record::Value> optim_record;  // loaded again on each replica's device
-        // What killed runs left: temporaries, checkpoints without their manifest.
-        if (o_.lock) detail::clean_artifacts(o_.artifact_dir);
-        std::optional<std::size_t> resume_from = o_.checkpoint;
-        if (!resume_from && o_.resume) resume_from = latest_checkpoint(o_.artifact_dir);
-        EMBER_CHECK(!resume_from || *resume_from <= o_.num_epochs, Argument,
-                    "Learner::fit: the newest checkpoint in ", o_.artifact_dir.string(), " is ",
-                    resume_from.value_or(0), ", beyond num_epochs ", o_.num_epochs);
-        if (resume_from) {
-            const std::size_t n = *resume_from;
-            detail::check_checkpoint(checkpoint_dir(), n, checkpoint_files(n));
-            model = model.load_record(load_checkpoint("model", n));
-            optim_record = load_checkpoint("optim", n);
-            optim = optim.load_record(*optim_record);
-            sched = sched.load_record(load_checkpoint("scheduler", n));
-            first = n + 1;
-            restore_history(n, train, valid);
-            log("resumed from checkpoint " + std::to_string(n) + " in " + o_.artifact_dir.string());
-        } else {
-            log("training for " + std::to_string(o_.num_epochs) + " epochs, artifacts in " +
-                o_.artifact_dir.string());
-        }
-        std::optional<detail::EarlyStopper> stopper;
-        if (o_.early_stopping) {
-            const auto& es = *o_.early_stopping;
-            stopper.emplace(es.direction, es.min_delta, es.patience);
-            auto& h = history_[es.split][es.metric];
-            for (std::size_t e = 1; e < first; ++e)
-                if (e <= h.size() && !std::isnan(h[e - 1])) stopper->update(e, h[e - 1]);
-        }
-
-        detail::SigintGuard guard(o_.interrupter);
-        struct RunEnd {  // the renderer restores the terminal however fit leaves
-            MetricsRenderer& r;
-            ~RunEnd() { r.on_run_end(); }
-        } run_end{*o_.renderer};
-
-        std::optional<Replicas> dp;
-        if (data_parallel()) {
-            using Batch = std::remove_cvref_t<decltype(*train.iter().begin())>;
-            dp.emplace(make_replicas<Batch>(model, optim, optim_record));
-        }
-
-        std::size_t done = first - 1;
-        for (std::size_t epoch = first; epoch <= o_.num_epochs; ++epoch) {
-            const bool trained = dp ? train_epoch_parallel(train, epoch, *dp, sched)
-                                    : train_epoch(train, epoch, model, optim, sched);
-            if (dp) {  // replica 0 is validated and checkpointed; every replica holds the same
-                model = dp->models[0];
-                optim = dp->optims[0];
-            }
-            if (!trained) {
-                log("interrupted in epoch " + std::to_string(epoch) +
-                    " (training); resume "
-                    "from checkpoint " +
-                    std::to_string(epoch - 1));
-                break;
-            }
-            if (!valid_epoch(valid, epoch, model)) {
-                log("interrupted in epoch " + std::to_string(epoch) +
-                    " (validation); resume "
-                    "from checkpoint " +
-                    std::to_string(epoch - 1));
-                break;
-            }
-            done = epoch;
-            if (!dp || dp->main) save_checkpoint(epoch, model, optim, sched);
-            if (o_.report && (!dp || dp->main)) write_report(o_.artifact_dir);
-            log("epoch " + std::to_string(epoch) + "/" + std::to_string(o_.num_epochs) +
-                " train: " + detail::format_epoch(history_[Split::Train], epoch) +
-                " | valid: " + detail::format_epoch(history_[Split::Valid], epoch));
-            if (stopper) {
-                const auto& es = *o_.early_stopping;
-                const auto& h = history_[es.split][es.metric];
-                if (stopper->update(epoch, h[epoch - 1]) && epoch < o_.num_epochs) {
-                    log("early stopping after epoch " + std::to_string(epoch) + ": " + es.metric +
-                        " has not improved since epoch " + std::to_string(stopper->best_epoch()));
-                    break;
-                }
-            }
-        }
-        // Once more after the loop: an interrupted epoch's logged iterations join the curves.
-        if (o_.report && (!dp || dp->main) && done < o_.num_epochs) write_report(o_.artifact_dir);
-        if (o_.summary) {
-            const std::string s = detail::format_summary(history_, done);
-            std::cout << s << std::flush;
-            log(s);
-        }
-        return model;
+        FitTask<Train, Valid> task(*this, train, valid);
+        core_.fit(task, shape_of(train), shape_of(valid));
+        return std::move(task.model);
     }
 
     /// The interrupter of the run (shared with the builder's).
-    Interrupter interrupter() const { return o_.interrupter; }
+    Interrupter interrupter() const { return o().interrupter; }
     /// The epoch means of every numeric metric after the last fit:
     /// history()[split][name][epoch - 1] (NaN for epochs before a resume whose logs are gone).
-    const detail::MetricHistory& history() const { return history_; }
+    const detail::MetricHistory& history() const { return core_.history(); }
     /// The epoch whose checkpoint keep_best_checkpoint keeps (the best so far); nullopt without
     /// keep_best_checkpoint or before an epoch has a value of its metric.
-    std::optional<std::size_t> best_checkpoint() const {
-        std::size_t n = 0;
-        for (const auto& [split, metrics] : history_)
-            for (const auto& [name, v] : metrics) n = std::max(n, v.size());
-        return best_epoch(n);
-    }
+    std::optional<std::size_t> best_checkpoint() const { return core_.best_checkpoint(); }
 
   private:
     using Backend_ = module::BackendOf<M>;
@@ -251,8 +150,8 @@ class Learner {
     }
 
     bool data_parallel() const {
-        const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o_.devices);
-        return !o_.collectives.empty() || (devs != nullptr && devs->size() > 1);
+        const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o().devices);
+        return !o().collectives.empty() || (devs != nullptr && devs->size() > 1);
     }
 
     template <typename Batch>
@@ -270,20 +169,22 @@ class Learner {
                        "output type");
         } else {
             Replicas dp;
-            const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o_.devices);
+            const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o().devices);
             dp.devices = *devs;
             const std::size_t n = dp.devices.size();
-            if (o_.collectives.empty()) {
+            if (o().collectives.empty()) {
                 for (auto& c : collective::ThreadCollective::group(n))
                     dp.comms.emplace_back(std::move(c));
             } else {
-                dp.comms = o_.collectives;
+                dp.comms = o().collectives;
             }
             dp.main = false;
             for (const auto& c : dp.comms) dp.main = dp.main || c->rank() == 0;
-            dp.models.resize(n, model);
-            dp.optims.resize(n, optim);
-            dp.accumulators.resize(n);
+            // Constructed rather than resized: a vector's fill constructor is a smaller
+            // function than its _M_fill_insert, compiled once per model type.
+            dp.models = std::vector<M>(n, model);
+            dp.optims = std::vector<O>(n, optim);
+            dp.accumulators = std::vector<optim::GradientsAccumulator>(n);
             dp.workers = std::make_unique<detail::ReplicaWorkers>(n);
             // The replicas are made from `model` when the first epoch starts (prepare_replicas).
             dp.optim_record = optim_record;
@@ -308,17 +209,14 @@ class Learner {
 
     template <typename L>
     bool train_shards(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
-        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
+        Backend_::seed(core_.seed_of(epoch, Split::Train));
         set_epoch(loader, epoch);
         if (!dp.ready) prepare_replicas(dp);
-        for (auto& s : o_.train_metrics) s->clear();
-        o_.train_logger->start_epoch(epoch);
-        std::map<std::string, std::pair<double, std::size_t>> sums;
+        core_.begin_epoch(Split::Train, epoch);
         const std::size_t n = dp.models.size(), world = dp.comms[0]->world_size();
         std::size_t pending = 0, iteration = 0;
         double lr = 0;
         bool stopped = false;
-        const std::size_t nb = loader.num_batches();
         auto on_error = [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); };
         auto step = [&](std::size_t r, optim::GradientsParams grads) {
             dp.models[r] = dp.optims[r].step(lr, std::move(dp.models[r]), std::move(grads));
@@ -327,7 +225,7 @@ class Learner {
         for (auto&& batch : range) {
             lr = lr_scheduler::step(sched);
             const std::size_t items = batch.num_items();
-            const bool update = o_.grads_accumulation == 1 || ++pending == o_.grads_accumulation;
+            const bool update = o().grads_accumulation == 1 || ++pending == o().grads_accumulation;
             std::vector<std::optional<TrainItem>> outs(n);
             std::vector<std::size_t> sizes(n, 0);
             dp.workers->run(
@@ -341,12 +239,12 @@ class Learner {
                     // Without accumulation, each bucket's all-reduce starts as soon as backward
                     // has its gradients.
                     std::optional<collective::GradientReducer<M>> reducer;
-                    if (o_.grads_accumulation == 1)
+                    if (o().grads_accumulation == 1)
                         reducer.emplace(comm, dp.models[r],
                                         collective::GradientSyncOptions{.weight = w});
                     if (end > begin) {
                         std::optional<ScopedGradientHook> hook;
-                        if (reducer && o_.overlap_gradient_sync) hook.emplace(*reducer);
+                        if (reducer && o().overlap_gradient_sync) hook.emplace(*reducer);
                         auto out = [&] {
                             const auto mixed = autocast_guard();  // this replica's thread
                             return dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
@@ -372,12 +270,6 @@ class Learner {
                 on_error);
             if (update) pending = 0;
             ++iteration;
-            TrainingProgress p{epoch,
-                               o_.num_epochs,
-                               iteration,
-                               items_after(loader, iteration),
-                               loader.num_items(),
-                               (epoch - 1) * nb + iteration};
             // The metrics read one output for the batch: this process's shards merged.
             std::vector<TrainItem> present;
             std::vector<double> weights;
@@ -388,13 +280,11 @@ class Learner {
                 present.push_back(std::move(*outs[r]));
                 weights.push_back(double(sizes[r]) / double(local));
             }
-            if (!present.empty()) {
-                const TrainItem merged = ItemMerge<TrainItem>::merge(std::move(present), weights);
-                report(o_.train_metrics, merged, MetricMetadata{p, lr}, local, Split::Train,
-                       *o_.train_logger, sums);
-            }
-            o_.renderer->render_train(p);
-            if (o_.interrupter.should_stop()) {
+            std::optional<TrainItem> merged;
+            if (!present.empty())
+                merged.emplace(ItemMerge<TrainItem>::merge(std::move(present), weights));
+            if (core_.step_done(Split::Train, epoch, iteration, merged ? &*merged : nullptr, lr,
+                                local)) {
                 stopped = true;
                 break;
             }
@@ -408,26 +298,8 @@ class Learner {
                                                        {.op = collective::ReduceOp::Sum}));
                 },
                 on_error);
-        end_epoch(Split::Train, epoch, sums);
+        core_.end_epoch(Split::Train, epoch);
         return !stopped;
-    }
-
-    template <typename L>
-    static std::size_t items_after(L& loader, std::size_t iteration) {
-        const std::size_t n = loader.num_items(), b = loader.num_batches();
-        if (iteration >= b) return n;
-        if constexpr (requires { loader.batch_size(); }) {
-            return std::min<std::size_t>(n, iteration * std::size_t(loader.batch_size()));
-        } else {
-            // Batches of equal size but the last: exact when that size is ⌈n / b⌉.
-            return std::min(n, iteration * ((n + b - 1) / b));
-        }
-    }
-
-    // Items in batch `iteration` (from 1).
-    template <typename L>
-    static std::size_t batch_items(L& loader, std::size_t iteration) {
-        return items_after(loader, iteration) - items_after(loader, iteration - 1);
     }
 
     template <typename L>
@@ -435,55 +307,16 @@ class Learner {
         if constexpr (requires { loader.set_epoch(epoch); }) loader.set_epoch(epoch);
     }
 
-    template <typename Item>
-    void report(std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots, const Item& item,
-                const MetricMetadata& md, std::size_t batch_items, Split split,
-                MetricLogger& logger, std::map<std::string, std::pair<double, std::size_t>>& sums) {
-        for (auto& slot : slots) {
-            MetricEntry e = slot->update(item, md);
-            logger.log(e);
-            if (slot->numeric && e.numeric) {
-                // An epoch's value is the mean over its items, as PyTorch users compute it (a
-                // short last batch weighs what its items do).
-                auto& [sum, count] = sums[e.name];
-                sum += *e.numeric * double(batch_items);
-                count += batch_items;
-                // What renderers show as the epoch's mean is what history() will hold.
-                if (count) e.epoch_mean = sum / double(count);
-            }
-            if (!slot->plotted) e.numeric.reset(), e.epoch_mean.reset();
-            if (split == Split::Train)
-                o_.renderer->update_train(e);
-            else
-                o_.renderer->update_valid(e);
-        }
-    }
-
-    void end_epoch(Split split, std::size_t epoch,
-                   const std::map<std::string, std::pair<double, std::size_t>>& sums) {
-        auto& h = history_[split];
-        for (const auto& [name, sc] : sums) {
-            auto& v = h[name];
-            v.resize(epoch, std::numeric_limits<double>::quiet_NaN());
-            v[epoch - 1] = sc.second ? sc.first / double(sc.second) : 0.0;
-        }
-        (split == Split::Train ? o_.train_logger : o_.valid_logger)->end_epoch(epoch);
-        o_.renderer->on_epoch_end(split, epoch);
-    }
-
     // One training epoch; false when interrupted.
     template <typename L>
     bool train_epoch(L& loader, std::size_t epoch, M& model, O& optim, S& sched) {
-        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Train));
+        Backend_::seed(core_.seed_of(epoch, Split::Train));
         set_epoch(loader, epoch);
-        for (auto& s : o_.train_metrics) s->clear();
-        o_.train_logger->start_epoch(epoch);
-        std::map<std::string, std::pair<double, std::size_t>> sums;
+        core_.begin_epoch(Split::Train, epoch);
         optim::GradientsAccumulator accumulator;
         std::size_t pending = 0, iteration = 0;
         double lr = 0;
         bool stopped = false;
-        const std::size_t nb = loader.num_batches();
         auto&& range = loader.iter();
         using Batch = std::remove_cvref_t<decltype(*range.begin())>;
         constexpr bool kCapture = detail::captures<Backend_, Batch>();
@@ -494,7 +327,7 @@ class Learner {
             std::optional<TrainOutput<TrainItem>> eager;
             const TrainItem* item = nullptr;
             if constexpr (kCapture) {
-                if (o_.capture_steps) item = &captured_train(captured, batch, lr, model, optim);
+                if (o().capture_steps) item = &captured_train(captured, batch, lr, model, optim);
             }
             if (item == nullptr) {
                 {
@@ -505,9 +338,9 @@ class Learner {
                 static_assert(std::same_as<std::remove_cvref_t<decltype(model.step(batch))>,
                                            TrainOutput<TrainItem>>,
                               "fit: the model's step(batch) must return TrainOutput<TrainItem>");
-                if (o_.grads_accumulation > 1) {
+                if (o().grads_accumulation > 1) {
                     accumulator.accumulate(model, std::move(out.grads));
-                    if (++pending == o_.grads_accumulation) {
+                    if (++pending == o().grads_accumulation) {
                         model = optim.step(lr, std::move(model), accumulator.grads());
                         pending = 0;
                     }
@@ -517,23 +350,14 @@ class Learner {
                 item = &out.item;
             }
             ++iteration;
-            TrainingProgress p{epoch,
-                               o_.num_epochs,
-                               iteration,
-                               items_after(loader, iteration),
-                               loader.num_items(),
-                               (epoch - 1) * nb + iteration};
-            report(o_.train_metrics, *item, MetricMetadata{p, lr}, batch_items(loader, iteration),
-                   Split::Train, *o_.train_logger, sums);
-            o_.renderer->render_train(p);
-            if (o_.interrupter.should_stop()) {
+            if (core_.step_done(Split::Train, epoch, iteration, item, lr)) {
                 stopped = true;
                 break;
             }
         }
         // The last, partial accumulation is applied rather than dropped: no batch is ignored.
         if (!stopped && pending > 0) model = optim.step(lr, std::move(model), accumulator.grads());
-        end_epoch(Split::Train, epoch, sums);
+        core_.end_epoch(Split::Train, epoch);
         return !stopped;
     }
 
@@ -541,7 +365,7 @@ class Learner {
     // (the batch type is the loader's).
     template <typename Batch>
     void check_capturable() const {
-        if (!o_.capture_steps) return;
+        if (!o().capture_steps) return;
         EMBER_CHECK((detail::captures<Backend_, Batch>()), Argument,
                     "Learner::fit: capture_steps binds each batch's tensors into the captured "
                     "step: declare the batch's fields with EMBER_DETAIL_FIELDS (ember/detail/"
@@ -578,7 +402,7 @@ class Learner {
 
     // LearnerBuilder::autocast's policy for a step on the calling thread (off without it).
     Autocast autocast_guard() const {
-        return Autocast(o_.autocast.value_or(DType::BF16), o_.autocast.has_value());
+        return Autocast(o().autocast.value_or(DType::BF16), o().autocast.has_value());
     }
 
     // One validation step through the captured graph (as captured_train, without an update).
@@ -619,15 +443,12 @@ class Learner {
     // One validation epoch; false when interrupted.
     template <typename L>
     bool valid_epoch(L& loader, std::size_t epoch, const M& model) {
-        Backend_::seed(detail::epoch_seed(o_.seed, epoch, Split::Valid));
+        Backend_::seed(core_.seed_of(epoch, Split::Valid));
         set_epoch(loader, epoch);
-        for (auto& s : o_.valid_metrics) s->clear();
-        o_.valid_logger->start_epoch(epoch);
-        std::map<std::string, std::pair<double, std::size_t>> sums;
+        core_.begin_epoch(Split::Valid, epoch);
         const auto vmodel = model.valid();
         std::size_t iteration = 0;
         bool stopped = false;
-        const std::size_t nb = loader.num_batches();
         auto&& range = loader.iter();
         using Batch = std::remove_cvref_t<decltype(*range.begin())>;
         using VB = module::BackendOf<std::remove_cvref_t<decltype(vmodel)>>;
@@ -640,7 +461,7 @@ class Learner {
             std::optional<ValidItem> eager;
             const ValidItem* item_ptr = nullptr;
             if constexpr (kCapture) {
-                if (o_.capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
+                if (o().capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
             }
             if (item_ptr == nullptr) {
                 const auto mixed = autocast_guard();
@@ -648,125 +469,82 @@ class Learner {
             }
             const ValidItem& item = *item_ptr;
             ++iteration;
-            TrainingProgress p{epoch,
-                               o_.num_epochs,
-                               iteration,
-                               items_after(loader, iteration),
-                               loader.num_items(),
-                               epoch * nb};
-            report(o_.valid_metrics, item, MetricMetadata{p, std::nullopt},
-                   batch_items(loader, iteration), Split::Valid, *o_.valid_logger, sums);
-            o_.renderer->render_valid(p);
-            if (o_.interrupter.should_stop()) {
+            if (core_.step_done(Split::Valid, epoch, iteration, &item, std::nullopt)) {
                 stopped = true;
                 break;
             }
         }
-        end_epoch(Split::Valid, epoch, sums);
+        core_.end_epoch(Split::Valid, epoch);
         return !stopped;
     }
 
-    std::filesystem::path checkpoint_dir() const { return o_.artifact_dir / "checkpoint"; }
-    std::filesystem::path checkpoint_path(const char* what, std::size_t epoch) const {
-        return checkpoint_dir() / (std::string(what) + "-" + std::to_string(epoch));
-    }
-    // The record files of checkpoint `epoch`, with the recorder's extension.
-    std::vector<std::filesystem::path> checkpoint_files(std::size_t epoch) const {
-        std::vector<std::filesystem::path> out;
-        for (const char* what : {"model", "optim", "scheduler"})
-            out.push_back(o_.checkpointer->file_path(checkpoint_path(what, epoch)));
-        return out;
+    void log(const std::string& message) { core_.log(message); }
+    const LearnerSettings& o() const { return core_.settings(); }
+
+    template <typename Item>
+    static std::vector<std::shared_ptr<detail::MetricSlotBase>> erase(
+        std::vector<std::shared_ptr<detail::MetricSlot<Item>>> slots) {
+        return {std::make_move_iterator(slots.begin()), std::make_move_iterator(slots.end())};
     }
 
-    record::Value load_checkpoint(const char* what, std::size_t epoch) const {
-        const auto file = o_.checkpointer->file_path(checkpoint_path(what, epoch));
-        EMBER_CHECK(std::filesystem::exists(file), Format,
-                    "Learner::fit: cannot resume from "
-                    "checkpoint ",
-                    epoch, ": '", file.string(), "' does not exist");
-        return o_.checkpointer->load(file);
+    // A loader's counts, as the core reads them.
+    template <typename L>
+    static detail::LoaderShape shape_of(L& loader) {
+        detail::LoaderShape s{loader.num_items(), loader.num_batches(), std::nullopt};
+        if constexpr (requires { loader.batch_size(); })
+            s.batch_size = std::size_t(loader.batch_size());
+        return s;
     }
 
-    // The three records, then the manifest that makes the checkpoint complete (each file
-    // written atomically, the directory synced after the renames); a kill anywhere in between
-    // leaves the previous checkpoint the newest complete one.
-    void save_checkpoint(std::size_t epoch, const M& model, const O& optim, const S& sched) {
-        if (!o_.checkpointer) return;
-        std::filesystem::create_directories(checkpoint_dir());
-        const auto& c = *o_.checkpointer;
-        c.save(model.into_record(), checkpoint_path("model", epoch));
-        c.save(optim.to_record(), checkpoint_path("optim", epoch));
-        c.save(sched.to_record(), checkpoint_path("scheduler", epoch));
-        detail::commit_checkpoint(checkpoint_dir(), epoch, checkpoint_files(epoch));
-        // The best epoch's checkpoint outlives the window of the last `keep`; when a better
-        // epoch comes, the former best goes unless the window still holds it.
-        const auto before = best_epoch(epoch - 1), best = best_epoch(epoch);
-        const std::size_t oldest = epoch > c.keep ? epoch - c.keep + 1 : 1;  // in the window
-        if (epoch > c.keep && best != epoch - c.keep)
-            detail::remove_checkpoint(checkpoint_dir(), epoch - c.keep,
-                                      checkpoint_files(epoch - c.keep));
-        if (before && before != best && *before + 1 < oldest)
-            detail::remove_checkpoint(checkpoint_dir(), *before, checkpoint_files(*before));
-        log("saved checkpoint " + std::to_string(epoch) +
-            (best ? " (best " + o_.keep_best->metric + ": epoch " + std::to_string(*best) + ")"
-                  : std::string()));
-    }
-
-    // The epoch among 1..upto with the best epoch mean of the keep_best metric (the earlier on
-    // ties; epochs without a value are skipped); nullopt without keep_best or a value.
-    std::optional<std::size_t> best_epoch(std::size_t upto) const {
-        if (!o_.keep_best) return std::nullopt;
-        const auto& kb = *o_.keep_best;
-        const auto split = history_.find(kb.split);
-        if (split == history_.end()) return std::nullopt;
-        const auto values = split->second.find(kb.metric);
-        if (values == split->second.end()) return std::nullopt;
-        std::optional<std::size_t> best;
-        for (std::size_t e = 1; e <= std::min(upto, values->second.size()); ++e) {
-            const double v = values->second[e - 1];
-            if (std::isnan(v)) continue;
-            const double b = best ? values->second[*best - 1] : 0.0;
-            if (!best || (kb.direction == Direction::Lowest ? v < b : v > b)) best = e;
-        }
-        return best;
-    }
-
-    // The epoch means of epochs 1..n, from what the loggers wrote (resume); each iteration's
-    // value weighted by its batch's items, as end_epoch does.
+    // One fit: its model, optimizer and scheduler, its loaders, and its replicas when it is
+    // data-parallel; the core calls it back for what needs the model.
     template <typename TL, typename VL>
-    void restore_history(std::size_t n, TL& train, VL& valid) {
-        auto restore = [&](Split split, auto& slots, MetricLogger& logger, auto& loader) {
-            for (const auto& s : slots) {
-                if (!s->numeric) continue;
-                auto& v = history_[split][s->name()];
-                v.assign(n, std::numeric_limits<double>::quiet_NaN());
-                for (std::size_t e = 1; e <= n; ++e) {
-                    auto vals = logger.read_numeric(s->name(), e);
-                    if (!vals || vals->empty()) continue;
-                    double sum = 0;
-                    std::size_t count = 0;
-                    for (std::size_t i = 0; i < vals->size(); ++i) {
-                        const std::size_t w = batch_items(loader, i + 1);
-                        sum += (*vals)[i] * double(w);
-                        count += w;
-                    }
-                    v[e - 1] = count ? sum / double(count) : 0.0;
-                }
+    struct FitTask final : detail::LearnerTask {
+        FitTask(Learner& l, TL& train, VL& valid)
+            : l(l), train(train), valid(valid), model(l.model_), optim(l.optim_), sched(l.sched_) {}
+        void resume(std::size_t n) override {
+            model = model.load_record(l.core_.load_checkpoint("model", n));
+            optim_record = l.core_.load_checkpoint("optim", n);  // again on each replica
+            optim = optim.load_record(*optim_record);
+            sched = sched.load_record(l.core_.load_checkpoint("scheduler", n));
+        }
+        void start() override {
+            if (!l.data_parallel()) return;
+            using Batch = std::remove_cvref_t<decltype(*train.iter().begin())>;
+            dp.emplace(l.template make_replicas<Batch>(model, optim, optim_record));
+        }
+        bool train_epoch(std::size_t epoch) override {
+            const bool trained = dp ? l.train_epoch_parallel(train, epoch, *dp, sched)
+                                    : l.train_epoch(train, epoch, model, optim, sched);
+            if (dp) {  // replica 0 is validated and checkpointed; every replica holds the same
+                model = dp->models[0];
+                optim = dp->optims[0];
             }
-        };
-        restore(Split::Train, o_.train_metrics, *o_.train_logger, train);
-        restore(Split::Valid, o_.valid_metrics, *o_.valid_logger, valid);
-    }
+            return trained;
+        }
+        bool valid_epoch(std::size_t epoch) override { return l.valid_epoch(valid, epoch, model); }
+        bool writes() const override { return !dp || dp->main; }
+        record::Value record_of(const char* what) const override {
+            const std::string_view w(what);
+            if (w == "model") return model.into_record();
+            if (w == "optim") return optim.to_record();
+            return sched.to_record();
+        }
 
-    void log(const std::string& message) {
-        if (o_.app_logger) o_.app_logger->log(message);
-    }
+        Learner& l;
+        TL& train;
+        VL& valid;
+        M model;
+        O optim;
+        S sched;
+        std::optional<record::Value> optim_record;  // loaded again on each replica's device
+        std::optional<Replicas> dp;
+    };
 
-    LearnerOptions<TrainItem, ValidItem> o_;
+    detail::LearnerCore core_;
     M model_;
     O optim_;
     S sched_;
-    detail::MetricHistory history_;
 };
 
 }  // namespace ember::train
