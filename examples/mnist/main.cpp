@@ -6,9 +6,9 @@
 //               [--devices N|I,J] ...                                     (see --help)
 //   mnist infer [--artifact-dir DIR] [--count N] [--backend ...]
 //   mnist export [--artifact-dir DIR] [--out DIR] [--count N]   (for examples/firmware)
-// Dispatch's headers of the modules, the loss and the optimizer the models use, each declaring
-// their Dispatch instances (compiled in ember_dispatch) extern; the command line is parsed in
-// options.cpp, so this file does not compile CLI11.
+// Dispatch's headers of the modules, the loss, the optimizer and the Learner the models use,
+// each declaring their Dispatch instances (compiled in ember_dispatch) extern; the command line
+// is parsed in options.cpp, so this file does not compile CLI11.
 #include <ember/backend/cpu.hpp>  // cpu::set_num_threads
 #include <ember/dispatch/nn/conv.hpp>
 #include <ember/dispatch/nn/dropout.hpp>
@@ -16,6 +16,7 @@
 #include <ember/dispatch/nn/loss.hpp>
 #include <ember/dispatch/nn/pool.hpp>
 #include <ember/dispatch/optim/adam.hpp>
+#include <ember/dispatch/train.hpp>
 #include <ember/record.hpp>
 
 #include <fstream>

@@ -8,8 +8,8 @@
 #include <ember/data/text.hpp>
 // The modules, losses and optimizers with their Dispatch instances compiled in ember_dispatch.
 #include <ember/dispatch/nn.hpp>
+#include <ember/dispatch/train.hpp>  // the Learner, its Dispatch instances extern
 #include <ember/record.hpp>
-#include <ember/train/learner.hpp>
 #include <ember/train/plain_renderer.hpp>
 
 #include <charconv>

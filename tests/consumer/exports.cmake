@@ -41,6 +41,11 @@ set(_ember_detail_exceptions
   # the Learner's template calls.
   "^ember::train::detail::(LearnerCore|LoaderShape)::"
   "^ember::train::detail::(check_learner_settings|complete_learner_settings)\\("
+  # The gradient reducer's core and scale_gradients' step on Dispatch, compiled in
+  # ember_dispatch (include/ember/dispatch/train.hpp declares them extern).
+  "^(void )?ember::collective::detail::GradientReducerCore<ember::Dispatch>::"
+  "^void ember::collective::detail::scale_gradient<ember::Dispatch, "
+  "^(typeinfo|typeinfo name|vtable) for ember::collective::detail::GradientReducerCore<ember::Dispatch>$"
   # ember::nccl's way into the CUDA backend (another library): the device's stream, allocation.
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.

@@ -47,7 +47,9 @@ namespace detail {
 
 /// What GradientReducer does that does not depend on the module's type: the slots of its
 /// parameters, the buckets, the all-reduces (one instance per inner backend, whatever the
-/// models; GradientReducer<M> adds the walk over M's parameters).
+/// models; GradientReducer<M> adds the walk over M's parameters). Its members are defined out of
+/// the class, so not inline: ember_dispatch compiles the Dispatch instance once
+/// (<ember/dispatch/train.hpp> declares it extern).
 template <Backend IB>
 class GradientReducerCore : public GradientHook {
     using Flat = Tensor<IB, 1>;
@@ -55,6 +57,7 @@ class GradientReducerCore : public GradientHook {
   public:
     GradientReducerCore(const GradientReducerCore&) = delete;
     GradientReducerCore& operator=(const GradientReducerCore&) = delete;
+    ~GradientReducerCore() override;
 
     /// Makes this reducer see the gradients of the backward passes the current thread runs
     /// while the returned scope lives.
@@ -62,47 +65,12 @@ class GradientReducerCore : public GradientHook {
 
     /// Takes a parameter's final gradient from backward (GradientHook) and starts the
     /// all-reduces it completes. ArgumentError when the parameter already had one this step.
-    void on_gradient(NodeId id, const std::any& grad) override {
-        auto it = by_node_.find(id);
-        if (it == by_node_.end()) return;  // not one of the module's parameters
-        Slot& s = slots_[it->second];
-        EMBER_CHECK(!s.grad && !finished_, Argument, "GradientReducer: parameter ",
-                    s.id.to_string(), " got a second gradient in one step (backward ran twice?);",
-                    " use a reducer per backward pass, or sync_gradients afterwards");
-        const auto& g = std::any_cast<const typename IB::FloatTensorPrimitive&>(grad);
-        s.grad = Flat::from_primitive(IB::float_reshape(g, Shape{s.shape.num_elements()}));
-        if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
-        --buckets_[s.bucket].missing;
-        start_ready();
-    }
+    void on_gradient(NodeId id, const std::any& grad) override;
 
     /// The combined gradients. `grads` (this replica's gradients, as its step returned them)
     /// supplies what the reducer did not see during backward; the rest of it is dropped.
     /// Waits for the all-reduces (the host, not a device, where the collective allows it).
-    optim::GradientsParams finish(optim::GradientsParams grads) {
-        EMBER_CHECK(!finished_, Argument, "GradientReducer: finish() was already called");
-        finished_ = true;
-        overlapped_ = next_;
-        for (Slot& s : slots_) {
-            auto given = s.take(grads);
-            if (s.grad) continue;
-            s.grad =
-                given ? std::move(*given) : Flat::zeros(Shape{s.shape.num_elements()}, s.device);
-            if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
-            --buckets_[s.bucket].missing;
-        }
-        start_ready();
-        optim::GradientsParams out;
-        for (Bucket& b : buckets_) {
-            const Flat flat = std::move(*b.pending).wait();
-            std::size_t offset = 0;
-            for (std::size_t k : b.slots) {
-                slots_[k].unpack(out, flat, offset);
-                offset += slots_[k].shape.num_elements();
-            }
-        }
-        return out;
-    }
+    optim::GradientsParams finish(optim::GradientsParams grads);
 
     /// Number of buckets.
     std::size_t num_buckets() const { return buckets_.size(); }
@@ -111,14 +79,7 @@ class GradientReducerCore : public GradientHook {
 
   protected:
     // `hooked`: whether on_gradient will be used (sync_gradients leaves lazy parameters be).
-    GradientReducerCore(Collective& c, GradientSyncOptions options, bool hooked)
-        : c_(c), options_(options), hooked_(hooked) {
-        EMBER_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0, Argument,
-                    "GradientReducer: bucket sizes must be positive, got bucket_bytes ",
-                    options.bucket_bytes, " and first_bucket_bytes ", options.first_bucket_bytes);
-        EMBER_CHECK(!options.weight || std::isfinite(*options.weight), Argument,
-                    "GradientReducer: the weight must be finite, got ", options.weight.value_or(0));
-    }
+    GradientReducerCore(Collective& c, GradientSyncOptions options, bool hooked);
 
     bool hooked() const { return hooked_; }
 
@@ -126,47 +87,10 @@ class GradientReducerCore : public GradientHook {
     /// on_gradient takes for it (none: its gradient comes to finish()).
     template <std::size_t D>
     void add_slot(ParamId id, Shape shape, DType dtype, Device<IB> device,
-                  std::optional<NodeId> node) {
-        if (node) by_node_.emplace(*node, slots_.size());
-        Slot s{id, shape, dtype, std::move(device)};
-        s.take = [id, shape](optim::GradientsParams& g) -> std::optional<Flat> {
-            auto t = g.template remove<IB, D>(id);
-            if (!t) return std::nullopt;
-            EMBER_CHECK(t->shape() == shape, Shape, "sync_gradients: the gradient of parameter ",
-                        id.to_string(), " has shape ", t->shape().to_string(),
-                        " but the parameter has shape ", shape.to_string());
-            return std::move(*t).template reshape<1>({long(shape.num_elements())});
-        };
-        s.unpack = [id, shape](optim::GradientsParams& out, const Flat& flat, std::size_t at) {
-            const long lo = long(at), hi = long(at + shape.num_elements());
-            auto piece = flat.slice(std::array<std::pair<long, long>, 1>{{{lo, hi}}});
-            out.register_(id, piece.template reshape<D>(shape));
-        };
-        slots_.push_back(std::move(s));
-    }
+                  std::optional<NodeId> node);
 
     /// Packs the slots into buckets, in reverse: the last ones' gradients are final first.
-    void make_buckets() {
-        std::size_t bytes = 0;
-        for (std::size_t k = slots_.size(); k-- > 0;) {
-            const Slot& s = slots_[k];
-            const std::size_t b = s.shape.num_elements() * dtype_size(s.dtype);
-            const std::size_t cap =
-                buckets_.size() == 1 ? std::min(options_.first_bucket_bytes, options_.bucket_bytes)
-                                     : options_.bucket_bytes;
-            if (buckets_.empty() || s.dtype != slots_[buckets_.back().slots[0]].dtype ||
-                bytes + b > cap) {
-                buckets_.emplace_back();
-                bytes = 0;
-            }
-            buckets_.back().slots.push_back(k);
-            bytes += b;
-        }
-        for (std::size_t i = 0; i < buckets_.size(); ++i) {
-            buckets_[i].missing = buckets_[i].slots.size();
-            for (std::size_t k : buckets_[i].slots) slots_[k].bucket = i;
-        }
-    }
+    void make_buckets();
 
   private:
     struct Slot {
@@ -188,20 +112,7 @@ class GradientReducerCore : public GradientHook {
     };
 
     // Starts, in bucket order, every bucket whose gradients are all in.
-    void start_ready() {
-        while (next_ < buckets_.size() && buckets_[next_].missing == 0) {
-            Bucket& b = buckets_[next_++];
-            std::vector<Flat> parts;
-            for (std::size_t k : b.slots) parts.push_back(std::move(*slots_[k].grad));
-            Flat flat = parts.size() == 1 ? std::move(parts[0]) : Flat::cat(parts, 0);
-            parts.clear();
-            if (options_.weight)
-                b.pending.emplace(all_reduce_async(c_, std::move(flat).mul_scalar(*options_.weight),
-                                                   ReduceOp::Sum));
-            else
-                b.pending.emplace(all_reduce_async(c_, std::move(flat), options_.op));
-        }
-    }
+    void start_ready();
 
     Collective& c_;
     GradientSyncOptions options_;
@@ -212,6 +123,121 @@ class GradientReducerCore : public GradientHook {
     std::size_t next_ = 0, overlapped_ = 0;
     bool finished_ = false;
 };
+
+template <Backend IB>
+GradientReducerCore<IB>::GradientReducerCore(Collective& c, GradientSyncOptions options,
+                                             bool hooked)
+    : c_(c), options_(options), hooked_(hooked) {
+    EMBER_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0, Argument,
+                "GradientReducer: bucket sizes must be positive, got bucket_bytes ",
+                options.bucket_bytes, " and first_bucket_bytes ", options.first_bucket_bytes);
+    EMBER_CHECK(!options.weight || std::isfinite(*options.weight), Argument,
+                "GradientReducer: the weight must be finite, got ", options.weight.value_or(0));
+}
+
+template <Backend IB>
+GradientReducerCore<IB>::~GradientReducerCore() = default;
+
+template <Backend IB>
+void GradientReducerCore<IB>::on_gradient(NodeId id, const std::any& grad) {
+    auto it = by_node_.find(id);
+    if (it == by_node_.end()) return;  // not one of the module's parameters
+    Slot& s = slots_[it->second];
+    EMBER_CHECK(!s.grad && !finished_, Argument, "GradientReducer: parameter ", s.id.to_string(),
+                " got a second gradient in one step (backward ran twice?);",
+                " use a reducer per backward pass, or sync_gradients afterwards");
+    const auto& g = std::any_cast<const typename IB::FloatTensorPrimitive&>(grad);
+    s.grad = Flat::from_primitive(IB::float_reshape(g, Shape{s.shape.num_elements()}));
+    if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
+    --buckets_[s.bucket].missing;
+    start_ready();
+}
+
+template <Backend IB>
+optim::GradientsParams GradientReducerCore<IB>::finish(optim::GradientsParams grads) {
+    EMBER_CHECK(!finished_, Argument, "GradientReducer: finish() was already called");
+    finished_ = true;
+    overlapped_ = next_;
+    for (Slot& s : slots_) {
+        auto given = s.take(grads);
+        if (s.grad) continue;
+        s.grad = given ? std::move(*given) : Flat::zeros(Shape{s.shape.num_elements()}, s.device);
+        if (s.grad->dtype() != s.dtype) s.grad = s.grad->cast(s.dtype);
+        --buckets_[s.bucket].missing;
+    }
+    start_ready();
+    optim::GradientsParams out;
+    for (Bucket& b : buckets_) {
+        const Flat flat = std::move(*b.pending).wait();
+        std::size_t offset = 0;
+        for (std::size_t k : b.slots) {
+            slots_[k].unpack(out, flat, offset);
+            offset += slots_[k].shape.num_elements();
+        }
+    }
+    return out;
+}
+
+template <Backend IB>
+template <std::size_t D>
+void GradientReducerCore<IB>::add_slot(ParamId id, Shape shape, DType dtype, Device<IB> device,
+                                       std::optional<NodeId> node) {
+    if (node) by_node_.emplace(*node, slots_.size());
+    Slot s{id, shape, dtype, std::move(device)};
+    s.take = [id, shape](optim::GradientsParams& g) -> std::optional<Flat> {
+        auto t = g.template remove<IB, D>(id);
+        if (!t) return std::nullopt;
+        EMBER_CHECK(t->shape() == shape, Shape, "sync_gradients: the gradient of parameter ",
+                    id.to_string(), " has shape ", t->shape().to_string(),
+                    " but the parameter has shape ", shape.to_string());
+        return std::move(*t).template reshape<1>({long(shape.num_elements())});
+    };
+    s.unpack = [id, shape](optim::GradientsParams& out, const Flat& flat, std::size_t at) {
+        const long lo = long(at), hi = long(at + shape.num_elements());
+        auto piece = flat.slice(std::array<std::pair<long, long>, 1>{{{lo, hi}}});
+        out.register_(id, piece.template reshape<D>(shape));
+    };
+    slots_.push_back(std::move(s));
+}
+
+template <Backend IB>
+void GradientReducerCore<IB>::make_buckets() {
+    std::size_t bytes = 0;
+    for (std::size_t k = slots_.size(); k-- > 0;) {
+        const Slot& s = slots_[k];
+        const std::size_t b = s.shape.num_elements() * dtype_size(s.dtype);
+        const std::size_t cap = buckets_.size() == 1
+                                    ? std::min(options_.first_bucket_bytes, options_.bucket_bytes)
+                                    : options_.bucket_bytes;
+        if (buckets_.empty() || s.dtype != slots_[buckets_.back().slots[0]].dtype ||
+            bytes + b > cap) {
+            buckets_.emplace_back();
+            bytes = 0;
+        }
+        buckets_.back().slots.push_back(k);
+        bytes += b;
+    }
+    for (std::size_t i = 0; i < buckets_.size(); ++i) {
+        buckets_[i].missing = buckets_[i].slots.size();
+        for (std::size_t k : buckets_[i].slots) slots_[k].bucket = i;
+    }
+}
+
+template <Backend IB>
+void GradientReducerCore<IB>::start_ready() {
+    while (next_ < buckets_.size() && buckets_[next_].missing == 0) {
+        Bucket& b = buckets_[next_++];
+        std::vector<Flat> parts;
+        for (std::size_t k : b.slots) parts.push_back(std::move(*slots_[k].grad));
+        Flat flat = parts.size() == 1 ? std::move(parts[0]) : Flat::cat(parts, 0);
+        parts.clear();
+        if (options_.weight)
+            b.pending.emplace(
+                all_reduce_async(c_, std::move(flat).mul_scalar(*options_.weight), ReduceOp::Sum));
+        else
+            b.pending.emplace(all_reduce_async(c_, std::move(flat), options_.op));
+    }
+}
 
 }  // namespace detail
 
@@ -296,6 +322,18 @@ optim::GradientsParams sync_gradients(Collective& c, const M& module, optim::Gra
 
 namespace ember::collective {
 
+namespace detail {
+/// Moves the gradient of parameter `id` (a float tensor of rank D on B) from `grads` to `out`,
+/// multiplied by `factor`: scale_gradients' step for each parameter, whatever the module
+/// (ember_dispatch compiles the Dispatch instances once).
+template <Backend B, std::size_t D>
+void scale_gradient(ParamId id, optim::GradientsParams& grads, optim::GradientsParams& out,
+                    double factor) {
+    if (auto g = grads.template remove<B, D>(id))
+        out.register_(id, std::move(*g).mul_scalar(factor));
+}
+}  // namespace detail
+
 /// `grads` with every gradient of `module`'s parameters multiplied by `factor` (the others are
 /// dropped).
 template <module::Module M>
@@ -305,10 +343,7 @@ optim::GradientsParams scale_gradients(const M& module, optim::GradientsParams g
     optim::GradientsParams out;
     module.visit([&](std::string_view, const auto& p) {
         using T = optim::detail::ParamTraits<module::detail::Bare<decltype(p)>>;
-        if constexpr (T::is_float) {
-            if (auto g = grads.template remove<IB, T::rank>(p.id()))
-                out.register_(p.id(), std::move(*g).mul_scalar(factor));
-        }
+        if constexpr (T::is_float) detail::scale_gradient<IB, T::rank>(p.id(), grads, out, factor);
     });
     return out;
 }

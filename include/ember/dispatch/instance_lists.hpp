@@ -239,6 +239,43 @@
     EMBER_DISPATCH_OPTIM_MULTI_FUNCTIONS(F, Sgd)                                          \
     EMBER_DISPATCH_OPTIM_WALK_CLASSES(C, Sgd)
 
+/// X applied to the reducer core's `add_slot<D>` on Dispatch.
+#define EMBER_DISPATCH_REDUCER_SLOT(F, D)                                                  \
+    F(void collective::detail::GradientReducerCore<Dispatch>::add_slot<D>(                 \
+        ParamId, Shape, DType, Device<Dispatch>, std::optional<NodeId>))
+/// X applied to `train::shard_rows<Dispatch, D, K>`.
+#define EMBER_DISPATCH_SHARD_ROWS(F, D, K)                                                 \
+    F(Tensor<Dispatch, D, K> train::shard_rows<Dispatch, D, K>(                            \
+        const Tensor<Dispatch, D, K>&, std::size_t, std::size_t, const Device<Dispatch>&))
+/// X applied to `collective::broadcast<Dispatch, D, Float>` (broadcast_module's).
+#define EMBER_DISPATCH_BROADCAST(F, D)                                                     \
+    F(Tensor<Dispatch, D> collective::broadcast<Dispatch, D, Float>(                       \
+        collective::Collective&, Tensor<Dispatch, D>, std::size_t))
+/// X applied to the per-parameter steps of GradientsAccumulator::accumulate and
+/// collective::scale_gradients at rank D.
+#define EMBER_DISPATCH_GRADIENT_STEPS(F, D)                                                \
+    F(void optim::GradientsAccumulator::add<Dispatch, D>(                                  \
+        ParamId, std::string_view, optim::GradientsParams&))                              \
+    F(void collective::detail::scale_gradient<Dispatch, D>(                                \
+        ParamId, optim::GradientsParams&, optim::GradientsParams&, double))
+/// The Learner's pieces that do not depend on the model: the gradient reducer's core, the merge
+/// of the replicas' step outputs, the shards of a batch's tensors, the broadcast of the
+/// replicas' parameters and the per-parameter steps of gradient accumulation and scaling
+/// (<ember/dispatch/train.hpp>, src/dispatch/instances_train.cpp).
+#define EMBER_DISPATCH_PART_TRAIN(C, S, F)                                                \
+    C(collective::detail::GradientReducerCore<Dispatch>)                                  \
+    EMBER_DISPATCH_REDUCER_SLOT(F, 1) EMBER_DISPATCH_REDUCER_SLOT(F, 2)                   \
+    EMBER_DISPATCH_REDUCER_SLOT(F, 3) EMBER_DISPATCH_REDUCER_SLOT(F, 4)                   \
+    S(train::ItemMerge<train::ClassificationOutput<Dispatch>>)                            \
+    S(train::ItemMerge<train::RegressionOutput<Dispatch>>)                                \
+    EMBER_DISPATCH_SHARD_ROWS(F, 1, Float) EMBER_DISPATCH_SHARD_ROWS(F, 2, Float)         \
+    EMBER_DISPATCH_SHARD_ROWS(F, 3, Float) EMBER_DISPATCH_SHARD_ROWS(F, 4, Float)         \
+    EMBER_DISPATCH_SHARD_ROWS(F, 1, Int) EMBER_DISPATCH_SHARD_ROWS(F, 2, Int)             \
+    EMBER_DISPATCH_BROADCAST(F, 1) EMBER_DISPATCH_BROADCAST(F, 2)                         \
+    EMBER_DISPATCH_BROADCAST(F, 3) EMBER_DISPATCH_BROADCAST(F, 4)                         \
+    EMBER_DISPATCH_GRADIENT_STEPS(F, 1) EMBER_DISPATCH_GRADIENT_STEPS(F, 2)               \
+    EMBER_DISPATCH_GRADIENT_STEPS(F, 3) EMBER_DISPATCH_GRADIENT_STEPS(F, 4)
+
 /// Every part of the module layer (src/dispatch/instances_nn.cpp).
 #define EMBER_DISPATCH_NN_PARTS(C, S, F)                                                        \
     EMBER_DISPATCH_PART_MODULE(C, S, F) EMBER_DISPATCH_PART_LINEAR(C, S, F)                     \

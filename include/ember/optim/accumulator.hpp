@@ -17,30 +17,35 @@ class GradientsAccumulator {
     void accumulate(const M& module, GradientsParams grads) {
         module.visit([&](std::string_view path, const auto& p) {
             using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
-            if constexpr (T::is_float) {
-                using G = typename T::Grad;
-                using IB = InnerBackend<typename T::Backend>;
-                constexpr std::size_t D = T::rank;
-                auto g = grads.template remove<IB, D>(p.id());
-                if (!g) return;
-                if (auto prev = sum_.template remove<IB, D>(p.id())) {
-                    EMBER_CHECK(prev->shape() == g->shape(), Shape,
-                                "GradientsAccumulator::accumulate: the gradient of '", path,
-                                "' has shape ", g->shape().to_string(), " but the sum has ",
-                                prev->shape().to_string());
-                    G sum = std::move(*prev).add(*g);
-                    sum_.register_(p.id(), std::move(sum));
-                } else {
-                    sum_.register_(p.id(), std::move(*g));
-                }
-            }
+            if constexpr (T::is_float)
+                add<InnerBackend<typename T::Backend>, T::rank>(p.id(), path, grads);
         });
     }
     /// The accumulated gradients; the accumulator starts again from zero.
     GradientsParams grads() { return std::exchange(sum_, GradientsParams{}); }
 
+    /// Adds the gradient of parameter `id` (at `path`, for messages), a float tensor of rank D
+    /// on B, from `grads` to the sum: what accumulate does for each parameter, whatever the
+    /// module (defined out of the class: ember_dispatch compiles the Dispatch instances once).
+    template <Backend B, std::size_t D>
+    void add(ParamId id, std::string_view path, GradientsParams& grads);
+
   private:
     GradientsParams sum_;
 };
+
+template <Backend B, std::size_t D>
+void GradientsAccumulator::add(ParamId id, std::string_view path, GradientsParams& grads) {
+    auto g = grads.template remove<B, D>(id);
+    if (!g) return;
+    if (auto prev = sum_.template remove<B, D>(id)) {
+        EMBER_CHECK(prev->shape() == g->shape(), Shape,
+                    "GradientsAccumulator::accumulate: the gradient of '", path, "' has shape ",
+                    g->shape().to_string(), " but the sum has ", prev->shape().to_string());
+        sum_.register_(id, std::move(*prev).add(*g));
+    } else {
+        sum_.register_(id, std::move(*g));
+    }
+}
 
 }  // namespace ember::optim

@@ -166,18 +166,7 @@ template <Backend B>
 struct ItemMerge<ClassificationOutput<B>> {
     /// One output for the whole batch.
     static ClassificationOutput<B> merge(std::vector<ClassificationOutput<B>> items,
-                                         std::span<const double> weights) {
-        std::vector<Tensor<B, 1>> loss;
-        std::vector<Tensor<B, 2>> out;
-        std::vector<Tensor<B, 1, Int>> targets;
-        for (auto& i : items) {
-            loss.push_back(i.loss);
-            out.push_back(i.output);
-            targets.push_back(i.targets);
-        }
-        return {detail::merge_loss(loss, weights), detail::merge_rows(out),
-                detail::merge_rows(targets)};
-    }
+                                         std::span<const double> weights);
 };
 
 /// RegressionOutput: as ClassificationOutput.
@@ -185,18 +174,39 @@ template <Backend B>
 struct ItemMerge<RegressionOutput<B>> {
     /// One output for the whole batch.
     static RegressionOutput<B> merge(std::vector<RegressionOutput<B>> items,
-                                     std::span<const double> weights) {
-        std::vector<Tensor<B, 1>> loss;
-        std::vector<Tensor<B, 2>> out, targets;
-        for (auto& i : items) {
-            loss.push_back(i.loss);
-            out.push_back(i.output);
-            targets.push_back(i.targets);
-        }
-        return {detail::merge_loss(loss, weights), detail::merge_rows(out),
-                detail::merge_rows(targets)};
-    }
+                                     std::span<const double> weights);
 };
+
+// Out of the classes, so not inline: ember_dispatch compiles the Dispatch instances once
+// (<ember/dispatch/train.hpp> declares them extern).
+template <Backend B>
+ClassificationOutput<B> ItemMerge<ClassificationOutput<B>>::merge(
+    std::vector<ClassificationOutput<B>> items, std::span<const double> weights) {
+    std::vector<Tensor<B, 1>> loss;
+    std::vector<Tensor<B, 2>> out;
+    std::vector<Tensor<B, 1, Int>> targets;
+    for (auto& i : items) {
+        loss.push_back(i.loss);
+        out.push_back(i.output);
+        targets.push_back(i.targets);
+    }
+    return {detail::merge_loss(loss, weights), detail::merge_rows(out),
+            detail::merge_rows(targets)};
+}
+
+template <Backend B>
+RegressionOutput<B> ItemMerge<RegressionOutput<B>>::merge(std::vector<RegressionOutput<B>> items,
+                                                          std::span<const double> weights) {
+    std::vector<Tensor<B, 1>> loss;
+    std::vector<Tensor<B, 2>> out, targets;
+    for (auto& i : items) {
+        loss.push_back(i.loss);
+        out.push_back(i.output);
+        targets.push_back(i.targets);
+    }
+    return {detail::merge_loss(loss, weights), detail::merge_rows(out),
+            detail::merge_rows(targets)};
+}
 
 /// Whether the Learner can merge replicas' outputs of type Item.
 template <typename Item>

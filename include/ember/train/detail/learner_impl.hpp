@@ -187,7 +187,7 @@ class Learner {
             dp.accumulators = std::vector<optim::GradientsAccumulator>(n);
             dp.workers = std::make_unique<detail::ReplicaWorkers>(n);
             // The replicas are made from `model` when the first epoch starts (prepare_replicas).
-            dp.optim_record = optim_record;
+            if (optim_record) dp.optim_record.emplace(*optim_record);
             log("data-parallel training on " + std::to_string(n) + " local replica(s) of " +
                 std::to_string(dp.comms[0]->world_size()) + " (" + dp.comms[0]->name() + ")");
             return dp;
@@ -504,7 +504,8 @@ class Learner {
             : l(l), train(train), valid(valid), model(l.model_), optim(l.optim_), sched(l.sched_) {}
         void resume(std::size_t n) override {
             model = model.load_record(l.core_.load_checkpoint("model", n));
-            optim_record = l.core_.load_checkpoint("optim", n);  // again on each replica
+            // Emplaced, not assigned: a record's assignment is a large function.
+            optim_record.emplace(l.core_.load_checkpoint("optim", n));  // again on each replica
             optim = optim.load_record(*optim_record);
             sched = sched.load_record(l.core_.load_checkpoint("scheduler", n));
         }
