@@ -4,6 +4,11 @@ session (issue 32's "no benchmark regresses"): the raw lines carry "build" (befo
 "round"; rounds alternate between the builds.
 
     before_after_report.py RESULTS.md FILE.jsonl NAME "TITLE" "WHAT THE TWO BUILDS ARE"
+                           [--switch FIELD]
+
+With --switch FIELD the two sides are one build run with a switch off and on (an environment
+variable): lines named by "name" (the examples' benchmark lines), FIELD 0 the before side and 1
+the after side, the implementation being the line's framework.
 
 One row per workload and implementation measured by both builds: the median over rounds of
 each, and the change (positive: the after build is faster, for rates and times alike). Rows
@@ -21,13 +26,26 @@ LOWER = {"us/op", "us/iter", "ms/step", "ms", "us"}
 
 
 def main():
+    switch = None
+    if "--switch" in sys.argv:
+        i = sys.argv.index("--switch")
+        if i + 1 >= len(sys.argv):
+            sys.exit(__doc__)
+        switch = sys.argv[i + 1]
+        del sys.argv[i:i + 2]
     results, path, name, title, what = section_args(__doc__)
     runs = {}
     for r in json_lines(path):
-        if "workload" not in r or r.get("unit") not in HIGHER | LOWER:
-            continue
-        runs.setdefault((r["workload"], r["impl"], r["unit"]), {}).setdefault(
-            r["build"], []).append(r["value"])
+        if switch:
+            if switch not in r or "name" not in r or r.get("unit") not in HIGHER | LOWER:
+                continue
+            key, build = (r["name"], r["framework"], r["unit"]), (
+                "after" if r[switch] else "before")
+        else:
+            if "workload" not in r or r.get("unit") not in HIGHER | LOWER:
+                continue
+            key, build = (r["workload"], r["impl"], r["unit"]), r["build"]
+        runs.setdefault(key, {}).setdefault(build, []).append(r["value"])
     rows, worst = [], 0.0
     for (workload, impl, unit), by in sorted(runs.items()):
         if "before" not in by or "after" not in by:

@@ -389,6 +389,25 @@ void grad(const std::string& op, const Operand& x, const Operand& grad,
                     " for input ", x.shape, ", got ", grad.shape);
 }
 
+void add_layer_norm(const Operand& x, const Operand& residual, const std::optional<Operand>& gamma,
+                    const std::optional<Operand>& beta, double eps, std::optional<DType> out) {
+    const char* op = "add_layer_norm";
+    EMBER_CHECK(x.shape == residual.shape && x.shape.rank() > 0, Shape, op, ": x ", x.shape,
+                " and residual ", residual.shape, " must have the same shape, of rank 1 or more");
+    EMBER_CHECK(is_float(x.dtype) && is_float(residual.dtype), DType, op,
+                ": needs float operands, got x ", dtype_name(x.dtype), " and residual ",
+                dtype_name(residual.dtype));
+    const std::size_t c = x.shape[x.shape.rank() - 1];
+    for (const auto* p : {&gamma, &beta})
+        if (*p)
+            EMBER_CHECK((*p)->shape == Shape{c}, Shape, op, ": ", p == &gamma ? "gamma" : "beta",
+                        " of shape ", (*p)->shape, " does not match the last dim of x ", x.shape);
+    EMBER_CHECK(eps >= 0.0, Argument, op, ": eps must be non-negative, got ", eps);
+    if (out)
+        EMBER_CHECK(is_float(*out), DType, op,
+                    ": the normed output's dtype must be a float dtype, got ", dtype_name(*out));
+}
+
 // ---- pooling and interpolation -------------------------------------------------------------
 
 Shape adaptive_avg_pool(const Operand& x, std::span<const std::size_t> output_size) {

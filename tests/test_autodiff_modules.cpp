@@ -232,6 +232,19 @@ void all_cases(const Runner& r) {
         r.check<B, In<2>, In<1>, In<1>>(
             "layer_norm_wide", [](auto x, auto g, auto b) { return layer_norm(x, g, b, 1e-5); });
     });
+    r.group("add_layer_norm", [&] {
+        // normed + 0.5 · sum: both results' gradients reach x and the residual.
+        using ember::module::add_layer_norm;
+        r.check<B, In<3>, In<3>, In<1>, In<1>>("add_layer_norm_affine",
+                                               [](auto x, auto res, auto g, auto b) {
+                                                   auto o = add_layer_norm(x, res, g, b, 1e-5);
+                                                   return o.normed + o.sum * 0.5;
+                                               });
+        r.check<B, In<2>, In<2>>("add_layer_norm_plain", [](auto x, auto res) {
+            auto o = add_layer_norm(x, res, std::nullopt, std::nullopt, 1e-3);
+            return o.normed + o.sum * 0.5;
+        });
+    });
     r.group("linear", [&] {
         using ember::module::linear;
         r.check<B, In<2>, In<2>, In<1>>("linear_2d_bias",

@@ -522,7 +522,78 @@ TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta", "[cuda]"
         CHECK_FALSE(Cuda::float_layer_norm_backward(x.cast(ember::DType::BF16).primitive(),
                                                     g.cast(ember::DType::BF16).primitive(),
                                                     std::nullopt, plain[1], plain[2]));
+        // A bf16 gradient of f32 rows (add_layer_norm's 16-bit output) is read as it is where
+        // the one-pass kernel takes the rows, and cast first elsewhere: the same values as the
+        // f32 gradient those bf16 values make, bit for bit.
+        const auto g16 = g.cast(ember::DType::BF16);
+        auto from16 = Cuda::float_layer_norm_backward(x.primitive(), g16.primitive(),
+                                                      gamma.primitive(), fwd[1], fwd[2]);
+        auto from32 =
+            Cuda::float_layer_norm_backward(x.primitive(), g16.cast(ember::DType::F32).primitive(),
+                                            gamma.primitive(), fwd[1], fwd[2]);
+        REQUIRE(from16.has_value());
+        REQUIRE(from32.has_value());
+        const auto flat = [](const Cuda::FloatTensorPrimitive& t) {
+            return Tensor<Cuda, 1>(Cuda::float_reshape(t, ember::Shape{t.num_elements()}))
+                .to_data()
+                .template to_vec<float>();
+        };
+        for (std::size_t i = 0; i < 3; ++i) CHECK(flat((*from16)[i]) == flat((*from32)[i]));
     }
+}
+
+TEST_CASE("cuda: add_layer_norm runs one kernel, with the composed ops' values", "[cuda]") {
+    REQUIRE_GPU();
+    using ember::DType;
+    // Rows of 768 (the GPT's) and 516 (129 float4s): the kernel takes both, with an f32 or bf16
+    // residual and an f32 or bf16 normed output. Its sum and norm are the ones the composed ops
+    // (x + residual, layer_norm's own row kernel, a cast) compute, bit for bit; the reference
+    // values against PyTorch are the shared suite's (test_module_ops.cpp).
+    for (const std::size_t cols : {std::size_t{768}, std::size_t{516}}) {
+        const std::size_t rows = 37;
+        std::vector<float> xs(rows * cols), rs(rows * cols), gs(cols), bs(cols);
+        for (std::size_t i = 0; i < xs.size(); ++i) {
+            xs[i] = static_cast<float>((i * 37) % 101) / 17.f - 3.f;
+            rs[i] = static_cast<float>((i * 53) % 89) / 29.f - 1.5f;
+        }
+        for (std::size_t c = 0; c < cols; ++c) {
+            gs[c] = 0.5f + static_cast<float>(c % 40) / 20.f;
+            bs[c] = static_cast<float>(c % 7) / 7.f - 0.5f;
+        }
+        const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, cols}), {});
+        const auto gamma = Tensor<Cuda, 1>::from_data(TensorData(gs, {cols}), {});
+        const auto beta = Tensor<Cuda, 1>::from_data(TensorData(bs, {cols}), {});
+        for (const DType rd : {DType::F32, DType::BF16})
+            for (const std::optional<DType> out :
+                 {std::optional<DType>{}, std::optional(DType::BF16)}) {
+                INFO("cols " << cols << ", residual " << ember::dtype_name(rd) << ", out "
+                             << (out ? ember::dtype_name(*out) : "f32"));
+                const auto r =
+                    Tensor<Cuda, 2>::from_data(TensorData(rs, {rows, cols}), {}).cast(rd);
+                auto fused = Cuda::float_add_layer_norm(
+                    x.primitive(), r.primitive(), gamma.primitive(), beta.primitive(), 1e-5, out);
+                REQUIRE(fused.has_value());
+                const auto sum = x + r;
+                auto normed = ember::module::layer_norm(sum, gamma, beta, 1e-5);
+                if (out) normed = normed.cast(*out);
+                CHECK((*fused)[0].dtype == DType::F32);
+                CHECK((*fused)[1].dtype == (out ? *out : DType::F32));
+                CHECK(Tensor<Cuda, 2>((*fused)[0]).to_data().template to_vec<float>() ==
+                      sum.to_data().template to_vec<float>());
+                CHECK(Tensor<Cuda, 2>((*fused)[1])
+                          .cast(DType::F32)
+                          .to_data()
+                          .template to_vec<float>() ==
+                      normed.cast(DType::F32).to_data().template to_vec<float>());
+            }
+        // What it does not take, it declines (the caller composes): a bf16 x, rows of 6.
+        CHECK_FALSE(Cuda::float_add_layer_norm(x.cast(DType::BF16).primitive(),
+                                               x.cast(DType::BF16).primitive(), std::nullopt,
+                                               std::nullopt, 1e-5, std::nullopt));
+    }
+    const auto narrow = Tensor<Cuda, 2>::ones({3, 6}, {});
+    CHECK_FALSE(Cuda::float_add_layer_norm(narrow.primitive(), narrow.primitive(), std::nullopt,
+                                           std::nullopt, 1e-5, std::nullopt));
 }
 
 TEST_CASE("cuda: permuted copies with contiguous rows are exact in every dtype", "[cuda]") {

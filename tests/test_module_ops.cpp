@@ -381,6 +381,64 @@ TEMPLATE_LIST_TEST_CASE("module: linear matches torch (weight [in, out] as Burn)
     }
 }
 
+// add_layer_norm on every backend against gen_autodiff_modules.py's cases (inputs x, residual[,
+// gamma, beta]; output 0 is torch's layer_norm(x + r) + 0.5 · (x + r)); the autodiff suite checks
+// the gradients. The 16-bit output is the f32 norm cast, bit for bit, on every backend (CUDA's
+// fused kernel rounds once on the store).
+TEMPLATE_LIST_TEST_CASE("module: add_layer_norm matches torch", "[module][norm]",
+                        TestBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    using ember::DType;
+    using ember::module::add_layer_norm;
+    SECTION("rank 3, rows of 516, gamma and beta") {
+        Fixture f("autodiff_modules", "add_layer_norm_affine");
+        const auto x = f.tensor<B, 3>(0), r = f.tensor<B, 3>(1);
+        auto o = add_layer_norm(x, r, f.tensor<B, 1>(2), f.tensor<B, 1>(3), f.param("eps"));
+        expect_close(o.normed + o.sum * 0.5, f.output(0));
+        // The sum is x + r, exactly.
+        CHECK(o.sum.to_data().template to_vec<float>() ==
+              (x + r).to_data().template to_vec<float>());
+        SECTION("a bf16 residual and a bf16 normed output") {
+            const auto r16 = r.cast(DType::BF16);
+            auto h =
+                add_layer_norm(x, r16, f.tensor<B, 1>(2), f.tensor<B, 1>(3), 1e-5, DType::BF16);
+            CHECK(h.sum.dtype() == DType::F32);
+            CHECK(h.normed.dtype() == DType::BF16);
+            const auto sum = x + r16;
+            CHECK(h.sum.to_data().template to_vec<float>() ==
+                  sum.to_data().template to_vec<float>());
+            const auto want =
+                ember::module::layer_norm(sum, f.tensor<B, 1>(2), f.tensor<B, 1>(3), 1e-5)
+                    .cast(DType::BF16);
+            CHECK(h.normed.cast(DType::F32).to_data().template to_vec<float>() ==
+                  want.cast(DType::F32).to_data().template to_vec<float>());
+        }
+    }
+    SECTION("no affine, eps 1e-3") {
+        Fixture f("autodiff_modules", "add_layer_norm_plain");
+        auto o = add_layer_norm(f.tensor<B, 2>(0), f.tensor<B, 2>(1), std::nullopt, std::nullopt,
+                                f.param("eps"));
+        expect_close(o.normed + o.sum * 0.5, f.output(0));
+    }
+    SECTION("errors name the op, the shapes and the dtype") {
+        auto x = ember::Tensor<B, 2>::zeros({3, 4});
+        auto r = ember::Tensor<B, 2>::zeros({4, 3});
+        CHECK_THROWS_AS(add_layer_norm(x, r), ember::ShapeError);
+        CHECK_THROWS_WITH(add_layer_norm(x, r), Catch::Contains("add_layer_norm") &&
+                                                    Catch::Contains("[3, 4]") &&
+                                                    Catch::Contains("[4, 3]"));
+        auto g = ember::Tensor<B, 1>::ones({5});
+        CHECK_THROWS_WITH(add_layer_norm(x, x, g), Catch::Contains("add_layer_norm") &&
+                                                       Catch::Contains("gamma") &&
+                                                       Catch::Contains("[5]"));
+        CHECK_THROWS_AS(add_layer_norm(x, x, std::nullopt, std::nullopt, -1.0),
+                        ember::ArgumentError);
+        CHECK_THROWS_AS(add_layer_norm(x, x, std::nullopt, std::nullopt, 1e-5, DType::I64),
+                        ember::DTypeError);
+    }
+}
+
 // One layer_norm fixture case: x, then gamma and beta where the case has them; eps from params.
 template <typename B, std::size_t D>
 void layer_norm_case(const char* name, bool has_gamma, bool has_beta) {

@@ -181,13 +181,26 @@ void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const voi
                        void* rstd, cudaStream_t s);
 /// Scratch bytes launch_layer_norm_backward needs for [rows, cols] of dtype cd.
 std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols);
-/// LayerNorm's backward over dense [rows, cols] of dtype cd (F32 or F64; mean and rstd [rows]):
+/// Whether launch_layer_norm_backward reads a gradient of dtype gd for x of dtype cd at these
+/// addresses (always when gd is cd; an f16/bf16 gradient of f32 rows where its one-pass kernel
+/// takes them).
+bool layer_norm_backward_reads(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
+                               const void* gamma, const void* dx);
+/// LayerNorm's backward over dense [rows, cols] of dtype cd (F32 or F64; mean and rstd [rows]),
+/// the gradient g of dtype gd (layer_norm_backward_reads must hold):
 /// dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)) with x̂ = (x − mean)·rstd, g' = g·gamma (gamma null:
 /// g); with dgamma non-null also dgamma = Σ_rows g·x̂ and dbeta = Σ_rows g ([cols] each).
-void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
-                                const void* g, const void* gamma, const void* mean,
+void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int64_t cols,
+                                const void* x, const void* g, const void* gamma, const void* mean,
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
                                 void* scratch, cudaStream_t s);
+/// module::add_layer_norm over dense f32 rows [rows, cols] (cols a multiple of 4, at most 8192;
+/// x, sum, gamma and beta 16-byte aligned, res and y 8-byte aligned): sum = x + res (res of
+/// dtype rd: F32, F16 or BF16), y = layer_norm(sum) stored as yd (F32, F16 or BF16), mean and
+/// rstd [rows] f32.
+void launch_add_layer_norm(DType rd, DType yd, std::int64_t rows, std::int64_t cols, const void* x,
+                           const void* res, const void* gamma, const void* beta, double eps,
+                           void* sum, void* y, void* mean, void* rstd, cudaStream_t s);
 /// Softmax (or log-softmax) of `rows` contiguous rows of `cols` elements (F32 or F64).
 void launch_softmax(bool log, DType cd, std::int64_t rows, std::int64_t cols, void* out,
                     const void* in, cudaStream_t s);

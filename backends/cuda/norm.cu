@@ -27,19 +27,65 @@ __device__ __forceinline__ T block_sum(T v, T* red) {
     return s;
 }
 
-template <int N>
-__global__ void layer_norm_vec_kernel(int cols4, const float4* in, const float4* gamma,
-                                      const float4* beta, float eps, float4* out, float* mean,
-                                      float* rstd) {
-    const float4* x = in + static_cast<std::int64_t>(blockIdx.x) * cols4;
-    float4* y = out + static_cast<std::int64_t>(blockIdx.x) * cols4;
+/// Four consecutive f32, f16 or bf16 values (float4 j of the row) as f32: one 16- or 8-byte
+/// access.
+template <typename T>
+__device__ __forceinline__ float4 load4(const T* p, std::int64_t j) {
+    if constexpr (std::is_same_v<T, float>) {
+        return reinterpret_cast<const float4*>(p)[j];
+    } else {
+        const uint2 u = reinterpret_cast<const uint2*>(p)[j];
+        float2 a, b;
+        if constexpr (std::is_same_v<T, __half>) {
+            a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+            b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+        } else {
+            a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+            b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+        }
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+}
+
+/// Stores v as float4 j of an f32, f16 or bf16 row, each value rounded to nearest even (the bits
+/// a cast of the f32 value gives).
+template <typename T>
+__device__ __forceinline__ void store4(T* p, std::int64_t j, float4 v) {
+    if constexpr (std::is_same_v<T, float>) {
+        reinterpret_cast<float4*>(p)[j] = v;
+    } else {
+        uint2 u;
+        if constexpr (std::is_same_v<T, __half>) {
+            *reinterpret_cast<__half2*>(&u.x) = __floats2half2_rn(v.x, v.y);
+            *reinterpret_cast<__half2*>(&u.y) = __floats2half2_rn(v.z, v.w);
+        } else {
+            *reinterpret_cast<__nv_bfloat162*>(&u.x) = __floats2bfloat162_rn(v.x, v.y);
+            *reinterpret_cast<__nv_bfloat162*>(&u.y) = __floats2bfloat162_rn(v.z, v.w);
+        }
+        reinterpret_cast<uint2*>(p)[j] = u;
+    }
+}
+
+/// Layer norm of f32 rows held in registers, N float4s a thread. With `res` the row is first
+/// x + res (R: the residual's storage type), written to `sum` (add_layer_norm); the normed row
+/// is stored as Y.
+template <int N, typename R, typename Y>
+__global__ void layer_norm_vec_kernel(int cols4, const float* in, const R* res, const float4* gamma,
+                                      const float4* beta, float eps, float* sum, Y* out,
+                                      float* mean, float* rstd) {
+    const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * cols4;
     __shared__ float red[32];
     float4 v[N];
     float s = 0.f;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
         const int j = threadIdx.x + i * blockDim.x;
-        v[i] = j < cols4 ? x[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[i] = j < cols4 ? load4(in, base + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (res != nullptr && j < cols4) {
+            const float4 r = load4(res, base + j);
+            v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
+            store4(sum, base + j, v[i]);
+        }
         s += (v[i].x + v[i].y) + (v[i].z + v[i].w);
     }
     const float n = 4.f * static_cast<float>(cols4);
@@ -70,8 +116,30 @@ __global__ void layer_norm_vec_kernel(int cols4, const float4* in, const float4*
             const float4 b = beta[j];
             o = make_float4(o.x + b.x, o.y + b.y, o.z + b.z, o.w + b.w);
         }
-        y[j] = o;
+        store4(out, base + j, o);
     }
+}
+
+/// Launches layer_norm_vec_kernel for rows of 4·cols4 values: rows of up to 512 floats take
+/// 128 threads, so that few threads sit idle.
+template <typename R, typename Y>
+void launch_vec(unsigned rows, int cols4, const float* x, const R* res, const float4* gamma,
+                const float4* beta, float eps, float* sum, Y* y, float* mean, float* rstd,
+                cudaStream_t s) {
+    const auto run = [&]<int N>(std::integral_constant<int, N>, unsigned threads) {
+        layer_norm_vec_kernel<N, R, Y>
+            <<<rows, threads, 0, s>>>(cols4, x, res, gamma, beta, eps, sum, y, mean, rstd);
+    };
+    if (cols4 <= 128)
+        run(std::integral_constant<int, 1>{}, 128);
+    else if (cols4 <= 256)
+        run(std::integral_constant<int, 1>{}, 256);
+    else if (cols4 <= 512)
+        run(std::integral_constant<int, 2>{}, 256);
+    else if (cols4 <= 1024)
+        run(std::integral_constant<int, 4>{}, 256);
+    else
+        run(std::integral_constant<int, 8>{}, 256);
 }
 
 template <typename T>
@@ -202,9 +270,9 @@ int fused_blocks(std::int64_t rows) {
     return static_cast<int>(want < kFusedMaxBlocks ? (want > 0 ? want : 1) : kFusedMaxBlocks);
 }
 
-template <int N>
+template <int N, typename G>
 __global__ void __launch_bounds__(kFusedWarps * 32)
-    layer_norm_backward_fused_kernel(std::int64_t rows, int cols4, const float4* x, const float4* g,
+    layer_norm_backward_fused_kernel(std::int64_t rows, int cols4, const float4* x, const G* g,
                                      const float4* gamma, const float* mean, const float* rstd,
                                      float4* dx, float* part_gamma, float* part_beta) {
     // Per warp, per column: the warp's sums of g·x̂ and of g (dgamma and dbeta), folded below.
@@ -222,7 +290,6 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
     for (std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kFusedWarps + warp; row < rows;
          row += static_cast<std::int64_t>(gridDim.x) * kFusedWarps) {
         const float4* xr = x + row * cols4;
-        const float4* gr = g + row * cols4;
         const float mu = mean[row], rs = rstd[row];
         float4 xh[N], gv[N];
         float s1 = 0.f, s2 = 0.f;
@@ -230,7 +297,7 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
         for (int i = 0; i < N; ++i) {
             const int j = lane + 32 * i;
             const float4 xv = j < cols4 ? xr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
-            gv[i] = j < cols4 ? gr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            gv[i] = j < cols4 ? load4(g, row * cols4 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
             xh[i] =
                 make_float4((xv.x - mu) * rs, (xv.y - mu) * rs, (xv.z - mu) * rs, (xv.w - mu) * rs);
             const float4 gg = make_float4(gv[i].x * gm[i].x, gv[i].y * gm[i].y, gv[i].z * gm[i].z,
@@ -296,14 +363,26 @@ __global__ void fold_parts_kernel(std::int64_t cols, int parts, const float* par
     dbeta[c] = sb;
 }
 
-/// Whether the fused kernel takes these rows: f32, 4·k ≤ 1024 columns, 16-byte aligned.
-bool fused_backward_fits(DType cd, std::int64_t cols, const void* x, const void* g,
+bool aligned8(const void* p) {
+    return reinterpret_cast<std::uintptr_t>(p) % 8 == 0;
+}
+
+/// Whether the fused kernel takes these rows: f32 (the gradient f32, f16 or bf16), 4·k ≤ 1024
+/// columns, 16-byte aligned (the 16-bit gradient 8-byte aligned).
+bool fused_backward_fits(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
                          const void* gamma, const void* dx) {
-    return cd == DType::F32 && cols % 4 == 0 && cols > 0 && cols <= 1024 && aligned16(x) &&
-           aligned16(g) && aligned16(dx) && (!gamma || aligned16(gamma));
+    const bool g_ok =
+        gd == DType::F32 ? aligned16(g) : (gd == DType::BF16 || gd == DType::F16) && aligned8(g);
+    return cd == DType::F32 && g_ok && cols % 4 == 0 && cols > 0 && cols <= 1024 && aligned16(x) &&
+           aligned16(dx) && (!gamma || aligned16(gamma));
 }
 
 }  // namespace
+
+bool layer_norm_backward_reads(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
+                               const void* gamma, const void* dx) {
+    return gd == cd || fused_backward_fits(cd, gd, cols, x, g, gamma, dx);
+}
 
 std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols) {
     const std::size_t split = 2 * static_cast<std::size_t>(param_parts(rows, cols)) *
@@ -313,21 +392,24 @@ std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_
     return split > fused ? split : fused;
 }
 
-void launch_layer_norm_backward(DType cd, std::int64_t rows, std::int64_t cols, const void* x,
-                                const void* g, const void* gamma, const void* mean,
+void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int64_t cols,
+                                const void* x, const void* g, const void* gamma, const void* mean,
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
                                 void* scratch, cudaStream_t s) {
     if (rows == 0 || cols == 0) return;
-    if (fused_backward_fits(cd, cols, x, g, gamma, dx)) {
+    if (fused_backward_fits(cd, gd, cols, x, g, gamma, dx)) {
         const int cols4 = static_cast<int>(cols / 4), blocks = fused_blocks(rows);
         float* pg = dgamma ? static_cast<float*>(scratch) : nullptr;
         float* pb = dgamma ? pg + static_cast<std::int64_t>(blocks) * cols : nullptr;
         const std::size_t smem = dgamma ? 2 * kFusedWarps * cols * sizeof(float) : 0;
         const auto launch = [&]<int N>(std::integral_constant<int, N>) {
-            layer_norm_backward_fused_kernel<N><<<blocks, kFusedWarps * 32, smem, s>>>(
-                rows, cols4, static_cast<const float4*>(x), static_cast<const float4*>(g),
-                static_cast<const float4*>(gamma), static_cast<const float*>(mean),
-                static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb);
+            visit_float_storage(gd, [&]<typename G, typename>() {
+                if constexpr (!std::is_same_v<G, double>)
+                    layer_norm_backward_fused_kernel<N, G><<<blocks, kFusedWarps * 32, smem, s>>>(
+                        rows, cols4, static_cast<const float4*>(x), static_cast<const G*>(g),
+                        static_cast<const float4*>(gamma), static_cast<const float*>(mean),
+                        static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb);
+            });
         };
         const int n = (cols4 + 31) / 32;  // float4s a lane
         if (n <= 1)
@@ -379,25 +461,11 @@ void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const voi
     const bool vec = cd == DType::F32 && cols % 4 == 0 && cols <= 4 * 256 * 8 && aligned16(x) &&
                      aligned16(y) && (!gamma || aligned16(gamma)) && (!beta || aligned16(beta));
     if (vec) {
-        const int cols4 = static_cast<int>(cols / 4);
-        const auto* xv = static_cast<const float4*>(x);
-        const auto* gv = static_cast<const float4*>(gamma);
-        const auto* bv = static_cast<const float4*>(beta);
-        auto* yv = static_cast<float4*>(y);
-        auto* mp = static_cast<float*>(mean);
-        auto* rp = static_cast<float*>(rstd);
-        const auto e = static_cast<float>(eps);
-        // Rows of up to 512 floats take 128 threads, so that few threads sit idle.
-        if (cols4 <= 128)
-            layer_norm_vec_kernel<1><<<r, 128, 0, s>>>(cols4, xv, gv, bv, e, yv, mp, rp);
-        else if (cols4 <= 256)
-            layer_norm_vec_kernel<1><<<r, 256, 0, s>>>(cols4, xv, gv, bv, e, yv, mp, rp);
-        else if (cols4 <= 512)
-            layer_norm_vec_kernel<2><<<r, 256, 0, s>>>(cols4, xv, gv, bv, e, yv, mp, rp);
-        else if (cols4 <= 1024)
-            layer_norm_vec_kernel<4><<<r, 256, 0, s>>>(cols4, xv, gv, bv, e, yv, mp, rp);
-        else
-            layer_norm_vec_kernel<8><<<r, 256, 0, s>>>(cols4, xv, gv, bv, e, yv, mp, rp);
+        launch_vec<float, float>(r, static_cast<int>(cols / 4), static_cast<const float*>(x),
+                                 nullptr, static_cast<const float4*>(gamma),
+                                 static_cast<const float4*>(beta), static_cast<float>(eps), nullptr,
+                                 static_cast<float*>(y), static_cast<float*>(mean),
+                                 static_cast<float*>(rstd), s);
         check_launch("layer_norm");
         return;
     }
@@ -413,6 +481,29 @@ void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const voi
             static_cast<const float*>(beta), static_cast<float>(eps), static_cast<float*>(y),
             static_cast<float*>(mean), static_cast<float*>(rstd));
     check_launch("layer_norm");
+}
+
+void launch_add_layer_norm(DType rd, DType yd, std::int64_t rows, std::int64_t cols, const void* x,
+                           const void* res, const void* gamma, const void* beta, double eps,
+                           void* sum, void* y, void* mean, void* rstd, cudaStream_t s) {
+    if (rows == 0 || cols == 0) return;
+    const auto r = static_cast<unsigned>(rows);
+    const int cols4 = static_cast<int>(cols / 4);
+    const auto* xp = static_cast<const float*>(x);
+    const auto* gp = static_cast<const float4*>(gamma);
+    const auto* bp = static_cast<const float4*>(beta);
+    auto* sp = static_cast<float*>(sum);
+    auto* mp = static_cast<float*>(mean);
+    auto* rp = static_cast<float*>(rstd);
+    const auto e = static_cast<float>(eps);
+    visit_float_storage(rd, [&]<typename R, typename>() {
+        visit_float_storage(yd, [&]<typename Y, typename>() {
+            if constexpr (!std::is_same_v<R, double> && !std::is_same_v<Y, double>)
+                launch_vec<R, Y>(r, cols4, xp, static_cast<const R*>(res), gp, bp, e, sp,
+                                 static_cast<Y*>(y), mp, rp, s);
+        });
+    });
+    check_launch("add_layer_norm");
 }
 
 }  // namespace ember::detail::cuda

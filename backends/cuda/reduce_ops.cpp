@@ -1,6 +1,10 @@
 // Reductions, softmax, indexing and sorting on the GPU. Index tensors are validated by a kernel
 // whose verdict is read back before anything is written, so a bad index throws an IndexError
 // (as on the CPU) instead of reading or writing out of bounds.
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
 #include "../common/norm_check.hpp"
 #include "ops.hpp"
 
@@ -378,7 +382,9 @@ auto CudaBackend::float_layer_norm_backward(const FT& x, const FT& grad,
     const DType cd = x.dtype;
     if ((cd != DType::F32 && cd != DType::F64) || x.shape.rank() == 0) return std::nullopt;
     for (const FT* t : {&x, &grad, &mean, &rstd, gamma ? &*gamma : &x})
-        if (t->dtype != cd || !t->is_contiguous() || t->device() != x.device()) return std::nullopt;
+        if ((t != &grad && t->dtype != cd) || !t->is_contiguous() || t->device() != x.device())
+            return std::nullopt;
+    if (!is_float(grad.dtype)) return std::nullopt;
     const std::size_t c = x.shape[x.shape.rank() - 1];
     const std::size_t rows = c == 0 ? 0 : x.num_elements() / c;
     if (grad.shape != x.shape || mean.num_elements() != rows || rstd.num_elements() != rows ||
@@ -390,12 +396,57 @@ auto CudaBackend::float_layer_norm_backward(const FT& x, const FT& grad,
     FT dgamma = k::empty(gamma ? vec : Shape{0}, cd, dev);
     FT dbeta = k::empty(gamma ? vec : Shape{0}, cd, dev);
     const auto r = static_cast<std::int64_t>(rows), n = static_cast<std::int64_t>(c);
+    // A 16-bit gradient where the one-pass kernel does not read it: cast to x's dtype.
+    const FT g = k::layer_norm_backward_reads(cd, grad.dtype, n, x.ptr(), grad.ptr(),
+                                              gamma ? gamma->ptr() : nullptr, dx.ptr())
+                     ? grad
+                     : k::cast(grad, cd);
     auto scratch = gamma ? k::allocate(k::layer_norm_backward_scratch(cd, r, n), dev) : nullptr;
-    k::launch_layer_norm_backward(cd, r, n, x.ptr(), grad.ptr(), gamma ? gamma->ptr() : nullptr,
-                                  mean.ptr(), rstd.ptr(), dx.ptr(), gamma ? dgamma.ptr() : nullptr,
-                                  gamma ? dbeta.ptr() : nullptr, scratch ? scratch->data : nullptr,
-                                  k::stream(dev));
+    k::launch_layer_norm_backward(cd, g.dtype, r, n, x.ptr(), g.ptr(),
+                                  gamma ? gamma->ptr() : nullptr, mean.ptr(), rstd.ptr(), dx.ptr(),
+                                  gamma ? dgamma.ptr() : nullptr, gamma ? dbeta.ptr() : nullptr,
+                                  scratch ? scratch->data : nullptr, k::stream(dev));
     return std::array<FT, 3>{std::move(dx), std::move(dgamma), std::move(dbeta)};
+}
+auto CudaBackend::float_add_layer_norm(FT x, FT residual, std::optional<FT> gamma,
+                                       std::optional<FT> beta, double eps, std::optional<DType> out)
+    -> std::optional<std::array<FT, 4>> {
+    // EMBER_CUDA_ADD_LAYER_NORM=0 declines every call: the caller composes (to compare).
+    static const bool enabled = [] {
+        const char* v = std::getenv("EMBER_CUDA_ADD_LAYER_NORM");
+        return v == nullptr || std::string_view(v) != "0";
+    }();
+    if (!enabled) return std::nullopt;
+    const DType yd = out.value_or(x.dtype);
+    const auto narrow_or_f32 = [](DType d) {
+        return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+    };
+    if (x.dtype != DType::F32 || !narrow_or_f32(residual.dtype) || !narrow_or_f32(yd) ||
+        x.shape != residual.shape || x.shape.rank() == 0 || !x.is_contiguous() ||
+        !residual.is_contiguous() || residual.device() != x.device())
+        return std::nullopt;
+    const std::size_t c = x.shape[x.shape.rank() - 1];
+    if (c == 0 || c % 4 != 0 || c > 8192) return std::nullopt;
+    const auto aligned = [](const FT& t, std::uintptr_t a) {
+        return reinterpret_cast<std::uintptr_t>(t.ptr()) % a == 0;
+    };
+    if (!aligned(x, 16) || !aligned(residual, residual.dtype == DType::F32 ? 16 : 8))
+        return std::nullopt;
+    for (const auto* p : {&gamma, &beta})
+        if (*p && ((*p)->dtype != DType::F32 || !(*p)->is_contiguous() ||
+                   (*p)->device() != x.device() || (*p)->num_elements() != c || !aligned(**p, 16)))
+            return std::nullopt;
+    const int dev = x.device();
+    Shape stat_shape = x.shape;
+    stat_shape[stat_shape.rank() - 1] = 1;
+    FT sum = k::empty(x.shape, DType::F32, dev), y = k::empty(x.shape, yd, dev);
+    FT mean = k::empty(stat_shape, DType::F32, dev), rstd = k::empty(stat_shape, DType::F32, dev);
+    const auto cols = static_cast<std::int64_t>(c);
+    k::launch_add_layer_norm(residual.dtype, yd, static_cast<std::int64_t>(x.num_elements()) / cols,
+                             cols, x.ptr(), residual.ptr(), gamma ? gamma->ptr() : nullptr,
+                             beta ? beta->ptr() : nullptr, eps, sum.ptr(), y.ptr(), mean.ptr(),
+                             rstd.ptr(), k::stream(dev));
+    return std::array<FT, 4>{std::move(sum), std::move(y), std::move(mean), std::move(rstd)};
 }
 auto CudaBackend::bool_argwhere(BT t) -> IT {
     return k::argwhere(std::move(t));

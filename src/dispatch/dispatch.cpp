@@ -415,6 +415,18 @@ std::optional<std::array<Dispatch::FT, 5>> Dispatch::float_batch_norm_relu(
                  std::move(running_var), std::move(residual), a);
 }
 
+std::optional<std::array<Dispatch::FT, 4>> Dispatch::float_add_layer_norm(
+    FT x, FT residual, std::optional<FT> gamma, std::optional<FT> beta, double eps,
+    std::optional<DType> out) {
+    using detail::dispatch::Operand;
+    const Device s = detail::dispatch::stack_of(
+        "float_add_layer_norm", {Operand::value(x, true), Operand::value(residual, true),
+                                 Operand::optional(gamma, true), Operand::optional(beta, true)});
+    const auto fused = core_table(s).add_layer_norm;
+    if (!fused) return std::nullopt;
+    return fused(s, std::move(x), std::move(residual), std::move(gamma), std::move(beta), eps, out);
+}
+
 std::optional<Dispatch::FT> Dispatch::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean,
                                                             FT var, double eps) {
     using detail::dispatch::Operand;

@@ -356,6 +356,12 @@ struct CoreTable {
                                                                     DispatchTensor, DispatchTensor,
                                                                     std::optional<DispatchTensor>,
                                                                     const BatchNormScalars&);
+    /// S::float_add_layer_norm; null where S has none (module::add_layer_norm then composes).
+    std::optional<std::array<DispatchTensor, 4>> (*add_layer_norm)(const Stack&, DispatchTensor,
+                                                                   DispatchTensor,
+                                                                   std::optional<DispatchTensor>,
+                                                                   std::optional<DispatchTensor>,
+                                                                   double, std::optional<DType>);
     /// AttentionKernel<S>::supports; null where S has no fused attention (module::attention
     /// then composes).
     bool (*attention_supports)(const Stack&, const DispatchTensor&, const DispatchTensor&,
@@ -506,6 +512,23 @@ CoreTable make_core_table(const char* name) {
             std::array<DispatchTensor, 5> out;
             for (std::size_t i = 0; i < 5; ++i) out[i] = wrap_float<S>(std::move((*y)[i]), s);
             return out;
+        };
+    }
+    if constexpr (AddLayerNormForwardBackend<S>) {
+        c.add_layer_norm =
+            [](const Stack& s, DispatchTensor x, DispatchTensor r, std::optional<DispatchTensor> g,
+               std::optional<DispatchTensor> b, double eps,
+               std::optional<DType> out) -> std::optional<std::array<DispatchTensor, 4>> {
+            std::optional<typename S::FloatTensorPrimitive> sg, sb;
+            if (g) sg = unwrap_float<S>(std::move(*g), s);
+            if (b) sb = unwrap_float<S>(std::move(*b), s);
+            auto y = S::float_add_layer_norm(unwrap_float<S>(std::move(x), s),
+                                             unwrap_float<S>(std::move(r), s), std::move(sg),
+                                             std::move(sb), eps, out);
+            if (!y) return std::nullopt;
+            std::array<DispatchTensor, 4> res;
+            for (std::size_t i = 0; i < 4; ++i) res[i] = wrap_float<S>(std::move((*y)[i]), s);
+            return res;
         };
     }
     if constexpr (::ember::fusion::MatmulEpilogueBackend<S>) {

@@ -154,6 +154,16 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
     static FT float_log_softmax(FT t, std::size_t dim);
     static std::array<FT, 3> float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                               double eps);
+    /// module::add_layer_norm on B's kernel where B has one: a node for the sum (x and the
+    /// residual) and one for the norm of the sum (with gamma and beta), as the composed ops
+    /// record; the norm's backward reads the gradient of the 16-bit output where B's
+    /// float_layer_norm_backward takes it, else casts it to the sum's dtype first.
+    template <typename I = B>
+    requires AddLayerNormForwardBackend<I>
+    static std::optional<std::array<FT, 4>> float_add_layer_norm(FT x, FT residual,
+                                                                 std::optional<FT> gamma,
+                                                                 std::optional<FT> beta, double eps,
+                                                                 std::optional<DType> out);
     // The batch-norm ops are member templates (I is B) rather than constrained members: an
     // explicit instantiation of Autodiff<X> then leaves them out where X has no kernels (Clang
     // before 16 instantiated constrained members whose constraints fail).
@@ -324,6 +334,10 @@ struct EMBER_API Autodiff : BackendBase<Autodiff<B, C>> {
         /// The untracked output.
         FT untracked() { return FT{std::move(out), nullptr}; }
     };
+    /// The node of a layer norm whose value `y` (with the statistics `mean` and `rstd`) the
+    /// caller computed from x, gamma and beta: float_layer_norm's and float_add_layer_norm's.
+    static FT layer_norm_node(IFT y, const FT& x, const std::optional<FT>& gamma,
+                              const std::optional<FT>& beta, IFT mean, IFT rstd);
     /// Starts recording an op with value `out` over `inputs` (tracked ones become parents).
     static Record record(IFT out, std::initializer_list<const FT*> inputs);
     /// As record(), for a variable number of inputs.

@@ -151,12 +151,22 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
                                               double eps);
     /// {dx, dgamma, dbeta} of float_layer_norm from dL/dy and the forward's mean and rstd, in
     /// two kernels (dgamma and dbeta empty without gamma); nullopt unless every operand is
-    /// dense f32 or f64 of one dtype (Autodiff then composes the backward).
+    /// dense f32 or f64 of one dtype, or f32 rows with an f16/bf16 gradient (add_layer_norm's
+    /// 16-bit output), which the one-pass kernel reads as it is (Autodiff then composes the
+    /// backward).
     static std::optional<std::array<FT, 3>> float_layer_norm_backward(
         const FT& x, const FT& grad, const std::optional<FT>& gamma, const FT& mean,
         const FT& rstd);
     /// float_layer_norm has a kernel of its own (Fusion<Cuda> runs it rather than composing).
     static constexpr bool native_layer_norm = true;
+    /// module::add_layer_norm in one kernel: {x + residual, its layer norm stored as `out`
+    /// (f32, f16 or bf16; x's dtype when empty), mean, rstd} for dense f32 x, an f32/f16/bf16
+    /// residual of x's shape, f32 gamma and beta (or none) and rows of a multiple of 4 up to
+    /// 8192 values; nothing otherwise (the caller composes).
+    static std::optional<std::array<FT, 4>> float_add_layer_norm(FT x, FT residual,
+                                                                 std::optional<FT> gamma,
+                                                                 std::optional<FT> beta, double eps,
+                                                                 std::optional<DType> out);
 
     // ---- int ----
     static IT int_from_data(const TensorData& data, const Device& d);

@@ -150,6 +150,15 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
                                                    double eps);
 
+    // ---- residual addition and layer norm ----
+    /// x + residual and the layer norm of the sum in one kernel, on the stack's kernel where it
+    /// has one (CUDA and Autodiff over it); nothing otherwise, and module::add_layer_norm then
+    /// composes.
+    static std::optional<std::array<FT, 4>> float_add_layer_norm(FT x, FT residual,
+                                                                 std::optional<FT> gamma,
+                                                                 std::optional<FT> beta, double eps,
+                                                                 std::optional<DType> out);
+
     // ---- matmul epilogue ----
     /// a · b (2-D) with the bias row added (and/or relu) inside the stack's GEMM where it has a
     /// matmul epilogue (the CPU, CUDA and Autodiff over them: fusion::MatmulEpilogueBackend);

@@ -74,6 +74,36 @@ Tensor<B, 3> residual(const Tensor<B, 3>& x, bool norm_first, const LayerNorm<B>
     return after.forward(x + dropout.forward(branch(x)));
 }
 
+// Pre-norm encoder layers (TransformerEncoderLayer::forward in turn, the same values): the
+// residual addition that ends each branch and the LayerNorm that starts the next one — within a
+// layer and across layers — run as one module::add_layer_norm (one kernel on CUDA instead of an
+// addition, a norm and, under autocast, the cast the next branch's products make), its normed
+// output in the autocast dtype under a guard.
+template <Backend B, typename Layer, typename Input>
+Tensor<B, 3> pre_norm_layers(const std::vector<Layer>& layers, Tensor<B, 3> x, const Input& input) {
+    const std::optional<DType> out = autocast_dtype();
+    auto add_norm = [&](const Tensor<B, 3>& a, const Tensor<B, 3>& r, const LayerNorm<B>& norm) {
+        return module::add_layer_norm(a, r, std::optional(norm.gamma.val()),
+                                      std::optional(norm.beta.val()), norm.epsilon, out);
+    };
+    auto h = layers[0].norm_2.forward(x);  // before the first attention
+    for (std::size_t l = 0; l < layers.size(); ++l) {
+        const Layer& layer = layers[l];
+        auto in = MhaInput<B>::self_attn(h)
+                      .mask_pad(input.mask_pad())
+                      .mask_attn(input.mask_attn())
+                      .causal(input.is_causal());
+        auto a = add_norm(x, layer.dropout.forward(attention_context<B>(layer.mha, in, nullptr)),
+                          layer.norm_1);
+        auto f = layer.dropout.forward(layer.pwff.forward(a.normed));
+        if (l + 1 == layers.size()) return a.sum + f;
+        auto next = add_norm(a.sum, f, layers[l + 1].norm_2);
+        x = std::move(next.sum);
+        h = std::move(next.normed);
+    }
+    return x;  // not reached: the last layer returns above
+}
+
 // The attention and feed-forward blocks of a layer of `config` (a TransformerEncoderConfig or
 // TransformerDecoderConfig).
 template <Backend B, typename Config>
@@ -558,6 +588,7 @@ template <Backend B>
 Tensor<B, 3> TransformerEncoder<B>::forward(const TransformerEncoderInput<B>& input) const {
     check(input, "TransformerEncoder::forward");
     auto x = input.tensor();
+    if (norm_first && !layers.empty()) return detail::pre_norm_layers(layers, std::move(x), input);
     for (const auto& layer : layers)
         x = layer.forward(x, input.mask_pad(), input.mask_attn(), input.is_causal());
     return x;

@@ -151,6 +151,14 @@ EMBER_API Deform deform_conv2d(const char* op, const Operand& x, const Operand& 
 EMBER_API void grad(const std::string& op, const Operand& x, const Operand& grad,
                     const std::optional<Shape>& expected = std::nullopt);
 
+/// module::add_layer_norm's operands: x and residual of one shape (rank >= 1) and float dtypes,
+/// gamma and beta of the last dim's size, eps >= 0, and `out` (the normed result's dtype) a
+/// float dtype.
+EMBER_API void add_layer_norm(const Operand& x, const Operand& residual,
+                              const std::optional<Operand>& gamma,
+                              const std::optional<Operand>& beta, double eps,
+                              std::optional<DType> out);
+
 // ---- pooling and interpolation (the window geometry: backends/common/pool_geometry.hpp) ------
 /// adaptive_avg_pool{n}d(x, output_size): checks; returns the output shape.
 EMBER_API Shape adaptive_avg_pool(const Operand& x, std::span<const std::size_t> output_size);

@@ -96,6 +96,52 @@ Tensor<B, D> layer_norm(const Tensor<B, D>& x_in,
     return Tensor<B, D>(std::move(r[0]));
 }
 
+/// What module::add_layer_norm returns.
+template <Backend B, std::size_t D>
+struct AddLayerNormOutput {
+    Tensor<B, D> sum;     ///< x + residual
+    Tensor<B, D> normed;  ///< layer_norm(sum), in the dtype asked for
+};
+
+/// A residual addition and the layer norm of its result, as a pre-norm transformer runs them
+/// between its blocks: sum = x + residual (dtypes promoting as for `+`) and normed =
+/// layer_norm(sum, gamma, beta, eps), cast to `out` when given — the dtype the next block's
+/// products read: under an ember::Autocast guard its dtype, which gives the values the products'
+/// own casts would (layer norm itself computes in f32, as layer_norm does under the guard).
+/// x and residual must have one shape. One kernel where the backend has one (CUDA: x and the
+/// residual read once, the sum and the normed rows written once, the latter in 16 bits when
+/// `out` asks for them); an addition, layer_norm and a cast elsewhere.
+template <Backend B, std::size_t D>
+AddLayerNormOutput<B, D> add_layer_norm(const Tensor<B, D>& x, const Tensor<B, D>& residual,
+                                        const OptionalTensor<B, 1>& gamma = std::nullopt,
+                                        const OptionalTensor<B, 1>& beta = std::nullopt,
+                                        double eps = 1e-5,
+                                        std::optional<DType> out = std::nullopt) {
+    namespace ac = ::ember::detail::autocast;
+    namespace check = ::ember::detail::check;
+    using check::Operand;
+    std::optional<Operand> g, b;
+    if (gamma) g = Operand(gamma->shape(), gamma->dtype());
+    if (beta) b = Operand(beta->shape(), beta->dtype());
+    check::add_layer_norm(Operand(x.shape(), x.dtype()),
+                          Operand(residual.shape(), residual.dtype()), g, b, eps, out);
+    if constexpr (AddLayerNormForwardBackend<B>) {
+        // The kernel takes the sum in x's dtype and f32 affine parameters; what it declines
+        // composes below.
+        const auto gw = ac::widen(gamma), bw = ac::widen(beta);
+        std::optional<typename B::FloatTensorPrimitive> gp, bp;
+        if (gw) gp = gw->primitive();
+        if (bw) bp = bw->primitive();
+        if (auto r = B::float_add_layer_norm(x.primitive(), residual.primitive(), std::move(gp),
+                                             std::move(bp), eps, out))
+            return {Tensor<B, D>(std::move((*r)[0])), Tensor<B, D>(std::move((*r)[1]))};
+    }
+    auto sum = x + residual;
+    auto normed = layer_norm(sum, gamma, beta, eps);
+    if (out && normed.dtype() != *out) normed = normed.cast(*out);
+    return {std::move(sum), std::move(normed)};
+}
+
 // Under an ember::Autocast guard the input, weight and bias are cast to its dtype first.
 #define EMBER_CONV(name, N, Opt)                                                          \
     template <Backend B>                                                                  \

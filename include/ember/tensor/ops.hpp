@@ -7,6 +7,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "dtype.hpp"
+
 namespace ember {
 
 /// A scalar operand, held both as double (float tensors) and as int64 (int tensors) so that
@@ -126,6 +128,21 @@ template <typename B>
 concept BatchNormReluBackend = BatchNormBackend<B> && BatchNormReluForwardBackend<B> &&
     requires(typename B::FloatTensorPrimitive t) {
     B::float_batch_norm_relu_backward(t, t, t, t, t, t, true, std::optional{t});
+};
+
+/// A backend with one kernel for a residual addition and the layer norm after it (an optional op,
+/// detected at compile time; module::add_layer_norm composes an addition and layer_norm
+/// elsewhere):
+///   float_add_layer_norm(x, residual, gamma, beta, eps, out)
+///     → optional {sum = x + residual (x's dtype), layer_norm(sum) in `out`'s dtype (x's when
+///       empty), mean, rstd}
+/// It may decline (return nothing) for operands it does not take. With `out` bf16 the norm is
+/// computed in f32 and rounded once on the store: what a cast after an f32 layer norm gives.
+template <typename B>
+concept AddLayerNormForwardBackend = requires(typename B::FloatTensorPrimitive t,
+                                              std::optional<typename B::FloatTensorPrimitive> o,
+                                              std::optional<DType> d) {
+    B::float_add_layer_norm(t, t, o, o, 0.0, d);
 };
 
 namespace detail {

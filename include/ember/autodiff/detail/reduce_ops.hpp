@@ -144,58 +144,92 @@ EMBER_AD auto Autodiff<B, C>::float_log_softmax(FT t, std::size_t dim) -> FT {
 EMBER_AD auto Autodiff<B, C>::float_layer_norm(FT x, std::optional<FT> gamma,
                                                std::optional<FT> beta, double eps)
     -> std::array<FT, 3> {
-    using M = detail::ad::Math<B>;
     std::optional<IFT> ig, ib;
     if (gamma) ig = gamma->primitive;
     if (beta) ib = beta->primitive;
     auto out = B::float_layer_norm(x.primitive, std::move(ig), std::move(ib), eps);
-    IFT mean = out[1], rstd = out[2];
     // mean and rstd are statistics for the backward pass, not differentiable outputs.
-    FT m = from_inner(std::move(out[1])), rs = from_inner(std::move(out[2]));
-    auto r = record(std::move(out[0]), std::vector<const FT*>{&x, gamma ? &*gamma : nullptr,
-                                                               beta ? &*beta : nullptr});
-    if (!r.node) return {r.untracked(), std::move(m), std::move(rs)};
+    FT m = from_inner(out[1]), rs = from_inner(out[2]);
+    return {
+        layer_norm_node(std::move(out[0]), x, gamma, beta, std::move(out[1]), std::move(out[2])),
+        std::move(m), std::move(rs)};
+}
+
+EMBER_AD auto Autodiff<B, C>::layer_norm_node(IFT y, const FT& x, const std::optional<FT>& gamma,
+                                              const std::optional<FT>& beta, IFT mean, IFT rstd)
+    -> FT {
+    using M = detail::ad::Math<B>;
+    auto r = record(std::move(y),
+                    std::vector<const FT*>{&x, gamma ? &*gamma : nullptr, beta ? &*beta : nullptr});
+    if (!r.node) return r.untracked();
     Saved sx = r.input(x);
     Saved sg = gamma ? r.input(*gamma) : Saved{};
     const Shape xs = float_shape(x);
+    const DType xdt = float_dtype(x);
     const bool affine = gamma.has_value();
     // With x̂ = (x - mean) · rstd and g' = g · gamma: dgamma = Σ_rows g x̂, dbeta = Σ_rows g,
-    // dx = rstd · (g' - mean(g') - x̂ · mean(g' x̂)), means over the last dim.
-    return {r.finish([=](Ctx& ctx, IFT g) {
-                // B's own kernels where it has them (an optional capability; they give dbeta
-                // only with gamma, as LayerNorm has both or neither).
-                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
-                                  B::float_layer_norm_backward(t, t, o, t, t);
-                              }) {
-                    if (affine || !ctx.needs(2)) {
-                        const std::optional<IFT> gm =
-                            affine ? std::optional<IFT>(ctx.get(sg)) : std::nullopt;
-                        if (auto f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd)) {
-                            if (ctx.needs(2)) ctx.add(2, std::move((*f)[2]));
-                            if (ctx.needs(1)) ctx.add(1, std::move((*f)[1]));
-                            if (ctx.needs(0)) ctx.add(0, std::move((*f)[0]));
-                            return;
-                        }
-                    }
+    // dx = rstd · (g' - mean(g') - x̂ · mean(g' x̂)), means over the last dim. The output may be
+    // in another dtype than x (add_layer_norm's 16-bit one): B's kernel may read g as it is,
+    // the composed rule reads it in x's dtype.
+    return r.finish([=](Ctx& ctx, IFT g) {
+        // B's own kernels where it has them (an optional capability; they give dbeta only with
+        // gamma, as LayerNorm has both or neither).
+        if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
+                          B::float_layer_norm_backward(t, t, o, t, t);
+                      }) {
+            if (affine || !ctx.needs(2)) {
+                const std::optional<IFT> gm =
+                    affine ? std::optional<IFT>(ctx.get(sg)) : std::nullopt;
+                if (auto f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd)) {
+                    if (ctx.needs(2)) ctx.add(2, std::move((*f)[2]));
+                    if (ctx.needs(1)) ctx.add(1, std::move((*f)[1]));
+                    if (ctx.needs(0)) ctx.add(0, std::move((*f)[0]));
+                    return;
                 }
-                const std::size_t d = xs.rank() - 1;
-                Shape row = Shape::filled(xs.rank(), 1);
-                row[d] = xs[d];
-                const Shape vec{xs[d]};
-                IFT xhat = M::mul(M::sub(ctx.get(sx), mean), rstd);
-                if (ctx.needs(2)) ctx.add(2, B::float_reshape(M::reduce_to(g, row), vec));
-                if (ctx.needs(1))
-                    ctx.add(1, B::float_reshape(M::reduce_to(M::mul(g, xhat), row), vec));
-                if (!ctx.needs(0)) return;
-                IFT gg = affine ? M::mul(std::move(g), B::float_reshape(ctx.get(sg), row))
-                                : std::move(g);
-                IFT m1 = B::float_reduce_dim(ReduceOp::Mean, gg, d);
-                IFT m2 = B::float_reduce_dim(ReduceOp::Mean, M::mul(gg, xhat), d);
-                IFT inner = M::sub(M::sub(std::move(gg), std::move(m1)),
-                                   M::mul(std::move(xhat), std::move(m2)));
-                ctx.add(0, M::mul(std::move(inner), rstd));
-            }),
-            std::move(m), std::move(rs)};
+            }
+        }
+        if (B::float_dtype(g) != xdt) g = B::float_cast(std::move(g), xdt);
+        const std::size_t d = xs.rank() - 1;
+        Shape row = Shape::filled(xs.rank(), 1);
+        row[d] = xs[d];
+        const Shape vec{xs[d]};
+        IFT xhat = M::mul(M::sub(ctx.get(sx), mean), rstd);
+        if (ctx.needs(2)) ctx.add(2, B::float_reshape(M::reduce_to(g, row), vec));
+        if (ctx.needs(1)) ctx.add(1, B::float_reshape(M::reduce_to(M::mul(g, xhat), row), vec));
+        if (!ctx.needs(0)) return;
+        IFT gg = affine ? M::mul(std::move(g), B::float_reshape(ctx.get(sg), row)) : std::move(g);
+        IFT m1 = B::float_reduce_dim(ReduceOp::Mean, gg, d);
+        IFT m2 = B::float_reduce_dim(ReduceOp::Mean, M::mul(gg, xhat), d);
+        IFT inner =
+            M::sub(M::sub(std::move(gg), std::move(m1)), M::mul(std::move(xhat), std::move(m2)));
+        ctx.add(0, M::mul(std::move(inner), rstd));
+    });
+}
+
+EMBER_AD template <typename I>
+requires AddLayerNormForwardBackend<I>
+auto Autodiff<B, C>::float_add_layer_norm(FT x, FT residual, std::optional<FT> gamma,
+                                          std::optional<FT> beta, double eps,
+                                          std::optional<DType> out)
+    -> std::optional<std::array<FT, 4>> {
+    std::optional<IFT> ig, ib;
+    if (gamma) ig = gamma->primitive;
+    if (beta) ib = beta->primitive;
+    auto o = B::float_add_layer_norm(x.primitive, residual.primitive, std::move(ig), std::move(ib),
+                                     eps, out);
+    if (!o) return std::nullopt;
+    auto& [sum, y, mean, rstd] = *o;
+    std::array<FT, 4> res{FT{}, FT{}, from_inner(mean), from_inner(rstd)};
+    // Two nodes, as the composed ops would record: the sum (its gradient passes to x and the
+    // residual, each cast to its operand's dtype by the context), then the norm of the sum.
+    auto rs = record(std::move(sum), {&x, &residual});
+    res[0] = rs.node ? rs.finish([](Ctx& ctx, IFT g) {
+        ctx.add(1, g);
+        ctx.add(0, std::move(g));
+    })
+                     : rs.untracked();
+    res[1] = layer_norm_node(std::move(y), res[0], gamma, beta, std::move(mean), std::move(rstd));
+    return res;
 }
 
 EMBER_AD template <typename I>
