@@ -255,18 +255,23 @@ done
 # (sized like ember's; its threads spin for a while after each call and compete with ember's),
 # the default before; EMBER_CPU_GEMM=portable: ember's blocked GEMM instead of OpenBLAS; with
 # EMBER_CPU_SPIN_US=50 the pool's threads also spin 50 µs for the next op before they sleep;
-# "spin": OpenBLAS as by default, ember's pool spinning 50 µs. Rows tagged "variant":
-# "openblas-threads" / "portable-gemm" / "portable-gemm-spin" / "spin".
+# "spin": OpenBLAS as by default, ember's pool spinning 50 µs; "pool-tiles":
+# EMBER_CPU_BLAS_THREADED_DIM=0, the large square products (every side 1024 or more, which
+# OpenBLAS threads by default) in tiles on ember's pool as well (run 2026-11-30b set
+# EMBER_CPU_BLAS_THREADED_MACS=0, the rule then: products of 2^29 multiply-adds or more).
+# Rows tagged "variant":
+# "openblas-threads" / "pool-tiles" / "portable-gemm" / "portable-gemm-spin" / "spin".
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
-for v in openblas:auto:0 auto:portable:0 auto:portable:50 auto:auto:50; do
-  IFS=: read -r blas gemm spin <<<"$v"
+for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:def auto:auto:50:def; do
+  IFS=: read -r blas gemm spin macs <<<"$v"  # macs: EMBER_CPU_BLAS_THREADED_DIM ("def": unset)
   name=portable-gemm
   [[ $gemm == auto ]] && name=spin
   [[ $gemm == portable && $spin != 0 ]] && name=portable-gemm-spin
   [[ $blas == openblas ]] && name=openblas-threads
+  [[ $macs == 0 ]] && name=pool-tiles
   specs=("mlp 64" "mlp 256" "cnn 64" "cnn 256" "resnet $rb")
-  [[ $blas == openblas ]] && specs+=("gpt $gpt_batch")
+  [[ $blas == openblas || $macs != def ]] && specs+=("gpt $gpt_batch")
   for spec in "${specs[@]}"; do
     set -- $spec
     ts="$vcounts"
@@ -275,9 +280,12 @@ for v in openblas:auto:0 auto:portable:0 auto:portable:50 auto:auto:50; do
     [[ $1 == gpt ]] && bf=(--seq "$gpt_seq")
     [[ $1 == gpt && $quick -eq 0 ]] && tm=("${slow[@]}")
     step "train $1 batch $2 at $ts threads: ember, $name"
-    EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim \
-      "$bin/bench_scale" train --model "$1" --batch "$2" --threads "$ts" \
-      --init-from "$tmp/$1.pt" "${bf[@]}" "${tm[@]}" 2>>"$err" | variant "$name"
+    (
+      [[ $macs != def ]] && export EMBER_CPU_BLAS_THREADED_DIM="$macs"
+      EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim \
+        "$bin/bench_scale" train --model "$1" --batch "$2" --threads "$ts" \
+        --init-from "$tmp/$1.pt" "${bf[@]}" "${tm[@]}" 2>>"$err"
+    ) | variant "$name"
   done
 done
 

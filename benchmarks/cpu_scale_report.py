@@ -2,14 +2,15 @@
 """Writes RESULTS.md's section on issue 37's CPU scaling benchmark from the raw lines of
 benchmarks/cpu_scale.sh run (one file a run).
 
-    cpu_scale_report.py RESULTS.md FILE.jsonl [--stdout]
+    cpu_scale_report.py RESULTS.md FILE.jsonl [--stdout] [--name NAME --title TITLE]
 
 Tables: training steps (ms) at each thread count, ember beside PyTorch's best configuration at
 that count (the fastest of eager and torch.compile where the run compiled), the ratio and
 ember's parallel efficiency from 1 thread to the highest (t1 / (tN * N)); inference (ms per
 forward pass) beside ONNX Runtime and PyTorch; kernels (GFLOP/s) beside OpenBLAS called directly
 and PyTorch. The issue's goals are quoted beside each table; every figure is shown, met or not.
---stdout prints the section instead of writing it.
+--stdout prints the section instead of writing it; --name and --title write it as another
+section (a second run shown beside the first), under that marker name and heading.
 """
 import json
 import os
@@ -118,6 +119,8 @@ def train_table(rows, counts):
 
 
 VARIANTS = (("openblas-threads", "`EMBER_CPU_BLAS_THREADS=openblas`"),
+            ("pool-tiles", "`EMBER_CPU_BLAS_THREADED_DIM=0` (`EMBER_CPU_BLAS_THREADED_MACS=0` in "
+                           "the runs of 2026-11-30)"),
             ("portable-gemm", "`EMBER_CPU_GEMM=portable`"),
             ("portable-gemm-spin", "`EMBER_CPU_GEMM=portable EMBER_CPU_SPIN_US=50`"),
             ("spin", "`EMBER_CPU_SPIN_US=50` (OpenBLAS as by default)"))
@@ -133,7 +136,14 @@ def variant_table(rows, counts):
     # Runs before EMBER_CPU_BLAS_THREADS existed had OpenBLAS thread the products by default.
     names = {r.get("variant") for r in rows}
     variants = [v for v in VARIANTS if v[0] in names]
-    if "openblas-threads" in names:
+    if "pool-tiles" in names:
+        default = ("OpenBLAS for the large products, single-threaded, each product split into "
+                   "tiles on ember's pool, but the largest threaded by OpenBLAS's own pool (in "
+                   "the 2026-11-30b run products of 2^29 multiply-adds or more; from then on "
+                   "products whose sides are all 1024 or more; *pool-tiles*: those in tiles too; "
+                   "*openblas-threads*: every product one call, threaded by OpenBLAS's own pool "
+                   "sized like ember's)")
+    elif "openblas-threads" in names:
         default = ("OpenBLAS for the large products, single-threaded, each product split into "
                    "tiles on ember's pool (*openblas-threads*: one call, threaded by OpenBLAS's "
                    "own pool sized like ember's)")
@@ -240,17 +250,31 @@ def section(meta, rows, source):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--stdout"]
+    argv = sys.argv[1:]
+    name, title = NAME, None
+    for flag in ("--name", "--title"):
+        if flag in argv:
+            i = argv.index(flag)
+            if i + 1 >= len(argv):
+                sys.exit(__doc__)
+            if flag == "--name":
+                name = argv[i + 1]
+            else:
+                title = argv[i + 1]
+            del argv[i:i + 2]
+    args = [a for a in argv if a != "--stdout"]
     if len(args) != 2:
         sys.exit(__doc__)
     meta, rows = load(args[1])
     root = os.path.dirname(os.path.abspath(args[0]))
     source = os.path.relpath(os.path.abspath(args[1]), root)
     lines = section(meta, rows, source)
+    if title:
+        lines[0] = "## " + title
     if "--stdout" in sys.argv:
         print("\n".join(lines))
     else:
-        write_section(args[0], NAME, lines)
+        write_section(args[0], name, lines)
 
 
 if __name__ == "__main__":

@@ -1109,6 +1109,23 @@ bool blas_threads_own() {
     return own;
 }
 
+/// Products whose three sides (m, n and k) are all at least this long go to OpenBLAS threaded
+/// by its own pool (sized like ember's) even by default (EMBER_CPU_BLAS_THREADED_DIM, default
+/// 1024; 0: none, every product in tiles on ember's pool). On the 16-CPU Xeon of the GPU
+/// machines, tiles lost on large square products (1024³ at 487 GFLOP/s in 16 tiles against
+/// 868 threaded by OpenBLAS, 4096³ at 868 against 1137: cpu-scale-2026-11-30-h200.jsonl), but
+/// won on the training steps, whose products have a side under 1024 (the GPT's 768-wide
+/// layers, ResNet's 512 channels): with every product of 2^29 multiply-adds or more threaded by
+/// OpenBLAS the GPT step took 773 ms against 700 in tiles and ResNet-18's 324 against 279, while
+/// the square products matched OpenBLAS (cpu-scale-2026-11-30b-h200.jsonl).
+std::size_t blas_threaded_dim() {
+    static const std::size_t dim = [] {
+        const char* e = std::getenv("EMBER_CPU_BLAS_THREADED_DIM");
+        return e ? static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) : std::size_t{1024};
+    }();
+    return dim;
+}
+
 /// Sets OpenBLAS's thread count where it differs (read each time, not cached: a program may set
 /// it itself, as bench_cpu does for its OpenBLAS rows).
 void set_blas_threads(int want) {
@@ -1154,14 +1171,16 @@ std::size_t tile_edge(std::size_t len, std::size_t parts, std::size_t i) {
 
 /// The BLAS call for C = alpha·op(A)·op(B) + beta·C: on ember's pool in tiles when `parallel`
 /// allows it (blas_tiles), else one call; OpenBLAS single-threaded either way; with
-/// EMBER_CPU_BLAS_THREADS=openblas one call threaded by OpenBLAS as the pool is sized.
+/// EMBER_CPU_BLAS_THREADS=openblas, or for a product whose sides are all blas_threaded_dim() or
+/// more, one call threaded by OpenBLAS as the pool is sized.
 /// `call(m, n, k, a, b, c)` runs one product (op(A) m × k at a, op(B) k × n at b, C at c) with
 /// the caller's transposes, alpha, beta and leading dims.
 template <typename T, typename Call>
 void blas_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a,
                   std::size_t lda, const T* b, std::size_t ldb, T* c, std::size_t ldc,
                   bool parallel, Call&& call) {
-    if (blas_threads_own()) {
+    const std::size_t side = blas_threaded_dim();
+    if (blas_threads_own() || (parallel && side > 0 && std::min({m, n, k}) >= side)) {
         set_blas_threads(parallel ? static_cast<int>(num_threads()) : 1);
         call(m, n, k, a, b, c);
         return;
