@@ -5,6 +5,7 @@
 #include <limits>
 
 #include <ember/collective/collective.hpp>
+#include <ember/collective/thread.hpp>
 #include <ember/tensor/error.hpp>
 #include <ember/train/dashboard.hpp>
 #include <ember/train/detail/learner_core.hpp>
@@ -356,6 +357,15 @@ void LearnerCore::restore_history(std::size_t n) {
 
 void LearnerCore::log(const std::string& message) {
     if (s_.app_logger) s_.app_logger->log(message);
+}
+
+std::vector<std::shared_ptr<collective::Collective>> LearnerCore::replica_comms(std::size_t n) {
+    std::vector<std::shared_ptr<collective::Collective>> comms = s_.collectives;
+    if (comms.empty())
+        for (auto& c : collective::ThreadCollective::group(n)) comms.emplace_back(std::move(c));
+    log("data-parallel training on " + std::to_string(n) + " local replica(s) of " +
+        std::to_string(comms[0]->world_size()) + " (" + comms[0]->name() + ")");
+    return comms;
 }
 
 }  // namespace detail

@@ -355,16 +355,14 @@ class LearnerBuilder {
                       "LearnerBuilder::build: the optimizer must step this model type");
         using Dev = Device<module::BackendOf<M>>;
         const auto* devs = std::any_cast<std::vector<Dev>>(&o_.devices);
-        LearnerOptions<TrainItem, ValidItem> o = o_;
-        // The checks are compiled once, in ember_train: the model enters as facts.
-        detail::check_learner_settings(
-            o, slot_pointers(o.train_metrics), slot_pointers(o.valid_metrics),
-            {detail::capturable_backend<module::BackendOf<M>>(), module::BackendOf<M>::name(),
-             devs != nullptr, devs != nullptr ? devs->size() : 0});
+        // What does not depend on the model is made by make_core, one function whatever the
+        // model; the checks are compiled once, in ember_train: the model enters as facts.
+        detail::LearnerCore core = make_core({detail::capturable_backend<module::BackendOf<M>>(),
+                                              module::BackendOf<M>::name(), devs != nullptr,
+                                              devs != nullptr ? devs->size() : 0});
         if (devs != nullptr) model = model.fork(devs->front());
-        detail::complete_learner_settings(o);
         return Learner<M, O, Sched, TrainItem, ValidItem>(
-            std::move(o), std::move(model), std::move(optimizer), Sched(std::move(scheduler)));
+            std::move(core), std::move(model), std::move(optimizer), Sched(std::move(scheduler)));
     }
 
   private:
@@ -373,6 +371,22 @@ class LearnerBuilder {
              bool plotted) {
         detail::add_metric_slot<Item>(slots, std::move(metric), plotted, "LearnerBuilder",
                                       " for the same split");
+    }
+
+    // The Learner's core for a model of these facts: the options checked and completed
+    // (detail::check_learner_settings, detail::complete_learner_settings).
+    detail::LearnerCore make_core(const detail::LearnerModelFacts& model) const {
+        LearnerSettings o = o_;
+        detail::check_learner_settings(o, slot_pointers(o_.train_metrics),
+                                       slot_pointers(o_.valid_metrics), model);
+        detail::complete_learner_settings(o);
+        return detail::LearnerCore(std::move(o), erase(o_.train_metrics), erase(o_.valid_metrics));
+    }
+
+    template <typename Item>
+    static std::vector<std::shared_ptr<detail::MetricSlotBase>> erase(
+        const std::vector<std::shared_ptr<detail::MetricSlot<Item>>>& slots) {
+        return {slots.begin(), slots.end()};
     }
 
     template <typename Item>

@@ -195,6 +195,10 @@ class EMBER_API LearnerCore {
     record::Value load_checkpoint(const char* what, std::size_t epoch) const;
     /// Writes a line to the application log.
     void log(const std::string& message);
+    /// The collective endpoints of a data-parallel run's `n` local replicas: the settings'
+    /// (LearnerBuilder::collectives), or else an in-process ThreadCollective group of `n`; the
+    /// run's log says how many replicas of how many train.
+    std::vector<std::shared_ptr<collective::Collective>> replica_comms(std::size_t n);
 
     /// Learner::history.
     const MetricHistory& history() const { return history_; }

@@ -52,6 +52,24 @@ struct CapturedSteps {
 };
 template <typename B, typename Batch, typename Item>
 struct CapturedSteps<B, Batch, Item, void> {};
+/// The step outputs of a process's replicas (`outs[r]`, of `sizes[r]` items; none where a replica
+/// had an empty shard) merged into one, each weighted by its share of the items; `local` gets
+/// their sum. Nullopt when no replica had items.
+template <typename Item>
+std::optional<Item> merge_outputs(std::vector<std::optional<Item>>& outs,
+                                  const std::vector<std::size_t>& sizes, std::size_t& local) {
+    std::vector<Item> present;
+    std::vector<double> weights;
+    local = 0;
+    for (std::size_t r = 0; r < outs.size(); ++r) local += sizes[r];
+    for (std::size_t r = 0; r < outs.size(); ++r) {
+        if (!outs[r]) continue;
+        present.push_back(std::move(*outs[r]));
+        weights.push_back(double(sizes[r]) / double(local));
+    }
+    if (present.empty()) return std::nullopt;
+    return ItemMerge<Item>::merge(std::move(present), weights);
+}
 /// Whether the Learner captures steps on B over batches of type Batch.
 template <typename B, typename Batch>
 constexpr bool captures() {
@@ -66,9 +84,8 @@ template <typename M, typename O, typename S, typename TrainItem, typename Valid
 class Learner {
   public:
     /// Use LearnerBuilder::build.
-    Learner(LearnerOptions<TrainItem, ValidItem> options, M model, O optimizer, S scheduler)
-        : core_(std::move(static_cast<LearnerSettings&>(options)),
-                erase(std::move(options.train_metrics)), erase(std::move(options.valid_metrics))),
+    Learner(detail::LearnerCore core, M model, O optimizer, S scheduler)
+        : core_(std::move(core)),
           model_(std::move(model)),
           optim_(std::move(optimizer)),
           sched_(std::move(scheduler)) {}
@@ -89,7 +106,7 @@ class Learner {
                       "fit: the validation loader needs iter(), num_items() and num_batches()");
         FitTask<Train, Valid> task(*this, train, valid);
         core_.fit(task, shape_of(train), shape_of(valid));
-        return std::move(task.model);
+        return task.dp ? task.dp->models[0] : std::move(task.model);
     }
 
     /// The interrupter of the run (shared with the builder's).
@@ -172,12 +189,7 @@ class Learner {
             const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o().devices);
             dp.devices = *devs;
             const std::size_t n = dp.devices.size();
-            if (o().collectives.empty()) {
-                for (auto& c : collective::ThreadCollective::group(n))
-                    dp.comms.emplace_back(std::move(c));
-            } else {
-                dp.comms = o().collectives;
-            }
+            dp.comms = core_.replica_comms(n);  // and the log's line
             dp.main = false;
             for (const auto& c : dp.comms) dp.main = dp.main || c->rank() == 0;
             // Constructed rather than resized: a vector's fill constructor is a smaller
@@ -188,8 +200,6 @@ class Learner {
             dp.workers = std::make_unique<detail::ReplicaWorkers>(n);
             // The replicas are made from `model` when the first epoch starts (prepare_replicas).
             if (optim_record) dp.optim_record.emplace(*optim_record);
-            log("data-parallel training on " + std::to_string(n) + " local replica(s) of " +
-                std::to_string(dp.comms[0]->world_size()) + " (" + dp.comms[0]->name() + ")");
             return dp;
         }
     }
@@ -271,18 +281,8 @@ class Learner {
             if (update) pending = 0;
             ++iteration;
             // The metrics read one output for the batch: this process's shards merged.
-            std::vector<TrainItem> present;
-            std::vector<double> weights;
             std::size_t local = 0;
-            for (std::size_t r = 0; r < n; ++r) local += sizes[r];
-            for (std::size_t r = 0; r < n; ++r) {
-                if (!outs[r]) continue;
-                present.push_back(std::move(*outs[r]));
-                weights.push_back(double(sizes[r]) / double(local));
-            }
-            std::optional<TrainItem> merged;
-            if (!present.empty())
-                merged.emplace(ItemMerge<TrainItem>::merge(std::move(present), weights));
+            const auto merged = detail::merge_outputs(outs, sizes, local);
             if (core_.step_done(Split::Train, epoch, iteration, merged ? &*merged : nullptr, lr,
                                 local)) {
                 stopped = true;
@@ -481,12 +481,6 @@ class Learner {
     void log(const std::string& message) { core_.log(message); }
     const LearnerSettings& o() const { return core_.settings(); }
 
-    template <typename Item>
-    static std::vector<std::shared_ptr<detail::MetricSlotBase>> erase(
-        std::vector<std::shared_ptr<detail::MetricSlot<Item>>> slots) {
-        return {std::make_move_iterator(slots.begin()), std::make_move_iterator(slots.end())};
-    }
-
     // A loader's counts, as the core reads them.
     template <typename L>
     static detail::LoaderShape shape_of(L& loader) {
@@ -515,22 +509,23 @@ class Learner {
             dp.emplace(l.template make_replicas<Batch>(model, optim, optim_record));
         }
         bool train_epoch(std::size_t epoch) override {
-            const bool trained = dp ? l.train_epoch_parallel(train, epoch, *dp, sched)
-                                    : l.train_epoch(train, epoch, model, optim, sched);
-            if (dp) {  // replica 0 is validated and checkpointed; every replica holds the same
-                model = dp->models[0];
-                optim = dp->optims[0];
-            }
-            return trained;
+            return dp ? l.train_epoch_parallel(train, epoch, *dp, sched)
+                      : l.train_epoch(train, epoch, model, optim, sched);
         }
-        bool valid_epoch(std::size_t epoch) override { return l.valid_epoch(valid, epoch, model); }
+        bool valid_epoch(std::size_t epoch) override {
+            return l.valid_epoch(valid, epoch, current_model());
+        }
         bool writes() const override { return !dp || dp->main; }
         record::Value record_of(const char* what) const override {
             const std::string_view w(what);
-            if (w == "model") return model.into_record();
-            if (w == "optim") return optim.to_record();
+            if (w == "model") return current_model().into_record();
+            if (w == "optim") return (dp ? dp->optims[0] : optim).to_record();
             return sched.to_record();
         }
+
+        // The trained model: replica 0's in a data-parallel run (every replica holds the same;
+        // read in place rather than copied after each epoch).
+        const M& current_model() const { return dp ? dp->models[0] : model; }
 
         Learner& l;
         TL& train;
