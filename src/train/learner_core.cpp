@@ -97,6 +97,23 @@ void complete_learner_settings(LearnerSettings& o) {
     if (!o.renderer) o.renderer = make_default_renderer(o.interrupter);
 }
 
+MetricEntry update_metric(MetricSlotBase& slot, const void* item, const MetricMetadata& md,
+                          std::size_t items, MetricLogger& logger, MetricSums& sums) {
+    MetricEntry e = slot.update_erased(item, md);
+    logger.log(e);
+    if (slot.numeric && e.numeric) {
+        // An epoch's value is the mean over its items, as PyTorch users compute it (a short last
+        // batch weighs what its items do).
+        auto& [sum, count] = sums[e.name];
+        sum += *e.numeric * double(items);
+        count += items;
+        // What renderers show as the epoch's mean is what history() will hold.
+        if (count) e.epoch_mean = sum / double(count);
+    }
+    if (!slot.plotted) e.numeric.reset(), e.epoch_mean.reset();
+    return e;
+}
+
 std::size_t LoaderShape::items_after(std::size_t iteration) const {
     const std::size_t n = num_items, b = num_batches;
     if (iteration >= b) return n;
@@ -219,18 +236,7 @@ bool LearnerCore::step_done(Split split, std::size_t epoch, std::size_t iteratio
         auto& sums = sums_[training ? 0 : 1];
         const MetricMetadata md{p, lr};
         for (auto& slot : slots(split)) {
-            MetricEntry e = slot->update_erased(item, md);
-            logger.log(e);
-            if (slot->numeric && e.numeric) {
-                // An epoch's value is the mean over its items, as PyTorch users compute it (a
-                // short last batch weighs what its items do).
-                auto& [sum, count] = sums[e.name];
-                sum += *e.numeric * double(items);
-                count += items;
-                // What renderers show as the epoch's mean is what history() will hold.
-                if (count) e.epoch_mean = sum / double(count);
-            }
-            if (!slot->plotted) e.numeric.reset(), e.epoch_mean.reset();
+            const MetricEntry e = update_metric(*slot, item, md, items, logger, sums);
             if (training)
                 s_.renderer->update_train(e);
             else

@@ -40,7 +40,7 @@ set(_ember_detail_exceptions
   # The Learner's model-independent core (include/ember/train/detail/learner_core.hpp), which
   # the Learner's template calls.
   "^ember::train::detail::(LearnerCore|LoaderShape)::"
-  "^ember::train::detail::(check_learner_settings|complete_learner_settings)\\("
+  "^ember::train::detail::(check_learner_settings|complete_learner_settings|update_metric)\\("
   # The gradient reducer's core and scale_gradients' step on Dispatch, compiled in
   # ember_dispatch (include/ember/dispatch/train.hpp declares them extern).
   "^(void )?ember::collective::detail::GradientReducerCore<ember::Dispatch>::"

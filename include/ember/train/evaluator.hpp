@@ -53,8 +53,12 @@ class Evaluator {
         FileMetricLogger logger(dir_ / "test" / name);
         logger.start_epoch(1);
         for (auto& m : metrics_) m->clear();
-        std::map<std::string, std::pair<double, std::size_t>> sums;
+        detail::MetricSums sums;
         std::size_t iteration = 0, done = 0;
+        // Batches of equal size but the last, as the Learner counts them.
+        detail::LoaderShape shape{n, nb, std::nullopt};
+        if constexpr (requires { loader.batch_size(); })
+            shape.batch_size = std::size_t(loader.batch_size());
         for (auto&& batch : loader.iter()) {
             // The validation step, as the Learner calls it: valid_step, else step.
             static_assert(std::same_as<decltype(run_valid_step(model_, batch)), Item>,
@@ -62,27 +66,13 @@ class Evaluator {
                           "return the Item the EvaluatorBuilder was made for");
             const Item item = run_valid_step(model_, batch);
             ++iteration;
-            // Batches of equal size but the last, as the Learner counts them.
-            std::size_t after = n;
-            if (iteration < nb) {
-                if constexpr (requires { loader.batch_size(); })
-                    after = std::min<std::size_t>(n, iteration * std::size_t(loader.batch_size()));
-                else
-                    after = std::min(n, iteration * ((n + nb - 1) / nb));
-            }
+            const std::size_t after = shape.items_after(iteration);
             const std::size_t items = after - done;
             done = after;
             TrainingProgress p{1, 1, iteration, after, n, 0};
             for (auto& m : metrics_) {
-                MetricEntry e = m->update(item, MetricMetadata{p, std::nullopt});
-                logger.log(e);
-                if (m->numeric && e.numeric) {
-                    auto& [sum, count] = sums[e.name];
-                    sum += *e.numeric * double(items);
-                    count += items;
-                    if (count) e.epoch_mean = sum / double(count);
-                }
-                if (!m->plotted) e.numeric.reset(), e.epoch_mean.reset();
+                const MetricEntry e =
+                    detail::update_metric(*m, &item, {p, std::nullopt}, items, logger, sums);
                 if (renderer_) renderer_->update_valid(e);
             }
             if (renderer_) renderer_->render_valid(p);

@@ -177,35 +177,35 @@ struct ItemMerge<RegressionOutput<B>> {
                                      std::span<const double> weights);
 };
 
+namespace detail {
+/// The outputs `items` of the replicas merged: `loss` weighted by `weights`, `output` and
+/// `targets` concatenated in replica order (ClassificationOutput, RegressionOutput).
+template <typename Out>
+Out merge_outputs_of(std::vector<Out> items, std::span<const double> weights) {
+    std::vector<decltype(Out::loss)> loss;
+    std::vector<decltype(Out::output)> out;
+    std::vector<decltype(Out::targets)> targets;
+    for (auto& i : items) {
+        loss.push_back(i.loss);
+        out.push_back(i.output);
+        targets.push_back(i.targets);
+    }
+    return {merge_loss(loss, weights), merge_rows(out), merge_rows(targets)};
+}
+}  // namespace detail
+
 // Out of the classes, so not inline: ember_dispatch compiles the Dispatch instances once
 // (<ember/dispatch/train.hpp> declares them extern).
 template <Backend B>
 ClassificationOutput<B> ItemMerge<ClassificationOutput<B>>::merge(
     std::vector<ClassificationOutput<B>> items, std::span<const double> weights) {
-    std::vector<Tensor<B, 1>> loss;
-    std::vector<Tensor<B, 2>> out;
-    std::vector<Tensor<B, 1, Int>> targets;
-    for (auto& i : items) {
-        loss.push_back(i.loss);
-        out.push_back(i.output);
-        targets.push_back(i.targets);
-    }
-    return {detail::merge_loss(loss, weights), detail::merge_rows(out),
-            detail::merge_rows(targets)};
+    return detail::merge_outputs_of(std::move(items), weights);
 }
 
 template <Backend B>
 RegressionOutput<B> ItemMerge<RegressionOutput<B>>::merge(std::vector<RegressionOutput<B>> items,
                                                           std::span<const double> weights) {
-    std::vector<Tensor<B, 1>> loss;
-    std::vector<Tensor<B, 2>> out, targets;
-    for (auto& i : items) {
-        loss.push_back(i.loss);
-        out.push_back(i.output);
-        targets.push_back(i.targets);
-    }
-    return {detail::merge_loss(loss, weights), detail::merge_rows(out),
-            detail::merge_rows(targets)};
+    return detail::merge_outputs_of(std::move(items), weights);
 }
 
 /// Whether the Learner can merge replicas' outputs of type Item.

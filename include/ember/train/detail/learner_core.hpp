@@ -142,6 +142,17 @@ struct LoaderShape {
     }
 };
 
+/// The running sums of an epoch's numeric metrics, by name: the sum of values × items, items.
+using MetricSums = std::map<std::string, std::pair<double, std::size_t>>;
+
+/// Feeds the step output `item` points to (`slot`'s Item) to `slot` and returns its entry: logged
+/// to `logger`; for a numeric metric counted in `sums` with `items` items (its value weighs what
+/// its batch's items do) and given the epoch's mean so far; stripped of its values unless the
+/// metric is plotted. What the Learner and the Evaluator do with each metric after each batch.
+EMBER_API MetricEntry update_metric(MetricSlotBase& slot, const void* item,
+                                    const MetricMetadata& md, std::size_t items,
+                                    MetricLogger& logger, MetricSums& sums);
+
 /// What the model-typed shell of a Learner does for the core's fit.
 class LearnerTask {
   public:
@@ -220,8 +231,7 @@ class EMBER_API LearnerCore {
     std::vector<std::shared_ptr<MetricSlotBase>> train_metrics_, valid_metrics_;
     MetricHistory history_;
     LoaderShape shapes_[2];  // train, valid (set by fit)
-    // The running sums of the current epoch's numeric metrics, per split: sum, items.
-    std::map<std::string, std::pair<double, std::size_t>> sums_[2];
+    MetricSums sums_[2];     // the current epoch's, per split
 };
 
 }  // namespace detail
