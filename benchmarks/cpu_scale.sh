@@ -264,14 +264,14 @@ done
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
 for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:def auto:auto:50:def; do
-  IFS=: read -r blas gemm spin macs <<<"$v"  # macs: EMBER_CPU_BLAS_THREADED_DIM ("def": unset)
+  IFS=: read -r blas gemm spin dim <<<"$v"  # dim: EMBER_CPU_BLAS_THREADED_DIM ("def": unset)
   name=portable-gemm
   [[ $gemm == auto ]] && name=spin
   [[ $gemm == portable && $spin != 0 ]] && name=portable-gemm-spin
   [[ $blas == openblas ]] && name=openblas-threads
-  [[ $macs == 0 ]] && name=pool-tiles
+  [[ $dim == 0 ]] && name=pool-tiles
   specs=("mlp 64" "mlp 256" "cnn 64" "cnn 256" "resnet $rb")
-  [[ $blas == openblas || $macs != def ]] && specs+=("gpt $gpt_batch")
+  [[ $blas == openblas || $dim != def ]] && specs+=("gpt $gpt_batch")
   for spec in "${specs[@]}"; do
     set -- $spec
     ts="$vcounts"
@@ -281,7 +281,7 @@ for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:
     [[ $1 == gpt && $quick -eq 0 ]] && tm=("${slow[@]}")
     step "train $1 batch $2 at $ts threads: ember, $name"
     (
-      [[ $macs != def ]] && export EMBER_CPU_BLAS_THREADED_DIM="$macs"
+      [[ $dim != def ]] && export EMBER_CPU_BLAS_THREADED_DIM="$dim"
       EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim \
         "$bin/bench_scale" train --model "$1" --batch "$2" --threads "$ts" \
         --init-from "$tmp/$1.pt" "${bf[@]}" "${tm[@]}" 2>>"$err"
