@@ -61,13 +61,11 @@ CudaTensor per_channel(CudaTensor t, DType a) {
 }
 
 /// EMBER_CUDA_BATCH_NORM=0 declines every batch norm (nn::BatchNorm then composes tensor ops),
-/// to compare both paths without rebuilding.
+/// to compare both paths without rebuilding. Read at each call, so a test can compare them
+/// layer by layer in one process.
 bool kernels_enabled() {
-    static const bool on = [] {
-        const char* v = std::getenv("EMBER_CUDA_BATCH_NORM");
-        return v == nullptr || std::string_view(v) != "0";
-    }();
-    return on;
+    const char* v = std::getenv("EMBER_CUDA_BATCH_NORM");
+    return v == nullptr || std::string_view(v) != "0";
 }
 
 /// EMBER_CUDA_BN_MASK=recompute lets the ReLU-fused backward recompute its mask from x where
