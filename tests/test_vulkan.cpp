@@ -163,6 +163,42 @@ TEST_CASE("vulkan: a long chain of dependent ops without sync", "[vulkan]") {
     REQUIRE((c + d + e).sum().into_scalar() == Approx(2 * 64 * 2.7182817));
 }
 
+TEST_CASE("vulkan: the profiler times every dispatch, by kernel", "[vulkan]") {
+    VK_REQUIRE_DEVICE();
+    auto count = [](const std::vector<ember::vulkan::KernelTime>& t) {
+        std::size_t n = 0;
+        for (const auto& k : t) n += k.dispatches;
+        return n;
+    };
+    V::sync({});  // the next command buffer is the first timed
+    ember::vulkan::set_profiling(true);
+    CHECK(ember::vulkan::kernel_times({}, true).empty());  // nothing recorded since the sync
+    // 2 × 100 dependent dispatches: several command buffers of 64.
+    const auto s0 = ember::vulkan::execution_stats();
+    auto x = Tensor<V, 1>::zeros({4096});
+    for (int k = 0; k < 100; ++k) x = (std::move(x) * 0.5f).sin();
+    const auto times = ember::vulkan::kernel_times();
+    const auto s1 = ember::vulkan::execution_stats();
+    REQUIRE(!times.empty());
+    CHECK(count(times) == s1.dispatches - s0.dispatches);  // each dispatch timed once
+    double total = 0;
+    for (std::size_t i = 0; i < times.size(); ++i) {
+        INFO(times[i].kernel);
+        CHECK(!times[i].kernel.empty());
+        CHECK(times[i].microseconds >= 0);
+        if (i > 0) CHECK(times[i - 1].microseconds >= times[i].microseconds);  // most first
+        total += times[i].microseconds;
+    }
+    CHECK(total > 0);
+    // Stopped: later work is not timed; reset empties the table.
+    ember::vulkan::set_profiling(false);
+    V::sync({});
+    x = x.cos();
+    CHECK(count(ember::vulkan::kernel_times({}, true)) == count(times));
+    CHECK(ember::vulkan::kernel_times().empty());
+    CHECK(x.into_data().to_vec<float>().size() == 4096);
+}
+
 TEST_CASE("vulkan: the pipeline cache is written to disk", "[vulkan]") {
     VK_REQUIRE_DEVICE();
     auto x = Tensor<V, 1>::ones({16}).sin().cos();
@@ -192,6 +228,31 @@ TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
         // Transposed (strided) operands take the same kernels.
         auto tt = tb.transpose().matmul(ta.transpose()).transpose();
         REQUIRE(tt.into_data().to_vec<float>() == c);
+    }
+}
+
+TEST_CASE("vulkan: products with K split over slices agree", "[vulkan]") {
+    VK_REQUIRE_DEVICE();
+    // EMBER_VULKAN_MATMUL_SPLIT forces the split where K allows it (the tuner's candidates
+    // otherwise); K = 100 is not divisible by 8 or 16 and runs unsplit. Exact: small integers.
+    for (const char* split : {"4", "8", "16"}) {
+        const ScopedEnv forced("EMBER_VULKAN_MATMUL_SPLIT", split);
+        for (auto [m, k, n] :
+             {std::array<std::size_t, 3>{64, 784, 512}, {33, 256, 65}, {5, 128, 7}, {20, 100, 9}}) {
+            INFO("split " << split << ", " << m << " x " << k << " x " << n);
+            std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+            for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
+            for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
+            for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t l = 0; l < k; ++l)
+                    for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
+            auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
+            auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
+            REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
+            // Strided operands: the slices' offsets follow each operand's K stride.
+            auto tt = tb.transpose().matmul(ta.transpose()).transpose();
+            REQUIRE(tt.into_data().to_vec<float>() == c);
+        }
     }
 }
 

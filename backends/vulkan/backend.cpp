@@ -63,6 +63,12 @@ void empty_cache(const VulkanDevice& d) {
 ExecutionStats execution_stats(const VulkanDevice& d) {
     return k::Context::get(d.resolved()).exec_stats();
 }
+void set_profiling(bool on, const VulkanDevice& d) {
+    k::Context::get(d.resolved()).recorder().set_profiling(on);
+}
+std::vector<KernelTime> kernel_times(const VulkanDevice& d, bool reset) {
+    return k::Context::get(d.resolved()).recorder().kernel_times(reset);
+}
 }  // namespace vulkan
 
 }  // namespace ember

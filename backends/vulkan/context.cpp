@@ -40,7 +40,11 @@ Context& Context::get(std::uint32_t index) {
 }
 
 struct ContextExit {
-    static void at_exit(Context* c) { c->pipelines_->save(); }
+    static void at_exit(Context* c) {
+        c->pipelines_->save();
+        if (const char* v = std::getenv("EMBER_VULKAN_PROFILE"); v && std::string(v) == "1")
+            std::fputs(c->recorder_->profile_report().c_str(), stderr);
+    }
 };
 
 namespace {

@@ -222,6 +222,7 @@ OpenedDevice open_device(std::uint32_t index) {
     d.info.max_invocations = lim.maxComputeWorkGroupInvocations;
     for (int i = 0; i < 3; ++i) d.info.max_groups[i] = lim.maxComputeWorkGroupCount[i];
     d.info.subgroup_size = sub.subgroupSize;
+    d.info.timestamp_period = lim.timestampComputeAndGraphics ? lim.timestampPeriod : 0.0f;
 
     VkPhysicalDeviceFeatures feats;
     vkGetPhysicalDeviceFeatures(d.phys, &feats);

@@ -24,6 +24,7 @@ struct DeviceInfo {
     std::uint32_t max_invocations = 0;
     std::array<std::uint32_t, 3> max_groups{};
     std::uint32_t subgroup_size = 0;
+    float timestamp_period = 0;       ///< ns a timestamp tick (0: the queue has none)
     bool cooperative_matrix = false;  ///< f16 matmuls on cooperative matrices (coop != None)
     /// The cooperative-matrix extension the matmul uses: VK_NV_cooperative_matrix (f16 16x8x16)
     /// or VK_KHR_cooperative_matrix (its SPIR-V rewritten from the NV form, spirv_coop.hpp).

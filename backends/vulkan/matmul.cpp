@@ -180,11 +180,12 @@ std::tuple<std::size_t, std::size_t, std::size_t, bool> tune_key(const Problem& 
 
 /// Times `run(i)` for each candidate i < count that `usable(i)` allows, in two rounds (the
 /// first call of each also creates its pipeline), and returns the fastest by its better round,
-/// else `fallback`. Each timing is three calls with the queue drained around them. Two rounds,
+/// else `fallback`. Each timing is `calls` calls with the queue drained around them. Two rounds,
 /// because a GPU that starts idle raises its clocks during the first: timed once, the late
 /// candidates ran faster for that alone (an H100 picked a kernel 16% slower than the best).
 template <class Usable, class Run>
-std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable usable, Run run) {
+std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable usable, Run run,
+                    int calls) {
     std::vector<double> best_time(count, 1e300);
     for (int round = 0; round < 2; ++round)
         for (std::size_t i = 0; i < count; ++i) {
@@ -192,7 +193,7 @@ std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable
             if (round == 0) run(i);
             cx.wait_idle();
             const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < 3; ++r) run(i);
+            for (int r = 0; r < calls; ++r) run(i);
             cx.wait_idle();
             best_time[i] = std::min(
                 best_time[i],
@@ -219,7 +220,14 @@ std::size_t tuned_choice(Context& cx, const std::string& name, std::size_t count
     // Timed without the table's lock: the runs take the recorder's, which a capture on another
     // thread may hold while it, too, looks a shape up here. Two threads tuning one shape at once
     // both time it; either winner is a fine choice.
-    const std::size_t best = fastest(cx, count, fallback, usable, run);
+    // Three calls a timing where a call is long; up to 24 where it is short (2^28 / M·N·K),
+    // so that the device's time, not the submission and the wait around it, tells candidates
+    // apart (with three, a split of K ran 12 % slower in MNIST's step than the one the
+    // tuner's noise passed over).
+    const std::size_t macs = std::max<std::size_t>(pr.batch * pr.m * pr.n * pr.k, 1);
+    const int calls =
+        static_cast<int>(std::clamp<std::size_t>((std::size_t{1} << 28) / macs, 3, 24));
+    const std::size_t best = fastest(cx, count, fallback, usable, run, calls);
     std::lock_guard lock(t.mu);
     t.best.emplace(key, best);
     save_tuned(cx, t, name);
@@ -598,19 +606,103 @@ std::optional<Variant> forced_kernel(const Context& cx, bool vec4) {
     return kVariants[v];
 }
 
-Variant choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
+// Split-K: a product of few output tiles and a long K (a small batch through a wide layer,
+// MNIST's 64 x 784 x 512) has one workgroup an SM or fewer, each stepping through K one
+// shared-memory slice at a time, and that loop's latency is its time (23 us a product on an
+// H200, against 4 for cuBLAS). Split, it runs as S products over K/S-deep slices (one
+// batched launch whose batch is the slices: S times the workgroups, an S-th of the loop each)
+// and a sum over them. The tuner weighs these beside the plain kernels.
+constexpr std::size_t kSplits[] = {4, 8, 16};
+constexpr std::size_t kNumSplits = sizeof(kSplits) / sizeof(kSplits[0]);
+
+/// Whether K can be split `s` ways: a plain product of matrices whose K it divides into
+/// slices at least 32 deep.
+bool split_ok(const Problem& pr, const VT& a, const VT& b, std::size_t s) {
+    return pr.batch_shape.rank() == 0 && a.shape.rank() == 2 && b.shape.rank() == 2 &&
+           pr.k % s == 0 && pr.k / s >= 32;
+}
+
+/// The product as S = `s` slices of K: a batch of S products, the slices' offsets its batch
+/// strides (A's K runs along its columns, B's along its rows).
+Problem split_problem(const Problem& pr, const VT& a, const VT& b, std::size_t s) {
+    Problem q = pr;
+    q.k = pr.k / s;
+    q.batch_shape = Shape{s};
+    q.batch = s;
+    q.a_bs[0] = static_cast<i64>(q.k) * a.strides[1];
+    q.b_bs[0] = static_cast<i64>(q.k) * b.strides[0];
+    return q;
+}
+
+/// The product split `s` ways: partial products [s, M, N] in 32 x 32 tiles (16 x 16 below
+/// that), then their sum over the slices, itself a product: [M·N, s] (the parts, read across
+/// the slices) times a column of ones, by the naive kernel, a thread an output reading the
+/// parts coalesced (reduce.comp's workgroup an output would idle 56 of its 64 threads here,
+/// and took 24 us on an H200 for MNIST's [8, 64, 512]).
+VT launch_split(Context& cx, const Problem& pr, const VT& a, const VT& b, const Shape& out_shape,
+                std::size_t s) {
+    const Problem q = split_problem(pr, a, b, s);
+    const bool vec4 = vec4_ok(q, a, b);
+    const std::size_t v = pr.m >= 32 && pr.n >= 32 && fits(cx, kVariants[2]) ? (vec4 ? 7 : 2) : 3;
+    VT parts = empty(Shape{s, pr.m, pr.n}, DType::F32, a.device);
+    launch(cx, kVariants[v], q, a, b, parts, kF32);
+    const std::size_t mn = pr.m * pr.n;
+    const std::size_t swap[] = {1, 0};
+    VT across = permute(reshape(std::move(parts), Shape{s, mn}), swap);  // [mn, s]
+    VT ones = expand(full(Shape{1}, Scalar(1.0), DType::F32, a.device), Shape{s, 1});
+    Problem sum;
+    sum.m = mn;
+    sum.n = 1;
+    sum.k = s;
+    VT out = empty(Shape{mn, 1}, DType::F32, a.device);
+    launch(cx, kVariants[kNaive], sum, across, ones, out, kF32);
+    return reshape(std::move(out), out_shape);
+}
+
+/// EMBER_VULKAN_MATMUL_SPLIT=S: every product K can be split S ways runs split (for tests and
+/// measurements); 1: never split (the tuner leaves the splits out); unset: the tuner decides.
+std::size_t forced_split() {
+    const char* e = std::getenv("EMBER_VULKAN_MATMUL_SPLIT");
+    return e && *e ? std::strtoul(e, nullptr, 10) : 0;
+}
+
+/// A choice of choose(): a kernel, and the ways K is split (1: not).
+struct Choice {
+    Variant v;
+    std::size_t split = 1;
+};
+
+Choice choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT& out) {
     const bool vec4 = vec4_ok(pr, a, b);
-    if (auto v = forced_kernel(cx, vec4)) return *v;
+    if (auto v = forced_kernel(cx, vec4)) return {*v};
     const std::size_t h = heuristic(cx, pr, vec4);
+    if (const std::size_t s = forced_split(); s > 1 && split_ok(pr, a, b, s))
+        return {kVariants[h], s};
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
-        return kVariants[h];
+        return {kVariants[h]};
+    // Candidates 0 .. kNumVariants - 1 are kVariants, the next kNumSplits the splits of K.
     const std::size_t best = tuned_choice(
-        cx, "matmul-autotune.txt", kNumVariants, pr, h,
-        [&](std::size_t i) { return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4); },
-        [&](std::size_t i) { launch(cx, kVariants[i], pr, a, b, out, kF32); });
-    // The bucket's winner, unless it needs vec4 loads this call's operands do not allow.
-    return kVariants[kVariants[best].vec4() && !vec4 ? scalar_twin(best) : best];
+        cx, "matmul-autotune.txt", kNumVariants + kNumSplits, pr, h,
+        [&](std::size_t i) {
+            if (i >= kNumVariants)
+                return forced_split() != 1 && split_ok(pr, a, b, kSplits[i - kNumVariants]);
+            return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4);
+        },
+        [&](std::size_t i) {
+            if (i >= kNumVariants)
+                launch_split(cx, pr, a, b, out.shape, kSplits[i - kNumVariants]);
+            else
+                launch(cx, kVariants[i], pr, a, b, out, kF32);
+        });
+    // The bucket's winner: a split this call's K does not divide falls back to the heuristic's
+    // kernel, one that needs vec4 loads the operands do not allow to its scalar twin.
+    if (best >= kNumVariants) {
+        const std::size_t s = kSplits[best - kNumVariants];
+        return forced_split() != 1 && split_ok(pr, a, b, s) ? Choice{kVariants[h], s}
+                                                            : Choice{kVariants[h]};
+    }
+    return {kVariants[kVariants[best].vec4() && !vec4 ? scalar_twin(best) : best]};
 }
 
 }  // namespace
@@ -651,8 +743,11 @@ VT matmul(VT a, VT b) {
         const Kernel16 k = choose16(cx, pr, a, b, out, vec4, bf16);
         return launch16(cx, k, pr, a, b, std::move(out), vec4, bf16);
     }
-    const Variant v = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : kVariants[kNaive];
-    launch(cx, v, pr, a, b, out, class_of(dt));
+    const Choice c = class_of(dt) == kF32 ? choose(cx, pr, a, b, out) : Choice{kVariants[kNaive]};
+    if (c.split > 1)
+        out = launch_split(cx, pr, a, b, out_shape, c.split);
+    else
+        launch(cx, c.v, pr, a, b, out, class_of(dt));
     // f16/bf16 operands compute in f32 and round once, as on the CPU.
     return out.dtype == dt ? out : cast(std::move(out), dt);
 }

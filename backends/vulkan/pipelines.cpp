@@ -111,7 +111,7 @@ const Pipeline& Pipelines::get_spirv(const std::string& key, std::span<const std
     // The pipeline keeps what it needs of the module, made or not.
     const std::unique_ptr<VkShaderModule_T, std::function<void(VkShaderModule)>> owned(
         mod, [this](VkShaderModule m) { vkDestroyShaderModule(device_, m, nullptr); });
-    return make(key, mod, spi, layout, bindings, local_size, push_bytes);
+    return make(key, "fused", mod, spi, layout, bindings, local_size, push_bytes);
 }
 
 const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> spec,
@@ -165,10 +165,10 @@ const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> s
     for (std::uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, i * 4, 4};
     const VkSpecializationInfo spi{static_cast<std::uint32_t>(entries.size()), entries.data(),
                                    values.size() * 4, values.data()};
-    return make(key, mod, spi, layout, bindings, local_size, 0);
+    return make(key, name, mod, spi, layout, bindings, local_size, 0);
 }
 
-const Pipeline& Pipelines::make(const std::string& key, VkShaderModule mod,
+const Pipeline& Pipelines::make(const std::string& key, std::string name, VkShaderModule mod,
                                 const VkSpecializationInfo& spi, VkPipelineLayout layout,
                                 std::uint32_t bindings, std::uint32_t local_size,
                                 std::uint32_t push_bytes) {
@@ -190,6 +190,7 @@ const Pipeline& Pipelines::make(const std::string& key, VkShaderModule mod,
     p->bindings = bindings;
     p->local_size = local_size;
     p->push_bytes = push_bytes;
+    p->name = std::move(name);
     return *(pipelines_[key] = std::move(p));
 }
 

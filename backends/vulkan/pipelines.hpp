@@ -29,6 +29,7 @@ struct Pipeline {
     std::uint32_t bindings = 0;    ///< data buffers (binding 0 excluded)
     std::uint32_t local_size = 0;  ///< threads per workgroup (specialization constant 0)
     std::uint32_t push_bytes = 0;  ///< push-constant range (run-time kernels only)
+    std::string name;  ///< the shader's name, or "fused" (what the profiler reports it as)
 };
 
 class Pipelines {
@@ -54,7 +55,7 @@ class Pipelines {
   private:
     void save_locked();
     /// Creates the pipeline of `mod` (entry point "main") and keeps it under `key`.
-    const Pipeline& make(const std::string& key, VkShaderModule mod,
+    const Pipeline& make(const std::string& key, std::string name, VkShaderModule mod,
                          const VkSpecializationInfo& spi, VkPipelineLayout layout,
                          std::uint32_t bindings, std::uint32_t local_size,
                          std::uint32_t push_bytes);

@@ -2,7 +2,12 @@
 #include "recorder.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "ember/tensor/error.hpp"
 #include "pool.hpp"
@@ -59,6 +64,10 @@ Recorder::Recorder(const OpenedDevice& dev, Pipelines& pipelines)
     }
     make_ring(params_, kParamsRing);
     make_ring(staging_, kStagingRing);
+    // EMBER_VULKAN_PROFILE=1: every dispatch timed from the start (Context prints the table
+    // at exit).
+    if (const char* v = std::getenv("EMBER_VULKAN_PROFILE"); v && std::string_view(v) == "1")
+        set_profiling(true);
 }
 
 void Recorder::make_ring(HostRing& r, VkDeviceSize size) {
@@ -120,18 +129,50 @@ VkCommandBuffer Recorder::cmd() {
     return frames_[frame_].cmd;
 }
 
+void Recorder::retire(std::size_t i) {
+    Frame& f = frames_[i];
+    if (!f.pending) return;
+    const VkResult r = vkWaitForFences(dev_.device, 1, &f.fence, VK_TRUE, UINT64_MAX);
+    EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: waiting for the device failed (",
+                static_cast<int>(r), ") on ", dev_.info.name);
+    vkResetFences(dev_.device, 1, &f.fence);
+    f.pending = false;
+    if (!f.stamped) return;
+    // Each dispatch is charged the time from the end of the work before it (the previous
+    // dispatch, or the start of the command buffer) to its own end: its barrier and any copy
+    // recorded between count as its own.
+    const auto n = static_cast<std::uint32_t>(f.timed.size() + 1);
+    std::vector<std::uint64_t> t(n);
+    vkGetQueryPoolResults(dev_.device, queries_, static_cast<std::uint32_t>(i) * (kBatch + 1), n,
+                          n * sizeof(std::uint64_t), t.data(), sizeof(std::uint64_t),
+                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    for (std::uint32_t k = 1; k < n; ++k) {
+        KernelTotal& e = profile_[*f.timed[k - 1]];
+        ++e.dispatches;
+        e.ns += static_cast<double>(t[k] - t[k - 1]) * dev_.info.timestamp_period;
+    }
+    f.stamped = false;
+    f.timed.clear();
+}
+
 void Recorder::begin_frame() {
     Frame& f = frames_[frame_];
     if (f.pending) {
-        vkWaitForFences(dev_.device, 1, &f.fence, VK_TRUE, UINT64_MAX);
-        vkResetFences(dev_.device, 1, &f.fence);
-        f.pending = false;
+        retire(frame_);
         ++stats_.waits;
     }
     vkResetCommandBuffer(f.cmd, 0);
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     vkBeginCommandBuffer(f.cmd, &bi);
+    if (profiling_) {
+        // At most kBatch dispatches a command buffer (dispatch flushes at that count), each
+        // followed by a timestamp, after the one that marks the start.
+        const auto base = static_cast<std::uint32_t>(frame_) * (kBatch + 1);
+        vkCmdResetQueryPool(f.cmd, queries_, base, kBatch + 1);
+        vkCmdWriteTimestamp(f.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, base);
+        f.stamped = true;
+    }
     recording_ = true;
     recorded_ = 0;
     barrier();  // orders this batch after everything submitted before
@@ -225,6 +266,11 @@ void Recorder::dispatch(const Pipeline& p, std::span<const Binding> buffers,
     EMBER_CHECK(gy <= dev_.info.max_groups[1], Argument, "vulkan: ", groups,
                 " workgroups exceed the device's dispatch limits");
     vkCmdDispatch(c, gx, static_cast<std::uint32_t>(gy), 1);
+    if (Frame& f = frames_[frame_]; !cap_ && f.stamped) {
+        f.timed.push_back(&p.name);
+        vkCmdWriteTimestamp(c, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_,
+                            static_cast<std::uint32_t>(frame_ * (kBatch + 1) + f.timed.size()));
+    }
     ++stats_.dispatches;
     if (!cap_ && ++recorded_ >= kBatch) flush();
 }
@@ -334,14 +380,7 @@ void Recorder::wait_idle() {
     std::lock_guard lock(mu_);
     EMBER_CHECK(!cap_, Device, "vulkan::capture: a wait for the device inside a captured step");
     flush();
-    for (Frame& f : frames_) {
-        if (!f.pending) continue;
-        const VkResult r = vkWaitForFences(dev_.device, 1, &f.fence, VK_TRUE, UINT64_MAX);
-        EMBER_CHECK(r == VK_SUCCESS, Device, "vulkan: waiting for the device failed (",
-                    static_cast<int>(r), ") on ", dev_.info.name);
-        vkResetFences(dev_.device, 1, &f.fence);
-        f.pending = false;
-    }
+    for (std::size_t i = 0; i < frames_.size(); ++i) retire(i);
     ++stats_.waits;
     params_.top = 0;
     staging_.top = 0;
@@ -436,6 +475,50 @@ ember::vulkan::ExecutionStats Recorder::stats() const {
     s.submits = stats_.submits.load(std::memory_order_relaxed);
     s.waits = stats_.waits.load(std::memory_order_relaxed);
     return s;
+}
+
+void Recorder::set_profiling(bool on) {
+    std::lock_guard lock(mu_);
+    if (on && !queries_) {
+        EMBER_CHECK(dev_.info.timestamp_period > 0, Device, "vulkan: device ", dev_.info.name,
+                    " has no timestamps on its compute queue: it cannot be profiled");
+        VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+        qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qi.queryCount = static_cast<std::uint32_t>(kFrames * (kBatch + 1));
+        EMBER_CHECK(vkCreateQueryPool(dev_.device, &qi, nullptr, &queries_) == VK_SUCCESS, Device,
+                    "vulkan: cannot create a timestamp query pool on ", dev_.info.name);
+    }
+    // The command buffer being recorded keeps its state: timed from the next one on.
+    profiling_ = on;
+}
+
+std::vector<ember::vulkan::KernelTime> Recorder::kernel_times(bool reset) {
+    std::lock_guard lock(mu_);
+    if (!cap_) wait_idle();
+    std::vector<ember::vulkan::KernelTime> out;
+    for (const auto& [name, e] : profile_) out.push_back({name, e.dispatches, e.ns / 1000.0});
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.microseconds > b.microseconds; });
+    if (reset) profile_.clear();
+    return out;
+}
+
+std::string Recorder::profile_report() {
+    const auto times = kernel_times(false);
+    double total = 0;
+    for (const auto& k : times) total += k.microseconds;
+    std::string out = "ember vulkan profile (" + dev_.info.name + "): kernel, dispatches, " +
+                      "total us, us each, share\n";
+    char line[256];
+    for (const auto& k : times) {
+        std::snprintf(line, sizeof line, "  %-36s %9zu %12.1f %9.2f %6.1f %%\n", k.kernel.c_str(),
+                      k.dispatches, k.microseconds,
+                      k.microseconds / static_cast<double>(std::max<std::size_t>(k.dispatches, 1)),
+                      total > 0 ? 100.0 * k.microseconds / total : 0.0);
+        out += line;
+    }
+    std::snprintf(line, sizeof line, "  %-36s %9s %12.1f\n", "total", "", total);
+    return out + line;
 }
 
 }  // namespace ember::detail::vk

@@ -21,9 +21,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -120,11 +122,30 @@ class Recorder {
     /// Waits for the device, then frees `c`'s command buffer and chunks.
     void free_captured(CapturedCommands& c);
 
+    /// Times each dispatch recorded from now on (true) or stops (false): a timestamp after
+    /// every dispatch of a command buffer, read when its fence is waited. Throws DeviceError
+    /// where the queue has no timestamps.
+    void set_profiling(bool on);
+    /// The GPU time of each kernel timed so far, most first, after waiting for the device; the
+    /// table starts again empty with `reset`.
+    std::vector<ember::vulkan::KernelTime> kernel_times(bool reset);
+    /// The table of kernel_times as text (EMBER_VULKAN_PROFILE=1 prints it at exit).
+    std::string profile_report();
+
   private:
     struct Frame {
         VkCommandBuffer cmd = VK_NULL_HANDLE;
         VkFence fence = VK_NULL_HANDLE;
         bool pending = false;  ///< submitted, fence not yet waited
+        /// Profiling: the command buffer starts with a timestamp, and `timed` names the
+        /// dispatches followed by one, in order.
+        bool stamped = false;
+        std::vector<const std::string*> timed;
+    };
+    /// Per-kernel totals of the profiler: dispatches and nanoseconds.
+    struct KernelTotal {
+        std::size_t dispatches = 0;
+        double ns = 0;
     };
     struct Range {
         VkBuffer buffer;
@@ -142,6 +163,8 @@ class Recorder {
     void free_ring(HostRing& r);
     VkCommandBuffer target() const { return cap_ ? cap_->cmd : frames_[frame_].cmd; }
     void submit(VkCommandBuffer extra);
+    /// Waits for frame `i`'s fence (when pending) and adds its timestamps to the profile.
+    void retire(std::size_t i);
 
     const OpenedDevice& dev_;
     Pipelines& pipelines_;
@@ -158,6 +181,9 @@ class Recorder {
     VkDeviceSize last_at_ = 0;
     HostRing params_, staging_;
     Counters stats_;
+    bool profiling_ = false;
+    VkQueryPool queries_ = VK_NULL_HANDLE;  ///< kFrames × (kBatch + 1) timestamps
+    std::map<std::string, KernelTotal> profile_;
 };
 
 }  // namespace ember::detail::vk

@@ -299,6 +299,24 @@ struct ExecutionStats {
 /// The recorder's counters of device `d`.
 EMBER_API ExecutionStats execution_stats(const VulkanDevice& d = {});
 
+/// The GPU time of one kernel over the dispatches the profiler timed (set_profiling).
+struct KernelTime {
+    std::string kernel;          ///< the shader's name ("fused": Fusion's generated kernels)
+    std::size_t dispatches = 0;  ///< dispatches timed
+    /// GPU microseconds from the end of the work before each dispatch to its own end (its
+    /// barrier, and any copy recorded before it, included): the times of all kernels add up to
+    /// the GPU's busy time.
+    double microseconds = 0;
+};
+/// Starts (true) or stops timing every dispatch recorded on device `d` (a timestamp after each,
+/// read when its command buffer's fence is waited; captured steps' replays are not timed, so
+/// time the same step eagerly). `EMBER_VULKAN_PROFILE=1` starts it with the device and prints
+/// the table to standard error at exit. Throws DeviceError where the device has no timestamps.
+EMBER_API void set_profiling(bool on, const VulkanDevice& d = {});
+/// The kernels timed so far on `d`, the most time first (waits for the device); `reset` empties
+/// the table afterwards.
+EMBER_API std::vector<KernelTime> kernel_times(const VulkanDevice& d = {}, bool reset = false);
+
 /// Counters of Fusion<Vulkan>'s kernel cache, process-wide (every device).
 struct FusionCacheStats {
     std::size_t spirv_compiled = 0;  ///< shaders compiled to SPIR-V by shaderc
