@@ -193,7 +193,13 @@ std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable
             if (round == 0) run(i);
             cx.wait_idle();
             const auto t0 = std::chrono::steady_clock::now();
-            for (int r = 0; r < calls; ++r) run(i);
+            // Each call after a barrier, as a step's dependent ops run: unordered, calls
+            // that write fresh buffers (the splits' partial products) would overlap and look
+            // faster than they run in a step.
+            for (int r = 0; r < calls; ++r) {
+                run(i);
+                cx.recorder().serialize();
+            }
             cx.wait_idle();
             best_time[i] = std::min(
                 best_time[i],

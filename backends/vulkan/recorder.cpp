@@ -351,6 +351,12 @@ void Recorder::download_many(std::span<const Binding> srcs, std::span<void* cons
     }
 }
 
+void Recorder::serialize() {
+    std::lock_guard lock(mu_);
+    cmd();  // a command buffer to record into
+    barrier();
+}
+
 void Recorder::flush() {
     std::lock_guard lock(mu_);
     if (!recording_ || cap_) return;  // a capture's commands are submitted by its replays

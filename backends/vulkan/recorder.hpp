@@ -90,6 +90,9 @@ class Recorder {
     /// for the device: every copy goes into the staging ring before the wait (more waits only
     /// when the ranges together outgrow half the ring, or one of them does).
     void download_many(std::span<const Binding> srcs, std::span<void* const> dsts);
+    /// Records a barrier now: work recorded after it waits for all work before (the
+    /// matmul tuner's calls, timed as the dependent ops of a real step run).
+    void serialize();
     /// Submits what is recorded (no wait).
     void flush();
     /// Submits and waits until the device is idle, then saves the pipeline cache.
