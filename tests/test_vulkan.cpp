@@ -233,8 +233,9 @@ TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
 
 TEST_CASE("vulkan: products with K split over slices agree", "[vulkan]") {
     VK_REQUIRE_DEVICE();
-    // EMBER_VULKAN_MATMUL_SPLIT forces the split where K allows it (the tuner's candidates
-    // otherwise); K = 100 is not divisible by 8 or 16 and runs unsplit. Exact: small integers.
+    // EMBER_VULKAN_MATMUL_SPLIT forces the split where K allows it (4 and 8 are the tuner's
+    // candidates; any count can be forced); K = 100 is not divisible by 8 or 16 and runs
+    // unsplit. Exact: small integers.
     for (const char* split : {"4", "8", "16"}) {
         const ScopedEnv forced("EMBER_VULKAN_MATMUL_SPLIT", split);
         for (auto [m, k, n] :

@@ -618,7 +618,9 @@ std::optional<Variant> forced_kernel(const Context& cx, bool vec4) {
 // H200, against 4 for cuBLAS). Split, it runs as S products over K/S-deep slices (one
 // batched launch whose batch is the slices: S times the workgroups, an S-th of the loop each)
 // and a sum over them. The tuner weighs these beside the plain kernels.
-constexpr std::size_t kSplits[] = {4, 8, 16};
+// (16 slices were candidates too: the tuner picked them for MNIST's 64 x 512 x 512 products,
+// timed alone, but the replayed step ran 13 % slower with them than with 8 on an H200.)
+constexpr std::size_t kSplits[] = {4, 8};
 constexpr std::size_t kNumSplits = sizeof(kSplits) / sizeof(kSplits[0]);
 
 /// Whether K can be split `s` ways: a plain product of matrices whose K it divides into
