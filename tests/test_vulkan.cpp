@@ -37,6 +37,29 @@ struct ScopedEnv {
     ScopedEnv(const ScopedEnv&) = delete;
     ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
+/// a [m, k] and b [k, n] of small integers and their product c, computed on the host: exact in
+/// f32 (and f16), whatever order a kernel sums in.
+std::array<std::vector<float>, 3> exact_product(std::size_t m, std::size_t k, std::size_t n) {
+    std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t l = 0; l < k; ++l)
+            for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
+    return {a, b, c};
+}
+
+/// a·b on the device equals the host's product, with row-major operands and with transposed
+/// (strided) ones.
+void check_exact_product(std::size_t m, std::size_t k, std::size_t n) {
+    const auto [a, b, c] = exact_product(m, k, n);
+    auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
+    auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
+    REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
+    auto tt = tb.transpose().matmul(ta.transpose()).transpose();
+    REQUIRE(tt.into_data().to_vec<float>() == c);
+}
+
 /// Whether the on-disk cache directory holds a file whose name contains `what`.
 bool cache_has(const std::string& what) {
     const char* dir = std::getenv("EMBER_CACHE_DIR");
@@ -215,20 +238,8 @@ TEST_CASE("vulkan: matmul kernels agree on odd shapes", "[vulkan]") {
                            {70, 40, 129},
                            {130, 64, 70},
                            {64, 32, 64},
-                           {100, 36, 68}}) {
-        std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
-        for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
-        for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
-        for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t j = 0; j < n; ++j)
-                for (std::size_t l = 0; l < k; ++l) c[i * n + j] += a[i * k + l] * b[l * n + j];
-        auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
-        auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
-        REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
-        // Transposed (strided) operands take the same kernels.
-        auto tt = tb.transpose().matmul(ta.transpose()).transpose();
-        REQUIRE(tt.into_data().to_vec<float>() == c);
-    }
+                           {100, 36, 68}})
+        check_exact_product(m, k, n);  // transposed (strided) operands take the same kernels
 }
 
 TEST_CASE("vulkan: products with K split over slices agree", "[vulkan]") {
@@ -241,18 +252,8 @@ TEST_CASE("vulkan: products with K split over slices agree", "[vulkan]") {
         for (auto [m, k, n] :
              {std::array<std::size_t, 3>{64, 784, 512}, {33, 256, 65}, {5, 128, 7}, {20, 100, 9}}) {
             INFO("split " << split << ", " << m << " x " << k << " x " << n);
-            std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
-            for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
-            for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
-            for (std::size_t i = 0; i < m; ++i)
-                for (std::size_t l = 0; l < k; ++l)
-                    for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
-            auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
-            auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
-            REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
-            // Strided operands: the slices' offsets follow each operand's K stride.
-            auto tt = tb.transpose().matmul(ta.transpose()).transpose();
-            REQUIRE(tt.into_data().to_vec<float>() == c);
+            // Strided operands too: the slices' offsets follow each operand's K stride.
+            check_exact_product(m, k, n);
         }
     }
 }
@@ -269,15 +270,6 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
                                                             {257, 36, 68},
                                                             {140, 8, 132},
                                                             {96, 200, 72}}};
-    auto product = [](std::size_t m, std::size_t k, std::size_t n) {
-        std::vector<float> a(m * k), b(k * n), c(m * n, 0.0f);
-        for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3);
-        for (std::size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2);
-        for (std::size_t i = 0; i < m; ++i)
-            for (std::size_t l = 0; l < k; ++l)
-                for (std::size_t j = 0; j < n; ++j) c[i * n + j] += a[i * k + l] * b[l * n + j];
-        return std::array<std::vector<float>, 3>{a, b, c};
-    };
     // Indices 0-13 of kVariants in backends/vulkan/matmul.cpp, then configurations of
     // matmul_large.comp ("bm:bn:bk:tm:tn:lr:gm") beyond the table's: other thread blocks, lane
     // grids, depths and tile orders, within lavapipe's 32 KiB of shared memory.
@@ -291,14 +283,14 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
         const ScopedEnv forced("EMBER_VULKAN_MATMUL_KERNEL", kernel);
         for (auto [m, k, n] : shapes) {
             INFO("kernel " << kernel << ", " << m << "x" << k << " @ " << k << "x" << n);
-            auto [a, b, c] = product(m, k, n);
+            auto [a, b, c] = exact_product(m, k, n);
             auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k}));
             auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n}));
             REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
         }
         // Batched, with B broadcast over the batch (batch stride 0).
         INFO("kernel " << kernel << ", [3, 70, 20] @ [20, 136]");
-        auto [a, b, c] = product(3 * 70, 20, 136);
+        auto [a, b, c] = exact_product(3 * 70, 20, 136);
         auto ta = Tensor<V, 3>::from_data(TensorData(a, {3, 70, 20}));
         auto tb = Tensor<V, 2>::from_data(TensorData(b, {20, 136})).unsqueeze();
         REQUIRE(ta.matmul(tb).into_data().to_vec<float>() == c);
@@ -306,7 +298,7 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
     // A configuration the shader cannot take is an error, not a silent fallback.
     {
         const ScopedEnv forced("EMBER_VULKAN_MATMUL_KERNEL", "128:128:8:8:8:3:0");
-        auto [a, b, c] = product(64, 32, 64);
+        auto [a, b, c] = exact_product(64, 32, 64);
         auto ta = Tensor<V, 2>::from_data(TensorData(a, {64, 32}));
         auto tb = Tensor<V, 2>::from_data(TensorData(b, {32, 64}));
         REQUIRE_THROWS_AS(ta.matmul(tb), ember::ArgumentError);
@@ -321,7 +313,7 @@ TEST_CASE("vulkan: every matmul kernel and the f16 path agree on odd shapes", "[
         const ScopedEnv config("EMBER_VULKAN_COOP_CONFIG", coop);
         for (auto [m, k, n] : shapes) {
             INFO("f16, coop config '" << coop << "', " << m << "x" << k << " @ " << k << "x" << n);
-            auto [a, b, c] = product(m, k, n);
+            auto [a, b, c] = exact_product(m, k, n);
             auto ta = Tensor<V, 2>::from_data(TensorData(a, {m, k})).cast(ember::DType::F16);
             auto tb = Tensor<V, 2>::from_data(TensorData(b, {k, n})).cast(ember::DType::F16);
             // |c| <= 3 * 2 * 200: integers that f16 holds exactly, so the rounding changes
