@@ -194,8 +194,14 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
                                 const void* x, const void* g, const void* gamma, const void* mean,
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
                                 void* scratch, cudaStream_t s);
-/// module::add_layer_norm over dense f32 rows [rows, cols] (cols a multiple of 4, at most 8192;
-/// x, sum, gamma and beta 16-byte aligned, res and y 8-byte aligned): sum = x + res (res of
+/// Whether launch_add_layer_norm takes rows of `cols` f32 values x with a residual of dtype rd
+/// at `res`, the normed rows stored as yd, and gamma and beta (f32, either null): rd and yd F32,
+/// F16 or BF16, cols a multiple of 4 up to 8192, x, gamma and beta 16-byte aligned, res 16-byte
+/// aligned in f32 and 8-byte in 16 bits.
+bool add_layer_norm_fits(DType rd, DType yd, std::int64_t cols, const void* x, const void* res,
+                         const void* gamma, const void* beta);
+/// module::add_layer_norm over dense f32 rows [rows, cols] (add_layer_norm_fits must hold; sum
+/// and y fresh allocations): sum = x + res (res of
 /// dtype rd: F32, F16 or BF16), y = layer_norm(sum) stored as yd (F32, F16 or BF16), mean and
 /// rstd [rows] f32.
 void launch_add_layer_norm(DType rd, DType yd, std::int64_t rows, std::int64_t cols, const void* x,

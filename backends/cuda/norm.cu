@@ -483,6 +483,17 @@ void launch_layer_norm(DType cd, std::int64_t rows, std::int64_t cols, const voi
     check_launch("layer_norm");
 }
 
+bool add_layer_norm_fits(DType rd, DType yd, std::int64_t cols, const void* x, const void* res,
+                         const void* gamma, const void* beta) {
+    const auto narrow_or_f32 = [](DType d) {
+        return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+    };
+    const bool res_aligned = rd == DType::F32 ? aligned16(res) : aligned8(res);
+    return narrow_or_f32(rd) && narrow_or_f32(yd) && cols > 0 && cols % 4 == 0 && cols <= 8192 &&
+           aligned16(x) && res_aligned && (!gamma || aligned16(gamma)) &&
+           (!beta || aligned16(beta));
+}
+
 void launch_add_layer_norm(DType rd, DType yd, std::int64_t rows, std::int64_t cols, const void* x,
                            const void* res, const void* gamma, const void* beta, double eps,
                            void* sum, void* y, void* mean, void* rstd, cudaStream_t s) {

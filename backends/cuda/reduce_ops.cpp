@@ -418,24 +418,18 @@ auto CudaBackend::float_add_layer_norm(FT x, FT residual, std::optional<FT> gamm
     }();
     if (!enabled) return std::nullopt;
     const DType yd = out.value_or(x.dtype);
-    const auto narrow_or_f32 = [](DType d) {
-        return d == DType::F32 || d == DType::BF16 || d == DType::F16;
-    };
-    if (x.dtype != DType::F32 || !narrow_or_f32(residual.dtype) || !narrow_or_f32(yd) ||
-        x.shape != residual.shape || x.shape.rank() == 0 || !x.is_contiguous() ||
-        !residual.is_contiguous() || residual.device() != x.device())
+    if (x.dtype != DType::F32 || x.shape != residual.shape || x.shape.rank() == 0 ||
+        !x.is_contiguous() || !residual.is_contiguous() || residual.device() != x.device())
         return std::nullopt;
     const std::size_t c = x.shape[x.shape.rank() - 1];
-    if (c == 0 || c % 4 != 0 || c > 8192) return std::nullopt;
-    const auto aligned = [](const FT& t, std::uintptr_t a) {
-        return reinterpret_cast<std::uintptr_t>(t.ptr()) % a == 0;
-    };
-    if (!aligned(x, 16) || !aligned(residual, residual.dtype == DType::F32 ? 16 : 8))
-        return std::nullopt;
     for (const auto* p : {&gamma, &beta})
         if (*p && ((*p)->dtype != DType::F32 || !(*p)->is_contiguous() ||
-                   (*p)->device() != x.device() || (*p)->num_elements() != c || !aligned(**p, 16)))
+                   (*p)->device() != x.device() || (*p)->num_elements() != c))
             return std::nullopt;
+    if (!k::add_layer_norm_fits(residual.dtype, yd, static_cast<std::int64_t>(c), x.ptr(),
+                                residual.ptr(), gamma ? gamma->ptr() : nullptr,
+                                beta ? beta->ptr() : nullptr))
+        return std::nullopt;
     const int dev = x.device();
     Shape stat_shape = x.shape;
     stat_shape[stat_shape.rank() - 1] = 1;
