@@ -3,7 +3,8 @@
 // the same shapes. It says where a step's time goes: convolution forward, its input gradient
 // (the transposed convolution Autodiff calls), its weight gradient, BatchNorm forward and
 // backward (through nn::BatchNorm on Autodiff<Cpu>, as the model runs it), ReLU, the residual
-// add, and Adam over ResNet-18's parameters.
+// add, and Adam over ResNet-18's parameters. Named in --only, bn_relu and bn_add_relu time a
+// block's BatchNorm with its ReLU (and the residual addition), forward and backward together.
 //
 //   bench_scale_ops [--threads 1] [--batch 64] [--min-time 0.3] [--only conv_fwd,bn_bwd,...]
 //                   [--shape SUBSTRING]
@@ -174,6 +175,24 @@ int main(int argc, char** argv) {
                 emit("bn_bwd", shape, a.bns,
                      {std::max(both.cpu - fwd.cpu, 0.0), std::max(both.wall - fwd.wall, 0.0)});
             }
+        }
+        // Asked for by name only (not in the default classes, which the reports sum): a
+        // block's BatchNorm with its ReLU, and with the residual addition too, forward and
+        // backward of Σ y·g as the model runs them (nn::BatchNorm::forward_relu and
+        // forward_add_relu: the fused kernels, or with EMBER_CPU_BATCH_NORM_RELU=0 the composed
+        // batch norm, addition and ReLU).
+        for (const bool add : {false, true}) {
+            const char* op = add ? "bn_add_relu" : "bn_relu";
+            if (!o.only.count(op)) continue;
+            auto bn = ember::nn::BatchNormConfig{a.c}.init<AD>();
+            const auto xg = ember::Tensor<AD, 4>::from_primitive(AD::from_inner(x)).require_grad();
+            const auto rg =
+                ember::Tensor<AD, 4>::from_primitive(AD::from_inner(randn(s))).require_grad();
+            const auto gt = ember::Tensor<AD, 4>::from_primitive(AD::from_inner(g));
+            emit(op, shape, add ? a.adds : a.relus - a.adds, timed(o, [&] {
+                     auto y = add ? bn.forward_add_relu(xg, rg) : bn.forward_relu(xg);
+                     (void)(y * gt).sum().backward();
+                 }));
         }
         if (want("relu_fwd"))
             emit("relu_fwd", shape, a.relus,

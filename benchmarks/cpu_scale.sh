@@ -260,7 +260,8 @@ done
 # OpenBLAS threads by default) in tiles on ember's pool as well (run 2026-11-30b set
 # EMBER_CPU_BLAS_THREADED_MACS=0, the rule then: products of 2^29 multiply-adds or more).
 # Rows tagged "variant":
-# "openblas-threads" / "pool-tiles" / "portable-gemm" / "portable-gemm-spin" / "spin".
+# "openblas-threads" / "pool-tiles" / "portable-gemm" / "portable-gemm-spin" / "spin" (and
+# "composed-bn-relu", below).
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
 for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:def auto:auto:50:def; do
@@ -288,6 +289,14 @@ for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:
     ) | variant "$name"
   done
 done
+
+# "composed-bn-relu": the ResNet with EMBER_CPU_BATCH_NORM_RELU=0 (its BatchNorm, residual
+# addition and ReLU as separate ops, not the fused CPU kernels float_batch_norm_relu), at the
+# highest count: what the fusion gives where passes over memory weigh most.
+step "train resnet batch $rb at $top threads: ember, composed-bn-relu"
+EMBER_CPU_BATCH_NORM_RELU=0 lim "$bin/bench_scale" train --model resnet --batch "$rb" \
+  --threads "$top" --init-from "$tmp/resnet.pt" --batch-from "$tmp/resnet_b$rb.pt" "${mt[@]}" \
+  2>>"$err" | variant composed-bn-relu
 
 # --- torch.compile, last: it compiles for tens of seconds per model -------------------------
 compile_rows() {

@@ -123,7 +123,9 @@ VARIANTS = (("openblas-threads", "`EMBER_CPU_BLAS_THREADS=openblas`"),
                            "the runs of 2026-11-30)"),
             ("portable-gemm", "`EMBER_CPU_GEMM=portable`"),
             ("portable-gemm-spin", "`EMBER_CPU_GEMM=portable EMBER_CPU_SPIN_US=50`"),
-            ("spin", "`EMBER_CPU_SPIN_US=50` (OpenBLAS as by default)"))
+            ("spin", "`EMBER_CPU_SPIN_US=50` (OpenBLAS as by default)"),
+            ("composed-bn-relu", "`EMBER_CPU_BATCH_NORM_RELU=0` (the ResNet's BatchNorm, "
+                                 "residual addition and ReLU composed, not fused)"))
 
 
 def variant_table(rows, counts):

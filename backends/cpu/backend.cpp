@@ -204,6 +204,22 @@ auto CpuBackend<F>::float_batch_norm_backward(FT x, FT grad, FT gamma, FT mean, 
                                   std::move(rstd));
 }
 template <typename F>
+auto CpuBackend<F>::float_batch_norm_relu(FT x, FT gamma, FT beta, FT running_mean, FT running_var,
+                                          std::optional<FT> residual, const BatchNormScalars& s)
+    -> std::optional<std::array<FT, 5>> {
+    return k::batch_norm_relu(std::move(x), std::move(gamma), std::move(beta),
+                              std::move(running_mean), std::move(running_var), std::move(residual),
+                              s);
+}
+template <typename F>
+auto CpuBackend<F>::float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma, FT mean, FT rstd,
+                                                   bool residual, std::optional<FT> /*beta*/)
+    -> BatchNormReluGrads<FT> {
+    return k::batch_norm_relu_backward(std::move(x), std::move(y), std::move(grad),
+                                       std::move(gamma), std::move(mean), std::move(rstd),
+                                       residual);
+}
+template <typename F>
 auto CpuBackend<F>::float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var, double eps)
     -> std::optional<FT> {
     return k::batch_norm_eval(std::move(x), std::move(gamma), std::move(beta), std::move(mean),

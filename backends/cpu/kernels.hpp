@@ -99,6 +99,17 @@ std::optional<std::array<CpuTensor, 5>> batch_norm(CpuTensor x, CpuTensor gamma,
 /// {dx, dgamma, dbeta} of batch_norm given dL/dy, from its mean and rstd.
 std::array<CpuTensor, 3> batch_norm_backward(CpuTensor x, CpuTensor dy, CpuTensor gamma,
                                              CpuTensor mean, CpuTensor rstd);
+/// batch_norm with y = max(bn(x) + residual, 0) (see CpuBackend::float_batch_norm_relu); also
+/// nothing when EMBER_CPU_BATCH_NORM_RELU=0, or for f16/bf16 data with a residual.
+std::optional<std::array<CpuTensor, 5>> batch_norm_relu(CpuTensor x, CpuTensor gamma,
+                                                        CpuTensor beta, CpuTensor running_mean,
+                                                        CpuTensor running_var,
+                                                        std::optional<CpuTensor> residual,
+                                                        const BatchNormScalars& s);
+/// {dx, dgamma, dbeta, dresidual when `residual`} of batch_norm_relu given its output y and dL/dy.
+BatchNormReluGrads<CpuTensor> batch_norm_relu_backward(CpuTensor x, CpuTensor y, CpuTensor dy,
+                                                       CpuTensor gamma, CpuTensor mean,
+                                                       CpuTensor rstd, bool residual);
 /// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel.
 std::optional<CpuTensor> batch_norm_eval(CpuTensor x, CpuTensor gamma, CpuTensor beta,
                                          CpuTensor mean, CpuTensor var, double eps);

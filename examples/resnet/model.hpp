@@ -48,7 +48,7 @@ inline nn::Conv2dConfig conv(std::size_t in, std::size_t out, std::size_t kernel
 /// conv1(x))))) + shortcut(x)). The shortcut is the identity, or a strided 1×1 convolution with
 /// BatchNorm where the block changes the resolution or the width. The ReLUs (and the residual
 /// addition) go through BatchNorm's forward_relu / forward_add_relu, which run them inside batch
-/// norm's own kernels in training on CUDA and compose them elsewhere.
+/// norm's own kernels in training on CUDA and the CPU and compose them elsewhere.
 template <Backend B>
 struct BasicBlock {
     nn::Conv2d<B> conv1;                            ///< 3×3, stride 1 or 2

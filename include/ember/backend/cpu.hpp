@@ -111,6 +111,20 @@ struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
     /// Eval-mode batch norm: (x − mean)/√(var + eps)·gamma + beta per channel, one pass.
     static std::optional<FT> float_batch_norm_eval(FT x, FT gamma, FT beta, FT mean, FT var,
                                                    double eps);
+    /// float_batch_norm with the ReLU (and a residual added before it) in its normalising pass:
+    /// y = max(bn(x) + residual, 0), x and the residual read once, y written once. Nothing
+    /// for f16/bf16 data with a residual (the composed ops round bn(x) to the data's dtype
+    /// before the addition), nor when EMBER_CPU_BATCH_NORM_RELU=0 or EMBER_CPU_BATCH_NORM=0.
+    static std::optional<std::array<FT, 5>> float_batch_norm_relu(FT x, FT gamma, FT beta,
+                                                                  FT running_mean, FT running_var,
+                                                                  std::optional<FT> residual,
+                                                                  const BatchNormScalars& s);
+    /// The gradients of float_batch_norm_relu from its output y (the ReLU's mask: y > 0) and
+    /// dL/dy, the residual's when `residual`; the masked gradient is formed in the first pass
+    /// over each channel, not in a pass of its own. beta is not needed (y gives the mask).
+    static BatchNormReluGrads<FT> float_batch_norm_relu_backward(FT x, FT y, FT grad, FT gamma,
+                                                                 FT mean, FT rstd, bool residual,
+                                                                 std::optional<FT> beta);
 
     // ---- int ----
     static IT int_from_data(const TensorData& data, const Device& d);

@@ -70,9 +70,9 @@ struct BatchNorm {
     /// input is normalised in f32 (statistics included) and the result cast back to its dtype.
     template <std::size_t D>
     Tensor<B, D> forward(const Tensor<B, D>& input) const;
-    /// relu(forward(input)). In training on a backend with float_batch_norm_relu (CUDA) the
-    /// ReLU and its gradient run inside batch norm's own passes, one elementwise pass each way
-    /// fewer; elsewhere the ops are composed. Same values either way.
+    /// relu(forward(input)). In training on a backend with float_batch_norm_relu (CUDA, the
+    /// CPU) the ReLU and its gradient run inside batch norm's own passes, one elementwise pass
+    /// each way fewer; elsewhere the ops are composed. Same values either way.
     template <std::size_t D>
     Tensor<B, D> forward_relu(const Tensor<B, D>& input) const;
     /// relu(forward(input) + residual), ResNet's block ending; `residual` has input's shape.
