@@ -63,6 +63,11 @@ inline void gather_row(const T* src, i64 n, i64 s, i64 off, RowRange r, T* dst) 
         i64 o = r.lo;
         for (; o + kChunk <= r.hi; o += kChunk) std::memcpy(dst + o, from + o, 32);
         for (; o < r.hi; ++o) dst[o] = from[o];
+    } else if (s == 2) {
+        // The stride as a constant: the compiler gathers the even elements with vector
+        // shuffles (a strided layer's im2col was a fifth of its time as a scalar loop).
+        const T* from = src + off;
+        for (i64 o = r.lo; o < r.hi; ++o) dst[o] = from[2 * o];
     } else {
         for (i64 o = r.lo; o < r.hi; ++o) dst[o] = src[o * s + off];
     }
