@@ -165,7 +165,12 @@ const Pipeline& Pipelines::get(const char* name, std::span<const std::int32_t> s
     for (std::uint32_t i = 0; i < values.size(); ++i) entries[i] = {i, i * 4, 4};
     const VkSpecializationInfo spi{static_cast<std::uint32_t>(entries.size()), entries.data(),
                                    values.size() * 4, values.data()};
-    return make(key, name, mod, spi, layout, bindings, local_size, 0);
+    // The profiler's name of it: the shader and its constants (a kernel variant or an op code).
+    std::string label = name;
+    for (std::size_t i = 0; i < spec.size(); ++i)
+        label += (i == 0 ? " (" : ",") + std::to_string(spec[i]);
+    if (!spec.empty()) label += ")";
+    return make(key, std::move(label), mod, spi, layout, bindings, local_size, 0);
 }
 
 const Pipeline& Pipelines::make(const std::string& key, std::string name, VkShaderModule mod,

@@ -29,7 +29,9 @@ struct Pipeline {
     std::uint32_t bindings = 0;    ///< data buffers (binding 0 excluded)
     std::uint32_t local_size = 0;  ///< threads per workgroup (specialization constant 0)
     std::uint32_t push_bytes = 0;  ///< push-constant range (run-time kernels only)
-    std::string name;  ///< the shader's name, or "fused" (what the profiler reports it as)
+    /// What the profiler reports it as: the shader's name with its specialization constants
+    /// ("matmul (2,32,32,16,2,2,0,4,0)": a kernel variant, an op code), or "fused".
+    std::string name;
 };
 
 class Pipelines {

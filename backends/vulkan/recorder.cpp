@@ -517,13 +517,13 @@ std::string Recorder::profile_report() {
                       "total us, us each, share\n";
     char line[256];
     for (const auto& k : times) {
-        std::snprintf(line, sizeof line, "  %-36s %9zu %12.1f %9.2f %6.1f %%\n", k.kernel.c_str(),
+        std::snprintf(line, sizeof line, "  %-44s %9zu %12.1f %9.2f %6.1f %%\n", k.kernel.c_str(),
                       k.dispatches, k.microseconds,
                       k.microseconds / static_cast<double>(std::max<std::size_t>(k.dispatches, 1)),
                       total > 0 ? 100.0 * k.microseconds / total : 0.0);
         out += line;
     }
-    std::snprintf(line, sizeof line, "  %-36s %9s %12.1f\n", "total", "", total);
+    std::snprintf(line, sizeof line, "  %-44s %9s %12.1f\n", "total", "", total);
     return out + line;
 }
 

@@ -301,7 +301,9 @@ EMBER_API ExecutionStats execution_stats(const VulkanDevice& d = {});
 
 /// The GPU time of one kernel over the dispatches the profiler timed (set_profiling).
 struct KernelTime {
-    std::string kernel;          ///< the shader's name ("fused": Fusion's generated kernels)
+    /// The shader's name with its specialization constants, e.g. "matmul (2,32,32,16,2,2,0,4,0)"
+    /// (a kernel variant, an op code); "fused": Fusion's generated kernels.
+    std::string kernel;
     std::size_t dispatches = 0;  ///< dispatches timed
     /// GPU microseconds from the end of the work before each dispatch to its own end (its
     /// barrier, and any copy recorded before it, included): the times of all kernels add up to
