@@ -684,8 +684,8 @@ Choice choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT
     const bool vec4 = vec4_ok(pr, a, b);
     if (auto v = forced_kernel(cx, vec4)) return {*v};
     const std::size_t h = heuristic(cx, pr, vec4);
-    if (const std::size_t s = forced_split(); s > 1 && split_ok(pr, a, b, s))
-        return {kVariants[h], s};
+    const std::size_t forced = forced_split();  // read once: choose runs at every product
+    if (forced > 1 && split_ok(pr, a, b, forced)) return {kVariants[h], forced};
     // Small problems cost less than a tuning run: the heuristic is as good as any there.
     if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
         return {kVariants[h]};
@@ -693,9 +693,8 @@ Choice choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT
     const std::size_t best = tuned_choice(
         cx, "matmul-autotune.txt", kNumVariants + kNumSplits, pr, h,
         [&](std::size_t i) {
-            if (i >= kNumVariants)
-                return forced_split() != 1 && split_ok(pr, a, b, kSplits[i - kNumVariants]);
-            return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4);
+        if (i >= kNumVariants) return forced != 1 && split_ok(pr, a, b, kSplits[i - kNumVariants]);
+        return fits(cx, kVariants[i]) && (!kVariants[i].vec4() || vec4);
         },
         [&](std::size_t i) {
             if (i >= kNumVariants)
@@ -707,8 +706,8 @@ Choice choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT
     // kernel, one that needs vec4 loads the operands do not allow to its scalar twin.
     if (best >= kNumVariants) {
         const std::size_t s = kSplits[best - kNumVariants];
-        return forced_split() != 1 && split_ok(pr, a, b, s) ? Choice{kVariants[h], s}
-                                                            : Choice{kVariants[h]};
+        return forced != 1 && split_ok(pr, a, b, s) ? Choice{kVariants[h], s}
+                                                    : Choice{kVariants[h]};
     }
     return {kVariants[kVariants[best].vec4() && !vec4 ? scalar_twin(best) : best]};
 }
