@@ -1,9 +1,8 @@
 #version 450
-// Convolution kernels over the 3-d form of 1-, 2- and 3-d problems (leading unit dims):
+// Column kernels over the 3-d form of 1-, 2- and 3-d problems (leading unit dims); the direct
+// convolution kernels are conv_direct.comp's:
 //   MODE 0 im2col: cols[n, (c, kd, kh, kw), (od, oh, ow)] from a strided input; a matmul with
 //          the weight then makes the convolution (backends/vulkan/conv.cpp).
-//   MODE 1 transposed convolution, direct: each output sums the inputs and taps that land on
-//          it (no scatter, so no atomics), plus the bias.
 //   MODE 2 deformable im2col (torchvision's deform_conv2d): bilinear samples at offset
 //          positions, times the mask.
 #include "common.glsl"
@@ -18,9 +17,10 @@ layout(std430, binding = 3) readonly buffer W { uint w[]; };  // weight / offset
 layout(std430, binding = 4) readonly buffer Bz { uint bz[]; };  // bias / mask
 
 // Parameters: total, N, C, in[3], k[3], out[3], stride[3], pad[3], dil[3], x strides[5] (n, c,
-// d, h, w), x offset, Cout, groups, has bias/mask, w offset, b offset, offset groups.
+// d, h, w), x offset, two unused words, has mask, offsets' offset, mask offset, offset groups
+// (MODE 2).
 const int P_N = 1, P_C = 2, P_IN = 3, P_K = 6, P_OUT = 9, P_S = 12, P_PAD = 15, P_DIL = 18,
-          P_XS = 21, P_XO = 26, P_CO = 27, P_G = 28, P_HB = 29, P_WO = 30, P_BO = 31, P_OG = 32;
+          P_XS = 21, P_XO = 26, P_HB = 29, P_WO = 30, P_BO = 31, P_OG = 32;
 
 float xat(int n, int c, int d, int h, int wv) {
     return LOAD_F(x, p[P_XO] + n * p[P_XS] + c * p[P_XS + 1] + d * p[P_XS + 2] +
@@ -83,32 +83,4 @@ void main() {
         STORE_F(o, li, inside ? xat(n, c, id, ih, iw) : 0.0);
         return;
     }
-    // MODE 1: out[n, co, od, oh, ow] for the transposed convolution; the weight is contiguous
-    // [C_in, C_out / groups, kd, kh, kw].
-    int Cout = p[P_CO], G = p[P_G];
-    int pi = int(li % uint(P));
-    int r = int(li / uint(P));
-    int co = r % Cout, n = r / Cout;
-    int od = pi / (outn.y * outn.z), oh = (pi / outn.z) % outn.y, ow = pi % outn.z;
-    int cin_g = C / G, cout_g = Cout / G;
-    int g = co / cout_g, col = co % cout_g;
-    float acc = p[P_HB] != 0 ? LOAD_F(bz, p[P_BO] + co) : 0.0;
-    for (int kd = 0; kd < k.x; ++kd) {
-        int td = od + pad.x - kd * dil.x;
-        if (td < 0 || td % st.x != 0 || td / st.x >= inn.x) continue;
-        for (int kh = 0; kh < k.y; ++kh) {
-            int th = oh + pad.y - kh * dil.y;
-            if (th < 0 || th % st.y != 0 || th / st.y >= inn.y) continue;
-            for (int kw = 0; kw < k.z; ++kw) {
-                int tw = ow + pad.z - kw * dil.z;
-                if (tw < 0 || tw % st.z != 0 || tw / st.z >= inn.z) continue;
-                int kidx = (kd * k.y + kh) * k.z + kw;
-                for (int ci = g * cin_g; ci < (g + 1) * cin_g; ++ci) {
-                    float wv = LOAD_F(w, p[P_WO] + (ci * cout_g + col) * K + kidx);
-                    acc += xat(n, ci, td / st.x, th / st.y, tw / st.z) * wv;
-                }
-            }
-        }
-    }
-    STORE_F(o, li, acc);
 }
