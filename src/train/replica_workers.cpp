@@ -2,42 +2,66 @@
 // condition-variable hand-offs per replica rather than a thread start.
 #include <ember/train/detail/replica_workers.hpp>
 
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <ember/tensor/error.hpp>
 
 namespace ember::train::detail {
 
-ReplicaWorkers::ReplicaWorkers(std::size_t n) {
+struct ReplicaWorkers::State {
+    void loop(std::size_t r);
+
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable start_cv_, done_cv_;
+    const std::function<void(std::size_t)>* fn_ = nullptr;
+    const std::function<void(std::size_t, const std::string&)>* on_error_ = nullptr;
+    std::size_t generation_ = 0, done_ = 0;
+    bool quit_ = false;
+    std::exception_ptr first_;
+};
+
+ReplicaWorkers::ReplicaWorkers(std::size_t n) : s_(std::make_unique<State>()) {
     EMBER_CHECK(n >= 1, Argument, "ReplicaWorkers: at least one replica is needed");
-    for (std::size_t r = 0; r < n; ++r) threads_.emplace_back([this, r] { loop(r); });
+    for (std::size_t r = 0; r < n; ++r)
+        s_->threads_.emplace_back([s = s_.get(), r] { s->loop(r); });
 }
 
 ReplicaWorkers::~ReplicaWorkers() {
     {
-        std::lock_guard lock(mu_);
-        quit_ = true;
+        std::lock_guard lock(s_->mu_);
+        s_->quit_ = true;
     }
-    start_cv_.notify_all();
-    for (auto& t : threads_) t.join();
+    s_->start_cv_.notify_all();
+    for (auto& t : s_->threads_) t.join();
+}
+
+std::size_t ReplicaWorkers::size() const {
+    return s_->threads_.size();
 }
 
 void ReplicaWorkers::run(const std::function<void(std::size_t)>& fn,
                          const std::function<void(std::size_t, const std::string&)>& on_error) {
-    std::unique_lock lock(mu_);
-    fn_ = &fn;
-    on_error_ = &on_error;
-    done_ = 0;
-    first_ = nullptr;
-    ++generation_;
-    start_cv_.notify_all();
-    done_cv_.wait(lock, [&] { return done_ == threads_.size(); });
-    fn_ = nullptr;
-    on_error_ = nullptr;
-    if (first_) std::rethrow_exception(std::exchange(first_, nullptr));
+    State& s = *s_;
+    std::unique_lock lock(s.mu_);
+    s.fn_ = &fn;
+    s.on_error_ = &on_error;
+    s.done_ = 0;
+    s.first_ = nullptr;
+    ++s.generation_;
+    s.start_cv_.notify_all();
+    s.done_cv_.wait(lock, [&] { return s.done_ == s.threads_.size(); });
+    s.fn_ = nullptr;
+    s.on_error_ = nullptr;
+    if (s.first_) std::rethrow_exception(std::exchange(s.first_, nullptr));
 }
 
-void ReplicaWorkers::loop(std::size_t r) {
+void ReplicaWorkers::State::loop(std::size_t r) {
     std::size_t seen = 0;
     for (;;) {
         const std::function<void(std::size_t)>* fn = nullptr;

@@ -104,9 +104,12 @@
     X(void EMBER_DISPATCH_OPTIM_CORE(Optim)::gather_param<Param<Tensor<Dispatch, D>>>(     \
         double, std::string_view, const Param<Tensor<Dispatch, D>>&, optim::GradientsParams&, \
         EMBER_DISPATCH_OPTIM_CORE(Optim)::MultiBatch&))
-/// The core of an optimizer: to_record and the updates of parameters of ranks 1-4.
+/// The core of an optimizer: to_record, load_states and the updates of parameters of ranks
+/// 1-4.
 #define EMBER_DISPATCH_OPTIM_CORE_FUNCTIONS(X, Optim)                                      \
     X(record::Value EMBER_DISPATCH_OPTIM_CORE(Optim)::to_record() const)                   \
+    X(void EMBER_DISPATCH_OPTIM_CORE(Optim)::load_states(                                  \
+        const record::Value&, const std::optional<Device<Dispatch>>&))                     \
     EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 1) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 2)        \
     EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 3) EMBER_DISPATCH_OPTIM_PARAM(X, Optim, 4)
 /// The multi-tensor step of an Adam-like or SGD optimizer (Dispatch has float_adam_steps and

@@ -69,6 +69,10 @@ class OptimizerCore {
     /// The per-parameter states as a record: {optimizer: name, states: {<param id>: state}},
     /// each state a map of its fields (tensors as TensorData).
     record::Value to_record() const;
+    /// Replaces the states with those of `record` (to_record's form), converted when each
+    /// parameter is next stepped, on `device`. FormatError when the record is not an optimizer
+    /// record of this kind, or a state misses a field (OptimizerAdaptor::load_record).
+    void load_states(const record::Value& record, const std::optional<Device<SB>>& device);
 
     /// Adds `n` to the step count of every state that keeps one (Adam's and AdamW's `time`).
     /// A step captured in a CUDA graph (ember::cuda::capture) updates its parameters on each
@@ -232,19 +236,8 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     /// state whose tensors do not have its parameter's shape throws ShapeError at that step.
     OptimizerAdaptor load_record(const record::Value& record,
                                  const Device<StateBackend>& device = {}) const {
-        const auto& name = record.at("optimizer").as<std::string>("optimizer");
-        EMBER_CHECK(name == O::name, Format, O::name,
-                    " load_record: the record holds the state of a ", name, " optimizer");
         OptimizerAdaptor out = *this;
-        out.states_.clear();
-        out.device_ = device;
-        for (const auto& [key, v] : record.at("states").as<record::Map>("states")) {
-            const std::string path = record::Value::join_path("states", key);
-            auto id = ParamId::parse(key);
-            EMBER_CHECK(id, Format, O::name, " load_record: '", path, "' is not a parameter id");
-            detail::check_state_record<State<1>>(v, path);
-            out.states_[id->value] = typename Core::Entry{std::any{}, nullptr, v};
-        }
+        out.load_states(record, device);  // the core's: compiled once whatever the module
         return out;
     }
 
@@ -464,6 +457,23 @@ record::Value detail::OptimizerCore<O, SB>::to_record() const {
     for (const auto& [id, e] : states_)
         states.emplace_back(ParamId{id}.to_string(), e.save ? e.save(e.state) : e.pending);
     return record::Map{{"optimizer", std::string(O::name)}, {"states", std::move(states)}};
+}
+
+template <typename O, typename SB>
+void detail::OptimizerCore<O, SB>::load_states(const record::Value& record,
+                                               const std::optional<Device<SB>>& device) {
+    const auto& name = record.at("optimizer").as<std::string>("optimizer");
+    EMBER_CHECK(name == O::name, Format, O::name, " load_record: the record holds the state of a ",
+                name, " optimizer");
+    states_.clear();
+    device_ = device;
+    for (const auto& [key, v] : record.at("states").as<record::Map>("states")) {
+        const std::string path = record::Value::join_path("states", key);
+        auto id = ParamId::parse(key);
+        EMBER_CHECK(id, Format, O::name, " load_record: '", path, "' is not a parameter id");
+        check_state_record<State<1>>(v, path);
+        states_[id->value] = Entry{std::any{}, nullptr, v};
+    }
 }
 
 template <typename O, typename SB>

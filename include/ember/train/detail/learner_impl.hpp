@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "../../collective/gradients.hpp"
-#include "../../collective/thread.hpp"
 #include "replica_workers.hpp"
 
 namespace ember::train {
@@ -75,6 +74,212 @@ template <typename B, typename Batch>
 constexpr bool captures() {
     return !std::is_void_v<typename StepGraphFor<B, Batch>::type>;
 }
+
+/// LearnerBuilder::autocast's policy for a step on the calling thread (off without it).
+inline Autocast autocast_of(const LearnerSettings& o) {
+    return Autocast(o.autocast.value_or(DType::BF16), o.autocast.has_value());
+}
+
+/// What a data-parallel epoch asks of the replicas' models and optimizers, their types erased
+/// (the Learner's Replicas implements it), so that the epoch's loop (train_shards) is compiled
+/// once per batch and step output type, not once per model type. Replica r's calls run on its
+/// worker thread.
+template <typename Batch, typename Item, typename IB>
+class ReplicaSteps {
+  public:
+    /// Replica r's model's training step on its shard.
+    virtual TrainOutput<Item> step(std::size_t r, const Batch& shard) = 0;
+    /// A reducer of replica r's gradients over endpoint `comm` (collective::GradientReducer
+    /// over its model), which backward feeds while it is attached.
+    virtual std::unique_ptr<collective::detail::GradientReducerCore<IB>> reducer(
+        std::size_t r, collective::Collective& comm, collective::GradientSyncOptions options) = 0;
+    /// Adds `grads`, weighted by `weight`, to replica r's accumulated gradients.
+    virtual void accumulate(std::size_t r, optim::GradientsParams grads, double weight) = 0;
+    /// Replica r's accumulated gradients summed over the replicas (sync_gradients), and the
+    /// accumulation started again.
+    virtual optim::GradientsParams synced(std::size_t r, collective::Collective& comm) = 0;
+    /// Replica r's optimizer step with learning rate `lr`.
+    virtual void update(std::size_t r, double lr, optim::GradientsParams grads) = 0;
+
+  protected:
+    ~ReplicaSteps() = default;
+};
+
+/// One data-parallel training epoch (Learner::fit with several replicas) after the loader's
+/// epoch is set and the replicas are made; false when interrupted. Each batch is split into
+/// world-size shards by rank; replica r steps its shard, weights its gradients by its share of
+/// the batch's items, and the replicas' sums are what every optimizer steps with: the gradient
+/// of a mean loss over the whole batch, as one device computes it.
+template <typename Dev, typename Batch, typename Item, typename IB, typename L, typename S>
+bool train_shards(LearnerCore& core, L& loader, std::size_t epoch, const std::vector<Dev>& devices,
+                  const std::vector<std::shared_ptr<collective::Collective>>& comms,
+                  ReplicaWorkers& workers, ReplicaSteps<Batch, Item, IB>& steps, S& sched) {
+    const LearnerSettings& o = core.settings();
+    core.begin_epoch(Split::Train, epoch);
+    const std::size_t n = devices.size(), world = comms[0]->world_size();
+    std::size_t pending = 0, iteration = 0;
+    double lr = 0;
+    bool stopped = false;
+    auto on_error = [&](std::size_t r, const std::string& what) { comms[r]->abort(what); };
+    auto&& range = loader.iter();
+    for (auto&& batch : range) {
+        lr = lr_scheduler::step(sched);
+        const std::size_t items = batch.num_items();
+        const bool update = o.grads_accumulation == 1 || ++pending == o.grads_accumulation;
+        std::vector<std::optional<Item>> outs(n);
+        std::vector<std::size_t> sizes(n, 0);
+        workers.run(
+            [&](std::size_t r) {
+                auto& comm = *comms[r];
+                const std::size_t g = comm.rank();
+                const std::size_t begin = items * g / world, end = items * (g + 1) / world;
+                sizes[r] = end - begin;
+                optim::GradientsParams grads;
+                const double w = items ? double(end - begin) / double(items) : 0.0;
+                // Without accumulation, each bucket's all-reduce starts as soon as backward has
+                // its gradients.
+                std::unique_ptr<collective::detail::GradientReducerCore<IB>> reducer;
+                if (o.grads_accumulation == 1)
+                    reducer = steps.reducer(r, comm, collective::GradientSyncOptions{.weight = w});
+                if (end > begin) {
+                    std::optional<ScopedGradientHook> hook;
+                    if (reducer && o.overlap_gradient_sync) hook.emplace(*reducer);
+                    auto out = [&] {
+                        const auto mixed = autocast_of(o);  // this replica's thread
+                        return steps.step(r, batch.shard(begin, end, devices[r]));
+                    }();
+                    grads = std::move(out.grads);
+                    outs[r].emplace(std::move(out.item));
+                }
+                if (reducer) {
+                    steps.update(r, lr, reducer->finish(std::move(grads)));
+                    return;
+                }
+                steps.accumulate(r, std::move(grads), w);
+                if (update) steps.update(r, lr, steps.synced(r, comm));
+            },
+            on_error);
+        if (update) pending = 0;
+        ++iteration;
+        // The metrics read one output for the batch: this process's shards merged.
+        std::size_t local = 0;
+        const auto merged = merge_outputs(outs, sizes, local);
+        if (core.step_done(Split::Train, epoch, iteration, merged ? &*merged : nullptr, lr,
+                           local)) {
+            stopped = true;
+            break;
+        }
+    }
+    // The last, partial accumulation is applied rather than dropped: no batch is ignored.
+    if (!stopped && pending > 0)
+        workers.run([&](std::size_t r) { steps.update(r, lr, steps.synced(r, *comms[r])); },
+                    on_error);
+    core.end_epoch(Split::Train, epoch);
+    return !stopped;
+}
+
+/// What a training epoch on one device asks of the model and its optimizer, their types erased
+/// (the Learner's EpochSteps implements it), so that the epoch's loop (train_epoch) is compiled
+/// once per batch and step output type, not once per model type.
+template <typename Batch, typename Item>
+class TrainSteps {
+  public:
+    /// The output of the captured step run for `batch` (LearnerBuilder::capture_steps: replayed,
+    /// or captured), or null: the step runs eagerly.
+    virtual const Item* captured(const Batch& batch, double lr) = 0;
+    /// The model's training step.
+    virtual TrainOutput<Item> step(const Batch& batch) = 0;
+    /// Adds `grads` to `accumulator` (gradient accumulation).
+    virtual void accumulate(optim::GradientsAccumulator& accumulator,
+                            optim::GradientsParams grads) = 0;
+    /// The optimizer's step with learning rate `lr`.
+    virtual void update(double lr, optim::GradientsParams grads) = 0;
+
+  protected:
+    ~TrainSteps() = default;
+};
+
+/// One training epoch on one device after the loader's epoch is set; false when interrupted.
+template <typename Batch, typename Item, typename L, typename S>
+bool train_epoch(LearnerCore& core, L& loader, std::size_t epoch, TrainSteps<Batch, Item>& steps,
+                 S& sched) {
+    const LearnerSettings& o = core.settings();
+    core.begin_epoch(Split::Train, epoch);
+    optim::GradientsAccumulator accumulator;
+    std::size_t pending = 0, iteration = 0;
+    double lr = 0;
+    bool stopped = false;
+    auto&& range = loader.iter();
+    for (auto&& batch : range) {
+        lr = lr_scheduler::step(sched);
+        std::optional<TrainOutput<Item>> eager;
+        const Item* item = steps.captured(batch, lr);
+        if (item == nullptr) {
+            {
+                const auto mixed = autocast_of(o);
+                eager.emplace(steps.step(batch));
+            }
+            auto& out = *eager;
+            if (o.grads_accumulation > 1) {
+                steps.accumulate(accumulator, std::move(out.grads));
+                if (++pending == o.grads_accumulation) {
+                    steps.update(lr, accumulator.grads());
+                    pending = 0;
+                }
+            } else {
+                steps.update(lr, std::move(out.grads));
+            }
+            item = &out.item;
+        }
+        ++iteration;
+        if (core.step_done(Split::Train, epoch, iteration, item, lr)) {
+            stopped = true;
+            break;
+        }
+    }
+    // The last, partial accumulation is applied rather than dropped: no batch is ignored.
+    if (!stopped && pending > 0) steps.update(lr, accumulator.grads());
+    core.end_epoch(Split::Train, epoch);
+    return !stopped;
+}
+
+/// What a validation epoch asks of the validation model, its type erased (as TrainSteps).
+template <typename Batch, typename Item>
+class ValidSteps {
+  public:
+    /// The output of the captured step run for `batch`, or null (as TrainSteps::captured).
+    virtual const Item* captured(const Batch& batch) = 0;
+    /// The validation model's step (valid_step, else step).
+    virtual Item step(const Batch& batch) = 0;
+
+  protected:
+    ~ValidSteps() = default;
+};
+
+/// One validation epoch after the loader's epoch is set; false when interrupted.
+template <typename Batch, typename Item, typename L>
+bool valid_epoch(LearnerCore& core, L& loader, std::size_t epoch, ValidSteps<Batch, Item>& steps) {
+    const LearnerSettings& o = core.settings();
+    core.begin_epoch(Split::Valid, epoch);
+    std::size_t iteration = 0;
+    bool stopped = false;
+    auto&& range = loader.iter();
+    for (auto&& batch : range) {
+        std::optional<Item> eager;
+        const Item* item = steps.captured(batch);
+        if (item == nullptr) {
+            const auto mixed = autocast_of(o);
+            item = &eager.emplace(steps.step(batch));
+        }
+        ++iteration;
+        if (core.step_done(Split::Valid, epoch, iteration, item, std::nullopt)) {
+            stopped = true;
+            break;
+        }
+    }
+    core.end_epoch(Split::Valid, epoch);
+    return !stopped;
+}
 }  // namespace detail
 
 /// Trains a model (Burn's Learner); made by LearnerBuilder::build. What does not depend on the
@@ -123,9 +328,13 @@ class Learner {
 
     // ---- data parallel -------------------------------------------------------------------
 
+    using InnerBackend_ = InnerBackend<Backend_>;
+
     // The replicas of a data-parallel run: a model, an optimizer and a collective endpoint per
-    // device, and the threads that run them.
-    struct Replicas {
+    // device, and the threads that run them; their steps for the epoch's loop
+    // (detail::train_shards, compiled once whatever the model).
+    template <typename Batch>
+    struct Replicas final : detail::ReplicaSteps<Batch, TrainItem, InnerBackend_> {
         std::vector<Device<Backend_>> devices;
         std::vector<std::shared_ptr<collective::Collective>> comms;
         std::vector<M> models;
@@ -135,6 +344,29 @@ class Learner {
         bool main = true;                           // holds rank 0 (writes the checkpoints)
         bool ready = false;                         // the models are forked (prepare_replicas)
         std::optional<record::Value> optim_record;  // a resumed optimizer's state
+
+        TrainOutput<TrainItem> step(std::size_t r, const Batch& shard) override {
+            auto out = models[r].step(shard);
+            static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
+                          "fit: the model's step(batch) must return TrainOutput<TrainItem>");
+            return out;
+        }
+        std::unique_ptr<collective::detail::GradientReducerCore<InnerBackend_>> reducer(
+            std::size_t r, collective::Collective& comm,
+            collective::GradientSyncOptions options) override {
+            return std::make_unique<collective::GradientReducer<M>>(comm, models[r], options);
+        }
+        void accumulate(std::size_t r, optim::GradientsParams grads, double weight) override {
+            accumulators[r].accumulate(
+                models[r], collective::scale_gradients(models[r], std::move(grads), weight));
+        }
+        optim::GradientsParams synced(std::size_t r, collective::Collective& comm) override {
+            return collective::sync_gradients(comm, models[r], accumulators[r].grads(),
+                                              {.op = collective::ReduceOp::Sum});
+        }
+        void update(std::size_t r, double lr, optim::GradientsParams grads) override {
+            models[r] = optims[r].step(lr, std::move(models[r]), std::move(grads));
+        }
     };
 
     // Forks `dp.models[0]` (the model given to fit) to every device. Run at the start of the
@@ -143,7 +375,8 @@ class Learner {
     // reads them: the values differ unless the model is initialised before fit). Every replica
     // then starts from rank 0's values (other processes may have drawn their own) and loads a
     // resumed optimizer state on its own device.
-    void prepare_replicas(Replicas& dp) {
+    template <typename Batch>
+    void prepare_replicas(Replicas<Batch>& dp) {
         const M model = dp.models[0];
         model.visit([](std::string_view, const auto& p) { (void)p.val(); });
         const O optim = dp.optims[0];
@@ -172,8 +405,8 @@ class Learner {
     }
 
     template <typename Batch>
-    Replicas make_replicas(const M& model, const O& optim,
-                           const std::optional<record::Value>& optim_record) {
+    Replicas<Batch> make_replicas(const M& model, const O& optim,
+                                  const std::optional<record::Value>& optim_record) {
         if constexpr (!ShardableBatch<Batch, Device<Backend_>>) {
             EMBER_FAIL(Argument,
                        "Learner::fit: training on several devices splits every batch, but the "
@@ -185,7 +418,7 @@ class Learner {
                        "outputs, but ember::train::ItemMerge has no specialisation for this "
                        "output type");
         } else {
-            Replicas dp;
+            Replicas<Batch> dp;
             const auto* devs = std::any_cast<std::vector<Device<Backend_>>>(&o().devices);
             dp.devices = *devs;
             const std::size_t n = dp.devices.size();
@@ -204,102 +437,18 @@ class Learner {
         }
     }
 
-    // One data-parallel training epoch; false when interrupted. Each batch is split into
-    // world-size shards by rank; replica r steps its shard, weights its gradients by its share
-    // of the batch's items, and the replicas' sums are what every optimizer steps with: the
-    // gradient of a mean loss over the whole batch, as one device computes it.
-    template <typename L>
-    bool train_epoch_parallel(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
-        using Batch = std::remove_cvref_t<decltype(*loader.iter().begin())>;
-        if constexpr (ShardableBatch<Batch, Device<Backend_>> && MergeableItem<TrainItem>)
-            return train_shards(loader, epoch, dp, sched);
-        else  // make_replicas has refused these types already
+    // One data-parallel training epoch (detail::train_shards); false when interrupted.
+    template <typename L, typename Batch>
+    bool train_epoch_parallel(L& loader, std::size_t epoch, Replicas<Batch>& dp, S& sched) {
+        if constexpr (ShardableBatch<Batch, Device<Backend_>> && MergeableItem<TrainItem>) {
+            Backend_::seed(core_.seed_of(epoch, Split::Train));
+            set_epoch(loader, epoch);
+            if (!dp.ready) prepare_replicas(dp);
+            return detail::train_shards(core_, loader, epoch, dp.devices, dp.comms, *dp.workers, dp,
+                                        sched);
+        } else {  // make_replicas has refused these types already
             EMBER_FAIL(Argument, "Learner::fit: data-parallel training needs shardable batches");
-    }
-
-    template <typename L>
-    bool train_shards(L& loader, std::size_t epoch, Replicas& dp, S& sched) {
-        Backend_::seed(core_.seed_of(epoch, Split::Train));
-        set_epoch(loader, epoch);
-        if (!dp.ready) prepare_replicas(dp);
-        core_.begin_epoch(Split::Train, epoch);
-        const std::size_t n = dp.models.size(), world = dp.comms[0]->world_size();
-        std::size_t pending = 0, iteration = 0;
-        double lr = 0;
-        bool stopped = false;
-        auto on_error = [&](std::size_t r, const std::string& what) { dp.comms[r]->abort(what); };
-        auto step = [&](std::size_t r, optim::GradientsParams grads) {
-            dp.models[r] = dp.optims[r].step(lr, std::move(dp.models[r]), std::move(grads));
-        };
-        auto&& range = loader.iter();
-        for (auto&& batch : range) {
-            lr = lr_scheduler::step(sched);
-            const std::size_t items = batch.num_items();
-            const bool update = o().grads_accumulation == 1 || ++pending == o().grads_accumulation;
-            std::vector<std::optional<TrainItem>> outs(n);
-            std::vector<std::size_t> sizes(n, 0);
-            dp.workers->run(
-                [&](std::size_t r) {
-                    auto& comm = *dp.comms[r];
-                    const std::size_t g = comm.rank();
-                    const std::size_t begin = items * g / world, end = items * (g + 1) / world;
-                    sizes[r] = end - begin;
-                    optim::GradientsParams grads;
-                    const double w = items ? double(end - begin) / double(items) : 0.0;
-                    // Without accumulation, each bucket's all-reduce starts as soon as backward
-                    // has its gradients.
-                    std::optional<collective::GradientReducer<M>> reducer;
-                    if (o().grads_accumulation == 1)
-                        reducer.emplace(comm, dp.models[r],
-                                        collective::GradientSyncOptions{.weight = w});
-                    if (end > begin) {
-                        std::optional<ScopedGradientHook> hook;
-                        if (reducer && o().overlap_gradient_sync) hook.emplace(*reducer);
-                        auto out = [&] {
-                            const auto mixed = autocast_guard();  // this replica's thread
-                            return dp.models[r].step(batch.shard(begin, end, dp.devices[r]));
-                        }();
-                        static_assert(std::same_as<decltype(out), TrainOutput<TrainItem>>,
-                                      "fit: the model's step(batch) must return "
-                                      "TrainOutput<TrainItem>");
-                        grads = std::move(out.grads);
-                        outs[r].emplace(std::move(out.item));
-                    }
-                    if (reducer) {
-                        step(r, reducer->finish(std::move(grads)));
-                        return;
-                    }
-                    dp.accumulators[r].accumulate(
-                        dp.models[r],
-                        collective::scale_gradients(dp.models[r], std::move(grads), w));
-                    if (update)
-                        step(r, collective::sync_gradients(comm, dp.models[r],
-                                                           dp.accumulators[r].grads(),
-                                                           {.op = collective::ReduceOp::Sum}));
-                },
-                on_error);
-            if (update) pending = 0;
-            ++iteration;
-            // The metrics read one output for the batch: this process's shards merged.
-            std::size_t local = 0;
-            const auto merged = detail::merge_outputs(outs, sizes, local);
-            if (core_.step_done(Split::Train, epoch, iteration, merged ? &*merged : nullptr, lr,
-                                local)) {
-                stopped = true;
-                break;
-            }
         }
-        // The last, partial accumulation is applied rather than dropped: no batch is ignored.
-        if (!stopped && pending > 0)
-            dp.workers->run(
-                [&](std::size_t r) {
-                    step(r, collective::sync_gradients(*dp.comms[r], dp.models[r],
-                                                       dp.accumulators[r].grads(),
-                                                       {.op = collective::ReduceOp::Sum}));
-                },
-                on_error);
-        core_.end_epoch(Split::Train, epoch);
-        return !stopped;
     }
 
     template <typename L>
@@ -307,58 +456,47 @@ class Learner {
         if constexpr (requires { loader.set_epoch(epoch); }) loader.set_epoch(epoch);
     }
 
-    // One training epoch; false when interrupted.
+    // A training epoch's steps on one device (detail::TrainSteps): the model, its optimizer and
+    // the epoch's captured steps.
+    template <typename Batch>
+    struct EpochSteps final : detail::TrainSteps<Batch, TrainItem> {
+        EpochSteps(Learner& l, M& model, O& optim) : l(l), model(model), optim(optim) {}
+        const TrainItem* captured(const Batch& batch, double lr) override {
+            if constexpr (detail::captures<Backend_, Batch>()) {
+                if (l.o().capture_steps) return &l.captured_train(graph, batch, lr, model, optim);
+            }
+            (void)batch, (void)lr;
+            return nullptr;
+        }
+        TrainOutput<TrainItem> step(const Batch& batch) override {
+            static_assert(std::same_as<std::remove_cvref_t<decltype(model.step(batch))>,
+                                       TrainOutput<TrainItem>>,
+                          "fit: the model's step(batch) must return TrainOutput<TrainItem>");
+            return model.step(batch);
+        }
+        void accumulate(optim::GradientsAccumulator& accumulator,
+                        optim::GradientsParams grads) override {
+            accumulator.accumulate(model, std::move(grads));
+        }
+        void update(double lr, optim::GradientsParams grads) override {
+            model = optim.step(lr, std::move(model), std::move(grads));
+        }
+
+        Learner& l;
+        M& model;
+        O& optim;
+        [[maybe_unused]] detail::CapturedSteps<Backend_, Batch, TrainItem> graph;
+    };
+
+    // One training epoch (detail::train_epoch); false when interrupted.
     template <typename L>
     bool train_epoch(L& loader, std::size_t epoch, M& model, O& optim, S& sched) {
         Backend_::seed(core_.seed_of(epoch, Split::Train));
         set_epoch(loader, epoch);
-        core_.begin_epoch(Split::Train, epoch);
-        optim::GradientsAccumulator accumulator;
-        std::size_t pending = 0, iteration = 0;
-        double lr = 0;
-        bool stopped = false;
-        auto&& range = loader.iter();
-        using Batch = std::remove_cvref_t<decltype(*range.begin())>;
-        constexpr bool kCapture = detail::captures<Backend_, Batch>();
-        [[maybe_unused]] detail::CapturedSteps<Backend_, Batch, TrainItem> captured;
+        using Batch = std::remove_cvref_t<decltype(*loader.iter().begin())>;
         check_capturable<Batch>();
-        for (auto&& batch : range) {
-            lr = lr_scheduler::step(sched);
-            std::optional<TrainOutput<TrainItem>> eager;
-            const TrainItem* item = nullptr;
-            if constexpr (kCapture) {
-                if (o().capture_steps) item = &captured_train(captured, batch, lr, model, optim);
-            }
-            if (item == nullptr) {
-                {
-                    const auto mixed = autocast_guard();
-                    eager.emplace(model.step(batch));
-                }
-                auto& out = *eager;
-                static_assert(std::same_as<std::remove_cvref_t<decltype(model.step(batch))>,
-                                           TrainOutput<TrainItem>>,
-                              "fit: the model's step(batch) must return TrainOutput<TrainItem>");
-                if (o().grads_accumulation > 1) {
-                    accumulator.accumulate(model, std::move(out.grads));
-                    if (++pending == o().grads_accumulation) {
-                        model = optim.step(lr, std::move(model), accumulator.grads());
-                        pending = 0;
-                    }
-                } else {
-                    model = optim.step(lr, std::move(model), std::move(out.grads));
-                }
-                item = &out.item;
-            }
-            ++iteration;
-            if (core_.step_done(Split::Train, epoch, iteration, item, lr)) {
-                stopped = true;
-                break;
-            }
-        }
-        // The last, partial accumulation is applied rather than dropped: no batch is ignored.
-        if (!stopped && pending > 0) model = optim.step(lr, std::move(model), accumulator.grads());
-        core_.end_epoch(Split::Train, epoch);
-        return !stopped;
+        EpochSteps<Batch> steps(*this, model, optim);
+        return detail::train_epoch(core_, loader, epoch, steps, sched);
     }
 
     // capture_steps over batches the captured steps cannot bind: said at fit, not at build
@@ -401,9 +539,7 @@ class Learner {
     }
 
     // LearnerBuilder::autocast's policy for a step on the calling thread (off without it).
-    Autocast autocast_guard() const {
-        return Autocast(o().autocast.value_or(DType::BF16), o().autocast.has_value());
-    }
+    Autocast autocast_guard() const { return detail::autocast_of(o()); }
 
     // One validation step through the captured graph (as captured_train, without an update).
     template <typename B, typename Batch, typename G, typename VM>
@@ -440,42 +576,40 @@ class Learner {
         }
     }
 
-    // One validation epoch; false when interrupted.
+    // A validation epoch's steps (detail::ValidSteps): the validation model and the epoch's
+    // captured steps.
+    template <typename VM, typename Batch>
+    struct ValidEpochSteps final : detail::ValidSteps<Batch, ValidItem> {
+        using VB = module::BackendOf<VM>;
+        ValidEpochSteps(Learner& l, VM vmodel) : l(l), vmodel(std::move(vmodel)) {}
+        const ValidItem* captured(const Batch& batch) override {
+            if constexpr (detail::captures<VB, Batch>()) {
+                if (l.o().capture_steps) return &l.captured_valid(graph, batch, vmodel);
+            }
+            (void)batch;
+            return nullptr;
+        }
+        ValidItem step(const Batch& batch) override {
+            static_assert(std::same_as<decltype(run_valid_step(vmodel, batch)), ValidItem>,
+                          "fit: the validation model's valid_step(batch) (or step(batch)) must "
+                          "return ValidItem");
+            return run_valid_step(vmodel, batch);
+        }
+
+        Learner& l;
+        const VM vmodel;
+        [[maybe_unused]] detail::CapturedSteps<VB, Batch, ValidItem> graph;
+    };
+
+    // One validation epoch (detail::valid_epoch); false when interrupted.
     template <typename L>
     bool valid_epoch(L& loader, std::size_t epoch, const M& model) {
         Backend_::seed(core_.seed_of(epoch, Split::Valid));
         set_epoch(loader, epoch);
-        core_.begin_epoch(Split::Valid, epoch);
-        const auto vmodel = model.valid();
-        std::size_t iteration = 0;
-        bool stopped = false;
-        auto&& range = loader.iter();
-        using Batch = std::remove_cvref_t<decltype(*range.begin())>;
-        using VB = module::BackendOf<std::remove_cvref_t<decltype(vmodel)>>;
-        constexpr bool kCapture = detail::captures<VB, Batch>();
-        [[maybe_unused]] detail::CapturedSteps<VB, Batch, ValidItem> captured;
-        for (auto&& batch : range) {
-            static_assert(std::same_as<decltype(run_valid_step(vmodel, batch)), ValidItem>,
-                          "fit: the validation model's valid_step(batch) (or step(batch)) must "
-                          "return ValidItem");
-            std::optional<ValidItem> eager;
-            const ValidItem* item_ptr = nullptr;
-            if constexpr (kCapture) {
-                if (o().capture_steps) item_ptr = &captured_valid(captured, batch, vmodel);
-            }
-            if (item_ptr == nullptr) {
-                const auto mixed = autocast_guard();
-                item_ptr = &eager.emplace(run_valid_step(vmodel, batch));
-            }
-            const ValidItem& item = *item_ptr;
-            ++iteration;
-            if (core_.step_done(Split::Valid, epoch, iteration, &item, std::nullopt)) {
-                stopped = true;
-                break;
-            }
-        }
-        core_.end_epoch(Split::Valid, epoch);
-        return !stopped;
+        using Batch = std::remove_cvref_t<decltype(*loader.iter().begin())>;
+        ValidEpochSteps<std::remove_cvref_t<decltype(model.valid())>, Batch> steps(*this,
+                                                                                   model.valid());
+        return detail::valid_epoch(core_, loader, epoch, steps);
     }
 
     void log(const std::string& message) { core_.log(message); }
@@ -494,6 +628,7 @@ class Learner {
     // data-parallel; the core calls it back for what needs the model.
     template <typename TL, typename VL>
     struct FitTask final : detail::LearnerTask {
+        using Batch = std::remove_cvref_t<decltype(*std::declval<TL&>().iter().begin())>;
         FitTask(Learner& l, TL& train, VL& valid)
             : l(l), train(train), valid(valid), model(l.model_), optim(l.optim_), sched(l.sched_) {}
         void resume(std::size_t n) override {
@@ -505,7 +640,6 @@ class Learner {
         }
         void start() override {
             if (!l.data_parallel()) return;
-            using Batch = std::remove_cvref_t<decltype(*train.iter().begin())>;
             dp.emplace(l.template make_replicas<Batch>(model, optim, optim_record));
         }
         bool train_epoch(std::size_t epoch) override {
@@ -534,7 +668,7 @@ class Learner {
         O optim;
         S sched;
         std::optional<record::Value> optim_record;  // loaded again on each replica's device
-        std::optional<Replicas> dp;
+        std::optional<Replicas<Batch>> dp;
     };
 
     detail::LearnerCore core_;

@@ -1,14 +1,10 @@
 #pragma once
 // The threads of data-parallel training: one per replica, alive for a whole fit, each running
 // its replica's share of an iteration while the caller waits.
-#include <condition_variable>
 #include <cstddef>
-#include <exception>
 #include <functional>
-#include <mutex>
+#include <memory>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "../../export.hpp"
 
@@ -25,7 +21,7 @@ class EMBER_API ReplicaWorkers {
     ReplicaWorkers& operator=(const ReplicaWorkers&) = delete;
 
     /// Number of threads.
-    std::size_t size() const { return threads_.size(); }
+    std::size_t size() const;
     /// Runs `fn(r)` on every thread and waits for all of them. When one throws, `on_error(r,
     /// what)` runs on that thread at once (to abort a collective the others may be waiting in),
     /// and the first exception thrown is rethrown here once every thread is done.
@@ -33,16 +29,10 @@ class EMBER_API ReplicaWorkers {
              const std::function<void(std::size_t, const std::string&)>& on_error);
 
   private:
-    void loop(std::size_t r);
-
-    std::vector<std::thread> threads_;
-    std::mutex mu_;
-    std::condition_variable start_cv_, done_cv_;
-    const std::function<void(std::size_t)>* fn_ = nullptr;
-    const std::function<void(std::size_t, const std::string&)>* on_error_ = nullptr;
-    std::size_t generation_ = 0, done_ = 0;
-    bool quit_ = false;
-    std::exception_ptr first_;
+    // The threads and their hand-offs, in src/train/replica_workers.cpp: a file that includes
+    // the Learner does not parse <thread>, <mutex> and <condition_variable> for them.
+    struct State;
+    std::unique_ptr<State> s_;
 };
 
 }  // namespace ember::train::detail
