@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -53,6 +54,11 @@ std::vector<std::int64_t> predict(const Model& model,
     return predicted.to_data().template to_vec<std::int64_t>();
 }
 
+// A loaded model's predictions for a batch of items (what infer and export ask of the model, so
+// that they are compiled once, not once a model type).
+using Predictor =
+    std::function<std::vector<std::int64_t>(const std::vector<ember::data::MnistItem>&)>;
+
 // Writes `bytes` to `file` (through a temporary name, so a failed write leaves nothing).
 void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
     const fs::path tmp = file.string() + ".tmp";
@@ -64,9 +70,27 @@ void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
     fs::rename(tmp, file);
 }
 
-// What examples/firmware embeds: the model in the Bin format, the first `count` test images
-// (raw pixels), their labels, and the classes this host predicts for them from the Bin file
-// itself, which the firmware must reproduce.
+// What examples/firmware embeds besides the model (export_model writes it): the first `count`
+// test images (raw pixels), their labels, and the classes `predict` (the model loaded from the
+// Bin file itself) gives them, which the firmware must reproduce.
+void export_test_images(const Options& o, const Predictor& predict) {
+    auto test = load_split(o, false);
+    std::vector<ember::data::MnistItem> items;
+    std::vector<std::uint8_t> pixels, labels, expected;
+    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
+        items.push_back(*test.get(i));
+        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
+        labels.push_back(static_cast<std::uint8_t>(items.back().label));
+    }
+    for (auto c : predict(items)) expected.push_back(static_cast<std::uint8_t>(c));
+    write_bytes(o.out_dir / "images.bin", pixels);
+    write_bytes(o.out_dir / "labels.bin", labels);
+    write_bytes(o.out_dir / "expected.bin", expected);
+    std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
+              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
+}
+
+// `mnist export`: the model in the Bin format, and the test images (export_test_images).
 template <typename Model>
 void export_model(const Options& o) {
     using B = ember::Dispatch;  // on the CPU: the firmware's expected classes come from it
@@ -77,27 +101,14 @@ void export_model(const Options& o) {
         .save_file(o.out_dir / "model", BinRecorder{});
     const auto model =
         Model::init().load_file(o.out_dir / "model", BinRecorder{}, ember::Device<B>{});
-    auto test = load_split(o, false);
-    std::vector<ember::data::MnistItem> items;
-    std::vector<std::uint8_t> pixels, labels, expected;
-    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
-        items.push_back(*test.get(i));
-        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
-        labels.push_back(static_cast<std::uint8_t>(items.back().label));
-    }
-    for (auto c : predict(model, items, ember::DispatchDevice::cpu()))
-        expected.push_back(static_cast<std::uint8_t>(c));
-    write_bytes(o.out_dir / "images.bin", pixels);
-    write_bytes(o.out_dir / "labels.bin", labels);
-    write_bytes(o.out_dir / "expected.bin", expected);
-    std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
-              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
+    export_test_images(o, [&](const std::vector<ember::data::MnistItem>& items) {
+        return predict(model, items, ember::DispatchDevice::cpu());
+    });
 }
 
-template <typename Model>
-void infer_model(const Options& o) {
-    const auto device = ember::DispatchDevice::parse(o.backend);
-    auto model = Model::init(device).load_file(o.artifact_dir / "model", Recorder{}, device);
+// `mnist infer` with `predict` (the loaded model on `device`): the accuracy on the test set,
+// and the first --count predictions.
+void infer_test_set(const Options& o, const Predictor& predict) {
     auto test = load_split(o, false);
     std::size_t correct = 0;
     const std::size_t n = test.len();
@@ -109,7 +120,7 @@ void infer_model(const Options& o) {
     for (std::size_t s = 0; s < n; s += 500) {
         std::vector<ember::data::MnistItem> items;
         for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
-        const auto labels = predict(model, items, device);
+        const auto labels = predict(items);
         for (std::size_t i = 0; i < labels.size(); ++i) {
             const auto truth = items[i].label;
             correct += labels[i] == truth;
@@ -125,6 +136,15 @@ void infer_model(const Options& o) {
     std::cout << std::fixed << std::setprecision(2) << "accuracy on the " << n
               << " test images: " << 100.0 * double(correct) / double(n) << " % (" << ms / 1000
               << " s)\n";
+}
+
+template <typename Model>
+void infer_model(const Options& o) {
+    const auto device = ember::DispatchDevice::parse(o.backend);
+    const auto model = Model::init(device).load_file(o.artifact_dir / "model", Recorder{}, device);
+    infer_test_set(o, [&](const std::vector<ember::data::MnistItem>& items) {
+        return predict(model, items, device);
+    });
 }
 
 // The devices to train on: --backend with autodiff, once per replica of --devices (N copies
@@ -152,7 +172,7 @@ int run(int argc, char** argv) {
     using B = ember::Dispatch;
     if (o.command == "infer" || o.command == "export") {
         // The model kind comes from the run's config, whatever the command line says.
-        o.config = TrainingConfig::load(o.artifact_dir / "config.json");
+        o.config = load_config(o.artifact_dir / "config.json");
         const bool infer = o.command == "infer";
         if (o.config.model == "mlp")
             infer ? infer_model<Mlp<B>>(o) : export_model<Mlp<B>>(o);

@@ -89,4 +89,12 @@ Options parse(int argc, char** argv) {
     return o;
 }
 
+TrainingConfig load_config(const fs::path& file) {
+    return TrainingConfig::load(file);
+}
+
+void save_config(const TrainingConfig& config, const fs::path& file) {
+    config.save(file);
+}
+
 }  // namespace mnist

@@ -1,7 +1,7 @@
 #pragma once
 // What `mnist` was run with: the training run's config and the parsed command line. Apart from
-// parse() (options.cpp, the one file that compiles CLI11), so that main.cpp, the model and
-// Learner file, does not parse and instantiate the command-line library.
+// parse() and the config's file (options.cpp, the one file that compiles CLI11 and the config's
+// JSON), so that main.cpp, the model and Learner file, does not parse and instantiate them.
 #include <ember/optim/adam.hpp>
 
 #include <cstddef>
@@ -47,5 +47,11 @@ struct Options {
 /// Parses and checks the command line (options.cpp); --help, --version and a bad command line
 /// exit (status 0 or 2, examples/cli.hpp's rule).
 Options parse(int argc, char** argv);
+
+/// The run's config saved in `file` (JSON; options.cpp, so that main.cpp does not compile the
+/// config's JSON reader and writer).
+TrainingConfig load_config(const fs::path& file);
+/// Saves `config` to `file` (JSON).
+void save_config(const TrainingConfig& config, const fs::path& file);
 
 }  // namespace mnist

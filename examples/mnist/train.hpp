@@ -42,22 +42,39 @@ inline ember::data::MnistDataset load_split(const Options& o, bool training) {
     return training ? ember::data::MnistDataset::train() : ember::data::MnistDataset::test();
 }
 
-/// Trains `Model` on `devices` (one, or the replicas of data-parallel training: autodiff
-/// devices), validating on `valid_device`; `configure` may add to the Learner's options (NCCL).
-/// Returns the exit status (130 when Ctrl-C stopped the run).
-template <typename Model, ember::AutodiffBackend B>
-int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
-                const ember::Device<typename B::InnerBackend>& valid_device,
-                const std::function<void(
-                    train::LearnerBuilder<train::ClassificationOutput<B>,
-                                          train::ClassificationOutput<typename B::InnerBackend>>&)>&
-                    configure = {}) {
+/// What one model's run of the Learner leaves for the report (train_model's callback).
+struct Fitted {
+    std::optional<int> interrupted;  ///< the exit status when Ctrl-C stopped the run
+    double accuracy = 0;             ///< the last epoch's test accuracy (%)
+};
+
+/// The Learner's options for a run on backend B, the model's types aside.
+template <ember::AutodiffBackend B>
+using Builder = train::LearnerBuilder<train::ClassificationOutput<B>,
+                                      train::ClassificationOutput<typename B::InnerBackend>>;
+
+/// A model's part of `mnist train`: builds the Learner from the configured options, fits it
+/// on the loaders, saves the trained model.
+template <ember::AutodiffBackend B>
+using FitModel =
+    std::function<Fitted(const Builder<B>&, ember::data::DataLoader<MnistBatch<B>>&,
+                         ember::data::DataLoader<MnistBatch<typename B::InnerBackend>>&)>;
+
+/// `mnist train` whatever the model (compiled once a backend, not once a model): locks the
+/// artifact directory, saves the config, makes the loaders and the Learner's options (metrics,
+/// checkpoints, resuming; `configure` may add to them: NCCL), runs `fit` on `devices` (one, or
+/// the replicas of data-parallel training: autodiff devices), validating on `valid_device`, and
+/// reports. Returns the exit status (130 when Ctrl-C stopped the run).
+template <ember::AutodiffBackend B>
+int train_with(const Options& o, const std::vector<ember::Device<B>>& devices,
+               const ember::Device<typename B::InnerBackend>& valid_device,
+               const std::function<void(Builder<B>&)>& configure, const FitModel<B>& fit) {
     using Inner = typename B::InnerBackend;
     const TrainingConfig& c = o.config;
     // Locked before the config is written: a second run in this directory stops here, before
     // it could mix its config with this run's checkpoints. The Learner shares the lock.
     const train::ArtifactLock lock(o.artifact_dir);
-    c.save(o.artifact_dir / "config.json");
+    save_config(c, o.artifact_dir / "config.json");
     B::seed(c.seed);
 
     auto train_loader = ember::data::DataLoaderBuilder(MnistBatcher<B>{})
@@ -72,9 +89,7 @@ int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
                             .num_workers(c.num_workers)
                             .build(load_split(o, false));
 
-    using TrainItem = train::ClassificationOutput<B>;
-    using ValidItem = train::ClassificationOutput<Inner>;
-    train::LearnerBuilder<TrainItem, ValidItem> builder(o.artifact_dir);
+    Builder<B> builder(o.artifact_dir);
     builder.metric_train_numeric(train::AccuracyMetric<B>{})
         .metric_valid_numeric(train::AccuracyMetric<Inner>{})
         .metric_train_numeric(train::LossMetric<B>{})
@@ -103,23 +118,39 @@ int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
         builder.resume();
     }
 
-    auto learner =
-        builder.build(Model::init(), c.optimizer.template init<Model>(), c.learning_rate);
     const auto start = std::chrono::steady_clock::now();
-    Model trained = learner.fit(train_loader, valid_loader);
+    const Fitted fitted = fit(builder, train_loader, valid_loader);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    if (learner.interrupter().should_stop()) {
+    if (fitted.interrupted) {
         std::cout << "interrupted: run `mnist train --resume` with the same options to go on\n";
-        return learner.interrupter().exit_status();
+        return *fitted.interrupted;
     }
-    trained.valid().save_file(o.artifact_dir / "model", Recorder{});
-    const auto& acc = learner.history().at(train::Split::Valid).at("Accuracy");
     std::cout << std::fixed << std::setprecision(2) << "trained " << c.model << " for "
-              << c.num_epochs << " epochs in " << seconds << " s; test accuracy " << acc.back()
+              << c.num_epochs << " epochs in " << seconds << " s; test accuracy " << fitted.accuracy
               << " %; model saved to " << (o.artifact_dir / "model.mpk").string() << '\n';
     return 0;
+}
+
+/// Trains `Model` (train_with, whose options and loaders it is given): only the Learner's
+/// build, fit and the model's save are compiled once a model.
+template <typename Model, ember::AutodiffBackend B>
+int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
+                const ember::Device<typename B::InnerBackend>& valid_device,
+                const std::function<void(Builder<B>&)>& configure = {}) {
+    return train_with<B>(
+        o, devices, valid_device, configure,
+        [&o](const Builder<B>& builder, auto& train_loader, auto& valid_loader) -> Fitted {
+            const TrainingConfig& c = o.config;
+            auto learner =
+                builder.build(Model::init(), c.optimizer.template init<Model>(), c.learning_rate);
+            Model trained = learner.fit(train_loader, valid_loader);
+            if (learner.interrupter().should_stop())
+                return {learner.interrupter().exit_status(), 0};
+            trained.valid().save_file(o.artifact_dir / "model", Recorder{});
+            return {std::nullopt, learner.history().at(train::Split::Valid).at("Accuracy").back()};
+        });
 }
 
 }  // namespace mnist
