@@ -1,7 +1,7 @@
 #version 450
 // Direct convolution kernels, the geometry (channels, groups, kernel, stride, padding,
-// dilation) fixed by specialization constants so that the tap loops unroll and every index
-// division by a stride is by a constant; the batch and the spatial sizes are parameters. The
+// dilation, spatial sizes) fixed by specialization constants so that the tap loops unroll and
+// every index division is by a constant; the batch is a parameter. The
 // 3-d form of 1-, 2- and 3-d problems (leading unit dims). backends/vulkan/conv.cpp chooses
 // them over im2col + matmul where the weight is small (few channels: a matmul whose M is 8 or 16
 // wastes its tiles) and always for the transposed convolution.
@@ -38,6 +38,14 @@ layout(constant_id = 15) const int DH = 1;
 layout(constant_id = 16) const int DW = 1;
 layout(constant_id = 17) const int HAS_BIAS = 0;
 layout(constant_id = 18) const int COB = 1;  // MODE 0/1: output channels a thread (1, 2 or 4)
+// Spatial sizes of the input and output: constants too, so that splitting a position into its
+// coordinates divides by constants (runtime divisions dominated the weight gradient's loop).
+layout(constant_id = 19) const int ID = 1;
+layout(constant_id = 20) const int IH = 1;
+layout(constant_id = 21) const int IW = 1;
+layout(constant_id = 22) const int OD = 1;
+layout(constant_id = 23) const int OH = 1;
+layout(constant_id = 24) const int OW = 1;
 
 layout(std430, binding = 0) readonly buffer Params { int p[]; };
 layout(std430, binding = 1) buffer Out { uint o[]; };
@@ -45,16 +53,15 @@ layout(std430, binding = 2) readonly buffer X { uint x[]; };
 layout(std430, binding = 3) readonly buffer W { uint w[]; };  // weight; dy in MODE 2
 layout(std430, binding = 4) readonly buffer Bz { uint bz[]; };
 
-// Parameters: total (MODE 0/1: outputs; MODE 2: workgroups), N, in[3], out[3], x offset,
-// w offset, then the bias offset (MODE 0/1) or the positions a slice (MODE 2).
+// Parameters: total (MODE 0/1: threads; MODE 2: workgroups), N, in[3], out[3] (the constants'
+// values, unused), x offset, w offset, then the bias offset (MODE 0/1) or the positions a slice
+// (MODE 2).
 const int KT = KD * KH * KW;
 const int KT_MAX = 32;  // taps a MODE 2 thread keeps in registers (conv.cpp checks)
 const int WG2 = 128;    // MODE 2's threads a workgroup (conv.cpp dispatches it so)
 shared float part[KT_MAX * WG2];  // a partial sum a tap and subgroup
 
 void main() {
-    const int ID = p[2], IH = p[3], IW = p[4];
-    const int OD = p[5], OH = p[6], OW = p[7];
     const int xo = p[8], wo = p[9];
     const int IP = ID * IH * IW, OP = OD * OH * OW;
     if (MODE == 2) {

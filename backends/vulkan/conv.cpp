@@ -39,11 +39,11 @@ bool use_direct(i64 weights, const Geo& g, std::size_t elements) {
 }
 
 /// conv_direct.comp's specialization constants: mode, channels, groups, geometry, bias, output
-/// channels a thread.
-std::array<std::int32_t, 18> direct_spec(int mode, std::size_t c, std::size_t co,
+/// channels a thread, input and output sizes.
+std::array<std::int32_t, 24> direct_spec(int mode, std::size_t c, std::size_t co,
                                          std::size_t groups, const Geo& g, bool bias,
                                          std::size_t cob = 1) {
-    std::array<std::int32_t, 18> s{mode, static_cast<std::int32_t>(c),
+    std::array<std::int32_t, 24> s{mode, static_cast<std::int32_t>(c),
                                    static_cast<std::int32_t>(co),
                                    static_cast<std::int32_t>(groups)};
     for (int i = 0; i < 3; ++i) {
@@ -51,6 +51,8 @@ std::array<std::int32_t, 18> direct_spec(int mode, std::size_t c, std::size_t co
         s[7 + i] = static_cast<std::int32_t>(g.stride[i]);
         s[10 + i] = static_cast<std::int32_t>(g.pad[i]);
         s[13 + i] = static_cast<std::int32_t>(g.dil[i]);
+        s[18 + i] = static_cast<std::int32_t>(g.in[i]);
+        s[21 + i] = static_cast<std::int32_t>(g.out[i]);
     }
     s[16] = bias ? 1 : 0;
     s[17] = static_cast<std::int32_t>(cob);
@@ -96,8 +98,8 @@ VT direct(int mode, VT x, VT w, const std::optional<VT>& bias, const Geo& g, std
 
 /// The weight gradient [C_out, C / G, taps] of f32 x by f32 grad, directly: a workgroup a weight
 /// element's (output, input) channel pair and slice of the batch's positions, the slices'
-/// partial sums then added. Slices make at least ~512 workgroups where there is work enough
-/// for 4 positions a thread.
+/// partial sums then added. Slices make at least ~2048 workgroups (occupancy hides the loads'
+/// latency) where there is work enough for 4 positions a thread.
 VT direct_weight_grad(VT x, VT grad, const Geo& g, std::size_t groups, const Shape& weight_shape) {
     x = contiguous(std::move(x));
     grad = contiguous(std::move(grad));
@@ -105,7 +107,7 @@ VT direct_weight_grad(VT x, VT grad, const Geo& g, std::size_t groups, const Sha
     const i64 pairs = static_cast<i64>(CO * (C / groups));
     const i64 positions = static_cast<i64>(N) * g.out_size();
     const i64 most = std::max<i64>(1, positions / (kWgradLocal * 4));
-    const i64 want = std::clamp<i64>((512 + pairs - 1) / pairs, 1, most);
+    const i64 want = std::clamp<i64>((2048 + pairs - 1) / pairs, 1, most);
     const i64 chunk = (positions + want - 1) / want;
     const i64 slices = (positions + chunk - 1) / chunk;
     VT part = empty(Shape{static_cast<std::size_t>(slices), CO, C / groups,

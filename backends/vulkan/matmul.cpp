@@ -686,9 +686,16 @@ Choice choose(Context& cx, const Problem& pr, const VT& a, const VT& b, const VT
     const std::size_t h = heuristic(cx, pr, vec4);
     const std::size_t forced = forced_split();  // read once: choose runs at every product
     if (forced > 1 && split_ok(pr, a, b, forced)) return {kVariants[h], forced};
-    // Small problems cost less than a tuning run: the heuristic is as good as any there.
-    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21))
+    // Small problems cost less than a tuning run: the heuristic is as good as any there,
+    // except that a product of few 16 x 16 tiles over a long K (a classifier's last layer, 64 x
+    // 512 x 10: 4 workgroups stepping through K) runs split in 8 or 4.
+    if (!autotune_enabled() || pr.batch * pr.m * pr.n * pr.k < (std::size_t{1} << 21)) {
+        if (forced != 1 && h != kNaive && pr.k >= 256 &&
+            ((pr.m + 15) / 16) * ((pr.n + 15) / 16) < 64)
+            for (std::size_t s : {std::size_t{8}, std::size_t{4}})
+                if (split_ok(pr, a, b, s)) return {kVariants[h], s};
         return {kVariants[h]};
+    }
     // Candidates 0 .. kNumVariants - 1 are kVariants, the next kNumSplits the splits of K.
     const std::size_t best = tuned_choice(
         cx, "matmul-autotune.txt", kNumVariants + kNumSplits, pr, h,

@@ -8,12 +8,19 @@
 namespace ember {
 
 namespace detail::ad {
-/// Sums an [N, C, ...] gradient down to the bias shape [C].
+/// Sums an [N, C, ...] gradient down to the bias shape [C]: viewed as [N, C, spatial], the
+/// spatial positions (contiguous rows) first, then the batch: two reductions whatever the rank,
+/// the larger one along the innermost dim.
 template <typename B>
 typename B::FloatTensorPrimitive bias_grad(typename B::FloatTensorPrimitive g) {
     const Shape s = B::float_shape(g);
-    for (std::size_t d = 0; d < s.rank(); ++d)
-        if (d != 1) g = B::float_reduce_dim(ReduceOp::Sum, std::move(g), d);
+    std::size_t spatial = 1;
+    for (std::size_t d = 2; d < s.rank(); ++d) spatial *= s[d];
+    if (s.rank() > 2) {
+        g = B::float_reshape(std::move(g), Shape{s[0], s[1], spatial});
+        g = B::float_reduce_dim(ReduceOp::Sum, std::move(g), 2);
+    }
+    g = B::float_reduce_dim(ReduceOp::Sum, std::move(g), 0);
     return B::float_reshape(std::move(g), Shape{s[1]});
 }
 
