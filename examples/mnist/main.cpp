@@ -44,14 +44,22 @@ namespace mnist {
 int train_on_cuda_stack(const Options& o);
 #endif
 
-// The class `model` predicts for each of `items`.
-template <typename Model>
-std::vector<std::int64_t> predict(const Model& model,
+// A model's class scores [N, 10] for images [N, 28, 28].
+using Forward = std::function<ember::Tensor<ember::Dispatch, 2>(ember::Tensor<ember::Dispatch, 3>)>;
+
+// The class `forward` predicts for each of `items` (compiled once, whatever the model).
+std::vector<std::int64_t> predict(const Forward& forward,
                                   const std::vector<ember::data::MnistItem>& items,
                                   const ember::DispatchDevice& device) {
     auto batch = MnistBatcher<ember::Dispatch>{}.batch(items, device);
-    auto predicted = model.forward(batch.images).argmax(1).template flatten<1>(0, 1);
-    return predicted.to_data().template to_vec<std::int64_t>();
+    auto predicted = forward(batch.images).argmax(1).flatten<1>(0, 1);
+    return predicted.to_data().to_vec<std::int64_t>();
+}
+
+// `model`'s forward as a Forward.
+template <typename Model>
+Forward forward_of(const Model& model) {
+    return [&model](ember::Tensor<ember::Dispatch, 3> images) { return model.forward(images); };
 }
 
 // A loaded model's predictions for a batch of items (what infer and export ask of the model, so
@@ -102,7 +110,7 @@ void export_model(const Options& o) {
     const auto model =
         Model::init().load_file(o.out_dir / "model", BinRecorder{}, ember::Device<B>{});
     export_test_images(o, [&](const std::vector<ember::data::MnistItem>& items) {
-        return predict(model, items, ember::DispatchDevice::cpu());
+        return predict(forward_of(model), items, ember::DispatchDevice::cpu());
     });
 }
 
@@ -143,7 +151,7 @@ void infer_model(const Options& o) {
     const auto device = ember::DispatchDevice::parse(o.backend);
     const auto model = Model::init(device).load_file(o.artifact_dir / "model", Recorder{}, device);
     infer_test_set(o, [&](const std::vector<ember::data::MnistItem>& items) {
-        return predict(model, items, device);
+        return predict(forward_of(model), items, device);
     });
 }
 
