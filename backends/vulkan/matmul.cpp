@@ -183,27 +183,51 @@ std::tuple<std::size_t, std::size_t, std::size_t, bool> tune_key(const Problem& 
 /// else `fallback`. Each timing is `calls` calls with the queue drained around them. Two rounds,
 /// because a GPU that starts idle raises its clocks during the first: timed once, the late
 /// candidates ran faster for that alone (an H100 picked a kernel 16% slower than the best).
+/// The time is the device's, from the profiler's timestamps (a timestamp after every dispatch),
+/// where the queue has timestamps and the profile is off and empty (the user's is left alone);
+/// else the wall clock around
+/// the calls and waits. Timed by the wall clock, the host's time to record each dispatch was in
+/// the figure: it is not in a replayed step (nor, overlapped with the device, in most eager
+/// ones), it counted against candidates of more dispatches (a split's three) and its jitter
+/// changed the picks between runs (the MNIST MLP's replayed step took 0.200 to 0.236 ms on an
+/// H200 with the tables of different runs).
 template <class Usable, class Run>
 std::size_t fastest(Context& cx, std::size_t count, std::size_t fallback, Usable usable, Run run,
                     int calls) {
+    Recorder& rec = cx.recorder();
+    struct DeviceClock {
+        Recorder& rec;
+        bool on;
+        ~DeviceClock() {
+            if (!on) return;
+            rec.set_profiling(false);
+            rec.kernel_times(true);  // the tuner's timings are not the user's profile
+        }
+    } clock{rec,
+            cx.info().timestamp_period > 0 && !rec.profiling() && rec.kernel_times(false).empty()};
+    if (clock.on) rec.set_profiling(true);
     std::vector<double> best_time(count, 1e300);
     for (int round = 0; round < 2; ++round)
         for (std::size_t i = 0; i < count; ++i) {
             if (!usable(i)) continue;
             if (round == 0) run(i);
             cx.wait_idle();
+            if (clock.on) rec.kernel_times(true);
             const auto t0 = std::chrono::steady_clock::now();
             // Each call after a barrier, as a step's dependent ops run: unordered, calls
             // that write fresh buffers (the splits' partial products) would overlap and look
             // faster than they run in a step.
             for (int r = 0; r < calls; ++r) {
                 run(i);
-                cx.recorder().serialize();
+                rec.serialize();
             }
             cx.wait_idle();
-            best_time[i] = std::min(
-                best_time[i],
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (clock.on) {
+                t = 0;
+                for (const auto& k : rec.kernel_times(true)) t += k.microseconds;
+            }
+            best_time[i] = std::min(best_time[i], t);
         }
     const auto it = std::min_element(best_time.begin(), best_time.end());
     return *it < 1e300 ? static_cast<std::size_t>(it - best_time.begin()) : fallback;

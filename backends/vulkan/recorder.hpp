@@ -129,6 +129,8 @@ class Recorder {
     /// every dispatch of a command buffer, read when its fence is waited. Throws DeviceError
     /// where the queue has no timestamps.
     void set_profiling(bool on);
+    /// Whether dispatches are being timed (set_profiling).
+    bool profiling() const { return profiling_; }
     /// The GPU time of each kernel timed so far, most first, after waiting for the device; the
     /// table starts again empty with `reset`.
     std::vector<ember::vulkan::KernelTime> kernel_times(bool reset);
