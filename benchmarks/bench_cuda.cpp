@@ -78,7 +78,7 @@ void train_step(const std::string& name, std::size_t batch, bool graph) {
     auto targets = Tensor<B, 1, ember::Int>::random({batch}, ember::Distribution::Uniform(0, 10));
     mnist::MnistBatch<B> data{images, targets};
     auto step = [&] {
-        auto out = mnist::classify(model, data);
+        auto out = mnist::classify(model.forward(data.images), data);
         auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
         model = optim.step(1e-3, std::move(model), std::move(grads));
     };

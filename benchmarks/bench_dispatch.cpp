@@ -58,7 +58,7 @@ double time_train(const ember::Device<B>& d, int steps) {
         ember::Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default, d),
         ember::Tensor<B, 1, ember::Int>::random({64}, ember::Distribution::Uniform(0, 10), d)};
     auto step = [&] {
-        auto out = mnist::classify(model, data);
+        auto out = mnist::classify(model.forward(data.images), data);
         auto loss = out.loss;
         auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
         model = optim.step(1e-3, std::move(model), std::move(grads));

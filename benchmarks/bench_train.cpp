@@ -82,7 +82,7 @@ int run(const Options& o) {
         const auto start = std::chrono::steady_clock::now();
         std::size_t seen = 0;
         for (auto& batch : loader.iter()) {
-            auto out = mnist::classify(model, batch);
+            auto out = mnist::classify(model.forward(batch.images), batch);
             auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
             model = optim.step(lr, std::move(model), std::move(grads));
             seen += o.batch_size;

@@ -185,7 +185,7 @@ void train_step(const std::string& name, std::size_t n = 64, bool graph = false)
     auto targets = Tensor<B, 1, ember::Int>::random({n}, ember::Distribution::Uniform(0, 10));
     mnist::MnistBatch<B> batch{images, targets};
     auto step = [&] {
-        auto out = mnist::classify(model, batch);
+        auto out = mnist::classify(model.forward(batch.images), batch);
         auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
         model = optim.step(1e-3, std::move(model), std::move(grads));
     };

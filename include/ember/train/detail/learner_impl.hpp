@@ -1,10 +1,8 @@
 #pragma once
 // The Learner's training loop (included by learner.hpp).
-#include <cstdio>
-#include <iostream>
-#include <limits>
+#include <memory>
 #include <optional>
-#include <sstream>
+#include <string>
 #include <vector>
 
 #include "../../collective/gradients.hpp"
