@@ -125,12 +125,13 @@
 
 /// X applied to the classes of an optimizer's core that its step hands a model's compiled walks
 /// (module::CompiledWalks): the update, the one-device check, the multi-tensor gather and
-/// scatter.
+/// scatter, and the multi-tensor step that owns them.
 #define EMBER_DISPATCH_OPTIM_WALK_CLASSES(X, Optim)                                        \
     X(EMBER_DISPATCH_OPTIM_CORE(Optim)::StepMapper)                                        \
     X(EMBER_DISPATCH_OPTIM_CORE(Optim)::OneDeviceVisitor)                                  \
     X(EMBER_DISPATCH_OPTIM_CORE(Optim)::GatherVisitor)                                     \
-    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::ScatterMapper)
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::ScatterMapper)                                     \
+    X(EMBER_DISPATCH_OPTIM_CORE(Optim)::MultiStep)
 /// The pieces every model file reaches: Initializer::init, the functional linear and the
 /// int8 paths of Linear and Conv2d (<ember/dispatch/module.hpp>).
 #define EMBER_DISPATCH_PART_MODULE(C, S, F)                                               \

@@ -164,6 +164,7 @@ class OptimizerCore {
     class OneDeviceVisitor;  ///< whether every trainable parameter is on one device
     class GatherVisitor;     ///< gather_param on each parameter (the multi-tensor step)
     class ScatterMapper;     ///< run_multi's results put back
+    class MultiStep;         ///< a multi-tensor step's gathered parameters and results
 
     O optim_;
     std::optional<GradientClipping> clipping_;
@@ -285,14 +286,13 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     // with their states), updated together by StateBackend::float_adam_steps (float_sgd_steps),
     // and put back.
     M step_multi(double lr, const M& module, GradientsParams& grads) {
-        typename Core::MultiBatch batch;
         if constexpr (kCompiledWalk) {
-            typename Core::GatherVisitor gather(*this, lr, grads, batch);
-            module::detail::visit_params<M, StateBackend>(module, "", gather);
-            std::map<std::uint64_t, Prim> params = this->run_multi(std::move(batch));
-            typename Core::ScatterMapper scatter(params);
-            return module::detail::map_params<M, StateBackend>(module, "", scatter);
+            typename Core::MultiStep step(*this, lr, grads);
+            module::detail::visit_params<M, StateBackend>(module, "", step.gather());
+            step.run();
+            return module::detail::map_params<M, StateBackend>(module, "", step.scatter());
         } else {
+            typename Core::MultiBatch batch;
             module::visit(module, [&](std::string_view path, const auto& p) {
                 using T = detail::ParamTraits<module::detail::Bare<decltype(p)>>;
                 if constexpr (T::is_float &&
@@ -391,6 +391,45 @@ class detail::OptimizerCore<O, SB>::ScatterMapper final : public module::detail:
     Param<Tensor<SB, D>> put(const Param<Tensor<SB, D>>& p);
     std::map<std::uint64_t, Prim>& params_;
 };
+
+/// A multi-tensor step of a module whose walks are compiled: the parameters gathered
+/// (GatherVisitor), run_multi's updated tensors and their scatter (ScatterMapper), owned here
+/// with the members out of the class, so that a model file calls them and compiles none of the
+/// containers' code (a library compiles it once: include/ember/dispatch/nn.hpp).
+template <typename O, typename SB>
+class detail::OptimizerCore<O, SB>::MultiStep {
+  public:
+    MultiStep(OptimizerCore& core, double lr, GradientsParams& grads);
+    ~MultiStep();
+    MultiStep(const MultiStep&) = delete;
+    MultiStep& operator=(const MultiStep&) = delete;
+    /// What gathers each parameter (visit_params over the module).
+    module::detail::ParamVisitor<SB>& gather() { return gather_; }
+    /// Runs the update of the gathered parameters (run_multi).
+    void run();
+    /// What puts the updated tensors back (map_params over the module).
+    module::detail::ParamMapper<SB>& scatter() { return scatter_; }
+
+  private:
+    OptimizerCore& core_;
+    MultiBatch batch_;
+    std::map<std::uint64_t, Prim> params_;
+    GatherVisitor gather_;
+    ScatterMapper scatter_;
+};
+
+template <typename O, typename SB>
+detail::OptimizerCore<O, SB>::MultiStep::MultiStep(OptimizerCore& core, double lr,
+                                                   GradientsParams& grads)
+    : core_(core), gather_(core, lr, grads, batch_), scatter_(params_) {}
+
+template <typename O, typename SB>
+detail::OptimizerCore<O, SB>::MultiStep::~MultiStep() = default;
+
+template <typename O, typename SB>
+void detail::OptimizerCore<O, SB>::MultiStep::run() {
+    params_ = core_.run_multi(std::move(batch_));
+}
 
 // The classes' members, for each rank: one macro so the four ranks cannot drift apart.
 #define EMBER_OPTIM_DETAIL_RANK_MEMBERS(D)                                                        \
