@@ -55,8 +55,10 @@ set(_ember_detail_exceptions
   "ember::optim::detail::OptimizerCore<ember::optim::(Adam|AdamW|Sgd), ember::Dispatch>::"
   # The module walks on Dispatch, compiled once per module type in ember_dispatch
   # (EMBER_DISPATCH_MODULE_WALKS in dispatch/instance_lists.hpp, declared extern by each module's
-  # Dispatch header, dispatch/nn/*.hpp): a model's walk calls them.
-  "ember::module::detail::(visit_params|map_params|to_record|load)<ember::nn::[A-Za-z0-9]+<ember::Dispatch>"
+  # Dispatch header, dispatch/nn/*.hpp): a model's walk calls them (to_device and valid rebuild a
+  # module through to_device_fields / valid_fields, whose names nm prints after their return
+  # type, hence no anchor).
+  "ember::module::detail::(visit_params|map_params|to_record|load|to_device_fields|valid_fields)<ember::nn::[A-Za-z0-9]+<ember::Dispatch>"
   "^(typeinfo|typeinfo name|vtable) for ember::detail::dispatch::Ops$"
   # Called by the captured-step templates of the Vulkan and CUDA stacks; the captured step
   # itself (ember::vulkan::CapturedStep and ember::cuda::CapturedStep name it).
