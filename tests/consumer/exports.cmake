@@ -46,6 +46,10 @@ set(_ember_detail_exceptions
   "^(void )?ember::collective::detail::GradientReducerCore<ember::Dispatch>::"
   "^void ember::collective::detail::scale_gradient<ember::Dispatch, "
   "^(typeinfo|typeinfo name|vtable) for ember::collective::detail::GradientReducerCore<ember::Dispatch>$"
+  # The Learner of a Dispatch model behind train::detail::ErasedModel, compiled in ember_dispatch
+  # (EMBER_DISPATCH_PART_LEARNER, declared extern by include/ember/dispatch/train.hpp): a model's
+  # Learner calls them (nm prints them after their return type, hence no anchor).
+  "ember::train::detail::(make_erased|fit_erased)<ember::Dispatch, "
   # ember::nccl's way into the CUDA backend (another library): the device's stream, allocation.
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.

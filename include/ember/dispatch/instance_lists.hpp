@@ -283,6 +283,39 @@
     EMBER_DISPATCH_GRADIENT_STEPS(F, 1) EMBER_DISPATCH_GRADIENT_STEPS(F, 2)               \
     EMBER_DISPATCH_GRADIENT_STEPS(F, 3) EMBER_DISPATCH_GRADIENT_STEPS(F, 4)
 
+/// X applied to `train::detail::make_erased` and `fit_erased` for step outputs `Item` (training
+/// and validation), the optimizer `X` and a constant learning rate: the Learner of a Dispatch
+/// model behind train::detail::ErasedModel (include/ember/train/detail/erased_learner.hpp).
+#define EMBER_DISPATCH_ERASED_FIT(F, Item, X)                                                   \
+    F(train::detail::ErasedModel<Dispatch, Item, Item> train::detail::fit_erased<               \
+        Dispatch, Item, Item,                                                                   \
+        optim::OptimizerAdaptor<optim::X, train::detail::ErasedModel<Dispatch, Item, Item>>,    \
+        lr_scheduler::ConstantLr>(                                                              \
+        train::Learner<train::detail::ErasedModel<Dispatch, Item, Item>,                        \
+                       optim::OptimizerAdaptor<optim::X,                                        \
+                                               train::detail::ErasedModel<Dispatch, Item, Item>>, \
+                       lr_scheduler::ConstantLr, Item, Item>&,                                  \
+        train::ErasedLoader<Dispatch>&, train::ErasedLoader<Dispatch>&))                                \
+    F(std::shared_ptr<train::Learner<                                                           \
+          train::detail::ErasedModel<Dispatch, Item, Item>,                                     \
+          optim::OptimizerAdaptor<optim::X, train::detail::ErasedModel<Dispatch, Item, Item>>,  \
+          lr_scheduler::ConstantLr, Item, Item>>                                                \
+      train::detail::make_erased<                                                               \
+          Dispatch, Item, Item,                                                                 \
+          optim::OptimizerAdaptor<optim::X, train::detail::ErasedModel<Dispatch, Item, Item>>,  \
+          lr_scheduler::ConstantLr>(                                                            \
+          train::detail::LearnerCore, train::detail::ErasedModel<Dispatch, Item, Item>,         \
+          optim::OptimizerAdaptor<optim::X, train::detail::ErasedModel<Dispatch, Item, Item>>,  \
+          lr_scheduler::ConstantLr))
+/// The Learner of any Dispatch model trained by Adam, AdamW or SGD at a constant learning rate
+/// on classification outputs, or by Adam on regression outputs (<ember/dispatch/train.hpp>;
+/// compiled in src/dispatch/instances_learner.cpp, the one part that links ember_train).
+#define EMBER_DISPATCH_PART_LEARNER(C, S, F)                                              \
+    EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, Adam)             \
+    EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, AdamW)            \
+    EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, Sgd)              \
+    EMBER_DISPATCH_ERASED_FIT(F, train::RegressionOutput<Dispatch>, Adam)
+
 /// Every part of the module layer (src/dispatch/instances_nn.cpp).
 #define EMBER_DISPATCH_NN_PARTS(C, S, F)                                                        \
     EMBER_DISPATCH_PART_MODULE(C, S, F) EMBER_DISPATCH_PART_LINEAR(C, S, F)                     \

@@ -34,6 +34,15 @@ concept Module = ember::detail::HasFields<T> && requires { typename T::ember_mod
 
 namespace detail {
 
+/// A module that walks itself (train::detail::ErasedModel: a model behind an interface): it has
+/// no fields, names its backend (`ember_self_walking`) and provides the per-module walks as
+/// members (walk_visit, walk_map, walk_to_device, walk_valid, walk_record, walk_load), which
+/// visit_params, map_params, to_device_fields, valid_fields, to_record and load call.
+template <typename T>
+concept SelfWalking = requires {
+    typename T::ember_self_walking;
+};
+
 template <typename T>
 struct IsParam : std::false_type {};
 template <typename B, std::size_t D, typename K>
@@ -103,6 +112,11 @@ template <typename... F>
 struct FieldsBackend<std::tuple<F...>> : FirstBackend<typename BackendOf<Bare<F>>::type...> {};
 template <Module M>
 struct BackendOf<M> : FieldsBackend<decltype(std::declval<const M&>().ember_fields())> {};
+template <Module M>
+requires SelfWalking<M>
+struct BackendOf<M> {
+    using type = typename M::ember_self_walking;
+};
 
 // ---- the same module on the inner backend (valid()) -----------------------------------------
 template <typename T, typename N>
@@ -285,7 +299,9 @@ typename OutOf<T>::type rebuild(const T& field, std::string_view path, F& fn) {
 // ---- records -------------------------------------------------------------------------------
 template <typename T>
 record::Value to_record(const T& field) {
-    if constexpr (Module<T>) {
+    if constexpr (SelfWalking<T>) {
+        return field.walk_record();
+    } else if constexpr (Module<T>) {
         record::Map map;
         ember::detail::for_each_field(field, [&](std::string_view name, const auto& x) {
             map.emplace_back(std::string(name), to_record(x));
@@ -334,7 +350,11 @@ inline std::pair<ParamId, TensorData> load_leaf(const record::Value& v, std::str
 // Loads `v` over `field`. `Dev` is the device to load onto (std::monostate: each parameter's own).
 template <typename T, typename Dev>
 T load(const T& field, const record::Value& v, std::string_view path, const Dev& device) {
-    if constexpr (Module<T>) {
+    if constexpr (SelfWalking<T>) {
+        static_assert(std::is_same_v<Dev, std::monostate>,
+                      "a self-walking module loads records onto its parameters' devices only");
+        return field.walk_load(v, path);
+    } else if constexpr (Module<T>) {
         (void)v.as<record::Map>(path);
         return ember::detail::map_fields<T>(field, [&](std::string_view name, const auto& x) {
             return load(x, v.at(name, path), join(path, name), device);
@@ -656,14 +676,22 @@ struct MapParamsFn {
 /// Calls `v` for each parameter of module `m` at `path` (visit on a CompiledWalk module).
 template <typename M, typename B>
 void visit_params(const M& m, std::string_view path, ParamVisitor<B>& v) {
-    VisitParamsFn<B> fn{v};
-    walk_fields(m, path, fn);
+    if constexpr (SelfWalking<M>) {
+        m.walk_visit(path, v);
+    } else {
+        VisitParamsFn<B> fn{v};
+        walk_fields(m, path, fn);
+    }
 }
 /// Module `m` at `path` with each parameter replaced by `f`'s (map on a CompiledWalk module).
 template <typename M, typename B>
 M map_params(const M& m, std::string_view path, ParamMapper<B>& f) {
-    MapParamsFn<B> fn{f};
-    return rebuild_fields<Same>(m, path, fn);
+    if constexpr (SelfWalking<M>) {
+        return m.walk_map(path, f);
+    } else {
+        MapParamsFn<B> fn{f};
+        return rebuild_fields<Same>(m, path, fn);
+    }
 }
 
 // to_device's leaf function; a CompiledWalk module below goes to its own to_device.
@@ -713,13 +741,24 @@ struct ValidFn {
 
 template <typename M, typename Dev>
 M to_device_fields(const M& m, const Dev& device) {
-    ToDeviceFn<Dev> fn{device};
-    return rebuild_fields<Same>(m, "", fn);
+    if constexpr (SelfWalking<M>) {
+        if constexpr (std::is_same_v<Dev, Device<typename BackendOf<M>::type>>)
+            return m.walk_to_device(device);
+        else
+            return m;  // another backend's device: nothing of it here (as ToDeviceFn's leaves)
+    } else {
+        ToDeviceFn<Dev> fn{device};
+        return rebuild_fields<Same>(m, "", fn);
+    }
 }
 template <typename M>
 typename Valid<M>::type valid_fields(const M& m) {
-    ValidFn fn;
-    return rebuild_fields<Valid>(m, "", fn);
+    if constexpr (SelfWalking<M>) {
+        return m.walk_valid();
+    } else {
+        ValidFn fn;
+        return rebuild_fields<Valid>(m, "", fn);
+    }
 }
 
 }  // namespace detail

@@ -193,6 +193,12 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     /// An adaptor with no state yet.
     explicit OptimizerAdaptor(O optimizer, std::optional<GradientClipping> clipping = std::nullopt)
         : Core(std::move(optimizer), clipping) {}
+    /// The same optimizer, options and states, for modules of type `M` instead of `N` (both on
+    /// one backend): the Learner of an erased model steps it (train::detail::ErasedModel).
+    template <module::Module N>
+    requires std::same_as<InnerBackend<module::BackendOf<N>>, StateBackend>
+    explicit OptimizerAdaptor(const OptimizerAdaptor<O, N>& other)
+        : Core(static_cast<const Core&>(other)) {}
 
     /// A copy that clips every gradient before its update.
     OptimizerAdaptor with_grad_clipping(GradientClipping clipping) const {

@@ -322,6 +322,10 @@ class Learner {
     std::optional<std::size_t> best_checkpoint() const { return core_.best_checkpoint(); }
 
   private:
+    // The Learner of an erased model (detail/erased_learner.hpp) holds one of these.
+    template <typename, typename, typename, typename, typename>
+    friend class Learner;
+
     using Backend_ = module::BackendOf<M>;
 
     // ---- data parallel -------------------------------------------------------------------
@@ -616,6 +620,7 @@ class Learner {
     // A loader's counts, as the core reads them.
     template <typename L>
     static detail::LoaderShape shape_of(L& loader) {
+        if constexpr (requires { loader.loader_shape(); }) return loader.loader_shape();
         detail::LoaderShape s{loader.num_items(), loader.num_batches(), std::nullopt};
         if constexpr (requires { loader.batch_size(); })
             s.batch_size = std::size_t(loader.batch_size());
@@ -676,3 +681,5 @@ class Learner {
 };
 
 }  // namespace ember::train
+
+#include "erased_learner.hpp"
