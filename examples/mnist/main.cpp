@@ -1,6 +1,9 @@
 // The guide: train a Fashion-MNIST classifier with the Learner (live dashboard on a terminal),
 // save it, then load it again for inference. Everything runs on ember::Dispatch, on the device
 // --backend names (default: EMBER_BACKEND, else the CPU), so this file instantiates no backend.
+// This file holds the models and what each of them needs of the Learner and the recorders; what
+// the commands do whatever the model (the loaders, the Learner's options, inference's and
+// export's loops) is compiled once in commands.cpp.
 //
 //   mnist train [--model cnn|mlp] [--epochs N] [--backend cpu|vulkan|cuda[:i][+fusion]]
 //               [--devices N|I,J] ...                                     (see --help)
@@ -19,18 +22,13 @@
 #include <ember/dispatch/train.hpp>
 #include <ember/record.hpp>
 
-#include <fstream>
-
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
-#include <iomanip>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "data.hpp"
 #include "model.hpp"
 #include "options.hpp"
@@ -44,58 +42,10 @@ namespace mnist {
 int train_on_cuda_stack(const Options& o);
 #endif
 
-// A model's class scores [N, 10] for images [N, 28, 28].
-using Forward = std::function<ember::Tensor<ember::Dispatch, 2>(ember::Tensor<ember::Dispatch, 3>)>;
-
-// The class `forward` predicts for each of `items` (compiled once, whatever the model).
-std::vector<std::int64_t> predict(const Forward& forward,
-                                  const std::vector<ember::data::MnistItem>& items,
-                                  const ember::DispatchDevice& device) {
-    auto batch = MnistBatcher<ember::Dispatch>{}.batch(items, device);
-    auto predicted = forward(batch.images).argmax(1).flatten<1>(0, 1);
-    return predicted.to_data().to_vec<std::int64_t>();
-}
-
 // `model`'s forward as a Forward.
 template <typename Model>
 Forward forward_of(const Model& model) {
     return [&model](ember::Tensor<ember::Dispatch, 3> images) { return model.forward(images); };
-}
-
-// A loaded model's predictions for a batch of items (what infer and export ask of the model, so
-// that they are compiled once, not once a model type).
-using Predictor =
-    std::function<std::vector<std::int64_t>(const std::vector<ember::data::MnistItem>&)>;
-
-// Writes `bytes` to `file` (through a temporary name, so a failed write leaves nothing).
-void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
-    const fs::path tmp = file.string() + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary);
-        out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-        if (!out) throw ember::ArgumentError("mnist export: cannot write '" + tmp.string() + "'");
-    }
-    fs::rename(tmp, file);
-}
-
-// What examples/firmware embeds besides the model (export_model writes it): the first `count`
-// test images (raw pixels), their labels, and the classes `predict` (the model loaded from the
-// Bin file itself) gives them, which the firmware must reproduce.
-void export_test_images(const Options& o, const Predictor& predict) {
-    auto test = load_split(o, false);
-    std::vector<ember::data::MnistItem> items;
-    std::vector<std::uint8_t> pixels, labels, expected;
-    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
-        items.push_back(*test.get(i));
-        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
-        labels.push_back(static_cast<std::uint8_t>(items.back().label));
-    }
-    for (auto c : predict(items)) expected.push_back(static_cast<std::uint8_t>(c));
-    write_bytes(o.out_dir / "images.bin", pixels);
-    write_bytes(o.out_dir / "labels.bin", labels);
-    write_bytes(o.out_dir / "expected.bin", expected);
-    std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
-              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
 }
 
 // `mnist export`: the model in the Bin format, and the test images (export_test_images).
@@ -114,38 +64,6 @@ void export_model(const Options& o) {
     });
 }
 
-// `mnist infer` with `predict` (the loaded model on `device`): the accuracy on the test set,
-// and the first --count predictions.
-void infer_test_set(const Options& o, const Predictor& predict) {
-    auto test = load_split(o, false);
-    std::size_t correct = 0;
-    const std::size_t n = test.len();
-    // An accuracy over no images is undefined: say so rather than print "nan %".
-    if (n == 0)
-        throw ember::ArgumentError("mnist infer: the test set in " + test.images_path().string() +
-                                   " holds no images: there is no accuracy to report");
-    const auto start = std::chrono::steady_clock::now();
-    for (std::size_t s = 0; s < n; s += 500) {
-        std::vector<ember::data::MnistItem> items;
-        for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
-        const auto labels = predict(items);
-        for (std::size_t i = 0; i < labels.size(); ++i) {
-            const auto truth = items[i].label;
-            correct += labels[i] == truth;
-            if (s + i < o.count)
-                std::cout << "image " << std::setw(4) << s + i << ": predicted " << std::setw(11)
-                          << std::left << kClasses[labels[i]] << std::right << "  actual "
-                          << std::setw(11) << std::left << kClasses[truth] << std::right
-                          << (labels[i] == truth ? "" : "  (wrong)") << '\n';
-        }
-    }
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::cout << std::fixed << std::setprecision(2) << "accuracy on the " << n
-              << " test images: " << 100.0 * double(correct) / double(n) << " % (" << ms / 1000
-              << " s)\n";
-}
-
 template <typename Model>
 void infer_model(const Options& o) {
     const auto device = ember::DispatchDevice::parse(o.backend);
@@ -153,25 +71,6 @@ void infer_model(const Options& o) {
     infer_test_set(o, [&](const std::vector<ember::data::MnistItem>& items) {
         return predict(forward_of(model), items, device);
     });
-}
-
-// The devices to train on: --backend with autodiff, once per replica of --devices (N copies
-// of the CPU; the GPUs by index).
-std::vector<ember::DispatchDevice> training_devices(const Options& o) {
-    const auto device = ember::DispatchDevice::parse(o.backend).autodiff(true);
-    std::vector<ember::DispatchDevice> out;
-    if (device.kind() == ember::DispatchKind::Cpu) {
-        out.assign(o.devices.empty() ? 1 : o.devices[0], device);
-        return out;
-    }
-    for (std::size_t i : o.devices) {
-        auto d = device.kind() == ember::DispatchKind::Cuda
-                     ? ember::DispatchDevice::cuda(std::uint32_t(i))
-                     : ember::DispatchDevice::vulkan(std::uint32_t(i));
-        out.push_back(d.fusion(device.has_fusion()).autodiff(true));
-    }
-    if (out.empty()) out.push_back(device);
-    return out;
 }
 
 int run(int argc, char** argv) {
@@ -210,7 +109,7 @@ int main(int argc, char** argv) {
     try {
         return mnist::run(argc, argv);
     } catch (const ember::Error& e) {
-        std::cerr << "mnist: " << e.what() << '\n';
+        mnist::report_error(e.what());
         return 1;
     }
 }

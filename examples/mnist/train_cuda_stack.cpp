@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../backend.hpp"
-#include "train.hpp"
+#include "train_with.hpp"
 
 namespace mnist {
 

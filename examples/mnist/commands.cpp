@@ -1,0 +1,110 @@
+// What the mnist example's commands do on ember::Dispatch whatever the model (commands.hpp):
+// `mnist train`'s loaders, Learner options and report (train_with<Dispatch>, train_with.hpp),
+// inference's and export's loops over the test set, and the training devices. main.cpp, the
+// models and the Learner, calls them with each model's part as a function.
+#include "commands.hpp"
+
+#include <ember/dispatch/train.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+
+#include "train_with.hpp"
+
+namespace mnist {
+
+template int train_with<ember::Dispatch>(const Options&, const std::vector<ember::DispatchDevice>&,
+                                         const ember::DispatchDevice&,
+                                         const std::function<void(Builder<ember::Dispatch>&)>&,
+                                         const FitModel<ember::Dispatch>&);
+
+std::vector<std::int64_t> predict(const Forward& forward,
+                                  const std::vector<ember::data::MnistItem>& items,
+                                  const ember::DispatchDevice& device) {
+    auto batch = MnistBatcher<ember::Dispatch>{}.batch(items, device);
+    auto predicted = forward(batch.images).argmax(1).flatten<1>(0, 1);
+    return predicted.to_data().to_vec<std::int64_t>();
+}
+
+// Writes `bytes` to `file` (through a temporary name, so a failed write leaves nothing).
+static void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& bytes) {
+    const fs::path tmp = file.string() + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary);
+        out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+        if (!out) throw ember::ArgumentError("mnist export: cannot write '" + tmp.string() + "'");
+    }
+    fs::rename(tmp, file);
+}
+
+void export_test_images(const Options& o, const Predictor& predict) {
+    auto test = load_split(o, false);
+    std::vector<ember::data::MnistItem> items;
+    std::vector<std::uint8_t> pixels, labels, expected;
+    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
+        items.push_back(*test.get(i));
+        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
+        labels.push_back(static_cast<std::uint8_t>(items.back().label));
+    }
+    for (auto c : predict(items)) expected.push_back(static_cast<std::uint8_t>(c));
+    write_bytes(o.out_dir / "images.bin", pixels);
+    write_bytes(o.out_dir / "labels.bin", labels);
+    write_bytes(o.out_dir / "expected.bin", expected);
+    std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
+              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
+}
+
+void infer_test_set(const Options& o, const Predictor& predict) {
+    auto test = load_split(o, false);
+    std::size_t correct = 0;
+    const std::size_t n = test.len();
+    // An accuracy over no images is undefined: say so rather than print "nan %".
+    if (n == 0)
+        throw ember::ArgumentError("mnist infer: the test set in " + test.images_path().string() +
+                                   " holds no images: there is no accuracy to report");
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t s = 0; s < n; s += 500) {
+        std::vector<ember::data::MnistItem> items;
+        for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
+        const auto labels = predict(items);
+        for (std::size_t i = 0; i < labels.size(); ++i) {
+            const auto truth = items[i].label;
+            correct += labels[i] == truth;
+            if (s + i < o.count)
+                std::cout << "image " << std::setw(4) << s + i << ": predicted " << std::setw(11)
+                          << std::left << kClasses[labels[i]] << std::right << "  actual "
+                          << std::setw(11) << std::left << kClasses[truth] << std::right
+                          << (labels[i] == truth ? "" : "  (wrong)") << '\n';
+        }
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::cout << std::fixed << std::setprecision(2) << "accuracy on the " << n
+              << " test images: " << 100.0 * double(correct) / double(n) << " % (" << ms / 1000
+              << " s)\n";
+}
+
+std::vector<ember::DispatchDevice> training_devices(const Options& o) {
+    const auto device = ember::DispatchDevice::parse(o.backend).autodiff(true);
+    std::vector<ember::DispatchDevice> out;
+    if (device.kind() == ember::DispatchKind::Cpu) {
+        out.assign(o.devices.empty() ? 1 : o.devices[0], device);
+        return out;
+    }
+    for (std::size_t i : o.devices) {
+        auto d = device.kind() == ember::DispatchKind::Cuda
+                     ? ember::DispatchDevice::cuda(std::uint32_t(i))
+                     : ember::DispatchDevice::vulkan(std::uint32_t(i));
+        out.push_back(d.fusion(device.has_fusion()).autodiff(true));
+    }
+    if (out.empty()) out.push_back(device);
+    return out;
+}
+
+void report_error(const char* what) {
+    std::cerr << "mnist: " << what << '\n';
+}
+
+}  // namespace mnist
