@@ -80,6 +80,44 @@ TEMPLATE_LIST_TEST_CASE("attention: gradients against PyTorch and finite differe
     }
 }
 
+namespace {
+/// q, k or v [B, H, L, E] side by side as module::attention_packed's qkv [B, L, 3·H·E].
+template <typename B>
+Tensor<B, 3> pack_heads(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tensor<B, 4>& v) {
+    auto merged = [](const Tensor<B, 4>& t) {
+        const auto d = t.dims();
+        return t.swap_dims(1, 2).template reshape<3>(
+            std::array<std::size_t, 3>{d[0], d[2], d[1] * d[3]});
+    };
+    return Tensor<B, 3>::cat({merged(q), merged(k), merged(v)}, 2);
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE(
+    "attention_packed: forward and gradients against PyTorch and finite "
+    "differences",
+    "[attention][autodiff]", ember::test::AutodiffBackendsWithDispatch) {
+    EMBER_SKIP_IF_UNAVAILABLE(TestType);
+    using B = TestType;
+    using X = In<4>;
+    // The self-attention cases (Lq = Lk, one head dim, no mask): q, k, v packed, attended, and
+    // the output's heads split again, so that values and gradients are the fixture's.
+    for (const char* name : {"plain_e32", "causal_e32", "self_e64_causal", "self_e128_scale"}) {
+        DYNAMIC_SECTION(name) {
+            const Fixture f(kFile, name);
+            const auto o = options_of(f);
+            const std::size_t heads = f.input(0).shape()[1], e = f.input(0).shape()[3];
+            check_gradients<B, X, X, X>(kFile, name, [o, heads, e](auto q, auto k, auto v) {
+                using S = typename decltype(q)::BackendType;
+                const auto out = ember::module::attention_packed(pack_heads<S>(q, k, v), heads, o);
+                const auto d = out.dims();
+                return out.template reshape<4>(std::array<std::size_t, 4>{d[0], d[1], heads, e})
+                    .swap_dims(1, 2);
+            });
+        }
+    }
+}
+
 TEST_CASE("attention: an additive mask that requires a gradient gets it", "[attention][autodiff]") {
     // dL/dmask is dL/dlogits: checked here against the same loss's gradient through q kᵀ.
     using AD = ember::Autodiff<ember::Cpu>;
@@ -118,6 +156,15 @@ TEST_CASE("attention: bad shapes and options are errors that name the op", "[att
     AttentionOptions nan_scale;
     nan_scale.scale = std::nan("");
     CHECK_THROWS_AS(ember::module::attention(q, k, v, nan_scale), ArgumentError);
+    // The packed form: qkv's last dim must hold 3 x heads equal parts.
+    CHECK_THROWS_WITH(ember::module::attention_packed(Tensor<B, 3>::zeros({2, 4, 48}), 5),
+                      Catch::Contains("attention_packed") && Catch::Contains("[2, 4, 48]"));
+    CHECK_THROWS_AS(ember::module::attention_packed(Tensor<B, 3>::zeros({2, 4, 48}), 0),
+                    ShapeError);
+    CHECK_THROWS_AS(ember::module::attention_packed(Tensor<B, 3>::zeros({2, 4, 48}), 2, nan_scale),
+                    ArgumentError);
+    CHECK(ember::module::attention_packed(Tensor<B, 3>::zeros({2, 4, 48}), 2).dims() ==
+          std::array<std::size_t, 3>{2, 4, 16});
     // A mask that broadcasts is fine, and the default scale is 1/sqrt(E).
     auto out = ember::module::attention(q, k, v, Tensor<B, 4>::ones({1, 1, 1, 5}).bool_());
     CHECK(out.dims() == std::array<std::size_t, 4>{2, 3, 4, 8});
@@ -261,6 +308,61 @@ TEST_CASE("cuda attention: the fused forward allocates nothing of size Lq x Lk",
     // The output and the log-sum-exp: 2 MiB + 32 KiB; one score matrix would be 128 MiB.
     CHECK(peak < 8u * 1024 * 1024);
     CHECK(out.dims() == std::array<std::size_t, 4>{1, 2, l, e});
+}
+
+TEST_CASE("cuda attention: the packed kernel against the composed path", "[cuda][attention]") {
+    REQUIRE_GPU();
+    using AD = ember::Autodiff<Cuda>;
+    struct Case {
+        std::size_t b, h, l, e;
+        bool causal;
+    };
+    const Case cases[] = {{2, 3, 130, 64, true},
+                          {1, 2, 77, 128, false},
+                          {2, 4, 65, 32, true},
+                          {1, 12, 256, 64, true}};
+    const auto dist = ember::Distribution::Uniform(-1.0, 1.0);
+    for (const auto& c : cases)
+        for (const auto dt : {ember::DType::F32, ember::DType::BF16}) {
+            INFO("b" << c.b << " h" << c.h << " l" << c.l << " e" << c.e
+                     << (c.causal ? " causal " : " ") << ember::dtype_name(dt));
+            const std::size_t w = c.h * c.e;
+            const auto qkv0 = Tensor<AD, 3>::random({c.b, c.l, 3 * w}, dist).cast(dt);
+            const auto gout = Tensor<AD, 3>::random({c.b, c.l, w}, dist).cast(dt);
+            REQUIRE(ember::AttentionKernel<Cuda>::supports_packed(qkv0.primitive().primitive, c.h,
+                                                                  c.e));
+            AttentionOptions o;
+            o.causal = c.causal;
+            auto run = [&](bool fused) {
+                auto qkv = qkv0.detach().require_grad();
+                Tensor<AD, 3> out = [&] {
+                    if (fused) return ember::module::attention_packed(qkv, c.h, o);
+                    auto parts =
+                        qkv.template reshape<5>(std::array<std::size_t, 5>{c.b, c.l, 3, c.h, c.e})
+                            .chunk(3, 2);
+                    auto head = [&](const Tensor<AD, 5>& t) {
+                        return t.template reshape<4>(std::array<std::size_t, 4>{c.b, c.l, c.h, c.e})
+                            .swap_dims(1, 2);
+                    };
+                    return ember::detail::attention::composed<AD>(
+                               head(parts[0]), head(parts[1]), head(parts[2]), std::nullopt,
+                               std::nullopt, c.causal, 1.0 / std::sqrt(double(c.e)))
+                        .swap_dims(1, 2)
+                        .template reshape<3>(std::array<std::size_t, 3>{c.b, c.l, w});
+                }();
+                auto grads = (out * gout).sum().backward();
+                auto g = qkv.grad(grads);
+                REQUIRE(g.has_value());
+                if (fused) CHECK(out.primitive().primitive.is_contiguous());
+                return std::array<ember::TensorData, 2>{out.cast(ember::DType::F32).to_data(),
+                                                        g->cast(ember::DType::F32).to_data()};
+            };
+            const auto fused = run(true), composed = run(false);
+            const ember::Tolerance tol = dt == ember::DType::BF16 ? ember::Tolerance{3e-2, 5e-2}
+                                                                  : ember::Tolerance{2e-5, 2e-4};
+            check_close(fused[0], composed[0], tol);
+            check_close(fused[1], composed[1], tol);
+        }
 }
 
 TEST_CASE("cuda attention: fused kernel on Fusion<Cuda> under Autodiff", "[cuda][attention]") {

@@ -539,6 +539,17 @@ TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta", "[cuda]"
                 .template to_vec<float>();
         };
         for (std::size_t i = 0; i < 3; ++i) CHECK(flat((*from16)[i]) == flat((*from32)[i]));
+        // A gradient x had already collected (acc) comes back added into dx: in the one-pass
+        // kernel's pass where it runs, by an addition elsewhere; both the same f32 sums as
+        // adding it to dx afterwards, bit for bit; dgamma and dbeta unchanged.
+        const auto acc = Tensor<Cuda, 2>::random({rows, cols}, ember::Distribution::Default);
+        auto with = Cuda::float_layer_norm_backward(x.primitive(), g.primitive(), gamma.primitive(),
+                                                    fwd[1], fwd[2], acc.primitive());
+        REQUIRE(with.has_value());
+        CHECK(flat((*with)[0]) ==
+              flat(Cuda::float_binary(ember::BinaryOp::Add, (*got)[0], acc.primitive())));
+        CHECK(flat((*with)[1]) == flat((*got)[1]));
+        CHECK(flat((*with)[2]) == flat((*got)[2]));
     }
 }
 
@@ -618,6 +629,29 @@ TEST_CASE("cuda: permuted copies with contiguous rows are exact in every dtype",
             const auto y = x.cast(dt).swap_dims(1, 2).reshape<2>(std::array<std::size_t, 2>{36, e});
             CHECK(y.dtype() == dt);
             CHECK(y.cast(ember::DType::F32).to_data().to_vec<float>() == want);
+        }
+    }
+}
+
+TEST_CASE("cuda: casts of column slices between f32 and f16/bf16 are exact", "[cuda]") {
+    REQUIRE_GPU();
+    // Columns [16, 40) of a [5, 64] matrix (row stride 64): the vectorised row path (24 columns,
+    // 16-byte aligned rows); columns [3, 11) of it: the element path (unaligned start). Values
+    // are small integers, exact in every dtype.
+    std::vector<float> xs(5 * 64);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(int(i % 97) - 48);
+    const auto x = Tensor<Cuda, 2>::from_data(TensorData(xs, {5, 64}), {});
+    for (auto [c0, len] : {std::pair<std::size_t, std::size_t>{16, 24}, {3, 8}}) {
+        std::vector<float> want;
+        for (std::size_t r = 0; r < 5; ++r)
+            for (std::size_t c = c0; c < c0 + len; ++c) want.push_back(xs[r * 64 + c]);
+        for (auto dt : {ember::DType::BF16, ember::DType::F16}) {
+            INFO("columns from " << c0 << ", " << ember::dtype_name(dt));
+            // f32 view → half, and a half view → f32 (a weight's gradient sliced, widened).
+            const auto narrowed = x.narrow(1, c0, len).cast(dt);
+            CHECK(narrowed.to_data().convert(ember::DType::F32).to_vec<float>() == want);
+            const auto widened = x.cast(dt).narrow(1, c0, len).cast(ember::DType::F32);
+            CHECK(widened.to_data().to_vec<float>() == want);
         }
     }
 }

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string_view>
 
 #include "attention_kernels.hpp"
 #include "ops.hpp"
@@ -106,6 +108,26 @@ AttnParams params(const CudaTensor& q, const CudaTensor& k, const CudaTensor& v,
     return p;
 }
 
+/// The heads of the columns [col0, col0 + H·E) of a [B, L, ·] tensor (unit last-dim stride) as
+/// a [B, H, L, E] view: q, k or v of a packed projection, or the merged output and gradients.
+CudaTensor heads_view(const CudaTensor& t, std::size_t heads, std::size_t e, std::size_t col0) {
+    CudaTensor v = t;
+    v.shape = Shape{t.shape[0], heads, t.shape[1], e};
+    v.strides = {};
+    v.strides[0] = t.strides[0];
+    v.strides[1] = static_cast<std::int64_t>(e);
+    v.strides[2] = t.strides[1];
+    v.strides[3] = 1;
+    v.offset = t.offset + static_cast<std::int64_t>(col0);
+    return v;
+}
+
+/// `t` [B, L, C] with a unit stride in its last dim (copied when it has another).
+CudaTensor dense_last(CudaTensor t) {
+    if (t.shape[2] <= 1 || t.strides[2] == 1) return t;
+    return detail::cuda::contiguous(std::move(t));
+}
+
 }  // namespace
 
 bool attention_supported(const CudaTensor& q, const CudaTensor& k, const CudaTensor& v,
@@ -186,6 +208,87 @@ std::array<CudaTensor, 3> attention_backward(const CudaTensor& q_in, const CudaT
         static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
         detail::cuda::stream(dev));
     return {cast_in_layout(dq32, q.dtype), std::move(dk), std::move(dv)};
+}
+
+bool attention_packed_supported(const CudaTensor& like, std::size_t heads, std::size_t head_dim) {
+    // EMBER_CUDA_ATTENTION_PACKED=0 declines every packed call: MultiHeadAttention then
+    // projects q, k and v separately and calls the unpacked kernel (to compare both).
+    static const bool enabled = [] {
+        const char* v = std::getenv("EMBER_CUDA_ATTENTION_PACKED");
+        return v == nullptr || std::string_view(v) != "0";
+    }();
+    return enabled && float_storage(like.dtype) && heads > 0 && like.shape.rank() == 3 &&
+           detail::cuda::attention_head_dim_supported(static_cast<int>(head_dim)) &&
+           like.shape[0] * heads <= 65535 &&
+           like.shape[1] <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+
+namespace {
+/// The packed operand's dims: {B, L, H·E, E}, or an ArgumentError naming `op`.
+std::array<std::size_t, 4> packed_dims(const CudaTensor& qkv, std::size_t heads, const char* op) {
+    EMBER_CHECK(qkv.shape.rank() == 3 && heads > 0 && qkv.shape[2] % (3 * heads) == 0 &&
+                    attention_packed_supported(qkv, heads, qkv.shape[2] / (3 * heads)),
+                Argument, op, " (cuda): the fused kernel does not take qkv ", qkv.shape.to_string(),
+                " ", dtype_name(qkv.dtype), " with ", heads,
+                " heads (it needs [B, L, 3 x heads x E], f32/bf16/f16, E 32, 64 or 128)");
+    const std::size_t c = qkv.shape[2] / 3;
+    return {qkv.shape[0], qkv.shape[1], c, c / heads};
+}
+}  // namespace
+
+std::array<CudaTensor, 2> attention_forward_packed(const CudaTensor& qkv_in, std::size_t heads,
+                                                   bool causal, double scale) {
+    const auto [b, l, c, e] = packed_dims(qkv_in, heads, "attention_forward_packed");
+    const CudaTensor x = dense_last(qkv_in);
+    const int dev = x.device();
+    std::optional<CudaTensor> no_mask;
+    AttnParams p = params(heads_view(x, heads, e, 0), heads_view(x, heads, e, c),
+                          heads_view(x, heads, e, 2 * c), std::nullopt, no_mask, causal, scale);
+    CudaTensor out = detail::cuda::empty(Shape{b, l, c}, x.dtype, dev);
+    CudaTensor lse = detail::cuda::empty(Shape{b, heads, l}, DType::F32, dev);
+    set_strides(p.os, heads_view(out, heads, e, 0));
+    detail::cuda::launch_attention_forward(p, x.dtype, out.ptr(), static_cast<float*>(lse.ptr()),
+                                           detail::cuda::stream(dev));
+    return {std::move(out), std::move(lse)};
+}
+
+CudaTensor attention_backward_packed(const CudaTensor& qkv_in, const CudaTensor& out,
+                                     const CudaTensor& lse, const CudaTensor& dout,
+                                     std::size_t heads, bool causal, double scale) {
+    const auto [b, l, c, e] = packed_dims(qkv_in, heads, "attention_backward_packed");
+    EMBER_CHECK(out.shape == Shape({b, l, c}) && dout.shape == out.shape &&
+                    lse.shape == Shape({b, heads, l}) && lse.dtype == DType::F32,
+                Shape, "attention_backward_packed (cuda): out ", out.shape.to_string(), ", dout ",
+                dout.shape.to_string(), " and lse ", lse.shape.to_string(), " do not fit qkv ",
+                qkv_in.shape.to_string(), " with ", heads, " heads");
+    const CudaTensor x = dense_last(qkv_in);
+    const int dev = x.device();
+    std::optional<CudaTensor> no_mask;
+    AttnParams p = params(heads_view(x, heads, e, 0), heads_view(x, heads, e, c),
+                          heads_view(x, heads, e, 2 * c), std::nullopt, no_mask, causal, scale);
+    const CudaTensor o = dense_last(detail::cuda::cast(out, x.dtype));
+    const CudaTensor go = dense_last(detail::cuda::cast(dout, x.dtype));
+    const CudaTensor lc = detail::cuda::contiguous(lse);
+    // dq accumulates atomically in f32 ([B, L, H·E], as the heads lie in qkv), then is cast
+    // into its columns of the one gradient buffer; dk and dv are written there directly.
+    CudaTensor dqkv = detail::cuda::empty(x.shape, x.dtype, dev);
+    CudaTensor dq32 = detail::cuda::empty(Shape{b, l, c}, DType::F32, dev);
+    CudaTensor delta = detail::cuda::empty(Shape{b, heads, l}, DType::F32, dev);
+    const CudaTensor dk = heads_view(dqkv, heads, e, c), dv = heads_view(dqkv, heads, e, 2 * c);
+    set_strides(p.os, heads_view(o, heads, e, 0));
+    set_strides(p.gs, heads_view(go, heads, e, 0));
+    set_strides(p.dqs, heads_view(dq32, heads, e, 0));
+    set_strides(p.dks, dk);
+    set_strides(p.dvs, dv);
+    p.dout = go.ptr();
+    detail::cuda::launch_attention_backward(
+        p, x.dtype, o.ptr(), go.ptr(), static_cast<const float*>(lc.ptr()),
+        static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
+        detail::cuda::stream(dev));
+    CudaTensor dq = dqkv;  // its first H·E columns
+    dq.shape = Shape{b, l, c};
+    detail::cuda::copy_into(dq, dq32);
+    return dqkv;
 }
 
 }  // namespace ember::cuda

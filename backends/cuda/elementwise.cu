@@ -657,6 +657,35 @@ __global__ void widen_vec_kernel(std::int64_t n8, float4* dst, const uint4* src)
     }
 }
 
+/// Rows of 8-element vectors between f32 and f16/bf16 at any row strides (counted in 8-element
+/// vectors): a view's columns — the query part of a packed projection's gradient, a slice of a
+/// weight's gradient — converted at a dense tensor's speed rather than an element a thread
+/// with its offsets computed per dim.
+template <typename From, typename To>
+__global__ void convert_rows_vec_kernel(std::int64_t rows, std::int64_t cols8, To* dst,
+                                        std::int64_t drs8, const From* src, std::int64_t srs8) {
+    EMBER_GRID_LOOP(i, rows * cols8) {
+        const std::int64_t r = i / cols8, c = i - r * cols8;
+        const std::int64_t si = r * srs8 + c, di = r * drs8 + c;
+        if constexpr (std::is_same_v<From, float>) {
+            const float4* s4 = reinterpret_cast<const float4*>(src);
+            const float4 x = s4[2 * si], y = s4[2 * si + 1];
+            uint4 u;
+            To* h = reinterpret_cast<To*>(&u);
+            h[0] = narrow<To>(x.x), h[1] = narrow<To>(x.y), h[2] = narrow<To>(x.z);
+            h[3] = narrow<To>(x.w), h[4] = narrow<To>(y.x), h[5] = narrow<To>(y.y);
+            h[6] = narrow<To>(y.z), h[7] = narrow<To>(y.w);
+            reinterpret_cast<uint4*>(dst)[di] = u;
+        } else {
+            const uint4 u = reinterpret_cast<const uint4*>(src)[si];
+            const From* h = reinterpret_cast<const From*>(&u);
+            float4* d4 = reinterpret_cast<float4*>(dst);
+            d4[2 * di] = make_float4(widen(h[0]), widen(h[1]), widen(h[2]), widen(h[3]));
+            d4[2 * di + 1] = make_float4(widen(h[4]), widen(h[5]), widen(h[6]), widen(h[7]));
+        }
+    }
+}
+
 // ---- f32 with f16/bf16 operands -----------------------------------------------------------
 /// An element as f32: halves widen, f32 stays.
 __device__ __forceinline__ float as_f32(float x) {
@@ -826,10 +855,41 @@ void visit_half(DType hd, F&& f) {
 }
 
 /// The dense f32 <-> f16/bf16 conversion, if `it`, `dd` and `sd` are one; false otherwise.
+/// f32 <-> f16/bf16 over rows of a plan of rank 2 whose inner dim is contiguous on both sides,
+/// a multiple of 8 long, with row strides and addresses that keep every 8 elements 16-byte
+/// aligned (convert_rows_vec_kernel); false where the plan is not such.
+bool launch_convert_rows(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
+                         cudaStream_t s) {
+    const auto half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
+    if (it.rank != 2 || it.strides[0][1] != 1 || it.strides[1][1] != 1 || it.shape[1] % 8 != 0 ||
+        it.strides[0][0] % 8 != 0 || it.strides[1][0] % 8 != 0 || it.strides[0][0] < 0 ||
+        it.strides[1][0] < 0)
+        return false;
+    const auto al = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    if (!al(dst) || !al(src)) return false;
+    const std::int64_t rows = it.shape[0], cols8 = it.shape[1] / 8;
+    const std::int64_t drs8 = it.strides[0][0] / 8, srs8 = it.strides[1][0] / 8;
+    if (sd == DType::F32 && half(dd)) {
+        visit_half(dd, [&]<typename H>(H) {
+            convert_rows_vec_kernel<float, H><<<blocks_for(rows * cols8), kThreads, 0, s>>>(
+                rows, cols8, static_cast<H*>(dst), drs8, static_cast<const float*>(src), srs8);
+        });
+        return true;
+    }
+    if (dd == DType::F32 && half(sd)) {
+        visit_half(sd, [&]<typename H>(H) {
+            convert_rows_vec_kernel<H, float><<<blocks_for(rows * cols8), kThreads, 0, s>>>(
+                rows, cols8, static_cast<float*>(dst), drs8, static_cast<const H*>(src), srs8);
+        });
+        return true;
+    }
+    return false;
+}
+
 bool launch_convert_dense(const Iter<2>& it, void* dst, DType dd, const void* src, DType sd,
                           cudaStream_t s) {
     const auto half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
-    if (!dense(it)) return false;
+    if (!dense(it)) return launch_convert_rows(it, dst, dd, src, sd, s);
     // 16-byte vectors where sizes and addresses allow.
     const bool vec = vec8(it.n, dst, src);
     if (sd == DType::F32 && half(dd)) {

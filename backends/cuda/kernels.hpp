@@ -186,14 +186,20 @@ std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_
 /// takes them).
 bool layer_norm_backward_reads(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
                                const void* gamma, const void* dx);
+/// Whether launch_layer_norm_backward adds `acc` (dense [rows, cols] of dtype cd) to dx in the
+/// same pass for these operands (its one-pass f32 kernel, acc 16-byte aligned).
+bool layer_norm_backward_adds(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
+                              const void* gamma, const void* dx, const void* acc);
 /// LayerNorm's backward over dense [rows, cols] of dtype cd (F32 or F64; mean and rstd [rows]),
 /// the gradient g of dtype gd (layer_norm_backward_reads must hold):
 /// dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)) with x̂ = (x − mean)·rstd, g' = g·gamma (gamma null:
-/// g); with dgamma non-null also dgamma = Σ_rows g·x̂ and dbeta = Σ_rows g ([cols] each).
+/// g); with dgamma non-null also dgamma = Σ_rows g·x̂ and dbeta = Σ_rows g ([cols] each). With
+/// `acc` non-null (layer_norm_backward_adds must hold) dx is that plus acc, added in f32 as the
+/// row is written: the gradient an input had already collected from its other consumers.
 void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int64_t cols,
                                 const void* x, const void* g, const void* gamma, const void* mean,
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
-                                void* scratch, cudaStream_t s);
+                                void* scratch, cudaStream_t s, const void* acc = nullptr);
 /// Whether launch_add_layer_norm takes rows of `cols` f32 values x with a residual of dtype rd
 /// at `res`, the normed rows stored as yd, and gamma and beta (f32, either null): rd and yd F32,
 /// F16 or BF16, cols a multiple of 4 up to 8192, x, gamma and beta 16-byte aligned, res 16-byte

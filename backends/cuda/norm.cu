@@ -274,7 +274,8 @@ template <int N, typename G>
 __global__ void __launch_bounds__(kFusedWarps * 32)
     layer_norm_backward_fused_kernel(std::int64_t rows, int cols4, const float4* x, const G* g,
                                      const float4* gamma, const float* mean, const float* rstd,
-                                     float4* dx, float* part_gamma, float* part_beta) {
+                                     float4* dx, float* part_gamma, float* part_beta,
+                                     const float4* acc) {
     // Per warp, per column: the warp's sums of g·x̂ and of g (dgamma and dbeta), folded below.
     extern __shared__ float fold[];  // [2][kFusedWarps][4·cols4]
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -291,8 +292,15 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
          row += static_cast<std::int64_t>(gridDim.x) * kFusedWarps) {
         const float4* xr = x + row * cols4;
         const float mu = mean[row], rs = rstd[row];
-        float4 xh[N], gv[N];
+        float4 xh[N], gv[N], av[N];
         float s1 = 0.f, s2 = 0.f;
+        // The addend's loads go out with x's and g's, so their latency is not paid per row at
+        // the store.
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+            const int j = lane + 32 * i;
+            av[i] = acc && j < cols4 ? acc[row * cols4 + j] : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
 #pragma unroll
         for (int i = 0; i < N; ++i) {
             const int j = lane + 32 * i;
@@ -318,10 +326,15 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
         for (int i = 0; i < N; ++i) {
             const int j = lane + 32 * i;
             if (j >= cols4) continue;
-            out[j] = make_float4(rs * (gv[i].x * gm[i].x - m1 - xh[i].x * m2),
-                                 rs * (gv[i].y * gm[i].y - m1 - xh[i].y * m2),
-                                 rs * (gv[i].z * gm[i].z - m1 - xh[i].z * m2),
-                                 rs * (gv[i].w * gm[i].w - m1 - xh[i].w * m2));
+            float4 d = make_float4(rs * (gv[i].x * gm[i].x - m1 - xh[i].x * m2),
+                                   rs * (gv[i].y * gm[i].y - m1 - xh[i].y * m2),
+                                   rs * (gv[i].z * gm[i].z - m1 - xh[i].z * m2),
+                                   rs * (gv[i].w * gm[i].w - m1 - xh[i].w * m2));
+            if (acc)  // the input's gradient from its other consumers, added as written; a
+                      // rounded add (no FMA with the product above): the bits of a separate add
+                d = make_float4(__fadd_rn(d.x, av[i].x), __fadd_rn(d.y, av[i].y),
+                                __fadd_rn(d.z, av[i].z), __fadd_rn(d.w, av[i].w));
+            out[j] = d;
         }
     }
     if (part_gamma == nullptr) return;
@@ -384,6 +397,11 @@ bool layer_norm_backward_reads(DType cd, DType gd, std::int64_t cols, const void
     return gd == cd || fused_backward_fits(cd, gd, cols, x, g, gamma, dx);
 }
 
+bool layer_norm_backward_adds(DType cd, DType gd, std::int64_t cols, const void* x, const void* g,
+                              const void* gamma, const void* dx, const void* acc) {
+    return fused_backward_fits(cd, gd, cols, x, g, gamma, dx) && aligned16(acc);
+}
+
 std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_t cols) {
     const std::size_t split = 2 * static_cast<std::size_t>(param_parts(rows, cols)) *
                               static_cast<std::size_t>(cols) * dtype_size(cd);
@@ -395,8 +413,10 @@ std::size_t layer_norm_backward_scratch(DType cd, std::int64_t rows, std::int64_
 void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int64_t cols,
                                 const void* x, const void* g, const void* gamma, const void* mean,
                                 const void* rstd, void* dx, void* dgamma, void* dbeta,
-                                void* scratch, cudaStream_t s) {
+                                void* scratch, cudaStream_t s, const void* acc) {
     if (rows == 0 || cols == 0) return;
+    EMBER_CHECK(acc == nullptr || layer_norm_backward_adds(cd, gd, cols, x, g, gamma, dx, acc),
+                Argument, "layer_norm_backward (cuda): an addend given where the kernel adds none");
     if (fused_backward_fits(cd, gd, cols, x, g, gamma, dx)) {
         const int cols4 = static_cast<int>(cols / 4), blocks = fused_blocks(rows);
         float* pg = dgamma ? static_cast<float*>(scratch) : nullptr;
@@ -408,7 +428,8 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
                     layer_norm_backward_fused_kernel<N, G><<<blocks, kFusedWarps * 32, smem, s>>>(
                         rows, cols4, static_cast<const float4*>(x), static_cast<const G*>(g),
                         static_cast<const float4*>(gamma), static_cast<const float*>(mean),
-                        static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb);
+                        static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb,
+                        static_cast<const float4*>(acc));
             });
         };
         const int n = (cols4 + 31) / 32;  // float4s a lane

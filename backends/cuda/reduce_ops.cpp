@@ -377,7 +377,8 @@ auto CudaBackend::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<
 }
 auto CudaBackend::float_layer_norm_backward(const FT& x, const FT& grad,
                                             const std::optional<FT>& gamma, const FT& mean,
-                                            const FT& rstd) -> std::optional<std::array<FT, 3>> {
+                                            const FT& rstd, const std::optional<FT>& acc)
+    -> std::optional<std::array<FT, 3>> {
     // Dense f32/f64 operands of one dtype only; anything else composes in Autodiff.
     const DType cd = x.dtype;
     if ((cd != DType::F32 && cd != DType::F64) || x.shape.rank() == 0) return std::nullopt;
@@ -402,10 +403,17 @@ auto CudaBackend::float_layer_norm_backward(const FT& x, const FT& grad,
                      ? grad
                      : k::cast(grad, cd);
     auto scratch = gamma ? k::allocate(k::layer_norm_backward_scratch(cd, r, n), dev) : nullptr;
-    k::launch_layer_norm_backward(cd, g.dtype, r, n, x.ptr(), g.ptr(),
-                                  gamma ? gamma->ptr() : nullptr, mean.ptr(), rstd.ptr(), dx.ptr(),
-                                  gamma ? dgamma.ptr() : nullptr, gamma ? dbeta.ptr() : nullptr,
-                                  scratch ? scratch->data : nullptr, k::stream(dev));
+    // The addend joins the kernel's pass where it can (dense, x's dtype and shape, aligned).
+    const bool fold =
+        acc && acc->dtype == cd && acc->shape == x.shape && acc->is_contiguous() &&
+        acc->device() == dev &&
+        k::layer_norm_backward_adds(cd, g.dtype, n, x.ptr(), g.ptr(),
+                                    gamma ? gamma->ptr() : nullptr, dx.ptr(), acc->ptr());
+    k::launch_layer_norm_backward(
+        cd, g.dtype, r, n, x.ptr(), g.ptr(), gamma ? gamma->ptr() : nullptr, mean.ptr(), rstd.ptr(),
+        dx.ptr(), gamma ? dgamma.ptr() : nullptr, gamma ? dbeta.ptr() : nullptr,
+        scratch ? scratch->data : nullptr, k::stream(dev), fold ? acc->ptr() : nullptr);
+    if (acc && !fold) dx = k::binary(BinaryOp::Add, std::move(dx), *acc);
     return std::array<FT, 3>{std::move(dx), std::move(dgamma), std::move(dbeta)};
 }
 auto CudaBackend::float_add_layer_norm(FT x, FT residual, std::optional<FT> gamma,

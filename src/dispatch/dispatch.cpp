@@ -483,4 +483,26 @@ std::array<DispatchTensor, 2> AttentionKernel<Dispatch>::forward(const FT& q, co
     return fused(s, q, k, v, keep, bias, causal, scale);
 }
 
+bool AttentionKernel<Dispatch>::supports_packed(const FT& like, std::size_t heads,
+                                                std::size_t head_dim) {
+    using detail::dispatch::Operand;
+    const Dispatch::Device s =
+        detail::dispatch::stack_of("attention_packed", {Operand::value(like, true)});
+    const auto fused = core_table(s).attention_packed_supports;
+    return fused != nullptr && fused(s, like, heads, head_dim);
+}
+
+std::array<DispatchTensor, 2> AttentionKernel<Dispatch>::forward_packed(const FT& qkv,
+                                                                        std::size_t heads,
+                                                                        bool causal, double scale) {
+    using detail::dispatch::Operand;
+    const Dispatch::Device s =
+        detail::dispatch::stack_of("attention_packed", {Operand::value(qkv, true)});
+    const auto fused = core_table(s).attention_packed;
+    EMBER_CHECK(fused != nullptr, Device, "attention_packed: the stack ", s.to_string(),
+                " has no packed fused attention kernel (module::attention_packed asks "
+                "supports_packed() first)");
+    return fused(s, qkv, heads, causal, scale);
+}
+
 }  // namespace ember

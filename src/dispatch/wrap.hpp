@@ -372,6 +372,13 @@ struct CoreTable {
                                                const DispatchTensor&, const DispatchTensor&,
                                                const std::optional<DispatchTensor>&,
                                                const std::optional<DispatchTensor>&, bool, double);
+    /// AttentionKernel<S>::supports_packed; null where S has no packed fused attention
+    /// (module::attention_packed then composes).
+    bool (*attention_packed_supports)(const Stack&, const DispatchTensor&, std::size_t,
+                                      std::size_t);
+    /// AttentionKernel<S>::forward_packed: {output [B, L, H·E], log-sum-exp}.
+    std::array<DispatchTensor, 2> (*attention_packed)(const Stack&, const DispatchTensor&,
+                                                      std::size_t, bool, double);
     /// S::float_batch_norm_eval; null where S has none.
     std::optional<DispatchTensor> (*batch_norm_eval)(const Stack&, DispatchTensor, DispatchTensor,
                                                      DispatchTensor, DispatchTensor, DispatchTensor,
@@ -572,6 +579,20 @@ CoreTable make_core_table(const char* name) {
             auto r = AttentionKernel<S>::forward(
                 unwrap_float_ref<S>(q, s).get(), unwrap_float_ref<S>(k, s).get(),
                 unwrap_float_ref<S>(v, s).get(), m.keep, m.bias, causal, scale);
+            return std::array<DispatchTensor, 2>{wrap_float<S>(std::move(r[0]), s),
+                                                 wrap_float<S>(std::move(r[1]), s)};
+        };
+    }
+    if constexpr (FusedPackedAttention<S>) {
+        c.attention_packed_supports = [](const Stack& s, const DispatchTensor& like,
+                                         std::size_t heads, std::size_t head_dim) {
+            return AttentionKernel<S>::supports_packed(unwrap_float_ref<S>(like, s).get(), heads,
+                                                       head_dim);
+        };
+        c.attention_packed = [](const Stack& s, const DispatchTensor& qkv, std::size_t heads,
+                                bool causal, double scale) {
+            auto r = AttentionKernel<S>::forward_packed(unwrap_float_ref<S>(qkv, s).get(), heads,
+                                                        causal, scale);
             return std::array<DispatchTensor, 2>{wrap_float<S>(std::move(r[0]), s),
                                                  wrap_float<S>(std::move(r[1]), s)};
         };

@@ -4,6 +4,7 @@
 // B's fused backward from the saved q, k, v, output and log-sum-exp. Over other backends the
 // composed form is differentiated op by op.
 #include <array>
+#include <cstddef>
 #include <optional>
 
 #include "../tensor/attention.hpp"
@@ -45,6 +46,28 @@ struct AttentionKernel<Autodiff<B, C>> {
                         AttentionKernel<B>::backward(ctx.get(sq), ctx.get(sk), ctx.get(sv),
                                                      ctx.get(so), lse, g, keep, ib, causal, scale);
                     for (std::size_t i = 0; i < 3; ++i) ctx.add(i, std::move(d[i]));
+                }),
+                std::move(lse_out)};
+    }
+
+    /// B's answer for a packed qkv (FusedPackedAttention).
+    static bool supports_packed(const FT& like, std::size_t heads,
+                                std::size_t head_dim) requires FusedPackedAttentionBackward<B> {
+        return AttentionKernel<B>::supports_packed(like.primitive, heads, head_dim);
+    }
+    /// {output [B, L, H·E] (tracked), log-sum-exp}: one node over qkv, whose backward writes
+    /// qkv's gradient as one buffer (no slices of it summed).
+    static std::array<FT, 2> forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                            double scale) requires FusedPackedAttentionBackward<B> {
+        auto r = AttentionKernel<B>::forward_packed(qkv.primitive, heads, causal, scale);
+        IFT lse = r[1];
+        FT lse_out = AD::from_inner(std::move(r[1]));
+        auto rec = AD::record(std::move(r[0]), {&qkv});
+        if (!rec.node) return {rec.untracked(), std::move(lse_out)};
+        auto sx = rec.input(qkv), so = rec.output();
+        return {rec.finish([=](typename AD::Ctx& ctx, IFT g) {
+                    ctx.add(0, AttentionKernel<B>::backward_packed(ctx.get(sx), ctx.get(so), lse, g,
+                                                                   heads, causal, scale));
                 }),
                 std::move(lse_out)};
     }

@@ -154,9 +154,12 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// dense f32 or f64 of one dtype, or f32 rows with an f16/bf16 gradient (add_layer_norm's
     /// 16-bit output), which the one-pass kernel reads as it is (Autodiff then composes the
     /// backward).
+    /// With `acc` (x's shape and dtype) dx is the backward's plus acc — the gradient x had
+    /// already collected from its other consumers (a residual stream's), added in the same pass
+    /// where the one-pass kernel runs, else by one addition afterwards.
     static std::optional<std::array<FT, 3>> float_layer_norm_backward(
-        const FT& x, const FT& grad, const std::optional<FT>& gamma, const FT& mean,
-        const FT& rstd);
+        const FT& x, const FT& grad, const std::optional<FT>& gamma, const FT& mean, const FT& rstd,
+        const std::optional<FT>& acc = std::nullopt);
     /// float_layer_norm has a kernel of its own (Fusion<Cuda> runs it rather than composing).
     static constexpr bool native_layer_norm = true;
     /// module::add_layer_norm in one kernel: {x + residual, its layer norm stored as `out`

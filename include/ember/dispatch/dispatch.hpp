@@ -13,6 +13,7 @@
 // `to_device` moves a tensor between stacks. A tensor on an autodiff device and one on the
 // same device without autodiff may meet: the latter joins the graph as a constant.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -188,6 +189,12 @@ struct EMBER_API AttentionKernel<Dispatch> {
     static std::array<FT, 2> forward(const FT& q, const FT& k, const FT& v,
                                      const std::optional<FT>& keep, const std::optional<FT>& bias,
                                      bool causal, double scale);
+    /// Whether the stack of `like` has a packed fused kernel that takes a qkv like it with
+    /// these heads (module::attention_packed).
+    static bool supports_packed(const FT& like, std::size_t heads, std::size_t head_dim);
+    /// {output [B, L, H·E], log-sum-exp} from qkv [B, L, 3·H·E], the stack's packed kernel.
+    static std::array<FT, 2> forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                            double scale);
 };
 
 }  // namespace ember

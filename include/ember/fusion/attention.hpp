@@ -4,6 +4,7 @@
 // computed, then B's kernel runs (attention is a sync point of the op stream, as a matmul).
 #include <array>
 #include <concepts>
+#include <cstddef>
 #include <optional>
 
 #include "../tensor/attention.hpp"
@@ -41,6 +42,25 @@ struct AttentionKernel<Fusion<B>> {
                                               take(dout), take(keep), take(bias), causal, scale);
         return {detail::fusion::make<B>(std::move(r[0])), detail::fusion::make<B>(std::move(r[1])),
                 detail::fusion::make<B>(std::move(r[2]))};
+    }
+
+    /// B's answer for a packed qkv.
+    static bool supports_packed(const FT& like, std::size_t heads,
+                                std::size_t head_dim) requires FusedPackedAttention<B> {
+        return AttentionKernel<B>::supports_packed(take(like), heads, head_dim);
+    }
+    /// B's {output [B, L, H·E], log-sum-exp} from qkv [B, L, 3·H·E].
+    static std::array<FT, 2> forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                            double scale) requires FusedPackedAttention<B> {
+        auto r = AttentionKernel<B>::forward_packed(take(qkv), heads, causal, scale);
+        return {detail::fusion::make<B>(std::move(r[0])), detail::fusion::make<B>(std::move(r[1]))};
+    }
+    /// B's gradient of qkv.
+    static FT backward_packed(const FT& qkv, const FT& out, const FT& lse, const FT& dout,
+                              std::size_t heads, bool causal,
+                              double scale) requires FusedPackedAttentionBackward<B> {
+        return detail::fusion::make<B>(AttentionKernel<B>::backward_packed(
+            take(qkv), take(out), take(lse), take(dout), heads, causal, scale));
     }
 
   private:

@@ -290,6 +290,45 @@ struct MultiHeadAttention {
             .swap_dims(1, 2);
     }
 
+    /// Self-attention with the three projections as one product of x by the weights side by
+    /// side ([d_model, 3·d_model], their casts' concatenation) and the backend's packed fused
+    /// kernel reading the heads in place (module::attention_packed), where the backend has one
+    /// that takes x and nothing needs the composed path: no masks but the causal one, no
+    /// weights asked for, no quiet softmax or active dropout, float weights, biases on all
+    /// three projections or none. Else nothing, and forward projects them one by one.
+    std::optional<MhaOutput<B>> attend_packed(const Tensor<B, 3>& x,
+                                              const MhaInput<B>& input) const {
+        if constexpr (FusedPackedAttention<B>) {
+            const bool biases = query.bias.has_value();
+            if (input.weights_needed() || quiet_softmax || input.mask_pad() || input.mask_attn() ||
+                dropout_active(x.device()) || query.weight.quantized() || key.weight.quantized() ||
+                value.weight.quantized() || key.bias.has_value() != biases ||
+                value.bias.has_value() != biases ||
+                !AttentionKernel<B>::supports_packed(x.primitive(), n_heads, d_k))
+                return std::nullopt;
+            namespace ac = ember::detail::autocast;
+            // Each parameter cast on its own (autocast's cache knows them), then put together.
+            const auto w =
+                Tensor<B, 2>::cat({ac::lower(query.weight.val()), ac::lower(key.weight.val()),
+                                   ac::lower(value.weight.val())},
+                                  1);
+            std::optional<Tensor<B, 1>> b;
+            if (biases)
+                b = Tensor<B, 1>::cat({ac::lower(query.bias->val()), ac::lower(key.bias->val()),
+                                       ac::lower(value.bias->val())},
+                                      0);
+            AttentionOptions o;
+            o.causal = input.is_causal();
+            o.scale = 1.0 / std::sqrt(double(d_k));
+            auto ctx = ember::module::attention_packed(module::linear(x, w, b), n_heads, o);
+            return MhaOutput<B>{output.forward(ctx), std::nullopt};
+        } else {
+            (void)x;
+            (void)input;
+            return std::nullopt;
+        }
+    }
+
     /// Whether attention dropout would drop anything now (training with dropout > 0).
     bool dropout_active(const Device<B>& device) const {
         if constexpr (AutodiffBackend<B>)
@@ -419,6 +458,7 @@ MhaOutput<B> MultiHeadAttention<B>::forward(const MhaInput<B>& input) const {
         // then sums the three input gradients in the autocast dtype and casts the sum back
         // once, as for a weight used twice (tensor/autocast.hpp).
         const auto x = ember::detail::autocast::lower(input.query());
+        if (auto out = attend_packed(x, input)) return std::move(*out);
         return attend(project(x, query), project(x, key), project(x, value), input);
     }
     return attend(project(input.query(), query), project(input.key(), key),

@@ -69,6 +69,36 @@ concept FusedAttentionBackward = FusedAttention<B> &&
         } -> std::same_as<std::array<typename B::FloatTensorPrimitive, 3>>;
 };
 
+/// A backend's fused attention over packed projections, if any: specialise AttentionKernel<B>
+/// with these too (each name optional; the ones for the forward go together):
+///   static bool supports_packed(const FT& like, std::size_t heads, std::size_t head_dim);
+///       // whether a qkv of `like`'s dtype and device with these heads would run fused
+///   static std::array<FT, 2> forward_packed(const FT& qkv, std::size_t heads, bool causal,
+///                                           double scale);
+///       // qkv [B, L, 3·H·E] (q, k, v side by side, each [B, L, H, E]) →
+///       // {output [B, L, H·E] (the heads merged), log-sum-exp [B, H, L]}
+///   static FT backward_packed(const FT& qkv, const FT& out, const FT& lse, const FT& dout,
+///                             std::size_t heads, bool causal, double scale);
+///       // the gradient of qkv [B, L, 3·H·E], written in one buffer
+/// A self-attention's three projections then run as one product and the heads need no
+/// copies either way (MultiHeadAttention uses it where it can).
+template <typename B>
+concept FusedPackedAttention = requires(const typename B::FloatTensorPrimitive& t, std::size_t n) {
+    { AttentionKernel<B>::supports_packed(t, n, n) } -> std::convertible_to<bool>;
+    {
+        AttentionKernel<B>::forward_packed(t, n, true, 1.0)
+        } -> std::same_as<std::array<typename B::FloatTensorPrimitive, 2>>;
+};
+
+/// The packed fused attention of `B` has a backward too (what `Autodiff<B>` needs to use it).
+template <typename B>
+concept FusedPackedAttentionBackward = FusedPackedAttention<B> &&
+    requires(const typename B::FloatTensorPrimitive& t, std::size_t n) {
+    {
+        AttentionKernel<B>::backward_packed(t, t, t, t, n, true, 1.0)
+        } -> std::same_as<typename B::FloatTensorPrimitive>;
+};
+
 namespace detail::attention {
 
 // ShapeError/ArgumentError unless q, k, v (and the mask, of shape `mask`) fit together.
@@ -181,6 +211,54 @@ Tensor<B, 4> attention(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tenso
         }
     }
     return ::ember::detail::attention::composed(q, k, v, keep, bias, options.causal, scale);
+}
+
+/// Self-attention over packed projections: qkv [B, L, 3·H·E] holds q, k and v side by side
+/// (each [B, L, H, E], as one Linear of H·E → 3·H·E outputs gives them) → the attention's
+/// output with the heads merged, [B, L, H·E]: the same values as
+/// `attention(q, k, v)` on the heads' views ([B, H, L, E]) merged back, with no mask but the
+/// causal one of `options`. Where the backend has a packed fused kernel
+/// (FusedPackedAttention) it reads the heads in place and, under Autodiff, writes the gradient
+/// of qkv as one buffer; elsewhere the heads are sliced and attention composed. Under an
+/// ember::Autocast guard qkv is cast to its dtype.
+template <Backend B>
+Tensor<B, 3> attention_packed(const Tensor<B, 3>& qkv, std::size_t heads,
+                              const AttentionOptions& options = {}) {
+    if (::ember::detail::autocast::current()) [[unlikely]] {
+        namespace ac = ::ember::detail::autocast;
+        const auto a = *ac::current();
+        const auto low = ac::lower(qkv, a);
+        const Autocast off(a, false);
+        return attention_packed<B>(low, heads, options);
+    }
+    const auto [batch, len, width] = qkv.dims();
+    EMBER_CHECK(heads > 0 && width % (3 * heads) == 0 && width > 0, Shape,
+                "attention_packed: qkv of shape ", qkv.shape().to_string(),
+                " does not hold q, k and v of ", heads,
+                " heads each (its last dim must be a positive multiple of 3 x heads)");
+    const std::size_t e = width / (3 * heads);
+    EMBER_CHECK(!options.scale || std::isfinite(*options.scale), Argument,
+                "attention_packed: scale must be finite, got ", *options.scale);
+    const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(e));
+    if constexpr (FusedPackedAttention<B>) {
+        if (AttentionKernel<B>::supports_packed(qkv.primitive(), heads, e)) {
+            auto r =
+                AttentionKernel<B>::forward_packed(qkv.primitive(), heads, options.causal, scale);
+            return Tensor<B, 3>(std::move(r[0]));
+        }
+    }
+    const auto parts =
+        qkv.template reshape<5>(std::array<std::size_t, 5>{batch, len, 3, heads, e}).chunk(3, 2);
+    auto head = [&](const Tensor<B, 5>& t) {  // [B, L, 1, H, E] → [B, H, L, E]
+        return t.template reshape<4>(std::array<std::size_t, 4>{batch, len, heads, e})
+            .swap_dims(1, 2);
+    };
+    AttentionOptions o = options;
+    o.scale = scale;
+    return attention<B>(head(parts[0]), head(parts[1]), head(parts[2]), std::nullopt, std::nullopt,
+                        o)
+        .swap_dims(1, 2)
+        .template reshape<3>(std::array<std::size_t, 3>{batch, len, heads * e});
 }
 
 /// Attention without a mask (or with only the causal one of `options`).

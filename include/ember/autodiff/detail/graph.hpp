@@ -89,6 +89,14 @@ class BackwardCtx {
         else
             it->second = B::float_binary(BinaryOp::Add, std::move(it->second), std::move(g));
     }
+    /// Removes and returns the gradient that the current node's input `i` has collected so far
+    /// from its other consumers (nothing when it has none or needs none). A step that takes it
+    /// must add it back within its own gradient (a kernel that adds it while writing saves a
+    /// pass over the tensor).
+    std::optional<P> take_partial(std::size_t i) {
+        if (!needs(i)) return std::nullopt;
+        return take(current_->parents[i]->id);
+    }
     /// The value behind `s`, recomputing it (and what it depends on) when it was not kept.
     /// Recomputed values are not cached: each lives only until its consumer is rebuilt, which
     /// keeps the peak low at the price of rebuilding a chain of k checkpointed ops k times.

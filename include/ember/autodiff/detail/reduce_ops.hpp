@@ -180,12 +180,33 @@ EMBER_AD auto Autodiff<B, C>::layer_norm_node(IFT y, const FT& x, const std::opt
             if (affine || !ctx.needs(2)) {
                 const std::optional<IFT> gm =
                     affine ? std::optional<IFT>(ctx.get(sg)) : std::nullopt;
-                if (auto f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd)) {
+                // Where B adds x's gradient so far into dx (a pre-norm block's residual stream,
+                // whose later part's gradient has arrived), it joins the kernel's pass rather
+                // than a separate addition over the tensor.
+                std::optional<IFT> acc;
+                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
+                                  B::float_layer_norm_backward(t, t, o, t, t, o);
+                              }) {
+                    acc = ctx.take_partial(0);
+                    if (acc && B::float_dtype(*acc) != xdt) {
+                        ctx.add(0, std::move(*acc));  // put back: the kernel adds x's dtype only
+                        acc.reset();
+                    }
+                }
+                std::optional<std::array<IFT, 3>> f;
+                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
+                                  B::float_layer_norm_backward(t, t, o, t, t, o);
+                              })
+                    f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd, acc);
+                else
+                    f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd);
+                if (f) {
                     if (ctx.needs(2)) ctx.add(2, std::move((*f)[2]));
                     if (ctx.needs(1)) ctx.add(1, std::move((*f)[1]));
                     if (ctx.needs(0)) ctx.add(0, std::move((*f)[0]));
                     return;
                 }
+                if (acc) ctx.add(0, std::move(*acc));  // declined: the partial goes back
             }
         }
         if (B::float_dtype(g) != xdt) g = B::float_cast(std::move(g), xdt);
