@@ -714,6 +714,27 @@ TEST_CASE("cuda: a Linear's bias is added inside the GEMM in f32, f16 and bf16, 
         ember::test::check_close(f.gx, p.gx, {tol, tol});
         ember::test::check_close(f.gw, p.gw, {tol, tol});
         ember::test::check_close(f.gb, p.gb, {tol, tol});
+        // The weight's and the bias's gradients come from one cuBLASLt call (its bias-gradient
+        // epilogue) on these operands: xᵀ·g and Σ_rows g against the formulas on the host.
+        const auto xs = x0.convert(ember::DType::F32).to_vec<float>();
+        const auto gs = c0.convert(ember::DType::F32).to_vec<float>();
+        const std::size_t rows = 20, in = 24, out = 40;
+        std::vector<float> want_w(in * out, 0.f), want_b(out, 0.f);
+        for (std::size_t r = 0; r < rows; ++r)
+            for (std::size_t o = 0; o < out; ++o) {
+                want_b[o] += gs[r * out + o];
+                for (std::size_t i = 0; i < in; ++i)
+                    want_w[i * out + o] += xs[r * in + i] * gs[r * out + o];
+            }
+        const auto xt = Tensor<Cuda, 2>::from_data(TensorData(xs, {rows, in}), {}).cast(dt);
+        const auto gt = Tensor<Cuda, 2>::from_data(TensorData(gs, {rows, out}), {}).cast(dt);
+        auto wb = Cuda::fused_matmul_bias_grad(xt.swap_dims(0, 1).primitive(), gt.primitive());
+        REQUIRE(wb.has_value());
+        const double wt = dt == ember::DType::F32 ? 1e-4 : dt == ember::DType::F16 ? 1e-2 : 8e-2;
+        ember::test::check_close(Tensor<Cuda, 2>((*wb)[0]).cast(ember::DType::F32).to_data(),
+                                 TensorData(want_w, {in, out}), {wt, wt});
+        ember::test::check_close(Tensor<Cuda, 1>((*wb)[1]).cast(ember::DType::F32).to_data(),
+                                 TensorData(want_b, {out}), {wt, wt});
     }
 }
 #endif

@@ -3,6 +3,7 @@
 // unless TF32 is allowed (ember::cuda::set_allow_tf32), f16/bf16 accumulate in f32, f64 in f64.
 // Integer matmuls run in a plain kernel (cuBLAS has no int64 GEMM).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -346,6 +347,55 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     return out;
 }
 
+/// {a · b, the sums of b's columns over its rows} (2-D; f32, f16 or bf16 of one dtype) in one
+/// cuBLASLt call, its BGRADA epilogue summing b (cuBLASLt's A: the operands swap for row-major
+/// storage) over the product's k while the product runs: a Linear's weight gradient xᵀ · g and
+/// its bias gradient Σ_rows g, both in g's dtype. Nothing where cuBLASLt has no algorithm for
+/// the operands (the caller then multiplies and sums apart), or with
+/// EMBER_CUDA_BIAS_GRAD_EPILOGUE=0.
+std::optional<std::array<CudaTensor, 2>> matmul_bias_grad(const CudaTensor& a0,
+                                                          const CudaTensor& b0) {
+    static const bool enabled = [] {
+        const char* v = std::getenv("EMBER_CUDA_BIAS_GRAD_EPILOGUE");
+        return v == nullptr || std::string_view(v) != "0";
+    }();
+    const DType dt = a0.dtype;
+    if (!enabled || (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) || b0.dtype != dt ||
+        a0.shape.rank() != 2 || b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0])
+        return std::nullopt;
+    const auto m = static_cast<std::int64_t>(a0.shape[0]),
+               k = static_cast<std::int64_t>(a0.shape[1]),
+               n = static_cast<std::int64_t>(b0.shape[1]);
+    if (m == 0 || n == 0 || k == 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
+        return std::nullopt;
+    check_same_device("matmul", a0, b0);
+    const int dev = a0.device();
+    CudaTensor a = a0, b = b0;
+    const MatView va = blas_operand(a, 0, 1);
+    const MatView vb = blas_operand(b, 0, 1);
+    CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, dt, dev);
+    CudaTensor db = empty(Shape{std::size_t(n)}, dt, dev);  // a fresh block: 256-byte aligned
+    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BGRADA;
+    const std::uint32_t align =
+        std::min({alignment(a.ptr()), alignment(b.ptr()), alignment(out.ptr())});
+    const EpilogueKey key{
+        dev,   m, n, k, va.ld, vb.ld, va.trans, vb.trans, static_cast<int>(ep), tf32_allowed(),
+        align, dt};
+    std::lock_guard lock(epilogue_mutex());
+    EpiloguePlan& p = epilogue_plan(key);
+    if (!p.ok) return std::nullopt;
+    const void* dp = db.ptr();
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
+        p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dp, sizeof dp));
+    std::size_t ws_bytes = 0;
+    void* ws = cublas_workspace(dev, &ws_bytes);
+    const float alpha = 1.0f, beta = 0.0f;
+    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a,
+                                             a.ptr(), p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(),
+                                             p.lt.c, &p.algo, ws, ws_bytes, stream(dev)));
+    return std::array<CudaTensor, 2>{std::move(out), std::move(db)};
+}
+
 }  // namespace ember::detail::cuda
 
 namespace ember::cuda {
@@ -370,6 +420,10 @@ auto CudaBackend::int_matmul(IT a, IT b) -> IT {
 auto CudaBackend::fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
                                         fusion::MatmulEpilogue e) -> std::optional<FT> {
     return k::matmul_epilogue(a, b, bias, e.relu);
+}
+auto CudaBackend::fused_matmul_bias_grad(const FT& a, const FT& b)
+    -> std::optional<std::array<FT, 2>> {
+    return k::matmul_bias_grad(a, b);
 }
 
 }  // namespace ember

@@ -318,6 +318,12 @@ struct EMBER_API CudaBackend : BackendBase<CudaBackend> {
     /// where cuBLASLt has no algorithm for them.
     static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
                                                    fusion::MatmulEpilogue epilogue);
+    /// {a · b, b summed over its rows} for 2-D f32/f16/bf16 operands of one dtype in one
+    /// cuBLASLt call (its bias-gradient epilogue): a Linear's weight and bias gradients from the
+    /// input's transpose and the output's gradient, which Autodiff asks for where it has both to
+    /// compute. Nothing where cuBLASLt has no algorithm for them (or
+    /// EMBER_CUDA_BIAS_GRAD_EPILOGUE=0): the caller multiplies and sums apart.
+    static std::optional<std::array<FT, 2>> fused_matmul_bias_grad(const FT& a, const FT& b);
 };
 
 /// The CUDA backend (f32 by default).

@@ -244,11 +244,21 @@ EMBER_AD auto Autodiff<B, C>::fused_matmul_epilogue(const FT& a, const FT& b,
         Saved sb = r.node->parents[0] ? Saved{b.primitive, nullptr, nullptr} : Saved{};
         const Shape bias_shape = float_shape(*bias);
         return r.finish([=](Ctx& ctx, IFT g) {
+            if (ctx.needs(0)) ctx.add(0, B::float_matmul(g, B::float_swap_dims(ctx.get(sb), 0, 1)));
+            // The weight's and the bias's gradients from one product where B sums the bias's
+            // in the product's epilogue (CUDA: cuBLASLt's), not in a reduction pass over g.
+            if constexpr (requires(const IFT& t) { B::fused_matmul_bias_grad(t, t); }) {
+                if (ctx.needs(1) && ctx.needs(2)) {
+                    if (auto wb =
+                            B::fused_matmul_bias_grad(B::float_swap_dims(ctx.get(sa), 0, 1), g)) {
+                        ctx.add(2, B::float_reshape(std::move((*wb)[1]), bias_shape));
+                        ctx.add(1, std::move((*wb)[0]));
+                        return;
+                    }
+                }
+            }
             if (ctx.needs(2))
-                ctx.add(2,
-                        B::float_reshape(B::float_reduce_dim(ReduceOp::Sum, g, 0), bias_shape));
-            if (ctx.needs(0))
-                ctx.add(0, B::float_matmul(g, B::float_swap_dims(ctx.get(sb), 0, 1)));
+                ctx.add(2, B::float_reshape(B::float_reduce_dim(ReduceOp::Sum, g, 0), bias_shape));
             if (ctx.needs(1))
                 ctx.add(1, B::float_matmul(B::float_swap_dims(ctx.get(sa), 0, 1), std::move(g)));
         });
