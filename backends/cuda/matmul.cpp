@@ -291,17 +291,14 @@ std::mutex& epilogue_mutex() {
     return mu;
 }
 
-}  // namespace
-
-/// a · b (2-D; f32, f16 or bf16, all three operands of one dtype) with the bias row added
-/// and/or relu applied by cuBLASLt's epilogue; nothing for other operands or where cuBLASLt
-/// has no algorithm.
-std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor& b0,
-                                          const std::optional<CudaTensor>& bias, bool relu) {
+/// a · b into a new [m, n] tensor through cuBLASLt with epilogue `ep`, whose vector is `vec`
+/// (the bias it adds, or the bias gradient it writes; null for none): nothing where the
+/// operands are not 2-D f32/f16/bf16 of one dtype, or cuBLASLt has no algorithm for them.
+std::optional<CudaTensor> lt_product(const CudaTensor& a0, const CudaTensor& b0,
+                                     cublasLtEpilogue_t ep, const void* vec) {
     const DType dt = a0.dtype;
     if ((dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) || b0.dtype != dt ||
-        a0.shape.rank() != 2 || b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0] ||
-        (bias && bias->dtype != dt))
+        a0.shape.rank() != 2 || b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0])
         return std::nullopt;
     const auto m = static_cast<std::int64_t>(a0.shape[0]),
                k = static_cast<std::int64_t>(a0.shape[1]),
@@ -310,21 +307,10 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
         return std::nullopt;
     check_same_device("matmul", a0, b0);
     const int dev = a0.device();
-    if (bias && (bias->device() != dev || bias->shape.num_elements() != std::size_t(n)))
-        return std::nullopt;
     CudaTensor a = a0, b = b0;
     const MatView va = blas_operand(a, 0, 1);
     const MatView vb = blas_operand(b, 0, 1);
-    // The bias as n dense values on a 16-byte boundary.
-    std::optional<CudaTensor> bv;
-    if (bias) {
-        bv = contiguous(reshape(*bias, Shape{std::size_t(n)}));
-        if (reinterpret_cast<std::uintptr_t>(bv->ptr()) % 16 != 0) bv = fresh_copy(*bv);
-    }
     CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, dt, dev);
-    const cublasLtEpilogue_t ep = !bias  ? CUBLASLT_EPILOGUE_RELU
-                                  : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                         : CUBLASLT_EPILOGUE_BIAS;
     const std::uint32_t align =
         std::min({alignment(a.ptr()), alignment(b.ptr()), alignment(out.ptr())});
     const EpilogueKey key{
@@ -333,18 +319,39 @@ std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor
     std::lock_guard lock(epilogue_mutex());
     EpiloguePlan& p = epilogue_plan(key);
     if (!p.ok) return std::nullopt;
-    if (bv) {
-        const void* bp = bv->ptr();
+    if (vec)
         EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
-            p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
-    }
+            p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof vec));
     std::size_t ws_bytes = 0;
     void* ws = cublas_workspace(dev, &ws_bytes);
     const float alpha = 1.0f, beta = 0.0f;
+    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B (the plan's layouts).
     EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a,
                                              a.ptr(), p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(),
                                              p.lt.c, &p.algo, ws, ws_bytes, stream(dev)));
     return out;
+}
+
+}  // namespace
+
+/// a · b (2-D; f32, f16 or bf16, all three operands of one dtype) with the bias row added
+/// and/or relu applied by cuBLASLt's epilogue; nothing for other operands or where cuBLASLt
+/// has no algorithm.
+std::optional<CudaTensor> matmul_epilogue(const CudaTensor& a0, const CudaTensor& b0,
+                                          const std::optional<CudaTensor>& bias, bool relu) {
+    // The bias as n dense values on a 16-byte boundary.
+    std::optional<CudaTensor> bv;
+    if (bias) {
+        if (b0.shape.rank() != 2 || bias->dtype != a0.dtype || bias->device() != a0.device() ||
+            bias->shape.num_elements() != b0.shape[1])
+            return std::nullopt;
+        bv = contiguous(reshape(*bias, Shape{b0.shape[1]}));
+        if (reinterpret_cast<std::uintptr_t>(bv->ptr()) % 16 != 0) bv = fresh_copy(*bv);
+    }
+    const cublasLtEpilogue_t ep = !bias  ? CUBLASLT_EPILOGUE_RELU
+                                  : relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                         : CUBLASLT_EPILOGUE_BIAS;
+    return lt_product(a0, b0, ep, bv ? bv->ptr() : nullptr);
 }
 
 /// {a · b, the sums of b's columns over its rows} (2-D; f32, f16 or bf16 of one dtype) in one
@@ -359,41 +366,12 @@ std::optional<std::array<CudaTensor, 2>> matmul_bias_grad(const CudaTensor& a0,
         const char* v = std::getenv("EMBER_CUDA_BIAS_GRAD_EPILOGUE");
         return v == nullptr || std::string_view(v) != "0";
     }();
-    const DType dt = a0.dtype;
-    if (!enabled || (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16) || b0.dtype != dt ||
-        a0.shape.rank() != 2 || b0.shape.rank() != 2 || a0.shape[1] != b0.shape[0])
-        return std::nullopt;
-    const auto m = static_cast<std::int64_t>(a0.shape[0]),
-               k = static_cast<std::int64_t>(a0.shape[1]),
-               n = static_cast<std::int64_t>(b0.shape[1]);
-    if (m == 0 || n == 0 || k == 0 || m > INT32_MAX || n > INT32_MAX || k > INT32_MAX)
-        return std::nullopt;
-    check_same_device("matmul", a0, b0);
-    const int dev = a0.device();
-    CudaTensor a = a0, b = b0;
-    const MatView va = blas_operand(a, 0, 1);
-    const MatView vb = blas_operand(b, 0, 1);
-    CudaTensor out = empty(Shape{std::size_t(m), std::size_t(n)}, dt, dev);
-    CudaTensor db = empty(Shape{std::size_t(n)}, dt, dev);  // a fresh block: 256-byte aligned
-    const cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BGRADA;
-    const std::uint32_t align =
-        std::min({alignment(a.ptr()), alignment(b.ptr()), alignment(out.ptr())});
-    const EpilogueKey key{
-        dev,   m, n, k, va.ld, vb.ld, va.trans, vb.trans, static_cast<int>(ep), tf32_allowed(),
-        align, dt};
-    std::lock_guard lock(epilogue_mutex());
-    EpiloguePlan& p = epilogue_plan(key);
-    if (!p.ok) return std::nullopt;
-    const void* dp = db.ptr();
-    EMBER_CUBLAS_CHECK(blas().cublasLtMatmulDescSetAttribute(
-        p.lt.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dp, sizeof dp));
-    std::size_t ws_bytes = 0;
-    void* ws = cublas_workspace(dev, &ws_bytes);
-    const float alpha = 1.0f, beta = 0.0f;
-    EMBER_CUBLAS_CHECK(blas().cublasLtMatmul(cublas_lt(dev), p.lt.desc, &alpha, b.ptr(), p.lt.a,
-                                             a.ptr(), p.lt.b, &beta, out.ptr(), p.lt.c, out.ptr(),
-                                             p.lt.c, &p.algo, ws, ws_bytes, stream(dev)));
-    return std::array<CudaTensor, 2>{std::move(out), std::move(db)};
+    if (!enabled || b0.shape.rank() != 2 || b0.shape[1] == 0) return std::nullopt;
+    // A fresh block: 256-byte aligned, as the epilogue's vector must be.
+    CudaTensor db = empty(Shape{b0.shape[1]}, b0.dtype, b0.device());
+    auto out = lt_product(a0, b0, CUBLASLT_EPILOGUE_BGRADA, db.ptr());
+    if (!out) return std::nullopt;
+    return std::array<CudaTensor, 2>{std::move(*out), std::move(db)};
 }
 
 }  // namespace ember::detail::cuda
