@@ -4,6 +4,7 @@
 // models and the Learner, calls them with each model's part as a function.
 #include "commands.hpp"
 
+#include <ember/backend/cpu.hpp>  // cpu::set_num_threads
 #include <ember/dispatch/train.hpp>
 
 #include <algorithm>
@@ -15,14 +16,21 @@
 
 namespace mnist {
 
+#if defined(EMBER_CUDA)
+/// `mnist train` on the concrete Autodiff<Cuda> stack (train_cuda_stack.cpp): what --capture
+/// (CUDA graphs) and NCCL between GPUs need, which Dispatch's tensors do not offer.
+int train_on_cuda_stack(const Options& o);
+#endif
+
 template int train_with<ember::Dispatch>(const Options&, const std::vector<ember::DispatchDevice>&,
                                          const ember::DispatchDevice&,
                                          const std::function<void(Builder<ember::Dispatch>&)>&,
                                          const FitModel<ember::Dispatch>&);
 
-std::vector<std::int64_t> predict(const Forward& forward,
-                                  const std::vector<ember::data::MnistItem>& items,
-                                  const ember::DispatchDevice& device) {
+// The class `forward` predicts for each of `items`.
+static std::vector<std::int64_t> predict(const Forward& forward,
+                                         const std::vector<ember::data::MnistItem>& items,
+                                         const ember::DispatchDevice& device) {
     auto batch = MnistBatcher<ember::Dispatch>{}.batch(items, device);
     auto predicted = forward(batch.images).argmax(1).flatten<1>(0, 1);
     return predicted.to_data().to_vec<std::int64_t>();
@@ -39,7 +47,7 @@ static void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& b
     fs::rename(tmp, file);
 }
 
-void export_test_images(const Options& o, const Predictor& predict) {
+void export_test_images(const Options& o, const Forward& forward) {
     auto test = load_split(o, false);
     std::vector<ember::data::MnistItem> items;
     std::vector<std::uint8_t> pixels, labels, expected;
@@ -48,7 +56,8 @@ void export_test_images(const Options& o, const Predictor& predict) {
         for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
         labels.push_back(static_cast<std::uint8_t>(items.back().label));
     }
-    for (auto c : predict(items)) expected.push_back(static_cast<std::uint8_t>(c));
+    for (auto c : predict(forward, items, ember::DispatchDevice::cpu()))
+        expected.push_back(static_cast<std::uint8_t>(c));
     write_bytes(o.out_dir / "images.bin", pixels);
     write_bytes(o.out_dir / "labels.bin", labels);
     write_bytes(o.out_dir / "expected.bin", expected);
@@ -56,7 +65,7 @@ void export_test_images(const Options& o, const Predictor& predict) {
               << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
 }
 
-void infer_test_set(const Options& o, const Predictor& predict) {
+void infer_test_set(const Options& o, const Forward& forward, const ember::DispatchDevice& device) {
     auto test = load_split(o, false);
     std::size_t correct = 0;
     const std::size_t n = test.len();
@@ -68,7 +77,7 @@ void infer_test_set(const Options& o, const Predictor& predict) {
     for (std::size_t s = 0; s < n; s += 500) {
         std::vector<ember::data::MnistItem> items;
         for (std::size_t i = s; i < std::min(n, s + 500); ++i) items.push_back(*test.get(i));
-        const auto labels = predict(items);
+        const auto labels = predict(forward, items, device);
         for (std::size_t i = 0; i < labels.size(); ++i) {
             const auto truth = items[i].label;
             correct += labels[i] == truth;
@@ -86,7 +95,9 @@ void infer_test_set(const Options& o, const Predictor& predict) {
               << " s)\n";
 }
 
-std::vector<ember::DispatchDevice> training_devices(const Options& o) {
+// The devices to train on: --backend with autodiff, once per replica of --devices (N copies of
+// the CPU; the GPUs by index).
+static std::vector<ember::DispatchDevice> training_devices(const Options& o) {
     const auto device = ember::DispatchDevice::parse(o.backend).autodiff(true);
     std::vector<ember::DispatchDevice> out;
     if (device.kind() == ember::DispatchKind::Cpu) {
@@ -103,8 +114,43 @@ std::vector<ember::DispatchDevice> training_devices(const Options& o) {
     return out;
 }
 
-void report_error(const char* what) {
-    std::cerr << "mnist: " << what << '\n';
+void save_model(const Options& o, const ember::record::Value& record) {
+    Recorder{}.record(record, o.artifact_dir / "model");
+}
+
+double valid_accuracy(const train::detail::MetricHistory& history) {
+    return history.at(train::Split::Valid).at("Accuracy").back();
+}
+
+static int run_command(int argc, char** argv, ModelCommands (*commands)(const std::string&)) {
+    Options o = parse(argc, argv);
+    if (o.threads) ember::cpu::set_num_threads(*o.threads);
+    if (o.command == "infer" || o.command == "export") {
+        // The model kind comes from the run's config, whatever the command line says.
+        o.config = load_config(o.artifact_dir / "config.json");
+        const ModelCommands model = commands(o.config.model);
+        o.command == "infer" ? model.infer(o) : model.export_model(o);
+        return 0;
+    }
+#if defined(EMBER_CUDA)
+    // CUDA graphs capture the concrete stack's kernels, and NCCL reduces its device memory.
+    const bool nccl_run =
+        ember::DispatchDevice::parse(o.backend).kind() == ember::DispatchKind::Cuda &&
+        o.devices.size() > 1;
+    if (o.capture || nccl_run) return train_on_cuda_stack(o);
+#endif
+    const auto devices = training_devices(o);
+    const auto valid_device = devices.front().autodiff(false);
+    return commands(o.config.model).train(o, devices, valid_device);
+}
+
+int run(int argc, char** argv, ModelCommands (*commands)(const std::string&)) {
+    try {
+        return run_command(argc, argv, commands);
+    } catch (const ember::Error& e) {
+        std::cerr << "mnist: " << e.what() << '\n';
+        return 1;
+    }
 }
 
 }  // namespace mnist

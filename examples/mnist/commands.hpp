@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "data.hpp"
@@ -17,29 +18,27 @@ namespace mnist {
 // A model's class scores [N, 10] for images [N, 28, 28].
 using Forward = std::function<ember::Tensor<ember::Dispatch, 2>(ember::Tensor<ember::Dispatch, 3>)>;
 
-/// The class `forward` predicts for each of `items` (compiled once, whatever the model).
-std::vector<std::int64_t> predict(const Forward& forward,
-                                  const std::vector<ember::data::MnistItem>& items,
-                                  const ember::DispatchDevice& device);
-
-/// A loaded model's predictions for a batch of items (what infer and export ask of the model).
-using Predictor =
-    std::function<std::vector<std::int64_t>(const std::vector<ember::data::MnistItem>&)>;
-
 /// What examples/firmware embeds besides the model (export_model writes it): the first
-/// --count test images (raw pixels), their labels, and the classes `predict` (the model loaded
-/// from the Bin file itself) gives them, which the firmware must reproduce.
-void export_test_images(const Options& o, const Predictor& predict);
+/// --count test images (raw pixels), their labels, and the classes `forward` (the model loaded
+/// from the Bin file itself, on the CPU) predicts for them, which the firmware must reproduce.
+void export_test_images(const Options& o, const Forward& forward);
 
-/// `mnist infer` with `predict` (the loaded model on `device`): the accuracy on the test set,
+/// `mnist infer` with `forward` (the loaded model on `device`): the accuracy on the test set,
 /// and the first --count predictions.
-void infer_test_set(const Options& o, const Predictor& predict);
+void infer_test_set(const Options& o, const Forward& forward, const ember::DispatchDevice& device);
 
-/// The devices to train on: --backend with autodiff, once per replica of --devices (N copies
-/// of the CPU; the GPUs by index).
-std::vector<ember::DispatchDevice> training_devices(const Options& o);
+/// What each command does with one model type (main.cpp's commands_of<Model>): train it on
+/// `devices` (validating on `valid_device`; returns the exit status), infer with its saved
+/// state, export it for the firmware.
+struct ModelCommands {
+    int (*train)(const Options&, const std::vector<ember::DispatchDevice>&,
+                 const ember::DispatchDevice&);
+    void (*infer)(const Options&);
+    void (*export_model)(const Options&);
+};
 
-/// Prints `what` as `mnist: what` on stderr (main's report of an ember::Error).
-void report_error(const char* what);
+/// `mnist`: parses the command line and runs its command with the commands of the model the
+/// run's config names (`commands(name)`); an ember::Error is reported on stderr (exit status 1).
+int run(int argc, char** argv, ModelCommands (*commands)(const std::string& model));
 
 }  // namespace mnist

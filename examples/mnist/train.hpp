@@ -62,6 +62,11 @@ template <ember::AutodiffBackend B>
 using FitModel =
     std::function<Fitted(const Builder<B>&, LoaderFor<B>&, LoaderFor<typename B::InnerBackend>&)>;
 
+/// Writes the trained model's record (of its validation model) to the artifact directory.
+void save_model(const Options& o, const ember::record::Value& record);
+/// The last epoch's validation accuracy in a fit's `history`.
+double valid_accuracy(const train::detail::MetricHistory& history);
+
 /// `mnist train` whatever the model (train_with.hpp).
 template <ember::AutodiffBackend B>
 int train_with(const Options& o, const std::vector<ember::Device<B>>& devices,
@@ -80,11 +85,11 @@ int train_model(const Options& o, const std::vector<ember::Device<B>>& devices,
             const TrainingConfig& c = o.config;
             auto learner =
                 builder.build(Model::init(), c.optimizer.template init<Model>(), c.learning_rate);
-            Model trained = learner.fit(train_loader, valid_loader);
+            const Model trained = learner.fit(train_loader, valid_loader);
             if (learner.interrupter().should_stop())
                 return {learner.interrupter().exit_status(), 0};
-            trained.valid().save_file(o.artifact_dir / "model", Recorder{});
-            return {std::nullopt, learner.history().at(train::Split::Valid).at("Accuracy").back()};
+            save_model(o, trained.valid().into_record());
+            return {std::nullopt, valid_accuracy(learner.history())};
         });
 }
 

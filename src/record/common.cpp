@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "codec.hpp"
+#include "ember/record/value.hpp"
 
 namespace ember::record::detail {
 namespace {
@@ -106,4 +107,39 @@ std::string unescape_key(std::string_view key, const Source& src) {
     src.fail("map key '", printable(key), "' is reserved ('$' starts the tags $tensor and $float)");
 }
 
+void map_append(Map& map, std::string_view name, Value value) {
+    map.emplace_back(std::string(name), std::move(value));
+}
+
+Value param_map(std::string id, TensorData data) {
+    return Map{{"id", std::move(id)}, {"param", std::move(data)}};
+}
+
 }  // namespace ember::record::detail
+
+namespace ember::record {
+
+const Value* Value::find(std::string_view key, std::string_view path) const {
+    for (const auto& [k, v] : as<Map>(path))
+        if (k == key) return &v;
+    return nullptr;
+}
+
+const Value& Value::at(std::string_view key, std::string_view path) const {
+    if (const Value* v = find(key, path)) return *v;
+    EMBER_FAIL(Format, "record: missing field '", join_path(path, key), "'");
+}
+
+std::string Value::join_path(std::string_view path, std::string_view key) {
+    std::string s(path);
+    if (!s.empty()) s += '.';
+    s += key;
+    return s;
+}
+
+void Value::kind_error(std::string_view path, std::size_t want, std::size_t have) {
+    EMBER_FAIL(Format, "record: '", path.empty() ? std::string_view("<root>") : path,
+               "' should be ", kind_name(want), " but is ", kind_name(have));
+}
+
+}  // namespace ember::record

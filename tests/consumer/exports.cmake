@@ -27,7 +27,7 @@ set(_ember_detail_exceptions
   # Fusion's counters, called by the inline Fusion<B> code.
   "^ember::fusion::detail::count_(launch|compile|cache_hit|epilogue)\\("
   # Called by the recorders' and the config functions' templates.
-  "^ember::record::detail::(encode|decode|read_file|write_file|write_bytes_atomic|with_extension|check_decoded_size)\\("
+  "^ember::record::detail::(encode|decode|read_file|write_file|write_bytes_atomic|with_extension|check_decoded_size|map_append|param_map)\\("
   "^ember::record::detail::(PyTorchSource|RegularFile)::"
   "^(typeinfo|typeinfo name|vtable) for ember::record::detail::(PyTorchSource|RegularFile)$"
   "^ember::config::detail::(value_to_json|value_from_json|write_text|read_text|path_string)\\("

@@ -307,10 +307,15 @@
           train::detail::LearnerCore, train::detail::ErasedModel<Dispatch, Item, Item>,         \
           optim::OptimizerAdaptor<optim::X, train::detail::ErasedModel<Dispatch, Item, Item>>,  \
           lr_scheduler::ConstantLr))
-/// The Learner of any Dispatch model trained by Adam, AdamW or SGD at a constant learning rate
-/// on classification outputs, or by Adam on regression outputs (<ember/dispatch/train.hpp>;
+/// The Learner's builder for classification and regression outputs (its make_core), and the
+/// Learner of any Dispatch model trained by Adam, AdamW or SGD at a constant learning rate on
+/// classification outputs, or by Adam on regression outputs (<ember/dispatch/train.hpp>;
 /// compiled in src/dispatch/instances_learner.cpp, the one part that links ember_train).
 #define EMBER_DISPATCH_PART_LEARNER(C, S, F)                                              \
+    C(train::LearnerBuilder<train::ClassificationOutput<Dispatch>,                        \
+                            train::ClassificationOutput<Dispatch>>)                       \
+    C(train::LearnerBuilder<train::RegressionOutput<Dispatch>,                            \
+                            train::RegressionOutput<Dispatch>>)                           \
     EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, Adam)             \
     EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, AdamW)            \
     EMBER_DISPATCH_ERASED_FIT(F, train::ClassificationOutput<Dispatch>, Sgd)              \

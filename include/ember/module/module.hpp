@@ -304,7 +304,7 @@ record::Value to_record(const T& field) {
     } else if constexpr (Module<T>) {
         record::Map map;
         ember::detail::for_each_field(field, [&](std::string_view name, const auto& x) {
-            map.emplace_back(std::string(name), to_record(x));
+            record::detail::map_append(map, name, to_record(x));
         });
         return map;
     } else if constexpr (IsVector<T>::value) {
@@ -317,9 +317,9 @@ record::Value to_record(const T& field) {
         return std::visit([](const auto& alt) { return to_record(alt); }, field);
     } else if constexpr (IsParam<T>::value) {
         if (field.quantized()) return quant::detail::param_record(field.id().to_string(), *field.quantized());
-        return record::Map{{"id", field.id().to_string()}, {"param", field.val().to_data()}};
+        return record::detail::param_map(field.id().to_string(), field.val().to_data());
     } else if constexpr (IsRunningState<T>::value) {
-        return record::Map{{"id", field.id().to_string()}, {"param", field.value().to_data()}};
+        return record::detail::param_map(field.id().to_string(), field.value().to_data());
     } else {
         return {};  // constants are rebuilt by the module's config, not stored
     }

@@ -199,6 +199,9 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
     requires std::same_as<InnerBackend<module::BackendOf<N>>, StateBackend>
     explicit OptimizerAdaptor(const OptimizerAdaptor<O, N>& other)
         : Core(static_cast<const Core&>(other)) {}
+    template <module::Module N>
+    requires std::same_as<InnerBackend<module::BackendOf<N>>, StateBackend>
+    explicit OptimizerAdaptor(OptimizerAdaptor<O, N>&& other) : Core(static_cast<Core&&>(other)) {}
 
     /// A copy that clips every gradient before its update.
     OptimizerAdaptor with_grad_clipping(GradientClipping clipping) const {

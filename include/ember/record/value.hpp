@@ -11,9 +11,10 @@
 #include <variant>
 #include <vector>
 
+#include "../detail/bit.hpp"
+#include "../export.hpp"
 #include "../tensor/data.hpp"
 #include "../tensor/error.hpp"
-#include "../detail/bit.hpp"
 
 namespace ember::record {
 
@@ -64,9 +65,7 @@ public:
     template <typename T>
     const T& as(std::string_view path = {}) const {
         if (const T* p = std::get_if<T>(&v_)) return *p;
-        EMBER_FAIL(Format, "record: '", path.empty() ? std::string_view("<root>") : path,
-                   "' should be ", kind_name(Variant(T{}).index()), " but is ",
-                   kind_name(v_.index()));
+        kind_error(path, index_of<T>(static_cast<Variant*>(nullptr)), v_.index());
     }
     /// The `T` held, mutable; throws FormatError naming `path` otherwise.
     template <typename T>
@@ -74,16 +73,11 @@ public:
         return const_cast<T&>(as<T>(path));
     }
     /// Field `key` of a map; nullptr when absent. Throws FormatError when this is not a map.
-    const Value* find(std::string_view key, std::string_view path = {}) const {
-        for (const auto& [k, v] : as<Map>(path))
-            if (k == key) return &v;
-        return nullptr;
-    }
+    /// (Defined in libember, src/record/common.cpp, as at and join_path: every module's load
+    /// calls them for each field.)
+    EMBER_API const Value* find(std::string_view key, std::string_view path = {}) const;
     /// Field `key` of a map; throws FormatError naming `path.key` when absent.
-    const Value& at(std::string_view key, std::string_view path = {}) const {
-        if (const Value* v = find(key, path)) return *v;
-        EMBER_FAIL(Format, "record: missing field '", join_path(path, key), "'");
-    }
+    EMBER_API const Value& at(std::string_view key, std::string_view path = {}) const;
     /// The variant.
     const Variant& variant() const { return v_; }
     /// The variant, mutable.
@@ -106,14 +100,21 @@ public:
         return index < 8 ? names[index] : "?";
     }
     /// `path.key`, or `key` at the root.
-    static std::string join_path(std::string_view path, std::string_view key) {
-        std::string s(path);
-        if (!s.empty()) s += '.';
-        s += key;
-        return s;
-    }
+    EMBER_API static std::string join_path(std::string_view path, std::string_view key);
 
-private:
+  private:
+    // The index of alternative T.
+    template <typename T, typename... A>
+    static constexpr std::size_t index_of(std::variant<A...>*) {
+        constexpr bool same[] = {std::is_same_v<T, A>...};
+        for (std::size_t i = 0; i < sizeof...(A); ++i)
+            if (same[i]) return i;
+        return sizeof...(A);
+    }
+    // as<T>'s FormatError: `path` holds alternative `have`, not `want`.
+    [[noreturn]] EMBER_API static void kind_error(std::string_view path, std::size_t want,
+                                                  std::size_t have);
+
     Variant v_;
 };
 
@@ -135,5 +136,14 @@ struct FullPrecisionSettings {
 struct HalfPrecisionSettings {
     static constexpr PrecisionSettings value{DType::F16, DType::I16};
 };
+
+namespace detail {
+/// Appends field `name` with `value` to `map`: what a module's to_record does for each field,
+/// compiled once in libember (src/record/common.cpp) instead of the vector's growth in every
+/// file that records a module.
+EMBER_API void map_append(Map& map, std::string_view name, Value value);
+/// The record of a parameter or running state: `{id: id, param: data}` (as map_append).
+EMBER_API Value param_map(std::string id, TensorData data);
+}  // namespace detail
 
 }  // namespace ember::record

@@ -359,9 +359,9 @@ class LearnerBuilder {
         detail::LearnerCore core = make_core({detail::capturable_backend<module::BackendOf<M>>(),
                                               module::BackendOf<M>::name(), devs != nullptr,
                                               devs != nullptr ? devs->size() : 0});
-        if (devs != nullptr) model = model.fork(devs->front());
         return Learner<M, O, Sched, TrainItem, ValidItem>(
-            std::move(core), std::move(model), std::move(optimizer), Sched(std::move(scheduler)));
+            std::move(core), devs != nullptr ? model.fork(devs->front()) : std::move(model),
+            std::move(optimizer), Sched(std::move(scheduler)));
     }
 
   private:
@@ -373,14 +373,10 @@ class LearnerBuilder {
     }
 
     // The Learner's core for a model of these facts: the options checked and completed
-    // (detail::check_learner_settings, detail::complete_learner_settings).
-    detail::LearnerCore make_core(const detail::LearnerModelFacts& model) const {
-        LearnerSettings o = o_;
-        detail::check_learner_settings(o, slot_pointers(o_.train_metrics),
-                                       slot_pointers(o_.valid_metrics), model);
-        detail::complete_learner_settings(o);
-        return detail::LearnerCore(std::move(o), erase(o_.train_metrics), erase(o_.valid_metrics));
-    }
+    // (detail::check_learner_settings, detail::complete_learner_settings). Defined out of the
+    // class, so not inline: ember_dispatch compiles it for the Dispatch outputs once
+    // (EMBER_DISPATCH_PART_LEARNER).
+    detail::LearnerCore make_core(const detail::LearnerModelFacts& model) const;
 
     template <typename Item>
     static std::vector<std::shared_ptr<detail::MetricSlotBase>> erase(
@@ -398,6 +394,16 @@ class LearnerBuilder {
 
     LearnerOptions<TrainItem, ValidItem> o_;
 };
+
+template <typename TrainItem, typename ValidItem>
+detail::LearnerCore LearnerBuilder<TrainItem, ValidItem>::make_core(
+    const detail::LearnerModelFacts& model) const {
+    LearnerSettings o = o_;
+    detail::check_learner_settings(o, slot_pointers(o_.train_metrics),
+                                   slot_pointers(o_.valid_metrics), model);
+    detail::complete_learner_settings(o);
+    return detail::LearnerCore(std::move(o), erase(o_.train_metrics), erase(o_.valid_metrics));
+}
 
 }  // namespace ember::train
 

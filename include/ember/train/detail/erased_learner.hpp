@@ -291,7 +291,7 @@ class ErasedModelOf final
     using Base = typename ErasedModel<B, TrainItem, ValidItem>::Concept;
 
   public:
-    explicit ErasedModelOf(M m) : model(std::move(m)) {}
+    explicit ErasedModelOf(M&& m) : model(std::move(m)) {}
     TrainOutput<TrainItem> step(const ErasedBatch<B>& batch) const override {
         return model.step(batch.template get<TB>());
     }
@@ -421,7 +421,7 @@ class Learner<M, O, S, TrainItem, ValidItem> {
     Learner(detail::LearnerCore core, M model, O optimizer, S scheduler)
         : impl_(detail::make_erased(std::move(core),
                                     Model(std::make_shared<const Of>(std::move(model))),
-                                    Optim(optimizer), std::move(scheduler))) {}
+                                    Optim(std::move(optimizer)), std::move(scheduler))) {}
 
     /// As the generic Learner's fit.
     template <typename TL, typename VL>
