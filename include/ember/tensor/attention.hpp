@@ -231,7 +231,10 @@ Tensor<B, 3> attention_packed(const Tensor<B, 3>& qkv, std::size_t heads,
         const Autocast off(a, false);
         return attention_packed<B>(low, heads, options);
     }
-    const auto [batch, len, width] = qkv.dims();
+    // Plain variables, not structured bindings: the lambda below captures them (Clang < 16
+    // cannot capture a structured binding).
+    const auto dims = qkv.dims();
+    const std::size_t batch = dims[0], len = dims[1], width = dims[2];
     EMBER_CHECK(heads > 0 && width % (3 * heads) == 0 && width > 0, Shape,
                 "attention_packed: qkv of shape ", qkv.shape().to_string(),
                 " does not hold q, k and v of ", heads,
