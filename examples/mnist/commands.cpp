@@ -49,20 +49,16 @@ static void write_bytes(const fs::path& file, const std::vector<std::uint8_t>& b
 
 void export_test_images(const Options& o, const Forward& forward) {
     auto test = load_split(o, false);
-    std::vector<ember::data::MnistItem> items;
-    std::vector<std::uint8_t> pixels, labels, expected;
-    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
-        items.push_back(*test.get(i));
-        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
-        labels.push_back(static_cast<std::uint8_t>(items.back().label));
-    }
-    for (auto c : predict(forward, items, ember::DispatchDevice::cpu()))
+    const FirmwareImages images = firmware_images(test, o.count);
+    std::vector<std::uint8_t> expected;
+    for (auto c : predict(forward, images.items, ember::DispatchDevice::cpu()))
         expected.push_back(static_cast<std::uint8_t>(c));
-    write_bytes(o.out_dir / "images.bin", pixels);
-    write_bytes(o.out_dir / "labels.bin", labels);
+    write_bytes(o.out_dir / "images.bin", images.pixels);
+    write_bytes(o.out_dir / "labels.bin", images.labels);
     write_bytes(o.out_dir / "expected.bin", expected);
     std::cout << "exported " << o.config.model << " (" << fs::file_size(o.out_dir / "model.bin")
-              << " bytes) and " << items.size() << " test images to " << o.out_dir.string() << '\n';
+              << " bytes) and " << images.items.size() << " test images to " << o.out_dir.string()
+              << '\n';
 }
 
 void infer_test_set(const Options& o, const Forward& forward, const ember::DispatchDevice& device) {

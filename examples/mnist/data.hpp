@@ -6,6 +6,10 @@
 #include <ember/tensor/tensor.hpp>
 #include <ember/train/output.hpp>
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "pixels.hpp"
 
 namespace mnist {
@@ -49,5 +53,23 @@ struct MnistBatcher {
                     ember::TensorData(std::move(labels), {n}), device)};
     }
 };
+
+/// The first `count` items of a test split (a dataset of MnistItems) with their raw pixels and
+/// labels as bytes: what examples/firmware embeds beside the model (`mnist export`,
+/// `mnist-quantize --export`).
+struct FirmwareImages {
+    std::vector<ember::data::MnistItem> items;
+    std::vector<std::uint8_t> pixels, labels;
+};
+template <typename Dataset>
+FirmwareImages firmware_images(const Dataset& test, std::size_t count) {
+    FirmwareImages out;
+    for (std::size_t i = 0; i < std::min(count, test.len()); ++i) {
+        out.items.push_back(*test.get(i));
+        for (float p : out.items.back().image) out.pixels.push_back(static_cast<std::uint8_t>(p));
+        out.labels.push_back(static_cast<std::uint8_t>(out.items.back().label));
+    }
+    return out;
+}
 
 }  // namespace mnist

@@ -62,23 +62,18 @@ void export_firmware(const Model& model, const ember::data::MnistDataset& test, 
     model.save_file(*o.export_dir / "model", BinRecorder{});
     const auto loaded =
         Model::init().load_file(*o.export_dir / "model", BinRecorder{}, ember::Device<B>{});
-    std::vector<ember::data::MnistItem> items;
-    std::vector<std::uint8_t> pixels, labels, expected;
-    for (std::size_t i = 0; i < std::min(o.count, test.len()); ++i) {
-        items.push_back(*test.get(i));
-        for (float p : items.back().image) pixels.push_back(static_cast<std::uint8_t>(p));
-        labels.push_back(static_cast<std::uint8_t>(items.back().label));
-    }
-    auto batch = mnist::MnistBatcher<B>{}.batch(items, {});
+    const mnist::FirmwareImages images = mnist::firmware_images(test, o.count);
+    std::vector<std::uint8_t> expected;
+    auto batch = mnist::MnistBatcher<B>{}.batch(images.items, {});
     auto p = loaded.forward(batch.images).argmax(1).template flatten<1>(0, 1);
     for (auto c : p.to_data().template to_vec<std::int64_t>())
         expected.push_back(static_cast<std::uint8_t>(c));
-    write_bytes(*o.export_dir / "images.bin", pixels);
-    write_bytes(*o.export_dir / "labels.bin", labels);
+    write_bytes(*o.export_dir / "images.bin", images.pixels);
+    write_bytes(*o.export_dir / "labels.bin", images.labels);
     write_bytes(*o.export_dir / "expected.bin", expected);
     std::cout << "exported the int8 model (" << fs::file_size(*o.export_dir / "model.bin")
-              << " bytes) and " << items.size() << " test images to " << o.export_dir->string()
-              << '\n';
+              << " bytes) and " << images.items.size() << " test images to "
+              << o.export_dir->string() << '\n';
 }
 
 struct Eval {

@@ -426,14 +426,8 @@ class Learner<M, O, S, TrainItem, ValidItem> {
     /// As the generic Learner's fit.
     template <typename TL, typename VL>
     M fit(TL&& train_loader, VL&& valid_loader) {
-        auto& train = detail::deref(train_loader);
-        auto& valid = detail::deref(valid_loader);
-        using Train = std::remove_reference_t<decltype(train)>;
-        using Valid = std::remove_reference_t<decltype(valid)>;
-        static_assert(LearnerLoader<std::remove_cv_t<Train>>,
-                      "fit: the training loader needs iter(), num_items() and num_batches()");
-        static_assert(LearnerLoader<std::remove_cv_t<Valid>>,
-                      "fit: the validation loader needs iter(), num_items() and num_batches()");
+        auto& train = detail::checked_loader<true>(train_loader);
+        auto& valid = detail::checked_loader<false>(valid_loader);
         if constexpr (!ShardableBatch<TB, Device<B>>) {
             if (impl_->data_parallel()) detail::BatchOpsOf<B, TB>::unshardable();
         }

@@ -73,6 +73,20 @@ constexpr bool captures() {
     return !std::is_void_v<typename StepGraphFor<B, Batch>::type>;
 }
 
+/// The training (`Train`) or validation loader fit is given (an object or a (shared) pointer to
+/// one), checked to be a LearnerLoader.
+template <bool Train, typename L>
+auto& checked_loader(L& loader) {
+    auto& l = deref(loader);
+    if constexpr (Train)
+        static_assert(LearnerLoader<std::remove_cvref_t<decltype(l)>>,
+                      "fit: the training loader needs iter(), num_items() and num_batches()");
+    else
+        static_assert(LearnerLoader<std::remove_cvref_t<decltype(l)>>,
+                      "fit: the validation loader needs iter(), num_items() and num_batches()");
+    return l;
+}
+
 /// LearnerBuilder::autocast's policy for a step on the calling thread (off without it).
 inline Autocast autocast_of(const LearnerSettings& o) {
     return Autocast(o.autocast.value_or(DType::BF16), o.autocast.has_value());
@@ -299,14 +313,10 @@ class Learner {
     /// an empty loader, FormatError for a missing or unreadable checkpoint.
     template <typename TL, typename VL>
     M fit(TL&& train_loader, VL&& valid_loader) {
-        auto& train = detail::deref(train_loader);
-        auto& valid = detail::deref(valid_loader);
+        auto& train = detail::checked_loader<true>(train_loader);
+        auto& valid = detail::checked_loader<false>(valid_loader);
         using Train = std::remove_reference_t<decltype(train)>;
         using Valid = std::remove_reference_t<decltype(valid)>;
-        static_assert(LearnerLoader<std::remove_cv_t<Train>>,
-                      "fit: the training loader needs iter(), num_items() and num_batches()");
-        static_assert(LearnerLoader<std::remove_cv_t<Valid>>,
-                      "fit: the validation loader needs iter(), num_items() and num_batches()");
         FitTask<Train, Valid> task(*this, train, valid);
         core_.fit(task, shape_of(train), shape_of(valid));
         return task.dp ? task.dp->models[0] : std::move(task.model);
