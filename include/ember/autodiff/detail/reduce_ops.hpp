@@ -183,23 +183,21 @@ EMBER_AD auto Autodiff<B, C>::layer_norm_node(IFT y, const FT& x, const std::opt
                 // Where B adds x's gradient so far into dx (a pre-norm block's residual stream,
                 // whose later part's gradient has arrived), it joins the kernel's pass rather
                 // than a separate addition over the tensor.
+                constexpr bool adds = requires(const IFT& t, const std::optional<IFT>& o) {
+                    B::float_layer_norm_backward(t, t, o, t, t, o);
+                };
                 std::optional<IFT> acc;
-                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
-                                  B::float_layer_norm_backward(t, t, o, t, t, o);
-                              }) {
+                std::optional<std::array<IFT, 3>> f;
+                if constexpr (adds) {
                     acc = ctx.take_partial(0);
                     if (acc && B::float_dtype(*acc) != xdt) {
                         ctx.add(0, std::move(*acc));  // put back: the kernel adds x's dtype only
                         acc.reset();
                     }
-                }
-                std::optional<std::array<IFT, 3>> f;
-                if constexpr (requires(const IFT& t, const std::optional<IFT>& o) {
-                                  B::float_layer_norm_backward(t, t, o, t, t, o);
-                              })
                     f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd, acc);
-                else
+                } else {
                     f = B::float_layer_norm_backward(ctx.get(sx), g, gm, mean, rstd);
+                }
                 if (f) {
                     if (ctx.needs(2)) ctx.add(2, std::move((*f)[2]));
                     if (ctx.needs(1)) ctx.add(1, std::move((*f)[1]));
