@@ -7,7 +7,10 @@
 // the host's cost of issuing four ops.
 // Then the same comparison for whole training steps (forward, backward, Adam) of the mnist
 // example's MLP at batch 64 on each autodiff stack, where the goal is ≤ 2 % added.
-//   bench_dispatch [--rounds N] [--iters N] [--train-steps N]
+//   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
+// `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
+// `--iters 0` skips the chains and `--train-steps 0` the training steps. One stack's chain alone
+// is what benchmarks/dispatch_callgrind.sh counts instructions of.
 #include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
@@ -73,6 +76,15 @@ double time_train(const ember::Device<B>& d, int steps) {
     return std::chrono::duration<double, std::milli>(t1 - t0).count() / steps;
 }
 
+/// The stacks named by --stacks (all when empty).
+std::vector<std::string> g_stacks;
+int g_iters = 20000, g_train_steps = 20;
+
+bool wanted(const char* stack, bool train) {
+    if ((train ? g_train_steps : g_iters) <= 0) return false;
+    return g_stacks.empty() || std::find(g_stacks.begin(), g_stacks.end(), stack) != g_stacks.end();
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -80,6 +92,7 @@ double median(std::vector<double> v) {
 
 template <typename B>
 void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int iters) {
+    if (!wanted(stack, false)) return;
     std::vector<double> concrete, dispatch;
     for (int r = 0; r < rounds; ++r) {
         concrete.push_back(time_chain<B>({}, iters));
@@ -94,6 +107,7 @@ void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int 
 
 template <typename B>
 void compare_train(const char* stack, const ember::DispatchDevice& d, int rounds, int steps) {
+    if (!wanted(stack, true)) return;
     std::vector<double> concrete, dispatch;
     for (int r = 0; r < rounds; ++r) {
         concrete.push_back(time_train<B>({}, steps));
@@ -109,12 +123,23 @@ void compare_train(const char* stack, const ember::DispatchDevice& d, int rounds
 }  // namespace
 
 int main(int argc, char** argv) {
-    int rounds = 7, iters = 20000, train_steps = 20;
+    int rounds = 7;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--iters")) iters = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--train-steps")) train_steps = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--iters"))
+            g_iters = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--train-steps"))
+            g_train_steps = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--stacks")) {
+            std::string list = argv[i + 1];
+            for (std::size_t b = 0; b <= list.size();) {
+                const std::size_t e = std::min(list.find(',', b), list.size());
+                if (e > b) g_stacks.push_back(list.substr(b, e - b));
+                b = e + 1;
+            }
+        }
     }
+    const int iters = g_iters, train_steps = g_train_steps;
     using ember::DispatchDevice;
     compare<ember::Cpu>("cpu", DispatchDevice::cpu(), rounds, iters);
     compare<ember::Fusion<ember::Cpu>>("cpu+fusion", DispatchDevice::cpu().fusion(), rounds, iters);
