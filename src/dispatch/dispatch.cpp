@@ -164,29 +164,6 @@ TransactionData Dispatch::tr_execute(TransactionPrimitive<FT, FT, FT> p) {
     return core_table(s).tr_execute(s, std::move(p));
 }
 
-Dispatch::Device Dispatch::float_device(const FT& t) { return handle_of(t).device; }
-Dispatch::Device Dispatch::int_device(const FT& t) { return handle_of(t).device; }
-Dispatch::Device Dispatch::bool_device(const FT& t) { return handle_of(t).device; }
-
-Shape Dispatch::float_shape(const FT& t) {
-    return handle_of(t).shape;
-}
-Shape Dispatch::int_shape(const FT& t) {
-    return handle_of(t).shape;
-}
-Shape Dispatch::bool_shape(const FT& t) {
-    return handle_of(t).shape;
-}
-DType Dispatch::float_dtype(const FT& t) {
-    return handle_of(t).dtype;
-}
-DType Dispatch::int_dtype(const FT& t) {
-    return handle_of(t).dtype;
-}
-DType Dispatch::bool_dtype(const FT& t) {
-    return handle_of(t).dtype;
-}
-
 Dispatch::FT Dispatch::float_to_device(FT t, const Device& d) {
     const Device from = handle_of(t).device;
     if (from == d) return t;

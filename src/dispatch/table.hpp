@@ -7,531 +7,447 @@ namespace ember::detail::dispatch {
 
 /// One entry an op: the op on one concrete stack, on Dispatch's primitives.
 struct OpTable {
-    DispatchTensor (*float_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
-    TensorData (*float_into_data)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*float_empty)(const Stack&, const Shape&, const DispatchDevice&);
-    DispatchTensor (*float_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
-    DispatchTensor (*float_random)(const Stack&, const Shape&, const Distribution&, const DispatchDevice&);
-    DispatchTensor (*float_unary)(const Stack&, UnaryOp, DispatchTensor&&);
-    DispatchTensor (*float_binary)(const Stack&, BinaryOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_binary_scalar)(const Stack&, BinaryOp, DispatchTensor&&, Scalar);
-    DispatchTensor (*float_compare)(const Stack&, CompareOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_compare_scalar)(const Stack&, CompareOp, DispatchTensor&&, Scalar);
-    DispatchTensor (*float_mask_where)(const Stack&, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_mask_fill)(const Stack&, DispatchTensor&&, DispatchTensor&&, Scalar);
-    DispatchTensor (*float_clamp)(const Stack&, DispatchTensor&&, Scalar, Scalar);
-    DispatchTensor (*float_reduce)(const Stack&, ReduceOp, DispatchTensor&&);
-    DispatchTensor (*float_reduce_dim)(const Stack&, ReduceOp, DispatchTensor&&, std::size_t);
-    DispatchTensor (*float_arg_reduce)(const Stack&, ArgReduceOp, DispatchTensor&&, std::size_t);
-    DispatchTensor (*float_reshape)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*float_permute)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*float_expand)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*float_slice)(const Stack&, DispatchTensor&&, std::span<const Slice>);
-    DispatchTensor (*float_slice_assign)(const Stack&, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
-    DispatchTensor (*float_flip)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*float_cat)(const Stack&, std::vector<DispatchTensor>, std::size_t);
-    DispatchTensor (*float_repeat_dim)(const Stack&, DispatchTensor&&, std::size_t, std::size_t);
-    DispatchTensor (*float_gather)(const Stack&, std::size_t, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_scatter)(const Stack&, std::size_t, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_select)(const Stack&, DispatchTensor&&, std::size_t, DispatchTensor&&);
-    DispatchTensor (*float_select_assign)(const Stack&, DispatchTensor&&, std::size_t, DispatchTensor&&, DispatchTensor&&);
-    std::pair<DispatchTensor, DispatchTensor> (*float_sort_with_indices)(const Stack&, DispatchTensor&&, std::size_t, bool);
-    std::pair<DispatchTensor, DispatchTensor> (*float_topk)(const Stack&, DispatchTensor&&, std::size_t, std::size_t, bool);
-    DispatchTensor (*float_matmul)(const Stack&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*float_into_int)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*float_cast)(const Stack&, DispatchTensor&&, DType);
-    DispatchTensor (*float_softmax)(const Stack&, DispatchTensor&&, std::size_t);
-    DispatchTensor (*float_log_softmax)(const Stack&, DispatchTensor&&, std::size_t);
-    std::array<DispatchTensor, 3> (*float_layer_norm)(const Stack&, DispatchTensor&&, std::optional<DispatchTensor>, std::optional<DispatchTensor>, double);
-    DispatchTensor (*int_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
-    TensorData (*int_into_data)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*int_empty)(const Stack&, const Shape&, const DispatchDevice&);
-    DispatchTensor (*int_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
-    DispatchTensor (*int_random)(const Stack&, const Shape&, const Distribution&, const DispatchDevice&);
-    DispatchTensor (*int_arange)(const Stack&, std::int64_t, std::int64_t, std::int64_t, const DispatchDevice&);
-    DispatchTensor (*int_unary)(const Stack&, UnaryOp, DispatchTensor&&);
-    DispatchTensor (*int_binary)(const Stack&, BinaryOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_binary_scalar)(const Stack&, BinaryOp, DispatchTensor&&, Scalar);
-    DispatchTensor (*int_compare)(const Stack&, CompareOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_compare_scalar)(const Stack&, CompareOp, DispatchTensor&&, Scalar);
-    DispatchTensor (*int_mask_where)(const Stack&, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_mask_fill)(const Stack&, DispatchTensor&&, DispatchTensor&&, Scalar);
-    DispatchTensor (*int_clamp)(const Stack&, DispatchTensor&&, Scalar, Scalar);
-    DispatchTensor (*int_reduce)(const Stack&, ReduceOp, DispatchTensor&&);
-    DispatchTensor (*int_reduce_dim)(const Stack&, ReduceOp, DispatchTensor&&, std::size_t);
-    DispatchTensor (*int_arg_reduce)(const Stack&, ArgReduceOp, DispatchTensor&&, std::size_t);
-    DispatchTensor (*int_reshape)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*int_permute)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*int_expand)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*int_slice)(const Stack&, DispatchTensor&&, std::span<const Slice>);
-    DispatchTensor (*int_slice_assign)(const Stack&, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
-    DispatchTensor (*int_flip)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*int_cat)(const Stack&, std::vector<DispatchTensor>, std::size_t);
-    DispatchTensor (*int_repeat_dim)(const Stack&, DispatchTensor&&, std::size_t, std::size_t);
-    DispatchTensor (*int_gather)(const Stack&, std::size_t, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_scatter)(const Stack&, std::size_t, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_select)(const Stack&, DispatchTensor&&, std::size_t, DispatchTensor&&);
-    DispatchTensor (*int_select_assign)(const Stack&, DispatchTensor&&, std::size_t, DispatchTensor&&, DispatchTensor&&);
-    std::pair<DispatchTensor, DispatchTensor> (*int_sort_with_indices)(const Stack&, DispatchTensor&&, std::size_t, bool);
-    std::pair<DispatchTensor, DispatchTensor> (*int_topk)(const Stack&, DispatchTensor&&, std::size_t, std::size_t, bool);
-    DispatchTensor (*int_matmul)(const Stack&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*int_into_float)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*int_cast)(const Stack&, DispatchTensor&&, DType);
-    DispatchTensor (*bool_from_data)(const Stack&, const TensorData&, const DispatchDevice&);
-    TensorData (*bool_into_data)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*bool_empty)(const Stack&, const Shape&, const DispatchDevice&);
-    DispatchTensor (*bool_full)(const Stack&, const Shape&, Scalar, const DispatchDevice&);
-    DispatchTensor (*bool_not)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*bool_binary)(const Stack&, BinaryOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*bool_compare)(const Stack&, CompareOp, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*bool_mask_where)(const Stack&, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*bool_reduce)(const Stack&, ReduceOp, DispatchTensor&&);
-    DispatchTensor (*bool_reduce_dim)(const Stack&, ReduceOp, DispatchTensor&&, std::size_t);
-    DispatchTensor (*bool_reshape)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*bool_permute)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*bool_expand)(const Stack&, DispatchTensor&&, const Shape&);
-    DispatchTensor (*bool_slice)(const Stack&, DispatchTensor&&, std::span<const Slice>);
-    DispatchTensor (*bool_slice_assign)(const Stack&, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
-    DispatchTensor (*bool_flip)(const Stack&, DispatchTensor&&, std::span<const std::size_t>);
-    DispatchTensor (*bool_cat)(const Stack&, std::vector<DispatchTensor>, std::size_t);
-    DispatchTensor (*bool_repeat_dim)(const Stack&, DispatchTensor&&, std::size_t, std::size_t);
-    DispatchTensor (*bool_gather)(const Stack&, std::size_t, DispatchTensor&&, DispatchTensor&&);
-    DispatchTensor (*bool_select)(const Stack&, DispatchTensor&&, std::size_t, DispatchTensor&&);
-    DispatchTensor (*bool_into_int)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*bool_into_float)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*bool_argwhere)(const Stack&, DispatchTensor&&);
-    DispatchTensor (*conv1d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<1>&);
-    DispatchTensor (*conv2d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<2>&);
-    DispatchTensor (*conv3d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<3>&);
-    DispatchTensor (*conv_transpose1d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<1>&);
-    DispatchTensor (*conv_transpose2d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<2>&);
-    DispatchTensor (*conv_transpose3d)(const Stack&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<3>&);
-    DispatchTensor (*deform_conv2d)(const Stack&, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, std::optional<DispatchTensor>, const DeformConvOptions&);
-    DispatchTensor (*avg_pool1d)(const Stack&, DispatchTensor&&, const PoolOptions<1>&);
-    DispatchTensor (*avg_pool2d)(const Stack&, DispatchTensor&&, const PoolOptions<2>&);
-    DispatchTensor (*max_pool1d)(const Stack&, DispatchTensor&&, const PoolOptions<1>&);
-    DispatchTensor (*max_pool2d)(const Stack&, DispatchTensor&&, const PoolOptions<2>&);
-    std::pair<DispatchTensor, DispatchTensor> (*max_pool1d_with_indices)(const Stack&, DispatchTensor&&, const PoolOptions<1>&);
-    std::pair<DispatchTensor, DispatchTensor> (*max_pool2d_with_indices)(const Stack&, DispatchTensor&&, const PoolOptions<2>&);
-    DispatchTensor (*adaptive_avg_pool1d)(const Stack&, DispatchTensor&&, std::size_t);
-    DispatchTensor (*adaptive_avg_pool2d)(const Stack&, DispatchTensor&&, std::array<std::size_t, 2>);
-    DispatchTensor (*interpolate)(const Stack&, DispatchTensor&&, std::array<std::size_t, 2>, const InterpolateOptions&);
+    DispatchTensor (*float_from_data)(Stack, const TensorData&, const DispatchDevice&);
+    TensorData (*float_into_data)(Stack, DispatchTensor&&);
+    DispatchTensor (*float_empty)(Stack, const Shape&, const DispatchDevice&);
+    DispatchTensor (*float_full)(Stack, const Shape&, Scalar, const DispatchDevice&);
+    DispatchTensor (*float_random)(Stack, const Shape&, const Distribution&, const DispatchDevice&);
+    DispatchTensor (*float_unary)(Stack, UnaryOp, DispatchTensor&&);
+    DispatchTensor (*float_binary)(Stack, BinaryOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_binary_scalar)(Stack, BinaryOp, DispatchTensor&&, Scalar);
+    DispatchTensor (*float_compare)(Stack, CompareOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_compare_scalar)(Stack, CompareOp, DispatchTensor&&, Scalar);
+    DispatchTensor (*float_mask_where)(Stack, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_mask_fill)(Stack, DispatchTensor&&, DispatchTensor&&, Scalar);
+    DispatchTensor (*float_clamp)(Stack, DispatchTensor&&, Scalar, Scalar);
+    DispatchTensor (*float_reduce)(Stack, ReduceOp, DispatchTensor&&);
+    DispatchTensor (*float_reduce_dim)(Stack, ReduceOp, DispatchTensor&&, std::size_t);
+    DispatchTensor (*float_arg_reduce)(Stack, ArgReduceOp, DispatchTensor&&, std::size_t);
+    DispatchTensor (*float_reshape)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*float_permute)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*float_expand)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*float_slice)(Stack, DispatchTensor&&, std::span<const Slice>);
+    DispatchTensor (*float_slice_assign)(Stack, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
+    DispatchTensor (*float_flip)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*float_cat)(Stack, std::vector<DispatchTensor>, std::size_t);
+    DispatchTensor (*float_repeat_dim)(Stack, DispatchTensor&&, std::size_t, std::size_t);
+    DispatchTensor (*float_gather)(Stack, std::size_t, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_scatter)(Stack, std::size_t, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_select)(Stack, DispatchTensor&&, std::size_t, DispatchTensor&&);
+    DispatchTensor (*float_select_assign)(Stack, DispatchTensor&&, std::size_t, DispatchTensor&&, DispatchTensor&&);
+    std::pair<DispatchTensor, DispatchTensor> (*float_sort_with_indices)(Stack, DispatchTensor&&, std::size_t, bool);
+    std::pair<DispatchTensor, DispatchTensor> (*float_topk)(Stack, DispatchTensor&&, std::size_t, std::size_t, bool);
+    DispatchTensor (*float_matmul)(Stack, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*float_into_int)(Stack, DispatchTensor&&);
+    DispatchTensor (*float_cast)(Stack, DispatchTensor&&, DType);
+    DispatchTensor (*float_softmax)(Stack, DispatchTensor&&, std::size_t);
+    DispatchTensor (*float_log_softmax)(Stack, DispatchTensor&&, std::size_t);
+    std::array<DispatchTensor, 3> (*float_layer_norm)(Stack, DispatchTensor&&, std::optional<DispatchTensor>, std::optional<DispatchTensor>, double);
+    DispatchTensor (*int_from_data)(Stack, const TensorData&, const DispatchDevice&);
+    TensorData (*int_into_data)(Stack, DispatchTensor&&);
+    DispatchTensor (*int_empty)(Stack, const Shape&, const DispatchDevice&);
+    DispatchTensor (*int_full)(Stack, const Shape&, Scalar, const DispatchDevice&);
+    DispatchTensor (*int_random)(Stack, const Shape&, const Distribution&, const DispatchDevice&);
+    DispatchTensor (*int_arange)(Stack, std::int64_t, std::int64_t, std::int64_t, const DispatchDevice&);
+    DispatchTensor (*int_unary)(Stack, UnaryOp, DispatchTensor&&);
+    DispatchTensor (*int_binary)(Stack, BinaryOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_binary_scalar)(Stack, BinaryOp, DispatchTensor&&, Scalar);
+    DispatchTensor (*int_compare)(Stack, CompareOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_compare_scalar)(Stack, CompareOp, DispatchTensor&&, Scalar);
+    DispatchTensor (*int_mask_where)(Stack, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_mask_fill)(Stack, DispatchTensor&&, DispatchTensor&&, Scalar);
+    DispatchTensor (*int_clamp)(Stack, DispatchTensor&&, Scalar, Scalar);
+    DispatchTensor (*int_reduce)(Stack, ReduceOp, DispatchTensor&&);
+    DispatchTensor (*int_reduce_dim)(Stack, ReduceOp, DispatchTensor&&, std::size_t);
+    DispatchTensor (*int_arg_reduce)(Stack, ArgReduceOp, DispatchTensor&&, std::size_t);
+    DispatchTensor (*int_reshape)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*int_permute)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*int_expand)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*int_slice)(Stack, DispatchTensor&&, std::span<const Slice>);
+    DispatchTensor (*int_slice_assign)(Stack, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
+    DispatchTensor (*int_flip)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*int_cat)(Stack, std::vector<DispatchTensor>, std::size_t);
+    DispatchTensor (*int_repeat_dim)(Stack, DispatchTensor&&, std::size_t, std::size_t);
+    DispatchTensor (*int_gather)(Stack, std::size_t, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_scatter)(Stack, std::size_t, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_select)(Stack, DispatchTensor&&, std::size_t, DispatchTensor&&);
+    DispatchTensor (*int_select_assign)(Stack, DispatchTensor&&, std::size_t, DispatchTensor&&, DispatchTensor&&);
+    std::pair<DispatchTensor, DispatchTensor> (*int_sort_with_indices)(Stack, DispatchTensor&&, std::size_t, bool);
+    std::pair<DispatchTensor, DispatchTensor> (*int_topk)(Stack, DispatchTensor&&, std::size_t, std::size_t, bool);
+    DispatchTensor (*int_matmul)(Stack, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*int_into_float)(Stack, DispatchTensor&&);
+    DispatchTensor (*int_cast)(Stack, DispatchTensor&&, DType);
+    DispatchTensor (*bool_from_data)(Stack, const TensorData&, const DispatchDevice&);
+    TensorData (*bool_into_data)(Stack, DispatchTensor&&);
+    DispatchTensor (*bool_empty)(Stack, const Shape&, const DispatchDevice&);
+    DispatchTensor (*bool_full)(Stack, const Shape&, Scalar, const DispatchDevice&);
+    DispatchTensor (*bool_not)(Stack, DispatchTensor&&);
+    DispatchTensor (*bool_binary)(Stack, BinaryOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*bool_compare)(Stack, CompareOp, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*bool_mask_where)(Stack, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*bool_reduce)(Stack, ReduceOp, DispatchTensor&&);
+    DispatchTensor (*bool_reduce_dim)(Stack, ReduceOp, DispatchTensor&&, std::size_t);
+    DispatchTensor (*bool_reshape)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*bool_permute)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*bool_expand)(Stack, DispatchTensor&&, const Shape&);
+    DispatchTensor (*bool_slice)(Stack, DispatchTensor&&, std::span<const Slice>);
+    DispatchTensor (*bool_slice_assign)(Stack, DispatchTensor&&, std::span<const Slice>, DispatchTensor&&);
+    DispatchTensor (*bool_flip)(Stack, DispatchTensor&&, std::span<const std::size_t>);
+    DispatchTensor (*bool_cat)(Stack, std::vector<DispatchTensor>, std::size_t);
+    DispatchTensor (*bool_repeat_dim)(Stack, DispatchTensor&&, std::size_t, std::size_t);
+    DispatchTensor (*bool_gather)(Stack, std::size_t, DispatchTensor&&, DispatchTensor&&);
+    DispatchTensor (*bool_select)(Stack, DispatchTensor&&, std::size_t, DispatchTensor&&);
+    DispatchTensor (*bool_into_int)(Stack, DispatchTensor&&);
+    DispatchTensor (*bool_into_float)(Stack, DispatchTensor&&);
+    DispatchTensor (*bool_argwhere)(Stack, DispatchTensor&&);
+    DispatchTensor (*conv1d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<1>&);
+    DispatchTensor (*conv2d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<2>&);
+    DispatchTensor (*conv3d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvOptions<3>&);
+    DispatchTensor (*conv_transpose1d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<1>&);
+    DispatchTensor (*conv_transpose2d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<2>&);
+    DispatchTensor (*conv_transpose3d)(Stack, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, const ConvTransposeOptions<3>&);
+    DispatchTensor (*deform_conv2d)(Stack, DispatchTensor&&, DispatchTensor&&, DispatchTensor&&, std::optional<DispatchTensor>, std::optional<DispatchTensor>, const DeformConvOptions&);
+    DispatchTensor (*avg_pool1d)(Stack, DispatchTensor&&, const PoolOptions<1>&);
+    DispatchTensor (*avg_pool2d)(Stack, DispatchTensor&&, const PoolOptions<2>&);
+    DispatchTensor (*max_pool1d)(Stack, DispatchTensor&&, const PoolOptions<1>&);
+    DispatchTensor (*max_pool2d)(Stack, DispatchTensor&&, const PoolOptions<2>&);
+    std::pair<DispatchTensor, DispatchTensor> (*max_pool1d_with_indices)(Stack, DispatchTensor&&, const PoolOptions<1>&);
+    std::pair<DispatchTensor, DispatchTensor> (*max_pool2d_with_indices)(Stack, DispatchTensor&&, const PoolOptions<2>&);
+    DispatchTensor (*adaptive_avg_pool1d)(Stack, DispatchTensor&&, std::size_t);
+    DispatchTensor (*adaptive_avg_pool2d)(Stack, DispatchTensor&&, std::array<std::size_t, 2>);
+    DispatchTensor (*interpolate)(Stack, DispatchTensor&&, std::array<std::size_t, 2>, const InterpolateOptions&);
 };
 
 /// The op table of stack S.
 template <typename S>
 OpTable make_op_table() {
     OpTable tab{};
-    tab.float_from_data = [](const Stack& stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_float<S>(S::float_from_data(data, device_of<S>(d)), stk);
+    tab.float_from_data = [](Stack stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Float>().emplace(stk, [&] { return S::float_from_data(data, device_of<S>(d)); });
     };
-    tab.float_into_data = [](const Stack& stk, DispatchTensor&& t) -> TensorData {
+    tab.float_into_data = [](Stack stk, DispatchTensor&& t) -> TensorData {
         return S::float_into_data(unwrap_float<S>(std::move(t), stk));
     };
-    tab.float_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_float<S>(S::float_empty(shape, device_of<S>(d)), stk);
+    tab.float_empty = [](Stack stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Float>().emplace(stk, [&] { return S::float_empty(shape, device_of<S>(d)); });
     };
-    tab.float_full = [](const Stack& stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_float<S>(S::float_full(shape, value, device_of<S>(d)), stk);
+    tab.float_full = [](Stack stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Float>().emplace(stk, [&] { return S::float_full(shape, value, device_of<S>(d)); });
     };
-    tab.float_random = [](const Stack& stk, const Shape& shape, const Distribution& dist, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_float<S>(S::float_random(shape, dist, device_of<S>(d)), stk);
+    tab.float_random = [](Stack stk, const Shape& shape, const Distribution& dist, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Float>().emplace(stk, [&] { return S::float_random(shape, dist, device_of<S>(d)); });
     };
-    tab.float_unary = [](const Stack& stk, UnaryOp op, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_unary(op, unwrap_float<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.float_unary = [](Stack stk, UnaryOp op, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_unary(op, unwrap_float<S>(std::move(t), stk)); });
     };
-    tab.float_binary = [](const Stack& stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_binary(op, unwrap_float<S>(std::move(a), stk, &spare), unwrap_float<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.float_binary = [](Stack stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Float>(a, b).emplace(stk, [&] { return S::float_binary(op, unwrap_float<S>(std::move(a), stk), unwrap_float<S>(std::move(b), stk)); });
     };
-    tab.float_binary_scalar = [](const Stack& stk, BinaryOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_binary_scalar(op, unwrap_float<S>(std::move(a), stk, &spare), s), stk, &spare);
+    tab.float_binary_scalar = [](Stack stk, BinaryOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
+        return Out<S, Float>(a).emplace(stk, [&] { return S::float_binary_scalar(op, unwrap_float<S>(std::move(a), stk), s); });
     };
-    tab.float_compare = [](const Stack& stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::float_compare(op, unwrap_float<S>(std::move(a), stk, &spare), unwrap_float<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.float_compare = [](Stack stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Bool>(a, b).emplace(stk, [&] { return S::float_compare(op, unwrap_float<S>(std::move(a), stk), unwrap_float<S>(std::move(b), stk)); });
     };
-    tab.float_compare_scalar = [](const Stack& stk, CompareOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::float_compare_scalar(op, unwrap_float<S>(std::move(a), stk, &spare), s), stk, &spare);
+    tab.float_compare_scalar = [](Stack stk, CompareOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
+        return Out<S, Bool>(a).emplace(stk, [&] { return S::float_compare_scalar(op, unwrap_float<S>(std::move(a), stk), s); });
     };
-    tab.float_mask_where = [](const Stack& stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_mask_where(unwrap_float<S>(std::move(t), stk, &spare), unwrap_bool<S>(std::move(mask), stk, &spare), unwrap_float<S>(std::move(value), stk, &spare)), stk, &spare);
+    tab.float_mask_where = [](Stack stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
+        return Out<S, Float>(t, mask, value).emplace(stk, [&] { return S::float_mask_where(unwrap_float<S>(std::move(t), stk), unwrap_bool<S>(std::move(mask), stk), unwrap_float<S>(std::move(value), stk)); });
     };
-    tab.float_mask_fill = [](const Stack& stk, DispatchTensor&& t, DispatchTensor&& mask, Scalar value) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_mask_fill(unwrap_float<S>(std::move(t), stk, &spare), unwrap_bool<S>(std::move(mask), stk, &spare), value), stk, &spare);
+    tab.float_mask_fill = [](Stack stk, DispatchTensor&& t, DispatchTensor&& mask, Scalar value) -> DispatchTensor {
+        return Out<S, Float>(t, mask).emplace(stk, [&] { return S::float_mask_fill(unwrap_float<S>(std::move(t), stk), unwrap_bool<S>(std::move(mask), stk), value); });
     };
-    tab.float_clamp = [](const Stack& stk, DispatchTensor&& t, Scalar lo, Scalar hi) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_clamp(unwrap_float<S>(std::move(t), stk, &spare), lo, hi), stk, &spare);
+    tab.float_clamp = [](Stack stk, DispatchTensor&& t, Scalar lo, Scalar hi) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_clamp(unwrap_float<S>(std::move(t), stk), lo, hi); });
     };
-    tab.float_reduce = [](const Stack& stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_reduce(op, unwrap_float<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.float_reduce = [](Stack stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_reduce(op, unwrap_float<S>(std::move(t), stk)); });
     };
-    tab.float_reduce_dim = [](const Stack& stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_reduce_dim(op, unwrap_float<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.float_reduce_dim = [](Stack stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_reduce_dim(op, unwrap_float<S>(std::move(t), stk), dim); });
     };
-    tab.float_arg_reduce = [](const Stack& stk, ArgReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::float_arg_reduce(op, unwrap_float<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.float_arg_reduce = [](Stack stk, ArgReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::float_arg_reduce(op, unwrap_float<S>(std::move(t), stk), dim); });
     };
-    tab.float_reshape = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_reshape(unwrap_float<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.float_reshape = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_reshape(unwrap_float<S>(std::move(t), stk), shape); });
     };
-    tab.float_permute = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_permute(unwrap_float<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.float_permute = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_permute(unwrap_float<S>(std::move(t), stk), axes); });
     };
-    tab.float_expand = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_expand(unwrap_float<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.float_expand = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_expand(unwrap_float<S>(std::move(t), stk), shape); });
     };
-    tab.float_slice = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_slice(unwrap_float<S>(std::move(t), stk, &spare), ranges), stk, &spare);
+    tab.float_slice = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_slice(unwrap_float<S>(std::move(t), stk), ranges); });
     };
-    tab.float_slice_assign = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_slice_assign(unwrap_float<S>(std::move(t), stk, &spare), ranges, unwrap_float<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.float_slice_assign = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Float>(t, values).emplace(stk, [&] { return S::float_slice_assign(unwrap_float<S>(std::move(t), stk), ranges, unwrap_float<S>(std::move(values), stk)); });
     };
-    tab.float_flip = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_flip(unwrap_float<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.float_flip = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_flip(unwrap_float<S>(std::move(t), stk), axes); });
     };
-    tab.float_cat = [](const Stack& stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
-        return wrap_float<S>(S::float_cat(unwrap_vec_float<S>(std::move(tensors), stk), dim), stk);
+    tab.float_cat = [](Stack stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
+        return Out<S, Float>().emplace(stk, [&] { return S::float_cat(unwrap_vec_float<S>(std::move(tensors), stk), dim); });
     };
-    tab.float_repeat_dim = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_repeat_dim(unwrap_float<S>(std::move(t), stk, &spare), dim, times), stk, &spare);
+    tab.float_repeat_dim = [](Stack stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_repeat_dim(unwrap_float<S>(std::move(t), stk), dim, times); });
     };
-    tab.float_gather = [](const Stack& stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_gather(dim, unwrap_float<S>(std::move(t), stk, &spare), unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.float_gather = [](Stack stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Float>(t, indices).emplace(stk, [&] { return S::float_gather(dim, unwrap_float<S>(std::move(t), stk), unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.float_scatter = [](const Stack& stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_scatter(dim, unwrap_float<S>(std::move(t), stk, &spare), unwrap_int<S>(std::move(indices), stk, &spare), unwrap_float<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.float_scatter = [](Stack stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Float>(t, indices, values).emplace(stk, [&] { return S::float_scatter(dim, unwrap_float<S>(std::move(t), stk), unwrap_int<S>(std::move(indices), stk), unwrap_float<S>(std::move(values), stk)); });
     };
-    tab.float_select = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_select(unwrap_float<S>(std::move(t), stk, &spare), dim, unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.float_select = [](Stack stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Float>(t, indices).emplace(stk, [&] { return S::float_select(unwrap_float<S>(std::move(t), stk), dim, unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.float_select_assign = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_select_assign(unwrap_float<S>(std::move(t), stk, &spare), dim, unwrap_int<S>(std::move(indices), stk, &spare), unwrap_float<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.float_select_assign = [](Stack stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Float>(t, indices, values).emplace(stk, [&] { return S::float_select_assign(unwrap_float<S>(std::move(t), stk), dim, unwrap_int<S>(std::move(indices), stk), unwrap_float<S>(std::move(values), stk)); });
     };
-    tab.float_sort_with_indices = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, bool descending) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.float_sort_with_indices = [](Stack stk, DispatchTensor&& t, std::size_t dim, bool descending) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_float<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::float_sort_with_indices(unwrap_float<S>(std::move(t), stk), dim, descending));
     };
-    tab.float_topk = [](const Stack& stk, DispatchTensor&& t, std::size_t k, std::size_t dim, bool largest) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.float_topk = [](Stack stk, DispatchTensor&& t, std::size_t k, std::size_t dim, bool largest) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_float<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::float_topk(unwrap_float<S>(std::move(t), stk), k, dim, largest));
     };
-    tab.float_matmul = [](const Stack& stk, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_matmul(unwrap_float<S>(std::move(a), stk, &spare), unwrap_float<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.float_matmul = [](Stack stk, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Float>(a, b).emplace(stk, [&] { return S::float_matmul(unwrap_float<S>(std::move(a), stk), unwrap_float<S>(std::move(b), stk)); });
     };
-    tab.float_into_int = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::float_into_int(unwrap_float<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.float_into_int = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::float_into_int(unwrap_float<S>(std::move(t), stk)); });
     };
-    tab.float_cast = [](const Stack& stk, DispatchTensor&& t, DType dtype) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_cast(unwrap_float<S>(std::move(t), stk, &spare), dtype), stk, &spare);
+    tab.float_cast = [](Stack stk, DispatchTensor&& t, DType dtype) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_cast(unwrap_float<S>(std::move(t), stk), dtype); });
     };
-    tab.float_softmax = [](const Stack& stk, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_softmax(unwrap_float<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.float_softmax = [](Stack stk, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_softmax(unwrap_float<S>(std::move(t), stk), dim); });
     };
-    tab.float_log_softmax = [](const Stack& stk, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::float_log_softmax(unwrap_float<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.float_log_softmax = [](Stack stk, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::float_log_softmax(unwrap_float<S>(std::move(t), stk), dim); });
     };
-    tab.float_layer_norm = [](const Stack& stk, DispatchTensor&& x, std::optional<DispatchTensor> gamma, std::optional<DispatchTensor> beta, double eps) -> std::array<DispatchTensor, 3> {
+    tab.float_layer_norm = [](Stack stk, DispatchTensor&& x, std::optional<DispatchTensor> gamma, std::optional<DispatchTensor> beta, double eps) -> std::array<DispatchTensor, 3> {
         return [&](auto r) { return std::array<DispatchTensor, 3>{wrap_float<S>(std::move(r[0]), stk), wrap_float<S>(std::move(r[1]), stk), wrap_float<S>(std::move(r[2]), stk)}; }(S::float_layer_norm(unwrap_float<S>(std::move(x), stk), unwrap_opt_float<S>(std::move(gamma), stk), unwrap_opt_float<S>(std::move(beta), stk), eps));
     };
-    tab.int_from_data = [](const Stack& stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_int<S>(S::int_from_data(data, device_of<S>(d)), stk);
+    tab.int_from_data = [](Stack stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_from_data(data, device_of<S>(d)); });
     };
-    tab.int_into_data = [](const Stack& stk, DispatchTensor&& t) -> TensorData {
+    tab.int_into_data = [](Stack stk, DispatchTensor&& t) -> TensorData {
         return S::int_into_data(unwrap_int<S>(std::move(t), stk));
     };
-    tab.int_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_int<S>(S::int_empty(shape, device_of<S>(d)), stk);
+    tab.int_empty = [](Stack stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_empty(shape, device_of<S>(d)); });
     };
-    tab.int_full = [](const Stack& stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_int<S>(S::int_full(shape, value, device_of<S>(d)), stk);
+    tab.int_full = [](Stack stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_full(shape, value, device_of<S>(d)); });
     };
-    tab.int_random = [](const Stack& stk, const Shape& shape, const Distribution& dist, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_int<S>(S::int_random(shape, dist, device_of<S>(d)), stk);
+    tab.int_random = [](Stack stk, const Shape& shape, const Distribution& dist, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_random(shape, dist, device_of<S>(d)); });
     };
-    tab.int_arange = [](const Stack& stk, std::int64_t start, std::int64_t end, std::int64_t step, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_int<S>(S::int_arange(start, end, step, device_of<S>(d)), stk);
+    tab.int_arange = [](Stack stk, std::int64_t start, std::int64_t end, std::int64_t step, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_arange(start, end, step, device_of<S>(d)); });
     };
-    tab.int_unary = [](const Stack& stk, UnaryOp op, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_unary(op, unwrap_int<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.int_unary = [](Stack stk, UnaryOp op, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_unary(op, unwrap_int<S>(std::move(t), stk)); });
     };
-    tab.int_binary = [](const Stack& stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_binary(op, unwrap_int<S>(std::move(a), stk, &spare), unwrap_int<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.int_binary = [](Stack stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Int>(a, b).emplace(stk, [&] { return S::int_binary(op, unwrap_int<S>(std::move(a), stk), unwrap_int<S>(std::move(b), stk)); });
     };
-    tab.int_binary_scalar = [](const Stack& stk, BinaryOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_binary_scalar(op, unwrap_int<S>(std::move(a), stk, &spare), s), stk, &spare);
+    tab.int_binary_scalar = [](Stack stk, BinaryOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
+        return Out<S, Int>(a).emplace(stk, [&] { return S::int_binary_scalar(op, unwrap_int<S>(std::move(a), stk), s); });
     };
-    tab.int_compare = [](const Stack& stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::int_compare(op, unwrap_int<S>(std::move(a), stk, &spare), unwrap_int<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.int_compare = [](Stack stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Bool>(a, b).emplace(stk, [&] { return S::int_compare(op, unwrap_int<S>(std::move(a), stk), unwrap_int<S>(std::move(b), stk)); });
     };
-    tab.int_compare_scalar = [](const Stack& stk, CompareOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::int_compare_scalar(op, unwrap_int<S>(std::move(a), stk, &spare), s), stk, &spare);
+    tab.int_compare_scalar = [](Stack stk, CompareOp op, DispatchTensor&& a, Scalar s) -> DispatchTensor {
+        return Out<S, Bool>(a).emplace(stk, [&] { return S::int_compare_scalar(op, unwrap_int<S>(std::move(a), stk), s); });
     };
-    tab.int_mask_where = [](const Stack& stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_mask_where(unwrap_int<S>(std::move(t), stk, &spare), unwrap_bool<S>(std::move(mask), stk, &spare), unwrap_int<S>(std::move(value), stk, &spare)), stk, &spare);
+    tab.int_mask_where = [](Stack stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
+        return Out<S, Int>(t, mask, value).emplace(stk, [&] { return S::int_mask_where(unwrap_int<S>(std::move(t), stk), unwrap_bool<S>(std::move(mask), stk), unwrap_int<S>(std::move(value), stk)); });
     };
-    tab.int_mask_fill = [](const Stack& stk, DispatchTensor&& t, DispatchTensor&& mask, Scalar value) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_mask_fill(unwrap_int<S>(std::move(t), stk, &spare), unwrap_bool<S>(std::move(mask), stk, &spare), value), stk, &spare);
+    tab.int_mask_fill = [](Stack stk, DispatchTensor&& t, DispatchTensor&& mask, Scalar value) -> DispatchTensor {
+        return Out<S, Int>(t, mask).emplace(stk, [&] { return S::int_mask_fill(unwrap_int<S>(std::move(t), stk), unwrap_bool<S>(std::move(mask), stk), value); });
     };
-    tab.int_clamp = [](const Stack& stk, DispatchTensor&& t, Scalar lo, Scalar hi) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_clamp(unwrap_int<S>(std::move(t), stk, &spare), lo, hi), stk, &spare);
+    tab.int_clamp = [](Stack stk, DispatchTensor&& t, Scalar lo, Scalar hi) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_clamp(unwrap_int<S>(std::move(t), stk), lo, hi); });
     };
-    tab.int_reduce = [](const Stack& stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_reduce(op, unwrap_int<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.int_reduce = [](Stack stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_reduce(op, unwrap_int<S>(std::move(t), stk)); });
     };
-    tab.int_reduce_dim = [](const Stack& stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_reduce_dim(op, unwrap_int<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.int_reduce_dim = [](Stack stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_reduce_dim(op, unwrap_int<S>(std::move(t), stk), dim); });
     };
-    tab.int_arg_reduce = [](const Stack& stk, ArgReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_arg_reduce(op, unwrap_int<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.int_arg_reduce = [](Stack stk, ArgReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_arg_reduce(op, unwrap_int<S>(std::move(t), stk), dim); });
     };
-    tab.int_reshape = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_reshape(unwrap_int<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.int_reshape = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_reshape(unwrap_int<S>(std::move(t), stk), shape); });
     };
-    tab.int_permute = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_permute(unwrap_int<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.int_permute = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_permute(unwrap_int<S>(std::move(t), stk), axes); });
     };
-    tab.int_expand = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_expand(unwrap_int<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.int_expand = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_expand(unwrap_int<S>(std::move(t), stk), shape); });
     };
-    tab.int_slice = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_slice(unwrap_int<S>(std::move(t), stk, &spare), ranges), stk, &spare);
+    tab.int_slice = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_slice(unwrap_int<S>(std::move(t), stk), ranges); });
     };
-    tab.int_slice_assign = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_slice_assign(unwrap_int<S>(std::move(t), stk, &spare), ranges, unwrap_int<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.int_slice_assign = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Int>(t, values).emplace(stk, [&] { return S::int_slice_assign(unwrap_int<S>(std::move(t), stk), ranges, unwrap_int<S>(std::move(values), stk)); });
     };
-    tab.int_flip = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_flip(unwrap_int<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.int_flip = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_flip(unwrap_int<S>(std::move(t), stk), axes); });
     };
-    tab.int_cat = [](const Stack& stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
-        return wrap_int<S>(S::int_cat(unwrap_vec_int<S>(std::move(tensors), stk), dim), stk);
+    tab.int_cat = [](Stack stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
+        return Out<S, Int>().emplace(stk, [&] { return S::int_cat(unwrap_vec_int<S>(std::move(tensors), stk), dim); });
     };
-    tab.int_repeat_dim = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_repeat_dim(unwrap_int<S>(std::move(t), stk, &spare), dim, times), stk, &spare);
+    tab.int_repeat_dim = [](Stack stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_repeat_dim(unwrap_int<S>(std::move(t), stk), dim, times); });
     };
-    tab.int_gather = [](const Stack& stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_gather(dim, unwrap_int<S>(std::move(t), stk, &spare), unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.int_gather = [](Stack stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Int>(t, indices).emplace(stk, [&] { return S::int_gather(dim, unwrap_int<S>(std::move(t), stk), unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.int_scatter = [](const Stack& stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_scatter(dim, unwrap_int<S>(std::move(t), stk, &spare), unwrap_int<S>(std::move(indices), stk, &spare), unwrap_int<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.int_scatter = [](Stack stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Int>(t, indices, values).emplace(stk, [&] { return S::int_scatter(dim, unwrap_int<S>(std::move(t), stk), unwrap_int<S>(std::move(indices), stk), unwrap_int<S>(std::move(values), stk)); });
     };
-    tab.int_select = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_select(unwrap_int<S>(std::move(t), stk, &spare), dim, unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.int_select = [](Stack stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Int>(t, indices).emplace(stk, [&] { return S::int_select(unwrap_int<S>(std::move(t), stk), dim, unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.int_select_assign = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_select_assign(unwrap_int<S>(std::move(t), stk, &spare), dim, unwrap_int<S>(std::move(indices), stk, &spare), unwrap_int<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.int_select_assign = [](Stack stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Int>(t, indices, values).emplace(stk, [&] { return S::int_select_assign(unwrap_int<S>(std::move(t), stk), dim, unwrap_int<S>(std::move(indices), stk), unwrap_int<S>(std::move(values), stk)); });
     };
-    tab.int_sort_with_indices = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, bool descending) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.int_sort_with_indices = [](Stack stk, DispatchTensor&& t, std::size_t dim, bool descending) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_int<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::int_sort_with_indices(unwrap_int<S>(std::move(t), stk), dim, descending));
     };
-    tab.int_topk = [](const Stack& stk, DispatchTensor&& t, std::size_t k, std::size_t dim, bool largest) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.int_topk = [](Stack stk, DispatchTensor&& t, std::size_t k, std::size_t dim, bool largest) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_int<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::int_topk(unwrap_int<S>(std::move(t), stk), k, dim, largest));
     };
-    tab.int_matmul = [](const Stack& stk, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_matmul(unwrap_int<S>(std::move(a), stk, &spare), unwrap_int<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.int_matmul = [](Stack stk, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Int>(a, b).emplace(stk, [&] { return S::int_matmul(unwrap_int<S>(std::move(a), stk), unwrap_int<S>(std::move(b), stk)); });
     };
-    tab.int_into_float = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::int_into_float(unwrap_int<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.int_into_float = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::int_into_float(unwrap_int<S>(std::move(t), stk)); });
     };
-    tab.int_cast = [](const Stack& stk, DispatchTensor&& t, DType dtype) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::int_cast(unwrap_int<S>(std::move(t), stk, &spare), dtype), stk, &spare);
+    tab.int_cast = [](Stack stk, DispatchTensor&& t, DType dtype) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::int_cast(unwrap_int<S>(std::move(t), stk), dtype); });
     };
-    tab.bool_from_data = [](const Stack& stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_bool<S>(S::bool_from_data(data, device_of<S>(d)), stk);
+    tab.bool_from_data = [](Stack stk, const TensorData& data, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Bool>().emplace(stk, [&] { return S::bool_from_data(data, device_of<S>(d)); });
     };
-    tab.bool_into_data = [](const Stack& stk, DispatchTensor&& t) -> TensorData {
+    tab.bool_into_data = [](Stack stk, DispatchTensor&& t) -> TensorData {
         return S::bool_into_data(unwrap_bool<S>(std::move(t), stk));
     };
-    tab.bool_empty = [](const Stack& stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_bool<S>(S::bool_empty(shape, device_of<S>(d)), stk);
+    tab.bool_empty = [](Stack stk, const Shape& shape, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Bool>().emplace(stk, [&] { return S::bool_empty(shape, device_of<S>(d)); });
     };
-    tab.bool_full = [](const Stack& stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
-        return wrap_bool<S>(S::bool_full(shape, value, device_of<S>(d)), stk);
+    tab.bool_full = [](Stack stk, const Shape& shape, Scalar value, const DispatchDevice& d) -> DispatchTensor {
+        return Out<S, Bool>().emplace(stk, [&] { return S::bool_full(shape, value, device_of<S>(d)); });
     };
-    tab.bool_not = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_not(unwrap_bool<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.bool_not = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_not(unwrap_bool<S>(std::move(t), stk)); });
     };
-    tab.bool_binary = [](const Stack& stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_binary(op, unwrap_bool<S>(std::move(a), stk, &spare), unwrap_bool<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.bool_binary = [](Stack stk, BinaryOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Bool>(a, b).emplace(stk, [&] { return S::bool_binary(op, unwrap_bool<S>(std::move(a), stk), unwrap_bool<S>(std::move(b), stk)); });
     };
-    tab.bool_compare = [](const Stack& stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_compare(op, unwrap_bool<S>(std::move(a), stk, &spare), unwrap_bool<S>(std::move(b), stk, &spare)), stk, &spare);
+    tab.bool_compare = [](Stack stk, CompareOp op, DispatchTensor&& a, DispatchTensor&& b) -> DispatchTensor {
+        return Out<S, Bool>(a, b).emplace(stk, [&] { return S::bool_compare(op, unwrap_bool<S>(std::move(a), stk), unwrap_bool<S>(std::move(b), stk)); });
     };
-    tab.bool_mask_where = [](const Stack& stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_mask_where(unwrap_bool<S>(std::move(t), stk, &spare), unwrap_bool<S>(std::move(mask), stk, &spare), unwrap_bool<S>(std::move(value), stk, &spare)), stk, &spare);
+    tab.bool_mask_where = [](Stack stk, DispatchTensor&& t, DispatchTensor&& mask, DispatchTensor&& value) -> DispatchTensor {
+        return Out<S, Bool>(t, mask, value).emplace(stk, [&] { return S::bool_mask_where(unwrap_bool<S>(std::move(t), stk), unwrap_bool<S>(std::move(mask), stk), unwrap_bool<S>(std::move(value), stk)); });
     };
-    tab.bool_reduce = [](const Stack& stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_reduce(op, unwrap_bool<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.bool_reduce = [](Stack stk, ReduceOp op, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_reduce(op, unwrap_bool<S>(std::move(t), stk)); });
     };
-    tab.bool_reduce_dim = [](const Stack& stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_reduce_dim(op, unwrap_bool<S>(std::move(t), stk, &spare), dim), stk, &spare);
+    tab.bool_reduce_dim = [](Stack stk, ReduceOp op, DispatchTensor&& t, std::size_t dim) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_reduce_dim(op, unwrap_bool<S>(std::move(t), stk), dim); });
     };
-    tab.bool_reshape = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_reshape(unwrap_bool<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.bool_reshape = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_reshape(unwrap_bool<S>(std::move(t), stk), shape); });
     };
-    tab.bool_permute = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_permute(unwrap_bool<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.bool_permute = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_permute(unwrap_bool<S>(std::move(t), stk), axes); });
     };
-    tab.bool_expand = [](const Stack& stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_expand(unwrap_bool<S>(std::move(t), stk, &spare), shape), stk, &spare);
+    tab.bool_expand = [](Stack stk, DispatchTensor&& t, const Shape& shape) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_expand(unwrap_bool<S>(std::move(t), stk), shape); });
     };
-    tab.bool_slice = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_slice(unwrap_bool<S>(std::move(t), stk, &spare), ranges), stk, &spare);
+    tab.bool_slice = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_slice(unwrap_bool<S>(std::move(t), stk), ranges); });
     };
-    tab.bool_slice_assign = [](const Stack& stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_slice_assign(unwrap_bool<S>(std::move(t), stk, &spare), ranges, unwrap_bool<S>(std::move(values), stk, &spare)), stk, &spare);
+    tab.bool_slice_assign = [](Stack stk, DispatchTensor&& t, std::span<const Slice> ranges, DispatchTensor&& values) -> DispatchTensor {
+        return Out<S, Bool>(t, values).emplace(stk, [&] { return S::bool_slice_assign(unwrap_bool<S>(std::move(t), stk), ranges, unwrap_bool<S>(std::move(values), stk)); });
     };
-    tab.bool_flip = [](const Stack& stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_flip(unwrap_bool<S>(std::move(t), stk, &spare), axes), stk, &spare);
+    tab.bool_flip = [](Stack stk, DispatchTensor&& t, std::span<const std::size_t> axes) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_flip(unwrap_bool<S>(std::move(t), stk), axes); });
     };
-    tab.bool_cat = [](const Stack& stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
-        return wrap_bool<S>(S::bool_cat(unwrap_vec_bool<S>(std::move(tensors), stk), dim), stk);
+    tab.bool_cat = [](Stack stk, std::vector<DispatchTensor> tensors, std::size_t dim) -> DispatchTensor {
+        return Out<S, Bool>().emplace(stk, [&] { return S::bool_cat(unwrap_vec_bool<S>(std::move(tensors), stk), dim); });
     };
-    tab.bool_repeat_dim = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_repeat_dim(unwrap_bool<S>(std::move(t), stk, &spare), dim, times), stk, &spare);
+    tab.bool_repeat_dim = [](Stack stk, DispatchTensor&& t, std::size_t dim, std::size_t times) -> DispatchTensor {
+        return Out<S, Bool>(t).emplace(stk, [&] { return S::bool_repeat_dim(unwrap_bool<S>(std::move(t), stk), dim, times); });
     };
-    tab.bool_gather = [](const Stack& stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_gather(dim, unwrap_bool<S>(std::move(t), stk, &spare), unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.bool_gather = [](Stack stk, std::size_t dim, DispatchTensor&& t, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Bool>(t, indices).emplace(stk, [&] { return S::bool_gather(dim, unwrap_bool<S>(std::move(t), stk), unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.bool_select = [](const Stack& stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
-        Spare spare;
-        return wrap_bool<S>(S::bool_select(unwrap_bool<S>(std::move(t), stk, &spare), dim, unwrap_int<S>(std::move(indices), stk, &spare)), stk, &spare);
+    tab.bool_select = [](Stack stk, DispatchTensor&& t, std::size_t dim, DispatchTensor&& indices) -> DispatchTensor {
+        return Out<S, Bool>(t, indices).emplace(stk, [&] { return S::bool_select(unwrap_bool<S>(std::move(t), stk), dim, unwrap_int<S>(std::move(indices), stk)); });
     };
-    tab.bool_into_int = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::bool_into_int(unwrap_bool<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.bool_into_int = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::bool_into_int(unwrap_bool<S>(std::move(t), stk)); });
     };
-    tab.bool_into_float = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::bool_into_float(unwrap_bool<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.bool_into_float = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Float>(t).emplace(stk, [&] { return S::bool_into_float(unwrap_bool<S>(std::move(t), stk)); });
     };
-    tab.bool_argwhere = [](const Stack& stk, DispatchTensor&& t) -> DispatchTensor {
-        Spare spare;
-        return wrap_int<S>(S::bool_argwhere(unwrap_bool<S>(std::move(t), stk, &spare)), stk, &spare);
+    tab.bool_argwhere = [](Stack stk, DispatchTensor&& t) -> DispatchTensor {
+        return Out<S, Int>(t).emplace(stk, [&] { return S::bool_argwhere(unwrap_bool<S>(std::move(t), stk)); });
     };
-    tab.conv1d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<1>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv1d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv1d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<1>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv1d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.conv2d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<2>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv2d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv2d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<2>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv2d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.conv3d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<3>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv3d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv3d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvOptions<3>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv3d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.conv_transpose1d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<1>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv_transpose1d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv_transpose1d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<1>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv_transpose1d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.conv_transpose2d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<2>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv_transpose2d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv_transpose2d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<2>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv_transpose2d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.conv_transpose3d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<3>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::conv_transpose3d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.conv_transpose3d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<3>& o) -> DispatchTensor {
+        return Out<S, Float>(x, w).emplace(stk, [&] { return S::conv_transpose3d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.deform_conv2d = [](const Stack& stk, DispatchTensor&& x, DispatchTensor&& offset, DispatchTensor&& w, std::optional<DispatchTensor> mask, std::optional<DispatchTensor> bias, const DeformConvOptions& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::deform_conv2d(unwrap_float<S>(std::move(x), stk, &spare), unwrap_float<S>(std::move(offset), stk, &spare), unwrap_float<S>(std::move(w), stk, &spare), unwrap_opt_float<S>(std::move(mask), stk), unwrap_opt_float<S>(std::move(bias), stk), o), stk, &spare);
+    tab.deform_conv2d = [](Stack stk, DispatchTensor&& x, DispatchTensor&& offset, DispatchTensor&& w, std::optional<DispatchTensor> mask, std::optional<DispatchTensor> bias, const DeformConvOptions& o) -> DispatchTensor {
+        return Out<S, Float>(x, offset, w).emplace(stk, [&] { return S::deform_conv2d(unwrap_float<S>(std::move(x), stk), unwrap_float<S>(std::move(offset), stk), unwrap_float<S>(std::move(w), stk), unwrap_opt_float<S>(std::move(mask), stk), unwrap_opt_float<S>(std::move(bias), stk), o); });
     };
-    tab.avg_pool1d = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<1>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::avg_pool1d(unwrap_float<S>(std::move(x), stk, &spare), o), stk, &spare);
+    tab.avg_pool1d = [](Stack stk, DispatchTensor&& x, const PoolOptions<1>& o) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::avg_pool1d(unwrap_float<S>(std::move(x), stk), o); });
     };
-    tab.avg_pool2d = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<2>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::avg_pool2d(unwrap_float<S>(std::move(x), stk, &spare), o), stk, &spare);
+    tab.avg_pool2d = [](Stack stk, DispatchTensor&& x, const PoolOptions<2>& o) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::avg_pool2d(unwrap_float<S>(std::move(x), stk), o); });
     };
-    tab.max_pool1d = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<1>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::max_pool1d(unwrap_float<S>(std::move(x), stk, &spare), o), stk, &spare);
+    tab.max_pool1d = [](Stack stk, DispatchTensor&& x, const PoolOptions<1>& o) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::max_pool1d(unwrap_float<S>(std::move(x), stk), o); });
     };
-    tab.max_pool2d = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<2>& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::max_pool2d(unwrap_float<S>(std::move(x), stk, &spare), o), stk, &spare);
+    tab.max_pool2d = [](Stack stk, DispatchTensor&& x, const PoolOptions<2>& o) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::max_pool2d(unwrap_float<S>(std::move(x), stk), o); });
     };
-    tab.max_pool1d_with_indices = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<1>& o) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.max_pool1d_with_indices = [](Stack stk, DispatchTensor&& x, const PoolOptions<1>& o) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_float<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::max_pool1d_with_indices(unwrap_float<S>(std::move(x), stk), o));
     };
-    tab.max_pool2d_with_indices = [](const Stack& stk, DispatchTensor&& x, const PoolOptions<2>& o) -> std::pair<DispatchTensor, DispatchTensor> {
+    tab.max_pool2d_with_indices = [](Stack stk, DispatchTensor&& x, const PoolOptions<2>& o) -> std::pair<DispatchTensor, DispatchTensor> {
         return [&](auto r) { return std::pair{wrap_float<S>(std::move(r.first), stk), wrap_int<S>(std::move(r.second), stk)}; }(S::max_pool2d_with_indices(unwrap_float<S>(std::move(x), stk), o));
     };
-    tab.adaptive_avg_pool1d = [](const Stack& stk, DispatchTensor&& x, std::size_t output_size) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::adaptive_avg_pool1d(unwrap_float<S>(std::move(x), stk, &spare), output_size), stk, &spare);
+    tab.adaptive_avg_pool1d = [](Stack stk, DispatchTensor&& x, std::size_t output_size) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::adaptive_avg_pool1d(unwrap_float<S>(std::move(x), stk), output_size); });
     };
-    tab.adaptive_avg_pool2d = [](const Stack& stk, DispatchTensor&& x, std::array<std::size_t, 2> output_size) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::adaptive_avg_pool2d(unwrap_float<S>(std::move(x), stk, &spare), output_size), stk, &spare);
+    tab.adaptive_avg_pool2d = [](Stack stk, DispatchTensor&& x, std::array<std::size_t, 2> output_size) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::adaptive_avg_pool2d(unwrap_float<S>(std::move(x), stk), output_size); });
     };
-    tab.interpolate = [](const Stack& stk, DispatchTensor&& x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o) -> DispatchTensor {
-        Spare spare;
-        return wrap_float<S>(S::interpolate(unwrap_float<S>(std::move(x), stk, &spare), output_size, o), stk, &spare);
+    tab.interpolate = [](Stack stk, DispatchTensor&& x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o) -> DispatchTensor {
+        return Out<S, Float>(x).emplace(stk, [&] { return S::interpolate(unwrap_float<S>(std::move(x), stk), output_size, o); });
     };
     return tab;
 }

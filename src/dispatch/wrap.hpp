@@ -1,39 +1,71 @@
 #pragma once
-// Dispatch's internals: the handle a DispatchTensor points to, how an op finds its stack, and
-// how a stack's entry turns DispatchTensors into the stack's primitives and back.
+// Dispatch's internals: the handle a DispatchTensor names (with the stack's primitive), how an op
+// finds its stack, and how a stack's entry turns DispatchTensors into the stack's primitives and
+// builds its result's handle.
 #include <array>
 #include <atomic>
 #include <initializer_list>
-#include <memory>
+#include <new>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "ember/autodiff/autodiff.hpp"
+#include "ember/backend/detail/cpu_tensor.hpp"
 #include "ember/detail/recycling_allocator.hpp"
 #include "ember/dispatch/dispatch.hpp"
 #include "ember/tensor/attention.hpp"
 #include "ember/tensor/error.hpp"
+#include "ember/tensor/kind.hpp"
 
 namespace ember::detail::dispatch {
 
 /// A stack is named by the device of its float tensors.
 using Stack = DispatchDevice;
 
-/// A tensor of one concrete stack; `device` is its stack (without autodiff for int and bool).
-struct Handle {
-    virtual ~Handle() = default;
-    DispatchDevice device;  ///< the stack (and device) it lives on
-    // Kept here because the tensor layer's checks ask for them before most ops: reading them
-    // needs no call through the stack's table.
-    Shape shape;               ///< the tensor's shape
-    DType dtype = DType::F32;  ///< the tensor's dtype
-};
-/// The handle of a tensor whose primitive is P.
+/// A tag an address per primitive type, naming a Holder<P> (Handle::type).
+template <typename P>
+inline constexpr char kHolderTag = 0;
+
+/// The handle of a tensor whose primitive is P (the Handle and the primitive in one block, from
+/// a per-thread free list). `p` is alive while `live`: an entry moves the primitive out of an
+/// operand's last handle and builds its result's primitive in that handle's place (Out).
 template <typename P>
 struct Holder final : Handle {
-    P p;  ///< the concrete stack's primitive
+    union {
+        P p;  ///< the concrete stack's primitive, while `live`
+    };
+    bool live = false;  ///< whether `p` holds a primitive
+    Holder() noexcept {}
+    Holder(const Holder&) = delete;
+    Holder& operator=(const Holder&) = delete;
+    ~Holder() {
+        if (live) p.~P();
+    }
 };
+
+/// The handles come from a per-thread free list (detail::RecyclingAllocator): a handle costs no
+/// malloc and free in a loop of ops.
+template <typename P>
+using HandleAllocator = ::ember::detail::RecyclingAllocator<Holder<P>>;
+
+/// Frees a Holder<P> (Handle::destroy).
+template <typename P>
+void destroy_holder(Handle* h) noexcept {
+    auto* x = static_cast<Holder<P>*>(h);
+    x->~Holder();
+    HandleAllocator<P>{}.deallocate(x, 1);
+}
+/// A new handle (one name) with no primitive yet.
+template <typename P>
+Holder<P>* new_holder() {
+    Holder<P>* x = HandleAllocator<P>{}.allocate(1);
+    ::new (static_cast<void*>(x)) Holder<P>();
+    x->destroy = &destroy_holder<P>;
+    x->type = &kHolderTag<P>;
+    return x;
+}
 
 /// The stack without autodiff (where int and bool tensors live).
 inline Stack base(Stack s) { return s.autodiff(false); }
@@ -57,8 +89,6 @@ struct Operand {
 [[noreturn]] void mixed_stacks(const char* op, const DispatchDevice& a, const DispatchDevice& b);
 /// Throws the ember::ArgumentError of an op given no tensor.
 [[noreturn]] void no_operand(const char* op);
-/// Throws the ember::ArgumentError of a default-made tensor used in an op.
-[[noreturn]] void no_handle();
 
 /// The stack an op on `ops` runs on: every tensor's stack without autodiff must be the same
 /// (else an ember::DeviceError naming both); the op records for backward when a float operand
@@ -73,7 +103,7 @@ inline Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
         const DispatchDevice& d = t.handle->device;
         if (!first)
             first = &d;
-        else if (base(d) != base(*first)) [[unlikely]]
+        else if (!same_but_autodiff(d, *first)) [[unlikely]]
             mixed_stacks(op, *first, d);
         track = track || (is_float && d.has_autodiff());
     };
@@ -100,7 +130,9 @@ inline Stack stack_of_two(const char* op, const DispatchTensor& a, bool a_float,
         no_handle();
     const DispatchDevice& da = a.handle->device;
     const DispatchDevice& db = b.handle->device;
-    if (base(da) != base(db)) [[unlikely]]
+    if (da == db) [[likely]]  // the usual case: one compare of the whole device
+        return da.autodiff((a_float || b_float) && da.has_autodiff());
+    if (!same_but_autodiff(da, db)) [[unlikely]]
         mixed_stacks(op, da, db);
     return da.autodiff((a_float && da.has_autodiff()) || (b_float && db.has_autodiff()));
 }
@@ -114,37 +146,24 @@ struct CoreTable;
 
 /// The handle of `t`, checked.
 inline const Handle& handle_of(const DispatchTensor& t) {
-    if (t.handle == nullptr) [[unlikely]]
-        no_handle();
-    return *t.handle;
+    return t.get();
 }
 
-/// Where an op keeps the handle of an operand it took over (the last handle of that tensor),
-/// so that its result reuses that allocation instead of freeing one and allocating another: in
-/// a chain of ops on temporaries (`((x + y) * y).exp()`) every op after the first allocates no
-/// handle. Local to one op's entry (nothing outlives the call).
-struct Spare {
-    std::shared_ptr<Handle> handle;  ///< the taken-over handle, its primitive moved out
-    const void* type = nullptr;      ///< which Holder<P> it is (kHolderTag<P>)
-};
-/// A tag an address per primitive type, naming a Spare's Holder<P>.
+/// S's primitive P of `t`: moved out when `t` is its tensor's last name (so that S may reuse
+/// the buffer in place, as on the concrete stack; the handle is left empty, for Out to build a
+/// result in), else a copy (sharing the buffer).
 template <typename P>
-inline constexpr char kHolderTag = 0;
-
-/// S's primitive of `t` (taken over when this is the last handle, so that S may reuse it); the
-/// emptied handle goes to `spare` when it has none yet.
-template <typename P>
-P take(DispatchTensor&& t, Spare* spare = nullptr) {
+P take(DispatchTensor&& t) {
     auto& h = static_cast<Holder<P>&>(*t.handle);
-    if (t.handle.use_count() == 1) {
-        P p = std::move(h.p);
-        if (spare && !spare->handle) {
-            spare->handle = std::move(t.handle);
-            spare->type = &kHolderTag<P>;
-        } else {
-            t.handle.reset();
-        }
-        return p;
+    if (t.unique()) {
+        struct Empty {
+            Holder<P>& h;
+            ~Empty() {
+                h.p.~P();
+                h.live = false;
+            }
+        } empty{h};
+        return std::move(h.p);
     }
     return h.p;
 }
@@ -152,30 +171,28 @@ P take(DispatchTensor&& t, Spare* spare = nullptr) {
 /// A float tensor of `s` as S's primitive: a tensor of the same stack is taken as is, one of
 /// the same device without autodiff joins S's graph as a constant.
 template <typename S>
-typename S::FloatTensorPrimitive unwrap_float(DispatchTensor&& t, const Stack& s,
-                                              Spare* spare = nullptr) {
+[[gnu::always_inline]] inline typename S::FloatTensorPrimitive unwrap_float(DispatchTensor&& t,
+                                                                            const Stack& s) {
     const Stack& ts = handle_of(t).device;
-    if (ts == s) return take<typename S::FloatTensorPrimitive>(std::move(t), spare);
+    if (ts == s) [[likely]]
+        return take<typename S::FloatTensorPrimitive>(std::move(t));
     if constexpr (AutodiffBackend<S>) {
-        return S::from_inner(
-            take<typename S::InnerBackend::FloatTensorPrimitive>(std::move(t), spare));
+        return S::from_inner(take<typename S::InnerBackend::FloatTensorPrimitive>(std::move(t)));
     } else {
         EMBER_FAIL(Device, "ember::Dispatch: a tensor of ", ts.to_string(), " used on ", s.to_string());
     }
 }
 /// An int tensor as S's primitive (S's int primitive is its inner stack's).
 template <typename S>
-typename S::IntTensorPrimitive unwrap_int(DispatchTensor&& t, const Stack&,
-                                          Spare* spare = nullptr) {
-    handle_of(t);
-    return take<typename S::IntTensorPrimitive>(std::move(t), spare);
+[[gnu::always_inline]] inline typename S::IntTensorPrimitive unwrap_int(DispatchTensor&& t,
+                                                                        const Stack&) {
+    return take<typename S::IntTensorPrimitive>(std::move(t));
 }
 /// A bool tensor as S's primitive.
 template <typename S>
-typename S::BoolTensorPrimitive unwrap_bool(DispatchTensor&& t, const Stack&,
-                                            Spare* spare = nullptr) {
-    handle_of(t);
-    return take<typename S::BoolTensorPrimitive>(std::move(t), spare);
+[[gnu::always_inline]] inline typename S::BoolTensorPrimitive unwrap_bool(DispatchTensor&& t,
+                                                                          const Stack&) {
+    return take<typename S::BoolTensorPrimitive>(std::move(t));
 }
 
 /// A read-only view of an operand as S's primitive (a lifted copy when it joins the graph).
@@ -233,50 +250,96 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
     return r;
 }
 
-/// The handles (each a Holder<P> with its shared_ptr control block in one block) come from a
-/// per-thread free list (detail::RecyclingAllocator): a handle costs no malloc and free in a
-/// loop of ops.
-template <typename T>
-using HandleAllocator = ::ember::detail::RecyclingAllocator<T>;
+/// `to` = the shape of primitive `p`: copied straight from the CPU backend's tensor (and from
+/// the one in Autodiff's over it), which is what their `float_shape` returns; for other stacks
+/// what `shape(p)` (the stack's) gives.
+template <typename P, typename F>
+[[gnu::always_inline]] inline void copy_shape(Shape& to, const P& p, F shape) {
+    using Cpu = ::ember::detail::cpu::CpuTensor;
+    if constexpr (std::is_same_v<P, Cpu>)
+        to = p.shape;
+    else if constexpr (requires { requires std::is_same_v<decltype(p.primitive), Cpu>; })
+        to = p.primitive.shape;
+    else
+        to = shape(p);
+}
 
-/// A handle around primitive `p` on stack `s`: the spare handle an operand left where it is a
-/// Holder<P> (nobody else holds it: it was the operand's last handle), else a new one.
-template <typename P>
-DispatchTensor hold(P&& p, const Stack& s, const Shape& shape, DType dtype,
-                    Spare* spare = nullptr) {
-    using H = Holder<std::remove_cvref_t<P>>;
-    if (spare && spare->type == &kHolderTag<std::remove_cvref_t<P>>) {
-        auto& h = static_cast<H&>(*spare->handle);
-        h.device = s;
-        h.shape = shape;
-        h.dtype = dtype;
-        h.p = std::forward<P>(p);
-        spare->type = nullptr;
-        return {std::move(spare->handle)};
+/// S's primitive type of kind K.
+template <typename S, typename K>
+using PrimitiveOf =
+    std::conditional_t<std::is_same_v<K, Float>, typename S::FloatTensorPrimitive,
+                       std::conditional_t<std::is_same_v<K, Int>, typename S::IntTensorPrimitive,
+                                          typename S::BoolTensorPrimitive>>;
+
+/// Where an entry builds its result, a tensor of kind K on S: in the handle of an operand it
+/// takes over when there is one (the operand's last name, whose primitive type is the
+/// result's), so that a chain of ops on temporaries (`((x + y) * y).exp()`) allocates a handle
+/// only for its first op; else in a new handle. The stack's op constructs its result there
+/// (emplace), with no move.
+template <typename S, typename K>
+class Out {
+  public:
+    using P = PrimitiveOf<S, K>;  ///< the result's primitive
+    /// A new handle unless one of `operands` (those the entry takes by value, before it takes
+    /// them) is one to reuse.
+    template <typename... T>
+    explicit Out(T&... operands) {
+        (reuse(operands) || ...);
+        if (h_ == nullptr) h_ = new_holder<P>();
     }
-    auto h = std::allocate_shared<H>(HandleAllocator<H>{});
-    h->device = s;
-    h->shape = shape;
-    h->dtype = dtype;
-    h->p = std::forward<P>(p);
-    return {std::move(h)};
+    Out(const Out&) = delete;
+    Out& operator=(const Out&) = delete;
+    /// A new handle whose op threw is freed (a reused one stays its operand's, empty).
+    ~Out() {
+        if (h_ && !from_) destroy_holder<P>(h_);
+    }
+    /// The tensor `f()` returns (S's primitive of kind K), built in this handle, on stack `s`
+    /// (int and bool tensors on s without autodiff).
+    template <typename F>
+    DispatchTensor emplace(const Stack& s, F&& f) {
+        Holder<P>* h = h_;
+        ::new (static_cast<void*>(&h->p)) P(std::forward<F>(f)());
+        h->live = true;
+        if constexpr (std::is_same_v<K, Float>) {
+            h->device = s;
+            copy_shape(h->shape, h->p, [](const P& p) { return S::float_shape(p); });
+            h->dtype = S::float_dtype(h->p);
+        } else if constexpr (std::is_same_v<K, Int>) {
+            h->device = base(s);
+            copy_shape(h->shape, h->p, [](const P& p) { return S::int_shape(p); });
+            h->dtype = S::int_dtype(h->p);
+        } else {
+            h->device = base(s);
+            copy_shape(h->shape, h->p, [](const P& p) { return S::bool_shape(p); });
+            h->dtype = S::bool_dtype(h->p);
+        }
+        h_ = nullptr;
+        if (from_) from_->handle = nullptr;  // its name is the result's now
+        return DispatchTensor(h);
+    }
+
+  private:
+    bool reuse(DispatchTensor& t) {
+        if (t.handle == nullptr || t.handle->type != &kHolderTag<P> || !t.unique()) return false;
+        from_ = &t;
+        h_ = static_cast<Holder<P>*>(t.handle);
+        return true;
+    }
+    Holder<P>* h_ = nullptr;
+    DispatchTensor* from_ = nullptr;
+};
+
+template <typename S>
+DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s) {
+    return Out<S, Float>().emplace(s, [&] { return std::move(p); });
 }
 template <typename S>
-DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s,
-                          Spare* spare = nullptr) {
-    const DType dtype = S::float_dtype(p);
-    return hold(std::move(p), s, S::float_shape(p), dtype, spare);
+DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s) {
+    return Out<S, Int>().emplace(s, [&] { return std::move(p); });
 }
 template <typename S>
-DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s, Spare* spare = nullptr) {
-    const DType dtype = S::int_dtype(p);
-    return hold(std::move(p), base(s), S::int_shape(p), dtype, spare);
-}
-template <typename S>
-DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s,
-                         Spare* spare = nullptr) {
-    const DType dtype = S::bool_dtype(p);
-    return hold(std::move(p), base(s), S::bool_shape(p), dtype, spare);
+DispatchTensor wrap_bool(typename S::BoolTensorPrimitive p, const Stack& s) {
+    return Out<S, Bool>().emplace(s, [&] { return std::move(p); });
 }
 template <typename S>
 std::vector<DispatchTensor> wrap_vec_float(std::vector<typename S::FloatTensorPrimitive> v,

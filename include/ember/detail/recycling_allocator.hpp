@@ -1,7 +1,7 @@
 #pragma once
 // A std::allocator-compatible allocator for objects made and freed once per op (the CPU
-// backend's tensor storage blocks, Dispatch's tensor handles, each with its shared_ptr control
-// block from allocate_shared): a per-thread list keeps up to kKeep freed single-object blocks of
+// backend's tensor storage blocks, each with its shared_ptr control block from allocate_shared,
+// and Dispatch's tensor handles): a per-thread list keeps up to kKeep freed single-object blocks of
 // each type for the next op, so that a loop of ops costs no malloc and free. Blocks freed after
 // the thread's list is gone (static tensors at exit) go straight to the heap.
 #include <cstddef>

@@ -2,13 +2,18 @@
 // The device and the primitive of ember::Dispatch. A DispatchDevice names a concrete stack at
 // run time — the backend (cpu, vulkan:i, cuda:i), and whether Fusion and Autodiff wrap it — and
 // a DispatchTensor is a handle to a tensor of that stack. Nothing here includes a backend.
+#include <array>
+#include <atomic>
+#include <bit>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../export.hpp"
+#include "../tensor/dtype.hpp"
+#include "../tensor/shape.hpp"
 
 namespace ember {
 
@@ -67,25 +72,104 @@ class EMBER_API DispatchDevice {
 
     /// The device string parse() reads back: "cpu", "cuda:0+fusion+autodiff".
     std::string to_string() const;
-    /// Devices are equal when they name the same stack on the same device.
-    friend constexpr bool operator==(const DispatchDevice&, const DispatchDevice&) = default;
+    /// Devices are equal when they name the same stack on the same device (one compare of
+    /// eight bytes: every op compares its operands' devices).
+    friend constexpr bool operator==(const DispatchDevice& a, const DispatchDevice& b) {
+        return a.word() == b.word();
+    }
+    /// Whether `a` and `b` name one stack but for autodiff.
+    friend constexpr bool same_but_autodiff(const DispatchDevice& a, const DispatchDevice& b) {
+        return ((a.word() ^ b.word()) & ~kAutodiffBit) == 0;
+    }
 
 private:
     constexpr DispatchDevice(DispatchKind k, std::uint32_t i) : kind_(k), index_(i) {}
+    // Eight bytes with no padding, the flags first: two devices compare as one word.
     DispatchKind kind_ = DispatchKind::Cpu;
-    std::uint32_t index_ = 0;
     bool fusion_ = false;
     bool autodiff_ = false;
+    std::uint8_t unused_ = 0;
+    std::uint32_t index_ = 0;
+    // The device as one word (its bytes: no padding).
+    constexpr std::uint64_t word() const { return std::bit_cast<std::uint64_t>(*this); }
+    // word()'s bits of the autodiff flag.
+    static constexpr std::uint64_t kAutodiffBit =
+        std::bit_cast<std::uint64_t>(std::array<std::uint8_t, 8>{0, 0, 0xff, 0, 0, 0, 0, 0});
 };
 
+static_assert(sizeof(DispatchDevice) == 8, "DispatchDevice: one word, no padding");
+
 namespace detail::dispatch {
-struct Handle;  // a tensor of one concrete stack (src/dispatch/wrap.hpp)
+
+/// A tensor of one concrete stack, shared by the DispatchTensors that name it: its stack, shape
+/// and dtype (kept here so that reading them, which the tensor layer does before most ops,
+/// needs no call), and a count of those DispatchTensors. The count is atomic, as the CPU
+/// backend's storage count (a std::shared_ptr) is: tensors cross threads (data-parallel
+/// training, loaders). src/dispatch/wrap.hpp's Holder<P> adds the stack's primitive and makes
+/// and frees it.
+struct Handle {
+    std::atomic<std::uint32_t> refs{1};           ///< DispatchTensors naming it
+    void (*destroy)(Handle*) noexcept = nullptr;  ///< frees it (its Holder<P>)
+    const void* type = nullptr;                   ///< which Holder<P> it is (one address a P)
+    DispatchDevice device;                        ///< the stack (and device) it lives on
+    DType dtype = DType::F32;                     ///< the tensor's dtype
+    Shape shape;                                  ///< the tensor's shape
+};
+
+/// Drops one name of `h`, freeing it with the last. A count of one is the caller's own: no
+/// other thread can add a name then, so the last name frees without an atomic update.
+inline void release(Handle* h) noexcept {
+    if (h->refs.load(std::memory_order_acquire) == 1 ||
+        h->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+        h->destroy(h);
+}
+
+/// Throws the ember::ArgumentError of a default-made tensor used in an op.
+[[noreturn]] EMBER_API void no_handle();
+
 }  // namespace detail::dispatch
 
-/// Dispatch's float, int and bool primitive: a shared handle to a tensor of one concrete
+/// Dispatch's float, int and bool primitive: a counted handle to a tensor of one concrete
 /// stack, which knows its stack. Copies share the tensor, as every backend's primitives do.
 struct DispatchTensor {
-    std::shared_ptr<detail::dispatch::Handle> handle;  ///< null only when default-made
+    detail::dispatch::Handle* handle = nullptr;  ///< null only when default-made or moved from
+
+    DispatchTensor() = default;
+    /// Takes over one name of `h` (its count already includes it).
+    explicit DispatchTensor(detail::dispatch::Handle* h) noexcept : handle(h) {}
+    /// Shares `o`'s tensor.
+    DispatchTensor(const DispatchTensor& o) noexcept : handle(o.handle) {
+        if (handle) handle->refs.fetch_add(1, std::memory_order_relaxed);
+    }
+    /// Takes `o`'s name over (`o` is left empty).
+    DispatchTensor(DispatchTensor&& o) noexcept : handle(o.handle) { o.handle = nullptr; }
+    /// Shares `o`'s tensor.
+    DispatchTensor& operator=(const DispatchTensor& o) noexcept {
+        DispatchTensor(o).swap(*this);
+        return *this;
+    }
+    /// Takes `o`'s name over.
+    DispatchTensor& operator=(DispatchTensor&& o) noexcept {
+        DispatchTensor(std::move(o)).swap(*this);
+        return *this;
+    }
+    ~DispatchTensor() {
+        if (handle) detail::dispatch::release(handle);
+    }
+    /// Exchanges two handles.
+    void swap(DispatchTensor& o) noexcept {
+        detail::dispatch::Handle* h = handle;
+        handle = o.handle;
+        o.handle = h;
+    }
+    /// The handle; an ember::ArgumentError when there is none (default-made).
+    const detail::dispatch::Handle& get() const {
+        if (handle == nullptr) [[unlikely]]
+            detail::dispatch::no_handle();
+        return *handle;
+    }
+    /// Whether this is the only DispatchTensor naming its tensor.
+    bool unique() const noexcept { return handle->refs.load(std::memory_order_acquire) == 1; }
 };
 
 }  // namespace ember

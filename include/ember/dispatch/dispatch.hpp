@@ -58,24 +58,25 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
 
     // ---- devices: a float tensor's device names its stack; int and bool tensors never carry
     // autodiff (they are the inner stack's, as on Autodiff<B>) ----
+    // Read from the handle, inline: the tensor layer asks for them before most ops.
     /// The device (stack) of a float tensor.
-    static Device float_device(const FT& t);
+    static Device float_device(const FT& t) { return t.get().device; }
     /// The device of an int tensor (without autodiff).
-    static Device int_device(const FT& t);
+    static Device int_device(const FT& t) { return t.get().device; }
     /// The device of a bool tensor (without autodiff).
-    static Device bool_device(const FT& t);
+    static Device bool_device(const FT& t) { return t.get().device; }
     /// The shape of a float tensor (kept in its handle: no call to the stack).
-    static Shape float_shape(const FT& t);
+    static Shape float_shape(const FT& t) { return t.get().shape; }
     /// The shape of an int tensor.
-    static Shape int_shape(const FT& t);
+    static Shape int_shape(const FT& t) { return t.get().shape; }
     /// The shape of a bool tensor.
-    static Shape bool_shape(const FT& t);
+    static Shape bool_shape(const FT& t) { return t.get().shape; }
     /// The dtype of a float tensor (kept in its handle).
-    static DType float_dtype(const FT& t);
+    static DType float_dtype(const FT& t) { return t.get().dtype; }
     /// The dtype of an int tensor.
-    static DType int_dtype(const FT& t);
+    static DType int_dtype(const FT& t) { return t.get().dtype; }
     /// The dtype of a bool tensor.
-    static DType bool_dtype(const FT& t);
+    static DType bool_dtype(const FT& t) { return t.get().dtype; }
     /// The tensor on stack `d`: the same backend keeps the graph (a tensor leaving autodiff
     /// leaves it); another backend or decorator moves the values through TensorData.
     static FT float_to_device(FT t, const Device& d);
