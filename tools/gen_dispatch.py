@@ -222,9 +222,12 @@ def main():
         hdr.append(f"    /// The backend op `{name}`, run on {where}.\n"
                    f"    static {dret} {name}({dparams});\n")
         fwd_args = ", ".join(p if is_cref(t) else f"std::move({p})" for t, p in plist)
+        # The table from the first tensor operand's handle (wrap.hpp's table(s, t)).
+        first = next((p for t, p in plist if kind_of(t) and kind_of(t)[1] == "value"), None)
+        tab_expr = f"table(stk, {first})" if first else "table(stk)"
         src.append(f"{dret} Ops::{name}({dparams}) {{\n"
                    f"    const Stack stk = {stack_expr(name, plist, ret)};\n"
-                   f"    return table(stk).{name}(stk{', ' if plist else ''}{fwd_args});\n}}\n")
+                   f"    return {tab_expr}.{name}(stk{', ' if plist else ''}{fwd_args});\n}}\n")
         tab.append(f"    {dret} (*{name})(Stack{', ' if plist else ''}"
                    f"{', '.join(entry_type(t) for t, _ in plist)});\n")
         call = f"S::{name}({', '.join(unwrap_expr(t, p) for t, p in plist)})"

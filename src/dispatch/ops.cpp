@@ -12,7 +12,7 @@ DispatchTensor Ops::float_from_data(const TensorData& data, const DispatchDevice
 }
 TensorData Ops::float_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_into_data(stk, std::move(t));
+    return table(stk, t).float_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::float_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, true);
@@ -28,71 +28,71 @@ DispatchTensor Ops::float_random(const Shape& shape, const Distribution& dist, c
 }
 DispatchTensor Ops::float_unary(UnaryOp op, DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_unary(stk, std::move(op), std::move(t));
+    return table(stk, t).float_unary(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::float_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("float_binary", a, true, b, true);
-    return table(stk).float_binary(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).float_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s) {
     const Stack stk = detail::dispatch::stack_of_one(a, true);
-    return table(stk).float_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
+    return table(stk, a).float_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::float_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("float_compare", a, true, b, true);
-    return table(stk).float_compare(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).float_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_compare_scalar(CompareOp op, DispatchTensor a, Scalar s) {
     const Stack stk = detail::dispatch::stack_of_one(a, true);
-    return table(stk).float_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
+    return table(stk, a).float_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::float_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
     const Stack stk = detail::dispatch::stack_of("float_mask_where", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(mask, false), detail::dispatch::Operand::value(value, true)});
-    return table(stk).float_mask_where(stk, std::move(t), std::move(mask), std::move(value));
+    return table(stk, t).float_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::float_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value) {
     const Stack stk = detail::dispatch::stack_of_two("float_mask_fill", t, true, mask, false);
-    return table(stk).float_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
+    return table(stk, t).float_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::float_clamp(DispatchTensor t, Scalar lo, Scalar hi) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_clamp(stk, std::move(t), std::move(lo), std::move(hi));
+    return table(stk, t).float_clamp(stk, std::move(t), std::move(lo), std::move(hi));
 }
 DispatchTensor Ops::float_reduce(ReduceOp op, DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_reduce(stk, std::move(op), std::move(t));
+    return table(stk, t).float_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::float_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
+    return table(stk, t).float_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
+    return table(stk, t).float_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_reshape(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_reshape(stk, std::move(t), shape);
+    return table(stk, t).float_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::float_permute(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_permute(stk, std::move(t), std::move(axes));
+    return table(stk, t).float_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::float_expand(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_expand(stk, std::move(t), shape);
+    return table(stk, t).float_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::float_slice(DispatchTensor t, std::span<const Slice> ranges) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_slice(stk, std::move(t), std::move(ranges));
+    return table(stk, t).float_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::float_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of_two("float_slice_assign", t, true, values, true);
-    return table(stk).float_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
+    return table(stk, t).float_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::float_flip(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_flip(stk, std::move(t), std::move(axes));
+    return table(stk, t).float_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::float_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of("float_cat", {detail::dispatch::Operand::vector(tensors, true)});
@@ -100,55 +100,55 @@ DispatchTensor Ops::float_cat(std::vector<DispatchTensor> tensors, std::size_t d
 }
 DispatchTensor Ops::float_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
+    return table(stk, t).float_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::float_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("float_gather", t, true, indices, false);
-    return table(stk).float_gather(stk, std::move(dim), std::move(t), std::move(indices));
+    return table(stk, t).float_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::float_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of("float_scatter", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(indices, false), detail::dispatch::Operand::value(values, true)});
-    return table(stk).float_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
+    return table(stk, t).float_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
 }
 DispatchTensor Ops::float_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("float_select", t, true, indices, false);
-    return table(stk).float_select(stk, std::move(t), std::move(dim), std::move(indices));
+    return table(stk, t).float_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::float_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of("float_select_assign", {detail::dispatch::Operand::value(t, true), detail::dispatch::Operand::value(indices, false), detail::dispatch::Operand::value(values, true)});
-    return table(stk).float_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
+    return table(stk, t).float_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::float_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
+    return table(stk, t).float_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::float_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
+    return table(stk, t).float_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
 }
 DispatchTensor Ops::float_matmul(DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("float_matmul", a, true, b, true);
-    return table(stk).float_matmul(stk, std::move(a), std::move(b));
+    return table(stk, a).float_matmul(stk, std::move(a), std::move(b));
 }
 DispatchTensor Ops::float_into_int(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_into_int(stk, std::move(t));
+    return table(stk, t).float_into_int(stk, std::move(t));
 }
 DispatchTensor Ops::float_cast(DispatchTensor t, DType dtype) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_cast(stk, std::move(t), std::move(dtype));
+    return table(stk, t).float_cast(stk, std::move(t), std::move(dtype));
 }
 DispatchTensor Ops::float_softmax(DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_softmax(stk, std::move(t), std::move(dim));
+    return table(stk, t).float_softmax(stk, std::move(t), std::move(dim));
 }
 DispatchTensor Ops::float_log_softmax(DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, true);
-    return table(stk).float_log_softmax(stk, std::move(t), std::move(dim));
+    return table(stk, t).float_log_softmax(stk, std::move(t), std::move(dim));
 }
 std::array<DispatchTensor, 3> Ops::float_layer_norm(DispatchTensor x, std::optional<DispatchTensor> gamma, std::optional<DispatchTensor> beta, double eps) {
     const Stack stk = detail::dispatch::stack_of("float_layer_norm", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::optional(gamma, true), detail::dispatch::Operand::optional(beta, true)});
-    return table(stk).float_layer_norm(stk, std::move(x), std::move(gamma), std::move(beta), std::move(eps));
+    return table(stk, x).float_layer_norm(stk, std::move(x), std::move(gamma), std::move(beta), std::move(eps));
 }
 DispatchTensor Ops::int_from_data(const TensorData& data, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);
@@ -156,7 +156,7 @@ DispatchTensor Ops::int_from_data(const TensorData& data, const DispatchDevice& 
 }
 TensorData Ops::int_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_into_data(stk, std::move(t));
+    return table(stk, t).int_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::int_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);
@@ -176,71 +176,71 @@ DispatchTensor Ops::int_arange(std::int64_t start, std::int64_t end, std::int64_
 }
 DispatchTensor Ops::int_unary(UnaryOp op, DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_unary(stk, std::move(op), std::move(t));
+    return table(stk, t).int_unary(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::int_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("int_binary", a, false, b, false);
-    return table(stk).int_binary(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).int_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_binary_scalar(BinaryOp op, DispatchTensor a, Scalar s) {
     const Stack stk = detail::dispatch::stack_of_one(a, false);
-    return table(stk).int_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
+    return table(stk, a).int_binary_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::int_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("int_compare", a, false, b, false);
-    return table(stk).int_compare(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).int_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_compare_scalar(CompareOp op, DispatchTensor a, Scalar s) {
     const Stack stk = detail::dispatch::stack_of_one(a, false);
-    return table(stk).int_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
+    return table(stk, a).int_compare_scalar(stk, std::move(op), std::move(a), std::move(s));
 }
 DispatchTensor Ops::int_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
     const Stack stk = detail::dispatch::stack_of("int_mask_where", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(mask, false), detail::dispatch::Operand::value(value, false)});
-    return table(stk).int_mask_where(stk, std::move(t), std::move(mask), std::move(value));
+    return table(stk, t).int_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::int_mask_fill(DispatchTensor t, DispatchTensor mask, Scalar value) {
     const Stack stk = detail::dispatch::stack_of_two("int_mask_fill", t, false, mask, false);
-    return table(stk).int_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
+    return table(stk, t).int_mask_fill(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::int_clamp(DispatchTensor t, Scalar lo, Scalar hi) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_clamp(stk, std::move(t), std::move(lo), std::move(hi));
+    return table(stk, t).int_clamp(stk, std::move(t), std::move(lo), std::move(hi));
 }
 DispatchTensor Ops::int_reduce(ReduceOp op, DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_reduce(stk, std::move(op), std::move(t));
+    return table(stk, t).int_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::int_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
+    return table(stk, t).int_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::int_arg_reduce(ArgReduceOp op, DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
+    return table(stk, t).int_arg_reduce(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::int_reshape(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_reshape(stk, std::move(t), shape);
+    return table(stk, t).int_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::int_permute(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_permute(stk, std::move(t), std::move(axes));
+    return table(stk, t).int_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::int_expand(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_expand(stk, std::move(t), shape);
+    return table(stk, t).int_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::int_slice(DispatchTensor t, std::span<const Slice> ranges) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_slice(stk, std::move(t), std::move(ranges));
+    return table(stk, t).int_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::int_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of_two("int_slice_assign", t, false, values, false);
-    return table(stk).int_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
+    return table(stk, t).int_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::int_flip(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_flip(stk, std::move(t), std::move(axes));
+    return table(stk, t).int_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::int_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of("int_cat", {detail::dispatch::Operand::vector(tensors, false)});
@@ -248,43 +248,43 @@ DispatchTensor Ops::int_cat(std::vector<DispatchTensor> tensors, std::size_t dim
 }
 DispatchTensor Ops::int_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
+    return table(stk, t).int_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::int_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("int_gather", t, false, indices, false);
-    return table(stk).int_gather(stk, std::move(dim), std::move(t), std::move(indices));
+    return table(stk, t).int_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::int_scatter(std::size_t dim, DispatchTensor t, DispatchTensor indices, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of("int_scatter", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false), detail::dispatch::Operand::value(values, false)});
-    return table(stk).int_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
+    return table(stk, t).int_scatter(stk, std::move(dim), std::move(t), std::move(indices), std::move(values));
 }
 DispatchTensor Ops::int_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("int_select", t, false, indices, false);
-    return table(stk).int_select(stk, std::move(t), std::move(dim), std::move(indices));
+    return table(stk, t).int_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::int_select_assign(DispatchTensor t, std::size_t dim, DispatchTensor indices, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of("int_select_assign", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(indices, false), detail::dispatch::Operand::value(values, false)});
-    return table(stk).int_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
+    return table(stk, t).int_select_assign(stk, std::move(t), std::move(dim), std::move(indices), std::move(values));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::int_sort_with_indices(DispatchTensor t, std::size_t dim, bool descending) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
+    return table(stk, t).int_sort_with_indices(stk, std::move(t), std::move(dim), std::move(descending));
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::int_topk(DispatchTensor t, std::size_t k, std::size_t dim, bool largest) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
+    return table(stk, t).int_topk(stk, std::move(t), std::move(k), std::move(dim), std::move(largest));
 }
 DispatchTensor Ops::int_matmul(DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("int_matmul", a, false, b, false);
-    return table(stk).int_matmul(stk, std::move(a), std::move(b));
+    return table(stk, a).int_matmul(stk, std::move(a), std::move(b));
 }
 DispatchTensor Ops::int_into_float(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_into_float(stk, std::move(t));
+    return table(stk, t).int_into_float(stk, std::move(t));
 }
 DispatchTensor Ops::int_cast(DispatchTensor t, DType dtype) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).int_cast(stk, std::move(t), std::move(dtype));
+    return table(stk, t).int_cast(stk, std::move(t), std::move(dtype));
 }
 DispatchTensor Ops::bool_from_data(const TensorData& data, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);
@@ -292,7 +292,7 @@ DispatchTensor Ops::bool_from_data(const TensorData& data, const DispatchDevice&
 }
 TensorData Ops::bool_into_data(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_into_data(stk, std::move(t));
+    return table(stk, t).bool_into_data(stk, std::move(t));
 }
 DispatchTensor Ops::bool_empty(const Shape& shape, const DispatchDevice& d) {
     const Stack stk = detail::dispatch::stack_of_device(d, false);
@@ -304,51 +304,51 @@ DispatchTensor Ops::bool_full(const Shape& shape, Scalar value, const DispatchDe
 }
 DispatchTensor Ops::bool_not(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_not(stk, std::move(t));
+    return table(stk, t).bool_not(stk, std::move(t));
 }
 DispatchTensor Ops::bool_binary(BinaryOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("bool_binary", a, false, b, false);
-    return table(stk).bool_binary(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).bool_binary(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::bool_compare(CompareOp op, DispatchTensor a, DispatchTensor b) {
     const Stack stk = detail::dispatch::stack_of_two("bool_compare", a, false, b, false);
-    return table(stk).bool_compare(stk, std::move(op), std::move(a), std::move(b));
+    return table(stk, a).bool_compare(stk, std::move(op), std::move(a), std::move(b));
 }
 DispatchTensor Ops::bool_mask_where(DispatchTensor t, DispatchTensor mask, DispatchTensor value) {
     const Stack stk = detail::dispatch::stack_of("bool_mask_where", {detail::dispatch::Operand::value(t, false), detail::dispatch::Operand::value(mask, false), detail::dispatch::Operand::value(value, false)});
-    return table(stk).bool_mask_where(stk, std::move(t), std::move(mask), std::move(value));
+    return table(stk, t).bool_mask_where(stk, std::move(t), std::move(mask), std::move(value));
 }
 DispatchTensor Ops::bool_reduce(ReduceOp op, DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_reduce(stk, std::move(op), std::move(t));
+    return table(stk, t).bool_reduce(stk, std::move(op), std::move(t));
 }
 DispatchTensor Ops::bool_reduce_dim(ReduceOp op, DispatchTensor t, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
+    return table(stk, t).bool_reduce_dim(stk, std::move(op), std::move(t), std::move(dim));
 }
 DispatchTensor Ops::bool_reshape(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_reshape(stk, std::move(t), shape);
+    return table(stk, t).bool_reshape(stk, std::move(t), shape);
 }
 DispatchTensor Ops::bool_permute(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_permute(stk, std::move(t), std::move(axes));
+    return table(stk, t).bool_permute(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::bool_expand(DispatchTensor t, const Shape& shape) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_expand(stk, std::move(t), shape);
+    return table(stk, t).bool_expand(stk, std::move(t), shape);
 }
 DispatchTensor Ops::bool_slice(DispatchTensor t, std::span<const Slice> ranges) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_slice(stk, std::move(t), std::move(ranges));
+    return table(stk, t).bool_slice(stk, std::move(t), std::move(ranges));
 }
 DispatchTensor Ops::bool_slice_assign(DispatchTensor t, std::span<const Slice> ranges, DispatchTensor values) {
     const Stack stk = detail::dispatch::stack_of_two("bool_slice_assign", t, false, values, false);
-    return table(stk).bool_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
+    return table(stk, t).bool_slice_assign(stk, std::move(t), std::move(ranges), std::move(values));
 }
 DispatchTensor Ops::bool_flip(DispatchTensor t, std::span<const std::size_t> axes) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_flip(stk, std::move(t), std::move(axes));
+    return table(stk, t).bool_flip(stk, std::move(t), std::move(axes));
 }
 DispatchTensor Ops::bool_cat(std::vector<DispatchTensor> tensors, std::size_t dim) {
     const Stack stk = detail::dispatch::stack_of("bool_cat", {detail::dispatch::Operand::vector(tensors, false)});
@@ -356,91 +356,91 @@ DispatchTensor Ops::bool_cat(std::vector<DispatchTensor> tensors, std::size_t di
 }
 DispatchTensor Ops::bool_repeat_dim(DispatchTensor t, std::size_t dim, std::size_t times) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
+    return table(stk, t).bool_repeat_dim(stk, std::move(t), std::move(dim), std::move(times));
 }
 DispatchTensor Ops::bool_gather(std::size_t dim, DispatchTensor t, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("bool_gather", t, false, indices, false);
-    return table(stk).bool_gather(stk, std::move(dim), std::move(t), std::move(indices));
+    return table(stk, t).bool_gather(stk, std::move(dim), std::move(t), std::move(indices));
 }
 DispatchTensor Ops::bool_select(DispatchTensor t, std::size_t dim, DispatchTensor indices) {
     const Stack stk = detail::dispatch::stack_of_two("bool_select", t, false, indices, false);
-    return table(stk).bool_select(stk, std::move(t), std::move(dim), std::move(indices));
+    return table(stk, t).bool_select(stk, std::move(t), std::move(dim), std::move(indices));
 }
 DispatchTensor Ops::bool_into_int(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_into_int(stk, std::move(t));
+    return table(stk, t).bool_into_int(stk, std::move(t));
 }
 DispatchTensor Ops::bool_into_float(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_into_float(stk, std::move(t));
+    return table(stk, t).bool_into_float(stk, std::move(t));
 }
 DispatchTensor Ops::bool_argwhere(DispatchTensor t) {
     const Stack stk = detail::dispatch::stack_of_one(t, false);
-    return table(stk).bool_argwhere(stk, std::move(t));
+    return table(stk, t).bool_argwhere(stk, std::move(t));
 }
 DispatchTensor Ops::conv1d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<1>& o) {
     const Stack stk = detail::dispatch::stack_of("conv1d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv1d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv1d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::conv2d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<2>& o) {
     const Stack stk = detail::dispatch::stack_of("conv2d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv2d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv2d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::conv3d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvOptions<3>& o) {
     const Stack stk = detail::dispatch::stack_of("conv3d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv3d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv3d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::conv_transpose1d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<1>& o) {
     const Stack stk = detail::dispatch::stack_of("conv_transpose1d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv_transpose1d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv_transpose1d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::conv_transpose2d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<2>& o) {
     const Stack stk = detail::dispatch::stack_of("conv_transpose2d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv_transpose2d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv_transpose2d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::conv_transpose3d(DispatchTensor x, DispatchTensor w, std::optional<DispatchTensor> bias, const ConvTransposeOptions<3>& o) {
     const Stack stk = detail::dispatch::stack_of("conv_transpose3d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).conv_transpose3d(stk, std::move(x), std::move(w), std::move(bias), o);
+    return table(stk, x).conv_transpose3d(stk, std::move(x), std::move(w), std::move(bias), o);
 }
 DispatchTensor Ops::deform_conv2d(DispatchTensor x, DispatchTensor offset, DispatchTensor w, std::optional<DispatchTensor> mask, std::optional<DispatchTensor> bias, const DeformConvOptions& o) {
     const Stack stk = detail::dispatch::stack_of("deform_conv2d", {detail::dispatch::Operand::value(x, true), detail::dispatch::Operand::value(offset, true), detail::dispatch::Operand::value(w, true), detail::dispatch::Operand::optional(mask, true), detail::dispatch::Operand::optional(bias, true)});
-    return table(stk).deform_conv2d(stk, std::move(x), std::move(offset), std::move(w), std::move(mask), std::move(bias), o);
+    return table(stk, x).deform_conv2d(stk, std::move(x), std::move(offset), std::move(w), std::move(mask), std::move(bias), o);
 }
 DispatchTensor Ops::avg_pool1d(DispatchTensor x, const PoolOptions<1>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).avg_pool1d(stk, std::move(x), o);
+    return table(stk, x).avg_pool1d(stk, std::move(x), o);
 }
 DispatchTensor Ops::avg_pool2d(DispatchTensor x, const PoolOptions<2>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).avg_pool2d(stk, std::move(x), o);
+    return table(stk, x).avg_pool2d(stk, std::move(x), o);
 }
 DispatchTensor Ops::max_pool1d(DispatchTensor x, const PoolOptions<1>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).max_pool1d(stk, std::move(x), o);
+    return table(stk, x).max_pool1d(stk, std::move(x), o);
 }
 DispatchTensor Ops::max_pool2d(DispatchTensor x, const PoolOptions<2>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).max_pool2d(stk, std::move(x), o);
+    return table(stk, x).max_pool2d(stk, std::move(x), o);
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::max_pool1d_with_indices(DispatchTensor x, const PoolOptions<1>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).max_pool1d_with_indices(stk, std::move(x), o);
+    return table(stk, x).max_pool1d_with_indices(stk, std::move(x), o);
 }
 std::pair<DispatchTensor, DispatchTensor> Ops::max_pool2d_with_indices(DispatchTensor x, const PoolOptions<2>& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).max_pool2d_with_indices(stk, std::move(x), o);
+    return table(stk, x).max_pool2d_with_indices(stk, std::move(x), o);
 }
 DispatchTensor Ops::adaptive_avg_pool1d(DispatchTensor x, std::size_t output_size) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).adaptive_avg_pool1d(stk, std::move(x), std::move(output_size));
+    return table(stk, x).adaptive_avg_pool1d(stk, std::move(x), std::move(output_size));
 }
 DispatchTensor Ops::adaptive_avg_pool2d(DispatchTensor x, std::array<std::size_t, 2> output_size) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).adaptive_avg_pool2d(stk, std::move(x), std::move(output_size));
+    return table(stk, x).adaptive_avg_pool2d(stk, std::move(x), std::move(output_size));
 }
 DispatchTensor Ops::interpolate(DispatchTensor x, std::array<std::size_t, 2> output_size, const InterpolateOptions& o) {
     const Stack stk = detail::dispatch::stack_of_one(x, true);
-    return table(stk).interpolate(stk, std::move(x), std::move(output_size), o);
+    return table(stk, x).interpolate(stk, std::move(x), std::move(output_size), o);
 }
 
 }  // namespace ember::detail::dispatch

@@ -17,6 +17,7 @@ namespace {
 template <typename S>
 StackEntry make_entry(const char* name) {
     static const OpTable ops = make_op_table<S>();
+    table_of<S> = &ops;
     static const CoreTable core = make_core_table<S>(name);
     return {&ops, &core};
 }

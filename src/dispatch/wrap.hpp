@@ -19,6 +19,11 @@
 #include "ember/tensor/error.hpp"
 #include "ember/tensor/kind.hpp"
 
+namespace ember {
+template <typename B>
+struct FusionTensor;  // <ember/fusion/fusion.hpp>
+}  // namespace ember
+
 namespace ember::detail::dispatch {
 
 /// A stack is named by the device of its float tensors.
@@ -141,8 +146,21 @@ inline Stack stack_of_device(const DispatchDevice& d, bool track) {
     return track ? d : base(d);
 }
 
-struct OpTable;
 struct CoreTable;
+
+/// The op table of stack S, set when the registry makes it (stacks_*.cpp): what a handle of S
+/// records (Handle::ops), so that an op on it reads its table without the registry.
+template <typename S>
+inline const OpTable* table_of = nullptr;
+/// The stack without autodiff of S (where S's int and bool tensors live).
+template <typename S>
+struct BaseStack {
+    using type = S;
+};
+template <typename B, typename C>
+struct BaseStack<Autodiff<B, C>> {
+    using type = B;
+};
 
 /// The handle of `t`, checked.
 inline const Handle& handle_of(const DispatchTensor& t) {
@@ -250,16 +268,35 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
     return r;
 }
 
-/// `to` = the shape of primitive `p`: copied straight from the CPU backend's tensor (and from
-/// the one in Autodiff's over it), which is what their `float_shape` returns; for other stacks
-/// what `shape(p)` (the stack's) gives.
+template <typename P>
+inline constexpr bool kIsFusionTensor = false;
+template <typename B>
+inline constexpr bool kIsFusionTensor<FusionTensor<B>> = true;
+template <typename P>
+inline constexpr bool kIsAutodiffTensor = false;
+template <typename B>
+inline constexpr bool kIsAutodiffTensor<AutodiffTensor<B>> = true;
+
+/// Where primitive `p` keeps its shape, for the primitives whose `float_shape` returns a member:
+/// the CPU backend's tensor, Fusion's (its value's) and Autodiff's over either (its inner
+/// primitive's); nothing (std::nullptr_t) for the others.
+template <typename P>
+[[gnu::always_inline]] inline auto shape_in(const P& p) {
+    if constexpr (std::is_same_v<P, ::ember::detail::cpu::CpuTensor>)
+        return &p.shape;
+    else if constexpr (kIsFusionTensor<P>)
+        return static_cast<const Shape*>(&p.value->shape);
+    else if constexpr (kIsAutodiffTensor<P>)
+        return shape_in(p.primitive);
+    else
+        return nullptr;
+}
+/// `to` = the shape of primitive `p`: copied straight from where it keeps it (shape_in), else
+/// what the stack's `shape(p)` gives.
 template <typename P, typename F>
 [[gnu::always_inline]] inline void copy_shape(Shape& to, const P& p, F shape) {
-    using Cpu = ::ember::detail::cpu::CpuTensor;
-    if constexpr (std::is_same_v<P, Cpu>)
-        to = p.shape;
-    else if constexpr (requires { requires std::is_same_v<decltype(p.primitive), Cpu>; })
-        to = p.primitive.shape;
+    if constexpr (std::is_same_v<decltype(shape_in(p)), const Shape*>)
+        to = *shape_in(p);
     else
         to = shape(p);
 }
@@ -301,14 +338,17 @@ class Out {
         ::new (static_cast<void*>(&h->p)) P(std::forward<F>(f)());
         h->live = true;
         if constexpr (std::is_same_v<K, Float>) {
+            h->ops = table_of<S>;
             h->device = s;
             copy_shape(h->shape, h->p, [](const P& p) { return S::float_shape(p); });
             h->dtype = S::float_dtype(h->p);
         } else if constexpr (std::is_same_v<K, Int>) {
+            h->ops = table_of<typename BaseStack<S>::type>;
             h->device = base(s);
             copy_shape(h->shape, h->p, [](const P& p) { return S::int_shape(p); });
             h->dtype = S::int_dtype(h->p);
         } else {
+            h->ops = table_of<typename BaseStack<S>::type>;
             h->device = base(s);
             copy_shape(h->shape, h->p, [](const P& p) { return S::bool_shape(p); });
             h->dtype = S::bool_dtype(h->p);
@@ -747,6 +787,14 @@ inline const StackEntry& stack_entry(const Stack& s) {
 /// The op table of stack `s`; an ember::DeviceError when this build lacks its backend.
 inline const OpTable& table(const Stack& s) {
     return *stack_entry(s).ops;
+}
+/// table(s) for an op whose operands include `t`: the table `t`'s handle records when `t` lives
+/// on `s` (an op's usual case), with no look-up.
+inline const OpTable& table(const Stack& s, const DispatchTensor& t) {
+    const Handle* h = t.handle;
+    if (h->device == s && h->ops != nullptr) [[likely]]
+        return *h->ops;
+    return table(s);
 }
 /// The hand-written entries of stack `s` (devices, autodiff).
 inline const CoreTable& core_table(const Stack& s) {

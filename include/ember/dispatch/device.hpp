@@ -101,6 +101,8 @@ static_assert(sizeof(DispatchDevice) == 8, "DispatchDevice: one word, no padding
 
 namespace detail::dispatch {
 
+struct OpTable;  // the op table of a stack (src/dispatch/table.hpp)
+
 /// A tensor of one concrete stack, shared by the DispatchTensors that name it: its stack, shape
 /// and dtype (kept here so that reading them, which the tensor layer does before most ops,
 /// needs no call), and a count of those DispatchTensors. The count is atomic, as the CPU
@@ -111,6 +113,7 @@ struct Handle {
     std::atomic<std::uint32_t> refs{1};           ///< DispatchTensors naming it
     void (*destroy)(Handle*) noexcept = nullptr;  ///< frees it (its Holder<P>)
     const void* type = nullptr;                   ///< which Holder<P> it is (one address a P)
+    const OpTable* ops = nullptr;                 ///< its stack's op table (null: look it up)
     DispatchDevice device;                        ///< the stack (and device) it lives on
     DType dtype = DType::F32;                     ///< the tensor's dtype
     Shape shape;                                  ///< the tensor's shape
