@@ -6,7 +6,7 @@
 // kernels run asynchronously and the one read-back at the end waits for them), so the figure is
 // the host's cost of issuing four ops.
 // Then the same comparison for whole training steps (forward, backward, Adam) of the mnist
-// example's MLP at batch 64 on each autodiff stack, where the goal is ≤ 2 % added.
+// example's MLP and CNN at batch 64 on each autodiff stack, where the goal is ≤ 2 % added.
 //   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
 // `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
 // `--iters 0` skips the chains and `--train-steps 0` the training steps. One stack's chain alone
@@ -49,12 +49,12 @@ double time_chain(const ember::Device<B>& d, int iters) {
     return std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
 }
 
-/// Milliseconds a training step of the mnist MLP (batch 64, Adam) takes on B, an autodiff stack
-/// or Dispatch on an autodiff device: `steps` steps after three untimed ones, the last loss read
-/// back so the device's queue is included.
-template <typename B>
+/// Milliseconds a training step of the mnist example's model Net (its MLP or its CNN; batch 64,
+/// Adam) takes on B, an autodiff stack or Dispatch on an autodiff device: `steps` steps after
+/// three untimed ones, the last loss read back so the device's queue is included.
+template <template <typename> class Net, typename B>
 double time_train(const ember::Device<B>& d, int steps) {
-    using Model = mnist::Mlp<B>;
+    using Model = Net<B>;
     Model model = Model::init(d);
     auto optim = ember::optim::AdamConfig{.epsilon = 1e-8}.init<Model>();
     mnist::MnistBatch<B> data{
@@ -105,19 +105,28 @@ void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int 
                 stack, c, s, s / c, rounds, iters);
 }
 
-template <typename B>
-void compare_train(const char* stack, const ember::DispatchDevice& d, int rounds, int steps) {
+template <template <typename> class Net, typename B>
+void compare_train_model(const char* model, const char* stack, const ember::DispatchDevice& d,
+                         int rounds, int steps) {
     if (!wanted(stack, true)) return;
     std::vector<double> concrete, dispatch;
     for (int r = 0; r < rounds; ++r) {
-        concrete.push_back(time_train<B>({}, steps));
-        dispatch.push_back(time_train<ember::Dispatch>(d, steps));
+        concrete.push_back(time_train<Net, B>({}, steps));
+        dispatch.push_back(time_train<Net, ember::Dispatch>(d, steps));
     }
     const double c = median(concrete), s = median(dispatch);
-    std::printf("{\"workload\":\"dispatch_train_step\",\"stack\":\"%s\",\"unit\":\"ms_per_step\","
-                "\"model\":\"mnist mlp, batch 64, adam\",\"concrete\":%.4f,\"dispatch\":%.4f,"
-                "\"ratio\":%.4f,\"rounds\":%d,\"steps\":%d}\n",
-                stack, c, s, s / c, rounds, steps);
+    std::printf(
+        "{\"workload\":\"dispatch_train_step\",\"stack\":\"%s\",\"unit\":\"ms_per_step\","
+        "\"model\":\"mnist %s, batch 64, adam\",\"concrete\":%.4f,\"dispatch\":%.4f,"
+        "\"ratio\":%.4f,\"rounds\":%d,\"steps\":%d}\n",
+        stack, model, c, s, s / c, rounds, steps);
+}
+
+/// The MLP's and the CNN's training-step rows on autodiff stack B (Dispatch on `d`).
+template <typename B>
+void compare_train(const char* stack, const ember::DispatchDevice& d, int rounds, int steps) {
+    compare_train_model<mnist::Mlp, B>("mlp", stack, d, rounds, steps);
+    compare_train_model<mnist::Cnn, B>("cnn", stack, d, rounds, steps);
 }
 
 }  // namespace

@@ -7,7 +7,9 @@ the run's commit, date, machine and load).
 
 One table row per stack and file: the chain's median time on the concrete stack and on Dispatch
 (the device naming that stack), their ratio, what Dispatch adds per op, and the issue's goal
-(Dispatch ≤ 1.05× the concrete stack).
+(Dispatch ≤ 1.05× the concrete stack). The training-step lines (`dispatch_train_step`) and the
+instruction counts of benchmarks/dispatch_callgrind.sh (`dispatch_callgrind`) found in the same
+files get tables of their own.
 """
 import json
 import os
@@ -29,7 +31,7 @@ TRAIN_GOAL = 1.02
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    rows, train_rows = [], []
+    rows, train_rows, cg_rows = [], [], []
     for path in sys.argv[2:]:
         for line in open(path, encoding="utf-8"):
             if not line.strip():
@@ -37,10 +39,19 @@ def main():
             r = json.loads(line)
             if r.get("workload") == "dispatch_train_step":
                 verdict = "**met**" if r["ratio"] <= TRAIN_GOAL else "**missed**"
+                model = r.get("model", "mnist mlp, batch 64, adam").split(",")[0]
                 train_rows.append(
-                    f"| {STACKS.get(r['stack'], r['stack'])} | {r['concrete']:.3f} | "
+                    f"| {model} | {STACKS.get(r['stack'], r['stack'])} | {r['concrete']:.3f} | "
                     f"{r['dispatch']:.3f} | {r['ratio']:.3f} | ≤ {TRAIN_GOAL}: {verdict} | "
                     f"{r.get('commit', '?')}, {r.get('machine', '?')} "
+                    f"| `{os.path.relpath(path, os.path.dirname(sys.argv[1]))}` |")
+                continue
+            if r.get("workload") == "dispatch_callgrind":
+                ratio = r["dispatch"] / r["concrete"]
+                cg_rows.append(
+                    f"| {STACKS.get(r['stack'], r['stack'])} | {r['concrete']:,} | "
+                    f"{r['dispatch']:,} | {ratio:.3f} | {r['added_per_op']:+} | "
+                    f"{'yes' if ratio <= GOAL else 'no'} | {r.get('commit', '?')} "
                     f"| `{os.path.relpath(path, os.path.dirname(sys.argv[1]))}` |")
                 continue
             if r.get("workload") != "dispatch_overhead":
@@ -67,13 +78,25 @@ def main():
         *rows,
         *([
             "",
-            "A whole training step (forward, backward, Adam) of the mnist example's MLP at batch 64,",
-            "the same way: ms a step, medians of alternating rounds (the issue's goal: ≤ 2 % added).",
+            "A whole training step (forward, backward, Adam) of the mnist example's MLP (and, since",
+            "2026-12-01, its CNN) at batch 64, the same way: ms a step, medians of alternating rounds",
+            "(the issue's goal: ≤ 2 % added).",
             "",
-            "| stack | concrete ms/step | Dispatch ms/step | ratio | goal | run | raw lines |",
-            "| --- | ---: | ---: | ---: | --- | --- | --- |",
+            "| model | stack | concrete ms/step | Dispatch ms/step | ratio | goal | run | raw lines |",
+            "| --- | --- | ---: | ---: | ---: | --- | --- | --- |",
             *train_rows,
         ] if train_rows else []),
+        *([
+            "",
+            "Instructions of the same chain counted with callgrind (`benchmarks/dispatch_callgrind.sh`:",
+            "1000 chains, one stack a process, only the two timing functions counted; deterministic,",
+            "so it judges a change on a loaded machine): instructions a chain, and what Dispatch adds",
+            "an op.",
+            "",
+            f"| stack | concrete | Dispatch | ratio | added an op | ratio ≤ {GOAL} | commit | raw lines |",
+            "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
+            *cg_rows,
+        ] if cg_rows else []),
     ])
 
 
