@@ -250,25 +250,26 @@ for m in mlp cnn resnet gpt; do
 done
 
 # --- ember's threading variants ------------------------------------------------------------
-# By default OpenBLAS runs single-threaded, each product split into tiles on ember's pool.
+# By default OpenBLAS runs single-threaded, each product split into tiles on ember's pool, and
+# the pool's threads spin 50 µs for the next region (from 4 threads on) before they sleep.
 # "openblas-threads": EMBER_CPU_BLAS_THREADS=openblas, OpenBLAS's own pool threading each product
 # (sized like ember's; its threads spin for a while after each call and compete with ember's),
-# the default before; EMBER_CPU_GEMM=portable: ember's blocked GEMM instead of OpenBLAS; with
-# EMBER_CPU_SPIN_US=50 the pool's threads also spin 50 µs for the next op before they sleep;
-# "spin": OpenBLAS as by default, ember's pool spinning 50 µs; "pool-tiles":
-# EMBER_CPU_BLAS_THREADED_DIM=0, the large square products (every side 1024 or more, which
-# OpenBLAS threads by default) in tiles on ember's pool as well (run 2026-11-30b set
-# EMBER_CPU_BLAS_THREADED_MACS=0, the rule then: products of 2^29 multiply-adds or more).
-# Rows tagged "variant":
-# "openblas-threads" / "pool-tiles" / "portable-gemm" / "portable-gemm-spin" / "spin" (and
+# the default before 2026-11-30; "portable-gemm": EMBER_CPU_GEMM=portable, ember's blocked GEMM
+# instead of OpenBLAS; "pool-tiles": EMBER_CPU_BLAS_THREADED_DIM=0, the large square products
+# (every side 1024 or more, which OpenBLAS threads by default) in tiles on ember's pool as well
+# (run 2026-11-30b set EMBER_CPU_BLAS_THREADED_MACS=0, the rule then: products of 2^29
+# multiply-adds or more); "no-spin": EMBER_CPU_SPIN_US=0, the pool's threads sleep at once (the
+# default until 2026-12-01; runs before then had "spin" and "portable-gemm-spin" variants with
+# EMBER_CPU_SPIN_US=50 instead, and the variants above ran with EMBER_CPU_SPIN_US=0).
+# Rows tagged "variant": "openblas-threads" / "pool-tiles" / "portable-gemm" / "no-spin" (and
 # "composed-bn-relu", below).
 vcounts="1"
 [[ $top != 1 ]] && vcounts="1,$top"
-for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:def auto:auto:50:def; do
-  IFS=: read -r blas gemm spin dim <<<"$v"  # dim: EMBER_CPU_BLAS_THREADED_DIM ("def": unset)
+# blas:gemm:spin:dim, "def" for a variable left unset (the default)
+for v in openblas:auto:def:def auto:auto:def:0 auto:portable:def:def auto:auto:0:def; do
+  IFS=: read -r blas gemm spin dim <<<"$v"  # dim: EMBER_CPU_BLAS_THREADED_DIM
   name=portable-gemm
-  [[ $gemm == auto ]] && name=spin
-  [[ $gemm == portable && $spin != 0 ]] && name=portable-gemm-spin
+  [[ $spin == 0 ]] && name=no-spin
   [[ $blas == openblas ]] && name=openblas-threads
   [[ $dim == 0 ]] && name=pool-tiles
   specs=("mlp 64" "mlp 256" "cnn 64" "cnn 256" "resnet $rb")
@@ -276,14 +277,15 @@ for v in openblas:auto:0:def auto:auto:0:0 auto:portable:0:def auto:portable:50:
   for spec in "${specs[@]}"; do
     set -- $spec
     ts="$vcounts"
-    [[ $1 == resnet || $1 == gpt || $spin != 0 ]] && ts="$top"
+    [[ $1 == resnet || $1 == gpt || $name == no-spin ]] && ts="$top"
     bf=(--batch-from "$tmp/${1}_b$2.pt") tm=("${mt[@]}")
     [[ $1 == gpt ]] && bf=(--seq "$gpt_seq")
     [[ $1 == gpt && $quick -eq 0 ]] && tm=("${slow[@]}")
     step "train $1 batch $2 at $ts threads: ember, $name"
     (
       [[ $dim != def ]] && export EMBER_CPU_BLAS_THREADED_DIM="$dim"
-      EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm EMBER_CPU_SPIN_US=$spin lim \
+      [[ $spin != def ]] && export EMBER_CPU_SPIN_US="$spin"
+      EMBER_CPU_BLAS_THREADS=$blas EMBER_CPU_GEMM=$gemm lim \
         "$bin/bench_scale" train --model "$1" --batch "$2" --threads "$ts" \
         --init-from "$tmp/$1.pt" "${bf[@]}" "${tm[@]}" 2>>"$err"
     ) | variant "$name"

@@ -124,6 +124,8 @@ VARIANTS = (("openblas-threads", "`EMBER_CPU_BLAS_THREADS=openblas`"),
             ("portable-gemm", "`EMBER_CPU_GEMM=portable`"),
             ("portable-gemm-spin", "`EMBER_CPU_GEMM=portable EMBER_CPU_SPIN_US=50`"),
             ("spin", "`EMBER_CPU_SPIN_US=50` (OpenBLAS as by default)"),
+            ("no-spin", "`EMBER_CPU_SPIN_US=0` (the pool's threads sleep at once; the default "
+             "spins 50 µs from 4 threads since 2026-12-01)"),
             ("composed-bn-relu", "`EMBER_CPU_BATCH_NORM_RELU=0` (the ResNet's BatchNorm, "
                                  "residual addition and ReLU composed, not fused)"))
 
@@ -156,7 +158,8 @@ def variant_table(rows, counts):
                f"*{name}* = {what}" for name, what in variants) +
            " (*portable*: ember's blocked GEMM on its own pool, OpenBLAS not called; *spin*: the "
            "pool's threads spin 50 µs for the next op before they sleep). Default: " + default +
-           ", ember's pool waiting passively.", "",
+           (", ember's pool spinning 50 µs between regions (from 4 threads on)." if "no-spin" in names
+            else ", ember's pool waiting passively."), "",
            "| model | batch | threads | default | " +
            " | ".join(name for name, _ in variants) + " |",
            "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in variants) + " |"]

@@ -141,3 +141,65 @@ TEST_CASE("cpu threads: batched matmuls do not depend on the thread count", "[cp
         CHECK(worst(a.matmul(b), one) < 1e-5);
     }
 }
+
+TEST_CASE("cpu threads: products of one or two rows split across the pool give the same sums",
+          "[cpu_threads]") {
+    ThreadsGuard guard;
+    // A batch-1 (and batch-2) Linear, 784 inputs: x · W with W [784, n] as stored, and x · Vᵀ
+    // with V [n, 784] (the layout of an ONNX Gemm with transB); n = 500 leaves a strip narrower
+    // than two cache lines. From 2 threads on the columns are split in strips across the pool
+    // (at 1, OpenBLAS runs them where it is used): each output is the same sum over k in the
+    // same order on any number of threads, checked exactly from 2 threads on, and against a
+    // float64 loop at 1 and 2.
+    AD::seed(11);
+    for (const std::size_t n : {512, 500}) {
+        for (const std::size_t m : {1, 2}) {
+            INFO(m << " x 784 x " << n);
+            const auto x =
+                ember::Tensor<Cpu, 2>::random({m, 784}, ember::Distribution::Normal(0, 1));
+            const auto w =
+                ember::Tensor<Cpu, 2>::random({784, n}, ember::Distribution::Normal(0, 1));
+            const auto v =
+                ember::Tensor<Cpu, 2>::random({n, 784}, ember::Distribution::Normal(0, 1));
+            const auto xv = x.to_data().to_vec<float>(), wv = w.to_data().to_vec<float>();
+            const auto vv = v.to_data().to_vec<float>();
+            // Each output against its float64 sum, relative to the sum of its terms' magnitudes
+            // (a float32 sum of 784 terms in any order is within 784 · 2^-24 of that: 4.7e-5).
+            std::vector<double> ref(m * n, 0.0), ref_t(m * n, 0.0), mag(m * n, 0.0),
+                mag_t(m * n, 0.0);
+            for (std::size_t i = 0; i < m; ++i)
+                for (std::size_t j = 0; j < n; ++j)
+                    for (std::size_t p = 0; p < 784; ++p) {
+                        const double t = double(xv[i * 784 + p]) * double(wv[p * n + j]);
+                        const double u = double(xv[i * 784 + p]) * double(vv[j * 784 + p]);
+                        ref[i * n + j] += t;
+                        ref_t[i * n + j] += u;
+                        mag[i * n + j] += std::fabs(t);
+                        mag_t[i * n + j] += std::fabs(u);
+                    }
+            auto off = [](const ember::Tensor<Cpu, 2>& y, const std::vector<double>& r,
+                          const std::vector<double>& g) {
+                const auto yv = y.to_data().to_vec<float>();
+                REQUIRE(yv.size() == r.size());
+                double e = 0;
+                for (std::size_t i = 0; i < r.size(); ++i)
+                    e = std::max(e, std::fabs(yv[i] - r[i]) / g[i]);
+                return e;
+            };
+            ember::cpu::set_num_threads(1);
+            CHECK(off(x.matmul(w), ref, mag) < 4.7e-5);
+            CHECK(off(x.matmul(v.clone().transpose()), ref_t, mag_t) < 4.7e-5);
+            ember::cpu::set_num_threads(2);
+            const auto two = x.matmul(w);
+            const auto two_t = x.matmul(v.clone().transpose());
+            CHECK(off(two, ref, mag) < 4.7e-5);
+            CHECK(off(two_t, ref_t, mag_t) < 4.7e-5);
+            for (const std::size_t threads : {3, 4, 8, 16}) {
+                INFO(threads << " threads");
+                ember::cpu::set_num_threads(threads);
+                CHECK(worst(x.matmul(w), two) == 0.0);
+                CHECK(worst(x.matmul(v.clone().transpose()), two_t) == 0.0);
+            }
+        }
+    }
+}

@@ -850,28 +850,65 @@ void gemm_rows(bool ta, std::size_t m, std::size_t n, std::size_t k, T alpha, co
                std::size_t lda, const T* b, std::size_t ldb, T beta, T* c, std::size_t ldc,
                bool parallel) {
     const std::size_t a_rs = ta ? 1 : lda, a_cs = ta ? lda : 1;
-    auto columns = [&](std::size_t j0, std::size_t j1) {
-        for (std::size_t i = 0; i < m; ++i) {
-            T* __restrict ci = c + i * ldc;
-            if (beta == T(0))
-                std::fill(ci + j0, ci + j1, T(0));
-            else if (beta != T(1))
-                for (std::size_t j = j0; j < j1; ++j) ci[j] *= beta;
-            for (std::size_t p = 0; p < k; ++p) {
-                const T s = alpha * a[i * a_rs + p * a_cs];
-                const T* __restrict bp = b + p * ldb;
-                for (std::size_t j = j0; j < j1; ++j) ci[j] += s * bp[j];
-            }
+    constexpr std::size_t kStrip = 128 / sizeof(T);
+    // One row of C over columns [j0, j1): C's values start as beta·C (or zero) and gain
+    // alpha·a[p]·B[p][j] for p in order, the same sums in the same order for any strip.
+    auto row_span = [&](std::size_t i, std::size_t j0, std::size_t j1) {
+        T* __restrict ci = c + i * ldc;
+        if (beta == T(0))
+            std::fill(ci + j0, ci + j1, T(0));
+        else if (beta != T(1))
+            for (std::size_t j = j0; j < j1; ++j) ci[j] *= beta;
+        for (std::size_t p = 0; p < k; ++p) {
+            const T s = alpha * a[i * a_rs + p * a_cs];
+            const T* __restrict bp = b + p * ldb;
+            for (std::size_t j = j0; j < j1; ++j) ci[j] += s * bp[j];
         }
     };
-    // Strips of two cache lines, and at least 2^15 multiply-adds a task (below that a wake-up
-    // of the pool costs more than it saves).
-    constexpr std::size_t kStrip = 128 / sizeof(T);
+    // A whole strip of every row (m is 1 or 2 here): their sums stay in registers over all of k
+    // (loops of fixed length the compiler keeps in vector registers), and each strip of B is
+    // read once for both rows (row_span, for a last narrow strip, loads and stores C at each p,
+    // a chain through memory at every step).
+    auto rows_strip = [&](std::size_t j0) {
+        T acc[2][kStrip];
+        for (std::size_t i = 0; i < m; ++i) {
+            const T* ci = c + i * ldc + j0;
+            for (std::size_t j = 0; j < kStrip; ++j)
+                acc[i][j] = beta == T(0) ? T(0) : (beta == T(1) ? ci[j] : ci[j] * beta);
+        }
+        if (m == 2) {
+            for (std::size_t p = 0; p < k; ++p) {
+                const T s0 = alpha * a[p * a_cs], s1 = alpha * a[a_rs + p * a_cs];
+                const T* __restrict bp = b + p * ldb + j0;
+                for (std::size_t j = 0; j < kStrip; ++j) {
+                    acc[0][j] += s0 * bp[j];
+                    acc[1][j] += s1 * bp[j];
+                }
+            }
+        } else {
+            for (std::size_t p = 0; p < k; ++p) {
+                const T s0 = alpha * a[p * a_cs];
+                const T* __restrict bp = b + p * ldb + j0;
+                for (std::size_t j = 0; j < kStrip; ++j) acc[0][j] += s0 * bp[j];
+            }
+        }
+        for (std::size_t i = 0; i < m; ++i) std::copy(acc[i], acc[i] + kStrip, c + i * ldc + j0);
+    };
+    auto columns = [&](std::size_t j0, std::size_t j1) {
+        std::size_t j = j0;
+        for (; j + kStrip <= j1; j += kStrip) rows_strip(j);
+        if (j < j1)
+            for (std::size_t i = 0; i < m; ++i) row_span(i, j, j1);
+    };
+    // Strips of two cache lines, and at least 2^16 multiply-adds a task: below that a thread's
+    // wake-up costs more than its share saves. On the GPU machine's Xeon a 784 × 512 product
+    // (16 strips) took 9 µs on 8 threads but 35 on 16, each then with one strip
+    // (results/cpu-pool-lock-ab-2026-12-01-h200.jsonl, pool threads spinning).
     const std::size_t strips = (n + kStrip - 1) / kStrip;
     const std::size_t per_strip = m * k * kStrip;
-    if (!parallel || strips < 2 || m * n * k < (std::size_t{1} << 16)) return columns(0, n);
+    if (!parallel || strips < 2 || m * n * k < (std::size_t{1} << 17)) return columns(0, n);
     parallel_for(
-        strips, std::max<std::size_t>(1, (std::size_t{1} << 15) / per_strip),
+        strips, std::max<std::size_t>(1, (std::size_t{1} << 16) / per_strip),
         [&](std::size_t s0, std::size_t s1) { columns(s0 * kStrip, std::min(n, s1 * kStrip)); });
 }
 
@@ -1202,6 +1239,19 @@ void blas_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
         }
     });
 }
+/// Whether a product of one or two rows of A (a batch-1 Linear: a vector times a weight matrix)
+/// goes to ember's own kernels (gemm_rows, gemm_dot) instead of OpenBLAS: where it is to be split
+/// across the pool. Its time is the weights' trip from memory, which threads share by columns
+/// (each reads its own strip of every weight row), but OpenBLAS's calls here are single-threaded
+/// and a tile needs 2^21 multiply-adds, which no batch-1 layer of these sizes has: the batch-1
+/// MLP's forward pass took 0.09 ms at 1, 4, 8 and 16 threads on the GPU machine's Xeon, and
+/// 0.025-0.034 ms from 4 threads on split this way (ONNX Runtime: 0.026-0.030;
+/// results/cpu-pool-claim-ab-2026-12-01-h200.jsonl). On one thread OpenBLAS keeps it. Either way
+/// each output is one sum over k in order, so results do not depend on the split.
+bool rows_go_own(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, bool parallel) {
+    if (m > 2 || !parallel || m * n * k < (std::size_t{1} << 17) || num_threads() < 2) return false;
+    return !tb || dot_preferred(ta, tb, m, n, k);
+}
 }  // namespace
 #endif
 
@@ -1209,7 +1259,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float a
           const float* a, std::size_t lda, const float* b, std::size_t ldb, float beta, float* c,
           std::size_t ldc, bool parallel) {
 #if EMBER_CPU_BLAS
-    if (use_blas(m, n, k, lda, ldb, ldc)) {
+    if (use_blas(m, n, k, lda, ldb, ldc) && !rows_go_own(ta, tb, m, n, k, parallel)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
         blas_product(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, parallel,
                      [&](std::size_t tm, std::size_t tn, std::size_t tk, const float* ta_,
@@ -1230,7 +1280,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double 
           const double* a, std::size_t lda, const double* b, std::size_t ldb, double beta,
           double* c, std::size_t ldc, bool parallel) {
 #if EMBER_CPU_BLAS
-    if (use_blas(m, n, k, lda, ldb, ldc)) {
+    if (use_blas(m, n, k, lda, ldb, ldc) && !rows_go_own(ta, tb, m, n, k, parallel)) {
         fix_lds(ta, tb, m, n, k, lda, ldb, ldc);
         blas_product(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, parallel,
                      [&](std::size_t tm, std::size_t tn, std::size_t tk, const double* ta_,

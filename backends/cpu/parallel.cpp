@@ -1,8 +1,9 @@
-// The thread pool behind parallel_for. Workers wait passively (condition variable) by default,
-// so that they do not fight OpenBLAS's own threads for the cores; EMBER_CPU_SPIN_US=N lets them
-// (and the caller, for the last chunks) spin up to N microseconds for the next region first,
-// which saves the futex wake-up of every region (tens of microseconds at 16 threads) where no
-// other pool wants the cores (EMBER_CPU_GEMM=portable).
+// The thread pool behind parallel_for. A region's chunks are taken by compare-and-swap on one
+// word that names the region (below), so the threads that join it take no lock. Workers that
+// find nothing to take spin up to 50 µs for the next region (the caller likewise for the last
+// chunks of its own) where the pool has 4 threads or more, then wait passively (condition
+// variable); EMBER_CPU_SPIN_US=N sets the spin (0: none). Spinning saves the futex wake-up of
+// every region, tens of microseconds at 16 threads, where nothing else wants the cores.
 #include "parallel.hpp"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,13 +35,20 @@ std::size_t default_threads() {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-/// EMBER_CPU_SPIN_US: how long a thread spins for work before it sleeps (0, the default: never).
-std::chrono::microseconds spin_time() {
-    if (const char* e = std::getenv("EMBER_CPU_SPIN_US")) {
+/// How long a thread spins for work before it sleeps, for a pool of `threads`:
+/// EMBER_CPU_SPIN_US where set (0: never), else 50 µs from 4 threads on and never below. On the
+/// GPU machine's 16-core Xeon, spinning 50 µs took a 16-thread batch-1 MLP's forward pass from
+/// 0.08 to 0.03 ms and the MLP's and guide CNN's 16-thread training steps 5-28 % down
+/// (results/cpu-pool-claim-ab-2026-12-01-h200.jsonl), as ONNX Runtime's and OpenMP's pools spin
+/// by default; a pool of 2 or 3 threads (a small machine, likely shared with other work, as CI's
+/// 2-core runners are) sleeps at once.
+std::chrono::microseconds spin_time(std::size_t threads) {
+    const char* e = std::getenv("EMBER_CPU_SPIN_US");
+    if (e && *e) {
         const long us = std::strtol(e, nullptr, 10);
-        if (us > 0) return std::chrono::microseconds(std::min(us, 100000L));
+        return std::chrono::microseconds(std::clamp(us, 0L, 100000L));
     }
-    return std::chrono::microseconds(0);
+    return std::chrono::microseconds(threads >= 4 ? 50 : 0);
 }
 
 void cpu_relax() {
@@ -63,14 +72,25 @@ bool spin_until(std::chrono::microseconds limit, F&& done) {
     }
 }
 
+/// The pool. A region is published in one atomic word, `claim_`: its generation, its number of
+/// chunks and the next chunk to take. A thread takes a chunk by compare-and-swap on that word,
+/// so it takes only chunks of the region the word names, and that region's fields (ctx_, fn_,
+/// n_), written before the word was, cannot change while it runs one of them: the caller
+/// publishes the next region only once every chunk of this one is done. Spinning workers thus
+/// join a region without a lock. Before 2026-12-01 every worker took the pool's mutex at the
+/// start and the end of each region, and on the GPU machine's 16-core Xeon, with the workers
+/// spinning, a 784 × 512 batch-1 product took 29-42 µs at 16 threads against 8-11 at 8; with
+/// the word, 9-11 at 16 (results/cpu-pool-claim-ab-2026-12-01-h200.jsonl). Only sleeping
+/// workers use the mutex and the condition variable.
 class Pool {
   public:
-    explicit Pool(std::size_t n) : spin_(spin_time()) { resize(n); }
+    explicit Pool(std::size_t n) { resize(n); }
     ~Pool() { stop(); }
     std::size_t size() const { return size_; }
     void resize(std::size_t n) {
         stop();
-        size_ = std::max<std::size_t>(1, n);
+        size_ = std::min<std::size_t>(std::max<std::size_t>(1, n), kMaxChunks / 4);
+        spin_ = spin_time(size_);
         quit_ = false;
         for (std::size_t i = 1; i < size_; ++i) workers_.emplace_back([this] { loop(); });
     }
@@ -78,32 +98,28 @@ class Pool {
              void (*fn)(void*, std::size_t, std::size_t)) {
         std::lock_guard run_lock(run_mu_);  // one parallel region at a time
         const std::size_t chunks = std::min(size_ * 4, (n + grain - 1) / grain);
-        {
-            // Workers still inside the previous region's work() read these fields: wait them out.
-            std::unique_lock lock(mu_);
-            done_cv_.wait(lock, [&] { return active_ == 0; });
-            ctx_ = ctx;
-            fn_ = fn;
-            n_ = n;
-            chunks_ = chunks;
-            next_.store(0, std::memory_order_relaxed);
-            done_.store(0, std::memory_order_relaxed);
-            generation_.store(generation_.load(std::memory_order_relaxed) + 1,
-                              std::memory_order_release);
-        }
-        // Wake only as many workers as there are chunks beyond the caller's own: a region of two
-        // chunks on a pool of 16 would otherwise wake 15 threads that all queue for mu_ and find
-        // nothing to do. (A worker woken for nothing, or late, just sees no chunk left; one
-        // still spinning needs no notification and takes a chunk on its own.)
+        // The previous region is done (every chunk ran and was counted): nobody reads these.
+        ctx_ = ctx;
+        fn_ = fn;
+        n_ = n;
+        done_.store(0, std::memory_order_relaxed);
+        generation_ = (generation_ + 1) & 0xffffffffu;
+        claim_.store(pack(generation_, chunks, 0), std::memory_order_release);
+        // Wake sleepers, only as many as there are chunks beyond the caller's own (a region of
+        // two chunks on a pool of 16 would otherwise wake 15 threads that find nothing to do).
+        // Under mu_: a worker checks for work and goes to sleep under it, so it either sees
+        // this region or is counted in sleepers_ here.
         const std::size_t wake = chunks > 1 ? std::min(chunks, size_) - 1 : 0;
-        if (wake > 0 && wake + 1 >= size_) {
-            cv_.notify_all();
-        } else {
-            for (std::size_t i = 0; i < wake; ++i) cv_.notify_one();
+        if (wake > 0) {
+            std::lock_guard lock(mu_);
+            if (sleepers_ > 0) {
+                if (wake >= sleepers_)
+                    cv_.notify_all();
+                else
+                    for (std::size_t i = 0; i < wake; ++i) cv_.notify_one();
+            }
         }
         work();
-        // Every chunk done means no worker calls fn_ on this region's ctx any more; a worker
-        // still leaving work() is waited for by the next region (active_ above).
         if (spin_until(spin_, [&] { return done_.load(std::memory_order_acquire) == chunks; }))
             return;
         std::unique_lock lock(mu_);
@@ -111,41 +127,51 @@ class Pool {
     }
 
   private:
-    void work() {
-        std::size_t finished = 0;
+    static constexpr std::size_t kMaxChunks = 0xffff;
+    static std::uint64_t pack(std::uint64_t generation, std::uint64_t chunks, std::uint64_t next) {
+        return generation << 32 | chunks << 16 | next;
+    }
+    static std::size_t chunks_of(std::uint64_t c) { return (c >> 16) & kMaxChunks; }
+    static std::size_t next_of(std::uint64_t c) { return c & kMaxChunks; }
+    bool claimable() const {
+        const std::uint64_t c = claim_.load(std::memory_order_acquire);
+        return next_of(c) < chunks_of(c);
+    }
+    /// Takes and runs chunks of the published region until none is left; whether it ran any.
+    bool work() {
+        bool ran = false;
+        std::uint64_t c = claim_.load(std::memory_order_acquire);
         for (;;) {
-            const std::size_t c = next_.fetch_add(1, std::memory_order_relaxed);
-            if (c >= chunks_) break;
-            const std::size_t b = n_ * c / chunks_, e = n_ * (c + 1) / chunks_;
-            fn_(ctx_, b, e);
-            ++finished;
-        }
-        if (finished &&
-            done_.fetch_add(finished, std::memory_order_acq_rel) + finished == chunks_) {
-            // Under mu_, so that the caller cannot miss it between its check and its wait.
-            std::lock_guard lock(mu_);
-            done_cv_.notify_all();
+            const std::size_t chunks = chunks_of(c), i = next_of(c);
+            if (i >= chunks) return ran;
+            if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                              std::memory_order_acquire))
+                continue;  // c now holds the word as it is
+            fn_(ctx_, n_ * i / chunks, n_ * (i + 1) / chunks);
+            ran = true;
+            // The last chunk done: wake the caller if it sleeps. Under mu_, so that the caller
+            // cannot miss it between its check and its wait.
+            if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+                std::lock_guard lock(mu_);
+                done_cv_.notify_all();
+            }
+            c = claim_.load(std::memory_order_acquire);
         }
     }
     void loop() {
-        std::size_t seen = 0;
         for (;;) {
-            spin_until(spin_, [&] {
-                return generation_.load(std::memory_order_acquire) != seen ||
-                       quit_flag_.load(std::memory_order_relaxed);
-            });
-            {
-                std::unique_lock lock(mu_);
-                cv_.wait(lock, [&] {
-                    return quit_ || generation_.load(std::memory_order_relaxed) != seen;
-                });
-                if (quit_) return;
-                seen = generation_.load(std::memory_order_relaxed);
-                ++active_;
+            if (work()) continue;
+            if (spin_until(spin_, [&] {
+                    return claimable() || quit_flag_.load(std::memory_order_relaxed);
+                })) {
+                if (quit_flag_.load(std::memory_order_relaxed)) return;
+                continue;
             }
-            work();
-            std::lock_guard lock(mu_);
-            if (--active_ == 0) done_cv_.notify_all();
+            std::unique_lock lock(mu_);
+            ++sleepers_;
+            cv_.wait(lock, [&] { return quit_ || claimable(); });
+            --sleepers_;
+            if (quit_) return;
         }
     }
     void stop() {
@@ -160,22 +186,23 @@ class Pool {
         quit_flag_.store(false, std::memory_order_relaxed);
     }
 
-    const std::chrono::microseconds spin_;
+    std::chrono::microseconds spin_{0};  // written by resize() only, with no worker running
     std::size_t size_ = 1;
     std::vector<std::thread> workers_;
     std::mutex mu_, run_mu_;
     std::condition_variable cv_, done_cv_;
-    bool quit_ = false;                       // under mu_
-    std::atomic<bool> quit_flag_{false};      // the same, for spinning workers
-    std::atomic<std::size_t> generation_{0};  // written under mu_, read by spinning workers too
+    bool quit_ = false;                   // under mu_
+    std::size_t sleepers_ = 0;            // under mu_: workers waiting on cv_
+    std::atomic<bool> quit_flag_{false};  // the same, for spinning workers
+    std::uint64_t generation_ = 0;        // the caller's (under run_mu_)
+    // The region's fields: written by the caller before it publishes claim_, read by the
+    // threads that took one of its chunks.
     void* ctx_ = nullptr;
     void (*fn_)(void*, std::size_t, std::size_t) = nullptr;
-    std::size_t n_ = 0, chunks_ = 0, active_ = 0;
-    // The counters every thread writes have cache lines of their own: next to the fields above
-    // (read by every worker for every chunk) each increment would evict them from the other
-    // cores' caches, a cost that grows with the thread count. (done_ is the last member: the
-    // class's alignment pads the line after it.)
-    alignas(64) std::atomic<std::size_t> next_{0};
+    std::size_t n_ = 0;
+    // The words every thread writes have cache lines of their own: next to the fields above
+    // (read for every chunk) each update would evict them from the other cores' caches.
+    alignas(64) std::atomic<std::uint64_t> claim_{0};
     alignas(64) std::atomic<std::size_t> done_{0};
 };
 
