@@ -33,6 +33,37 @@ using Stack = DispatchDevice;
 template <typename P>
 inline constexpr char kHolderTag = 0;
 
+template <typename P>
+inline constexpr bool kIsFusionTensor = false;
+template <typename B>
+inline constexpr bool kIsFusionTensor<FusionTensor<B>> = true;
+template <typename P>
+inline constexpr bool kIsAutodiffTensor = false;
+template <typename B>
+inline constexpr bool kIsAutodiffTensor<AutodiffTensor<B>> = true;
+
+/// Where primitive `p` keeps its shape, for the primitives whose `float_shape` returns a member:
+/// the CPU backend's tensor, Fusion's (its value's) and Autodiff's over either (its inner
+/// primitive's); nothing (std::nullptr_t) for the others.
+template <typename P>
+[[gnu::always_inline]] inline auto shape_in(const P& p) {
+    if constexpr (std::is_same_v<P, ::ember::detail::cpu::CpuTensor>)
+        return &p.shape;
+    else if constexpr (kIsFusionTensor<P>)
+        return static_cast<const Shape*>(&p.value->shape);
+    else if constexpr (kIsAutodiffTensor<P>)
+        return shape_in(p.primitive);
+    else
+        return nullptr;
+}
+/// Whether primitive P keeps its shape where shape_in finds it.
+template <typename P>
+inline constexpr bool kShapeInPrimitive =
+    std::is_same_v<decltype(shape_in(std::declval<const P&>())), const Shape*>;
+
+/// Nothing: a Holder<P> whose primitive keeps the shape has no copy of it.
+struct NoShape {};
+
 /// The handle of a tensor whose primitive is P (the Handle and the primitive in one block, from
 /// a per-thread free list). `p` is alive while `live`: an entry moves the primitive out of an
 /// operand's last handle and builds its result's primitive in that handle's place (Out).
@@ -42,6 +73,8 @@ struct Holder final : Handle {
         P p;  ///< the concrete stack's primitive, while `live`
     };
     bool live = false;  ///< whether `p` holds a primitive
+    /// The shape, for a primitive that does not keep it where shape_in finds it.
+    [[no_unique_address]] std::conditional_t<kShapeInPrimitive<P>, NoShape, Shape> own_shape;
     Holder() noexcept {}
     Holder(const Holder&) = delete;
     Holder& operator=(const Holder&) = delete;
@@ -268,39 +301,6 @@ std::vector<typename S::BoolTensorPrimitive> unwrap_vec_bool(std::vector<Dispatc
     return r;
 }
 
-template <typename P>
-inline constexpr bool kIsFusionTensor = false;
-template <typename B>
-inline constexpr bool kIsFusionTensor<FusionTensor<B>> = true;
-template <typename P>
-inline constexpr bool kIsAutodiffTensor = false;
-template <typename B>
-inline constexpr bool kIsAutodiffTensor<AutodiffTensor<B>> = true;
-
-/// Where primitive `p` keeps its shape, for the primitives whose `float_shape` returns a member:
-/// the CPU backend's tensor, Fusion's (its value's) and Autodiff's over either (its inner
-/// primitive's); nothing (std::nullptr_t) for the others.
-template <typename P>
-[[gnu::always_inline]] inline auto shape_in(const P& p) {
-    if constexpr (std::is_same_v<P, ::ember::detail::cpu::CpuTensor>)
-        return &p.shape;
-    else if constexpr (kIsFusionTensor<P>)
-        return static_cast<const Shape*>(&p.value->shape);
-    else if constexpr (kIsAutodiffTensor<P>)
-        return shape_in(p.primitive);
-    else
-        return nullptr;
-}
-/// `to` = the shape of primitive `p`: copied straight from where it keeps it (shape_in), else
-/// what the stack's `shape(p)` gives.
-template <typename P, typename F>
-[[gnu::always_inline]] inline void copy_shape(Shape& to, const P& p, F shape) {
-    if constexpr (std::is_same_v<decltype(shape_in(p)), const Shape*>)
-        to = *shape_in(p);
-    else
-        to = shape(p);
-}
-
 /// S's primitive type of kind K.
 template <typename S, typename K>
 using PrimitiveOf =
@@ -340,17 +340,32 @@ class Out {
         if constexpr (std::is_same_v<K, Float>) {
             h->ops = table_of<S>;
             h->device = s;
-            copy_shape(h->shape, h->p, [](const P& p) { return S::float_shape(p); });
+            if constexpr (kShapeInPrimitive<P>) {
+                h->shape = shape_in(h->p);
+            } else {
+                h->own_shape = S::float_shape(h->p);
+                h->shape = &h->own_shape;
+            }
             h->dtype = S::float_dtype(h->p);
         } else if constexpr (std::is_same_v<K, Int>) {
             h->ops = table_of<typename BaseStack<S>::type>;
             h->device = base(s);
-            copy_shape(h->shape, h->p, [](const P& p) { return S::int_shape(p); });
+            if constexpr (kShapeInPrimitive<P>) {
+                h->shape = shape_in(h->p);
+            } else {
+                h->own_shape = S::int_shape(h->p);
+                h->shape = &h->own_shape;
+            }
             h->dtype = S::int_dtype(h->p);
         } else {
             h->ops = table_of<typename BaseStack<S>::type>;
             h->device = base(s);
-            copy_shape(h->shape, h->p, [](const P& p) { return S::bool_shape(p); });
+            if constexpr (kShapeInPrimitive<P>) {
+                h->shape = shape_in(h->p);
+            } else {
+                h->own_shape = S::bool_shape(h->p);
+                h->shape = &h->own_shape;
+            }
             h->dtype = S::bool_dtype(h->p);
         }
         h_ = nullptr;

@@ -104,8 +104,8 @@ namespace detail::dispatch {
 struct OpTable;  // the op table of a stack (src/dispatch/table.hpp)
 
 /// A tensor of one concrete stack, shared by the DispatchTensors that name it: its stack, shape
-/// and dtype (kept here so that reading them, which the tensor layer does before most ops,
-/// needs no call), and a count of those DispatchTensors. The count is atomic, as the CPU
+/// and dtype (kept here, or pointed to, so that reading them, which the tensor layer does before
+/// most ops, needs no call), and a count of those DispatchTensors. The count is atomic, as the CPU
 /// backend's storage count (a std::shared_ptr) is: tensors cross threads (data-parallel
 /// training, loaders). src/dispatch/wrap.hpp's Holder<P> adds the stack's primitive and makes
 /// and frees it.
@@ -116,7 +116,9 @@ struct Handle {
     const OpTable* ops = nullptr;                 ///< its stack's op table (null: look it up)
     DispatchDevice device;                        ///< the stack (and device) it lives on
     DType dtype = DType::F32;                     ///< the tensor's dtype
-    Shape shape;                                  ///< the tensor's shape
+    /// The tensor's shape: in the stack's primitive where it keeps one (the CPU backend's
+    /// tensor, Fusion's and Autodiff's over them), else in the handle (Holder<P>).
+    const Shape* shape = nullptr;
 };
 
 /// Drops one name of `h`, freeing it with the last. A count of one is the caller's own: no

@@ -66,11 +66,11 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     /// The device of a bool tensor (without autodiff).
     static Device bool_device(const FT& t) { return t.get().device; }
     /// The shape of a float tensor (kept in its handle: no call to the stack).
-    static Shape float_shape(const FT& t) { return t.get().shape; }
+    static Shape float_shape(const FT& t) { return *t.get().shape; }
     /// The shape of an int tensor.
-    static Shape int_shape(const FT& t) { return t.get().shape; }
+    static Shape int_shape(const FT& t) { return *t.get().shape; }
     /// The shape of a bool tensor.
-    static Shape bool_shape(const FT& t) { return t.get().shape; }
+    static Shape bool_shape(const FT& t) { return *t.get().shape; }
     /// The dtype of a float tensor (kept in its handle).
     static DType float_dtype(const FT& t) { return t.get().dtype; }
     /// The dtype of an int tensor.
