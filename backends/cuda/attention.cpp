@@ -128,6 +128,25 @@ CudaTensor dense_last(CudaTensor t) {
     return detail::cuda::contiguous(std::move(t));
 }
 
+/// The backward kernel's launch, shared by the plain and the packed op: o, dout, dq's f32
+/// accumulator, dk and dv are [B, H, L, E] views (of any strides with dense rows) that `p`
+/// learns the strides of; lse is contiguous [B, H, L].
+void launch_backward(AttnParams& p, DType dt, const CudaTensor& o, const CudaTensor& go,
+                     const CudaTensor& lse, const CudaTensor& dq32, const CudaTensor& dk,
+                     const CudaTensor& dv, int dev) {
+    CudaTensor delta = detail::cuda::empty(lse.shape, DType::F32, dev);
+    set_strides(p.os, o);
+    set_strides(p.gs, go);
+    set_strides(p.dqs, dq32);
+    set_strides(p.dks, dk);
+    set_strides(p.dvs, dv);
+    p.dout = go.ptr();
+    detail::cuda::launch_attention_backward(
+        p, dt, o.ptr(), go.ptr(), static_cast<const float*>(lse.ptr()),
+        static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
+        detail::cuda::stream(dev));
+}
+
 }  // namespace
 
 bool attention_supported(const CudaTensor& q, const CudaTensor& k, const CudaTensor& v,
@@ -193,20 +212,9 @@ std::array<CudaTensor, 3> attention_backward(const CudaTensor& q_in, const CudaT
     const CudaTensor go = dense_rows(detail::cuda::cast(dout, q.dtype));
     const CudaTensor l = detail::cuda::contiguous(lse);
     CudaTensor dq32 = empty_laid_out_as(q, DType::F32);
-    CudaTensor delta =
-        detail::cuda::empty(Shape{q.shape[0], q.shape[1], q.shape[2]}, DType::F32, dev);
     CudaTensor dk = empty_laid_out_as(k, q.dtype);
     CudaTensor dv = empty_laid_out_as(v, q.dtype);
-    set_strides(p.os, o);
-    set_strides(p.gs, go);
-    set_strides(p.dqs, dq32);
-    set_strides(p.dks, dk);
-    set_strides(p.dvs, dv);
-    p.dout = go.ptr();
-    detail::cuda::launch_attention_backward(
-        p, q.dtype, o.ptr(), go.ptr(), static_cast<const float*>(l.ptr()),
-        static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
-        detail::cuda::stream(dev));
+    launch_backward(p, q.dtype, o, go, l, dq32, dk, dv, dev);
     return {cast_in_layout(dq32, q.dtype), std::move(dk), std::move(dv)};
 }
 
@@ -273,18 +281,9 @@ CudaTensor attention_backward_packed(const CudaTensor& qkv_in, const CudaTensor&
     // into its columns of the one gradient buffer; dk and dv are written there directly.
     CudaTensor dqkv = detail::cuda::empty(x.shape, x.dtype, dev);
     CudaTensor dq32 = detail::cuda::empty(Shape{b, l, c}, DType::F32, dev);
-    CudaTensor delta = detail::cuda::empty(Shape{b, heads, l}, DType::F32, dev);
-    const CudaTensor dk = heads_view(dqkv, heads, e, c), dv = heads_view(dqkv, heads, e, 2 * c);
-    set_strides(p.os, heads_view(o, heads, e, 0));
-    set_strides(p.gs, heads_view(go, heads, e, 0));
-    set_strides(p.dqs, heads_view(dq32, heads, e, 0));
-    set_strides(p.dks, dk);
-    set_strides(p.dvs, dv);
-    p.dout = go.ptr();
-    detail::cuda::launch_attention_backward(
-        p, x.dtype, o.ptr(), go.ptr(), static_cast<const float*>(lc.ptr()),
-        static_cast<float*>(delta.ptr()), static_cast<float*>(dq32.ptr()), dk.ptr(), dv.ptr(),
-        detail::cuda::stream(dev));
+    launch_backward(p, x.dtype, heads_view(o, heads, e, 0), heads_view(go, heads, e, 0), lc,
+                    heads_view(dq32, heads, e, 0), heads_view(dqkv, heads, e, c),
+                    heads_view(dqkv, heads, e, 2 * c), dev);
     CudaTensor dq = dqkv;  // its first H·E columns
     dq.shape = Shape{b, l, c};
     detail::cuda::copy_into(dq, dq32);
