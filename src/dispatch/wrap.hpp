@@ -337,36 +337,29 @@ class Out {
         Holder<P>* h = h_;
         ::new (static_cast<void*>(&h->p)) P(std::forward<F>(f)());
         h->live = true;
+        // The handle's table, device, dtype and shape (read in the primitive where it keeps
+        // one, else a copy in the handle), each as S answers for kind K.
+        auto describe = [&](const OpTable* ops, const DispatchDevice& device, DType dtype,
+                            auto&& shape_of) {
+            h->ops = ops;
+            h->device = device;
+            h->dtype = dtype;
+            if constexpr (kShapeInPrimitive<P>) {
+                h->shape = shape_in(h->p);
+            } else {
+                h->own_shape = shape_of(h->p);
+                h->shape = &h->own_shape;
+            }
+        };
         if constexpr (std::is_same_v<K, Float>) {
-            h->ops = table_of<S>;
-            h->device = s;
-            if constexpr (kShapeInPrimitive<P>) {
-                h->shape = shape_in(h->p);
-            } else {
-                h->own_shape = S::float_shape(h->p);
-                h->shape = &h->own_shape;
-            }
-            h->dtype = S::float_dtype(h->p);
+            describe(table_of<S>, s, S::float_dtype(h->p),
+                     [](const P& p) { return S::float_shape(p); });
         } else if constexpr (std::is_same_v<K, Int>) {
-            h->ops = table_of<typename BaseStack<S>::type>;
-            h->device = base(s);
-            if constexpr (kShapeInPrimitive<P>) {
-                h->shape = shape_in(h->p);
-            } else {
-                h->own_shape = S::int_shape(h->p);
-                h->shape = &h->own_shape;
-            }
-            h->dtype = S::int_dtype(h->p);
+            describe(table_of<typename BaseStack<S>::type>, base(s), S::int_dtype(h->p),
+                     [](const P& p) { return S::int_shape(p); });
         } else {
-            h->ops = table_of<typename BaseStack<S>::type>;
-            h->device = base(s);
-            if constexpr (kShapeInPrimitive<P>) {
-                h->shape = shape_in(h->p);
-            } else {
-                h->own_shape = S::bool_shape(h->p);
-                h->shape = &h->own_shape;
-            }
-            h->dtype = S::bool_dtype(h->p);
+            describe(table_of<typename BaseStack<S>::type>, base(s), S::bool_dtype(h->p),
+                     [](const P& p) { return S::bool_shape(p); });
         }
         h_ = nullptr;
         if (from_) from_->handle = nullptr;  // its name is the result's now
