@@ -54,6 +54,9 @@ set(_ember_detail_exceptions
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
+  # The error of a default-made DispatchTensor, thrown from its inline get()
+  # (include/ember/dispatch/device.hpp).
+  "^ember::detail::dispatch::no_handle\\(\\)"
   # OptimizerAdaptor's model-independent core on Dispatch, compiled once in ember_dispatch
   # (include/ember/dispatch/optim/*.hpp declare it extern): the walk over a model calls it.
   "ember::optim::detail::OptimizerCore<ember::optim::(Adam|AdamW|Sgd), ember::Dispatch>::"
