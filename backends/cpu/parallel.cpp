@@ -138,25 +138,29 @@ class Pool {
         return next_of(c) < chunks_of(c);
     }
     /// Takes and runs chunks of the published region until none is left; whether it ran any.
+    /// The chunks it ran are counted once, when it has no more to take: until then the region is
+    /// not done, so the word cannot name another region.
     bool work() {
-        bool ran = false;
+        std::size_t finished = 0, chunks = 0;
         std::uint64_t c = claim_.load(std::memory_order_acquire);
         for (;;) {
-            const std::size_t chunks = chunks_of(c), i = next_of(c);
-            if (i >= chunks) return ran;
+            chunks = chunks_of(c);
+            const std::size_t i = next_of(c);
+            if (i >= chunks) break;
             if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
                                               std::memory_order_acquire))
                 continue;  // c now holds the word as it is
             fn_(ctx_, n_ * i / chunks, n_ * (i + 1) / chunks);
-            ran = true;
-            // The last chunk done: wake the caller if it sleeps. Under mu_, so that the caller
-            // cannot miss it between its check and its wait.
-            if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
-                std::lock_guard lock(mu_);
-                done_cv_.notify_all();
-            }
+            ++finished;
             c = claim_.load(std::memory_order_acquire);
         }
+        // The last chunks done: wake the caller if it sleeps. Under mu_, so that the caller
+        // cannot miss it between its check and its wait.
+        if (finished && done_.fetch_add(finished, std::memory_order_acq_rel) + finished == chunks) {
+            std::lock_guard lock(mu_);
+            done_cv_.notify_all();
+        }
+        return finished > 0;
     }
     void loop() {
         for (;;) {
