@@ -67,7 +67,10 @@ bool to_source(Storage& s) {
 
 }  // namespace
 
+void release_dropped_packed_weights();  // matmul.cpp (kernels.hpp)
+
 MemoryStats memory_stats() {
+    release_dropped_packed_weights();
     return {g_live.load(std::memory_order_relaxed), g_peak.load(std::memory_order_relaxed)};
 }
 

@@ -421,7 +421,8 @@ EMBER_AVX2_TARGET void block_panels_avx2(const BlockJob<T>& j, std::size_t p0, s
 template <typename T, std::size_t VB, typename PackB>
 void blocked_driver(std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
                     std::size_t lda, bool ta, const PackB& pack, T beta, T* c, std::size_t ldc,
-                    const T* bias, bool parallel, const T* apre = nullptr) {
+                    const T* bias, bool parallel, const T* apre = nullptr,
+                    const T* bpre = nullptr) {
     using Tl = Tile<T, VB>;
     constexpr std::size_t MR = Tl::MR, NR = Tl::NR;
     void (*panels_fn)(const BlockJob<T>&, std::size_t, std::size_t) = block_panels_native<T>;
@@ -437,8 +438,8 @@ void blocked_driver(std::size_t m, std::size_t n, std::size_t k, T alpha, const 
     const std::size_t kc_max = std::min(Tl::KC, k);
     const std::size_t nc_max = std::min(Tl::NC, (n + NR - 1) / NR * NR);
     const std::size_t mc_max = std::min(Tl::MC, (m + MR - 1) / MR * MR);
-    Scratch<T> bbuf(kc_max * nc_max), abuf(apre ? 0 : kc_max * mc_max);
-    T* bpack = bbuf.get();
+    Scratch<T> bbuf(bpre ? 0 : kc_max * nc_max), abuf(apre ? 0 : kc_max * mc_max);
+    T* const bbuf_p = bbuf.get();
     T* apack = abuf.get();
     // Each parallel chunk should carry enough multiply-adds to repay waking the pool.
     constexpr std::size_t kGrainMadds = std::size_t{1} << 18;
@@ -448,12 +449,15 @@ void blocked_driver(std::size_t m, std::size_t n, std::size_t k, T alpha, const 
         const std::size_t panels = (nc + NR - 1) / NR;
         for (std::size_t pc = 0; pc < k; pc += Tl::KC) {
             const std::size_t kc = std::min(Tl::KC, k - pc);
-            if (parallel)
+            const T* bpack = bbuf_p;
+            if (bpre)  // prepacked_b_whole's block (jc, pc)
+                bpack = bpre + jc / Tl::NC * k * ((Tl::NC + NR - 1) / NR * NR) + pc * panels * NR;
+            else if (parallel)
                 parallel_for(
                     panels, std::max<std::size_t>(1, 16384 / (kc * NR)),
-                    [&](std::size_t p0, std::size_t p1) { pack(kc, pc, nc, jc, p0, p1, bpack); });
+                    [&](std::size_t p0, std::size_t p1) { pack(kc, pc, nc, jc, p0, p1, bbuf_p); });
             else
-                pack(kc, pc, nc, jc, std::size_t{0}, panels, bpack);
+                pack(kc, pc, nc, jc, std::size_t{0}, panels, bbuf_p);
             for (std::size_t ic = 0; ic < m; ic += Tl::MC) {
                 const std::size_t mc = std::min(Tl::MC, m - ic);
                 const std::size_t tiles = (mc + MR - 1) / MR;  // MR-row panels of the block
@@ -526,6 +530,41 @@ void gemm_blocked_body(bool ta, bool tb, std::size_t m, std::size_t n, std::size
         pack_b<T, NR>(kc, nc, p0, p1, bsrc, ldb, tb, out);
     };
     blocked_driver<T, VB>(m, n, k, alpha, a, lda, ta, pack, beta, c, ldc, nullptr, parallel);
+}
+
+/// All of op(B) (k × n) packed as blocked_driver packs its blocks: block (jc, pc) at
+/// out + (jc / NC)·k·round_up(NC, NR) + pc·round_up(nc, NR), nc the block's columns.
+template <typename T, std::size_t VB>
+std::size_t prepacked_b_size(std::size_t k, std::size_t n) {
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t NR = Tl::NR, ncp = (Tl::NC + Tl::NR - 1) / Tl::NR * Tl::NR;
+    const std::size_t full = n / Tl::NC, rest = n % Tl::NC;
+    return k * (full * ncp + (rest + NR - 1) / NR * NR);
+}
+
+template <typename T, std::size_t VB>
+void prepack_b_whole(bool tb, std::size_t k, std::size_t n, const T* b, std::size_t ldb, T* out) {
+    using Tl = Tile<T, VB>;
+    constexpr std::size_t NR = Tl::NR, ncp = (Tl::NC + Tl::NR - 1) / Tl::NR * Tl::NR;
+    for (std::size_t jc = 0; jc < n; jc += Tl::NC) {
+        const std::size_t nc = std::min(Tl::NC, n - jc);
+        const std::size_t panels = (nc + NR - 1) / NR;
+        for (std::size_t pc = 0; pc < k; pc += Tl::KC) {
+            const std::size_t kc = std::min(Tl::KC, k - pc);
+            const T* bsrc = tb ? b + jc * ldb + pc : b + pc * ldb + jc;
+            pack_b<T, NR>(kc, nc, 0, panels, bsrc, ldb, tb,
+                          out + jc / Tl::NC * k * ncp + pc * panels * NR);
+        }
+    }
+}
+
+template <typename T, std::size_t VB>
+void prepacked_body(bool ta, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                    std::size_t lda, const T* bpre, T beta, T* c, std::size_t ldc, bool parallel) {
+    const auto no_pack = [](std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,
+                            std::size_t, T*) {};
+    blocked_driver<T, VB>(m, n, k, alpha, a, lda, ta, no_pack, beta, c, ldc, nullptr, parallel,
+                          nullptr, bpre);
 }
 
 /// All of A (m × k, row-major) packed as blocked_driver packs its blocks, block (ic, pc) at
@@ -1004,6 +1043,37 @@ void pack_a_impl(std::size_t m, std::size_t k, const T* a, std::size_t lda, T* o
 }
 
 template <typename T>
+PackedB prepack_b_impl(bool tb, std::size_t k, std::size_t n, const T* b, std::size_t ldb) {
+    PackedB out;
+    out.k = k;
+    out.n = n;
+    out.width = kernel_width();
+    by_kernel_width([&](auto vb) {
+        constexpr std::size_t VB = decltype(vb)::value;
+        out.buf = allocate(prepacked_b_size<T, VB>(k, n) * sizeof(T));
+        prepack_b_whole<T, VB>(tb, k, n, b, ldb, static_cast<T*>(out.buf->data));
+    });
+    return out;
+}
+
+template <typename T>
+void prepacked_impl(bool ta, std::size_t m, std::size_t n, std::size_t k, T alpha, const T* a,
+                    std::size_t lda, const PackedB& b, T beta, T* c, std::size_t ldc,
+                    bool parallel) {
+    EMBER_CHECK(b.k == k && b.n == n && b.width == kernel_width(), Generic,
+                "CPU GEMM: prepacked B of ", b.k, " x ", b.n, " for a product of ", k, " x ", n);
+    if (m == 0 || n == 0) return;
+    if (k == 0 || alpha == T(0)) {
+        scale_c(m, n, beta, c, ldc);
+        return;
+    }
+    by_kernel_width([&](auto vb) {
+        prepacked_body<T, decltype(vb)::value>(
+            ta, m, n, k, alpha, a, lda, static_cast<const T*>(b.buf->data), beta, c, ldc, parallel);
+    });
+}
+
+template <typename T>
 void small_k_impl(std::size_t m, std::size_t n, std::size_t k, const T* a, std::size_t lda,
                   const T* b, std::size_t ldb, const T* bias, T* c, std::size_t ldc) {
     if (m == 0 || n == 0) return;
@@ -1317,6 +1387,38 @@ void gemm_pack_a(std::size_t m, std::size_t k, const float* a, std::size_t lda, 
 void gemm_pack_a(std::size_t m, std::size_t k, const double* a, std::size_t lda, double* out,
                  bool parallel) {
     pack_a_impl(m, k, a, lda, out, parallel);
+}
+
+bool gemm_prepack_pays(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+    // The products gemm hands to the blocked kernels, which pack B at every call.
+    if (m * n * k <= kTinyWork || dot_preferred(ta, tb, m, n, k) || (m <= 2 && !tb)) return false;
+#if EMBER_CPU_BLAS
+    // Where OpenBLAS runs the products: on one thread, for products of up to 256 rows (for these
+    // packing B is a quarter of the time or more at 64 rows); OpenBLAS keeps larger ones, and
+    // every product at more threads, which it splits in tiles across the pool.
+    if (blas_preferred() && (m > 256 || num_threads() > 1)) return false;
+#endif
+    return true;
+}
+
+PackedB gemm_prepack_b(bool tb, std::size_t k, std::size_t n, const float* b, std::size_t ldb) {
+    return prepack_b_impl(tb, k, n, b, ldb);
+}
+
+PackedB gemm_prepack_b(bool tb, std::size_t k, std::size_t n, const double* b, std::size_t ldb) {
+    return prepack_b_impl(tb, k, n, b, ldb);
+}
+
+void gemm_prepacked(bool ta, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                    const float* a, std::size_t lda, const PackedB& b, float beta, float* c,
+                    std::size_t ldc, bool parallel) {
+    prepacked_impl(ta, m, n, k, alpha, a, lda, b, beta, c, ldc, parallel);
+}
+
+void gemm_prepacked(bool ta, std::size_t m, std::size_t n, std::size_t k, double alpha,
+                    const double* a, std::size_t lda, const PackedB& b, double beta, double* c,
+                    std::size_t ldc, bool parallel) {
+    prepacked_impl(ta, m, n, k, alpha, a, lda, b, beta, c, ldc, parallel);
 }
 
 void gemm_small_k(std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,

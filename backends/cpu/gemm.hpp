@@ -5,6 +5,7 @@
 // `gemm_portable`, a cache-blocked GEMM in plain C++ runs (with an AVX-512 variant picked at
 // run time on x86-64, and a NEON micro-kernel on AArch64: neon.hpp).
 #include <cstddef>
+#include <memory>
 
 namespace ember::detail::cpu {
 
@@ -75,6 +76,36 @@ void gemm_pack_a(std::size_t m, std::size_t k, const double* a, std::size_t lda,
 inline std::size_t gemm_packed_a_size(std::size_t m, std::size_t k) {
     return (m + 7) * k;
 }
+
+struct Storage;
+
+/// op(B) (k × n) packed whole for the portable GEMM's kernels on this CPU (`gemm_prepack_b`),
+/// so that products with it as B (a model's weight, at every inference) skip packing it.
+struct PackedB {
+    std::shared_ptr<Storage> buf;
+    std::size_t k = 0, n = 0;
+    std::size_t width = 0;  ///< the kernels' vector width it was packed for
+};
+
+/// Whether a product of these shapes, op(A) m × k times op(B) k × n, runs faster from a
+/// prepacked B than through `gemm`: one that `gemm` gives the portable blocked kernels (which
+/// pack B at every call), or, where OpenBLAS runs the products, on one thread with 256 rows or
+/// fewer.
+bool gemm_prepack_pays(bool trans_a, bool trans_b, std::size_t m, std::size_t n, std::size_t k);
+
+/// op(B) packed whole (k × n; B row-major with row stride ldb, k × n, or n × k when trans_b).
+PackedB gemm_prepack_b(bool trans_b, std::size_t k, std::size_t n, const float* b, std::size_t ldb);
+PackedB gemm_prepack_b(bool trans_b, std::size_t k, std::size_t n, const double* b,
+                       std::size_t ldb);
+
+/// C = alpha * op(A) * B + beta * C as `gemm`, with B from `gemm_prepack_b` (same k, n and
+/// element type); the portable GEMM's kernels, whatever BLAS is linked.
+void gemm_prepacked(bool trans_a, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                    const float* a, std::size_t lda, const PackedB& b, float beta, float* c,
+                    std::size_t ldc, bool parallel = true);
+void gemm_prepacked(bool trans_a, std::size_t m, std::size_t n, std::size_t k, double alpha,
+                    const double* a, std::size_t lda, const PackedB& b, double beta, double* c,
+                    std::size_t ldc, bool parallel = true);
 
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3

@@ -140,6 +140,9 @@ CpuTensor matmul(CpuTensor a, CpuTensor b);
 /// nothing for other operands.
 std::optional<CpuTensor> matmul_epilogue(const CpuTensor& a, const CpuTensor& b,
                                          const std::optional<CpuTensor>& bias, bool relu);
+/// Frees the weights packed once (matmul.cpp) whose buffers no tensor holds any more: called
+/// before memory_stats() reads its counters, so that they count no dropped weight.
+void release_dropped_packed_weights();
 
 // ---- conv.cpp: im2col + GEMM; N = 1, 2 or 3 spatial dims -------------------------------------
 /// Dynamic-rank conv parameters (include/ember/tensor/check.hpp).

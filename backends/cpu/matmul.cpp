@@ -4,8 +4,14 @@
 // transposed row-major matrix; integer products use plain loops.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <vector>
+#if !EMBER_FREESTANDING
+#include <mutex>
+#include <unordered_map>
+#endif
 
 #include "elementwise_fns.hpp"
 #include "gemm.hpp"
@@ -89,6 +95,151 @@ std::pair<std::int64_t, std::int64_t> batch_offsets(const Problem& p, std::size_
     return {oa, ob};
 }
 
+#if !EMBER_FREESTANDING
+// ---- Weights packed once ---------------------------------------------------------------------
+// The blocked GEMM packs B into panels at every call, which for a model's weights at inference
+// repeats the same work at every pass (ONNX Runtime packs its MatMul weights once, when it
+// loads the model). A B operand seen twice in a row with the same buffer, view and sampled
+// values is packed whole and kept, keyed by its buffer; the entry holds a reference to that
+// buffer, so that no op can write it in place (they all need the only reference), and is
+// dropped once that reference is the buffer's last. Training weights change between two
+// uses (or move to new buffers) and so are not kept.
+namespace packed_weights {
+
+struct Key {
+    const Storage* storage;
+    std::int64_t offset;
+    std::size_t k, n, ld;
+    bool trans;
+    DType dtype;
+    bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+    std::size_t operator()(const Key& key) const {
+        std::size_t h = std::hash<const void*>{}(key.storage);
+        for (const std::size_t v : {std::size_t(key.offset), key.k, key.n, key.ld,
+                                    std::size_t(key.trans), std::size_t(key.dtype)})
+            h = (h ^ v) * 1099511628211ull;
+        return h;
+    }
+};
+
+struct Seen {
+    std::weak_ptr<Storage> storage;
+    std::uint64_t sample;
+};
+
+struct Entry {
+    std::shared_ptr<Storage> pin;  ///< keeps the buffer from being written in place
+    std::shared_ptr<const PackedB> packed;
+    std::size_t bytes;
+};
+
+struct Cache {
+    std::mutex mu;
+    std::unordered_map<Key, Seen, KeyHash> seen;
+    std::unordered_map<Key, Entry, KeyHash> kept;
+    std::size_t bytes = 0;
+    const std::size_t limit = [] {
+        if (const char* e = std::getenv("EMBER_CPU_PACKED_WEIGHTS_BYTES"))
+            return std::size_t(std::strtoull(e, nullptr, 10));
+        return std::size_t{1} << 30;
+    }();
+};
+
+Cache& cache() {
+    static Cache* c = new Cache;  // never destroyed: its buffers may outlive static destruction
+    return *c;
+}
+
+/// Drops entries whose buffer only the cache still holds, and records of dead buffers.
+void sweep(Cache& c) {
+    for (auto it = c.kept.begin(); it != c.kept.end();) {
+        if (it->second.pin.use_count() == 1) {
+            c.bytes -= it->second.bytes;
+            it = c.kept.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    if (c.seen.size() > 1024) c.seen.clear();
+    for (auto it = c.seen.begin(); it != c.seen.end();)
+        it = it->second.storage.expired() ? c.seen.erase(it) : std::next(it);
+}
+
+/// 16 of op(B)'s values (k × n) hashed: spread over its rows and columns.
+template <typename T>
+std::uint64_t sample(const T* b, std::size_t k, std::size_t n, std::size_t ld, bool trans) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < 16; ++i) {
+        const std::size_t p = (k - 1) * i / 15, j = (n - 1) * ((i * 7) % 16) / 15;
+        const T v = trans ? b[j * ld + p] : b[p * ld + j];
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &v, sizeof(T));
+        h = (h ^ bits) * 1099511628211ull;
+    }
+    return h;
+}
+
+/// B packed whole for a product with m rows, or nullptr where the product is to run as usual.
+template <typename T>
+std::shared_ptr<const PackedB> find(const CpuTensor& b, const T* bp, bool trans, std::size_t ld,
+                                    bool trans_a, std::size_t m, std::size_t k, std::size_t n) {
+    Cache& c = cache();
+    if (c.limit == 0 || !gemm_prepack_pays(trans_a, trans, m, n, k)) return nullptr;
+    const Key key{b.storage.get(), b.offset, k, n, ld, trans, b.dtype};
+    {
+        std::lock_guard<std::mutex> lock(c.mu);
+        sweep(c);
+        if (auto it = c.kept.find(key); it != c.kept.end()) return it->second.packed;
+        const std::uint64_t s = sample(bp, k, n, ld, trans);
+        auto it = c.seen.find(key);
+        if (it == c.seen.end() || it->second.storage.lock() != b.storage ||
+            it->second.sample != s) {
+            c.seen.insert_or_assign(key, Seen{b.storage, s});
+            return nullptr;
+        }
+        c.seen.erase(it);
+        if (c.bytes + k * n * sizeof(T) > c.limit) return nullptr;
+    }
+    // Packed outside the lock; the caller's reference keeps the buffer from being written.
+    auto packed = std::make_shared<const PackedB>(gemm_prepack_b(trans, k, n, bp, ld));
+    const std::size_t bytes = packed->buf->bytes;
+    std::lock_guard<std::mutex> lock(c.mu);
+    if (c.bytes + bytes > c.limit) return packed;  // this call's, not kept
+    const auto [it, added] = c.kept.try_emplace(key, Entry{b.storage, packed, bytes});
+    if (added) c.bytes += bytes;
+    return it->second.packed;
+}
+
+}  // namespace packed_weights
+#endif
+
+}  // namespace
+
+void release_dropped_packed_weights() {
+#if !EMBER_FREESTANDING
+    packed_weights::Cache& c = packed_weights::cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    packed_weights::sweep(c);
+#endif
+}
+
+namespace {
+
+/// Runs gemm (C = op(A)·op(B), beta 0), from B packed once when B is a kept weight.
+template <typename T>
+void product(const CpuTensor& b, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
+             const T* a, std::size_t lda, const T* bp, std::size_t ldb, T* c, std::size_t ldc,
+             bool parallel = true) {
+#if !EMBER_FREESTANDING
+    if (auto packed = packed_weights::find<T>(b, bp, tb, ldb, ta, m, k, n))
+        return gemm_prepacked(ta, m, n, k, T(1), a, lda, *packed, T(0), c, ldc, parallel);
+#endif
+    gemm(ta, tb, m, n, k, T(1), a, lda, bp, ldb, T(0), c, ldc, parallel);
+}
+
 /// Per-batch products below this many multiply-adds run one batch per task in the pool (and
 /// single-threaded inside GEMM, where OpenBLAS would not thread them anyway).
 constexpr std::size_t kSmallProduct = std::size_t{1} << 18;
@@ -130,9 +281,13 @@ void matmul_float(CpuTensor& a, CpuTensor& b, const Problem& shape_only, CpuTens
             expect *= static_cast<std::int64_t>(p.batch[d]);
         }
         if (folds) {
-            gemm(false, lb.trans, batches * p.m, p.n, p.k, T(1), A, la.ld, B, lb.ld, T(0), C, p.n);
+            product(b, false, lb.trans, batches * p.m, p.n, p.k, A, la.ld, B, lb.ld, C, p.n);
             return;
         }
+    }
+    if (batches == 1) {
+        product(b, la.trans, lb.trans, p.m, p.n, p.k, A, la.ld, B, lb.ld, C, p.n);
+        return;
     }
 
     const std::size_t work = p.m * p.n * p.k;

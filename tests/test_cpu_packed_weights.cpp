@@ -1,0 +1,110 @@
+// The CPU backend's weights packed once (matmul.cpp, packed_weights): a B operand seen twice
+// with the same buffer and values is packed whole and kept, and later products read it from
+// there. Each product is checked against the sums written out in double, on the first use
+// (packed as usual), the second (packed whole and kept) and the third (from the kept copy),
+// and after the weight is changed by an op that could have run in place.
+#include "harness.hpp"
+
+namespace {
+
+using B = ember::Cpu;
+using T2 = ember::Tensor<B, 2>;
+
+// Σ_p a[i, p] · b[p, j], in double, from the operands' values.
+ember::TensorData reference(const T2& a, const T2& b) {
+    const auto av = a.to_data().convert(ember::DType::F64).to_vec<double>();
+    const auto bv = b.to_data().convert(ember::DType::F64).to_vec<double>();
+    const std::size_t m = a.dims()[0], k = a.dims()[1], n = b.dims()[1];
+    std::vector<double> out(m * n, 0.0);
+    for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            double s = 0;
+            for (std::size_t p = 0; p < k; ++p) s += av[i * k + p] * bv[p * n + j];
+            out[i * n + j] = s;
+        }
+    return ember::TensorData(out, ember::Shape{m, n});
+}
+
+const ember::Tolerance kTol{1e-4, 1e-4};
+
+// op(A) [m, k] times the same op(B) [k, n] three times, then after B is scaled (an op that
+// would write in place if it held B's only reference), then with a fresh A.
+void check_weight(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb) {
+    INFO("m " << m << ", n " << n << ", k " << k << (ta ? ", A transposed" : "")
+              << (tb ? ", B transposed" : ""));
+    const auto dist = ember::Distribution::Uniform(-1, 1);
+    const T2 a = ta ? T2::random({k, m}, dist).transpose() : T2::random({m, k}, dist);
+    T2 b = tb ? T2::random({n, k}, dist).transpose() : T2::random({k, n}, dist);
+    const auto want = reference(a, b);
+    for (int use = 0; use < 3; ++use) {
+        INFO("use " << use);
+        ember::test::check_close(a.matmul(b).to_data(), want, kTol);
+    }
+    b = std::move(b) * 2.0f;
+    ember::test::check_close(a.matmul(b).to_data(), reference(a, b), kTol);
+    ember::test::check_close(a.matmul(b).to_data(), reference(a, b), kTol);
+    const T2 a2 = T2::random({m, k}, dist);
+    ember::test::check_close(a2.matmul(b).to_data(), reference(a2, b), kTol);
+}
+
+}  // namespace
+
+TEST_CASE("cpu packed weights: products from a weight packed once", "[gemm][cpu]") {
+    B::seed(23);
+    SECTION("a batch-1 Linear's shapes, edge panels and several depth blocks") {
+        for (bool ta : {false, true})
+            for (bool tb : {false, true}) check_weight(64, 300, 200, ta, tb);
+        check_weight(64, 96, 1000, false, false);  // depth past one block of the kernels
+        check_weight(3, 70, 50, false, false);     // three rows (two go to the row path)
+        check_weight(33, 17, 129, false, true);
+    }
+    SECTION("more columns than one block of the kernels (4096)") {
+        check_weight(5, 4100, 24, false, false);
+        check_weight(5, 4100, 24, false, true);
+    }
+    SECTION("a view of part of a buffer, and another view of the same buffer") {
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const T2 a = T2::random({40, 64}, dist);
+        const T2 whole = T2::random({64, 200}, dist);
+        const T2 left = whole.slice({{0, 64}, {0, 100}});
+        const T2 right = whole.slice({{0, 64}, {100, 200}});
+        for (int use = 0; use < 3; ++use) {
+            ember::test::check_close(a.matmul(left).to_data(), reference(a, left), kTol);
+            ember::test::check_close(a.matmul(right).to_data(), reference(a, right), kTol);
+        }
+    }
+    SECTION("batched input through one weight (the rows folded into one product)") {
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const auto x = ember::Tensor<B, 3>::random({2, 32, 200}, dist);
+        const T2 w = T2::random({200, 150}, dist);
+        for (int use = 0; use < 3; ++use) {
+            const auto y = x.matmul(w.unsqueeze_dim<3>(0));
+            for (long i = 0; i < 2; ++i) {
+                const T2 xi = x.slice({{i, i + 1}}).squeeze<2>(0);
+                ember::test::check_close(y.slice({{i, i + 1}}).squeeze<2>(0).to_data(),
+                                         reference(xi, w), kTol);
+            }
+        }
+    }
+    SECTION("a weight that changes between uses (a training step's) is not kept stale") {
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const T2 a = T2::random({64, 128}, dist);
+        T2 w = T2::random({128, 96}, dist);
+        for (int step = 0; step < 4; ++step) {
+            ember::test::check_close(a.matmul(w).to_data(), reference(a, w), kTol);
+            w = std::move(w) - 0.125f;  // in place when w holds its buffer alone
+        }
+    }
+    SECTION("a dropped weight's buffer and packing are freed by the next product") {
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const T2 a = T2::random({64, 128}, dist);
+        const T2 v = T2::random({128, 64}, dist);
+        const std::size_t before = ember::cpu::memory_stats().bytes_in_use;
+        {
+            const T2 w = T2::random({128, 96}, dist);
+            for (int use = 0; use < 3; ++use) (void)a.matmul(w).into_data();
+        }
+        (void)a.matmul(v).into_data();
+        CHECK(ember::cpu::memory_stats().bytes_in_use == before);
+    }
+}
