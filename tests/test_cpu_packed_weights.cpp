@@ -108,3 +108,68 @@ TEST_CASE("cpu packed weights: products from a weight packed once", "[gemm][cpu]
         CHECK(ember::cpu::memory_stats().bytes_in_use == before);
     }
 }
+
+namespace {
+
+// conv2d of x [n, cin, h, w] with w [cout, cin / groups, k, k] (+ bias), stride s, padding p,
+// in double: out[n, co, oy, ox] = bias[co] + Σ x[n, ci, oy·s − p + ky, ox·s − p + kx]·w[...].
+std::vector<double> conv_reference(const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>& b, std::size_t n, std::size_t cin,
+                                   std::size_t h, std::size_t cout, std::size_t k, std::size_t s,
+                                   std::size_t p, std::size_t groups) {
+    const std::size_t oh = (h + 2 * p - k) / s + 1, cg_in = cin / groups, cg_out = cout / groups;
+    std::vector<double> y(n * cout * oh * oh, 0.0);
+    for (std::size_t q = 0; q < n; ++q)
+        for (std::size_t co = 0; co < cout; ++co)
+            for (std::size_t oy = 0; oy < oh; ++oy)
+                for (std::size_t ox = 0; ox < oh; ++ox) {
+                    double acc = b.empty() ? 0.0 : b[co];
+                    const std::size_t gi = co / cg_out;
+                    for (std::size_t ci = 0; ci < cg_in; ++ci)
+                        for (std::size_t ky = 0; ky < k; ++ky)
+                            for (std::size_t kx = 0; kx < k; ++kx) {
+                                const long iy = long(oy * s + ky) - long(p),
+                                           ix = long(ox * s + kx) - long(p);
+                                if (iy < 0 || ix < 0 || iy >= long(h) || ix >= long(h)) continue;
+                                acc += double(x[((q * cin + gi * cg_in + ci) * h + iy) * h + ix]) *
+                                       w[((co * cg_in + ci) * k + ky) * k + kx];
+                            }
+                    y[((q * cout + co) * oh + oy) * oh + ox] = acc;
+                }
+    return y;
+}
+
+}  // namespace
+
+TEST_CASE("cpu packed weights: batch-1 convolutions from weights packed once", "[conv][cpu]") {
+    B::seed(29);
+    struct Case {
+        std::size_t cin, h, cout, k, s, p, groups;
+        bool bias;
+    };
+    // Late ResNet-18 layers at batch 1 (4×4 and 8×8 planes: 16 and 64 positions), a stride-2
+    // one, two groups, odd channel counts (edge panels of the kernels).
+    for (const Case c : {Case{32, 4, 48, 3, 1, 1, 1, true}, Case{24, 8, 40, 3, 2, 1, 1, false},
+                         Case{16, 4, 20, 3, 1, 1, 2, true}, Case{19, 4, 37, 1, 1, 0, 1, true}}) {
+        INFO("cin " << c.cin << ", " << c.h << "x" << c.h << ", cout " << c.cout << ", k " << c.k
+                    << ", stride " << c.s << ", groups " << c.groups);
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const auto x = ember::Tensor<B, 4>::random({1, c.cin, c.h, c.h}, dist);
+        const auto w = ember::Tensor<B, 4>::random({c.cout, c.cin / c.groups, c.k, c.k}, dist);
+        const auto b = ember::Tensor<B, 1>::random({c.cout}, dist);
+        const auto want =
+            conv_reference(x.to_data().to_vec<float>(), w.to_data().to_vec<float>(),
+                           c.bias ? b.to_data().to_vec<float>() : std::vector<float>{}, 1, c.cin,
+                           c.h, c.cout, c.k, c.s, c.p, c.groups);
+        ember::ConvOptions<2> o;
+        o.stride = {c.s, c.s};
+        o.padding = {c.p, c.p};
+        o.groups = c.groups;
+        const std::optional<ember::Tensor<B, 1>> bias = c.bias ? std::optional(b) : std::nullopt;
+        for (int use = 0; use < 3; ++use) {
+            INFO("use " << use);
+            const auto got = ember::module::conv2d(x, w, bias, o).to_data();
+            ember::test::check_close(got, ember::TensorData(want, got.shape()), kTol);
+        }
+    }
+}

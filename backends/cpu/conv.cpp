@@ -206,6 +206,24 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
                         parallel_for(strips, grain, strip);
                     else
                         strip(0, strips);
+                } else if (const auto kept =
+                               kept_packed_b(w, wg, true, std::size_t(K), true, std::size_t(P),
+                                             std::size_t(K), std::size_t(cg_out))) {
+                    // The weights kept packed (a model's, at inference: matmul.cpp): the product
+                    // transposed, Oᵀ [P × cg_out] = colᵀ · Wᵀ, the weights as B read from their
+                    // kept panels instead of packed at every call (a fifth of a batch-1
+                    // ResNet-18 pass), and a late layer's few positions (4×4: 16) filling the
+                    // kernels' rows, where as columns they half-filled panels of 32.
+                    Scratch<T> tbuf(static_cast<std::size_t>(P * cg_out));
+                    T* t = tbuf.get();
+                    gemm_prepacked(true, std::size_t(P), std::size_t(cg_out), std::size_t(K), T(1),
+                                   b, std::size_t(P), *kept, T(0), t, std::size_t(cg_out), par);
+                    for (i64 o0 = 0; o0 < cg_out; o0 += 16) {  // og = tᵀ (+ bias), in blocks
+                        const i64 o1 = std::min(cg_out, o0 + 16);
+                        for (i64 p = 0; p < P; ++p)
+                            for (i64 o = o0; o < o1; ++o)
+                                og[o * P + p] = bg ? t[p * cg_out + o] + bg[o] : t[p * cg_out + o];
+                    }
                 } else {
                     if (bg) fill_rows(og, cg_out, P, bg);
                     gemm(false, false, std::size_t(cg_out), std::size_t(P), std::size_t(K), T(1),

@@ -107,6 +107,20 @@ void gemm_prepacked(bool trans_a, std::size_t m, std::size_t n, std::size_t k, d
                     const double* a, std::size_t lda, const PackedB& b, double beta, double* c,
                     std::size_t ldc, bool parallel = true);
 
+struct CpuTensor;
+
+/// op(B) (k × n at `b`, inside tensor t's buffer, row stride ld, stored n × k when trans_b) of
+/// a product with m rows of op(A), packed whole and kept while t's buffer lives (matmul.cpp,
+/// packed weights: a model's weights at inference). nullptr the first time a matrix is asked
+/// for (or after its values changed), where `gemm_prepack_pays` says no, and when the cache is
+/// off or full. While kept, t's buffer is never written in place.
+std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const float* b, bool trans_b,
+                                             std::size_t ldb, bool trans_a, std::size_t m,
+                                             std::size_t k, std::size_t n);
+std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const double* b, bool trans_b,
+                                             std::size_t ldb, bool trans_a, std::size_t m,
+                                             std::size_t k, std::size_t n);
+
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3
 /// kernels on CPUs newer than its tables). EMBER_CPU_GEMM=blas or =portable forces the choice.

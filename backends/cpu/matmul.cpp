@@ -188,7 +188,8 @@ std::shared_ptr<const PackedB> find(const CpuTensor& b, const T* bp, bool trans,
                                     bool trans_a, std::size_t m, std::size_t k, std::size_t n) {
     Cache& c = cache();
     if (c.limit == 0 || !gemm_prepack_pays(trans_a, trans, m, n, k)) return nullptr;
-    const Key key{b.storage.get(), b.offset, k, n, ld, trans, b.dtype};
+    const Key key{b.storage.get(), bp - static_cast<const T*>(b.storage->data), k, n, ld, trans,
+                  b.dtype};
     {
         std::lock_guard<std::mutex> lock(c.mu);
         sweep(c);
@@ -218,6 +219,26 @@ std::shared_ptr<const PackedB> find(const CpuTensor& b, const T* bp, bool trans,
 
 }  // namespace
 
+std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const float* bp, bool trans,
+                                             std::size_t ld, bool trans_a, std::size_t m,
+                                             std::size_t k, std::size_t n) {
+#if !EMBER_FREESTANDING
+    return packed_weights::find<float>(t, bp, trans, ld, trans_a, m, k, n);
+#else
+    return nullptr;
+#endif
+}
+
+std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const double* bp, bool trans,
+                                             std::size_t ld, bool trans_a, std::size_t m,
+                                             std::size_t k, std::size_t n) {
+#if !EMBER_FREESTANDING
+    return packed_weights::find<double>(t, bp, trans, ld, trans_a, m, k, n);
+#else
+    return nullptr;
+#endif
+}
+
 void release_dropped_packed_weights() {
 #if !EMBER_FREESTANDING
     packed_weights::Cache& c = packed_weights::cache();
@@ -233,10 +254,8 @@ template <typename T>
 void product(const CpuTensor& b, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k,
              const T* a, std::size_t lda, const T* bp, std::size_t ldb, T* c, std::size_t ldc,
              bool parallel = true) {
-#if !EMBER_FREESTANDING
-    if (auto packed = packed_weights::find<T>(b, bp, tb, ldb, ta, m, k, n))
+    if (auto packed = kept_packed_b(b, bp, tb, ldb, ta, m, k, n))
         return gemm_prepacked(ta, m, n, k, T(1), a, lda, *packed, T(0), c, ldc, parallel);
-#endif
     gemm(ta, tb, m, n, k, T(1), a, lda, bp, ldb, T(0), c, ldc, parallel);
 }
 
