@@ -1,12 +1,12 @@
 // bench_dispatch: what ember::Dispatch adds to an op (issue 36, item 3). Times the same small
 // chain — add, mul, exp, sum_dim on [16, 16] — on each CPU stack and on Dispatch with the device
-// naming that stack, rounds alternating, and prints one JSON line a stack with both medians and
-// their ratio (Dispatch / concrete; 1.0 = no overhead). Where the build has CUDA or Vulkan and a
-// device is present, their stacks are timed the same way; there the chain is launch-bound (the
-// kernels run asynchronously and the one read-back at the end waits for them), so the figure is
-// the host's cost of issuing four ops.
-// Then the same comparison for whole training steps (forward, backward, Adam) of the mnist
-// example's MLP and CNN at batch 64 on each autodiff stack, where the issue's goal is ≤ 2 % added.
+// naming that stack, in rounds (each side first in every other round), and prints one JSON line a
+// stack with both medians and their ratio (Dispatch / concrete; 1.0 = no overhead). Where the build
+// has CUDA or Vulkan and a device is present, their stacks are timed the same way; there the chain
+// is launch-bound (the kernels run asynchronously and the one read-back at the end waits for them),
+// so the figure is the host's cost of issuing four ops. Then the same comparison for whole training
+// steps (forward, backward, Adam) of the mnist example's MLP and CNN at batch 64 on each autodiff
+// stack, where the issue's goal is ≤ 2 % added.
 //   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
 // `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
 // `--iters 0` skips the chains and `--train-steps 0` the training steps. One stack's chain alone
@@ -94,9 +94,10 @@ template <typename B>
 void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int iters) {
     if (!wanted(stack, false)) return;
     std::vector<double> concrete, dispatch;
-    for (int r = 0; r < rounds; ++r) {
-        concrete.push_back(time_chain<B>({}, iters));
+    for (int r = 0; r < rounds; ++r) {  // the order alternates: neither side always runs first
+        if (r % 2 == 0) concrete.push_back(time_chain<B>({}, iters));
         dispatch.push_back(time_chain<ember::Dispatch>(d, iters));
+        if (r % 2 == 1) concrete.push_back(time_chain<B>({}, iters));
     }
     const double c = median(concrete), s = median(dispatch);
     std::printf("{\"workload\":\"dispatch_overhead\",\"stack\":\"%s\",\"unit\":\"us_per_chain\","
@@ -110,9 +111,10 @@ void compare_train_model(const char* model, const char* stack, const ember::Disp
                          int rounds, int steps) {
     if (!wanted(stack, true)) return;
     std::vector<double> concrete, dispatch;
-    for (int r = 0; r < rounds; ++r) {
-        concrete.push_back(time_train<Net, B>({}, steps));
+    for (int r = 0; r < rounds; ++r) {  // the order alternates: neither side always runs first
+        if (r % 2 == 0) concrete.push_back(time_train<Net, B>({}, steps));
         dispatch.push_back(time_train<Net, ember::Dispatch>(d, steps));
+        if (r % 2 == 1) concrete.push_back(time_train<Net, B>({}, steps));
     }
     const double c = median(concrete), s = median(dispatch);
     std::printf(

@@ -168,6 +168,62 @@ TEST_CASE("dispatch: a default-made tensor and stacks across ops", "[dispatch]")
     Dispatch::sync(Dev::cpu().fusion());
 }
 
+TEST_CASE("dispatch: an lvalue operand is lent to the op, not counted", "[dispatch]") {
+    // The tensor layer lends an lvalue tensor's handle to an op (no count update); the op must
+    // then leave that tensor as it was: values, and the count of its handle.
+    const auto refs = [](const auto& t) { return t.primitive().handle->refs.load(); };
+    for (const Dev d : {Dev::cpu(), Dev::cpu().fusion(), Dev::cpu().autodiff()}) {
+        CAPTURE(d.to_string());
+        auto x = Tensor<Dispatch, 1>::from_data(ember::TensorData({1.f, 2.f, 3.f}, {3}), d);
+        auto y = Tensor<Dispatch, 1>::from_data(ember::TensorData({4.f, 5.f, 6.f}, {3}), d);
+        SECTION("binary ops, unary ops and reductions on lvalues") {
+            auto z = ((x + y) * y).exp().sum_dim(0);
+            CHECK(z.to_data().to_vec<float>()[0] ==
+                  Approx(std::exp(20.f) + std::exp(35.f) + std::exp(54.f)).epsilon(1e-6));
+            CHECK(x.exp().to_data().to_vec<float>()[2] == Approx(std::exp(3.f)));
+            CHECK(x.mul(x).to_data().to_vec<float>() == std::vector<float>{1, 4, 9});
+            CHECK(x.to_data().to_vec<float>() == std::vector<float>{1, 2, 3});
+            CHECK(y.to_data().to_vec<float>() == std::vector<float>{4, 5, 6});
+            CHECK(refs(x) == 1);
+            CHECK(refs(y) == 1);
+        }
+        SECTION("a tensor taken and lent in one op") {
+            // std::move(x).add(x): the tensor cannot lend what the op takes over.
+            auto z = std::move(x).add(x);
+            CHECK(z.to_data().to_vec<float>() == std::vector<float>{2, 4, 6});
+            auto m =
+                Tensor<Dispatch, 2>::from_data(ember::TensorData({1.f, 2.f, 3.f, 4.f}, {2, 2}), d);
+            auto p = std::move(m).matmul(m);
+            CHECK(p.to_data().to_vec<float>() == std::vector<float>{7, 10, 15, 22});
+        }
+        SECTION("a copy of a tensor and an operand sharing its handle") {
+            auto c = x;  // x's handle now has two names
+            CHECK(refs(x) == 2);
+            auto z = std::move(c).add(x);  // takes c's name: not the only one, so x is untouched
+            CHECK(z.to_data().to_vec<float>() == std::vector<float>{2, 4, 6});
+            CHECK(x.to_data().to_vec<float>() == std::vector<float>{1, 2, 3});
+            CHECK(refs(x) == 1);
+        }
+    }
+    SECTION("copies and moves of a lent name count") {
+        auto x = Tensor<Dispatch, 1>::from_data(ember::TensorData({1.f}, {1}), Dev::cpu());
+        const ember::DispatchTensor& h = x.primitive();
+        {
+            ember::DispatchTensor lent = ember::DispatchTensor::lend(h);
+            CHECK(lent.lent);
+            CHECK_FALSE(lent.unique());
+            CHECK(refs(x) == 1);
+            ember::DispatchTensor copy = lent;
+            CHECK_FALSE(copy.lent);
+            CHECK(refs(x) == 2);
+            ember::DispatchTensor moved = std::move(lent);
+            CHECK_FALSE(moved.lent);
+            CHECK(refs(x) == 3);
+        }
+        CHECK(refs(x) == 1);
+    }
+}
+
 TEST_CASE("dispatch: training-only layers train only on an autodiff device", "[dispatch]") {
     // Dropout with p = 1 zeroes everything while training and passes the input through in
     // inference; on Dispatch, "training" is the device's autodiff switch (Dispatch::ad_enabled).

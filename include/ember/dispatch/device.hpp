@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../export.hpp"
+#include "../tensor/detail/operand.hpp"
 #include "../tensor/dtype.hpp"
 #include "../tensor/shape.hpp"
 
@@ -136,8 +137,15 @@ inline void release(Handle* h) noexcept {
 
 /// Dispatch's float, int and bool primitive: a counted handle to a tensor of one concrete
 /// stack, which knows its stack. Copies share the tensor, as every backend's primitives do.
+///
+/// An op's operand may be *lent* (`lent`): it names the tensor without counting, because a
+/// tensor that outlives the op keeps its count (the tensor layer lends an lvalue tensor's
+/// handle to an op: OperandOf<DispatchTensor>). A lent name is never the only one (`unique()`
+/// is false, so an op copies its primitive rather than taking it), and a copy or move of it
+/// counts: what an op keeps or returns is a counted name.
 struct DispatchTensor {
     detail::dispatch::Handle* handle = nullptr;  ///< null only when default-made or moved from
+    bool lent = false;  ///< whether this names the tensor without counting (an op's operand)
 
     DispatchTensor() = default;
     /// Takes over one name of `h` (its count already includes it).
@@ -146,8 +154,12 @@ struct DispatchTensor {
     DispatchTensor(const DispatchTensor& o) noexcept : handle(o.handle) {
         if (handle) handle->refs.fetch_add(1, std::memory_order_relaxed);
     }
-    /// Takes `o`'s name over (`o` is left empty).
-    DispatchTensor(DispatchTensor&& o) noexcept : handle(o.handle) { o.handle = nullptr; }
+    /// Takes `o`'s name over (`o` is left empty); a lent `o` gives a counted name.
+    DispatchTensor(DispatchTensor&& o) noexcept : handle(o.handle) {
+        if (o.lent && handle) handle->refs.fetch_add(1, std::memory_order_relaxed);
+        o.handle = nullptr;
+        o.lent = false;
+    }
     /// Shares `o`'s tensor.
     DispatchTensor& operator=(const DispatchTensor& o) noexcept {
         DispatchTensor(o).swap(*this);
@@ -159,13 +171,12 @@ struct DispatchTensor {
         return *this;
     }
     ~DispatchTensor() {
-        if (handle) detail::dispatch::release(handle);
+        if (handle && !lent) detail::dispatch::release(handle);
     }
     /// Exchanges two handles.
     void swap(DispatchTensor& o) noexcept {
-        detail::dispatch::Handle* h = handle;
-        handle = o.handle;
-        o.handle = h;
+        std::swap(handle, o.handle);
+        std::swap(lent, o.lent);
     }
     /// The handle; an ember::ArgumentError when there is none (default-made).
     const detail::dispatch::Handle& get() const {
@@ -173,8 +184,59 @@ struct DispatchTensor {
             detail::dispatch::no_handle();
         return *handle;
     }
-    /// Whether this is the only DispatchTensor naming its tensor.
-    bool unique() const noexcept { return handle->refs.load(std::memory_order_acquire) == 1; }
+    /// Whether this is the only DispatchTensor naming its tensor (never for a lent one).
+    bool unique() const noexcept {
+        return !lent && handle->refs.load(std::memory_order_acquire) == 1;
+    }
+    /// `t`'s tensor lent: a name that does not count, valid while `t` names it.
+    static DispatchTensor lend(const DispatchTensor& t) noexcept {
+        return DispatchTensor(t.handle, true);
+    }
+    /// `t`'s name as it is (counted or lent) handed over; `t` is left empty.
+    static DispatchTensor pass(DispatchTensor& t) noexcept {
+        detail::dispatch::Handle* h = t.handle;
+        const bool l = t.lent;
+        t.handle = nullptr;
+        t.lent = false;
+        return DispatchTensor(h, l);
+    }
+
+  private:
+    DispatchTensor(detail::dispatch::Handle* h, bool is_lent) noexcept : handle(h), lent(is_lent) {}
 };
+
+namespace detail::dispatch {
+
+/// An operand of a Dispatch op as the tensor layer's op table takes it: an lvalue tensor's
+/// handle lent for the call, a temporary's name taken over. It becomes the op's DispatchTensor
+/// parameter as it is (lent or counted).
+class OpArg {
+  public:
+    /// Lends `t`'s tensor: `t` must outlive the op (the tensor layer's operands do).
+    OpArg(const DispatchTensor& t) noexcept : t_(DispatchTensor::lend(t)) {}
+    /// Takes `t`'s name over.
+    OpArg(DispatchTensor&& t) noexcept : t_(std::move(t)) {}
+    /// Hands `o`'s name over as it is.
+    OpArg(OpArg&& o) noexcept : t_(DispatchTensor::pass(o.t_)) {}
+    OpArg(const OpArg&) = delete;
+    OpArg& operator=(const OpArg&) = delete;
+    OpArg& operator=(OpArg&&) = delete;
+    ~OpArg() = default;
+    /// The operand, for the op's parameter.
+    operator DispatchTensor() && noexcept { return DispatchTensor::pass(t_); }
+
+  private:
+    DispatchTensor t_;
+};
+
+}  // namespace detail::dispatch
+
+namespace detail {
+/// The tensor layer lends Dispatch's ops its lvalue operands (OpArg).
+template <>
+struct OperandOf<DispatchTensor> {
+    using type = dispatch::OpArg;
+};
+}  // namespace detail
 
 }  // namespace ember

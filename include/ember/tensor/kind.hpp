@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "detail/operand.hpp"
 
 namespace ember {
 
@@ -37,85 +38,88 @@ struct KindOps;
     static P from_data(const TensorData& d, const Device<B>& dev) {                             \
         return B::prefix##_from_data(d, dev);                                                    \
     }                                                                                            \
-    static TensorData into_data(P p) { return B::prefix##_into_data(std::move(p)); }           \
+    static TensorData into_data(A p) { return B::prefix##_into_data(std::move(p)); }           \
     static Shape shape(const P& p) { return B::prefix##_shape(p); }                             \
     static DType dtype(const P& p) { return B::prefix##_dtype(p); }                             \
     static Device<B> device(const P& p) { return B::prefix##_device(p); }                       \
-    static P to_device(P p, const Device<B>& d) { return B::prefix##_to_device(std::move(p), d); } \
+    static P to_device(A p, const Device<B>& d) { return B::prefix##_to_device(std::move(p), d); } \
     static P empty(const Shape& s, const Device<B>& d) { return B::prefix##_empty(s, d); }     \
     static P full(const Shape& s, Scalar v, const Device<B>& d) { return B::prefix##_full(s, v, d); } \
-    static P reshape(P p, const Shape& s) { return B::prefix##_reshape(std::move(p), s); }      \
-    static P permute(P p, std::span<const std::size_t> a) {                                     \
+    static P reshape(A p, const Shape& s) { return B::prefix##_reshape(std::move(p), s); }      \
+    static P permute(A p, std::span<const std::size_t> a) {                                     \
         return B::prefix##_permute(std::move(p), a);                                             \
     }                                                                                            \
-    static P expand(P p, const Shape& s) { return B::prefix##_expand(std::move(p), s); }        \
-    static P slice(P p, std::span<const Slice> r) { return B::prefix##_slice(std::move(p), r); } \
-    static P slice_assign(P p, std::span<const Slice> r, P v) {                                 \
+    static P expand(A p, const Shape& s) { return B::prefix##_expand(std::move(p), s); }        \
+    static P slice(A p, std::span<const Slice> r) { return B::prefix##_slice(std::move(p), r); } \
+    static P slice_assign(A p, std::span<const Slice> r, A v) {                                 \
         return B::prefix##_slice_assign(std::move(p), r, std::move(v));                          \
     }                                                                                            \
-    static P flip(P p, std::span<const std::size_t> a) { return B::prefix##_flip(std::move(p), a); } \
+    static P flip(A p, std::span<const std::size_t> a) { return B::prefix##_flip(std::move(p), a); } \
     static P cat(std::vector<P> v, std::size_t dim) { return B::prefix##_cat(std::move(v), dim); } \
-    static P repeat_dim(P p, std::size_t dim, std::size_t n) {                                  \
+    static P repeat_dim(A p, std::size_t dim, std::size_t n) {                                  \
         return B::prefix##_repeat_dim(std::move(p), dim, n);                                     \
     }                                                                                            \
-    static BoolP compare(CompareOp op, P a, P b) {                                              \
+    static BoolP compare(CompareOp op, A a, A b) {                                              \
         return B::prefix##_compare(op, std::move(a), std::move(b));                              \
     }                                                                                            \
-    static P gather(std::size_t dim, P p, IntP i) {                                             \
+    static P gather(std::size_t dim, A p, IntA i) {                                             \
         return B::prefix##_gather(dim, std::move(p), std::move(i));                              \
     }                                                                                            \
-    static P select(P p, std::size_t dim, IntP i) {                                             \
+    static P select(A p, std::size_t dim, IntA i) {                                             \
         return B::prefix##_select(std::move(p), dim, std::move(i));                              \
     }                                                                                            \
-    static P mask_where(P p, BoolP m, P v) {                                                    \
+    static P mask_where(A p, BoolA m, A v) {                                                    \
         return B::prefix##_mask_where(std::move(p), std::move(m), std::move(v));                 \
     }
 
 // The numeric family (Float and Int).
 #define EMBER_KIND_NUMERIC(prefix)                                                               \
-    static P unary(UnaryOp op, P p) { return B::prefix##_unary(op, std::move(p)); }             \
-    static P binary(BinaryOp op, P a, P b) {                                                    \
+    static P unary(UnaryOp op, A p) { return B::prefix##_unary(op, std::move(p)); }             \
+    static P binary(BinaryOp op, A a, A b) {                                                    \
         return B::prefix##_binary(op, std::move(a), std::move(b));                               \
     }                                                                                            \
-    static P binary_scalar(BinaryOp op, P a, Scalar s) {                                        \
+    static P binary_scalar(BinaryOp op, A a, Scalar s) {                                        \
         return B::prefix##_binary_scalar(op, std::move(a), s);                                   \
     }                                                                                            \
-    static BoolP compare_scalar(CompareOp op, P a, Scalar s) {                                  \
+    static BoolP compare_scalar(CompareOp op, A a, Scalar s) {                                  \
         return B::prefix##_compare_scalar(op, std::move(a), s);                                  \
     }                                                                                            \
-    static P mask_fill(P p, BoolP m, Scalar v) {                                                \
+    static P mask_fill(A p, BoolA m, Scalar v) {                                                \
         return B::prefix##_mask_fill(std::move(p), std::move(m), v);                             \
     }                                                                                            \
-    static P clamp(P p, Scalar lo, Scalar hi) { return B::prefix##_clamp(std::move(p), lo, hi); } \
-    static P reduce(ReduceOp op, P p) { return B::prefix##_reduce(op, std::move(p)); }          \
-    static P reduce_dim(ReduceOp op, P p, std::size_t d) {                                      \
+    static P clamp(A p, Scalar lo, Scalar hi) { return B::prefix##_clamp(std::move(p), lo, hi); } \
+    static P reduce(ReduceOp op, A p) { return B::prefix##_reduce(op, std::move(p)); }          \
+    static P reduce_dim(ReduceOp op, A p, std::size_t d) {                                      \
         return B::prefix##_reduce_dim(op, std::move(p), d);                                      \
     }                                                                                            \
-    static IntP arg_reduce(ArgReduceOp op, P p, std::size_t d) {                                \
+    static IntP arg_reduce(ArgReduceOp op, A p, std::size_t d) {                                \
         return B::prefix##_arg_reduce(op, std::move(p), d);                                      \
     }                                                                                            \
-    static P scatter(std::size_t dim, P p, IntP i, P v) {                                       \
+    static P scatter(std::size_t dim, A p, IntA i, A v) {                                       \
         return B::prefix##_scatter(dim, std::move(p), std::move(i), std::move(v));               \
     }                                                                                            \
-    static P select_assign(P p, std::size_t dim, IntP i, P v) {                                 \
+    static P select_assign(A p, std::size_t dim, IntA i, A v) {                                 \
         return B::prefix##_select_assign(std::move(p), dim, std::move(i), std::move(v));         \
     }                                                                                            \
-    static std::pair<P, IntP> sort_with_indices(P p, std::size_t dim, bool desc) {              \
+    static std::pair<P, IntP> sort_with_indices(A p, std::size_t dim, bool desc) {              \
         return B::prefix##_sort_with_indices(std::move(p), dim, desc);                           \
     }                                                                                            \
-    static std::pair<P, IntP> topk(P p, std::size_t k, std::size_t dim, bool largest) {         \
+    static std::pair<P, IntP> topk(A p, std::size_t k, std::size_t dim, bool largest) {         \
         return B::prefix##_topk(std::move(p), k, dim, largest);                                  \
     }                                                                                            \
     static P random(const Shape& s, const Distribution& d, const Device<B>& dev) {              \
         return B::prefix##_random(s, d, dev);                                                    \
     }                                                                                            \
-    static BoolP to_bool(P p) { return compare_scalar(CompareOp::Ne, std::move(p), Scalar(0)); }
+    static BoolP to_bool(A p) { return compare_scalar(CompareOp::Ne, std::move(p), Scalar(0)); }
 
 template <typename B>
 struct KindOps<B, Float> {
     using P = typename B::FloatTensorPrimitive;
     using IntP = typename B::IntTensorPrimitive;
     using BoolP = typename B::BoolTensorPrimitive;
+    using A = typename OperandOf<P>::type;         // an operand (OperandOf)
+    using IntA = typename OperandOf<IntP>::type;   // an int operand
+    using BoolA = typename OperandOf<BoolP>::type; // a bool operand
     using Elem = typename B::FloatElem;
     EMBER_KIND_BASIC(float)
     EMBER_KIND_NUMERIC(float)
@@ -127,6 +131,9 @@ struct KindOps<B, Int> {
     using P = typename B::IntTensorPrimitive;
     using IntP = typename B::IntTensorPrimitive;
     using BoolP = typename B::BoolTensorPrimitive;
+    using A = typename OperandOf<P>::type;         // an operand (OperandOf)
+    using IntA = typename OperandOf<IntP>::type;   // an int operand
+    using BoolA = typename OperandOf<BoolP>::type; // a bool operand
     using Elem = typename B::IntElem;
     EMBER_KIND_BASIC(int)
     EMBER_KIND_NUMERIC(int)
@@ -138,6 +145,9 @@ struct KindOps<B, Bool> {
     using P = typename B::BoolTensorPrimitive;
     using IntP = typename B::IntTensorPrimitive;
     using BoolP = typename B::BoolTensorPrimitive;
+    using A = typename OperandOf<P>::type;         // an operand (OperandOf)
+    using IntA = typename OperandOf<IntP>::type;   // an int operand
+    using BoolA = typename OperandOf<BoolP>::type; // a bool operand
     using Elem = bool;
     EMBER_KIND_BASIC(bool)
     static BoolP to_bool(P p) { return p; }

@@ -635,6 +635,7 @@ public:
         return Tensor(Ops::binary(BinaryOp::OP, handle(), other.handle())); \
     }                                                                       \
     Tensor name(const Tensor& other) && requires NumericKind<K> {           \
+        if (&other == this) return std::as_const(*this).name(other);        \
         return Tensor(Ops::binary(BinaryOp::OP, take(), other.handle()));   \
     }                                                                       \
     Tensor name##_scalar(Scalar s) const& requires NumericKind<K> {         \
@@ -1031,12 +1032,13 @@ public:
     Tensor matmul(const Tensor& other) const& requires(std::same_as<K, Float>) {
         if (detail::autocast::current()) [[unlikely]]
             return autocast_matmul(*this, other);
-        return Tensor(B::float_matmul(handle(), other.handle()));
+        return Tensor(B::float_matmul(typename Ops::A(handle()), typename Ops::A(other.handle())));
     }
     Tensor matmul(const Tensor& other) && requires(std::same_as<K, Float>) {
         if (detail::autocast::current()) [[unlikely]]
             return autocast_matmul(*this, other);
-        return Tensor(B::float_matmul(take(), other.handle()));
+        if (&other == this) return std::as_const(*this).matmul(other);
+        return Tensor(B::float_matmul(typename Ops::A(take()), typename Ops::A(other.handle())));
     }
     /// The tensor quantized with `scheme` and `qparams`: a quant::QuantizedTensor<B, D>
     /// (needs <ember/quant/tensor.hpp>, which <ember/ember.hpp> includes).
@@ -1274,20 +1276,23 @@ private:
 };
 
 // ---- operators ----------------------------------------------------------------------------
-#define EMBER_TENSOR_OPERATOR(op, name, rname)                                                  \
-    template <Backend B, std::size_t D, NumericKind K>                                         \
-    Tensor<B, D, K> operator op(Tensor<B, D, K> a, const Tensor<B, D, K>& b) {                 \
-        return std::move(a).name(b);                                                           \
-    }                                                                                          \
-    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>                   \
-    Tensor<B, D, K> operator op(Tensor<B, D, K> a, S s) {                                      \
-        return std::move(a).name##_scalar(Scalar(s));                                          \
-    }                                                                                          \
-    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>                   \
-    Tensor<B, D, K> operator op(S s, Tensor<B, D, K> a) {                                      \
-        return Tensor<B, D, K>(                                                                \
-            detail::KindOps<B, K>::binary_scalar(BinaryOp::rname, std::move(a).into_primitive(), \
-                                                 Scalar(s)));                                   \
+#define EMBER_TENSOR_OPERATOR(op, name, rname)                                        \
+    template <Backend B, std::size_t D, NumericKind K>                                \
+    Tensor<B, D, K> operator op(const Tensor<B, D, K>& a, const Tensor<B, D, K>& b) { \
+        return a.name(b);                                                             \
+    }                                                                                 \
+    template <Backend B, std::size_t D, NumericKind K>                                \
+    Tensor<B, D, K> operator op(Tensor<B, D, K>&& a, const Tensor<B, D, K>& b) {      \
+        return std::move(a).name(b);                                                  \
+    }                                                                                 \
+    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>          \
+    Tensor<B, D, K> operator op(Tensor<B, D, K> a, S s) {                             \
+        return std::move(a).name##_scalar(Scalar(s));                                 \
+    }                                                                                 \
+    template <Backend B, std::size_t D, NumericKind K, detail::Arithmetic S>          \
+    Tensor<B, D, K> operator op(S s, Tensor<B, D, K> a) {                             \
+        return Tensor<B, D, K>(detail::KindOps<B, K>::binary_scalar(                  \
+            BinaryOp::rname, std::move(a).into_primitive(), Scalar(s)));              \
     }
 /// a + b, a + s, s + a.
 EMBER_TENSOR_OPERATOR(+, add, Add)
