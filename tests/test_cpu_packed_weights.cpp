@@ -147,10 +147,12 @@ TEST_CASE("cpu packed weights: batch-1 convolutions from weights packed once", "
         std::size_t cin, h, cout, k, s, p, groups;
         bool bias;
     };
-    // Late ResNet-18 layers at batch 1 (4×4 and 8×8 planes: 16 and 64 positions), a stride-2
-    // one, two groups, odd channel counts (edge panels of the kernels).
+    // Late ResNet-18 layers at batch 1 (4×4 and 8×8 planes: 16 and 64 positions; 64 and more
+    // run with im2col packed into the panels, the weights' packing kept), a stride-2 one, two
+    // groups, odd channel counts (edge panels of the kernels).
     for (const Case c : {Case{32, 4, 48, 3, 1, 1, 1, true}, Case{24, 8, 40, 3, 2, 1, 1, false},
-                         Case{16, 4, 20, 3, 1, 1, 2, true}, Case{19, 4, 37, 1, 1, 0, 1, true}}) {
+                         Case{16, 4, 20, 3, 1, 1, 2, true}, Case{19, 4, 37, 1, 1, 0, 1, true},
+                         Case{32, 8, 40, 3, 1, 1, 1, true}, Case{40, 10, 24, 3, 1, 1, 2, false}}) {
         INFO("cin " << c.cin << ", " << c.h << "x" << c.h << ", cout " << c.cout << ", k " << c.k
                     << ", stride " << c.s << ", groups " << c.groups);
         const auto dist = ember::Distribution::Uniform(-1, 1);

@@ -115,10 +115,15 @@ void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo&
     // packing was a tenth of a late ResNet layer's time. For a single product the GEMM packs
     // them block by block, each block used while it is in cache (a pass of its own would read
     // a late layer's 9 MB of weights from memory twice).
-    const bool prepack = implicit && (batch + nb - 1) / nb > 1;
-    const std::size_t wsize = prepack ? gemm_packed_a_size(std::size_t(cg_out), std::size_t(K)) : 0;
-    Scratch<T> wpack(groups * wsize);
-    const T* wpacked = prepack ? wpack.get() : nullptr;
+    // A model's weights at inference are packed once and kept (matmul.cpp), for batch 1 too.
+    const auto kept =
+        implicit ? kept_packed_a(w, W, groups, std::size_t(cg_out), std::size_t(K)) : nullptr;
+    const bool prepack = implicit && !kept && (batch + nb - 1) / nb > 1;
+    const std::size_t wsize =
+        prepack || kept ? gemm_packed_a_size(std::size_t(cg_out), std::size_t(K)) : 0;
+    Scratch<T> wpack(prepack ? groups * wsize : 0);
+    const T* wpacked =
+        kept ? static_cast<const T*>(kept->buf->data) : (prepack ? wpack.get() : nullptr);
     if (prepack)
         for (std::size_t gi = 0; gi < groups; ++gi)
             gemm_pack_a(std::size_t(cg_out), std::size_t(K), W + i64(gi) * cg_out * K,

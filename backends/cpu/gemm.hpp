@@ -121,6 +121,14 @@ std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const double* b
                                              std::size_t ldb, bool trans_a, std::size_t m,
                                              std::size_t k, std::size_t n);
 
+/// A (groups blocks of m × k, row-major, one after another at `a`, inside tensor t's buffer:
+/// a convolution's weights) packed by gemm_pack_a block after block, gemm_packed_a_size(m, k)
+/// values each, and kept as kept_packed_b keeps B (PackedB's k and n are k and m).
+std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a, std::size_t groups,
+                                             std::size_t m, std::size_t k);
+std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const double* a,
+                                             std::size_t groups, std::size_t m, std::size_t k);
+
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3
 /// kernels on CPUs newer than its tables). EMBER_CPU_GEMM=blas or =portable forces the choice.

@@ -106,20 +106,24 @@ std::pair<std::int64_t, std::int64_t> batch_offsets(const Problem& p, std::size_
 // uses (or move to new buffers) and so are not kept.
 namespace packed_weights {
 
+/// What is packed: a matrix (k × n, row stride ld, stored transposed when trans) as a product's
+/// B, or (kind 1) as A: `groups` blocks of n × k rows (a convolution's weights).
 struct Key {
     const Storage* storage;
     std::int64_t offset;
     std::size_t k, n, ld;
     bool trans;
     DType dtype;
+    int kind = 0;
     bool operator==(const Key&) const = default;
 };
 
 struct KeyHash {
     std::size_t operator()(const Key& key) const {
         std::size_t h = std::hash<const void*>{}(key.storage);
-        for (const std::size_t v : {std::size_t(key.offset), key.k, key.n, key.ld,
-                                    std::size_t(key.trans), std::size_t(key.dtype)})
+        for (const std::size_t v :
+             {std::size_t(key.offset), key.k, key.n, key.ld, std::size_t(key.trans),
+              std::size_t(key.dtype), std::size_t(key.kind)})
             h = (h ^ v) * 1099511628211ull;
         return h;
     }
@@ -182,36 +186,69 @@ std::uint64_t sample(const T* b, std::size_t k, std::size_t n, std::size_t ld, b
     return h;
 }
 
-/// B packed whole for a product with m rows, or nullptr where the product is to run as usual.
-template <typename T>
-std::shared_ptr<const PackedB> find(const CpuTensor& b, const T* bp, bool trans, std::size_t ld,
-                                    bool trans_a, std::size_t m, std::size_t k, std::size_t n) {
+/// The kept packing for `key` (values sampled as `s`, `bytes` at most), made by `pack` at the
+/// second time of asking with unchanged values; nullptr before that, and when full or off.
+template <typename Pack>
+std::shared_ptr<const PackedB> find_or_pack(const CpuTensor& t, const Key& key, std::uint64_t s,
+                                            std::size_t bytes, Pack&& pack) {
     Cache& c = cache();
-    if (c.limit == 0 || !gemm_prepack_pays(trans_a, trans, m, n, k)) return nullptr;
-    const Key key{b.storage.get(), bp - static_cast<const T*>(b.storage->data), k, n, ld, trans,
-                  b.dtype};
     {
         std::lock_guard<std::mutex> lock(c.mu);
         sweep(c);
         if (auto it = c.kept.find(key); it != c.kept.end()) return it->second.packed;
-        const std::uint64_t s = sample(bp, k, n, ld, trans);
         auto it = c.seen.find(key);
-        if (it == c.seen.end() || it->second.storage.lock() != b.storage ||
+        if (it == c.seen.end() || it->second.storage.lock() != t.storage ||
             it->second.sample != s) {
-            c.seen.insert_or_assign(key, Seen{b.storage, s});
+            c.seen.insert_or_assign(key, Seen{t.storage, s});
             return nullptr;
         }
         c.seen.erase(it);
-        if (c.bytes + k * n * sizeof(T) > c.limit) return nullptr;
+        if (c.bytes + bytes > c.limit) return nullptr;
     }
     // Packed outside the lock; the caller's reference keeps the buffer from being written.
-    auto packed = std::make_shared<const PackedB>(gemm_prepack_b(trans, k, n, bp, ld));
-    const std::size_t bytes = packed->buf->bytes;
+    auto packed = std::make_shared<const PackedB>(pack());
+    const std::size_t got = packed->buf->bytes;
     std::lock_guard<std::mutex> lock(c.mu);
-    if (c.bytes + bytes > c.limit) return packed;  // this call's, not kept
-    const auto [it, added] = c.kept.try_emplace(key, Entry{b.storage, packed, bytes});
-    if (added) c.bytes += bytes;
+    if (c.bytes + got > c.limit) return packed;  // this call's, not kept
+    const auto [it, added] = c.kept.try_emplace(key, Entry{t.storage, packed, got});
+    if (added) c.bytes += got;
     return it->second.packed;
+}
+
+/// B packed whole for a product with m rows, or nullptr where the product is to run as usual.
+template <typename T>
+std::shared_ptr<const PackedB> find(const CpuTensor& b, const T* bp, bool trans, std::size_t ld,
+                                    bool trans_a, std::size_t m, std::size_t k, std::size_t n) {
+    if (cache().limit == 0 || !gemm_prepack_pays(trans_a, trans, m, n, k)) return nullptr;
+    const Key key{b.storage.get(), bp - static_cast<const T*>(b.storage->data), k, n, ld, trans,
+                  b.dtype};
+    return find_or_pack(b, key, sample(bp, k, n, ld, trans), k * n * sizeof(T),
+                        [&] { return gemm_prepack_b(trans, k, n, bp, ld); });
+}
+
+/// A (groups blocks of m × k, row-major, one after another) packed as gemm_pack_a packs each.
+template <typename T>
+std::shared_ptr<const PackedB> find_a(const CpuTensor& w, const T* a, std::size_t groups,
+                                      std::size_t m, std::size_t k) {
+    if (cache().limit == 0) return nullptr;
+    const Key key{w.storage.get(),
+                  a - static_cast<const T*>(w.storage->data),
+                  k,
+                  m,
+                  groups,
+                  false,
+                  w.dtype,
+                  1};
+    const std::size_t each = gemm_packed_a_size(m, k);
+    return find_or_pack(w, key, sample(a, groups * m, k, k, false), groups * each * sizeof(T), [&] {
+        PackedB out;
+        out.buf = allocate(groups * each * sizeof(T));
+        out.k = k;
+        out.n = m;
+        for (std::size_t gi = 0; gi < groups; ++gi)
+            gemm_pack_a(m, k, a + gi * m * k, k, static_cast<T*>(out.buf->data) + gi * each, false);
+        return out;
+    });
 }
 
 }  // namespace packed_weights
@@ -234,6 +271,24 @@ std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const double* b
                                              std::size_t k, std::size_t n) {
 #if !EMBER_FREESTANDING
     return packed_weights::find<double>(t, bp, trans, ld, trans_a, m, k, n);
+#else
+    return nullptr;
+#endif
+}
+
+std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a, std::size_t groups,
+                                             std::size_t m, std::size_t k) {
+#if !EMBER_FREESTANDING
+    return packed_weights::find_a<float>(t, a, groups, m, k);
+#else
+    return nullptr;
+#endif
+}
+
+std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const double* a,
+                                             std::size_t groups, std::size_t m, std::size_t k) {
+#if !EMBER_FREESTANDING
+    return packed_weights::find_a<double>(t, a, groups, m, k);
 #else
     return nullptr;
 #endif
