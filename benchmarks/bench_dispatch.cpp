@@ -1,12 +1,13 @@
 // bench_dispatch: what ember::Dispatch adds to an op (issue 36, item 3). Times the same small
 // chain — add, mul, exp, sum_dim on [16, 16] — on each CPU stack and on Dispatch with the device
 // naming that stack, in rounds (each side first in every other round), and prints one JSON line a
-// stack with both medians and their ratio (Dispatch / concrete; 1.0 = no overhead). Where the build
-// has CUDA or Vulkan and a device is present, their stacks are timed the same way; there the chain
-// is launch-bound (the kernels run asynchronously and the one read-back at the end waits for them),
-// so the figure is the host's cost of issuing four ops. Then the same comparison for whole training
-// steps (forward, backward, Adam) of the mnist example's MLP and CNN at batch 64 on each autodiff
-// stack, where the issue's goal is ≤ 2 % added.
+// stack with both medians and their ratio (Dispatch / concrete; 1.0 = no overhead), and the
+// median and quartiles of the rounds' own ratios (`paired_ratio`, `paired_q1`, `paired_q3`). Where
+// the build has CUDA or Vulkan and a device is present, their stacks are timed the same way; there
+// the chain is launch-bound (the kernels run asynchronously and the one read-back at the end waits
+// for them), so the figure is the host's cost of issuing four ops. Then the same comparison for
+// whole training steps (forward, backward, Adam) of the mnist example's MLP and CNN at batch 64 on
+// each autodiff stack, where the issue's goal is ≤ 2 % added.
 //   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
 // `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
 // `--iters 0` skips the chains and `--train-steps 0` the training steps. One stack's chain alone
@@ -90,6 +91,19 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+/// The rounds' own ratios (Dispatch / concrete, the two runs of one round side by side): their
+/// median and quartiles as JSON fields. A drift of the machine between rounds moves both runs
+/// of a round, so these spread less than the ratio of the two medians.
+std::string paired(const std::vector<double>& concrete, const std::vector<double>& dispatch) {
+    std::vector<double> r;
+    for (std::size_t i = 0; i < concrete.size(); ++i) r.push_back(dispatch[i] / concrete[i]);
+    std::sort(r.begin(), r.end());
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "\"paired_ratio\":%.4f,\"paired_q1\":%.4f,\"paired_q3\":%.4f",
+                  r[r.size() / 2], r[r.size() / 4], r[(3 * r.size()) / 4]);
+    return buf;
+}
+
 template <typename B>
 void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int iters) {
     if (!wanted(stack, false)) return;
@@ -100,10 +114,11 @@ void compare(const char* stack, const ember::DispatchDevice& d, int rounds, int 
         if (r % 2 == 1) concrete.push_back(time_chain<B>({}, iters));
     }
     const double c = median(concrete), s = median(dispatch);
-    std::printf("{\"workload\":\"dispatch_overhead\",\"stack\":\"%s\",\"unit\":\"us_per_chain\","
-                "\"concrete\":%.3f,\"dispatch\":%.3f,\"ratio\":%.4f,\"ops_per_chain\":4,"
-                "\"rounds\":%d,\"iters\":%d}\n",
-                stack, c, s, s / c, rounds, iters);
+    std::printf(
+        "{\"workload\":\"dispatch_overhead\",\"stack\":\"%s\",\"unit\":\"us_per_chain\","
+        "\"concrete\":%.3f,\"dispatch\":%.3f,\"ratio\":%.4f,%s,\"ops_per_chain\":4,"
+        "\"rounds\":%d,\"iters\":%d}\n",
+        stack, c, s, s / c, paired(concrete, dispatch).c_str(), rounds, iters);
 }
 
 template <template <typename> class Net, typename B>
@@ -120,8 +135,8 @@ void compare_train_model(const char* model, const char* stack, const ember::Disp
     std::printf(
         "{\"workload\":\"dispatch_train_step\",\"stack\":\"%s\",\"unit\":\"ms_per_step\","
         "\"model\":\"mnist %s, batch 64, adam\",\"concrete\":%.4f,\"dispatch\":%.4f,"
-        "\"ratio\":%.4f,\"rounds\":%d,\"steps\":%d}\n",
-        stack, model, c, s, s / c, rounds, steps);
+        "\"ratio\":%.4f,%s,\"rounds\":%d,\"steps\":%d}\n",
+        stack, model, c, s, s / c, paired(concrete, dispatch).c_str(), rounds, steps);
 }
 
 /// The MLP's and the CNN's training-step rows on autodiff stack B (Dispatch on `d`).
