@@ -782,7 +782,9 @@ const std::map<std::string, Handler>& handlers() {
         t["Add"] = [](NodeCtx& c) { arithmetic(c, "+"); };
         t["Sub"] = [](NodeCtx& c) { arithmetic(c, "-"); };
         t["Mul"] = [](NodeCtx& c) { arithmetic(c, "*"); };
-        t["Div"] = [](NodeCtx& c) { arithmetic(c, "/"); };
+        t["Div"] = [](NodeCtx& c) {
+            if (!gelu_chain(c)) arithmetic(c, "/");
+        };
         t["Pow"] = pow_op;
         t["Equal"] = [](NodeCtx& c) { compare(c, "equal"); };
         t["Greater"] = [](NodeCtx& c) { compare(c, "greater"); };

@@ -52,6 +52,12 @@ void reduce(NodeCtx& c, const std::string& method, std::int64_t axes_input_since
             const std::string& pre = "", const std::string& post = "");
 
 // ---- handlers (ops_layers.cpp) ---------------------------------------------------------------
+/// PyTorch's exact GELU as its exporter writes it before opset 20's Gelu, at its first node:
+/// Div(x, √2) → Erf → Add 1 → Mul by x → Mul by 0.5, each node the only reader of the one
+/// before. When node `c` (a Div) starts that chain, emits ember::activation::gelu(x) (one pass
+/// of the backend's GELU instead of five elementwise ops) as the last Mul's output, marks the
+/// four others fused and returns true; false (nothing emitted) otherwise.
+bool gelu_chain(NodeCtx& c);
 void matmul(NodeCtx& c);
 void gemm(NodeCtx& c);
 void conv(NodeCtx& c);

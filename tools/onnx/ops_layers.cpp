@@ -28,6 +28,68 @@ const Node* sole_consumer(const Emitter& em, const Graph& g, const std::string& 
     return nullptr;
 }
 
+namespace {
+
+// The single value of `name` when it is a constant of one element known at import time: an
+// initializer or a value already lowered, or a Constant node's (which may come later in the
+// graph's order than the node asking); nullopt otherwise.
+std::optional<double> constant_scalar(Emitter& em, const Graph& g, const std::string& name) {
+    if (auto it = em.values.find(name); it != em.values.end()) {
+        const Value& v = it->second;
+        if (v.constant && v.constant->num_elements() == 1)
+            return v.constant->convert(DType::F64).to_vec<double>()[0];
+        return std::nullopt;
+    }
+    for (const auto& n : g.nodes) {
+        if (n.op_type != "Constant" || n.outputs.empty() || n.outputs[0] != name) continue;
+        const NodeCtx k(n, em);
+        if (k.has_attr("value_float")) return k.attr_float("value_float", 0.0);
+        if (!k.has_attr("value")) return std::nullopt;
+        const TensorData& t = k.attr_tensor("value");
+        if (t.num_elements() != 1 || !is_float(t.dtype())) return std::nullopt;
+        return t.convert(DType::F64).to_vec<double>()[0];
+    }
+    return std::nullopt;
+}
+
+// The input of two-input node `n` other than `value`, or "" when `value` is not one of them.
+std::string other_input(const Node& n, const std::string& value) {
+    if (n.inputs.size() != 2) return "";
+    if (n.inputs[0] == value) return n.inputs[1];
+    if (n.inputs[1] == value) return n.inputs[0];
+    return "";
+}
+
+}  // namespace
+
+bool gelu_chain(NodeCtx& c) {
+    if (!g_graph || c.node.inputs.size() != 2 || c.node.outputs.size() != 1) return false;
+    const Value& x = c.in(0);
+    const auto root2 = c.scalar(1);
+    if (x.kind != Kind::Float || x.constant || !root2 || std::abs(*root2 - std::sqrt(2.0)) > 1e-6)
+        return false;
+    const std::string& xn = c.node.inputs[0];
+    const Node* erf = sole_consumer(c.em, *g_graph, c.node.outputs[0]);
+    if (!erf || erf->op_type != "Erf" || erf->outputs.size() != 1) return false;
+    const Node* add = sole_consumer(c.em, *g_graph, erf->outputs[0]);
+    if (!add || add->op_type != "Add" || add->outputs.size() != 1) return false;
+    const auto one = constant_scalar(c.em, *g_graph, other_input(*add, erf->outputs[0]));
+    if (!one || *one != 1.0) return false;
+    const Node* mul = sole_consumer(c.em, *g_graph, add->outputs[0]);
+    if (!mul || mul->op_type != "Mul" || mul->outputs.size() != 1 ||
+        other_input(*mul, add->outputs[0]) != xn)
+        return false;
+    const Node* half = sole_consumer(c.em, *g_graph, mul->outputs[0]);
+    if (!half || half->op_type != "Mul" || half->outputs.size() != 1) return false;
+    const auto h = constant_scalar(c.em, *g_graph, other_input(*half, mul->outputs[0]));
+    if (!h || *h != 0.5) return false;
+    for (const Node* n : {erf, add, mul, half}) c.em.fused.insert(n->outputs[0]);
+    NodeCtx hc(*half, c.em);
+    hc.out(0, like(x, Kind::Float), "ember::activation::gelu(" + c.t(0) + ")");
+    // This node's own output is read by the fused Erf only.
+    c.em.values[c.node.outputs[0]] = c.em.values[half->outputs[0]];
+    return true;
+}
 
 // y = x·W (+ b) through nn::Linear; W [in, out] as ember's Linear holds it.
 std::string linear_module(NodeCtx& c, const TensorData& w, const std::optional<TensorData>& b) {
