@@ -3,6 +3,9 @@
 // there. Each product is checked against the sums written out in double, on the first use
 // (packed as usual), the second (packed whole and kept) and the third (from the kept copy),
 // and after the weight is changed by an op that could have run in place.
+#include <thread>
+#include <vector>
+
 #include "harness.hpp"
 
 namespace {
@@ -94,6 +97,28 @@ TEST_CASE("cpu packed weights: products from a weight packed once", "[gemm][cpu]
             ember::test::check_close(a.matmul(w).to_data(), reference(a, w), kTol);
             w = std::move(w) - 0.125f;  // in place when w holds its buffer alone
         }
+    }
+    SECTION("threads sharing one weight (an inference server, a request a thread)") {
+        const std::size_t threads_before = ember::cpu::num_threads();
+        ember::cpu::set_num_threads(1);
+        const auto dist = ember::Distribution::Uniform(-1, 1);
+        const T2 w = T2::random({96, 200}, dist);
+        std::vector<T2> xs;
+        std::vector<ember::TensorData> want;
+        for (int t = 0; t < 4; ++t) {
+            xs.push_back(T2::random({16 + 8 * std::size_t(t), 96}, dist));
+            want.push_back(reference(xs.back(), w));
+        }
+        std::vector<std::vector<ember::TensorData>> got(4);
+        std::vector<std::thread> pool;
+        for (int t = 0; t < 4; ++t)
+            pool.emplace_back([&, t] {
+                for (int use = 0; use < 12; ++use) got[t].push_back(xs[t].matmul(w).to_data());
+            });
+        for (auto& th : pool) th.join();
+        ember::cpu::set_num_threads(threads_before);
+        for (int t = 0; t < 4; ++t)
+            for (const auto& g : got[t]) ember::test::check_close(g, want[t], kTol);
     }
     SECTION("a dropped weight's buffer and packing are freed by the next product") {
         const auto dist = ember::Distribution::Uniform(-1, 1);
