@@ -1,7 +1,8 @@
 #pragma once
 // Tensor<B, D, K>: a handle to a backend primitive with a static rank D and kind K (Float, Int,
-// Bool). Copying a Tensor copies the handle (Burn's clone()); ops take tensors by value, so
-// `std::move(t)` hands over the last reference and the backend may reuse the buffer in place.
+// Bool). Copying a Tensor copies the handle (Burn's clone()); ops read lvalue tensors and consume
+// moved ones, so `std::move(t)` hands over the last reference and the backend may reuse the buffer
+// in place.
 #include <algorithm>
 #include <array>
 #include <cmath>
