@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "matmul_reference.hpp"
 
 namespace {
 
@@ -15,17 +16,7 @@ using T2 = ember::Tensor<B, 2>;
 
 // Σ_p a[i, p] · b[p, j], in double, from the operands' values.
 ember::TensorData reference(const T2& a, const T2& b) {
-    const auto av = a.to_data().convert(ember::DType::F64).to_vec<double>();
-    const auto bv = b.to_data().convert(ember::DType::F64).to_vec<double>();
-    const std::size_t m = a.dims()[0], k = a.dims()[1], n = b.dims()[1];
-    std::vector<double> out(m * n, 0.0);
-    for (std::size_t i = 0; i < m; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-            double s = 0;
-            for (std::size_t p = 0; p < k; ++p) s += av[i * k + p] * bv[p * n + j];
-            out[i * n + j] = s;
-        }
-    return ember::TensorData(out, ember::Shape{m, n});
+    return ember::test::matmul_reference(a, b);
 }
 
 const ember::Tolerance kTol{1e-4, 1e-4};

@@ -17,6 +17,7 @@
 #include "harness.hpp"
 #include "lstm.hpp"
 #include "mlp.hpp"
+#include "raw_floats.hpp"
 #include "transformer.hpp"
 
 namespace {
@@ -27,13 +28,7 @@ using ember::TensorData;
 
 const fs::path kDir = fs::path(EMBER_FIXTURE_DIR) / "onnx_models";
 
-std::vector<float> floats(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
-    std::vector<float> v(bytes.size() / 4);
-    std::memcpy(v.data(), bytes.data(), v.size() * 4);
-    return v;
-}
+using ember::test::raw_floats;
 
 // The input's and output's shapes (NAME.shape.txt).
 std::pair<ember::Shape, ember::Shape> shapes(const std::string& name) {
@@ -52,12 +47,13 @@ std::pair<ember::Shape, ember::Shape> shapes(const std::string& name) {
 
 template <std::size_t D>
 ember::Tensor<Cpu, D> input(const std::string& name) {
-    return ember::Tensor<Cpu, D>::from_data(TensorData(floats(kDir / (name + ".input.bin")), shapes(name).first));
+    return ember::Tensor<Cpu, D>::from_data(
+        TensorData(raw_floats(kDir / (name + ".input.bin")), shapes(name).first));
 }
 
 template <std::size_t D>
 void check_output(const ember::Tensor<Cpu, D>& y, const std::string& name) {
-    const auto want = floats(kDir / (name + ".output.bin"));
+    const auto want = raw_floats(kDir / (name + ".output.bin"));
     CHECK(y.shape() == shapes(name).second);
     const auto got = y.to_data().template to_vec<float>();
     REQUIRE(got.size() == want.size());
@@ -83,7 +79,7 @@ TEST_CASE("ONNX models imported by ember-onnx match PyTorch", "[onnx]") {
         check_output(model.forward(x), "cnn");
         // Batch 1: the first row of the batch-2 result.
         const auto one = model.forward(x.slice({ember::Slice{0, 1}})).to_data().to_vec<float>();
-        const auto all = floats(kDir / "cnn.output.bin");
+        const auto all = raw_floats(kDir / "cnn.output.bin");
         for (std::size_t i = 0; i < one.size(); ++i) CHECK(std::fabs(one[i] - all[i]) < 1e-4);
     }
     SECTION("CNN with batch norm, max pool, global average pool, softmax") {

@@ -256,24 +256,29 @@ std::shared_ptr<const PackedB> find_a(const CpuTensor& w, const T* a, std::size_
 
 }  // namespace
 
-std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const float* bp, bool trans,
-                                             std::size_t ld, bool trans_a, std::size_t m,
-                                             std::size_t k, std::size_t n) {
+namespace {
+// kept_packed_b for either element type (none on the freestanding build: no cache there).
+template <typename T>
+std::shared_ptr<const PackedB> kept_b(const CpuTensor& t, const T* bp, bool trans, std::size_t ld,
+                                      bool trans_a, std::size_t m, std::size_t k, std::size_t n) {
 #if !EMBER_FREESTANDING
-    return packed_weights::find<float>(t, bp, trans, ld, trans_a, m, k, n);
+    return packed_weights::find<T>(t, bp, trans, ld, trans_a, m, k, n);
 #else
     return nullptr;
 #endif
+}
+}  // namespace
+
+std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const float* bp, bool trans,
+                                             std::size_t ld, bool trans_a, std::size_t m,
+                                             std::size_t k, std::size_t n) {
+    return kept_b(t, bp, trans, ld, trans_a, m, k, n);
 }
 
 std::shared_ptr<const PackedB> kept_packed_b(const CpuTensor& t, const double* bp, bool trans,
                                              std::size_t ld, bool trans_a, std::size_t m,
                                              std::size_t k, std::size_t n) {
-#if !EMBER_FREESTANDING
-    return packed_weights::find<double>(t, bp, trans, ld, trans_a, m, k, n);
-#else
-    return nullptr;
-#endif
+    return kept_b(t, bp, trans, ld, trans_a, m, k, n);
 }
 
 std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a, std::size_t groups,
