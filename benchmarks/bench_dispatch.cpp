@@ -9,9 +9,13 @@
 // whole training steps (forward, backward, Adam) of the mnist example's MLP and CNN at batch 64 on
 // each autodiff stack, where the goal is ≤ 2 % added.
 //   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
+//                  [--side concrete|dispatch]
 // `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
 // `--iters 0` skips the chains and `--train-steps 0` the training steps. One stack's chain alone
-// is what benchmarks/dispatch_callgrind.sh counts instructions of.
+// is what benchmarks/dispatch_callgrind.sh counts instructions of. `--side concrete|dispatch`
+// runs one side of each training-step row only (its line then has that side's median alone), so
+// that a profiler run on the whole process (`perf stat -e instructions:u`, `perf record`) sees one
+// side: two such runs with the same --rounds and --train-steps compare the host's work a step.
 #include <ember/dispatch/dispatch.hpp>
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
@@ -80,6 +84,8 @@ double time_train(const ember::Device<B>& d, int steps) {
 /// The stacks named by --stacks (all when empty).
 std::vector<std::string> g_stacks;
 int g_iters = 20000, g_train_steps = 20;
+/// --side: "concrete" or "dispatch" runs that side of the training-step rows only.
+std::string g_side;
 
 bool wanted(const char* stack, bool train) {
     if ((train ? g_train_steps : g_iters) <= 0) return false;
@@ -126,6 +132,18 @@ void compare_train_model(const char* model, const char* stack, const ember::Disp
                          int rounds, int steps) {
     if (!wanted(stack, true)) return;
     std::vector<double> concrete, dispatch;
+    if (!g_side.empty()) {  // one side only, for a profiler
+        std::vector<double> t;
+        for (int r = 0; r < rounds; ++r)
+            t.push_back(g_side == "dispatch" ? time_train<Net, ember::Dispatch>(d, steps)
+                                             : time_train<Net, B>({}, steps));
+        std::printf(
+            "{\"workload\":\"dispatch_train_step_side\",\"stack\":\"%s\",\"side\":\"%s\","
+            "\"unit\":\"ms_per_step\",\"model\":\"mnist %s, batch 64, adam\",\"ms\":%.4f,"
+            "\"rounds\":%d,\"steps\":%d}\n",
+            stack, g_side.c_str(), model, median(t), rounds, steps);
+        return;
+    }
     for (int r = 0; r < rounds; ++r) {  // the order alternates: neither side always runs first
         if (r % 2 == 0) concrete.push_back(time_train<Net, B>({}, steps));
         dispatch.push_back(time_train<Net, ember::Dispatch>(d, steps));
@@ -156,7 +174,13 @@ int main(int argc, char** argv) {
             g_iters = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--train-steps"))
             g_train_steps = std::atoi(argv[i + 1]);
-        else if (!std::strcmp(argv[i], "--stacks")) {
+        else if (!std::strcmp(argv[i], "--side")) {
+            g_side = argv[i + 1];
+            if (g_side != "concrete" && g_side != "dispatch") {
+                std::fprintf(stderr, "bench_dispatch: --side is concrete or dispatch\n");
+                return 2;
+            }
+        } else if (!std::strcmp(argv[i], "--stacks")) {
             std::string list = argv[i + 1];
             for (std::size_t b = 0; b <= list.size();) {
                 const std::size_t e = std::min(list.find(',', b), list.size());

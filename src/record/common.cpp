@@ -119,6 +119,29 @@ Value param_map(std::string id, TensorData data) {
 
 namespace ember::record {
 
+Value::Value() noexcept = default;
+Value::Value(bool v) : v_(std::in_place_index<1>, v) {}
+Value::Value(std::int64_t v) : v_(std::in_place_index<2>, v) {}
+Value::Value(double v) : v_(std::in_place_index<3>, v) {}
+Value::Value(std::string v) : v_(std::in_place_index<4>, std::move(v)) {}
+Value::Value(TensorData v) : v_(std::in_place_index<5>, std::move(v)) {}
+Value::Value(List v) : v_(std::in_place_index<6>, std::move(v)) {}
+Value::Value(Map v) : v_(std::in_place_index<7>, std::move(v)) {}
+Value::Value(const Value& other) = default;
+Value::Value(Value&& other) noexcept = default;
+Value& Value::operator=(const Value& other) = default;
+Value& Value::operator=(Value&& other) noexcept = default;
+Value::~Value() = default;
+
+bool operator==(const Value& a, const Value& b) {
+    if (const double* x = std::get_if<double>(&a.v_)) {
+        const double* y = std::get_if<double>(&b.v_);
+        return y && ember::detail::bit_cast<std::uint64_t>(*x) ==
+                        ember::detail::bit_cast<std::uint64_t>(*y);
+    }
+    return a.v_ == b.v_;
+}
+
 const Value* Value::find(std::string_view key, std::string_view path) const {
     for (const auto& [k, v] : as<Map>(path))
         if (k == key) return &v;

@@ -31,28 +31,44 @@ public:
     using Variant =
         std::variant<std::monostate, bool, std::int64_t, double, std::string, TensorData, List, Map>;
 
+    // Every constructor, the copies, moves, destructor and comparison are defined in libember
+    // (src/record/common.cpp): each instantiates std::variant's machinery over the eight
+    // alternatives (a constructor its destructor too), which every file that builds or loads a
+    // record would otherwise compile again.
     /// Null (an absent optional, a constant field).
-    Value() = default;
+    EMBER_API Value() noexcept;
     /// A boolean.
-    Value(bool v) : v_(v) {}
+    EMBER_API Value(bool v);
+    /// An integer.
+    EMBER_API Value(std::int64_t v);
     /// An integer (every integral type is widened to int64).
     template <typename T>
-        requires(std::is_integral_v<T> && !std::is_same_v<T, bool>)
-    Value(T v) : v_(static_cast<std::int64_t>(v)) {}
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::int64_t>)
+        Value(T v)
+        : Value(static_cast<std::int64_t>(v)) {}
     /// A floating-point scalar.
-    Value(double v) : v_(v) {}
+    EMBER_API Value(double v);
     /// A floating-point scalar (stored as double: float → double is exact).
-    Value(float v) : v_(static_cast<double>(v)) {}
+    Value(float v) : Value(static_cast<double>(v)) {}
     /// A string.
-    Value(std::string v) : v_(std::move(v)) {}
+    EMBER_API Value(std::string v);
     /// A string.
-    Value(const char* v) : v_(std::string(v)) {}
+    Value(const char* v) : Value(std::string(v)) {}
     /// A tensor's elements.
-    Value(TensorData v) : v_(std::move(v)) {}
+    EMBER_API Value(TensorData v);
     /// A list.
-    Value(List v) : v_(std::move(v)) {}
+    EMBER_API Value(List v);
     /// A map.
-    Value(Map v) : v_(std::move(v)) {}
+    EMBER_API Value(Map v);
+    /// A deep copy.
+    EMBER_API Value(const Value& other);
+    /// Takes `other`'s tree.
+    EMBER_API Value(Value&& other) noexcept;
+    /// A deep copy.
+    EMBER_API Value& operator=(const Value& other);
+    /// Takes `other`'s tree.
+    EMBER_API Value& operator=(Value&& other) noexcept;
+    EMBER_API ~Value();
 
     /// True for null.
     bool is_null() const { return std::holds_alternative<std::monostate>(v_); }
@@ -85,13 +101,7 @@ public:
 
     /// Deep equality: tensors compare shape, dtype and bytes; doubles compare their bits, so a
     /// tree holding NaN equals itself and -0.0 differs from 0.0 (what a record holds, exactly).
-    friend bool operator==(const Value& a, const Value& b) {
-        if (const double* x = std::get_if<double>(&a.v_)) {
-            const double* y = std::get_if<double>(&b.v_);
-            return y && ember::detail::bit_cast<std::uint64_t>(*x) == ember::detail::bit_cast<std::uint64_t>(*y);
-        }
-        return a.v_ == b.v_;
-    }
+    EMBER_API friend bool operator==(const Value& a, const Value& b);
 
     /// "null", "bool", "int", "float", "string", "tensor", "list" or "map".
     static std::string_view kind_name(std::size_t index) {
