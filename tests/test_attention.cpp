@@ -2,9 +2,13 @@
 // gradients on every autodiff stack against PyTorch's definition (fixtures from
 // tests/fixtures/gen_attention.py), with float64 finite differences; its errors; and, tagged
 // [cuda][attention], the fused CUDA kernel against the composed path (skipped without a GPU).
+#include <algorithm>
+#include <cmath>
 #include <ember/autodiff/attention.hpp>
 #include <ember/fusion/attention.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 #if defined(EMBER_CUDA)
 #include <ember/backend/cuda_attention.hpp>
 #endif
@@ -394,3 +398,239 @@ TEST_CASE("cuda attention: fused kernel on Fusion<Cuda> under Autodiff", "[cuda]
     check_close(v.grad(grads)->to_data(), va.grad(rgrads)->to_data(), {2e-5, 2e-4});
 }
 #endif
+
+// The CPU's fused attention (backends/cpu/attention.cpp, f32, no mask) against the composed
+// form on the same stack, forward and gradients, for shapes across its 64-row query blocks
+// (causal with Lq ≠ Lk, head dims not a multiple of the 8-wide vectors, heads strided as
+// attention layers pass them), and the packed entry points; and its results at 1 and 3 threads
+// (bitwise: every head's rows are one task's, nothing is summed across threads).
+namespace {
+
+using CpuAd = ember::Autodiff<ember::Cpu>;
+
+struct CpuCase {
+    std::size_t b, h, lq, lk, e, ev;
+    bool causal, strided;
+};
+
+std::string describe(const CpuCase& c) {
+    return "b" + std::to_string(c.b) + " h" + std::to_string(c.h) + " lq" + std::to_string(c.lq) +
+           " lk" + std::to_string(c.lk) + " e" + std::to_string(c.e) + " ev" +
+           std::to_string(c.ev) + (c.causal ? " causal" : "") + (c.strided ? " strided" : "");
+}
+
+// {output, dq, dk, dv} of `c` through module::attention (fused: the kernel must take it) or the
+// composed form, from seeded operands.
+std::array<ember::TensorData, 4> cpu_attention(const CpuCase& c, bool fused) {
+    using AD = CpuAd;
+    CpuAd::seed(11);
+    const auto dist = ember::Distribution::Uniform(-1.0, 1.0);
+    auto make = [&](std::size_t len, std::size_t e) {
+        if (!c.strided) return Tensor<AD, 4>::random({c.b, c.h, len, e}, dist);
+        return Tensor<AD, 4>::random({c.b, len, c.h, e}, dist).swap_dims(1, 2);
+    };
+    auto q = make(c.lq, c.e).require_grad(), k = make(c.lk, c.e).require_grad(),
+         v = make(c.lk, c.ev).require_grad();
+    const auto gout = make(c.lq, c.ev);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.e));
+    if (fused)
+        REQUIRE(ember::AttentionKernel<ember::Cpu>::supports(
+            q.primitive().primitive, k.primitive().primitive, v.primitive().primitive, std::nullopt,
+            std::nullopt));
+    AttentionOptions o;
+    o.causal = c.causal;
+    auto out = fused ? ember::module::attention(q, k, v, o)
+                     : ember::detail::attention::composed<AD>(q, k, v, std::nullopt, std::nullopt,
+                                                              c.causal, scale);
+    auto grads = (out * gout).sum().backward();
+    return {out.to_data(), q.grad(grads)->to_data(), k.grad(grads)->to_data(),
+            v.grad(grads)->to_data()};
+}
+
+struct CpuThreads {
+    std::size_t before = ember::cpu::num_threads();
+    ~CpuThreads() { ember::cpu::set_num_threads(before); }
+};
+
+}  // namespace
+
+TEST_CASE("cpu attention: fused kernel against the composed path", "[cpu][attention]") {
+    const CpuCase cases[] = {
+        {2, 3, 77, 77, 32, 32, false, false}, {1, 2, 130, 65, 64, 64, true, false},
+        {1, 2, 65, 130, 64, 64, true, false}, {2, 2, 64, 200, 20, 12, false, false},
+        {1, 1, 1, 1, 5, 3, false, false},     {2, 4, 129, 129, 64, 64, true, true},
+        {1, 3, 3, 300, 16, 16, false, true},
+    };
+    for (const auto& c : cases) {
+        INFO(describe(c));
+        const auto fused = cpu_attention(c, true), composed = cpu_attention(c, false);
+        const char* what[] = {"output", "dq", "dk", "dv"};
+        for (int i = 0; i < 4; ++i) {
+            INFO(what[i]);
+            check_close(fused[i], composed[i], {2e-5, 2e-4});
+        }
+    }
+}
+
+TEST_CASE("cpu attention: results do not depend on the thread count", "[cpu][attention]") {
+    const CpuThreads guard;
+    const CpuCase c{2, 3, 150, 150, 64, 64, true, true};
+    ember::cpu::set_num_threads(1);
+    const auto one = cpu_attention(c, true);
+    ember::cpu::set_num_threads(3);
+    const auto three = cpu_attention(c, true);
+    for (int i = 0; i < 4; ++i) CHECK(std::ranges::equal(one[i].bytes(), three[i].bytes()));
+}
+
+TEST_CASE("cpu attention: the packed kernel against the composed path", "[cpu][attention]") {
+    using AD = CpuAd;
+    struct Case {
+        std::size_t b, h, l, e;
+        bool causal;
+    };
+    const Case cases[] = {{2, 3, 130, 64, true}, {1, 2, 77, 20, false}, {1, 12, 256, 64, true}};
+    const auto dist = ember::Distribution::Uniform(-1.0, 1.0);
+    for (const auto& c : cases) {
+        INFO("b" << c.b << " h" << c.h << " l" << c.l << " e" << c.e
+                 << (c.causal ? " causal" : ""));
+        const std::size_t w = c.h * c.e;
+        const auto qkv0 = Tensor<AD, 3>::random({c.b, c.l, 3 * w}, dist);
+        const auto gout = Tensor<AD, 3>::random({c.b, c.l, w}, dist);
+        REQUIRE(ember::AttentionKernel<ember::Cpu>::supports_packed(qkv0.primitive().primitive, c.h,
+                                                                    c.e));
+        AttentionOptions o;
+        o.causal = c.causal;
+        auto run = [&](bool fused) {
+            auto qkv = qkv0.detach().require_grad();
+            Tensor<AD, 3> out = [&] {
+                if (fused) return ember::module::attention_packed(qkv, c.h, o);
+                auto parts =
+                    qkv.template reshape<5>(std::array<std::size_t, 5>{c.b, c.l, 3, c.h, c.e})
+                        .chunk(3, 2);
+                auto head = [&](const Tensor<AD, 5>& t) {
+                    return t.template reshape<4>(std::array<std::size_t, 4>{c.b, c.l, c.h, c.e})
+                        .swap_dims(1, 2);
+                };
+                return ember::detail::attention::composed<AD>(
+                           head(parts[0]), head(parts[1]), head(parts[2]), std::nullopt,
+                           std::nullopt, c.causal, 1.0 / std::sqrt(double(c.e)))
+                    .swap_dims(1, 2)
+                    .template reshape<3>(std::array<std::size_t, 3>{c.b, c.l, w});
+            }();
+            auto grads = (out * gout).sum().backward();
+            auto g = qkv.grad(grads);
+            REQUIRE(g.has_value());
+            return std::array<ember::TensorData, 2>{out.to_data(), g->to_data()};
+        };
+        const auto fused = run(true), composed = run(false);
+        check_close(fused[0], composed[0], {2e-5, 2e-4});
+        check_close(fused[1], composed[1], {2e-5, 2e-4});
+    }
+}
+
+namespace {
+
+// Attention by its definition in double for the finite-difference check: L = Σ out·w with
+// out = softmax(q kᵀ · scale) v per (batch, head), query i attending to keys 0..i when causal.
+// Operands are [B, H, L, E] row-major.
+struct RefCase {
+    std::size_t b, h, lq, lk, e, ev;
+    bool causal;
+};
+
+double reference_loss(const RefCase& c, const std::vector<double>& q, const std::vector<double>& k,
+                      const std::vector<double>& v, const std::vector<double>& w,
+                      std::vector<double>* out = nullptr) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.e));
+    double loss = 0;
+    std::vector<double> p(c.lk);
+    for (std::size_t bh = 0; bh < c.b * c.h; ++bh)
+        for (std::size_t i = 0; i < c.lq; ++i) {
+            const std::size_t n = c.causal ? std::min(c.lk, i + 1) : c.lk;
+            double mx = -1e300, sum = 0;
+            for (std::size_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (std::size_t t = 0; t < c.e; ++t)
+                    s += q[(bh * c.lq + i) * c.e + t] * k[(bh * c.lk + j) * c.e + t];
+                p[j] = s * scale;
+                mx = std::max(mx, p[j]);
+            }
+            for (std::size_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
+            for (std::size_t t = 0; t < c.ev; ++t) {
+                double o = 0;
+                for (std::size_t j = 0; j < n; ++j) o += p[j] / sum * v[(bh * c.lk + j) * c.ev + t];
+                const std::size_t at = (bh * c.lq + i) * c.ev + t;
+                if (out) (*out)[at] = o;
+                loss += o * w[at];
+            }
+        }
+    return loss;
+}
+
+std::vector<float> wave(std::size_t n, double phase) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+        v[i] = static_cast<float>(std::sin(static_cast<double>(i) * 1.37 + phase) * 1.5);
+    return v;
+}
+
+}  // namespace
+
+TEST_CASE("cpu attention: fused gradients against finite differences of the definition",
+          "[cpu][attention][autodiff]") {
+    // Tiny cases (causal with Lq < Lk and Lq > Lk, head dims not a multiple of 8): the fused
+    // kernel's output against the definition in double, and its dq, dk, dv against central
+    // differences of the double loss at each element (step 1e-3: truncation ~1e-7).
+    using AD = CpuAd;
+    const RefCase cases[] = {{1, 2, 3, 5, 4, 3, false},
+                             {1, 2, 5, 3, 4, 3, true},
+                             {2, 1, 4, 6, 3, 5, true},
+                             {1, 1, 7, 7, 9, 2, true}};
+    for (const auto& c : cases) {
+        INFO("b" << c.b << " h" << c.h << " lq" << c.lq << " lk" << c.lk << " e" << c.e << " ev"
+                 << c.ev << (c.causal ? " causal" : ""));
+        const ember::Shape qs{c.b, c.h, c.lq, c.e}, ks{c.b, c.h, c.lk, c.e},
+            vs{c.b, c.h, c.lk, c.ev}, os{c.b, c.h, c.lq, c.ev};
+        const auto qf = wave(qs.num_elements(), 0.1), kf = wave(ks.num_elements(), 0.7),
+                   vf = wave(vs.num_elements(), 1.9), wf = wave(os.num_elements(), 2.3);
+        auto q = Tensor<AD, 4>::from_data(ember::TensorData(qf, qs), {}).require_grad();
+        auto k = Tensor<AD, 4>::from_data(ember::TensorData(kf, ks), {}).require_grad();
+        auto v = Tensor<AD, 4>::from_data(ember::TensorData(vf, vs), {}).require_grad();
+        const auto w = Tensor<AD, 4>::from_data(ember::TensorData(wf, os), {});
+        REQUIRE(ember::AttentionKernel<ember::Cpu>::supports(
+            q.primitive().primitive, k.primitive().primitive, v.primitive().primitive, std::nullopt,
+            std::nullopt));
+        AttentionOptions o;
+        o.causal = c.causal;
+        const auto out = ember::module::attention(q, k, v, o);
+        const auto grads = (out * w).sum().backward();
+        std::vector<double> qd(qf.begin(), qf.end()), kd(kf.begin(), kf.end()),
+            vd(vf.begin(), vf.end()), wd(wf.begin(), wf.end()), want(os.num_elements());
+        reference_loss(c, qd, kd, vd, wd, &want);
+        const auto got = out.to_data().convert(ember::DType::F64).to_vec<double>();
+        for (std::size_t i = 0; i < want.size(); ++i) CHECK(got[i] == Approx(want[i]).margin(2e-6));
+        const std::pair<std::vector<double>*, Tensor<AD, 4>*> operands[] = {
+            {&qd, &q}, {&kd, &k}, {&vd, &v}};
+        const char* names[] = {"dq", "dk", "dv"};
+        for (std::size_t op = 0; op < 3; ++op) {
+            INFO(names[op]);
+            auto& x = *operands[op].first;
+            const auto g = operands[op]
+                               .second->grad(grads)
+                               ->to_data()
+                               .convert(ember::DType::F64)
+                               .to_vec<double>();
+            REQUIRE(g.size() == x.size());
+            constexpr double h = 1e-3;
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                const double x0 = x[i];
+                x[i] = x0 + h;
+                const double up = reference_loss(c, qd, kd, vd, wd);
+                x[i] = x0 - h;
+                const double down = reference_loss(c, qd, kd, vd, wd);
+                x[i] = x0;
+                CHECK(g[i] == Approx((up - down) / (2 * h)).margin(2e-5).epsilon(1e-4));
+            }
+        }
+    }
+}

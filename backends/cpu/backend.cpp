@@ -3,6 +3,8 @@
 // instantiation below instantiates only the members defined in the same file.
 #include "ember/backend/cpu.hpp"
 
+#include <cstdlib>
+
 #include "kernels.hpp"
 #include "parallel.hpp"
 #include "params.hpp"
@@ -163,6 +165,52 @@ auto CpuBackend<F>::fused_matmul_epilogue(const FT& a, const FT& b, std::optiona
                                           fusion::MatmulEpilogue e) -> std::optional<FT> {
     return k::matmul_epilogue(a, b, bias, e.relu);
 }
+namespace {
+// The fused attention's bound on keys: a task's scores and their gradient, 2 · 64 rows of them.
+constexpr std::size_t kAttentionMaxKeys = 8192;
+// EMBER_CPU_ATTENTION=0 turns the fused attention off (module::attention then composes, and
+// MultiHeadAttention projects q, k and v one by one): read at each call, so that a benchmark or
+// a test compares both ways in one process.
+bool attention_enabled() {
+    const char* e = std::getenv("EMBER_CPU_ATTENTION");
+    return !(e && e[0] == '0' && e[1] == '\0');
+}
+}  // namespace
+template <typename F>
+bool CpuBackend<F>::attention_supported(const FT& q, const FT& k, const FT& v) {
+    if (!attention_enabled()) return false;
+    for (const FT* t : {&q, &k, &v})
+        if (t->dtype != DType::F32 || t->shape.rank() != 4 || t->num_elements() == 0) return false;
+    return k.shape[2] <= kAttentionMaxKeys;
+}
+template <typename F>
+auto CpuBackend<F>::attention_forward(const FT& q, const FT& k, const FT& v, bool causal,
+                                      double scale) -> std::array<FT, 2> {
+    return k::attention_forward(q, k, v, causal, scale);
+}
+template <typename F>
+auto CpuBackend<F>::attention_backward(const FT& q, const FT& k, const FT& v, const FT& out,
+                                       const FT& lse, const FT& dout, bool causal, double scale)
+    -> std::array<FT, 3> {
+    return k::attention_backward(q, k, v, out, lse, dout, causal, scale);
+}
+template <typename F>
+bool CpuBackend<F>::attention_packed_supported(const FT& like, std::size_t heads,
+                                               std::size_t head_dim) {
+    return attention_enabled() && like.dtype == DType::F32 && heads > 0 && head_dim > 0 &&
+           like.shape.rank() == 3 && like.num_elements() > 0 && like.shape[1] <= kAttentionMaxKeys;
+}
+template <typename F>
+auto CpuBackend<F>::attention_forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                             double scale) -> std::array<FT, 2> {
+    return k::attention_forward_packed(qkv, heads, causal, scale);
+}
+template <typename F>
+auto CpuBackend<F>::attention_backward_packed(const FT& qkv, const FT& out, const FT& lse,
+                                              const FT& dout, std::size_t heads, bool causal,
+                                              double scale) -> FT {
+    return k::attention_backward_packed(qkv, out, lse, dout, heads, causal, scale);
+}
 template <typename F>
 auto CpuBackend<F>::float_into_int(FT t) -> IT {
     return k::cast(std::move(t), kIntDType);
@@ -184,6 +232,22 @@ template <typename F>
 auto CpuBackend<F>::float_layer_norm(FT x, std::optional<FT> gamma, std::optional<FT> beta,
                                      double eps) -> std::array<FT, 3> {
     return k::layer_norm(std::move(x), std::move(gamma), std::move(beta), eps);
+}
+template <typename F>
+auto CpuBackend<F>::float_layer_norm_backward(const FT& x, const FT& grad,
+                                              const std::optional<FT>& gamma, const FT& mean,
+                                              const FT& rstd, const std::optional<FT>& acc)
+    -> std::optional<std::array<FT, 3>> {
+    return k::layer_norm_backward(x, grad, gamma, mean, rstd, acc);
+}
+template <typename F>
+auto CpuBackend<F>::float_add_layer_norm(FT x, FT residual, std::optional<FT> gamma,
+                                         std::optional<FT> beta, double eps,
+                                         std::optional<DType> out)
+    -> std::optional<std::array<FT, 4>> {
+    if (out && *out != DType::F32) return std::nullopt;
+    return k::add_layer_norm(std::move(x), std::move(residual), std::move(gamma), std::move(beta),
+                             eps);
 }
 template <typename F>
 auto CpuBackend<F>::float_unary_backward(UnaryOp op, const FT& grad, const FT& v)

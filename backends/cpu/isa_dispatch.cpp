@@ -25,6 +25,8 @@ bool use_avx2() {
 
 using Tensors3 = std::array<CpuTensor, 3>;
 using TensorPair = std::pair<CpuTensor, CpuTensor>;
+using Tensors2 = std::array<CpuTensor, 2>;
+using Tensors4 = std::array<CpuTensor, 4>;
 
 }  // namespace
 
@@ -71,6 +73,32 @@ EMBER_CPU_DISPATCH(Tensors3, layer_norm,
                    (CpuTensor x, std::optional<CpuTensor> gamma, std::optional<CpuTensor> beta,
                     double eps),
                    (std::move(x), std::move(gamma), std::move(beta), eps))
+EMBER_CPU_DISPATCH(std::optional<Tensors3>, layer_norm_backward,
+                   (CpuTensor x, CpuTensor grad, std::optional<CpuTensor> gamma, CpuTensor mean,
+                    CpuTensor rstd, std::optional<CpuTensor> acc),
+                   (std::move(x), std::move(grad), std::move(gamma), std::move(mean),
+                    std::move(rstd), std::move(acc)))
+EMBER_CPU_DISPATCH(std::optional<Tensors4>, add_layer_norm,
+                   (CpuTensor x, CpuTensor residual, std::optional<CpuTensor> gamma,
+                    std::optional<CpuTensor> beta, double eps),
+                   (std::move(x), std::move(residual), std::move(gamma), std::move(beta), eps))
+
+// attention.cpp
+EMBER_CPU_DISPATCH(Tensors2, attention_forward,
+                   (CpuTensor q, CpuTensor k, CpuTensor v, bool causal, double scale),
+                   (std::move(q), std::move(k), std::move(v), causal, scale))
+EMBER_CPU_DISPATCH(Tensors3, attention_backward,
+                   (CpuTensor q, CpuTensor k, CpuTensor v, CpuTensor out, const CpuTensor& lse,
+                    CpuTensor dout, bool causal, double scale),
+                   (std::move(q), std::move(k), std::move(v), std::move(out), lse, std::move(dout),
+                    causal, scale))
+EMBER_CPU_DISPATCH(Tensors2, attention_forward_packed,
+                   (CpuTensor qkv, std::size_t heads, bool causal, double scale),
+                   (std::move(qkv), heads, causal, scale))
+EMBER_CPU_DISPATCH(CpuTensor, attention_backward_packed,
+                   (CpuTensor qkv, CpuTensor out, const CpuTensor& lse, CpuTensor dout,
+                    std::size_t heads, bool causal, double scale),
+                   (std::move(qkv), std::move(out), lse, std::move(dout), heads, causal, scale))
 
 // optim.cpp
 EMBER_CPU_DISPATCH(Tensors3, adam_step,

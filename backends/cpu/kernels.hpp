@@ -89,6 +89,33 @@ CpuTensor log_softmax(CpuTensor t, std::size_t dim);
 /// Layer norm over the last dim: {y, mean, rstd} (see BackendBase::float_layer_norm).
 std::array<CpuTensor, 3> layer_norm(CpuTensor x, std::optional<CpuTensor> gamma,
                                     std::optional<CpuTensor> beta, double eps);
+/// {dx (+ acc), dgamma, dbeta} of layer_norm from dL/dy and its mean and rstd (dgamma and dbeta
+/// empty without gamma); nothing unless every operand is f32 (Autodiff then composes).
+std::optional<std::array<CpuTensor, 3>> layer_norm_backward(CpuTensor x, CpuTensor grad,
+                                                            std::optional<CpuTensor> gamma,
+                                                            CpuTensor mean, CpuTensor rstd,
+                                                            std::optional<CpuTensor> acc);
+/// {x + residual, its layer norm, mean, rstd} in one pass over the rows; nothing unless every
+/// operand is f32 and the residual has x's shape.
+std::optional<std::array<CpuTensor, 4>> add_layer_norm(CpuTensor x, CpuTensor residual,
+                                                       std::optional<CpuTensor> gamma,
+                                                       std::optional<CpuTensor> beta, double eps);
+
+// ---- attention.cpp: fused attention, f32, no mask but the causal flag ----------------------
+/// softmax(q kᵀ · scale) v of q [B, H, Lq, E], k [B, H, Lk, E], v [B, H, Lk, Ev] (any strides):
+/// {output [B, H, Lq, Ev], log-sum-exp of each row's scaled scores [B, H, Lq]}.
+std::array<CpuTensor, 2> attention_forward(CpuTensor q, CpuTensor k, CpuTensor v, bool causal,
+                                           double scale);
+/// {dq, dk, dv} of attention_forward from its output, log-sum-exp and dL/doutput.
+std::array<CpuTensor, 3> attention_backward(CpuTensor q, CpuTensor k, CpuTensor v, CpuTensor out,
+                                            const CpuTensor& lse, CpuTensor dout, bool causal,
+                                            double scale);
+/// The same over packed projections: qkv [B, L, 3·H·E] → {output [B, L, H·E], lse [B, H, L]}.
+std::array<CpuTensor, 2> attention_forward_packed(CpuTensor qkv, std::size_t heads, bool causal,
+                                                  double scale);
+/// The gradient of qkv [B, L, 3·H·E] (dq, dk, dv side by side) of attention_forward_packed.
+CpuTensor attention_backward_packed(CpuTensor qkv, CpuTensor out, const CpuTensor& lse,
+                                    CpuTensor dout, std::size_t heads, bool causal, double scale);
 
 // ---- batch_norm.cpp ------------------------------------------------------------------------
 /// Training-mode batch norm of x [N, C, ...] (see CpuBackend::float_batch_norm); nothing when

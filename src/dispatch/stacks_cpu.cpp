@@ -1,5 +1,7 @@
 // Dispatch's CPU stacks: Cpu, Autodiff<Cpu>, Fusion<Cpu> and Autodiff<Fusion<Cpu>>, whose op
-// tables are instantiated here, once (the decorators themselves are ember_cpu's).
+// tables are instantiated here, once (the decorators themselves are ember_cpu's). Cpu and
+// Autodiff<Cpu> carry the CPU's fused attention (AttentionKernel); the Fusion stacks compose it.
+#include "ember/autodiff/attention.hpp"
 #include "ember/backend/cpu.hpp"
 #include "ember/stacks.hpp"
 #include "table.hpp"

@@ -99,6 +99,21 @@ struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
                                               double eps);
     /// float_layer_norm has a kernel of its own (Fusion<Cpu> runs it rather than composing).
     static constexpr bool native_layer_norm = true;
+    /// {dx, dgamma, dbeta} of float_layer_norm from dL/dy and the forward's mean and rstd, each
+    /// row read once (dgamma and dbeta, empty without gamma, summed over fixed blocks of rows
+    /// in order: the same at any thread count); nullopt unless every operand is f32 (Autodiff
+    /// then composes the backward). With `acc` (x's shape) dx is the backward's plus acc, the
+    /// gradient x had already collected (a residual stream's), added in the same pass.
+    static std::optional<std::array<FT, 3>> float_layer_norm_backward(
+        const FT& x, const FT& grad, const std::optional<FT>& gamma, const FT& mean, const FT& rstd,
+        const std::optional<FT>& acc = std::nullopt);
+    /// module::add_layer_norm in one pass over the rows: {x + residual, its layer norm, mean,
+    /// rstd} for f32 x and residual of one shape and f32 gamma and beta (or none), `out` empty
+    /// or f32; nothing otherwise (the caller composes).
+    static std::optional<std::array<FT, 4>> float_add_layer_norm(FT x, FT residual,
+                                                                 std::optional<FT> gamma,
+                                                                 std::optional<FT> beta, double eps,
+                                                                 std::optional<DType> out);
     /// Training-mode batch norm of x [N, C, ...] in one task per block of channels, each
     /// channel read while it sits in cache: {y, batch mean [C], 1/√(biased var + ε) [C], the
     /// running mean and (unbiased) variance updated with `s.momentum`}. f16/bf16 run in f32.
@@ -228,6 +243,27 @@ struct EMBER_API CpuBackend : BackendBase<CpuBackend<F>> {
     static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b, std::optional<FT> bias,
                                                    fusion::MatmulEpilogue epilogue);
 
+    // ---- fused attention (AttentionKernel<CpuBackend<F>> below; backends/cpu/attention.cpp) ----
+    /// Whether the fused kernel takes q [B, H, Lq, E], k [B, H, Lk, E], v [B, H, Lk, Ev] with
+    /// no mask: f32, none empty, Lk up to 8192 (a task's scores stay a few MB).
+    static bool attention_supported(const FT& q, const FT& k, const FT& v);
+    /// {softmax(q kᵀ · scale) v [B, H, Lq, Ev], log-sum-exp of each row [B, H, Lq]}; with
+    /// `causal`, query i attends to keys 0..i (PyTorch's is_causal).
+    static std::array<FT, 2> attention_forward(const FT& q, const FT& k, const FT& v, bool causal,
+                                               double scale);
+    /// {dq, dk, dv} from attention_forward's output and log-sum-exp and dL/doutput.
+    static std::array<FT, 3> attention_backward(const FT& q, const FT& k, const FT& v,
+                                                const FT& out, const FT& lse, const FT& dout,
+                                                bool causal, double scale);
+    /// Whether a packed qkv of `like`'s dtype and sequence length (dim 1 of [B, L, ..]) runs fused.
+    static bool attention_packed_supported(const FT& like, std::size_t heads, std::size_t head_dim);
+    /// qkv [B, L, 3·H·E] → {output [B, L, H·E], log-sum-exp [B, H, L]}, the heads read in place.
+    static std::array<FT, 2> attention_forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                                      double scale);
+    /// The gradient of qkv, dq, dk and dv side by side in one buffer.
+    static FT attention_backward_packed(const FT& qkv, const FT& out, const FT& lse, const FT& dout,
+                                        std::size_t heads, bool causal, double scale);
+
     // ---- module ops ----
     static FT conv1d(FT x, FT w, std::optional<FT> bias, const ConvOptions<1>& o);
     static FT conv2d(FT x, FT w, std::optional<FT> bias, const ConvOptions<2>& o);
@@ -280,6 +316,48 @@ extern template struct CpuBackend<float>;
 extern template struct CpuBackend<double>;
 
 static_assert(Backend<Cpu>);
+
+template <typename B>
+struct AttentionKernel;  // <ember/tensor/attention.hpp>
+
+/// The CPU's fused attention (see AttentionKernel): f32 operands with no mask but the causal
+/// flag, and packed projections; module::attention composes the rest.
+template <typename F>
+struct AttentionKernel<CpuBackend<F>> {
+    using B = CpuBackend<F>;            ///< the backend
+    using FT = detail::cpu::CpuTensor;  ///< every kind's primitive
+    /// Whether the kernel handles these operands.
+    static bool supports(const FT& q, const FT& k, const FT& v, const std::optional<FT>& keep,
+                         const std::optional<FT>& bias) {
+        return !keep && !bias && B::attention_supported(q, k, v);
+    }
+    /// {output, log-sum-exp} (no mask: `supports` declines them).
+    static std::array<FT, 2> forward(const FT& q, const FT& k, const FT& v,
+                                     const std::optional<FT>&, const std::optional<FT>&,
+                                     bool causal, double scale) {
+        return B::attention_forward(q, k, v, causal, scale);
+    }
+    /// {dq, dk, dv}.
+    static std::array<FT, 3> backward(const FT& q, const FT& k, const FT& v, const FT& out,
+                                      const FT& lse, const FT& dout, const std::optional<FT>&,
+                                      const std::optional<FT>&, bool causal, double scale) {
+        return B::attention_backward(q, k, v, out, lse, dout, causal, scale);
+    }
+    /// Whether a packed qkv like `like` runs fused (see FusedPackedAttention).
+    static bool supports_packed(const FT& like, std::size_t heads, std::size_t head_dim) {
+        return B::attention_packed_supported(like, heads, head_dim);
+    }
+    /// {output [B, L, H·E], log-sum-exp} from qkv [B, L, 3·H·E].
+    static std::array<FT, 2> forward_packed(const FT& qkv, std::size_t heads, bool causal,
+                                            double scale) {
+        return B::attention_forward_packed(qkv, heads, causal, scale);
+    }
+    /// The gradient of qkv.
+    static FT backward_packed(const FT& qkv, const FT& out, const FT& lse, const FT& dout,
+                              std::size_t heads, bool causal, double scale) {
+        return B::attention_backward_packed(qkv, out, lse, dout, heads, causal, scale);
+    }
+};
 
 namespace cpu {
 /// Number of threads the CPU backend uses.
