@@ -452,9 +452,23 @@ struct CpuThreads {
     ~CpuThreads() { ember::cpu::set_num_threads(before); }
 };
 
+// The fused kernel on for a case whatever the environment says (EMBER_CPU_ATTENTION=0 turns it
+// off, read at each call): the cases below test the kernel itself.
+struct CpuAttentionOn {
+    std::optional<std::string> before;
+    CpuAttentionOn() {
+        if (const char* e = std::getenv("EMBER_CPU_ATTENTION")) before = e;
+        ::unsetenv("EMBER_CPU_ATTENTION");
+    }
+    ~CpuAttentionOn() {
+        if (before) ::setenv("EMBER_CPU_ATTENTION", before->c_str(), 1);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("cpu attention: fused kernel against the composed path", "[cpu][attention]") {
+    const CpuAttentionOn on;
     const CpuCase cases[] = {
         {2, 3, 77, 77, 32, 32, false, false}, {1, 2, 130, 65, 64, 64, true, false},
         {1, 2, 65, 130, 64, 64, true, false}, {2, 2, 64, 200, 20, 12, false, false},
@@ -473,6 +487,7 @@ TEST_CASE("cpu attention: fused kernel against the composed path", "[cpu][attent
 }
 
 TEST_CASE("cpu attention: results do not depend on the thread count", "[cpu][attention]") {
+    const CpuAttentionOn on;
     const CpuThreads guard;
     const CpuCase c{2, 3, 150, 150, 64, 64, true, true};
     ember::cpu::set_num_threads(1);
@@ -483,6 +498,7 @@ TEST_CASE("cpu attention: results do not depend on the thread count", "[cpu][att
 }
 
 TEST_CASE("cpu attention: the packed kernel against the composed path", "[cpu][attention]") {
+    const CpuAttentionOn on;
     using AD = CpuAd;
     struct Case {
         std::size_t b, h, l, e;
@@ -578,6 +594,7 @@ std::vector<float> wave(std::size_t n, double phase) {
 
 TEST_CASE("cpu attention: fused gradients against finite differences of the definition",
           "[cpu][attention][autodiff]") {
+    const CpuAttentionOn on;
     // Tiny cases (causal with Lq < Lk and Lq > Lk, head dims not a multiple of 8): the fused
     // kernel's output against the definition in double, and its dq, dk, dv against central
     // differences of the double loss at each element (step 1e-3: truncation ~1e-7).

@@ -66,7 +66,13 @@ float softmax_row(float* s, std::size_t n, float scale) {
     std::size_t j = 0;
     for (; j + kW <= n; j += kW) store8(s + j, load8(s + j) * vs);
     for (; j < n; ++j) s[j] *= scale;
-    for (j = 0; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    f32x8 vm = splat8(mx);
+    for (j = 0; j + kW <= n; j += kW) {
+        const f32x8 x = load8(s + j);
+        vm = x > vm ? x : vm;
+    }
+    for (std::size_t l = 0; l < kW; ++l) mx = vm[l] > mx ? vm[l] : mx;
+    for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
     const f32x8 vmx = splat8(mx);
     f32x8 acc{};
     float sum = 0.f;
@@ -89,15 +95,32 @@ float softmax_row(float* s, std::size_t n, float scale) {
     return mx + std::log(sum);
 }
 
-/// The forward of one head's query rows [i0, i0 + mq): o's rows and lse[i0..].
-void forward_block(const Geometry& g, const float* q, std::int64_t ldq, const float* k,
-                   std::int64_t ldk, const float* v, std::int64_t ldv, float* o, std::int64_t ldo,
-                   float* lse, std::size_t i0, std::size_t mq) {
+/// Rows [0, n) of x (c values each, row stride ld) transposed into t (c rows of n, stride n).
+/// The score products q·kᵀ and dout·vᵀ then read kᵀ and vᵀ as plain row-major B: handed a
+/// transposed B with 64 rows of A, the GEMM takes its dot-product path (gemm.cpp,
+/// dot_preferred), which ran these products at a third of the blocked kernels' speed (the
+/// fused backward took 23 ms a GPT layer against the composed form's 14).
+void transpose_rows(const float* x, std::int64_t ld, std::size_t n, std::size_t c, float* t) {
+    constexpr std::size_t kTile = 16;  // a tile of rows read while its columns are written
+    for (std::size_t j0 = 0; j0 < n; j0 += kTile) {
+        const std::size_t j1 = std::min(n, j0 + kTile);
+        for (std::size_t col = 0; col < c; ++col)
+            for (std::size_t j = j0; j < j1; ++j)
+                t[col * n + j] =
+                    x[static_cast<std::int64_t>(j) * ld + static_cast<std::int64_t>(col)];
+    }
+}
+
+/// The forward of one head's query rows [i0, i0 + mq): o's rows and lse[i0..], from the head's
+/// kᵀ ([e × lk], row stride lk).
+void forward_block(const Geometry& g, const float* q, std::int64_t ldq, const float* kt,
+                   const float* v, std::int64_t ldv, float* o, std::int64_t ldo, float* lse,
+                   std::size_t i0, std::size_t mq) {
     const std::size_t kend = g.causal ? std::min(g.lk, i0 + mq) : g.lk;
     const Scratch buf(mq * kend);
     float* s = buf.get();
-    gemm(false, true, mq, kend, g.e, 1.0f, q + static_cast<std::int64_t>(i0) * ldq,
-         static_cast<std::size_t>(ldq), k, static_cast<std::size_t>(ldk), 0.0f, s, kend, false);
+    gemm(false, false, mq, kend, g.e, 1.0f, q + static_cast<std::int64_t>(i0) * ldq,
+         static_cast<std::size_t>(ldq), kt, g.lk, 0.0f, s, kend, false);
     for (std::size_t r = 0; r < mq; ++r) {
         float* row = s + r * kend;
         const std::size_t n = g.keys(i0 + r);
@@ -110,12 +133,20 @@ void forward_block(const Geometry& g, const float* q, std::int64_t ldq, const fl
 
 void forward(const Geometry& g, const Rows& q, const Rows& k, const Rows& v, const Rows& o,
              float* lse) {
+    // Every head's kᵀ first, once (each of a head's query blocks reads it).
+    const std::size_t per = g.e * g.lk;
+    const Scratch kts(g.batch * g.heads * per);
+    float* kt = kts.get();
+    parallel_for(g.batch * g.heads, 1, [&](std::size_t t0, std::size_t t1) {
+        for (std::size_t bh = t0; bh < t1; ++bh)
+            transpose_rows(k.at(bh / g.heads, bh % g.heads), k.ld, g.lk, g.e, kt + bh * per);
+    });
     const std::size_t blocks = (g.lq + kBlockQ - 1) / kBlockQ;
     parallel_for(g.batch * g.heads * blocks, 1, [&](std::size_t t0, std::size_t t1) {
         for (std::size_t t = t0; t < t1; ++t) {
             const std::size_t bh = t / blocks, b = bh / g.heads, h = bh % g.heads;
             const std::size_t i0 = t % blocks * kBlockQ, mq = std::min(kBlockQ, g.lq - i0);
-            forward_block(g, q.at(b, h), q.ld, k.at(b, h), k.ld, v.at(b, h), v.ld, o.at(b, h), o.ld,
+            forward_block(g, q.at(b, h), q.ld, kt + bh * per, v.at(b, h), v.ld, o.at(b, h), o.ld,
                           lse + bh * g.lq, i0, mq);
         }
     });
@@ -132,10 +163,14 @@ void backward_head(const Geometry& g, const float* q, std::int64_t ldq, const fl
         std::fill_n(dv + static_cast<std::int64_t>(j) * lddv, g.ev, 0.0f);
     }
     const std::size_t most = std::min(kBlockQ, g.lq);
-    const Scratch buf(2 * most * g.lk + most);
+    const Scratch buf(2 * most * g.lk + most + (g.e + g.ev) * g.lk);
     float* p = buf.get();
     float* dp = p + most * g.lk;
     float* delta = dp + most * g.lk;
+    float* kt = delta + most;  // kᵀ [e × lk] and vᵀ [ev × lk] (transpose_rows says why)
+    float* vt = kt + g.e * g.lk;
+    transpose_rows(k, ldk, g.lk, g.e, kt);
+    transpose_rows(v, ldv, g.lk, g.ev, vt);
     for (std::size_t i0 = 0; i0 < g.lq; i0 += kBlockQ) {
         const std::size_t mq = std::min(kBlockQ, g.lq - i0);
         const std::size_t kend = g.causal ? std::min(g.lk, i0 + mq) : g.lk;
@@ -154,8 +189,8 @@ void backward_head(const Geometry& g, const float* q, std::int64_t ldq, const fl
             delta[r] = d;
         }
         // The probabilities again, from the forward's log-sum-exp.
-        gemm(false, true, mq, kend, g.e, 1.0f, qb, static_cast<std::size_t>(ldq), k,
-             static_cast<std::size_t>(ldk), 0.0f, p, kend, false);
+        gemm(false, false, mq, kend, g.e, 1.0f, qb, static_cast<std::size_t>(ldq), kt, g.lk, 0.0f,
+             p, kend, false);
         for (std::size_t r = 0; r < mq; ++r) {
             float* row = p + r * kend;
             const std::size_t n = g.keys(i0 + r);
@@ -174,8 +209,8 @@ void backward_head(const Geometry& g, const float* q, std::int64_t ldq, const fl
         gemm(true, false, kend, g.ev, mq, 1.0f, p, kend, dob, static_cast<std::size_t>(lddo), 1.0f,
              dv, static_cast<std::size_t>(lddv), false);
         // dp = dout · vᵀ; ds = p (dp − delta) · scale, written over dp
-        gemm(false, true, mq, kend, g.ev, 1.0f, dob, static_cast<std::size_t>(lddo), v,
-             static_cast<std::size_t>(ldv), 0.0f, dp, kend, false);
+        gemm(false, false, mq, kend, g.ev, 1.0f, dob, static_cast<std::size_t>(lddo), vt, g.lk,
+             0.0f, dp, kend, false);
         for (std::size_t r = 0; r < mq; ++r) {
             const float* pr = p + r * kend;
             float* dr = dp + r * kend;
