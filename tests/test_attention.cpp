@@ -495,6 +495,22 @@ TEST_CASE("cpu attention: results do not depend on the thread count", "[cpu][att
     ember::cpu::set_num_threads(3);
     const auto three = cpu_attention(c, true);
     for (int i = 0; i < 4; ++i) CHECK(std::ranges::equal(one[i].bytes(), three[i].bytes()));
+    // The packed entry points: output and qkv's gradient.
+    CpuAd::seed(5);
+    const auto dist = ember::Distribution::Uniform(-1.0, 1.0);
+    const auto qkv0 = Tensor<CpuAd, 3>::random({2, 130, 3 * 4 * 20}, dist);
+    const auto gout = Tensor<CpuAd, 3>::random({2, 130, 4 * 20}, dist);
+    AttentionOptions o;
+    o.causal = true;
+    auto packed = [&](std::size_t threads) {
+        ember::cpu::set_num_threads(threads);
+        auto qkv = qkv0.detach().require_grad();
+        auto out = ember::module::attention_packed(qkv, 4, o);
+        auto grads = (out * gout).sum().backward();
+        return std::array<ember::TensorData, 2>{out.to_data(), qkv.grad(grads)->to_data()};
+    };
+    const auto p1 = packed(1), p3 = packed(3);
+    for (int i = 0; i < 2; ++i) CHECK(std::ranges::equal(p1[i].bytes(), p3[i].bytes()));
 }
 
 TEST_CASE("cpu attention: the packed kernel against the composed path", "[cpu][attention]") {
