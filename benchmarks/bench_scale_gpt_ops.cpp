@@ -52,6 +52,7 @@
 
 #include "../examples/gpt/data.hpp"
 #include "../examples/gpt/model.hpp"
+#include "bench_ops_common.hpp"
 
 namespace {
 
@@ -61,46 +62,9 @@ using FT = C::FT;
 template <std::size_t D>
 using T = ember::Tensor<AD, D>;
 
-struct Opts {
-    std::size_t threads = 1, batch = 4, seq = 256;
-    double min_time = 0.3;
-    std::set<std::string> only;
-    std::string shape;  // only rows whose shape contains this
-};
-
-/// CPU seconds of the whole process (all threads), in ms.
-double cpu_ms() {
-    timespec t{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
-
-struct Time {
-    double cpu = 0, wall = 0;  // median process CPU ms, fastest wall ms of one call
-};
-
-Time operator-(Time a, Time b) {
-    return {std::max(a.cpu - b.cpu, 0.0), std::max(a.wall - b.wall, 0.0)};
-}
-
-/// The machine this runs on is shared: process CPU time (the median of the calls) moves little
-/// with other load, wall time (the fastest call) is what threads buy.
-template <typename F>
-Time timed(const Opts& o, F&& f, std::size_t max_reps = 50) {
-    using Clock = std::chrono::steady_clock;
-    f();
-    std::vector<double> cpu, wall;
-    const auto end = Clock::now() + std::chrono::duration<double>(o.min_time);
-    while (cpu.size() < 3 || (Clock::now() < end && cpu.size() < max_reps)) {
-        const double c0 = cpu_ms();
-        const auto t0 = Clock::now();
-        f();
-        wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        cpu.push_back(cpu_ms() - c0);
-    }
-    std::sort(cpu.begin(), cpu.end());
-    return {cpu[cpu.size() / 2], *std::min_element(wall.begin(), wall.end())};
-}
+using bench_ops::Opts;
+using bench_ops::Time;
+using bench_ops::timed;
 
 FT randn(const ember::Shape& s, double sd = 1.0) {
     return C::float_random(s, ember::Distribution::Normal(0, sd), {});
@@ -119,26 +83,9 @@ T<D> constant(const FT& t) {
 
 int main(int argc, char** argv) {
     Opts o;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--threads")
-            o.threads = std::stoul(v);
-        else if (a == "--batch")
-            o.batch = std::stoul(v);
-        else if (a == "--seq")
-            o.seq = std::stoul(v);
-        else if (a == "--min-time")
-            o.min_time = std::stod(v);
-        else if (a == "--shape")
-            o.shape = v;
-        else if (a == "--only") {
-            std::stringstream ss(v);
-            for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
-        } else {
-            std::fprintf(stderr, "bench_scale_gpt_ops: unknown option %s\n", a.c_str());
-            return 2;
-        }
-    }
+    o.batch = 4;
+    o.seq = 256;
+    if (!bench_ops::parse(argc, argv, "bench_scale_gpt_ops", true, o)) return 2;
     ember::cpu::set_num_threads(o.threads);
     AD::seed(42);
     const std::size_t nb = o.batch, s = o.seq, rows = nb * s;

@@ -28,6 +28,8 @@
 #include <ember/ember.hpp>
 #include <ember/nn.hpp>
 
+#include "bench_ops_common.hpp"
+
 namespace {
 
 using C = ember::CpuBackend<float>;
@@ -47,42 +49,9 @@ struct Act {
 };
 const Act kActs[] = {{64, 32, 5, 5, 2}, {128, 16, 5, 4, 2}, {256, 8, 5, 4, 2}, {512, 4, 5, 4, 2}};
 
-struct Opts {
-    std::size_t threads = 1, batch = 64;
-    double min_time = 0.3;
-    std::set<std::string> only;
-    std::string shape;  // only rows whose shape contains this
-};
-
-/// CPU seconds of the whole process (all threads), in ms.
-double cpu_ms() {
-    timespec t{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
-}
-
-struct Time {
-    double cpu = 0, wall = 0;  // median process CPU ms, fastest wall ms of one call
-};
-
-/// The machine this runs on is shared: process CPU time (the median of the calls) moves little
-/// with other load, wall time (the fastest call) is what threads buy.
-template <typename F>
-Time timed(const Opts& o, F&& f) {
-    using Clock = std::chrono::steady_clock;
-    f();
-    std::vector<double> cpu, wall;
-    const auto end = Clock::now() + std::chrono::duration<double>(o.min_time);
-    while (cpu.size() < 3 || (Clock::now() < end && cpu.size() < 50)) {
-        const double c0 = cpu_ms();
-        const auto t0 = Clock::now();
-        f();
-        wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-        cpu.push_back(cpu_ms() - c0);
-    }
-    std::sort(cpu.begin(), cpu.end());
-    return {cpu[cpu.size() / 2], *std::min_element(wall.begin(), wall.end())};
-}
+using bench_ops::Opts;
+using bench_ops::Time;
+using bench_ops::timed;
 
 FT randn(const ember::Shape& s, double sd = 1.0) {
     return C::float_random(s, ember::Distribution::Normal(0, sd), {});
@@ -92,24 +61,8 @@ FT randn(const ember::Shape& s, double sd = 1.0) {
 
 int main(int argc, char** argv) {
     Opts o;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const std::string a = argv[i], v = argv[i + 1];
-        if (a == "--threads")
-            o.threads = std::stoul(v);
-        else if (a == "--batch")
-            o.batch = std::stoul(v);
-        else if (a == "--min-time")
-            o.min_time = std::stod(v);
-        else if (a == "--shape")
-            o.shape = v;
-        else if (a == "--only") {
-            std::stringstream ss(v);
-            for (std::string t; std::getline(ss, t, ',');) o.only.insert(t);
-        } else {
-            std::fprintf(stderr, "bench_scale_ops: unknown option %s\n", a.c_str());
-            return 2;
-        }
-    }
+    o.batch = 64;
+    if (!bench_ops::parse(argc, argv, "bench_scale_ops", false, o)) return 2;
     ember::cpu::set_num_threads(o.threads);
     const std::size_t n = o.batch;
     std::map<std::string, double> totals;

@@ -95,6 +95,23 @@ Tensor<B, 3> pack_heads(const Tensor<B, 4>& q, const Tensor<B, 4>& k, const Tens
     };
     return Tensor<B, 3>::cat({merged(q), merged(k), merged(v)}, 2);
 }
+
+/// module::attention_packed's output [B, L, H·E] from qkv [B, L, 3·H·E], composed: the heads
+/// split off, detail::attention::composed, the heads merged (the fused kernels' reference).
+template <typename B>
+Tensor<B, 3> composed_packed(const Tensor<B, 3>& qkv, std::size_t heads, bool causal) {
+    const auto d = qkv.dims();
+    const std::size_t b = d[0], l = d[1], e = d[2] / 3 / heads;
+    auto parts = qkv.template reshape<5>(std::array<std::size_t, 5>{b, l, 3, heads, e}).chunk(3, 2);
+    auto head = [&](const Tensor<B, 5>& t) {
+        return t.template reshape<4>(std::array<std::size_t, 4>{b, l, heads, e}).swap_dims(1, 2);
+    };
+    return ember::detail::attention::composed<B>(head(parts[0]), head(parts[1]), head(parts[2]),
+                                                 std::nullopt, std::nullopt, causal,
+                                                 1.0 / std::sqrt(double(e)))
+        .swap_dims(1, 2)
+        .template reshape<3>(std::array<std::size_t, 3>{b, l, heads * e});
+}
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE(
@@ -339,21 +356,8 @@ TEST_CASE("cuda attention: the packed kernel against the composed path", "[cuda]
             o.causal = c.causal;
             auto run = [&](bool fused) {
                 auto qkv = qkv0.detach().require_grad();
-                Tensor<AD, 3> out = [&] {
-                    if (fused) return ember::module::attention_packed(qkv, c.h, o);
-                    auto parts =
-                        qkv.template reshape<5>(std::array<std::size_t, 5>{c.b, c.l, 3, c.h, c.e})
-                            .chunk(3, 2);
-                    auto head = [&](const Tensor<AD, 5>& t) {
-                        return t.template reshape<4>(std::array<std::size_t, 4>{c.b, c.l, c.h, c.e})
-                            .swap_dims(1, 2);
-                    };
-                    return ember::detail::attention::composed<AD>(
-                               head(parts[0]), head(parts[1]), head(parts[2]), std::nullopt,
-                               std::nullopt, c.causal, 1.0 / std::sqrt(double(c.e)))
-                        .swap_dims(1, 2)
-                        .template reshape<3>(std::array<std::size_t, 3>{c.b, c.l, w});
-                }();
+                const Tensor<AD, 3> out = fused ? ember::module::attention_packed(qkv, c.h, o)
+                                                : composed_packed(qkv, c.h, c.causal);
                 auto grads = (out * gout).sum().backward();
                 auto g = qkv.grad(grads);
                 REQUIRE(g.has_value());
@@ -534,21 +538,8 @@ TEST_CASE("cpu attention: the packed kernel against the composed path", "[cpu][a
         o.causal = c.causal;
         auto run = [&](bool fused) {
             auto qkv = qkv0.detach().require_grad();
-            Tensor<AD, 3> out = [&] {
-                if (fused) return ember::module::attention_packed(qkv, c.h, o);
-                auto parts =
-                    qkv.template reshape<5>(std::array<std::size_t, 5>{c.b, c.l, 3, c.h, c.e})
-                        .chunk(3, 2);
-                auto head = [&](const Tensor<AD, 5>& t) {
-                    return t.template reshape<4>(std::array<std::size_t, 4>{c.b, c.l, c.h, c.e})
-                        .swap_dims(1, 2);
-                };
-                return ember::detail::attention::composed<AD>(
-                           head(parts[0]), head(parts[1]), head(parts[2]), std::nullopt,
-                           std::nullopt, c.causal, 1.0 / std::sqrt(double(c.e)))
-                    .swap_dims(1, 2)
-                    .template reshape<3>(std::array<std::size_t, 3>{c.b, c.l, w});
-            }();
+            const Tensor<AD, 3> out = fused ? ember::module::attention_packed(qkv, c.h, o)
+                                            : composed_packed(qkv, c.h, c.causal);
             auto grads = (out * gout).sum().backward();
             auto g = qkv.grad(grads);
             REQUIRE(g.has_value());
