@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -83,5 +84,39 @@ Time timed(const Opts& o, F&& f, std::size_t max_reps = 50) {
     std::sort(cpu.begin(), cpu.end());
     return {cpu[cpu.size() / 2], *std::min_element(wall.begin(), wall.end())};
 }
+
+/// The JSON lines of a run: one a (class, shape) as it is timed, then the classes' totals
+/// (Σ count·ms) in the order they first appeared.
+struct Report {
+    std::size_t threads = 1;
+    std::map<std::string, double> totals, wall_totals;
+    std::vector<std::string> order;
+
+    /// One shape of class `op`, run `count` times a step, timed as `t`.
+    void emit(const char* op, const std::string& shape, std::size_t count, Time t) {
+        std::printf(
+            "{\"framework\": \"ember\", \"op\": \"%s\", \"shape\": \"%s\", \"count\": %zu, "
+            "\"cpu_ms\": %.4f, \"wall_ms\": %.4f, \"threads\": %zu}\n",
+            op, shape.c_str(), count, t.cpu, t.wall, threads);
+        std::fflush(stdout);
+        if (!totals.count(op)) order.push_back(op);
+        totals[op] += double(count) * t.cpu;
+        wall_totals[op] += double(count) * t.wall;
+    }
+
+    /// The classes' totals, a line each; returns their sum.
+    Time print_totals() {
+        Time sum;
+        for (const auto& op : order) {
+            std::printf(
+                "{\"framework\": \"ember\", \"op\": \"%s\", \"total_cpu_ms\": %.3f, "
+                "\"total_wall_ms\": %.3f, \"threads\": %zu}\n",
+                op.c_str(), totals[op], wall_totals[op], threads);
+            sum.cpu += totals[op];
+            sum.wall += wall_totals[op];
+        }
+        return sum;
+    }
+};
 
 }  // namespace bench_ops

@@ -97,18 +97,11 @@ int main(int argc, char** argv) {
         const FT a = randn({rows, d}), w = randn({d, d});
         for (int i = 0; i < 3; ++i) (void)C::float_matmul(a, w);
     }
-    std::map<std::string, double> totals, wall_totals;
-    std::vector<std::string> order;
+    bench_ops::Report report;
+    report.threads = o.threads;
     auto want = [&](const char* op) { return o.only.empty() || o.only.count(op) > 0; };
     auto emit = [&](const char* op, const std::string& shape, std::size_t count, Time t) {
-        std::printf(
-            "{\"framework\": \"ember\", \"op\": \"%s\", \"shape\": \"%s\", \"count\": %zu, "
-            "\"cpu_ms\": %.4f, \"wall_ms\": %.4f, \"threads\": %zu}\n",
-            op, shape.c_str(), count, t.cpu, t.wall, o.threads);
-        std::fflush(stdout);
-        if (!totals.count(op)) order.push_back(op);
-        totals[op] += double(count) * t.cpu;
-        wall_totals[op] += double(count) * t.wall;
+        report.emit(op, shape, count, t);
     };
     auto shown = [&](const std::string& shape) { return shape.find(o.shape) != std::string::npos; };
     const std::string act = std::to_string(nb) + "x" + std::to_string(s) + "x";
@@ -360,19 +353,11 @@ int main(int argc, char** argv) {
         }
     }
 
-    double sum_cpu = 0, sum_wall = 0;
-    for (const auto& op : order) {
-        std::printf(
-            "{\"framework\": \"ember\", \"op\": \"%s\", \"total_cpu_ms\": %.3f, "
-            "\"total_wall_ms\": %.3f, \"threads\": %zu}\n",
-            op.c_str(), totals[op], wall_totals[op], o.threads);
-        sum_cpu += totals[op];
-        sum_wall += wall_totals[op];
-    }
+    const Time sum = report.print_totals();
     std::printf(
         "{\"framework\": \"ember\", \"op\": \"sum\", \"total_cpu_ms\": %.3f, "
         "\"total_wall_ms\": %.3f, \"threads\": %zu}\n",
-        sum_cpu, sum_wall, o.threads);
+        sum.cpu, sum.wall, o.threads);
     if (step)
         std::printf(
             "{\"framework\": \"ember\", \"op\": \"step\", \"shape\": \"%zux%zu\", "

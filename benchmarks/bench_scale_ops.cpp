@@ -65,19 +65,11 @@ int main(int argc, char** argv) {
     if (!bench_ops::parse(argc, argv, "bench_scale_ops", false, o)) return 2;
     ember::cpu::set_num_threads(o.threads);
     const std::size_t n = o.batch;
-    std::map<std::string, double> totals;
-    std::vector<std::string> order;
+    bench_ops::Report report;
+    report.threads = o.threads;
     auto want = [&](const char* op) { return o.only.empty() || o.only.count(op) > 0; };
-    std::map<std::string, double> wall_totals;
     auto emit = [&](const char* op, const std::string& shape, std::size_t count, Time t) {
-        std::printf(
-            "{\"framework\": \"ember\", \"op\": \"%s\", \"shape\": \"%s\", \"count\": %zu, "
-            "\"cpu_ms\": %.4f, \"wall_ms\": %.4f, \"threads\": %zu}\n",
-            op, shape.c_str(), count, t.cpu, t.wall, o.threads);
-        std::fflush(stdout);
-        if (!totals.count(op)) order.push_back(op);
-        totals[op] += double(count) * t.cpu;
-        wall_totals[op] += double(count) * t.wall;
+        report.emit(op, shape, count, t);
     };
 
     for (const Conv& c : kConvs) {
@@ -204,10 +196,6 @@ int main(int argc, char** argv) {
                  }
              }));
     }
-    for (const auto& op : order)
-        std::printf(
-            "{\"framework\": \"ember\", \"op\": \"%s\", \"total_cpu_ms\": %.3f, "
-            "\"total_wall_ms\": %.3f, \"threads\": %zu}\n",
-            op.c_str(), totals[op], wall_totals[op], o.threads);
+    report.print_totals();
     return 0;
 }
