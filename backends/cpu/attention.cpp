@@ -65,17 +65,20 @@ struct Scratch {
 /// the log-sum-exp of the scaled scores.
 float softmax_row(float* s, std::size_t n, float scale) {
     const f32x8 vs = splat8(scale);
+    // Scaled and their maximum taken in one pass over the row.
     float mx = -std::numeric_limits<float>::infinity();
-    std::size_t j = 0;
-    for (; j + kW <= n; j += kW) store8(s + j, load8(s + j) * vs);
-    for (; j < n; ++j) s[j] *= scale;
     f32x8 vm = splat8(mx);
-    for (j = 0; j + kW <= n; j += kW) {
-        const f32x8 x = load8(s + j);
+    std::size_t j = 0;
+    for (; j + kW <= n; j += kW) {
+        const f32x8 x = load8(s + j) * vs;
+        store8(s + j, x);
         vm = x > vm ? x : vm;
     }
     for (std::size_t l = 0; l < kW; ++l) mx = vm[l] > mx ? vm[l] : mx;
-    for (; j < n; ++j) mx = s[j] > mx ? s[j] : mx;
+    for (; j < n; ++j) {
+        s[j] *= scale;
+        mx = s[j] > mx ? s[j] : mx;
+    }
     const f32x8 vmx = splat8(mx);
     f32x8 acc{};
     float sum = 0.f;
