@@ -112,6 +112,24 @@ Tensor<B, 3> composed_packed(const Tensor<B, 3>& qkv, std::size_t heads, bool ca
         .swap_dims(1, 2)
         .template reshape<3>(std::array<std::size_t, 3>{b, l, heads * e});
 }
+
+/// {output, dL/dqkv} in f32 of attention over qkv0 [B, L, 3·H·E] for L = Σ output·gout: through
+/// module::attention_packed (the fused kernel, whose output must be one contiguous buffer) or
+/// composed_packed.
+template <typename B>
+std::array<ember::TensorData, 2> packed_run(const Tensor<B, 3>& qkv0, const Tensor<B, 3>& gout,
+                                            std::size_t heads, bool causal, bool fused) {
+    auto qkv = qkv0.detach().require_grad();
+    AttentionOptions o;
+    o.causal = causal;
+    const Tensor<B, 3> out = fused ? ember::module::attention_packed(qkv, heads, o)
+                                   : composed_packed(qkv, heads, causal);
+    auto grads = (out * gout).sum().backward();
+    auto g = qkv.grad(grads);
+    REQUIRE(g.has_value());
+    if (fused) CHECK(out.primitive().primitive.is_contiguous());
+    return {out.cast(ember::DType::F32).to_data(), g->cast(ember::DType::F32).to_data()};
+}
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE(
@@ -352,20 +370,8 @@ TEST_CASE("cuda attention: the packed kernel against the composed path", "[cuda]
             const auto gout = Tensor<AD, 3>::random({c.b, c.l, w}, dist).cast(dt);
             REQUIRE(ember::AttentionKernel<Cuda>::supports_packed(qkv0.primitive().primitive, c.h,
                                                                   c.e));
-            AttentionOptions o;
-            o.causal = c.causal;
-            auto run = [&](bool fused) {
-                auto qkv = qkv0.detach().require_grad();
-                const Tensor<AD, 3> out = fused ? ember::module::attention_packed(qkv, c.h, o)
-                                                : composed_packed(qkv, c.h, c.causal);
-                auto grads = (out * gout).sum().backward();
-                auto g = qkv.grad(grads);
-                REQUIRE(g.has_value());
-                if (fused) CHECK(out.primitive().primitive.is_contiguous());
-                return std::array<ember::TensorData, 2>{out.cast(ember::DType::F32).to_data(),
-                                                        g->cast(ember::DType::F32).to_data()};
-            };
-            const auto fused = run(true), composed = run(false);
+            const auto fused = packed_run(qkv0, gout, c.h, c.causal, true),
+                       composed = packed_run(qkv0, gout, c.h, c.causal, false);
             const ember::Tolerance tol = dt == ember::DType::BF16 ? ember::Tolerance{3e-2, 5e-2}
                                                                   : ember::Tolerance{2e-5, 2e-4};
             check_close(fused[0], composed[0], tol);
@@ -534,18 +540,8 @@ TEST_CASE("cpu attention: the packed kernel against the composed path", "[cpu][a
         const auto gout = Tensor<AD, 3>::random({c.b, c.l, w}, dist);
         REQUIRE(ember::AttentionKernel<ember::Cpu>::supports_packed(qkv0.primitive().primitive, c.h,
                                                                     c.e));
-        AttentionOptions o;
-        o.causal = c.causal;
-        auto run = [&](bool fused) {
-            auto qkv = qkv0.detach().require_grad();
-            const Tensor<AD, 3> out = fused ? ember::module::attention_packed(qkv, c.h, o)
-                                            : composed_packed(qkv, c.h, c.causal);
-            auto grads = (out * gout).sum().backward();
-            auto g = qkv.grad(grads);
-            REQUIRE(g.has_value());
-            return std::array<ember::TensorData, 2>{out.to_data(), g->to_data()};
-        };
-        const auto fused = run(true), composed = run(false);
+        const auto fused = packed_run(qkv0, gout, c.h, c.causal, true),
+                   composed = packed_run(qkv0, gout, c.h, c.causal, false);
         check_close(fused[0], composed[0], {2e-5, 2e-4});
         check_close(fused[1], composed[1], {2e-5, 2e-4});
     }
