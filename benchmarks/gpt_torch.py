@@ -12,7 +12,8 @@ function composed (matmul, causal mask, softmax, matmul). The optimizer is the e
 
 A step is timed in every configuration this torch and device can run, each printed as one JSON
 line {"framework": "torch", "name": ..., "value": ms, "unit": "ms", "tokens_per_s": ...,
-"mfu": ... (with --peak-tflops), "peak_memory_mib": ... (CUDA), "loss": ...}; a configuration
+"mfu": ... (with --peak-tflops), "peak_memory_mib": ... (CUDA: max_memory_allocated),
+"peak_reserved_mib": ... (CUDA: max_memory_reserved), "loss": ...}; a configuration
 this torch lacks is skipped with a line on stderr. The minimum is PyTorch's best:
   eager       the model as written, AdamW with foreach (torch's default)
   fused       the same with fused=True AdamW
@@ -215,6 +216,9 @@ def run_config(args, dev, precision, cfg, x, y, flops):
         line["mfu"] = round(flops / s / (args.peak_tflops * 1e12), 4)
     if cuda:
         line["peak_memory_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+        # What its caching allocator held from the driver (fragmentation and the graph's
+        # private pool included): the figure comparable to ember's reserved bytes.
+        line["peak_reserved_mib"] = round(torch.cuda.max_memory_reserved() / 2**20, 1)
     line["loss"] = round(float(loss_out), 5)
     line["device"] = torch.cuda.get_device_name(dev) if cuda else "cpu"
     print(json.dumps(line), flush=True)

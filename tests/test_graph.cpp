@@ -9,6 +9,7 @@
 #if defined(EMBER_CUDA) || defined(EMBER_VULKAN)
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -400,6 +401,60 @@ TEMPLATE_LIST_TEST_CASE("graph: an update that replaces its tensors is not repla
     CHECK_THROWS_AS(graph.replay(), ember::ArgumentError);
     require_identical(params(model), params(eager));  // the run at capture was the step
 }
+
+#if defined(EMBER_CUDA)
+TEST_CASE("graph: a CUDA step's private pool splits freed blocks and merges them back", "[graph]") {
+    REQUIRE_DEVICE(CudaGraphs);
+    using B = ember::Cuda;
+    const ember::CudaDevice dev{};
+    constexpr std::size_t kMiB = std::size_t{1} << 20;
+    // The growable arenas (where the driver has virtual memory management), then cudaMalloc'd
+    // segments.
+    const std::string arenas = GENERATE(as<std::string>{}, "1", "0");
+    ::setenv("EMBER_CUDA_GRAPH_ARENAS", arenas.c_str(), 1);
+    struct Unset {
+        ~Unset() { ::unsetenv("EMBER_CUDA_GRAPH_ARENAS"); }
+    } unset;
+    const auto x = Tensor<B, 1>::full(ember::Shape{2 * kMiB}, 1.5f, dev);  // 8 MiB of f32
+    std::optional<Tensor<B, 1>> a, b, c;
+    auto graph = ember::cuda::capture(
+        [&] {
+            {
+                const auto big = x * 2.0f;  // 8 MiB, freed before the halves are made
+                a = big.narrow(0, 0, kMiB).sum();
+            }
+            // Two 4 MiB buffers: both carved from the freed 8 MiB block; then, freed, they merge
+            // back, and the 8 MiB product is that block again.
+            {
+                const auto lo = x.narrow(0, 0, kMiB) + 1.0f;
+                const auto hi = x.narrow(0, kMiB, kMiB) + 2.0f;
+                b = lo.sum() + hi.sum();
+            }
+            c = (x * 3.0f).sum();
+        },
+        dev);
+    REQUIRE(graph.replayable());
+    graph.replay();
+    // The large buffers all fit in 8 MiB (without splitting, the second half would need a new
+    // block), the small ones (the sums) in 2 MiB of their own.
+    CHECK(graph.pool_bytes() <= 10 * kMiB);
+    CHECK(a->into_scalar() == Approx(3.0 * double(kMiB)));
+    CHECK(b->into_scalar() == Approx(6.0 * double(kMiB)));
+    CHECK(c->into_scalar() == Approx(4.5 * 2.0 * double(kMiB)));
+    // The graph gone and its tensors freed, the pool's memory goes back: to the driver (its
+    // arenas) or to the caching pool (cudaMalloc'd segments, without virtual memory management).
+    const auto pool = graph.pool_bytes();
+    const auto reserved = ember::cuda::memory_stats(dev).bytes_reserved;
+    graph = {};
+    a.reset();
+    b.reset();
+    c.reset();
+    const auto after = ember::cuda::memory_stats(dev).bytes_reserved;
+    CHECK((after == reserved || after + pool == reserved));
+    const auto again = Tensor<B, 1>::full(ember::Shape{2 * kMiB}, 1.0f, dev);
+    CHECK(again.sum().into_scalar() == Approx(2.0 * double(kMiB)));
+}
+#endif
 
 TEMPLATE_LIST_TEST_CASE("graph: StepGraph replays one shape and captures again on a new one",
                         "[graph]", GraphKinds) {

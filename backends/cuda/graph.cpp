@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
 #include "../common/captured_step.hpp"
 #include "ember/stacks/cuda_graph.hpp"
 #include "graph_kernels.hpp"
+#include "launch.hpp"
 #include "runtime.hpp"
 
 namespace ember::detail::cuda {
@@ -92,54 +94,243 @@ void seed_generator(std::uint64_t seed) {
     g_counter = 0;
 }
 
-void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size) {
-    PrivatePool& p = *c.pool;
-    if (block_size) *block_size = size;
-    {
-        // Best fit within 2×: a step's buffers come in a few sizes (f32 and bf16 copies of one
-        // shape among them), and a block of another class that would do saves a new one (exact
-        // classes only left the ResNet step's pool 12 % above its peak in use). A larger block
-        // is never split: the graph reads it at fixed addresses.
-        std::lock_guard lock(p.mu);
-        const std::size_t most = block_size ? 2 * size : size;  // no size to report: exact
-        for (auto it = p.free.lower_bound(size); it != p.free.end() && it->first <= most; ++it) {
-            if (it->second.empty()) continue;
-            void* b = it->second.back();
-            it->second.pop_back();
-            if (block_size) *block_size = it->first;
-            return b;
+namespace {
+
+constexpr std::size_t kSmallRequest = std::size_t{1} << 20;  // up to this: the small arena
+constexpr std::size_t kSmallSegment = std::size_t{2} << 20;  // a cudaMalloc'd small segment
+constexpr std::size_t kMinSplit = 512;  // a smaller rest stays with the block it came from
+
+std::set<std::pair<std::size_t, std::byte*>>& free_set(PrivatePool& p,
+                                                       const PrivatePool::Segment& s) {
+    return s.small ? p.free_small : p.free_large;
+}
+
+/// Adds a segment of `size` bytes at `base` to the pool, one free block.
+PrivatePool::Segment* add_segment(PrivatePool& p, void* base, std::size_t size, bool small) {
+    auto seg = std::make_unique<PrivatePool::Segment>();
+    seg->base = static_cast<std::byte*>(base);
+    seg->size = size;
+    seg->small = small;
+    if (size > 0) {
+        p.blocks[seg->base] = PrivatePool::Block{seg.get(), size, true};
+        free_set(p, *seg).insert({size, seg->base});
+    }
+    p.bytes += size;
+    p.segments.push_back(std::move(seg));
+    return p.segments.back().get();
+}
+
+CUmemAllocationProp device_memory(int device) {
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    return prop;
+}
+
+/// The pool's growable arena for small or large requests: an address range as large as the
+/// device's memory, reserved at its first use, nothing mapped yet. Null where the driver has no
+/// virtual memory management (or refuses the reservation): the pool then cudaMallocs segments.
+PrivatePool::Segment* arena(PrivatePool& p, bool small) {
+    PrivatePool::Segment*& a = small ? p.arena_small : p.arena_large;
+    if (a != nullptr || !p.arenas) return a;
+    const VmmApi* v = vmm_api();
+    if (v == nullptr) return nullptr;
+    const CUmemAllocationProp prop = device_memory(p.device);
+    std::size_t gran = 0;
+    if (v->granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || gran == 0)
+        return nullptr;
+    std::size_t free_bytes = 0, total = 0;
+    if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return nullptr;
+    }
+    const std::size_t reserve = (total + gran - 1) / gran * gran;
+    CUdeviceptr base = 0;
+    if (v->address_reserve(&base, reserve, 0, 0, 0) != CUDA_SUCCESS) return nullptr;
+    a = add_segment(p, reinterpret_cast<void*>(base), 0, small);
+    a->arena = true;
+    a->reserved = reserve;
+    return a;
+}
+
+/// Maps at least `bytes` more memory at the end of arena `a` (the driver's granularity) and
+/// returns the free block that now ends the arena (the old last block if it was free).
+std::map<std::byte*, PrivatePool::Block>::iterator grow(PrivatePool& p, PrivatePool::Segment& a,
+                                                        std::size_t bytes) {
+    const VmmApi& v = *vmm_api();
+    const CUmemAllocationProp prop = device_memory(p.device);
+    std::size_t gran = 0;
+    check_cu(v.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+             "cuMemGetAllocationGranularity", "a captured step's private pool");
+    const std::size_t add = (bytes + gran - 1) / gran * gran;
+    EMBER_CHECK(a.size + add <= a.reserved, Device, "cuda::capture: the step's private pool needs ",
+                a.size + add, " bytes, more than device ", p.device, " has");
+    CUmemGenericAllocationHandle h = 0;
+    const CUresult r = v.create(&h, add, &prop, 0);
+    EMBER_CHECK(r == CUDA_SUCCESS, Device, "cuda::capture: mapping ", add,
+                " more bytes for the step's private pool failed on device ", p.device,
+                " (cuMemCreate: error ", static_cast<int>(r), ")");
+    const auto at = reinterpret_cast<CUdeviceptr>(a.base + a.size);
+    CUmemAccessDesc access{};
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    if (const CUresult m = v.map(at, add, 0, h, 0); m != CUDA_SUCCESS) {
+        (void)v.release(h);
+        check_cu(m, "cuMemMap", "a captured step's private pool");
+    }
+    if (const CUresult m = v.set_access(at, add, &access, 1); m != CUDA_SUCCESS) {
+        (void)v.unmap(at, add);
+        (void)v.release(h);
+        check_cu(m, "cuMemSetAccess", "a captured step's private pool");
+    }
+    a.chunks.emplace_back(h, add);
+    note_driver_alloc(p.device, add);
+    std::byte* const end = a.base + a.size;
+    a.size += add;
+    p.bytes += add;
+    auto& set = free_set(p, a);
+    auto last = p.blocks.lower_bound(end);
+    if (last != p.blocks.begin()) {
+        auto prev = std::prev(last);
+        if (prev->second.segment == &a && prev->second.free) {
+            set.erase({prev->second.size, prev->first});
+            prev->second.size += add;
+            set.insert({prev->second.size, prev->first});
+            return prev;
         }
     }
-    void* b = nullptr;
-    const cudaError_t e = cudaMalloc(&b, size);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        // The caching pool cannot be trimmed here: that waits for the device.
-        EMBER_FAIL(Device, "cuda::capture: cudaMalloc of ", size,
-                   " bytes for the step's private pool failed on device ", c.device, ": ",
-                   cudaGetErrorName(e));
+    auto it = p.blocks.emplace(end, PrivatePool::Block{&a, add, true}).first;
+    set.insert({add, end});
+    return it;
+}
+
+/// Hands out `size` bytes of the free block at `it`, splitting off the rest when it is large
+/// enough to hold another buffer; returns the bytes handed out.
+std::size_t hand_out(PrivatePool& p, std::map<std::byte*, PrivatePool::Block>::iterator it,
+                     std::size_t size) {
+    PrivatePool::Block& b = it->second;
+    auto& set = free_set(p, *b.segment);
+    set.erase({b.size, it->first});
+    if (b.size - size >= kMinSplit) {
+        p.blocks[it->first + size] = PrivatePool::Block{b.segment, b.size - size, true};
+        set.insert({b.size - size, it->first + size});
+        b.size = size;
     }
-    note_driver_alloc(c.device, size);
+    b.free = false;
+    ++b.segment->held;
+    p.in_use += b.size;
+    p.peak_in_use = std::max(p.peak_in_use, p.in_use);
+    return b.size;
+}
+
+/// Gives the segment's memory back (the pool is closed and none of its blocks is held: it is
+/// one free block, or none for an arena that never mapped any): an arena's to the driver, a
+/// cudaMalloc'd segment to the device's caching pool.
+void release_segment(PrivatePool& p, PrivatePool::Segment* seg) {
+    if (seg->size > 0) {
+        free_set(p, *seg).erase({seg->size, seg->base});
+        p.blocks.erase(seg->base);
+    }
+    p.bytes -= seg->size;
+    if (seg->arena) {
+        const VmmApi& v = *vmm_api();
+        const auto base = reinterpret_cast<CUdeviceptr>(seg->base);
+        if (seg->size > 0) (void)v.unmap(base, seg->size);
+        for (const auto& [h, bytes] : seg->chunks) (void)v.release(h);
+        (void)v.address_free(base, seg->reserved);
+        note_driver_free(p.device, seg->size);
+        (seg->small ? p.arena_small : p.arena_large) = nullptr;
+    } else {
+        cache_block(p.device, seg->base, seg->size);
+    }
+    std::erase_if(p.segments, [&](const auto& s) { return s.get() == seg; });
+}
+
+/// Marks the block at `block` free and merges it with free neighbours of its segment; returns
+/// its segment, whose last held block this may have been. Throws for an address that is not one
+/// of the pool's blocks handed out (a bug of the backend).
+PrivatePool::Segment* give_back(PrivatePool& p, void* block) {
+    auto it = p.blocks.find(static_cast<std::byte*>(block));
+    EMBER_CHECK(it != p.blocks.end() && !it->second.free, Device,
+                "cuda::capture: a block given back to a step's private pool is not one it handed "
+                "out");
+    PrivatePool::Segment* seg = it->second.segment;
+    auto& set = free_set(p, *seg);
+    p.in_use -= it->second.size;
+    --seg->held;
+    it->second.free = true;
+    if (auto next = std::next(it);
+        next != p.blocks.end() && next->second.segment == seg && next->second.free) {
+        set.erase({next->second.size, next->first});
+        it->second.size += next->second.size;
+        p.blocks.erase(next);
+    }
+    if (it != p.blocks.begin()) {
+        if (auto prev = std::prev(it); prev->second.segment == seg && prev->second.free) {
+            set.erase({prev->second.size, prev->first});
+            prev->second.size += it->second.size;
+            p.blocks.erase(it);
+            it = prev;
+        }
+    }
+    set.insert({it->second.size, it->first});
+    return seg;
+}
+
+}  // namespace
+
+void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size) {
+    PrivatePool& p = *c.pool;
+    const bool small = size <= kSmallRequest;
     std::lock_guard lock(p.mu);
-    p.bytes += size;
-    return b;
+    auto& set = small ? p.free_small : p.free_large;
+    std::map<std::byte*, PrivatePool::Block>::iterator at;
+    if (auto fit = set.lower_bound({size, nullptr}); fit != set.end()) {
+        at = p.blocks.find(fit->second);
+    } else if (PrivatePool::Segment* a = arena(p, small)) {
+        // No free block holds it: the arena maps what its free end lacks.
+        auto last = p.blocks.lower_bound(a->base + a->size);
+        std::size_t tail = 0;
+        if (last != p.blocks.begin()) {
+            const auto prev = std::prev(last);
+            if (prev->second.segment == a && prev->second.free) tail = prev->second.size;
+        }
+        at = grow(p, *a, size - tail);
+    } else {
+        // No virtual memory management: a new segment (small requests share 2 MiB ones).
+        const std::size_t bytes = small ? kSmallSegment : size;
+        void* b = nullptr;
+        const cudaError_t e = cudaMalloc(&b, bytes);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            // The caching pool cannot be trimmed here: that waits for the device.
+            EMBER_FAIL(Device, "cuda::capture: cudaMalloc of ", bytes,
+                       " bytes for the step's private pool failed on device ", c.device, ": ",
+                       cudaGetErrorName(e));
+        }
+        note_driver_alloc(c.device, bytes);
+        add_segment(p, b, bytes, small);
+        at = p.blocks.find(static_cast<std::byte*>(b));
+    }
+    std::byte* const addr = at->first;
+    const std::size_t got = hand_out(p, at, size);
+    if (block_size) *block_size = got;
+    return addr;
 }
 
 void pool_give(PrivatePool& pool, void* block, std::size_t size) {
-    {
-        std::lock_guard lock(pool.mu);
-        if (pool.open) {
-            pool.free[size].push_back(block);
-            return;
-        }
-    }
-    cache_block(pool.device, block, size);
+    (void)size;  // the pool knows its blocks' sizes
+    std::lock_guard lock(pool.mu);
+    PrivatePool::Segment* seg = give_back(pool, block);
+    if (!pool.open && seg->held == 0) release_segment(pool, seg);
 }
 
 bool pool_give_if_open(PrivatePool& pool, void* block, std::size_t size) {
     std::lock_guard lock(pool.mu);
     if (!pool.open) return false;
-    pool.free[size].push_back(block);
+    (void)size;
+    give_back(pool, block);
     return true;
 }
 
@@ -151,22 +342,20 @@ void note_replaced(CaptureState& c, std::size_t size) {
 void pool_adopt(CaptureState& c, void* block, std::size_t size) {
     note_replaced(c, size);
     std::lock_guard lock(c.pool->mu);
-    c.pool->free[size].push_back(block);
-    c.pool->bytes += size;
+    // A caching-pool block: a segment of its own, which goes back whole (to the caching pool).
+    add_segment(*c.pool, block, size, size <= kSmallSegment);
 }
 
 namespace {
-/// Closes a pool: its free blocks go to the device's caching pool, and so will the blocks its
-/// tensors still hold when they go.
+/// Closes a pool: the segments none of whose blocks is held go to the device's caching pool now,
+/// the others when their last block is given back.
 void close_pool(PrivatePool& pool) {
-    std::map<std::size_t, std::vector<void*>> blocks;
-    {
-        std::lock_guard lock(pool.mu);
-        pool.open = false;
-        blocks.swap(pool.free);
-    }
-    for (auto& [size, list] : blocks)
-        for (void* b : list) cache_block(pool.device, b, size);
+    std::lock_guard lock(pool.mu);
+    pool.open = false;
+    std::vector<PrivatePool::Segment*> idle;
+    for (const auto& s : pool.segments)
+        if (s->held == 0) idle.push_back(s.get());
+    for (PrivatePool::Segment* s : idle) release_segment(pool, s);
 }
 
 /// The step count t behind Adam's corrections (1 − βᵗ, as ember::optim computes them), or 0 when
@@ -314,6 +503,8 @@ CapturedStep capture(const std::function<void()>& step, const CudaDevice& device
     g->stream = k::stream(dev);
     g->pool = std::make_shared<k::PrivatePool>();
     g->pool->device = dev;
+    const char* arenas = std::getenv("EMBER_CUDA_GRAPH_ARENAS");
+    g->pool->arenas = arenas == nullptr || std::strcmp(arenas, "0") != 0;
     g->rng = &k::device_rng(dev);
     {
         std::lock_guard lock(k::g_rng_mu);

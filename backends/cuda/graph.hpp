@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,16 +22,51 @@ namespace ember::detail::cuda {
 
 /// The blocks of one captured graph: allocations made while it was captured come from here (and
 /// blocks freed during the capture come back here), so that their addresses stay the graph's
-/// across replays and nothing else is handed them while it lives. When the graph goes, the free
-/// blocks return to the device's caching pool, and so do the rest as their tensors go.
+/// across replays and nothing else is handed them while it lives. When the graph goes, its
+/// memory returns (to the driver, or to the device's caching pool for cudaMalloc'd segments)
+/// as soon as none of its blocks is held.
+///
+/// A request takes the smallest free block that holds it and splits it, and a freed block
+/// merges with its free neighbours, as PyTorch's graph pools do. Splitting a free block is safe
+/// for the same reason reusing it is: one stream runs the captured work in the order it was
+/// recorded, so the block's earlier users have run before its later ones start. The memory is
+/// two growable arenas (one for requests of up to 1 MiB, one for larger ones, so that small
+/// buffers do not split the large blocks): address ranges reserved once, into which the driver
+/// maps more memory at the end when no free block holds a request, so that every free block of
+/// an arena can merge with its neighbours (the expandable segments of PyTorch's allocator).
+/// Where the driver lacks virtual memory management, each arena is a list of cudaMalloc'd
+/// segments instead, whose free blocks merge only within a segment.
 struct PrivatePool {
+    /// A range blocks are carved from and merge back into: an arena's reserved address range
+    /// (growable) or one cudaMalloc (or a block adopted from before the capture).
+    struct Segment {
+        std::byte* base = nullptr;
+        std::size_t size = 0;      ///< bytes usable: mapped (an arena) or allocated
+        std::size_t held = 0;      ///< blocks handed out and not yet given back
+        bool small = false;        ///< for requests of up to 1 MiB
+        bool arena = false;        ///< a reserved range the driver maps memory into
+        std::size_t reserved = 0;  ///< an arena's address range
+        std::vector<std::pair<unsigned long long, std::size_t>> chunks;  ///< an arena's mappings
+    };
+    /// A block of a segment, free or handed out.
+    struct Block {
+        Segment* segment = nullptr;
+        std::size_t size = 0;
+        bool free = false;
+    };
     int device = 0;
     std::mutex mu;
-    bool open = true;  ///< false once the graph is gone: frees go to the device's pool
-    /// Free blocks by size class, ordered: a request takes the smallest block that fits within
-    /// twice its size (pool_take).
-    std::map<std::size_t, std::vector<void*>> free;
-    std::size_t bytes = 0;                                     ///< blocks the pool handed out
+    bool open = true;    ///< false once the graph is gone: segments go back as they empty
+    bool arenas = true;  ///< grow arenas where the driver can (EMBER_CUDA_GRAPH_ARENAS=0: not)
+    std::vector<std::unique_ptr<Segment>> segments;
+    Segment* arena_small = nullptr;  ///< the growable arenas (null until used, or without VMM)
+    Segment* arena_large = nullptr;
+    std::map<std::byte*, Block> blocks;  ///< every block of every segment, by address
+    /// The free blocks by (size, address), small segments' and large segments' apart.
+    std::set<std::pair<std::size_t, std::byte*>> free_small, free_large;
+    std::size_t bytes = 0;        ///< bytes of the pool's segments (mapped or allocated)
+    std::size_t in_use = 0;       ///< bytes of the blocks handed out now
+    std::size_t peak_in_use = 0;  ///< the most bytes handed out at once
 };
 
 /// One optimizer update inside a capture whose scalars move on at each replay (Adam's bias
@@ -75,11 +111,13 @@ void forbid_in_capture(const char* op);
 /// instead of landing on the capturing stream (which would join or break the graph).
 std::shared_lock<std::shared_mutex> capture_gate();
 
-/// A block of at least `size` bytes (a size class) from the capture's private pool: the
-/// smallest free one of at most twice that size, else a new one. `*block_size` gets its size
-/// (what the block is given back as); without block_size, only a block of exactly `size`.
+/// A block of `size` bytes (a size class) from the capture's private pool: carved from the
+/// smallest free block that holds it, else from memory the arena maps at its end (or a new
+/// segment). `*block_size` gets its size (what
+/// the block is given back as: `size`, or the whole free block when the rest would be under
+/// 512 bytes).
 void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size = nullptr);
-/// Gives a block back to `pool` (to the device's caching pool once the pool is closed).
+/// Gives a block back to `pool` (a closed pool gives its memory back as its segments empty).
 void pool_give(PrivatePool& pool, void* block, std::size_t size);
 /// Takes a block freed during a capture, from before it, into the capture's private pool (and
 /// counts it as replaced).
@@ -90,8 +128,11 @@ bool pool_give_if_open(PrivatePool& pool, void* block, std::size_t size);
 void note_replaced(CaptureState& c, std::size_t size);
 /// Puts a free block into the device's caching pool (runtime.cpp).
 void cache_block(int device, void* block, std::size_t size);
-/// Counts a cudaMalloc made for a private pool in the device's memory statistics (runtime.cpp).
+/// Counts a cudaMalloc (or a mapping) made for a private pool in the device's memory statistics
+/// (runtime.cpp).
 void note_driver_alloc(int device, std::size_t size);
+/// Counts memory a private pool gave back to the driver (runtime.cpp).
+void note_driver_free(int device, std::size_t size);
 
 /// One draw of the counter-based generator: element i of the draw hashes (seed, counter, i).
 /// Outside a capture `state` is null and seed/counter are the host's; inside, `counter` is the

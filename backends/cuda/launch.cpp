@@ -4,22 +4,32 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "ember/tensor/error.hpp"
 
 namespace ember::detail::cuda {
 namespace {
 
+/// The driver's entry point `name` into fn; false (fn null) where the driver lacks it.
 template <typename F>
-void entry_point(const char* name, F*& fn) {
+bool try_entry_point(const char* name, F*& fn, cudaError_t* error = nullptr) {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult q{};
     const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q);
     if (e != cudaSuccess) (void)cudaGetLastError();
-    EMBER_CHECK(e == cudaSuccess && q == cudaDriverEntryPointSuccess && p != nullptr, Device,
+    if (error) *error = e;
+    const bool ok = e == cudaSuccess && q == cudaDriverEntryPointSuccess && p != nullptr;
+    fn = ok ? reinterpret_cast<F*>(p) : nullptr;
+    return ok;
+}
+
+template <typename F>
+void entry_point(const char* name, F*& fn) {
+    cudaError_t e = cudaSuccess;
+    EMBER_CHECK(try_entry_point(name, fn, &e), Device,
                 "CUDA backend: the driver has no entry point ", name,
                 " (cudaGetDriverEntryPointByVersion: ", cudaGetErrorName(e), ")");
-    fn = reinterpret_cast<F*>(p);
 }
 
 bool use_runtime() {
@@ -42,6 +52,22 @@ const DriverApi& driver_api() {
         return r;
     }();
     return d;
+}
+
+const VmmApi* vmm_api() {
+    static const std::optional<VmmApi> v = []() -> std::optional<VmmApi> {
+        VmmApi r;
+        if (try_entry_point("cuMemAddressReserve", r.address_reserve) &&
+            try_entry_point("cuMemAddressFree", r.address_free) &&
+            try_entry_point("cuMemCreate", r.create) &&
+            try_entry_point("cuMemRelease", r.release) && try_entry_point("cuMemMap", r.map) &&
+            try_entry_point("cuMemUnmap", r.unmap) &&
+            try_entry_point("cuMemSetAccess", r.set_access) &&
+            try_entry_point("cuMemGetAllocationGranularity", r.granularity))
+            return r;
+        return std::nullopt;
+    }();
+    return v ? &*v : nullptr;
 }
 
 void check_cu(CUresult r, const char* call, const char* what) {

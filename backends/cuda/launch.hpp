@@ -22,6 +22,25 @@ struct DriverApi {
 
 /// The driver's entry points (throws DeviceError naming the one the driver lacks).
 const DriverApi& driver_api();
+
+/// The driver's virtual memory management calls (a captured step's growable pool, graph.cpp).
+struct VmmApi {
+    CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr,
+                                unsigned long long) = nullptr;  ///< cuMemAddressReserve
+    CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;    ///< cuMemAddressFree
+    CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                       unsigned long long) = nullptr;             ///< cuMemCreate
+    CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;  ///< cuMemRelease
+    CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                    unsigned long long) = nullptr;     ///< cuMemMap
+    CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;  ///< cuMemUnmap
+    CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*,
+                           size_t) = nullptr;  ///< cuMemSetAccess
+    CUresult (*granularity)(size_t*, const CUmemAllocationProp*,
+                            CUmemAllocationGranularity_flags) = nullptr;  ///< ...Granularity
+};
+/// The virtual memory calls, or null where the driver lacks one of them.
+const VmmApi* vmm_api();
 /// Throws DeviceError naming `call` and `what` when `r` is not CUDA_SUCCESS.
 void check_cu(CUresult r, const char* call, const char* what);
 

@@ -337,6 +337,12 @@ void cache_block(int device, void* block, std::size_t size) {
     d.bucket(size).push_back(block);
 }
 
+void note_driver_free(int device, std::size_t size) {
+    DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
+    std::lock_guard lock(d.mu);
+    d.stats.bytes_reserved -= size;
+}
+
 void note_driver_alloc(int device, std::size_t size) {
     DeviceState& d = *runtime().devices[static_cast<std::size_t>(device)];
     std::lock_guard lock(d.mu);
