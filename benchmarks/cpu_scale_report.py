@@ -17,7 +17,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_section import write_section  # noqa: E402
+from results_section import pop_options, write_section  # noqa: E402
 
 NAME = "cpu-scale"
 MODELS = {"mlp": "MLP 784-512-512-10", "cnn": "guide CNN", "resnet": "ResNet-18 (CIFAR)",
@@ -256,17 +256,8 @@ def section(meta, rows, source):
 
 def main():
     argv = sys.argv[1:]
-    name, title = NAME, None
-    for flag in ("--name", "--title"):
-        if flag in argv:
-            i = argv.index(flag)
-            if i + 1 >= len(argv):
-                sys.exit(__doc__)
-            if flag == "--name":
-                name = argv[i + 1]
-            else:
-                title = argv[i + 1]
-            del argv[i:i + 2]
+    options = pop_options(argv, ("name", "title"), __doc__)
+    name, title = options.get("name", NAME), options.get("title")
     args = [a for a in argv if a != "--stdout"]
     if len(args) != 2:
         sys.exit(__doc__)

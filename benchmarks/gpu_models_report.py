@@ -23,7 +23,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_section import json_lines, write_section  # noqa: E402
+from results_section import json_lines, pop_options, write_section  # noqa: E402
 
 
 def load(path):
@@ -65,17 +65,10 @@ def model_prefix(row):
 
 def main():
     args = sys.argv[1:]
-    section, title = "gpu-models", "Training on the GPU: ember's examples against PyTorch's best (issue 30)"
-    for flag in ("--section", "--title"):
-        if flag in args:
-            at = args.index(flag)
-            if at + 1 >= len(args):
-                sys.exit(__doc__)
-            if flag == "--section":
-                section = args[at + 1]
-            else:
-                title = args[at + 1]
-            del args[at:at + 2]
+    options = pop_options(args, ("section", "title"), __doc__)
+    section = options.get("section", "gpu-models")
+    title = options.get("title",
+                        "Training on the GPU: ember's examples against PyTorch's best (issue 30)")
     if len(args) != 3:
         sys.exit(__doc__)
     results, new_arg, old_path = args

@@ -41,6 +41,21 @@ def section_args(doc):
     return sys.argv[1:]
 
 
+def pop_options(argv, names, doc):
+    """Takes `--NAME VALUE` pairs for the given names out of argv (a list, changed in place) and
+    returns {name: value} for those present; exits with `doc` when a flag lacks its value."""
+    found = {}
+    for name in names:
+        flag = "--" + name
+        if flag in argv:
+            i = argv.index(flag)
+            if i + 1 >= len(argv):
+                sys.exit(doc)
+            found[name] = argv[i + 1]
+            del argv[i:i + 2]
+    return found
+
+
 def write_section(path, name, lines):
     """replace_section with the section's lines given without its begin/end markers."""
     replace_section(path, name, "\n".join([f"<!-- {name}:begin -->", *lines,
