@@ -168,8 +168,8 @@ inline Stack stack_of_two(const char* op, const DispatchTensor& a, bool a_float,
         no_handle();
     const DispatchDevice& da = a.handle->device;
     const DispatchDevice& db = b.handle->device;
-    if (da == db) [[likely]]  // the usual case: one compare of the whole device
-        return da.autodiff((a_float || b_float) && da.has_autodiff());
+    if (da == db) [[likely]]  // the usual case: one compare of the whole device, `da` as it is
+        return a_float || b_float ? da : base(da);
     if (!same_but_autodiff(da, db)) [[unlikely]]
         mixed_stacks(op, da, db);
     return da.autodiff((a_float && da.has_autodiff()) || (b_float && db.has_autodiff()));

@@ -207,6 +207,24 @@ struct DispatchTensor {
 
 namespace detail::dispatch {
 
+/// The op table of an op's tensor operands when they all live on one stack, which the op runs
+/// on (`any_float`: a float operand keeps the device's autodiff; an op on int or bool tensors
+/// alone runs on a device without it): the table the first operand's handle records. Null
+/// otherwise (a default-made tensor, two stacks, a table not recorded), and the op's
+/// out-of-line part then finds the stack or throws. What each op's inline part (ops.hpp) asks.
+template <typename... T>
+[[gnu::always_inline]] inline const OpTable* one_stack(bool any_float, const DispatchTensor& a,
+                                                       const T&... rest) noexcept {
+    const Handle* h = a.handle;
+    if (h == nullptr) [[unlikely]]
+        return nullptr;
+    if (!((rest.handle != nullptr && rest.handle->device == h->device) && ...)) [[unlikely]]
+        return nullptr;
+    if (!any_float && h->device.has_autodiff()) [[unlikely]]
+        return nullptr;
+    return h->ops;
+}
+
 /// An operand of a Dispatch op as the tensor layer's op table takes it: an lvalue tensor's
 /// handle lent for the call, a temporary's name taken over. It becomes the op's DispatchTensor
 /// parameter as it is (lent or counted).
