@@ -66,6 +66,11 @@ EMBER_API void moved_from_tensor(const char* accessor, const char* function) {
                "tensor before using it again");
 }
 
+// EMBER_API as moved_from_tensor.
+EMBER_API void primitive_not_of_rank(const Shape& shape, std::size_t rank) {
+    EMBER_FAIL(Shape, "Tensor: primitive of shape ", shape.to_string(), " is not of rank ", rank);
+}
+
 void allocation_failed(const char* op, std::size_t bytes, const char* device) {
     EMBER_FAIL(Device, op, ": cannot allocate ", bytes, " bytes on ", device, " (out of memory)");
 }

@@ -138,6 +138,9 @@ using CallSite = BuiltinCallSite;
 /// Throws ArgumentError: a moved-from tensor was used by `accessor` (null for an op itself) in
 /// `function` (a source_location's spelling).
 [[noreturn]] EMBER_API void moved_from_tensor(const char* accessor, const char* function);
+/// Throws ShapeError: a primitive of shape `shape` wrapped in a tensor of rank `rank` (out of
+/// line, so that the wrapping constructor, which every op's result goes through, stays small).
+[[noreturn]] EMBER_API void primitive_not_of_rank(const Shape& shape, std::size_t rank);
 template <typename T>
 concept Arithmetic = std::is_arithmetic_v<T>;
 }  // namespace detail
@@ -165,8 +168,8 @@ public:
 
     /// Wraps a primitive; throws ShapeError when its rank is not D.
     explicit Tensor(Primitive p) : p_(std::move(p)) {
-        EMBER_CHECK(Ops::shape(p_).rank() == D, Shape, "Tensor: primitive of shape ",
-                    Ops::shape(p_).to_string(), " is not of rank ", D);
+        if (Ops::shape(p_).rank() != D) [[unlikely]]
+            detail::primitive_not_of_rank(Ops::shape(p_), D);
     }
     /// Wraps a primitive (Burn's from_primitive).
     static Tensor from_primitive(Primitive p) { return Tensor(std::move(p)); }
