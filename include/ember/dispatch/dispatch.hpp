@@ -7,11 +7,13 @@
 //     auto dev = ember::Device<B>::parse(argv[1]);          // "cpu", "cuda:0+fusion+autodiff"
 //     auto x = ember::Tensor<B, 2>::random({2, 3}, ember::Distribution::Default, dev);
 //
-// Every op is a plain function compiled once in ember_dispatch: it finds the stack its operands
-// live on and calls that stack's op, so a program written against Dispatch instantiates no
-// backend code. Tensors of two stacks in one op are an ember::DeviceError naming both;
-// `to_device` moves a tensor between stacks. A tensor on an autodiff device and one on the
-// same device without autodiff may meet: the latter joins the graph as a constant.
+// Every op's work is compiled once in ember_dispatch: each stack's op table, whose entry
+// unwraps the operands and calls that stack's op, so a program written against Dispatch
+// instantiates no backend code; of an op it compiles a few compares that find the table in
+// its first operand's handle, and the call of the entry (ops.hpp). Tensors of two stacks in
+// one op are an ember::DeviceError naming both; `to_device` moves a tensor between stacks. A
+// tensor on an autodiff device and one on the same device without autodiff may meet: the
+// latter joins the graph as a constant.
 #include <array>
 #include <cstddef>
 #include <cstdint>
