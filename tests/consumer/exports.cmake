@@ -12,6 +12,8 @@ set(_ember_detail_exceptions
   # Called by the inline code of the tensor headers: errors, overflow and shape helpers
   # (ragged_literal: the error of a nested literal whose rows differ in length).
   "^ember::detail::(raise|size_overflow|allocation_failed|moved_from_tensor|arange_length|resolve_reshape|format_tensor|ragged_literal)\\("
+  # The rank error of Tensor(Primitive), which every op's result goes through (src/shape.cpp).
+  "^ember::detail::primitive_not_of_rank\\("
   # The shape checks, called by the backends (ember_cpu, ember_vulkan, ember_cuda) and Dispatch.
   "^ember::detail::check::"
   # Called by the inline ember::cpu::memory_stats / reset_peak_memory.
@@ -54,6 +56,9 @@ set(_ember_detail_exceptions
   "^ember::detail::cuda::(allocate|check|stream|synchronize|use_device)\\("
   # Dispatch's ops, the base of ember::Dispatch.
   "^ember::detail::dispatch::Ops::"
+  # Each op's out-of-line part (src/dispatch/ops.cpp), called by the op's inline part in
+  # include/ember/dispatch/ops.hpp when the operands' stack is not one table away.
+  "^ember::detail::dispatch::OutOfLine::"
   # The error of a default-made DispatchTensor, thrown from its inline get()
   # (include/ember/dispatch/device.hpp).
   "^ember::detail::dispatch::no_handle\\(\\)"
