@@ -151,19 +151,25 @@ PrivatePool::Segment* arena(PrivatePool& p, bool small) {
     a = add_segment(p, reinterpret_cast<void*>(base), 0, small);
     a->arena = true;
     a->reserved = reserve;
+    a->granularity = gran;
     return a;
 }
 
-/// Maps at least `bytes` more memory at the end of arena `a` (the driver's granularity) and
-/// returns the free block that now ends the arena (the old last block if it was free).
+/// Maps what arena `a` lacks for a request of `size` bytes at its end (the free block that ends
+/// it counts; the driver's granularity) and returns the free block that now ends the arena.
 std::map<std::byte*, PrivatePool::Block>::iterator grow(PrivatePool& p, PrivatePool::Segment& a,
-                                                        std::size_t bytes) {
+                                                        std::size_t size) {
     const VmmApi& v = *vmm_api();
+    std::byte* const end = a.base + a.size;
+    auto last = p.blocks.lower_bound(end);
+    if (last != p.blocks.begin() && std::prev(last)->second.segment == &a &&
+        std::prev(last)->second.free)
+        last = std::prev(last);
+    else
+        last = p.blocks.end();
+    const std::size_t tail = last != p.blocks.end() ? last->second.size : 0;
+    const std::size_t add = (size - tail + a.granularity - 1) / a.granularity * a.granularity;
     const CUmemAllocationProp prop = device_memory(p.device);
-    std::size_t gran = 0;
-    check_cu(v.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
-             "cuMemGetAllocationGranularity", "a captured step's private pool");
-    const std::size_t add = (bytes + gran - 1) / gran * gran;
     EMBER_CHECK(a.size + add <= a.reserved, Device, "cuda::capture: the step's private pool needs ",
                 a.size + add, " bytes, more than device ", p.device, " has");
     CUmemGenericAllocationHandle h = 0;
@@ -186,19 +192,14 @@ std::map<std::byte*, PrivatePool::Block>::iterator grow(PrivatePool& p, PrivateP
     }
     a.chunks.emplace_back(h, add);
     note_driver_alloc(p.device, add);
-    std::byte* const end = a.base + a.size;
     a.size += add;
     p.bytes += add;
     auto& set = free_set(p, a);
-    auto last = p.blocks.lower_bound(end);
-    if (last != p.blocks.begin()) {
-        auto prev = std::prev(last);
-        if (prev->second.segment == &a && prev->second.free) {
-            set.erase({prev->second.size, prev->first});
-            prev->second.size += add;
-            set.insert({prev->second.size, prev->first});
-            return prev;
-        }
+    if (last != p.blocks.end()) {
+        set.erase({last->second.size, last->first});
+        last->second.size += add;
+        set.insert({last->second.size, last->first});
+        return last;
     }
     auto it = p.blocks.emplace(end, PrivatePool::Block{&a, add, true}).first;
     set.insert({add, end});
@@ -289,14 +290,7 @@ void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size) {
     if (auto fit = set.lower_bound({size, nullptr}); fit != set.end()) {
         at = p.blocks.find(fit->second);
     } else if (PrivatePool::Segment* a = arena(p, small)) {
-        // No free block holds it: the arena maps what its free end lacks.
-        auto last = p.blocks.lower_bound(a->base + a->size);
-        std::size_t tail = 0;
-        if (last != p.blocks.begin()) {
-            const auto prev = std::prev(last);
-            if (prev->second.segment == a && prev->second.free) tail = prev->second.size;
-        }
-        at = grow(p, *a, size - tail);
+        at = grow(p, *a, size);  // no free block holds it: the arena maps what it lacks
     } else {
         // No virtual memory management: a new segment (small requests share 2 MiB ones).
         const std::size_t bytes = small ? kSmallSegment : size;
@@ -319,17 +313,15 @@ void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size) {
     return addr;
 }
 
-void pool_give(PrivatePool& pool, void* block, std::size_t size) {
-    (void)size;  // the pool knows its blocks' sizes
+void pool_give(PrivatePool& pool, void* block) {
     std::lock_guard lock(pool.mu);
     PrivatePool::Segment* seg = give_back(pool, block);
     if (!pool.open && seg->held == 0) release_segment(pool, seg);
 }
 
-bool pool_give_if_open(PrivatePool& pool, void* block, std::size_t size) {
+bool pool_give_if_open(PrivatePool& pool, void* block) {
     std::lock_guard lock(pool.mu);
     if (!pool.open) return false;
-    (void)size;
     give_back(pool, block);
     return true;
 }
@@ -479,7 +471,7 @@ struct Graph {
         if (graph != nullptr) (void)cudaGraphDestroy(graph);
         (void)cudaGetLastError();
         if (!pool) return;
-        for (double* b : adam_blocks) pool_give(*pool, b, 3 * sizeof(double) * kAdamSlotsPerNode);
+        for (double* b : adam_blocks) pool_give(*pool, b);
         close_pool(*pool);
     }
 };

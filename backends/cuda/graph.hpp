@@ -46,6 +46,7 @@ struct PrivatePool {
         bool small = false;        ///< for requests of up to 1 MiB
         bool arena = false;        ///< a reserved range the driver maps memory into
         std::size_t reserved = 0;  ///< an arena's address range
+        std::size_t granularity = 0;  ///< an arena's mapping granularity
         std::vector<std::pair<unsigned long long, std::size_t>> chunks;  ///< an arena's mappings
     };
     /// A block of a segment, free or handed out.
@@ -118,12 +119,12 @@ std::shared_lock<std::shared_mutex> capture_gate();
 /// 512 bytes).
 void* pool_take(CaptureState& c, std::size_t size, std::size_t* block_size = nullptr);
 /// Gives a block back to `pool` (a closed pool gives its memory back as its segments empty).
-void pool_give(PrivatePool& pool, void* block, std::size_t size);
+void pool_give(PrivatePool& pool, void* block);
 /// Takes a block freed during a capture, from before it, into the capture's private pool (and
 /// counts it as replaced).
 void pool_adopt(CaptureState& c, void* block, std::size_t size);
 /// Gives a block back to `pool` if that pool's graph still lives; false otherwise.
-bool pool_give_if_open(PrivatePool& pool, void* block, std::size_t size);
+bool pool_give_if_open(PrivatePool& pool, void* block);
 /// Counts a tensor from before the capture freed during it.
 void note_replaced(CaptureState& c, std::size_t size);
 /// Puts a free block into the device's caching pool (runtime.cpp).

@@ -316,7 +316,7 @@ Storage::~Storage() {
         // A tensor from before the capture, freed while a step is captured: the graph may read
         // it on every replay, so nothing else may have it while the graph lives (pool_adopt
         // also counts it: the step replaced a tensor it may read).
-        if (pool && pool_give_if_open(*pool, data, bytes)) {
+        if (pool && pool_give_if_open(*pool, data)) {
             note_replaced(*c, bytes);  // another live graph's: it stays that graph's
             return;
         }
@@ -324,7 +324,7 @@ Storage::~Storage() {
         return;
     }
     if (pool) [[unlikely]] {
-        pool_give(*pool, data, bytes);
+        pool_give(*pool, data);
         return;
     }
     std::lock_guard lock(d.mu);
