@@ -7,7 +7,11 @@
 // the chain is launch-bound (the kernels run asynchronously and the one read-back at the end waits
 // for them), so the figure is the host's cost of issuing four ops. Then the same comparison for
 // whole training steps (forward, backward, Adam) of the mnist example's MLP and CNN at batch 64 on
-// each autodiff stack, where the goal is ≤ 2 % added.
+// each autodiff stack, where the goal is ≤ 2 % added; those lines also give the host's
+// share of each side's time (`concrete_host`, `dispatch_host`: ms a step until the last step was
+// issued, before the read-back waits) and the host's ms a step in each phase (`*_phases`:
+// forward with the loss, backward, collecting the gradients, the optimizer's step), which say
+// where a difference comes from when the host is the bottleneck (small CUDA steps).
 //   bench_dispatch [--rounds N] [--iters N] [--train-steps N] [--stacks LIST]
 //                  [--side concrete|dispatch]
 // `--stacks cpu,cpu+autodiff` runs only the rows of those stacks (the names the JSON lines give);
@@ -28,6 +32,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -54,6 +59,27 @@ double time_chain(const ember::Device<B>& d, int iters) {
     return std::chrono::duration<double, std::micro>(t1 - t0).count() / iters;
 }
 
+/// The host's share of time_train's last call: ms a step until the last step was issued, before
+/// the read-back waits for the device (equal to the step time where the host is the bottleneck;
+/// less where the device's queue runs behind).
+double g_last_host_ms = 0;
+/// The host's ms a step in each phase of time_train's last call: forward and loss, backward,
+/// GradientsParams::from_grads, the optimizer's step.
+std::array<double, 4> g_last_phase_ms{};
+/// The four phases' medians over rounds as a JSON field `name`: [forward, backward, grads, step].
+std::string phases_json(const char* name, const std::vector<std::array<double, 4>>& rounds) {
+    std::string out = std::string("\"") + name + "\":[";
+    for (std::size_t i = 0; i < 4; ++i) {
+        std::vector<double> v;
+        for (const auto& r : rounds) v.push_back(r[i]);
+        std::sort(v.begin(), v.end());
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.4f", i ? "," : "", v[v.size() / 2]);
+        out += buf;
+    }
+    return out + "]";
+}
+
 /// Milliseconds a training step of the mnist example's model Net (its MLP or its CNN; batch 64,
 /// Adam) takes on B, an autodiff stack or Dispatch on an autodiff device: `steps` steps after
 /// three untimed ones, the last loss read back so the device's queue is included.
@@ -65,19 +91,38 @@ double time_train(const ember::Device<B>& d, int steps) {
     mnist::MnistBatch<B> data{
         ember::Tensor<B, 3>::random({64, 28, 28}, ember::Distribution::Default, d),
         ember::Tensor<B, 1, ember::Int>::random({64}, ember::Distribution::Uniform(0, 10), d)};
+    // The host's time in each phase of a step (forward with the loss, backward, the gradients'
+    // collection, the optimizer), summed over the timed steps: where the host is the bottleneck
+    // (a small CUDA step) these say which phase a difference between two stacks comes from.
+    std::array<double, 4> phase{};
     auto step = [&] {
+        using clock = std::chrono::steady_clock;
+        const auto a = clock::now();
         auto out = mnist::classify(model.forward(data.images), data);
         auto loss = out.loss;
-        auto grads = ember::optim::GradientsParams::from_grads(out.loss.backward(), model);
+        const auto b = clock::now();
+        auto grads_raw = out.loss.backward();
+        const auto c = clock::now();
+        auto grads = ember::optim::GradientsParams::from_grads(std::move(grads_raw), model);
+        const auto e = clock::now();
         model = optim.step(1e-3, std::move(model), std::move(grads));
+        const auto f = clock::now();
+        const std::array<clock::time_point, 5> t{a, b, c, e, f};
+        for (std::size_t i = 0; i < 4; ++i)
+            phase[i] += std::chrono::duration<double, std::milli>(t[i + 1] - t[i]).count();
         return loss;
     };
     for (int i = 0; i < 3; ++i) (void)step().to_data();
+    phase = {};
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i + 1 < steps; ++i) (void)step();
-    const float last = step().to_data().template to_vec<float>()[0];
+    auto loss = step();
+    const auto issued = std::chrono::steady_clock::now();
+    const float last = std::move(loss).to_data().template to_vec<float>()[0];
     const auto t1 = std::chrono::steady_clock::now();
     if (last < 0) std::puts("");  // a loss is never negative: keeps the read-back
+    g_last_host_ms = std::chrono::duration<double, std::milli>(issued - t0).count() / steps;
+    for (std::size_t i = 0; i < 4; ++i) g_last_phase_ms[i] = phase[i] / steps;
     return std::chrono::duration<double, std::milli>(t1 - t0).count() / steps;
 }
 
@@ -133,28 +178,42 @@ void compare_train_model(const char* model, const char* stack, const ember::Disp
     if (!wanted(stack, true)) return;
     std::vector<double> concrete, dispatch;
     if (!g_side.empty()) {  // one side only, for a profiler
-        std::vector<double> t;
-        for (int r = 0; r < rounds; ++r)
+        std::vector<double> t, host;
+        for (int r = 0; r < rounds; ++r) {
             t.push_back(g_side == "dispatch" ? time_train<Net, ember::Dispatch>(d, steps)
                                              : time_train<Net, B>({}, steps));
+            host.push_back(g_last_host_ms);
+        }
         std::printf(
             "{\"workload\":\"dispatch_train_step_side\",\"stack\":\"%s\",\"side\":\"%s\","
             "\"unit\":\"ms_per_step\",\"model\":\"mnist %s, batch 64, adam\",\"ms\":%.4f,"
-            "\"rounds\":%d,\"steps\":%d}\n",
-            stack, g_side.c_str(), model, median(t), rounds, steps);
+            "\"host_ms\":%.4f,\"rounds\":%d,\"steps\":%d}\n",
+            stack, g_side.c_str(), model, median(t), median(host), rounds, steps);
         return;
     }
+    std::vector<double> concrete_host, dispatch_host;
+    std::vector<std::array<double, 4>> concrete_phases, dispatch_phases;
+    auto run_concrete = [&] {
+        concrete.push_back(time_train<Net, B>({}, steps));
+        concrete_host.push_back(g_last_host_ms);
+        concrete_phases.push_back(g_last_phase_ms);
+    };
     for (int r = 0; r < rounds; ++r) {  // the order alternates: neither side always runs first
-        if (r % 2 == 0) concrete.push_back(time_train<Net, B>({}, steps));
+        if (r % 2 == 0) run_concrete();
         dispatch.push_back(time_train<Net, ember::Dispatch>(d, steps));
-        if (r % 2 == 1) concrete.push_back(time_train<Net, B>({}, steps));
+        dispatch_host.push_back(g_last_host_ms);
+        dispatch_phases.push_back(g_last_phase_ms);
+        if (r % 2 == 1) run_concrete();
     }
     const double c = median(concrete), s = median(dispatch);
     std::printf(
         "{\"workload\":\"dispatch_train_step\",\"stack\":\"%s\",\"unit\":\"ms_per_step\","
         "\"model\":\"mnist %s, batch 64, adam\",\"concrete\":%.4f,\"dispatch\":%.4f,"
-        "\"ratio\":%.4f,%s,\"rounds\":%d,\"steps\":%d}\n",
-        stack, model, c, s, s / c, paired(concrete, dispatch).c_str(), rounds, steps);
+        "\"ratio\":%.4f,%s,\"concrete_host\":%.4f,\"dispatch_host\":%.4f,%s,%s,\"rounds\":%d,"
+        "\"steps\":%d}\n",
+        stack, model, c, s, s / c, paired(concrete, dispatch).c_str(), median(concrete_host),
+        median(dispatch_host), phases_json("concrete_phases", concrete_phases).c_str(),
+        phases_json("dispatch_phases", dispatch_phases).c_str(), rounds, steps);
 }
 
 /// The MLP's and the CNN's training-step rows on autodiff stack B (Dispatch on `d`).

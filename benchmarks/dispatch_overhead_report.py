@@ -38,12 +38,28 @@ def paired(r):
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
-    rows, train_rows, cg_rows = [], [], []
+    rows, train_rows, cg_rows, host_rows, step_cg_rows = [], [], [], [], []
     for path in sys.argv[2:]:
         for line in open(path, encoding="utf-8"):
             if not line.strip():
                 continue
             r = json.loads(line)
+            if r.get("workload") == "dispatch_step_callgrind":
+                step_cg_rows.append(
+                    f"| {STACKS.get(r['stack'], r['stack'])} | {r['concrete']:,} | "
+                    f"{r['dispatch']:,} | {r['dispatch'] / r['concrete']:.4f} | "
+                    f"{r['largest_difference']} | {r.get('commit', '?')} "
+                    f"| `{os.path.relpath(path, os.path.dirname(sys.argv[1]))}` |")
+                continue
+            if r.get("workload") == "dispatch_train_step" and "concrete_phases" in r:
+                model = r["model"].split(",")[0]
+                phases = " / ".join(f"{c * 1000:.1f} → {d * 1000:.1f}" for c, d in
+                                    zip(r["concrete_phases"], r["dispatch_phases"]))
+                host_rows.append(
+                    f"| {model} | {STACKS.get(r['stack'], r['stack'])} | "
+                    f"{r['concrete_host'] / r['concrete']:.3f} / "
+                    f"{r['dispatch_host'] / r['dispatch']:.3f} | {phases} | "
+                    f"`{os.path.relpath(path, os.path.dirname(sys.argv[1]))}` |")
             if r.get("workload") == "dispatch_train_step":
                 verdict = "**met**" if r["ratio"] <= TRAIN_GOAL else "**missed**"
                 model = r.get("model", "mnist mlp, batch 64, adam").split(",")[0]
@@ -110,6 +126,28 @@ def main():
             "| --- | ---: | ---: | ---: | ---: | --- | --- | --- |",
             *cg_rows,
         ] if cg_rows else []),
+        *([
+            "",
+            "Where a CUDA step's time goes (lines since 2026-12-02 10:00 UTC): *host share* is the",
+            "time until the last step was issued over the whole time (1.000: the host is the",
+            "bottleneck and the device waits for it), concrete / Dispatch; then the host's µs a step",
+            "in each phase, concrete → Dispatch: forward with the loss / backward / collecting the",
+            "gradients / the optimizer's step.",
+            "",
+            "| model | stack | host share | forward / backward / grads / step, µs | raw lines |",
+            "| --- | --- | --- | --- | --- |",
+            *host_rows,
+        ] if host_rows else []),
+        *([
+            "",
+            "The host's instructions of whole CUDA training steps, counted with callgrind on the GPU",
+            "machine (one side a process, `--side`, only `time_train` counted: the MLP's and the",
+            "CNN's 3 untimed and 10 timed steps each), and where the two sides differ most:",
+            "",
+            "| stack | concrete | Dispatch | ratio | largest difference | commit | raw lines |",
+            "| --- | ---: | ---: | ---: | --- | --- | --- |",
+            *step_cg_rows,
+        ] if step_cg_rows else []),
     ])
 
 
