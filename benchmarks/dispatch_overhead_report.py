@@ -58,7 +58,7 @@ def main():
                 host_rows.append(
                     f"| {model} | {STACKS.get(r['stack'], r['stack'])} | "
                     f"{r['concrete_host'] / r['concrete']:.3f} / "
-                    f"{r['dispatch_host'] / r['dispatch']:.3f} | {phases} | "
+                    f"{r['dispatch_host'] / r['dispatch']:.3f} | {phases} | {r.get('commit', '?')} | "
                     f"`{os.path.relpath(path, os.path.dirname(sys.argv[1]))}` |")
             if r.get("workload") == "dispatch_train_step":
                 verdict = "**met**" if r["ratio"] <= TRAIN_GOAL else "**missed**"
@@ -134,8 +134,8 @@ def main():
             "in each phase, concrete → Dispatch: forward with the loss / backward / collecting the",
             "gradients / the optimizer's step.",
             "",
-            "| model | stack | host share | forward / backward / grads / step, µs | raw lines |",
-            "| --- | --- | --- | --- | --- |",
+            "| model | stack | host share | forward / backward / grads / step, µs | commit | raw lines |",
+            "| --- | --- | --- | --- | --- | --- |",
             *host_rows,
         ] if host_rows else []),
         *([

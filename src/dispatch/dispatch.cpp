@@ -428,6 +428,10 @@ std::optional<Dispatch::FT> Dispatch::fused_matmul_epilogue(const FT& a, const F
     return fused(s, a, b, std::move(bias), epilogue);
 }
 
+bool Dispatch::has_matmul_epilogue(const FT& t) {
+    return core_table(handle_of(t).device).matmul_epilogue != nullptr;
+}
+
 namespace {
 /// The stack attention's operands live on (q, k, v, the masks: one stack, else a DeviceError).
 Dispatch::Device attention_stack(const DispatchTensor& q, const DispatchTensor& k,

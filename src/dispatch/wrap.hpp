@@ -4,6 +4,7 @@
 // builds its result's handle.
 #include <array>
 #include <atomic>
+#include <concepts>
 #include <initializer_list>
 #include <new>
 #include <optional>
@@ -42,12 +43,21 @@ inline constexpr bool kIsAutodiffTensor = false;
 template <typename B>
 inline constexpr bool kIsAutodiffTensor<AutodiffTensor<B>> = true;
 
+/// Whether primitive P is a backend's own tensor with its dims in a `shape` member, which its
+/// `float_shape` (`int_shape`, `bool_shape`) returns: the CPU's, CUDA's and Vulkan's tensors.
+template <typename P>
+inline constexpr bool kHasShapeMember = requires(const P& p) {
+    { p.shape } -> std::same_as<const Shape&>;
+};
+
 /// Where primitive `p` keeps its shape, for the primitives whose `float_shape` returns a member:
-/// the CPU backend's tensor, Fusion's (its value's) and Autodiff's over either (its inner
-/// primitive's); nothing (std::nullptr_t) for the others.
+/// a backend's own tensor (kHasShapeMember), Fusion's (its value's) and Autodiff's over either
+/// (its inner primitive's); nothing (std::nullptr_t) for the others. A handle whose primitive
+/// keeps its shape points there instead of holding a copy, so that making a handle (every op's
+/// result, and the optimizer's moves between a stack and its inner one) copies no shape.
 template <typename P>
 [[gnu::always_inline]] inline auto shape_in(const P& p) {
-    if constexpr (std::is_same_v<P, ::ember::detail::cpu::CpuTensor>)
+    if constexpr (kHasShapeMember<P>)
         return &p.shape;
     else if constexpr (kIsFusionTensor<P>)
         return static_cast<const Shape*>(&p.value->shape);
@@ -649,7 +659,9 @@ CoreTable make_core_table(const char* name) {
             return res;
         };
     }
-    if constexpr (::ember::fusion::MatmulEpilogueBackend<S>) {
+    // Only where S's epilogue can ever apply: Autodiff<Fusion<B>> declares one that always
+    // declines (fusion::may_fuse_matmul_epilogue), and a null entry tells module::linear so.
+    if constexpr (::ember::fusion::may_fuse_matmul_epilogue<S>) {
         c.matmul_epilogue = [](const Stack& s, DispatchTensor a, DispatchTensor b,
                                std::optional<DispatchTensor> bias,
                                ::ember::fusion::MatmulEpilogue e) -> std::optional<DispatchTensor> {

@@ -170,6 +170,9 @@ struct EMBER_API Dispatch : detail::dispatch::Ops {
     static std::optional<FT> fused_matmul_epilogue(const FT& a, const FT& b,
                                                    std::optional<FT> bias,
                                                    fusion::MatmulEpilogue epilogue);
+    /// Whether the stack of `t` has a matmul epilogue at all (Fusion's stacks have none), so
+    /// that module::linear prepares no operands for a fused_matmul_epilogue that must decline.
+    static bool has_matmul_epilogue(const FT& t);
 };
 
 static_assert(Backend<Dispatch>);

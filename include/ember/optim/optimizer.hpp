@@ -51,6 +51,19 @@ concept MultiTensorSgd = requires(const O& o,
     { o.sgd_steps_scalars(1.0) } -> std::same_as<std::optional<SgdStepScalars>>;
     B::float_sgd_steps(t, s);
 };
+
+/// The device of t.inner() without making it: an autodiff backend's device is its inner
+/// backend's, except Dispatch's, which names the stack with its autodiff flag (and t.inner()
+/// would make a new handle on Dispatch just to be asked its device).
+template <typename B, std::size_t D>
+Device<InnerBackend<B>> inner_device(const Tensor<B, D>& t) {
+    if constexpr (requires(const Device<B>& d) {
+                      { d.autodiff(false) } -> std::same_as<Device<InnerBackend<B>>>;
+                  })
+        return t.device().autodiff(false);
+    else
+        return t.device();
+}
 }  // namespace detail
 
 namespace detail {
@@ -281,7 +294,7 @@ class OptimizerAdaptor : public detail::OptimizerCore<O, InnerBackend<module::Ba
             if constexpr (T::is_float &&
                           std::is_same_v<InnerBackend<typename T::Backend>, StateBackend>) {
                 if (!p.is_require_grad() || !p.is_initialized()) return;
-                const auto d = p.val().inner().device();
+                const auto d = detail::inner_device(p.val());
                 if (!first)
                     first = d;
                 else if (!(*first == d))
@@ -480,7 +493,7 @@ template <typename O, typename SB>
 template <std::size_t D>
 void detail::OptimizerCore<O, SB>::OneDeviceVisitor::add(const Param<Tensor<SB, D>>& p) {
     if (!p.is_require_grad() || !p.is_initialized()) return;
-    const auto d = p.val().inner().device();
+    const auto d = inner_device(p.val());
     if (!first_)
         first_ = d;
     else if (!(*first_ == d))

@@ -31,14 +31,27 @@ Tensor<B, D> linear_composed(const Tensor<B, D>& x, const Tensor<B, 2>& weight,
     }
     return y;
 }
+/// Whether B may run a matmul with `t` as an operand with an epilogue, where B answers per
+/// tensor (`B::has_matmul_epilogue`: Dispatch, for the stack `t` lives on); true elsewhere (the
+/// compile-time may_fuse_matmul_epilogue said so). linear asks before it prepares the operands
+/// for a call the stack would decline.
+template <Backend B, std::size_t D>
+bool matmul_epilogue_on(const Tensor<B, D>& t) {
+    if constexpr (requires {
+                      { B::has_matmul_epilogue(t.primitive()) } -> std::same_as<bool>;
+                  })
+        return B::has_matmul_epilogue(t.primitive());
+    else
+        return true;
+}
 }  // namespace detail
 
 /// x @ wᵀ... as Burn: x [.., in] @ weight [in, out] + bias [out]. Under an ember::Autocast guard
 /// all three are cast to its dtype (the product through Tensor::matmul), and so is the output.
 /// Where the backend adds a bias row inside its GEMM (fusion::may_fuse_matmul_epilogue: the
-/// CPU, CUDA, Dispatch and Autodiff over them), x's leading dims become the product's rows and
-/// the bias add runs in the product's kernel; otherwise, or where it declines the operands, a
-/// matmul and an add.
+/// CPU, CUDA, Dispatch on their stacks and Autodiff over them), x's leading dims become the
+/// product's rows and the bias add runs in the product's kernel; otherwise, or where it declines
+/// the operands, a matmul and an add.
 template <Backend B, std::size_t D>
 Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
                     const OptionalTensor<B, 1>& bias = std::nullopt) {
@@ -46,7 +59,7 @@ Tensor<B, D> linear(const Tensor<B, D>& x, const Tensor<B, 2>& weight_in,
     // recognises the parameter and reuses its cast. The product then casts x only.
     const Tensor<B, 2> weight = ::ember::detail::autocast::lower(weight_in);
     if constexpr (fusion::may_fuse_matmul_epilogue<B> && D >= 2) {
-        if (bias) {
+        if (bias && detail::matmul_epilogue_on(weight)) {
             // Cast here as Tensor::matmul and the add would (once: the fallback below reuses
             // the casts, which are then no-ops).
             const Tensor<B, D> xl = ::ember::detail::autocast::lower(x);
