@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "conv_geometry.hpp"
 #include "gemm.hpp"
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "winograd.hpp"
 
 namespace ember::detail::cpu {
 namespace {
@@ -88,6 +90,9 @@ void over_batch(std::size_t batch, double per_sample_madds, bool kernel_threads,
 template <typename T>
 void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
                std::size_t groups, CpuTensor& out) {
+    // A 3×3 stride-1 float layer: Winograd's F(m×m, 3×3) where it pays (winograd.cpp).
+    if constexpr (std::is_same_v<T, float>)
+        if (conv_winograd(x, w, bias, g, groups, out)) return;
     const std::size_t batch = x.shape[0];
     const i64 cin = static_cast<i64>(x.shape[1]), cout = static_cast<i64>(w.shape[0]);
     const i64 cg_in = cin / static_cast<i64>(groups), cg_out = cout / static_cast<i64>(groups);

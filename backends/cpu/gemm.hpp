@@ -129,6 +129,16 @@ std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a,
 std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const double* a,
                                              std::size_t groups, std::size_t m, std::size_t k);
 
+/// Values derived once from a weight (`groups` blocks of m × k at `a`, inside tensor t's
+/// buffer: what is sampled to see a change) and kept as kept_packed_a keeps its packing, keyed
+/// by t's buffer, `a`, the sizes and `kind` (a number of the caller's, 2 and up, that names
+/// what is derived): `make(ctx, out)` writes the `bytes` bytes at out. Winograd's transformed
+/// convolution weights (winograd.cpp). nullptr when kept_packed_a would give nullptr.
+std::shared_ptr<const PackedB> kept_derived(const CpuTensor& t, const float* a, int kind,
+                                            std::size_t groups, std::size_t m, std::size_t k,
+                                            std::size_t bytes, void (*make)(const void*, void*),
+                                            const void* ctx);
+
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3
 /// kernels on CPUs newer than its tables). EMBER_CPU_GEMM=blas or =portable forces the choice.

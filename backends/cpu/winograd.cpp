@@ -1,0 +1,457 @@
+// Winograd's minimal filtering, F(m×m, 3×3) with m = 2 or 4, for the forward 3×3 convolution
+// (stride 1, dilation 1, one group, float). An output tile of m×m positions is read from an
+// (m+2)×(m+2) input tile d as Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A: the elementwise products of the
+// α² = (m+2)² transformed points are, over all channels, α² independent GEMMs
+//     M[ξ] (C_out × tiles) = U[ξ] (C_out × C_in) · V[ξ] (C_in × tiles),
+// 16 (m = 2) or 36 (m = 4) products doing 4 or 2.25 multiply-adds per output and input
+// channel, where im2col + GEMM does 9. Invariants:
+//  - U = G g Gᵀ is computed in double from the weights and rounded once; at inference it is
+//    computed once and kept (packed for the GEMM's kernels) as matmul.cpp keeps packed
+//    weights, so a pass reads it and never the 3×3 weights;
+//  - the transforms of the inputs and outputs run along rows of tiles (vectors over the tiles
+//    of a tile row, NCHW kept throughout), the products on the GEMM's own kernels from panels
+//    of V; the results differ from im2col's by the transforms' rounding only (measured
+//    up to 4e-6 of the output's root mean square for m = 2, 6e-5 for m = 4: test_cpu_winograd);
+//  - the batch runs in chunks of samples whose V and M fit 1 MB (or the size of U), each in three
+//    parallel regions (input transform by plane, products by point, output transform by plane),
+//    so no thread waits on another's tile and the result does not depend on the thread count.
+// Where it is used (tile_for) was decided by measurement: see docs/backend.md.
+#include "winograd.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "ember/backend/detail/cpu_tensor.hpp"
+#include "gemm.hpp"
+#include "parallel.hpp"
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX512F__)
+#define EMBER_WINO_AVX512 1
+#define EMBER_WINO_AVX512_TARGET __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw")))
+#else
+#define EMBER_WINO_AVX512 0
+#endif
+#if defined(__GNUC__)
+#define EMBER_WINO_INLINE inline __attribute__((always_inline))
+#else
+#define EMBER_WINO_INLINE inline
+#endif
+
+namespace ember::detail::cpu {
+namespace {
+
+// ---- the 1-d transforms, over n tiles at once (each pointer a row of n values) --------------
+
+/// w = Bᵀ d for the α = m + 2 inputs d[0..α) of each of n tiles.
+template <int M>
+EMBER_WINO_INLINE void in_1d(const float* const* d, float* const* w, i64 n) {
+    if constexpr (M == 2) {
+        const float* __restrict d0 = d[0], * __restrict d1 = d[1], * __restrict d2 = d[2], * __restrict d3 = d[3];
+        float* __restrict w0 = w[0], * __restrict w1 = w[1], * __restrict w2 = w[2], * __restrict w3 = w[3];
+        for (i64 t = 0; t < n; ++t) {
+            w0[t] = d0[t] - d2[t];
+            w1[t] = d1[t] + d2[t];
+            w2[t] = d2[t] - d1[t];
+            w3[t] = d1[t] - d3[t];
+        }
+    } else {
+        const float* __restrict d0 = d[0], * __restrict d1 = d[1], * __restrict d2 = d[2], * __restrict d3 = d[3], * __restrict d4 = d[4], * __restrict d5 = d[5];
+        float* __restrict w0 = w[0], * __restrict w1 = w[1], * __restrict w2 = w[2], * __restrict w3 = w[3], * __restrict w4 = w[4], * __restrict w5 = w[5];
+        for (i64 t = 0; t < n; ++t) {
+            const float a = d4[t] - 4.0f * d2[t], b = d3[t] - 4.0f * d1[t];
+            const float c = d4[t] - d2[t], e = 2.0f * (d3[t] - d1[t]);
+            w0[t] = 4.0f * d0[t] - 5.0f * d2[t] + d4[t];
+            w1[t] = a + b;
+            w2[t] = a - b;
+            w3[t] = c + e;
+            w4[t] = c - e;
+            w5[t] = 4.0f * d1[t] - 5.0f * d3[t] + d5[t];
+        }
+    }
+}
+
+/// y = Aᵀ z for the α points z[0..α) of each of n tiles: m outputs.
+template <int M>
+EMBER_WINO_INLINE void out_1d(const float* const* z, float* const* y, i64 n) {
+    if constexpr (M == 2) {
+        const float* __restrict z0 = z[0], * __restrict z1 = z[1], * __restrict z2 = z[2], * __restrict z3 = z[3];
+        float* __restrict y0 = y[0], * __restrict y1 = y[1];
+        for (i64 t = 0; t < n; ++t) {
+            y0[t] = z0[t] + z1[t] + z2[t];
+            y1[t] = z1[t] - z2[t] - z3[t];
+        }
+    } else {
+        const float* __restrict z0 = z[0], * __restrict z1 = z[1], * __restrict z2 = z[2], * __restrict z3 = z[3], * __restrict z4 = z[4], * __restrict z5 = z[5];
+        float* __restrict y0 = y[0], * __restrict y1 = y[1], * __restrict y2 = y[2], * __restrict y3 = y[3];
+        for (i64 t = 0; t < n; ++t) {
+            const float s12 = z1[t] + z2[t], d12 = z1[t] - z2[t];
+            const float s34 = z3[t] + z4[t], d34 = z3[t] - z4[t];
+            y0[t] = z0[t] + s12 + s34;
+            y1[t] = d12 + 2.0f * d34;
+            y2[t] = s12 + 4.0f * s34;
+            y3[t] = d12 + 8.0f * d34 + z5[t];
+        }
+    }
+}
+
+// ---- one chunk of the batch ----------------------------------------------------------------
+
+/// A chunk's problem: samples [n0, n0 + cnt) of x, their tiles' V and M rows ld = cnt·S apart.
+struct Chunk {
+    const float* x;  ///< the chunk's first sample
+    float* out;      ///< likewise
+    const float* bias;
+    float* v;  ///< V: α² × C × ld
+    float* m;  ///< M: α² × K × ld
+    i64 C, K, H, W, OH, OW, ph, pw, TH, TW, ld;
+};
+
+/// Scratch floats a thread's transform needs: α rows of the padded input and α of their
+/// vertical transform, (α + 2) phase rows (input), or α·m + m·m rows (output), of TW + 1.
+template <int M>
+i64 scratch_floats(i64 TW) {
+    constexpr i64 A = M + 2;
+    const i64 wp = M * (TW + 1);
+    return std::max(2 * A * wp + (M + 2) * (TW + 1), (A * M + M * M) * (TW + 1) + wp);
+}
+
+/// V[ξ][c][tiles of sample s] for one input plane (sample s, channel c).
+template <int M>
+EMBER_WINO_INLINE void input_plane_body(const Chunk& k, i64 s, i64 c, float* buf) {
+    constexpr int A = M + 2;
+    const i64 TW = k.TW, wp = M * (TW + 1);
+    const float* plane = k.x + (s * k.C + c) * k.H * k.W;
+    float* d = buf;          // α rows of wp: the tile row's input, zero-padded
+    float* u = d + A * wp;   // their vertical transform
+    float* ph = u + A * wp;  // a row's M phases, TW + 1 each
+    const i64 x_lo = std::min(k.pw, wp), x_hi = std::clamp(k.pw + k.W, x_lo, wp);
+    for (i64 th = 0; th < k.TH; ++th) {
+        for (int r = 0; r < A; ++r) {
+            float* row = d + r * wp;
+            const i64 y = th * M - k.ph + r;
+            if (y < 0 || y >= k.H) {
+                std::fill(row, row + wp, 0.0f);
+                continue;
+            }
+            std::fill(row, row + x_lo, 0.0f);
+            std::memcpy(row + x_lo, plane + y * k.W + (x_lo - k.pw),
+                        static_cast<std::size_t>(x_hi - x_lo) * sizeof(float));
+            std::fill(row + x_hi, row + wp, 0.0f);
+        }
+        const float* dr[A];
+        float* ur[A];
+        for (int r = 0; r < A; ++r) {
+            dr[r] = d + r * wp;
+            ur[r] = u + r * wp;
+        }
+        in_1d<M>(dr, ur, wp);
+        const i64 t0 = s * k.TH * k.TW + th * TW;
+        for (int i = 0; i < A; ++i) {
+            // Tile t reads u[M·t + j], j < α: phases p_r[t] = u[M·t + r], and for j >= M the
+            // next tile's p_{j−M}.
+            const float* __restrict ui = ur[i];
+            for (i64 t = 0; t <= TW; ++t)
+#pragma GCC unroll 4
+                for (int r = 0; r < M; ++r) ph[r * (TW + 1) + t] = ui[M * t + r];
+            const float* src[A];
+            float* dst[A];
+            for (int j = 0; j < A; ++j) {
+                src[j] = j < M ? ph + j * (TW + 1) : ph + (j - M) * (TW + 1) + 1;
+                dst[j] = k.v + ((i * A + j) * k.C + c) * k.ld + t0;
+            }
+            in_1d<M>(src, dst, TW);
+        }
+    }
+}
+
+/// One output plane (sample s, channel o) from M[ξ][o][tiles of sample s], bias added.
+template <int M>
+EMBER_WINO_INLINE void output_plane_body(const Chunk& k, i64 s, i64 o, float* buf) {
+    constexpr int A = M + 2;
+    const i64 TW = k.TW, n1 = TW + 1;
+    float* z = buf;             // α × M rows: the horizontal transform, z[i][r]
+    float* y = z + A * M * n1;  // M × M rows: y[s][r]
+    float* row = y + M * M * n1;
+    const float b = k.bias ? k.bias[o] : 0.0f;
+    float* plane = k.out + (s * k.K + o) * k.OH * k.OW;
+    for (i64 th = 0; th < k.TH; ++th) {
+        const i64 t0 = s * k.TH * k.TW + th * TW;
+        for (int i = 0; i < A; ++i) {
+            const float* src[A];
+            float* dst[M];
+            for (int j = 0; j < A; ++j) src[j] = k.m + ((i * A + j) * k.K + o) * k.ld + t0;
+            for (int r = 0; r < M; ++r) dst[r] = z + (i * M + r) * n1;
+            out_1d<M>(src, dst, TW);
+        }
+        for (int r = 0; r < M; ++r) {
+            const float* src[A];
+            float* dst[M];
+            for (int i = 0; i < A; ++i) src[i] = z + (i * M + r) * n1;
+            for (int q = 0; q < M; ++q) dst[q] = y + (q * M + r) * n1;
+            out_1d<M>(src, dst, TW);
+        }
+        for (int q = 0; q < M; ++q) {
+            const i64 oh = th * M + q;
+            if (oh >= k.OH) break;
+            const float* __restrict yq = y + q * M * n1;
+            float* __restrict rw = row;
+            for (i64 t = 0; t < TW; ++t)
+#pragma GCC unroll 4
+                for (int r = 0; r < M; ++r) rw[M * t + r] = yq[r * n1 + t] + b;
+            std::memcpy(plane + oh * k.OW, row, static_cast<std::size_t>(k.OW) * sizeof(float));
+        }
+    }
+}
+
+template <int M>
+void input_planes(const Chunk& k, i64 p0, i64 p1, float* buf) {
+    for (i64 p = p0; p < p1; ++p) input_plane_body<M>(k, p / k.C, p % k.C, buf);
+}
+template <int M>
+void output_planes(const Chunk& k, i64 p0, i64 p1, float* buf) {
+    for (i64 p = p0; p < p1; ++p) output_plane_body<M>(k, p / k.K, p % k.K, buf);
+}
+#if EMBER_WINO_AVX512
+// The same loops compiled for AVX-512 (the library's baseline is SSE2 or AVX2), picked at run
+// time as the GEMM picks its kernels.
+template <int M>
+EMBER_WINO_AVX512_TARGET void input_planes_avx512(const Chunk& k, i64 p0, i64 p1, float* buf) {
+    for (i64 p = p0; p < p1; ++p) input_plane_body<M>(k, p / k.C, p % k.C, buf);
+}
+template <int M>
+EMBER_WINO_AVX512_TARGET void output_planes_avx512(const Chunk& k, i64 p0, i64 p1, float* buf) {
+    for (i64 p = p0; p < p1; ++p) output_plane_body<M>(k, p / k.K, p % k.K, buf);
+}
+bool has_avx512() {
+    static const bool yes = [] {
+        if (const char* e = std::getenv("EMBER_CPU_ISA"); e && std::strcmp(e, "baseline") == 0)
+            return false;
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+    }();
+    return yes;
+}
+#endif
+
+template <int M>
+void run_input(const Chunk& k, i64 p0, i64 p1, float* buf) {
+#if EMBER_WINO_AVX512
+    if (has_avx512()) return input_planes_avx512<M>(k, p0, p1, buf);
+#endif
+    input_planes<M>(k, p0, p1, buf);
+}
+template <int M>
+void run_output(const Chunk& k, i64 p0, i64 p1, float* buf) {
+#if EMBER_WINO_AVX512
+    if (has_avx512()) return output_planes_avx512<M>(k, p0, p1, buf);
+#endif
+    output_planes<M>(k, p0, p1, buf);
+}
+
+/// B of a product read from a row-major matrix (row stride ld) into the kernels' panels.
+struct RowsB {
+    const float* b;
+    i64 ld;
+    static void pack(const void* ctx, const PanelBlock& blk, float* out) {
+        const auto& self = *static_cast<const RowsB*>(ctx);
+        const i64 nr = i64(blk.nr), kc = i64(blk.kc);
+        for (std::size_t q = blk.q0; q < blk.q1; ++q) {
+            float* panel = out + i64(q) * nr * kc;
+            const i64 c0 = i64(blk.j0 + q * blk.nr);
+            const i64 cols = std::min<i64>(nr, i64(blk.nc) - i64(q) * nr);
+            for (i64 p = 0; p < kc; ++p) {
+                const float* __restrict src = self.b + (i64(blk.p0) + p) * self.ld + c0;
+                float* __restrict dst = panel + p * nr;
+                for (i64 j = 0; j < cols; ++j) dst[j] = src[j];
+                for (i64 j = cols; j < nr; ++j) dst[j] = 0.0f;
+            }
+        }
+    }
+};
+
+// ---- the weights ---------------------------------------------------------------------------
+
+/// U[ξ] = (G g Gᵀ)[i][j] (ξ = iα + j) for every (o, c), each point's K × C matrix packed for
+/// gemm_packed_b (gemm_pack_a), gemm_packed_a_size(K, C) floats apart.
+struct WeightJob {
+    const float* w;
+    i64 K, C;
+    int m;
+};
+
+template <int M>
+void transform_weights(const WeightJob& j, float* out) {
+    constexpr int A = M + 2;
+    // G for the points 0, ±1 (m = 2); 0, ±1, ±2 (m = 4); and ∞.
+    static constexpr double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+    static constexpr double G4[6][3] = {{1.0 / 4, 0, 0},
+                                        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                        {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                        {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                        {0, 0, 1}};
+    const auto& G = [&]() -> const double(&)[A][3] {
+        if constexpr (M == 2)
+            return G2;
+        else
+            return G4;
+    }();
+    const i64 K = j.K, C = j.C;
+    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
+    Scratch<float> ubuf(std::size_t(A * A * K * C));
+    float* u = ubuf.get();
+    parallel_for(std::size_t(K), 8, [&](std::size_t o0, std::size_t o1) {
+        for (i64 o = i64(o0); o < i64(o1); ++o)
+            for (i64 c = 0; c < C; ++c) {
+                const float* g = j.w + (o * C + c) * 9;
+                double t[A][3];  // G g
+                for (int i = 0; i < A; ++i)
+                    for (int s = 0; s < 3; ++s)
+                        t[i][s] = G[i][0] * g[s] + G[i][1] * g[3 + s] + G[i][2] * g[6 + s];
+                for (int i = 0; i < A; ++i)
+                    for (int q = 0; q < A; ++q)
+                        u[((i * A + q) * K + o) * C + c] = static_cast<float>(
+                            t[i][0] * G[q][0] + t[i][1] * G[q][1] + t[i][2] * G[q][2]);
+            }
+    });
+    parallel_for(std::size_t(A * A), 1, [&](std::size_t x0, std::size_t x1) {
+        for (std::size_t x = x0; x < x1; ++x)
+            gemm_pack_a(std::size_t(K), std::size_t(C), u + x * std::size_t(K * C), std::size_t(C),
+                        out + x * each, false);
+    });
+}
+
+void make_weights(const void* ctx, void* out) {
+    const auto& j = *static_cast<const WeightJob*>(ctx);
+    if (j.m == 2)
+        transform_weights<2>(j, static_cast<float*>(out));
+    else
+        transform_weights<4>(j, static_cast<float*>(out));
+}
+
+// ---- when ----------------------------------------------------------------------------------
+
+/// F(m×m, 3×3)'s m for this problem, 0 for none. EMBER_CPU_WINOGRAD=0 turns the path off, =2
+/// or =4 forces that tile wherever the shape allows (tests, A/B runs); read at each call.
+int tile_for(const CpuTensor& x, const CpuTensor& w, const Geo& g, std::size_t groups) {
+    if (x.dtype != DType::F32 || groups != 1) return 0;
+    if (g.k[0] != 1 || g.k[1] != 3 || g.k[2] != 3 || g.in[0] != 1 || g.out[0] != 1 || g.pad[0] != 0)
+        return 0;
+    for (int d = 1; d < 3; ++d)
+        if (g.stride[d] != 1 || g.dil[d] != 1) return 0;
+    if (const char* e = std::getenv("EMBER_CPU_WINOGRAD"); e && e[0] && !e[1]) {
+        if (e[0] == '0') return 0;
+        if (e[0] == '2' || e[0] == '4') return e[0] - '0';
+    }
+    const i64 C = i64(w.shape[1]), K = i64(w.shape[0]), N = i64(x.shape[0]);
+    // Few channels: the transforms cost as much as the products save (and the im2col path's
+    // small-depth kernel is fast there): ResNet-18's first layer, 3 -> 64, ran 4x slower.
+    if (C < 16 || K < 16) return 0;
+    // Each transformed weight serves one multiply-add per tile of the call: with few tiles
+    // the products stream the weights (16/9 or 36/9 of the 3×3 weights' bytes) from memory
+    // and lose. On a Zen 5 core at batch 1 (ms, im2col / F(2×2) / F(4×4)): 64 channels at
+    // 32×32 1.15 / 0.87 / 0.59, 128 at 16×16 0.93 / 0.70 / 0.71, 256 at 8×8 0.88 / 1.00 /
+    // 2.2, 512 at 4×4 0.93 / 3.6 / 7.7; at batch 64, F(4×4) won on all four.
+    auto tiles = [&](i64 m) { return N * ((g.out[1] + m - 1) / m) * ((g.out[2] + m - 1) / m); };
+    if (tiles(4) >= 32) return 4;
+    if (tiles(2) >= 32) return 2;
+    return 0;
+}
+
+}  // namespace
+
+bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, const Geo& g,
+                   std::size_t groups, CpuTensor& out) {
+    const int m = tile_for(x, w, g, groups);
+    if (m == 0) return false;
+    const int A = m + 2;
+    const i64 N = i64(x.shape[0]), C = i64(x.shape[1]), K = i64(w.shape[0]);
+    const i64 H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
+    const i64 TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, S = TH * TW;
+    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
+    const std::size_t ubytes = std::size_t(A * A) * each * sizeof(float);
+
+    // The transformed weights: kept across calls (inference), else made for this call.
+    const float* W0 = w.data<float>();
+    const WeightJob job{W0, K, C, m};
+    auto kept = kept_derived(w, W0, 2 + m, 1, std::size_t(K), std::size_t(C * 9), ubytes,
+                             &make_weights, &job);
+    Scratch<float> ubuf(kept ? 0 : ubytes / sizeof(float));
+    if (!kept) make_weights(&job, ubuf.get());
+    const float* U = kept ? static_cast<const float*>(kept->buf->data) : ubuf.get();
+
+    // Samples a chunk: V and M of a chunk within 1 MB (an L2's worth), or within the
+    // transformed weights' size where those are larger (each chunk reads them once). Measured
+    // on a Zen 5 core, batch 64 of ResNet-18's 64-channel 32×32 layer, F(4×4): 43-45 ms with
+    // chunks of 0.25-1 MB, 59 ms with 4 MB; the later layers gain nothing from larger chunks.
+    const i64 sample_bytes = i64(A * A) * (C + K) * S * i64(sizeof(float));
+    const i64 budget = std::max<i64>(i64(1) << 20, i64(ubytes));
+    const i64 nb = std::clamp<i64>(budget / std::max<i64>(sample_bytes, 1), 1, N);
+    Scratch<float> vbuf(std::size_t(A * A * C * nb * S));
+    Scratch<float> mbuf(std::size_t(A * A * K * nb * S));
+    const i64 scratch = m == 2 ? scratch_floats<2>(TW) : scratch_floats<4>(TW);
+    const std::size_t threads = num_threads();
+
+    for (i64 n0 = 0; n0 < N; n0 += nb) {
+        const i64 cnt = std::min(nb, N - n0), ld = cnt * S;
+        const Chunk k{x.data<float>() + n0 * C * H * W,
+                      out.data<float>() + n0 * K * OH * OW,
+                      bias,
+                      vbuf.get(),
+                      mbuf.get(),
+                      C,
+                      K,
+                      H,
+                      W,
+                      OH,
+                      OW,
+                      g.pad[1],
+                      g.pad[2],
+                      TH,
+                      TW,
+                      ld};
+        const std::size_t grain_in =
+            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(H * W, 1)));
+        parallel_for(std::size_t(cnt * C), grain_in, [&](std::size_t p0, std::size_t p1) {
+            Scratch<float> buf{std::size_t(scratch)};
+            if (m == 2)
+                run_input<2>(k, i64(p0), i64(p1), buf.get());
+            else
+                run_input<4>(k, i64(p0), i64(p1), buf.get());
+        });
+        // The α² products, each split into column blocks when there are fewer products than
+        // twice the threads.
+        const i64 pts = A * A;
+        i64 blocks = std::max<i64>(1, (2 * i64(threads) + pts - 1) / pts);
+        blocks = std::clamp<i64>(std::min<i64>(blocks, (ld + 31) / 32), 1, ld);
+        const i64 cols = ((ld + blocks - 1) / blocks + 15) / 16 * 16;
+        blocks = (ld + cols - 1) / cols;
+        parallel_for(std::size_t(pts * blocks), 1, [&](std::size_t u0, std::size_t u1) {
+            for (std::size_t u = u0; u < u1; ++u) {
+                const i64 xi = i64(u) / blocks, j0 = (i64(u) % blocks) * cols;
+                const i64 nc = std::min(cols, ld - j0);
+                const RowsB rb{k.v + xi * C * ld + j0, ld};
+                gemm_packed_b(std::size_t(K), std::size_t(nc), std::size_t(C),
+                              static_cast<const float*>(nullptr), std::size_t(C),
+                              PanelPacker<float>{&rb, &RowsB::pack},
+                              static_cast<const float*>(nullptr), k.m + xi * K * ld + j0,
+                              std::size_t(ld), false, U + std::size_t(xi) * each);
+            }
+        });
+        const std::size_t grain_out =
+            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(OH * OW, 1)));
+        parallel_for(std::size_t(cnt * K), grain_out, [&](std::size_t p0, std::size_t p1) {
+            Scratch<float> buf{std::size_t(scratch)};
+            if (m == 2)
+                run_output<2>(k, i64(p0), i64(p1), buf.get());
+            else
+                run_output<4>(k, i64(p0), i64(p1), buf.get());
+        });
+    }
+    return true;
+}
+
+}  // namespace ember::detail::cpu
