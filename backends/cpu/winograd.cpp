@@ -43,57 +43,87 @@ namespace ember::detail::cpu {
 namespace {
 
 // ---- the 1-d transforms, over n tiles at once (each pointer a row of n values) --------------
+// Every row is a __restrict parameter: from pointers held in arrays (or restrict locals) GCC
+// could not prove the dozen rows apart and left the loops scalar.
+
+EMBER_WINO_INLINE void in_f2(const float* __restrict d0, const float* __restrict d1,
+                             const float* __restrict d2, const float* __restrict d3,
+                             float* __restrict w0, float* __restrict w1, float* __restrict w2,
+                             float* __restrict w3, i64 n) {
+    for (i64 t = 0; t < n; ++t) {
+        w0[t] = d0[t] - d2[t];
+        w1[t] = d1[t] + d2[t];
+        w2[t] = d2[t] - d1[t];
+        w3[t] = d1[t] - d3[t];
+    }
+}
+
+EMBER_WINO_INLINE void in_f4(const float* __restrict d0, const float* __restrict d1,
+                             const float* __restrict d2, const float* __restrict d3,
+                             const float* __restrict d4, const float* __restrict d5,
+                             float* __restrict w0, float* __restrict w1, float* __restrict w2,
+                             float* __restrict w3, float* __restrict w4, float* __restrict w5,
+                             i64 n) {
+    for (i64 t = 0; t < n; ++t) {
+        const float a = d4[t] - 4.0f * d2[t], b = d3[t] - 4.0f * d1[t];
+        const float c = d4[t] - d2[t], e = 2.0f * (d3[t] - d1[t]);
+        w0[t] = 4.0f * d0[t] - 5.0f * d2[t] + d4[t];
+        w1[t] = a + b;
+        w2[t] = a - b;
+        w3[t] = c + e;
+        w4[t] = c - e;
+        w5[t] = 4.0f * d1[t] - 5.0f * d3[t] + d5[t];
+    }
+}
+
+EMBER_WINO_INLINE void out_f2(const float* __restrict z0, const float* __restrict z1,
+                              const float* __restrict z2, const float* __restrict z3,
+                              float* __restrict y0, float* __restrict y1, i64 n) {
+    for (i64 t = 0; t < n; ++t) {
+        y0[t] = z0[t] + z1[t] + z2[t];
+        y1[t] = z1[t] - z2[t] - z3[t];
+    }
+}
+
+EMBER_WINO_INLINE void out_f4(const float* __restrict z0, const float* __restrict z1,
+                              const float* __restrict z2, const float* __restrict z3,
+                              const float* __restrict z4, const float* __restrict z5,
+                              float* __restrict y0, float* __restrict y1, float* __restrict y2,
+                              float* __restrict y3, i64 n) {
+    for (i64 t = 0; t < n; ++t) {
+        const float s12 = z1[t] + z2[t], d12 = z1[t] - z2[t];
+        const float s34 = z3[t] + z4[t], d34 = z3[t] - z4[t];
+        y0[t] = z0[t] + s12 + s34;
+        y1[t] = d12 + 2.0f * d34;
+        y2[t] = s12 + 4.0f * s34;
+        y3[t] = d12 + 8.0f * d34 + z5[t];
+    }
+}
 
 /// w = Bᵀ d for the α = m + 2 inputs d[0..α) of each of n tiles.
 template <int M>
 EMBER_WINO_INLINE void in_1d(const float* const* d, float* const* w, i64 n) {
-    if constexpr (M == 2) {
-        const float* __restrict d0 = d[0], * __restrict d1 = d[1], * __restrict d2 = d[2], * __restrict d3 = d[3];
-        float* __restrict w0 = w[0], * __restrict w1 = w[1], * __restrict w2 = w[2], * __restrict w3 = w[3];
-        for (i64 t = 0; t < n; ++t) {
-            w0[t] = d0[t] - d2[t];
-            w1[t] = d1[t] + d2[t];
-            w2[t] = d2[t] - d1[t];
-            w3[t] = d1[t] - d3[t];
-        }
-    } else {
-        const float* __restrict d0 = d[0], * __restrict d1 = d[1], * __restrict d2 = d[2], * __restrict d3 = d[3], * __restrict d4 = d[4], * __restrict d5 = d[5];
-        float* __restrict w0 = w[0], * __restrict w1 = w[1], * __restrict w2 = w[2], * __restrict w3 = w[3], * __restrict w4 = w[4], * __restrict w5 = w[5];
-        for (i64 t = 0; t < n; ++t) {
-            const float a = d4[t] - 4.0f * d2[t], b = d3[t] - 4.0f * d1[t];
-            const float c = d4[t] - d2[t], e = 2.0f * (d3[t] - d1[t]);
-            w0[t] = 4.0f * d0[t] - 5.0f * d2[t] + d4[t];
-            w1[t] = a + b;
-            w2[t] = a - b;
-            w3[t] = c + e;
-            w4[t] = c - e;
-            w5[t] = 4.0f * d1[t] - 5.0f * d3[t] + d5[t];
-        }
-    }
+    if constexpr (M == 2)
+        in_f2(d[0], d[1], d[2], d[3], w[0], w[1], w[2], w[3], n);
+    else
+        in_f4(d[0], d[1], d[2], d[3], d[4], d[5], w[0], w[1], w[2], w[3], w[4], w[5], n);
 }
 
 /// y = Aᵀ z for the α points z[0..α) of each of n tiles: m outputs.
 template <int M>
 EMBER_WINO_INLINE void out_1d(const float* const* z, float* const* y, i64 n) {
-    if constexpr (M == 2) {
-        const float* __restrict z0 = z[0], * __restrict z1 = z[1], * __restrict z2 = z[2], * __restrict z3 = z[3];
-        float* __restrict y0 = y[0], * __restrict y1 = y[1];
-        for (i64 t = 0; t < n; ++t) {
-            y0[t] = z0[t] + z1[t] + z2[t];
-            y1[t] = z1[t] - z2[t] - z3[t];
-        }
-    } else {
-        const float* __restrict z0 = z[0], * __restrict z1 = z[1], * __restrict z2 = z[2], * __restrict z3 = z[3], * __restrict z4 = z[4], * __restrict z5 = z[5];
-        float* __restrict y0 = y[0], * __restrict y1 = y[1], * __restrict y2 = y[2], * __restrict y3 = y[3];
-        for (i64 t = 0; t < n; ++t) {
-            const float s12 = z1[t] + z2[t], d12 = z1[t] - z2[t];
-            const float s34 = z3[t] + z4[t], d34 = z3[t] - z4[t];
-            y0[t] = z0[t] + s12 + s34;
-            y1[t] = d12 + 2.0f * d34;
-            y2[t] = s12 + 4.0f * s34;
-            y3[t] = d12 + 8.0f * d34 + z5[t];
-        }
-    }
+    if constexpr (M == 2)
+        out_f2(z[0], z[1], z[2], z[3], y[0], y[1], n);
+    else
+        out_f4(z[0], z[1], z[2], z[3], z[4], z[5], y[0], y[1], y[2], y[3], n);
+}
+
+/// dst[0..n) = src[0..n) in fixed 32-byte pieces (vector moves): rows are short (34 floats
+/// for a 32×32 plane), where a memcpy call per row was 8 % of a layer's time.
+EMBER_WINO_INLINE void copy_row(float* __restrict dst, const float* __restrict src, i64 n) {
+    i64 i = 0;
+    for (; i + 8 <= n; i += 8) std::memcpy(dst + i, src + i, 32);
+    for (; i < n; ++i) dst[i] = src[i];
 }
 
 // ---- one chunk of the batch ----------------------------------------------------------------
@@ -105,124 +135,130 @@ struct Chunk {
     const float* bias;
     float* v;  ///< V: α² × C × ld
     float* m;  ///< M: α² × K × ld
-    i64 C, K, H, W, OH, OW, ph, pw, TH, TW, ld;
+    i64 C, K, H, W, OH, OW, ph, pw, TH, TW, ld;  ///< ld = samples · S
 };
 
-/// Scratch floats a thread's transform needs: α rows of the padded input and α of their
-/// vertical transform, (α + 2) phase rows (input), or α·m + m·m rows (output), of TW + 1.
+/// Scratch floats a thread's transform needs. Input: one plane zero-padded to the tiles' reach
+/// ((TH·m + 2) × (TW·m + 2)) and two sets of α² rows of ld values (the tiles' inputs gathered,
+/// then their vertical transform). Output: α·m + m·m rows of ld and one output row.
 template <int M>
-i64 scratch_floats(i64 TW) {
+i64 scratch_floats(i64 TH, i64 TW, i64 ld) {
     constexpr i64 A = M + 2;
-    const i64 wp = M * (TW + 1);
-    return std::max(2 * A * wp + (M + 2) * (TW + 1), (A * M + M * M) * (TW + 1) + wp);
+    return std::max((TH * M + 2) * (TW * M + 2) + 2 * A * A * ld, (A * M + M * M) * ld + M * TW);
 }
 
-/// V[ξ][c][tiles of sample s] for one input plane (sample s, channel c).
+/// V[ξ][c][all tiles of the chunk] for input channel c. The transforms run over the tiles of
+/// every sample of the chunk at once, vectors of ld values: by tile row (8 tiles of a 32×32
+/// plane) or by plane (4 tiles of an 8×8 one) they half-filled AVX-512's vectors and cost
+/// twice the products.
 template <int M>
-EMBER_WINO_INLINE void input_plane_body(const Chunk& k, i64 s, i64 c, float* buf) {
+EMBER_WINO_INLINE void input_channel_body(const Chunk& k, i64 c, float* buf) {
     constexpr int A = M + 2;
-    const i64 TW = k.TW, wp = M * (TW + 1);
-    const float* plane = k.x + (s * k.C + c) * k.H * k.W;
-    float* d = buf;          // α rows of wp: the tile row's input, zero-padded
-    float* u = d + A * wp;   // their vertical transform
-    float* ph = u + A * wp;  // a row's M phases, TW + 1 each
+    const i64 TH = k.TH, TW = k.TW, S = TH * TW, ld = k.ld, hp = TH * M + 2, wp = TW * M + 2;
+    float* pad = buf;           // hp × wp: a plane inside zeros
+    float* d = pad + hp * wp;   // α² rows of ld: d[r·α + j][t] = tile t's input (r, j)
+    float* u = d + A * A * ld;  // α² rows of ld: u[i·α + j] = (Bᵀ d)[i][j]
     const i64 x_lo = std::min(k.pw, wp), x_hi = std::clamp(k.pw + k.W, x_lo, wp);
-    for (i64 th = 0; th < k.TH; ++th) {
-        for (int r = 0; r < A; ++r) {
-            float* row = d + r * wp;
-            const i64 y = th * M - k.ph + r;
-            if (y < 0 || y >= k.H) {
+    for (i64 s = 0; s < ld / S; ++s) {
+        const float* plane = k.x + (s * k.C + c) * k.H * k.W;
+        for (i64 y = 0; y < hp; ++y) {
+            float* row = pad + y * wp;
+            const i64 iy = y - k.ph;
+            if (iy < 0 || iy >= k.H) {
                 std::fill(row, row + wp, 0.0f);
                 continue;
             }
             std::fill(row, row + x_lo, 0.0f);
-            std::memcpy(row + x_lo, plane + y * k.W + (x_lo - k.pw),
-                        static_cast<std::size_t>(x_hi - x_lo) * sizeof(float));
+            copy_row(row + x_lo, plane + iy * k.W + (x_lo - k.pw), x_hi - x_lo);
             std::fill(row + x_hi, row + wp, 0.0f);
         }
-        const float* dr[A];
-        float* ur[A];
-        for (int r = 0; r < A; ++r) {
-            dr[r] = d + r * wp;
-            ur[r] = u + r * wp;
-        }
-        in_1d<M>(dr, ur, wp);
-        const i64 t0 = s * k.TH * k.TW + th * TW;
-        for (int i = 0; i < A; ++i) {
-            // Tile t reads u[M·t + j], j < α: phases p_r[t] = u[M·t + r], and for j >= M the
-            // next tile's p_{j−M}.
-            const float* __restrict ui = ur[i];
-            for (i64 t = 0; t <= TW; ++t)
-#pragma GCC unroll 4
-                for (int r = 0; r < M; ++r) ph[r * (TW + 1) + t] = ui[M * t + r];
-            const float* src[A];
-            float* dst[A];
-            for (int j = 0; j < A; ++j) {
-                src[j] = j < M ? ph + j * (TW + 1) : ph + (j - M) * (TW + 1) + 1;
-                dst[j] = k.v + ((i * A + j) * k.C + c) * k.ld + t0;
+        for (i64 th = 0; th < TH; ++th)
+            for (int r = 0; r < A; ++r) {
+                const float* __restrict row = pad + (th * M + r) * wp;
+                float* __restrict dr = d + r * A * ld + s * S + th * TW;
+                for (i64 tw = 0; tw < TW; ++tw)
+#pragma GCC unroll 6
+                    for (int j = 0; j < A; ++j) dr[j * ld + tw] = row[M * tw + j];
             }
-            in_1d<M>(src, dst, TW);
+    }
+    for (int j = 0; j < A; ++j) {  // vertical: u[i][j] = Σ_r Bᵀ[i][r] d[r][j]
+        const float* src[A];
+        float* dst[A];
+        for (int r = 0; r < A; ++r) {
+            src[r] = d + (r * A + j) * ld;
+            dst[r] = u + (r * A + j) * ld;
         }
+        in_1d<M>(src, dst, ld);
+    }
+    for (int i = 0; i < A; ++i) {  // horizontal, into V
+        const float* src[A];
+        float* dst[A];
+        for (int j = 0; j < A; ++j) {
+            src[j] = u + (i * A + j) * ld;
+            dst[j] = k.v + ((i * A + j) * k.C + c) * ld;
+        }
+        in_1d<M>(src, dst, ld);
     }
 }
 
-/// One output plane (sample s, channel o) from M[ξ][o][tiles of sample s], bias added.
+/// Output channel o of every sample of the chunk from M[ξ][o][tiles], bias added; the
+/// transforms over all the chunk's tiles at once, as the input's.
 template <int M>
-EMBER_WINO_INLINE void output_plane_body(const Chunk& k, i64 s, i64 o, float* buf) {
+EMBER_WINO_INLINE void output_channel_body(const Chunk& k, i64 o, float* buf) {
     constexpr int A = M + 2;
-    const i64 TW = k.TW, n1 = TW + 1;
-    float* z = buf;             // α × M rows: the horizontal transform, z[i][r]
-    float* y = z + A * M * n1;  // M × M rows: y[s][r]
-    float* row = y + M * M * n1;
+    const i64 TH = k.TH, TW = k.TW, S = TH * TW, ld = k.ld;
+    float* z = buf;               // α × M rows of ld: z[i·M + r] = (M_i· A)[r]
+    float* y = z + A * M * ld;    // M × M rows of ld: y[q·M + r]
+    float* row = y + M * M * ld;  // one output row of the tiles (M·TW)
     const float b = k.bias ? k.bias[o] : 0.0f;
-    float* plane = k.out + (s * k.K + o) * k.OH * k.OW;
-    for (i64 th = 0; th < k.TH; ++th) {
-        const i64 t0 = s * k.TH * k.TW + th * TW;
-        for (int i = 0; i < A; ++i) {
-            const float* src[A];
-            float* dst[M];
-            for (int j = 0; j < A; ++j) src[j] = k.m + ((i * A + j) * k.K + o) * k.ld + t0;
-            for (int r = 0; r < M; ++r) dst[r] = z + (i * M + r) * n1;
-            out_1d<M>(src, dst, TW);
-        }
-        for (int r = 0; r < M; ++r) {
-            const float* src[A];
-            float* dst[M];
-            for (int i = 0; i < A; ++i) src[i] = z + (i * M + r) * n1;
-            for (int q = 0; q < M; ++q) dst[q] = y + (q * M + r) * n1;
-            out_1d<M>(src, dst, TW);
-        }
-        for (int q = 0; q < M; ++q) {
-            const i64 oh = th * M + q;
-            if (oh >= k.OH) break;
-            const float* __restrict yq = y + q * M * n1;
-            float* __restrict rw = row;
-            for (i64 t = 0; t < TW; ++t)
+    for (int i = 0; i < A; ++i) {
+        const float* src[A];
+        float* dst[M];
+        for (int j = 0; j < A; ++j) src[j] = k.m + ((i * A + j) * k.K + o) * ld;
+        for (int r = 0; r < M; ++r) dst[r] = z + (i * M + r) * ld;
+        out_1d<M>(src, dst, ld);
+    }
+    for (int r = 0; r < M; ++r) {
+        const float* src[A];
+        float* dst[M];
+        for (int i = 0; i < A; ++i) src[i] = z + (i * M + r) * ld;
+        for (int q = 0; q < M; ++q) dst[q] = y + (q * M + r) * ld;
+        out_1d<M>(src, dst, ld);
+    }
+    for (i64 s = 0; s < ld / S; ++s) {
+        float* plane = k.out + (s * k.K + o) * k.OH * k.OW;
+        for (i64 th = 0; th < TH; ++th)
+            for (int q = 0; q < M; ++q) {
+                const i64 oh = th * M + q;
+                if (oh >= k.OH) break;
+                const float* __restrict yq = y + q * M * ld + s * S + th * TW;
+                float* __restrict rw = row;
+                for (i64 tw = 0; tw < TW; ++tw)
 #pragma GCC unroll 4
-                for (int r = 0; r < M; ++r) rw[M * t + r] = yq[r * n1 + t] + b;
-            std::memcpy(plane + oh * k.OW, row, static_cast<std::size_t>(k.OW) * sizeof(float));
-        }
+                    for (int r = 0; r < M; ++r) rw[M * tw + r] = yq[r * ld + tw] + b;
+                copy_row(plane + oh * k.OW, row, k.OW);
+            }
     }
 }
 
 template <int M>
 void input_planes(const Chunk& k, i64 p0, i64 p1, float* buf) {
-    for (i64 p = p0; p < p1; ++p) input_plane_body<M>(k, p / k.C, p % k.C, buf);
+    for (i64 c = p0; c < p1; ++c) input_channel_body<M>(k, c, buf);
 }
 template <int M>
 void output_planes(const Chunk& k, i64 p0, i64 p1, float* buf) {
-    for (i64 p = p0; p < p1; ++p) output_plane_body<M>(k, p / k.K, p % k.K, buf);
+    for (i64 o = p0; o < p1; ++o) output_channel_body<M>(k, o, buf);
 }
 #if EMBER_WINO_AVX512
 // The same loops compiled for AVX-512 (the library's baseline is SSE2 or AVX2), picked at run
 // time as the GEMM picks its kernels.
 template <int M>
 EMBER_WINO_AVX512_TARGET void input_planes_avx512(const Chunk& k, i64 p0, i64 p1, float* buf) {
-    for (i64 p = p0; p < p1; ++p) input_plane_body<M>(k, p / k.C, p % k.C, buf);
+    for (i64 c = p0; c < p1; ++c) input_channel_body<M>(k, c, buf);
 }
 template <int M>
 EMBER_WINO_AVX512_TARGET void output_planes_avx512(const Chunk& k, i64 p0, i64 p1, float* buf) {
-    for (i64 p = p0; p < p1; ++p) output_plane_body<M>(k, p / k.K, p % k.K, buf);
+    for (i64 o = p0; o < p1; ++o) output_channel_body<M>(k, o, buf);
 }
 bool has_avx512() {
     static const bool yes = [] {
@@ -352,12 +388,14 @@ int tile_for(const CpuTensor& x, const CpuTensor& w, const Geo& g, std::size_t g
     if (C < 16 || K < 16) return 0;
     // Each transformed weight serves one multiply-add per tile of the call: with few tiles
     // the products stream the weights (16/9 or 36/9 of the 3×3 weights' bytes) from memory
-    // and lose. On a Zen 5 core at batch 1 (ms, im2col / F(2×2) / F(4×4)): 64 channels at
-    // 32×32 1.15 / 0.87 / 0.59, 128 at 16×16 0.93 / 0.70 / 0.71, 256 at 8×8 0.88 / 1.00 /
-    // 2.2, 512 at 4×4 0.93 / 3.6 / 7.7; at batch 64, F(4×4) won on all four.
+    // and lose. On a Zen 5 core at batch 1 (bench_scale_ops conv_fwd, ms, im2col / F(2×2) /
+    // F(4×4)): 64 channels at 32×32 1.14 / 0.57 / 0.39, 128 at 16×16 1.00 / 0.43 / 0.51, 256
+    // at 8×8 0.78 / 0.71 / 1.95, 512 at 4×4 0.75 / 3.35 / 7.5; at batch 64, F(4×4) 2.3-3.5×
+    // faster than im2col on all four (68.7 / 43.0 / 30.4 ms at 32×32, 65.9 / 34.1 / 18.7 at
+    // 4×4).
     auto tiles = [&](i64 m) { return N * ((g.out[1] + m - 1) / m) * ((g.out[2] + m - 1) / m); };
     if (tiles(4) >= 32) return 4;
-    if (tiles(2) >= 32) return 2;
+    if (tiles(2) >= 16) return 2;
     return 0;
 }
 
@@ -392,7 +430,8 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
     const i64 nb = std::clamp<i64>(budget / std::max<i64>(sample_bytes, 1), 1, N);
     Scratch<float> vbuf(std::size_t(A * A * C * nb * S));
     Scratch<float> mbuf(std::size_t(A * A * K * nb * S));
-    const i64 scratch = m == 2 ? scratch_floats<2>(TW) : scratch_floats<4>(TW);
+    const i64 scratch =
+        m == 2 ? scratch_floats<2>(TH, TW, nb * S) : scratch_floats<4>(TH, TW, nb * S);
     const std::size_t threads = num_threads();
 
     for (i64 n0 = 0; n0 < N; n0 += nb) {
@@ -413,9 +452,10 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
                       TH,
                       TW,
                       ld};
+        // Channels split across the pool, in pieces of some 32K values.
         const std::size_t grain_in =
-            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(H * W, 1)));
-        parallel_for(std::size_t(cnt * C), grain_in, [&](std::size_t p0, std::size_t p1) {
+            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(cnt * H * W, 1)));
+        parallel_for(std::size_t(C), grain_in, [&](std::size_t p0, std::size_t p1) {
             Scratch<float> buf{std::size_t(scratch)};
             if (m == 2)
                 run_input<2>(k, i64(p0), i64(p1), buf.get());
@@ -442,8 +482,8 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
             }
         });
         const std::size_t grain_out =
-            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(OH * OW, 1)));
-        parallel_for(std::size_t(cnt * K), grain_out, [&](std::size_t p0, std::size_t p1) {
+            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(cnt * OH * OW, 1)));
+        parallel_for(std::size_t(K), grain_out, [&](std::size_t p0, std::size_t p1) {
             Scratch<float> buf{std::size_t(scratch)};
             if (m == 2)
                 run_output<2>(k, i64(p0), i64(p1), buf.get());
