@@ -310,49 +310,100 @@ struct RowsB {
 
 // ---- the weights ---------------------------------------------------------------------------
 
-/// U[ξ] = (G g Gᵀ)[i][j] (ξ = iα + j) for every (o, c), each point's K × C matrix packed for
-/// gemm_packed_b (gemm_pack_a), gemm_packed_a_size(K, C) floats apart.
+/// U[ξ] = (G g Gᵀ)[i][j] (ξ = iα + j) for every (o, c): each point's K × C matrix packed for
+/// gemm_packed_b (gemm_pack_a), gemm_packed_a_size(K, C) floats apart, where kept; else plain,
+/// K·C floats apart (the GEMM packs it as it goes).
 struct WeightJob {
     const float* w;
     i64 K, C;
     int m;
+    bool pack;
 };
 
+/// G for the points 0, ±1 (m = 2); 0, ±1, ±2 (m = 4); and ∞.
+constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                              {0, 0, 1}};
+
+/// Rows [o0, o1) of every U[ξ] (row stride C, U[ξ] at u + ξ·K·C), in double over vectors of
+/// the input channels: G g, then (G g) Gᵀ, zero coefficients skipped. scratch: (10 + 3α)·C.
+template <int M>
+EMBER_WINO_INLINE void weight_rows(const WeightJob& j, i64 o0, i64 o1, float* u, double* scratch) {
+    constexpr int A = M + 2;
+    const auto& G = [&]() -> const double(&)[A][3] {
+        if constexpr (M == 2)
+            return kG2;
+        else
+            return kG4;
+    }();
+    const i64 K = j.K, C = j.C;
+    double* g = scratch;          // 9 rows of C: tap t of every input channel
+    double* t = g + 9 * C;        // 3α rows of C: (G g)[i][s]
+    double* acc = t + 3 * A * C;  // one row
+    for (i64 o = o0; o < o1; ++o) {
+        const float* wo = j.w + o * C * 9;
+        for (i64 c = 0; c < C; ++c)
+            for (int k = 0; k < 9; ++k) g[k * C + c] = wo[c * 9 + k];
+        for (int i = 0; i < A; ++i)
+            for (int sx = 0; sx < 3; ++sx) {
+                double* __restrict ti = t + (i * 3 + sx) * C;
+                std::fill(ti, ti + C, 0.0);
+                for (int r = 0; r < 3; ++r) {
+                    const double f = G[i][r];
+                    if (f == 0) continue;
+                    const double* __restrict gr = g + (r * 3 + sx) * C;
+                    for (i64 c = 0; c < C; ++c) ti[c] += f * gr[c];
+                }
+            }
+        for (int i = 0; i < A; ++i)
+            for (int q = 0; q < A; ++q) {
+                double* __restrict a = acc;
+                std::fill(a, a + C, 0.0);
+                for (int sx = 0; sx < 3; ++sx) {
+                    const double f = G[q][sx];
+                    if (f == 0) continue;
+                    const double* __restrict ti = t + (i * 3 + sx) * C;
+                    for (i64 c = 0; c < C; ++c) a[c] += f * ti[c];
+                }
+                float* __restrict dst = u + ((i * A + q) * K + o) * C;
+                for (i64 c = 0; c < C; ++c) dst[c] = static_cast<float>(a[c]);
+            }
+    }
+}
+
+template <int M>
+void weight_rows_any(const WeightJob& j, i64 o0, i64 o1, float* u, double* scratch) {
+    weight_rows<M>(j, o0, o1, u, scratch);
+}
+#if EMBER_WINO_AVX512
+template <int M>
+EMBER_WINO_AVX512_TARGET void weight_rows_avx512(const WeightJob& j, i64 o0, i64 o1, float* u,
+                                                 double* scratch) {
+    weight_rows<M>(j, o0, o1, u, scratch);
+}
+#endif
+
+/// Measured on a Zen 5 core for ResNet-18's 512-channel layer (9.4 M transformed values of
+/// F(4×4)): some 2 ms this way, where one (o, c) pair at a time in scalar double took tens.
 template <int M>
 void transform_weights(const WeightJob& j, float* out) {
     constexpr int A = M + 2;
-    // G for the points 0, ±1 (m = 2); 0, ±1, ±2 (m = 4); and ∞.
-    static constexpr double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-    static constexpr double G4[6][3] = {{1.0 / 4, 0, 0},
-                                        {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                        {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                        {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                        {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                        {0, 0, 1}};
-    const auto& G = [&]() -> const double(&)[A][3] {
-        if constexpr (M == 2)
-            return G2;
-        else
-            return G4;
-    }();
     const i64 K = j.K, C = j.C;
-    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
-    Scratch<float> ubuf(std::size_t(A * A * K * C));
-    float* u = ubuf.get();
+    Scratch<float> ubuf(j.pack ? std::size_t(A * A * K * C) : 0);
+    float* u = j.pack ? ubuf.get() : out;
     parallel_for(std::size_t(K), 8, [&](std::size_t o0, std::size_t o1) {
-        for (i64 o = i64(o0); o < i64(o1); ++o)
-            for (i64 c = 0; c < C; ++c) {
-                const float* g = j.w + (o * C + c) * 9;
-                double t[A][3];  // G g
-                for (int i = 0; i < A; ++i)
-                    for (int s = 0; s < 3; ++s)
-                        t[i][s] = G[i][0] * g[s] + G[i][1] * g[3 + s] + G[i][2] * g[6 + s];
-                for (int i = 0; i < A; ++i)
-                    for (int q = 0; q < A; ++q)
-                        u[((i * A + q) * K + o) * C + c] = static_cast<float>(
-                            t[i][0] * G[q][0] + t[i][1] * G[q][1] + t[i][2] * G[q][2]);
-            }
+        Scratch<double> scratch{std::size_t((10 + 3 * A) * C)};
+#if EMBER_WINO_AVX512
+        if (has_avx512()) return weight_rows_avx512<M>(j, i64(o0), i64(o1), u, scratch.get());
+#endif
+        weight_rows_any<M>(j, i64(o0), i64(o1), u, scratch.get());
     });
+    if (!j.pack) return;
+    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
     parallel_for(std::size_t(A * A), 1, [&](std::size_t x0, std::size_t x1) {
         for (std::size_t x = x0; x < x1; ++x)
             gemm_pack_a(std::size_t(K), std::size_t(C), u + x * std::size_t(K * C), std::size_t(C),
@@ -369,6 +420,12 @@ void make_weights(const void* ctx, void* out) {
 }
 
 // ---- when ----------------------------------------------------------------------------------
+
+/// Whether EMBER_CPU_WINOGRAD names a tile (2 or 4).
+bool forced_tile() {
+    const char* e = std::getenv("EMBER_CPU_WINOGRAD");
+    return e && (e[0] == '2' || e[0] == '4') && !e[1];
+}
 
 /// F(m×m, 3×3)'s m for this problem, 0 for none. EMBER_CPU_WINOGRAD=0 turns the path off, =2
 /// or =4 forces that tile wherever the shape allows (tests, A/B runs); read at each call.
@@ -414,12 +471,20 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
 
     // The transformed weights: kept across calls (inference), else made for this call.
     const float* W0 = w.data<float>();
-    const WeightJob job{W0, K, C, m};
+    const WeightJob job{W0, K, C, m, true};
     auto kept = kept_derived(w, W0, 2 + m, 1, std::size_t(K), std::size_t(C * 9), ubytes,
                              &make_weights, &job);
-    Scratch<float> ubuf(kept ? 0 : ubytes / sizeof(float));
-    if (!kept) make_weights(&job, ubuf.get());
+    // Not kept (training, the first calls of an inference loop, the cache off): transformed
+    // for this call and not packed, the GEMM packing each block of it as it goes. That costs
+    // about what the products of 64 tiles save (a batch-1 8×8 layer of 256 channels, 16
+    // tiles: 2.1 ms against im2col's 0.8; batch 64 at 4×4, 64 tiles of 4×4: 34 ms against
+    // 61), so fewer tiles go to im2col unless forced.
+    if (!kept && N * S < 64 && !forced_tile()) return false;
+    const WeightJob plain{W0, K, C, m, false};
+    Scratch<float> ubuf(kept ? 0 : std::size_t(A * A * K * C));
+    if (!kept) make_weights(&plain, ubuf.get());
     const float* U = kept ? static_cast<const float*>(kept->buf->data) : ubuf.get();
+    const std::size_t ustride = kept ? each : std::size_t(K * C);
 
     // Samples a chunk: V and M of a chunk within 1 MB (an L2's worth), or within the
     // transformed weights' size where those are larger (each chunk reads them once). Measured
@@ -452,9 +517,10 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
                       TH,
                       TW,
                       ld};
-        // Channels split across the pool, in pieces of some 32K values.
+        // Channels split across the pool, in pieces of some 4K input values (a batch-1 32×32
+        // layer's 64 channels in 16 pieces: at 16 threads, pieces of 32K kept 14 idle).
         const std::size_t grain_in =
-            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(cnt * H * W, 1)));
+            std::max<std::size_t>(1, std::size_t(4096 / std::max<i64>(cnt * H * W, 1)));
         parallel_for(std::size_t(C), grain_in, [&](std::size_t p0, std::size_t p1) {
             Scratch<float> buf{std::size_t(scratch)};
             if (m == 2)
@@ -475,14 +541,14 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
                 const i64 nc = std::min(cols, ld - j0);
                 const RowsB rb{k.v + xi * C * ld + j0, ld};
                 gemm_packed_b(std::size_t(K), std::size_t(nc), std::size_t(C),
-                              static_cast<const float*>(nullptr), std::size_t(C),
+                              U + std::size_t(xi) * ustride, std::size_t(C),
                               PanelPacker<float>{&rb, &RowsB::pack},
                               static_cast<const float*>(nullptr), k.m + xi * K * ld + j0,
-                              std::size_t(ld), false, U + std::size_t(xi) * each);
+                              std::size_t(ld), false, kept ? U + std::size_t(xi) * each : nullptr);
             }
         });
         const std::size_t grain_out =
-            std::max<std::size_t>(1, std::size_t(32768 / std::max<i64>(cnt * OH * OW, 1)));
+            std::max<std::size_t>(1, std::size_t(4096 / std::max<i64>(cnt * OH * OW, 1)));
         parallel_for(std::size_t(K), grain_out, [&](std::size_t p0, std::size_t p1) {
             Scratch<float> buf{std::size_t(scratch)};
             if (m == 2)
