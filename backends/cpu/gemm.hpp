@@ -107,6 +107,17 @@ void gemm_prepacked(bool trans_a, std::size_t m, std::size_t n, std::size_t k, d
                     const double* a, std::size_t lda, const PackedB& b, double beta, double* c,
                     std::size_t ldc, bool parallel = true);
 
+/// gemm_prepack_b's packing without its PackedB, for callers that keep several in one buffer
+/// (winograd.cpp: one per transformed point): the floats op(B) (k × n) takes, the packing into
+/// `out`, and C[m × n] = op(A) · B from it (the kernels' width must be the one it was packed
+/// for: this process's).
+std::size_t gemm_prepacked_b_size(std::size_t k, std::size_t n);
+void gemm_prepack_b_into(bool trans_b, std::size_t k, std::size_t n, const float* b,
+                         std::size_t ldb, float* out);
+void gemm_prepacked_raw(bool trans_a, std::size_t m, std::size_t n, std::size_t k, const float* a,
+                        std::size_t lda, const float* packed, float* c, std::size_t ldc,
+                        bool parallel = true);
+
 struct CpuTensor;
 
 /// op(B) (k × n at `b`, inside tensor t's buffer, row stride ld, stored n × k when trans_b) of

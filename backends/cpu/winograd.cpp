@@ -310,15 +310,30 @@ struct RowsB {
 
 // ---- the weights ---------------------------------------------------------------------------
 
-/// U[ξ] = (G g Gᵀ)[i][j] (ξ = iα + j) for every (o, c): each point's K × C matrix packed for
-/// gemm_packed_b (gemm_pack_a), gemm_packed_a_size(K, C) floats apart, where kept; else plain,
-/// K·C floats apart (the GEMM packs it as it goes).
+/// How U[ξ] = (G g Gᵀ)[i][j] (ξ = iα + j) is laid out, point after point, `stride` floats
+/// apart: plain K × C matrices (the GEMM packs them as it goes), packed as gemm_packed_b's A
+/// (gemm_pack_a), or Uᵀ (C × K) packed as a B of gemm_prepacked_raw (the transposed product of
+/// calls with few tiles).
+enum class ULayout { plain, packed_a, packed_bt };
+
 struct WeightJob {
     const float* w;
     i64 K, C;
     int m;
-    bool pack;
+    ULayout layout;
+    std::size_t stride;
 };
+
+std::size_t u_stride(ULayout layout, i64 K, i64 C) {
+    switch (layout) {
+        case ULayout::packed_a:
+            return gemm_packed_a_size(std::size_t(K), std::size_t(C));
+        case ULayout::packed_bt:
+            return gemm_prepacked_b_size(std::size_t(C), std::size_t(K));
+        default:
+            return std::size_t(K * C);
+    }
+}
 
 /// G for the points 0, ±1 (m = 2); 0, ±1, ±2 (m = 4); and ∞.
 constexpr double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
@@ -394,8 +409,9 @@ template <int M>
 void transform_weights(const WeightJob& j, float* out) {
     constexpr int A = M + 2;
     const i64 K = j.K, C = j.C;
-    Scratch<float> ubuf(j.pack ? std::size_t(A * A * K * C) : 0);
-    float* u = j.pack ? ubuf.get() : out;
+    const bool pack = j.layout != ULayout::plain;
+    Scratch<float> ubuf(pack ? std::size_t(A * A * K * C) : 0);
+    float* u = pack ? ubuf.get() : out;
     parallel_for(std::size_t(K), 8, [&](std::size_t o0, std::size_t o1) {
         Scratch<double> scratch{std::size_t((10 + 3 * A) * C)};
 #if EMBER_WINO_AVX512
@@ -403,12 +419,17 @@ void transform_weights(const WeightJob& j, float* out) {
 #endif
         weight_rows_any<M>(j, i64(o0), i64(o1), u, scratch.get());
     });
-    if (!j.pack) return;
-    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
+    if (!pack) return;
     parallel_for(std::size_t(A * A), 1, [&](std::size_t x0, std::size_t x1) {
-        for (std::size_t x = x0; x < x1; ++x)
-            gemm_pack_a(std::size_t(K), std::size_t(C), u + x * std::size_t(K * C), std::size_t(C),
-                        out + x * each, false);
+        for (std::size_t x = x0; x < x1; ++x) {
+            const float* ux = u + x * std::size_t(K * C);
+            if (j.layout == ULayout::packed_a)
+                gemm_pack_a(std::size_t(K), std::size_t(C), ux, std::size_t(C), out + x * j.stride,
+                            false);
+            else
+                gemm_prepack_b_into(true, std::size_t(C), std::size_t(K), ux, std::size_t(C),
+                                    out + x * j.stride);
+        }
     });
 }
 
@@ -446,14 +467,14 @@ int tile_for(const CpuTensor& x, const CpuTensor& w, const Geo& g, std::size_t g
     if (C < 16 || K < 16) return 0;
     // Each transformed weight serves one multiply-add per tile of the call: with few tiles
     // the products stream the weights (16/9 or 36/9 of the 3×3 weights' bytes) from memory
-    // and lose. On a Zen 5 core at batch 1 (bench_scale_ops conv_fwd, ms, im2col / F(2×2) /
-    // F(4×4)): 64 channels at 32×32 1.14 / 0.57 / 0.39, 128 at 16×16 1.00 / 0.43 / 0.51, 256
-    // at 8×8 0.78 / 0.71 / 1.95, 512 at 4×4 0.75 / 3.35 / 7.5; at batch 64, F(4×4) 2.3-3.5×
-    // faster than im2col on all four (68.7 / 43.0 / 30.4 ms at 32×32, 65.9 / 34.1 / 18.7 at
-    // 4×4).
+    // and lose. On a Zen 5 core (bench_scale_ops conv_fwd, weights kept, ms, im2col / F(2×2)
+    // / F(4×4); calls of fewer than 32 tiles run transposed): batch 1, 64 channels at 32×32
+    // 1.28 / 0.78 / 0.41, 128 at 16×16 0.95 / 0.44 / 0.36, 256 at 8×8 0.81 / 0.48 / 0.83,
+    // 512 at 4×4 0.92 / 1.75 / 7.5; 512 at 4×4, batch 2 2.63 / 1.47 / 3.60, batch 4 4.31 /
+    // 2.68 / 3.88, batch 64 65.9 / 34.1 / 18.7.
     auto tiles = [&](i64 m) { return N * ((g.out[1] + m - 1) / m) * ((g.out[2] + m - 1) / m); };
-    if (tiles(4) >= 32) return 4;
-    if (tiles(2) >= 16) return 2;
+    if (tiles(4) >= 16) return 4;
+    if (tiles(2) >= 8) return 2;
     return 0;
 }
 
@@ -467,25 +488,32 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
     const i64 N = i64(x.shape[0]), C = i64(x.shape[1]), K = i64(w.shape[0]);
     const i64 H = g.in[1], W = g.in[2], OH = g.out[1], OW = g.out[2];
     const i64 TH = (OH + m - 1) / m, TW = (OW + m - 1) / m, S = TH * TW;
-    const std::size_t each = gemm_packed_a_size(std::size_t(K), std::size_t(C));
-    const std::size_t ubytes = std::size_t(A * A) * each * sizeof(float);
+    // Calls of fewer tiles than a kernel panel's 32 columns (a batch-1 8×8 layer: 16) run
+    // each product transposed, Mᵀ[ξ] (tiles × K) = Vᵀ[ξ] · Uᵀ[ξ], the tiles filling the
+    // kernels' 8-row tiles where as columns they half-filled the panels (as conv.cpp runs
+    // its small layers from kept panels).
+    bool transposed = N * S < 32;
+    const ULayout layout = transposed ? ULayout::packed_bt : ULayout::packed_a;
+    const std::size_t kept_stride = u_stride(layout, K, C);
+    const std::size_t ubytes = std::size_t(A * A) * kept_stride * sizeof(float);
 
     // The transformed weights: kept across calls (inference), else made for this call.
     const float* W0 = w.data<float>();
-    const WeightJob job{W0, K, C, m, true};
-    auto kept = kept_derived(w, W0, 2 + m, 1, std::size_t(K), std::size_t(C * 9), ubytes,
-                             &make_weights, &job);
+    const WeightJob job{W0, K, C, m, layout, kept_stride};
+    auto kept = kept_derived(w, W0, (transposed ? 10 : 2) + m, 1, std::size_t(K),
+                             std::size_t(C * 9), ubytes, &make_weights, &job);
     // Not kept (training, the first calls of an inference loop, the cache off): transformed
     // for this call and not packed, the GEMM packing each block of it as it goes. That costs
     // about what the products of 64 tiles save (a batch-1 8×8 layer of 256 channels, 16
     // tiles: 2.1 ms against im2col's 0.8; batch 64 at 4×4, 64 tiles of 4×4: 34 ms against
     // 61), so fewer tiles go to im2col unless forced.
     if (!kept && N * S < 64 && !forced_tile()) return false;
-    const WeightJob plain{W0, K, C, m, false};
+    const WeightJob plain{W0, K, C, m, ULayout::plain, std::size_t(K * C)};
     Scratch<float> ubuf(kept ? 0 : std::size_t(A * A * K * C));
     if (!kept) make_weights(&plain, ubuf.get());
+    transposed = transposed && kept;
     const float* U = kept ? static_cast<const float*>(kept->buf->data) : ubuf.get();
-    const std::size_t ustride = kept ? each : std::size_t(K * C);
+    const std::size_t ustride = kept ? kept_stride : std::size_t(K * C);
 
     // Samples a chunk: V and M of a chunk within 1 MB (an L2's worth), or within the
     // transformed weights' size where those are larger (each chunk reads them once). Measured
@@ -496,6 +524,7 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
     const i64 nb = std::clamp<i64>(budget / std::max<i64>(sample_bytes, 1), 1, N);
     Scratch<float> vbuf(std::size_t(A * A * C * nb * S));
     Scratch<float> mbuf(std::size_t(A * A * K * nb * S));
+    Scratch<float> mtbuf(transposed ? std::size_t(A * A * K * nb * S) : 0);
     const i64 scratch =
         m == 2 ? scratch_floats<2>(TH, TW, nb * S) : scratch_floats<4>(TH, TW, nb * S);
     const std::size_t threads = num_threads();
@@ -536,18 +565,33 @@ bool conv_winograd(const CpuTensor& x, const CpuTensor& w, const float* bias, co
         blocks = std::clamp<i64>(std::min<i64>(blocks, (ld + 31) / 32), 1, ld);
         const i64 cols = ((ld + blocks - 1) / blocks + 15) / 16 * 16;
         blocks = (ld + cols - 1) / cols;
-        parallel_for(std::size_t(pts * blocks), 1, [&](std::size_t u0, std::size_t u1) {
-            for (std::size_t u = u0; u < u1; ++u) {
-                const i64 xi = i64(u) / blocks, j0 = (i64(u) % blocks) * cols;
-                const i64 nc = std::min(cols, ld - j0);
-                const RowsB rb{k.v + xi * C * ld + j0, ld};
-                gemm_packed_b(std::size_t(K), std::size_t(nc), std::size_t(C),
-                              U + std::size_t(xi) * ustride, std::size_t(C),
-                              PanelPacker<float>{&rb, &RowsB::pack},
-                              static_cast<const float*>(nullptr), k.m + xi * K * ld + j0,
-                              std::size_t(ld), false, kept ? U + std::size_t(xi) * each : nullptr);
-            }
-        });
+        if (transposed) {
+            parallel_for(std::size_t(pts), 1, [&](std::size_t u0, std::size_t u1) {
+                for (i64 xi = i64(u0); xi < i64(u1); ++xi) {
+                    float* mt = mtbuf.get() + xi * ld * K;
+                    gemm_prepacked_raw(true, std::size_t(ld), std::size_t(K), std::size_t(C),
+                                       k.v + xi * C * ld, std::size_t(ld),
+                                       U + std::size_t(xi) * ustride, mt, std::size_t(K), false);
+                    float* mx = k.m + xi * K * ld;  // M[ξ] = Mᵀ[ξ]ᵀ, for the transform
+                    for (i64 o = 0; o < K; ++o)
+                        for (i64 t = 0; t < ld; ++t) mx[o * ld + t] = mt[t * K + o];
+                }
+            });
+        } else {
+            parallel_for(std::size_t(pts * blocks), 1, [&](std::size_t u0, std::size_t u1) {
+                for (std::size_t u = u0; u < u1; ++u) {
+                    const i64 xi = i64(u) / blocks, j0 = (i64(u) % blocks) * cols;
+                    const i64 nc = std::min(cols, ld - j0);
+                    const RowsB rb{k.v + xi * C * ld + j0, ld};
+                    gemm_packed_b(std::size_t(K), std::size_t(nc), std::size_t(C),
+                                  U + std::size_t(xi) * ustride, std::size_t(C),
+                                  PanelPacker<float>{&rb, &RowsB::pack},
+                                  static_cast<const float*>(nullptr), k.m + xi * K * ld + j0,
+                                  std::size_t(ld), false,
+                                  kept ? U + std::size_t(xi) * ustride : nullptr);
+                }
+            });
+        }
         const std::size_t grain_out =
             std::max<std::size_t>(1, std::size_t(4096 / std::max<i64>(cnt * OH * OW, 1)));
         parallel_for(std::size_t(K), grain_out, [&](std::size_t p0, std::size_t p1) {
