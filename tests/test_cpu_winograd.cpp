@@ -4,8 +4,9 @@
 // tiles at 1-3 threads: positions that are and are not a multiple of the tile, padding 0, 1 and
 // 2, channel counts that are not a multiple of the vector width, depths past one block of the
 // GEMM, batches that run in several chunks, with and without bias; groups and strides, which
-// the path declines, still give the convolution; and the transformed weights kept across calls
-// (the inference path) are used, and dropped when the weights change.
+// the path declines, still give the convolution; calls of fewer than 32 tiles (products run
+// transposed) and the default choice; and the transformed weights kept across calls (the
+// inference path) are used, and dropped when the weights change.
 //
 // Tolerance: Winograd's transforms round where im2col's sums do not. The error grows with the
 // tile (F(4×4, 3×3)'s transforms carry factors up to 8 and 1/24) and with the depth of the sums;
@@ -93,7 +94,8 @@ double error(const std::vector<float>& got, const std::vector<double>& want) {
 }
 
 double tolerance(const char* mode) {
-    return std::string(mode) == "4" ? 2e-4 : 2e-5;
+    const std::string m = mode;
+    return m == "4" || m.empty() ? 2e-4 : 2e-5;
 }
 
 struct Problem {
@@ -126,10 +128,14 @@ void check(const Case& c) {
     INFO(c.n << "x" << c.cin << "x" << c.h << "x" << c.w << " -> " << c.cout << ", pad " << c.pad
              << ", stride " << c.stride << ", groups " << c.groups << (c.bias ? "" : ", no bias"));
     const Problem p = make(c);
-    for (const char* mode : {"2", "4", "0"})
+    // "": unset, the default choice (either tile, or im2col).
+    for (const char* mode : {"2", "4", "", "0"})
         for (const std::size_t threads : {1, 2, 3}) {
             INFO("EMBER_CPU_WINOGRAD=" << mode << ", " << threads << " threads");
-            ::setenv("EMBER_CPU_WINOGRAD", mode, 1);
+            if (*mode)
+                ::setenv("EMBER_CPU_WINOGRAD", mode, 1);
+            else
+                ::unsetenv("EMBER_CPU_WINOGRAD");
             ember::cpu::set_num_threads(threads);
             const double err = error(run(c, p), p.want);
             INFO("error / rms " << err);
@@ -166,6 +172,11 @@ TEST_CASE("cpu winograd: 3x3 stride-1 convolutions are the sum over the taps",
     }
     SECTION("a batch in several chunks") {
         check({20, 64, 64, 16, 16, 1});
+    }
+    // Fewer than 32 tiles: each point's product transposed, from the kept Uᵀ (the default
+    // takes F(2×2) here, a batch-1 ResNet-18 8×8 layer's shape at a quarter of its channels).
+    SECTION("few tiles: the transposed products") {
+        check({1, 64, 72, 8, 8, 1});
     }
     SECTION("declined: stride 2, groups (the im2col path runs)") {
         check({.n = 2, .cin = 16, .cout = 16, .h = 9, .w = 9, .pad = 1, .stride = 2});
