@@ -1,12 +1,12 @@
 // The CPU backend's Winograd path for 3×3 stride-1 convolutions (backends/cpu/winograd.cpp,
 // EMBER_CPU_WINOGRAD: 0 off, 2 or 4 the tile forced wherever the shape allows, read at each
 // call). Each result is checked against the sum over the taps computed in double, for both
-// tiles at 1-3 threads: positions that are and are not a multiple of the tile, padding 0, 1 and
-// 2, channel counts that are not a multiple of the vector width, depths past one block of the
-// GEMM, batches that run in several chunks, with and without bias; groups and strides, which
-// the path declines, still give the convolution; calls of fewer than 32 tiles (products run
-// transposed) and the default choice; and the transformed weights kept across calls (the
-// inference path) are used, and dropped when the weights change.
+// tiles at 1-3 threads (the same bits at each count, for the forced tiles): positions that are and
+// are not a multiple of the tile, padding 0, 1 and 2, channel counts that are not a multiple of the
+// vector width, depths past one block of the GEMM, batches that run in several chunks, with and
+// without bias; groups and strides, which the path declines, still give the convolution; calls of
+// fewer than 32 tiles (products run transposed) and the default choice; and the transformed weights
+// kept across calls (the inference path) are used, and dropped when the weights change.
 //
 // Tolerance: Winograd's transforms round where im2col's sums do not. The error grows with the
 // tile (F(4×4, 3×3)'s transforms carry factors up to 8 and 1/24) and with the depth of the sums;
@@ -129,7 +129,8 @@ void check(const Case& c) {
              << ", stride " << c.stride << ", groups " << c.groups << (c.bias ? "" : ", no bias"));
     const Problem p = make(c);
     // "": unset, the default choice (either tile, or im2col).
-    for (const char* mode : {"2", "4", "", "0"})
+    for (const char* mode : {"2", "4", "", "0"}) {
+        std::vector<float> first;  // at one thread
         for (const std::size_t threads : {1, 2, 3}) {
             INFO("EMBER_CPU_WINOGRAD=" << mode << ", " << threads << " threads");
             if (*mode)
@@ -137,10 +138,20 @@ void check(const Case& c) {
             else
                 ::unsetenv("EMBER_CPU_WINOGRAD");
             ember::cpu::set_num_threads(threads);
-            const double err = error(run(c, p), p.want);
+            const std::vector<float> got = run(c, p);
+            const double err = error(got, p.want);
             INFO("error / rms " << err);
             CHECK(err < tolerance(mode));
+            // The Winograd path's products split by point and by columns, never by depth:
+            // the same bits at every thread count (im2col's need not: EMBER_CPU_WINOGRAD=0
+            // and the default, which may take it, are not compared).
+            const bool forced = *mode == '2' || *mode == '4';
+            if (threads == 1)
+                first = got;
+            else if (forced)
+                CHECK(got == first);
         }
+    }
 }
 
 }  // namespace

@@ -6,15 +6,18 @@
 // 16 (m = 2) or 36 (m = 4) products doing 4 or 2.25 multiply-adds per output and input
 // channel, where im2col + GEMM does 9. Invariants:
 //  - U = G g Gᵀ is computed in double from the weights and rounded once; at inference it is
-//    computed once and kept (packed for the GEMM's kernels) as matmul.cpp keeps packed
-//    weights, so a pass reads it and never the 3×3 weights;
-//  - the transforms of the inputs and outputs run along rows of tiles (vectors over the tiles
-//    of a tile row, NCHW kept throughout), the products on the GEMM's own kernels from panels
-//    of V; the results differ from im2col's by the transforms' rounding only (measured
+//    computed once and kept (packed for the GEMM's kernels: as A, or as Uᵀ packed as B for
+//    calls of fewer than 32 tiles, whose products run transposed) as matmul.cpp keeps packed
+//    weights, so a pass reads it and never the 3×3 weights; unkept (training), each call
+//    transforms it for itself and small calls decline;
+//  - the transforms of the inputs and outputs run over all the tiles of one channel of the
+//    chunk at once (vectors of tiles, NCHW kept throughout), the products on the GEMM's own
+//    kernels; the results differ from im2col's by the transforms' rounding only (measured
 //    up to 4e-6 of the output's root mean square for m = 2, 6e-5 for m = 4: test_cpu_winograd);
-//  - the batch runs in chunks of samples whose V and M fit 1 MB (or the size of U), each in three
-//    parallel regions (input transform by plane, products by point, output transform by plane),
-//    so no thread waits on another's tile and the result does not depend on the thread count.
+//  - the batch runs in chunks of samples whose V and M fit 1 MB (or the size of U), each in
+//    three parallel regions (input transform by channel, products by point, output transform
+//    by channel), so no thread waits on another's tile and the result does not depend on the
+//    thread count.
 // Where it is used (tile_for) was decided by measurement: see docs/backend.md.
 #include "winograd.hpp"
 
