@@ -23,19 +23,28 @@ namespace {
 
 using ember::Cpu;
 
-// Restores the pool's size and EMBER_CPU_CONV when a case ends.
+// Restores the pool's size, EMBER_CPU_CONV and EMBER_CPU_WINOGRAD when a case ends. The cases
+// turn the Winograd path off (EMBER_CPU_WINOGRAD=0): its 3×3 layers are
+// test_cpu_winograd.cpp's, with its own tolerance, and these check the two im2col kernels.
 struct ThreadsKernelGuard {
     std::size_t threads = ember::cpu::num_threads();
-    std::optional<std::string> kernel = [] {
-        const char* e = std::getenv("EMBER_CPU_CONV");
+    std::optional<std::string> kernel = env("EMBER_CPU_CONV");
+    std::optional<std::string> winograd = env("EMBER_CPU_WINOGRAD");
+    static std::optional<std::string> env(const char* name) {
+        const char* e = std::getenv(name);
         return e ? std::optional<std::string>(e) : std::nullopt;
-    }();
+    }
+    static void restore(const char* name, const std::optional<std::string>& v) {
+        if (v)
+            ::setenv(name, v->c_str(), 1);
+        else
+            ::unsetenv(name);
+    }
+    ThreadsKernelGuard() { ::setenv("EMBER_CPU_WINOGRAD", "0", 1); }
     ~ThreadsKernelGuard() {
         ember::cpu::set_num_threads(threads);
-        if (kernel)
-            ::setenv("EMBER_CPU_CONV", kernel->c_str(), 1);
-        else
-            ::unsetenv("EMBER_CPU_CONV");
+        restore("EMBER_CPU_CONV", kernel);
+        restore("EMBER_CPU_WINOGRAD", winograd);
     }
 };
 

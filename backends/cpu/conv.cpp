@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "conv_geometry.hpp"
 #include "gemm.hpp"
 #include "iter.hpp"
 #include "kernels.hpp"
 #include "parallel.hpp"
+#include "winograd.hpp"
 
 namespace ember::detail::cpu {
 namespace {
@@ -85,9 +87,14 @@ void over_batch(std::size_t batch, double per_sample_madds, bool kernel_threads,
 
 // ---- convolution ----------------------------------------------------------------------------
 
+/// `winograd`: whether a 3×3 stride-1 float layer may take Winograd's F(m×m, 3×3) where it
+/// pays (winograd.cpp); false for the transposed convolution run as a convolution (the input
+/// gradient of training, which keeps its im2col path).
 template <typename T>
 void conv_impl(const CpuTensor& x, const CpuTensor& w, const T* bias, const Geo& g,
-               std::size_t groups, CpuTensor& out) {
+               std::size_t groups, CpuTensor& out, bool winograd = true) {
+    if constexpr (std::is_same_v<T, float>)
+        if (winograd && conv_winograd(x, w, bias, g, groups, out)) return;
     const std::size_t batch = x.shape[0];
     const i64 cin = static_cast<i64>(x.shape[1]), cout = static_cast<i64>(w.shape[0]);
     const i64 cg_in = cin / static_cast<i64>(groups), cg_out = cout / static_cast<i64>(groups);
@@ -283,7 +290,7 @@ bool conv_transpose_as_conv(const CpuTensor& x, const CpuTensor& w, const T* bia
             }
         }
     });
-    conv_impl<T>(x, wf, bias, f, groups, out);
+    conv_impl<T>(x, wf, bias, f, groups, out, false);
     return true;
 }
 

@@ -1401,6 +1401,32 @@ bool gemm_prepack_pays(bool ta, bool tb, std::size_t m, std::size_t n, std::size
     return true;
 }
 
+std::size_t gemm_prepacked_b_size(std::size_t k, std::size_t n) {
+    std::size_t size = 0;
+    by_kernel_width([&](auto vb) { size = prepacked_b_size<float, decltype(vb)::value>(k, n); });
+    return size;
+}
+
+void gemm_prepack_b_into(bool tb, std::size_t k, std::size_t n, const float* b, std::size_t ldb,
+                         float* out) {
+    by_kernel_width(
+        [&](auto vb) { prepack_b_whole<float, decltype(vb)::value>(tb, k, n, b, ldb, out); });
+}
+
+void gemm_prepacked_raw(bool ta, std::size_t m, std::size_t n, std::size_t k, const float* a,
+                        std::size_t lda, const float* packed, float* c, std::size_t ldc,
+                        bool parallel) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        scale_c(m, n, 0.0f, c, ldc);
+        return;
+    }
+    by_kernel_width([&](auto vb) {
+        prepacked_body<float, decltype(vb)::value>(ta, m, n, k, 1.0f, a, lda, packed, 0.0f, c, ldc,
+                                                   parallel);
+    });
+}
+
 PackedB gemm_prepack_b(bool tb, std::size_t k, std::size_t n, const float* b, std::size_t ldb) {
     return prepack_b_impl(tb, k, n, b, ldb);
 }

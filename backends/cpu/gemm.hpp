@@ -107,6 +107,17 @@ void gemm_prepacked(bool trans_a, std::size_t m, std::size_t n, std::size_t k, d
                     const double* a, std::size_t lda, const PackedB& b, double beta, double* c,
                     std::size_t ldc, bool parallel = true);
 
+/// gemm_prepack_b's packing without its PackedB, for callers that keep several in one buffer
+/// (winograd.cpp: one per transformed point): the floats op(B) (k × n) takes, the packing into
+/// `out`, and C[m × n] = op(A) · B from it (the kernels' width must be the one it was packed
+/// for: this process's).
+std::size_t gemm_prepacked_b_size(std::size_t k, std::size_t n);
+void gemm_prepack_b_into(bool trans_b, std::size_t k, std::size_t n, const float* b,
+                         std::size_t ldb, float* out);
+void gemm_prepacked_raw(bool trans_a, std::size_t m, std::size_t n, std::size_t k, const float* a,
+                        std::size_t lda, const float* packed, float* c, std::size_t ldc,
+                        bool parallel = true);
+
 struct CpuTensor;
 
 /// op(B) (k × n at `b`, inside tensor t's buffer, row stride ld, stored n × k when trans_b) of
@@ -128,6 +139,16 @@ std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a,
                                              std::size_t m, std::size_t k);
 std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const double* a,
                                              std::size_t groups, std::size_t m, std::size_t k);
+
+/// Values derived once from a weight (`groups` blocks of m × k at `a`, inside tensor t's
+/// buffer: what is sampled to see a change) and kept as kept_packed_a keeps its packing, keyed
+/// by t's buffer, `a`, the sizes and `kind` (a number of the caller's, 2 and up, that names
+/// what is derived): `make(ctx, out)` writes the `bytes` bytes at out. Winograd's transformed
+/// convolution weights (winograd.cpp). nullptr when kept_packed_a would give nullptr.
+std::shared_ptr<const PackedB> kept_derived(const CpuTensor& t, const float* a, int kind,
+                                            std::size_t groups, std::size_t m, std::size_t k,
+                                            std::size_t bytes, void (*make)(const void*, void*),
+                                            const void* ctx);
 
 /// Whether `gemm` hands products to BLAS: built with EMBER_CPU_BLAS, and OpenBLAS has
 /// kernels for this CPU at least as wide as the portable GEMM's (OpenBLAS falls back to SSE3

@@ -251,6 +251,30 @@ std::shared_ptr<const PackedB> find_a(const CpuTensor& w, const T* a, std::size_
     });
 }
 
+/// Values derived from A (groups blocks of m × k) by the caller's `make`, kept under `kind`.
+std::shared_ptr<const PackedB> find_derived(const CpuTensor& w, const float* a, int kind,
+                                            std::size_t groups, std::size_t m, std::size_t k,
+                                            std::size_t bytes, void (*make)(const void*, void*),
+                                            const void* ctx) {
+    if (cache().limit == 0) return nullptr;
+    const Key key{w.storage.get(),
+                  a - static_cast<const float*>(w.storage->data),
+                  k,
+                  m,
+                  groups,
+                  false,
+                  w.dtype,
+                  kind};
+    return find_or_pack(w, key, sample(a, groups * m, k, k, false), bytes, [&] {
+        PackedB out;
+        out.buf = allocate(bytes);
+        out.k = k;
+        out.n = m;
+        make(ctx, out.buf->data);
+        return out;
+    });
+}
+
 }  // namespace packed_weights
 #endif
 
@@ -285,6 +309,17 @@ std::shared_ptr<const PackedB> kept_packed_a(const CpuTensor& t, const float* a,
                                              std::size_t m, std::size_t k) {
 #if !EMBER_FREESTANDING
     return packed_weights::find_a<float>(t, a, groups, m, k);
+#else
+    return nullptr;
+#endif
+}
+
+std::shared_ptr<const PackedB> kept_derived(const CpuTensor& t, const float* a, int kind,
+                                            std::size_t groups, std::size_t m, std::size_t k,
+                                            std::size_t bytes, void (*make)(const void*, void*),
+                                            const void* ctx) {
+#if !EMBER_FREESTANDING
+    return packed_weights::find_derived(t, a, kind, groups, m, k, bytes, make, ctx);
 #else
     return nullptr;
 #endif
