@@ -17,7 +17,7 @@ step setup
 export CCACHE_DIR="${CCACHE_DIR:-${HOME:-/root}/.cache/ccache}"
 # ccache's depend mode: on a miss it takes a file's headers from the compiler's dependency file
 # (-MD, which every build here passes) instead of running the preprocessor a second time. CI
-# starts with an empty cache, so its ~600 compiles (this build, the cross, firmware, web, fuzz,
+# starts with an empty cache, so its ~500 compiles (this build, the cross, firmware, web, fuzz,
 # consumer and sanitizer builds) are misses, each about 0.25 CPU s dearer without it (em++ 1.2);
 # hits are the same (the consumer tests still take the main build's objects). docs/platforms.md.
 export CCACHE_DEPEND="${CCACHE_DEPEND:-1}"

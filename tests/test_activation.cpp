@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 
+namespace test_activation {
+
 namespace {
 
 using ember::test::Fixture;
@@ -252,3 +254,5 @@ TEMPLATE_LIST_TEST_CASE("activation: closed-form values", "[activation]",
         expect_close(act::gelu(x), ember::TensorData({g1, -(1.0 - g1)}, {2}));
     }
 }
+
+}  // namespace test_activation

@@ -9,6 +9,8 @@
 #include "ember/nn.hpp"
 #include "grad_check.hpp"
 
+namespace test_activation_ext {
+
 namespace {
 
 using ember::test::Fixture;
@@ -232,3 +234,5 @@ TEST_CASE("activation ext: the Activation module's records, params and valid()",
     // Parameter-free alternatives have nothing to record or train.
     CHECK(ember::module::num_params(nn::ActivationConfig{nn::Selu{}}.init<AD>()) == 0);
 }
+
+}  // namespace test_activation_ext

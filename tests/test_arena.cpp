@@ -12,6 +12,8 @@
 
 #include "harness.hpp"
 
+namespace test_arena {
+
 namespace {
 
 using B = ember::Cpu;
@@ -112,3 +114,5 @@ TEST_CASE("CPU allocator: large buffers on 2 MiB boundaries, reused", "[arena]")
     CHECK(static_cast<const void*>(u.primitive().bytes()) == first);
     CHECK(u.sum().into_scalar() == 0.0f);
 }
+
+}  // namespace test_arena

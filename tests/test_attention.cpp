@@ -11,10 +11,14 @@
 #include <vector>
 #if defined(EMBER_CUDA)
 #include <ember/backend/cuda_attention.hpp>
+
+#include "cuda_harness.hpp"
 #endif
 
 #include "fixture_options.hpp"
 #include "grad_check.hpp"
+
+namespace test_attention {
 
 namespace {
 
@@ -210,8 +214,6 @@ TEST_CASE("attention: bad shapes and options are errors that name the op", "[att
 }
 
 #if defined(EMBER_CUDA)
-#include "cuda_harness.hpp"
-
 namespace {
 
 using ember::Cuda;
@@ -654,3 +656,5 @@ TEST_CASE("cpu attention: fused gradients against finite differences of the defi
         }
     }
 }
+
+}  // namespace test_attention

@@ -19,6 +19,8 @@
 #include "cuda_harness.hpp"
 #endif
 
+namespace test_autocast {
+
 namespace {
 
 using AD = ember::Autodiff<ember::Cpu>;
@@ -430,3 +432,5 @@ TEST_CASE("the GPT example under bf16 autocast matches PyTorch's autocast on CUD
     gpt_under_autocast<ember::Autodiff<ember::Cuda>>(5e-2);
 }
 #endif
+
+}  // namespace test_autocast

@@ -16,6 +16,8 @@
 #include "../examples/gpt/model.hpp"
 #include "module_check.hpp"
 
+namespace test_autocast_cache {
+
 namespace {
 
 using ember::DType;
@@ -352,3 +354,5 @@ TEST_CASE("self-attention casts its input once under autocast", "[autocast][auto
     CHECK(scale > 0);
     CHECK(worst <= 2e-2 * scale);
 }
+
+}  // namespace test_autocast_cache

@@ -5,6 +5,8 @@
 
 #include "grad_check.hpp"
 
+namespace test_autodiff {
+
 namespace {
 
 using ember::Float;
@@ -193,3 +195,5 @@ TEST_CASE("autodiff: balanced checkpointing lowers peak memory", "[autodiff][mem
     CHECK(ckpt_peak * 2 < plain_peak);
     ember::test::check_close(ckpt_grad, plain_grad, {1e-6, 1e-5});
 }
+
+}  // namespace test_autodiff

@@ -9,6 +9,8 @@
 #include "fixture_options.hpp"
 #include "grad_check.hpp"
 
+namespace test_autodiff_modules {
+
 namespace {
 
 using ember::Float;
@@ -396,3 +398,5 @@ TEST_CASE("autodiff: every activation/module-op gradient case is exercised", "[a
     // And no name is run twice or run without a fixture (Fixture would throw on a missing one).
     CHECK(ran.size() == ember::test::fixture_cases(kFile).size());
 }
+
+}  // namespace test_autodiff_modules

@@ -8,6 +8,8 @@
 
 #include "grad_check.hpp"
 
+namespace test_autodiff_ops {
+
 namespace {
 
 using ember::Bool;
@@ -366,3 +368,5 @@ TEST_CASE("autodiff: every gradient fixture case is tested", "[autodiff]") {
     }
     CHECK(exercised().size() + elsewhere.size() == fixture.size());
 }
+
+}  // namespace test_autodiff_ops

@@ -5,6 +5,8 @@
 
 #include "op_test.hpp"
 
+namespace test_basic_ops {
+
 // ---------------------------------------------------------------------------------------------
 TEMPLATE_LIST_TEST_CASE("cat", "[basic][cat]", ember::test::TestBackendsWithDispatch) {
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
@@ -550,3 +552,5 @@ TEMPLATE_LIST_TEST_CASE("creation, access and transfer", "[basic][data]",
         EXPECT_CLOSE(TensorData({2.f, -1.f, 4.5f, 5.f, 1.f, 0.75f}, Shape{2, 3}), w);
     }
 }
+
+}  // namespace test_basic_ops

@@ -9,6 +9,8 @@
 #include "grad_check.hpp"
 #include "harness.hpp"
 
+namespace test_check {
+
 namespace {
 
 /// A misuse: a name, the op its message must name, and the call that breaks the rule.
@@ -159,3 +161,5 @@ TEMPLATE_LIST_TEST_CASE("checks: the same misuse gives the same error under Auto
     EMBER_SKIP_IF_UNAVAILABLE(TestType);
     same_errors_as_cpu<TestType>();
 }
+
+}  // namespace test_check

@@ -12,6 +12,8 @@
 #include <thread>
 #include "harness.hpp"
 
+namespace test_collective {
+
 namespace {
 
 using namespace ember::collective;
@@ -346,3 +348,5 @@ TEST_CASE("collective: ember::Dispatch tensors on devices with and without autod
         }
     }
 }
+
+}  // namespace test_collective

@@ -8,6 +8,8 @@
 
 #include "harness.hpp"
 
+namespace test_config {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,3 +192,5 @@ TEST_CASE("every built-in config round-trips through JSON", "[config]") {
     check_round_trip(StepLrSchedulerConfig{1.0, 3});
     check_round_trip(NoamLrSchedulerConfig{1.0});
 }
+
+}  // namespace test_config

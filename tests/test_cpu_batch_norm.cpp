@@ -22,6 +22,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_batch_norm {
+
 namespace {
 
 using ember::DType;
@@ -503,3 +505,5 @@ TEST_CASE("cpu batch norm + relu: operands are checked, f16/bf16 with a residual
     auto x64 = Tensor<C, 4>::ones({2, 3, 2, 2}).cast(DType::F64).into_primitive();
     CHECK_FALSE(C::float_batch_norm_relu(x, v3, v3, v3, v3, x64, s).has_value());
 }
+
+}  // namespace test_cpu_batch_norm

@@ -19,6 +19,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_conv_kernels {
+
 namespace {
 
 using ember::Cpu;
@@ -268,3 +270,5 @@ TEST_CASE("cpu conv kernels: stride-1 transposed convolutions, as convolutions a
     check<2>(geo2(2, 8, 6, 1, 9, 9, 3, 3, 1, 3, 1, true), true);
     check<2>(geo2(2, 24, 3, 1, 8, 8, 3, 3, 1, 1, 1, true), true);
 }
+
+}  // namespace test_cpu_conv_kernels

@@ -9,6 +9,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_kernels {
+
 namespace {
 
 using B = ember::Cpu;
@@ -124,3 +126,5 @@ TEST_CASE("cpu kernels: exp and erf over a sweep and the special values", "[cpu_
         CHECK(std::fabs(double(f[i]) - wf) <= 3e-7);
     }
 }
+
+}  // namespace test_cpu_kernels

@@ -16,6 +16,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_layer_norm {
+
 namespace {
 
 using ember::DType;
@@ -300,3 +302,5 @@ TEST_CASE("cpu layer norm: the kernels decline what they do not take", "[cpu][no
               .to_data()
               .template to_vec<float>());
 }
+
+}  // namespace test_cpu_layer_norm

@@ -9,6 +9,8 @@
 #include "harness.hpp"
 #include "matmul_reference.hpp"
 
+namespace test_cpu_packed_weights {
+
 namespace {
 
 using B = ember::Cpu;
@@ -191,3 +193,5 @@ TEST_CASE("cpu packed weights: batch-1 convolutions from weights packed once", "
         }
     }
 }
+
+}  // namespace test_cpu_packed_weights

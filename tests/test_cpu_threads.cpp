@@ -10,6 +10,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_threads {
+
 namespace {
 
 using ember::Cpu;
@@ -265,3 +267,5 @@ TEST_CASE("cpu threads: products of one or two rows split across the pool give t
         }
     }
 }
+
+}  // namespace test_cpu_threads

@@ -10,6 +10,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_unary_backward {
+
 namespace {
 
 using ember::DType;
@@ -111,3 +113,5 @@ TEST_CASE("cpu unary backward: other ops and operands are declined", "[cpu][auto
     REQUIRE(r.has_value());
     CHECK(C::float_shape(*r) == Shape{0, 3});
 }
+
+}  // namespace test_cpu_unary_backward

@@ -9,6 +9,8 @@
 #include "cuda_harness.hpp"
 #include "harness.hpp"
 
+namespace test_cuda {
+
 namespace {
 using ember::Cpu;
 using ember::Cuda;
@@ -737,4 +739,7 @@ TEST_CASE("cuda: a Linear's bias is added inside the GEMM in f32, f16 and bf16, 
                                  TensorData(want_b, {out}), {wt, wt});
     }
 }
+
+}  // namespace test_cuda
+
 #endif

@@ -26,6 +26,8 @@
 #include "cuda_harness.hpp"
 #endif
 
+namespace test_cuda_batch_norm {
+
 namespace {
 
 using ember::DType;
@@ -562,3 +564,5 @@ TEST_CASE("cuda multi-tensor Adam and SGD equal the per-parameter steps", "[cuda
 }
 
 #endif  // EMBER_CUDA
+
+}  // namespace test_cuda_batch_norm

@@ -23,6 +23,8 @@
 #include "../examples/resnet/model.hpp"
 #include "cuda_harness.hpp"
 
+namespace test_cuda_graph_resnet {
+
 namespace {
 
 using ember::Tensor;
@@ -209,5 +211,7 @@ TEST_CASE("cuda float_sgd_step equals Sgd's composed ops", "[cuda][optim]") {
         }
     }
 }
+
+}  // namespace test_cuda_graph_resnet
 
 #endif  // EMBER_CUDA

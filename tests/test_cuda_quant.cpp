@@ -12,6 +12,8 @@
 #include "cuda_harness.hpp"
 #include "harness.hpp"
 
+namespace test_cuda_quant {
+
 namespace {
 using ember::Cpu;
 using ember::Cuda;
@@ -108,4 +110,7 @@ TEST_CASE("cuda int8 Linear: other shapes take the composed default", "[cuda][qu
         ember::test::check_close(y.to_data(), f.named("exact"), {1e-5, 1e-5});
     }
 }
+
+}  // namespace test_cuda_quant
+
 #endif

@@ -28,6 +28,8 @@
 #include "cuda_harness.hpp"
 #include "harness.hpp"
 
+namespace test_cudnn {
+
 namespace {
 using ember::Cpu;
 using ember::Cuda;
@@ -798,5 +800,7 @@ TEST_CASE("cudnn: convolutions inside a captured CUDA graph", "[cuda][cudnn][gra
         check_close(conv2d(x2, w2, std::nullopt, o).to_data(), ref, {1e-4, 1e-4});
     }
 }
+
+}  // namespace test_cudnn
 
 #endif  // EMBER_CUDA

@@ -14,6 +14,8 @@
 #include "ember/train/dashboard.hpp"
 #include "ember/train/detail/dashboard.hpp"
 
+namespace test_dashboard {
+
 using namespace ember::train;
 using namespace ember::train::detail;
 
@@ -382,3 +384,5 @@ TEST_CASE("the dashboard in tmux: SIGINT stops, a resize redraws", "[dashboard]"
     CHECK(contains(s, "EXIT=130"));  // 128 + SIGINT, as shells expect
     CHECK(contains(s, "\nicanon"));
 }
+
+}  // namespace test_dashboard

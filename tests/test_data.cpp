@@ -11,6 +11,8 @@
 
 #include "harness.hpp"
 
+namespace test_data {
+
 using Catch::Contains;
 
 namespace {
@@ -604,3 +606,5 @@ TEMPLATE_LIST_TEST_CASE("data: random draws follow the distribution", "[data][di
         CHECK(a == b);
     }
 }
+
+}  // namespace test_data

@@ -20,6 +20,8 @@
 #include <thread>
 #include "module_check.hpp"
 
+namespace test_data_parallel {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -506,3 +508,5 @@ TEST_CASE("GradientReducer: buckets, a second backward, misuse",
         CHECK_THROWS_AS(GradientReducer(*group[0], model, {.weight = NAN}), ember::ArgumentError);
     }
 }
+
+}  // namespace test_data_parallel

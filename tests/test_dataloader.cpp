@@ -15,6 +15,8 @@
 
 #include "harness.hpp"
 
+namespace test_dataloader {
+
 using namespace ember::data;
 using CpuDevice = ember::Device<ember::Cpu>;
 
@@ -276,3 +278,5 @@ TEST_CASE("DataLoader workers read a SqliteDataset concurrently", "[dataloader]"
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
 }
+
+}  // namespace test_dataloader

@@ -11,6 +11,8 @@
 
 #include "harness.hpp"
 
+namespace test_dataset {
+
 namespace fs = std::filesystem;
 using namespace ember::data;
 
@@ -395,3 +397,5 @@ TEST_CASE("SamplerDataset with replacement draws uniformly", "[data]") {
     CHECK_THROWS_AS(SamplerDataset(range_dataset(0), 3, 1), ember::ArgumentError);
     CHECK(SamplerDataset(range_dataset(0), 0, 1).is_empty());
 }
+
+}  // namespace test_dataset

@@ -18,6 +18,9 @@
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #include <stb/stb_image_write.h>
+#undef STB_IMAGE_WRITE_IMPLEMENTATION
+
+namespace test_datasets_builtin {
 
 namespace fs = std::filesystem;
 using namespace ember::data;
@@ -601,3 +604,5 @@ TEST_CASE("FortunesDataset loads Debian's fortunes", "[datasets]") {
     const auto [train, test] = ds.split(0.9, 42);
     CHECK(train.len() + test.len() == ds.len());
 }
+
+}  // namespace test_datasets_builtin

@@ -11,6 +11,8 @@
 
 #include "harness.hpp"
 
+namespace test_dispatch {
+
 using ember::Dispatch;
 using ember::DispatchDevice;
 using ember::Tensor;
@@ -358,3 +360,5 @@ TEST_CASE("dispatch: attention runs the fused kernel of the operands' stack", "[
               }),
               "cpu+fusion has no fused attention kernel"));
 }
+
+}  // namespace test_dispatch

@@ -7,6 +7,8 @@
 
 #include "harness.hpp"
 
+namespace test_dispatch_instances {
+
 using ember::Dispatch;
 using ember::Tensor;
 using ember::TensorData;
@@ -231,3 +233,5 @@ TEST_CASE("dispatch instances: module walks through the per-module functions", "
     CHECK(visited(loaded) == twice);
     CHECK(loaded.net.first.weight.val().device() == plain);
 }
+
+}  // namespace test_dispatch_instances

@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 
+namespace test_errors {
+
 using Catch::Contains;
 
 namespace {
@@ -325,3 +327,5 @@ TEMPLATE_LIST_TEST_CASE("errors: ArgumentError", "[errors]", ember::test::TestBa
                             Contains("conv1d") && Contains("stride"));
     }
 }
+
+}  // namespace test_errors

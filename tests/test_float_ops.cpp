@@ -9,6 +9,8 @@
 
 #include "op_test.hpp"
 
+namespace test_float_ops {
+
 // ---------------------------------------------------------------------------------------------
 namespace {
 const char* const kUnary[] = {"ceil", "floor", "round", "cos", "sin",  "tanh",
@@ -319,3 +321,5 @@ TEMPLATE_LIST_TEST_CASE("random / random_like", "[float][random]",
         CHECK_THROWS_AS(T2::random(Shape{2, 2}, Dist::Uniform(1, 0)), ember::ArgumentError);
     }
 }
+
+}  // namespace test_float_ops

@@ -30,7 +30,10 @@
 #include <ember/backend/cuda.hpp>
 #endif
 
+#include "../examples/custom-kernel/fused_matmul_add_relu.hpp"
 #include "harness.hpp"
+
+namespace test_fusion {
 
 namespace {
 
@@ -664,8 +667,6 @@ TEST_CASE("fusion cpu: a dropped intermediate is never allocated", "[fusion]") {
     CHECK(y.dims()[0] == n);
 }
 
-#include "../examples/custom-kernel/fused_matmul_add_relu.hpp"
-
 TEST_CASE("fusion cpu: the custom-kernel example against the math", "[fusion][custom-kernel]") {
     // lhs [1, 2, 3], rhs [1, 3, 2]: small enough to spell the expected values out.
     const std::vector<float> l{1, -2, 3, 0.5f, 1, -1}, r{2, 1, -1, 0, 1, 3};
@@ -1117,3 +1118,5 @@ TEST_CASE("cuda fusion: the on-disk cache", "[cuda][fusion]") {
     std::filesystem::remove_all(dir);
 }
 #endif
+
+}  // namespace test_fusion

@@ -21,6 +21,8 @@
 #include "fuzz/fuzz.hpp"
 #include "harness.hpp"
 
+namespace test_fuzz_regressions {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -283,3 +285,5 @@ TEST_CASE("images: a PGM header number beyond an int, or 16-bit samples, is refu
         fs::remove(file);
     }
 }
+
+}  // namespace test_fuzz_regressions

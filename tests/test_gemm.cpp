@@ -5,6 +5,8 @@
 #include "harness.hpp"
 #include "matmul_reference.hpp"
 
+namespace test_gemm {
+
 namespace {
 
 using B = ember::Cpu;
@@ -82,3 +84,5 @@ TEST_CASE("matmul across the CPU GEMM paths", "[gemm]") {
         }
     }
 }
+
+}  // namespace test_gemm

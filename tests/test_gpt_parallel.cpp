@@ -24,6 +24,8 @@
 #include <ember/collective/nccl.hpp>
 #endif
 
+namespace test_gpt_parallel {
+
 namespace {
 
 using ember::Tensor;
@@ -179,3 +181,5 @@ TEST_CASE("gpt example: 2 GPUs on halves step as 1 GPU on the whole batch",
         param_values(single), 1e-5, 1e-4);
 }
 #endif
+
+}  // namespace test_gpt_parallel

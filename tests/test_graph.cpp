@@ -504,3 +504,9 @@ TEMPLATE_LIST_TEST_CASE("graph: the Learner's captured steps train as its eager 
 }
 
 #endif  // EMBER_CUDA || EMBER_VULKAN
+
+namespace test_graph {
+
+#undef REQUIRE_DEVICE
+
+}  // namespace test_graph

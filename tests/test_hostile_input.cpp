@@ -10,6 +10,8 @@
 
 #include "harness.hpp"
 
+namespace test_hostile_input {
+
 // Under AddressSanitizer, an allocation larger than it supports is reported and ends the
 // program unless the allocator may return null; the allocation cases below ask for 2^61 bytes
 // and expect the null (then an ember::Error). Options from the environment still apply.
@@ -354,3 +356,7 @@ TEMPLATE_LIST_TEST_CASE("attack: a tensor used after std::move throws naming the
     const auto copy = z;  // NOLINT
     CHECK_FALSE(copy.is_valid());
 }
+
+#undef EMBER_TEST_ASAN
+
+}  // namespace test_hostile_input

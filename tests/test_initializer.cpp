@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 
+namespace test_initializer {
+
 namespace {
 
 using ember::nn::Initializer;
@@ -129,3 +131,5 @@ TEST_CASE("layers use PyTorch's default initialisation", "[nn][init]") {
         CHECK(n.beta.val().to_data() == ember::Tensor<B, 1>::zeros({8}).to_data());
     }
 }
+
+}  // namespace test_initializer

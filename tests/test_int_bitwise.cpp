@@ -9,6 +9,8 @@
 
 #include "op_test.hpp"
 
+namespace test_int_bitwise {
+
 namespace {
 Fixture bitwise(const char* name) {
     return Fixture("bitwise", name);
@@ -170,3 +172,5 @@ TEMPLATE_LIST_TEST_CASE("bitwise op codes on float and bool primitives are DType
     CHECK_THROWS_WITH(B::bool_binary(ember::BinaryOp::Shl, m, m),
                       Catch::Contains("bitwise_left_shift") && Catch::Contains("bool"));
 }
+
+}  // namespace test_int_bitwise

@@ -6,6 +6,8 @@
 
 #include "op_test.hpp"
 
+namespace test_int_bool_ops {
+
 namespace {
 TensorData ints(std::vector<std::int64_t> v, Shape s) { return TensorData(v, s); }
 }  // namespace
@@ -267,3 +269,5 @@ TEMPLATE_LIST_TEST_CASE("bool conversions and logic", "[bool][not_][float_][int_
         EXPECT_SAME(f.output(5), x.bool_xor(y));
     }
 }
+
+}  // namespace test_int_bool_ops

@@ -10,6 +10,8 @@
 
 #include "op_test.hpp"
 
+namespace test_kind_parity {
+
 namespace {
 TensorData ints(std::vector<std::int64_t> v, Shape s) {
     return TensorData(v, s);
@@ -276,3 +278,5 @@ TEMPLATE_LIST_TEST_CASE("nested-literal construction", "[from_floats][from_ints]
                           Contains("from_floats") && Contains("2, 3"));
     }
 }
+
+}  // namespace test_kind_parity

@@ -26,6 +26,8 @@
 #include <thread>
 #include "harness.hpp"
 
+namespace test_learner {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -383,11 +385,14 @@ TEST_CASE("precision, recall, F-score and perplexity in the Learner", "[learner]
     CHECK(shown);
 }
 
+}  // namespace test_learner
+
 // A step output decoded as text, as a sequence model's adaptor would: each item's best class
 // and its target as one letter, so that the character error rate is the share of items wrong.
 template <>
-struct ember::train::Adaptor<train::ClassificationOutput<Cpu>, train::TextInput> {
-    static train::TextInput adapt(const train::ClassificationOutput<Cpu>& o) {
+struct ember::train::Adaptor<ember::train::ClassificationOutput<ember::Cpu>,
+                             ember::train::TextInput> {
+    static TextInput adapt(const ClassificationOutput<Cpu>& o) {
         const auto best = o.output.argmax(1).to_data().to_vec<std::int64_t>();
         const auto truth = o.targets.to_data().to_vec<std::int64_t>();
         train::TextInput in;
@@ -398,6 +403,8 @@ struct ember::train::Adaptor<train::ClassificationOutput<Cpu>, train::TextInput>
         return in;
     }
 };
+
+namespace test_learner {
 
 TEST_CASE("AUROC, AUC-PR, text and machine metrics in the Learner", "[learner][metrics]") {
     TempDir dir("rank-text");
@@ -1272,3 +1279,5 @@ TEST_CASE("the Learner trains a model on ember::Dispatch and validates it with v
     CHECK_THROWS_WITH(dispatch_run<Dispatch>(c.path, ember::DispatchDevice::cpu()),
                       Catch::Contains("cpu+autodiff"));
 }
+
+}  // namespace test_learner

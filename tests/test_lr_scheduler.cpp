@@ -9,6 +9,8 @@
 
 #include "harness.hpp"
 
+namespace test_lr_scheduler {
+
 namespace {
 
 namespace lr = ember::lr_scheduler;
@@ -182,3 +184,5 @@ TEST_CASE("composed and sequential schedulers", "[lr_scheduler]") {
         CHECK_THROWS_AS(seq.load_record(two.to_record()), ember::FormatError);
     }
 }
+
+}  // namespace test_lr_scheduler

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace test_metrics {
+
 namespace {
 
 using ember::Cpu;
@@ -59,12 +61,17 @@ struct ItemCount {
 
 }  // namespace
 
+}  // namespace test_metrics
+
 template <>
-struct ember::train::Adaptor<train::ClassificationOutput<Cpu>, CountInput> {
-    static CountInput adapt(const train::ClassificationOutput<Cpu>& o) {
+struct ember::train::Adaptor<ember::train::ClassificationOutput<ember::Cpu>,
+                             test_metrics::CountInput> {
+    static test_metrics::CountInput adapt(const ClassificationOutput<Cpu>& o) {
         return {o.targets.dims()[0]};
     }
 };
+
+namespace test_metrics {
 
 TEST_CASE("metric concepts and adaptors", "[metrics]") {
     static_assert(train::Numeric<train::AccuracyMetric<Cpu>>);
@@ -212,3 +219,5 @@ TEST_CASE("CpuUsage, CpuMemory and IterationSpeedMetric", "[metrics]") {
         CHECK(*speed.update({}, md).numeric == 0.0);  // a new epoch restarts the clock
     }
 }
+
+}  // namespace test_metrics

@@ -5,6 +5,8 @@
 #include <ember/ember.hpp>
 #include <ember/train/classification_metrics.hpp>
 
+namespace test_metrics_classification {
+
 namespace {
 
 using ember::Bool;
@@ -195,3 +197,5 @@ TEST_CASE("ClassificationOutput adapts to the confusion and perplexity inputs", 
     auto p = train::PrecisionMetric<Cpu>::multiclass().with_class_reduction(R::Micro);
     CHECK(*p.update(in, {}).numeric == Approx(50.0));
 }
+
+}  // namespace test_metrics_classification

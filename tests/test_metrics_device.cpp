@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+namespace test_metrics_device {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -78,3 +80,5 @@ TEST_CASE("CudaMetric: GPUs through NVML, unavailable without it", "[metrics]") 
     INFO(text);
     CHECK((text.rfind("GPU #0 - Usage ", 0) == 0 || text == "unavailable (no GPU)"));
 }
+
+}  // namespace test_metrics_device

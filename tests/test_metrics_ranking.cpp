@@ -6,6 +6,8 @@
 
 #include "harness.hpp"
 
+namespace test_metrics_ranking {
+
 namespace {
 
 using ember::Cpu;
@@ -98,3 +100,5 @@ TEST_CASE("AurocMetric and AucPrMetric: errors name the metric", "[metrics]") {
         auroc.update({Tensor<Cpu, 2>::zeros({0, 2}), Tensor<Cpu, 1, Int>::zeros({0})}, {}),
         ember::ShapeError);
 }
+
+}  // namespace test_metrics_ranking

@@ -8,6 +8,8 @@
 
 #include "harness.hpp"
 
+namespace test_metrics_text {
+
 namespace {
 
 namespace train = ember::train;
@@ -102,3 +104,5 @@ TEST_CASE("text metrics: errors name the metric", "[metrics]") {
     CHECK_THROWS_AS(train::WerMetric{}.update({{"abc"}, {"   "}}, {}), ember::ArgumentError);
     CHECK_THROWS_AS(train::BleuMetric(0), ember::ArgumentError);
 }
+
+}  // namespace test_metrics_text

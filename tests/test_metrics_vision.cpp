@@ -9,6 +9,8 @@
 
 #include "harness.hpp"
 
+namespace test_metrics_vision {
+
 namespace {
 using ember::Cpu;
 using ember::Int;
@@ -200,3 +202,5 @@ TEST_CASE("MsSsimMetric: identical images, and torch references", "[metrics][mss
         CHECK(*ranged.update({flat, flat}, {}).numeric == Approx(1.0));
     }
 }
+
+}  // namespace test_metrics_vision

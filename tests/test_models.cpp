@@ -14,6 +14,8 @@
 #include "../examples/resnet/model.hpp"
 #include "module_check.hpp"
 
+namespace test_models {
+
 namespace {
 
 using AD = ember::Autodiff<ember::Cpu>;
@@ -296,3 +298,5 @@ TEST_CASE("the GPT example trains as its PyTorch peer from the peer's saved weig
         gpt::load_pytorch(gpt::GptConfig{256, 16, 32, 2, 2, 0.0}.init<ember::Cpu>(), pt),
         ember::Error);
 }
+
+}  // namespace test_models

@@ -8,6 +8,8 @@
 
 #include "module_check.hpp"
 
+namespace test_module {
+
 namespace {
 
 template <ember::Backend B>
@@ -354,3 +356,5 @@ TEST_CASE("modules in memory with BinBytesRecorder", "[module][record]") {
     std::vector<std::byte> cut(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() - 3));
     REQUIRE_THROWS_AS(recorder.load(cut), ember::FormatError);
 }
+
+}  // namespace test_module

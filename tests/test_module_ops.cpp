@@ -7,6 +7,8 @@
 
 #include "fixture_options.hpp"
 
+namespace test_module_ops {
+
 namespace {
 
 using namespace ember::test;  // Fixture, options from params (fixture_options.hpp)
@@ -493,3 +495,5 @@ TEMPLATE_LIST_TEST_CASE("module: layer_norm matches torch", "[module][norm]",
         CHECK_THROWS_AS(layer_norm(x, std::nullopt, std::nullopt, -1.0), ember::ArgumentError);
     }
 }
+
+}  // namespace test_module_ops

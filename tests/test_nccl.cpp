@@ -13,6 +13,8 @@
 #include <thread>
 #include "harness.hpp"
 
+namespace test_nccl {
+
 namespace {
 
 using namespace ember::collective;
@@ -196,4 +198,7 @@ TEST_CASE("NcclCollective: 2 GPUs with shards of B match 1 GPU with batches of 2
     INFO("largest difference " << worst);
     CHECK(worst <= 1e-5);
 }
+
+}  // namespace test_nccl
+
 #endif

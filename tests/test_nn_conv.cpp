@@ -12,6 +12,8 @@
 #include "grad_check.hpp"
 #include "module_check.hpp"
 
+namespace test_nn_conv {
+
 namespace {
 
 using CpuB = ember::Autodiff<ember::Cpu>;  // the stack of the CPU-only cases
@@ -608,3 +610,5 @@ TEST_CASE("convolution and pooling errors", "[nn][conv][errors]") {
         SUCCEED();
     }
 }
+
+}  // namespace test_nn_conv

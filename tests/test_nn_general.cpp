@@ -11,6 +11,8 @@
 #include "grad_check.hpp"
 #include "nn_general_check.hpp"
 
+namespace test_nn_general {
+
 using namespace ember::test::general;
 using ember::Distribution;
 using ember::Tensor;
@@ -476,3 +478,5 @@ TEMPLATE_LIST_TEST_CASE("Interpolate1d matches torch.nn.functional.interpolate",
         CHECK_THROWS_AS(nn::Interpolate1dConfig{}.with_output_size(0).init(), ember::ArgumentError);
     }
 }
+
+}  // namespace test_nn_general

@@ -18,6 +18,8 @@
 #include "grad_check.hpp"
 #include "module_check.hpp"
 
+namespace test_nn_layers_ext {
+
 namespace {
 
 using Catch::Contains;
@@ -633,3 +635,7 @@ TEST_CASE("CrossAttention: structure, records, display and errors", "[nn][attent
                       Contains("CrossAttentionConfig::init") && Contains("n_heads_kv 3"));
     CHECK_THROWS_AS((nn::CrossAttentionConfig{8, 0, 4, 2, 3}.init<B>()), ember::ArgumentError);
 }
+
+#undef EMBER_OP_CASES
+
+}  // namespace test_nn_layers_ext

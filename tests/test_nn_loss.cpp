@@ -8,6 +8,8 @@
 #include "grad_check.hpp"
 #include "nn_general_check.hpp"
 
+namespace test_nn_loss {
+
 using namespace ember::test::general;
 using ember::Distribution;
 using ember::Int;
@@ -257,3 +259,5 @@ TEMPLATE_LIST_TEST_CASE("HuberLoss matches torch's huber_loss", "[nn][loss]", em
                         ember::ShapeError);
     }
 }
+
+}  // namespace test_nn_loss

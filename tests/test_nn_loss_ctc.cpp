@@ -9,6 +9,8 @@
 
 #include "loss_check.hpp"
 
+namespace test_nn_loss_ctc {
+
 using ember::Int;
 using ember::Tensor;
 using ember::test::In;
@@ -90,3 +92,5 @@ TEMPLATE_LIST_TEST_CASE("CtcLoss matches torch's ctc_loss", "[nn][loss]",
             ember::IndexError);
     }
 }
+
+}  // namespace test_nn_loss_ctc

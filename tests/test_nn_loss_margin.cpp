@@ -8,6 +8,8 @@
 
 #include "loss_check.hpp"
 
+namespace test_nn_loss_margin {
+
 using ember::Int;
 using ember::Tensor;
 using ember::test::In;
@@ -197,3 +199,5 @@ TEMPLATE_LIST_TEST_CASE("margin losses reject bad options, shapes and classes", 
         CHECK_THROWS_AS(mm.forward(Tensor<AD, 2>::zeros({2, 3}), classes), ember::IndexError);
     }
 }
+
+}  // namespace test_nn_loss_margin

@@ -8,6 +8,8 @@
 
 #include "loss_check.hpp"
 
+namespace test_nn_loss_regression {
+
 using ember::Tensor;
 using ember::test::In;
 using ember::test::loss_check::check_case;
@@ -198,3 +200,5 @@ TEMPLATE_LIST_TEST_CASE("pointwise losses reject bad options and shapes", "[nn][
         CHECK_THROWS_AS(g.forward(a, a, Tensor<AD, 1>::ones({3})), ember::ShapeError);
     }
 }
+
+}  // namespace test_nn_loss_regression

@@ -8,6 +8,8 @@
 
 #include "loss_check.hpp"
 
+namespace test_nn_loss_rnnt {
+
 using ember::Int;
 using ember::Tensor;
 using ember::test::In;
@@ -64,3 +66,5 @@ TEMPLATE_LIST_TEST_CASE("RnntLoss matches the reference RNN-T loss", "[nn][loss]
                         ember::IndexError);
     }
 }
+
+}  // namespace test_nn_loss_rnnt

@@ -6,6 +6,8 @@
 #include "grad_check.hpp"
 #include "module_check.hpp"
 
+namespace test_nn_rnn {
+
 namespace {
 
 using CpuB = ember::Autodiff<ember::Cpu>;  // the stack of the CPU-only cases
@@ -286,3 +288,5 @@ TEST_CASE("recurrent layers reject bad configs and inputs", "[nn][rnn]") {
             Contains("Gru::forward") && Contains("hidden state") && Contains("[5, 4]"));
     }
 }
+
+}  // namespace test_nn_rnn

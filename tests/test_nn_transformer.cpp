@@ -8,6 +8,8 @@
 #include "grad_check.hpp"
 #include "module_check.hpp"
 
+namespace test_nn_transformer {
+
 namespace {
 
 using AD = ember::Autodiff<ember::Cpu>;
@@ -600,3 +602,5 @@ TEST_CASE("attention and transformers reject bad configs and inputs", "[nn][tran
             ember::ArgumentError);
     }
 }
+
+}  // namespace test_nn_transformer

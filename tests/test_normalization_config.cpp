@@ -9,6 +9,8 @@
 #include "ember/nn.hpp"
 #include "grad_check.hpp"
 
+namespace test_normalization_config {
+
 namespace {
 namespace nn = ember::nn;
 using ember::TensorData;
@@ -133,3 +135,5 @@ TEST_CASE("NormalizationConfig: num_features, with_num_features, parameters",
     CHECK(std::get<nn::GroupNormConfig>(configs[1].with_num_features(6).kind).num_groups == 2);
     CHECK_THROWS_AS(configs[1].with_num_features(5).init<B>(), ember::ArgumentError);
 }
+
+}  // namespace test_normalization_config

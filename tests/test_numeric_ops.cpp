@@ -6,6 +6,8 @@
 
 #include "op_test.hpp"
 
+namespace test_numeric_ops {
+
 namespace {
 /// A [rows, cols]-shaped TensorData of doubles (closed-form expectations).
 TensorData values(std::vector<double> v, Shape s) { return TensorData(v, s); }
@@ -813,3 +815,9 @@ TEMPLATE_LIST_TEST_CASE("bool_", "[numeric][bool_]", ember::test::TestBackendsWi
     EXPECT_SAME(f.output(0), f.tensor<B, 2>(0).bool_());
     EXPECT_SAME(f.output(1), f.tensor<B, 2, Int>(1).bool_());
 }
+
+#undef OPERATOR_FORM
+#undef METHOD_FORM
+#undef PAIR_FORM
+
+}  // namespace test_numeric_ops

@@ -14,6 +14,8 @@
 #include "harness.hpp"
 #include "raw_floats.hpp"
 
+namespace test_onnx_gelu {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -42,3 +44,5 @@ TEST_CASE("ember-onnx writes PyTorch's exported GELU as one gelu", "[onnx]") {
         for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - want[i]) < 1e-5);
     }
 }
+
+}  // namespace test_onnx_gelu

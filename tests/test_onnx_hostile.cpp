@@ -17,6 +17,8 @@
 #include "harness.hpp"
 #include "hostile.hpp"
 
+namespace test_onnx_hostile {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,3 +142,5 @@ TEST_CASE("attack: comment_text leaves nothing that ends, splices or escapes a c
     CHECK(onnx::comment_text("100%") == "100%25");
     CHECK(onnx::comment_text(std::string(500, 'a')).size() == 203);
 }
+
+}  // namespace test_onnx_hostile

@@ -20,6 +20,8 @@
 #include "raw_floats.hpp"
 #include "transformer.hpp"
 
+namespace test_onnx_models {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -124,3 +126,5 @@ TEST_CASE("ONNX models imported by ember-onnx match PyTorch", "[onnx]") {
         CHECK(fresh.num_params() == 20 * 16 + 16 + 16 * 10 + 10);
     }
 }
+
+}  // namespace test_onnx_models

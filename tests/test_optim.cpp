@@ -11,6 +11,8 @@
 
 #include "module_check.hpp"
 
+namespace test_optim {
+
 namespace {
 
 using F64 = ember::test::AutodiffF64;
@@ -766,3 +768,5 @@ TEST_CASE("the CPU backend's fused Adam step", "[optim]") {
                         ember::DTypeError);
     }
 }
+
+}  // namespace test_optim

@@ -16,6 +16,8 @@
 
 #include "harness.hpp"
 
+namespace test_pytorch_record {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -737,3 +739,5 @@ TEST_CASE("attack: a 4 KB .pt of repeated stride-0 views asking for 5 GB is refu
         torch_zip(tensor_pickle("FloatStorage", 1, 0, {1024, 1024}, {0, 0}), std::string(4, '\0')),
         "more than the read limit");
 }
+
+}  // namespace test_pytorch_record

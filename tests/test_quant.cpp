@@ -5,6 +5,8 @@
 
 #include "harness.hpp"
 
+namespace test_quant {
+
 using namespace ember;
 using ember::test::check_close;
 using ember::test::check_equal;
@@ -185,3 +187,5 @@ TEST_CASE("QuantizedTensor::from_data round-trips the stored values", "[quant]")
     check_equal(back.to_data(), q.to_data());
     check_close(back.dequantize().to_data(), f.named("deq"), {1e-6, 1e-6});
 }
+
+}  // namespace test_quant

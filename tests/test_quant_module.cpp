@@ -9,6 +9,8 @@
 
 #include "harness.hpp"
 
+namespace test_quant_module {
+
 using namespace ember;
 using ember::test::check_close;
 using ember::test::check_equal;
@@ -246,3 +248,5 @@ TEST_CASE("int8 Conv2d equals the convolution of PyTorch's quantized values, on 
                     {1e-5, 1e-5});
     }
 }
+
+}  // namespace test_quant_module

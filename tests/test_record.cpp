@@ -6,6 +6,8 @@
 // by hand), never from the recorders.
 #include "record_check.hpp"
 
+namespace test_record {
+
 // ---- every recorder, every precision ---------------------------------------------------------
 
 TEMPLATE_PRODUCT_TEST_CASE("records: a tree round-trips through every file recorder", "[record]",
@@ -342,3 +344,5 @@ TEST_CASE("records: trees a format cannot hold", "[record]") {
         REQUIRE_THROWS_AS(rec::BinBytesRecorder<>{}.record(too_deep), ember::ArgumentError);
     }
 }
+
+}  // namespace test_record

@@ -2,6 +2,8 @@
 // CRC-32 trailer, and the structural checks behind a valid checksum.
 #include "record_check.hpp"
 
+namespace test_record_bin {
+
 TEST_CASE("records: Bin file layout", "[record]") {
     const Value tree = Map{{"w", TensorData({1.f, 2.f}, {2})}};
     const TempDir dir;
@@ -53,3 +55,5 @@ TEST_CASE("records: crafted hostile Bin records", "[record]") {
         REQUIRE_THROWS_WITH(decode_bin(bin_record(deep)), Contains("nest deeper"));
     }
 }
+
+}  // namespace test_record_bin

@@ -1,6 +1,8 @@
 // The Gz recorders (JsonGz, NamedMpkGz, BinGz): gzip framing, its CRC, and trailing bytes.
 #include "record_check.hpp"
 
+namespace test_record_gz {
+
 TEST_CASE("records: the Gz formats are gzip streams", "[record]") {
     const Value tree = Map{{"w", TensorData({1.f, 2.f}, {2})}};
     const TempDir dir;
@@ -31,3 +33,5 @@ TEST_CASE("records: the Gz formats are gzip streams", "[record]") {
         REQUIRE_THROWS_WITH(rec::JsonGzFileRecorder<>{}.load(dir / "m"), Contains("trailing"));
     }
 }
+
+}  // namespace test_record_gz

@@ -2,6 +2,8 @@
 // hostile JSON.
 #include "record_check.hpp"
 
+namespace test_record_json {
+
 TEST_CASE("records: PrettyJson file layout", "[record]") {
     const Value tree = Map{{"w", TensorData({1.f, 2.f}, {2})}};
     const TempDir dir;
@@ -56,3 +58,5 @@ TEST_CASE("records: crafted hostile JSON", "[record]") {
                             Contains("dtype, shape and bytes"));
     }
 }
+
+}  // namespace test_record_json

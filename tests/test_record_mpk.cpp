@@ -2,6 +2,8 @@
 // interchange with msgpack-cxx, and crafted hostile MessagePack.
 #include "record_check.hpp"
 
+namespace test_record_mpk {
+
 TEST_CASE("records: NamedMpk file layout", "[record]") {
     const Value tree = Map{{"w", TensorData({1.f, 2.f}, {2})}};
     const TempDir dir;
@@ -210,3 +212,5 @@ TEST_CASE("records: crafted hostile MessagePack", "[record]") {
             Contains("too large"));
     }
 }
+
+}  // namespace test_record_mpk

@@ -2,6 +2,8 @@
 // specialisations, and errors that name the path inside the tree.
 #include "record_check.hpp"
 
+namespace test_record_serde {
+
 namespace {
 
 enum class Phase : std::uint8_t { Warmup = 1, Decay = 7 };
@@ -63,13 +65,17 @@ struct NotSerialisable {};
 
 }  // namespace
 
+}  // namespace test_record_serde
+
 template <>
-struct ember::record::Serde<Celsius> {
-    static Value to(const Celsius& c) { return Value(c.degrees); }
-    static Celsius from(const Value& v, std::string_view path) {
+struct ember::record::Serde<test_record_serde::Celsius> {
+    static Value to(const test_record_serde::Celsius& c) { return Value(c.degrees); }
+    static test_record_serde::Celsius from(const Value& v, std::string_view path) {
         return {from_value<double>(v, path)};
     }
 };
+
+namespace test_record_serde {
 
 TEST_CASE("records: serde round trips", "[record]") {
     SECTION("scalars") {
@@ -223,3 +229,5 @@ TEST_CASE("records: serde errors name the path", "[record]") {
                             Contains("'p' should have 2 elements but has 1"));
     }
 }
+
+}  // namespace test_record_serde

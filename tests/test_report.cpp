@@ -9,6 +9,8 @@
 #include <sstream>
 #include "harness.hpp"
 
+namespace test_report {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -142,3 +144,5 @@ TEST_CASE("report: names from the logs are escaped", "[report]") {
     CHECK(html.find("&lt;b&gt;x&amp;y&lt;_b&gt;") != std::string::npos);  // '/' became '_' in the file name
     CHECK(slurp(dir.path / "metrics.csv").find("train,1,1,\"a,\"\"b\"\"\",2\n") != std::string::npos);
 }
+
+}  // namespace test_report

@@ -18,6 +18,8 @@
 #include "../examples/resnet/model.hpp"
 #include "harness.hpp"
 
+namespace test_resnet_peer {
+
 namespace {
 
 namespace rec = ember::record;
@@ -89,3 +91,5 @@ TEST_CASE("the ResNet example reproduces its PyTorch peer's losses on CUDA",
     check_losses(peer_losses<ember::Autodiff<ember::Cuda>>());
 }
 #endif
+
+}  // namespace test_resnet_peer

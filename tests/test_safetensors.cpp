@@ -11,6 +11,8 @@
 
 #include "harness.hpp"
 
+namespace test_safetensors {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -175,3 +177,5 @@ TEST_CASE("safetensors", "[record][safetensors]") {
         CHECK(files >= 1);
     }
 }
+
+}  // namespace test_safetensors

@@ -12,6 +12,8 @@
 #include "grad_check.hpp"
 #include "op_test.hpp"
 
+namespace test_tensor_composed {
+
 using Catch::Contains;
 using ember::Tensor;
 
@@ -691,3 +693,5 @@ TEMPLATE_LIST_TEST_CASE("composed: gradients", "[composed][autodiff]",
         }
     }
 }
+
+}  // namespace test_tensor_composed

@@ -8,6 +8,8 @@
 #include "cuda_harness.hpp"
 #endif
 
+namespace test_transaction {
+
 namespace {
 template <typename B>
 void check_reads_every_kind() {
@@ -172,3 +174,5 @@ TEMPLATE_TEST_CASE("Transaction waits for the CUDA device once", "[transaction][
     check_waits_once<TestType>([] { return ember::cuda::sync_stats().host_waits; });
 }
 #endif
+
+}  // namespace test_transaction

@@ -21,6 +21,8 @@
 
 #include "harness.hpp"
 
+namespace test_untrusted {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -570,3 +572,5 @@ TEST_CASE("attack: image and class names with escape sequences are escaped in th
     });
     CHECK_THAT(m3, Catch::Contains("class \"a\\nb\" is listed twice"));
 }
+
+}  // namespace test_untrusted

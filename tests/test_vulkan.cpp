@@ -749,3 +749,9 @@ TEST_CASE("vulkan: the cooperative-matrix SPIR-V moves from NV to KHR", "[vulkan
     }
 }
 #endif
+
+namespace test_vulkan {
+
+#undef VK_REQUIRE_DEVICE
+
+}  // namespace test_vulkan

@@ -11,6 +11,8 @@
 
 #include "harness.hpp"
 
+namespace test_vulkan_adam {
+
 namespace {
 using ember::Tensor;
 using ember::Vulkan;
@@ -75,5 +77,7 @@ TEST_CASE("vulkan: the fused Adam step follows the formula", "[vulkan][graph][op
                         ember::ShapeError);
     }
 }
+
+}  // namespace test_vulkan_adam
 
 #endif  // EMBER_VULKAN

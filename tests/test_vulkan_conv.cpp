@@ -17,6 +17,8 @@
 
 #include "harness.hpp"
 
+namespace test_vulkan_conv {
+
 namespace {
 using ember::Tensor;
 using AD = ember::Autodiff<ember::Vulkan>;
@@ -173,4 +175,7 @@ TEST_CASE("vulkan: direct and im2col convolutions equal the sums, with both grad
             {"3-d", 2, 2, 4, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {2, 1, 1}, false});
     }
 }
+
+}  // namespace test_vulkan_conv
+
 #endif

@@ -14,6 +14,8 @@
 
 #include "harness.hpp"
 
+namespace test_vulkan_threads {
+
 using ember::Tensor;
 using V = ember::Vulkan;
 
@@ -107,4 +109,7 @@ TEST_CASE("vulkan threads: another thread's work waits for a capture and stays o
     captured.replay();
     CHECK(out->into_data().to_vec<float>() == want);
 }
+
+}  // namespace test_vulkan_threads
+
 #endif
