@@ -20,6 +20,8 @@
 
 #include "harness.hpp"
 
+namespace test_cpu_winograd {
+
 namespace {
 
 using ember::Cpu;
@@ -220,3 +222,5 @@ TEST_CASE("cpu winograd: the transformed weights kept across calls", "[cpu_winog
         }
     }
 }
+
+}  // namespace test_cpu_winograd
