@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "ember/autodiff/autodiff.hpp"
-#include "ember/backend/detail/cpu_tensor.hpp"
 #include "ember/detail/recycling_allocator.hpp"
 #include "ember/dispatch/dispatch.hpp"
 #include "ember/tensor/attention.hpp"
