@@ -312,15 +312,10 @@ std::pair<Dispatch::FT, Dispatch::FT> Dispatch::float_sgd_step(FT param, FT grad
 
 std::vector<std::array<Dispatch::FT, 2>> Dispatch::float_sgd_steps(
     std::vector<std::array<FT, 3>> tensors, const std::vector<SgdStepScalars>& scalars) {
-    using detail::dispatch::Operand;
     EMBER_CHECK(tensors.size() == scalars.size(), Argument, "float_sgd_steps: ", tensors.size(),
                 " tensor groups but ", scalars.size(), " sets of scalars");
     if (tensors.empty()) return {};
-    std::vector<FT> all;
-    all.reserve(3 * tensors.size());
-    for (const auto& t : tensors) all.insert(all.end(), t.begin(), t.end());
-    const Device s = detail::dispatch::stack_of("float_sgd_steps", {Operand::vector(all, true)});
-    all.clear();
+    const Device s = detail::dispatch::stack_of_groups("float_sgd_steps", tensors);
     if (const auto fused = core_table(s).sgd_steps) return fused(s, std::move(tensors), scalars);
     std::vector<std::array<FT, 2>> out;
     out.reserve(tensors.size());
@@ -334,15 +329,10 @@ std::vector<std::array<Dispatch::FT, 2>> Dispatch::float_sgd_steps(
 
 std::vector<std::array<Dispatch::FT, 3>> Dispatch::float_adam_steps(
     std::vector<std::array<FT, 4>> tensors, const std::vector<AdamStepsScalars>& scalars) {
-    using detail::dispatch::Operand;
     EMBER_CHECK(tensors.size() == scalars.size(), Argument, "float_adam_steps: ", tensors.size(),
                 " tensor groups but ", scalars.size(), " sets of scalars");
     if (tensors.empty()) return {};
-    std::vector<FT> all;
-    all.reserve(4 * tensors.size());
-    for (const auto& t : tensors) all.insert(all.end(), t.begin(), t.end());
-    const Device s = detail::dispatch::stack_of("float_adam_steps", {Operand::vector(all, true)});
-    all.clear();
+    const Device s = detail::dispatch::stack_of_groups("float_adam_steps", tensors);
     if (const auto fused = core_table(s).adam_steps) return fused(s, std::move(tensors), scalars);
     // One update a tensor, the decay first as the optimizer's per-tensor step applies it.
     std::vector<std::array<FT, 3>> out;

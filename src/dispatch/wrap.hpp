@@ -137,14 +137,16 @@ struct Operand {
 /// Throws the ember::ArgumentError of an op given no tensor.
 [[noreturn]] void no_operand(const char* op);
 
-/// The stack an op on `ops` runs on: every tensor's stack without autodiff must be the same
-/// (else an ember::DeviceError naming both); the op records for backward when a float operand
-/// lives on an autodiff device. Inline, with the errors out of line: every op calls it, and
-/// for the usual one or two operands it comes down to a few compares.
-inline Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
-    const DispatchDevice* first = nullptr;
-    bool track = false;
-    auto see = [&](const DispatchTensor& t, bool is_float) {
+/// Finds the stack of an op from its tensor operands, one `see` each: every tensor's stack
+/// without autodiff must be the same (else an ember::DeviceError naming both); the op records
+/// for backward when a float operand lives on an autodiff device. Inline, with the errors out of
+/// line: every op runs it, and for the usual one or two operands it comes down to a few compares.
+struct StackFinder {
+    const char* op;                         ///< the op, for the errors
+    const DispatchDevice* first = nullptr;  ///< the first operand's device
+    bool track = false;                     ///< whether a float operand has autodiff
+    /// Takes tensor `t` (a float one when `is_float`) into account.
+    void see(const DispatchTensor& t, bool is_float) {
         if (t.handle == nullptr) [[unlikely]]
             no_handle();
         const DispatchDevice& d = t.handle->device;
@@ -153,15 +155,33 @@ inline Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
         else if (!same_but_autodiff(d, *first)) [[unlikely]]
             mixed_stacks(op, *first, d);
         track = track || (is_float && d.has_autodiff());
-    };
-    for (const Operand& o : ops) {
-        if (o.one) see(*o.one, o.is_float);
-        if (o.many)
-            for (const auto& t : *o.many) see(t, o.is_float);
     }
-    if (first == nullptr) [[unlikely]]
-        no_operand(op);
-    return first->autodiff(track);
+    /// The stack, once every operand has been seen.
+    Stack result() const {
+        if (first == nullptr) [[unlikely]]
+            no_operand(op);
+        return first->autodiff(track);
+    }
+};
+
+/// The stack an op on `ops` runs on (StackFinder's rules).
+inline Stack stack_of(const char* op, std::initializer_list<Operand> ops) {
+    StackFinder f{op};
+    for (const Operand& o : ops) {
+        if (o.one) f.see(*o.one, o.is_float);
+        if (o.many)
+            for (const auto& t : *o.many) f.see(t, o.is_float);
+    }
+    return f.result();
+}
+/// The stack of a multi-tensor op on groups of N float tensors (the optimizers' steps), read in
+/// place: no handle is copied into a list first.
+template <std::size_t N>
+Stack stack_of_groups(const char* op, const std::vector<std::array<DispatchTensor, N>>& groups) {
+    StackFinder f{op};
+    for (const auto& g : groups)
+        for (const auto& t : g) f.see(t, true);
+    return f.result();
 }
 /// stack_of for an op on one tensor (a float one keeps its device's autodiff).
 inline Stack stack_of_one(const DispatchTensor& t, bool is_float) {
@@ -390,6 +410,18 @@ template <typename S>
 DispatchTensor wrap_float(typename S::FloatTensorPrimitive p, const Stack& s) {
     return Out<S, Float>().emplace(s, [&] { return std::move(p); });
 }
+/// wrap_float building the tensor in `slot`'s handle where `slot` is its tensor's last name of
+/// the same primitive type (an operand the entry has taken the primitive out of: an optimizer
+/// step's parameter or state, updated in place), else in a new handle.
+template <typename S>
+DispatchTensor wrap_float_in(DispatchTensor& slot, typename S::FloatTensorPrimitive p,
+                             const Stack& s) {
+    using P = typename S::FloatTensorPrimitive;
+    const bool emptied = slot.handle != nullptr && slot.handle->type == &kHolderTag<P> &&
+                         !static_cast<const Holder<P>*>(slot.handle)->live;
+    if (emptied) return Out<S, Float>(slot).emplace(s, [&] { return std::move(p); });
+    return Out<S, Float>().emplace(s, [&] { return std::move(p); });
+}
 template <typename S>
 DispatchTensor wrap_int(typename S::IntTensorPrimitive p, const Stack& s) {
     return Out<S, Int>().emplace(s, [&] { return std::move(p); });
@@ -544,9 +576,9 @@ CoreTable make_core_table(const char* name) {
             auto [p2, m2, v2] = S::float_adam_step(
                 unwrap_float<S>(std::move(p), s), unwrap_float<S>(std::move(g), s),
                 unwrap_float<S>(std::move(m), s), unwrap_float<S>(std::move(v), s), a);
-            return std::array<DispatchTensor, 3>{wrap_float<S>(std::move(p2), s),
-                                                 wrap_float<S>(std::move(m2), s),
-                                                 wrap_float<S>(std::move(v2), s)};
+            return std::array<DispatchTensor, 3>{wrap_float_in<S>(p, std::move(p2), s),
+                                                 wrap_float_in<S>(m, std::move(m2), s),
+                                                 wrap_float_in<S>(v, std::move(v2), s)};
         };
     }
     if constexpr (requires(typename S::FloatTensorPrimitive t, SgdStepScalars a) {
@@ -557,8 +589,8 @@ CoreTable make_core_table(const char* name) {
             auto [p2, v2] = S::float_sgd_step(unwrap_float<S>(std::move(p), s),
                                               unwrap_float<S>(std::move(g), s),
                                               unwrap_float<S>(std::move(v), s), a);
-            return std::pair<DispatchTensor, DispatchTensor>{wrap_float<S>(std::move(p2), s),
-                                                             wrap_float<S>(std::move(v2), s)};
+            return std::pair<DispatchTensor, DispatchTensor>{wrap_float_in<S>(p, std::move(p2), s),
+                                                             wrap_float_in<S>(v, std::move(v2), s)};
         };
     }
     if constexpr (requires(std::vector<std::array<typename S::FloatTensorPrimitive, 4>> t,
@@ -574,9 +606,11 @@ CoreTable make_core_table(const char* name) {
             auto r = S::float_adam_steps(std::move(in), a);
             std::vector<std::array<DispatchTensor, 3>> out;
             out.reserve(r.size());
-            for (auto& u : r)
-                out.push_back({wrap_float<S>(std::move(u[0]), s), wrap_float<S>(std::move(u[1]), s),
-                               wrap_float<S>(std::move(u[2]), s)});
+            // The new parameter and moments in the old ones' handles (emptied by unwrap).
+            for (std::size_t i = 0; i < r.size(); ++i)
+                out.push_back({wrap_float_in<S>(t[i][0], std::move(r[i][0]), s),
+                               wrap_float_in<S>(t[i][2], std::move(r[i][1]), s),
+                               wrap_float_in<S>(t[i][3], std::move(r[i][2]), s)});
             return out;
         };
     }
@@ -593,9 +627,9 @@ CoreTable make_core_table(const char* name) {
             auto r = S::float_sgd_steps(std::move(in), a);
             std::vector<std::array<DispatchTensor, 2>> out;
             out.reserve(r.size());
-            for (auto& u : r)
-                out.push_back(
-                    {wrap_float<S>(std::move(u[0]), s), wrap_float<S>(std::move(u[1]), s)});
+            for (std::size_t i = 0; i < r.size(); ++i)
+                out.push_back({wrap_float_in<S>(t[i][0], std::move(r[i][0]), s),
+                               wrap_float_in<S>(t[i][2], std::move(r[i][1]), s)});
             return out;
         };
     }
