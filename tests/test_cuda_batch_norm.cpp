@@ -317,6 +317,58 @@ TEST_CASE("cuda batch norm: kernels agree with the CPU's BatchNorm", "[cuda][bat
     }
 }
 
+TEST_CASE("cuda batch norm: the tiled channels-last kernels agree with the CPU's BatchNorm",
+          "[cuda][batchnorm]") {
+    REQUIRE_GPU();
+    // Channels-last shapes of the tiled sums (a block covers up to 8 16-byte groups of channels
+    // over a range of rows; the last block of a tile to finish adds up the splits and writes
+    // the statistics; two tiles at least) and of the register elementwise kernels (channel
+    // groups dividing 256): a partial last tile, several tiles, many splits, and beside them a
+    // single tile and channels not a multiple of the vector (the earlier kernels), each plain,
+    // with the ReLU, and with residual + ReLU (bf16 under autocast, as in a model).
+    struct Case {
+        ember::Shape shape;
+        DType dtype;
+        ember::Tolerance tol;
+    };
+    const std::vector<Case> cases{
+        {{4, 24, 6, 6}, DType::BF16, {3e-2, 3e-2}},    // 3 groups, one tile: earlier kernels
+        {{3, 40, 5, 7}, DType::F32, {1e-4, 1e-4}},     // 10 groups: a full tile and a partial one
+        {{6, 48, 5, 5}, DType::F32, {1e-4, 1e-4}},     // 12 groups of 4 f32: 2 tiles
+        {{2, 512, 4, 4}, DType::BF16, {3e-2, 3e-2}},   // 8 tiles, register kernels
+        {{64, 64, 8, 8}, DType::F32, {1e-4, 1e-4}},    // 2 tiles, many splits
+        {{32, 128, 8, 8}, DType::BF16, {3e-2, 3e-2}},  // 2 tiles, many splits, bf16
+        {{5, 12, 4, 4}, DType::BF16, {3e-2, 3e-2}},    // 12 channels: no 16-byte vectors
+    };
+    for (const auto& k : cases)
+        for (const BnMode mode : {BnMode::Plain, BnMode::Relu, BnMode::AddRelu}) {
+            INFO("shape " << k.shape.to_string() << ", " << ember::dtype_name(k.dtype) << ", mode "
+                          << static_cast<int>(mode));
+            const auto x = offset_data(k.shape, 0.7, 61);
+            const auto w = offset_data(k.shape, 0.0, 62);
+            const auto r = offset_data(k.shape, 0.0, 63);
+            const bool ac = k.dtype == DType::BF16;
+            const auto want =
+                bn_run<ember::Autodiff<ember::Cpu>>(x, w, k.dtype, false, mode, {}, &r, ac);
+            const auto got = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r, ac);
+            // Again, and with the mask recomputed from x: the sums come in a fixed order (the
+            // tickets reset themselves), so the same results bit for bit where the mask is read.
+            const auto again = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r, ac);
+            ::setenv("EMBER_CUDA_BN_MASK", "recompute", 1);
+            const auto recomputed = bn_run<AdCuda>(x, w, k.dtype, true, mode, {}, &r, ac);
+            ::unsetenv("EMBER_CUDA_BN_MASK");
+            const char* what[] = {"y",           "dx",       "dgamma", "dbeta", "running_mean",
+                                  "running_var", "dresidual"};
+            REQUIRE(got.size() == want.size());
+            for (std::size_t i = 0; i < want.size(); ++i) {
+                INFO(what[i]);
+                ember::test::check_close(got[i], want[i], k.tol);
+                ember::test::check_close(recomputed[i], want[i], k.tol);
+                ember::test::check_close(again[i], got[i], {0, 0});
+            }
+        }
+}
+
 TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CPU's composed ops",
           "[cuda][batchnorm]") {
     REQUIRE_GPU();

@@ -611,6 +611,441 @@ __global__ void __launch_bounds__(kBnThreads, 4)
     });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Channels-last, 16 bytes a thread, the per-channel pass folded into the sums (the "tiled"
+// kernels): a reduction block covers a tile of up to kTileGroups vector groups (128 bytes of a
+// row: 64 bf16 channels, 32 f32) over a range of rows, each thread keeping kClUnroll rows' loads
+// in flight; its sums go to part as [split][2][c], and the last block of a tile to finish (an
+// integer ticket per tile, reset by that block: the order of the sums never depends on which
+// block is last) adds up the tile's splits in a fixed order and writes the statistics (or the
+// backward's coefficients) itself: no finalising launch. The elementwise kernels keep a
+// thread on the same channels all along (the grid's stride is a multiple of the channel groups),
+// so a thread computes its channels' coefficients once, in registers, and keeps kClUnroll
+// vectors in flight.
+
+#ifndef EMBER_BN_UNROLL
+#define EMBER_BN_UNROLL 4
+#endif
+#ifndef EMBER_BN_GRAD_UNROLL
+#define EMBER_BN_GRAD_UNROLL 2
+#endif
+#ifndef EMBER_BN_EW_UNROLL
+#define EMBER_BN_EW_UNROLL 2
+#endif
+constexpr int kClUnroll = EMBER_BN_UNROLL;           ///< rows a reduction thread has in flight
+constexpr int kClGradUnroll = EMBER_BN_GRAD_UNROLL;  ///< rows in flight, backward sums
+constexpr int kEwUnroll = EMBER_BN_EW_UNROLL;  ///< vectors an elementwise thread has in flight
+constexpr int kTileGroups = 8;                 ///< 16-byte groups of a reduction tile
+constexpr int kMaxTiles = 4096;                ///< tickets (tiles of one launch)
+
+/// The tickets of the tiled reductions: a launch's blocks count themselves in; the last one of a
+/// tile resets its ticket to 0 for the next launch (launches on one stream run one at a time).
+__device__ unsigned int g_bn_tickets[kMaxTiles];
+
+/// Launch tuning of the tiled kernels (constants of the library; benchmarks/bench_bn.cu, which
+/// includes this file, sweeps them).
+struct ClTuning {
+    int blocks_per_sm = 2;     ///< reduction grid: about this many blocks an SM
+    int min_rows = 4;          ///< rows a reduction thread reads at least
+    int max_splits = 256;      ///< splits at most (the finishing block reads tile × splits sums)
+    int ew_blocks_per_sm = 4;  ///< elementwise grid: at most this many blocks an SM
+    bool tiled = true;         ///< false: the earlier kernels (bench_bn's before side)
+    /// Tiles a launch needs at least for the tiled kernels: a single tile (64 bf16 channels)
+    /// ran slower tiled than the earlier kernels (bench_bn, H200, 2026-12-02: ResNet-18's C = 64
+    /// layers, forward 35.5 against 43.9 µs, backward 47.8 against 53.8 µs), several faster.
+    int min_tiles = 2;
+};
+ClTuning g_cl_tuning;
+
+/// Streaming multiprocessors of the current device (cached per device).
+int sm_count() {
+    static int counts[64] = {};
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+    if (counts[dev] == 0) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            n <= 0)
+            n = 132;
+        counts[dev] = n;
+    }
+    return counts[dev];
+}
+
+/// The tile geometry of a tiled reduction over c channels of width W.
+struct ClTile {
+    int groups;  ///< 16-byte groups of a tile (the last tile may have fewer channels)
+    int rows;    ///< rows a block reads at once (kBnThreads / groups)
+    int tiles;
+};
+__host__ __device__ inline ClTile cl_tile(std::int64_t c, int width) {
+    const auto g = static_cast<int>(c / width);
+    ClTile t{};
+    t.groups = g < kTileGroups ? g : kTileGroups;
+    t.rows = kBnThreads / t.groups;
+    t.tiles = (g + t.groups - 1) / t.groups;
+    return t;
+}
+
+/// Loads W values of type A from p (the per-channel vectors, in registers).
+template <int W, typename A>
+__device__ __forceinline__ void load_channels(const A* p, A (&v)[W]) {
+#pragma unroll
+    for (int j = 0; j < W; ++j) v[j] = p[j];
+}
+
+/// The tiled reduction: f(row, n, s1, s2) adds rows row, row + rows_at_once, ... (n of them, n
+/// at most kClUnroll, loads first) of the thread's group; `fin(c, s1, s2)` gets each channel's
+/// totals in the tile's last block. part: [splits][2][c].
+template <typename T, typename A, int U, typename Rows, typename Fin>
+__device__ __forceinline__ void cl_tiled_sums(const BatchNormShape& g, A* part, Rows&& rows,
+                                              Fin&& fin) {
+    constexpr int W = Vec16<T>::kWidth;
+    const ClTile t = cl_tile(g.c, W);
+    const int tile = static_cast<int>(blockIdx.x);
+    const int sp = static_cast<int>(blockIdx.y);
+    const int tid = static_cast<int>(threadIdx.x);
+    const int grp = tid % t.groups, ry = tid / t.groups;
+    const std::int64_t group = static_cast<std::int64_t>(tile) * t.groups + grp;
+    const bool active = ry < t.rows && group * W < g.c;
+    std::int64_t r0, r1;
+    split_range(g.n * g.hw, sp, g.splits, r0, r1);
+    A s1[W], s2[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) s1[j] = s2[j] = A(0);
+    if (active) {
+        const int c0 = static_cast<int>(group * W);
+        std::int64_t row = r0 + ry;
+        const std::int64_t span = static_cast<std::int64_t>(U) * t.rows;
+        for (; row + span - t.rows < r1; row += span) rows(row, U, c0, s1, s2);
+        for (; row < r1; row += t.rows) rows(row, 1, c0, s1, s2);
+    }
+    // The block's sums: [rows][tile channels] in shared memory, then summed per channel by
+    // `subs` threads each (a fixed order), then by one.
+    extern __shared__ unsigned char bn_smem[];
+    const int tch = t.groups * W;  // channels of a full tile
+    A* m1 = reinterpret_cast<A*>(bn_smem);
+    A* m2 = m1 + t.rows * tch;
+    if (ry < t.rows)
+#pragma unroll
+        for (int j = 0; j < W; ++j) {
+            m1[ry * tch + grp * W + j] = s1[j];
+            m2[ry * tch + grp * W + j] = s2[j];
+        }
+    __syncthreads();
+    const int subs = kBnThreads / tch;  // ≥ 1: tch ≤ 8·16 / sizeof(T) ≤ 128... see cl_tiled_ok
+    const int cl = tid % tch, sub = tid / tch;
+    A t1 = 0, t2 = 0;
+    if (sub < subs)
+        for (int r = sub; r < t.rows; r += subs) {
+            t1 += m1[r * tch + cl];
+            t2 += m2[r * tch + cl];
+        }
+    __syncthreads();
+    A* q1 = m1;  // reused: [subs][tch]
+    A* q2 = m1 + subs * tch;
+    if (sub < subs) {
+        q1[sub * tch + cl] = t1;
+        q2[sub * tch + cl] = t2;
+    }
+    __syncthreads();
+    const std::int64_t c = static_cast<std::int64_t>(tile) * tch + tid;
+    if (tid < tch && c < g.c) {
+        A u1 = 0, u2 = 0;
+        for (int k = 0; k < subs; ++k) {
+            u1 += q1[k * tch + tid];
+            u2 += q2[k * tch + tid];
+        }
+        part[(static_cast<std::int64_t>(sp) * 2) * g.c + c] = u1;
+        part[(static_cast<std::int64_t>(sp) * 2 + 1) * g.c + c] = u2;
+    }
+    // The tile's last block adds up its splits.
+    __shared__ bool last;
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last = atomicAdd(&g_bn_tickets[tile], 1u) == static_cast<unsigned>(g.splits - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    A f1 = 0, f2 = 0;
+    const std::int64_t cc = static_cast<std::int64_t>(tile) * tch + cl;
+    if (sub < subs && cc < g.c) {
+        int s = sub;
+        for (; s + 3 * subs < g.splits; s += 4 * subs) {
+            A a[4], b[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                a[u] = __ldcg(part + (static_cast<std::int64_t>(s + u * subs) * 2) * g.c + cc);
+                b[u] = __ldcg(part + (static_cast<std::int64_t>(s + u * subs) * 2 + 1) * g.c + cc);
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                f1 += a[u];
+                f2 += b[u];
+            }
+        }
+        for (; s < g.splits; s += subs) {
+            f1 += __ldcg(part + (static_cast<std::int64_t>(s) * 2) * g.c + cc);
+            f2 += __ldcg(part + (static_cast<std::int64_t>(s) * 2 + 1) * g.c + cc);
+        }
+    }
+    if (sub < subs) {
+        q1[sub * tch + cl] = f1;
+        q2[sub * tch + cl] = f2;
+    }
+    __syncthreads();
+    if (tid < tch && c < g.c) {
+        A u1 = 0, u2 = 0;
+        for (int k = 0; k < subs; ++k) {
+            u1 += q1[k * tch + tid];
+            u2 += q2[k * tch + tid];
+        }
+        fin(c, u1, u2);
+    }
+    if (tid == 0) g_bn_tickets[tile] = 0;
+}
+
+/// Shared memory of a tiled reduction block.
+template <typename T, typename A>
+std::size_t cl_tiled_smem(const BatchNormShape& g) {
+    const ClTile t = cl_tile(g.c, Vec16<T>::kWidth);
+    return 2 * static_cast<std::size_t>(t.rows) * t.groups * Vec16<T>::kWidth * sizeof(A);
+}
+
+// Training statistics, tiled: Σ(x − s_c), Σ(x − s_c)², then (last block of a tile) the mean,
+// 1/√(var + eps) and the running update, as bn_stats_final_kernel computes them.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kBnThreads)
+    bn_stats_cl_tiled_kernel(BatchNormShape g, const T* x, A* part, A eps, A momentum, const A* rm,
+                             const A* rv, A* mean, A* rstd, A* rm_out, A* rv_out) {
+    constexpr int W = Vec16<T>::kWidth;
+    A shift[W];
+    bool have_shift = false;
+    cl_tiled_sums<T, A, kClUnroll>(
+        g, part,
+        [&](std::int64_t row, int n, int c0, A* s1, A* s2) {
+            if (!have_shift) {
+                const Vec16<T> f = *reinterpret_cast<const Vec16<T>*>(x + c0);
+#pragma unroll
+                for (int j = 0; j < W; ++j) shift[j] = to_acc<A>(f.v[j]);
+                have_shift = true;
+            }
+            Vec16<T> v[kClUnroll];
+            const std::int64_t step =
+                static_cast<std::int64_t>(kBnThreads / cl_tile(g.c, W).groups);
+#pragma unroll
+            for (int u = 0; u < kClUnroll; ++u)
+                if (u < n)
+                    v[u] = *reinterpret_cast<const Vec16<T>*>(x + (row + u * step) * g.c + c0);
+#pragma unroll
+            for (int u = 0; u < kClUnroll; ++u)
+                if (u < n)
+#pragma unroll
+                    for (int j = 0; j < W; ++j) {
+                        const A d = to_acc<A>(v[u].v[j]) - shift[j];
+                        s1[j] += d;
+                        s2[j] += d * d;
+                    }
+        },
+        [&](std::int64_t c, A s1, A s2) {
+            const A count = static_cast<A>(g.n * g.hw);
+            const A d = s1 / count;
+            A var = s2 / count - d * d;
+            if (var < A(0)) var = A(0);
+            const A m = to_acc<A>(x[c]) + d;
+            mean[c] = m;
+            rstd[c] = inv_sqrt(var + eps);
+            const A unbias = count / (count - A(1));
+            rm_out[c] = rm[c] * (A(1) - momentum) + m * momentum;
+            rv_out[c] = rv[c] * (A(1) - momentum) + var * (unbias * momentum);
+        });
+}
+
+// Backward sums, tiled: Σdy and Σdy·(x − mean), dy masked by the ReLU's gradient where the
+// forward had one, then (last block of a tile) dbeta, dgamma and dx's coefficients, as
+// bn_grad_final_kernel computes them.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kBnThreads)
+    bn_grad_stats_cl_tiled_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                  const A* rstd, const A* gamma, A* part, A* coef, A* dgamma,
+                                  A* dbeta) {
+    constexpr int W = Vec16<T>::kWidth;
+    const T* out = static_cast<const T*>(g.out);
+    const A* beta = static_cast<const A*>(g.beta);
+    A m[W], mk[W], mb[W];
+    bool have = false;
+    cl_tiled_sums<T, A, kClGradUnroll>(
+        g, part,
+        [&](std::int64_t row, int n, int c0, A* s1, A* s2) {
+            const std::int64_t step =
+                static_cast<std::int64_t>(kBnThreads / cl_tile(g.c, W).groups);
+            Vec16<T> xv[kClGradUnroll], dv[kClGradUnroll], ov[kClGradUnroll];
+#pragma unroll
+            for (int u = 0; u < kClGradUnroll; ++u)
+                if (u < n) {
+                    const std::int64_t off = (row + u * step) * g.c + c0;
+                    xv[u] = *reinterpret_cast<const Vec16<T>*>(x + off);
+                    dv[u] = *reinterpret_cast<const Vec16<T>*>(dy + off);
+                    if (g.relu && beta == nullptr)
+                        ov[u] = *reinterpret_cast<const Vec16<T>*>(out + off);
+                }
+            if (!have) {
+                load_channels<W>(mean + c0, m);
+                if (g.relu && beta != nullptr)
+#pragma unroll
+                    for (int j = 0; j < W; ++j) {
+                        const A k = rstd[c0 + j] * gamma[c0 + j];
+                        mk[j] = k;
+                        mb[j] = beta[c0 + j] - mean[c0 + j] * k;
+                    }
+                have = true;
+            }
+#pragma unroll
+            for (int u = 0; u < kClGradUnroll; ++u)
+                if (u < n)
+#pragma unroll
+                    for (int j = 0; j < W; ++j) {
+                        const A xa = to_acc<A>(xv[u].v[j]);
+                        A d = to_acc<A>(dv[u].v[j]);
+                        if (g.relu) {
+                            const bool on = beta != nullptr ? xa * mk[j] + mb[j] > A(0)
+                                                            : to_acc<A>(ov[u].v[j]) > A(0);
+                            if (!on) d = A(0);
+                        }
+                        s1[j] += d;
+                        s2[j] += d * (xa - m[j]);
+                    }
+        },
+        [&](std::int64_t c, A s1, A s2) {
+            const A count = static_cast<A>(g.n * g.hw);
+            const A r = rstd[c];
+            dbeta[c] = s1;
+            dgamma[c] = s2 * r;
+            coef[3 * c] = gamma[c] * r;
+            coef[3 * c + 1] = s1 / count;
+            coef[3 * c + 2] = r * r * s2 / count;
+        });
+}
+
+/// Calls f(i, n) for the thread's 16-byte vectors i, i + stride, ... (n of them at once, n ≤
+/// kEwUnroll) of channels-last data; the grid's stride is a multiple of the channel groups, so
+/// all of a thread's vectors start at channel c0 = (thread index mod groups)·W.
+template <typename T, typename F>
+__device__ __forceinline__ void for_cl_vectors_batched(const BatchNormShape& g, F&& f) {
+    constexpr int W = Vec16<T>::kWidth;
+    const std::int64_t total = g.n * g.c * g.hw / W;
+    const std::int64_t stride = static_cast<std::int64_t>(blockDim.x) * gridDim.x;
+    std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    for (; i + (kEwUnroll - 1) * stride < total; i += kEwUnroll * stride) f(i, stride, kEwUnroll);
+    for (; i < total; i += stride) f(i, stride, 1);
+}
+
+// Channels-last, registers: y = x·k_c + b_c (+ residual, ReLU) as bn_apply_cl_kernel, each
+// thread's k and b computed once for its channels.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kBnThreads)
+    bn_apply_cl_reg_kernel(BatchNormShape g, const T* x, const A* mean, const A* scale, bool var,
+                           A eps, const A* gamma, const A* beta, T* y) {
+    constexpr int W = Vec16<T>::kWidth;
+    const int c0 = static_cast<int>(threadIdx.x % (g.c / W)) * W;
+    const T* res = static_cast<const T*>(g.residual);
+    A kc[W], bc[W];
+    bool have = false;
+    for_cl_vectors_batched<T>(g, [&](std::int64_t i, std::int64_t stride, int n) {
+        Vec16<T> v[kEwUnroll], r[kEwUnroll];
+#pragma unroll
+        for (int u = 0; u < kEwUnroll; ++u)
+            if (u < n) {
+                v[u] = reinterpret_cast<const Vec16<T>*>(x)[i + u * stride];
+                if (res != nullptr) r[u] = reinterpret_cast<const Vec16<T>*>(res)[i + u * stride];
+            }
+        if (!have) {
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const int c = c0 + j;
+                const A k = (var ? inv_sqrt(scale[c] + eps) : scale[c]) * gamma[c];
+                kc[j] = k;
+                bc[j] = beta[c] - mean[c] * k;
+            }
+            have = true;
+        }
+#pragma unroll
+        for (int u = 0; u < kEwUnroll; ++u)
+            if (u < n) {
+                Vec16<T> o;
+#pragma unroll
+                for (int j = 0; j < W; ++j) {
+                    A t = to_acc<A>(v[u].v[j]) * kc[j] + bc[j];
+                    if (res != nullptr) t = as_stored<T>(t) + to_acc<A>(r[u].v[j]);
+                    o.v[j] = from_acc<T>(g.relu && !(t > A(0)) ? A(0) : t);
+                }
+                reinterpret_cast<Vec16<T>*>(y)[i + u * stride] = o;
+            }
+    });
+}
+
+// Channels-last, registers: dx = p·dy + q·x + r as bn_grad_input_cl_kernel, each thread's p, q,
+// r (and the recomputed mask's k, b) computed once for its channels.
+template <typename T, typename A>
+__global__ void __launch_bounds__(kBnThreads)
+    bn_grad_input_cl_reg_kernel(BatchNormShape g, const T* x, const T* dy, const A* mean,
+                                const A* rstd, const A* gamma, const A* coef, T* dx) {
+    constexpr int W = Vec16<T>::kWidth;
+    const int c0 = static_cast<int>(threadIdx.x % (g.c / W)) * W;
+    const T* out = static_cast<const T*>(g.out);
+    const A* beta = static_cast<const A*>(g.beta);
+    T* dres = static_cast<T*>(g.dresidual);
+    A pc[W], qc[W], rc[W], mk[W], mb[W];
+    bool have = false;
+    for_cl_vectors_batched<T>(g, [&](std::int64_t i, std::int64_t stride, int n) {
+        Vec16<T> xv[kEwUnroll], dv[kEwUnroll], ov[kEwUnroll];
+#pragma unroll
+        for (int u = 0; u < kEwUnroll; ++u)
+            if (u < n) {
+                xv[u] = reinterpret_cast<const Vec16<T>*>(x)[i + u * stride];
+                dv[u] = reinterpret_cast<const Vec16<T>*>(dy)[i + u * stride];
+                if (g.relu && beta == nullptr)
+                    ov[u] = reinterpret_cast<const Vec16<T>*>(out)[i + u * stride];
+            }
+        if (!have) {
+#pragma unroll
+            for (int j = 0; j < W; ++j) {
+                const int c = c0 + j;
+                const A a = coef[3 * c], b = coef[3 * c + 1], k = coef[3 * c + 2];
+                pc[j] = a;
+                qc[j] = -a * k;
+                rc[j] = a * (mean[c] * k - b);
+                if (g.relu && beta != nullptr) {
+                    const A kk = rstd[c] * gamma[c];
+                    mk[j] = kk;
+                    mb[j] = beta[c] - mean[c] * kk;
+                }
+            }
+            have = true;
+        }
+#pragma unroll
+        for (int u = 0; u < kEwUnroll; ++u)
+            if (u < n) {
+                if (g.relu) {
+#pragma unroll
+                    for (int j = 0; j < W; ++j) {
+                        const bool on = beta != nullptr
+                                            ? to_acc<A>(xv[u].v[j]) * mk[j] + mb[j] > A(0)
+                                            : to_acc<A>(ov[u].v[j]) > A(0);
+                        if (!on) dv[u].v[j] = from_acc<T>(A(0));
+                    }
+                    if (dres != nullptr) reinterpret_cast<Vec16<T>*>(dres)[i + u * stride] = dv[u];
+                }
+                Vec16<T> o;
+#pragma unroll
+                for (int j = 0; j < W; ++j)
+                    o.v[j] = from_acc<T>(pc[j] * to_acc<A>(dv[u].v[j]) +
+                                         qc[j] * to_acc<A>(xv[u].v[j]) + rc[j]);
+                reinterpret_cast<Vec16<T>*>(dx)[i + u * stride] = o;
+            }
+    });
+}
+
 unsigned elementwise_blocks(const BatchNormShape& g) {
     const std::int64_t total = g.n * g.c * g.hw;
     return blocks_for(g.vec4 ? (total + 3) / 4 : total);
@@ -633,11 +1068,54 @@ unsigned cl_vec16_blocks(const BatchNormShape& g, int width) {
     return blocks_for(g.n * g.c * g.hw / width);
 }
 
+/// Whether the register elementwise kernels take g: channels-last, 16-byte vectors whose channel
+/// groups divide a block (so a thread's vectors all start at one channel), aligned data.
+template <typename T>
+bool cl_reg(const BatchNormShape& g, std::initializer_list<const void*> ptrs) {
+    constexpr int W = Vec16<T>::kWidth;
+    if (!g_cl_tuning.tiled || !g.channels_last || g.c % W != 0) return false;
+    if (kBnThreads % (g.c / W) != 0) return false;
+    if (cl_tile(g.c, W).tiles < g_cl_tuning.min_tiles) return false;
+    for (const void* p : ptrs)
+        if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
+
+/// Blocks of the register elementwise kernels: a vector a thread, at most ew_blocks_per_sm an SM
+/// (the threads then loop).
+template <typename T>
+unsigned cl_reg_blocks(const BatchNormShape& g) {
+    const std::int64_t vecs = g.n * g.c * g.hw / Vec16<T>::kWidth;
+    std::int64_t b = (vecs + kBnThreads - 1) / kBnThreads;
+    const std::int64_t cap = static_cast<std::int64_t>(sm_count()) * g_cl_tuning.ew_blocks_per_sm;
+    if (b > cap) b = cap;
+    return static_cast<unsigned>(b < 1 ? 1 : b);
+}
+
+/// Whether the tiled reductions take g: channels-last, 16-byte vectors, aligned data.
+template <typename T>
+bool cl_tiled(const BatchNormShape& g, std::initializer_list<const void*> ptrs) {
+    constexpr int W = Vec16<T>::kWidth;
+    if (!g_cl_tuning.tiled || !g.channels_last || g.c % W != 0) return false;
+    const int tiles = cl_tile(g.c, W).tiles;
+    if (tiles > kMaxTiles || tiles < g_cl_tuning.min_tiles) return false;
+    for (const void* p : ptrs)
+        if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+    return true;
+}
+
+dim3 cl_tiled_grid(const BatchNormShape& g, int width) {
+    return dim3(static_cast<unsigned>(cl_tile(g.c, width).tiles), static_cast<unsigned>(g.splits));
+}
+
 /// bn_apply_kernel over the whole tensor (its vectorised form where the shape allows).
 template <typename T, typename A>
 void launch_apply(const BatchNormShape& g, const T* x, const A* mean, const A* scale, bool var,
                   A eps, const A* gamma, const A* beta, T* y, cudaStream_t s) {
-    if (cl_vec16<T, A>(g, 2, {x, y, g.residual})) {
+    if (cl_reg<T>(g, {x, y, g.residual})) {
+        bn_apply_cl_reg_kernel<T, A><<<cl_reg_blocks<T>(g), kBnThreads, 0, s>>>(
+            g, x, mean, scale, var, eps, gamma, beta, y);
+    } else if (cl_vec16<T, A>(g, 2, {x, y, g.residual})) {
         const std::size_t smem = 2 * static_cast<std::size_t>(g.c) * sizeof(A);
         bn_apply_cl_kernel<T, A><<<cl_vec16_blocks(g, Vec16<T>::kWidth), kThreads, smem, s>>>(
             g, x, mean, scale, var, eps, gamma, beta, y);
@@ -692,6 +1170,21 @@ unsigned channel_blocks(const BatchNormShape& g) {
 
 int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool channels_last,
                       std::size_t elem_bytes) {
+    if (g_cl_tuning.tiled && channels_last && elem_bytes != 0 && elem_bytes <= 16 &&
+        c % static_cast<std::int64_t>(16 / elem_bytes) == 0 &&
+        cl_tile(c, static_cast<int>(16 / elem_bytes)).tiles >= g_cl_tuning.min_tiles) {
+        // The tiled sums: about blocks_per_sm blocks an SM in all, each thread reading at least
+        // min_rows rows, at most max_splits splits (the tile's last block adds them up).
+        const ClTile t = cl_tile(c, static_cast<int>(16 / elem_bytes));
+        const std::int64_t target =
+            static_cast<std::int64_t>(sm_count()) * g_cl_tuning.blocks_per_sm;
+        std::int64_t s = (target + t.tiles - 1) / t.tiles;
+        const std::int64_t by_rows =
+            n * hw / (static_cast<std::int64_t>(t.rows) * g_cl_tuning.min_rows);
+        if (s > by_rows) s = by_rows;
+        if (s > g_cl_tuning.max_splits) s = g_cl_tuning.max_splits;
+        return static_cast<int>(s < 1 ? 1 : s);
+    }
     const std::int64_t groups = channels_last ? cl_sum_groups(c, elem_bytes) : 0;
     if (groups != 0) {
         // The 16-byte sums (a block covers every channel, R rows at once): at least 8 rows a
@@ -732,6 +1225,19 @@ void launch_batch_norm_forward(DType t, const BatchNormShape& g, const void* x, 
         const dim3 grid(static_cast<unsigned>(g.c), static_cast<unsigned>(g.splits));
         const auto* xp = static_cast<const T*>(x);
         auto* pp = static_cast<A*>(part);
+        if (cl_tiled<T>(g, {xp})) {
+            bn_stats_cl_tiled_kernel<T, A>
+                <<<cl_tiled_grid(g, Vec16<T>::kWidth), kBnThreads, cl_tiled_smem<T, A>(g), s>>>(
+                    g, xp, pp, static_cast<A>(eps), static_cast<A>(momentum),
+                    static_cast<const A*>(rm), static_cast<const A*>(rv), static_cast<A*>(mean),
+                    static_cast<A*>(rstd), static_cast<A*>(rm_out), static_cast<A*>(rv_out));
+            check_launch("batch_norm (statistics)");
+            launch_apply(g, xp, static_cast<const A*>(mean), static_cast<const A*>(rstd), false,
+                         A(0), static_cast<const A*>(gamma), static_cast<const A*>(beta),
+                         static_cast<T*>(y), s);
+            check_launch("batch_norm (normalize)");
+            return;
+        }
         if (cl_sums_vec16<T, A>(g, {xp}))
             bn_stats_cl_vec_kernel<T, A>
                 <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g), s>>>(
@@ -781,7 +1287,12 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         auto* cp = static_cast<A*>(coef);
         const auto* gp = static_cast<const A*>(gamma);
         const auto* rp = static_cast<const A*>(rstd);
-        if (cl_sums_vec16<T, A>(g, {xp, dp, g.out}))
+        const bool tiled = cl_tiled<T>(g, {xp, dp, g.out});
+        if (tiled)
+            bn_grad_stats_cl_tiled_kernel<T, A>
+                <<<cl_tiled_grid(g, Vec16<T>::kWidth), kBnThreads, cl_tiled_smem<T, A>(g), s>>>(
+                    g, xp, dp, mp, rp, gp, pp, cp, static_cast<A*>(dgamma), static_cast<A*>(dbeta));
+        else if (cl_sums_vec16<T, A>(g, {xp, dp, g.out}))
             bn_grad_stats_cl_vec_kernel<T, A>
                 <<<dim3(1, static_cast<unsigned>(g.splits)), kBnThreads, cl_sums_smem<T, A>(g),
                    s>>>(g, xp, dp, mp, rp, gp, pp);
@@ -793,12 +1304,17 @@ void launch_batch_norm_backward(DType t, const BatchNormShape& g, const void* x,
         else
             bn_grad_stats_kernel<false, T, A><<<grid, kBnThreads, 0, s>>>(g, xp, dp, mp, pp);
         check_launch("batch_norm_backward (sums)");
-        bn_grad_final_kernel<A><<<channel_blocks(g), kBnThreads, 0, s>>>(
-            g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
-            static_cast<A*>(dgamma), static_cast<A*>(dbeta));
-        check_launch("batch_norm_backward (finalize)");
-        if (cl_vec16<T, A>(g, g.relu && g.beta != nullptr ? 5 : 3,
-                           {xp, dp, dx, g.out, g.dresidual})) {
+        if (!tiled) {
+            bn_grad_final_kernel<A><<<channel_blocks(g), kBnThreads, 0, s>>>(
+                g, pp, static_cast<const A*>(gamma), static_cast<const A*>(rstd), cp,
+                static_cast<A*>(dgamma), static_cast<A*>(dbeta));
+            check_launch("batch_norm_backward (finalize)");
+        }
+        if (cl_reg<T>(g, {xp, dp, dx, g.out, g.dresidual}))
+            bn_grad_input_cl_reg_kernel<T, A><<<cl_reg_blocks<T>(g), kBnThreads, 0, s>>>(
+                g, xp, dp, mp, rp, gp, cp, static_cast<T*>(dx));
+        else if (cl_vec16<T, A>(g, g.relu && g.beta != nullptr ? 5 : 3,
+                                {xp, dp, dx, g.out, g.dresidual})) {
             const std::size_t per = g.relu && g.beta != nullptr ? 5 : 3;
             const std::size_t smem = per * static_cast<std::size_t>(g.c) * sizeof(A);
             bn_grad_input_cl_kernel<T, A>
