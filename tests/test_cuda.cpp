@@ -443,13 +443,17 @@ TEST_CASE("cuda: float_unary_backward fuses the backward of gelu, erf, tanh, sig
 TEST_CASE("cuda: float_layer_norm_backward gives dx, dgamma and dbeta", "[cuda]") {
     REQUIRE_GPU();
     // f32 rows of 4·k ≤ 1024 floats take the one-pass kernel (a warp a row, 1 and 6 float4s a
-    // lane here; 2500 rows: several rows a warp); the others the two-kernel path, whose
+    // lane here; 2500 and 9000 rows: several rows a warp, the grid capped at the blocks resident
+    // at once); the others the two-kernel path, whose
     // parameter gradients' rows split into slices folded in a second pass. The expected values
     // are the formulas in double: x̂ = (x − μ)·rstd, g' = g·γ,
     // dx = rstd·(g' − mean(g') − x̂·mean(g'·x̂)), dγ = Σ g·x̂, dβ = Σ g.
     constexpr double eps = 1e-5;
-    for (const auto [rows, cols] :
-         {std::pair<std::size_t, std::size_t>{600, 40}, {2500, 768}, {300, 42}, {50, 1100}}) {
+    for (const auto [rows, cols] : {std::pair<std::size_t, std::size_t>{600, 40},
+                                    {2500, 768},
+                                    {9000, 768},
+                                    {300, 42},
+                                    {50, 1100}}) {
         INFO("rows " << rows << ", cols " << cols);
         std::vector<float> xs(rows * cols), gs(rows * cols), gam(cols);
         for (std::size_t i = 0; i < xs.size(); ++i) {

@@ -657,21 +657,6 @@ struct ClTuning {
 };
 ClTuning g_cl_tuning;
 
-/// Streaming multiprocessors of the current device (cached per device).
-int sm_count() {
-    static int counts[64] = {};
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-    if (counts[dev] == 0) {
-        int n = 0;
-        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            n <= 0)
-            n = 132;
-        counts[dev] = n;
-    }
-    return counts[dev];
-}
-
 /// The tile geometry of a tiled reduction over c channels of width W.
 struct ClTile {
     int groups;  ///< 16-byte groups of a tile (the last tile may have fewer channels)
@@ -1087,7 +1072,8 @@ template <typename T>
 unsigned cl_reg_blocks(const BatchNormShape& g) {
     const std::int64_t vecs = g.n * g.c * g.hw / Vec16<T>::kWidth;
     std::int64_t b = (vecs + kBnThreads - 1) / kBnThreads;
-    const std::int64_t cap = static_cast<std::int64_t>(sm_count()) * g_cl_tuning.ew_blocks_per_sm;
+    const std::int64_t cap =
+        static_cast<std::int64_t>(multiprocessors()) * g_cl_tuning.ew_blocks_per_sm;
     if (b > cap) b = cap;
     return static_cast<unsigned>(b < 1 ? 1 : b);
 }
@@ -1177,7 +1163,7 @@ int batch_norm_splits(std::int64_t n, std::int64_t c, std::int64_t hw, bool chan
         // min_rows rows, at most max_splits splits (the tile's last block adds them up).
         const ClTile t = cl_tile(c, static_cast<int>(16 / elem_bytes));
         const std::int64_t target =
-            static_cast<std::int64_t>(sm_count()) * g_cl_tuning.blocks_per_sm;
+            static_cast<std::int64_t>(multiprocessors()) * g_cl_tuning.blocks_per_sm;
         std::int64_t s = (target + t.tiles - 1) / t.tiles;
         const std::int64_t by_rows =
             n * hw / (static_cast<std::int64_t>(t.rows) * g_cl_tuning.min_rows);

@@ -142,15 +142,6 @@ bool direct_wgrad_enabled() {
     return on;
 }
 
-int multiprocessors(int device) {
-    static std::array<int, 64> count{};
-    if (device < 0 || device >= static_cast<int>(count.size())) device = 0;
-    if (count[device] == 0)
-        EMBER_CUDA_CHECK(
-            cudaDeviceGetAttribute(&count[device], cudaDevAttrMultiProcessorCount, device));
-    return count[device];
-}
-
 /// The weight gradient through conv_wgrad.cu's kernels where each output channel sees few
 /// input values per position (a first layer on RGB images: 3·3·3 = 27) and there are enough
 /// output channels per group to fill a block's lanes: a reduction over every position of the

@@ -16,6 +16,10 @@ namespace ember::detail::cuda {
 
 constexpr int kMaxDims = static_cast<int>(kMaxRank);
 
+/// Streaming multiprocessors of device `device` (the current one when negative), asked once a
+/// device (runtime.cpp): for grids sized to the blocks resident at once.
+int multiprocessors(int device = -1);
+
 /// An iteration over `n` elements of a shape with K operands, each with its own element strides
 /// (operand 0 is the output). Dims that are contiguous for every operand are merged on the
 /// host, so the common contiguous case runs as rank 1 and needs no index arithmetic.

@@ -7,6 +7,8 @@
 // order (split over rows of threads, as the column sums below). Other rows take two kernels: dx a
 // row a block, and dgamma/dbeta as column sums split over row slices whose partials a second pass
 // folds in order (deterministic, no atomics).
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -270,8 +272,13 @@ int fused_blocks(std::int64_t rows) {
     return static_cast<int>(want < kFusedMaxBlocks ? (want > 0 ? want : 1) : kFusedMaxBlocks);
 }
 
+// Four blocks a multiprocessor up to N = 4, three up to N = 6 (GPT-2's 768 columns: without the
+// bound the f32 gradient's copy took 173 registers a thread, two blocks, against the 16-bit
+// ones' 168), two for N = 8.
 template <int N, typename G>
-__global__ void __launch_bounds__(kFusedWarps * 32)
+__global__ void __launch_bounds__(kFusedWarps * 32, N <= 4   ? 4
+                                                    : N <= 6 ? 3
+                                                             : 2)
     layer_norm_backward_fused_kernel(std::int64_t rows, int cols4, const float4* x, const G* g,
                                      const float4* gamma, const float* mean, const float* rstd,
                                      float4* dx, float* part_gamma, float* part_beta,
@@ -359,6 +366,38 @@ __global__ void __launch_bounds__(kFusedWarps * 32)
     }
 }
 
+/// How many blocks of layer_norm_backward_fused_kernel<N, ·> (with `smem` bytes of shared memory
+/// each) the current device holds at once, the fewest over the gradient's storage types: the
+/// grid's cap, so that every block starts in the first wave. Four a multiprocessor (fused_blocks'
+/// cap) is what narrow rows allow; GPT-2's 768 columns (N = 6) take 168–173 registers a thread,
+/// two or three blocks a multiprocessor, and a grid of four ran the rest as a second wave behind
+/// the first. One count for every storage type keeps the partial sums' grouping, and so dgamma's
+/// and dbeta's bits, the same whether the gradient arrives as f32 or as f16/bf16.
+template <int N>
+int fused_resident(std::size_t smem) {
+    // (smem << 8 | blocks a multiprocessor) + 1, 0 until asked: the answer depends only on the
+    // kernels and smem (one architecture a build), so one cached pair serves every launch.
+    static std::atomic<std::uint64_t> cached{0};
+    std::uint64_t c = cached.load(std::memory_order_relaxed);
+    if (c == 0 || (c - 1) >> 8 != smem) {
+        int fewest = 255;
+        const auto ask = [&](const void* kernel) {
+            int per_sm = 0;
+            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kFusedWarps * 32,
+                                                                smem),
+                  "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+            fewest = std::min(fewest, per_sm);
+        };
+        ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, float>));
+        ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, __half>));
+        ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, __nv_bfloat16>));
+        c = ((static_cast<std::uint64_t>(smem) << 8) | static_cast<std::uint64_t>(fewest)) + 1;
+        cached.store(c, std::memory_order_relaxed);
+    }
+    const int per_sm = static_cast<int>((c - 1) & 0xff);
+    return (per_sm > 0 ? per_sm : 1) * multiprocessors();
+}
+
 /// dgamma[c] and dbeta[c]: the fused kernel's per-block partial rows summed over the blocks,
 /// 32 columns a block with the partials split over kParamRows rows of threads, folded in order
 /// (a thread a column looping over ~500 partials took 45 µs for 768 columns; this takes ~4).
@@ -418,18 +457,21 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
     EMBER_CHECK(acc == nullptr || layer_norm_backward_adds(cd, gd, cols, x, g, gamma, dx, acc),
                 Argument, "layer_norm_backward (cuda): an addend given where the kernel adds none");
     if (fused_backward_fits(cd, gd, cols, x, g, gamma, dx)) {
-        const int cols4 = static_cast<int>(cols / 4), blocks = fused_blocks(rows);
+        const int cols4 = static_cast<int>(cols / 4);
+        int blocks = fused_blocks(rows);
         float* pg = dgamma ? static_cast<float*>(scratch) : nullptr;
-        float* pb = dgamma ? pg + static_cast<std::int64_t>(blocks) * cols : nullptr;
         const std::size_t smem = dgamma ? 2 * kFusedWarps * cols * sizeof(float) : 0;
         const auto launch = [&]<int N>(std::integral_constant<int, N>) {
             visit_float_storage(gd, [&]<typename G, typename>() {
-                if constexpr (!std::is_same_v<G, double>)
+                if constexpr (!std::is_same_v<G, double>) {
+                    blocks = std::min(blocks, fused_resident<N>(smem));
+                    float* pb = dgamma ? pg + static_cast<std::int64_t>(blocks) * cols : nullptr;
                     layer_norm_backward_fused_kernel<N, G><<<blocks, kFusedWarps * 32, smem, s>>>(
                         rows, cols4, static_cast<const float4*>(x), static_cast<const G*>(g),
                         static_cast<const float4*>(gamma), static_cast<const float*>(mean),
                         static_cast<const float*>(rstd), static_cast<float4*>(dx), pg, pb,
                         static_cast<const float4*>(acc));
+                }
             });
         };
         const int n = (cols4 + 31) / 32;  // float4s a lane
@@ -445,8 +487,9 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
             launch(std::integral_constant<int, 8>{});
         if (dgamma)
             fold_parts_kernel<<<dim3(static_cast<unsigned>((cols + 31) / 32)), dim3(32, kParamRows),
-                                0, s>>>(cols, blocks, pg, pb, static_cast<float*>(dgamma),
-                                        static_cast<float*>(dbeta));
+                                0, s>>>(cols, blocks, pg,
+                                        pg + static_cast<std::int64_t>(blocks) * cols,
+                                        static_cast<float*>(dgamma), static_cast<float*>(dbeta));
         check_launch("layer_norm_backward");
         return;
     }

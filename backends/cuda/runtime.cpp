@@ -8,6 +8,7 @@
 #include "lt.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -34,6 +35,18 @@ void check_cublas(cublasStatus_t st, const char* call) {
         return;
     EMBER_FAIL(Device, "cuBLAS error in ", call, ": ", blas().cublasGetStatusName(st), " (",
                blas().cublasGetStatusString(st), ")");
+}
+
+int multiprocessors(int device) {
+    static std::array<std::atomic<int>, 64> count{};
+    if (device < 0) EMBER_CUDA_CHECK(cudaGetDevice(&device));
+    if (device >= static_cast<int>(count.size())) device = 0;
+    int n = count[device].load(std::memory_order_relaxed);
+    if (n == 0) {
+        EMBER_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+        count[device].store(n, std::memory_order_relaxed);
+    }
+    return n;
 }
 
 void check_launch(const char* kernel) {
