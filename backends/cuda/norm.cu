@@ -201,17 +201,17 @@ __global__ void layer_norm_dx_kernel(std::int64_t cols, const T* x, const T* g, 
 /// Rows of threads a layer_norm_params_kernel block splits its rows over.
 constexpr int kParamRows = 8;
 
-/// In a block of 32 × kParamRows threads, each column's kParamRows partial sums (sg, sb) folded
-/// in order into its thread of row 0; true for the threads that then hold a column's totals
-/// (row 0, `in_range`). Every thread of the block must call it.
-template <typename T>
+/// In a block of 32 × R threads, each column's R partial sums (sg, sb) folded in order into its
+/// thread of row 0; true for the threads that then hold a column's totals (row 0, `in_range`).
+/// Every thread of the block must call it.
+template <typename T, int R = kParamRows>
 __device__ __forceinline__ bool fold_thread_rows(T& sg, T& sb, bool in_range) {
-    __shared__ T tg[kParamRows][33], tb[kParamRows][33];
+    __shared__ T tg[R][33], tb[R][33];
     tg[threadIdx.y][threadIdx.x] = sg;
     tb[threadIdx.y][threadIdx.x] = sb;
     __syncthreads();
     if (threadIdx.y != 0 || !in_range) return false;
-    for (int i = 1; i < kParamRows; ++i) {
+    for (int i = 1; i < R; ++i) {
         sg += tg[i][threadIdx.x];
         sb += tb[i][threadIdx.x];
     }
@@ -398,19 +398,24 @@ int fused_resident(std::size_t smem) {
     return (per_sm > 0 ? per_sm : 1) * multiprocessors();
 }
 
+/// Rows of threads fold_parts_kernel splits the partial rows over: a block of 32 × 32, so that
+/// each thread sums about a dozen of the fused kernel's ~400 partials (with 8 rows of threads
+/// the fold of 768 columns ran 24 blocks of 50 dependent loads a thread: 6.7 µs).
+constexpr int kFoldRows = 32;
+
 /// dgamma[c] and dbeta[c]: the fused kernel's per-block partial rows summed over the blocks,
-/// 32 columns a block with the partials split over kParamRows rows of threads, folded in order
-/// (a thread a column looping over ~500 partials took 45 µs for 768 columns; this takes ~4).
-__global__ void fold_parts_kernel(std::int64_t cols, int parts, const float* part_gamma,
-                                  const float* part_beta, float* dgamma, float* dbeta) {
+/// 32 columns a block with the partials split over kFoldRows rows of threads, folded in order.
+__global__ void __launch_bounds__(32 * kFoldRows)
+    fold_parts_kernel(std::int64_t cols, int parts, const float* part_gamma, const float* part_beta,
+                      float* dgamma, float* dbeta) {
     const std::int64_t c = blockIdx.x * 32LL + threadIdx.x;
     float sg = 0.f, sb = 0.f;
     if (c < cols)
-        for (int p = threadIdx.y; p < parts; p += kParamRows) {
+        for (int p = threadIdx.y; p < parts; p += kFoldRows) {
             sg += part_gamma[p * cols + c];
             sb += part_beta[p * cols + c];
         }
-    if (!fold_thread_rows(sg, sb, c < cols)) return;
+    if (!fold_thread_rows<float, kFoldRows>(sg, sb, c < cols)) return;
     dgamma[c] = sg;
     dbeta[c] = sb;
 }
@@ -486,7 +491,7 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
         else
             launch(std::integral_constant<int, 8>{});
         if (dgamma)
-            fold_parts_kernel<<<dim3(static_cast<unsigned>((cols + 31) / 32)), dim3(32, kParamRows),
+            fold_parts_kernel<<<dim3(static_cast<unsigned>((cols + 31) / 32)), dim3(32, kFoldRows),
                                 0, s>>>(cols, blocks, pg,
                                         pg + static_cast<std::int64_t>(blocks) * cols,
                                         static_cast<float*>(dgamma), static_cast<float*>(dbeta));
