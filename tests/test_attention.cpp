@@ -240,12 +240,14 @@ const CudaCase kCudaCases[] = {
     {2, 2, 129, 129, 128, true, ""},
     {1, 2, 3, 300, 32, false, "bool"},
     // The bf16/f16 forward's 128-row blocks (head dims 32, 64): rows past a block's end, whole
-    // warps past Lq or the causal diagonal, a mask and causal with Lq != Lk on them.
+    // warps past Lq or the causal diagonal, causal with Lq != Lk, masks.
     {1, 2, 1000, 1000, 64, true, ""},
     {1, 2, 257, 257, 32, true, ""},
     {1, 1, 130, 130, 128, true, ""},
-    {1, 2, 300, 200, 64, true, "add"},
-    {1, 1, 200, 300, 32, true, "bool"},
+    {1, 2, 300, 200, 64, true, ""},
+    {1, 1, 200, 300, 32, true, ""},
+    {1, 2, 300, 200, 64, false, "add"},
+    {1, 1, 200, 300, 32, false, "bool"},
     {2, 1, 193, 193, 64, false, ""},
 };
 

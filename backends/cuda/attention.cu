@@ -360,11 +360,11 @@ __device__ __forceinline__ bool tile_needs_mask(const AttnParams& p, int i0, int
 
 /// Rows [r0, r0 + R) of a [len, D] matrix (row stride rs, 16-byte aligned rows) into a tile
 /// of leading dim LD, by cp.async (zeros past len).
-template <typename T, int D, int LD, int R = kBM>
+template <typename T, int D, int LD, int R = kBM, int NT = kAttnThreads>
 __device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t rs, int r0,
                                            int len) {
     constexpr int C = D / 8;  // 16-byte chunks a row
-    for (int idx = threadIdx.x; idx < R * C; idx += kAttnThreads) {
+    for (int idx = threadIdx.x; idx < R * C; idx += NT) {
         const int r = idx / C, c = (idx % C) * 8;
         const bool in = r0 + r < len;
         cp_async16(tile + r * LD + c, src + (in ? static_cast<std::int64_t>(r0 + r) * rs : 0) + c,
@@ -372,15 +372,18 @@ __device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t r
     }
 }
 
-/// Query-row tiles of 16 a warp in attention_forward_mma_kernel: two up to head dim 64, so that
-/// each K and V fragment loaded from shared memory feeds two products (shared memory's
-/// bandwidth, not the tensor cores, bounds the one-tile version); one for 128, whose
-/// accumulators would not fit the register file twice.
+/// Query-row tiles of 16 a warp in attention_forward_mma_kernel (each K and V fragment loaded
+/// from shared memory feeds that many products), its warps, and the blocks a multiprocessor its
+/// registers are bounded for.
 template <int D>
 constexpr int kFwdRowTiles = D <= 64 ? 2 : 1;
-/// Query rows a block of attention_forward_mma_kernel: 4 warps of 16 · kFwdRowTiles.
 template <int D>
-constexpr int kFwdRows = kWarps * 16 * kFwdRowTiles<D>;
+constexpr int kFwdWarps = 4;
+template <int D>
+constexpr int kFwdMinBlocks = kFwdRowTiles<D> == 2 ? 2 : (D <= 64 ? 4 : 2);
+/// Query rows a block of attention_forward_mma_kernel.
+template <int D>
+constexpr int kFwdRows = kFwdWarps<D> * 16 * kFwdRowTiles<D>;
 /// K/V stages of attention_forward_mma_kernel's cp.async pipeline.
 template <int D>
 constexpr int kFwdStages = 2;
@@ -393,9 +396,9 @@ constexpr std::size_t mma_forward_bytes = sizeof(T) * (kFwdRows<D> + 2 * kFwdSta
 // One block a 128 query rows (head dims 32, 64: two 16-row tiles a warp, up to 255 registers a
 // thread, two blocks a multiprocessor) or 64 (head dim 128: one tile a warp, two blocks).
 template <typename T, int D>
-__global__ void __launch_bounds__(kAttnThreads, 2)
+__global__ void __launch_bounds__(kFwdWarps<D> * 32, kFwdMinBlocks<D>)
     attention_forward_mma_kernel(AttnParams p, T* o, float* lse) {
-    constexpr int RT = kFwdRowTiles<D>, BM = kFwdRows<D>;
+    constexpr int RT = kFwdRowTiles<D>, BM = kFwdRows<D>, NT = kFwdWarps<D> * 32;
     constexpr int LD = D + 8;  // 16-byte rows, conflict-free for 32-bit loads and ldmatrix
     extern __shared__ __align__(128) unsigned char smem[];
     T* sQ = reinterpret_cast<T*>(smem);
@@ -415,12 +418,12 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
     const int w0 = q0 + warp * 16 * RT, w_last = w0 + 16 * RT - 1;
     const int w_end = p.causal ? min(n_end, w_last + 1) : n_end;
 
-    issue_tile<T, D, LD, BM>(sQ, q, p.qs[2], q0, p.lq);
+    issue_tile<T, D, LD, BM, NT>(sQ, q, p.qs[2], q0, p.lq);
 #pragma unroll
     for (int s = 0; s < kFwdStages<D> - 1; ++s) {
         if (s < tiles) {
-            issue_tile<T, D, LD>(stage_k(s), k, p.ks[2], s * kBN, p.lk);
-            issue_tile<T, D, LD>(stage_k(s) + kBN * LD, v, p.vs[2], s * kBN, p.lk);
+            issue_tile<T, D, LD, kBN, NT>(stage_k(s), k, p.ks[2], s * kBN, p.lk);
+            issue_tile<T, D, LD, kBN, NT>(stage_k(s) + kBN * LD, v, p.vs[2], s * kBN, p.lk);
         }
         cp_async_commit();
     }
@@ -450,8 +453,8 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
         if (tile + kFwdStages<D> - 1 < tiles) {
             const int nt = tile + kFwdStages<D> - 1;
             T* nk = stage_k(nt % kFwdStages<D>);
-            issue_tile<T, D, LD>(nk, k, p.ks[2], nt * kBN, p.lk);
-            issue_tile<T, D, LD>(nk + kBN * LD, v, p.vs[2], nt * kBN, p.lk);
+            issue_tile<T, D, LD, kBN, NT>(nk, k, p.ks[2], nt * kBN, p.lk);
+            issue_tile<T, D, LD, kBN, NT>(nk + kBN * LD, v, p.vs[2], nt * kBN, p.lk);
         }
         cp_async_commit();  // possibly empty: every iteration commits one group
         if (tile == 0) {
@@ -1003,7 +1006,7 @@ void forward_as(const AttnParams& p, void* o, float* lse, cudaStream_t s) {
             auto* kernel = attention_forward_mma_kernel<T, D>;
             static std::array<std::atomic<bool>, 64> done{};
             allow_shared_memory(kernel, bytes, done);
-            kernel<<<mgrid, kAttnThreads, bytes, s>>>(p, static_cast<T*>(o), lse);
+            kernel<<<mgrid, kFwdWarps<D> * 32, bytes, s>>>(p, static_cast<T*>(o), lse);
             EMBER_CUDA_CHECK(cudaGetLastError());
             return;
         }
