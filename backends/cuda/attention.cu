@@ -358,13 +358,13 @@ __device__ __forceinline__ bool tile_needs_mask(const AttnParams& p, int i0, int
     return p.mask || j0 + kBN > p.lk || i0 + kBM > p.lq || (p.causal && j0 + kBN - 1 > i0);
 }
 
-/// Rows [r0, r0 + R) of a [len, D] matrix (row stride rs, 16-byte aligned rows) into a tile
+/// Rows [r0, r0 + 64) of a [len, D] matrix (row stride rs, 16-byte aligned rows) into a tile
 /// of leading dim LD, by cp.async (zeros past len).
-template <typename T, int D, int LD, int R = kBM, int NT = kAttnThreads>
+template <typename T, int D, int LD>
 __device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t rs, int r0,
                                            int len) {
     constexpr int C = D / 8;  // 16-byte chunks a row
-    for (int idx = threadIdx.x; idx < R * C; idx += NT) {
+    for (int idx = threadIdx.x; idx < kBM * C; idx += kAttnThreads) {
         const int r = idx / C, c = (idx % C) * 8;
         const bool in = r0 + r < len;
         cp_async16(tile + r * LD + c, src + (in ? static_cast<std::int64_t>(r0 + r) * rs : 0) + c,
@@ -372,220 +372,156 @@ __device__ __forceinline__ void issue_tile(T* tile, const T* src, std::int64_t r
     }
 }
 
-/// Query-row tiles of 16 a warp in attention_forward_mma_kernel (each K and V fragment loaded
-/// from shared memory feeds that many products), its warps, and the blocks a multiprocessor its
-/// registers are bounded for.
-template <int D>
-constexpr int kFwdRowTiles = D <= 64 ? 2 : 1;
-template <int D>
-constexpr int kFwdWarps = 4;
-template <int D>
-constexpr int kFwdMinBlocks = kFwdRowTiles<D> == 2 ? 2 : (D <= 64 ? 4 : 2);
-/// Query rows a block of attention_forward_mma_kernel.
-template <int D>
-constexpr int kFwdRows = kFwdWarps<D> * 16 * kFwdRowTiles<D>;
-/// K/V stages of attention_forward_mma_kernel's cp.async pipeline.
-template <int D>
-constexpr int kFwdStages = 2;
-
-/// Shared memory of attention_forward_mma_kernel: the Q tile and kFwdStages stages of K and V.
+/// Shared memory of attention_forward_mma_kernel: the Q tile and two stages of K and V.
 template <typename T, int D>
-constexpr std::size_t mma_forward_bytes = sizeof(T) * (kFwdRows<D> + 2 * kFwdStages<D> * kBN) *
-                                          (D + 8);
+constexpr std::size_t mma_forward_bytes = sizeof(T) * (kBM + 4 * kBN) * (D + 8);
 
-// One block a 128 query rows (head dims 32, 64: two 16-row tiles a warp, up to 255 registers a
-// thread, two blocks a multiprocessor) or 64 (head dim 128: one tile a warp, two blocks).
+// As many blocks a multiprocessor as their shared memory allows (four up to head dim 64: 128
+// registers a thread; two for 128).
 template <typename T, int D>
-__global__ void __launch_bounds__(kFwdWarps<D> * 32, kFwdMinBlocks<D>)
+__global__ void __launch_bounds__(kAttnThreads, D <= 64 ? 4 : 2)
     attention_forward_mma_kernel(AttnParams p, T* o, float* lse) {
-    constexpr int RT = kFwdRowTiles<D>, BM = kFwdRows<D>, NT = kFwdWarps<D> * 32;
     constexpr int LD = D + 8;  // 16-byte rows, conflict-free for 32-bit loads and ldmatrix
     extern __shared__ __align__(128) unsigned char smem[];
     T* sQ = reinterpret_cast<T*>(smem);
-    const auto stage_k = [&](int s) { return sQ + BM * LD + s * 2 * kBN * LD; };
+    const auto stage_k = [&](int s) { return sQ + kBM * LD + s * 2 * kBN * LD; };
 
     const int b = blockIdx.y / p.heads, h = blockIdx.y % p.heads;
     // Causal rows late in the sequence see the most keys: start those first.
-    const int q0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BM;
+    const int q0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const T* q = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
     const T* k = static_cast<const T*>(p.k) + b * p.ks[0] + h * p.ks[1];
     const T* v = static_cast<const T*>(p.v) + b * p.vs[0] + h * p.vs[1];
-    const int n_end = p.causal ? min(p.lk, q0 + BM) : p.lk;
+    const int n_end = p.causal ? min(p.lk, q0 + kBM) : p.lk;
     const int tiles = (n_end + kBN - 1) / kBN;
-    // This warp's rows: w0 .. w0 + 16·RT - 1; with a causal mask, keys past w_last are never
-    // attended to by them, and tiles that start there are skipped (the warp still loads them).
-    const int w0 = q0 + warp * 16 * RT, w_last = w0 + 16 * RT - 1;
-    const int w_end = p.causal ? min(n_end, w_last + 1) : n_end;
 
-    issue_tile<T, D, LD, BM, NT>(sQ, q, p.qs[2], q0, p.lq);
-#pragma unroll
-    for (int s = 0; s < kFwdStages<D> - 1; ++s) {
-        if (s < tiles) {
-            issue_tile<T, D, LD, kBN, NT>(stage_k(s), k, p.ks[2], s * kBN, p.lk);
-            issue_tile<T, D, LD, kBN, NT>(stage_k(s) + kBN * LD, v, p.vs[2], s * kBN, p.lk);
-        }
-        cp_async_commit();
+    issue_tile<T, D, LD>(sQ, q, p.qs[2], q0, p.lq);
+    if (tiles > 0) {
+        issue_tile<T, D, LD>(stage_k(0), k, p.ks[2], 0, p.lk);
+        issue_tile<T, D, LD>(stage_k(0) + kBN * LD, v, p.vs[2], 0, p.lk);
     }
+    cp_async_commit();
 
-    // Per row tile rt, this thread's rows are w0 + 16·rt + g and that + 8 (index 2·rt + half).
-    float m[2 * RT], l[2 * RT];  // the row max in base 2
-#pragma unroll
-    for (int r = 0; r < 2 * RT; ++r) {
-        m[r] = -INFINITY;
-        l[r] = 0.f;
-    }
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};  // the row max in base 2
     const float scale2 = p.scale * kLog2e;
-    float acc[RT][D / 8][4];
+    float acc[D / 8][4];
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-        for (int dt = 0; dt < D / 8; ++dt)
-            acc[rt][dt][0] = acc[rt][dt][1] = acc[rt][dt][2] = acc[rt][dt][3] = 0.f;
-    std::uint32_t qf[RT][D / 16][4];
+    for (int dt = 0; dt < D / 8; ++dt) acc[dt][0] = acc[dt][1] = acc[dt][2] = acc[dt][3] = 0.f;
+    std::uint32_t qf[D / 16][4];
+    const int i_top = q0 + warp * 16 + g;  // this thread's rows: i_top and i_top + 8
 
     for (int tile = 0; tile < tiles; ++tile) {
-        // This tile's stage has arrived once this thread's groups but the newest
-        // kFwdStages - 2 are complete and every thread has passed the barrier; past it, every
-        // warp is done with the stage the previous iteration read, which is refilled here.
-        cp_async_wait<kFwdStages<D> - 2>();
-        __syncthreads();
-        if (tile + kFwdStages<D> - 1 < tiles) {
-            const int nt = tile + kFwdStages<D> - 1;
-            T* nk = stage_k(nt % kFwdStages<D>);
-            issue_tile<T, D, LD, kBN, NT>(nk, k, p.ks[2], nt * kBN, p.lk);
-            issue_tile<T, D, LD, kBN, NT>(nk + kBN * LD, v, p.vs[2], nt * kBN, p.lk);
+        if (tile + 1 < tiles) {
+            T* nk = stage_k((tile + 1) & 1);
+            issue_tile<T, D, LD>(nk, k, p.ks[2], (tile + 1) * kBN, p.lk);
+            issue_tile<T, D, LD>(nk + kBN * LD, v, p.vs[2], (tile + 1) * kBN, p.lk);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
         }
-        cp_async_commit();  // possibly empty: every iteration commits one group
+        __syncthreads();
         if (tile == 0) {
 #pragma unroll
-            for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk)
-                    ldmatrix_x4(qf[rt][kk], sQ + (warp * 16 * RT + rt * 16 + lane % 16) * LD +
-                                                kk * 16 + 8 * (lane / 16));
-        }
-        const int j0 = tile * kBN;
-        if (j0 < w_end) {
-            const T* sk = stage_k(tile % kFwdStages<D>);
-            const T* sv = sk + kBN * LD;
-            // S = Q Kᵀ: K's rows are the B operand's columns (ldmatrix, two tiles a load, each
-            // fragment used by every row tile).
-            float sc[RT][kBN / 8][4];
-#pragma unroll
-            for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-                for (int nt = 0; nt < kBN / 8; ++nt)
-                    sc[rt][nt][0] = sc[rt][nt][1] = sc[rt][nt][2] = sc[rt][nt][3] = 0.f;
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk)
-#pragma unroll
-                for (int np = 0; np < kBN / 16; ++np) {
-                    std::uint32_t bk[4];
-                    load_bt_pair(bk, sk + np * 16 * LD + kk * 16, LD);
-#pragma unroll
-                    for (int rt = 0; rt < RT; ++rt) {
-                        mma16816<T>(sc[rt][2 * np], qf[rt][kk], bk[0], bk[1]);
-                        mma16816<T>(sc[rt][2 * np + 1], qf[rt][kk], bk[2], bk[3]);
-                    }
-                }
-            // Online softmax: the row's max over the quad (the 4 lanes sharing g), then
-            // rescale. Only tiles on the causal diagonal, at the sequences' ends or under a
-            // mask go through masked_logit, which leaves logits in base 2 (factor f = 1); the
-            // others keep the raw products, scaled inside the exponential's FFMA (f = scale ·
-            // log2 e, whose sign must keep the raw maximum the scaled one).
-            const bool masked = p.mask || j0 + kBN > p.lk || w_last >= p.lq ||
-                                (p.causal && j0 + kBN - 1 > w0) || !(p.scale > 0.f);
-            const float f = masked ? 1.f : scale2;
-            std::uint32_t pf[RT][kBN / 16][4];
-#pragma unroll
-            for (int rt = 0; rt < RT; ++rt) {
-                const int i_top = w0 + rt * 16 + g;
-                float* mr = m + 2 * rt;
-                float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-                for (int nt = 0; nt < kBN / 8; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        if (masked)
-                            sc[rt][nt][e] =
-                                masked_logit(p, b, h, i_top + 8 * (e / 2),
-                                             j0 + nt * 8 + 2 * t + (e & 1), sc[rt][nt][e]) *
-                                kLog2e;
-                        mx[e / 2] = fmaxf(mx[e / 2], sc[rt][nt][e]);
-                    }
-                float alpha[2], mb[2];
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-                    mx[r] = fmaxf(mr[r], mx[r] * f);
-                    // 0 while m was -inf; a row with nothing yet keeps alpha 1 and p 0.
-                    alpha[r] = mx[r] == -INFINITY ? 1.f : fast_exp2(mr[r] - mx[r]);
-                    mr[r] = mx[r];
-                    // exp2(x·f - m): subtracting 0 instead of -inf keeps an empty row's p 0.
-                    mb[r] = mx[r] == -INFINITY ? 0.f : -mx[r];
-                }
-                float ls[2] = {0.f, 0.f};
-#pragma unroll
-                for (int nt = 0; nt < kBN / 8; ++nt) {
-                    float pr[4];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        pr[e] = fast_exp2(fmaf(sc[rt][nt][e], f, mb[e / 2]));
-                        ls[e / 2] += pr[e];
-                    }
-                    pf[rt][nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);
-                    pf[rt][nt / 2][(nt % 2) * 2 + 1] = pack2<T>(pr[2], pr[3]);
-                }
-                float* lr = l + 2 * rt;
-#pragma unroll
-                for (int r = 0; r < 2; ++r) lr[r] = lr[r] * alpha[r] + ls[r];  // this thread's
-#pragma unroll
-                for (int dt = 0; dt < D / 8; ++dt) {
-                    acc[rt][dt][0] *= alpha[0];
-                    acc[rt][dt][1] *= alpha[0];
-                    acc[rt][dt][2] *= alpha[1];
-                    acc[rt][dt][3] *= alpha[1];
-                }
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const T* r = sQ + (warp * 16 + g) * LD + kk * 16 + 2 * t;
+                qf[kk][0] = *reinterpret_cast<const std::uint32_t*>(r);
+                qf[kk][1] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD);
+                qf[kk][2] = *reinterpret_cast<const std::uint32_t*>(r + 8);
+                qf[kk][3] = *reinterpret_cast<const std::uint32_t*>(r + 8 * LD + 8);
             }
-            // O += P V: V's rows are keys, so its B fragments come transposed by ldmatrix.
-#pragma unroll
-            for (int kk = 0; kk < kBN / 16; ++kk)
-#pragma unroll
-                for (int dp = 0; dp < D / 16; ++dp) {
-                    std::uint32_t bv[4];
-                    ldmatrix_x4_trans(bv, sv + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LD +
-                                              dp * 16 + 8 * (lane / 16));
-#pragma unroll
-                    for (int rt = 0; rt < RT; ++rt) {
-                        mma16816<T>(acc[rt][2 * dp], pf[rt][kk], bv[0], bv[1]);
-                        mma16816<T>(acc[rt][2 * dp + 1], pf[rt][kk], bv[2], bv[3]);
-                    }
-                }
         }
+        const T* sk = stage_k(tile & 1);
+        const T* sv = sk + kBN * LD;
+        // S = Q Kᵀ: K's rows are the B operand's columns (ldmatrix, two tiles a load).
+        float sc[kBN / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+            for (int np = 0; np < kBN / 16; ++np) {
+                std::uint32_t bk[4];
+                load_bt_pair(bk, sk + np * 16 * LD + kk * 16, LD);
+                mma16816<T>(sc[2 * np], qf[kk], bk[0], bk[1]);
+                mma16816<T>(sc[2 * np + 1], qf[kk], bk[2], bk[3]);
+            }
+        // Online softmax: the row's max over the quad (the 4 lanes sharing g), then rescale.
+        const int j0 = tile * kBN;
+        const bool masked = tile_needs_mask(p, q0, j0);
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float x = masked ? masked_logit(p, b, h, i_top + 8 * (e / 2),
+                                                      j0 + nt * 8 + 2 * t + (e & 1), sc[nt][e]) *
+                                             kLog2e
+                                       : sc[nt][e] * scale2;
+                sc[nt][e] = x;
+                mx[e / 2] = fmaxf(mx[e / 2], x);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            alpha[r] = mx[r] == -INFINITY ? 1.f : fast_exp2(m[r] - mx[r]);  // 0 while m was -inf
+            m[r] = mx[r];
+        }
+        std::uint32_t pf[kBN / 16][4];
+        float ls[2] = {0.f, 0.f};
+#pragma unroll
+        for (int nt = 0; nt < kBN / 8; ++nt) {
+            float pr[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                pr[e] = m[e / 2] == -INFINITY ? 0.f : fast_exp2(sc[nt][e] - m[e / 2]);
+                ls[e / 2] += pr[e];
+            }
+            pf[nt / 2][(nt % 2) * 2] = pack2<T>(pr[0], pr[1]);
+            pf[nt / 2][(nt % 2) * 2 + 1] = pack2<T>(pr[2], pr[3]);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + ls[r];  // this thread's columns
+#pragma unroll
+        for (int dt = 0; dt < D / 8; ++dt) {
+            acc[dt][0] *= alpha[0];
+            acc[dt][1] *= alpha[0];
+            acc[dt][2] *= alpha[1];
+            acc[dt][3] *= alpha[1];
+        }
+        // O += P V: V's rows are keys, so its B fragments come transposed by ldmatrix.
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; ++kk)
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                std::uint32_t bv[4];
+                ldmatrix_x4_trans(bv, sv + (kk * 16 + lane % 8 + 8 * ((lane / 8) % 2)) * LD +
+                                          dp * 16 + 8 * (lane / 16));
+                mma16816<T>(acc[2 * dp], pf[kk], bv[0], bv[1]);
+                mma16816<T>(acc[2 * dp + 1], pf[kk], bv[2], bv[3]);
+            }
+        __syncthreads();  // every warp is done with this stage before it is refilled
     }
     cp_async_wait<0>();  // no key tile at all: the Q loads are still in flight
     const std::int64_t bh = static_cast<std::int64_t>(blockIdx.y);
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt)
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        const int i = i_top + 8 * r;
+        if (i >= p.lq) continue;
+        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;  // a row with nothing to attend to: 0
+        T* out = o + b * p.os[0] + h * p.os[1] + i * p.os[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float& lr = l[2 * rt + r];
-            lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-            lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-            const int i = w0 + rt * 16 + g + 8 * r;
-            if (i >= p.lq) continue;
-            const float inv = lr > 0.f ? 1.f / lr : 0.f;  // a row with nothing to attend to: 0
-            T* out = o + b * p.os[0] + h * p.os[1] + i * p.os[2];
-#pragma unroll
-            for (int dt = 0; dt < D / 8; ++dt)
-                *reinterpret_cast<std::uint32_t*>(out + dt * 8 + 2 * t) =
-                    pack2<T>(acc[rt][dt][2 * r] * inv, acc[rt][dt][2 * r + 1] * inv);
-            // m is in base 2: lse = ln(2^m · l).
-            if (t == 0)
-                lse[bh * p.lq + i] = lr > 0.f ? (m[2 * rt + r] + log2f(lr)) * kLn2 : -INFINITY;
-        }
+        for (int dt = 0; dt < D / 8; ++dt)
+            *reinterpret_cast<std::uint32_t*>(out + dt * 8 + 2 * t) =
+                pack2<T>(acc[dt][2 * r] * inv, acc[dt][2 * r + 1] * inv);
+        // m is in base 2: lse = ln(2^m · l).
+        if (t == 0) lse[bh * p.lq + i] = l[r] > 0.f ? (m[r] + log2f(l[r])) * kLn2 : -INFINITY;
+    }
 }
 
 // ---- bf16/f16 backward on mma.sync (head dims up to 64) ----------------------------------
@@ -1000,13 +936,11 @@ void forward_as(const AttnParams& p, void* o, float* lse, cudaStream_t s) {
                     static_cast<unsigned>(p.batch * p.heads));
     if constexpr (!std::is_same_v<T, float>) {
         if (mma_fits<T>(p)) {
-            const dim3 mgrid(static_cast<unsigned>((p.lq + kFwdRows<D> - 1) / kFwdRows<D>),
-                             static_cast<unsigned>(p.batch * p.heads));
             constexpr std::size_t bytes = mma_forward_bytes<T, D>;
             auto* kernel = attention_forward_mma_kernel<T, D>;
             static std::array<std::atomic<bool>, 64> done{};
             allow_shared_memory(kernel, bytes, done);
-            kernel<<<mgrid, kFwdWarps<D> * 32, bytes, s>>>(p, static_cast<T*>(o), lse);
+            kernel<<<grid, kAttnThreads, bytes, s>>>(p, static_cast<T*>(o), lse);
             EMBER_CUDA_CHECK(cudaGetLastError());
             return;
         }
