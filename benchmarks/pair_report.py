@@ -4,21 +4,36 @@ of the same names (bench_cuda NAME beside bench_cuda_torch.py NAME): one row per
 side's figure, and the ratio with ember ahead above 1 (throughputs ember/PyTorch, times
 PyTorch/ember). Rows only one side measured are listed with a dash.
 
-    pair_report.py RESULTS.md FILE.jsonl SECTION "TITLE" "WHAT THE RUN WAS"
+    pair_report.py RESULTS.md FILE.jsonl SECTION "TITLE" "WHAT THE RUN WAS" [--builds B1,B2]
+
+With --builds only the lines whose "build" is one of those (lines without one stay) are read,
+and a name measured in several rounds gets each side's median (before_after_report.py's files:
+--builds before,torch sets main's build against PyTorch).
 """
+import statistics
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from results_section import json_lines, section_args, write_section  # noqa: E402
+from results_section import json_lines, pop_options, section_args, write_section  # noqa: E402
 
 
 def main():
+    builds = pop_options(sys.argv, ["builds"], __doc__).get("builds")
     results, path, name, title, what = section_args(__doc__)
     rows = {}
-    for r in json_lines(path):
-        if "name" in r and "value" in r:
-            rows.setdefault(r["name"], {})[r["framework"]] = r
+    if builds:
+        keep = set(builds.split(","))
+        values = {}
+        for r in json_lines(path):
+            if "name" in r and "value" in r and r.get("build", next(iter(keep))) in keep:
+                values.setdefault((r["name"], r["framework"]), []).append(r)
+        for (n, fw), rs in values.items():
+            rows.setdefault(n, {})[fw] = dict(rs[-1], value=statistics.median(x["value"] for x in rs))
+    else:
+        for r in json_lines(path):
+            if "name" in r and "value" in r:
+                rows.setdefault(r["name"], {})[r["framework"]] = r
     table = []
     for key, r in rows.items():
         e, t = r.get("ember"), r.get("torch")

@@ -231,10 +231,24 @@ std::string describe(const CudaCase& c) {
 }
 
 const CudaCase kCudaCases[] = {
-    {2, 3, 77, 77, 32, false, ""},     {1, 2, 130, 65, 64, true, ""},
-    {1, 2, 65, 130, 64, true, ""},     {2, 2, 64, 200, 128, false, "bool"},
-    {1, 4, 100, 93, 64, false, "add"}, {1, 1, 1, 1, 32, false, ""},
-    {2, 2, 129, 129, 128, true, ""},   {1, 2, 3, 300, 32, false, "bool"},
+    {2, 3, 77, 77, 32, false, ""},
+    {1, 2, 130, 65, 64, true, ""},
+    {1, 2, 65, 130, 64, true, ""},
+    {2, 2, 64, 200, 128, false, "bool"},
+    {1, 4, 100, 93, 64, false, "add"},
+    {1, 1, 1, 1, 32, false, ""},
+    {2, 2, 129, 129, 128, true, ""},
+    {1, 2, 3, 300, 32, false, "bool"},
+    // The bf16/f16 forward's 128-row blocks (head dims 32, 64): rows past a block's end, whole
+    // warps past Lq or the causal diagonal, causal with Lq != Lk, masks.
+    {1, 2, 1000, 1000, 64, true, ""},
+    {1, 2, 257, 257, 32, true, ""},
+    {1, 1, 130, 130, 128, true, ""},
+    {1, 2, 300, 200, 64, true, ""},
+    {1, 1, 200, 300, 32, true, ""},
+    {1, 2, 300, 200, 64, false, "add"},
+    {1, 1, 200, 300, 32, false, "bool"},
+    {2, 1, 193, 193, 64, false, ""},
 };
 
 /// Runs `c` with the fused kernel (module::attention on Autodiff<Cuda>) and with the composed
