@@ -167,6 +167,13 @@ TensorData offset_data(const ember::Shape& shape, double mean, std::uint64_t see
 }
 
 /// Which of BatchNorm's forwards bn_run calls.
+/// A shape, its dtype and the tolerance against the CPU's result.
+struct ShapeCase {
+    ember::Shape shape;
+    DType dtype;
+    ember::Tolerance tol;
+};
+
 enum class BnMode { Plain, Relu, AddRelu };
 
 // BatchNorm's output and the gradients of x, gamma, beta for L = Σ y·w, on stack B with x in
@@ -326,12 +333,7 @@ TEST_CASE("cuda batch norm: the tiled channels-last kernels agree with the CPU's
     // groups dividing 256): a partial last tile, several tiles, many splits, and beside them a
     // single tile and channels not a multiple of the vector (the earlier kernels), each plain,
     // with the ReLU, and with residual + ReLU (bf16 under autocast, as in a model).
-    struct Case {
-        ember::Shape shape;
-        DType dtype;
-        ember::Tolerance tol;
-    };
-    const std::vector<Case> cases{
+    const std::vector<ShapeCase> cases{
         {{4, 24, 6, 6}, DType::BF16, {3e-2, 3e-2}},    // 3 groups, one tile: earlier kernels
         {{3, 40, 5, 7}, DType::F32, {1e-4, 1e-4}},     // 10 groups: a full tile and a partial one
         {{6, 48, 5, 5}, DType::F32, {1e-4, 1e-4}},     // 12 groups of 4 f32: 2 tiles
@@ -372,12 +374,7 @@ TEST_CASE("cuda batch norm: the tiled channels-last kernels agree with the CPU's
 TEST_CASE("cuda batch norm with the ReLU (and residual) fused agrees with the CPU's composed ops",
           "[cuda][batchnorm]") {
     REQUIRE_GPU();
-    struct Case {
-        ember::Shape shape;
-        DType dtype;
-        ember::Tolerance tol;
-    };
-    const std::vector<Case> cases{
+    const std::vector<ShapeCase> cases{
         {{8, 16, 12, 12}, DType::F32, {1e-4, 1e-4}},  // vector kernels, both layouts
         {{5, 7, 3, 3}, DType::F32, {1e-4, 1e-4}},     // odd sizes: scalar kernels
         // bf16 data and residual under autocast on both sides: f32 statistics and arithmetic,
