@@ -8,7 +8,6 @@
 // row a block, and dgamma/dbeta as column sums split over row slices whose partials a second pass
 // folds in order (deterministic, no atomics).
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <type_traits>
 
@@ -366,36 +365,31 @@ __global__ void __launch_bounds__(kFusedWarps * 32, N <= 4   ? 4
     }
 }
 
-/// How many blocks of layer_norm_backward_fused_kernel<N, ·> (with `smem` bytes of shared memory
-/// each) the current device holds at once, the fewest over the gradient's storage types: the
-/// grid's cap, so that every block starts in the first wave. Four a multiprocessor (fused_blocks'
-/// cap) is what narrow rows allow; GPT-2's 768 columns (N = 6) take 168–173 registers a thread,
-/// two or three blocks a multiprocessor, and a grid of four ran the rest as a second wave behind
-/// the first. One count for every storage type keeps the partial sums' grouping, and so dgamma's
-/// and dbeta's bits, the same whether the gradient arrives as f32 or as f16/bf16.
+/// How many blocks of layer_norm_backward_fused_kernel<N, ·> the current device holds at once,
+/// the fewest over the gradient's storage types: the grid's cap, so that every block starts in
+/// the first wave. Four a multiprocessor (fused_blocks' cap) is what narrow rows allow; GPT-2's
+/// 768 columns (N = 6) take 168 registers a thread, three blocks a multiprocessor, and a grid of
+/// four ran the rest as a second wave behind the first. One count for every storage type keeps
+/// the partial sums' grouping, and so dgamma's and dbeta's bits, the same whether the gradient
+/// arrives as f32 or as f16/bf16. Asked once per N with the shared memory of N's widest rows
+/// (registers bound these kernels long before it does).
 template <int N>
-int fused_resident(std::size_t smem) {
-    // (smem << 8 | blocks a multiprocessor) + 1, 0 until asked: the answer depends only on the
-    // kernels and smem (one architecture a build), so one cached pair serves every launch.
-    static std::atomic<std::uint64_t> cached{0};
-    std::uint64_t c = cached.load(std::memory_order_relaxed);
-    if (c == 0 || (c - 1) >> 8 != smem) {
+int fused_resident() {
+    static const int per_sm = [] {
+        const std::size_t smem = 2 * kFusedWarps * (128 * N) * sizeof(float);
         int fewest = 255;
         const auto ask = [&](const void* kernel) {
-            int per_sm = 0;
-            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kFusedWarps * 32,
-                                                                smem),
+            int n = 0;
+            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kFusedWarps * 32, smem),
                   "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-            fewest = std::min(fewest, per_sm);
+            fewest = std::min(fewest, n);
         };
         ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, float>));
         ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, __half>));
         ask(reinterpret_cast<const void*>(&layer_norm_backward_fused_kernel<N, __nv_bfloat16>));
-        c = ((static_cast<std::uint64_t>(smem) << 8) | static_cast<std::uint64_t>(fewest)) + 1;
-        cached.store(c, std::memory_order_relaxed);
-    }
-    const int per_sm = static_cast<int>((c - 1) & 0xff);
-    return (per_sm > 0 ? per_sm : 1) * multiprocessors();
+        return fewest > 0 ? fewest : 1;
+    }();
+    return per_sm * multiprocessors();
 }
 
 /// Rows of threads fold_parts_kernel splits the partial rows over: a block of 32 × 32, so that
@@ -469,7 +463,7 @@ void launch_layer_norm_backward(DType cd, DType gd, std::int64_t rows, std::int6
         const auto launch = [&]<int N>(std::integral_constant<int, N>) {
             visit_float_storage(gd, [&]<typename G, typename>() {
                 if constexpr (!std::is_same_v<G, double>) {
-                    blocks = std::min(blocks, fused_resident<N>(smem));
+                    blocks = std::min(blocks, fused_resident<N>());
                     float* pb = dgamma ? pg + static_cast<std::int64_t>(blocks) * cols : nullptr;
                     layer_norm_backward_fused_kernel<N, G><<<blocks, kFusedWarps * 32, smem, s>>>(
                         rows, cols4, static_cast<const float4*>(x), static_cast<const G*>(g),
